@@ -1,0 +1,216 @@
+"""Attention kinds for MSA blocks, all mapping a (B, C_in, H, W) map to (B, C_out, H, W).
+
+* ``window``: softmax attention in non-overlapping p x p windows with a learned relative position
+  bias (shared by all heads, as in the reference, or one table per head).
+* ``global``: the same attention with a single window covering the whole feature map.
+* ``focused_linear``: focused linear attention (FLatten Transformer, Han et al., ICCV 2023) over the
+  whole map, with linear cost in the number of tokens.
+
+Softmax kinds run through ``F.scaled_dot_product_attention`` (fused kernels where available); setting
+``fused=False`` uses an explicit math path that supports double backward (Hessian-vector products).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+ATTENTION_KINDS = ("window", "global", "focused_linear")
+
+
+def window_partition(x: torch.Tensor, window: tuple[int, int]) -> torch.Tensor:
+    """(B, C, H, W) -> (B * num_windows, ph * pw, C)."""
+    b, c, h, w = x.shape
+    ph, pw = window
+    x = x.reshape(b, c, h // ph, ph, w // pw, pw).permute(0, 2, 4, 3, 5, 1)
+    return x.reshape(-1, ph * pw, c)
+
+
+def window_merge(x: torch.Tensor, window: tuple[int, int], size: tuple[int, int]) -> torch.Tensor:
+    """(B * num_windows, ph * pw, C) -> (B, C, H, W)."""
+    ph, pw = window
+    h, w = size
+    c = x.shape[-1]
+    x = x.reshape(-1, h // ph, w // pw, ph, pw, c).permute(0, 5, 1, 3, 2, 4)
+    return x.reshape(-1, c, h, w)
+
+
+def relative_position_index(window: tuple[int, int]) -> torch.Tensor:
+    """Index of (pos_j - pos_i) into a flattened (2ph-1) x (2pw-1) table, shape (ph*pw, ph*pw)."""
+    ph, pw = window
+    coords = torch.stack(torch.meshgrid(torch.arange(ph), torch.arange(pw), indexing="ij")).flatten(1)
+    delta = coords[:, None, :] - coords[:, :, None]  # delta[:, i, j] = pos_j - pos_i
+    return (delta[0] + ph - 1) * (2 * pw - 1) + (delta[1] + pw - 1)
+
+
+class _Projections(nn.Module):
+    """Bias-free q and kv projections and a biased output projection, shared by all kinds."""
+
+    def __init__(self, dim_in: int, dim_out: int, heads: int, head_dim: int):
+        super().__init__()
+        self.heads = heads
+        self.head_dim = head_dim
+        inner = heads * head_dim
+        self.to_q = nn.Linear(dim_in, inner, bias=False)
+        self.to_kv = nn.Linear(dim_in, 2 * inner, bias=False)
+        self.to_out = nn.Linear(inner, dim_out)
+
+    def qkv(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(B, N, C) tokens -> q, k, v each (B, heads, N, head_dim)."""
+        b, n, _ = tokens.shape
+        q = self.to_q(tokens)
+        k, v = self.to_kv(tokens).chunk(2, dim=-1)
+        return tuple(t.reshape(b, n, self.heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
+
+    def merge_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, heads, N, head_dim) -> (B, N, dim_out)."""
+        b, h, n, d = x.shape
+        return self.to_out(x.transpose(1, 2).reshape(b, n, h * d))
+
+
+class WindowAttention(_Projections):
+    """Softmax attention in non-overlapping windows with a learned relative position bias."""
+
+    def __init__(
+        self,
+        dim_in: int,
+        dim_out: int,
+        *,
+        heads: int,
+        head_dim: int = 64,
+        window: tuple[int, int] = (4, 4),
+        bias_per_head: bool = False,
+        fused: bool = True,
+    ):
+        super().__init__(dim_in, dim_out, heads, head_dim)
+        self.window = tuple(window)
+        self.scale = head_dim**-0.5
+        self.fused = fused
+        table = (heads,) if bias_per_head else ()
+        table += (2 * self.window[0] - 1, 2 * self.window[1] - 1)
+        self.rel_pos_bias = nn.Parameter(torch.randn(table) * 0.02)
+        self.register_buffer("rel_pos_index", relative_position_index(self.window), persistent=False)
+
+    def position_bias(self) -> torch.Tensor:
+        """(1 or heads, N, N) bias added to the attention logits of every window."""
+        table = self.rel_pos_bias.flatten(-2)
+        bias = table[..., self.rel_pos_index]
+        return bias if bias.dim() == 3 else bias.unsqueeze(0)
+
+    def _windows(self, x: torch.Tensor) -> torch.Tensor:
+        h, w = x.shape[-2:]
+        ph, pw = self.window
+        if h % ph or w % pw:
+            raise ValueError(
+                f"{type(self).__name__}: feature map {h}x{w} is not divisible by the attention window {ph}x{pw}; "
+                "use an input size whose stage maps are multiples of the window, or change model.window"
+            )
+        return window_partition(x, self.window)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        size = x.shape[-2:]
+        q, k, v = self.qkv(self._windows(x))
+        bias = self.position_bias().to(q.dtype)
+        if self.fused:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=self.scale)
+        else:
+            out = self._softmax(q, k, bias) @ v
+        return window_merge(self.merge_heads(out), self.window, size)
+
+    def _softmax(self, q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        return ((q @ k.transpose(-2, -1)) * self.scale + bias).softmax(dim=-1)
+
+    @torch.no_grad()
+    def attention_map(self, x: torch.Tensor) -> torch.Tensor:
+        """Attention probabilities, (B * num_windows, heads, N, N), rows summing to 1."""
+        q, k, _ = self.qkv(self._windows(x))
+        return self._softmax(q, k, self.position_bias().to(q.dtype))
+
+
+class FocusedLinearAttention(_Projections):
+    """Focused linear attention (FLatten Transformer) over all tokens of the map.
+
+    phi(x) = ReLU(x) / softplus(s) focused by ``x -> |x| * x**p / |x**p|`` (p=3), then
+    out_i = phi(q_i) . (sum_j phi(k_j) v_j^T) / (phi(q_i) . sum_j phi(k_j)), plus a depthwise
+    conv on V. Both sums are taken as means (scaled by 1/N) so that they stay finite in fp16/bf16.
+    """
+
+    def __init__(
+        self,
+        dim_in: int,
+        dim_out: int,
+        *,
+        heads: int,
+        head_dim: int = 64,
+        focusing_factor: float = 3.0,
+        kernel_size: int = 5,
+        eps: float = 1e-6,
+    ):
+        super().__init__(dim_in, dim_out, heads, head_dim)
+        self.focusing_factor = focusing_factor
+        self.eps = eps
+        self.scale = nn.Parameter(torch.zeros(1, 1, heads * head_dim))
+        self.dwc = nn.Conv2d(head_dim, head_dim, kernel_size, padding=kernel_size // 2, groups=head_dim)
+
+    def _focus(self, t: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        t = (F.relu(t.float()) + self.eps) / scale
+        norm = t.norm(dim=-1, keepdim=True)
+        t = t**self.focusing_factor
+        return t / t.norm(dim=-1, keepdim=True) * norm
+
+    def _features(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        b, _, h, w = x.shape
+        tokens = x.flatten(2).transpose(1, 2)
+        n = h * w
+        q = self.to_q(tokens)
+        k, v = self.to_kv(tokens).chunk(2, dim=-1)
+        scale = F.softplus(self.scale.float())
+        q, k = self._focus(q, scale), self._focus(k, scale)
+        q, k = (t.reshape(b, n, self.heads, self.head_dim).transpose(1, 2) for t in (q, k))
+        v = v.reshape(b, n, self.heads, self.head_dim).transpose(1, 2)
+        return q, k, v
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, _, h, w = x.shape
+        n = h * w
+        q, k, v = self._features(x)
+        k_mean = k.mean(dim=2, keepdim=True)  # (B, heads, 1, d)
+        z = 1.0 / ((q * k_mean).sum(dim=-1, keepdim=True) + self.eps)  # (B, heads, N, 1)
+        inv_sqrt_n = 1.0 / math.sqrt(n)
+        kv = (k.transpose(-2, -1) * inv_sqrt_n).to(v.dtype) @ (v * inv_sqrt_n)  # mean over tokens
+        out = (q.to(v.dtype) @ kv) * z.to(v.dtype)
+        local = self.dwc(v.transpose(-2, -1).reshape(b * self.heads, self.head_dim, h, w))
+        out = out + local.reshape(b, self.heads, self.head_dim, n).transpose(-2, -1)
+        out = self.merge_heads(out)
+        return out.transpose(1, 2).reshape(b, -1, h, w)
+
+    @torch.no_grad()
+    def attention_map(self, x: torch.Tensor) -> torch.Tensor:
+        """The implied attention map (B, heads, N, N): phi(q_i).phi(k_j) normalised over j."""
+        q, k, _ = self._features(x)
+        scores = q @ k.transpose(-2, -1)
+        return scores / scores.sum(dim=-1, keepdim=True)
+
+
+def build_attention(
+    kind: str,
+    dim_in: int,
+    dim_out: int,
+    *,
+    heads: int,
+    head_dim: int,
+    window: tuple[int, int],
+    bias_per_head: bool = False,
+    fused: bool = True,
+) -> nn.Module:
+    """One constructor for every kind; ``window`` is the stage's window (the whole map for ``global``)."""
+    if kind in ("window", "global"):
+        return WindowAttention(
+            dim_in, dim_out, heads=heads, head_dim=head_dim, window=window, bias_per_head=bias_per_head, fused=fused
+        )
+    if kind == "focused_linear":
+        return FocusedLinearAttention(dim_in, dim_out, heads=heads, head_dim=head_dim)
+    raise ValueError(f"unknown attention kind {kind!r}; choose one of {list(ATTENTION_KINDS)}")

@@ -1,0 +1,197 @@
+"""The hybrid Conv + MSA backbone, built from a per-stage layout (see :mod:`alternet.models.layout`).
+
+One class covers AlterNet and its pre-activation ResNet twins (a layout without ``M`` tokens).
+The module tree follows timm conventions: ``stem`` -> ``stages`` (``nn.Sequential`` of stages, each
+an ``nn.Sequential`` of blocks) -> ``norm`` (final BN-ReLU) -> ``head`` (pool, dropout, ``fc``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from timm.layers import SelectAdaptivePool2d
+from torch import nn
+
+from .attention import ATTENTION_KINDS, WindowAttention
+from .blocks import BLOCK_TYPES, STEMS, MSABlock, NormAct, PreActBlock
+from .layout import LayoutError, StageSpec, resolve_stages
+
+IMAGENET_STEM_MIN_SIZE = 128
+DEFAULT_WINDOW = {"cifar": 4, "imagenet": 7}
+
+
+@dataclass(frozen=True)
+class BlockInfo:
+    """One residual block of the backbone, as the analysis tools see it."""
+
+    name: str
+    kind: str  # "C" or "M"
+    stage: int
+    index: int  # global index over all blocks, 0-based
+    module: PreActBlock
+
+
+def choose_stem(stem: str, img_size: int | Sequence[int]) -> str:
+    """``auto``: the CIFAR stem for small inputs (< 128 px), the ImageNet stem otherwise."""
+    if stem == "auto":
+        size = img_size if isinstance(img_size, int) else min(img_size)
+        return "imagenet" if size >= IMAGENET_STEM_MIN_SIZE else "cifar"
+    if stem not in STEMS:
+        raise LayoutError(f"unknown stem {stem!r}; choose one of {['auto', *STEMS]}")
+    return stem
+
+
+class AlterNet(nn.Module):
+    """Pre-activation ResNet stages with MSA blocks where the layout says ``M``.
+
+    Args:
+        layout: per-stage block sequence, e.g. ``"CCC|CCCM|CCCCCM|CMCM"``.
+        block: ``"basic"`` or ``"bottleneck"`` Conv blocks (expansion 1 or 4).
+        widths: per-stage base width (output channels are ``width * expansion``).
+        heads: per-stage number of attention heads (ignored for stages without MSA).
+        head_dim: channels per head.
+        strides: per-stage stride of the first block; default ``1, 2, 2, ...``.
+        attn_dims: optional per-stage total attention width, checked against ``heads * head_dim``.
+        window: attention window (int or per-stage list); ``None`` picks 4 (CIFAR stem) or 7 (ImageNet stem).
+        attention: ``"window"``, ``"global"`` or ``"focused_linear"``.
+        bias_per_head: one relative position bias table per head instead of one shared table.
+        fused_attn: use ``scaled_dot_product_attention``; ``False`` forces the math path.
+        stem: ``"auto"``, ``"cifar"`` or ``"imagenet"``.
+        img_size: input size used to resolve and validate windows.
+        drop_path_rate: stochastic depth; block j of N drops with rate ``drop_path_rate * j / (N - 1)``.
+    """
+
+    def __init__(
+        self,
+        layout: str = "CC|CM|CM|CM",
+        block: str = "basic",
+        widths: Sequence[int] = (64, 128, 256, 512),
+        heads: Sequence[int] = (3, 6, 12, 24),
+        head_dim: int = 64,
+        strides: Sequence[int] | None = None,
+        attn_dims: Sequence[int | None] | None = None,
+        window: int | Sequence[int | None] | None = None,
+        attention: str = "window",
+        bias_per_head: bool = False,
+        fused_attn: bool = True,
+        stem: str = "auto",
+        stem_width: int | None = None,
+        img_size: int | Sequence[int] = 32,
+        in_chans: int = 3,
+        num_classes: int = 1000,
+        global_pool: str = "avg",
+        drop_rate: float = 0.0,
+        drop_path_rate: float = 0.0,
+    ):
+        super().__init__()
+        if block not in BLOCK_TYPES:
+            raise LayoutError(f"unknown block type {block!r}; choose one of {list(BLOCK_TYPES)}")
+        if attention not in ATTENTION_KINDS:
+            raise LayoutError(f"unknown attention kind {attention!r}; choose one of {list(ATTENTION_KINDS)}")
+        if not 0.0 <= drop_path_rate < 1.0:
+            raise LayoutError(f"drop_path_rate must be in [0, 1), got {drop_path_rate}")
+        stem = choose_stem(stem, img_size)
+        conv_block = BLOCK_TYPES[block]
+        self.specs: list[StageSpec] = resolve_stages(
+            layout,
+            widths,
+            heads,
+            strides=strides,
+            head_dim=head_dim,
+            attn_dims=attn_dims,
+            window=window,
+            default_window=DEFAULT_WINDOW[stem],
+            attention=attention,
+            img_size=img_size,
+            stem_reduction=STEMS[stem].reduction,
+        )
+        self.layout = "|".join(spec.sequence for spec in self.specs)
+        self.num_classes = num_classes
+        self.drop_rate = drop_rate
+
+        stem_width = stem_width or self.specs[0].width
+        self.stem = STEMS[stem](in_chans, stem_width)
+        total_blocks = sum(len(spec.sequence) for spec in self.specs)
+        block_index = 0
+        chs, reduction = stem_width, STEMS[stem].reduction
+        stages, self.feature_info = [], []
+        for stage_index, spec in enumerate(self.specs):
+            blocks = []
+            for position, token in enumerate(spec.sequence):
+                rate = drop_path_rate * block_index / max(total_blocks - 1, 1)
+                stride = spec.stride if position == 0 else 1
+                if token == "C":
+                    blocks.append(conv_block(chs, spec.width, stride=stride, drop_path=rate))
+                else:
+                    blocks.append(
+                        MSABlock(
+                            chs,
+                            spec.width,
+                            expansion=conv_block.expansion,
+                            heads=spec.heads,
+                            head_dim=spec.head_dim,
+                            window=spec.window,
+                            attention=attention,
+                            bias_per_head=bias_per_head,
+                            fused_attn=fused_attn,
+                            drop_path=rate,
+                        )
+                    )
+                chs = spec.width * conv_block.expansion
+                block_index += 1
+            stages.append(nn.Sequential(*blocks))
+            reduction *= spec.stride
+            self.feature_info.append(dict(num_chs=chs, reduction=reduction, module=f"stages.{stage_index}"))
+        self.stages = nn.Sequential(*stages)
+        self.num_features = self.head_hidden_size = chs
+        self.norm = NormAct(chs)
+        self.feature_info[-1]["module"] = "norm"
+        self.head = nn.Module()
+        self._build_head(num_classes, global_pool)
+
+    def _build_head(self, num_classes: int, global_pool: str) -> None:
+        self.head.global_pool = SelectAdaptivePool2d(pool_type=global_pool, flatten=True)
+        self.head.drop = nn.Dropout(self.drop_rate)
+        self.head.fc = nn.Linear(self.num_features, num_classes) if num_classes > 0 else nn.Identity()
+
+    # timm model interface -------------------------------------------------------------------
+
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.stages(self.stem(x)))
+
+    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        x = self.head.drop(self.head.global_pool(x))
+        return x if pre_logits else self.head.fc(x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.forward_head(self.forward_features(x))
+
+    def get_classifier(self) -> nn.Module:
+        return self.head.fc
+
+    def reset_classifier(self, num_classes: int, global_pool: str | None = None) -> None:
+        self.num_classes = num_classes
+        self._build_head(num_classes, global_pool or self.head.global_pool.pool_type)
+
+    def no_weight_decay(self) -> set[str]:
+        """Relative position bias tables (timm convention: names excluded from weight decay)."""
+        return {name for name, _ in self.named_parameters() if name.endswith("rel_pos_bias")}
+
+    # analysis interface ---------------------------------------------------------------------
+
+    def blocks(self) -> list[BlockInfo]:
+        """Every residual block in order, labelled ``C`` or ``M``."""
+        infos = []
+        for stage_index, stage in enumerate(self.stages):
+            for position, module in enumerate(stage):
+                name = f"stages.{stage_index}.{position}"
+                infos.append(BlockInfo(name, module.kind, stage_index, len(infos), module))
+        return infos
+
+    def set_fused_attn(self, enabled: bool) -> None:
+        """Switch every softmax attention between the fused kernel and the math path."""
+        for module in self.modules():
+            if isinstance(module, WindowAttention):
+                module.fused = enabled

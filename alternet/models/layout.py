@@ -1,0 +1,182 @@
+"""Stage layouts: the Conv (``C``) / MSA (``M``) block sequence of every stage.
+
+A layout is written as one string, stages separated by ``|``: ``"CCC|CCCM|CCCCCM|CMCM"``.
+:func:`alternate_layout` applies the paper's build-up rule; :func:`resolve_stages` checks a layout
+against the rest of the architecture and the input size and returns one :class:`StageSpec` per stage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+CONV = "C"
+MSA = "M"
+TOKENS = (CONV, MSA)
+STAGE_SEPARATOR = "|"
+
+
+class LayoutError(ValueError):
+    """A layout or MSA setting that the architecture cannot run."""
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """Everything needed to build one stage."""
+
+    sequence: str
+    width: int
+    stride: int
+    heads: int
+    head_dim: int
+    window: tuple[int, int]
+    feature_size: tuple[int, int]
+
+    @property
+    def num_msa(self) -> int:
+        return self.sequence.count(MSA)
+
+
+def parse_layout(layout: str) -> list[str]:
+    """Split ``"CC|CM"`` into per-stage sequences, rejecting empty stages and unknown tokens."""
+    if not isinstance(layout, str) or not layout.strip():
+        raise LayoutError(f"layout must be a non-empty string such as 'CC|CM|CM|CM', got {layout!r}")
+    stages = [s.strip().upper() for s in layout.split(STAGE_SEPARATOR)]
+    for index, sequence in enumerate(stages):
+        if not sequence:
+            raise LayoutError(f"layout {layout!r}: stage {index + 1} is empty; every stage needs at least one block")
+        unknown = sorted(set(sequence) - set(TOKENS))
+        if unknown:
+            raise LayoutError(
+                f"layout {layout!r}: stage {index + 1} has unknown token(s) {unknown}; "
+                f"use {CONV!r} for a Conv block and {MSA!r} for an MSA block"
+            )
+    return stages
+
+
+def format_layout(stages: Sequence[str]) -> str:
+    return STAGE_SEPARATOR.join(stages)
+
+
+def alternate_layout(depths: Sequence[int], msa_counts: Sequence[int]) -> str:
+    """The AlterNet build-up rule: per stage, MSAs take the last ``2n`` positions, alternating C, M.
+
+    ``alternate_layout((3, 4, 6, 4), (0, 1, 1, 2)) == "CCC|CCCM|CCCCCM|CMCM"``.
+    """
+    if len(depths) != len(msa_counts):
+        raise LayoutError(f"depths {list(depths)} and msa_counts {list(msa_counts)} must have the same length")
+    stages = []
+    for index, (depth, msas) in enumerate(zip(depths, msa_counts)):
+        if depth < 1:
+            raise LayoutError(f"stage {index + 1}: depth must be >= 1, got {depth}")
+        if msas < 0 or 2 * msas > depth:
+            raise LayoutError(
+                f"stage {index + 1}: {msas} MSA block(s) need {2 * msas} positions (C, M pairs) "
+                f"but the stage has {depth} block(s)"
+            )
+        stages.append(CONV * (depth - 2 * msas) + (CONV + MSA) * msas)
+    return format_layout(stages)
+
+
+def _per_stage(name: str, value: int | Sequence[int] | None, num_stages: int) -> list:
+    if value is None or isinstance(value, int):
+        return [value] * num_stages
+    values = list(value)
+    if len(values) != num_stages:
+        raise LayoutError(f"{name} has {len(values)} value(s) {values} but the layout has {num_stages} stage(s)")
+    return values
+
+
+def _as_pair(value: int | Sequence[int]) -> tuple[int, int]:
+    if isinstance(value, int):
+        return value, value
+    h, w = value
+    return int(h), int(w)
+
+
+def resolve_stages(
+    layout: str,
+    widths: Sequence[int],
+    heads: Sequence[int],
+    *,
+    strides: Sequence[int] | None = None,
+    head_dim: int = 64,
+    attn_dims: Sequence[int | None] | None = None,
+    window: int | Sequence[int | None] | None = None,
+    default_window: int = 4,
+    attention: str = "window",
+    img_size: int | Sequence[int] = 32,
+    stem_reduction: int = 1,
+) -> list[StageSpec]:
+    """Validate a layout against widths, heads, windows and the input size; return the stage specs.
+
+    ``window=None`` picks ``default_window`` for each stage, capped at the stage's feature map; an
+    explicit window must divide the feature map of every stage that has an MSA.
+    ``attn_dims`` (optional, per stage) is the total attention width and must equal ``heads * head_dim``.
+    """
+    stages = parse_layout(layout)
+    n = len(stages)
+    widths = _per_stage("widths", widths, n)
+    heads = _per_stage("heads", heads, n)
+    strides = [1] + [2] * (n - 1) if strides is None else _per_stage("strides", strides, n)
+    attn_dims = _per_stage("attn_dims", attn_dims, n)
+    windows = _per_stage("window", window, n)
+    if head_dim < 1:
+        raise LayoutError(f"head_dim must be >= 1, got {head_dim}")
+
+    height, width = _as_pair(img_size)
+    if height % stem_reduction or width % stem_reduction:
+        raise LayoutError(f"input size {height}x{width} is not divisible by the stem's reduction {stem_reduction}")
+    height, width = height // stem_reduction, width // stem_reduction
+
+    specs = []
+    for index, sequence in enumerate(stages):
+        label = f"stage {index + 1} ({sequence!r})"
+        if widths[index] is None or widths[index] < 1:
+            raise LayoutError(f"{label}: width must be >= 1, got {widths[index]}")
+        stride = strides[index]
+        if stride < 1:
+            raise LayoutError(f"{label}: stride must be >= 1, got {stride}")
+        if height % stride or width % stride:
+            raise LayoutError(
+                f"{label}: feature map {height}x{width} cannot be reduced by stride {stride}; "
+                "use a larger input size or fewer strided stages"
+            )
+        height, width = height // stride, width // stride
+        if sequence[0] == MSA:
+            raise LayoutError(
+                f"{label}: the first block of a stage changes resolution/width and must be a Conv block "
+                f"('{CONV}'), not an MSA ('{MSA}')"
+            )
+        stage_heads = heads[index] or 0
+        win = (0, 0)
+        if MSA in sequence:
+            if stage_heads < 1:
+                raise LayoutError(f"{label}: has MSA blocks, so heads must be >= 1, got {heads[index]}")
+            if attn_dims[index] is not None and attn_dims[index] != stage_heads * head_dim:
+                raise LayoutError(
+                    f"{label}: attn_dim {attn_dims[index]} != heads * head_dim = {stage_heads} * {head_dim} "
+                    f"= {stage_heads * head_dim}; change heads, head_dim or attn_dims so they agree"
+                )
+            win = _stage_window(label, windows[index], default_window, attention, (height, width))
+        specs.append(
+            StageSpec(sequence, int(widths[index]), int(stride), int(stage_heads), int(head_dim), win, (height, width))
+        )
+    return specs
+
+
+def _stage_window(
+    label: str, window: int | None, default_window: int, attention: str, feature_size: tuple[int, int]
+) -> tuple[int, int]:
+    height, width = feature_size
+    if attention != "window":
+        return height, width
+    if window is None:
+        return min(default_window, height), min(default_window, width)
+    if window < 1 or height % window or width % window:
+        divisors = [d for d in range(1, min(height, width) + 1) if height % d == 0 and width % d == 0]
+        raise LayoutError(
+            f"{label}: window {window} does not divide the stage's {height}x{width} feature map "
+            f"(valid windows: {divisors}); set model.window to one of them, or null for the automatic choice"
+        )
+    return window, window

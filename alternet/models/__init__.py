@@ -7,6 +7,7 @@ from typing import Any
 import timm
 from torch import nn
 
+from ..errors import AlternetError
 from .attention import ATTENTION_KINDS, FocusedLinearAttention, WindowAttention
 from .backbone import AlterNet, BlockInfo
 from .layout import LayoutError, StageSpec, alternate_layout, format_layout, parse_layout, resolve_stages
@@ -15,7 +16,7 @@ from .zoo import ARCHITECTURES, COMPARISON_MODELS
 MODEL_NAMES: tuple[str, ...] = (*ARCHITECTURES, *COMPARISON_MODELS)
 
 
-class UnknownModelError(ValueError):
+class UnknownModelError(AlternetError, ValueError):
     """A model name that neither alternet nor timm knows."""
 
 

@@ -10,13 +10,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..errors import AlternetError
+
 CONV = "C"
 MSA = "M"
 TOKENS = (CONV, MSA)
 STAGE_SEPARATOR = "|"
 
 
-class LayoutError(ValueError):
+class LayoutError(AlternetError, ValueError):
     """A layout or MSA setting that the architecture cannot run."""
 
 

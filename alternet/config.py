@@ -1,0 +1,55 @@
+"""Checks of composed configs that fail before any work starts, naming the offending key."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import ConfigValueError
+
+
+def _get(cfg: Mapping[str, Any], dotted: str) -> Any:
+    node: Any = cfg
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _require(cfg: Mapping[str, Any], key: str, check: Any, expectation: str) -> None:
+    value = _get(cfg, key)
+    if value is None:
+        return
+    try:
+        ok = check(value)
+    except TypeError:
+        ok = False
+    if not ok:
+        raise ConfigValueError(f"{key}={value!r} is invalid: {expectation}")
+
+
+def validate_train_config(cfg: Mapping[str, Any]) -> None:
+    """Static checks of a resolved training config (data-dependent checks happen in the DataModule)."""
+    _require(cfg, "recipe.epochs", lambda v: int(v) == v and v >= 1, "must be an integer >= 1")
+    _require(cfg, "trainer.max_epochs", lambda v: int(v) == v and v >= 1, "must be an integer >= 1")
+    _require(cfg, "recipe.batch_size", lambda v: int(v) == v and v >= 1, "must be an integer >= 1")
+    _require(cfg, "recipe.eval_batch_size", lambda v: int(v) == v and v >= 1, "must be an integer >= 1")
+    _require(cfg, "recipe.optimizer.lr", lambda v: v > 0, "must be > 0")
+    _require(cfg, "recipe.optimizer.weight_decay", lambda v: v >= 0, "must be >= 0")
+    _require(cfg, "recipe.label_smoothing", lambda v: 0 <= v < 1, "must be in [0, 1)")
+    _require(cfg, "recipe.drop_path_rate", lambda v: 0 <= v < 1, "must be in [0, 1)")
+    _require(cfg, "recipe.grad_clip", lambda v: v > 0, "must be > 0 (or null to disable clipping)")
+    _require(cfg, "data.val_size", lambda v: v >= 0, "must be a count >= 0 or a fraction in (0, 1)")
+    _require(cfg, "data.num_workers", lambda v: int(v) == v and v >= 0, "must be an integer >= 0")
+    _require(cfg, "data.image_size", lambda v: int(v) == v and v >= 1, "must be an integer >= 1")
+    epochs, warmup = _get(cfg, "trainer.max_epochs"), _get(cfg, "recipe.warmup_epochs")
+    if warmup is not None and (warmup < 0 or (epochs is not None and warmup >= epochs)):
+        raise ConfigValueError(
+            f"recipe.warmup_epochs={warmup} is invalid: must be >= 0 and smaller than the {epochs} training epochs"
+        )
+    mixup = _get(cfg, "recipe.mixup") or {}
+    if (mixup.get("mixup_alpha") or mixup.get("cutmix_alpha")) and int(_get(cfg, "recipe.batch_size")) % 2:
+        raise ConfigValueError(
+            f"recipe.batch_size={_get(cfg, 'recipe.batch_size')} is invalid: mixup/cutmix needs an even batch size"
+        )

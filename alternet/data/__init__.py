@@ -1,0 +1,53 @@
+"""Data sets as LightningDataModules sharing one base, and the transforms they use."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import ConfigValueError, DataError
+from .base import ArrayDataset, EpochSampler, ImageDataModule
+from .cifar import CIFAR10DataModule, CIFAR100DataModule
+from .digits import DigitsDataModule
+
+DATAMODULES: dict[str, type[ImageDataModule]] = {
+    "digits": DigitsDataModule,
+    "cifar10": CIFAR10DataModule,
+    "cifar100": CIFAR100DataModule,
+}
+
+# Keys of a data config that describe the data set rather than configure the loader.
+_DESCRIPTIVE_KEYS = ("name", "num_classes", "in_chans")
+
+
+def build_datamodule(data: Mapping[str, Any], recipe: Mapping[str, Any], *, seed: int) -> ImageDataModule:
+    """The DataModule named by ``data.name``: loader settings from ``data``, batch sizes and augmentation
+    from the ``recipe``."""
+    name = data.get("name")
+    if name not in DATAMODULES:
+        raise ConfigValueError(f"unknown data set data.name={name!r}; choose one of {sorted(DATAMODULES)}")
+    cls = DATAMODULES[name]
+    if data.get("num_classes", cls.num_classes) != cls.num_classes:
+        raise ConfigValueError(f"data.num_classes={data['num_classes']} but {name} has {cls.num_classes} classes")
+    kwargs = {k: v for k, v in data.items() if k not in _DESCRIPTIVE_KEYS}
+    return cls(
+        **kwargs,
+        batch_size=recipe["batch_size"],
+        eval_batch_size=recipe.get("eval_batch_size"),
+        augment=recipe.get("augment"),
+        seed=seed,
+    )
+
+
+__all__ = [
+    "DATAMODULES",
+    "ArrayDataset",
+    "CIFAR10DataModule",
+    "CIFAR100DataModule",
+    "ConfigValueError",
+    "DataError",
+    "DigitsDataModule",
+    "EpochSampler",
+    "ImageDataModule",
+    "build_datamodule",
+]

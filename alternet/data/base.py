@@ -1,0 +1,200 @@
+"""The shared base of every data set: in-memory uint8 arrays, a seeded validation split, and loaders
+whose order and augmentation are a pure function of (seed, epoch, index), sharded over ranks.
+
+That last property makes runs reproducible for any number of workers and lets a run resumed from an
+epoch-boundary checkpoint see exactly the batches an uninterrupted run would have seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, ClassVar
+
+import albumentations as A
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from ..errors import ConfigValueError, DataError
+from .transforms import build_transform
+
+
+class ArrayDataset(Dataset):
+    """uint8 HWC images and integer labels, transformed on access.
+
+    A key may be an index or ``(index, seed)``: the seed fixes that sample's augmentation.
+    """
+
+    def __init__(self, images: np.ndarray, labels: np.ndarray, transform: A.Compose):
+        if len(images) != len(labels):
+            raise DataError(f"{len(images)} images but {len(labels)} labels")
+        self.images = images
+        self.labels = labels.astype(np.int64)
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, key: int | tuple[int, int]) -> tuple[torch.Tensor, int]:
+        if isinstance(key, tuple):
+            index, seed = key
+            self.transform.set_random_seed(seed)
+        else:
+            index = key
+        return self.transform(image=self.images[index])["image"], int(self.labels[index])
+
+
+class EpochSampler(Sampler):
+    """Deterministic per-epoch order, sharded over ``world_size`` ranks.
+
+    Training (``shuffle=True``): a permutation seeded by (seed, epoch), truncated to a multiple of
+    ``world_size`` so that ranks get disjoint, equally long shards; each key carries a per-sample
+    augmentation seed. Evaluation (``shuffle=False``): indices in order, strided over ranks, nothing dropped.
+    """
+
+    def __init__(self, size: int, seed: int, *, shuffle: bool, rank: int = 0, world_size: int = 1):
+        super().__init__()
+        self.size, self.seed, self.shuffle = size, seed, shuffle
+        self.rank, self.world_size = rank, world_size
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        if self.shuffle:
+            return self.size // self.world_size
+        return len(range(self.rank, self.size, self.world_size))
+
+    def __iter__(self) -> Iterator[int | tuple[int, int]]:
+        if not self.shuffle:
+            yield from range(self.rank, self.size, self.world_size)
+            return
+        generator = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
+        order = torch.randperm(self.size, generator=generator)
+        order = order[: len(self) * self.world_size][self.rank :: self.world_size].tolist()
+        base = (self.seed * 1_000_003 + self.epoch) * self.size
+        for index in order:
+            yield index, (base + index) % 2**32
+
+
+def _split_size(val_size: int | float, pool: int) -> int:
+    if isinstance(val_size, float) and 0 < val_size < 1:
+        return round(val_size * pool)
+    if val_size < 0 or val_size != int(val_size):
+        raise ConfigValueError(f"data.val_size must be a count >= 0 or a fraction in (0, 1), got {val_size}")
+    if val_size >= pool:
+        raise ConfigValueError(
+            f"data.val_size={val_size} is not smaller than the {pool} training images available; "
+            f"choose data.val_size < {pool} (0 disables validation)"
+        )
+    return int(val_size)
+
+
+class ImageDataModule(L.LightningDataModule):
+    """Base of all data sets. Subclasses implement :meth:`load_split` and set the class attributes."""
+
+    name: ClassVar[str]
+    num_classes: ClassVar[int]
+
+    def __init__(
+        self,
+        *,
+        root: str = "data",
+        image_size: int = 32,
+        mean: Sequence[float] = (0.5, 0.5, 0.5),
+        std: Sequence[float] = (0.5, 0.5, 0.5),
+        batch_size: int = 128,
+        eval_batch_size: int | None = None,
+        num_workers: int = 0,
+        val_size: int | float = 0,
+        split_seed: int = 0,
+        seed: int = 0,
+        augment: Mapping[str, Any] | None = None,
+        pin_memory: bool = False,
+        persistent_workers: bool = True,
+        download: bool = False,
+    ):
+        super().__init__()
+        for key, value in (("batch_size", batch_size), ("eval_batch_size", eval_batch_size or 1)):
+            if int(value) < 1:
+                raise ConfigValueError(f"recipe.{key} must be >= 1, got {value}")
+        if num_workers < 0:
+            raise ConfigValueError(f"data.num_workers must be >= 0, got {num_workers}")
+        self.root = root
+        self.image_size = image_size
+        self.mean, self.std = tuple(mean), tuple(std)
+        self.batch_size = int(batch_size)
+        self.eval_batch_size = int(eval_batch_size or batch_size)
+        self.num_workers = num_workers
+        self.val_size = val_size
+        self.split_seed = split_seed
+        self.seed = seed
+        self.augment = dict(augment or {})
+        self.pin_memory = pin_memory and torch.cuda.is_available()
+        self.persistent_workers = persistent_workers and num_workers > 0
+        self.download = download
+        self.splits: dict[str, ArrayDataset] = {}
+
+    # to implement -------------------------------------------------------------------------
+
+    def load_split(self, train: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(images uint8 (N, H, W, C), labels int (N,)) of the train pool or the test split."""
+        raise NotImplementedError
+
+    @property
+    def class_names(self) -> list[str]:
+        return [str(i) for i in range(self.num_classes)]
+
+    # Lightning hooks ----------------------------------------------------------------------
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.splits:
+            return
+        images, labels = self.load_split(train=True)
+        n_val = _split_size(self.val_size, len(images))
+        order = np.random.default_rng(self.split_seed).permutation(len(images))
+        val_idx, train_idx = np.sort(order[:n_val]), np.sort(order[n_val:])
+        eval_transform = build_transform(self.mean, self.std, self.image_size)
+        train_transform = build_transform(self.mean, self.std, self.image_size, self.augment)
+        self.splits["train"] = ArrayDataset(images[train_idx], labels[train_idx], train_transform)
+        if n_val:
+            self.splits["val"] = ArrayDataset(images[val_idx], labels[val_idx], eval_transform)
+        test_images, test_labels = self.load_split(train=False)
+        self.splits["test"] = ArrayDataset(test_images, test_labels, eval_transform)
+
+    def train_dataloader(self) -> DataLoader:
+        sampler = self._sampler("train", shuffle=True)
+        # Lightning sets the epoch only after creating the first iterator of a resumed run.
+        sampler.set_epoch(self.trainer.current_epoch if self.trainer is not None else 0)
+        return self._loader("train", sampler, self.batch_size, drop_last=len(sampler) > self.batch_size)
+
+    def val_dataloader(self) -> DataLoader | list:
+        if "val" not in self.splits:
+            return []
+        return self._loader("val", self._sampler("val", shuffle=False), self.eval_batch_size)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", self._sampler("test", shuffle=False), self.eval_batch_size)
+
+    # helpers ------------------------------------------------------------------------------
+
+    def _sampler(self, split: str, shuffle: bool) -> EpochSampler:
+        rank, world = (self.trainer.global_rank, self.trainer.world_size) if self.trainer is not None else (0, 1)
+        return EpochSampler(len(self.splits[split]), self.seed, shuffle=shuffle, rank=rank, world_size=world)
+
+    def _loader(self, split: str, sampler: EpochSampler, batch_size: int, drop_last: bool = False) -> DataLoader:
+        return DataLoader(
+            self.splits[split],
+            batch_size=batch_size,
+            sampler=sampler,
+            drop_last=drop_last,
+            num_workers=self.num_workers,
+            pin_memory=self.pin_memory,
+            persistent_workers=self.persistent_workers,
+        )
+
+    def describe(self) -> str:
+        sizes = ", ".join(f"{k} {len(v)}" for k, v in self.splits.items())
+        return f"{self.name}: {self.num_classes} classes, {self.image_size}px ({sizes})"

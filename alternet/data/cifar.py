@@ -1,0 +1,111 @@
+"""CIFAR-10 and CIFAR-100 from the original python-pickle files, md5-verified.
+
+``data.root`` is the directory that holds ``cifar-10-batches-py/`` or ``cifar-100-python/`` (the
+folder itself is accepted too). ``data.download=true`` fetches the archive with torchvision.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+from torchvision.datasets import CIFAR10, CIFAR100
+
+from ..errors import DataError
+from .base import ImageDataModule
+
+
+def md5sum(path: Path, chunk: int = 1 << 22) -> str:
+    digest = hashlib.md5()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class CIFARDataModule(ImageDataModule):
+    """Shared loader for both CIFARs; subclasses name the folder, files and label key."""
+
+    folder: ClassVar[str]
+    train_files: ClassVar[dict[str, str]]  # file name -> md5
+    test_files: ClassVar[dict[str, str]]
+    meta_file: ClassVar[tuple[str, str]]
+    label_key: ClassVar[str]
+    names_key: ClassVar[str]
+    url_page = "https://www.cs.toronto.edu/~kriz/cifar.html"
+
+    @property
+    def directory(self) -> Path:
+        root = Path(self.root).expanduser()
+        return root if root.name == self.folder else root / self.folder
+
+    def prepare_data(self) -> None:
+        if self.download:
+            dataset = CIFAR100 if self.num_classes == 100 else CIFAR10
+            root = self.directory.parent
+            for train in (True, False):
+                dataset(str(root), train=train, download=True)
+
+    def verify(self) -> None:
+        """Raise a :class:`DataError` naming what is missing or corrupt, and how to fix it."""
+        expected = {**self.train_files, **self.test_files, self.meta_file[0]: self.meta_file[1]}
+        missing = [name for name in expected if not (self.directory / name).is_file()]
+        if missing:
+            raise DataError(
+                f"{self.name} not found: looked in {self.directory.resolve()} for {sorted(expected)}; "
+                f"missing {missing}. Point data.root at the directory containing '{self.folder}/' "
+                f"(e.g. data.root=/path/to/datasets), or set data.download=true to fetch it ({self.url_page})."
+            )
+        for name, md5 in expected.items():
+            found = md5sum(self.directory / name)
+            if found != md5:
+                raise DataError(
+                    f"{self.name} file {self.directory / name} is corrupt: md5 {found}, expected {md5}. "
+                    "Delete it and download again (data.download=true)."
+                )
+
+    def load_split(self, train: bool) -> tuple[np.ndarray, np.ndarray]:
+        if train:
+            self.verify()
+        batches = [self._unpickle(name) for name in (self.train_files if train else self.test_files)]
+        data = np.concatenate([b["data"] for b in batches])
+        labels = np.concatenate([np.asarray(b[self.label_key], dtype=np.int64) for b in batches])
+        images = data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+        return np.ascontiguousarray(images), labels
+
+    @property
+    def class_names(self) -> list[str]:
+        return list(self._unpickle(self.meta_file[0])[self.names_key])
+
+    def _unpickle(self, name: str) -> dict:
+        path = self.directory / name
+        try:
+            with open(path, "rb") as f:
+                return pickle.load(f, encoding="latin1")
+        except (OSError, pickle.UnpicklingError, EOFError) as error:
+            raise DataError(f"cannot read {path}: {error}. Re-download with data.download=true.") from error
+
+
+class CIFAR10DataModule(CIFARDataModule):
+    name = "cifar10"
+    num_classes = 10
+    folder = CIFAR10.base_folder
+    train_files: ClassVar[dict[str, str]] = dict(CIFAR10.train_list)
+    test_files: ClassVar[dict[str, str]] = dict(CIFAR10.test_list)
+    meta_file = (CIFAR10.meta["filename"], CIFAR10.meta["md5"])
+    label_key = "labels"
+    names_key = CIFAR10.meta["key"]
+
+
+class CIFAR100DataModule(CIFARDataModule):
+    name = "cifar100"
+    num_classes = 100
+    folder = CIFAR100.base_folder
+    train_files: ClassVar[dict[str, str]] = dict(CIFAR100.train_list)
+    test_files: ClassVar[dict[str, str]] = dict(CIFAR100.test_list)
+    meta_file = (CIFAR100.meta["filename"], CIFAR100.meta["md5"])
+    label_key = "fine_labels"
+    names_key = CIFAR100.meta["key"]

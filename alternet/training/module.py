@@ -1,0 +1,201 @@
+"""The LightningModule: loss, optimiser, schedule and metrics for any classifier in the model registry.
+
+It knows nothing of a specific architecture: the backbone is built by name from plain hyperparameters
+(so checkpoints load with ``torch.load(weights_only=True)`` and rebuild the model by themselves).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from timm.data import Mixup
+from timm.loss import SoftTargetCrossEntropy
+from torch import nn
+from torchmetrics import MeanMetric, MetricCollection
+from torchmetrics.classification import MulticlassAccuracy, MulticlassCalibrationError
+
+from ..errors import AlternetError
+from ..models import create_model
+from .optim import build_optimizer, build_scheduler, parameter_groups
+
+
+class NonFiniteLossError(AlternetError, FloatingPointError):
+    """The training loss became NaN or infinite."""
+
+
+def model_kwargs(model: Mapping[str, Any], *, num_classes: int, img_size: int, drop_path_rate: float) -> dict:
+    """Keyword arguments for ``create_model``: data facts and the recipe's stochastic depth, then the
+    model config's own keys (which win). ``pretrained`` is handled by the caller."""
+    kwargs = {"num_classes": num_classes, "img_size": img_size, "drop_path_rate": drop_path_rate}
+    kwargs.update({k: v for k, v in model.items() if k not in ("name", "pretrained")})
+    return kwargs
+
+
+def evaluation_metrics(num_classes: int) -> MetricCollection:
+    """Accuracy, top-5, NLL and 10-bin ECE; calibration metrics take probabilities."""
+    return MetricCollection(
+        {
+            "acc": MulticlassAccuracy(num_classes, average="micro"),
+            "top5": MulticlassAccuracy(num_classes, top_k=min(5, num_classes), average="micro"),
+            "ece": MulticlassCalibrationError(num_classes, n_bins=10, norm="l1"),
+        }
+    )
+
+
+class ClassificationModule(L.LightningModule):
+    """Image classification with cross-entropy (optional mixup/cutmix and label smoothing).
+
+    Args:
+        model: model config (``name`` plus keyword arguments for ``alternet.create_model``).
+        recipe: training recipe (optimizer, schedule, smoothing, mixup, EMA...).
+        data: data facts (``num_classes``, ``image_size``, ``mean``, ``std``, ``class_names``, ``name``).
+    """
+
+    def __init__(self, model: dict, recipe: dict, data: dict):
+        super().__init__()
+        self.save_hyperparameters()
+        self.num_classes = int(data["num_classes"])
+        self.model = create_model(
+            model["name"],
+            **model_kwargs(
+                model,
+                num_classes=self.num_classes,
+                img_size=data["image_size"],
+                drop_path_rate=recipe.get("drop_path_rate", 0.0),
+            ),
+        )
+        self.recipe = recipe
+        self.mixup = self._build_mixup(recipe)
+        smoothing = float(recipe.get("label_smoothing", 0.0))
+        self.train_loss = SoftTargetCrossEntropy() if self.mixup else nn.CrossEntropyLoss(label_smoothing=smoothing)
+        self.ema = self._build_ema(recipe.get("ema"))
+        self.train_acc = MulticlassAccuracy(self.num_classes, average="micro")
+        stages = ("val", "test", "val_ema", "test_ema") if self.ema is not None else ("val", "test")
+        for stage in stages:
+            setattr(self, f"{stage}_metrics", evaluation_metrics(self.num_classes).clone(prefix=f"{stage}/"))
+            setattr(self, f"{stage}_nll", MeanMetric())
+        self.channels_last = False
+
+    # construction helpers -------------------------------------------------------------------
+
+    def _build_mixup(self, recipe: Mapping[str, Any]) -> Mixup | None:
+        mixup = recipe.get("mixup")
+        if not mixup or (not mixup.get("mixup_alpha") and not mixup.get("cutmix_alpha")):
+            return None
+        return Mixup(
+            **dict(mixup), label_smoothing=float(recipe.get("label_smoothing", 0.0)), num_classes=self.num_classes
+        )
+
+    def _build_ema(self, ema: Mapping[str, Any] | None) -> nn.Module | None:
+        if not ema:
+            return None
+        copy_ = copy.deepcopy(self.model).eval()
+        copy_.requires_grad_(False)
+        return copy_
+
+    def use_channels_last(self) -> None:
+        self.channels_last = True
+        self.to(memory_format=torch.channels_last)
+
+    def compile_model(self, **kwargs: Any) -> None:
+        """Run the backbone through ``torch.compile``; parameter names in checkpoints stay unchanged."""
+        self.__dict__["_compiled_model"] = torch.compile(self.model, **kwargs)
+
+    # forward / steps -------------------------------------------------------------------------
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        return self.__dict__.get("_compiled_model", self.model)(x)
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        images, labels = batch
+        targets = labels
+        if self.mixup is not None:
+            images, targets = self.mixup(images, labels)
+        logits = self(images)
+        loss = self.train_loss(logits, targets)
+        self._guard_finite(loss, batch_idx)
+        self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True, batch_size=len(labels))
+        if self.mixup is None:
+            self.train_acc(logits, labels)
+            self.log("train/acc", self.train_acc, on_step=False, on_epoch=True)
+        self.log("train/lr", self.optimizers().param_groups[0]["lr"], on_step=True, on_epoch=False)
+        return loss
+
+    def _guard_finite(self, loss: torch.Tensor, batch_idx: int) -> None:
+        bad = not torch.isfinite(loss).item()
+        if not self.trainer.strategy.reduce_boolean_decision(bad, all=False):
+            return
+        step = self.global_step
+        path = f"{self.trainer.default_root_dir}/checkpoints/nonfinite-step{step}.ckpt"
+        self.trainer.save_checkpoint(path)
+        raise NonFiniteLossError(
+            f"non-finite training loss ({loss.item()}) at global step {step}, epoch {self.current_epoch}, "
+            f"batch {batch_idx}; the state before this step was saved to {path}. Try a lower recipe.optimizer.lr, "
+            "recipe.grad_clip, or trainer.precision=32."
+        )
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if self.ema is not None:
+            decay = float(self.recipe["ema"]["decay"])
+            with torch.no_grad():
+                for ema_p, p in zip(self.ema.state_dict().values(), self.model.state_dict().values()):
+                    if ema_p.dtype.is_floating_point:
+                        ema_p.lerp_(p.detach(), 1.0 - decay)
+                    else:
+                        ema_p.copy_(p)
+
+    def _evaluate(self, stage: str, images: torch.Tensor, labels: torch.Tensor, model: nn.Module | None = None) -> None:
+        logits = (model or self)(images).float()
+        metrics, nll = getattr(self, f"{stage}_metrics"), getattr(self, f"{stage}_nll")
+        metrics.update(logits.softmax(dim=-1), labels)
+        nll.update(F.cross_entropy(logits, labels, reduction="none"))
+        for name, metric in metrics.items(keep_base=False):
+            self.log(name, metric, on_step=False, on_epoch=True, prog_bar=name == "val/acc")
+        self.log(f"{stage}/nll", nll, on_step=False, on_epoch=True, prog_bar=stage == "val")
+
+    def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+        self._evaluate("val", *batch)
+        if self.ema is not None:
+            self._evaluate("val_ema", *batch, model=self.ema)
+
+    def test_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+        self._evaluate("test", *batch)
+        if self.ema is not None:
+            self._evaluate("test_ema", *batch, model=self.ema)
+
+    # optimisation ----------------------------------------------------------------------------
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        recipe = self.recipe
+        opt_cfg = recipe["optimizer"]
+        lr = float(opt_cfg["lr"])
+        reference_batch = recipe.get("lr_scale_batch")
+        if reference_batch:
+            global_batch = recipe["batch_size"] * self.trainer.world_size * self.trainer.accumulate_grad_batches
+            lr = lr * global_batch / float(reference_batch)
+        no_decay = getattr(self.model, "no_weight_decay", set)()
+        groups = parameter_groups(
+            self.model.named_parameters(),
+            float(opt_cfg.get("weight_decay", 0.0)),
+            no_decay_names=set(no_decay),
+            exclude_norm_bias=bool(recipe.get("no_decay_norm_bias", False)),
+        )
+        optimizer = build_optimizer(groups, opt_cfg, lr)
+        epochs = int(self.trainer.max_epochs)
+        steps_per_epoch = max(1, self.trainer.estimated_stepping_batches // epochs)
+        scheduler = build_scheduler(
+            optimizer,
+            recipe.get("schedule") or {},
+            steps_per_epoch=steps_per_epoch,
+            epochs=epochs,
+            warmup_epochs=float(recipe.get("warmup_epochs", 0)),
+            base_lr=lr,
+        )
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

@@ -1,0 +1,90 @@
+"""What a run directory records besides checkpoints: resolved config, environment, final metrics."""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PACKAGES = (
+    "alternet",
+    "torch",
+    "torchvision",
+    "lightning",
+    "timm",
+    "hydra-core",
+    "torchmetrics",
+    "albumentations",
+    "numpy",
+    "wandb",
+    "scikit-learn",
+)
+
+
+def git_commit(directory: Path) -> str | None:
+    """The commit of the checkout holding ``directory`` (with ``-dirty`` when modified), if any."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True, text=True, timeout=5)
+        if commit.returncode != 0:
+            return None
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=directory,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+        return commit.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def environment() -> dict[str, Any]:
+    versions = {}
+    for package in PACKAGES:
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    return {
+        "git_commit": git_commit(Path(__file__).resolve().parent),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "command": sys.argv,
+        "packages": versions,
+    }
+
+
+def _plain(value: Any) -> Any:
+    """JSON-safe: tensors and numpy scalars to floats, non-finite floats to None."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def write_json(path: Path, payload: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, default=_plain, sort_keys=False) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def write_run_records(run_dir: Path, config: dict[str, Any]) -> None:
+    """``config.yaml`` (fully resolved) and ``environment.json``."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    write_json(run_dir / "environment.json", environment())
+
+
+def metric_values(metrics: dict[str, Any]) -> dict[str, float | None]:
+    return {key: _plain(value) for key, value in metrics.items()}

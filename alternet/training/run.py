@@ -1,0 +1,124 @@
+"""One training run from a composed config: data, model, trainer, fit, test, records."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
+from omegaconf import DictConfig, OmegaConf
+
+from ..checkpoints import read_checkpoint
+from ..config import validate_train_config
+from ..data import build_datamodule
+from .callbacks import AtomicCheckpointIO, EpochSeed
+from .loggers import build_loggers, finish_wandb
+from .module import ClassificationModule
+from .records import metric_values, write_json, write_run_records
+
+DATA_FACTS = ("name", "num_classes", "image_size", "mean", "std")
+
+
+def build_callbacks(config: dict[str, Any], run_dir: Path, has_val: bool) -> list[Callback]:
+    callbacks_cfg = config.get("callbacks") or {}
+    checkpoint = dict(callbacks_cfg.get("checkpoint") or {})
+    if not has_val:  # without a validation split only the last checkpoint is kept
+        checkpoint.update(monitor=None, save_top_k=0)
+    callbacks: list[Callback] = [
+        ModelCheckpoint(
+            dirpath=str(run_dir / "checkpoints"),
+            filename="best-epoch{epoch:03d}",
+            auto_insert_metric_name=False,
+            **checkpoint,
+        ),
+        EpochSeed(int(config["seed"])),
+    ]
+    if callbacks_cfg.get("early_stopping") and has_val:
+        callbacks.append(EarlyStopping(**callbacks_cfg["early_stopping"]))
+    return callbacks
+
+
+def build_module(config: dict[str, Any]) -> ClassificationModule:
+    data = {key: config["data"][key] for key in DATA_FACTS}
+    module = ClassificationModule(model=config["model"], recipe=config["recipe"], data=data)
+    performance = config.get("performance") or {}
+    if performance.get("channels_last"):
+        module.use_channels_last()
+    if performance.get("compile"):
+        module.compile_model()
+    return module
+
+
+def _checkpoint_callback(trainer: L.Trainer) -> ModelCheckpoint:
+    return next(cb for cb in trainer.callbacks if isinstance(cb, ModelCheckpoint))
+
+
+def train(cfg: DictConfig) -> dict[str, Any]:
+    """Train, test and record one run; returns the contents of ``metrics.json``."""
+    config = OmegaConf.to_container(cfg, resolve=True)
+    validate_train_config(config)
+    run_dir = Path(config["paths"]["output_dir"])
+    resume = config.get("ckpt_path")
+    if resume:
+        read_checkpoint(resume)  # fail early, with a clear message, on a bad path or file
+    precision = (config.get("performance") or {}).get("matmul_precision")
+    if precision:
+        torch.set_float32_matmul_precision(precision)
+
+    L.seed_everything(int(config["seed"]), workers=True, verbose=False)
+    datamodule = build_datamodule(config["data"], config["recipe"], seed=int(config["seed"]))
+    module = build_module(config)
+    has_val = bool(config["data"].get("val_size"))
+    trainer = L.Trainer(
+        **config["trainer"],
+        default_root_dir=str(run_dir),
+        callbacks=build_callbacks(config, run_dir, has_val),
+        logger=build_loggers(config.get("logger") or {}, run_dir, config),
+        plugins=[AtomicCheckpointIO()],
+        use_distributed_sampler=False,
+    )
+    if trainer.is_global_zero:
+        write_run_records(run_dir, config)
+
+    exit_code = 1
+    try:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=resume)
+        checkpoint = _checkpoint_callback(trainer)
+        best = checkpoint.best_model_path or None
+        test_metrics = trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False)[0]
+        summary = {
+            "model": config["model"]["name"],
+            "data": config["data"]["name"],
+            "test": metric_values(test_metrics),
+            "epochs": trainer.current_epoch,
+            "global_step": trainer.global_step,
+            "tested_checkpoint": best or "final weights",
+            "best_checkpoint": best,
+            "last_checkpoint": checkpoint.last_model_path or None,
+            "run_dir": str(run_dir),
+        }
+        if trainer.is_global_zero:
+            write_json(run_dir / "metrics.json", summary)
+            print_summary(summary)
+        exit_code = 0
+        return summary
+    finally:
+        finish_wandb(exit_code)
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    test = summary["test"]
+    line = "  ".join(
+        f"{name} {test[key]:.4f}" for name, key in (("acc", "test/acc"), ("nll", "test/nll"), ("ece", "test/ece"))
+    )
+    print(
+        f"\nTest ({summary['model']} on {summary['data']}, {summary['tested_checkpoint']}): {line}\n"
+        f"Run directory:   {summary['run_dir']}\n"
+        f"Last checkpoint: {summary['last_checkpoint']}\n"
+        + (f"Best checkpoint: {summary['best_checkpoint']}\n" if summary["best_checkpoint"] else ""),
+        file=sys.stdout,
+        flush=True,
+    )

@@ -1,0 +1,262 @@
+"""Accuracy and calibration metrics on a whole split, and temperature scaling.
+
+Every metric is computed per sample on the full arrays (``probs`` of shape (N, K), ``labels`` of shape (N,)),
+never averaged per batch, so the result does not depend on the batch size. Conventions (HDVW ``ops/tests.py``
+meaning, its flaws fixed):
+
+- **Confidence** is the maximum probability; the **prediction** is its arg-max (the first class on ties).
+- **ECE** uses ``n_bins`` equal-width bins over [0, 1], one bin index per sample, so counts, accuracy and mean
+  confidence always use the same edges. Bins are (lo, hi], except the first, which also holds 0; a confidence
+  of exactly 1.0 lands in the last bin. Empty bins contribute 0. (HDVW mixed (lo, hi] for counts and accuracy
+  with [lo, hi) for confidence; torchmetrics uses [lo, hi); the two agree except on exact edge hits.)
+- **NLL** is the mean of ``-log max(p_y, PROB_FLOOR)``; the floor keeps a zero probability finite
+  (at most ``-log(1e-12) ≈ 27.6`` per sample).
+- **Brier** is the mean over samples of ``sum_k (p_k - onehot_k)^2`` (range [0, 2]), as in HDVW; it is not
+  divided by the number of classes.
+- **Acc-90** is the accuracy among predictions with confidence > 0.9, NaN when there are none (HDVW reported 0).
+  **Unc-90** is the share of errors with confidence <= 0.9, NaN when there are no errors. **Freq-90** is the
+  share of predictions with confidence > 0.9.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+PROB_FLOOR = 1e-12
+SUM_TOLERANCE = 1e-3
+CONFIDENCE_CUTOFF = 0.9
+TEMPERATURE_BOUNDS = (0.05, 20.0)
+
+
+@dataclass(frozen=True)
+class ReliabilityBins:
+    """Per-bin sample counts, accuracy and mean confidence (NaN for empty bins) over equal-width edges."""
+
+    edges: np.ndarray
+    counts: np.ndarray
+    accuracy: np.ndarray
+    confidence: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return int(self.counts.sum())
+
+    @property
+    def share(self) -> np.ndarray:
+        """Fraction of all samples in each bin."""
+        return self.counts / max(self.n, 1)
+
+    @property
+    def centers(self) -> np.ndarray:
+        return (self.edges[:-1] + self.edges[1:]) / 2
+
+    @property
+    def ece(self) -> float:
+        """Expected calibration error: sum over non-empty bins of share * |accuracy - confidence|."""
+        filled = self.counts > 0
+        return float(np.sum(self.share[filled] * np.abs(self.accuracy[filled] - self.confidence[filled])))
+
+    @property
+    def overall_accuracy(self) -> float:
+        filled = self.counts > 0
+        return float(np.sum(self.share[filled] * self.accuracy[filled]))
+
+    @property
+    def overall_confidence(self) -> float:
+        filled = self.counts > 0
+        return float(np.sum(self.share[filled] * self.confidence[filled]))
+
+
+def check_inputs(
+    probs: np.ndarray, labels: np.ndarray, tolerance: float = SUM_TOLERANCE
+) -> tuple[np.ndarray, np.ndarray]:
+    """Validate and return ``(probs as float64 (N, K), labels as int64 (N,))``; raise ``ValueError`` otherwise."""
+    probs = np.asarray(probs, dtype=np.float64)
+    if probs.ndim != 2 or probs.shape[0] == 0 or probs.shape[1] < 2:
+        raise ValueError(f"probs must have shape (N, K) with N >= 1 and K >= 2, got {probs.shape}")
+    labels = _check_labels(labels, *probs.shape)
+    _check_probabilities(probs, tolerance)
+    return probs, labels
+
+
+def _check_labels(labels: np.ndarray, n: int, k: int) -> np.ndarray:
+    labels = np.asarray(labels)
+    if labels.shape != (n,):
+        raise ValueError(f"labels must have shape ({n},) to match the {n} rows of predictions, got {labels.shape}")
+    if not np.issubdtype(labels.dtype, np.integer):
+        raise ValueError(f"labels must be integer class indices, got dtype {labels.dtype}")
+    if labels.min() < 0 or labels.max() >= k:
+        raise ValueError(f"labels must lie in [0, {k - 1}] for {k} classes, got range [{labels.min()}, {labels.max()}]")
+    return labels.astype(np.int64)
+
+
+def _check_probabilities(probs: np.ndarray, tolerance: float) -> None:
+    if not np.all(np.isfinite(probs)):
+        raise ValueError("probs contain NaN or infinite values")
+    sums = probs.sum(axis=1)
+    worst = int(np.argmax(np.abs(sums - 1)))
+    if probs.min() < -tolerance or probs.max() > 1 + tolerance or abs(sums[worst] - 1) > tolerance:
+        raise ValueError(
+            f"probs must be probabilities in [0, 1] whose rows sum to 1 (within {tolerance}); row {worst} sums to "
+            f"{sums[worst]:.6g}. Pass softmax probabilities, e.g. softmax(logits) or apply_temperature(logits, T), "
+            "not logits or log-probabilities."
+        )
+
+
+def _confidence_and_correct(probs: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    confidence = np.clip(probs.max(axis=1), 0.0, 1.0)
+    return confidence, probs.argmax(axis=1) == labels
+
+
+def bin_index(confidence: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Bin of each confidence: ``edges[b] < c <= edges[b + 1]``, with 0 in the first bin."""
+    return np.clip(np.searchsorted(edges, confidence, side="left") - 1, 0, len(edges) - 2)
+
+
+def reliability_bins(probs: np.ndarray, labels: np.ndarray, n_bins: int = 10) -> ReliabilityBins:
+    """Counts, accuracy and mean confidence per equal-width confidence bin (the data of ECE and its diagram)."""
+    if n_bins < 1:
+        raise ValueError(f"n_bins must be >= 1, got {n_bins}")
+    probs, labels = check_inputs(probs, labels)
+    confidence, correct = _confidence_and_correct(probs, labels)
+    edges = np.arange(n_bins + 1) / n_bins  # exactly i / n_bins, so a confidence of 0.9 sits on an edge
+    index = bin_index(confidence, edges)
+    counts = np.bincount(index, minlength=n_bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        accuracy = np.bincount(index, weights=correct.astype(np.float64), minlength=n_bins) / counts
+        mean_confidence = np.bincount(index, weights=confidence, minlength=n_bins) / counts
+    return ReliabilityBins(edges=edges, counts=counts, accuracy=accuracy, confidence=mean_confidence)
+
+
+def top_k_accuracy(probs: np.ndarray, labels: np.ndarray, k: int) -> float:
+    """Share of samples whose label is among the ``min(k, K)`` most probable classes (ties count in its favour)."""
+    probs, labels = check_inputs(probs, labels)
+    label_prob = probs[np.arange(len(labels)), labels]
+    rank = np.sum(probs > label_prob[:, None], axis=1)
+    return float(np.mean(rank < min(k, probs.shape[1])))
+
+
+def nll(probs: np.ndarray, labels: np.ndarray) -> float:
+    """Mean over samples of ``-log p_y``, with ``p_y`` clipped below at ``PROB_FLOOR``."""
+    probs, labels = check_inputs(probs, labels)
+    return float(np.mean(-np.log(np.maximum(probs[np.arange(len(labels)), labels], PROB_FLOOR))))
+
+
+def brier_score(probs: np.ndarray, labels: np.ndarray) -> float:
+    """Mean over samples of ``sum_k (p_k - onehot_k)^2`` (not divided by K; range [0, 2])."""
+    probs, labels = check_inputs(probs, labels)
+    squared = np.square(probs).sum(axis=1)
+    label_prob = probs[np.arange(len(labels)), labels]
+    return float(np.mean(squared - 2 * label_prob + 1))
+
+
+def confidence_cutoff_metrics(
+    probs: np.ndarray, labels: np.ndarray, cutoff: float = CONFIDENCE_CUTOFF
+) -> dict[str, float]:
+    """``acc`` among confident predictions (> cutoff, NaN if none), ``unc`` share of errors that are not confident
+    (<= cutoff, NaN if no errors), ``freq`` share of confident predictions."""
+    probs, labels = check_inputs(probs, labels)
+    confidence, correct = _confidence_and_correct(probs, labels)
+    confident = confidence > cutoff
+    errors = ~correct
+    return {
+        "acc": float(correct[confident].mean()) if confident.any() else float("nan"),
+        "unc": float(np.mean(~confident[errors])) if errors.any() else float("nan"),
+        "freq": float(confident.mean()),
+    }
+
+
+def calibration_metrics(probs: np.ndarray, labels: np.ndarray, n_bins: int = 10) -> dict[str, float]:
+    """``acc, top5, nll, ece, brier, acc90, unc90, freq90`` (fractions, not percent) of a whole split."""
+    probs, labels = check_inputs(probs, labels)
+    cutoff = confidence_cutoff_metrics(probs, labels, CONFIDENCE_CUTOFF)
+    return {
+        "acc": float(np.mean(probs.argmax(axis=1) == labels)),
+        "top5": top_k_accuracy(probs, labels, 5),
+        "nll": nll(probs, labels),
+        "ece": reliability_bins(probs, labels, n_bins).ece,
+        "brier": brier_score(probs, labels),
+        "acc90": cutoff["acc"],
+        "unc90": cutoff["unc"],
+        "freq90": cutoff["freq"],
+    }
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise softmax in float64, stable for large logits."""
+    logits = _check_logits(logits)
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    exp = np.exp(shifted)
+    return exp / exp.sum(axis=1, keepdims=True)
+
+
+def apply_temperature(logits: np.ndarray, temperature: float) -> np.ndarray:
+    """Calibrated probabilities ``softmax(logits / temperature)``."""
+    if not temperature > 0:
+        raise ValueError(f"temperature must be positive, got {temperature}")
+    return softmax(_check_logits(logits) / temperature)
+
+
+def _check_logits(logits: np.ndarray) -> np.ndarray:
+    logits = np.asarray(logits, dtype=np.float64)
+    if logits.ndim != 2 or logits.shape[0] == 0:
+        raise ValueError(f"logits must have shape (N, K) with N >= 1, got {logits.shape}")
+    if not np.all(np.isfinite(logits)):
+        raise ValueError("logits contain NaN or infinite values")
+    return logits
+
+
+def _nll_and_derivatives(logits: np.ndarray, labels: np.ndarray, beta: float) -> tuple[float, float, float]:
+    """NLL of ``softmax(beta * logits)`` and its first two derivatives in the inverse temperature ``beta``."""
+    scaled = beta * logits
+    shifted = scaled - scaled.max(axis=1, keepdims=True)
+    log_norm = np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    probs = np.exp(shifted - log_norm)
+    rows = np.arange(len(labels))
+    mean_logit = (probs * logits).sum(axis=1)
+    variance = np.maximum((probs * np.square(logits)).sum(axis=1) - np.square(mean_logit), 0.0)
+    value = -np.mean(shifted[rows, labels] - log_norm[:, 0])
+    return float(value), float(np.mean(mean_logit - logits[rows, labels])), float(np.mean(variance))
+
+
+def fit_temperature(
+    logits: np.ndarray, labels: np.ndarray, bounds: tuple[float, float] = TEMPERATURE_BOUNDS, max_iter: int = 100
+) -> float:
+    """Temperature T in ``bounds`` minimising the NLL of ``softmax(logits / T)`` (fit it on the validation split).
+
+    The NLL is convex in the inverse temperature, so a safeguarded Newton search for the zero of its derivative
+    (bisection whenever a Newton step leaves the bracket) finds the global minimum deterministically. The result
+    never has a higher NLL than T = 1 on the data it was fitted on.
+    """
+    logits = _check_logits(logits)
+    labels = _check_labels(labels, *logits.shape)
+    if not 0 < bounds[0] < 1 < bounds[1]:
+        raise ValueError(f"bounds must satisfy 0 < low < 1 < high, got {bounds}")
+    beta = _minimise_convex(lambda b: _nll_and_derivatives(logits, labels, b), 1 / bounds[1], 1 / bounds[0], max_iter)
+    at_one, at_best = _nll_and_derivatives(logits, labels, 1.0)[0], _nll_and_derivatives(logits, labels, beta)[0]
+    return 1.0 / beta if at_best <= at_one else 1.0
+
+
+def _minimise_convex(
+    objective: Callable[[float], tuple[float, float, float]], low: float, high: float, max_iter: int
+) -> float:
+    """Minimiser in [low, high] (low < 1 < high) of a convex 1-D function ``x -> (value, f'(x), f''(x))``."""
+    if objective(low)[1] >= 0:
+        return low
+    if objective(high)[1] <= 0:
+        return high
+    x = 1.0
+    for _ in range(max_iter):
+        _, grad, curvature = objective(x)
+        if grad == 0:
+            return x
+        low, high = (low, x) if grad > 0 else (x, high)
+        newton = x - grad / curvature if curvature > 0 else None
+        following = newton if newton is not None and low < newton < high else (low + high) / 2
+        if abs(following - x) <= 1e-12 * x:
+            return following
+        x = following
+    return x

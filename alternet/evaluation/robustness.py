@@ -1,0 +1,374 @@
+"""Corruption robustness: a table of per-(corruption, severity) results, its summary, CSV and metrics.json.
+
+The paper's robustness number is the mean accuracy over the 15 CIFAR-C corruptions x 5 severities, every
+(corruption, severity) condition weighted equally. mCE and relative mCE follow Hendrycks & Dietterich (2019),
+with a baseline model's table in place of AlexNet's:
+
+    CE_c     = 100 * sum_s E_{s,c} / sum_s E^base_{s,c}
+    rel CE_c = 100 * sum_s (E_{s,c} - E_clean) / sum_s (E^base_{s,c} - E^base_clean)
+
+and mCE / relative mCE are their means over corruptions (percent; 100 = as robust as the baseline). A relative
+CE whose baseline denominator is <= 0 is undefined (NaN, and so is the relative mCE); a baseline without any error on
+a corruption is rejected. Accuracies and errors elsewhere are fractions.
+
+Every row records whether its images came from the real CIFAR-C files (``"real"``) or were generated
+(``"generated"``); a table, a summary and a baseline comparison never mix the two.
+
+metrics.json schema (read by :func:`load_baseline`, written with :func:`robustness_record` and
+:func:`update_metrics_json`)::
+
+    {
+      "model": "alternet_r50",                  # optional, names the baseline
+      "test": {"acc": 0.84, ...},               # clean test metrics; "acc" or "test/acc"
+      "robustness": {
+        "schema": 1,
+        "source": "real" | "generated",
+        "table": [{"corruption": "fog", "severity": 1, "family": "weather", "acc": 0.8, "nll": 0.7,
+                   "ece": 0.05, "n": 10000, "source": "real"}, ...],
+        "summary": {...}                         # robustness_summary(table, ...)
+      }
+    }
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..data.corruptions import CORRUPTIONS, FAMILIES, SEVERITIES
+from ..errors import AlternetError
+
+SOURCES = ("real", "generated")
+SCHEMA_VERSION = 1
+FAMILY_OF = {corruption: family for family, members in FAMILIES.items() for corruption in members}
+TABLE_COLUMNS = ("corruption", "severity", "family", "source", "n", "acc", "error", "nll", "ece")
+
+__all__ = [
+    "CORRUPTIONS",
+    "FAMILIES",
+    "FAMILY_OF",
+    "SEVERITIES",
+    "SOURCES",
+    "RobustnessBaseline",
+    "RobustnessError",
+    "RobustnessRow",
+    "accuracy_grid",
+    "check_table",
+    "clean_accuracy",
+    "load_baseline",
+    "robustness_record",
+    "robustness_summary",
+    "rows_from_record",
+    "update_metrics_json",
+    "write_accuracy_csv",
+    "write_table_csv",
+]
+
+
+class RobustnessError(AlternetError, ValueError):
+    """A robustness table or baseline that cannot be summarised or compared as asked."""
+
+
+@dataclass(frozen=True)
+class RobustnessRow:
+    """Metrics of one model on one corruption at one severity."""
+
+    corruption: str
+    severity: int
+    acc: float
+    nll: float
+    ece: float
+    n: int
+    source: str
+    family: str = field(default="")
+
+    def __post_init__(self) -> None:
+        if not self.family:
+            if self.corruption not in FAMILY_OF:
+                raise RobustnessError(
+                    f"unknown corruption {self.corruption!r}: pass its family explicitly or use one of {CORRUPTIONS}"
+                )
+            object.__setattr__(self, "family", FAMILY_OF[self.corruption])
+        if self.source not in SOURCES:
+            raise RobustnessError(f"row {self.key}: source must be one of {SOURCES}, got {self.source!r}")
+        if int(self.severity) != self.severity or self.severity < 1:
+            raise RobustnessError(f"row {self.key}: severity must be a positive integer")
+        if not 0.0 <= self.acc <= 1.0:
+            raise RobustnessError(f"row {self.key}: acc must be a fraction in [0, 1], got {self.acc}")
+        if self.n < 1:
+            raise RobustnessError(f"row {self.key}: n must be >= 1, got {self.n}")
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.corruption, self.severity
+
+    @property
+    def error(self) -> float:
+        return 1.0 - self.acc
+
+    @classmethod
+    def from_metrics(
+        cls, corruption: str, severity: int, metrics: Mapping[str, float], n: int, source: str
+    ) -> RobustnessRow:
+        """A row from :func:`~alternet.evaluation.calibration.calibration_metrics` output."""
+        return cls(corruption, int(severity), metrics["acc"], metrics["nll"], metrics["ece"], int(n), source)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RobustnessRow:
+        names = {f.name for f in fields(cls)}
+        missing = names - {"family"} - set(data)
+        if missing:
+            raise RobustnessError(f"robustness table row {dict(data)} lacks {sorted(missing)}")
+        return cls(**{key: value for key, value in data.items() if key in names})
+
+
+@dataclass(frozen=True)
+class RobustnessBaseline:
+    """A reference model's robustness table and clean accuracy, for mCE."""
+
+    name: str
+    rows: tuple[RobustnessRow, ...]
+    clean_acc: float | None
+
+    def __post_init__(self) -> None:
+        _check_fraction(f"baseline {self.name!r} clean_acc", self.clean_acc)
+
+    @property
+    def source(self) -> str:
+        return check_table(self.rows)
+
+
+def _ordered(rows: Iterable[RobustnessRow]) -> list[RobustnessRow]:
+    """Rows in the canonical order: the 15 corruptions by family, then any others by name; severity ascending."""
+    rank = {name: index for index, name in enumerate(CORRUPTIONS)}
+    return sorted(rows, key=lambda row: (rank.get(row.corruption, len(rank)), row.corruption, row.severity))
+
+
+def check_table(rows: Sequence[RobustnessRow]) -> str:
+    """Validate a table (non-empty, one source, no duplicates, every corruption at the same severities);
+    return its source."""
+    if not rows:
+        raise RobustnessError("the robustness table is empty")
+    sources = sorted({row.source for row in rows})
+    if len(sources) > 1:
+        raise RobustnessError(
+            f"the robustness table mixes sources {sources}: numbers from real CIFAR-C files and generated "
+            "corruptions must be summarised separately"
+        )
+    duplicates = sorted(key for key, count in Counter(row.key for row in rows).items() if count > 1)
+    if duplicates:
+        raise RobustnessError(f"the robustness table has duplicate (corruption, severity) rows: {duplicates}")
+    severities = _severities_by_corruption(rows)
+    if len(set(severities.values())) > 1:
+        raise RobustnessError(f"every corruption needs the same severities; the table has {severities}")
+    return sources[0]
+
+
+def _severities_by_corruption(rows: Iterable[RobustnessRow]) -> dict[str, tuple[int, ...]]:
+    found: dict[str, list[int]] = {}
+    for row in rows:
+        found.setdefault(row.corruption, []).append(row.severity)
+    return {corruption: tuple(sorted(severities)) for corruption, severities in found.items()}
+
+
+def accuracy_grid(rows: Sequence[RobustnessRow]) -> tuple[list[str], list[int], np.ndarray]:
+    """``(corruptions, severities, acc)`` with ``acc[i, j]`` the accuracy of corruption i at severity j."""
+    check_table(rows)
+    ordered = _ordered(rows)
+    corruptions = list(dict.fromkeys(row.corruption for row in ordered))
+    severities = sorted({row.severity for row in ordered})
+    grid = np.array([row.acc for row in ordered], dtype=np.float64).reshape(len(corruptions), len(severities))
+    return corruptions, severities, grid
+
+
+def _family_of(rows: Iterable[RobustnessRow]) -> dict[str, str]:
+    return {row.corruption: row.family for row in rows}
+
+
+def _mean_block(acc: float) -> dict[str, float]:
+    return {"acc": float(acc), "error": float(1.0 - acc)}
+
+
+def robustness_summary(
+    rows: Sequence[RobustnessRow], baseline: RobustnessBaseline | None = None, *, clean_acc: float | None = None
+) -> dict[str, Any]:
+    """Robustness (mean accuracy over all conditions), per-corruption / family / severity means and, against a
+    baseline, mCE (and relative mCE when both clean accuracies are known), in percent."""
+    source = check_table(rows)
+    _check_fraction("clean_acc", clean_acc)
+    corruptions, severities, grid = accuracy_grid(rows)
+    family = _family_of(rows)
+    families = list(dict.fromkeys(family[c] for c in corruptions))
+    summary: dict[str, Any] = {
+        "source": source,
+        "complete": set(corruptions) == set(CORRUPTIONS) and tuple(severities) == SEVERITIES,
+        "n_conditions": int(grid.size),
+        "robustness": float(grid.mean()),
+        "mean_error": float(1.0 - grid.mean()),
+        "clean_acc": clean_acc,
+        "per_corruption": {c: {"family": family[c], **_mean_block(grid[i].mean())} for i, c in enumerate(corruptions)},
+        "per_family": {f: _mean_block(grid[[family[c] == f for c in corruptions]].mean()) for f in families},
+        "per_severity": {str(s): _mean_block(grid[:, j].mean()) for j, s in enumerate(severities)},
+    }
+    summary.update(_corruption_errors(rows, baseline, clean_acc) if baseline else _no_baseline())
+    return summary
+
+
+def _check_fraction(name: str, value: float | None) -> None:
+    if value is not None and not 0.0 <= value <= 1.0:
+        raise RobustnessError(f"{name} must be a fraction in [0, 1] (not a percentage), got {value}")
+
+
+def _no_baseline() -> dict[str, Any]:
+    keys = ("baseline", "baseline_clean_acc", "mce", "relative_mce", "ce", "relative_ce")
+    return dict.fromkeys(keys)
+
+
+def _baseline_grid(rows: Sequence[RobustnessRow], baseline: RobustnessBaseline) -> np.ndarray:
+    """The baseline's accuracies on the same grid as ``rows``; errors name what is missing."""
+    source, baseline_source = check_table(rows), baseline.source
+    if baseline_source != source:
+        raise RobustnessError(
+            f"baseline {baseline.name!r} was evaluated on {baseline_source} corruptions, this model on {source} "
+            "ones; mCE needs both on the same source"
+        )
+    reference = {row.key: row.acc for row in baseline.rows}
+    missing = sorted(row.key for row in rows if row.key not in reference)
+    if missing:
+        raise RobustnessError(f"baseline {baseline.name!r} lacks (corruption, severity) results for {missing}")
+    corruptions, severities, _ = accuracy_grid(rows)
+    return np.array([[reference[(c, s)] for s in severities] for c in corruptions], dtype=np.float64)
+
+
+def _corruption_errors(
+    rows: Sequence[RobustnessRow], baseline: RobustnessBaseline, clean_acc: float | None
+) -> dict[str, Any]:
+    corruptions, _, grid = accuracy_grid(rows)
+    error, base_error = 1.0 - grid, 1.0 - _baseline_grid(rows, baseline)
+    denominator = base_error.sum(axis=1)
+    if np.any(denominator <= 0):
+        raise RobustnessError(f"baseline {baseline.name!r} makes no errors on some corruption; CE is undefined")
+    ce = 100.0 * error.sum(axis=1) / denominator
+    result = {
+        "baseline": baseline.name,
+        "baseline_clean_acc": baseline.clean_acc,
+        "mce": float(ce.mean()),
+        "ce": dict(zip(corruptions, ce.tolist())),
+    }
+    if clean_acc is None or baseline.clean_acc is None:
+        return {**result, "relative_mce": None, "relative_ce": None}
+    relative_denominator = (base_error - (1.0 - baseline.clean_acc)).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        relative = np.where(
+            relative_denominator > 0, 100.0 * (error - (1.0 - clean_acc)).sum(axis=1) / relative_denominator, np.nan
+        )
+    return {**result, "relative_mce": float(relative.mean()), "relative_ce": dict(zip(corruptions, relative.tolist()))}
+
+
+def clean_accuracy(metrics: Mapping[str, Any]) -> float | None:
+    """The clean test accuracy recorded in a metrics.json payload (``test.acc`` or ``test["test/acc"]``)."""
+    test = metrics.get("test") or {}
+    value = test.get("acc", test.get("test/acc"))
+    return None if value is None else float(value)
+
+
+def robustness_record(rows: Sequence[RobustnessRow], summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``"robustness"`` section of metrics.json."""
+    source = check_table(rows)
+    if summary.get("source") != source:
+        raise RobustnessError(f"the summary is of {summary.get('source')!r} corruptions, the table of {source!r}")
+    return {
+        "schema": SCHEMA_VERSION,
+        "source": source,
+        "table": [asdict(row) for row in _ordered(rows)],
+        "summary": dict(summary),
+    }
+
+
+def rows_from_record(record: Mapping[str, Any]) -> list[RobustnessRow]:
+    """The table of a ``"robustness"`` section, checked against the section's source."""
+    if "table" not in record or "source" not in record:
+        raise RobustnessError("a robustness record needs 'source' and 'table' keys")
+    rows = [RobustnessRow.from_dict(item) for item in record["table"]]
+    if check_table(rows) != record["source"]:
+        raise RobustnessError(f"the robustness record says source {record['source']!r} but its rows disagree")
+    return rows
+
+
+def load_baseline(path: str | Path) -> RobustnessBaseline:
+    """A baseline model's robustness table and clean accuracy from its metrics.json."""
+    path = Path(path)
+    if not path.is_file():
+        raise RobustnessError(f"baseline metrics file {path} not found; evaluate the baseline's robustness first")
+    metrics = json.loads(path.read_text())
+    if "robustness" not in metrics:
+        raise RobustnessError(f"{path} has no 'robustness' section; evaluate the baseline on corruptions first")
+    rows = rows_from_record(metrics["robustness"])
+    return RobustnessBaseline(
+        name=str(metrics.get("model", path.parent.name)), rows=tuple(rows), clean_acc=clean_accuracy(metrics)
+    )
+
+
+def _json_safe(value: Any) -> Any:
+    """Plain JSON: numpy values to Python, NaN and infinities to None, tuples to lists."""
+    if isinstance(value, Mapping):
+        return {str(key): _json_safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple | np.ndarray):
+        return [_json_safe(item) for item in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def update_metrics_json(path: str | Path, updates: Mapping[str, Any]) -> Path:
+    """Merge ``updates`` into the top level of a metrics.json (created if absent), atomically, strict JSON."""
+    path = Path(path)
+    current = json.loads(path.read_text()) if path.is_file() else {}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(_json_safe({**current, **updates}), indent=2, allow_nan=False) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def _format(value: float) -> str:
+    return f"{value:.6f}"
+
+
+def write_table_csv(rows: Sequence[RobustnessRow], path: str | Path) -> Path:
+    """Long form: one line per (corruption, severity) with every metric."""
+    check_table(rows)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(TABLE_COLUMNS)
+        for row in _ordered(rows):
+            metrics = (_format(row.acc), _format(row.error), _format(row.nll), _format(row.ece))
+            writer.writerow((row.corruption, row.severity, row.family, row.source, row.n, *metrics))
+    return path
+
+
+def write_accuracy_csv(rows: Sequence[RobustnessRow], path: str | Path) -> Path:
+    """Wide accuracy table: one line per corruption, one column per severity, a mean column and a mean line."""
+    corruptions, severities, grid = accuracy_grid(rows)
+    family = _family_of(rows)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(("corruption", "family", *(f"severity_{s}" for s in severities), "mean"))
+        for corruption, accs in zip(corruptions, grid):
+            writer.writerow((corruption, family[corruption], *map(_format, accs), _format(accs.mean())))
+        writer.writerow(("mean", "", *map(_format, grid.mean(axis=0)), _format(grid.mean())))
+    return path

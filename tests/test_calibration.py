@@ -1,0 +1,205 @@
+"""Calibration metrics against hand-computed values, torch and torchmetrics; temperature scaling; the diagram."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torchmetrics.classification import MulticlassCalibrationError
+
+from alternet.evaluation.calibration import (
+    PROB_FLOOR,
+    apply_temperature,
+    bin_index,
+    brier_score,
+    calibration_metrics,
+    fit_temperature,
+    nll,
+    reliability_bins,
+    softmax,
+    top_k_accuracy,
+)
+from alternet.evaluation.plots import reliability_diagram
+
+# Five samples, three classes. Confidence, prediction and bin (10 bins, (lo, hi], first includes 0):
+#   s0 [0.50, 0.30, 0.20] y=0  conf 0.50  correct  bin 4 (0.4, 0.5]
+#   s1 [1.00, 0.00, 0.00] y=0  conf 1.00  correct  bin 9 (0.9, 1.0]   <- exactly 1.0 goes in the last bin
+#   s2 [0.10, 0.60, 0.30] y=2  conf 0.60  wrong    bin 5 (0.5, 0.6]
+#   s3 [0.05, 0.05, 0.90] y=2  conf 0.90  correct  bin 8 (0.8, 0.9]   <- on an edge: the lower bin, not "> 0.9"
+#   s4 [0.01, 0.96, 0.03] y=0  conf 0.96  wrong    bin 9
+# Bins 0-3, 6 and 7 are empty.
+PROBS = np.array(
+    [
+        [0.50, 0.30, 0.20],
+        [1.00, 0.00, 0.00],
+        [0.10, 0.60, 0.30],
+        [0.05, 0.05, 0.90],
+        [0.01, 0.96, 0.03],
+    ]
+)
+LABELS = np.array([0, 0, 2, 2, 0])
+
+# acc   = 3/5 = 0.6; top-3 (K = 3 < 5) = 1.0
+# nll   = -(log .5 + log 1 + log .3 + log .9 + log .01) / 5 = (0.693147 + 0 + 1.203973 + 0.105361 + 4.605170) / 5
+# brier = (0.38 + 0 + 0.86 + 0.015 + 1.9026) / 5 = 0.63152
+#         e.g. s0: (0.5 - 1)^2 + 0.3^2 + 0.2^2 = 0.38; s4: (0.01 - 1)^2 + 0.96^2 + 0.03^2 = 1.9026
+# ece   = (1 * |1 - .5| + 1 * |0 - .6| + 1 * |1 - .9| + 2 * |.5 - .98|) / 5 = (.5 + .6 + .1 + .96) / 5 = 0.432
+# acc90 = correct among {s1, s4} (conf > 0.9) = 1/2; unc90 = errors {s2, s4} with conf <= 0.9 = {s2} -> 1/2
+# freq90 = 2/5
+EXPECTED = {
+    "acc": 0.6,
+    "top5": 1.0,
+    "nll": (math.log(2) - math.log(0.3) - math.log(0.9) - math.log(0.01)) / 5,
+    "ece": 0.432,
+    "brier": 0.63152,
+    "acc90": 0.5,
+    "unc90": 0.5,
+    "freq90": 0.4,
+}
+
+
+def random_predictions(n: int = 2000, k: int = 10, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    probs = softmax(2.0 * rng.normal(size=(n, k)))  # confidences spread over (0.2, 1); no probability near the floor
+    labels = np.where(rng.random(n) < 0.6, probs.argmax(axis=1), rng.integers(0, k, n))
+    return probs, labels
+
+
+def calibrated_logits(n: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Logits whose softmax is the true label distribution (temperature 1 is optimal)."""
+    rng = np.random.default_rng(seed)
+    logits = 2.0 * rng.normal(size=(n, k))
+    cumulative = softmax(logits).cumsum(axis=1)
+    labels = np.minimum((cumulative < rng.random((n, 1))).sum(axis=1), k - 1)
+    return logits, labels
+
+
+def test_metrics_match_the_hand_computed_example():
+    metrics = calibration_metrics(PROBS, LABELS)
+    assert metrics.keys() == EXPECTED.keys()
+    for key, value in EXPECTED.items():
+        assert metrics[key] == pytest.approx(value, abs=1e-12), key
+
+
+def test_reliability_bins_of_the_hand_example():
+    bins = reliability_bins(PROBS, LABELS, n_bins=10)
+    np.testing.assert_array_equal(bins.edges, np.arange(11) / 10)
+    np.testing.assert_array_equal(bins.counts, [0, 0, 0, 0, 1, 1, 0, 0, 1, 2])
+    filled = bins.counts > 0
+    np.testing.assert_allclose(bins.accuracy[filled], [1.0, 0.0, 1.0, 0.5])
+    np.testing.assert_allclose(bins.confidence[filled], [0.5, 0.6, 0.9, 0.98])
+    assert np.isnan(bins.accuracy[~filled]).all() and np.isnan(bins.confidence[~filled]).all()
+    assert bins.ece == pytest.approx(0.432)
+    assert bins.ece == calibration_metrics(PROBS, LABELS)["ece"]
+    assert bins.overall_accuracy == pytest.approx(0.6)
+    assert bins.n == 5 and bins.share.sum() == pytest.approx(1.0)
+
+
+def test_bin_edges_are_lower_open_except_the_first():
+    edges = np.arange(11) / 10
+    confidence = np.array([0.0, 0.1, np.nextafter(0.1, 1), 0.5, 0.9, np.nextafter(0.9, 1), 1.0])
+    np.testing.assert_array_equal(bin_index(confidence, edges), [0, 0, 1, 4, 8, 9, 9])
+
+
+def test_ece_of_a_perfectly_confident_correct_model_is_zero():
+    probs = np.eye(4)[[0, 1, 2, 3, 1]]
+    bins = reliability_bins(probs, np.array([0, 1, 2, 3, 1]))
+    assert bins.counts[-1] == 5 and bins.ece == 0.0
+
+
+def test_cutoff_metrics_are_nan_when_undefined():
+    # No prediction above 0.9 -> acc90 undefined; no error -> unc90 undefined.
+    probs = np.array([[0.6, 0.4], [0.3, 0.7]])
+    metrics = calibration_metrics(probs, np.array([0, 1]))
+    assert math.isnan(metrics["acc90"]) and math.isnan(metrics["unc90"])
+    assert metrics["freq90"] == 0.0 and metrics["acc"] == 1.0
+
+
+def test_nll_clips_zero_probability_to_the_floor():
+    probs = np.array([[1.0, 0.0], [0.5, 0.5]])
+    # -(log PROB_FLOOR + log 0.5) / 2
+    assert nll(probs, np.array([1, 0])) == pytest.approx((-math.log(PROB_FLOOR) + math.log(2)) / 2)
+
+
+def test_nll_equals_torch_cross_entropy_on_log_probabilities():
+    probs, labels = random_predictions()
+    expected = F.cross_entropy(torch.from_numpy(np.log(probs)), torch.from_numpy(labels))
+    assert nll(probs, labels) == pytest.approx(expected.item(), rel=1e-10)
+
+
+def test_brier_is_the_per_sample_squared_distance_to_the_one_hot_label():
+    probs, labels = random_predictions()
+    expected = np.mean(np.sum((probs - np.eye(probs.shape[1])[labels]) ** 2, axis=1))
+    assert brier_score(probs, labels) == pytest.approx(expected, rel=1e-12)
+
+
+def test_top_k_counts_ties_in_favour_of_the_label_and_caps_k_at_the_class_count():
+    probs = np.array([[0.4, 0.4, 0.1, 0.1], [0.1, 0.2, 0.3, 0.4], [0.7, 0.1, 0.1, 0.1]])
+    labels = np.array([1, 0, 3])
+    # s0: label tied for first -> rank 0; s1: three classes above -> rank 3; s2: label tied behind 0.7 -> rank 1.
+    assert top_k_accuracy(probs, labels, 1) == pytest.approx(1 / 3)
+    assert top_k_accuracy(probs, labels, 2) == pytest.approx(2 / 3)
+    assert top_k_accuracy(probs, labels, 5) == 1.0
+
+
+def test_ece_agrees_with_torchmetrics_on_probabilities():
+    probs, labels = random_predictions(n=3000, k=10, seed=1)
+    metric = MulticlassCalibrationError(num_classes=10, n_bins=10, norm="l1")
+    expected = metric(torch.from_numpy(probs), torch.from_numpy(labels)).item()
+    assert calibration_metrics(probs, labels)["ece"] == pytest.approx(expected, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("probs", "labels", "message"),
+    [
+        (np.full((3, 2), 0.5), np.array([0, 1]), "shape"),
+        (np.full((2, 2), 0.5), np.array([0, 2]), r"\[0, 1\]"),
+        (np.full((2, 2), 0.5), np.array([0.0, 1.0]), "integer"),
+        (np.array([[2.0, -1.0], [0.3, 0.1]]), np.array([0, 1]), "softmax"),
+        (np.array([[0.5, np.nan], [0.5, 0.5]]), np.array([0, 1]), "NaN"),
+        (np.full(4, 0.25), np.array([0]), "shape"),
+    ],
+)
+def test_bad_inputs_are_rejected_with_a_clear_message(probs, labels, message):
+    with pytest.raises(ValueError, match=message):
+        calibration_metrics(probs, labels)
+
+
+@pytest.mark.parametrize("temperature", [0.5, 2.5])
+def test_temperature_scaling_recovers_a_known_temperature(temperature):
+    logits, labels = calibrated_logits(n=20000, k=10, seed=2)
+    fitted = fit_temperature(logits * temperature, labels)
+    assert fitted == pytest.approx(temperature, rel=0.05)
+    assert fit_temperature(logits * temperature, labels) == fitted  # deterministic
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_temperature_scaling_never_increases_validation_nll(seed):
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(scale=rng.uniform(0.5, 5), size=(500, 7))
+    labels = rng.integers(0, 7, 500)  # labels unrelated to the logits: the best fit is a very high temperature
+    temperature = fit_temperature(logits, labels)
+    assert nll(apply_temperature(logits, temperature), labels) <= nll(softmax(logits), labels) + 1e-12
+
+
+def test_temperature_stays_within_its_bounds():
+    logits = np.array([[5.0, 0.0], [0.0, 5.0]])
+    assert fit_temperature(logits, np.array([0, 1]), bounds=(0.1, 10.0)) == pytest.approx(0.1)
+    assert fit_temperature(logits, np.array([1, 0]), bounds=(0.1, 10.0)) == pytest.approx(10.0)
+
+
+def test_apply_temperature_and_softmax():
+    logits = np.array([[1000.0, 0.0, -1000.0], [1.0, 2.0, 3.0]])
+    np.testing.assert_allclose(softmax(logits), torch.softmax(torch.from_numpy(logits), dim=1).numpy())
+    np.testing.assert_allclose(apply_temperature(logits, 2.0), softmax(logits / 2))
+    with pytest.raises(ValueError, match="positive"):
+        apply_temperature(logits, 0.0)
+
+
+def test_reliability_diagram_writes_a_png(tmp_path):
+    path = reliability_diagram(reliability_bins(PROBS, LABELS), tmp_path / "nested" / "reliability.png", title="t")
+    assert path == tmp_path / "nested" / "reliability.png"
+    assert path.read_bytes().startswith(b"\x89PNG") and path.stat().st_size > 10_000

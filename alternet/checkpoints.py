@@ -18,6 +18,11 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         hint = f" (a directory; pass a .ckpt inside it, e.g. {path}/checkpoints/last.ckpt)" if path.is_dir() else ""
         raise CheckpointError(f"checkpoint {path} does not exist{hint}")
+    if not zipfile.is_zipfile(path):
+        raise CheckpointError(
+            f"checkpoint {path} is unreadable or truncated: not a torch checkpoint archive "
+            f"({path.stat().st_size} bytes); it may be an interrupted copy or download"
+        )
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:

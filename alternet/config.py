@@ -44,9 +44,9 @@ def validate_train_config(cfg: Mapping[str, Any]) -> None:
     _require(cfg, "data.num_workers", lambda v: int(v) == v and v >= 0, "must be an integer >= 0")
     _require(cfg, "data.image_size", lambda v: int(v) == v and v >= 1, "must be an integer >= 1")
     epochs, warmup = _get(cfg, "trainer.max_epochs"), _get(cfg, "recipe.warmup_epochs")
-    if warmup is not None and (warmup < 0 or (epochs is not None and warmup >= epochs)):
+    if warmup is not None and (warmup < 0 or (epochs is not None and warmup > epochs)):
         raise ConfigValueError(
-            f"recipe.warmup_epochs={warmup} is invalid: must be >= 0 and smaller than the {epochs} training epochs"
+            f"recipe.warmup_epochs={warmup} is invalid: must be >= 0 and at most the {epochs} training epochs"
         )
     mixup = _get(cfg, "recipe.mixup") or {}
     if (mixup.get("mixup_alpha") or mixup.get("cutmix_alpha")) and int(_get(cfg, "recipe.batch_size")) % 2:

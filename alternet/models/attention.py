@@ -136,6 +136,8 @@ class FocusedLinearAttention(_Projections):
     phi(x) = ReLU(x) / softplus(s) focused by ``x -> |x| * x**p / |x**p|`` (p=3), then
     out_i = phi(q_i) . (sum_j phi(k_j) v_j^T) / (phi(q_i) . sum_j phi(k_j)), plus a depthwise
     conv on V. Both sums are taken as means (scaled by 1/N) so that they stay finite in fp16/bf16.
+    As in FLatten, the focusing norm spans all heads' channels, so a head whose query is entirely
+    negative gets q ~ 0 and, through the eps of the normaliser, contributes only its depthwise branch.
     """
 
     def __init__(

@@ -86,8 +86,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     exit_code = 1
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=resume)
-        checkpoint = _checkpoint_callback(trainer)
-        best = checkpoint.best_model_path or None
+        checkpoint = _checkpoint_callback(trainer)  # read before testing: test() restores its state from `best`
+        best, last = checkpoint.best_model_path or None, checkpoint.last_model_path or None
         test_metrics = trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False)[0]
         summary = {
             "model": config["model"]["name"],
@@ -97,7 +97,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             "global_step": trainer.global_step,
             "tested_checkpoint": best or "final weights",
             "best_checkpoint": best,
-            "last_checkpoint": checkpoint.last_model_path or None,
+            "last_checkpoint": last,
             "run_dir": str(run_dir),
         }
         if trainer.is_global_zero:

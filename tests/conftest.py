@@ -1,0 +1,52 @@
+"""Shared fixtures: config composition, fast trainer overrides, the real CIFAR-100 files."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
+os.environ.setdefault("WANDB_MODE", "disabled")
+os.environ.setdefault("WANDB_SILENT", "true")
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+SHARED_DATA = Path(os.environ.get("ALTERNET_TEST_DATA", ROOT.parent / "shared" / "data"))
+
+# A run that touches every stage but costs seconds: a few batches per loop.
+FAST = [
+    "trainer.max_epochs=1",
+    "trainer.limit_train_batches=3",
+    "trainer.limit_val_batches=2",
+    "trainer.limit_test_batches=2",
+    "trainer.enable_progress_bar=false",
+    "trainer.log_every_n_steps=1",
+]
+
+
+def compose_train(*overrides: str, output_dir: Path | str = "unused"):
+    """The training config as ``train.py`` would compose it, with the run directory set explicitly."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(str(CONF), version_base="1.3"):
+        return compose("train", overrides=[*overrides, f"paths.output_dir={output_dir}"])
+
+
+def run_script(script: str, *args: str, cwd: Path = ROOT, timeout: int = 300) -> subprocess.CompletedProcess:
+    """Run one of the repository's scripts in a fresh interpreter, as a user would."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.run(
+        [sys.executable, str(ROOT / script), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture(scope="session")
+def cifar100_root() -> Path:
+    """The directory holding the original ``cifar-100-python/`` files (skips when absent)."""
+    if not (SHARED_DATA / "cifar-100-python" / "train").is_file():
+        pytest.skip(f"real CIFAR-100 not found under {SHARED_DATA} (set ALTERNET_TEST_DATA to its parent directory)")
+    return SHARED_DATA

@@ -1,0 +1,95 @@
+"""Attention kinds: fused/math parity, double backward, focused-linear finiteness and implied maps."""
+
+import pytest
+import torch
+
+from alternet.models import FocusedLinearAttention, WindowAttention, create_model
+
+
+@pytest.mark.parametrize("bias_per_head", [False, True])
+@pytest.mark.parametrize(("window", "size"), [((4, 4), (8, 8)), ((8, 8), (8, 8)), ((2, 4), (4, 8))])
+def test_fused_and_math_paths_agree(bias_per_head, window, size):
+    torch.manual_seed(0)
+    attn = WindowAttention(16, 24, heads=3, head_dim=8, window=window, bias_per_head=bias_per_head)
+    with torch.no_grad():
+        attn.rel_pos_bias.normal_(0, 1.0)  # a strong bias, so a mis-indexed table would show
+    x = torch.randn(2, 16, *size)
+    fused = attn(x)
+    attn.fused = False
+    math = attn(x)
+    assert fused.shape == (2, 24, *size)
+    torch.testing.assert_close(fused, math, rtol=1e-5, atol=1e-5)
+
+
+def test_relative_position_bias_is_shared_by_heads_and_translation_invariant():
+    attn = WindowAttention(8, 8, heads=2, head_dim=4, window=(3, 3))
+    bias = attn.position_bias()[0]
+    # (0,0)->(0,1) and (1,1)->(1,2) have the same offset, so the same bias
+    assert bias[0, 1] == bias[4, 5]
+    assert attn.rel_pos_bias.shape == (5, 5)
+
+
+def test_math_path_supports_double_backward():
+    model = create_model("alternet_tiny", num_classes=4, img_size=16, fused_attn=False)
+    x = torch.randn(2, 3, 16, 16)
+    params = [p for p in model.parameters() if p.requires_grad]
+    loss = model(x).logsumexp(-1).mean()
+    grads = torch.autograd.grad(loss, params, create_graph=True)
+    vector = [torch.randn_like(p) for p in params]
+    hvp = torch.autograd.grad(sum((g * v).sum() for g, v in zip(grads, vector)), params)
+    assert all(torch.isfinite(h).all() for h in hvp)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_focused_linear_is_finite_under_autocast(dtype):
+    torch.manual_seed(0)
+    attn = FocusedLinearAttention(32, 32, heads=2, head_dim=16)
+    x = torch.randn(2, 32, 32, 32) * 30  # large activations: 1,024 tokens summed
+    with torch.autocast("cpu", dtype=dtype):
+        out = attn(x)
+    assert out.dtype == dtype
+    assert torch.isfinite(out).all()
+    reference = attn(x)
+    torch.testing.assert_close(out.float(), reference, rtol=0.1, atol=0.1 * reference.abs().mean().item())
+
+
+def test_focused_linear_handles_non_square_maps_and_matches_its_implied_attention():
+    torch.manual_seed(0)
+    attn = FocusedLinearAttention(8, 8, heads=2, head_dim=4)
+    x = torch.randn(1, 8, 4, 6)
+    assert attn(x).shape == (1, 8, 4, 6)
+    amap = attn.attention_map(x)
+    assert amap.shape == (1, 2, 24, 24)
+    torch.testing.assert_close(amap.sum(-1), torch.ones(1, 2, 24))
+    # the linear-time output equals the explicit map applied to V (plus the depthwise branch)
+    q, k, v = attn._features(x)
+    explicit = amap @ v
+    local = attn.dwc(v.transpose(-2, -1).reshape(2, 4, 4, 6)).reshape(1, 2, 4, 24).transpose(-2, -1)
+    # A token whose focused query is ~0 in some head (all its channels negative before the ReLU) is left to
+    # the depthwise branch by the eps of the linear-time normaliser; compare the well-conditioned tokens.
+    conditioned = ((q * k.sum(dim=2, keepdim=True)).sum(-1) > 0.1).all(dim=1)[0]
+    assert conditioned.sum() >= 8
+    expected = attn.merge_heads(explicit + local)  # (1, N, C)
+    fast = attn(x).flatten(2).transpose(1, 2)
+    torch.testing.assert_close(fast[:, conditioned], expected[:, conditioned], rtol=1e-3, atol=1e-4)
+
+
+def test_window_attention_maps_are_distributions():
+    attn = WindowAttention(8, 8, heads=2, head_dim=4, window=(4, 4))
+    amap = attn.attention_map(torch.randn(1, 8, 8, 8))
+    assert amap.shape == (4, 2, 16, 16)
+    torch.testing.assert_close(amap.sum(-1), torch.ones(4, 2, 16))
+
+
+def test_window_must_divide_the_runtime_map():
+    attn = WindowAttention(8, 8, heads=1, head_dim=8, window=(4, 4))
+    with pytest.raises(ValueError, match="feature map 6x6 is not divisible by the attention window 4x4"):
+        attn(torch.randn(1, 8, 6, 6))
+
+
+@pytest.mark.parametrize("kind", ["window", "global", "focused_linear"])
+def test_every_attention_kind_trains_in_a_model(kind):
+    model = create_model("alternet_tiny", num_classes=4, img_size=16, attention=kind)
+    loss = model(torch.randn(4, 3, 16, 16)).logsumexp(-1).mean()
+    loss.backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)

@@ -1,0 +1,104 @@
+"""Every option of every config group composes, and what it describes can be built."""
+
+import lightning as L
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from alternet.config import validate_train_config
+from alternet.data import DATAMODULES, build_datamodule
+from alternet.errors import ConfigValueError
+from alternet.training.module import ClassificationModule
+from alternet.training.run import DATA_FACTS
+
+from conftest import CONF, compose_train
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+
+
+def resolved(*overrides: str) -> dict:
+    return OmegaConf.to_container(compose_train(*overrides), resolve=True)
+
+
+def test_default_config_is_digits_alternet_tiny():
+    config = resolved()
+    assert (config["data"]["name"], config["model"]["name"], config["recipe"]["name"]) == (
+        "digits",
+        "alternet_tiny",
+        "digits",
+    )
+
+
+def test_cifar_defaults_to_the_paper_recipe():
+    config = resolved("model=alternet_r50", "data=cifar100")
+    assert config["recipe"]["name"] == "paper"
+    assert config["recipe"]["optimizer"] == {
+        "name": "adamw",
+        "lr": 1.25e-4,
+        "weight_decay": 0.05,
+        "betas": [0.9, 0.999],
+    }
+    assert config["trainer"]["max_epochs"] == 305
+    assert resolved("data=cifar100", "recipe=weak")["recipe"]["optimizer"]["name"] == "sgd"
+
+
+@pytest.mark.parametrize("model", options("model"))
+def test_every_model_option_builds(model):
+    config = resolved(f"model={model}", "data=cifar100")
+    assert config["model"]["name"] == model
+    data = {key: config["data"][key] for key in DATA_FACTS}
+    module = ClassificationModule(model=config["model"], recipe=config["recipe"], data=data)
+    with torch.no_grad():
+        assert module.model.eval()(torch.randn(1, 3, 32, 32)).shape == (1, 100)
+
+
+def test_model_config_matches_the_registered_default():
+    config = resolved("model=alternet_r50")["model"]
+    assert config["layout"] == "CCC|CCCM|CCCCCM|CMCM"
+    assert config["heads"] == [3, 6, 12, 24]
+
+
+@pytest.mark.parametrize("data", options("data"))
+def test_every_data_option_builds(data):
+    config = resolved(f"data={data}")
+    datamodule = build_datamodule(config["data"], config["recipe"], seed=0)
+    assert isinstance(datamodule, DATAMODULES[data])
+    assert datamodule.num_classes == config["data"]["num_classes"]
+
+
+@pytest.mark.parametrize("recipe", options("recipe"))
+def test_every_recipe_option_composes_and_validates(recipe):
+    config = resolved(f"recipe={recipe}")
+    validate_train_config(config)
+    assert config["trainer"]["max_epochs"] == config["recipe"]["epochs"]
+
+
+@pytest.mark.parametrize("trainer", options("trainer"))
+def test_every_trainer_option_instantiates(trainer, tmp_path):
+    config = resolved(f"trainer={trainer}")["trainer"]
+    if config["accelerator"] == "gpu" and not torch.cuda.is_available():
+        pytest.skip("trainer=gpu needs a GPU")
+    assert isinstance(L.Trainer(**config, default_root_dir=tmp_path, logger=False), L.Trainer)
+
+
+@pytest.mark.parametrize("group", ["logger", "callbacks", "experiment"])
+def test_every_other_option_composes(group):
+    for option in options(group):
+        assert OmegaConf.to_container(compose_train(f"{group}={option}"), resolve=True)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("recipe.epochs=-1", "recipe.epochs=-1 is invalid: must be an integer >= 1"),
+        ("recipe.batch_size=0", "recipe.batch_size=0 is invalid: must be an integer >= 1"),
+        ("recipe.optimizer.lr=0", "recipe.optimizer.lr=0 is invalid"),
+        ("recipe.label_smoothing=1.5", "recipe.label_smoothing=1.5 is invalid"),
+        ("recipe.warmup_epochs=99", "recipe.warmup_epochs=99 is invalid"),
+    ],
+)
+def test_bad_values_are_rejected_with_the_key(override, message):
+    with pytest.raises(ConfigValueError, match=message.replace("[", r"\[")):
+        validate_train_config(resolved(override))

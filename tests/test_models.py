@@ -1,0 +1,109 @@
+"""The model zoo: exact parameter counts, shapes, timm integration and downstream interfaces."""
+
+import pytest
+import timm
+import torch
+
+import alternet
+from alternet.models import MODEL_NAMES, UnknownModelError, create_model
+
+ALTERNETS = [n for n in MODEL_NAMES if n.startswith(("alternet", "preresnet"))]
+
+
+def n_params(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [("alternet_r50_hdvw", 34_062_538), ("alternet_r50", 33_012_840), ("preresnet50", 23_697_572)],
+)
+def test_parameter_counts_equal_the_reference_implementation(name, expected):
+    model = timm.create_model(name, num_classes=100, img_size=32)
+    assert n_params(model) == expected
+
+
+def test_layouts_of_named_models():
+    assert create_model("alternet_r50").layout == "CCC|CCCM|CCCCCM|CMCM"
+    assert create_model("alternet_r50_hdvw").layout == "CCC|CCCM|CMCMCM|CMCM"
+    assert create_model("alternet_r18").layout == "CC|CM|CM|CM"
+    assert create_model("preresnet50").layout == "CCC|CCCC|CCCCCC|CCC"
+
+
+@pytest.mark.parametrize("name", sorted(MODEL_NAMES))
+def test_every_named_model_classifies_32px_images(name):
+    model = timm.create_model(name, num_classes=7).eval()
+    with torch.no_grad():
+        assert model(torch.randn(2, 3, 32, 32)).shape == (2, 7)
+
+
+def test_alternet_r50_at_224_uses_the_imagenet_stem_and_window_7():
+    model = timm.create_model("alternet_r50", num_classes=10, img_size=224).eval()
+    assert type(model.stem).__name__ == "ImageNetStem"
+    assert [s.window for s in model.specs if s.num_msa] == [(7, 7)] * 3
+    with torch.no_grad():
+        assert model(torch.randn(1, 3, 224, 224)).shape == (1, 10)
+
+
+def test_stochastic_depth_rises_linearly_over_all_blocks():
+    model = create_model("alternet_r18", drop_path_rate=0.1)
+    rates = [getattr(b.module.drop_path, "drop_prob", 0.0) for b in model.blocks()]
+    assert len(rates) == 8
+    assert rates == pytest.approx([0.1 * j / 7 for j in range(8)])
+
+
+def test_block_sequence_is_labelled():
+    model = create_model("alternet_r50")
+    assert "".join(b.kind for b in model.blocks()) == "CCCCCCMCCCCCMCMCM"
+    assert [b.stage for b in model.blocks()][:4] == [0, 0, 0, 1]
+
+
+@pytest.mark.parametrize(
+    ("img_size", "shapes"),
+    [
+        (32, [(256, 32, 32), (512, 16, 16), (1024, 8, 8), (2048, 4, 4)]),
+        (224, [(256, 56, 56), (512, 28, 28), (1024, 14, 14), (2048, 7, 7)]),
+    ],
+)
+def test_features_only_returns_stage_maps(img_size, shapes):
+    model = timm.create_model("alternet_r50", features_only=True, img_size=img_size).eval()
+    with torch.no_grad():
+        features = model(torch.randn(1, 3, img_size, img_size))
+    assert [tuple(f.shape[1:]) for f in features] == shapes
+    assert model.feature_info.channels() == [s[0] for s in shapes]
+    assert model.feature_info.reduction() == [img_size // s[1] for s in shapes]
+
+
+def test_downstream_interfaces():
+    model = create_model("alternet_tiny", num_classes=10, img_size=16).eval()
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        features = model.forward_features(x)
+        assert features.shape == (2, model.num_features, 4, 4)
+        assert model.forward_head(features, pre_logits=True).shape == (2, model.num_features)
+        assert torch.allclose(model.forward_head(features), model(x))
+        model.reset_classifier(3)
+        assert model(x).shape == (2, 3)
+        assert model.get_classifier().out_features == 3
+    assert model.no_weight_decay() == {"stages.1.1.attn.rel_pos_bias", "stages.2.1.attn.rel_pos_bias"}
+
+
+def test_overrides_reach_the_backbone():
+    model = timm.create_model("alternet_r18", layout="CC|CC|CM|CMCM", heads=[1, 2, 4, 8], head_dim=16)
+    assert model.layout == "CC|CC|CM|CMCM"
+    assert model.blocks()[-1].module.attn.heads == 8
+    assert model.blocks()[-1].module.attn.head_dim == 16
+
+
+def test_unknown_model_lists_the_valid_ones():
+    with pytest.raises(UnknownModelError, match="alternet_r50, alternet_r50_hdvw"):
+        alternet.create_model("alternet_r9000")
+
+
+def test_comparison_models_have_cifar_settings():
+    vit = create_model("vit_ti_cifar", num_classes=100)
+    assert vit.patch_embed.patch_size == (2, 2) and vit.embed_dim == 192 and len(vit.blocks) == 12
+    swin = create_model("swin_ti_cifar", num_classes=100)
+    assert swin.patch_embed.patch_size == (1, 1) and swin.embed_dim == 96
+    pit = create_model("pit_ti_cifar", num_classes=100)
+    assert pit.patch_embed.conv.stride == (1, 1) and pit.patch_embed.conv.kernel_size == (2, 2)

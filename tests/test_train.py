@@ -1,0 +1,145 @@
+"""End to end: train.py through Hydra and the real Trainer, checkpoints, resume, W&B offline, real CIFAR-100."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from alternet.errors import CheckpointError
+from alternet.training.module import ClassificationModule
+from alternet.training.run import train
+
+from conftest import FAST, compose_train, run_script
+
+
+def test_train_cli_on_digits_writes_a_complete_run_directory(tmp_path):
+    run_dir = tmp_path / "run"
+    result = run_script(
+        "train.py", "trainer.max_epochs=2", "trainer.enable_progress_bar=false", f"hydra.run.dir={run_dir}"
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Test (alternet_tiny on digits" in result.stdout
+    assert f"Run directory:   {run_dir}" in result.stdout
+    assert "Last checkpoint:" in result.stdout and "Best checkpoint:" in result.stdout
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    for key in ("test/acc", "test/nll", "test/ece"):
+        assert math.isfinite(metrics["test"][key])
+    assert metrics["test"]["test/acc"] > 0.5  # two epochs are plenty to beat chance (10%)
+    assert metrics["epochs"] == 2
+    assert (run_dir / "checkpoints" / "last.ckpt").is_file()
+    assert Path(metrics["best_checkpoint"]).is_file()
+    assert "model:\n  name: alternet_tiny" in (run_dir / "config.yaml").read_text()
+    environment = json.loads((run_dir / "environment.json").read_text())
+    assert environment["packages"]["torch"] == torch.__version__.split("+")[0] or environment["packages"]["torch"]
+    assert (run_dir / "metrics.csv").is_file()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["recipe.epochs=-1"], "error: recipe.epochs=-1 is invalid: must be an integer >= 1"),
+        (["recipe.batch_size=0"], "error: recipe.batch_size=0 is invalid: must be an integer >= 1"),
+        (["data.val_size=5000"], "error: data.val_size=5000 is not smaller than the 1437 training images"),
+        (["model.name=alternet_r9000"], "error: unknown model 'alternet_r9000'. alternet models: alternet_r101"),
+        (["model=alternet_r9000"], "Available options in 'model':"),
+        (["data=imagenet_21k"], "Available options in 'data':"),
+        (["model.window=3"], "error: stage 2 ('CM'): window 3 does not divide the stage's 8x8 feature map"),
+        (
+            ["data=cifar100", "data.root=/nonexistent"],
+            "error: cifar100 not found: looked in /nonexistent/cifar-100-python",
+        ),
+        (["ckpt_path=/nonexistent.ckpt"], "error: checkpoint /nonexistent.ckpt does not exist"),
+    ],
+)
+def test_bad_input_fails_before_training_with_a_clear_message(overrides, message, tmp_path):
+    result = run_script("train.py", *overrides, f"hydra.run.dir={tmp_path}")
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "checkpoints").exists()
+
+
+def fit(tmp_path: Path, *overrides: str) -> dict:
+    return train(compose_train(*FAST, *overrides, output_dir=tmp_path))
+
+
+def test_checkpoints_reload_with_torch_defaults_and_rebuild_the_model(tmp_path):
+    summary = fit(tmp_path)
+    checkpoint = torch.load(summary["last_checkpoint"])  # weights_only=True is torch's default
+    assert checkpoint["hyper_parameters"]["model"]["name"] == "alternet_tiny"
+    module = ClassificationModule.load_from_checkpoint(summary["last_checkpoint"], map_location="cpu")
+    assert sum(p.numel() for p in module.model.parameters()) > 0
+    torch.testing.assert_close(module.state_dict(), {k: v for k, v in checkpoint["state_dict"].items()})
+
+
+def test_resume_continues_epoch_and_step_count(tmp_path):
+    first = fit(tmp_path / "a", "trainer.max_epochs=2")
+    assert (first["epochs"], first["global_step"]) == (2, 6)
+    resumed = fit(tmp_path / "b", "trainer.max_epochs=3", f"ckpt_path={first['last_checkpoint']}")
+    assert (resumed["epochs"], resumed["global_step"]) == (3, 9)
+
+
+def test_unreadable_checkpoint_is_rejected(tmp_path):
+    bad = tmp_path / "broken.ckpt"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointError, match=r"broken\.ckpt is unreadable or truncated"):
+        fit(tmp_path, f"ckpt_path={bad}")
+
+
+def test_wandb_offline_run_writes_files_and_finishes(tmp_path, monkeypatch):
+    import wandb
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    fit(tmp_path, "logger=wandb", "logger.wandb.offline=true")
+    runs = list((tmp_path / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1
+    assert list(runs[0].glob("run-*.wandb"))
+    assert wandb.run is None  # finished
+
+
+def test_wandb_without_api_key_falls_back_to_offline(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    from alternet.training.loggers import wandb_offline_reason
+
+    assert "no W&B API key" in wandb_offline_reason(False)
+
+
+def test_training_on_real_cifar100(cifar100_root, tmp_path):
+    summary = fit(
+        tmp_path,
+        "data=cifar100",
+        f"data.root={cifar100_root}",
+        "data.num_workers=0",
+        "data.val_size=500",
+        "model=alternet_tiny",
+        "recipe=fast",
+        "recipe.batch_size=16",
+    )
+    assert summary["data"] == "cifar100"
+    assert 0.0 <= summary["test"]["test/acc"] <= 1.0
+    assert math.isfinite(summary["test"]["test/nll"])
+
+
+def test_alternet_r18_learns_on_real_cifar100(cifar100_root):
+    from alternet.data import CIFAR100DataModule
+    from alternet.models import create_model
+
+    module = CIFAR100DataModule(root=str(cifar100_root), batch_size=32)
+    module.setup()
+    images, labels = next(iter(module.train_dataloader()))
+    torch.manual_seed(0)
+    model = create_model("alternet_r18", num_classes=100)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    losses = []
+    for _ in range(6):
+        loss = torch.nn.functional.cross_entropy(model(images), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0] - 0.5, losses

@@ -172,6 +172,41 @@ class ClassificationModule(L.LightningModule):
 
     # optimisation ----------------------------------------------------------------------------
 
+    @property
+    def finetune(self) -> dict[str, Any]:
+        return dict(self.recipe.get("finetune") or {})
+
+    def _head_parameter_names(self) -> set[str]:
+        head = self.model.get_classifier()
+        return {name for name, p in self.model.named_parameters() if any(p is q for q in head.parameters())}
+
+    def _parameter_groups(self, weight_decay: float) -> list[dict[str, Any]]:
+        """Backbone and head groups (the backbone at ``finetune.backbone_lr_scale``, frozen for a linear probe),
+        each split by weight decay."""
+        head_names = self._head_parameter_names()
+        named = list(self.model.named_parameters())
+        options = dict(
+            no_decay_names=set(getattr(self.model, "no_weight_decay", set)()),
+            exclude_norm_bias=bool(self.recipe.get("no_decay_norm_bias", False)),
+        )
+        backbone = [(n, p) for n, p in named if n not in head_names]
+        head = [(n, p) for n, p in named if n in head_names]
+        if self.finetune.get("freeze_backbone"):
+            for _, param in backbone:
+                param.requires_grad_(False)
+        scale = float(self.finetune.get("backbone_lr_scale", 1.0))
+        groups = parameter_groups(backbone, weight_decay, lr_scale=scale, **options)
+        groups += parameter_groups(head, weight_decay, **options)
+        return [g for g in groups if g["params"]]
+
+    def train(self, mode: bool = True) -> ClassificationModule:
+        """A frozen backbone also keeps its BatchNorm statistics fixed (a true linear probe)."""
+        super().train(mode)
+        if mode and self.finetune.get("freeze_backbone"):
+            self.model.eval()
+            self.model.get_classifier().train()
+        return self
+
     def configure_optimizers(self) -> dict[str, Any]:
         recipe = self.recipe
         opt_cfg = recipe["optimizer"]
@@ -180,13 +215,7 @@ class ClassificationModule(L.LightningModule):
         if reference_batch:
             global_batch = recipe["batch_size"] * self.trainer.world_size * self.trainer.accumulate_grad_batches
             lr = lr * global_batch / float(reference_batch)
-        no_decay = getattr(self.model, "no_weight_decay", set)()
-        groups = parameter_groups(
-            self.model.named_parameters(),
-            float(opt_cfg.get("weight_decay", 0.0)),
-            no_decay_names=set(no_decay),
-            exclude_norm_bias=bool(recipe.get("no_decay_norm_bias", False)),
-        )
+        groups = self._parameter_groups(float(opt_cfg.get("weight_decay", 0.0)))
         optimizer = build_optimizer(groups, opt_cfg, lr)
         epochs = int(self.trainer.max_epochs)
         steps_per_epoch = max(1, self.trainer.estimated_stepping_batches // epochs)

@@ -62,9 +62,13 @@ def environment() -> dict[str, Any]:
     }
 
 
-def _plain(value: Any) -> Any:
-    """JSON-safe: tensors and numpy scalars to floats, non-finite floats to None."""
-    if hasattr(value, "item"):
+def plain(value: Any) -> Any:
+    """JSON-safe, recursively: tensors and numpy scalars to Python numbers, NaN/inf to None."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         return None
@@ -72,9 +76,10 @@ def _plain(value: Any) -> Any:
 
 
 def write_json(path: Path, payload: dict[str, Any]) -> Path:
+    """Write strictly valid JSON, atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, default=_plain, sort_keys=False) + "\n")
+    tmp.write_text(json.dumps(plain(payload), indent=2, allow_nan=False) + "\n")
     tmp.replace(path)
     return path
 
@@ -87,4 +92,4 @@ def write_run_records(run_dir: Path, config: dict[str, Any]) -> None:
 
 
 def metric_values(metrics: dict[str, Any]) -> dict[str, float | None]:
-    return {key: _plain(value) for key, value in metrics.items()}
+    return plain(dict(metrics))

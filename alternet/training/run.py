@@ -71,6 +71,11 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     L.seed_everything(int(config["seed"]), workers=True, verbose=False)
     datamodule = build_datamodule(config["data"], config["recipe"], seed=int(config["seed"]))
     module = build_module(config)
+    pretrained = config["model"].get("pretrained")
+    if pretrained and not resume:
+        from ..hub import load_pretrained
+
+        load_pretrained(module.model, pretrained)  # a different class count resets the head
     has_val = bool(config["data"].get("val_size"))
     trainer = L.Trainer(
         **config["trainer"],

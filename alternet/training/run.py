@@ -108,6 +108,9 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         if trainer.is_global_zero:
             write_json(run_dir / "metrics.json", summary)
             print_summary(summary)
+            from ..hub import after_training
+
+            after_training(config, summary)  # config section `export`: export directory, W&B model artifacts
         exit_code = 0
         return summary
     finally:

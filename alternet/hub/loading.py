@@ -1,0 +1,189 @@
+"""Loading weights into models: a report of what was loaded, a new head when the class count differs, and an
+error naming the keys when anything else does not fit."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from timm.models import FeatureListNet
+from timm.models._builder import pretrained_cfg_for_features
+from torch import nn
+
+from ..errors import CheckpointError, ConfigValueError
+from ..models import create_model
+from .sources import Source, open_source
+
+logger = logging.getLogger(__name__)
+MAX_NAMED_KEYS = 8
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    """What :func:`load_pretrained` did. ``head`` says why the classifier was not loaded (``None``: it was)."""
+
+    source: str
+    loaded: int
+    missing: tuple[str, ...] = ()
+    unexpected: tuple[str, ...] = ()
+    head: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        """Every tensor of the model came from the source (or is a new head) and nothing was left over."""
+        return not self.missing and not self.unexpected
+
+    def __str__(self) -> str:
+        parts = [f"loaded {self.loaded} tensors from {self.source}"]
+        if self.head:
+            parts.append(self.head)
+        if self.missing:
+            parts.append(f"{len(self.missing)} missing, left at initialisation: {_names(self.missing)}")
+        if self.unexpected:
+            parts.append(f"{len(self.unexpected)} unexpected, ignored: {_names(self.unexpected)}")
+        return "; ".join(parts)
+
+
+def _names(keys: tuple[str, ...] | list[str]) -> str:
+    shown = ", ".join(keys[:MAX_NAMED_KEYS])
+    return shown + (f" and {len(keys) - MAX_NAMED_KEYS} more" if len(keys) > MAX_NAMED_KEYS else "")
+
+
+def _classifier_names(model: nn.Module, source: Source) -> tuple[str, ...]:
+    names = []
+    for cfg in (getattr(model, "pretrained_cfg", None) or {}, source.pretrained_cfg):
+        classifier = cfg.get("classifier")
+        names += [classifier] if isinstance(classifier, str) else list(classifier or ())
+    return tuple(dict.fromkeys(names))
+
+
+def _is_head(key: str, classifiers: tuple[str, ...]) -> bool:
+    return any(key == name or key.startswith(name + ".") for name in classifiers)
+
+
+def _check_body_shapes(expected: dict[str, torch.Tensor], source: Source, classifiers: tuple[str, ...]) -> None:
+    weights = source.state_dict
+    wrong = [
+        k for k in expected if k in weights and weights[k].shape != expected[k].shape and not _is_head(k, classifiers)
+    ]
+    if wrong:
+        details = [
+            f"{k}: {tuple(weights[k].shape)} in the source, {tuple(expected[k].shape)} in the model" for k in wrong
+        ]
+        raise CheckpointError(
+            f"weights in {source.location} do not fit the model outside its classifier head ({len(wrong)} tensors): "
+            f"{_names(details)}. Were they trained with another architecture or layout? Build the model with the "
+            "source's model arguments (alternet.hub.load does this)."
+        )
+
+
+def _head_note(model: nn.Module, source: Source, model_head: list[str], source_head: list[str]) -> str | None:
+    """Why the classifier head is not loaded, or ``None`` when it fits (same keys and shapes)."""
+    if not model_head and not source_head:
+        return None
+    expected, weights = model.state_dict(), source.state_dict
+    if sorted(model_head) == sorted(source_head) and all(weights[k].shape == expected[k].shape for k in model_head):
+        return None
+    if not model_head:
+        return "classifier head not loaded (the model has none)"
+    origin = "none" if not source_head else (source.num_classes if source.num_classes is not None else "?")
+    return f"new classifier head ({origin} -> {getattr(model, 'num_classes', '?')} classes; left at initialisation)"
+
+
+def select_weights(model: nn.Module, source: Source) -> tuple[dict[str, torch.Tensor], LoadReport]:
+    """The source tensors to load into ``model``. The head is skipped when it does not fit (another class count,
+    or absent on either side); a shape mismatch anywhere else is an error naming the keys."""
+    expected, weights = model.state_dict(), source.state_dict
+    classifiers = _classifier_names(model, source)
+    _check_body_shapes(expected, source, classifiers)
+    model_head = [k for k in expected if _is_head(k, classifiers)]
+    source_head = [k for k in weights if _is_head(k, classifiers)]
+    head_note = _head_note(model, source, model_head, source_head)
+    skip = set(model_head) | set(source_head) if head_note else set()
+    selected = {k: v for k, v in weights.items() if k in expected and k not in skip}
+    report = LoadReport(
+        source=source.location,
+        loaded=len(selected),
+        missing=tuple(k for k in expected if k not in weights and k not in skip),
+        unexpected=tuple(k for k in weights if k not in expected and k not in skip),
+        head=head_note,
+    )
+    return selected, report
+
+
+def apply_weights(model: nn.Module, source: Source, *, strict: bool = False) -> LoadReport:
+    """Load ``source`` into ``model`` as :func:`select_weights` decides; log and return the report."""
+    selected, report = select_weights(model, source)
+    if strict and not report.complete:
+        raise CheckpointError(f"strict loading failed: {report}")
+    model.load_state_dict(selected, strict=False)
+    (logger.info if report.complete else logger.warning)("%s", report)
+    return report
+
+
+def load_pretrained(model: nn.Module, source: str | Path, *, ema: bool = False, strict: bool = False) -> LoadReport:
+    """Load weights from ``source`` (export dir, run dir, checkpoint, .safetensors or W&B artifact ref) into an
+    existing model. A different class count leaves the model's new head at its initialisation; missing and
+    unexpected keys are reported (an error with ``strict=True``); shapes that differ elsewhere are an error."""
+    opened = open_source(source, ema=ema)
+    architecture = (getattr(model, "pretrained_cfg", None) or {}).get("architecture")
+    if opened.architecture and architecture and opened.architecture != architecture:
+        logger.warning("loading %s weights from %s into a %s model", opened.architecture, source, architecture)
+    return apply_weights(model, opened, strict=strict)
+
+
+def load(
+    source: str | Path,
+    num_classes: int | None = None,
+    features_only: bool = False,
+    *,
+    ema: bool = False,
+    strict: bool = False,
+    **kwargs: Any,
+) -> nn.Module:
+    """A model rebuilt from ``source`` with its weights, in eval mode.
+
+    Args:
+        source: an export directory, a run directory (its best checkpoint), a Lightning checkpoint, or a W&B
+            artifact reference ``entity/project/name:version``.
+        num_classes: a new class count (the head is then new; every other tensor is loaded).
+        features_only: a timm ``FeatureListNet`` returning one feature map per stage (``out_indices=`` selects).
+        ema: the EMA weights of a Lightning checkpoint.
+        strict: raise instead of reporting missing or unexpected keys.
+        **kwargs: model arguments overriding the source's (e.g. ``img_size``, ``drop_path_rate``).
+
+    The load report is logged and kept as ``model.load_report``.
+    """
+    opened = open_source(source, ema=ema)
+    if features_only and num_classes is not None:
+        raise ConfigValueError("num_classes has no effect with features_only=True (feature models have no head)")
+    out_indices = kwargs.pop("out_indices", None)
+    args = {**opened.model_args, **kwargs}
+    classes = 0 if features_only else (opened.num_classes if num_classes is None else num_classes)
+    model = create_model(
+        opened.require_architecture(), num_classes=classes, pretrained_cfg_overlay=opened.pretrained_cfg, **args
+    )
+    report = apply_weights(model, opened, strict=strict)
+    if features_only:
+        model = as_features(model, out_indices)
+    model.load_report = report
+    return model.eval()
+
+
+def as_features(model: nn.Module, out_indices: tuple[int, ...] | None = None) -> FeatureListNet:
+    """Wrap a classifier with per-stage ``feature_info`` as a timm ``FeatureListNet`` (as ``features_only=True``
+    builds it)."""
+    info = getattr(model, "feature_info", None)
+    if not isinstance(info, list):
+        name = (getattr(model, "pretrained_cfg", None) or {}).get("architecture", type(model).__name__)
+        raise ConfigValueError(
+            f"{name} declares no per-stage feature_info, so alternet.hub.load cannot return a FeatureListNet; "
+            "load the classifier and use timm's forward_intermediates instead"
+        )
+    indices = tuple(range(len(info))) if out_indices is None else tuple(out_indices)
+    features = FeatureListNet(model, out_indices=indices, flatten_sequential=True)
+    features.pretrained_cfg = features.default_cfg = pretrained_cfg_for_features(model.pretrained_cfg)
+    return features

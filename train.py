@@ -18,7 +18,9 @@ def main(cfg: DictConfig) -> float | None:
         metrics = train(cfg)
     except AlternetError as error:
         sys.exit(f"error: {error}")
-    return metrics["test"].get("test/acc")
+    # The value a Hydra sweeper (e.g. Optuna) optimises: the monitored validation metric, else test accuracy.
+    best = metrics.get("best_val_score")
+    return best if best is not None else metrics["test"].get("test/acc")
 
 
 if __name__ == "__main__":

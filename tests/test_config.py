@@ -96,9 +96,14 @@ def test_every_other_option_composes(group):
         ("recipe.batch_size=0", "recipe.batch_size=0 is invalid: must be an integer >= 1"),
         ("recipe.optimizer.lr=0", "recipe.optimizer.lr=0 is invalid"),
         ("recipe.label_smoothing=1.5", "recipe.label_smoothing=1.5 is invalid"),
-        ("recipe.warmup_epochs=99", "recipe.warmup_epochs=99 is invalid"),
+        ("recipe.warmup_epochs=-1", "recipe.warmup_epochs=-1 is invalid: must be >= 0"),
     ],
 )
 def test_bad_values_are_rejected_with_the_key(override, message):
     with pytest.raises(ConfigValueError, match=message.replace("[", r"\[")):
         validate_train_config(resolved(override))
+
+
+def test_warmup_longer_than_the_run_is_a_warning():
+    with pytest.warns(UserWarning, match="recipe.warmup_epochs=5 exceeds trainer.max_epochs=1"):
+        validate_train_config(resolved("recipe=paper", "trainer.max_epochs=1"))

@@ -33,7 +33,7 @@ def test_train_cli_on_digits_writes_a_complete_run_directory(tmp_path):
     assert "model:\n  name: alternet_tiny" in (run_dir / "config.yaml").read_text()
     environment = json.loads((run_dir / "environment.json").read_text())
     assert environment["packages"]["torch"] == torch.__version__.split("+")[0] or environment["packages"]["torch"]
-    assert (run_dir / "metrics.csv").is_file()
+    assert (run_dir / "logs" / "metrics.csv").is_file()
 
 
 @pytest.mark.parametrize(

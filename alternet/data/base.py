@@ -17,7 +17,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from ..errors import ConfigValueError, DataError
-from .transforms import build_transform
+from .transforms import build_transform, reseed
 
 
 class ArrayDataset(Dataset):
@@ -39,7 +39,7 @@ class ArrayDataset(Dataset):
     def __getitem__(self, key: int | tuple[int, int]) -> tuple[torch.Tensor, int]:
         if isinstance(key, tuple):
             index, seed = key
-            self.transform.set_random_seed(seed)
+            reseed(self.transform, seed)
         else:
             index = key
         return self.transform(image=self.images[index])["image"], int(self.labels[index])

@@ -50,8 +50,8 @@ def wandb_offline_reason(requested_offline: bool) -> str | None:
 
 
 def build_loggers(config: Mapping[str, Any], run_dir: Path, run_config: dict) -> list[Logger]:
-    """CSV logger into the run directory, plus W&B when ``config.wandb`` is set."""
-    loggers: list[Logger] = [CSVLogger(save_dir=str(run_dir), name="", version="")]
+    """CSV logger into ``<run_dir>/logs``, plus W&B when ``config.wandb`` is set."""
+    loggers: list[Logger] = [CSVLogger(save_dir=str(run_dir), name="", version="logs")]
     wandb_cfg = config.get("wandb")
     if not wandb_cfg:
         return loggers

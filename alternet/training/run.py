@@ -93,6 +93,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         trainer.fit(module, datamodule=datamodule, ckpt_path=resume)
         checkpoint = _checkpoint_callback(trainer)  # read before testing: test() restores its state from `best`
         best, last = checkpoint.best_model_path or None, checkpoint.last_model_path or None
+        best_score = checkpoint.best_model_score
         test_metrics = trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False)[0]
         summary = {
             "model": config["model"]["name"],
@@ -100,6 +101,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             "test": metric_values(test_metrics),
             "epochs": trainer.current_epoch,
             "global_step": trainer.global_step,
+            "best_val_score": best_score,
+            "monitor": checkpoint.monitor,
             "tested_checkpoint": best or "final weights",
             "best_checkpoint": best,
             "last_checkpoint": last,

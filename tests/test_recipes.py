@@ -1,0 +1,126 @@
+"""Recipes: each one trains, mixup targets, schedule values, batch-scaled lr, weight-decay groups, EMA, bf16."""
+
+import csv
+import math
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from alternet.models import create_model
+from alternet.training.module import ClassificationModule
+from alternet.training.optim import lr_factor, parameter_groups
+from alternet.training.run import train
+
+from conftest import CONF, FAST, compose_train
+
+RECIPES = sorted(p.stem for p in (CONF / "recipe").glob("*.yaml"))
+TWO_STEPS = [*FAST, "trainer.limit_train_batches=2", "trainer.limit_val_batches=1", "trainer.limit_test_batches=1"]
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_every_recipe_trains_two_steps(recipe, tmp_path):
+    summary = train(compose_train(*TWO_STEPS, f"recipe={recipe}", "recipe.batch_size=16", output_dir=tmp_path))
+    assert summary["global_step"] == 2
+    assert math.isfinite(summary["test"]["test/nll"])
+
+
+def paper_module(**recipe_overrides) -> ClassificationModule:
+    config = OmegaConf.to_container(compose_train("data=cifar100", "model=alternet_tiny"), resolve=True)
+    recipe = config["recipe"] | recipe_overrides
+    data = {k: config["data"][k] for k in ("name", "num_classes", "image_size", "mean", "std")}
+    return ClassificationModule(model=config["model"], recipe=recipe, data=data)
+
+
+def test_mixup_produces_soft_targets_that_sum_to_one():
+    module = paper_module()
+    torch.manual_seed(0)
+    images, labels = torch.randn(8, 3, 32, 32), torch.arange(8)
+    mixed, targets = module.mixup(images.clone(), labels)
+    assert targets.shape == (8, 100)
+    torch.testing.assert_close(targets.sum(dim=1), torch.ones(8))
+    assert (targets > 0).sum(dim=1).min() >= 2  # mixed and smoothed: no one-hot rows
+    assert targets.max() < 1.0
+    assert not torch.equal(mixed, images)
+
+
+def test_warmup_then_cosine_schedule_values():
+    kwargs = dict(total_steps=1000, warmup_steps=100, schedule="cosine")
+    assert lr_factor(0, **kwargs) == pytest.approx(0.01)
+    assert lr_factor(99, **kwargs) == pytest.approx(1.0)  # warm-up ends at the base rate
+    assert lr_factor(550, **kwargs) == pytest.approx(0.5)  # half-way through the cosine
+    assert lr_factor(999, **kwargs) == pytest.approx(0.5 * (1 + math.cos(math.pi * 899 / 900)))
+    assert lr_factor(1000, **kwargs) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_step_schedule_values():
+    kwargs = dict(total_steps=1000, warmup_steps=10, schedule="step", milestones=[110, 210], gamma=0.2)
+    assert lr_factor(9, **kwargs) == 1.0
+    assert lr_factor(109, **kwargs) == 1.0
+    assert lr_factor(110, **kwargs) == pytest.approx(0.2)
+    assert lr_factor(999, **kwargs) == pytest.approx(0.04)
+
+
+def test_the_trainer_follows_the_schedule(tmp_path):
+    summary = train(compose_train(*FAST, "trainer.limit_train_batches=null", output_dir=tmp_path))
+    with open(tmp_path / "logs" / "metrics.csv") as f:
+        rows = [r for r in csv.DictReader(f) if r.get("train/lr")]
+    lrs = [float(r["train/lr"]) for r in rows]
+    steps = summary["global_step"]  # one epoch, all of it warm-up in the digits recipe
+    assert lrs[0] == pytest.approx(2e-3 / steps)
+    assert lrs[-1] == pytest.approx(2e-3 * len(lrs) / steps)
+
+
+def test_learning_rate_scales_with_global_batch(tmp_path):
+    config = compose_train(*TWO_STEPS, "recipe.lr_scale_batch=32", "recipe.batch_size=64", output_dir=tmp_path)
+    config = OmegaConf.to_container(config, resolve=True)
+    import lightning as L
+
+    from alternet.data import build_datamodule
+    from alternet.training.run import build_module
+
+    module = build_module(config)
+    trainer = L.Trainer(**config["trainer"], logger=False, enable_checkpointing=False, default_root_dir=tmp_path)
+    trainer.fit(module, datamodule=build_datamodule(config["data"], config["recipe"], seed=0))
+    assert trainer.optimizers[0].param_groups[0]["initial_lr"] == pytest.approx(2 * 2e-3)
+
+
+def test_norm_bias_and_position_bias_can_be_excluded_from_weight_decay():
+    model = create_model("alternet_tiny", num_classes=10, img_size=16)
+    groups = parameter_groups(
+        model.named_parameters(), 0.05, no_decay_names=model.no_weight_decay(), exclude_norm_bias=True
+    )
+    decayed, undecayed = groups
+    assert decayed["weight_decay"] == 0.05 and undecayed["weight_decay"] == 0.0
+    undecayed_ids = {id(p) for p in undecayed["params"]}
+    names = {n for n, p in model.named_parameters() if id(p) in undecayed_ids}
+    assert "stages.1.1.attn.rel_pos_bias" in names  # 2-D, excluded by name
+    assert "norm.bn.weight" in names and "head.fc.bias" in names
+    assert "head.fc.weight" not in names and "stem.conv.weight" not in names
+    assert len(parameter_groups(model.named_parameters(), 0.05)) == 1
+
+
+def test_weight_ema_is_evaluated_alongside(tmp_path):
+    summary = train(compose_train(*FAST, "+recipe.ema.decay=0.9", output_dir=tmp_path))
+    assert {"test_ema/acc", "test_ema/nll", "test_ema/ece"} <= set(summary["test"])
+    state = torch.load(summary["last_checkpoint"])["state_dict"]
+    ema_keys = [k for k in state if k.startswith("ema.")]
+    assert ema_keys
+    key = "stem.conv.weight"
+    assert not torch.equal(state[f"ema.{key}"], state[f"model.{key}"])
+
+
+def test_cpu_bf16_mixed_precision_trains(tmp_path):
+    summary = train(compose_train(*FAST, "trainer.precision=bf16-mixed", output_dir=tmp_path))
+    assert math.isfinite(summary["test"]["test/nll"])
+
+
+def test_channels_last_trains(tmp_path):
+    summary = train(compose_train(*FAST, "performance.channels_last=true", output_dir=tmp_path))
+    assert math.isfinite(summary["test"]["test/nll"])
+
+
+@pytest.mark.slow
+def test_torch_compile_trains(tmp_path):
+    summary = train(compose_train(*FAST, "performance.compile=true", output_dir=tmp_path))
+    assert math.isfinite(summary["test"]["test/nll"])

@@ -107,3 +107,14 @@ def test_bad_values_are_rejected_with_the_key(override, message):
 def test_warmup_longer_than_the_run_is_a_warning():
     with pytest.warns(UserWarning, match="recipe.warmup_epochs=5 exceeds trainer.max_epochs=1"):
         validate_train_config(resolved("recipe=paper", "trainer.max_epochs=1"))
+
+
+def test_slurm_launcher_runs_one_task_per_device():
+    from hydra import compose, initialize_config_dir
+
+    overrides = ["hydra/launcher=slurm", "trainer=ddp", "trainer.devices=4", "trainer.num_nodes=2"]
+    with initialize_config_dir(str(CONF), version_base="1.3"):
+        cfg = compose("train", overrides=overrides, return_hydra_config=True)
+    launcher = OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
+    assert launcher["_target_"].endswith("SlurmLauncher")
+    assert (launcher["nodes"], launcher["tasks_per_node"], launcher["gpus_per_node"]) == (2, 4, 4)

@@ -143,3 +143,13 @@ def test_alternet_r18_learns_on_real_cifar100(cifar100_root):
         optimizer.step()
         losses.append(loss.item())
     assert losses[-1] < losses[0] - 0.5, losses
+
+
+def test_ckpt_path_last_resumes_from_the_run_directory_when_present(tmp_path):
+    from alternet.training.run import resolve_resume
+
+    assert resolve_resume("last", tmp_path) is None  # a fresh job starts from scratch
+    first = fit(tmp_path, "trainer.max_epochs=1")
+    assert resolve_resume("last", tmp_path) == first["last_checkpoint"]
+    again = fit(tmp_path, "trainer.max_epochs=2", "ckpt_path=last")  # a requeued job continues
+    assert again["epochs"] == 2 and again["global_step"] == 6

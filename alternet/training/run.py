@@ -56,14 +56,23 @@ def _checkpoint_callback(trainer: L.Trainer) -> ModelCheckpoint:
     return next(cb for cb in trainer.callbacks if isinstance(cb, ModelCheckpoint))
 
 
+def resolve_resume(ckpt_path: str | None, run_dir: Path) -> str | None:
+    """The checkpoint to resume from. ``last`` means this run directory's ``last.ckpt`` when it exists
+    (a requeued SLURM job); any other path is checked now so that a bad one fails before training."""
+    if ckpt_path == "last":
+        last = run_dir / "checkpoints" / "last.ckpt"
+        return str(last) if last.is_file() else None
+    if ckpt_path:
+        read_checkpoint(ckpt_path)
+    return ckpt_path
+
+
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Train, test and record one run; returns the contents of ``metrics.json``."""
     config = OmegaConf.to_container(cfg, resolve=True)
     validate_train_config(config)
     run_dir = Path(config["paths"]["output_dir"])
-    resume = config.get("ckpt_path")
-    if resume:
-        read_checkpoint(resume)  # fail early, with a clear message, on a bad path or file
+    resume = resolve_resume(config.get("ckpt_path"), run_dir)
     precision = (config.get("performance") or {}).get("matmul_precision")
     if precision:
         torch.set_float32_matmul_precision(precision)

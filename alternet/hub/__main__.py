@@ -11,7 +11,9 @@ from .export import export
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m alternet.hub", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m alternet.hub", description="Export trained checkpoints for timm and downstream work."
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     exporter = commands.add_parser(
         "export",

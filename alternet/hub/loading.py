@@ -81,7 +81,8 @@ def _check_body_shapes(expected: dict[str, torch.Tensor], source: Source, classi
 
 
 def _head_note(model: nn.Module, source: Source, model_head: list[str], source_head: list[str]) -> str | None:
-    """Why the classifier head is not loaded, or ``None`` when it fits (same keys and shapes)."""
+    """Why the classifier head is not loaded, or ``None`` when it fits (same keys and shapes; the rest of the
+    model was checked by :func:`_check_body_shapes`)."""
     if not model_head and not source_head:
         return None
     expected, weights = model.state_dict(), source.state_dict

@@ -317,6 +317,20 @@ def test_features_of_selected_stages_and_bad_combinations(pretrained):
         hub.load(export_dir(pretrained), num_classes=5, features_only=True)
 
 
+def test_comparison_vit_exports_and_loads_through_timm(tmp_path):
+    checkpoint = lightning_checkpoint(tmp_path / "vit.ckpt", "model=vit_ti_cifar", "data=cifar100", "data.root=/none")
+    out = hub.export(checkpoint, tmp_path / "export")
+    config = json.loads((out / "config.json").read_text())
+    assert config["label_names"] == [str(i) for i in range(100)]  # no CIFAR files: indices, and the card says so
+    assert "class indices: the data set's class names are unavailable" in (out / "README.md").read_text()
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        expected = hub.load(checkpoint)(x)
+        torch.testing.assert_close(timm.create_model(f"local-dir:{out}", pretrained=True).eval()(x), expected)
+    with pytest.raises(ConfigValueError, match="features_only=True supports the AlterNet family"):
+        hub.load(out, features_only=True)
+
+
 def test_export_cli_end_to_end(pretrained, tmp_path):
     out = tmp_path / "cli-export"
     command = [sys.executable, "-m", "alternet.hub", "export", pretrained["run_dir"], "--out", str(out)]

@@ -14,7 +14,7 @@ from timm.models._builder import pretrained_cfg_for_features
 from torch import nn
 
 from ..errors import CheckpointError, ConfigValueError
-from ..models import create_model
+from ..models import AlterNet, create_model
 from .sources import Source, open_source
 
 logger = logging.getLogger(__name__)
@@ -175,16 +175,14 @@ def load(
 
 
 def as_features(model: nn.Module, out_indices: tuple[int, ...] | None = None) -> FeatureListNet:
-    """Wrap a classifier with per-stage ``feature_info`` as a timm ``FeatureListNet`` (as ``features_only=True``
-    builds it)."""
-    info = getattr(model, "feature_info", None)
-    if not isinstance(info, list):
+    """Wrap an AlterNet classifier as the timm ``FeatureListNet`` that ``features_only=True`` builds for it."""
+    if not isinstance(model, AlterNet):
         name = (getattr(model, "pretrained_cfg", None) or {}).get("architecture", type(model).__name__)
         raise ConfigValueError(
-            f"{name} declares no per-stage feature_info, so alternet.hub.load cannot return a FeatureListNet; "
-            "load the classifier and use timm's forward_intermediates instead"
+            f"features_only=True supports the AlterNet family (alternet_*, preresnet*), not {name}; load the "
+            "classifier with alternet.hub.load and call its forward_intermediates(x) for per-block features"
         )
-    indices = tuple(range(len(info))) if out_indices is None else tuple(out_indices)
+    indices = tuple(range(len(model.feature_info))) if out_indices is None else tuple(out_indices)
     features = FeatureListNet(model, out_indices=indices, flatten_sequential=True)
     features.pretrained_cfg = features.default_cfg = pretrained_cfg_for_features(model.pretrained_cfg)
     return features

@@ -97,7 +97,7 @@ def _draw_confidence_histogram(ax: Axes, bins: ReliabilityBins) -> None:
     if len(bins.edges) <= 21:
         ax.set_xticks(bins.edges)
         ax.tick_params(axis="x", labelsize=7)
-    ax.legend(loc="upper left", fontsize=7, frameon=False)
+    ax.legend(loc="upper right", fontsize=7, frameon=False)
 
 
 def corruption_heatmap(

@@ -67,6 +67,27 @@ def resolve_resume(ckpt_path: str | None, run_dir: Path) -> str | None:
     return ckpt_path
 
 
+def evaluate_after_training(
+    module: ClassificationModule, datamodule: L.LightningDataModule, config: dict[str, Any], run_dir: Path
+) -> dict[str, Any]:
+    """Score the tested weights as evaluate.py would, into ``<run_dir>/eval`` and the run's own W&B run."""
+    from ..evaluation.report import Evaluator
+    from ..evaluation.wandb_report import log_report
+
+    settings = config["evaluate"] | {"label": config["model"]["name"]}
+    meta = {"model": config["model"]["name"], "data": config["data"]["name"]}
+    report = Evaluator(module.model, datamodule, settings, run_dir / "eval").run(meta)
+    import wandb
+
+    if wandb.run is not None:
+        log_report(wandb.run, report)
+    return {
+        "calibration": report["test"],
+        "robustness": report.get("robustness"),
+        "evaluation_dir": str(run_dir / "eval"),
+    }
+
+
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Train, test and record one run; returns the contents of ``metrics.json``."""
     config = OmegaConf.to_container(cfg, resolve=True)
@@ -118,6 +139,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             "run_dir": str(run_dir),
         }
         if trainer.is_global_zero:
+            if (config.get("evaluate") or {}).get("after_training"):
+                summary |= evaluate_after_training(module, datamodule, config, run_dir)
             write_json(run_dir / "metrics.json", summary)
             print_summary(summary)
             from ..hub import after_training

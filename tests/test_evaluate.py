@@ -1,0 +1,155 @@
+"""evaluate.py end to end: outputs, robustness from generated and real-layout files, and bad input."""
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from alternet.evaluation.calibration import calibration_metrics
+from alternet.training.run import train
+
+from conftest import FAST, compose_train, run_script
+
+FEW = ["robustness.max_images=24", "robustness.workers=1"]
+
+
+@pytest.fixture(scope="module")
+def digits_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("digits-run")
+    train(compose_train(*FAST, "trainer.max_epochs=2", output_dir=run_dir))
+    return run_dir
+
+
+def test_evaluate_cli_writes_every_output(digits_run, tmp_path):
+    out = tmp_path / "eval"
+    result = run_script(
+        "evaluate.py",
+        f"ckpt={digits_run}",
+        "robustness.enabled=true",
+        f"robustness.cache_dir={tmp_path / 'cache'}",
+        "calibration.temperature_scaling=true",
+        *FEW,
+        f"hydra.run.dir={out}",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "robustness (generated corruptions): mean acc" in result.stdout
+    for name in (
+        "metrics.json",
+        "predictions.npz",
+        "reliability.png",
+        "reliability_temperature.png",
+        "robustness_table.csv",
+        "robustness_accuracy.csv",
+        "robustness_heatmap.png",
+    ):
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    report = json.loads((out / "metrics.json").read_text())
+    predictions = np.load(out / "predictions.npz")
+    # every number can be recomputed from predictions.npz
+    recomputed = calibration_metrics(predictions["probs"], predictions["labels"])
+    for key, value in recomputed.items():  # NaN (e.g. acc90 with no confident prediction) is null in JSON
+        assert report["test"][key] == (None if np.isnan(value) else pytest.approx(value)), key
+    robustness = report["robustness"]
+    assert robustness["source"] == "generated" and len(robustness["table"]) == 75
+    row = next(r for r in robustness["table"] if (r["corruption"], r["severity"]) == ("fog", 3))
+    correct = predictions["corrupted/fog/3/pred"] == predictions["corrupted/fog/3/labels"]
+    assert row["acc"] == pytest.approx(correct.mean())
+    assert row["nll"] == pytest.approx(
+        -np.log(predictions["corrupted/fog/3/p_true"].astype(np.float64)).mean(), rel=1e-4
+    )
+    scaled = report["temperature_scaling"]
+    assert scaled["temperature"] > 0 and scaled["test"]["acc"] == pytest.approx(report["test"]["acc"])
+    with open(out / "robustness_accuracy.csv") as f:
+        assert len(list(csv.reader(f))) == 1 + 15 + 1  # header, corruptions, mean
+
+
+def test_generated_corruptions_are_cached(digits_run, tmp_path):
+    args = [f"ckpt={digits_run}", "robustness.enabled=true", f"robustness.cache_dir={tmp_path / 'cache'}", *FEW]
+    first = run_script("evaluate.py", *args, f"hydra.run.dir={tmp_path / 'a'}")
+    assert first.returncode == 0, first.stderr[-2000:]
+    cached = sorted((tmp_path / "cache").rglob("*.npy"))
+    stamps = [p.stat().st_mtime_ns for p in cached]
+    second = run_script("evaluate.py", *args, f"hydra.run.dir={tmp_path / 'b'}")
+    assert second.returncode == 0
+    assert [p.stat().st_mtime_ns for p in cached] == stamps
+    a, b = (json.loads((tmp_path / d / "metrics.json").read_text())["robustness"] for d in "ab")
+    assert a["summary"]["robustness"] == b["summary"]["robustness"]
+
+
+def test_real_cifar_c_layout_is_evaluated_as_real(digits_run, tmp_path):
+    from alternet.data import DigitsDataModule
+    from alternet.data.corruptions import CORRUPTIONS
+
+    test = DigitsDataModule(image_size=16, batch_size=8)
+    test.setup()
+    images, labels = test.splits["test"].images[:10], test.splits["test"].labels[:10]
+    root = tmp_path / "DIGITS-C"
+    root.mkdir()
+    for name in CORRUPTIONS:  # Hendrycks' layout: 5 severities stacked, no manifest
+        np.save(root / f"{name}.npy", np.concatenate([images] * 5))
+    np.save(root / "labels.npy", np.concatenate([labels] * 5))
+    out = tmp_path / "eval"
+    result = run_script("evaluate.py", f"ckpt={digits_run}", f"robustness.root={root}", f"hydra.run.dir={out}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads((out / "metrics.json").read_text())
+    assert report["robustness"]["source"] == "real"
+    accuracies = {r["acc"] for r in report["robustness"]["table"]}  # identical images: identical accuracy
+    assert len(accuracies) == 1
+
+
+def test_several_checkpoints_and_a_baseline(digits_run, tmp_path):
+    first = tmp_path / "first"
+    result = run_script(
+        "evaluate.py",
+        f"ckpt={digits_run}",
+        "robustness.enabled=true",
+        *FEW,
+        f"robustness.cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={first}",
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    last = digits_run / "checkpoints" / "last.ckpt"
+    out = tmp_path / "both"
+    result = run_script(
+        "evaluate.py",
+        f"ckpt=[{digits_run},{last}]",
+        "robustness.enabled=true",
+        *FEW,
+        f"robustness.cache_dir={tmp_path / 'cache'}",
+        f"robustness.baseline={first / 'metrics.json'}",
+        f"hydra.run.dir={out}",
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "mCE 100.0%" in result.stdout  # the best checkpoint against itself
+    with open(out / "comparison.csv") as f:
+        assert len(list(csv.DictReader(f))) == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["ckpt=/nonexistent/model.ckpt"], "error: checkpoint /nonexistent/model.ckpt does not exist"),
+        (["data=cifar100"], "was trained on 10 classes (digits) but data=cifar100 has 100"),
+        ([], "ckpt is required"),
+    ],
+)
+def test_bad_input_gets_a_clear_error(digits_run, tmp_path, args, message):
+    args = args if not args or args[0].startswith("ckpt") or not args else [f"ckpt={digits_run}", *args]
+    result = run_script("evaluate.py", *args, f"hydra.run.dir={tmp_path}")
+    assert result.returncode != 0
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_truncated_checkpoint_is_named(digits_run, tmp_path):
+    broken = tmp_path / "broken.ckpt"
+    broken.write_bytes((digits_run / "checkpoints" / "last.ckpt").read_bytes()[:5000])
+    result = run_script("evaluate.py", f"ckpt={broken}", f"hydra.run.dir={tmp_path / 'out'}")
+    assert f"error: checkpoint {broken} is unreadable or truncated" in result.stderr
+
+
+def test_evaluation_after_training_joins_the_run(tmp_path):
+    summary = train(compose_train(*FAST, "evaluate.after_training=true", output_dir=tmp_path))
+    assert summary["calibration"]["acc"] == pytest.approx(summary["test"]["test/acc"], abs=1e-6)
+    assert (tmp_path / "eval" / "reliability.png").is_file()
+    assert json.loads((tmp_path / "metrics.json").read_text())["calibration"]["brier"] >= 0

@@ -57,3 +57,8 @@ def validate_train_config(cfg: Mapping[str, Any]) -> None:
         raise ConfigValueError(
             f"recipe.batch_size={_get(cfg, 'recipe.batch_size')} is invalid: mixup/cutmix needs an even batch size"
         )
+    export = _get(cfg, "export") or {}
+    if export.get("after_training") and export.get("ema") and not _get(cfg, "recipe.ema"):
+        raise ConfigValueError(
+            "export.ema=true needs EMA weights: set recipe.ema.decay (e.g. +recipe.ema.decay=0.9999)"
+        )

@@ -118,3 +118,17 @@ def test_slurm_launcher_runs_one_task_per_device():
     launcher = OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
     assert launcher["_target_"].endswith("SlurmLauncher")
     assert (launcher["nodes"], launcher["tasks_per_node"], launcher["gpus_per_node"]) == (2, 4, 4)
+
+
+def test_model_config_cannot_contradict_the_data():
+    from alternet.training.module import model_kwargs
+
+    with pytest.raises(ConfigValueError, match=r"model\.num_classes=5 contradicts data\.num_classes=10"):
+        model_kwargs({"name": "alternet_tiny", "num_classes": 5}, num_classes=10, img_size=16, drop_path_rate=0.0)
+    kwargs = model_kwargs({"name": "x", "drop_path_rate": 0.3}, num_classes=10, img_size=16, drop_path_rate=0.1)
+    assert kwargs == {"drop_path_rate": 0.3, "num_classes": 10, "img_size": 16}
+
+
+def test_exporting_ema_weights_needs_ema():
+    with pytest.raises(ConfigValueError, match=r"export\.ema=true needs EMA weights"):
+        validate_train_config(resolved("export.after_training=true", "export.ema=true"))

@@ -255,12 +255,6 @@ def test_linear_probe_from_a_pretrained_backbone_beats_its_new_head(pretrained, 
     assert not torch.equal(final["model.head.fc.weight"], loaded.head.fc.weight)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ClassificationModule.train() puts a frozen backbone in eval mode, but Lightning 2.6 never calls "
-    "LightningModule.train() when fitting starts (and restores each submodule's mode after validation), so "
-    "BatchNorm running statistics still update during a linear probe (alternet/training/module.py)",
-)
 def test_frozen_backbone_keeps_its_batchnorm_statistics(pretrained, tmp_path):
     source = load_file(export_dir(pretrained) / "model.safetensors")
     overrides = ["recipe.finetune.freeze_backbone=true", f"model.pretrained={export_dir(pretrained)}"]

@@ -497,3 +497,33 @@ def _generate_in_pool(
                     _finish(out, name, on_file)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m alternet.data.cifar_c --export DIR [--data cifar100] [--root data]``: write a complete
+    CIFAR-C-layout directory generated from a data set's clean test split, for use by any CIFAR-C tool."""
+    import argparse
+
+    from . import build_datamodule
+
+    parser = argparse.ArgumentParser(description=main.__doc__.split("\n")[0].strip("`: "))
+    parser.add_argument("--export", required=True, type=Path, help="output directory")
+    parser.add_argument("--data", default="cifar100", help="cifar10 or cifar100 (default: cifar100)")
+    parser.add_argument("--root", default="data", help="directory holding the data set (default: data)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=None, help="processes (default: one per CPU core)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        datamodule = build_datamodule({"name": args.data, "root": args.root}, {"batch_size": 1}, seed=0)
+        datamodule.setup()
+    except (DataError, ValueError) as error:
+        raise SystemExit(f"error: {error}") from error
+    test = datamodule.splits["test"]
+    out = generate_cifar_c(test.images, test.labels, args.export, seed=args.seed, workers=args.workers)
+    print(f"{args.data}-C ({len(CORRUPTIONS)} corruptions x {len(SEVERITIES)} severities, generated): {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

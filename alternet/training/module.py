@@ -19,7 +19,7 @@ from torch import nn
 from torchmetrics import MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassCalibrationError
 
-from ..errors import AlternetError
+from ..errors import AlternetError, ConfigValueError
 from ..models import create_model
 from .optim import build_optimizer, build_scheduler, parameter_groups
 
@@ -29,10 +29,16 @@ class NonFiniteLossError(AlternetError, FloatingPointError):
 
 
 def model_kwargs(model: Mapping[str, Any], *, num_classes: int, img_size: int, drop_path_rate: float) -> dict:
-    """Keyword arguments for ``create_model``: data facts and the recipe's stochastic depth, then the
-    model config's own keys (which win). ``pretrained`` is handled by the caller."""
-    kwargs = {"num_classes": num_classes, "img_size": img_size, "drop_path_rate": drop_path_rate}
-    kwargs.update({k: v for k, v in model.items() if k not in ("name", "pretrained")})
+    """Keyword arguments for ``create_model``: the model config's keys over the recipe's stochastic depth,
+    and the data's class count and image size. ``pretrained`` is handled by the caller."""
+    kwargs = {"drop_path_rate": drop_path_rate} | {k: v for k, v in model.items() if k not in ("name", "pretrained")}
+    for key, value, source in (
+        ("num_classes", num_classes, "data.num_classes"),
+        ("img_size", img_size, "data.image_size"),
+    ):
+        if kwargs.get(key, value) != value:
+            raise ConfigValueError(f"model.{key}={kwargs[key]} contradicts {source}={value}; set {source} instead")
+        kwargs[key] = value
     return kwargs
 
 
@@ -199,13 +205,12 @@ class ClassificationModule(L.LightningModule):
         groups += parameter_groups(head, weight_decay, **options)
         return [g for g in groups if g["params"]]
 
-    def train(self, mode: bool = True) -> ClassificationModule:
-        """A frozen backbone also keeps its BatchNorm statistics fixed (a true linear probe)."""
-        super().train(mode)
-        if mode and self.finetune.get("freeze_backbone"):
+    def on_train_epoch_start(self) -> None:
+        """A frozen backbone also keeps its BatchNorm statistics fixed (a true linear probe). Lightning puts
+        the whole module in train mode when fitting starts and restores the modes it found after validation."""
+        if self.finetune.get("freeze_backbone"):
             self.model.eval()
             self.model.get_classifier().train()
-        return self
 
     def configure_optimizers(self) -> dict[str, Any]:
         recipe = self.recipe

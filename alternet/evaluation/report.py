@@ -16,7 +16,7 @@ from ..data.cifar_c import CifarC, generate_cifar_c, load_cifar_c
 from ..data.corruptions import CORRUPTIONS
 from ..data.transforms import build_transform
 from ..errors import ConfigValueError
-from ..training.records import write_json
+from ..jsonio import write_json
 from .calibration import apply_temperature, calibration_metrics, fit_temperature, reliability_bins, softmax
 from .inference import choose_device, predict
 from .plots import corruption_heatmap, reliability_diagram

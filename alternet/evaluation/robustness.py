@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -45,6 +44,7 @@ import numpy as np
 
 from ..data.corruptions import CORRUPTIONS, FAMILIES, SEVERITIES
 from ..errors import AlternetError
+from ..jsonio import update_json
 
 SOURCES = ("real", "generated")
 SCHEMA_VERSION = 1
@@ -317,28 +317,9 @@ def load_baseline(path: str | Path) -> RobustnessBaseline:
     )
 
 
-def _json_safe(value: Any) -> Any:
-    """Plain JSON: numpy values to Python, NaN and infinities to None, tuples to lists."""
-    if isinstance(value, Mapping):
-        return {str(key): _json_safe(item) for key, item in value.items()}
-    if isinstance(value, list | tuple | np.ndarray):
-        return [_json_safe(item) for item in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
 def update_metrics_json(path: str | Path, updates: Mapping[str, Any]) -> Path:
     """Merge ``updates`` into the top level of a metrics.json (created if absent), atomically, strict JSON."""
-    path = Path(path)
-    current = json.loads(path.read_text()) if path.is_file() else {}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(_json_safe({**current, **updates}), indent=2, allow_nan=False) + "\n")
-    tmp.replace(path)
-    return path
+    return update_json(path, updates)
 
 
 def _format(value: float) -> str:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import math
 import platform
 import subprocess
 import sys
@@ -12,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from ..jsonio import plain, write_json
 
 PACKAGES = (
     "alternet",
@@ -60,28 +60,6 @@ def environment() -> dict[str, Any]:
         "command": sys.argv,
         "packages": versions,
     }
-
-
-def plain(value: Any) -> Any:
-    """JSON-safe, recursively: tensors and numpy scalars to Python numbers, NaN/inf to None."""
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def write_json(path: Path, payload: dict[str, Any]) -> Path:
-    """Write strictly valid JSON, atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(plain(payload), indent=2, allow_nan=False) + "\n")
-    tmp.replace(path)
-    return path
 
 
 def write_run_records(run_dir: Path, config: dict[str, Any]) -> None:

@@ -14,10 +14,11 @@ from omegaconf import DictConfig, OmegaConf
 from ..checkpoints import read_checkpoint
 from ..config import validate_train_config
 from ..data import build_datamodule
+from ..jsonio import write_json
 from .callbacks import AtomicCheckpointIO, EpochSeed
 from .loggers import build_loggers, finish_wandb
 from .module import ClassificationModule
-from .records import metric_values, write_json, write_run_records
+from .records import metric_values, write_run_records
 
 DATA_FACTS = ("name", "num_classes", "image_size", "mean", "std")
 

@@ -1,0 +1,91 @@
+"""Analysis toolkit for trained classifiers ("How Do Vision Transformers Work?", Park & Kim, ICLR 2022).
+
+``run_analyses(["fourier", "hessian"], model, datamodule, recipe, configs, out_dir)`` writes
+``<out_dir>/analysis/<name>.csv`` and ``<name>*.png`` per analysis and returns a JSON-safe summary per analysis
+(numbers, plus ``"files"``). Budgets come from ``configs[name]`` (keys as in ``conf/analysis/<name>.yaml``).
+
+* ``fourier``: delta log amplitude of feature maps from frequency 0 to pi, by depth;
+* ``variance``: spatial variance of feature maps, by depth;
+* ``lesion``: accuracy drop when each block's residual branch is removed;
+* ``attention``: entropy and distance of each MSA block's attention, per head;
+* ``hessian``: top-k Hessian eigenvalues and the SLQ eigenvalue density of NLL + L2;
+* ``landscape``: 1-D and 2-D slices of NLL and NLL + L2 along filter-normalised random directions;
+* ``noise``: accuracy under noise confined to bands of spatial frequency.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from ..data import ImageDataModule
+from . import attention, fourier, hessian, landscape, lesion, noise, variance
+from .blocks import Block, BlockSequence, block_sequence
+from .config import parse_config
+from .context import AnalysisContext, eval_mode
+from .errors import AnalysisConfigError, AnalysisError
+
+log = logging.getLogger(__name__)
+
+_REGISTRY: dict[str, tuple[type, Callable[[AnalysisContext, Any], dict[str, Any]]]] = {
+    "fourier": (fourier.FourierConfig, fourier.run),
+    "variance": (variance.VarianceConfig, variance.run),
+    "lesion": (lesion.LesionConfig, lesion.run),
+    "attention": (attention.AttentionConfig, attention.run),
+    "hessian": (hessian.HessianConfig, hessian.run),
+    "landscape": (landscape.LandscapeConfig, landscape.run),
+    "noise": (noise.NoiseConfig, noise.run),
+}
+ANALYSES: tuple[str, ...] = tuple(_REGISTRY)
+
+
+def parse_configs(names: Sequence[str], configs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Check every name and config before anything runs; return the typed configs."""
+    unknown = [name for name in names if name not in _REGISTRY]
+    if unknown:
+        raise AnalysisConfigError(f"unknown analysis name(s) {unknown}; valid names: {list(ANALYSES)}")
+    return {name: parse_config(_REGISTRY[name][0], configs.get(name), name) for name in names}
+
+
+def run_analyses(
+    names: Sequence[str],
+    model: nn.Module,
+    datamodule: ImageDataModule,
+    recipe: Mapping[str, Any],
+    configs: Mapping[str, Mapping[str, Any]],
+    out_dir: Path,
+) -> dict[str, dict[str, Any]]:
+    """Run each named analysis with its config; return ``{name: summary}``.
+
+    The model runs in eval mode and is left as it was (mode, weights, lesions). Each summary holds numbers,
+    ``seconds`` (wall time) and ``files`` (paths of the CSV and PNGs written under ``out_dir/analysis``).
+    """
+    parsed = parse_configs(names, configs)
+    context = AnalysisContext(model, datamodule, recipe, Path(out_dir) / "analysis")
+    results: dict[str, dict[str, Any]] = {}
+    with eval_mode(model):
+        for name, config in parsed.items():
+            log.info("analysis %s: %s", name, config)
+            start = time.perf_counter()
+            summary = _REGISTRY[name][1](context, config)
+            results[name] = {**summary, "seconds": time.perf_counter() - start}
+            log.info("analysis %s done in %.1f s", name, results[name]["seconds"])
+    return results
+
+
+__all__ = [
+    "ANALYSES",
+    "AnalysisConfigError",
+    "AnalysisContext",
+    "AnalysisError",
+    "Block",
+    "BlockSequence",
+    "block_sequence",
+    "parse_configs",
+    "run_analyses",
+]

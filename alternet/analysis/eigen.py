@@ -1,0 +1,131 @@
+"""Eigenvalues of a symmetric linear operator given only its products ``v -> A v`` on flat vectors.
+
+* :func:`power_iteration`: the ``k`` eigenvalues of largest magnitude, one at a time, each search kept
+  orthogonal to the eigenvectors already found (deflation, as in PyHessian).
+* :func:`lanczos`: ``steps`` Lanczos iterations with full reorthogonalisation; the Ritz values approximate
+  both ends of the spectrum and, with their weights, form one sample of stochastic Lanczos quadrature (SLQ).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from scipy.linalg import eigh_tridiagonal
+
+Operator = Callable[[torch.Tensor], torch.Tensor]
+
+
+def _orthogonalise(v: torch.Tensor, basis: list[torch.Tensor]) -> torch.Tensor:
+    for u in basis:
+        v = v - torch.dot(u, v) * u
+    return v
+
+
+@dataclass(frozen=True)
+class PowerResult:
+    """Eigenvalues (largest magnitude first), their unit eigenvectors and the products used per eigenvalue."""
+
+    eigenvalues: list[float]
+    eigenvectors: list[torch.Tensor]
+    iterations: list[int]
+
+
+def power_iteration(
+    operator: Operator, start: Callable[[], torch.Tensor], k: int, max_iter: int, tol: float
+) -> PowerResult:
+    """Top-``k`` eigenvalues by magnitude; each stops when its estimate changes by less than ``tol`` (relative).
+
+    ``start()`` returns a fresh random start vector (flat, on the operator's device).
+    """
+    values: list[float] = []
+    vectors: list[torch.Tensor] = []
+    iterations: list[int] = []
+    for _ in range(k):
+        v = _orthogonalise(start(), vectors)
+        v = v / v.norm()
+        estimate, used = None, 0
+        while used < max_iter:
+            used += 1
+            av = _orthogonalise(operator(v), vectors)
+            new = float(torch.dot(av, v))
+            norm = av.norm()
+            converged = estimate is not None and abs(new - estimate) <= tol * (abs(estimate) + 1e-12)
+            estimate = new
+            if norm == 0 or converged:
+                break
+            v = av / norm
+        values.append(estimate)
+        vectors.append(v)
+        iterations.append(used)
+    return PowerResult(values, vectors, iterations)
+
+
+@dataclass(frozen=True)
+class LanczosResult:
+    """Ritz values (ascending), their quadrature weights (summing to 1) and residual norms ``|beta_m s_mi|``."""
+
+    values: np.ndarray
+    weights: np.ndarray
+    residuals: np.ndarray
+
+    @property
+    def steps(self) -> int:
+        return len(self.values)
+
+    def top_by_magnitude(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` Ritz values of largest magnitude and their residual norms."""
+        order = np.argsort(-np.abs(self.values))[:k]
+        return self.values[order], self.residuals[order]
+
+
+def lanczos(operator: Operator, start: torch.Tensor, steps: int) -> LanczosResult:
+    """``steps`` Lanczos iterations from ``start`` (stops early on an invariant subspace)."""
+    dim = start.numel()
+    steps = min(steps, dim)
+    basis = torch.empty(steps, dim, dtype=start.dtype, device=start.device)
+    basis[0] = start / start.norm()
+    alphas, betas = [], []
+    for j in range(steps):
+        w = operator(basis[j])
+        alphas.append(float(torch.dot(w, basis[j])))
+        for _ in range(2):  # full reorthogonalisation, twice for numerical safety
+            w = w - basis[: j + 1].T @ (basis[: j + 1] @ w)
+        beta = float(w.norm())
+        betas.append(beta)
+        if j + 1 == steps or beta <= 1e-10 * max(abs(a) for a in alphas):
+            break
+        basis[j + 1] = w / beta
+    values, vectors = eigh_tridiagonal(np.array(alphas), np.array(betas[:-1]))
+    return LanczosResult(values, vectors[0] ** 2, abs(betas[-1]) * np.abs(vectors[-1]))
+
+
+def rademacher(dim: int, generator: torch.Generator, device: torch.device) -> torch.Tensor:
+    """A random ±1 vector (fp32)."""
+    return (torch.randint(0, 2, (dim,), generator=generator).float() * 2 - 1).to(device)
+
+
+@dataclass(frozen=True)
+class SpectralDensity:
+    """SLQ estimate of the eigenvalue distribution of a ``dim``-dimensional operator from several runs."""
+
+    runs: list[LanczosResult]
+    dim: int
+
+    def negative_fraction(self) -> float:
+        """Estimated fraction of eigenvalues below zero."""
+        return float(np.mean([r.weights[r.values < 0].sum() for r in self.runs]))
+
+    def trace(self) -> float:
+        """Estimated trace (``dim`` times the mean eigenvalue)."""
+        return float(self.dim * np.mean([(r.weights * r.values).sum() for r in self.runs]))
+
+    def curve(self, grid: np.ndarray, sigma: float) -> np.ndarray:
+        """Gaussian-broadened density on ``grid`` (integrates to about 1)."""
+        density = np.zeros_like(grid, dtype=float)
+        for run in self.runs:
+            kernel = np.exp(-0.5 * ((grid[:, None] - run.values[None, :]) / sigma) ** 2)
+            density += kernel @ run.weights / (sigma * np.sqrt(2 * np.pi))
+        return density / len(self.runs)

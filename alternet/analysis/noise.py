@@ -1,0 +1,130 @@
+"""Robustness to band-limited noise (the paper's Fig. 3-style frequency sweep).
+
+For each of ``bands`` equal-width rings of radial spatial frequency between 0 and ``max_frequency`` (in units
+of pi; 1 reaches the Nyquist frequency along each axis, sqrt(2) the spectrum's corners): white Gaussian noise
+is filtered in the Fourier domain by the ring's mask (radially symmetric, hence the noise stays real),
+rescaled per image to an L2 norm of ``rms * sqrt(C * H * W)`` in [0, 1] pixel units, divided by the
+per-channel std of the input normalisation and added to the clean normalised test images (no clipping, which
+would leak energy out of the band). Reported: accuracy per band and its drop from the clean accuracy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from torch import nn
+
+from . import plots
+from .config import SampleConfig, require
+from .context import AnalysisContext
+from .data import Batch, clean_batches
+from .errors import AnalysisError
+from .objective import accuracy
+from .tables import compact, write_csv
+
+
+@dataclass(frozen=True)
+class NoiseConfig(SampleConfig):
+    analysis: ClassVar[str] = "noise"
+
+    images: int = 2048
+    bands: int = 8
+    max_frequency: float = 1.0
+    rms: float = 0.1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.bands >= 1, self.analysis, f"bands must be >= 1, got {self.bands}")
+        require(
+            0 < self.max_frequency <= np.sqrt(2),
+            self.analysis,
+            f"max_frequency must be in (0, sqrt(2)] (units of pi), got {self.max_frequency}",
+        )
+        require(self.rms > 0, self.analysis, f"rms must be > 0, got {self.rms}")
+
+
+def radial_frequency(height: int, width: int) -> torch.Tensor:
+    """(H, W) radial frequency of each unshifted FFT bin, in units of pi (pi = 0.5 cycles per pixel)."""
+    fy = torch.fft.fftfreq(height, dtype=torch.float64)[:, None]
+    fx = torch.fft.fftfreq(width, dtype=torch.float64)[None, :]
+    return 2.0 * torch.sqrt(fy**2 + fx**2)
+
+
+def band_edges(bands: int, max_frequency: float) -> np.ndarray:
+    return np.linspace(0.0, max_frequency, bands + 1)
+
+
+def band_mask(height: int, width: int, low: float, high: float, closed: bool) -> torch.Tensor:
+    """Boolean (H, W) mask of FFT bins with low <= radius < high (<= high when ``closed``)."""
+    radius = radial_frequency(height, width)
+    upper = radius <= high + 1e-9 if closed else radius < high - 1e-9
+    mask = (radius >= low - 1e-9) & upper
+    if not mask.any():
+        raise AnalysisError(
+            f"the frequency band [{low:.3f}, {high:.3f}]π holds no FFT bin of a {height}x{width} image; use fewer bands"
+        )
+    return mask
+
+
+def band_noise(shape: Sequence[int], mask: torch.Tensor, l2_norm: float, generator: torch.Generator) -> torch.Tensor:
+    """(B, C, H, W) real noise whose spectrum lies in ``mask``, each sample scaled to ``l2_norm``."""
+    white = torch.randn(tuple(shape), generator=generator, dtype=torch.float64)
+    noise = torch.fft.ifft2(torch.fft.fft2(white) * mask).real
+    norms = noise.flatten(1).norm(dim=1).clamp_min(1e-12)
+    return (noise * (l2_norm / norms).view(-1, 1, 1, 1)).float()
+
+
+def noisy_batches(batches: Sequence[Batch], noise: Sequence[torch.Tensor], std: Sequence[float]) -> list[Batch]:
+    """Add pixel-unit noise to normalised images (dividing by the normalisation std per channel)."""
+    scale = torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1)
+    return [(x + (n / scale).to(x.device), y) for (x, y), n in zip(batches, noise)]
+
+
+def band_accuracies(
+    model: nn.Module, batches: Sequence[Batch], std: Sequence[float], config: NoiseConfig
+) -> list[float]:
+    """Accuracy under noise in each band (one seeded draw per image and band)."""
+    generator = torch.Generator().manual_seed(config.seed)
+    edges = band_edges(config.bands, config.max_frequency)
+    results = []
+    for band in range(config.bands):
+        noise = []
+        for x, _ in batches:
+            _, c, h, w = x.shape
+            mask = band_mask(h, w, edges[band], edges[band + 1], closed=band == config.bands - 1)
+            noise.append(band_noise(x.shape, mask, config.rms * float(np.sqrt(c * h * w)), generator))
+        results.append(accuracy(model, noisy_batches(batches, noise, std)))
+    return results
+
+
+def run(context: AnalysisContext, config: NoiseConfig) -> dict[str, Any]:
+    batches = clean_batches(context.datamodule, config.images, config.batch_size, config.seed, context.device)
+    clean = accuracy(context.model, batches)
+    accuracies = band_accuracies(context.model, batches, context.datamodule.std, config)
+    edges = band_edges(config.bands, config.max_frequency)
+    centers = (edges[:-1] + edges[1:]) / 2
+    drops = [clean - acc for acc in accuracies]
+    rows = [
+        dict(band=i, low=float(edges[i]), high=float(edges[i + 1]), center=float(centers[i]), accuracy=acc, drop=drop)
+        for i, (acc, drop) in enumerate(zip(accuracies, drops))
+    ]
+    title = f"Band-limited noise, RMS {config.rms:g} (clean accuracy {100 * clean:.1f}%)"
+    files = [
+        write_csv(context.path("noise.csv"), rows),
+        plots.noise_bands(centers, np.array(drops), edges[1] - edges[0], title, context.path("noise.png")),
+    ]
+    return compact(
+        dict(
+            images=sum(len(y) for _, y in batches),
+            clean_acc=clean,
+            drop_lowest_band=drops[0],
+            drop_highest_band=drops[-1],
+            drop_mean=sum(drops) / len(drops),
+            **{f"drop_band_{i}": d for i, d in enumerate(drops)},
+            files=[str(f) for f in files],
+        )
+    )

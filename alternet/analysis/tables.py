@@ -1,0 +1,37 @@
+"""CSV output and JSON-safe summary values."""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+
+def write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> Path:
+    """Write ``rows`` (dicts sharing the first row's keys) with a header; return ``path``."""
+    if not rows:
+        raise ValueError(f"no rows to write to {path}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def finite_or_none(value: float) -> float | None:
+    """``value`` as a float, or None when it is NaN or infinite (strict JSON has neither)."""
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def mean_or_none(values: Sequence[float]) -> float | None:
+    """The mean of ``values``, or None when there are none."""
+    return finite_or_none(sum(values) / len(values)) if values else None
+
+
+def compact(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` without its None entries."""
+    return {key: value for key, value in values.items() if value is not None}

@@ -1,0 +1,71 @@
+"""Feature map variance (the paper's Fig. 9): per sample and channel, the spatial variance of the map
+(population variance over H x W), averaged over samples and channels, for the stem and every block."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+
+from . import plots
+from .blocks import Tap
+from .config import SampleConfig
+from .context import AnalysisContext
+from .data import clean_batches
+from .features import feature_maps
+from .tables import compact, mean_or_none, write_csv
+
+
+@dataclass(frozen=True)
+class VarianceConfig(SampleConfig):
+    analysis: ClassVar[str] = "variance"
+
+    images: int = 1024
+
+
+def spatial_variance(maps: torch.Tensor) -> torch.Tensor:
+    """(B, C, H, W) -> (B, C) variance over the spatial positions."""
+    return maps.float().var(dim=(-2, -1), correction=0)
+
+
+def mean_variances(model: torch.nn.Module, taps: Sequence[Tap], batches: Sequence[torch.Tensor]) -> list[float]:
+    """Per tap, the spatial variance averaged over all samples and channels."""
+    sums = [0.0] * len(taps)
+    counts = [0] * len(taps)
+    for maps in feature_maps(model, taps, batches):
+        for i, m in enumerate(maps):
+            sums[i] += float(spatial_variance(m).double().sum())
+            counts[i] += m.shape[0] * m.shape[1]
+    return [s / c for s, c in zip(sums, counts)]
+
+
+def run(context: AnalysisContext, config: VarianceConfig) -> dict[str, Any]:
+    sequence = context.blocks
+    batches = clean_batches(context.datamodule, config.images, config.batch_size, config.seed, context.device)
+    variances = mean_variances(context.model, sequence.taps, [x for x, _ in batches])
+    depth_rows = sequence.depth_rows()
+    rows = [dict(info, variance=v) for info, v in zip(depth_rows, variances)]
+    files = [
+        write_csv(context.path("variance.csv"), rows),
+        plots.depth_series(
+            sequence,
+            list(range(len(variances))),
+            variances,
+            "Feature map variance",
+            "Spatial variance of feature maps",
+            context.path("variance.png"),
+        ),
+    ]
+    by_kind = {kind: [v for v, r in zip(variances, depth_rows) if r["kind"] == kind] for kind in ("C", "M")}
+    return compact(
+        dict(
+            images=sum(len(y) for _, y in batches),
+            variance_stem=variances[0],
+            variance_last=variances[-1],
+            variance_conv_mean=mean_or_none(by_kind["C"]),
+            variance_msa_mean=mean_or_none(by_kind["M"]),
+            files=[str(f) for f in files],
+        )
+    )

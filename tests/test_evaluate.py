@@ -153,3 +153,24 @@ def test_evaluation_after_training_joins_the_run(tmp_path):
     assert summary["calibration"]["acc"] == pytest.approx(summary["test"]["test/acc"], abs=1e-6)
     assert (tmp_path / "eval" / "reliability.png").is_file()
     assert json.loads((tmp_path / "metrics.json").read_text())["calibration"]["brier"] >= 0
+
+
+def test_evaluate_runs_analyses_with_budgets_from_the_command_line(digits_run, tmp_path):
+    out = tmp_path / "eval"
+    result = run_script(
+        "evaluate.py",
+        f"ckpt={digits_run}",
+        "analysis=[fourier,lesion,attention]",
+        "analysis.fourier.images=32",
+        "analysis.lesion.images=64",
+        f"hydra.run.dir={out}",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((out / "metrics.json").read_text())
+    assert set(report["analysis"]) == {"fourier", "lesion", "attention"}
+    for name in ("fourier.csv", "lesion.csv", "attention.csv", "lesion.png"):
+        assert (out / "analysis" / name).is_file(), name
+    bad = run_script(
+        "evaluate.py", f"ckpt={digits_run}", "analysis.fourier.images=-1", f"hydra.run.dir={tmp_path / 'x'}"
+    )
+    assert bad.returncode != 0

@@ -10,8 +10,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from ..analysis import parse_configs, run_analyses
 from ..data import build_datamodule
 from ..errors import CheckpointError, ConfigValueError
+from ..jsonio import write_json
 from ..training.loggers import finish_wandb, wandb_offline_reason
 from .inference import load_checkpoint_module
 from .report import Evaluator
@@ -93,13 +95,19 @@ def _wandb_run(cfg: DictConfig, label: str, hparams: Mapping[str, Any]) -> Any:
 def evaluate_checkpoint(cfg: DictConfig, ckpt: Path, out_dir: Path) -> dict[str, Any]:
     module, hparams = load_checkpoint_module(ckpt, use_ema=bool(cfg.use_ema))
     data = data_config(cfg, ckpt, hparams)
-    datamodule = build_datamodule(data, {"batch_size": cfg.batch_size, "augment": None}, seed=0)
+    recipe = hparams["recipe"]  # its augmentation feeds the analyses that use training batches
+    datamodule = build_datamodule(data, {"batch_size": cfg.batch_size, "augment": recipe.get("augment")}, seed=0)
     datamodule.setup()
     label = f"{hparams['model']['name']}-{ckpt.resolve().parent.parent.name}"
     settings = OmegaConf.to_container(cfg, resolve=True) | {"label": hparams["model"]["name"]}
     evaluator = Evaluator(module.model, datamodule, settings, out_dir)
     meta = {"checkpoint": str(ckpt), "model": hparams["model"]["name"], "data": datamodule.name, "ema": cfg.use_ema}
     report = evaluator.run(meta)
+    if cfg.get("analysis"):
+        report["analysis"] = run_analyses(
+            list(cfg.analysis), module.model, datamodule, recipe, OmegaConf.to_container(cfg.analysis), out_dir
+        )
+        write_json(out_dir / "metrics.json", report)
     if cfg.wandb.enabled:
         run = _wandb_run(cfg, label, hparams)
         try:
@@ -112,6 +120,8 @@ def evaluate_checkpoint(cfg: DictConfig, ckpt: Path, out_dir: Path) -> dict[str,
 def run_evaluate(cfg: DictConfig) -> list[dict[str, Any]]:
     if cfg.get("ckpt") in (None, "???"):
         raise ConfigValueError("ckpt is required: evaluate.py ckpt=PATH (a .ckpt file, a run directory, or a list)")
+    if cfg.get("analysis"):  # check every analysis budget before any work starts
+        parse_configs(list(cfg.analysis), OmegaConf.to_container(cfg.analysis))
     paths = checkpoint_paths(OmegaConf.to_container(cfg.ckpt) if OmegaConf.is_list(cfg.ckpt) else cfg.ckpt)
     out_dir = Path(cfg.out_dir)
     reports = []
@@ -156,5 +166,7 @@ def print_report(report: Mapping[str, Any], out_dir: Path) -> None:
         lines.append(f"  robustness ({robustness['source']} corruptions): mean acc {summary['robustness']:.4f}")
         if summary.get("mce") is not None:
             lines.append(f"  mCE {summary['mce']:.1f}%  relative mCE {summary['relative_mce']:.1f}%")
+    for name, result in (report.get("analysis") or {}).items():
+        lines.append(f"  analysis {name}: {result['seconds']:.1f} s, {len(result.get('files', []))} files")
     lines.append(f"  outputs: {out_dir}")
     print("\n".join(lines), flush=True)

@@ -170,7 +170,7 @@ def test_evaluate_runs_analyses_with_budgets_from_the_command_line(digits_run, t
     assert set(report["analysis"]) == {"fourier", "lesion", "attention"}
     for name in ("fourier.csv", "lesion.csv", "attention.csv", "lesion.png"):
         assert (out / "analysis" / name).is_file(), name
-    bad = run_script(
-        "evaluate.py", f"ckpt={digits_run}", "analysis.fourier.images=-1", f"hydra.run.dir={tmp_path / 'x'}"
-    )
-    assert bad.returncode != 0
+    overrides = ["analysis=fourier", "analysis.fourier.images=-1", f"hydra.run.dir={tmp_path / 'x'}"]
+    bad = run_script("evaluate.py", f"ckpt={digits_run}", *overrides)
+    assert "error: analysis 'fourier': images must be >= 1, got -1" in bad.stderr
+    assert not (tmp_path / "x" / "metrics.json").exists()  # rejected before any evaluation

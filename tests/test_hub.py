@@ -234,6 +234,7 @@ def test_linear_probe_from_a_pretrained_backbone_beats_its_new_head(pretrained, 
     source = tmp_path / "backbone.safetensors"
     save_file(backbone.state_dict(), source)
     probe = ["recipe.finetune.freeze_backbone=true", "recipe.warmup_epochs=0", "trainer.max_epochs=1"]
+    probe += ["recipe.optimizer.lr=0.02"]  # only a linear head learns: a linear probe's usual, higher rate
     probe += ["trainer.enable_progress_bar=false"]
 
     torch.manual_seed(0)

@@ -54,23 +54,22 @@ def main() -> None:
     else:
         model = create_model("alternet_tiny", num_classes=100, img_size=32)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    for attempt in ("first scoring", "rescoring (cached)"):
-        start = time.perf_counter()
-        sets = load_cifar_c(cache, num_classes=100)
-        inference = 0.0
-        correct = []
-        for corruption, severity in sets.sets():
-            images, labels = sets.get(corruption, severity)
-            dataset = type(test)(np.asarray(images), np.asarray(labels), test.transform)
-            tick = time.perf_counter()
-            logits, labels = predict(model, dataset, device=device, batch_size=args.batch_size)
-            inference += time.perf_counter() - tick
-            correct.append((logits.argmax(1) == labels).mean())
-        total = time.perf_counter() - start
-        print(
-            f"{attempt:<20} 750,000 images: {total:7.1f} s total, {inference:7.1f} s inference "
-            f"({inference / total:.0%}), {750_000 / total:,.0f} img/s; mean acc {np.mean(correct):.4f}"
-        )
+    start = time.perf_counter()
+    sets = load_cifar_c(cache, num_classes=100)
+    inference = 0.0
+    correct = []
+    for corruption, severity in sets.sets():
+        images, labels = sets.get(corruption, severity)
+        dataset = type(test)(np.asarray(images), np.asarray(labels), test.transform)
+        tick = time.perf_counter()
+        logits, labels = predict(model, dataset, device=device, batch_size=args.batch_size)
+        inference += time.perf_counter() - tick
+        correct.append((logits.argmax(1) == labels).mean())
+    total = time.perf_counter() - start
+    print(
+        f"score from the cache, 750,000 images: {total:7.1f} s total, {inference:7.1f} s inference "
+        f"({inference / total:.0%}), {750_000 / total:,.0f} img/s on {device.type}; mean acc {np.mean(correct):.4f}"
+    )
     if not args.cache:
         shutil.rmtree(cache)
 

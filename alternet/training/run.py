@@ -108,8 +108,11 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
         load_pretrained(module.model, pretrained)  # a different class count resets the head
     has_val = bool(config["data"].get("val_size"))
+    trainer_args = dict(config["trainer"])
+    if not has_val:  # no validation split (the paper's CIFAR setting): skip the loop instead of running it empty
+        trainer_args["limit_val_batches"] = 0
     trainer = L.Trainer(
-        **config["trainer"],
+        **trainer_args,
         default_root_dir=str(run_dir),
         callbacks=build_callbacks(config, run_dir, has_val),
         logger=build_loggers(config.get("logger") or {}, run_dir, config),

@@ -4,7 +4,14 @@ A port of ``timm.data.auto_augment.rand_augment_transform`` to OpenCV/numpy as a
 op sets, level-to-argument maps, random sign flips, per-op probability and magnitude noise, with every op reproducing
 Pillow's arithmetic: the LUT ops, ``ImageEnhance`` blends (float32, truncated), the 3x3 SMOOTH kernel behind
 Sharpness (border pixels kept) and affine sampling at pixel centres with edge clamping inside the image and the fill
-colour outside it. Known differences from timm on Pillow, bounded in ``tests/test_randaugment.py``:
+colour outside it.
+
+Why a port: the paper's recipe names timm's policy, and timm's implementation works on PIL images, which would mean a
+numpy -> PIL -> numpy round trip per image inside an otherwise numpy pipeline (and costs ~2x: bench/dataloader.py);
+albumentations 2.0.8 has no RandAugment, and assembling one from its transforms (``SomeOf``) would use their
+magnitude scales, so ``m9`` would not mean what it means in timm.
+
+Known differences from timm on Pillow, bounded in ``tests/test_randaugment.py``:
 
 * bicubic warps use OpenCV's Keys kernel (a = -0.75); Pillow's affine bicubic uses a = -1;
 * OpenCV quantises sub-pixel positions, so rare bilinear pixels land one grey level off;

@@ -22,7 +22,7 @@ from .context import AnalysisContext
 from .data import clean_batches
 from .errors import AnalysisError
 from .features import feature_maps
-from .tables import compact, mean_or_none, write_csv
+from .tables import compact, kind_means, write_csv
 
 AMPLITUDE_EPS = 1e-6  # added to |FFT| before the log, as in the paper's notebook
 
@@ -96,14 +96,12 @@ def run(context: AnalysisContext, config: FourierConfig) -> dict[str, Any]:
             context.path("fourier_high_frequency.png"),
         ),
     ]
-    by_kind = {kind: [h for h, r in zip(high, depth_rows) if r["kind"] == kind] for kind in ("C", "M")}
     return compact(
         dict(
             images=sum(len(y) for _, y in batches),
             high_freq_stem=high[0],
             high_freq_last=high[-1],
-            high_freq_conv_mean=mean_or_none(by_kind["C"]),
-            high_freq_msa_mean=mean_or_none(by_kind["M"]),
+            **kind_means("high_freq", high, [r["kind"] for r in depth_rows]),
             files=[str(f) for f in files],
         )
     )

@@ -15,7 +15,7 @@ from .config import SampleConfig
 from .context import AnalysisContext
 from .data import Batch, clean_batches
 from .objective import accuracy
-from .tables import compact, mean_or_none, write_csv
+from .tables import compact, kind_means, write_csv
 
 
 @dataclass(frozen=True)
@@ -53,15 +53,13 @@ def run(context: AnalysisContext, config: LesionConfig) -> dict[str, Any]:
         ),
     ]
     worst = max(range(len(drops)), key=drops.__getitem__)
-    by_kind = {kind: [d for d, b in zip(drops, sequence.blocks) if b.kind == kind] for kind in ("C", "M")}
     return compact(
         dict(
             images=sum(len(y) for _, y in batches),
             baseline_acc=baseline,
             max_drop=drops[worst],
             max_drop_block=sequence.blocks[worst].name,
-            drop_conv_mean=mean_or_none(by_kind["C"]),
-            drop_msa_mean=mean_or_none(by_kind["M"]),
+            **kind_means("drop", drops, [b.kind for b in sequence.blocks]),
             files=[str(f) for f in files],
         )
     )

@@ -32,6 +32,14 @@ def mean_or_none(values: Sequence[float]) -> float | None:
     return finite_or_none(sum(values) / len(values)) if values else None
 
 
+def kind_means(prefix: str, values: Sequence[float], kinds: Sequence[str]) -> dict[str, float | None]:
+    """``{prefix}_conv_mean`` and ``{prefix}_msa_mean``: the mean of ``values`` over the Conv and the MSA blocks."""
+    return {
+        f"{prefix}_{label}_mean": mean_or_none([v for v, k in zip(values, kinds, strict=True) if k == kind])
+        for kind, label in (("C", "conv"), ("M", "msa"))
+    }
+
+
 def compact(values: Mapping[str, Any]) -> dict[str, Any]:
     """``values`` without its None entries."""
     return {key: value for key, value in values.items() if value is not None}

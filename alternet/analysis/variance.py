@@ -15,7 +15,7 @@ from .config import SampleConfig
 from .context import AnalysisContext
 from .data import clean_batches
 from .features import feature_maps
-from .tables import compact, mean_or_none, write_csv
+from .tables import compact, kind_means, write_csv
 
 
 @dataclass(frozen=True)
@@ -58,14 +58,12 @@ def run(context: AnalysisContext, config: VarianceConfig) -> dict[str, Any]:
             context.path("variance.png"),
         ),
     ]
-    by_kind = {kind: [v for v, r in zip(variances, depth_rows) if r["kind"] == kind] for kind in ("C", "M")}
     return compact(
         dict(
             images=sum(len(y) for _, y in batches),
             variance_stem=variances[0],
             variance_last=variances[-1],
-            variance_conv_mean=mean_or_none(by_kind["C"]),
-            variance_msa_mean=mean_or_none(by_kind["M"]),
+            **kind_means("variance", variances, [r["kind"] for r in depth_rows]),
             files=[str(f) for f in files],
         )
     )

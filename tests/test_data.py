@@ -1,13 +1,15 @@
 """Data modules: splits, deterministic sharded sampling, real CIFAR-100, and the errors users see."""
 
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+import yaml
 from torch.utils.data import DataLoader
 
-from alternet.data import CIFAR100DataModule, DigitsDataModule, EpochSampler
+from alternet.data import DATAMODULES, CIFAR100DataModule, DigitsDataModule, EpochSampler
 from alternet.errors import ConfigValueError, DataError
 
 AUGMENT = {"crop_padding": 2, "hflip": True}
@@ -105,3 +107,11 @@ def test_corrupt_cifar_is_detected_by_md5(cifar100_root, tmp_path):
         DataError, match=r"meta is corrupt: md5 [0-9a-f]{32}, expected 7973b15100ade9c7d40fb424638fde48"
     ):
         CIFAR100DataModule(root=str(folder)).setup()  # the folder itself is accepted as root too
+
+
+@pytest.mark.parametrize("name", ["digits", "cifar10", "cifar100"])
+def test_a_data_module_built_directly_normalises_like_its_config(name):
+    """Code that builds a DataModule itself (a notebook, a benchmark) gets the statistics training used."""
+    config = yaml.safe_load((Path(__file__).parents[1] / "conf" / "data" / f"{name}.yaml").read_text())
+    module = DATAMODULES[name]()
+    assert module.mean == tuple(config["mean"]) and module.std == tuple(config["std"])

@@ -97,14 +97,16 @@ class ImageDataModule(L.LightningDataModule):
 
     name: ClassVar[str]
     num_classes: ClassVar[int]
+    default_mean: ClassVar[tuple[float, float, float]]  # the data set's per-channel statistics (0-1 pixels)
+    default_std: ClassVar[tuple[float, float, float]]
 
     def __init__(
         self,
         *,
         root: str = "data",
         image_size: int = 32,
-        mean: Sequence[float] = (0.5, 0.5, 0.5),
-        std: Sequence[float] = (0.5, 0.5, 0.5),
+        mean: Sequence[float] | None = None,
+        std: Sequence[float] | None = None,
         batch_size: int = 128,
         eval_batch_size: int | None = None,
         num_workers: int = 0,
@@ -124,7 +126,8 @@ class ImageDataModule(L.LightningDataModule):
             raise ConfigValueError(f"data.num_workers must be >= 0, got {num_workers}")
         self.root = root
         self.image_size = image_size
-        self.mean, self.std = tuple(mean), tuple(std)
+        self.mean = tuple(self.default_mean if mean is None else mean)
+        self.std = tuple(self.default_std if std is None else std)
         self.batch_size = int(batch_size)
         self.eval_batch_size = int(eval_batch_size or batch_size)
         self.num_workers = num_workers

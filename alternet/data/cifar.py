@@ -92,6 +92,8 @@ class CIFARDataModule(ImageDataModule):
 class CIFAR10DataModule(CIFARDataModule):
     name = "cifar10"
     num_classes = 10
+    default_mean = (0.4914, 0.4822, 0.4465)
+    default_std = (0.2023, 0.1994, 0.2010)
     folder = CIFAR10.base_folder
     train_files: ClassVar[dict[str, str]] = dict(CIFAR10.train_list)
     test_files: ClassVar[dict[str, str]] = dict(CIFAR10.test_list)
@@ -103,6 +105,8 @@ class CIFAR10DataModule(CIFARDataModule):
 class CIFAR100DataModule(CIFARDataModule):
     name = "cifar100"
     num_classes = 100
+    default_mean = (0.5071, 0.4867, 0.4408)
+    default_std = (0.2675, 0.2565, 0.2761)
     folder = CIFAR100.base_folder
     train_files: ClassVar[dict[str, str]] = dict(CIFAR100.train_list)
     test_files: ClassVar[dict[str, str]] = dict(CIFAR100.test_list)

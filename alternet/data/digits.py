@@ -20,6 +20,8 @@ TEST_FRACTION = 0.2
 class DigitsDataModule(ImageDataModule):
     name = "digits"
     num_classes = 10
+    default_mean = (0.3053, 0.3053, 0.3053)
+    default_std = (0.3187, 0.3187, 0.3187)
 
     def load_split(self, train: bool) -> tuple[np.ndarray, np.ndarray]:
         digits = load_digits()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import torch
 from torch import nn
@@ -47,3 +47,19 @@ def feature_maps(
     for images in batches:
         outputs = capture(model, modules, images)
         yield [tap.to_map(out).float() for tap, out in zip(taps, outputs)]
+
+
+def mean_per_tap(
+    model: nn.Module,
+    taps: Sequence[Tap],
+    batches: Iterable[torch.Tensor],
+    statistic: Callable[[torch.Tensor], torch.Tensor],
+) -> list[torch.Tensor]:
+    """Per tap, ``statistic`` of its feature maps ((B, C, ...) from (B, C, H, W)) averaged over samples and channels."""
+    sums: list[torch.Tensor | float] = [0.0] * len(taps)
+    counts = [0] * len(taps)
+    for maps in feature_maps(model, taps, batches):
+        for i, m in enumerate(maps):
+            sums[i] = sums[i] + statistic(m).sum(dim=(0, 1))
+            counts[i] += m.shape[0] * m.shape[1]
+    return [total / count for total, count in zip(sums, counts)]

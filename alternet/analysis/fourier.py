@@ -21,8 +21,8 @@ from .config import SampleConfig
 from .context import AnalysisContext
 from .data import clean_batches
 from .errors import AnalysisError
-from .features import feature_maps
-from .tables import compact, kind_means, write_csv
+from .features import mean_per_tap
+from .tables import compact, tap_summary, write_csv
 
 AMPLITUDE_EPS = 1e-6  # added to |FFT| before the log, as in the paper's notebook
 
@@ -56,16 +56,10 @@ def half_diagonal(spectrum: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
 def delta_profiles(
     model: torch.nn.Module, taps: Sequence[Tap], batches: Sequence[torch.Tensor]
 ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per tap, (frequencies, mean log amplitude minus its value at frequency 0) over all images and channels."""
-    sums: list[torch.Tensor | float] = [0.0] * len(taps)
-    counts = [0] * len(taps)
-    for maps in feature_maps(model, taps, batches):
-        for i, m in enumerate(maps):
-            sums[i] = sums[i] + log_amplitude(m).sum(dim=(0, 1))
-            counts[i] += m.shape[0] * m.shape[1]
+    """Per tap, (frequencies, delta log amplitude) of its mean log-amplitude spectrum."""
     profiles = []
-    for total, count in zip(sums, counts):
-        frequencies, values = half_diagonal(total / count)
+    for spectrum in mean_per_tap(model, taps, batches, log_amplitude):
+        frequencies, values = half_diagonal(spectrum)
         profiles.append((frequencies, values - values[0]))
     return profiles
 
@@ -74,11 +68,11 @@ def run(context: AnalysisContext, config: FourierConfig) -> dict[str, Any]:
     sequence = context.blocks
     batches = clean_batches(context.datamodule, config.images, config.batch_size, config.seed, context.device)
     profiles = delta_profiles(context.model, sequence.taps, [x for x, _ in batches])
+    depth_rows = sequence.depth_rows()
     rows, high = [], []
-    for info, (frequencies, delta) in zip(sequence.depth_rows(), profiles):
+    for info, (frequencies, delta) in zip(depth_rows, profiles):
         high.append(float(delta[-1]))
         rows += [dict(info, frequency=float(f), delta_log_amplitude=float(d)) for f, d in zip(frequencies, delta)]
-    depth_rows = sequence.depth_rows()
     files = [
         write_csv(context.path("fourier.csv"), rows),
         plots.fourier_profiles(
@@ -99,9 +93,7 @@ def run(context: AnalysisContext, config: FourierConfig) -> dict[str, Any]:
     return compact(
         dict(
             images=sum(len(y) for _, y in batches),
-            high_freq_stem=high[0],
-            high_freq_last=high[-1],
-            **kind_means("high_freq", high, [r["kind"] for r in depth_rows]),
+            **tap_summary("high_freq", high, depth_rows),
             files=[str(f) for f in files],
         )
     )

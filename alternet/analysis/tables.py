@@ -40,6 +40,15 @@ def kind_means(prefix: str, values: Sequence[float], kinds: Sequence[str]) -> di
     }
 
 
+def tap_summary(prefix: str, values: Sequence[float], depth_rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``{prefix}_stem``, ``{prefix}_last`` and the Conv/MSA means of one value per tap (the stem's first)."""
+    return {
+        f"{prefix}_stem": values[0],
+        f"{prefix}_last": values[-1],
+        **kind_means(prefix, values, [row["kind"] for row in depth_rows]),
+    }
+
+
 def compact(values: Mapping[str, Any]) -> dict[str, Any]:
     """``values`` without its None entries."""
     return {key: value for key, value in values.items() if value is not None}

@@ -14,8 +14,8 @@ from .blocks import Tap
 from .config import SampleConfig
 from .context import AnalysisContext
 from .data import clean_batches
-from .features import feature_maps
-from .tables import compact, kind_means, write_csv
+from .features import mean_per_tap
+from .tables import compact, tap_summary, write_csv
 
 
 @dataclass(frozen=True)
@@ -32,13 +32,7 @@ def spatial_variance(maps: torch.Tensor) -> torch.Tensor:
 
 def mean_variances(model: torch.nn.Module, taps: Sequence[Tap], batches: Sequence[torch.Tensor]) -> list[float]:
     """Per tap, the spatial variance averaged over all samples and channels."""
-    sums = [0.0] * len(taps)
-    counts = [0] * len(taps)
-    for maps in feature_maps(model, taps, batches):
-        for i, m in enumerate(maps):
-            sums[i] += float(spatial_variance(m).double().sum())
-            counts[i] += m.shape[0] * m.shape[1]
-    return [s / c for s, c in zip(sums, counts)]
+    return [float(v) for v in mean_per_tap(model, taps, batches, lambda m: spatial_variance(m).double())]
 
 
 def run(context: AnalysisContext, config: VarianceConfig) -> dict[str, Any]:
@@ -61,9 +55,7 @@ def run(context: AnalysisContext, config: VarianceConfig) -> dict[str, Any]:
     return compact(
         dict(
             images=sum(len(y) for _, y in batches),
-            variance_stem=variances[0],
-            variance_last=variances[-1],
-            **kind_means("variance", variances, [r["kind"] for r in depth_rows]),
+            **tap_summary("variance", variances, depth_rows),
             files=[str(f) for f in files],
         )
     )

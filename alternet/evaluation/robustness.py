@@ -44,7 +44,7 @@ import numpy as np
 
 from ..data.corruptions import CORRUPTIONS, FAMILIES, SEVERITIES
 from ..errors import AlternetError
-from ..jsonio import update_json
+from ..jsonio import update_json as update_metrics_json  # merge into metrics.json, atomically
 
 SOURCES = ("real", "generated")
 SCHEMA_VERSION = 1
@@ -315,11 +315,6 @@ def load_baseline(path: str | Path) -> RobustnessBaseline:
     return RobustnessBaseline(
         name=str(metrics.get("model", path.parent.name)), rows=tuple(rows), clean_acc=clean_accuracy(metrics)
     )
-
-
-def update_metrics_json(path: str | Path, updates: Mapping[str, Any]) -> Path:
-    """Merge ``updates`` into the top level of a metrics.json (created if absent), atomically, strict JSON."""
-    return update_json(path, updates)
 
 
 def _format(value: float) -> str:

@@ -9,11 +9,11 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
+from alternet.apps.evaluate import run_evaluate
 from alternet.errors import AlternetError
-from alternet.evaluation.cli import run_evaluate
 
 
-@hydra.main(config_path="conf", config_name="evaluate", version_base="1.3")
+@hydra.main(config_path="pkg://alternet.conf", config_name="evaluate", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     try:
         run_evaluate(cfg)

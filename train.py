@@ -8,19 +8,18 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
+from alternet.apps.train import train
 from alternet.errors import AlternetError
-from alternet.training.run import train
 
 
-@hydra.main(config_path="conf", config_name="train", version_base="1.3")
+@hydra.main(config_path="pkg://alternet.conf", config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
     try:
         metrics = train(cfg)
     except AlternetError as error:
         sys.exit(f"error: {error}")
-    # The value a Hydra sweeper (e.g. Optuna) optimises: the monitored validation metric, else test accuracy.
-    best = metrics.get("best_val_score")
-    return best if best is not None else metrics["test"].get("test/acc")
+    optimized = metrics["optimized_metric"]  # the value a Hydra sweeper (e.g. Optuna) optimises, if configured
+    return optimized["value"] if optimized else None
 
 
 if __name__ == "__main__":

@@ -14,18 +14,11 @@ os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("WANDB_SILENT", "true")
 
 ROOT = Path(__file__).resolve().parents[1]
-CONF = ROOT / "conf"
+CONF = ROOT / "alternet" / "conf"
 SHARED_DATA = Path(os.environ.get("ALTERNET_TEST_DATA", ROOT.parent / "shared" / "data"))
 
-# A run that touches every stage but costs seconds: a few batches per loop.
-FAST = [
-    "trainer.max_epochs=1",
-    "trainer.limit_train_batches=3",
-    "trainer.limit_val_batches=2",
-    "trainer.limit_test_batches=2",
-    "trainer.enable_progress_bar=false",
-    "trainer.log_every_n_steps=1",
-]
+# A run that touches every stage but costs seconds: a few batches per loop (alternet/conf/debug/fast.yaml).
+FAST = ["debug=fast"]
 
 
 def compose_train(*overrides: str, output_dir: Path | str = "unused"):

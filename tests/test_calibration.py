@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 from torchmetrics.classification import MulticlassCalibrationError
 
-from alternet.evaluation.calibration import (
+from alternet.evaluation.plots import reliability_diagram
+from alternet.metrics.calibration import (
     PROB_FLOOR,
     apply_temperature,
     bin_index,
@@ -22,7 +23,6 @@ from alternet.evaluation.calibration import (
     softmax,
     top_k_accuracy,
 )
-from alternet.evaluation.plots import reliability_diagram
 
 # Five samples, three classes. Confidence, prediction and bin (10 bins, (lo, hi], first includes 0):
 #   s0 [0.50, 0.30, 0.20] y=0  conf 0.50  correct  bin 4 (0.4, 0.5]

@@ -5,17 +5,17 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from alternet.config import validate_train_config
+from alternet.apps.checks import validate_train_config
 from alternet.data import DATAMODULES, build_datamodule
 from alternet.errors import ConfigValueError
 from alternet.training.module import ClassificationModule
-from alternet.training.run import DATA_FACTS
 
 from conftest import CONF, compose_train
 
 
 def options(group: str) -> list[str]:
-    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+    """A group's selectable options (``_*.yaml`` are base files the options extend)."""
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml") if not p.stem.startswith("_"))
 
 
 def resolved(*overrides: str) -> dict:
@@ -48,16 +48,17 @@ def test_cifar_defaults_to_the_paper_recipe():
 def test_every_model_option_builds(model):
     config = resolved(f"model={model}", "data=cifar100")
     assert config["model"]["name"] == model
-    data = {key: config["data"][key] for key in DATA_FACTS}
+    data = build_datamodule(config["data"], config["recipe"], seed=0).facts()
     module = ClassificationModule(model=config["model"], recipe=config["recipe"], data=data)
     with torch.no_grad():
         assert module.model.eval()(torch.randn(1, 3, 32, 32)).shape == (1, 100)
 
 
-def test_model_config_matches_the_registered_default():
+def test_model_config_names_the_zoo_architecture_without_restating_it():
     config = resolved("model=alternet_r50")["model"]
-    assert config["layout"] == "CCC|CCCM|CCCCCM|CMCM"
-    assert config["heads"] == [3, 6, 12, 24]
+    assert config["name"] == "alternet_r50"
+    assert config["layout"] is None and config["heads"] is None  # null: the zoo's value
+    assert resolved("model=alternet_r50", "model.window=4")["model"]["window"] == 4
 
 
 @pytest.mark.parametrize("data", options("data"))
@@ -65,7 +66,8 @@ def test_every_data_option_builds(data):
     config = resolved(f"data={data}")
     datamodule = build_datamodule(config["data"], config["recipe"], seed=0)
     assert isinstance(datamodule, DATAMODULES[data])
-    assert datamodule.num_classes == config["data"]["num_classes"]
+    assert datamodule.num_classes == {"digits": 10, "cifar10": 10, "cifar100": 100}[data]
+    assert "num_classes" not in config["data"]  # the DataModule is the one home of its class count
 
 
 @pytest.mark.parametrize("recipe", options("recipe"))
@@ -83,7 +85,7 @@ def test_every_trainer_option_instantiates(trainer, tmp_path):
     assert isinstance(L.Trainer(**config, default_root_dir=tmp_path, logger=False), L.Trainer)
 
 
-@pytest.mark.parametrize("group", ["logger", "callbacks", "experiment"])
+@pytest.mark.parametrize("group", ["logger", "callbacks", "experiment", "debug"])
 def test_every_other_option_composes(group):
     for option in options(group):
         assert OmegaConf.to_container(compose_train(f"{group}={option}"), resolve=True)
@@ -121,12 +123,22 @@ def test_slurm_launcher_runs_one_task_per_device():
 
 
 def test_model_config_cannot_contradict_the_data():
-    from alternet.training.module import model_kwargs
+    from alternet.models.config import model_args
 
     with pytest.raises(ConfigValueError, match=r"model\.num_classes=5 contradicts data\.num_classes=10"):
-        model_kwargs({"name": "alternet_tiny", "num_classes": 5}, num_classes=10, img_size=16, drop_path_rate=0.0)
-    kwargs = model_kwargs({"name": "x", "drop_path_rate": 0.3}, num_classes=10, img_size=16, drop_path_rate=0.1)
+        model_args({"name": "alternet_tiny", "num_classes": 5}, num_classes=10, img_size=16, drop_path_rate=0.0)
+    kwargs = model_args({"name": "x", "drop_path_rate": 0.3}, num_classes=10, img_size=16, drop_path_rate=0.1)
     assert kwargs == {"drop_path_rate": 0.3, "num_classes": 10, "img_size": 16}
+    kwargs = model_args(
+        {"name": "x", "layout": None, "pretrained": "dir"}, num_classes=10, img_size=16, drop_path_rate=0
+    )
+    assert kwargs == {"drop_path_rate": 0, "num_classes": 10, "img_size": 16}  # null keys: the zoo's values
+
+
+def test_debug_fast_is_a_few_batches_per_loop():
+    trainer = resolved("debug=fast")["trainer"]
+    assert (trainer["max_epochs"], trainer["limit_train_batches"], trainer["limit_val_batches"]) == (1, 3, 2)
+    assert trainer["limit_test_batches"] == 2 and trainer["enable_progress_bar"] is False
 
 
 def test_exporting_ema_weights_needs_ema():

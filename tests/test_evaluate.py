@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from alternet.evaluation.calibration import calibration_metrics
-from alternet.training.run import train
+from alternet.apps.train import train
+from alternet.metrics import calibration_metrics
 
 from conftest import FAST, compose_train, run_script
 
@@ -150,7 +150,7 @@ def test_truncated_checkpoint_is_named(digits_run, tmp_path):
 
 def test_evaluation_after_training_joins_the_run(tmp_path):
     summary = train(compose_train(*FAST, "evaluate.after_training=true", output_dir=tmp_path))
-    assert summary["calibration"]["acc"] == pytest.approx(summary["test"]["test/acc"], abs=1e-6)
+    assert summary["calibration"]["acc"] == pytest.approx(summary["test"]["acc"], abs=1e-6)
     assert (tmp_path / "eval" / "reliability.png").is_file()
     assert json.loads((tmp_path / "metrics.json").read_text())["calibration"]["brier"] >= 0
 

@@ -19,13 +19,14 @@ from omegaconf import OmegaConf
 from safetensors.torch import load_file, save_file
 
 import alternet.hub as hub
+from alternet.apps.train import train
 from alternet.data import build_datamodule
 from alternet.errors import CheckpointError, ConfigValueError
 from alternet.evaluation.robustness import RobustnessRow, robustness_record, robustness_summary, update_metrics_json
-from alternet.hub.artifacts import artifact_notice, log_model_artifacts
 from alternet.models import create_model
+from alternet.tracking import artifact_notice, log_model_artifacts
+from alternet.training import build_module
 from alternet.training.module import ClassificationModule
-from alternet.training.run import build_module, train
 
 from conftest import FAST, ROOT, compose_train, run_script
 
@@ -76,8 +77,8 @@ def test_export_after_training_writes_weights_config_and_model_card(pretrained):
     params = sum(p.numel() for p in lightning_model(pretrained).parameters())
     for text in ("alternet_tiny on digits", "`C|CM|CM`", f"Parameters: {params:,}", "ECE (10 bins)"):
         assert text in card
-    assert f"| accuracy | {pretrained['test']['test/acc']:.4f} |" in card
-    assert f"| ECE (10 bins) | {pretrained['test']['test/ece']:.4f} |" in card
+    assert f"| accuracy | {pretrained['test']['acc']:.4f} |" in card
+    assert f"| ECE (10 bins) | {pretrained['test']['ece']:.4f} |" in card
 
 
 def test_model_card_reports_robustness_of_a_moved_run_directory(pretrained, tmp_path):
@@ -247,7 +248,7 @@ def test_linear_probe_from_a_pretrained_backbone_beats_its_new_head(pretrained, 
     assert "new classifier head (none -> 10 classes" in caplog.text
     control = train(compose_train(*probe, output_dir=tmp_path / "control"))  # frozen random backbone
 
-    tuned_acc, control_acc = tuned["test"]["test/acc"], control["test"]["test/acc"]
+    tuned_acc, control_acc = tuned["test"]["acc"], control["test"]["acc"]
     assert tuned_acc > 0.8 and tuned_acc > new_head_acc + 0.3, (tuned_acc, new_head_acc)
     assert tuned_acc > control_acc + 0.4, (tuned_acc, control_acc)
     final = torch.load(tuned["last_checkpoint"])["state_dict"]
@@ -281,7 +282,8 @@ def test_train_cli_fine_tunes_from_an_export_and_reports_the_load(pretrained, tm
 
 def lightning_checkpoint(path: Path, *overrides: str) -> Path:
     """A checkpoint with the two entries alternet reads from Lightning's (untrained weights)."""
-    module = build_module(OmegaConf.to_container(compose_train(*overrides), resolve=True))
+    config = OmegaConf.to_container(compose_train(*overrides), resolve=True)
+    module = build_module(config, build_datamodule(config["data"], config["recipe"], seed=0).facts())
     torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams)}, path)
     return path
 
@@ -435,7 +437,7 @@ def test_wandb_reference_is_downloaded_and_loaded(pretrained, monkeypatch):
             downloads.append(ref)
             return type("Artifact", (), {"download": lambda self: str(export_dir(pretrained))})()
 
-    monkeypatch.setattr("alternet.hub.artifacts.wandb_offline_reason", lambda requested: None)
+    monkeypatch.setattr("alternet.tracking.offline_reason", lambda requested: None)
     monkeypatch.setattr(wandb, "Api", Api)
     model = hub.load("me/alternet/export-abc123:best")
     assert downloads == ["me/alternet/export-abc123:best"]

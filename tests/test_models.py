@@ -6,6 +6,7 @@ import torch
 
 import alternet
 from alternet.models import MODEL_NAMES, UnknownModelError, create_model
+from alternet.models.zoo import spec_kwargs
 
 ALTERNETS = [n for n in MODEL_NAMES if n.startswith(("alternet", "preresnet"))]
 
@@ -28,6 +29,7 @@ def test_layouts_of_named_models():
     assert create_model("alternet_r50_hdvw").layout == "CCC|CCCM|CMCMCM|CMCM"
     assert create_model("alternet_r18").layout == "CC|CM|CM|CM"
     assert create_model("preresnet50").layout == "CCC|CCCC|CCCCCC|CCC"
+    assert spec_kwargs("alternet_r50")["layout"] == "CCC|CCCM|CCCCCM|CMCM" and spec_kwargs("resnet18") == {}
 
 
 @pytest.mark.parametrize("name", sorted(MODEL_NAMES))

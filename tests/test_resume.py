@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from alternet.apps.train import train
 from alternet.training.callbacks import AtomicCheckpointIO
 from alternet.training.module import NonFiniteLossError
-from alternet.training.run import train
 
 from conftest import FAST, ROOT, compose_train, run_script
 

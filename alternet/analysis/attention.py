@@ -15,21 +15,19 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from ..files import write_csv
 from . import plots
 from .blocks import Block
 from .config import SampleConfig
 from .context import AnalysisContext
 from .data import clean_batches
 from .features import capture
-from .tables import compact, write_csv
+from .tables import compact
 
 
 @dataclass(frozen=True)
 class AttentionConfig(SampleConfig):
     analysis: ClassVar[str] = "attention"
-
-    images: int = 512
-    batch_size: int = 64
 
 
 def row_entropy(probs: torch.Tensor) -> torch.Tensor:

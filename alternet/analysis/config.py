@@ -1,10 +1,19 @@
-"""Typed analysis configs: plain mappings (the ``conf/analysis/*.yaml`` files) checked against dataclasses."""
+"""Typed analysis configs: plain mappings checked against dataclasses.
+
+Every budget's default lives in one place, the packaged ``alternet/conf/analysis/<name>.yaml`` (also Hydra's
+``analysis=<name>`` option); the dataclasses declare the keys and their types only, and :func:`parse_config`
+fills whatever the caller leaves out from that file.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
+from functools import cache
+from importlib import resources
 from typing import Any, ClassVar, TypeVar
+
+import yaml
 
 from .errors import AnalysisConfigError
 
@@ -15,14 +24,31 @@ C = TypeVar("C")
 _TYPES: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "str": (str,)}
 
 
+@cache
+def _packaged_defaults(analysis: str) -> dict[str, Any]:
+    path = resources.files("alternet.conf") / "analysis" / f"{analysis}.yaml"
+    if not path.is_file():
+        return {}
+    return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+
+
+def default_values(analysis: str) -> dict[str, Any]:
+    """The budgets of ``alternet/conf/analysis/<analysis>.yaml`` (``{}`` for a name without a packaged file)."""
+    return dict(_packaged_defaults(analysis))
+
+
 def parse_config(cls: type[C], values: Mapping[str, Any] | None, analysis: str) -> C:
-    """``cls(**values)``, with unknown keys reported by name together with the valid ones, and values of
-    the wrong type rejected."""
+    """``cls(**values)`` over the packaged defaults of ``analysis`` (:func:`default_values`), with unknown keys
+    reported by name together with the valid ones, and values of the wrong type rejected."""
     values = dict(values or {})
     types = {f.name: f.type for f in fields(cls)}
     unknown = sorted(set(values) - set(types))
     if unknown:
         raise AnalysisConfigError(f"analysis {analysis!r}: unknown config key(s) {unknown}; valid keys: {list(types)}")
+    values = {**default_values(analysis), **values}
+    missing = [f.name for f in fields(cls) if f.name not in values and f.default is MISSING]
+    if missing:
+        raise AnalysisConfigError(f"analysis {analysis!r}: missing config key(s) {missing} (no packaged default)")
     for key, value in values.items():
         accepted = _TYPES[types[key]]
         if isinstance(value, bool) or not isinstance(value, accepted):
@@ -42,9 +68,9 @@ class SampleConfig:
 
     analysis: ClassVar[str] = "sample"
 
-    images: int = 256
-    batch_size: int = 128
-    seed: int = 0
+    images: int
+    batch_size: int
+    seed: int
 
     def __post_init__(self) -> None:
         require(self.images >= 1, self.analysis, f"images must be >= 1, got {self.images}")

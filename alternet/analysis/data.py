@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from ..data import ArrayDataset, ImageDataModule
+from ..seeds import derive_seed
 from .errors import AnalysisError
 
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -31,7 +32,7 @@ def sample_batches(
     batches = []
     for start in range(0, len(order), batch_size):
         keys = order[start : start + batch_size]
-        items = [dataset[(i, (seed * 1_000_003 + i) % 2**32)] if augment else dataset[i] for i in keys]
+        items = [dataset[(i, derive_seed(seed, "analysis-sample", i))] if augment else dataset[i] for i in keys]
         x = torch.stack([item[0] for item in items]).to(device)
         y = torch.tensor([item[1] for item in items], device=device)
         batches.append((x, y))

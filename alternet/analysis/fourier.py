@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from ..files import write_csv
 from . import plots
 from .blocks import Tap
 from .config import SampleConfig
@@ -22,7 +23,7 @@ from .context import AnalysisContext
 from .data import clean_batches
 from .errors import AnalysisError
 from .features import mean_per_tap
-from .tables import compact, tap_summary, write_csv
+from .tables import compact, tap_summary
 
 AMPLITUDE_EPS = 1e-6  # added to |FFT| before the log, as in the paper's notebook
 
@@ -30,8 +31,6 @@ AMPLITUDE_EPS = 1e-6  # added to |FFT| before the log, as in the paper's noteboo
 @dataclass(frozen=True)
 class FourierConfig(SampleConfig):
     analysis: ClassVar[str] = "fourier"
-
-    images: int = 1024
 
 
 def log_amplitude(maps: torch.Tensor) -> torch.Tensor:

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..files import write_csv
 from ..models import WindowAttention
 from . import plots
 from .config import SampleConfig, require
@@ -32,7 +33,7 @@ from .context import AnalysisContext
 from .data import Batch, augmented_batches
 from .eigen import Operator, SpectralDensity, lanczos, power_iteration, rademacher
 from .objective import Objective
-from .tables import compact, write_csv
+from .tables import compact
 
 METHODS = ("lanczos", "power")
 
@@ -41,14 +42,12 @@ METHODS = ("lanczos", "power")
 class HessianConfig(SampleConfig):
     analysis: ClassVar[str] = "hessian"
 
-    images: int = 64
-    batch_size: int = 64
-    k: int = 5
-    method: str = "lanczos"
-    iterations: int = 30
-    tol: float = 1e-3
-    slq_runs: int = 1
-    label_smoothing: float = 0.0
+    k: int
+    method: str
+    iterations: int
+    tol: float
+    slq_runs: int
+    label_smoothing: float
 
     def __post_init__(self) -> None:
         super().__post_init__()

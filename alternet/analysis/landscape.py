@@ -22,12 +22,13 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..files import write_csv
 from . import plots
 from .config import SampleConfig, require
 from .context import AnalysisContext
 from .data import Batch, augmented_batches
 from .objective import Objective, nll_accuracy
-from .tables import compact, write_csv
+from .tables import compact
 
 # Parameter names holding positions rather than filters (as the paper's notebook excludes them).
 POSITION_KEYWORDS = ("pos_embed", "relative_position", "rel_pos", "cls_token", "reg_token", "dist_token")
@@ -39,12 +40,10 @@ Direction = dict[str, torch.Tensor]
 class LandscapeConfig(SampleConfig):
     analysis: ClassVar[str] = "landscape"
 
-    images: int = 96
-    batch_size: int = 96
-    span: float = 1.0
-    points_1d: int = 21
-    points_2d: int = 11
-    label_smoothing: float = 0.0
+    span: float
+    points_1d: int
+    points_2d: int
+    label_smoothing: float
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -9,20 +9,19 @@ from typing import Any, ClassVar
 
 from torch import nn
 
+from ..files import write_csv
 from . import plots
 from .blocks import Block
 from .config import SampleConfig
 from .context import AnalysisContext
 from .data import Batch, clean_batches
 from .objective import accuracy
-from .tables import compact, kind_means, write_csv
+from .tables import compact, kind_means
 
 
 @dataclass(frozen=True)
 class LesionConfig(SampleConfig):
     analysis: ClassVar[str] = "lesion"
-
-    images: int = 2048
 
 
 def lesioned_accuracies(model: nn.Module, blocks: Sequence[Block], batches: Sequence[Batch]) -> list[float]:

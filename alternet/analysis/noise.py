@@ -18,23 +18,23 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..files import write_csv
 from . import plots
 from .config import SampleConfig, require
 from .context import AnalysisContext
 from .data import Batch, clean_batches
 from .errors import AnalysisError
 from .objective import accuracy
-from .tables import compact, write_csv
+from .tables import compact
 
 
 @dataclass(frozen=True)
 class NoiseConfig(SampleConfig):
     analysis: ClassVar[str] = "noise"
 
-    images: int = 2048
-    bands: int = 8
-    max_frequency: float = 1.0
-    rms: float = 0.1
+    bands: int
+    max_frequency: float
+    rms: float
 
     def __post_init__(self) -> None:
         super().__post_init__()

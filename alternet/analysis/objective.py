@@ -17,18 +17,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..training.optim import parameter_groups
+from ..models.params import decay_groups
 from .data import Batch
 
 
 def decayed_parameters(model: nn.Module, recipe: Mapping[str, Any]) -> list[nn.Parameter]:
     """The parameters training applies weight decay to."""
-    groups = parameter_groups(
-        model.named_parameters(),
-        1.0,
-        no_decay_names=set(getattr(model, "no_weight_decay", set)()),
-        exclude_norm_bias=bool(recipe.get("no_decay_norm_bias", False)),
-    )
+    groups = decay_groups(model, 1.0, exclude_norm_bias=bool(recipe["no_decay_norm_bias"]))
     return [p for group in groups if group["weight_decay"] > 0 for p in group["params"]]
 
 
@@ -42,7 +37,7 @@ class Objective:
 
     @classmethod
     def from_recipe(cls, model: nn.Module, recipe: Mapping[str, Any], label_smoothing: float = 0.0) -> Objective:
-        weight_decay = float(recipe.get("optimizer", {}).get("weight_decay", 0.0))
+        weight_decay = float(recipe["optimizer"]["weight_decay"])
         return cls(weight_decay, decayed_parameters(model, recipe), label_smoothing)
 
     def nll(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -11,26 +11,18 @@ from pathlib import Path
 
 import numpy as np
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FormatStrFormatter
 
+from ..files import save_figure
 from .blocks import BlockSequence
 
-DPI = 150
 KIND_STYLE = {"stem": ("black", "D"), "C": ("tab:blue", "o"), "M": ("tab:red", "s")}
 MSA_SHADE = "tab:gray"
 STAGE_SHADE = "tab:blue"
-
-
-def save(fig: Figure, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    FigureCanvasAgg(fig)
-    fig.savefig(path, dpi=DPI)
-    return path
 
 
 def shade_blocks(ax: Axes, sequence: BlockSequence, kinds: bool = True) -> None:
@@ -76,7 +68,7 @@ def depth_series(
     shade_blocks(ax, sequence)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
-    return save(fig, path)
+    return save_figure(fig, path)
 
 
 def fourier_profiles(
@@ -94,7 +86,7 @@ def fourier_profiles(
     ax.xaxis.set_major_formatter(FormatStrFormatter("%.1fπ"))
     ax.set_xlabel("Frequency")
     ax.set_ylabel("Δ Log amplitude")
-    return save(fig, path)
+    return save_figure(fig, path)
 
 
 def landscape_1d(alphas: np.ndarray, curves: dict[str, np.ndarray], path: Path) -> Path:
@@ -106,7 +98,7 @@ def landscape_1d(alphas: np.ndarray, curves: dict[str, np.ndarray], path: Path) 
     ax.set_xlabel("Step along the direction (filter-normalised units)")
     ax.set_ylabel("Loss")
     ax.legend(fontsize=8)
-    return save(fig, path)
+    return save_figure(fig, path)
 
 
 def landscape_2d(xs: np.ndarray, ys: np.ndarray, surfaces: dict[str, np.ndarray], path: Path) -> Path:
@@ -122,7 +114,7 @@ def landscape_2d(xs: np.ndarray, ys: np.ndarray, surfaces: dict[str, np.ndarray]
         ax.set_xlabel("Direction 1")
         ax.set_ylabel("Direction 2")
         ax.set_aspect("equal")
-    return save(fig, path)
+    return save_figure(fig, path)
 
 
 def hessian_spectrum(
@@ -143,7 +135,7 @@ def hessian_spectrum(
         axes[1].set_xlabel("Eigenvalue")
         axes[1].set_ylabel("Density (SLQ)")
     fig.suptitle(title, fontsize=10)
-    return save(fig, path)
+    return save_figure(fig, path)
 
 
 def noise_bands(centers: np.ndarray, drops: np.ndarray, width: float, title: str, path: Path) -> Path:
@@ -155,7 +147,7 @@ def noise_bands(centers: np.ndarray, drops: np.ndarray, width: float, title: str
     ax.set_xlabel("Noise frequency band")
     ax.set_ylabel("Accuracy drop (%)")
     ax.set_title(title, fontsize=10)
-    return save(fig, path)
+    return save_figure(fig, path)
 
 
 def attention_by_depth(
@@ -175,4 +167,4 @@ def attention_by_depth(
         ax.scatter(x, uniform, color="black", marker="x", s=20, zorder=4, clip_on=False, label="uniform")
         shade_blocks(ax, sequence, kinds=False)
         ax.set_ylabel(label)
-    return save(fig, path)
+    return save_figure(fig, path)

@@ -1,24 +1,10 @@
-"""CSV output and JSON-safe summary values."""
+"""JSON-safe summary values of the analyses."""
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
-
-
-def write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> Path:
-    """Write ``rows`` (dicts sharing the first row's keys) with a header; return ``path``."""
-    if not rows:
-        raise ValueError(f"no rows to write to {path}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
 
 
 def finite_or_none(value: float) -> float | None:

@@ -9,20 +9,19 @@ from typing import Any, ClassVar
 
 import torch
 
+from ..files import write_csv
 from . import plots
 from .blocks import Tap
 from .config import SampleConfig
 from .context import AnalysisContext
 from .data import clean_batches
 from .features import mean_per_tap
-from .tables import compact, tap_summary, write_csv
+from .tables import compact, tap_summary
 
 
 @dataclass(frozen=True)
 class VarianceConfig(SampleConfig):
     analysis: ClassVar[str] = "variance"
-
-    images: int = 1024
 
 
 def spatial_variance(maps: torch.Tensor) -> torch.Tensor:

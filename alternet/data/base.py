@@ -17,6 +17,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from ..errors import ConfigValueError, DataError
+from ..seeds import derive_seed
 from .transforms import build_transform, reseed
 
 
@@ -71,12 +72,11 @@ class EpochSampler(Sampler):
         if not self.shuffle:
             yield from range(self.rank, self.size, self.world_size)
             return
-        generator = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
+        generator = torch.Generator().manual_seed(derive_seed(self.seed, "order", self.epoch))
         order = torch.randperm(self.size, generator=generator)
         order = order[: len(self) * self.world_size][self.rank :: self.world_size].tolist()
-        base = (self.seed * 1_000_003 + self.epoch) * self.size
         for index in order:
-            yield index, (base + index) % 2**32
+            yield index, derive_seed(self.seed, "augment", self.epoch, index)
 
 
 def _split_size(val_size: int | float, pool: int) -> int:
@@ -197,6 +197,17 @@ class ImageDataModule(L.LightningDataModule):
             pin_memory=self.pin_memory,
             persistent_workers=self.persistent_workers,
         )
+
+    def facts(self) -> dict[str, Any]:
+        """What a model trained on this data must know, saved with its checkpoints: the data set's name, class
+        count, image size and normalisation (the data set's own statistics unless the config overrides them)."""
+        return {
+            "name": self.name,
+            "num_classes": self.num_classes,
+            "image_size": self.image_size,
+            "mean": list(self.mean),
+            "std": list(self.std),
+        }
 
     def describe(self) -> str:
         sizes = ", ".join(f"{k} {len(v)}" for k, v in self.splits.items())

@@ -6,7 +6,6 @@ folder itself is accepted too). ``data.download=true`` fetches the archive with 
 
 from __future__ import annotations
 
-import hashlib
 import pickle
 from pathlib import Path
 from typing import ClassVar
@@ -15,15 +14,8 @@ import numpy as np
 from torchvision.datasets import CIFAR10, CIFAR100
 
 from ..errors import DataError
+from ..files import file_digest
 from .base import ImageDataModule
-
-
-def md5sum(path: Path, chunk: int = 1 << 22) -> str:
-    digest = hashlib.md5()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class CIFARDataModule(ImageDataModule):
@@ -60,7 +52,7 @@ class CIFARDataModule(ImageDataModule):
                 f"(e.g. data.root=/path/to/datasets), or set data.download=true to fetch it ({self.url_page})."
             )
         for name, md5 in expected.items():
-            found = md5sum(self.directory / name)
+            found = file_digest(self.directory / name, "md5")
             if found != md5:
                 raise DataError(
                     f"{self.name} file {self.directory / name} is corrupt: md5 {found}, expected {md5}. "

@@ -13,12 +13,10 @@ Real archives: CIFAR-10-C https://zenodo.org/record/2535967, CIFAR-100-C https:/
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import logging
 import multiprocessing
 import os
-import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -30,6 +28,8 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ..errors import DataError
+from ..files import atomic_write, bytes_digest, file_digest, write_json
+from ..seeds import derive_seed
 from .corruptions import (
     CONSTANTS_VERSION,
     CORRUPTIONS,
@@ -224,8 +224,7 @@ class _Task(NamedTuple):
 
 def task_seed(seed: int, name: str, severity: int, chunk: int) -> int:
     """The seed of one generation chunk: independent of worker count and scheduling."""
-    sequence = np.random.SeedSequence([seed, zlib.crc32(name.encode()), severity, chunk])
-    return int(sequence.generate_state(1)[0])
+    return derive_seed(seed, name, severity, chunk)
 
 
 def generate_cifar_c(
@@ -290,11 +289,6 @@ def _check_generation_inputs(
     return names, levels
 
 
-def _sha256(data: Any) -> str:
-    """Hex sha256 of a bytes-like object."""
-    return hashlib.sha256(data).hexdigest()
-
-
 def _cache_key(images: np.ndarray, labels: np.ndarray, severities: tuple[int, ...], seed: int) -> dict[str, Any]:
     """Everything the generated files depend on; a manifest with a different key is stale."""
     return {
@@ -307,8 +301,8 @@ def _cache_key(images: np.ndarray, labels: np.ndarray, severities: tuple[int, ..
         "severities": list(severities),
         "n_per_severity": len(images),
         "image_shape": list(images.shape[1:]),
-        "images_sha256": _sha256(np.ascontiguousarray(images).data),
-        "labels_sha256": _sha256(np.ascontiguousarray(labels, dtype=np.int64).data),
+        "images_sha256": bytes_digest(np.ascontiguousarray(images).data),
+        "labels_sha256": bytes_digest(np.ascontiguousarray(labels, dtype=np.int64).data),
     }
 
 
@@ -342,24 +336,13 @@ def _discard_stale(out: Path, manifest: Mapping[str, Any] | None, keep: Mapping[
 
 def _file_entry(path: Path) -> dict[str, Any]:
     """Size and sha256 of a finished file, for the manifest."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 22):
-            digest.update(block)
-    return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``path`` and rename it into place."""
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_bytes(data)
-    os.replace(partial, path)
+    return {"bytes": path.stat().st_size, "sha256": file_digest(path)}
 
 
 def _write_manifest(out: Path, manifest: dict[str, Any]) -> None:
     """Write manifest.json atomically; ``synthetic_frost`` says whether a frost file is listed."""
     manifest["synthetic_frost"] = SYNTHETIC_FROST and "frost.npy" in manifest["files"]
-    _write_atomic(out / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True).encode())
+    write_json(out / MANIFEST, manifest, sort_keys=True)
 
 
 def _record(out: Path, manifest: dict[str, Any], file: str, entry: dict[str, Any]) -> None:
@@ -371,10 +354,12 @@ def _record(out: Path, manifest: dict[str, Any], file: str, entry: dict[str, Any
 def _write_labels(out: Path, labels: np.ndarray, severities: int) -> dict[str, Any]:
     """Write labels.npy (labels repeated per severity; uint8 when they fit, as in the real files)."""
     dtype = np.uint8 if labels.min() >= 0 and labels.max() < 256 else np.int64
-    partial = out / f".{LABELS}.partial"
-    with open(partial, "wb") as f:
-        np.save(f, np.tile(labels.astype(dtype), severities))
-    os.replace(partial, out / LABELS)
+
+    def write(tmp: Path) -> None:
+        with tmp.open("wb") as handle:  # a handle, so np.save does not append ".npy" to the temporary name
+            np.save(handle, np.tile(labels.astype(dtype), severities))
+
+    atomic_write(out / LABELS, write)
     return _file_entry(out / LABELS)
 
 
@@ -499,31 +484,7 @@ def _generate_in_pool(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m alternet.data.cifar_c --export DIR [--data cifar100] [--root data]``: write a complete
-    CIFAR-C-layout directory generated from a data set's clean test split, for use by any CIFAR-C tool."""
-    import argparse
+if __name__ == "__main__":  # entry point: `python -m alternet.data.cifar_c --export DIR` (alternet.apps.corruptions)
+    from ..apps.corruptions import main
 
-    from . import build_datamodule
-
-    parser = argparse.ArgumentParser(description=main.__doc__.split("\n")[0].strip("`: "))
-    parser.add_argument("--export", required=True, type=Path, help="output directory")
-    parser.add_argument("--data", default="cifar100", help="cifar10 or cifar100 (default: cifar100)")
-    parser.add_argument("--root", default="data", help="directory holding the data set (default: data)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workers", type=int, default=None, help="processes (default: one per CPU core)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    try:
-        datamodule = build_datamodule({"name": args.data, "root": args.root}, {"batch_size": 1}, seed=0)
-        datamodule.setup()
-    except (DataError, ValueError) as error:
-        raise SystemExit(f"error: {error}") from error
-    test = datamodule.splits["test"]
-    out = generate_cifar_c(test.images, test.labels, args.export, seed=args.seed, workers=args.workers)
-    print(f"{args.data}-C ({len(CORRUPTIONS)} corruptions x {len(SEVERITIES)} severities, generated): {out}")
-    return 0
-
-
-if __name__ == "__main__":
     raise SystemExit(main())

@@ -11,6 +11,8 @@ import cv2
 import numpy as np
 from albumentations.pytorch import ToTensorV2
 
+from .randaugment import RandAugment
+
 
 def _fill(mean: Sequence[float]) -> tuple[int, ...]:
     return tuple(round(255 * m) for m in mean)
@@ -33,8 +35,6 @@ def augmentation_ops(augment: Mapping[str, Any], image_size: int, mean: Sequence
     if augment.get("hflip"):
         ops.append(A.HorizontalFlip(p=0.5))
     if augment.get("randaugment"):
-        from .randaugment import RandAugment
-
         ops.append(RandAugment.from_config(augment["randaugment"], fill=_fill(mean)))
     cutout = augment.get("cutout")
     if cutout:

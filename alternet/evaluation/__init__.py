@@ -1,16 +1,11 @@
-"""Evaluation: calibration metrics and temperature scaling, corruption robustness, report figures."""
+"""Evaluation of a trained model: calibration on the test split (metric definitions: :mod:`alternet.metrics`),
+temperature scaling, corruption robustness, report figures; :class:`Evaluator` runs them all."""
 
 from __future__ import annotations
 
-from .calibration import (
-    ReliabilityBins,
-    apply_temperature,
-    calibration_metrics,
-    fit_temperature,
-    reliability_bins,
-    softmax,
-)
+from .inference import choose_device, predict
 from .plots import corruption_heatmap, reliability_diagram
+from .report import Evaluator
 from .robustness import (
     CORRUPTIONS,
     FAMILIES,
@@ -32,20 +27,17 @@ __all__ = [
     "FAMILIES",
     "SEVERITIES",
     "SOURCES",
-    "ReliabilityBins",
+    "Evaluator",
     "RobustnessBaseline",
     "RobustnessError",
     "RobustnessRow",
-    "apply_temperature",
-    "calibration_metrics",
+    "choose_device",
     "corruption_heatmap",
-    "fit_temperature",
     "load_baseline",
-    "reliability_bins",
+    "predict",
     "reliability_diagram",
     "robustness_record",
     "robustness_summary",
-    "softmax",
     "update_metrics_json",
     "write_accuracy_csv",
     "write_table_csv",

@@ -1,47 +1,19 @@
-"""Batched inference on the accelerator, and rebuilding a model from a checkpoint."""
+"""Batched inference on the accelerator."""
 
 from __future__ import annotations
 
 from contextlib import nullcontext
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from ..checkpoints import read_checkpoint
-from ..errors import CheckpointError
-
 
 def choose_device(device: str = "auto") -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
-
-
-def load_checkpoint_module(path: str | Path, use_ema: bool = False) -> tuple[nn.Module, dict[str, Any]]:
-    """The ``ClassificationModule`` stored in a Lightning checkpoint (optionally with its EMA weights
-    as the model), in eval mode, and the checkpoint's hyperparameters."""
-    from ..training.module import ClassificationModule
-
-    checkpoint = read_checkpoint(path)
-    hparams = checkpoint.get("hyper_parameters") or {}
-    if not {"model", "recipe", "data"} <= set(hparams):
-        raise CheckpointError(f"checkpoint {path} was not written by alternet (no model/recipe/data hyperparameters)")
-    module = ClassificationModule(**{key: hparams[key] for key in ("model", "recipe", "data")})
-    missing, unexpected = module.load_state_dict(checkpoint["state_dict"], strict=False)
-    if missing or unexpected:
-        raise CheckpointError(
-            f"checkpoint {path} does not match its model {hparams['model'].get('name')!r}: "
-            f"missing {missing[:5]}, unexpected {unexpected[:5]}"
-        )
-    if use_ema:
-        if module.ema is None:
-            raise CheckpointError(f"checkpoint {path} has no EMA weights (train with recipe.ema.decay=...)")
-        module.model = module.ema
-    return module.eval(), hparams
 
 
 @torch.no_grad()

@@ -11,26 +11,17 @@ from pathlib import Path
 
 import numpy as np
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import Colormap, Normalize
 from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
-from .calibration import ReliabilityBins
+from ..files import save_figure
+from ..metrics import ReliabilityBins
 from .robustness import RobustnessRow, accuracy_grid, check_table
 
-DPI = 150
 ACCURACY_COLOR = "tab:blue"
 GAP_COLOR = "tab:red"
 HEATMAP_CMAP = "viridis"
-
-
-def _save(fig: Figure, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    FigureCanvasAgg(fig)
-    fig.savefig(path, dpi=DPI)
-    return path
 
 
 def _percent(value: float) -> str:
@@ -47,7 +38,7 @@ def reliability_diagram(bins: ReliabilityBins, path: str | Path, title: str = "R
         f"{title}\nECE {100 * bins.ece:.2f}%  ·  accuracy {_percent(bins.overall_accuracy)}  ·  n = {bins.n}",
         fontsize=11,
     )
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _draw_reliability(ax: Axes, bins: ReliabilityBins) -> None:
@@ -141,7 +132,7 @@ def corruption_heatmap(
         )
         headline += f"  ·  clean {_percent(clean_acc)}"
     ax.set_title(f"{title}\n{headline}", fontsize=11)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _annotate_cells(ax: Axes, values: np.ndarray, cmap: Colormap, norm: Normalize) -> None:

@@ -16,8 +16,8 @@ from ..data.cifar_c import CifarC, generate_cifar_c, load_cifar_c
 from ..data.corruptions import CORRUPTIONS
 from ..data.transforms import build_transform
 from ..errors import ConfigValueError
-from ..jsonio import write_json
-from .calibration import apply_temperature, calibration_metrics, fit_temperature, reliability_bins, softmax
+from ..files import write_json
+from ..metrics import apply_temperature, calibration_metrics, fit_temperature, reliability_bins, softmax
 from .inference import choose_device, predict
 from .plots import corruption_heatmap, reliability_diagram
 from .robustness import (
@@ -41,12 +41,12 @@ class Evaluator:
         self.datamodule = datamodule
         self.settings = settings
         self.out_dir = Path(out_dir)
-        self.device = choose_device(settings.get("device", "auto"))
-        precision = str(settings.get("precision", "32"))
+        self.device = choose_device(settings["device"])
+        precision = str(settings["precision"])
         if precision not in AUTOCAST:
             raise ConfigValueError(f"precision={precision!r} is invalid: choose one of {list(AUTOCAST)}")
         self.autocast = AUTOCAST[precision]
-        self.n_bins = int((settings.get("calibration") or {}).get("n_bins", 10))
+        self.n_bins = int(settings["calibration"]["n_bins"])
         self.files: list[Path] = []
 
     def _predict(self, dataset: ArrayDataset) -> tuple[np.ndarray, np.ndarray]:
@@ -54,9 +54,9 @@ class Evaluator:
             self.model,
             dataset,
             device=self.device,
-            batch_size=int(self.settings.get("batch_size", 512)),
+            batch_size=int(self.settings["batch_size"]),
             autocast=self.autocast,
-            num_workers=int(self.settings.get("num_workers", 0)),
+            num_workers=int(self.settings["num_workers"]),
         )
 
     def _file(self, path: Path) -> Path:
@@ -71,7 +71,7 @@ class Evaluator:
         metrics: dict[str, Any] = {"test": calibration_metrics(probs, labels, self.n_bins)}
         bins = reliability_bins(probs, labels, self.n_bins)
         reliability_diagram(bins, self._file(self.out_dir / "reliability.png"), title=self._title("test"))
-        if (self.settings.get("calibration") or {}).get("temperature_scaling"):
+        if self.settings["calibration"]["temperature_scaling"]:
             metrics["temperature_scaling"] = self._temperature(logits, labels)
         return metrics, {"logits": logits, "probs": probs.astype(np.float32), "labels": labels}
 
@@ -90,37 +90,37 @@ class Evaluator:
         return {"temperature": temperature, "test": calibration_metrics(scaled, labels, self.n_bins)}
 
     def _title(self, what: str) -> str:
-        return f"{self.settings.get('label', 'model')} on {self.datamodule.name} ({what})"
+        return f"{self.settings['label']} on {self.datamodule.name} ({what})"
 
     # robustness -----------------------------------------------------------------------------
 
     def robustness_enabled(self) -> bool:
-        cfg = self.settings.get("robustness") or {}
-        enabled = cfg.get("enabled", "auto")
+        cfg = self.settings["robustness"]
+        enabled = cfg["enabled"]
         if enabled == "auto":  # CIFAR, or any data set whose corrupted files are given
-            return self.datamodule.name in ROBUST_DATA or bool(cfg.get("root"))
+            return self.datamodule.name in ROBUST_DATA or bool(cfg["root"])
         return bool(enabled)
 
     def corrupted_sets(self) -> CifarC:
         """Real CIFAR-C files from ``robustness.root``, or corruptions generated from the test split and cached."""
-        cfg = self.settings.get("robustness") or {}
-        corruptions = tuple(cfg.get("corruptions") or CORRUPTIONS)
-        if cfg.get("root"):
+        cfg = self.settings["robustness"]
+        corruptions = tuple(cfg["corruptions"] or CORRUPTIONS)
+        if cfg["root"]:
             return load_cifar_c(cfg["root"], corruptions, num_classes=self.datamodule.num_classes)
         test = self.datamodule.splits["test"]
         images, labels = test.images, test.labels
-        if cfg.get("max_images"):
+        if cfg["max_images"]:
             images, labels = images[: int(cfg["max_images"])], labels[: int(cfg["max_images"])]
-        seed = int(cfg.get("seed", 0))
-        cache = Path(cfg.get("cache_dir", "data/corruptions")) / f"{self.datamodule.name}-c-seed{seed}-n{len(images)}"
-        severities = tuple(cfg.get("severities") or (1, 2, 3, 4, 5))
-        generate_cifar_c(images, labels, cache, corruptions, severities, seed=seed, workers=cfg.get("workers"))
+        seed = int(cfg["seed"])
+        cache = Path(cfg["cache_dir"]) / f"{self.datamodule.name}-c-seed{seed}-n{len(images)}"
+        severities = tuple(cfg["severities"])
+        generate_cifar_c(images, labels, cache, corruptions, severities, seed=seed, workers=cfg["workers"])
         return load_cifar_c(cache, corruptions, num_classes=self.datamodule.num_classes)
 
     def robustness(
         self, clean_probs: np.ndarray, clean_labels: np.ndarray
     ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        cfg = self.settings.get("robustness") or {}
+        cfg = self.settings["robustness"]
         sets = self.corrupted_sets()
         n = sets.n_per_severity  # the clean reference uses the same images as the corrupted sets
         clean_acc = float((clean_probs[:n].argmax(1) == clean_labels[:n]).mean())
@@ -133,7 +133,7 @@ class Evaluator:
             metrics = calibration_metrics(probs, labels, self.n_bins)
             rows.append(RobustnessRow.from_metrics(corruption, severity, metrics, len(labels), sets.source))
             predictions[f"{corruption}/{severity}"] = (probs, labels)
-        baseline = load_baseline(cfg["baseline"]) if cfg.get("baseline") else None
+        baseline = load_baseline(cfg["baseline"]) if cfg["baseline"] else None
         summary = robustness_summary(rows, baseline, clean_acc=clean_acc)
         record = robustness_record(rows, summary) | {"root": str(sets.root), "synthetic_frost": sets.synthetic_frost}
         write_table_csv(rows, self._file(self.out_dir / "robustness_table.csv"))

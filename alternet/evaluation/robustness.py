@@ -32,8 +32,6 @@ metrics.json schema (read by :func:`load_baseline`, written with :func:`robustne
 
 from __future__ import annotations
 
-import csv
-import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -44,7 +42,8 @@ import numpy as np
 
 from ..data.corruptions import CORRUPTIONS, FAMILIES, SEVERITIES
 from ..errors import AlternetError
-from ..jsonio import update_json as update_metrics_json  # merge into metrics.json, atomically
+from ..files import read_json, write_csv
+from ..files import update_json as update_metrics_json  # merge into metrics.json, atomically
 
 SOURCES = ("real", "generated")
 SCHEMA_VERSION = 1
@@ -118,7 +117,7 @@ class RobustnessRow:
     def from_metrics(
         cls, corruption: str, severity: int, metrics: Mapping[str, float], n: int, source: str
     ) -> RobustnessRow:
-        """A row from :func:`~alternet.evaluation.calibration.calibration_metrics` output."""
+        """A row from :func:`~alternet.metrics.calibration_metrics` output."""
         return cls(corruption, int(severity), metrics["acc"], metrics["nll"], metrics["ece"], int(n), source)
 
     @classmethod
@@ -308,7 +307,7 @@ def load_baseline(path: str | Path) -> RobustnessBaseline:
     path = Path(path)
     if not path.is_file():
         raise RobustnessError(f"baseline metrics file {path} not found; evaluate the baseline's robustness first")
-    metrics = json.loads(path.read_text())
+    metrics = read_json(path, error=RobustnessError)
     if "robustness" not in metrics:
         raise RobustnessError(f"{path} has no 'robustness' section; evaluate the baseline on corruptions first")
     rows = rows_from_record(metrics["robustness"])
@@ -324,27 +323,22 @@ def _format(value: float) -> str:
 def write_table_csv(rows: Sequence[RobustnessRow], path: str | Path) -> Path:
     """Long form: one line per (corruption, severity) with every metric."""
     check_table(rows)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(TABLE_COLUMNS)
-        for row in _ordered(rows):
-            metrics = (_format(row.acc), _format(row.error), _format(row.nll), _format(row.ece))
-            writer.writerow((row.corruption, row.severity, row.family, row.source, row.n, *metrics))
-    return path
+    lines = []
+    for row in _ordered(rows):
+        metrics = (_format(row.acc), _format(row.error), _format(row.nll), _format(row.ece))
+        values = (row.corruption, row.severity, row.family, row.source, row.n, *metrics)
+        lines.append(dict(zip(TABLE_COLUMNS, values)))
+    return write_csv(path, lines, TABLE_COLUMNS)
 
 
 def write_accuracy_csv(rows: Sequence[RobustnessRow], path: str | Path) -> Path:
     """Wide accuracy table: one line per corruption, one column per severity, a mean column and a mean line."""
     corruptions, severities, grid = accuracy_grid(rows)
     family = _family_of(rows)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(("corruption", "family", *(f"severity_{s}" for s in severities), "mean"))
-        for corruption, accs in zip(corruptions, grid):
-            writer.writerow((corruption, family[corruption], *map(_format, accs), _format(accs.mean())))
-        writer.writerow(("mean", "", *map(_format, grid.mean(axis=0)), _format(grid.mean())))
-    return path
+    columns = ("corruption", "family", *(f"severity_{s}" for s in severities), "mean")
+    lines = [
+        dict(zip(columns, (corruption, family[corruption], *map(_format, accs), _format(accs.mean()))))
+        for corruption, accs in zip(corruptions, grid)
+    ]
+    lines.append(dict(zip(columns, ("mean", "", *map(_format, grid.mean(axis=0)), _format(grid.mean())))))
+    return write_csv(path, lines, columns)

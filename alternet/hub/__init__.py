@@ -10,9 +10,8 @@ fine-tune from them, and move them through W&B artifacts.
 - :func:`load_pretrained`: the same weights into an existing model (``model.pretrained=SOURCE`` in training).
 """
 
-from .artifacts import ArtifactError
+from ..tracking import ArtifactError
 from .export import export
-from .finish import after_training
 from .loading import LoadReport, load, load_pretrained
 
-__all__ = ["ArtifactError", "LoadReport", "after_training", "export", "load", "load_pretrained"]
+__all__ = ["ArtifactError", "LoadReport", "export", "load", "load_pretrained"]

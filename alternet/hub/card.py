@@ -72,15 +72,15 @@ def _recipe_section(config: dict[str, Any]) -> list[str]:
 
 def _test_section(config: dict[str, Any]) -> list[str]:
     info = config["alternet"]
-    test = info.get("test")
+    ema = bool(info["ema"] and info.get("test_ema"))
+    test = info.get("test_ema") if ema else info.get("test")
     if not test:
         return ["No test metrics were recorded (no metrics.json next to the checkpoint)."]
-    prefix = "test_ema/" if info["ema"] and "test_ema/acc" in test else "test/"
     lines = ["| metric | value |", "| --- | --- |"]
-    lines += [f"| {label} | {_number(test.get(prefix + key))} |" for key, label in TEST_METRICS]
+    lines += [f"| {label} | {_number(test.get(key))} |" for key, label in TEST_METRICS]
     tested = info.get("tested_checkpoint")
     note = "" if tested == info["checkpoint"] else " (not the exported checkpoint)"
-    weights = "EMA weights" if prefix == "test_ema/" else "weights"
+    weights = "EMA weights" if ema else "weights"
     lines += ["", f"Measured on the test split with the {weights} of `{tested or 'the final weights'}`{note}."]
     return lines
 

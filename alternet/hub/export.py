@@ -5,21 +5,21 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
-import yaml
 from safetensors.torch import save_file
 from torch import nn
 
 from .. import __version__
 from ..data import build_datamodule
 from ..errors import AlternetError, CheckpointError
+from ..files import atomic_write, write_text
 from ..models import create_model
+from ..runs import find_checkpoint, run_config, run_metrics
 from .card import model_card
 from .loading import apply_weights
-from .sources import CONFIG_FILE, EXPORT_FORMAT, WEIGHTS_FILE, Source, find_checkpoint, read_json, read_lightning
+from .sources import CONFIG_FILE, EXPORT_FORMAT, WEIGHTS_FILE, Source, read_lightning
 
 PAPER = dict(paper_name="How Do Vision Transformers Work?", paper_ids="arXiv:2202.06709")
 
@@ -33,25 +33,22 @@ def export(source: str | Path, out: str | Path, *, ema: bool = False) -> Path:
     opened = read_lightning(checkpoint, ema=ema, run_dir=run_dir)
     model = create_model(opened.require_architecture(), num_classes=opened.num_classes, **opened.model_args)
     apply_weights(model, opened, strict=True)  # the weights must rebuild their architecture exactly
-    run_config = _run_config(opened)
-    labels, label_note = label_names(run_config, opened.num_classes)
-    metrics = read_json(run_dir / "metrics.json") if run_dir and (run_dir / "metrics.json").is_file() else {}
-    config = export_config(opened, model, run_config, labels, label_note, metrics)
+    trained = _run_config(opened)
+    labels, label_note = label_names(trained, opened.num_classes)
+    config = export_config(opened, model, trained, labels, label_note, run_metrics(run_dir))
     _prepare(out)
     weights = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
-    _atomic(out / WEIGHTS_FILE, lambda tmp: save_file(weights, str(tmp), metadata={"format": "pt"}))
-    _atomic(out / CONFIG_FILE, lambda tmp: tmp.write_text(json.dumps(config, indent=2, allow_nan=False) + "\n"))
-    _atomic(out / "README.md", lambda tmp: tmp.write_text(model_card(config)))
+    atomic_write(out / WEIGHTS_FILE, lambda tmp: save_file(weights, str(tmp), metadata={"format": "pt"}))
+    write_text(out / CONFIG_FILE, json.dumps(config, indent=2, allow_nan=False) + "\n")
+    write_text(out / "README.md", model_card(config))
     return out
 
 
 def _run_config(opened: Source) -> dict[str, Any]:
     """The run's resolved data and recipe: its config.yaml when present, else the checkpoint's hyperparameters."""
-    config_file = opened.run_dir / "config.yaml" if opened.run_dir else None
-    if config_file and config_file.is_file():
-        resolved = yaml.safe_load(config_file.read_text()) or {}
-        if isinstance(resolved.get("data"), dict) and isinstance(resolved.get("recipe"), dict):
-            return resolved
+    resolved = run_config(opened.run_dir) or {}
+    if isinstance(resolved.get("data"), dict) and isinstance(resolved.get("recipe"), dict):
+        return resolved
     return {"data": opened.hyper_parameters["data"], "recipe": opened.hyper_parameters.get("recipe") or {}}
 
 
@@ -81,7 +78,7 @@ def export_config(
 ) -> dict[str, Any]:
     """``config.json``: timm's keys (``architecture``, ``num_classes``, ``num_features``, ``label_names``,
     ``model_args``, ``pretrained_cfg``) and an ``alternet`` section describing training and results."""
-    data = run_config["data"]
+    data = opened.hyper_parameters["data"] | {"val_size": run_config["data"].get("val_size")}
     description = f"{opened.architecture} trained on {data['name']} with alternet"
     return {
         "architecture": opened.architecture,
@@ -104,6 +101,7 @@ def export_config(
             "epochs": metrics.get("epochs"),
             "tested_checkpoint": Path(metrics["tested_checkpoint"]).name if metrics.get("tested_checkpoint") else None,
             "test": metrics.get("test"),
+            "test_ema": metrics.get("test_ema"),
             "robustness": (metrics.get("robustness") or {}).get("summary"),
         },
     }
@@ -115,13 +113,3 @@ def _prepare(out: Path) -> None:
     if out.is_dir() and any(out.iterdir()) and not (out / CONFIG_FILE).is_file():
         raise CheckpointError(f"export destination {out} is a non-empty directory but not an export; choose another")
     out.mkdir(parents=True, exist_ok=True)
-
-
-def _atomic(path: Path, write: Any) -> None:
-    """Write through a temporary file in the same directory, so readers never see half a file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        write(tmp)
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)

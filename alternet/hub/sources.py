@@ -1,11 +1,11 @@
 """Where weights come from: an export directory, a Lightning checkpoint or run directory, a bare safetensors
 file, or a W&B artifact reference. Everything is read without unpickling code: safetensors, or
-``torch.load(weights_only=True)`` through :func:`alternet.checkpoints.read_checkpoint`.
+``torch.load(weights_only=True)`` through :func:`alternet.runs.read_weights`; a run directory stands for the
+checkpoint :func:`alternet.runs.find_checkpoint` picks, as for every other command.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,16 +16,16 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 from timm.models import get_pretrained_cfg
 
-from ..checkpoints import read_checkpoint
 from ..errors import CheckpointError
-from ..training.module import model_kwargs
+from ..files import read_json
+from ..runs import find_checkpoint, read_weights
+from ..tracking import download_artifact
 
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
 EXPORT_FORMAT = 1
 # entity/project/name:version (or project/name:version with the default entity)
 ARTIFACT_REF = re.compile(r"^(?:[\w.-]+/){1,2}[\w.-]+:[\w.-]+$")
-TRAINING_ONLY_ARGS = ("num_classes", "drop_path_rate")  # set by the caller, or meaningless after training
 
 
 @dataclass
@@ -57,8 +57,6 @@ def open_source(source: str | Path, *, ema: bool = False) -> Source:
     """Read ``source``: an export directory, run directory, checkpoint, safetensors file or W&B artifact ref."""
     path = Path(source).expanduser()
     if not path.exists() and isinstance(source, str) and ARTIFACT_REF.match(source):
-        from .artifacts import download_artifact
-
         return _with_location(open_source(download_artifact(source), ema=ema), f"W&B artifact {source}")
     if path.is_dir() and (path / CONFIG_FILE).is_file():
         return _refuse_ema(read_export(path), ema)
@@ -90,70 +88,18 @@ def _refuse_ema(source: Source, ema: bool) -> Source:
 # Lightning checkpoints and run directories --------------------------------------------------------
 
 
-def find_checkpoint(path: Path) -> tuple[Path, Path | None]:
-    """The checkpoint to read and its run directory: a run directory gives its best checkpoint, else ``last``."""
-    if path.is_file():
-        run_dir = path.parent.parent
-        return path, run_dir if (run_dir / "config.yaml").is_file() else None
-    folder = path / "checkpoints"
-    if not folder.is_dir():
-        ckpts = sorted(path.glob("*.ckpt"))
-        if len(ckpts) == 1:  # e.g. a downloaded checkpoint artifact
-            return ckpts[0], None
-        raise CheckpointError(
-            f"{path} is neither a run directory (no checkpoints/ folder), an export directory (no {CONFIG_FILE}) "
-            "nor a folder with a single .ckpt file"
-        )
-    best = _best_checkpoint(path, folder)
-    if best is not None:
-        return best, path
-    if (folder / "last.ckpt").is_file():
-        return folder / "last.ckpt", path
-    raise CheckpointError(f"run directory {path} has no checkpoints in {folder} (did training finish an epoch?)")
-
-
-def _best_checkpoint(run_dir: Path, folder: Path) -> Path | None:
-    """The best checkpoint named in metrics.json (looked up by name, so moved run directories work), or the
-    only ``best-*.ckpt``."""
-    metrics = read_json(run_dir / "metrics.json") if (run_dir / "metrics.json").is_file() else {}
-    named = metrics.get("best_checkpoint")
-    if named and (folder / Path(named).name).is_file():
-        return folder / Path(named).name
-    candidates = sorted(folder.glob("best-*.ckpt"))
-    if len(candidates) > 1:
-        raise CheckpointError(
-            f"run directory {run_dir} has {len(candidates)} best checkpoints ({', '.join(c.name for c in candidates)}) "
-            "and its metrics.json does not say which is best; pass the checkpoint file itself"
-        )
-    return candidates[0] if candidates else None
-
-
 def read_lightning(path: Path, *, ema: bool = False, run_dir: Path | None = None) -> Source:
-    """A checkpoint written by :class:`alternet.training.module.ClassificationModule`."""
-    checkpoint = read_checkpoint(path)
-    hparams = checkpoint.get("hyper_parameters") or {}
-    if not isinstance(hparams.get("model"), dict) or not isinstance(hparams.get("data"), dict):
-        raise CheckpointError(
-            f"checkpoint {path} lacks the model and data hyperparameters alternet's ClassificationModule saves; "
-            "it was not written by alternet's training"
-        )
-    prefix = "ema." if ema else "model."
-    state_dict = {k[len(prefix) :]: v for k, v in checkpoint["state_dict"].items() if k.startswith(prefix)}
-    if not state_dict:
-        what = "EMA weights (the run had no recipe.ema)" if ema else "model weights (no 'model.' keys)"
-        raise CheckpointError(f"checkpoint {path} has no {what}")
-    model, data = hparams["model"], hparams["data"]
-    num_classes = int(data["num_classes"])
-    args = model_kwargs(model, num_classes=num_classes, img_size=data["image_size"], drop_path_rate=0.0)
-    args = {k: v for k, v in args.items() if k not in TRAINING_ONLY_ARGS and v is not None}
+    """A checkpoint written by alternet's training."""
+    weights = read_weights(path, ema=ema)
+    args = {k: v for k, v in weights.model_args.items() if v is not None}
     return Source(
         location=str(path),
-        state_dict=state_dict,
-        architecture=model["name"],
-        num_classes=num_classes,
+        state_dict=weights.state_dict,
+        architecture=weights.architecture,
+        num_classes=weights.num_classes,
         model_args=args,
-        pretrained_cfg=data_pretrained_cfg(model["name"], data, in_chans=int(args.get("in_chans", 3))),
-        hyper_parameters=dict(hparams),
+        pretrained_cfg=data_pretrained_cfg(weights.architecture, weights.data, in_chans=int(args.get("in_chans", 3))),
+        hyper_parameters=weights.hyper_parameters,
         checkpoint=path,
         run_dir=run_dir,
         ema=ema,
@@ -180,16 +126,6 @@ def data_pretrained_cfg(architecture: str, data: dict[str, Any], *, in_chans: in
 # exports and safetensors -------------------------------------------------------------------------
 
 
-def read_json(path: Path) -> dict[str, Any]:
-    try:
-        payload = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CheckpointError(f"{path} is unreadable or not valid JSON: {error}") from error
-    if not isinstance(payload, dict):
-        raise CheckpointError(f"{path} should hold a JSON object, found {type(payload).__name__}")
-    return payload
-
-
 def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
     """Tensors of a safetensors file; a truncated or tampered file is refused with its name."""
     if not path.is_file():
@@ -212,7 +148,7 @@ def read_safetensors_source(path: Path) -> Source:
 
 def read_export(directory: Path) -> Source:
     """A directory written by :func:`alternet.hub.export`: ``config.json`` and ``model.safetensors``."""
-    config = read_json(directory / CONFIG_FILE)
+    config = read_json(directory / CONFIG_FILE, error=CheckpointError)
     missing = [key for key in ("architecture", "num_classes", "pretrained_cfg") if key not in config]
     if missing:
         raise CheckpointError(f"{directory / CONFIG_FILE} lacks {missing}; it is not a timm/alternet model config")

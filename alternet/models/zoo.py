@@ -1,13 +1,16 @@
 """Named models, registered in timm: AlterNets, their pre-activation ResNet twins and comparison ViTs.
 
-After ``import alternet``, ``timm.create_model("alternet_r50", num_classes=100)`` works; every keyword
-(``layout``, ``heads``, ``window``, ``attention``, ``img_size``...) overrides the variant's default.
-The same names are the Hydra options under ``conf/model/``.
+This module is the one home of every named architecture: :data:`ARCHITECTURES` (AlterNets and pre-activation
+ResNets) and :data:`COMPARISONS` (ViT, PiT, Swin at CIFAR settings) map each name to a typed spec. After
+``import alternet``, ``timm.create_model("alternet_r50", num_classes=100)`` works; every keyword (``layout``,
+``heads``, ``window``, ``attention``, ``img_size``...) overrides the spec's value. The same names are the Hydra
+options under ``alternet/conf/model/``, whose keys are ``null`` (the spec's value) unless a user overrides them.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
 
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models.pit import PoolingVisionTransformer
@@ -18,37 +21,134 @@ from torch import nn
 from .backbone import AlterNet
 from .layout import alternate_layout, parse_layout
 
-HEADS = (3, 6, 12, 24)
+
+class _Spec:
+    """A frozen dataclass of constructor keywords for one named model, plus the class it builds."""
+
+    model_class: ClassVar[type[nn.Module]]
+    first_conv: ClassVar[str]  # timm pretrained_cfg: the input layer and the classifier
+    classifier: ClassVar[str]
+
+    def kwargs(self) -> dict[str, Any]:
+        """The spec as constructor keyword arguments."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
 
 
-def _spec(depths: tuple[int, ...], msas: tuple[int, ...], block: str, **extra: Any) -> dict[str, Any]:
-    return dict(layout=alternate_layout(depths, msas), block=block, **{"heads": HEADS, **extra})
+@dataclass(frozen=True)
+class AlterNetSpec(_Spec):
+    """An AlterNet or pre-activation ResNet (an AlterNet without MSAs): the :class:`AlterNet` keywords."""
+
+    model_class: ClassVar[type[nn.Module]] = AlterNet
+    first_conv: ClassVar[str] = "stem.conv"
+    classifier: ClassVar[str] = "head.fc"
+
+    layout: str  # stages separated by |; C = Conv block, M = MSA block
+    block: str  # basic | bottleneck
+    widths: tuple[int, ...] = (64, 128, 256, 512)
+    heads: tuple[int, ...] = (3, 6, 12, 24)  # per stage; more heads in later stages
+    head_dim: int = 64
+    window: int | None = None  # attention window; None: 4 for the CIFAR stem, 7 for the ImageNet stem
+    attention: str = "window"  # window | global | focused_linear
+    bias_per_head: bool = False  # one relative position bias table per head (reference: shared)
+    fused_attn: bool = True  # scaled_dot_product_attention; False forces the math path
+    stem: str = "auto"  # auto | cifar | imagenet (auto: ImageNet stem from 128 px)
+
+    @classmethod
+    def alternating(cls, depths: tuple[int, ...], msas: tuple[int, ...], block: str, **extra: Any) -> AlterNetSpec:
+        """Blocks per stage and MSAs per stage, laid out by the AlterNet build-up rule."""
+        return cls(layout=alternate_layout(depths, msas), block=block, **extra)
 
 
-ARCHITECTURES: dict[str, dict[str, Any]] = {
+@dataclass(frozen=True)
+class ViTSpec(_Spec):
+    """A timm :class:`VisionTransformer`."""
+
+    model_class: ClassVar[type[nn.Module]] = VisionTransformer
+    first_conv: ClassVar[str] = "patch_embed.proj"
+    classifier: ClassVar[str] = "head"
+
+    patch_size: int
+    embed_dim: int
+    depth: int
+    num_heads: int
+    img_size: int = 32
+
+
+@dataclass(frozen=True)
+class PiTSpec(_Spec):
+    """A timm :class:`PoolingVisionTransformer`."""
+
+    model_class: ClassVar[type[nn.Module]] = PoolingVisionTransformer
+    first_conv: ClassVar[str] = "patch_embed.conv"
+    classifier: ClassVar[str] = "head"
+
+    patch_size: int
+    stride: int
+    base_dims: tuple[int, ...]
+    depth: tuple[int, ...]
+    heads: tuple[int, ...]
+    mlp_ratio: float
+    img_size: int = 32
+
+
+@dataclass(frozen=True)
+class SwinSpec(_Spec):
+    """A timm :class:`SwinTransformer`."""
+
+    model_class: ClassVar[type[nn.Module]] = SwinTransformer
+    first_conv: ClassVar[str] = "patch_embed.proj"
+    classifier: ClassVar[str] = "head.fc"
+
+    patch_size: int
+    window_size: int
+    embed_dim: int
+    depths: tuple[int, ...]
+    num_heads: tuple[int, ...]
+    img_size: int = 32
+
+
+_alternating = AlterNetSpec.alternating
+_TINY = dict(widths=(32, 64, 128), heads=(1, 2, 4), head_dim=32)
+
+ARCHITECTURES: dict[str, AlterNetSpec] = {
     # AlterNets (HDVW models/alternet.py); alternet_r50 uses the paper's CIFAR-100 figure layout.
-    "alternet_r18": _spec((2, 2, 2, 2), (0, 1, 1, 1), "basic"),
-    "alternet_r34": _spec((3, 4, 6, 4), (0, 1, 3, 2), "basic"),
-    "alternet_r50": _spec((3, 4, 6, 4), (0, 1, 1, 2), "bottleneck"),
-    "alternet_r50_hdvw": _spec((3, 4, 6, 4), (0, 1, 3, 2), "bottleneck"),
-    "alternet_r101": _spec((3, 4, 23, 4), (0, 1, 3, 2), "bottleneck"),
-    "alternet_r152": _spec((3, 8, 36, 4), (0, 1, 3, 2), "bottleneck"),
+    "alternet_r18": _alternating((2, 2, 2, 2), (0, 1, 1, 1), "basic"),
+    "alternet_r34": _alternating((3, 4, 6, 4), (0, 1, 3, 2), "basic"),
+    "alternet_r50": _alternating((3, 4, 6, 4), (0, 1, 1, 2), "bottleneck"),
+    "alternet_r50_hdvw": _alternating((3, 4, 6, 4), (0, 1, 3, 2), "bottleneck"),
+    "alternet_r101": _alternating((3, 4, 23, 4), (0, 1, 3, 2), "bottleneck"),
+    "alternet_r152": _alternating((3, 8, 36, 4), (0, 1, 3, 2), "bottleneck"),
     # A CPU-friendly AlterNet for the embedded default and tests, and its Conv-only twin.
-    "alternet_tiny": _spec((1, 2, 2), (0, 1, 1), "basic", widths=(32, 64, 128), heads=(1, 2, 4), head_dim=32),
-    "preresnet_tiny": _spec((1, 2, 2), (0, 0, 0), "basic", widths=(32, 64, 128), heads=(1, 2, 4), head_dim=32),
+    "alternet_tiny": _alternating((1, 2, 2), (0, 1, 1), "basic", **_TINY),
+    "preresnet_tiny": _alternating((1, 2, 2), (0, 0, 0), "basic", **_TINY),
     # Pre-activation ResNet baselines (no MSA, classic depths).
-    "preresnet18": _spec((2, 2, 2, 2), (0, 0, 0, 0), "basic"),
-    "preresnet34": _spec((3, 4, 6, 3), (0, 0, 0, 0), "basic"),
-    "preresnet50": _spec((3, 4, 6, 3), (0, 0, 0, 0), "bottleneck"),
-    "preresnet101": _spec((3, 4, 23, 3), (0, 0, 0, 0), "bottleneck"),
-    "preresnet152": _spec((3, 8, 36, 3), (0, 0, 0, 0), "bottleneck"),
+    "preresnet18": _alternating((2, 2, 2, 2), (0, 0, 0, 0), "basic"),
+    "preresnet34": _alternating((3, 4, 6, 3), (0, 0, 0, 0), "basic"),
+    "preresnet50": _alternating((3, 4, 6, 3), (0, 0, 0, 0), "bottleneck"),
+    "preresnet101": _alternating((3, 4, 23, 3), (0, 0, 0, 0), "bottleneck"),
+    "preresnet152": _alternating((3, 8, 36, 3), (0, 0, 0, 0), "bottleneck"),
 }
 
-COMPARISON_MODELS = ("vit_ti_cifar", "pit_ti_cifar", "swin_ti_cifar")
+# Comparison models for the paper's tables, at CIFAR settings (timm classes).
+COMPARISONS: dict[str, ViTSpec | PiTSpec | SwinSpec] = {
+    "vit_ti_cifar": ViTSpec(patch_size=2, embed_dim=192, depth=12, num_heads=3),
+    "pit_ti_cifar": PiTSpec(
+        patch_size=2, stride=1, base_dims=(32, 32, 32), depth=(2, 6, 4), heads=(2, 4, 8), mlp_ratio=4
+    ),
+    "swin_ti_cifar": SwinSpec(patch_size=1, window_size=4, embed_dim=96, depths=(2, 2, 6, 2), num_heads=(3, 6, 12, 24)),
+}
+COMPARISON_MODELS = tuple(COMPARISONS)
 
 
-def _cfg(**kwargs: Any) -> dict[str, Any]:
-    defaults = dict(
+def spec_kwargs(name: str) -> dict[str, Any]:
+    """The zoo's constructor keywords for ``name`` (e.g. to record a model's full architecture next to a config's
+    overrides: ``{**spec_kwargs(name), **overrides}``); ``{}`` for a name the zoo does not define (a timm model)."""
+    spec = ARCHITECTURES.get(name) or COMPARISONS.get(name)
+    return spec.kwargs() if spec is not None else {}
+
+
+def _cfg(spec: _Spec) -> dict[str, Any]:
+    return dict(
         url="",
         num_classes=1000,
         input_size=(3, 32, 32),
@@ -57,27 +157,17 @@ def _cfg(**kwargs: Any) -> dict[str, Any]:
         interpolation="bilinear",
         mean=(0.5071, 0.4867, 0.4408),
         std=(0.2675, 0.2565, 0.2761),
-        first_conv="stem.conv",
-        classifier="head.fc",
+        first_conv=spec.first_conv,
+        classifier=spec.classifier,
         license="mit",
     )
-    return {**defaults, **kwargs}
 
 
-default_cfgs = generate_default_cfgs({name: _cfg() for name in ARCHITECTURES})
-default_cfgs.update(
-    generate_default_cfgs(
-        {
-            "vit_ti_cifar": _cfg(first_conv="patch_embed.proj", classifier="head"),
-            "pit_ti_cifar": _cfg(first_conv="patch_embed.conv", classifier="head"),
-            "swin_ti_cifar": _cfg(first_conv="patch_embed.proj", classifier="head.fc"),
-        }
-    )
-)
+default_cfgs = generate_default_cfgs({name: _cfg(spec) for name, spec in {**ARCHITECTURES, **COMPARISONS}.items()})
 
 
 def _create_alternet(variant: str, pretrained: bool = False, **kwargs: Any) -> AlterNet:
-    model_args = {**ARCHITECTURES[variant], **kwargs}
+    model_args = {**ARCHITECTURES[variant].kwargs(), **kwargs}
     num_stages = len(parse_layout(model_args["layout"]))
     out_indices = kwargs.pop("out_indices", tuple(range(num_stages)))
     return build_model_with_cfg(
@@ -170,30 +260,24 @@ def preresnet152(pretrained: bool = False, **kwargs: Any) -> AlterNet:
 # Comparison models for the paper's tables, at CIFAR settings (timm classes) ------------------
 
 
-def _create_timm(cls: type[nn.Module], variant: str, pretrained: bool, defaults: dict, kwargs: dict) -> nn.Module:
-    return build_model_with_cfg(cls, variant, pretrained, **{**defaults, **kwargs})
+def _create_comparison(variant: str, pretrained: bool, **kwargs: Any) -> nn.Module:
+    spec = COMPARISONS[variant]
+    return build_model_with_cfg(spec.model_class, variant, pretrained, **{**spec.kwargs(), **kwargs})
 
 
 @register_model
 def vit_ti_cifar(pretrained: bool = False, **kwargs: Any) -> VisionTransformer:
     """ViT-Ti for 32x32 inputs: patch 2, dim 192, depth 12, 3 heads."""
-    defaults = dict(img_size=32, patch_size=2, embed_dim=192, depth=12, num_heads=3)
-    return _create_timm(VisionTransformer, "vit_ti_cifar", pretrained, defaults, kwargs)
+    return _create_comparison("vit_ti_cifar", pretrained, **kwargs)
 
 
 @register_model
 def pit_ti_cifar(pretrained: bool = False, **kwargs: Any) -> PoolingVisionTransformer:
     """PiT-Ti for 32x32 inputs: patch 2, stride 1, dims 32x(2, 4, 8), depths 2, 6, 4."""
-    defaults = dict(
-        img_size=32, patch_size=2, stride=1, base_dims=(32, 32, 32), depth=(2, 6, 4), heads=(2, 4, 8), mlp_ratio=4
-    )
-    return _create_timm(PoolingVisionTransformer, "pit_ti_cifar", pretrained, defaults, kwargs)
+    return _create_comparison("pit_ti_cifar", pretrained, **kwargs)
 
 
 @register_model
 def swin_ti_cifar(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
     """Swin-Ti for 32x32 inputs: patch 1, window 4, dim 96, depths 2, 2, 6, 2."""
-    defaults = dict(
-        img_size=32, patch_size=1, window_size=4, embed_dim=96, depths=(2, 2, 6, 2), num_heads=(3, 6, 12, 24)
-    )
-    return _create_timm(SwinTransformer, "swin_ti_cifar", pretrained, defaults, kwargs)
+    return _create_comparison("swin_ti_cifar", pretrained, **kwargs)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+from ..files import atomic_write
+from ..seeds import derive_seed
 
 
 class EpochSeed(L.Callback):
@@ -22,24 +23,15 @@ class EpochSeed(L.Callback):
         self.seed = seed
 
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        epoch_seed = (self.seed * 1_000_003 + trainer.current_epoch * 1_009 + trainer.global_rank) % 2**32
+        epoch_seed = derive_seed(self.seed, "epoch", trainer.current_epoch, trainer.global_rank)
         L.seed_everything(epoch_seed, workers=True, verbose=False)
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """Write each checkpoint to a temporary file in the same directory, then rename it into place.
-
-    A run killed while saving never leaves a truncated file under the final name.
-    """
+    """Write each checkpoint through a temporary file renamed into place: a run killed while saving never
+    leaves a truncated file under the final name."""
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any = None) -> None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
-        try:
-            super().save_checkpoint(checkpoint, tmp, storage_options)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+        atomic_write(
+            path, lambda tmp: super(AtomicCheckpointIO, self).save_checkpoint(checkpoint, tmp, storage_options)
+        )

@@ -17,38 +17,31 @@ from timm.data import Mixup
 from timm.loss import SoftTargetCrossEntropy
 from torch import nn
 from torchmetrics import MeanMetric, MetricCollection
-from torchmetrics.classification import MulticlassAccuracy, MulticlassCalibrationError
+from torchmetrics.classification import MulticlassAccuracy
 
-from ..errors import AlternetError, ConfigValueError
+from ..errors import AlternetError
+from ..metrics import BinnedCalibrationError
 from ..models import create_model
-from .optim import build_optimizer, build_scheduler, parameter_groups
+from ..models.config import model_args
+from ..models.params import decay_groups
+from .optim import build_optimizer, build_scheduler
 
 
 class NonFiniteLossError(AlternetError, FloatingPointError):
     """The training loss became NaN or infinite."""
 
 
-def model_kwargs(model: Mapping[str, Any], *, num_classes: int, img_size: int, drop_path_rate: float) -> dict:
-    """Keyword arguments for ``create_model``: the model config's keys over the recipe's stochastic depth,
-    and the data's class count and image size. ``pretrained`` is handled by the caller."""
-    kwargs = {"drop_path_rate": drop_path_rate} | {k: v for k, v in model.items() if k not in ("name", "pretrained")}
-    for key, value, source in (
-        ("num_classes", num_classes, "data.num_classes"),
-        ("img_size", img_size, "data.image_size"),
-    ):
-        if kwargs.get(key, value) != value:
-            raise ConfigValueError(f"model.{key}={kwargs[key]} contradicts {source}={value}; set {source} instead")
-        kwargs[key] = value
-    return kwargs
+EVALUATED_METRICS = ("acc", "top5", "nll", "ece")  # per validation/test split, logged as "<split>/<metric>"
 
 
 def evaluation_metrics(num_classes: int) -> MetricCollection:
-    """Accuracy, top-5, NLL and 10-bin ECE; calibration metrics take probabilities."""
+    """Accuracy, top-5 and 10-bin ECE (NLL is a mean over samples, kept beside them); ECE takes probabilities and
+    bins them exactly as evaluate.py does."""
     return MetricCollection(
         {
             "acc": MulticlassAccuracy(num_classes, average="micro"),
             "top5": MulticlassAccuracy(num_classes, top_k=min(5, num_classes), average="micro"),
-            "ece": MulticlassCalibrationError(num_classes, n_bins=10, norm="l1"),
+            "ece": BinnedCalibrationError(n_bins=10),
         }
     )
 
@@ -59,7 +52,8 @@ class ClassificationModule(L.LightningModule):
     Args:
         model: model config (``name`` plus keyword arguments for ``alternet.create_model``).
         recipe: training recipe (optimizer, schedule, smoothing, mixup, EMA...).
-        data: data facts (``num_classes``, ``image_size``, ``mean``, ``std``, ``class_names``, ``name``).
+        data: facts of the built data module (:meth:`alternet.data.ImageDataModule.facts`: ``name``,
+            ``num_classes``, ``image_size``, ``mean``, ``std``).
     """
 
     def __init__(self, model: dict, recipe: dict, data: dict):
@@ -68,18 +62,18 @@ class ClassificationModule(L.LightningModule):
         self.num_classes = int(data["num_classes"])
         self.model = create_model(
             model["name"],
-            **model_kwargs(
+            **model_args(
                 model,
                 num_classes=self.num_classes,
                 img_size=data["image_size"],
-                drop_path_rate=recipe.get("drop_path_rate", 0.0),
+                drop_path_rate=recipe["drop_path_rate"],
             ),
         )
         self.recipe = recipe
         self.mixup = self._build_mixup(recipe)
-        smoothing = float(recipe.get("label_smoothing", 0.0))
+        smoothing = float(recipe["label_smoothing"])
         self.train_loss = SoftTargetCrossEntropy() if self.mixup else nn.CrossEntropyLoss(label_smoothing=smoothing)
-        self.ema = self._build_ema(recipe.get("ema"))
+        self.ema = self._build_ema(recipe["ema"])
         self.train_acc = MulticlassAccuracy(self.num_classes, average="micro")
         stages = ("val", "test", "val_ema", "test_ema") if self.ema is not None else ("val", "test")
         for stage in stages:
@@ -90,12 +84,10 @@ class ClassificationModule(L.LightningModule):
     # construction helpers -------------------------------------------------------------------
 
     def _build_mixup(self, recipe: Mapping[str, Any]) -> Mixup | None:
-        mixup = recipe.get("mixup")
+        mixup = recipe["mixup"]
         if not mixup or (not mixup.get("mixup_alpha") and not mixup.get("cutmix_alpha")):
             return None
-        return Mixup(
-            **dict(mixup), label_smoothing=float(recipe.get("label_smoothing", 0.0)), num_classes=self.num_classes
-        )
+        return Mixup(**dict(mixup), label_smoothing=float(recipe["label_smoothing"]), num_classes=self.num_classes)
 
     def _build_ema(self, ema: Mapping[str, Any] | None) -> nn.Module | None:
         if not ema:
@@ -180,7 +172,7 @@ class ClassificationModule(L.LightningModule):
 
     @property
     def finetune(self) -> dict[str, Any]:
-        return dict(self.recipe.get("finetune") or {})
+        return dict(self.recipe["finetune"])
 
     def _head_parameter_names(self) -> set[str]:
         head = self.model.get_classifier()
@@ -191,24 +183,23 @@ class ClassificationModule(L.LightningModule):
         each split by weight decay."""
         head_names = self._head_parameter_names()
         named = list(self.model.named_parameters())
-        options = dict(
-            no_decay_names=set(getattr(self.model, "no_weight_decay", set)()),
-            exclude_norm_bias=bool(self.recipe.get("no_decay_norm_bias", False)),
-        )
+        exclude = bool(self.recipe["no_decay_norm_bias"])
         backbone = [(n, p) for n, p in named if n not in head_names]
         head = [(n, p) for n, p in named if n in head_names]
-        if self.finetune.get("freeze_backbone"):
+        if self.finetune["freeze_backbone"]:
             for _, param in backbone:
                 param.requires_grad_(False)
-        scale = float(self.finetune.get("backbone_lr_scale", 1.0))
-        groups = parameter_groups(backbone, weight_decay, lr_scale=scale, **options)
-        groups += parameter_groups(head, weight_decay, **options)
+        scale = float(self.finetune["backbone_lr_scale"])
+        groups = decay_groups(
+            self.model, weight_decay, exclude_norm_bias=exclude, named_params=backbone, lr_scale=scale
+        )
+        groups += decay_groups(self.model, weight_decay, exclude_norm_bias=exclude, named_params=head)
         return [g for g in groups if g["params"]]
 
     def on_train_epoch_start(self) -> None:
         """A frozen backbone also keeps its BatchNorm statistics fixed (a true linear probe). Lightning puts
         the whole module in train mode when fitting starts and restores the modes it found after validation."""
-        if self.finetune.get("freeze_backbone"):
+        if self.finetune["freeze_backbone"]:
             self.model.eval()
             self.model.get_classifier().train()
 
@@ -216,20 +207,20 @@ class ClassificationModule(L.LightningModule):
         recipe = self.recipe
         opt_cfg = recipe["optimizer"]
         lr = float(opt_cfg["lr"])
-        reference_batch = recipe.get("lr_scale_batch")
+        reference_batch = recipe["lr_scale_batch"]
         if reference_batch:
             global_batch = recipe["batch_size"] * self.trainer.world_size * self.trainer.accumulate_grad_batches
             lr = lr * global_batch / float(reference_batch)
-        groups = self._parameter_groups(float(opt_cfg.get("weight_decay", 0.0)))
+        groups = self._parameter_groups(float(opt_cfg["weight_decay"]))
         optimizer = build_optimizer(groups, opt_cfg, lr)
         epochs = int(self.trainer.max_epochs)
         steps_per_epoch = max(1, self.trainer.estimated_stepping_batches // epochs)
         scheduler = build_scheduler(
             optimizer,
-            recipe.get("schedule") or {},
+            recipe["schedule"],
             steps_per_epoch=steps_per_epoch,
             epochs=epochs,
-            warmup_epochs=float(recipe.get("warmup_epochs", 0)),
+            warmup_epochs=float(recipe["warmup_epochs"]),
             base_lr=lr,
         )
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

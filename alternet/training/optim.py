@@ -1,41 +1,16 @@
-"""Optimisers, parameter groups and per-step learning-rate schedules from a recipe."""
+"""Optimisers and per-step learning-rate schedules from a recipe (which parameters decay:
+:func:`alternet.models.params.decay_groups`)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
-from torch import nn
 
 OPTIMIZERS = ("adamw", "sgd")
 SCHEDULES = ("cosine", "step", "constant")
-
-
-def parameter_groups(
-    named_params: Iterable[tuple[str, nn.Parameter]],
-    weight_decay: float,
-    *,
-    no_decay_names: set[str] = frozenset(),
-    exclude_norm_bias: bool = False,
-    lr_scale: float = 1.0,
-) -> list[dict[str, Any]]:
-    """Split trainable parameters into a decayed and an undecayed group.
-
-    With ``exclude_norm_bias``, 1-D parameters (norm scales/shifts, biases) and ``no_decay_names``
-    (e.g. relative position bias tables) get no weight decay.
-    """
-    decay, no_decay = [], []
-    for name, param in named_params:
-        if not param.requires_grad:
-            continue
-        skip = exclude_norm_bias and (param.ndim <= 1 or name in no_decay_names)
-        (no_decay if skip else decay).append(param)
-    groups = [{"params": decay, "weight_decay": weight_decay, "lr_scale": lr_scale}]
-    if no_decay:
-        groups.append({"params": no_decay, "weight_decay": 0.0, "lr_scale": lr_scale})
-    return groups
 
 
 def build_optimizer(groups: list[dict[str, Any]], config: Mapping[str, Any], lr: float) -> torch.optim.Optimizer:
@@ -44,11 +19,9 @@ def build_optimizer(groups: list[dict[str, Any]], config: Mapping[str, Any], lr:
     for group in groups:
         group["lr"] = lr * group.get("lr_scale", 1.0)
     if name == "adamw":
-        return torch.optim.AdamW(groups, lr=lr, betas=tuple(config.get("betas", (0.9, 0.999))))
+        return torch.optim.AdamW(groups, lr=lr, betas=tuple(config["betas"]))
     if name == "sgd":
-        return torch.optim.SGD(
-            groups, lr=lr, momentum=config.get("momentum", 0.9), nesterov=bool(config.get("nesterov", False))
-        )
+        return torch.optim.SGD(groups, lr=lr, momentum=config["momentum"], nesterov=bool(config["nesterov"]))
     raise ValueError(f"unknown recipe.optimizer.name={config['name']!r}; choose one of {list(OPTIMIZERS)}")
 
 
@@ -91,17 +64,19 @@ def build_scheduler(
 ) -> torch.optim.lr_scheduler.LambdaLR:
     """A per-step LambdaLR; step milestones are given in epochs after warm-up."""
     warmup_steps = round(warmup_epochs * steps_per_epoch)
-    milestones = [warmup_steps + int(m * steps_per_epoch) for m in config.get("milestones") or ()]
-    min_lr = float(config.get("min_lr", 0.0))
+    name = config["name"]  # each schedule's keys: cosine {min_lr}, step {milestones, gamma}, constant {}
+    milestones = [warmup_steps + int(m * steps_per_epoch) for m in config["milestones"]] if name == "step" else []
+    gamma = float(config["gamma"]) if name == "step" else 1.0
+    min_lr = float(config["min_lr"]) if name == "cosine" else 0.0
 
     def factor(step: int) -> float:
         return lr_factor(
             step,
             total_steps=epochs * steps_per_epoch,
             warmup_steps=warmup_steps,
-            schedule=config.get("name", "cosine"),
+            schedule=name,
             milestones=milestones,
-            gamma=float(config.get("gamma", 0.1)),
+            gamma=gamma,
             min_lr_ratio=min_lr / base_lr if base_lr else 0.0,
         )
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from alternet.apps.train import train
 from alternet.data import ArrayDataset
-from alternet.training.run import train
 
 from conftest import compose_train
 

@@ -1,0 +1,133 @@
+"""The evaluation application (``evaluate.py``): resolve checkpoints and data, score each model, run the
+requested analyses, write and log the reports."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from .. import tracking
+from ..analysis import parse_configs, run_analyses
+from ..data import ImageDataModule, build_datamodule
+from ..errors import CheckpointError, ConfigValueError
+from ..evaluation import Evaluator
+from ..files import write_csv, write_json
+from ..runs import CheckpointWeights, find_checkpoint, load_model, run_config, run_dir_of
+
+
+def packaged_config(group: str, option: str) -> DictConfig:
+    """One option of a config group as packaged with alternet (``alternet/conf/<group>/<option>.yaml``)."""
+    return OmegaConf.load(files("alternet.conf").joinpath(group, f"{option}.yaml"))
+
+
+def checkpoint_paths(ckpt: str | list[str]) -> list[Path]:
+    """Checkpoint files from paths to files or run directories (by :func:`alternet.runs.find_checkpoint`)."""
+    sources = [ckpt] if isinstance(ckpt, str) else list(ckpt)
+    return [find_checkpoint(Path(source))[0] for source in sources]
+
+
+def data_config(cfg: DictConfig, ckpt: Path, weights: CheckpointWeights) -> dict[str, Any]:
+    """The data to evaluate on: ``data=...`` if given, else the training run's, else the data set's packaged
+    defaults."""
+    if cfg.get("data"):
+        data = OmegaConf.to_container(cfg.data, resolve=True)
+    elif (trained := run_config(run_dir_of(ckpt))) is not None:
+        data = trained["data"]
+    else:
+        defaults = OmegaConf.create({"paths": {"data_dir": cfg.paths.data_dir}})
+        defaults.data = packaged_config("data", weights.data["name"])
+        data = OmegaConf.to_container(defaults, resolve=True)["data"]
+    if cfg.data_root:
+        data["root"] = cfg.data_root
+    return data
+
+
+def check_classes(datamodule: ImageDataModule, ckpt: Path, weights: CheckpointWeights) -> None:
+    if datamodule.num_classes != weights.num_classes:
+        raise CheckpointError(
+            f"checkpoint {ckpt} was trained on {weights.num_classes} classes ({weights.data['name']}) but "
+            f"data={datamodule.name} has {datamodule.num_classes}; evaluate it on a data set with the same classes"
+        )
+
+
+def evaluate_checkpoint(cfg: DictConfig, ckpt: Path, out_dir: Path) -> dict[str, Any]:
+    model, weights = load_model(ckpt, ema=bool(cfg.use_ema))
+    hparams = weights.hyper_parameters
+    recipe = hparams["recipe"]  # its augmentation feeds the analyses that use training batches
+    datamodule = build_datamodule(
+        data_config(cfg, ckpt, weights), {"batch_size": cfg.batch_size, "augment": recipe.get("augment")}, seed=0
+    )
+    check_classes(datamodule, ckpt, weights)
+    datamodule.setup()
+    print(f"Evaluating {ckpt}", flush=True)
+    settings = OmegaConf.to_container(cfg, resolve=True) | {"label": weights.architecture}
+    meta = {"checkpoint": str(ckpt), "model": weights.architecture, "data": datamodule.name, "ema": cfg.use_ema}
+    report = Evaluator(model, datamodule, settings, out_dir).run(meta)
+    if cfg.get("analysis"):
+        report["analysis"] = run_analyses(
+            list(cfg.analysis), model, datamodule, recipe, OmegaConf.to_container(cfg.analysis), out_dir
+        )
+        write_json(out_dir / "metrics.json", report)
+    if cfg.wandb.enabled:
+        label = f"{weights.architecture}-{ckpt.resolve().parent.parent.name}"
+        config = {"checkpoint": dict(hparams), "evaluation": OmegaConf.to_container(cfg, resolve=True)}
+        run = tracking.start_evaluation_run(cfg.wandb, f"eval-{label}", config, out_dir)
+        try:
+            tracking.log_report(run, report)
+        finally:
+            tracking.finish()
+    return report
+
+
+def run_evaluate(cfg: DictConfig) -> list[dict[str, Any]]:
+    if cfg.get("ckpt") in (None, "???"):
+        raise ConfigValueError("ckpt is required: evaluate.py ckpt=PATH (a .ckpt file, a run directory, or a list)")
+    if cfg.get("analysis"):  # check every analysis budget before any work starts
+        parse_configs(list(cfg.analysis), OmegaConf.to_container(cfg.analysis))
+    paths = checkpoint_paths(OmegaConf.to_container(cfg.ckpt) if OmegaConf.is_list(cfg.ckpt) else cfg.ckpt)
+    out_dir = Path(cfg.out_dir)
+    reports = []
+    for index, ckpt in enumerate(paths):
+        target = out_dir if len(paths) == 1 else out_dir / f"{index}-{ckpt.resolve().parent.parent.name}"
+        reports.append(evaluate_checkpoint(cfg, ckpt, target))
+        print_report(reports[-1], target)
+    if len(reports) > 1:
+        print(f"Comparison: {write_comparison(reports, out_dir / 'comparison.csv')}")
+    return reports
+
+
+def write_comparison(reports: list[dict[str, Any]], path: Path) -> Path:
+    rows = []
+    for report in reports:
+        row = {"checkpoint": report["checkpoint"], "model": report["model"]} | report["test"]
+        if report.get("robustness"):
+            row["robustness"] = report["robustness"]["summary"]["robustness"]
+            row["robustness_source"] = report["robustness"]["source"]
+        rows.append(row)
+    return write_csv(path, rows)
+
+
+def print_report(report: Mapping[str, Any], out_dir: Path) -> None:
+    test = report["test"]
+    lines = [
+        f"\n{report['model']} on {report['data']} ({report['checkpoint']})",
+        "  test: " + "  ".join(f"{k} {test[k]:.4f}" for k in ("acc", "top5", "nll", "ece", "brier")),
+    ]
+    if "temperature_scaling" in report:
+        scaled = report["temperature_scaling"]
+        after = scaled["test"]
+        lines.append(f"  temperature {scaled['temperature']:.3f}: nll {after['nll']:.4f}  ece {after['ece']:.4f}")
+    if report.get("robustness"):
+        robustness = report["robustness"]
+        summary = robustness["summary"]
+        lines.append(f"  robustness ({robustness['source']} corruptions): mean acc {summary['robustness']:.4f}")
+        if summary.get("mce") is not None:
+            lines.append(f"  mCE {summary['mce']:.1f}%  relative mCE {summary['relative_mce']:.1f}%")
+    for name, result in (report.get("analysis") or {}).items():
+        lines.append(f"  analysis {name}: {result['seconds']:.1f} s, {len(result.get('files', []))} files")
+    lines.append(f"  outputs: {out_dir}")
+    print("\n".join(lines), flush=True)

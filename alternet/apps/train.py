@@ -1,0 +1,112 @@
+"""The training application: one run from a composed config — data, model, trainer, fit, test, records, and
+what follows training (evaluation, export, W&B artifacts)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from .. import tracking
+from ..data import build_datamodule
+from ..errors import ConfigValueError
+from ..files import plain, write_json
+from ..hub import load_pretrained
+from ..runs import resume_checkpoint, write_run_records
+from ..training import build_module, build_trainer, checkpoint_callback
+from .after_training import evaluate_after_training, export_after_training
+from .checks import validate_train_config
+
+
+def train(cfg: DictConfig) -> dict[str, Any]:
+    """Train, test and record one run; returns the contents of ``metrics.json``."""
+    config = OmegaConf.to_container(cfg, resolve=True)
+    validate_train_config(config)
+    run_dir = Path(config["paths"]["output_dir"])
+    resume = resume_checkpoint(config["ckpt_path"], run_dir)
+    if config["performance"]["matmul_precision"]:
+        torch.set_float32_matmul_precision(config["performance"]["matmul_precision"])
+
+    L.seed_everything(int(config["seed"]), workers=True, verbose=False)
+    datamodule = build_datamodule(config["data"], config["recipe"], seed=int(config["seed"]))
+    module = build_module(config, datamodule.facts())
+    if config["model"]["pretrained"] and not resume:
+        load_pretrained(module.model, config["model"]["pretrained"])  # a different class count resets the head
+    has_val = bool(config["data"]["val_size"])
+    trainer = build_trainer(config, run_dir, has_val, tracking.build_loggers(config["logger"], run_dir, config))
+    if trainer.is_global_zero:
+        write_run_records(run_dir, config)
+
+    exit_code = 1
+    try:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=resume)
+        checkpoint = checkpoint_callback(trainer)  # read before testing: test() restores its state from `best`
+        best, last = checkpoint.best_model_path or None, checkpoint.last_model_path or None
+        tested = trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False)[0]
+        summary = {
+            "model": config["model"]["name"],
+            "data": config["data"]["name"],
+            **by_split(tested),
+            "epochs": trainer.current_epoch,
+            "global_step": trainer.global_step,
+            "best_val_score": plain(checkpoint.best_model_score),
+            "monitor": checkpoint.monitor,
+            "tested_checkpoint": best or "final weights",
+            "best_checkpoint": best,
+            "last_checkpoint": last,
+            "run_dir": str(run_dir),
+        }
+        summary["optimized_metric"] = optimized_metric(config["optimized_metric"], summary)
+        if trainer.is_global_zero:
+            if config["evaluate"]["after_training"]:
+                summary |= evaluate_after_training(module.model, datamodule, config, run_dir)
+            write_json(run_dir / "metrics.json", summary)
+            print_summary(summary)
+            export_after_training(config, summary)
+        exit_code = 0
+        return summary
+    finally:
+        tracking.finish(exit_code)
+
+
+def by_split(logged: dict[str, Any]) -> dict[str, dict[str, float | None]]:
+    """``{"test/acc": ..., "test_ema/acc": ...}`` as ``{"test": {"acc": ...}, "test_ema": {"acc": ...}}`` —
+    the names evaluate.py's metrics.json uses for the same numbers."""
+    sections: dict[str, dict[str, float | None]] = {}
+    for key, value in plain(dict(logged)).items():
+        split, _, name = key.partition("/")
+        sections.setdefault(split, {})[name] = value
+    return sections
+
+
+def optimized_metric(name: str | None, summary: dict[str, Any]) -> dict[str, Any] | None:
+    """``{"name", "value"}`` of the metric a sweep optimises (``optimized_metric``): the best value of the
+    checkpoint monitor, or a test metric. :func:`~alternet.apps.checks.validate_train_config` has checked the name
+    before training; a value missing now is an error, never a silent substitute."""
+    if name is None:
+        return None
+    if name == summary["monitor"]:
+        value = summary["best_val_score"]
+    else:
+        split, _, metric = name.partition("/")
+        value = (summary.get(split) or {}).get(metric)
+    if value is None:
+        raise ConfigValueError(f"optimized_metric={name} was not recorded by this run (its metrics: {summary})")
+    return {"name": name, "value": value}
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    test = summary["test"]
+    line = "  ".join(f"{key} {test[key]:.4f}" for key in ("acc", "nll", "ece"))
+    print(
+        f"\nTest ({summary['model']} on {summary['data']}, {summary['tested_checkpoint']}): {line}\n"
+        f"Run directory:   {summary['run_dir']}\n"
+        f"Last checkpoint: {summary['last_checkpoint']}\n"
+        + (f"Best checkpoint: {summary['best_checkpoint']}\n" if summary["best_checkpoint"] else ""),
+        file=sys.stdout,
+        flush=True,
+    )

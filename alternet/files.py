@@ -1,0 +1,147 @@
+"""Files the framework writes and checks: atomic writes, strict JSON, CSV tables, figures, content hashes.
+
+Every writer goes through :func:`atomic_write`, so a reader (or a run killed mid-write) never sees half a file.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+import os
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import AlternetError
+
+CHUNK = 1 << 22
+
+
+def atomic_write(path: str | Path, write: Callable[[Path], Any]) -> Path:
+    """Call ``write(tmp)`` on a temporary file beside ``path``, then rename it into place (same file system, so
+    the rename is atomic). The temporary file never survives a failure."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    return atomic_write(path, lambda tmp: tmp.write_text(text))
+
+
+def write_bytes(path: str | Path, data: bytes) -> Path:
+    return atomic_write(path, lambda tmp: tmp.write_bytes(data))
+
+
+# JSON ------------------------------------------------------------------------------------------
+
+
+def plain(value: Any) -> Any:
+    """JSON-safe, recursively: tensors, arrays and numpy scalars to Python values, NaN/inf to None."""
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if hasattr(value, "tolist") and getattr(value, "ndim", 0) > 0:
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def write_json(path: str | Path, payload: Mapping[str, Any], *, sort_keys: bool = False) -> Path:
+    """Write strictly valid JSON (NaN/inf as null), atomically."""
+    return write_text(path, json.dumps(plain(payload), indent=2, allow_nan=False, sort_keys=sort_keys) + "\n")
+
+
+def read_json(path: str | Path, *, error: type[Exception] = AlternetError) -> dict[str, Any]:
+    """A JSON object from a file; an unreadable file or another JSON type raises ``error`` naming the file."""
+    try:
+        payload = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise error(f"{path} is unreadable or not valid JSON: {exc}") from exc
+    if not isinstance(payload, dict):
+        raise error(f"{path} should hold a JSON object, found {type(payload).__name__}")
+    return payload
+
+
+def read_yaml(path: str | Path, *, error: type[Exception] = AlternetError) -> dict[str, Any]:
+    """A YAML mapping from a file; an unreadable file or another YAML type raises ``error`` naming the file."""
+    import yaml
+
+    try:
+        payload = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise error(f"{path} is unreadable or not valid YAML: {exc}") from exc
+    if not isinstance(payload, dict):
+        raise error(f"{path} should hold a mapping, found {type(payload).__name__}")
+    return payload
+
+
+def update_json(path: str | Path, updates: Mapping[str, Any]) -> Path:
+    """Merge ``updates`` into the top level of a JSON file (created if absent)."""
+    path = Path(path)
+    current = json.loads(path.read_text()) if path.is_file() else {}
+    return write_json(path, {**current, **updates})
+
+
+# CSV -------------------------------------------------------------------------------------------
+
+
+def write_csv(path: str | Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> Path:
+    """A CSV table with a header: ``columns``, or every key of every row in first-seen order (missing cells
+    empty)."""
+    if not rows:
+        raise ValueError(f"no rows to write to {path}")
+    fields = list(columns) if columns is not None else list(dict.fromkeys(key for row in rows for key in row))
+
+    def write(tmp: Path) -> None:
+        with tmp.open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(rows)
+
+    return atomic_write(path, write)
+
+
+# hashes ----------------------------------------------------------------------------------------
+
+
+def file_digest(path: str | Path, algorithm: str = "sha256") -> str:
+    """Hex digest of a file's bytes, read in chunks."""
+    digest = hashlib.new(algorithm)
+    with open(path, "rb") as handle:
+        while block := handle.read(CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def bytes_digest(data: Any, algorithm: str = "sha256") -> str:
+    """Hex digest of a bytes-like object (e.g. a contiguous array's ``.data``)."""
+    return hashlib.new(algorithm, data).hexdigest()
+
+
+# figures ---------------------------------------------------------------------------------------
+
+DPI = 150
+
+
+def save_figure(fig: Any, path: str | Path, dpi: int = DPI) -> Path:
+    """Render a :class:`matplotlib.figure.Figure` with the Agg canvas (no pyplot, no window) into a PNG."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)
+    return atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format=Path(path).suffix.lstrip(".") or "png"))

@@ -1,0 +1,22 @@
+"""Metric definitions shared by training and evaluation: accuracy and calibration on whole splits (numpy), and
+the same calibration error accumulated batch by batch (torchmetrics)."""
+
+from .calibration import (
+    ReliabilityBins,
+    apply_temperature,
+    calibration_metrics,
+    fit_temperature,
+    reliability_bins,
+    softmax,
+)
+from .streaming import BinnedCalibrationError
+
+__all__ = [
+    "BinnedCalibrationError",
+    "ReliabilityBins",
+    "apply_temperature",
+    "calibration_metrics",
+    "fit_temperature",
+    "reliability_bins",
+    "softmax",
+]

@@ -1,0 +1,251 @@
+"""Run directories: what a run records, which checkpoint stands for it, and the model inside a checkpoint.
+
+One rule for every command (evaluate, export, resume, fine-tune): a run directory's checkpoints are always
+resolved *inside that directory* — its best checkpoint (named in its ``metrics.json``, looked up by file name so a
+moved or copied directory still works), else the only ``best-*.ckpt``, else ``last.ckpt``.
+
+Layout of a run directory::
+
+    config.yaml         the resolved config        environment.json   git commit, versions, command
+    metrics.json        final metrics              logs/metrics.csv   per-step and per-epoch metrics
+    checkpoints/        best-epochNNN.ckpt, last.ckpt
+"""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from torch import nn
+
+from .checkpoints import read_checkpoint
+from .errors import CheckpointError
+from .files import read_json, read_yaml, write_json, write_text
+from .models import create_model
+from .models.config import model_args
+from .models.zoo import spec_kwargs
+
+CONFIG_FILE = "config.yaml"
+ENVIRONMENT_FILE = "environment.json"
+METRICS_FILE = "metrics.json"
+CHECKPOINT_DIR = "checkpoints"
+LAST_CHECKPOINT = "last.ckpt"
+BEST_PATTERN = "best-*.ckpt"
+PACKAGES = (
+    "alternet",
+    "torch",
+    "torchvision",
+    "lightning",
+    "timm",
+    "hydra-core",
+    "torchmetrics",
+    "albumentations",
+    "numpy",
+    "wandb",
+    "scikit-learn",
+)
+
+
+# records ---------------------------------------------------------------------------------------
+
+
+def git_commit(directory: Path) -> str | None:
+    """The commit of the checkout holding ``directory`` (with ``-dirty`` when modified), if any."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True, text=True, timeout=5)
+        if commit.returncode != 0:
+            return None
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=directory,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+        return commit.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def environment() -> dict[str, Any]:
+    versions = {}
+    for package in PACKAGES:
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    return {
+        "git_commit": git_commit(Path(__file__).resolve().parent),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "command": sys.argv,
+        "packages": versions,
+    }
+
+
+def write_run_records(run_dir: Path, config: dict[str, Any]) -> None:
+    """``config.yaml`` (fully resolved) and ``environment.json``."""
+    write_text(run_dir / CONFIG_FILE, yaml.safe_dump(config, sort_keys=False))
+    write_json(run_dir / ENVIRONMENT_FILE, environment())
+
+
+def run_config(run_dir: Path | None) -> dict[str, Any] | None:
+    """The resolved config a run directory recorded, if it has one."""
+    path = run_dir / CONFIG_FILE if run_dir is not None else None
+    return read_yaml(path, error=CheckpointError) if path is not None and path.is_file() else None
+
+
+def run_metrics(run_dir: Path | None) -> dict[str, Any]:
+    """The final metrics a run directory recorded (empty before the run finished)."""
+    path = run_dir / METRICS_FILE if run_dir is not None else None
+    return read_json(path, error=CheckpointError) if path is not None and path.is_file() else {}
+
+
+# which checkpoint ------------------------------------------------------------------------------
+
+
+def is_run_dir(path: Path) -> bool:
+    return path.is_dir() and (path / CHECKPOINT_DIR).is_dir()
+
+
+def run_dir_of(checkpoint: Path) -> Path | None:
+    """The run directory a checkpoint file sits in (``<run>/checkpoints/x.ckpt``), if it is one."""
+    run_dir = checkpoint.parent.parent
+    return run_dir if checkpoint.parent.name == CHECKPOINT_DIR and (run_dir / CONFIG_FILE).is_file() else None
+
+
+def best_checkpoint(run_dir: Path) -> Path | None:
+    """The best checkpoint of a run: the one its metrics.json names (by file name, inside ``run_dir``), or the
+    only ``best-*.ckpt``."""
+    folder = run_dir / CHECKPOINT_DIR
+    named = run_metrics(run_dir).get("best_checkpoint")
+    if named and (folder / Path(named).name).is_file():
+        return folder / Path(named).name
+    candidates = sorted(folder.glob(BEST_PATTERN))
+    if len(candidates) > 1:
+        raise CheckpointError(
+            f"run directory {run_dir} has {len(candidates)} best checkpoints ({', '.join(c.name for c in candidates)}) "
+            "and its metrics.json does not say which is best; pass the checkpoint file itself"
+        )
+    return candidates[0] if candidates else None
+
+
+def select_checkpoint(run_dir: Path) -> Path:
+    """The checkpoint that stands for a run directory: its best, else ``last.ckpt``."""
+    best = best_checkpoint(run_dir)
+    if best is not None:
+        return best
+    last = run_dir / CHECKPOINT_DIR / LAST_CHECKPOINT
+    if last.is_file():
+        return last
+    raise CheckpointError(
+        f"run directory {run_dir} has no checkpoints in {run_dir / CHECKPOINT_DIR} (did training finish an epoch?)"
+    )
+
+
+def find_checkpoint(path: Path) -> tuple[Path, Path | None]:
+    """The checkpoint a path stands for, and its run directory: a checkpoint file itself, a run directory's
+    :func:`select_checkpoint`, or the single ``.ckpt`` of a folder (e.g. a downloaded checkpoint artifact)."""
+    path = Path(path).expanduser()
+    if path.is_file():
+        return path, run_dir_of(path)
+    if not path.exists():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    if is_run_dir(path):
+        return select_checkpoint(path), path
+    ckpts = sorted(path.glob("*.ckpt"))
+    if len(ckpts) == 1:
+        return ckpts[0], None
+    raise CheckpointError(
+        f"{path} is neither a run directory (no {CHECKPOINT_DIR}/ folder), an export directory (no config.json) "
+        "nor a folder with a single .ckpt file"
+    )
+
+
+def resume_checkpoint(ckpt_path: str | None, run_dir: Path) -> str | None:
+    """The checkpoint a training run resumes from. ``last`` means this run directory's ``last.ckpt`` when it
+    exists (a requeued SLURM job); any other path is checked now, so that a bad one fails before training."""
+    if ckpt_path == "last":
+        last = run_dir / CHECKPOINT_DIR / LAST_CHECKPOINT
+        return str(last) if last.is_file() else None
+    if ckpt_path:
+        read_checkpoint(ckpt_path)
+    return ckpt_path
+
+
+# the model inside a checkpoint -----------------------------------------------------------------
+
+TRAINING_ONLY_ARGS = ("num_classes", "drop_path_rate")  # set by whoever builds the model, or training-only
+
+
+@dataclass
+class CheckpointWeights:
+    """A training checkpoint's network: weights with timm key names and how to rebuild their model."""
+
+    path: Path
+    state_dict: dict[str, torch.Tensor]
+    architecture: str
+    num_classes: int
+    model_args: dict[str, Any]  # create_model arguments besides num_classes: the full architecture
+    hyper_parameters: dict[str, Any]  # the model / recipe / data sections the run trained with
+    ema: bool
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.hyper_parameters["data"]
+
+    def build(self) -> nn.Module:
+        """The model with these weights loaded (every tensor must fit), in eval mode."""
+        model = create_model(self.architecture, num_classes=self.num_classes, **self.model_args)
+        missing, unexpected = model.load_state_dict(self.state_dict, strict=False)
+        if missing or unexpected:
+            raise CheckpointError(
+                f"checkpoint {self.path} does not match its model {self.architecture!r}: "
+                f"missing {list(missing)[:5]}, unexpected {list(unexpected)[:5]}"
+            )
+        return model.eval()
+
+
+def read_weights(path: str | Path, *, ema: bool = False) -> CheckpointWeights:
+    """The network of a checkpoint written by alternet's training (its EMA copy with ``ema``), read safely."""
+    path = Path(path)
+    checkpoint = read_checkpoint(path)
+    hparams = checkpoint.get("hyper_parameters") or {}
+    if not all(isinstance(hparams.get(key), dict) for key in ("model", "data")):
+        raise CheckpointError(
+            f"checkpoint {path} lacks the model and data hyperparameters alternet's training saves; "
+            "it was not written by alternet"
+        )
+    prefix = "ema." if ema else "model."
+    state_dict = {k[len(prefix) :]: v for k, v in checkpoint["state_dict"].items() if k.startswith(prefix)}
+    if not state_dict:
+        what = "EMA weights (the run had no recipe.ema)" if ema else "model weights (no 'model.' keys)"
+        raise CheckpointError(f"checkpoint {path} has no {what}")
+    model, data = hparams["model"], hparams["data"]
+    num_classes = int(data["num_classes"])
+    # the full architecture (the zoo's spec under the run's overrides), so the record does not depend on the zoo
+    args = spec_kwargs(model["name"]) | model_args(
+        model, num_classes=num_classes, img_size=data["image_size"], drop_path_rate=0.0
+    )
+    return CheckpointWeights(
+        path=path,
+        state_dict=state_dict,
+        architecture=model["name"],
+        num_classes=num_classes,
+        model_args={k: v for k, v in args.items() if k not in TRAINING_ONLY_ARGS},
+        hyper_parameters=dict(hparams),
+        ema=ema,
+    )
+
+
+def load_model(path: str | Path, *, ema: bool = False) -> tuple[nn.Module, CheckpointWeights]:
+    """The bare model (no LightningModule) of a training checkpoint, in eval mode, and what it was read from."""
+    weights = read_weights(path, ema=ema)
+    return weights.build(), weights

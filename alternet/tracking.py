@@ -1,0 +1,239 @@
+"""Experiment tracking: every call into Weights & Biases, and the loggers a training run writes through.
+
+CSV always; W&B on request, falling back to offline mode (``wandb sync`` later) when it cannot reach its server.
+W&B is imported only where it is used, so commands that do not track pay nothing for it.
+"""
+
+from __future__ import annotations
+
+import netrc
+import os
+import socket
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
+from lightning.pytorch.utilities import rank_zero_info
+
+from .errors import AlternetError
+
+WANDB_HOST = "api.wandb.ai"
+ARTIFACT_ALIASES = ("best", "latest")
+
+
+class ArtifactError(AlternetError, RuntimeError):
+    """A W&B artifact that cannot be downloaded (offline, no API key, unknown reference)."""
+
+
+# offline detection -----------------------------------------------------------------------------
+
+
+def _wandb_host() -> str:
+    return urlparse(os.environ.get("WANDB_BASE_URL", f"https://{WANDB_HOST}")).hostname or WANDB_HOST
+
+
+def _has_api_key(host: str) -> bool:
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    try:
+        return netrc.netrc().authenticators(host) is not None
+    except (FileNotFoundError, netrc.NetrcParseError):
+        return False
+
+
+def _reachable(host: str, timeout: float = 3.0) -> bool:
+    try:
+        socket.create_connection((host, 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def offline_reason(requested_offline: bool) -> str | None:
+    """Why W&B must run offline (``None`` when it can sync): asked for, no API key, or no network."""
+    if requested_offline or os.environ.get("WANDB_MODE") in ("offline", "disabled", "dryrun"):
+        return "requested"
+    host = _wandb_host()
+    if not _has_api_key(host):
+        return "no W&B API key (set WANDB_API_KEY or run `wandb login`)"
+    if not _reachable(host):
+        return f"{host} is unreachable"
+    return None
+
+
+# training runs ---------------------------------------------------------------------------------
+
+
+def build_loggers(config: Mapping[str, Any], run_dir: Path, run_config: dict) -> list[Logger]:
+    """CSV logger into ``<run_dir>/logs``, plus W&B when ``config.wandb`` (the ``logger`` group) is set."""
+    loggers: list[Logger] = [CSVLogger(save_dir=str(run_dir), name="", version="logs")]
+    wandb_cfg = config.get("wandb")
+    if not wandb_cfg:
+        return loggers
+    reason = offline_reason(bool(wandb_cfg["offline"]))
+    offline = reason is not None
+    if offline and reason != "requested":
+        rank_zero_info(f"W&B: {reason}; logging offline to {run_dir}/wandb (sync later with `wandb sync`).")
+    loggers.append(
+        WandbLogger(
+            project=wandb_cfg["project"],
+            entity=wandb_cfg["entity"],
+            group=wandb_cfg["group"],
+            tags=list(wandb_cfg["tags"] or []),
+            name=wandb_cfg["name"] or run_dir.name,
+            save_dir=str(run_dir),
+            offline=offline,
+            log_model=bool(wandb_cfg["log_model"]) and not offline,
+            config=run_config,
+            settings={"init_timeout": 30, "silent": True} if offline else {"init_timeout": 60},
+        )
+    )
+    return loggers
+
+
+def active_run() -> Any:
+    """The W&B run this process is logging to, if one is active and not disabled."""
+    import wandb
+
+    run = wandb.run
+    return None if run is None or run.disabled else run
+
+
+def finish(exit_code: int = 0) -> None:
+    """Close the active W&B run, if any (also after a failure, and between multirun jobs)."""
+    try:
+        import wandb
+    except ImportError:
+        return
+    if wandb.run is not None:
+        wandb.finish(exit_code=exit_code)
+
+
+# evaluation runs -------------------------------------------------------------------------------
+
+
+def start_evaluation_run(settings: Mapping[str, Any], name: str, config: Mapping[str, Any], out_dir: Path) -> Any:
+    """A W&B run of job type ``evaluation`` (``settings``: evaluate.yaml's ``wandb`` section)."""
+    import wandb
+
+    offline = offline_reason(bool(settings["offline"])) is not None
+    return wandb.init(
+        project=settings["project"],
+        entity=settings["entity"],
+        name=name,
+        job_type="evaluation",
+        tags=list(settings["tags"] or []),
+        config=dict(config),
+        mode="offline" if offline else "online",
+        dir=str(out_dir),
+        reinit="finish_previous",
+    )
+
+
+def flatten(metrics: Mapping[str, Any], prefix: str) -> dict[str, float]:
+    """Nested numbers as ``prefix/a/b`` keys (lists and strings are left out)."""
+    flat: dict[str, float] = {}
+    for key, value in metrics.items():
+        name = f"{prefix}/{key}"
+        if isinstance(value, Mapping):
+            flat |= flatten(value, name)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            flat[name] = value
+    return flat
+
+
+def log_report(run: Any, report: Mapping[str, Any], prefix: str = "eval") -> None:
+    """Put an evaluation report (its metrics.json) into ``run``: summary numbers, the robustness table, images."""
+    import wandb
+
+    for section in ("test", "temperature_scaling"):
+        if section in report:
+            run.summary.update(flatten(report[section], f"{prefix}/{section}"))
+    payload: dict[str, Any] = {}
+    robustness = report.get("robustness")
+    if robustness:
+        run.summary.update(flatten(robustness["summary"], f"{prefix}/robustness"))
+        table = robustness["table"]
+        columns = list(table[0])
+        payload[f"{prefix}/robustness_table"] = wandb.Table(
+            columns=columns, data=[[r[c] for c in columns] for r in table]
+        )
+    for path in map(Path, report.get("files", [])):
+        if path.suffix == ".png":
+            payload[f"{prefix}/{path.stem}"] = wandb.Image(str(path))
+    for name, result in (report.get("analysis") or {}).items():
+        run.summary.update(flatten({k: v for k, v in result.items() if k != "files"}, f"{prefix}/analysis/{name}"))
+        for path in map(Path, result.get("files", [])):
+            if path.suffix == ".png":
+                payload[f"{prefix}/analysis/{path.stem}"] = wandb.Image(str(path))
+    if payload:
+        run.log(payload)
+
+
+# model artifacts -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoggedArtifact:
+    name: str  # e.g. model-1a2b3c4d
+    kind: str  # "checkpoint" or "export"
+    path: Path
+
+
+def download_artifact(ref: str) -> Path:
+    """Download ``entity/project/name:version`` (into W&B's artifact directory) and return the folder."""
+    reason = offline_reason(False)
+    if reason is not None:
+        why = "W&B is in offline mode (WANDB_MODE)" if reason == "requested" else reason
+        raise ArtifactError(
+            f"cannot download W&B artifact {ref}: {why}. Download it where W&B is reachable "
+            f"(`wandb artifact get {ref} --root DIR`) and pass DIR instead"
+        )
+    import wandb
+
+    try:
+        return Path(wandb.Api(timeout=60).artifact(ref).download())
+    except (wandb.errors.Error, ValueError, OSError) as error:
+        raise ArtifactError(f"cannot download W&B artifact {ref}: {error}") from error
+
+
+def log_model_artifacts(
+    run: Any, checkpoint: Path, export_dir: Path | None, metadata: dict[str, Any]
+) -> list[LoggedArtifact]:
+    """Log the checkpoint (``model-<run id>``, as Lightning names checkpoint artifacts) and the export
+    (``export-<run id>``) as ``model`` artifacts with aliases best and latest. Files are referenced in place
+    (immutable policy): an offline run records them for ``wandb sync``, an online run uploads them."""
+    import wandb
+
+    logged = []
+    entries: Sequence[tuple[str, str, Path]] = [("model", "checkpoint", checkpoint)]
+    if export_dir is not None:
+        entries = [*entries, ("export", "export", export_dir)]
+    for prefix, kind, path in entries:
+        artifact = wandb.Artifact(f"{prefix}-{run.id}", type="model", metadata={**metadata, "kind": kind})
+        if path.is_dir():
+            artifact.add_dir(str(path), policy="immutable")
+        else:
+            artifact.add_file(str(path), name="model.ckpt", policy="immutable")
+        run.log_artifact(artifact, aliases=list(ARTIFACT_ALIASES))
+        logged.append(LoggedArtifact(artifact.name, kind, path))
+    return logged
+
+
+def artifact_notice(run: Any, logged: list[LoggedArtifact]) -> str:
+    """What happened to the artifacts: where they are, and for an offline run how to upload them."""
+    names = ", ".join(f"{a.name} ({a.kind}, {a.path})" for a in logged)
+    if run.offline:
+        sync_dir = Path(run.dir).parent
+        return (
+            f"W&B is offline: nothing was uploaded. Model artifacts {names} are recorded in the offline run and "
+            f"the files stay in place; upload them with `wandb sync {sync_dir}` (keep the files until then)."
+        )
+    ref = f"{run.entity}/{run.project}/{logged[-1].name}:best"
+    return (
+        f"W&B: logged model artifacts {names} with aliases {', '.join(ARTIFACT_ALIASES)}; "
+        f"pull: alternet.hub.load({ref!r})"
+    )

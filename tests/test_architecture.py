@@ -1,0 +1,63 @@
+"""The import rule of docs/architecture.md, checked from the source (tools/layers.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("layers", ROOT / "tools" / "layers.py")
+layers = sys.modules["layers"] = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(layers)
+
+
+def test_every_import_of_the_package_points_down_the_floors():
+    problems = [reason for item in layers.all_imports() if (reason := layers.violation(item))]
+    assert problems == []
+
+
+def test_every_package_of_alternet_is_on_a_floor():
+    units = {path.stem if path.is_file() else path.name for path in (ROOT / "alternet").iterdir()}
+    units = {u for u in units if not u.startswith(("_", ".")) and u not in ("conf", "py")}
+    assert units <= set(layers.FLOOR_OF), units - set(layers.FLOOR_OF)
+
+
+def fake_package(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "alternet"
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        ({"training/run.py": "from ..evaluation import Evaluator\n"}, "sideways import"),
+        ({"models/zoo.py": "from alternet.runs import load_model\n"}, "upward import"),
+        ({"hub/load.py": "from ..apps.train import train\n"}, "upward import"),
+        ({"data/x.py": "def f():\n    from ..models import create_model\n"}, "imports inside functions"),
+        ({"files.py": "from .training import build_module\n"}, "upward import"),
+        ({"newpkg/x.py": "from ..models import create_model\n"}, "on no floor"),
+    ],
+)
+def test_the_rule_catches_imports_that_break_it(tmp_path, files, expected):
+    root = fake_package(tmp_path, files)
+    problems = [reason for item in layers.all_imports(root) if (reason := layers.violation(item))]
+    assert len(problems) == 1 and expected in problems[0], problems
+
+
+def test_entry_points_and_downward_imports_are_allowed(tmp_path):
+    root = fake_package(
+        tmp_path,
+        {
+            "apps/train.py": "from ..training import build_module\nfrom ..hub import export\n",
+            "hub/__main__.py": "from ..apps.export import main\n",
+            "data/cifar_c.py": 'from ..files import write_json\nif __name__ == "__main__":\n    from ..apps import x\n',
+            "files.py": "from .errors import AlternetError\n",
+        },
+    )
+    assert [layers.violation(item) for item in layers.all_imports(root)] == [None] * 6

@@ -1,0 +1,58 @@
+"""Every ``model=`` option builds exactly the zoo's architecture: a model config names a zoo entry and holds only
+the keys a user overrides (``null``: the zoo's value), so the two can never disagree."""
+
+import pytest
+import timm
+import torch
+from omegaconf import OmegaConf
+
+import alternet  # noqa: F401  (registers the zoo in timm)
+from alternet.models import MODEL_NAMES, create_model, format_layout
+from alternet.models.config import model_args
+
+from conftest import CONF, compose_train
+
+MODEL_OPTIONS = sorted(p.stem for p in (CONF / "model").glob("*.yaml") if not p.stem.startswith("_"))
+
+
+def n_params(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def build_from_config(*overrides: str) -> torch.nn.Module:
+    """The model a training run composed with ``overrides`` builds (on the meta device: shapes, no memory)."""
+    config = OmegaConf.to_container(compose_train(*overrides).model, resolve=True)
+    with torch.device("meta"):
+        return create_model(config["name"], **model_args(config, num_classes=10, img_size=32, drop_path_rate=0.0))
+
+
+def test_every_zoo_model_has_an_option_and_every_option_names_a_zoo_model():
+    assert sorted(MODEL_NAMES) == MODEL_OPTIONS
+
+
+@pytest.mark.parametrize("name", MODEL_OPTIONS)
+def test_model_option_builds_the_zoo_architecture(name):
+    config = compose_train(f"model={name}").model
+    assert config.name == name
+    assert all(value is None for key, value in config.items() if key != "name"), "a model config restates the zoo"
+    built = build_from_config(f"model={name}")
+    with torch.device("meta"):
+        zoo = timm.create_model(name, num_classes=10, img_size=32)
+    assert type(built) is type(zoo)
+    assert n_params(built) == n_params(zoo)
+    if hasattr(zoo, "layout"):  # AlterNets and pre-activation ResNets
+        assert built.layout == zoo.layout == format_layout(s.sequence for s in zoo.specs)
+        assert [(s.width, s.heads, s.head_dim, s.window) for s in built.specs] == [
+            (s.width, s.heads, s.head_dim, s.window) for s in zoo.specs
+        ]
+
+
+def test_a_model_override_takes_effect():
+    model = build_from_config("model=alternet_r50", "model.layout=CCC|CCCC|CCCCCC|CCC")
+    assert model.layout == "CCC|CCCC|CCCCCC|CCC"
+    with torch.device("meta"):
+        assert n_params(model) == n_params(timm.create_model("preresnet50", num_classes=10, img_size=32))
+    tiny = build_from_config("model=alternet_tiny", "model.heads=[2,4,8]", "model.head_dim=16", "model.window=2")
+    assert [(s.heads, s.head_dim, s.window) for s in tiny.specs if s.num_msa] == [(4, 16, (2, 2)), (8, 16, (2, 2))]
+    vit = build_from_config("model=vit_ti_cifar", "model.depth=6")
+    assert len(vit.blocks) == 6

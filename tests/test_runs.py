@@ -1,0 +1,142 @@
+"""Run directories (one rule for which checkpoint stands for a run), the kernel's files and seeds, and the
+metric a sweep optimises."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from alternet.apps.checks import reported_metrics, validate_train_config
+from alternet.apps.evaluate import checkpoint_paths
+from alternet.apps.train import train
+from alternet.data.cifar_c import task_seed
+from alternet.errors import CheckpointError, ConfigValueError
+from alternet.files import atomic_write, read_json, write_csv, write_json
+from alternet.hub.sources import open_source
+from alternet.metrics import BinnedCalibrationError, calibration_metrics
+from alternet.runs import find_checkpoint, load_model, select_checkpoint
+from alternet.seeds import derive_seed
+
+from conftest import FAST, compose_train, run_script
+
+
+@pytest.fixture(scope="module")
+def digits_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    return train(compose_train(*FAST, output_dir=tmp_path_factory.mktemp("run")))
+
+
+def test_a_copied_run_directory_stands_for_its_own_checkpoints(digits_run, tmp_path):
+    original = digits_run["run_dir"]
+    copy = tmp_path / "copy"
+    shutil.copytree(original, copy)
+    # metrics.json still names the original's files by absolute path: they must not be followed out of the copy
+    assert json.loads((copy / "metrics.json").read_text())["best_checkpoint"].startswith(str(original))
+    best = copy / "checkpoints" / f"{digits_run['best_checkpoint'].rsplit('/', 1)[-1]}"
+    assert select_checkpoint(copy) == best
+    assert find_checkpoint(copy) == (best, copy)
+    assert checkpoint_paths(str(copy)) == [best]  # evaluate.py
+    assert open_source(copy).checkpoint == best  # export, load, fine-tune
+
+
+def test_a_run_directory_without_a_best_checkpoint_stands_for_its_last(digits_run, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(digits_run["run_dir"], copy)
+    for best in (copy / "checkpoints").glob("best-*.ckpt"):
+        best.unlink()
+    assert select_checkpoint(copy) == copy / "checkpoints" / "last.ckpt"
+    shutil.rmtree(copy / "checkpoints")
+    (copy / "checkpoints").mkdir()
+    with pytest.raises(CheckpointError, match="has no checkpoints"):
+        select_checkpoint(copy)
+
+
+def test_the_bare_model_of_a_checkpoint_gives_the_trained_logits(digits_run):
+    model, weights = load_model(digits_run["best_checkpoint"])
+    assert weights.architecture == "alternet_tiny" and weights.model_args["layout"] == "C|CM|CM"
+    module_state = torch.load(digits_run["best_checkpoint"], weights_only=True)["state_dict"]
+    for key, value in model.state_dict().items():
+        torch.testing.assert_close(value, module_state[f"model.{key}"])
+    assert not model.training
+
+
+def test_training_and_evaluation_record_the_same_metric_names_and_ece(tmp_path):
+    summary = train(compose_train(*FAST, "evaluate.after_training=true", output_dir=tmp_path))
+    assert set(summary["test"]) == {"acc", "top5", "nll", "ece"} <= set(summary["calibration"])
+    for name in ("acc", "top5", "ece"):  # one definition, computed batch by batch and on the whole split
+        assert summary["test"][name] == pytest.approx(summary["calibration"][name], abs=1e-5), name
+    assert summary["test"]["nll"] == pytest.approx(summary["calibration"]["nll"], rel=1e-4)
+
+
+def test_streaming_ece_equals_the_whole_split_definition():
+    generator = torch.Generator().manual_seed(0)
+    logits = 3 * torch.randn(1000, 7, generator=generator)
+    probs, labels = logits.softmax(dim=1), torch.randint(0, 7, (1000,), generator=generator)
+    probs[0] = torch.tensor([0.9, 0.1, 0, 0, 0, 0, 0])  # exactly on a bin edge: (0.8, 0.9]
+    metric = BinnedCalibrationError(n_bins=10)
+    for start in range(0, 1000, 64):
+        metric.update(probs[start : start + 64], labels[start : start + 64])
+    expected = calibration_metrics(probs.double().numpy(), labels.numpy())["ece"]
+    assert float(metric.compute()) == pytest.approx(expected, abs=1e-6)
+
+
+# the metric a sweep optimises --------------------------------------------------------------------
+
+
+def resolved(*overrides: str) -> dict:
+    return OmegaConf.to_container(compose_train(*overrides), resolve=True)
+
+
+def test_optimized_metric_names_a_metric_the_run_reports():
+    validate_train_config(resolved("optimized_metric=val/nll"))  # digits holds out a validation split
+    validate_train_config(resolved("optimized_metric=test/acc", "data.val_size=0"))
+    assert "test_ema/acc" in reported_metrics(resolved("+recipe.ema.decay=0.99"))
+    with pytest.raises(ConfigValueError, match=r"optimized_metric=val/nll .*data\.val_size > 0"):
+        validate_train_config(resolved("optimized_metric=val/nll", "data.val_size=0"))
+    with pytest.raises(ConfigValueError, match=r"optimized_metric=test/accuracy is not a metric .*'test/acc'"):
+        validate_train_config(resolved("optimized_metric=test/accuracy"))
+
+
+def test_the_optimized_metric_is_recorded_and_returned(tmp_path):
+    summary = train(compose_train(*FAST, "optimized_metric=val/nll", output_dir=tmp_path / "val"))
+    assert summary["optimized_metric"] == {"name": "val/nll", "value": summary["best_val_score"]}
+    summary = train(compose_train(*FAST, "optimized_metric=test/acc", output_dir=tmp_path / "test"))
+    assert summary["optimized_metric"] == {"name": "test/acc", "value": summary["test"]["acc"]}
+
+
+def test_a_sweep_on_a_metric_that_does_not_exist_fails_before_training(tmp_path):
+    result = run_script("train.py", *FAST, "optimized_metric=val/acc", "data.val_size=0", f"hydra.run.dir={tmp_path}")
+    assert result.returncode != 0
+    assert result.stderr.strip().splitlines()[-1].startswith("error: optimized_metric=val/acc is not a metric")
+    assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "config.yaml").exists()
+
+
+# kernel: files and seeds -----------------------------------------------------------------------
+
+
+def test_atomic_write_leaves_the_old_file_and_no_temporary_on_failure(tmp_path):
+    path = write_json(tmp_path / "a.json", {"x": float("nan"), "y": np.float32(1.5)})
+    assert read_json(path) == {"x": None, "y": 1.5}
+
+    def fail(tmp):
+        tmp.write_text("half")
+        raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError):
+        atomic_write(path, fail)
+    assert read_json(path) == {"x": None, "y": 1.5} and [p.name for p in tmp_path.iterdir()] == ["a.json"]
+    write_csv(tmp_path / "t.csv", [{"a": 1}, {"a": 2, "b": 3}])
+    assert (tmp_path / "t.csv").read_text().splitlines() == ["a,b", "1,", "2,3"]
+
+
+def test_seed_streams_are_distinct_and_stable():
+    assert derive_seed(0, "augment", 1, 5) == derive_seed(0, "augment", 1, 5)
+    seeds = {derive_seed(0, "augment", 1, 5), derive_seed(0, "order", 1, 5), derive_seed(1, "augment", 1, 5)}
+    assert len(seeds) == 3 and all(0 <= s < 2**32 for s in seeds)
+    # generated CIFAR-C caches written before the seed derivation moved to alternet.seeds stay valid
+    expected = np.random.SeedSequence([3, 3_703_756_812, 2, 0]).generate_state(1)[0]
+    assert task_seed(3, "gaussian_noise", 2, 0) == expected

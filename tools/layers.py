@@ -1,0 +1,147 @@
+"""The import rule of the alternet package, checked from the source: ``python tools/layers.py`` prints the
+package-level import graph and every import that breaks the rule (exit status 1 if any).
+
+Floors, bottom to top (docs/architecture.md explains each)::
+
+    kernel       errors, files, seeds, checkpoints, tracking   (may import each other)
+    foundations  models, data, metrics                         (the kernel)
+    run records  runs, and the package root's facade           (kernel, foundations)
+    libraries    training, evaluation, analysis, hub           (anything below, never each other)
+    top floor    apps, and every entry point                   (anything)
+
+A module imports only from floors below its own (kernel modules also from each other). Entry points —
+``__main__.py`` files and ``if __name__ == "__main__":`` blocks — belong to the top floor. No alternet import may
+hide inside a function (it would dodge the rule, or a cycle).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE = "alternet"
+ROOT = Path(__file__).resolve().parents[1] / PACKAGE
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("errors", "files", "seeds", "checkpoints", "tracking"),
+    ("models", "data", "metrics"),
+    ("runs", ""),  # "" is the package root, alternet/__init__.py (the facade: create_model, list_models)
+    ("training", "evaluation", "analysis", "hub"),
+    ("apps",),
+)
+KERNEL = 0
+TOP = len(FLOORS) - 1
+FLOOR_OF = {unit: floor for floor, units in enumerate(FLOORS) for unit in units}
+
+
+@dataclass(frozen=True)
+class Import:
+    source: Path
+    line: int
+    importer: str  # unit: the first name below alternet ("" for the root)
+    imported: str
+    entry_point: bool
+    in_function: bool
+
+    def __str__(self) -> str:
+        where = f"{PACKAGE}/{self.source.as_posix().rsplit(f'/{PACKAGE}/', 1)[-1]}:{self.line}"
+        return f"{where}: {self.importer or PACKAGE} imports {PACKAGE}.{self.imported}".rstrip(".")
+
+
+def _module_name(path: Path, root: Path) -> list[str]:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    return parts[:-1] if parts[-1] == "__init__" else parts
+
+
+def _unit(parts: list[str]) -> str:
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _is_main_guard(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.If)
+        and isinstance(node.test, ast.Compare)
+        and isinstance(node.test.left, ast.Name)
+        and node.test.left.id == "__name__"
+    )
+
+
+def imports_of(path: Path, root: Path = ROOT) -> list[Import]:
+    """Every import of an alternet module in ``path`` (a file of the package at ``root``), with whether it sits in
+    an entry point or a function."""
+    module = _module_name(path, root)
+    package = module if path.name == "__init__.py" else module[:-1]
+    found: list[Import] = []
+
+    def visit(node: ast.AST, entry: bool, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            child_entry = entry or _is_main_guard(child)
+            child_function = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            targets: list[list[str]] = []
+            if isinstance(child, ast.ImportFrom):
+                base = package[: len(package) - child.level + 1] if child.level else []
+                target = base + (child.module.split(".") if child.module else [])
+                # `from . import x` / `from .pkg import x`: x may be a submodule
+                targets = [[*target, alias.name] for alias in child.names] if not child.module else [target]
+            elif isinstance(child, ast.Import):
+                targets = [alias.name.split(".") for alias in child.names]
+            for target in targets:
+                if target and target[0] == PACKAGE:
+                    imported = target[1] if len(target) > 1 else ""
+                    if imported not in FLOOR_OF and len(target) > 1:
+                        imported = ""  # `from alternet import create_model`: the root
+                    found.append(Import(path, child.lineno, _unit(module), imported, child_entry, child_function))
+            visit(child, child_entry, child_function)
+
+    visit(ast.parse(path.read_text()), path.name == "__main__.py", False)
+    return found
+
+
+def all_imports(root: Path = ROOT) -> list[Import]:
+    """The imports of every module of the package at ``root``."""
+    return [item for path in sorted(root.rglob("*.py")) for item in imports_of(path, root)]
+
+
+def violation(item: Import) -> str | None:
+    """Why ``item`` breaks the rule, or None."""
+    if item.importer == item.imported:
+        return None
+    if item.importer not in FLOOR_OF:
+        return f"{item}: {item.importer!r} is on no floor; add it to FLOORS in tools/layers.py"
+    if item.imported not in FLOOR_OF:
+        return f"{item}: {item.imported!r} is on no floor; add it to FLOORS in tools/layers.py"
+    if item.in_function and not item.entry_point:
+        return f"{item}: imports inside functions are not allowed (move it to the top of the module)"
+    if item.entry_point:  # the top floor may import anything
+        return None
+    floor, target = FLOOR_OF[item.importer], FLOOR_OF[item.imported]
+    if target < floor or (floor == target == KERNEL):
+        return None
+    direction = "upward" if target > floor else "sideways"
+    return f"{item}: {direction} import (floor {floor} -> floor {target})"
+
+
+def graph(imports: list[Import]) -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = defaultdict(set)
+    for item in imports:
+        if item.importer != item.imported:
+            suffix = " (entry point)" if item.entry_point else ""
+            edges[item.importer or "(root)"].add((item.imported or "(root)") + suffix)
+    return edges
+
+
+def main() -> int:
+    imports = all_imports()
+    for floor, units in reversed(list(enumerate(FLOORS))):
+        for unit in units:
+            targets = sorted(graph(imports).get(unit or "(root)", ()))
+            print(f"floor {floor}  {unit or '(root)':12s} -> {', '.join(targets) or '-'}")
+    problems = [reason for item in imports if (reason := violation(item))]
+    print("\n".join(problems) if problems else "no violations")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

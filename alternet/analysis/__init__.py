@@ -2,7 +2,8 @@
 
 ``run_analyses(["fourier", "hessian"], model, datamodule, recipe, configs, out_dir)`` writes
 ``<out_dir>/analysis/<name>.csv`` and ``<name>*.png`` per analysis and returns a JSON-safe summary per analysis
-(numbers, plus ``"files"``). Budgets come from ``configs[name]`` (keys as in ``conf/analysis/<name>.yaml``).
+(numbers, plus ``"files"``). Budgets come from ``configs[name]`` (keys as in
+``alternet/conf/analysis/<name>.yaml``, which also hold the defaults).
 
 * ``fourier``: delta log amplitude of feature maps from frequency 0 to pi, by depth;
 * ``variance``: spatial variance of feature maps, by depth;

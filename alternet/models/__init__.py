@@ -21,7 +21,7 @@ class UnknownModelError(AlternetError, ValueError):
 
 
 def list_models() -> list[str]:
-    """Names of the models alternet defines (each also a timm model and a ``conf/model`` option)."""
+    """Names of the models alternet defines (each also a timm model and an ``alternet/conf/model`` option)."""
     return sorted(MODEL_NAMES)
 
 

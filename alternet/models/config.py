@@ -1,4 +1,5 @@
-"""From a model config (``conf/model/*.yaml``: a name plus the keys a user overrides) to ``create_model`` arguments.
+"""From a model config (``alternet/conf/model/*.yaml``: a name plus the keys a user overrides) to
+``create_model`` arguments.
 
 A ``null`` in the config means "the zoo's value": the architecture's defaults live in :mod:`alternet.models.zoo`
 alone, so the config never restates them.

@@ -37,7 +37,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
+    with initialize_config_dir(str(ROOT / "alternet" / "conf"), version_base="1.3"):
         config = compose("train", overrides=["data=cifar100", f"data.root={args.root}", "recipe=paper"])
     data = OmegaConf.to_container(config.data, resolve=True)
     recipe = OmegaConf.to_container(config.recipe, resolve=True)
@@ -51,7 +51,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as out_dir:
         for name in args.only.split(","):
-            budget = yaml.safe_load((ROOT / "conf" / "analysis" / f"{name}.yaml").read_text())
+            budget = yaml.safe_load((ROOT / "alternet" / "conf" / "analysis" / f"{name}.yaml").read_text())
             start = time.perf_counter()
             summary = run_analyses([name], model, datamodule, recipe, {name: budget}, Path(out_dir))[name]
             seconds = time.perf_counter() - start

@@ -1,22 +1,23 @@
-"""Data-loader throughput of the paper's CIFAR-100 train pipeline, per worker.
+"""Data-loader throughput of the CIFAR-100 train pipelines that training uses, per worker.
 
-Pipelines (albumentations on uint8 HWC numpy, ending in a normalised CHW float tensor):
+Everything but the timm comparison is the library's own code path: ``CIFAR100DataModule`` with a recipe's
+``augment`` section (``alternet.data.transforms``), its train split read with per-sample seeds exactly as the
+training sampler yields them, and its ``train_dataloader()``.
 
-* ``a``: pad-4 random crop + horizontal flip + normalise + to-tensor;
-* ``b``: ``a`` + RandAugment ``rand-m9-n2-mstd1.0`` (``alternet.data.randaugment``, numpy/OpenCV);
+* ``a``: recipe ``fast`` augmentation: pad-4 random crop + horizontal flip, normalise, to tensor;
+* ``b``: recipe ``paper`` augmentation: ``a`` + RandAugment ``rand-m9-n2-mstd1.0`` (``alternet.data.randaugment``);
 * ``c``: ``a`` + timm's PIL RandAugment, same spec (for comparison; ``--skip-timm`` to leave out).
 
-For each: the single-process per-sample rate (what one worker can sustain) and a real ``torch.utils.data.DataLoader``
-run with 1 and 2 workers (end to end, worker start-up included), reported in total and per worker.
+For each: the single-process per-sample rate (what one worker can sustain) and the data module's real
+``DataLoader`` with 1 and 2 workers (end to end, worker start-up included), in total and per worker.
 
-    python bench/dataloader.py [--root /work/shared/data] [--num-images 10000] [--batch-size 128]
+    python bench/dataloader.py [--root ../shared/data] [--num-images 10000]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import pickle
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,32 +31,24 @@ import cv2
 import numpy as np
 import torch
 from albumentations.pytorch import ToTensorV2
+from omegaconf import OmegaConf
 from PIL import Image
 from timm.data.auto_augment import rand_augment_transform
-from torch.utils.data import DataLoader, Dataset
 
+from alternet.data import ArrayDataset, CIFAR100DataModule
 from alternet.data.randaugment import RandAugment, fill_from_mean
+from alternet.data.transforms import augmentation_ops
+from alternet.seeds import derive_seed
 
-CIFAR100_MEAN = (0.5071, 0.4865, 0.4409)
-CIFAR100_STD = (0.2673, 0.2564, 0.2762)
 SPEC = "rand-m9-n2-mstd1.0"
 DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data"
+CONF = Path(__file__).resolve().parents[1] / "alternet" / "conf"
 
 
-def find_train_file(root: Path) -> Path | None:
-    """``train`` under ``root/cifar-100-python/`` or directly under ``root``."""
-    for candidate in (root / "cifar-100-python" / "train", root / "train"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def load_images(train_file: Path, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """The first ``count`` CIFAR-100 train images as (N, 32, 32, 3) uint8, with their fine labels."""
-    with open(train_file, "rb") as f:
-        batch = pickle.load(f, encoding="bytes")
-    images = batch[b"data"][:count].reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
-    return np.ascontiguousarray(images), np.asarray(batch[b"fine_labels"][:count], dtype=np.int64)
+def recipe(name: str) -> dict[str, Any]:
+    """A packaged recipe, composed with its base file."""
+    base = OmegaConf.load(CONF / "recipe" / "_base.yaml")
+    return OmegaConf.to_container(OmegaConf.merge(base, OmegaConf.load(CONF / "recipe" / f"{name}.yaml")))
 
 
 class TimmRandAugment:
@@ -68,53 +61,49 @@ class TimmRandAugment:
         return np.asarray(self.policy(Image.fromarray(image)))
 
 
-def train_pipeline(randaugment: A.BasicTransform | None = None) -> A.Compose:
-    """Pad-4 random crop, horizontal flip, [RandAugment,] normalise, to CHW tensor."""
-    ops: list[A.BasicTransform] = [
-        A.PadIfNeeded(40, 40, border_mode=cv2.BORDER_CONSTANT, fill=0),
-        A.RandomCrop(32, 32),
-        A.HorizontalFlip(p=0.5),
-    ]
-    if randaugment is not None:
-        ops.append(randaugment)
-    ops += [A.Normalize(mean=CIFAR100_MEAN, std=CIFAR100_STD), ToTensorV2()]
-    return A.Compose(ops, seed=0)
+def datamodule(root: Path, augment: dict[str, Any], batch_size: int, workers: int, count: int) -> CIFAR100DataModule:
+    """The library's CIFAR-100 data module with ``augment``, its train split cut to ``count`` images."""
+    module = CIFAR100DataModule(
+        root=str(root), batch_size=batch_size, num_workers=workers, augment=augment, persistent_workers=False
+    )
+    module.setup()
+    train = module.splits["train"]
+    module.splits["train"] = ArrayDataset(train.images[:count], train.labels[:count], train.transform)
+    return module
 
 
-class ArrayDataset(Dataset):
-    """In-memory uint8 images through an albumentations pipeline."""
-
-    def __init__(self, images: np.ndarray, labels: np.ndarray, transform: A.Compose):
-        self.images, self.labels, self.transform = images, labels, transform
-
-    def __len__(self) -> int:
-        return len(self.images)
-
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        return self.transform(image=self.images[index])["image"], int(self.labels[index])
+def with_timm_randaugment(module: CIFAR100DataModule, augment: dict[str, Any]) -> None:
+    """Swap the train transform for ``augment``'s ops + timm's PIL RandAugment + the same normalisation."""
+    fill = fill_from_mean(module.mean)
+    ops = [*augmentation_ops(augment, module.image_size, module.mean), A.Lambda(image=TimmRandAugment(SPEC, fill))]
+    ops += [A.Normalize(mean=module.mean, std=module.std, max_pixel_value=255.0), ToTensorV2()]
+    train = module.splits["train"]
+    module.splits["train"] = ArrayDataset(train.images, train.labels, A.Compose(ops))
 
 
-def seed_worker(_worker_id: int) -> None:
-    """Give each worker its own augmentation stream (forked workers would otherwise share the parent's)."""
-    info = torch.utils.data.get_worker_info()
-    info.dataset.transform.set_random_seed(torch.initial_seed() % 2**32)
+def per_sample_rate(dataset: ArrayDataset) -> float:
+    """Images per second reading the train split one sample at a time, with the per-sample augmentation seeds
+    the training sampler yields (their derivation and the reseeding are part of the cost)."""
+    dataset[(0, 0)]
+    start = time.perf_counter()
+    for index in range(len(dataset)):
+        dataset[(index, derive_seed(0, "augment", 0, index))]
+    return len(dataset) / (time.perf_counter() - start)
 
 
-def per_sample_rate(fn: Callable[[np.ndarray], Any], images: np.ndarray) -> float:
-    """Images per second for ``fn`` applied one image at a time in this process."""
+def loader_rate(module: CIFAR100DataModule) -> float:
+    """Images per second through the data module's train DataLoader, worker start-up included."""
+    start = time.perf_counter()
+    count = sum(len(images) for images, _ in module.train_dataloader())
+    return count / (time.perf_counter() - start)
+
+
+def rate_alone(fn: Callable[[np.ndarray], Any], images: np.ndarray) -> float:
     fn(images[0])
     start = time.perf_counter()
     for image in images:
         fn(image)
     return len(images) / (time.perf_counter() - start)
-
-
-def loader_rate(dataset: ArrayDataset, workers: int, batch_size: int) -> float:
-    """Images per second through a DataLoader with ``workers`` processes, start-up included."""
-    start = time.perf_counter()
-    loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=workers, worker_init_fn=seed_worker)
-    count = sum(len(images) for images, _ in loader)
-    return count / (time.perf_counter() - start)
 
 
 def main() -> None:
@@ -127,46 +116,48 @@ def main() -> None:
     parser.add_argument("--skip-timm", action="store_true", help="leave out timm's PIL RandAugment")
     args = parser.parse_args()
 
-    train_file = find_train_file(args.root)
-    if train_file is None:
+    if not (args.root / "cifar-100-python" / "train").is_file():
         print(f"SKIP: CIFAR-100 not found under {args.root} (expected cifar-100-python/train); pass --root")
         return
     cv2.setNumThreads(1)
     torch.set_num_threads(1)
-    images, labels = load_images(train_file, args.num_images)
-
-    fill = fill_from_mean(CIFAR100_MEAN)
-    ours = RandAugment.from_config(SPEC, fill=fill)
-    pipelines = {
-        "a  crop+flip+normalise+tensor": train_pipeline(),
-        f"b  a + RandAugment {SPEC} (ours, OpenCV)": train_pipeline(ours),
+    fast, paper = recipe("fast")["augment"], recipe("paper")["augment"]
+    variants: dict[str, tuple[dict[str, Any], bool]] = {
+        "a  recipe=fast: crop+flip+normalise+tensor": (fast, False),
+        f"b  recipe=paper: a + RandAugment {SPEC} (ours)": (paper, False),
     }
-    alone = {"RandAugment alone (ours, OpenCV)": lambda image: ours(image=image)}
     if not args.skip_timm:
-        timm_ra = TimmRandAugment(SPEC, fill)
-        pipelines[f"c  a + RandAugment {SPEC} (timm, PIL)"] = train_pipeline(A.Lambda(image=timm_ra))
-        alone["RandAugment alone (timm, PIL incl. conversion)"] = timm_ra
+        variants[f"c  a + RandAugment {SPEC} (timm, PIL)"] = (fast, True)
 
     print(
-        f"CIFAR-100 train, {len(images)} images 32x32, batch {args.batch_size}; torch {torch.__version__}, "
+        f"CIFAR-100 train (first {args.num_images} images, 32x32), batch {args.batch_size}; torch {torch.__version__}, "
         f"albumentations {A.__version__}, opencv {cv2.__version__}, {os.cpu_count()} CPUs"
     )
     print(
-        "per-sample = one process, one image at a time (= one worker's ceiling); DataLoader = end to end; "
-        f"median of {args.repeats} runs\n"
+        "per-sample = one process, one image at a time (= one worker's ceiling); DataLoader = the data module's "
+        f"train_dataloader(), end to end; median of {args.repeats} runs\n"
     )
     loader_cols = "".join(f"  {f'{w} worker(s): total / per worker':>34}" for w in args.workers)
     print(f"{'pipeline':<52} {'per-sample img/s':>16} {'us/img':>8}{loader_cols}")
-    for name, pipeline in pipelines.items():
-        rate = median(per_sample_rate(lambda image, p=pipeline: p(image=image), images) for _ in range(args.repeats))
+    for name, (augment, timm_ra) in variants.items():
+        modules = {w: datamodule(args.root, augment, args.batch_size, w, args.num_images) for w in [0, *args.workers]}
+        if timm_ra:
+            for module in modules.values():
+                with_timm_randaugment(module, augment)
+        rate = median(per_sample_rate(modules[0].splits["train"]) for _ in range(args.repeats))
         cells = ""
         for workers in args.workers:
-            dataset = ArrayDataset(images, labels, pipeline)
-            total = median(loader_rate(dataset, workers, args.batch_size) for _ in range(args.repeats))
+            total = median(loader_rate(modules[workers]) for _ in range(args.repeats))
             cells += f"  {f'{total:,.0f} / {total / workers:,.0f}':>34}"
         print(f"{name:<52} {rate:>16,.0f} {1e6 / rate:>8.1f}{cells}")
+    images = modules[0].splits["train"].images
+    fill = fill_from_mean(modules[0].mean)
+    ours = RandAugment.from_config(SPEC, fill=fill)
+    alone = {"RandAugment alone (ours, OpenCV)": lambda image: ours(image=image)}
+    if not args.skip_timm:
+        alone["RandAugment alone (timm, PIL incl. conversion)"] = TimmRandAugment(SPEC, fill)
     for name, fn in alone.items():
-        rate = median(per_sample_rate(fn, images) for _ in range(args.repeats))
+        rate = median(rate_alone(fn, images) for _ in range(args.repeats))
         print(f"{name:<52} {rate:>16,.0f} {1e6 / rate:>8.1f}")
 
 

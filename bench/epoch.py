@@ -45,9 +45,9 @@ def main() -> None:
     from hydra import compose, initialize_config_dir
 
     from alternet.data import build_datamodule
-    from alternet.training.run import build_module
+    from alternet.training import build_module
 
-    conf = Path(__file__).resolve().parents[1] / "conf"
+    conf = Path(__file__).resolve().parents[1] / "alternet" / "conf"
     overrides = [
         f"model={args.model}",
         f"data={args.data}",
@@ -81,7 +81,7 @@ def main() -> None:
             use_distributed_sampler=False,
             gradient_clip_val=config["recipe"]["grad_clip"],
         )
-        trainer.fit(build_module(config), datamodule=datamodule)
+        trainer.fit(build_module(config, datamodule.facts()), datamodule=datamodule)
         step = sum(timer.times) / len(timer.times)
         print(
             f"  {precision:<11} {step * 1000:8.0f} ms/step  {config['recipe']['batch_size'] / step:6.1f} img/s  "

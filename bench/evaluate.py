@@ -30,8 +30,9 @@ def main() -> None:
 
     from alternet.data import CIFAR100DataModule
     from alternet.data.cifar_c import generate_cifar_c, load_cifar_c
-    from alternet.evaluation.inference import load_checkpoint_module, predict
+    from alternet.evaluation import predict
     from alternet.models import create_model
+    from alternet.runs import find_checkpoint, load_model
 
     if not (Path(args.root) / "cifar-100-python" / "test").is_file():
         raise SystemExit(
@@ -48,9 +49,7 @@ def main() -> None:
     print(f"generate 75 CIFAR-100-C sets (10,000 images each): {generation:7.1f} s  -> {cache}")
 
     if args.ckpt:
-        from alternet.evaluation.cli import checkpoint_paths
-
-        model = load_checkpoint_module(checkpoint_paths(args.ckpt)[0])[0].model
+        model = load_model(find_checkpoint(Path(args.ckpt))[0])[0]
     else:
         model = create_model("alternet_tiny", num_classes=100, img_size=32)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")

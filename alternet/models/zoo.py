@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
+from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models.pit import PoolingVisionTransformer
 from timm.models.swin_transformer import SwinTransformer
@@ -155,8 +156,8 @@ def _cfg(spec: _Spec) -> dict[str, Any]:
         pool_size=None,
         crop_pct=1.0,
         interpolation="bilinear",
-        mean=(0.5071, 0.4867, 0.4408),
-        std=(0.2675, 0.2565, 0.2761),
+        mean=IMAGENET_DEFAULT_MEAN,  # neutral, as timm's untrained entries: trained weights carry their data's
+        std=IMAGENET_DEFAULT_STD,  # statistics in their own pretrained_cfg (exports: data module facts())
         first_conv=spec.first_conv,
         classifier=spec.classifier,
         license="mit",

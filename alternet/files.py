@@ -40,10 +40,6 @@ def write_text(path: str | Path, text: str) -> Path:
     return atomic_write(path, lambda tmp: tmp.write_text(text))
 
 
-def write_bytes(path: str | Path, data: bytes) -> Path:
-    return atomic_write(path, lambda tmp: tmp.write_bytes(data))
-
-
 # JSON ------------------------------------------------------------------------------------------
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 from timm.layers import SelectAdaptivePool2d
+from timm.models import checkpoint_seq
 from torch import nn
 
 from .attention import ATTENTION_KINDS, WindowAttention
@@ -110,6 +111,7 @@ class AlterNet(nn.Module):
         self.layout = "|".join(spec.sequence for spec in self.specs)
         self.num_classes = num_classes
         self.drop_rate = drop_rate
+        self.grad_checkpointing = False
 
         stem_width = stem_width or self.specs[0].width
         self.stem = STEMS[stem](in_chans, stem_width)
@@ -158,8 +160,25 @@ class AlterNet(nn.Module):
 
     # timm model interface -------------------------------------------------------------------
 
+    @torch.jit.ignore
+    def set_grad_checkpointing(self, enable: bool = True) -> None:
+        """Recompute each block's activations in backward instead of keeping them (timm's convention): trades
+        about one extra forward of the stages for most of their activation memory, for large-image runs.
+
+        The function computed is unchanged (stochastic depth replays the same random draws), but a recomputed
+        block runs its BatchNorms in train mode a second time, so their running statistics are updated twice
+        per step; timm accepts that too.
+        """
+        self.grad_checkpointing = enable
+
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
-        return self.norm(self.stages(self.stem(x)))
+        x = self.stem(x)
+        if self.grad_checkpointing and not torch.jit.is_scripting() and torch.is_grad_enabled():
+            for stage in self.stages:
+                x = checkpoint_seq(stage, x)  # one checkpoint per block
+        else:
+            x = self.stages(x)
+        return self.norm(x)
 
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
         x = self.head.drop(self.head.global_pool(x))

@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
+import torch
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
-from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+from timm.models import build_model_with_cfg, checkpoint_seq, generate_default_cfgs, register_model
 from timm.models.pit import PoolingVisionTransformer
 from timm.models.swin_transformer import SwinTransformer
 from timm.models.vision_transformer import VisionTransformer
@@ -75,11 +76,37 @@ class ViTSpec(_Spec):
     img_size: int = 32
 
 
+class _CheckpointedBlocks(nn.Sequential):
+    """An ``nn.Sequential`` of blocks that can recompute each block in backward (same children, same names)."""
+
+    grad_checkpointing = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.grad_checkpointing and not torch.jit.is_scripting() and torch.is_grad_enabled():
+            return checkpoint_seq(self, x)
+        return super().forward(x)
+
+
+class PiT(PoolingVisionTransformer):
+    """timm's PiT with gradient checkpointing, which timm's class refuses; parameter names are unchanged, so
+    weights load either way."""
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        for stage in self.transformers:
+            stage.blocks = _CheckpointedBlocks(*stage.blocks)
+
+    def set_grad_checkpointing(self, enable: bool = True) -> None:
+        """Recompute each transformer block in backward (see :meth:`AlterNet.set_grad_checkpointing`)."""
+        for stage in self.transformers:
+            stage.blocks.grad_checkpointing = enable
+
+
 @dataclass(frozen=True)
 class PiTSpec(_Spec):
-    """A timm :class:`PoolingVisionTransformer`."""
+    """A timm :class:`PoolingVisionTransformer` (as :class:`PiT`, which adds gradient checkpointing)."""
 
-    model_class: ClassVar[type[nn.Module]] = PoolingVisionTransformer
+    model_class: ClassVar[type[nn.Module]] = PiT
     first_conv: ClassVar[str] = "patch_embed.conv"
     classifier: ClassVar[str] = "head"
 
@@ -273,7 +300,7 @@ def vit_ti_cifar(pretrained: bool = False, **kwargs: Any) -> VisionTransformer:
 
 
 @register_model
-def pit_ti_cifar(pretrained: bool = False, **kwargs: Any) -> PoolingVisionTransformer:
+def pit_ti_cifar(pretrained: bool = False, **kwargs: Any) -> PiT:
     """PiT-Ti for 32x32 inputs: patch 2, stride 1, dims 32x(2, 4, 8), depths 2, 6, 4."""
     return _create_comparison("pit_ti_cifar", pretrained, **kwargs)
 

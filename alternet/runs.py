@@ -174,7 +174,11 @@ def resume_checkpoint(ckpt_path: str | None, run_dir: Path) -> str | None:
     exists (a requeued SLURM job); any other path is checked now, so that a bad one fails before training."""
     if ckpt_path == "last":
         last = run_dir / CHECKPOINT_DIR / LAST_CHECKPOINT
-        return str(last) if last.is_file() else None
+        if not last.is_file():
+            print(f"ckpt_path=last: no {last} yet, so training starts from scratch", file=sys.stderr, flush=True)
+            return None
+        read_checkpoint(last)
+        return str(last)
     if ckpt_path:
         read_checkpoint(ckpt_path)
     return ckpt_path

@@ -29,7 +29,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("models", "data", "metrics"),
     ("runs", ""),  # "" is the package root, alternet/__init__.py (the facade: create_model, list_models)
     ("training", "evaluation", "analysis", "hub"),
-    ("apps",),
+    ("apps", "shards"),  # shards: the `python -m alternet.shards` entry point
 )
 KERNEL = 0
 TOP = len(FLOORS) - 1

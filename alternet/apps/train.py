@@ -36,7 +36,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     module = build_module(config, datamodule.facts())
     if config["model"]["pretrained"] and not resume:
         load_pretrained(module.model, config["model"]["pretrained"])  # a different class count resets the head
-    has_val = bool(config["data"]["val_size"])
+    has_val = datamodule.has_validation
     trainer = build_trainer(config, run_dir, has_val, tracking.build_loggers(config["logger"], run_dir, config))
     if trainer.is_global_zero:
         write_run_records(run_dir, config)
@@ -60,6 +60,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             "last_checkpoint": last,
             "run_dir": str(run_dir),
         }
+        if config["data"].get("skip_corrupt"):
+            summary["skipped_images"] = datamodule.skipped_images  # unreadable files skipped (data.skip_corrupt)
         summary["optimized_metric"] = optimized_metric(config["optimized_metric"], summary)
         if trainer.is_global_zero:
             if config["evaluate"]["after_training"]:

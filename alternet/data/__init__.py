@@ -9,11 +9,14 @@ from ..errors import ConfigValueError, DataError
 from .base import ArrayDataset, EpochSampler, ImageDataModule
 from .cifar import CIFAR10DataModule, CIFAR100DataModule
 from .digits import DigitsDataModule
+from .folder import ImageFolderDataModule, ImageNetDataModule
 
 DATAMODULES: dict[str, type[ImageDataModule]] = {
     "digits": DigitsDataModule,
     "cifar10": CIFAR10DataModule,
     "cifar100": CIFAR100DataModule,
+    "imagefolder": ImageFolderDataModule,
+    "imagenet": ImageNetDataModule,
 }
 
 # Keys of a data config that describe the data set rather than configure the loader.
@@ -27,7 +30,8 @@ def build_datamodule(data: Mapping[str, Any], recipe: Mapping[str, Any], *, seed
     if name not in DATAMODULES:
         raise ConfigValueError(f"unknown data set data.name={name!r}; choose one of {sorted(DATAMODULES)}")
     cls = DATAMODULES[name]
-    if data.get("num_classes", cls.num_classes) != cls.num_classes:
+    declared = cls.num_classes if isinstance(cls.num_classes, int) else None  # folders find theirs
+    if data.get("num_classes") is not None and declared is not None and data["num_classes"] != declared:
         raise ConfigValueError(f"data.num_classes={data['num_classes']} but {name} has {cls.num_classes} classes")
     kwargs = {k: v for k, v in data.items() if k not in _DESCRIPTIVE_KEYS}
     return cls(
@@ -49,5 +53,7 @@ __all__ = [
     "DigitsDataModule",
     "EpochSampler",
     "ImageDataModule",
+    "ImageFolderDataModule",
+    "ImageNetDataModule",
     "build_datamodule",
 ]

@@ -1,12 +1,14 @@
-"""The shared base of every data set: in-memory uint8 arrays, a seeded validation split, and loaders
-whose order and augmentation are a pure function of (seed, epoch, index), sharded over ranks.
+"""The shared base of every data set: a seeded validation split, and loaders whose order and augmentation are a
+pure function of (seed, epoch, index), sharded over ranks; in-memory uint8 arrays for the small data sets.
 
-That last property makes runs reproducible for any number of workers and lets a run resumed from an
-epoch-boundary checkpoint see exactly the batches an uninterrupted run would have seen.
+That property makes runs reproducible for any number of workers, and with the train loader's position saved in
+every checkpoint (:class:`ResumableLoader`) a run resumed mid-epoch sees exactly the batches an uninterrupted run
+would have seen.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -18,7 +20,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from ..errors import ConfigValueError, DataError
 from ..seeds import derive_seed
-from .transforms import build_transform, reseed
+from .transforms import augmentation_ops, build_transform, reseed
 
 
 class ArrayDataset(Dataset):
@@ -59,6 +61,7 @@ class EpochSampler(Sampler):
         self.size, self.seed, self.shuffle = size, seed, shuffle
         self.rank, self.world_size = rank, world_size
         self.epoch = 0
+        self.skip = 0  # samples of this epoch's shard to leave out: the part a resumed run has already seen
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -69,14 +72,47 @@ class EpochSampler(Sampler):
         return len(range(self.rank, self.size, self.world_size))
 
     def __iter__(self) -> Iterator[int | tuple[int, int]]:
+        skip, self.skip = self.skip, 0
         if not self.shuffle:
-            yield from range(self.rank, self.size, self.world_size)
+            yield from range(self.rank + skip * self.world_size, self.size, self.world_size)
             return
         generator = torch.Generator().manual_seed(derive_seed(self.seed, "order", self.epoch))
         order = torch.randperm(self.size, generator=generator)
-        order = order[: len(self) * self.world_size][self.rank :: self.world_size].tolist()
+        order = order[: len(self) * self.world_size][self.rank :: self.world_size][skip:].tolist()
         for index in order:
             yield index, derive_seed(self.seed, "augment", self.epoch, index)
+
+
+class ResumableLoader(DataLoader):
+    """A DataLoader over an :class:`EpochSampler` that knows how many batches of the current epoch it delivered.
+
+    Lightning saves :meth:`state_dict` in every checkpoint and hands it back through :meth:`load_state_dict` on
+    resume, before the first iterator of the resumed epoch is created; that iterator then skips what was seen.
+    """
+
+    sampler: EpochSampler
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.delivered = 0
+        self._resume: dict[str, int] | None = None
+
+    def __iter__(self) -> Iterator[Any]:
+        resume, self._resume = self._resume, None
+        skip = resume["batches"] if resume and resume["epoch"] == self.sampler.epoch else 0
+        if skip >= len(self):  # saved at the epoch's last batch: the resumed run starts the next epoch
+            skip = 0
+        self.sampler.skip = skip * int(self.batch_size or 1)
+        self.delivered = skip
+        for batch in super().__iter__():
+            self.delivered += 1
+            yield batch
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.sampler.epoch, "batches": self.delivered}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self._resume = {"epoch": int(state["epoch"]), "batches": int(state["batches"])}
 
 
 def _split_size(val_size: int | float, pool: int) -> int:
@@ -138,7 +174,13 @@ class ImageDataModule(L.LightningDataModule):
         self.pin_memory = pin_memory and torch.cuda.is_available()
         self.persistent_workers = persistent_workers and num_workers > 0
         self.download = download
-        self.splits: dict[str, ArrayDataset] = {}
+        self.splits: dict[str, Dataset] = {}
+        self.check_augment()
+
+    def check_augment(self) -> None:
+        """Fail on recipe.augment keys this data set's pipeline cannot honour, before any work starts."""
+        if self.augment:
+            augmentation_ops(self.augment, self.image_size, self.mean)
 
     # to implement -------------------------------------------------------------------------
 
@@ -171,7 +213,7 @@ class ImageDataModule(L.LightningDataModule):
         sampler = self._sampler("train", shuffle=True)
         # Lightning sets the epoch only after creating the first iterator of a resumed run.
         sampler.set_epoch(self.trainer.current_epoch if self.trainer is not None else 0)
-        return self._loader("train", sampler, self.batch_size, drop_last=len(sampler) > self.batch_size)
+        return self._loader("train", sampler, self.batch_size, drop_last=self._drop_last(len(sampler)))
 
     def val_dataloader(self) -> DataLoader | list:
         if "val" not in self.splits:
@@ -181,14 +223,34 @@ class ImageDataModule(L.LightningDataModule):
     def test_dataloader(self) -> DataLoader:
         return self._loader("test", self._sampler("test", shuffle=False), self.eval_batch_size)
 
+    @property
+    def has_validation(self) -> bool:
+        return bool(self.val_size)
+
+    def train_batches(self) -> int:
+        """Batches per epoch on this rank, known without building a loader: the learning-rate schedule needs it
+        before a resumed run restores the loader's position (building the loader first would drop it, Lightning
+        issue #20550)."""
+        self.setup("fit")
+        per_rank = len(self._sampler("train", shuffle=True))
+        return per_rank // self.batch_size if self._drop_last(per_rank) else -(-per_rank // self.batch_size)
+
+    @property
+    def skipped_images(self) -> int:
+        """Unreadable images skipped so far (``data.skip_corrupt``); arrays have none."""
+        return 0
+
     # helpers ------------------------------------------------------------------------------
+
+    def _drop_last(self, per_rank: int) -> bool:
+        return per_rank > self.batch_size
 
     def _sampler(self, split: str, shuffle: bool) -> EpochSampler:
         rank, world = (self.trainer.global_rank, self.trainer.world_size) if self.trainer is not None else (0, 1)
         return EpochSampler(len(self.splits[split]), self.seed, shuffle=shuffle, rank=rank, world_size=world)
 
     def _loader(self, split: str, sampler: EpochSampler, batch_size: int, drop_last: bool = False) -> DataLoader:
-        return DataLoader(
+        return (ResumableLoader if sampler.shuffle else DataLoader)(
             self.splits[split],
             batch_size=batch_size,
             sampler=sampler,
@@ -200,14 +262,18 @@ class ImageDataModule(L.LightningDataModule):
 
     def facts(self) -> dict[str, Any]:
         """What a model trained on this data must know, saved with its checkpoints: the data set's name, class
-        count, image size and normalisation (the data set's own statistics unless the config overrides them)."""
-        return {
+        count and names, image size and normalisation (the data set's own statistics unless the config overrides
+        them)."""
+        facts = {
             "name": self.name,
             "num_classes": self.num_classes,
             "image_size": self.image_size,
             "mean": list(self.mean),
             "std": list(self.std),
         }
+        with contextlib.suppress(DataError):  # absent when the files are not here yet (a model built before download)
+            facts["class_names"] = [str(name) for name in self.class_names]
+        return facts
 
     def describe(self) -> str:
         sizes = ", ".join(f"{k} {len(v)}" for k, v in self.splits.items())

@@ -8,8 +8,10 @@ from typing import Any
 import lightning as L
 from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from lightning.pytorch.loggers import Logger
+from lightning.pytorch.plugins.environments import SLURMEnvironment
 
-from .callbacks import AtomicCheckpointIO, EpochSeed
+from ..errors import ConfigValueError
+from .callbacks import AtomicCheckpointIO, BatchSeed, MidEpochCheckpoint, PreemptionCheckpoint, parse_interval
 from .module import ClassificationModule
 
 
@@ -18,6 +20,17 @@ def build_module(config: dict[str, Any], data: dict[str, Any]) -> Classification
     whose :meth:`~alternet.data.ImageDataModule.facts` are ``data``."""
     module = ClassificationModule(model=config["model"], recipe=config["recipe"], data=data)
     performance = config["performance"]
+    if performance["grad_checkpointing"]:
+        enable = getattr(module.model, "set_grad_checkpointing", None)
+        try:
+            if enable is None:
+                raise NotImplementedError
+            enable(True)
+        except (AssertionError, NotImplementedError) as error:  # timm refuses with `assert not enable`
+            raise ConfigValueError(
+                f"model {config['model']['name']!r} does not support gradient checkpointing; "
+                "set performance.grad_checkpointing=false"
+            ) from error
     if performance["channels_last"]:
         module.use_channels_last()
     if performance["compile"]:
@@ -26,21 +39,34 @@ def build_module(config: dict[str, Any], data: dict[str, Any]) -> Classification
 
 
 def build_callbacks(config: dict[str, Any], run_dir: Path, has_val: bool) -> list[Callback]:
-    """Checkpointing (best by the monitored validation metric when there is a validation split, and last),
-    per-epoch reseeding, optional early stopping."""
+    """Checkpointing (best by the monitored validation metric when there is a validation split, and last at each
+    epoch end; mid-epoch ``last.ckpt`` every ``every_n_train_steps`` / ``train_time_interval`` and on pre-emption),
+    per-batch reseeding, optional early stopping."""
     callbacks_cfg = config["callbacks"]
     checkpoint = dict(callbacks_cfg["checkpoint"])
+    mid_epoch = {key: checkpoint.pop(key, None) for key in ("every_n_train_steps", "train_time_interval")}
     if not has_val:  # without a validation split only the last checkpoint is kept
         checkpoint.update(monitor=None, save_top_k=0)
+    directory = run_dir / "checkpoints"
     callbacks: list[Callback] = [
         ModelCheckpoint(
-            dirpath=str(run_dir / "checkpoints"),
+            dirpath=str(directory),
             filename="best-epoch{epoch:03d}",
             auto_insert_metric_name=False,
+            enable_version_counter=False,  # last.ckpt is shared with the mid-epoch and pre-emption checkpoints
             **checkpoint,
         ),
-        EpochSeed(int(config["seed"])),
+        BatchSeed(int(config["seed"])),
     ]
+    if mid_epoch["every_n_train_steps"] or mid_epoch["train_time_interval"]:
+        callbacks.append(
+            MidEpochCheckpoint(
+                directory, mid_epoch["every_n_train_steps"], parse_interval(mid_epoch["train_time_interval"])
+            )
+        )
+    preemption = callbacks_cfg.get("preemption")
+    if preemption and preemption["signals"]:
+        callbacks.append(PreemptionCheckpoint(directory, list(preemption["signals"]), bool(preemption["requeue"])))
     if callbacks_cfg["early_stopping"] and has_val:
         callbacks.append(EarlyStopping(**callbacks_cfg["early_stopping"]))
     return callbacks
@@ -52,12 +78,15 @@ def build_trainer(config: dict[str, Any], run_dir: Path, has_val: bool, loggers:
     trainer_args = dict(config["trainer"])
     if not has_val:  # no validation split (the paper's CIFAR setting): skip the loop instead of running it empty
         trainer_args["limit_val_batches"] = 0
+    plugins: list = [AtomicCheckpointIO()]
+    if SLURMEnvironment.detect():  # pre-emption is ours (PreemptionCheckpoint): exact, mid-epoch, after the step
+        plugins.append(SLURMEnvironment(auto_requeue=False))
     return L.Trainer(
         **trainer_args,
         default_root_dir=str(run_dir),
         callbacks=build_callbacks(config, run_dir, has_val),
         logger=loggers,
-        plugins=[AtomicCheckpointIO()],
+        plugins=plugins,
         use_distributed_sampler=False,
     )
 

@@ -1,30 +1,167 @@
-"""Callbacks and plugins that make runs reproducible and checkpoints safe."""
+"""Callbacks and plugins that make runs reproducible, resumable mid-epoch, and their checkpoints safe."""
 
 from __future__ import annotations
 
+import os
+import random
+import shlex
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import lightning as L
+import numpy as np
+import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
+from ..errors import AlternetError, ConfigValueError
 from ..files import atomic_write
 from ..seeds import derive_seed
 
+LAST = "last.ckpt"
 
-class EpochSeed(L.Callback):
-    """Reseed Python, NumPy and torch at the start of every training epoch from (seed, epoch, rank).
 
-    Dropout, stochastic depth and mixup then depend only on the epoch, so a run resumed from an
-    epoch-boundary checkpoint replays exactly what an uninterrupted run would have done.
+class BatchSeed(L.Callback):
+    """Reseed Python, NumPy and torch before every training batch from (seed, epoch, batch, rank).
+
+    Dropout, stochastic depth and mixup then depend only on the batch's position, so a run resumed from any
+    checkpoint — at an epoch boundary or mid-epoch — replays exactly what an uninterrupted run would have done,
+    with no generator state to save. (Data order and augmentation are seeded per sample by the data module.)
     """
 
     def __init__(self, seed: int):
         self.seed = seed
 
-    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        epoch_seed = derive_seed(self.seed, "epoch", trainer.current_epoch, trainer.global_rank)
-        L.seed_everything(epoch_seed, workers=True, verbose=False)
+    def on_train_batch_start(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        seed = derive_seed(self.seed, "batch", trainer.current_epoch, batch_idx, trainer.global_rank)
+        random.seed(seed)
+        np.random.seed(seed % 2**32)
+        torch.manual_seed(seed)
+
+
+def parse_interval(value: float | str | None) -> float | None:
+    """Seconds from a number or ``"DD:HH:MM:SS"`` / ``"HH:MM:SS"`` (Lightning's ``max_time`` format)."""
+    if value is None or isinstance(value, (int, float)):
+        return None if value is None else float(value)
+    parts = [float(p) for p in str(value).split(":")]
+    seconds = 0.0
+    for part, unit in zip(reversed(parts), (1, 60, 3600, 86400)):
+        seconds += part * unit
+    return seconds
+
+
+def _ends_optimizer_step(trainer: L.Trainer, batch_idx: int) -> bool:
+    """A checkpoint taken mid-accumulation would lose the accumulated gradients: save only after a step."""
+    return (batch_idx + 1) % trainer.accumulate_grad_batches == 0
+
+
+class MidEpochCheckpoint(L.Callback):
+    """Write ``checkpoints/last.ckpt`` every ``every_n_train_steps`` optimizer steps and/or every
+    ``train_time_interval`` seconds, mid-epoch; it holds the train loader's position, so ``ckpt_path=last`` resumes
+    with exactly the samples not yet seen."""
+
+    def __init__(self, dirpath: Path, every_n_train_steps: int | None = None, train_time_interval: float | None = None):
+        self.path = Path(dirpath) / LAST
+        self.every = int(every_n_train_steps or 0)
+        self.interval = train_time_interval
+        self._last_save = time.monotonic()
+        self._last_step = -1
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if not _ends_optimizer_step(trainer, batch_idx):
+            return
+        step = trainer.global_step
+        due = (self.every and step % self.every == 0) or (
+            self.interval is not None and time.monotonic() - self._last_save >= self.interval
+        )
+        if due and step != self._last_step and step > 0:
+            trainer.save_checkpoint(self.path)
+            self._last_save, self._last_step = time.monotonic(), step
+
+
+class Preempted(AlternetError):
+    """Training stopped on a pre-emption signal after saving a resumable checkpoint."""
+
+
+class PreemptionCheckpoint(L.Callback):
+    """On a pre-emption signal (SLURM's ``--signal=USR1@90``, SIGTERM from a scheduler, Ctrl-C) finish the current
+    step, save a resumable ``last.ckpt`` (mid-epoch), print the resume command, requeue a SLURM job, and stop.
+
+    The handler only raises a flag: saving inside a signal handler could catch the step half done. A handler that
+    was installed before (e.g. submitit's) still runs, after the checkpoint is safe.
+    """
+
+    def __init__(self, dirpath: Path, signals: list[str], requeue: bool = True):
+        self.path = Path(dirpath) / LAST
+        unknown = [name for name in signals if not isinstance(getattr(signal, str(name), None), signal.Signals)]
+        if unknown:
+            raise ConfigValueError(
+                f"callbacks.preemption.signals has unknown signal names {unknown}; use names such as SIGUSR1, SIGTERM"
+            )
+        self.signals = [getattr(signal, name) for name in signals]
+        self.requeue = requeue
+        self.received: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.received is not None and signum == signal.SIGINT:  # a second Ctrl-C: stop now, without saving
+            raise KeyboardInterrupt
+        self.received = signum
+        print(f"\n{signal.Signals(signum).name}: saving a resumable checkpoint after this step", file=sys.stderr)
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        for sig in self.signals:
+            self._previous[sig] = signal.getsignal(sig)
+            signal.signal(sig, self._handle)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._restore()
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        self._restore()
+
+    def _restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        self._previous.clear()
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if not _ends_optimizer_step(trainer, batch_idx):
+            return
+        if not trainer.strategy.reduce_boolean_decision(self.received is not None, all=False):
+            return
+        trainer.save_checkpoint(self.path)
+        name = signal.Signals(self.received).name if self.received else "a signal on another rank"
+        command = " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv] if not a.startswith("ckpt_path="))
+        requeued = self.requeue and _requeue_slurm_job() if trainer.is_global_zero else False
+        previous = self._previous.get(self.received) if self.received else None
+        self._restore()
+        if callable(previous) and previous is not signal.default_int_handler:
+            previous(self.received, None)  # e.g. submitit's own checkpoint-and-requeue
+        raise Preempted(
+            f"stopped by {name} at global step {trainer.global_step} (epoch {trainer.current_epoch}); saved "
+            f"{self.path}. "
+            + ("The SLURM job was requeued and will resume from it. " if requeued else "")
+            + f"Resume with: {command} ckpt_path=last"
+        )
+
+
+def _requeue_slurm_job() -> bool:
+    job = os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID")
+    if not job or "SLURM_JOB_ID" not in os.environ:
+        return False
+    if os.environ.get("SLURM_ARRAY_JOB_ID"):
+        job = f"{job}_{os.environ['SLURM_ARRAY_TASK_ID']}"
+    return subprocess.run(["scontrol", "requeue", job], check=False).returncode == 0
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

@@ -7,6 +7,7 @@ It knows nothing of a specific architecture: the backbone is built by name from 
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -214,7 +215,7 @@ class ClassificationModule(L.LightningModule):
         groups = self._parameter_groups(float(opt_cfg["weight_decay"]))
         optimizer = build_optimizer(groups, opt_cfg, lr)
         epochs = int(self.trainer.max_epochs)
-        steps_per_epoch = max(1, self.trainer.estimated_stepping_batches // epochs)
+        steps_per_epoch = self._steps_per_epoch(epochs)
         scheduler = build_scheduler(
             optimizer,
             recipe["schedule"],
@@ -224,3 +225,18 @@ class ClassificationModule(L.LightningModule):
             base_lr=lr,
         )
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def _steps_per_epoch(self, epochs: int) -> int:
+        """Optimizer steps per epoch, from the data module's batch count when it knows it: reading
+        ``trainer.estimated_stepping_batches`` here would build the train loader before a resumed run restores the
+        loader's position, and Lightning would then silently drop that position (Lightning issue #20550)."""
+        datamodule = getattr(self.trainer, "datamodule", None)
+        if datamodule is None or not hasattr(datamodule, "train_batches"):
+            return max(1, self.trainer.estimated_stepping_batches // epochs)
+        batches = datamodule.train_batches()
+        limit = self.trainer.limit_train_batches
+        if isinstance(limit, int):
+            batches = min(batches, limit)
+        elif limit is not None:
+            batches = int(batches * float(limit))
+        return max(1, math.ceil(batches / self.trainer.accumulate_grad_batches))

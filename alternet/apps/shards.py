@@ -1,0 +1,49 @@
+"""The shard-writing command line: ``python -m alternet.shards SRC OUT`` converts an image folder's training split
+into LitData chunks that ``data.train_shards=OUT`` streams from."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..data.shards import source_split, write_shards
+from ..errors import DataError
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m alternet.shards",
+        description="Write the class folders of SRC/train (or of SRC itself) as LitData shards in OUT, file order "
+        "shuffled with --seed, each image's bytes stored as they are. Train from them with "
+        "data.root=SRC data.train_shards=OUT.",
+    )
+    parser.add_argument("src", type=Path, help="image folder: a data set root holding train/<class>/*, or a split")
+    parser.add_argument("out", type=Path, help="output directory (a local or network file system path)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the file order (default 0)")
+    parser.add_argument("--chunk-bytes", default="64MB", help="target chunk size (default 64MB)")
+    parser.add_argument("--workers", type=int, default=None, help="writer processes (default: CPUs, at most 8)")
+    parser.add_argument(
+        "--skip-corrupt", action="store_true", help="leave out images that do not decode (counted) instead of failing"
+    )
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    try:
+        written = write_shards(
+            args.src,
+            args.out,
+            seed=args.seed,
+            chunk_bytes=args.chunk_bytes,
+            num_workers=args.workers,
+            skip_corrupt=args.skip_corrupt,
+        )
+    except DataError as error:
+        raise SystemExit(f"error: {error}") from None
+    print(
+        f"wrote {written['images']} images of {written['classes']} classes from {source_split(args.src)} to "
+        f"{written['out']} in {time.perf_counter() - start:.1f}s"
+        + (f"; skipped {written['skipped']} unreadable images" if written["skipped"] else "")
+        + f"\ntrain from them with: python train.py data=imagefolder data.root={args.src} data.train_shards={args.out}"
+    )
+    return 0

@@ -1,0 +1,187 @@
+"""Any image folder, and ImageNet: ``root/train/<class>/*``, ``root/val/<class>/*``, optionally ``root/test/``.
+
+Images are decoded in the loader workers. Class names are the train folder names, sorted; they travel with
+checkpoints and exports so a pulled model predicts names. The training split can instead stream from LitData
+shards written by ``python -m alternet.shards`` (``data.train_shards``), for many nodes; validation and test
+always read the folders, in order, so evaluation stays exact.
+
+Splits: validation is ``val/`` when it exists, otherwise a seeded, class-stratified hold-out of ``data.val_size``
+from ``train/`` (0: none). Test is ``test/`` when it exists, else ``val/``, else the hold-out.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+from torch.utils.data import DataLoader
+
+from ..errors import ConfigValueError, DataError
+from .base import ImageDataModule, _split_size
+from .images import DecodingDataset, FileList, SkipCounter, class_folders, scan_split
+from .shards import StreamingImages, read_shard_classes, streaming_loader
+from .transforms import file_transform
+
+
+def stratified_holdout(labels: np.ndarray, size: int, seed: int) -> np.ndarray:
+    """A boolean mask of ``size`` samples held out, spread over the classes in proportion (seeded)."""
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(labels))
+    # interleave classes: rank each sample within its class, then take the lowest ranks first
+    ranks = np.empty(len(labels), dtype=np.float64)
+    for label in np.unique(labels):
+        members = order[labels[order] == label]
+        ranks[members] = (np.arange(len(members)) + rng.random()) / len(members)
+    mask = np.zeros(len(labels), dtype=bool)
+    mask[np.argsort(ranks, kind="stable")[:size]] = True
+    return mask
+
+
+class ImageFolderDataModule(ImageDataModule):
+    name = "imagefolder"
+    default_mean = IMAGENET_DEFAULT_MEAN
+    default_std = IMAGENET_DEFAULT_STD
+    expected_classes: ClassVar[int | None] = None  # a fixed class count (ImageNet) checked before training
+
+    def __init__(
+        self,
+        *,
+        root: str = "data",
+        train_shards: str | None = None,
+        skip_corrupt: bool = False,
+        crop_pct: float = 0.875,
+        interpolation: str = "bilinear",
+        **kwargs: Any,
+    ):
+        super().__init__(root=root, **kwargs)
+        if not 0 < crop_pct <= 1:
+            raise ConfigValueError(f"data.crop_pct={crop_pct} is invalid: must be in (0, 1]")
+        self.train_shards = train_shards
+        self.skip_corrupt = skip_corrupt
+        self.crop_pct = crop_pct
+        self.interpolation = interpolation
+        self._skipped = SkipCounter() if skip_corrupt else None
+        self._classes: list[str] | None = None
+
+    def check_augment(self) -> None:
+        if self.augment:
+            file_transform(self.mean, self.std, self.image_size, self.augment)
+
+    # the folder layout ---------------------------------------------------------------------------
+
+    @property
+    def directory(self) -> Path:
+        return Path(self.root).expanduser()
+
+    def _split_dir(self, split: str) -> Path | None:
+        path = self.directory / split
+        return path if path.is_dir() else None
+
+    @property
+    def class_names(self) -> list[str]:
+        if self._classes is None:
+            train = self.directory / "train"
+            if not train.is_dir():
+                raise DataError(
+                    f"{self.name}: {train} not found. data.root must hold train/<class>/<images> (and optionally "
+                    "val/ and test/ in the same layout)"
+                )
+            classes = class_folders(train)
+            if self.expected_classes and len(classes) != self.expected_classes:
+                raise DataError(
+                    f"{self.name}: found {len(classes)} class folders in {train}, expected {self.expected_classes}. "
+                    "Arrange the data as train/<wnid>/*.JPEG and val/<wnid>/*.JPEG (README: ImageNet)"
+                )
+            if self.train_shards:
+                shard_classes = read_shard_classes(self.train_shards)
+                if shard_classes != classes:
+                    raise DataError(
+                        f"data.train_shards={self.train_shards} was written for other classes than {train} "
+                        f"({len(shard_classes)} vs {len(classes)} classes, first difference at "
+                        f"{next((i for i, (a, b) in enumerate(zip(shard_classes, classes)) if a != b), 'the end')}); "
+                        f"rewrite them with python -m alternet.shards {train.parent} {self.train_shards}"
+                    )
+            self._classes = classes
+        return self._classes
+
+    @property
+    def num_classes(self) -> int:  # type: ignore[override]  # a folder's class count is found, not declared
+        return len(self.class_names)
+
+    @property
+    def has_validation(self) -> bool:
+        return self._split_dir("val") is not None or bool(self.val_size)
+
+    @property
+    def skipped_images(self) -> int:
+        return self._skipped.count if self._skipped is not None else 0
+
+    # Lightning hooks ------------------------------------------------------------------------------
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.splits:
+            return
+        classes = self.class_names
+        train = scan_split(self.directory / "train", classes)
+        val_dir, test_dir = self._split_dir("val"), self._split_dir("test")
+        val = scan_split(val_dir, classes) if val_dir else None
+        if val is None and self.val_size:
+            held = stratified_holdout(train.labels, _split_size(self.val_size, len(train)), self.split_seed)
+            train, val = train.take(np.flatnonzero(~held)), train.take(np.flatnonzero(held))
+        test = scan_split(test_dir, classes) if test_dir else val
+        if test is None:
+            raise DataError(
+                f"{self.name}: {self.directory} has neither val/ nor test/ and data.val_size=0: nothing to evaluate "
+                "on; add val/ or test/, or hold out part of train/ with data.val_size (e.g. 0.1)"
+            )
+        eval_transform = file_transform(
+            self.mean, self.std, self.image_size, crop_pct=self.crop_pct, eval_interpolation=self.interpolation
+        )
+        train_transform = file_transform(self.mean, self.std, self.image_size, self.augment or None)
+        if self.train_shards:
+            self.splits["train"] = StreamingImages(
+                self.train_shards, train_transform, seed=self.seed, skipped=self._skipped
+            )
+        else:
+            self.splits["train"] = DecodingDataset(train, train_transform, self._skipped)
+        if val is not None:
+            self.splits["val"] = DecodingDataset(val, eval_transform, self._skipped)
+        self.splits["test"] = DecodingDataset(test, eval_transform, self._skipped)
+        self.files = {"train": train, "val": val, "test": test}
+
+    def train_dataloader(self) -> DataLoader:
+        if not self.train_shards:
+            return super().train_dataloader()
+        return streaming_loader(
+            self.splits["train"],
+            batch_size=self.batch_size,
+            num_workers=self.num_workers,
+            pin_memory=self.pin_memory,
+            persistent_workers=self.persistent_workers,
+        )
+
+    def train_batches(self) -> int:
+        if not self.train_shards:
+            return super().train_batches()
+        self.setup("fit")
+        world = self.trainer.world_size if self.trainer is not None else 1
+        return len(self.splits["train"]) // world // self.batch_size
+
+    def facts(self) -> dict[str, Any]:
+        return super().facts() | {"crop_pct": self.crop_pct, "interpolation": self.interpolation}
+
+    def describe(self) -> str:
+        text = super().describe()
+        return text + (f", train streamed from {self.train_shards}" if self.train_shards else "")
+
+
+class ImageNetDataModule(ImageFolderDataModule):
+    """ILSVRC-2012 in the class-folder layout (README: ImageNet): 1000 classes, named by their WordNet ids."""
+
+    name = "imagenet"
+    expected_classes = 1000
+
+
+__all__ = ["FileList", "ImageFolderDataModule", "ImageNetDataModule", "stratified_holdout"]

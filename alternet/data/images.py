@@ -1,0 +1,172 @@
+"""Image files on disk: listing a class-folder split, decoding any common format to RGB, and datasets that decode
+in the loader workers (memory grows with the file list, never with the image bytes).
+
+Paths are held as one fixed-width byte array per split rather than a list of Python strings: forked loader
+workers then share it without copy-on-write growth (reference counts would touch every page of a list).
+"""
+
+from __future__ import annotations
+
+import io
+import multiprocessing
+import os
+import random
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+from torch.utils.data import Dataset
+
+from ..errors import DataError
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+
+
+@dataclass(frozen=True)
+class FileList:
+    """The images of one split: paths relative to ``root`` (bytes) and class indices."""
+
+    root: Path
+    paths: np.ndarray  # dtype S: relative paths, UTF-8
+    labels: np.ndarray  # int64
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def path(self, index: int) -> Path:
+        return self.root / self.paths[index].decode()
+
+    def take(self, indices: np.ndarray) -> FileList:
+        return FileList(self.root, self.paths[indices], self.labels[indices])
+
+    def __getitem__(self, index: int) -> tuple[Path, int, Path]:
+        """(what to decode, label, name for messages) of one image."""
+        path = self.path(index)
+        return path, int(self.labels[index]), path
+
+
+def class_folders(directory: Path) -> list[str]:
+    """The class folder names of a split directory, sorted (their positions are the class indices)."""
+    if not directory.is_dir():
+        raise DataError(f"{directory} is not a directory: expected one folder per class in it (<split>/<class>/*)")
+    names = sorted(entry.name for entry in os.scandir(directory) if entry.is_dir() and not entry.name.startswith("."))
+    if not names:
+        raise DataError(f"{directory} holds no class folders: expected {directory}/<class>/<image> files")
+    return names
+
+
+def _images_under(folder: Path) -> list[str]:
+    found = []
+    for parent, dirs, files in os.walk(folder):
+        dirs.sort()
+        rel = os.path.relpath(parent, folder.parent)
+        found += [os.path.join(rel, f) for f in sorted(files) if f.lower().endswith(IMAGE_EXTENSIONS)]
+    return found
+
+
+def scan_split(directory: Path, classes: Sequence[str] | None = None) -> FileList:
+    """Every image of ``directory/<class>/**``; a class's index is its position in ``classes`` (default: the
+    split's own sorted class folders). An empty class folder, or a class that ``classes`` lacks, is an error."""
+    folders = class_folders(directory)
+    classes = list(classes) if classes is not None else folders
+    index = {name: i for i, name in enumerate(classes)}
+    unknown = [name for name in folders if name not in index]
+    if unknown:
+        raise DataError(
+            f"{directory} has class folders the training split lacks: {unknown[:5]}"
+            f"{' ...' if len(unknown) > 5 else ''}; every evaluation class must also be a folder under train/"
+        )
+    paths: list[str] = []
+    labels: list[int] = []
+    for name in folders:
+        files = _images_under(directory / name)
+        if not files:
+            raise DataError(
+                f"class folder {directory / name} holds no images ({', '.join(IMAGE_EXTENSIONS)}): "
+                "add images or remove the folder"
+            )
+        paths += files
+        labels += [index[name]] * len(files)
+    return FileList(directory, np.array(paths, dtype=np.bytes_), np.array(labels, dtype=np.int64))
+
+
+def decode_rgb(source: Path | bytes | memoryview, name: str | Path | None = None) -> Image.Image:
+    """An image file (path or encoded bytes) as RGB, whatever its format (greyscale, CMYK, palette, alpha) and
+    whatever its file name claims (a PNG named ``.JPEG`` decodes as the PNG it is)."""
+    try:
+        encoded = isinstance(source, (bytes, bytearray, memoryview))
+        with Image.open(io.BytesIO(source) if encoded else source) as image:
+            image.load()
+            return image.convert("RGB")
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as error:
+        raise DataError(
+            f"cannot decode image {name or source}: {error}. Replace or delete the file, or set "
+            "data.skip_corrupt=true to skip unreadable images (they are counted and reported)"
+        ) from None
+
+
+def seed_sample(seed: int) -> None:
+    """Fix the global random generators for one sample: torchvision and timm transforms draw from Python's
+    ``random``, NumPy's and torch's global generators."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+class SkipCounter:
+    """Unreadable images skipped so far, counted across the loader workers of this process (shared memory)."""
+
+    def __init__(self) -> None:
+        self._value = multiprocessing.get_context().Value("q", 0)
+
+    def add(self, name: Any, error: DataError) -> None:
+        with self._value.get_lock():
+            self._value.value += 1
+        warnings.warn(f"skipped unreadable image {name}: {str(error).split('. Replace')[0]}", stacklevel=2)
+
+    @property
+    def count(self) -> int:
+        return int(self._value.value)
+
+
+class DecodingDataset(Dataset):
+    """Samples decoded on access from ``items[index] -> (path or encoded bytes, label, name)``, then transformed.
+
+    A key may be an index or ``(index, seed)``; the seed fixes that sample's augmentation. With a ``skipped``
+    counter an unreadable image is replaced by the next readable one (deterministically) and counted;
+    without one it raises a :class:`DataError` naming the file.
+    """
+
+    def __init__(
+        self,
+        items: Any,
+        transform: Callable[[Image.Image], torch.Tensor],
+        skipped: SkipCounter | None = None,
+    ):
+        self.items, self.transform, self.skipped = items, transform, skipped
+        self.size = len(items)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, key: int | tuple[int, int]) -> tuple[torch.Tensor, int]:
+        index, seed = key if isinstance(key, tuple) else (key, None)
+        for attempt in range(self.size):
+            source, label, name = self.items[(index + attempt) % self.size]
+            try:
+                image = decode_rgb(source, name)
+                break
+            except DataError as error:
+                if self.skipped is None:
+                    raise
+                self.skipped.add(name, error)
+        else:
+            raise DataError(f"no readable image among the {self.size} of this split")
+        if seed is not None:
+            seed_sample(seed)
+        return self.transform(image), int(label)

@@ -1,0 +1,146 @@
+"""LitData shards of an image folder, for streaming the training split to many nodes.
+
+:func:`write_shards` stores each image's encoded bytes as they are on disk (no re-encode: the stored file decodes
+to the same pixels as the original), in a file order shuffled with a seed (an image folder lists files class by
+class, and LitData shuffles chunks plus a small in-chunk window, so an unshuffled chunk would hold one class).
+Class names are written beside LitData's ``index.json``. :class:`StreamingImages` reads them back through
+``litdata.StreamingDataset``, which shares the chunks out among ranks, nodes and workers, disjoint and equally long
+(``drop_last``); its loader saves its position in checkpoints for mid-epoch resume.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import litdata
+import numpy as np
+import torch
+from litdata import StreamingDataLoader, StreamingDataset
+
+from ..errors import DataError
+from ..files import read_json, write_json
+from ..seeds import derive_seed
+from .images import FileList, SkipCounter, decode_rgb, scan_split, seed_sample
+
+CLASSES_FILE = "classes.json"
+
+
+def source_split(src: Path) -> Path:
+    """The class-folder directory to convert: ``SRC/train`` when SRC is a data set root, else SRC itself."""
+    return src / "train" if (src / "train").is_dir() else src
+
+
+class _ReadImage:
+    """One shard record from (relative path, label): the file's bytes, checked to decode (picklable for
+    litdata's worker processes)."""
+
+    def __init__(self, root: Path, skip_corrupt: bool):
+        self.root, self.skip_corrupt = root, skip_corrupt
+
+    def __call__(self, item: tuple[str, int]) -> Any:
+        name, label = item
+        data = (self.root / name).read_bytes()
+        try:
+            decode_rgb(data, self.root / name)
+        except DataError:
+            if self.skip_corrupt:
+                return None  # litdata writes nothing for None
+            raise
+        return {"image": data, "label": int(label), "name": name}
+
+
+def write_shards(
+    src: str | Path,
+    out: str | Path,
+    *,
+    seed: int = 0,
+    chunk_bytes: str = "64MB",
+    num_workers: int | None = None,
+    skip_corrupt: bool = False,
+) -> dict[str, Any]:
+    """Convert the class folders under ``src`` (a data set root with ``train/``, or a split directory) into LitData
+    chunks in ``out``; returns what was written (images, classes, chunks, skipped)."""
+    split = source_split(Path(src).expanduser())
+    out = Path(out).expanduser()
+    if (out / "index.json").exists():
+        raise DataError(f"{out} already holds shards (index.json); choose an empty directory or delete it first")
+    files: FileList = scan_split(split)
+    classes = sorted({p.decode().split(os.sep, 1)[0] for p in files.paths})
+    order = np.random.default_rng(seed).permutation(len(files))
+    inputs = [(files.paths[i].decode(), int(files.labels[i])) for i in order]
+    workers = num_workers or max(1, min(len(os.sched_getaffinity(0)), 8))
+    try:
+        _optimize(split, out, inputs, chunk_bytes, workers, skip_corrupt)
+    except RuntimeError as error:  # litdata re-raises a worker's error with its traceback as text
+        reason = next((line for line in str(error).splitlines() if "cannot decode image" in line), None)
+        if reason is None:
+            raise
+        raise DataError(reason.split("DataError: ", 1)[-1]) from None
+    written = _count(out)
+    write_json(out / CLASSES_FILE, {"classes": classes, "source": str(split.resolve()), "seed": seed})
+    return {"images": written, "classes": len(classes), "skipped": len(inputs) - written, "out": str(out)}
+
+
+def _optimize(split: Path, out: Path, inputs: list, chunk_bytes: str, workers: int, skip_corrupt: bool) -> None:
+    litdata.optimize(
+        fn=_ReadImage(split, skip_corrupt),
+        inputs=inputs,
+        output_dir=str(out),
+        chunk_bytes=chunk_bytes,
+        num_workers=workers,
+        reorder_files=False,  # keep the shuffled order (litdata would sort the inputs by file size)
+        mode="overwrite" if out.exists() else None,
+        verbose=False,
+    )
+
+
+def _count(out: Path) -> int:
+    index = read_json(out / "index.json", error=DataError)
+    return sum(int(chunk["chunk_size"]) for chunk in index["chunks"])
+
+
+def read_shard_classes(shards: str | Path) -> list[str]:
+    path = Path(shards).expanduser() / CLASSES_FILE
+    if not path.is_file():
+        raise DataError(
+            f"data.train_shards={shards}: {path} not found; write shards with python -m alternet.shards SRC OUT"
+        )
+    return list(read_json(path, error=DataError)["classes"])
+
+
+class StreamingImages(StreamingDataset):
+    """Shuffled, rank-sharded image records decoded and transformed in the loader workers. Each sample's
+    augmentation is seeded by (seed, epoch, its index in the shards), as on the folder path."""
+
+    def __init__(
+        self,
+        shards: str | Path,
+        transform: Callable,
+        *,
+        seed: int,
+        skipped: SkipCounter | None = None,
+    ):
+        path = Path(shards).expanduser()
+        if not (path / "index.json").is_file():
+            raise DataError(
+                f"data.train_shards={shards} holds no LitData index.json; write shards with python -m alternet.shards"
+            )
+        super().__init__(input_dir=str(path.resolve()), shuffle=True, drop_last=True, seed=seed)
+        self.image_transform, self.base_seed, self.skipped = transform, seed, skipped
+
+    def __getitem__(self, index: Any) -> tuple[torch.Tensor, int]:
+        record = super().__getitem__(index)
+        image = decode_rgb(record["image"], f"{record['name']} in {self.input_dir.path}")
+        seed_sample(derive_seed(self.base_seed, "augment", int(self.current_epoch), int(getattr(index, "index", 0))))
+        return self.image_transform(image), int(record["label"])
+
+
+def streaming_loader(dataset: StreamingImages, **kwargs: Any) -> StreamingDataLoader:
+    """LitData's loader: it hands each worker its chunks and saves/restores its position (``state_dict``)."""
+    return StreamingDataLoader(dataset, drop_last=True, **kwargs)
+
+
+__all__ = ["CLASSES_FILE", "StreamingImages", "read_shard_classes", "streaming_loader", "write_shards"]

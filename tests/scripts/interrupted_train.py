@@ -1,0 +1,46 @@
+"""Train from the command line's overrides and interrupt the run deterministically, as a pre-emption would.
+
+``interrupted_train.py OUT KILL|USR1 STEP [override ...]``: after optimizer step STEP (and after every checkpoint
+callback has run for it) the process sends itself SIGKILL (it dies on the spot, as under ``kill -9`` or an OOM
+killer) or SIGUSR1 (SLURM's pre-emption warning, handled by alternet). Used by ``tests/test_data_at_scale.py``.
+"""
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import lightning as L
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from alternet.apps.train import train
+from alternet.errors import AlternetError
+from alternet.training import builders
+
+from conftest import compose_train
+
+out, how, at_step, *overrides = sys.argv[1:]
+
+
+class Interrupt(L.Callback):
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step == int(at_step):
+            os.kill(os.getpid(), signal.SIGKILL if how == "KILL" else signal.SIGUSR1)
+
+
+_build_callbacks = builders.build_callbacks
+
+
+def build_callbacks(*args, **kwargs):
+    # Lightning runs callbacks in order: SIGKILL after the mid-epoch checkpoint of this step was written; SIGUSR1
+    # before the pre-emption callback looks for it
+    callbacks = _build_callbacks(*args, **kwargs)
+    return [*callbacks, Interrupt()] if how == "KILL" else [Interrupt(), *callbacks]
+
+
+builders.build_callbacks = build_callbacks
+try:
+    train(compose_train(*overrides, output_dir=out))
+except AlternetError as error:
+    sys.exit(f"error: {error}")

@@ -1,0 +1,114 @@
+"""Mid-epoch resume is exact: a run killed (SIGKILL) or pre-empted (SIGUSR1) in the middle of an epoch and resumed
+with ckpt_path=last ends with the same weights as a run never interrupted — on the image-folder path and the LitData
+shards path. These are also the regression tests for Lightning issue #20550: had the learning-rate schedule built the
+train loader before the checkpoint was restored, the loader's saved position would be dropped and the weights differ."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from alternet.data.base import EpochSampler, ResumableLoader
+
+from conftest import ROOT, run_script
+from imagefolders import make_image_folder
+
+SCRIPT = "tests/scripts/interrupted_train.py"
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    return make_image_folder(tmp_path_factory.mktemp("folder"), per_class=12, size=20, splits={"train": 12, "val": 3})
+
+
+def _common(folder: Path) -> list[str]:
+    # 40 training images in batches of 4: 10 steps per epoch; stochastic depth and RandAugment exercise the seeding
+    return [
+        "data=imagefolder",
+        f"data.root={folder}",
+        "data.image_size=16",
+        "data.num_workers=0",
+        "recipe.batch_size=4",
+        "recipe.epochs=2",
+        "recipe.warmup_epochs=1",
+        "recipe.drop_path_rate=0.2",
+        "trainer.enable_progress_bar=false",
+        "callbacks.checkpoint.every_n_train_steps=1",
+    ]
+
+
+def _final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
+    assert checkpoint["global_step"] == 20
+    return checkpoint["state_dict"]
+
+
+def _assert_same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert a.keys() == b.keys()
+    different = [k for k in a if not torch.equal(a[k], b[k])]
+    assert not different, f"{len(different)} tensors differ, e.g. {different[:3]}"
+
+
+def _interrupted_then_resumed(tmp_path: Path, overrides: list[str], how: str) -> Path:
+    run = tmp_path / how
+    interrupted = run_script(SCRIPT, str(run), how, "13", *overrides, timeout=300)
+    if how == "KILL":
+        assert interrupted.returncode == -9, interrupted.stderr[-2000:]
+    else:
+        assert interrupted.returncode == 1, interrupted.stderr[-2000:]
+        assert "stopped by SIGUSR1 at global step 13" in interrupted.stderr
+        assert "ckpt_path=last" in interrupted.stderr
+    assert not (run / "metrics.json").exists()
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 13  # mid epoch 2
+    resumed = run_script(SCRIPT, str(run), "NONE", "0", *overrides, "ckpt_path=last", timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    return run
+
+
+@pytest.mark.parametrize("how", ["KILL", "USR1"])
+def test_image_folder_run_interrupted_mid_epoch_resumes_exactly(tmp_path, folder, how):
+    overrides = _common(folder)
+    reference = tmp_path / "reference"
+    result = run_script(SCRIPT, str(reference), "NONE", "0", *overrides, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    _assert_same(_final_weights(reference), _final_weights(_interrupted_then_resumed(tmp_path, overrides, how)))
+
+
+def test_shards_run_killed_mid_epoch_resumes_exactly(tmp_path, folder):
+    shards = tmp_path / "shards"
+    command = [sys.executable, "-m", "alternet.shards", str(folder), str(shards), "--chunk-bytes", "8KB"]
+    written = subprocess.run([*command, "--workers", "1"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert written.returncode == 0, written.stderr[-2000:]
+    overrides = [*_common(folder), f"data.train_shards={shards}"]
+    reference = tmp_path / "reference"
+    result = run_script(SCRIPT, str(reference), "NONE", "0", *overrides, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    _assert_same(_final_weights(reference), _final_weights(_interrupted_then_resumed(tmp_path, overrides, "KILL")))
+
+
+class _Indices(torch.utils.data.Dataset):
+    def __len__(self) -> int:
+        return 40
+
+    def __getitem__(self, key: tuple[int, int]) -> int:
+        return key[0]  # training keys are (index, augmentation seed)
+
+
+def test_resumable_loader_continues_where_the_saved_position_left_off():
+    dataset = _Indices()
+    loader = ResumableLoader(dataset, batch_size=4, sampler=EpochSampler(40, seed=3, shuffle=True), drop_last=True)
+    loader.sampler.set_epoch(1)
+    full = [batch.tolist() for batch in loader]
+    iterator = iter(loader)
+    seen = [next(iterator).tolist() for _ in range(3)]
+    state = loader.state_dict()
+    assert state == {"epoch": 1, "batches": 3}
+
+    resumed = ResumableLoader(dataset, batch_size=4, sampler=EpochSampler(40, seed=3, shuffle=True), drop_last=True)
+    resumed.sampler.set_epoch(1)
+    resumed.load_state_dict(state)
+    rest = [batch.tolist() for batch in resumed]
+    assert seen + rest == full
+    assert [batch.tolist() for batch in resumed] == full  # the skip applies to the resumed epoch only

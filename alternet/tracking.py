@@ -156,6 +156,8 @@ def log_report(run: Any, report: Mapping[str, Any], prefix: str = "eval") -> Non
     robustness = report.get("robustness")
     if robustness:
         run.summary.update(flatten(robustness["summary"], f"{prefix}/robustness"))
+        if robustness.get("extra"):  # the corruptions beyond the 15, apart from the headline numbers
+            run.summary.update(flatten(robustness["extra"]["summary"], f"{prefix}/robustness_extra"))
         table = robustness["table"]
         columns = list(table[0])
         payload[f"{prefix}/robustness_table"] = wandb.Table(

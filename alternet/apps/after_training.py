@@ -21,7 +21,8 @@ def evaluate_after_training(
     """Score ``model`` into ``<run_dir>/eval`` and the run's own W&B run; returns the metrics.json additions."""
     settings = config["evaluate"] | {"label": config["model"]["name"]}
     meta = {"model": config["model"]["name"], "data": config["data"]["name"]}
-    report = Evaluator(model, datamodule, settings, run_dir / "eval").run(meta)
+    evaluator = Evaluator(model, datamodule, settings, run_dir / "eval", class_names=datamodule.class_names)
+    report = evaluator.run(meta)
     if config["logger"]["wandb"] and (run := tracking.active_run()) is not None:
         tracking.log_report(run, report)
     return {

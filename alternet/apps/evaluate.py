@@ -66,7 +66,8 @@ def evaluate_checkpoint(cfg: DictConfig, ckpt: Path, out_dir: Path) -> dict[str,
     print(f"Evaluating {ckpt}", flush=True)
     settings = OmegaConf.to_container(cfg, resolve=True) | {"label": weights.architecture}
     meta = {"checkpoint": str(ckpt), "model": weights.architecture, "data": datamodule.name, "ema": cfg.use_ema}
-    report = Evaluator(model, datamodule, settings, out_dir).run(meta)
+    class_names = weights.data.get("class_names")  # absent in older checkpoints: only the count is checked
+    report = Evaluator(model, datamodule, settings, out_dir, class_names=class_names).run(meta)
     if cfg.get("analysis"):
         report["analysis"] = run_analyses(
             list(cfg.analysis), model, datamodule, recipe, OmegaConf.to_container(cfg.analysis), out_dir
@@ -107,6 +108,7 @@ def write_comparison(reports: list[dict[str, Any]], path: Path) -> Path:
         if report.get("robustness"):
             row["robustness"] = report["robustness"]["summary"]["robustness"]
             row["robustness_source"] = report["robustness"]["source"]
+            row["mce"] = report["robustness"]["summary"]["mce"]
         rows.append(row)
     return write_csv(path, rows)
 
@@ -124,9 +126,16 @@ def print_report(report: Mapping[str, Any], out_dir: Path) -> None:
     if report.get("robustness"):
         robustness = report["robustness"]
         summary = robustness["summary"]
-        lines.append(f"  robustness ({robustness['source']} corruptions): mean acc {summary['robustness']:.4f}")
+        mean = f"mean acc {summary['robustness']:.4f} over {summary['n_conditions']} conditions"
+        lines.append(f"  robustness ({robustness['source']} corruptions): {mean}")
         if summary.get("mce") is not None:
-            lines.append(f"  mCE {summary['mce']:.1f}%  relative mCE {summary['relative_mce']:.1f}%")
+            relative = summary["relative_mce"]
+            relative = "n/a (no clean accuracy for the baseline)" if relative is None else f"{relative:.1f}%"
+            lines.append(f"  mCE {summary['mce']:.1f}% vs {summary['baseline']}  relative mCE {relative}")
+        if robustness.get("extra"):
+            extra = robustness["extra"]["summary"]
+            names = ", ".join(extra["per_corruption"])
+            lines.append(f"  extra corruptions ({names}; not in the mean or mCE): mean acc {extra['robustness']:.4f}")
     for name, result in (report.get("analysis") or {}).items():
         lines.append(f"  analysis {name}: {result['seconds']:.1f} s, {len(result.get('files', []))} files")
     lines.append(f"  outputs: {out_dir}")

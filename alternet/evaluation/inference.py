@@ -1,13 +1,22 @@
-"""Batched inference on the accelerator."""
+"""Batched inference on the accelerator: every visible GPU, loader workers sized to the machine."""
 
 from __future__ import annotations
 
+import itertools
+import math
+import os
+from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 
 import numpy as np
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import ConcatDataset, DataLoader, Dataset, Sampler
+
+from ..errors import ConfigValueError
+from .progress import progress
+
+MAX_AUTO_WORKERS = 8  # num_workers=auto: enough to decode JPEGs for one GPU; more only contend for the CPUs
 
 
 def choose_device(device: str = "auto") -> torch.device:
@@ -16,7 +25,91 @@ def choose_device(device: str = "auto") -> torch.device:
     return torch.device(device)
 
 
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask, e.g. a SLURM allocation), not the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def loader_workers(setting: int | str | None) -> int:
+    """DataLoader workers for ``num_workers``: ``auto`` (or null) is min(available CPUs, 8); a number is capped at
+    the available CPUs (more workers than CPUs only slow each other down)."""
+    cpus = available_cpus()
+    if setting is None or setting == "auto":
+        return min(cpus, MAX_AUTO_WORKERS)
+    if isinstance(setting, bool) or not isinstance(setting, int) or setting < 0:
+        raise ConfigValueError(f"num_workers={setting!r} is invalid: use auto or an integer >= 0")
+    return min(setting, cpus)
+
+
+def device_count(device: torch.device) -> int:
+    """How many devices inference on ``device`` uses: every visible GPU for a plain ``cuda``, else one."""
+    if device.type == "cuda" and device.index is None:
+        return max(torch.cuda.device_count(), 1)
+    return 1
+
+
+def on_devices(model: nn.Module, device: torch.device) -> nn.Module:
+    """``model`` on ``device``, replicated over every visible GPU (DataParallel) when :func:`device_count` > 1."""
+    model.to(device).eval()
+    return nn.DataParallel(model) if device_count(device) > 1 else model
+
+
+class _BatchesPerSet(Sampler[list[int]]):
+    """Index batches over concatenated datasets that never span two of them (built lazily: ImageNet-C has 3.75M
+    indices)."""
+
+    def __init__(self, sizes: Sequence[int], batch_size: int):
+        self.sizes, self.batch_size = list(sizes), batch_size
+
+    def __len__(self) -> int:
+        return sum(math.ceil(size / self.batch_size) for size in self.sizes)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        offset = 0
+        for size in self.sizes:
+            for start in range(0, size, self.batch_size):
+                yield list(range(offset + start, offset + min(start + self.batch_size, size)))
+            offset += size
+
+
 @torch.no_grad()
+def predict_sets(
+    model: nn.Module,
+    datasets: Sequence[Dataset],
+    *,
+    device: torch.device,
+    batch_size: int = 512,
+    autocast: torch.dtype | None = None,
+    num_workers: int = 0,
+    labels: Sequence[str] | None = None,
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Float32 logits and integer labels of each dataset in turn, in order. One loader reads them all, so its
+    workers start once and stay busy across datasets; ``labels`` name the datasets in the progress updates."""
+    sizes = [len(dataset) for dataset in datasets]
+    if not sizes or min(sizes) == 0:
+        raise ValueError("predict_sets needs at least one dataset and no empty ones")
+    names = list(labels) if labels is not None else [f"set {i + 1}/{len(sizes)}" for i in range(len(sizes))]
+    net = on_devices(model, device)
+    loader = DataLoader(
+        ConcatDataset(datasets),
+        batch_sampler=_BatchesPerSet(sizes, batch_size),
+        num_workers=num_workers,
+        pin_memory=device.type == "cuda",
+    )
+    batches = iter(loader)
+    for name, size in zip(names, sizes):
+        count = math.ceil(size / batch_size)
+        logits, targets = [], []
+        with torch.autocast(device.type, dtype=autocast) if autocast is not None else nullcontext():
+            for images, labels_ in progress(itertools.islice(batches, count), count, name):
+                logits.append(net(images.to(device, non_blocking=True)).float().cpu())
+                targets.append(labels_)
+        yield torch.cat(logits).numpy(), torch.cat(targets).numpy()
+
+
 def predict(
     model: nn.Module,
     dataset: Dataset,
@@ -25,16 +118,16 @@ def predict(
     batch_size: int = 512,
     autocast: torch.dtype | None = None,
     num_workers: int = 0,
+    label: str = "predict",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Float32 logits and integer labels of a whole dataset, in order."""
-    model.to(device).eval()
-    loader = DataLoader(
-        dataset, batch_size=batch_size, num_workers=num_workers, pin_memory=device.type == "cuda", shuffle=False
+    ((logits, labels),) = predict_sets(
+        model,
+        [dataset],
+        device=device,
+        batch_size=batch_size,
+        autocast=autocast,
+        num_workers=num_workers,
+        labels=[label],
     )
-    precision = torch.autocast(device.type, dtype=autocast) if autocast is not None else nullcontext()
-    logits, labels = [], []
-    with precision:
-        for images, targets in loader:
-            logits.append(model(images.to(device, non_blocking=True)).float().cpu())
-            labels.append(targets)
-    return torch.cat(logits).numpy(), torch.cat(labels).numpy()
+    return logits, labels

@@ -3,26 +3,28 @@ write metrics.json, predictions.npz, CSV tables and plots, and log them to W&B w
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
+from torch.utils.data import Dataset
 
-from ..data import ArrayDataset, ImageDataModule
-from ..data.cifar_c import CifarC, generate_cifar_c, load_cifar_c
-from ..data.corruptions import CORRUPTIONS
-from ..data.transforms import build_transform
+from ..data import ImageDataModule
 from ..errors import ConfigValueError
 from ..files import write_json
 from ..metrics import apply_temperature, calibration_metrics, fit_temperature, reliability_bins, softmax
-from .inference import choose_device, predict
+from .baselines import resolve_baseline
+from .corrupted import CorruptedSets, is_benchmark, open_corrupted_sets, source_and_benchmark
+from .inference import choose_device, device_count, loader_workers, predict_sets
 from .plots import corruption_heatmap, reliability_diagram
 from .robustness import (
+    FAMILY_OF,
+    RobustnessBaseline,
+    RobustnessError,
     RobustnessRow,
-    load_baseline,
     robustness_record,
     robustness_summary,
     write_accuracy_csv,
@@ -36,8 +38,18 @@ ROBUST_DATA = ("cifar10", "cifar100")
 class Evaluator:
     """Runs every requested evaluation of one model against one data module."""
 
-    def __init__(self, model: nn.Module, datamodule: ImageDataModule, settings: Mapping[str, Any], out_dir: Path):
+    def __init__(
+        self,
+        model: nn.Module,
+        datamodule: ImageDataModule,
+        settings: Mapping[str, Any],
+        out_dir: Path,
+        class_names: Sequence[str] | None = None,
+    ):
+        """``class_names``: the model's classes in its order (a checkpoint's ``data.class_names``), checked against
+        an ImageNet-C tree's class folders; without them only the class count is checked."""
         self.model = model.eval()
+        self.class_names = class_names
         self.datamodule = datamodule
         self.settings = settings
         self.out_dir = Path(out_dir)
@@ -47,17 +59,23 @@ class Evaluator:
             raise ConfigValueError(f"precision={precision!r} is invalid: choose one of {list(AUTOCAST)}")
         self.autocast = AUTOCAST[precision]
         self.n_bins = int(settings["calibration"]["n_bins"])
+        self.num_workers = loader_workers(settings["num_workers"])
         self.files: list[Path] = []
 
-    def _predict(self, dataset: ArrayDataset) -> tuple[np.ndarray, np.ndarray]:
-        return predict(
+    def _predict_sets(self, datasets: Sequence[Dataset], names: Sequence[str]) -> Iterator[tuple[np.ndarray, ...]]:
+        return predict_sets(
             self.model,
-            dataset,
+            datasets,
             device=self.device,
             batch_size=int(self.settings["batch_size"]),
             autocast=self.autocast,
-            num_workers=int(self.settings["num_workers"]),
+            num_workers=self.num_workers,
+            labels=names,
         )
+
+    def _predict(self, split: str) -> tuple[np.ndarray, np.ndarray]:
+        ((logits, labels),) = self._predict_sets([self.datamodule.splits[split]], [split])
+        return logits, labels
 
     def _file(self, path: Path) -> Path:
         self.files.append(path)
@@ -66,7 +84,7 @@ class Evaluator:
     # calibration ----------------------------------------------------------------------------
 
     def calibration(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        logits, labels = self._predict(self.datamodule.splits["test"])
+        logits, labels = self._predict("test")
         probs = softmax(logits)
         metrics: dict[str, Any] = {"test": calibration_metrics(probs, labels, self.n_bins)}
         bins = reliability_bins(probs, labels, self.n_bins)
@@ -81,7 +99,7 @@ class Evaluator:
                 "calibration.temperature_scaling=true needs a validation split to fit on: set data.val_size > 0 "
                 "(the same value as in training, so the split is the one the model did not train on)"
             )
-        val_logits, val_labels = self._predict(self.datamodule.splits["val"])
+        val_logits, val_labels = self._predict("val")
         temperature = fit_temperature(val_logits, val_labels)
         scaled = apply_temperature(logits, temperature)
         bins = reliability_bins(scaled, labels, self.n_bins)
@@ -101,56 +119,67 @@ class Evaluator:
             return self.datamodule.name in ROBUST_DATA or bool(cfg["root"])
         return bool(enabled)
 
-    def corrupted_sets(self) -> CifarC:
-        """Real CIFAR-C files from ``robustness.root``, or corruptions generated from the test split and cached."""
+    def open_robustness(self) -> tuple[CorruptedSets, RobustnessBaseline | None]:
+        """The corrupted sets and the baseline, opened and checked against each other before any inference."""
         cfg = self.settings["robustness"]
-        corruptions = tuple(cfg["corruptions"] or CORRUPTIONS)
-        if cfg["root"]:
-            return load_cifar_c(cfg["root"], corruptions, num_classes=self.datamodule.num_classes)
-        test = self.datamodule.splits["test"]
-        images, labels = test.images, test.labels
-        if cfg["max_images"]:
-            images, labels = images[: int(cfg["max_images"])], labels[: int(cfg["max_images"])]
-        seed = int(cfg["seed"])
-        cache = Path(cfg["cache_dir"]) / f"{self.datamodule.name}-c-seed{seed}-n{len(images)}"
-        severities = tuple(cfg["severities"])
-        generate_cifar_c(images, labels, cache, corruptions, severities, seed=seed, workers=cfg["workers"])
-        return load_cifar_c(cache, corruptions, num_classes=self.datamodule.num_classes)
+        source, benchmark = source_and_benchmark(cfg, self.datamodule)
+        baseline = resolve_baseline(cfg["baseline"], benchmark, source)
+        if baseline is not None and baseline.source != source:
+            raise RobustnessError(
+                f"baseline {baseline.name!r} was evaluated on {baseline.source} corruptions, these are {source}; "
+                "mCE needs both on the same source"
+            )
+        sets = open_corrupted_sets(cfg, self.datamodule, self.class_names)
+        if baseline is not None:
+            held = {row.key for row in baseline.rows}
+            missing = [f"{c}/{s}" for c, s in sets.conditions if is_benchmark(c) and (c, s) not in held]
+            if missing:
+                raise RobustnessError(f"baseline {baseline.name!r} lacks results for {', '.join(missing[:5])}")
+        return sets, baseline
 
     def robustness(
-        self, clean_probs: np.ndarray, clean_labels: np.ndarray
+        self,
+        sets: CorruptedSets,
+        baseline: RobustnessBaseline | None,
+        clean_probs: np.ndarray,
+        clean_labels: np.ndarray,
     ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        cfg = self.settings["robustness"]
-        sets = self.corrupted_sets()
-        n = sets.n_per_severity  # the clean reference uses the same images as the corrupted sets
+        """Score every condition; the 15 benchmark corruptions make the summary (mean, mCE), any extra ones a
+        separate ``extra`` section."""
+        n = sets.clean_images  # the clean reference uses the same images as the corrupted sets
         clean_acc = float((clean_probs[:n].argmax(1) == clean_labels[:n]).mean())
-        transform = build_transform(self.datamodule.mean, self.datamodule.std, self.datamodule.image_size)
+        names = [f"{sets.source} {c}/{s} [{i}/{len(sets.conditions)}]" for i, (c, s) in enumerate(sets.conditions, 1)]
         rows, predictions = [], {}
-        for corruption, severity in sets.sets():
-            images, labels = sets.get(corruption, severity)
-            logits, labels = self._predict(ArrayDataset(np.asarray(images), np.asarray(labels), transform))
+        for (corruption, severity), (logits, labels) in zip(sets.conditions, self._predict_sets(sets.datasets, names)):
             probs = softmax(logits)
             metrics = calibration_metrics(probs, labels, self.n_bins)
-            rows.append(RobustnessRow.from_metrics(corruption, severity, metrics, len(labels), sets.source))
-            predictions[f"{corruption}/{severity}"] = (probs, labels)
-        baseline = load_baseline(cfg["baseline"]) if cfg["baseline"] else None
-        summary = robustness_summary(rows, baseline, clean_acc=clean_acc)
-        record = robustness_record(rows, summary) | {"root": str(sets.root), "synthetic_frost": sets.synthetic_frost}
-        write_table_csv(rows, self._file(self.out_dir / "robustness_table.csv"))
-        write_accuracy_csv(rows, self._file(self.out_dir / "robustness_accuracy.csv"))
+            family = FAMILY_OF.get(corruption, "extra")
+            rows.append(RobustnessRow.from_metrics(corruption, severity, metrics, len(labels), sets.source, family))
+            predictions |= _compact(f"{corruption}/{severity}", probs, labels)  # 75 probability matrices won't fit
+        benchmark = [row for row in rows if is_benchmark(row.corruption)]
+        extra = [row for row in rows if not is_benchmark(row.corruption)]
+        summary = robustness_summary(benchmark, baseline, clean_acc=clean_acc)
+        record = robustness_record(benchmark, summary) | sets.record()
+        record["extra"] = robustness_record(extra, robustness_summary(extra)) if extra else None
+        write_table_csv(benchmark, self._file(self.out_dir / "robustness_table.csv"))
+        write_accuracy_csv(benchmark, self._file(self.out_dir / "robustness_accuracy.csv"))
+        if extra:
+            write_table_csv(extra, self._file(self.out_dir / "robustness_extra_table.csv"))
         title = f"{self._title(f'{sets.source} corruptions')}: mean acc {summary['robustness']:.1%}"
         heatmap = self._file(self.out_dir / "robustness_heatmap.png")
-        corruption_heatmap(rows, heatmap, clean_acc=clean_acc, title=title)
-        return record, _compact(predictions)
+        corruption_heatmap(benchmark, heatmap, clean_acc=clean_acc, title=title)
+        return record, predictions
 
     # everything -----------------------------------------------------------------------------
 
     def run(self, meta: Mapping[str, Any]) -> dict[str, Any]:
+        robust = self.open_robustness() if self.robustness_enabled() else None  # errors before any work
         self.out_dir.mkdir(parents=True, exist_ok=True)
         metrics, arrays = self.calibration()
         report: dict[str, Any] = dict(meta) | metrics
-        if self.robustness_enabled():
-            report["robustness"], corrupted = self.robustness(arrays["probs"], arrays["labels"])
+        report["loader"] = {"num_workers": self.num_workers, "devices": device_count(self.device)}
+        if robust is not None:
+            report["robustness"], corrupted = self.robustness(*robust, arrays["probs"], arrays["labels"])
             arrays |= corrupted
         np.savez_compressed(self._file(self.out_dir / "predictions.npz"), **arrays)
         metrics_path = self._file(self.out_dir / "metrics.json")
@@ -159,13 +188,12 @@ class Evaluator:
         return report
 
 
-def _compact(predictions: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, np.ndarray]:
-    """Per corrupted set: predicted class, its probability and the true class's probability — enough to
+def _compact(key: str, probs: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
+    """One corrupted set's predicted class, its probability and the true class's probability — enough to
     recompute accuracy, ECE and NLL without storing 75 full probability matrices."""
-    arrays: dict[str, np.ndarray] = {}
-    for key, (probs, labels) in predictions.items():
-        arrays[f"corrupted/{key}/pred"] = probs.argmax(1).astype(np.int16)
-        arrays[f"corrupted/{key}/confidence"] = probs.max(1).astype(np.float32)
-        arrays[f"corrupted/{key}/p_true"] = probs[np.arange(len(labels)), labels].astype(np.float32)
-        arrays[f"corrupted/{key}/labels"] = labels.astype(np.int16)
-    return arrays
+    return {
+        f"corrupted/{key}/pred": probs.argmax(1).astype(np.int16),
+        f"corrupted/{key}/confidence": probs.max(1).astype(np.float32),
+        f"corrupted/{key}/p_true": probs[np.arange(len(labels)), labels].astype(np.float32),
+        f"corrupted/{key}/labels": labels.astype(np.int16),
+    }

@@ -2,7 +2,7 @@
 
 The paper's robustness number is the mean accuracy over the 15 CIFAR-C corruptions x 5 severities, every
 (corruption, severity) condition weighted equally. mCE and relative mCE follow Hendrycks & Dietterich (2019),
-with a baseline model's table in place of AlexNet's:
+against a baseline's table (AlexNet's is built in, :mod:`alternet.evaluation.baselines`; or any model's metrics.json):
 
     CE_c     = 100 * sum_s E_{s,c} / sum_s E^base_{s,c}
     rel CE_c = 100 * sum_s (E_{s,c} - E_clean) / sum_s (E^base_{s,c} - E^base_clean)
@@ -11,7 +11,7 @@ and mCE / relative mCE are their means over corruptions (percent; 100 = as robus
 CE whose baseline denominator is <= 0 is undefined (NaN, and so is the relative mCE); a baseline without any error on
 a corruption is rejected. Accuracies and errors elsewhere are fractions.
 
-Every row records whether its images came from the real CIFAR-C files (``"real"``) or were generated
+Every row records whether its images came from real files (CIFAR-C, ImageNet-C: ``"real"``) or were generated
 (``"generated"``); a table, a summary and a baseline comparison never mix the two.
 
 metrics.json schema (read by :func:`load_baseline`, written with :func:`robustness_record` and
@@ -25,7 +25,9 @@ metrics.json schema (read by :func:`load_baseline`, written with :func:`robustne
         "source": "real" | "generated",
         "table": [{"corruption": "fog", "severity": 1, "family": "weather", "acc": 0.8, "nll": 0.7,
                    "ece": 0.05, "n": 10000, "source": "real"}, ...],
-        "summary": {...}                         # robustness_summary(table, ...)
+        "summary": {...},                        # robustness_summary(table, ...)
+        "layout": "cifar-c" | "imagenet-c", "root": ..., "benchmark": ..., "preprocess": ..., "synthetic_frost": ...,
+        "extra": null | {"schema", "source", "table", "summary"}   # corruptions beyond the 15, never in the summary
       }
     }
 """
@@ -40,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from ..data.corruptions import CORRUPTIONS, FAMILIES, SEVERITIES
+from ..data.corruptions import CORRUPTIONS, EXTRA_CORRUPTIONS, FAMILIES, SEVERITIES
 from ..errors import AlternetError
 from ..files import read_json, write_csv
 from ..files import update_json as update_metrics_json  # merge into metrics.json, atomically
@@ -115,10 +117,10 @@ class RobustnessRow:
 
     @classmethod
     def from_metrics(
-        cls, corruption: str, severity: int, metrics: Mapping[str, float], n: int, source: str
+        cls, corruption: str, severity: int, metrics: Mapping[str, float], n: int, source: str, family: str = ""
     ) -> RobustnessRow:
         """A row from :func:`~alternet.metrics.calibration_metrics` output."""
-        return cls(corruption, int(severity), metrics["acc"], metrics["nll"], metrics["ece"], int(n), source)
+        return cls(corruption, int(severity), metrics["acc"], metrics["nll"], metrics["ece"], int(n), source, family)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RobustnessRow:
@@ -146,8 +148,9 @@ class RobustnessBaseline:
 
 
 def _ordered(rows: Iterable[RobustnessRow]) -> list[RobustnessRow]:
-    """Rows in the canonical order: the 15 corruptions by family, then any others by name; severity ascending."""
-    rank = {name: index for index, name in enumerate(CORRUPTIONS)}
+    """Rows in the canonical order: the 15 corruptions by family, the 4 extra ones, then any others by name;
+    severity ascending."""
+    rank = {name: index for index, name in enumerate(CORRUPTIONS + EXTRA_CORRUPTIONS)}
     return sorted(rows, key=lambda row: (rank.get(row.corruption, len(rank)), row.corruption, row.severity))
 
 

@@ -1,0 +1,180 @@
+"""The corrupted sets robustness is scored on, as one dataset per (corruption, severity) condition: real CIFAR-C
+.npy files or an ImageNet-C tree (``robustness.root``), or CIFAR-C corruptions generated from the test split and
+cached. Everything is opened and checked here, before any inference.
+
+Conditions of the four corruptions beyond the benchmark's 15 (speckle_noise, gaussian_blur, spatter, saturate:
+shipped in the public CIFAR-C archives and ImageNet-C's extra set) are scored too, and reported apart
+(:func:`is_benchmark`), never in the headline mean or mCE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from torch.utils.data import Dataset
+
+from ..data import ArrayDataset, ImageDataModule
+from ..data.cifar_c import generate_cifar_c, load_cifar_c, read_manifest
+from ..data.corruptions import CORRUPTIONS, EXTRA_CORRUPTIONS, SEVERITIES
+from ..data.imagenet_c import (
+    ImageFileDataset,
+    check_image_size,
+    crop_transform,
+    is_image_tree,
+    load_imagenet_c,
+)
+from ..data.transforms import build_transform
+from ..errors import ConfigValueError, DataError
+
+CIFAR_BENCHMARKS = {"cifar10": "cifar10-c", "cifar100": "cifar100-c"}  # data set -> its built-in baseline tables
+
+
+def is_benchmark(corruption: str) -> bool:
+    """Whether a corruption is one of the 15 that make the headline mean and mCE."""
+    return corruption in CORRUPTIONS
+
+
+@dataclass(frozen=True)
+class CorruptedSets:
+    """Every condition to score, all from one source."""
+
+    layout: str  # "cifar-c" (.npy files) or "imagenet-c" (image folders)
+    source: str  # "real" or "generated"
+    root: Path
+    conditions: tuple[tuple[str, int], ...]
+    datasets: tuple[Dataset, ...] = field(repr=False)
+    clean_images: int | None  # the clean reference: the first N test images; None: the whole test split
+    benchmark: str | None  # the built-in baselines' name for it (cifar10-c, cifar100-c, imagenet-c), if any
+    synthetic_frost: bool = False
+    preprocess: str | None = None  # ImageNet-C only
+
+    def record(self) -> dict[str, Any]:
+        """What metrics.json says about where the corrupted images came from and how they were read."""
+        return {
+            "layout": self.layout,
+            "root": str(self.root),
+            "benchmark": self.benchmark,
+            "preprocess": self.preprocess,
+            "synthetic_frost": self.synthetic_frost,
+        }
+
+
+def requested(cfg: Mapping[str, Any], generated: bool) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """``robustness.corruptions`` (null: the 15) and ``robustness.severities``, checked."""
+    corruptions = tuple(dict.fromkeys(cfg["corruptions"] or CORRUPTIONS))
+    allowed = CORRUPTIONS if generated else CORRUPTIONS + EXTRA_CORRUPTIONS
+    unknown = [name for name in corruptions if name not in allowed]
+    if unknown:
+        where = " (the extra ones exist only as real files: set robustness.root)" if generated else ""
+        raise ConfigValueError(f"robustness.corruptions: unknown {unknown}; choose from {list(allowed)}{where}")
+    if not any(map(is_benchmark, corruptions)):
+        raise ConfigValueError(
+            f"robustness.corruptions={list(corruptions)} has none of the 15 benchmark corruptions; the extra ones "
+            "found in real files are scored anyway, next to them"
+        )
+    severities = tuple(sorted(set(cfg["severities"] or ())))
+    if not severities or not set(severities) <= set(SEVERITIES):
+        raise ConfigValueError(f"robustness.severities={list(cfg['severities'])} must be a non-empty subset of 1..5")
+    return corruptions, severities
+
+
+def source_and_benchmark(cfg: Mapping[str, Any], datamodule: ImageDataModule) -> tuple[str, str | None]:
+    """Where the corrupted images will come from (real or generated) and the built-in baselines' name for them —
+    known before anything is opened or generated, so a baseline is checked first."""
+    root = cfg["root"]
+    if not root:
+        return "generated", None
+    if is_image_tree(root):
+        return "real", "imagenet-c"
+    manifest = read_manifest(Path(root).expanduser()) if Path(root).expanduser().is_dir() else None
+    if manifest is not None:  # a directory generate_cifar_c wrote
+        return manifest.get("source", "generated"), None
+    return "real", CIFAR_BENCHMARKS.get(datamodule.name)
+
+
+def open_corrupted_sets(
+    cfg: Mapping[str, Any], datamodule: ImageDataModule, class_names: Sequence[str] | None = None
+) -> CorruptedSets:
+    """The conditions of ``cfg`` (the ``robustness`` settings) for a model trained on ``datamodule``'s classes;
+    ``class_names`` (the model's, in order) are checked against an ImageNet-C tree's class folders."""
+    root = cfg["root"]
+    corruptions, severities = requested(cfg, generated=not root)
+    if root and is_image_tree(root):
+        return _imagenet_c(cfg, Path(root).expanduser(), corruptions, severities, datamodule, class_names)
+    if root:
+        _require_cifar_c(Path(root).expanduser())
+        sets = load_cifar_c(root, corruptions, num_classes=datamodule.num_classes)
+    else:
+        sets = _generated(cfg, datamodule, corruptions, severities)
+    transform = build_transform(datamodule.mean, datamodule.std, datamodule.image_size)
+    conditions, datasets = [], []
+    for corruption, severity in sets.sets():
+        if severity in severities:
+            images, labels = sets.get(corruption, severity)  # memory-mapped: workers read, nothing is copied
+            conditions.append((corruption, severity))
+            datasets.append(ArrayDataset(images, labels, transform))
+    return CorruptedSets(
+        layout="cifar-c",
+        source=sets.source,
+        root=sets.root,
+        conditions=tuple(conditions),
+        datasets=tuple(datasets),
+        clean_images=sets.n_per_severity,
+        benchmark=CIFAR_BENCHMARKS.get(datamodule.name),
+        synthetic_frost=sets.synthetic_frost,
+    )
+
+
+def _require_cifar_c(root: Path) -> None:
+    """A root that is neither layout gets one error naming both."""
+    if root.is_dir() and not any(root.glob("*.npy")):
+        raise DataError(
+            f"robustness.root={root} holds neither CIFAR-C files (<corruption>.npy + labels.npy) nor ImageNet-C "
+            "folders (<corruption>/<severity>/<wnid>/*.JPEG, optionally under a family folder)"
+        )
+
+
+def _generated(
+    cfg: Mapping[str, Any], datamodule: ImageDataModule, corruptions: tuple[str, ...], severities: tuple[int, ...]
+):
+    """CIFAR-C corruptions of the test split (its first ``max_images``), generated once and cached."""
+    test = datamodule.splits["test"]
+    images, labels = test.images, test.labels
+    if cfg["max_images"]:
+        images, labels = images[: int(cfg["max_images"])], labels[: int(cfg["max_images"])]
+    seed = int(cfg["seed"])
+    cache = Path(cfg["cache_dir"]) / f"{datamodule.name}-c-seed{seed}-n{len(images)}"
+    generate_cifar_c(images, labels, cache, corruptions, severities, seed=seed, workers=cfg["workers"])
+    return load_cifar_c(cache, corruptions, num_classes=datamodule.num_classes)
+
+
+def _imagenet_c(
+    cfg: Mapping[str, Any],
+    root: Path,
+    corruptions: tuple[str, ...],
+    severities: tuple[int, ...],
+    datamodule: ImageDataModule,
+    class_names: Sequence[str] | None,
+) -> CorruptedSets:
+    preprocess = str(cfg["preprocess"])
+    transform = crop_transform(datamodule.mean, datamodule.std, datamodule.image_size, preprocess)
+    tree = load_imagenet_c(root, corruptions, severities, class_names=class_names, num_classes=datamodule.num_classes)
+    conditions, datasets = [], []
+    for corruption, severity in tree.sets():
+        paths, labels = tree.files(corruption, severity)
+        check_image_size(paths[0], datamodule.image_size, preprocess)
+        conditions.append((corruption, severity))
+        datasets.append(ImageFileDataset(paths, labels, transform))
+    return CorruptedSets(
+        layout="imagenet-c",
+        source="real",
+        root=root,
+        conditions=tuple(conditions),
+        datasets=tuple(datasets),
+        clean_images=None,
+        benchmark="imagenet-c",
+        preprocess=preprocess,
+    )

@@ -3,6 +3,7 @@
 import lightning as L
 import pytest
 import torch
+from PIL import Image
 from omegaconf import OmegaConf
 
 from alternet.apps.checks import validate_train_config
@@ -62,11 +63,18 @@ def test_model_config_names_the_zoo_architecture_without_restating_it():
 
 
 @pytest.mark.parametrize("data", options("data"))
-def test_every_data_option_builds(data):
-    config = resolved(f"data={data}")
+def test_every_data_option_builds(data, tmp_path):
+    classes = {"digits": 10, "cifar10": 10, "cifar100": 100, "imagefolder": 3, "imagenet": 1000}[data]
+    overrides = []
+    if data in ("imagefolder", "imagenet"):  # folders find their classes: one folder with one image per class
+        for i in range(classes):
+            (tmp_path / "train" / f"n{i:08d}").mkdir(parents=True)
+            Image.new("RGB", (4, 4)).save(tmp_path / "train" / f"n{i:08d}" / "0.png")
+        overrides.append(f"data.root={tmp_path}")
+    config = resolved(f"data={data}", *overrides)
     datamodule = build_datamodule(config["data"], config["recipe"], seed=0)
     assert isinstance(datamodule, DATAMODULES[data])
-    assert datamodule.num_classes == {"digits": 10, "cifar10": 10, "cifar100": 100}[data]
+    assert datamodule.num_classes == classes
     assert "num_classes" not in config["data"]  # the DataModule is the one home of its class count
 
 

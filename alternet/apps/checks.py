@@ -31,8 +31,20 @@ def _require(cfg: Mapping[str, Any], key: str, check: Any, expectation: str) -> 
         raise ConfigValueError(f"{key}={value!r} is invalid: {expectation}")
 
 
+def missing_values(cfg: Any, prefix: str = "") -> list[str]:
+    """Keys still at OmegaConf's mandatory marker ``???`` (e.g. ``data.root`` of ``data=imagefolder``)."""
+    if isinstance(cfg, Mapping):
+        return [key for k, v in cfg.items() for key in missing_values(v, f"{prefix}{k}.")]
+    return [prefix.rstrip(".")] if cfg == "???" else []
+
+
 def validate_train_config(cfg: Mapping[str, Any]) -> None:
     """Static checks of a resolved training config (data-dependent checks happen in the DataModule)."""
+    missing = [key for key in missing_values(cfg) if not key.startswith("hydra")]
+    if missing:
+        raise ConfigValueError(
+            f"{', '.join(missing)} must be set: e.g. python train.py {' '.join(f'{k}=...' for k in missing)}"
+        )
     _require(cfg, "recipe.epochs", lambda v: int(v) == v and v >= 1, "must be an integer >= 1")
     _require(cfg, "trainer.max_epochs", lambda v: int(v) == v and v >= 1, "must be an integer >= 1")
     _require(cfg, "recipe.batch_size", lambda v: int(v) == v and v >= 1, "must be an integer >= 1")

@@ -34,7 +34,7 @@ def export(source: str | Path, out: str | Path, *, ema: bool = False) -> Path:
     model = create_model(opened.require_architecture(), num_classes=opened.num_classes, **opened.model_args)
     apply_weights(model, opened, strict=True)  # the weights must rebuild their architecture exactly
     trained = _run_config(opened)
-    labels, label_note = label_names(trained, opened.num_classes)
+    labels, label_note = label_names(trained, opened.num_classes, opened.hyper_parameters["data"].get("class_names"))
     config = export_config(opened, model, trained, labels, label_note, run_metrics(run_dir))
     _prepare(out)
     weights = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
@@ -52,8 +52,13 @@ def _run_config(opened: Source) -> dict[str, Any]:
     return {"data": opened.hyper_parameters["data"], "recipe": opened.hyper_parameters.get("recipe") or {}}
 
 
-def label_names(run_config: dict[str, Any], num_classes: int) -> tuple[list[str], str | None]:
-    """The data set's class names, or class indices with a note saying why."""
+def label_names(
+    run_config: dict[str, Any], num_classes: int, saved: list[str] | None = None
+) -> tuple[list[str], str | None]:
+    """The class names the checkpoint saved (its data facts), else the data set's, else class indices with a note
+    saying why."""
+    if saved and len(saved) == num_classes:
+        return [str(name) for name in saved], None
     try:
         recipe = {"batch_size": 1, **run_config["recipe"]}
         names = [str(name) for name in build_datamodule(run_config["data"], recipe, seed=0).class_names]

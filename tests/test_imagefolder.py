@@ -22,7 +22,7 @@ from alternet.data.shards import write_shards
 from alternet.errors import ConfigValueError, DataError
 from alternet.hub import export
 
-from conftest import FAST, ROOT, compose_train
+from conftest import FAST, ROOT, compose_train, run_script
 
 CLASSES = sorted(COLOURS)
 RECIPE = {"batch_size": 8, "eval_batch_size": 16, "augment": None}
@@ -184,3 +184,16 @@ def test_shards_refuse_a_corrupt_file_or_skip_it(tmp_path):
         write_shards(root, tmp_path / "a", num_workers=1)
     written = write_shards(root, tmp_path / "b", num_workers=1, skip_corrupt=True)
     assert written["skipped"] == 1 and written["images"] == len(scan_split(root / "train")) - 1
+
+
+def test_two_process_ddp_streams_disjoint_equal_shares_of_the_shards(folder, tmp_path):
+    shards = tmp_path / "shards"
+    write_shards(folder, shards, chunk_bytes="4KB", num_workers=1)
+    result = run_script("tests/scripts/ddp_shards_probe.py", str(tmp_path / "run"), str(folder), str(shards))
+    assert result.returncode == 0, result.stderr[-3000:]
+    ranks = [json.loads((tmp_path / "run" / f"rank{r}.json").read_text()) for r in range(2)]
+    shares = [r["streamed"] for r in ranks]
+    assert len(shares[0]) == len(shares[1]) >= 12
+    assert not set(shares[0]) & set(shares[1]), "ranks streamed overlapping images"
+    assert len(set(shares[0]) | set(shares[1])) >= 34 - 2 * 4  # together the epoch, less the dropped tail
+    assert ranks[0]["test"] == ranks[1]["test"]

@@ -3,8 +3,8 @@
 import lightning as L
 import pytest
 import torch
-from PIL import Image
 from omegaconf import OmegaConf
+from PIL import Image
 
 from alternet.apps.checks import validate_train_config
 from alternet.data import DATAMODULES, build_datamodule

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from imagefolders import make_image_folder
 
 from alternet.data.base import EpochSampler, ResumableLoader
 
 from conftest import ROOT, run_script
-from imagefolders import make_image_folder
 
 SCRIPT = "tests/scripts/interrupted_train.py"
 

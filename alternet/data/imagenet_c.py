@@ -32,6 +32,7 @@ from torch.utils.data import Dataset
 
 from ..errors import ConfigValueError, DataError
 from .corruptions import CORRUPTIONS, EXTRA_CORRUPTIONS, SEVERITIES
+from .images import decode_rgb
 
 IMAGE_SUFFIXES = frozenset({".jpeg", ".jpg", ".png"})
 PREPROCESS = ("center_crop", "resize_center_crop")
@@ -219,9 +220,5 @@ class ImageFileDataset(Dataset):
         return len(self.paths)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        try:
-            with Image.open(self.paths[index]) as image:
-                array = np.asarray(image.convert("RGB"))
-        except OSError as error:
-            raise DataError(f"cannot read image {self.paths[index]}: {error}") from error
+        array = np.asarray(decode_rgb(Path(str(self.paths[index]))))
         return self.transform(image=array)["image"], int(self.labels[index])

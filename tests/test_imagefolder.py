@@ -197,3 +197,9 @@ def test_two_process_ddp_streams_disjoint_equal_shares_of_the_shards(folder, tmp
     assert not set(shares[0]) & set(shares[1]), "ranks streamed overlapping images"
     assert len(set(shares[0]) | set(shares[1])) >= 34 - 2 * 4  # together the epoch, less the dropped tail
     assert ranks[0]["test"] == ranks[1]["test"]
+
+
+def test_object_store_shards_pass_through_to_litdata_unchecked(folder):
+    datamodule = _datamodule(folder, train_shards="s3://bucket/imagenet-shards")
+    with pytest.warns(UserWarning, match="is remote: its classes.json is not checked"):
+        assert datamodule.class_names == CLASSES

@@ -2,9 +2,11 @@
 
 import csv
 import math
+from pathlib import Path
 
 import pytest
 import torch
+from imagefolders import make_image_folder
 from omegaconf import OmegaConf
 
 from alternet.apps.train import train
@@ -20,9 +22,21 @@ RECIPES = sorted(p.stem for p in (CONF / "recipe").glob("*.yaml") if not p.stem.
 TWO_STEPS = [*FAST, "trainer.limit_train_batches=2", "trainer.limit_val_batches=1", "trainer.limit_test_batches=1"]
 
 
+FILE_RECIPES = ("imagefolder", "imagenet", "imagenet_weak")  # augment image files (random-resized crops...)
+
+
+@pytest.fixture(scope="module")
+def image_folder(tmp_path_factory) -> Path:
+    return make_image_folder(tmp_path_factory.mktemp("folder"), splits={"train": 12, "val": 4})
+
+
 @pytest.mark.parametrize("recipe", RECIPES)
-def test_every_recipe_trains_two_steps(recipe, tmp_path):
-    summary = train(compose_train(*TWO_STEPS, f"recipe={recipe}", "recipe.batch_size=16", output_dir=tmp_path))
+def test_every_recipe_trains_two_steps(recipe, tmp_path, request):
+    data = []
+    if recipe in FILE_RECIPES:
+        folder = request.getfixturevalue("image_folder")
+        data = ["data=imagefolder", f"data.root={folder}", "data.image_size=16", "data.num_workers=0"]
+    summary = train(compose_train(*TWO_STEPS, *data, f"recipe={recipe}", "recipe.batch_size=16", output_dir=tmp_path))
     assert summary["global_step"] == 2
     assert math.isfinite(summary["test"]["nll"])
 

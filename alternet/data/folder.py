@@ -11,6 +11,7 @@ from ``train/`` (0: none). Test is ``test/`` when it exists, else ``val/``, else
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -96,7 +97,13 @@ class ImageFolderDataModule(ImageDataModule):
                 )
             if self.train_shards:
                 shard_classes = read_shard_classes(self.train_shards)
-                if shard_classes != classes:
+                if shard_classes is None:
+                    warnings.warn(
+                        f"data.train_shards={self.train_shards} is remote: its classes.json is not checked against "
+                        f"{train}; the shards must come from the same class folders",
+                        stacklevel=2,
+                    )
+                elif shard_classes != classes:
                     raise DataError(
                         f"data.train_shards={self.train_shards} was written for other classes than {train} "
                         f"({len(shard_classes)} vs {len(classes)} classes, first difference at "

@@ -102,7 +102,15 @@ def _count(out: Path) -> int:
     return sum(int(chunk["chunk_size"]) for chunk in index["chunks"])
 
 
-def read_shard_classes(shards: str | Path) -> list[str]:
+def is_remote(shards: str | Path) -> bool:
+    """An object-store URL (``s3://``, ``gs://``...): LitData reads it directly; there is no local file to check."""
+    return "://" in str(shards)
+
+
+def read_shard_classes(shards: str | Path) -> list[str] | None:
+    """The class names written beside the shards; None for object-store URLs (not readable without their SDK)."""
+    if is_remote(shards):
+        return None
     path = Path(shards).expanduser() / CLASSES_FILE
     if not path.is_file():
         raise DataError(
@@ -123,12 +131,15 @@ class StreamingImages(StreamingDataset):
         seed: int,
         skipped: SkipCounter | None = None,
     ):
-        path = Path(shards).expanduser()
-        if not (path / "index.json").is_file():
-            raise DataError(
-                f"data.train_shards={shards} holds no LitData index.json; write shards with python -m alternet.shards"
-            )
-        super().__init__(input_dir=str(path.resolve()), shuffle=True, drop_last=True, seed=seed)
+        source = str(shards)
+        if not is_remote(shards):
+            path = Path(shards).expanduser()
+            if not (path / "index.json").is_file():
+                raise DataError(
+                    f"data.train_shards={shards} holds no LitData index.json; write it with python -m alternet.shards"
+                )
+            source = str(path.resolve())
+        super().__init__(input_dir=source, shuffle=True, drop_last=True, seed=seed)
         self.image_transform, self.base_seed, self.skipped = transform, seed, skipped
 
     def __getitem__(self, index: Any) -> tuple[torch.Tensor, int]:

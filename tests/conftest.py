@@ -43,3 +43,21 @@ def cifar100_root() -> Path:
     if not (SHARED_DATA / "cifar-100-python" / "train").is_file():
         pytest.skip(f"real CIFAR-100 not found under {SHARED_DATA} (set ALTERNET_TEST_DATA to its parent directory)")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def image_folder(tmp_path_factory) -> Path:
+    """A small class-folder data set (3 classes, 12 training and 3 validation images each, plus odd formats)."""
+    from imagefolders import make_image_folder
+
+    return make_image_folder(tmp_path_factory.mktemp("folder"), size=20, splits={"train": 12, "val": 3})
+
+
+@pytest.fixture(scope="session")
+def image_shards(image_folder, tmp_path_factory) -> Path:
+    """LitData shards of ``image_folder``'s training split, written once (litdata's start-up costs seconds)."""
+    from alternet.data.shards import write_shards
+
+    out = tmp_path_factory.mktemp("shards") / "shards"
+    write_shards(image_folder, out, chunk_bytes="4KB", num_workers=1)
+    return out

@@ -32,9 +32,9 @@ def _datamodule(root: Path, **data) -> object:
     return build_datamodule({"name": "imagefolder", "root": str(root), "image_size": 16, **data}, RECIPE, seed=0)
 
 
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory) -> Path:
-    return make_image_folder(tmp_path_factory.mktemp("folder"), splits={"train": 10, "val": 3})
+@pytest.fixture
+def folder(image_folder) -> Path:
+    return image_folder  # conftest: 3 classes x (12 train + 3 val) images, plus 4 odd formats in train
 
 
 def test_every_format_decodes_to_rgb(folder):
@@ -49,7 +49,7 @@ def test_each_training_image_is_seen_once_per_epoch_with_its_folder_label(folder
     datamodule = _datamodule(folder)
     datamodule.setup("fit")
     files = datamodule.files["train"]
-    assert len(files) == 3 * 10 + 4 and datamodule.class_names == CLASSES
+    assert len(files) == 3 * 12 + 4 and datamodule.class_names == CLASSES
     loader = datamodule.train_dataloader()
     assert loader.drop_last
     sampler = loader.sampler
@@ -167,9 +167,9 @@ def test_shards_hold_the_raw_files_shuffled_with_class_names_beside(folder, tmp_
         timeout=120,
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "wrote 34 images of 3 classes" in result.stdout
+    assert "wrote 40 images of 3 classes" in result.stdout
     assert json.loads((out / "classes.json").read_text())["classes"] == CLASSES
-    records = [StreamingDataset(str(out))[i] for i in range(34)]
+    records = [StreamingDataset(str(out))[i] for i in range(40)]
     for record in records:  # stored bytes are the file's bytes: no re-encode
         assert bytes(record["image"]) == (folder / "train" / record["name"]).read_bytes()
     first_chunk = json.loads((out / "index.json").read_text())["chunks"][0]["chunk_size"]
@@ -186,16 +186,14 @@ def test_shards_refuse_a_corrupt_file_or_skip_it(tmp_path):
     assert written["skipped"] == 1 and written["images"] == len(scan_split(root / "train")) - 1
 
 
-def test_two_process_ddp_streams_disjoint_equal_shares_of_the_shards(folder, tmp_path):
-    shards = tmp_path / "shards"
-    write_shards(folder, shards, chunk_bytes="4KB", num_workers=1)
-    result = run_script("tests/scripts/ddp_shards_probe.py", str(tmp_path / "run"), str(folder), str(shards))
+def test_two_process_ddp_streams_disjoint_equal_shares_of_the_shards(folder, image_shards, tmp_path):
+    result = run_script("tests/scripts/ddp_shards_probe.py", str(tmp_path / "run"), str(folder), str(image_shards))
     assert result.returncode == 0, result.stderr[-3000:]
     ranks = [json.loads((tmp_path / "run" / f"rank{r}.json").read_text()) for r in range(2)]
     shares = [r["streamed"] for r in ranks]
     assert len(shares[0]) == len(shares[1]) >= 12
     assert not set(shares[0]) & set(shares[1]), "ranks streamed overlapping images"
-    assert len(set(shares[0]) | set(shares[1])) >= 34 - 2 * 4  # together the epoch, less the dropped tail
+    assert len(set(shares[0]) | set(shares[1])) >= 40 - 2 * 4  # together the epoch, less the dropped tail
     assert ranks[0]["test"] == ranks[1]["test"]
 
 

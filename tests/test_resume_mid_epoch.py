@@ -3,24 +3,18 @@ with ckpt_path=last ends with the same weights as a run never interrupted — on
 shards path. These are also the regression tests for Lightning issue #20550: had the learning-rate schedule built the
 train loader before the checkpoint was restored, the loader's saved position would be dropped and the weights differ."""
 
-import subprocess
-import sys
+import os
 from pathlib import Path
 
 import pytest
 import torch
-from imagefolders import make_image_folder
 
 from alternet.data.base import EpochSampler, ResumableLoader
+from alternet.training.callbacks import requeue_slurm_job
 
-from conftest import ROOT, run_script
+from conftest import run_script
 
 SCRIPT = "tests/scripts/interrupted_train.py"
-
-
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory) -> Path:
-    return make_image_folder(tmp_path_factory.mktemp("folder"), per_class=12, size=20, splits={"train": 12, "val": 3})
 
 
 def _common(folder: Path) -> list[str]:
@@ -67,21 +61,22 @@ def _interrupted_then_resumed(tmp_path: Path, overrides: list[str], how: str) ->
     return run
 
 
-@pytest.mark.parametrize("how", ["KILL", "USR1"])
-def test_image_folder_run_interrupted_mid_epoch_resumes_exactly(tmp_path, folder, how):
-    overrides = _common(folder)
-    reference = tmp_path / "reference"
-    result = run_script(SCRIPT, str(reference), "NONE", "0", *overrides, timeout=300)
+@pytest.fixture(scope="module")
+def uninterrupted(image_folder, tmp_path_factory) -> dict[str, torch.Tensor]:
+    """The final weights of the image-folder run never interrupted."""
+    reference = tmp_path_factory.mktemp("reference")
+    result = run_script(SCRIPT, str(reference), "NONE", "0", *_common(image_folder), timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    _assert_same(_final_weights(reference), _final_weights(_interrupted_then_resumed(tmp_path, overrides, how)))
+    return _final_weights(reference)
 
 
-def test_shards_run_killed_mid_epoch_resumes_exactly(tmp_path, folder):
-    shards = tmp_path / "shards"
-    command = [sys.executable, "-m", "alternet.shards", str(folder), str(shards), "--chunk-bytes", "8KB"]
-    written = subprocess.run([*command, "--workers", "1"], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert written.returncode == 0, written.stderr[-2000:]
-    overrides = [*_common(folder), f"data.train_shards={shards}"]
+@pytest.mark.parametrize("how", ["KILL", "USR1"])
+def test_image_folder_run_interrupted_mid_epoch_resumes_exactly(tmp_path, image_folder, uninterrupted, how):
+    _assert_same(uninterrupted, _final_weights(_interrupted_then_resumed(tmp_path, _common(image_folder), how)))
+
+
+def test_shards_run_killed_mid_epoch_resumes_exactly(tmp_path, image_folder, image_shards):
+    overrides = [*_common(image_folder), f"data.train_shards={image_shards}"]
     reference = tmp_path / "reference"
     result = run_script(SCRIPT, str(reference), "NONE", "0", *overrides, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -112,3 +107,20 @@ def test_resumable_loader_continues_where_the_saved_position_left_off():
     rest = [batch.tolist() for batch in resumed]
     assert seen + rest == full
     assert [batch.tolist() for batch in resumed] == full  # the skip applies to the resumed epoch only
+
+
+def test_preemption_under_slurm_requeues_the_job_with_scontrol(tmp_path, monkeypatch):
+    """The cluster's own ``scontrol`` is called as ``scontrol requeue <job>`` (a recording stand-in here)."""
+    calls = tmp_path / "calls"
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    scontrol.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    assert requeue_slurm_job()
+    monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "4200")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "7")
+    assert requeue_slurm_job()
+    assert calls.read_text().splitlines() == ["requeue 4242", "requeue 4200_7"]
+    monkeypatch.delenv("SLURM_JOB_ID")
+    assert not requeue_slurm_job()  # not under SLURM: nothing to requeue

@@ -142,7 +142,7 @@ class PreemptionCheckpoint(L.Callback):
         trainer.save_checkpoint(self.path)
         name = signal.Signals(self.received).name if self.received else "a signal on another rank"
         command = " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv] if not a.startswith("ckpt_path="))
-        requeued = self.requeue and _requeue_slurm_job() if trainer.is_global_zero else False
+        requeued = self.requeue and requeue_slurm_job() if trainer.is_global_zero else False
         previous = self._previous.get(self.received) if self.received else None
         self._restore()
         if callable(previous) and previous is not signal.default_int_handler:
@@ -155,7 +155,7 @@ class PreemptionCheckpoint(L.Callback):
         )
 
 
-def _requeue_slurm_job() -> bool:
+def requeue_slurm_job() -> bool:
     job = os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID")
     if not job or "SLURM_JOB_ID" not in os.environ:
         return False

@@ -155,6 +155,10 @@ def test_class_names_travel_with_the_checkpoint_and_the_export(folder, tmp_path)
     assert checkpoint["hyper_parameters"]["data"]["class_names"] == CLASSES
     out = export(summary["run_dir"], tmp_path / "export")
     assert json.loads((out / "config.json").read_text())["label_names"] == CLASSES
+    # generated corruptions are CIFAR-C's (32-px arrays): image-file data needs real corruption files
+    scored = run_script("evaluate.py", f"ckpt={summary['run_dir']}", "robustness.enabled=true", f"out_dir={tmp_path}/e")
+    assert scored.returncode == 1 and "Traceback" not in scored.stderr
+    assert "give real corruption files with robustness.root=DIR" in scored.stderr
 
 
 def test_shards_hold_the_raw_files_shuffled_with_class_names_beside(folder, tmp_path):

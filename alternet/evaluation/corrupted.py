@@ -142,6 +142,12 @@ def _generated(
 ):
     """CIFAR-C corruptions of the test split (its first ``max_images``), generated once and cached."""
     test = datamodule.splits["test"]
+    if not hasattr(test, "images"):
+        raise DataError(
+            f"generated corruptions are CIFAR-C's, made from in-memory 32-px test arrays; {datamodule.name} reads "
+            "image files: give real corruption files with robustness.root=DIR (e.g. ImageNet-C), or "
+            "robustness.enabled=false"
+        )
     images, labels = test.images, test.labels
     if cfg["max_images"]:
         images, labels = images[: int(cfg["max_images"])], labels[: int(cfg["max_images"])]

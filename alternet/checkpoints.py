@@ -1,7 +1,9 @@
-"""Reading checkpoints safely: ``weights_only=True`` and errors that name the file."""
+"""Reading checkpoints safely: ``weights_only=True``, a digest of the weights checked against the one stored when
+they were saved, and errors that name the file."""
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 import zipfile
 from pathlib import Path
@@ -10,6 +12,30 @@ from typing import Any
 import torch
 
 from .errors import CheckpointError
+
+DIGEST_KEY = "weights_digest"  # in Lightning checkpoints; also in the metadata of exported safetensors
+
+
+def weights_digest(state_dict: dict[str, torch.Tensor]) -> str:
+    """BLAKE2b of every tensor's name, dtype, shape and bytes, in name order: any flipped or zeroed byte changes it."""
+    digest = hashlib.blake2b(digest_size=16)
+    for name in sorted(state_dict):
+        tensor = state_dict[name]
+        if not isinstance(tensor, torch.Tensor):
+            continue
+        flat = tensor.detach().to("cpu").contiguous().reshape(-1)
+        digest.update(f"{name}|{flat.dtype}|{tuple(tensor.shape)}".encode())
+        digest.update(flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b"")
+    return digest.hexdigest()
+
+
+def verify_digest(state_dict: dict[str, torch.Tensor], expected: str | None, path: str | Path) -> None:
+    """Raise a CheckpointError naming ``path`` when the weights are not the ones that were saved."""
+    if expected and weights_digest(state_dict) != expected:
+        raise CheckpointError(
+            f"{path} is corrupt: its weights differ from the digest stored when it was saved (bit rot, a damaged "
+            "copy or a partial overwrite); use another copy or checkpoint (e.g. best-*.ckpt or an export)"
+        )
 
 
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
@@ -34,4 +60,11 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
         raise CheckpointError(f"checkpoint {path} is unreadable or truncated: {error}") from error
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
         raise CheckpointError(f"checkpoint {path} is not a Lightning checkpoint (no 'state_dict' entry)")
+    verify_digest(checkpoint["state_dict"], checkpoint.get(DIGEST_KEY), f"checkpoint {path}")
     return checkpoint
+
+
+def checkpoint_header(path: str | Path) -> dict[str, Any]:
+    """A (safe, already checked) Lightning checkpoint memory-mapped: its hyperparameters and counters without reading
+    the weights."""
+    return torch.load(Path(path), map_location="cpu", weights_only=True, mmap=True)

@@ -13,6 +13,7 @@ Layout of a run directory::
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import sys
@@ -25,8 +26,13 @@ import torch
 import yaml
 from torch import nn
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: run directories are not locked
+    fcntl = None
+
 from .checkpoints import read_checkpoint
-from .errors import CheckpointError
+from .errors import CheckpointError, ConfigValueError
 from .files import read_json, read_yaml, write_json, write_text
 from .models import create_model
 from .models.config import model_args
@@ -182,6 +188,96 @@ def resume_checkpoint(ckpt_path: str | None, run_dir: Path) -> str | None:
     if ckpt_path:
         read_checkpoint(ckpt_path)
     return ckpt_path
+
+
+# owning a run directory -------------------------------------------------------------------------
+
+LOCK_FILE = ".lock"
+
+
+class RunDirLock:
+    """An exclusive lock on a run directory for the life of the run (released by the OS when the process dies, so a
+    killed run never leaves a stale lock). Where ``fcntl`` is missing (Windows) there is no lock."""
+
+    def __init__(self, run_dir: Path):
+        self.path = run_dir / LOCK_FILE
+        self._file: Any = None
+
+    def acquire(self) -> RunDirLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if fcntl is None:
+            return self
+        handle = open(self.path, "a+")  # noqa: SIM115 - held open for the run's life
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            owner = handle.read().strip() or "another process"
+            handle.close()
+            raise ConfigValueError(
+                f"run directory {self.path.parent} is in use by another run ({owner}); wait for it, or give this run "
+                "its own directory (hydra.run.dir=...)"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} on {platform.node()}\n")
+        handle.flush()
+        self._file = handle
+        return self
+
+    def release(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def check_fresh_run_dir(run_dir: Path, resuming: bool, reuse: bool) -> None:
+    """A new run never silently overwrites another: a directory holding a finished run (``metrics.json``) or an
+    interrupted one (checkpoints) must be resumed (``ckpt_path=last``) or explicitly reused (``reuse_run_dir``)."""
+    if resuming or reuse:
+        return
+    checkpoints = sorted((run_dir / CHECKPOINT_DIR).glob("*.ckpt")) if (run_dir / CHECKPOINT_DIR).is_dir() else []
+    if (run_dir / METRICS_FILE).is_file() or checkpoints:
+        what = (
+            "a finished run (metrics.json)"
+            if (run_dir / METRICS_FILE).is_file()
+            else (f"an interrupted run ({checkpoints[-1].name})")
+        )
+        raise ConfigValueError(
+            f"run directory {run_dir} already holds {what}: resume it with ckpt_path=last, give this run its own "
+            "directory (hydra.run.dir=...), or overwrite it with reuse_run_dir=true"
+        )
+
+
+# what a resumed run may change ----------------------------------------------------------------------
+
+# settings that do not change what the resumed run computes; anything else must equal the checkpoint's
+RESUMABLE_DIFFERENCES = ("data.root", "data.num_workers", "data.pin_memory", "data.persistent_workers")
+
+
+def resume_conflicts(config: dict[str, Any], checkpoint: dict[str, Any]) -> list[str]:
+    """``key: saved -> now`` for each model/recipe/data setting of ``config`` that differs from the run the
+    checkpoint was saved by (its hyperparameters): the restored optimizer, schedule and weights would ignore it."""
+    saved = checkpoint.get("hyper_parameters") or {}
+    conflicts = []
+    for section in ("model", "recipe"):
+        before, now = _flat(saved.get(section) or {}, section), _flat(config.get(section) or {}, section)
+        conflicts += [
+            f"{k}: {before.get(k)!r} -> {now.get(k)!r}"
+            for k in sorted(set(before) | set(now))
+            if before.get(k) != now.get(k) and k not in RESUMABLE_DIFFERENCES
+        ]
+    facts, data = saved.get("data") or {}, config.get("data") or {}
+    for key in ("name", "image_size"):
+        if key in facts and key in data and facts[key] != data[key]:
+            conflicts.append(f"data.{key}: {facts[key]!r} -> {data[key]!r}")
+    return conflicts
+
+
+def _flat(node: Any, prefix: str) -> dict[str, Any]:
+    if isinstance(node, dict):
+        return {k: v for key, value in node.items() for k, v in _flat(value, f"{prefix}.{key}").items()}
+    return {prefix: list(node) if isinstance(node, tuple) else node}
 
 
 # the model inside a checkpoint -----------------------------------------------------------------

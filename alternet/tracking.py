@@ -6,9 +6,11 @@ W&B is imported only where it is used, so commands that do not track pay nothing
 
 from __future__ import annotations
 
+import csv
 import netrc
 import os
 import socket
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,9 +18,11 @@ from typing import Any
 from urllib.parse import urlparse
 
 from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
+from lightning.pytorch.loggers.logger import rank_zero_experiment
 from lightning.pytorch.utilities import rank_zero_info
 
 from .errors import AlternetError
+from .files import write_text
 
 WANDB_HOST = "api.wandb.ai"
 ARTIFACT_ALIASES = ("best", "latest")
@@ -67,9 +71,54 @@ def offline_reason(requested_offline: bool) -> str | None:
 # training runs ---------------------------------------------------------------------------------
 
 
-def build_loggers(config: Mapping[str, Any], run_dir: Path, run_config: dict) -> list[Logger]:
-    """CSV logger into ``<run_dir>/logs``, plus W&B when ``config.wandb`` (the ``logger`` group) is set."""
-    loggers: list[Logger] = [CSVLogger(save_dir=str(run_dir), name="", version="logs")]
+class HistoryCSVLogger(CSVLogger):
+    """Lightning's CSV logger, except that a resumed run keeps the rows the interrupted run wrote before the
+    checkpoint it resumes from (Lightning's writer deletes ``metrics.csv``); rows from that step on are dropped,
+    because the resumed run logs them again."""
+
+    def __init__(self, *args: Any, resume_step: int | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.resume_step = resume_step
+
+    @property
+    @rank_zero_experiment
+    def experiment(self) -> Any:
+        if self._experiment is not None:
+            return self._experiment
+        path = Path(self.log_dir) / "metrics.csv"
+        kept, keys = [], []
+        if self.resume_step is not None and path.is_file():
+            with open(path, newline="") as file:
+                reader = csv.DictReader(file)
+                keys = list(reader.fieldnames or [])
+                kept = [row for row in reader if row.get("step") and int(float(row["step"])) < self.resume_step]
+        writer = super().experiment  # Lightning's writer; it removes the old file
+        if keys:
+            with open(path, "w", newline="") as file:
+                out = csv.DictWriter(file, fieldnames=sorted(keys))
+                out.writeheader()
+                out.writerows(kept)
+            writer.metrics_keys = sorted(keys)
+        return writer
+
+
+def wandb_run_id(run_dir: Path) -> str:
+    """The W&B run id of this run directory, created once and kept in it, so a resumed run continues its W&B run
+    instead of starting a second one."""
+    path = run_dir / "wandb-run-id"
+    if path.is_file():
+        return path.read_text().strip()
+    run_id = uuid.uuid4().hex[:8]
+    write_text(path, run_id + "\n")
+    return run_id
+
+
+def build_loggers(
+    config: Mapping[str, Any], run_dir: Path, run_config: dict, resume_step: int | None = None
+) -> list[Logger]:
+    """CSV logger into ``<run_dir>/logs``, plus W&B when ``config.wandb`` (the ``logger`` group) is set. A resumed
+    run (``resume_step``: the checkpoint's global step) keeps the CSV rows logged before it and its W&B run."""
+    loggers: list[Logger] = [HistoryCSVLogger(save_dir=str(run_dir), name="", version="logs", resume_step=resume_step)]
     wandb_cfg = config.get("wandb")
     if not wandb_cfg:
         return loggers
@@ -88,6 +137,8 @@ def build_loggers(config: Mapping[str, Any], run_dir: Path, run_config: dict) ->
             offline=offline,
             log_model=bool(wandb_cfg["log_model"]) and not offline,
             config=run_config,
+            id=wandb_run_id(run_dir),
+            resume="allow",
             settings={"init_timeout": 30, "silent": True} if offline else {"init_timeout": 60},
         )
     )

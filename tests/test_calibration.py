@@ -19,6 +19,7 @@ from alternet.metrics.calibration import (
     calibration_metrics,
     fit_temperature,
     nll,
+    nll_from_logits,
     reliability_bins,
     softmax,
     top_k_accuracy,
@@ -203,3 +204,15 @@ def test_reliability_diagram_writes_a_png(tmp_path):
     path = reliability_diagram(reliability_bins(PROBS, LABELS), tmp_path / "nested" / "reliability.png", title="t")
     assert path == tmp_path / "nested" / "reliability.png"
     assert path.read_bytes().startswith(b"\x89PNG") and path.stat().st_size > 10_000
+
+
+def test_nll_from_logits_is_exact_where_probabilities_would_floor_it():
+    """A confidently wrong prediction costs its full log-loss: 40 nats here, not the 27.6 a floor of 1e-12 allows."""
+    logits = np.array([[0.0, 40.0], [3.0, 0.0]])
+    labels = np.array([0, 0])
+    exact = (np.logaddexp(0.0, 40.0) + np.logaddexp(3.0, 0.0) - 3.0) / 2
+    probs = softmax(logits)
+    assert calibration_metrics(probs, labels, logits=logits)["nll"] == pytest.approx(exact, rel=1e-12)
+    assert calibration_metrics(probs, labels)["nll"] < exact - 6  # the floored estimate under-reports
+    torch_nll = F.cross_entropy(torch.tensor(logits), torch.tensor(labels)).item()
+    assert nll_from_logits(logits, labels) == pytest.approx(torch_nll, rel=1e-12)  # as the training loss

@@ -2,10 +2,12 @@
 
 import shutil
 from pathlib import Path
+from urllib.error import URLError
 
 import numpy as np
 import pytest
 import torch
+import torchvision.datasets.cifar
 import yaml
 from torch.utils.data import DataLoader
 
@@ -116,3 +118,15 @@ def test_a_data_module_built_directly_normalises_like_its_config(name):
     assert config["mean"] is None and config["std"] is None  # null: the DataModule's own statistics
     configured, direct = DATAMODULES[name](mean=config["mean"], std=config["std"]), DATAMODULES[name]()
     assert (configured.mean, configured.std) == (direct.mean, direct.std)
+
+
+def test_download_without_network_names_the_archive_and_what_to_do(tmp_path, monkeypatch):
+    def unreachable(*args, **kwargs):
+        raise URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr(torchvision.datasets.cifar, "download_and_extract_archive", unreachable)
+    datamodule = CIFAR100DataModule(root=str(tmp_path), download=True)
+    with pytest.raises(
+        DataError, match=r"cannot download cifar100 \(https://www\.cs\.toronto\.edu/.*\) to .*: .*name resolution"
+    ):
+        datamodule.prepare_data()

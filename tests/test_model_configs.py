@@ -1,14 +1,20 @@
 """Every ``model=`` option builds exactly the zoo's architecture: a model config names a zoo entry and holds only
 the keys a user overrides (``null``: the zoo's value), so the two can never disagree."""
 
+import re
+import warnings
+
 import pytest
 import timm
 import torch
 from omegaconf import OmegaConf
 
 import alternet  # noqa: F401  (registers the zoo in timm)
-from alternet.models import MODEL_NAMES, create_model, format_layout
-from alternet.models.config import model_args
+from alternet.apps.checks import validate_train_config
+from alternet.models import MODEL_NAMES, create_model, format_layout, list_models
+from alternet.models.config import NOT_MODEL_ARGS, model_args
+from alternet.models.layout import buildup_violations
+from alternet.models.zoo import spec_kwargs
 
 from conftest import CONF, compose_train
 
@@ -34,7 +40,8 @@ def test_every_zoo_model_has_an_option_and_every_option_names_a_zoo_model():
 def test_model_option_builds_the_zoo_architecture(name):
     config = compose_train(f"model={name}").model
     assert config.name == name
-    assert all(value is None for key, value in config.items() if key != "name"), "a model config restates the zoo"
+    restated = [key for key, value in config.items() if key not in NOT_MODEL_ARGS and value is not None]
+    assert not restated, f"a model config restates the zoo: {restated}"
     built = build_from_config(f"model={name}")
     with torch.device("meta"):
         zoo = timm.create_model(name, num_classes=10, img_size=32)
@@ -56,3 +63,32 @@ def test_a_model_override_takes_effect():
     assert [(s.heads, s.head_dim, s.window) for s in tiny.specs if s.num_msa] == [(4, 16, (2, 2)), (8, 16, (2, 2))]
     vit = build_from_config("model=vit_ti_cifar", "model.depth=6")
     assert len(vit.blocks) == 6
+
+
+@pytest.mark.parametrize(
+    ("layout", "rule"),
+    [
+        ("C|CMC|CM", "ends with a Conv block after its MSAs"),
+        ("C|CMM|CM", "consecutive MSA blocks"),
+        ("C|CM|CC", "later stage(s) [3] have none"),
+        ("C|CMCCM|CM", "not an alternating Conv/MSA tail"),
+    ],
+)
+def test_a_layout_breaking_the_buildup_rules_is_warned_in_one_line_unless_silenced(layout, rule):
+    with pytest.warns(UserWarning, match=re.escape(rule)):
+        validate_train_config(resolved("model=alternet_tiny", f"model.layout={layout}"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        validate_train_config(resolved("model=alternet_tiny", f"model.layout={layout}", "model.buildup_rules=off"))
+
+
+def test_the_zoo_follows_the_buildup_rules_and_fewer_heads_later_is_warned():
+    for name in list_models():
+        kwargs = spec_kwargs(name)
+        if kwargs.get("layout"):
+            assert buildup_violations(kwargs["layout"], kwargs.get("heads")) == [], name
+    assert "fewer heads (2) than stage 2 (4)" in " ".join(buildup_violations("C|CM|CM", [1, 4, 2]))
+
+
+def resolved(*overrides: str) -> dict:
+    return OmegaConf.to_container(compose_train(*overrides), resolve=True)

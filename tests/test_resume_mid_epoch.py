@@ -3,6 +3,7 @@ with ckpt_path=last ends with the same weights as a run never interrupted — on
 shards path. These are also the regression tests for Lightning issue #20550: had the learning-rate schedule built the
 train loader before the checkpoint was restored, the loader's saved position would be dropped and the weights differ."""
 
+import csv
 import os
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 import torch
 
 from alternet.data.base import EpochSampler, ResumableLoader
+from alternet.tracking import build_loggers
 from alternet.training.callbacks import requeue_slurm_job
 
 from conftest import run_script
@@ -58,6 +60,10 @@ def _interrupted_then_resumed(tmp_path: Path, overrides: list[str], how: str) ->
     assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 13  # mid epoch 2
     resumed = run_script(SCRIPT, str(run), "NONE", "0", *overrides, "ckpt_path=last", timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
+    with open(run / "logs" / "metrics.csv", newline="") as file:
+        rows = list(csv.DictReader(file))
+    steps = [int(row["step"]) for row in rows if row.get("train/loss")]
+    assert steps == sorted(set(steps)) and {9, 19} <= set(steps)  # the interrupted run's rows kept, none twice
     return run
 
 
@@ -124,3 +130,22 @@ def test_preemption_under_slurm_requeues_the_job_with_scontrol(tmp_path, monkeyp
     assert calls.read_text().splitlines() == ["requeue 4242", "requeue 4200_7"]
     monkeypatch.delenv("SLURM_JOB_ID")
     assert not requeue_slurm_job()  # not under SLURM: nothing to requeue
+
+
+def test_a_resumed_run_continues_its_wandb_run(tmp_path):
+    config = {
+        "wandb": {
+            "project": "p",
+            "entity": None,
+            "group": None,
+            "tags": [],
+            "name": None,
+            "offline": True,
+            "log_model": False,
+        }
+    }
+    first = build_loggers(config, tmp_path, {})[1]
+    again = build_loggers(config, tmp_path, {}, resume_step=13)[1]
+    assert first._wandb_init["id"] == again._wandb_init["id"] == (tmp_path / "wandb-run-id").read_text().strip()
+    assert again._wandb_init["resume"] == "allow"
+    assert build_loggers(config, tmp_path / "other", {})[1]._wandb_init["id"] != first._wandb_init["id"]

@@ -2,12 +2,73 @@
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import warnings
 from collections.abc import Mapping
 from typing import Any
 
+import lightning as L
+
+from ..data import DATAMODULES
 from ..errors import ConfigValueError
+from ..models import ATTENTION_KINDS
+from ..models.blocks import BLOCK_TYPES, STEMS
+from ..models.layout import buildup_violations
+from ..models.zoo import spec_kwargs
 from ..training import EVALUATED_METRICS
+from ..training.optim import OPTIMIZERS, SCHEDULES
+
+# every enumerated setting, checked before any data is loaded (one place: the choices are the code's own)
+CHOICES: dict[str, tuple[str, ...]] = {
+    "data.name": tuple(DATAMODULES),
+    "recipe.optimizer.name": OPTIMIZERS,  # lower case, as written in the recipes
+    "recipe.schedule.name": SCHEDULES,
+    "recipe.augment.interpolation": ("bilinear", "bicubic", "random"),
+    "data.interpolation": ("bilinear", "bicubic"),
+    "model.attention": ATTENTION_KINDS,
+    "model.block": tuple(BLOCK_TYPES),
+    "model.stem": ("auto", *STEMS),
+    "model.buildup_rules": ("warn", "off"),
+    "trainer.precision": (
+        "32-true",
+        "32",
+        "16-mixed",
+        "bf16-mixed",
+        "16-true",
+        "bf16-true",
+        "64-true",
+        "64",
+        "transformer-engine",
+        "16",
+        "bf16",
+    ),
+}
+TRAINER_ARGS = frozenset(inspect.signature(L.Trainer.__init__).parameters) - {"self"}
+
+
+def suggest(value: Any, choices: Any) -> str:
+    """`` (did you mean 'x'?)`` for a near miss, else nothing."""
+    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def check_choices(cfg: Mapping[str, Any]) -> None:
+    """Each enumerated key holds one of its values, and the trainer section only Trainer arguments."""
+    for key, choices in CHOICES.items():
+        value = _get(cfg, key)
+        if value is not None and str(value) not in choices:
+            raise ConfigValueError(f"{key}={value!r} is not one of {list(choices)}{suggest(value, choices)}")
+    unknown = sorted(set(_get(cfg, "trainer") or {}) - TRAINER_ARGS)
+    if unknown:
+        key = unknown[0]
+        raise ConfigValueError(
+            f"trainer.{key} is not an argument of lightning.Trainer{suggest(key, TRAINER_ARGS)}; "
+            "see https://lightning.ai/docs/pytorch/stable/common/trainer.html#trainer-flags"
+        )
+    seed = _get(cfg, "seed")
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ConfigValueError(f"seed={seed!r} is invalid: must be an integer (e.g. seed=0)")
 
 
 def _get(cfg: Mapping[str, Any], dotted: str) -> Any:
@@ -45,6 +106,8 @@ def validate_train_config(cfg: Mapping[str, Any]) -> None:
         raise ConfigValueError(
             f"{', '.join(missing)} must be set: e.g. python train.py {' '.join(f'{k}=...' for k in missing)}"
         )
+    check_choices(cfg)
+    warn_buildup(cfg)
     _require(cfg, "recipe.epochs", lambda v: int(v) == v and v >= 1, "must be an integer >= 1")
     _require(cfg, "trainer.max_epochs", lambda v: int(v) == v and v >= 1, "must be an integer >= 1")
     _require(cfg, "recipe.batch_size", lambda v: int(v) == v and v >= 1, "must be an integer >= 1")
@@ -103,3 +166,14 @@ def check_optimized_metric(cfg: Mapping[str, Any]) -> None:
     raise ConfigValueError(
         f"optimized_metric={name} is not a metric this run reports; choose one of {reported_metrics(cfg)}.{hint}"
     )
+
+
+def warn_buildup(cfg: Mapping[str, Any]) -> None:
+    """One warning per build-up rule the AlterNet layout breaks, unless ``model.buildup_rules=off``."""
+    model = _get(cfg, "model") or {}
+    if model.get("buildup_rules", "off") != "warn":
+        return
+    zoo = spec_kwargs(str(model.get("name")))
+    layout, heads = model.get("layout") or zoo.get("layout"), model.get("heads") or zoo.get("heads")
+    for violation in buildup_violations(layout, heads) if layout else []:
+        warnings.warn(f"{violation} (model.buildup_rules=off for a deliberate contrast)", stacklevel=3)

@@ -9,14 +9,16 @@ from typing import Any
 
 import lightning as L
 import torch
+from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from .. import tracking
+from ..checkpoints import checkpoint_header
 from ..data import build_datamodule
 from ..errors import ConfigValueError
 from ..files import plain, write_json
 from ..hub import load_pretrained
-from ..runs import resume_checkpoint, write_run_records
+from ..runs import RunDirLock, check_fresh_run_dir, resume_checkpoint, resume_conflicts, write_run_records
 from ..training import build_module, build_trainer, checkpoint_callback
 from .after_training import evaluate_after_training, export_after_training
 from .checks import validate_train_config
@@ -28,6 +30,25 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     validate_train_config(config)
     run_dir = Path(config["paths"]["output_dir"])
     resume = resume_checkpoint(config["ckpt_path"], run_dir)
+    header = checkpoint_header(resume) if resume else {}
+    conflicts = resume_conflicts(config, header) if resume else []
+    if conflicts:
+        raise ConfigValueError(
+            f"resuming from {resume} with settings that differ from the run that saved it ({'; '.join(conflicts)}): "
+            "a resumed run continues with the checkpoint's model, optimizer and schedule, so they would not apply. "
+            "Drop them, or start a new run in its own hydra.run.dir (model.pretrained=CHECKPOINT starts from it)"
+        )
+    lock = RunDirLock(run_dir).acquire() if rank_zero_only.rank == 0 else None  # other ranks join rank 0's run
+    try:
+        if lock is not None:
+            check_fresh_run_dir(run_dir, resuming=resume is not None, reuse=bool(config["reuse_run_dir"]))
+        return _train(config, run_dir, resume, int(header.get("global_step", 0)) if resume else None)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _train(config: dict[str, Any], run_dir: Path, resume: str | None, resume_step: int | None) -> dict[str, Any]:
     if config["performance"]["matmul_precision"]:
         torch.set_float32_matmul_precision(config["performance"]["matmul_precision"])
 
@@ -37,7 +58,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     if config["model"]["pretrained"] and not resume:
         load_pretrained(module.model, config["model"]["pretrained"])  # a different class count resets the head
     has_val = datamodule.has_validation
-    trainer = build_trainer(config, run_dir, has_val, tracking.build_loggers(config["logger"], run_dir, config))
+    loggers = tracking.build_loggers(config["logger"], run_dir, config, resume_step=resume_step)
+    trainer = build_trainer(config, run_dir, has_val, loggers)
     if trainer.is_global_zero:
         write_run_records(run_dir, config)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pickle
 from pathlib import Path
 from typing import ClassVar
+from urllib.error import URLError
 
 import numpy as np
 from torchvision.datasets import CIFAR10, CIFAR100
@@ -38,8 +39,15 @@ class CIFARDataModule(ImageDataModule):
         if self.download:
             dataset = CIFAR100 if self.num_classes == 100 else CIFAR10
             root = self.directory.parent
-            for train in (True, False):
-                dataset(str(root), train=train, download=True)
+            try:
+                for train in (True, False):
+                    dataset(str(root), train=train, download=True)
+            except (URLError, OSError) as error:
+                reason = getattr(error, "reason", error)
+                raise DataError(
+                    f"cannot download {self.name} ({dataset.url}) to {root}: {reason}. Without network, fetch the "
+                    f"archive on another machine and unpack it so that {self.directory} exists"
+                ) from None
 
     def verify(self) -> None:
         """Raise a :class:`DataError` naming what is missing or corrupt, and how to fix it."""

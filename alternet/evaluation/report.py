@@ -86,7 +86,7 @@ class Evaluator:
     def calibration(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         logits, labels = self._predict("test")
         probs = softmax(logits)
-        metrics: dict[str, Any] = {"test": calibration_metrics(probs, labels, self.n_bins)}
+        metrics: dict[str, Any] = {"test": calibration_metrics(probs, labels, self.n_bins, logits=logits)}
         bins = reliability_bins(probs, labels, self.n_bins)
         reliability_diagram(bins, self._file(self.out_dir / "reliability.png"), title=self._title("test"))
         if self.settings["calibration"]["temperature_scaling"]:
@@ -105,7 +105,8 @@ class Evaluator:
         bins = reliability_bins(scaled, labels, self.n_bins)
         title = self._title(f"test, T={temperature:.3f}")
         reliability_diagram(bins, self._file(self.out_dir / "reliability_temperature.png"), title=title)
-        return {"temperature": temperature, "test": calibration_metrics(scaled, labels, self.n_bins)}
+        scaled_metrics = calibration_metrics(scaled, labels, self.n_bins, logits=logits / temperature)
+        return {"temperature": temperature, "test": scaled_metrics}
 
     def _title(self, what: str) -> str:
         return f"{self.settings['label']} on {self.datamodule.name} ({what})"
@@ -152,7 +153,7 @@ class Evaluator:
         rows, predictions = [], {}
         for (corruption, severity), (logits, labels) in zip(sets.conditions, self._predict_sets(sets.datasets, names)):
             probs = softmax(logits)
-            metrics = calibration_metrics(probs, labels, self.n_bins)
+            metrics = calibration_metrics(probs, labels, self.n_bins, logits=logits)
             family = FAMILY_OF.get(corruption, "extra")
             rows.append(RobustnessRow.from_metrics(corruption, severity, metrics, len(labels), sets.source, family))
             predictions |= _compact(f"{corruption}/{severity}", probs, labels)  # 75 probability matrices won't fit

@@ -12,6 +12,7 @@ from safetensors.torch import save_file
 from torch import nn
 
 from .. import __version__
+from ..checkpoints import DIGEST_KEY, weights_digest
 from ..data import build_datamodule
 from ..errors import AlternetError, CheckpointError
 from ..files import atomic_write, write_text
@@ -38,7 +39,8 @@ def export(source: str | Path, out: str | Path, *, ema: bool = False) -> Path:
     config = export_config(opened, model, trained, labels, label_note, run_metrics(run_dir))
     _prepare(out)
     weights = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
-    atomic_write(out / WEIGHTS_FILE, lambda tmp: save_file(weights, str(tmp), metadata={"format": "pt"}))
+    metadata = {"format": "pt", DIGEST_KEY: weights_digest(weights)}  # checked by every alternet load
+    atomic_write(out / WEIGHTS_FILE, lambda tmp: save_file(weights, str(tmp), metadata=metadata))
     write_text(out / CONFIG_FILE, json.dumps(config, indent=2, allow_nan=False) + "\n")
     write_text(out / "README.md", model_card(config))
     return out

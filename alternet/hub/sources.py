@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 from timm.models import get_pretrained_cfg
 
+from ..checkpoints import DIGEST_KEY, verify_digest
 from ..errors import CheckpointError
 from ..files import read_json
 from ..runs import find_checkpoint, read_weights
@@ -131,12 +132,16 @@ def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
     if not path.is_file():
         raise CheckpointError(f"weights file {path} does not exist")
     try:
-        return load_file(str(path), device="cpu")
+        tensors = load_file(str(path), device="cpu")
+        with safe_open(str(path), framework="pt") as opened:
+            metadata = opened.metadata() or {}
     except (SafetensorError, OSError) as error:
         raise CheckpointError(
             f"weights file {path} is unreadable, truncated or not a safetensors file ({error}); "
             "it may be an interrupted copy or download"
         ) from error
+    verify_digest(tensors, metadata.get(DIGEST_KEY), f"weights file {path}")
+    return tensors
 
 
 def read_safetensors_source(path: Path) -> Source:

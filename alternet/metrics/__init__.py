@@ -6,6 +6,7 @@ from .calibration import (
     apply_temperature,
     calibration_metrics,
     fit_temperature,
+    nll_from_logits,
     reliability_bins,
     softmax,
 )
@@ -17,6 +18,7 @@ __all__ = [
     "apply_temperature",
     "calibration_metrics",
     "fit_temperature",
+    "nll_from_logits",
     "reliability_bins",
     "softmax",
 ]

@@ -9,8 +9,10 @@ meaning, its flaws fixed):
   confidence always use the same edges. Bins are (lo, hi], except the first, which also holds 0; a confidence
   of exactly 1.0 lands in the last bin. Empty bins contribute 0. (HDVW mixed (lo, hi] for counts and accuracy
   with [lo, hi) for confidence; torchmetrics uses [lo, hi); the two agree except on exact edge hits.)
-- **NLL** is the mean of ``-log max(p_y, PROB_FLOOR)``; the floor keeps a zero probability finite
-  (at most ``-log(1e-12) ≈ 27.6`` per sample).
+- **NLL** is the mean of ``-log p_y``. From logits (what every command passes) it is computed exactly, as
+  ``logsumexp(z) - z_y`` in float64, as the training loss does; from probabilities alone ``p_y`` is floored at
+  ``PROB_FLOOR`` to keep a zero finite (at most ``-log(1e-12) ≈ 27.6`` per sample, an under-report on confidently
+  wrong predictions).
 - **Brier** is the mean over samples of ``sum_k (p_k - onehot_k)^2`` (range [0, 2]), as in HDVW; it is not
   divided by the number of classes.
 - **Acc-90** is the accuracy among predictions with confidence > 0.9, NaN when there are none (HDVW reported 0).
@@ -169,14 +171,26 @@ def confidence_cutoff_metrics(
     }
 
 
-def calibration_metrics(probs: np.ndarray, labels: np.ndarray, n_bins: int = 10) -> dict[str, float]:
-    """``acc, top5, nll, ece, brier, acc90, unc90, freq90`` (fractions, not percent) of a whole split."""
+def nll_from_logits(logits: np.ndarray, labels: np.ndarray) -> float:
+    """Mean over samples of ``logsumexp(z) - z_y`` in float64: the exact NLL, never floored."""
+    z = _check_logits(logits)
+    labels = np.asarray(labels, dtype=np.int64)
+    top = z.max(axis=1, keepdims=True)
+    log_norm = top[:, 0] + np.log(np.exp(z - top).sum(axis=1))
+    return float(np.mean(log_norm - z[np.arange(len(labels)), labels]))
+
+
+def calibration_metrics(
+    probs: np.ndarray, labels: np.ndarray, n_bins: int = 10, logits: np.ndarray | None = None
+) -> dict[str, float]:
+    """``acc, top5, nll, ece, brier, acc90, unc90, freq90`` (fractions, not percent) of a whole split; with the
+    ``logits`` the probabilities came from, the NLL is exact (:func:`nll_from_logits`)."""
     probs, labels = check_inputs(probs, labels)
     cutoff = confidence_cutoff_metrics(probs, labels, CONFIDENCE_CUTOFF)
     return {
         "acc": float(np.mean(probs.argmax(axis=1) == labels)),
         "top5": top_k_accuracy(probs, labels, 5),
-        "nll": nll(probs, labels),
+        "nll": nll(probs, labels) if logits is None else nll_from_logits(logits, labels),
         "ece": reliability_bins(probs, labels, n_bins).ece,
         "brier": brier_score(probs, labels),
         "acc90": cutoff["acc"],

@@ -12,7 +12,8 @@ from typing import Any
 
 from ..errors import ConfigValueError
 
-NOT_MODEL_ARGS = ("name", "pretrained")  # the model's name, and where its starting weights come from
+# the model's name, where its starting weights come from, and whether to warn about the paper's build-up rules
+NOT_MODEL_ARGS = ("name", "pretrained", "buildup_rules")
 
 
 def model_args(model: Mapping[str, Any], *, num_classes: int, img_size: int, drop_path_rate: float) -> dict[str, Any]:

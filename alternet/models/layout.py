@@ -7,6 +7,8 @@ against the rest of the architecture and the input size and returns one :class:`
 
 from __future__ import annotations
 
+import itertools
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -54,6 +56,40 @@ def parse_layout(layout: str) -> list[str]:
                 f"use {CONV!r} for a Conv block and {MSA!r} for an MSA block"
             )
     return stages
+
+
+def buildup_violations(layout: str, heads: int | Sequence[int | None] | None = None) -> list[str]:
+    """The paper's AlterNet build-up rules a layout breaks (it still runs; these are design guidance, one line each):
+    MSAs end a stage, alternating with Convs; MSAs go to the later stages first; later stages get more heads."""
+    stages = parse_layout(layout)
+    found = []
+    for index, sequence in enumerate(stages):
+        label = f"stage {index + 1} ({sequence})"
+        if MSA + MSA in sequence:
+            found.append(f"{label}: consecutive MSA blocks; the rules alternate MSAs with Conv blocks")
+        elif MSA in sequence and not sequence.endswith(MSA):
+            found.append(f"{label}: ends with a Conv block after its MSAs; the rules put MSAs at the end of a stage")
+        elif not re.fullmatch(f"{CONV}*({CONV}{MSA})*", sequence):
+            found.append(
+                f"{label}: its MSAs are not an alternating Conv/MSA tail (e.g. CCCMCM); the rules put "
+                "them at the end of the stage"
+            )
+    with_msa = [i for i, sequence in enumerate(stages) if MSA in sequence]
+    later_without = [j + 1 for j in range(with_msa[0] + 1, len(stages)) if j not in with_msa] if with_msa else []
+    if later_without:
+        found.append(
+            f"stage {with_msa[0] + 1} has MSAs but later stage(s) {later_without} have none; the rules add MSAs "
+            "from the last stage backwards"
+        )
+    per_stage = _per_stage("heads", heads, len(stages)) if heads is not None else []
+    msa_heads = [(i, per_stage[i]) for i in with_msa if per_stage and per_stage[i]]
+    for (i, before), (j, after) in itertools.pairwise(msa_heads):
+        if after < before:
+            found.append(
+                f"stage {j + 1} has fewer heads ({after}) than stage {i + 1} ({before}); the rules give "
+                "later stages more heads"
+            )
+    return found
 
 
 def format_layout(stages: Sequence[str]) -> str:

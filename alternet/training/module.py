@@ -20,6 +20,7 @@ from torch import nn
 from torchmetrics import MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy
 
+from ..checkpoints import DIGEST_KEY, weights_digest
 from ..errors import AlternetError
 from ..metrics import BinnedCalibrationError
 from ..models import create_model
@@ -104,6 +105,10 @@ class ClassificationModule(L.LightningModule):
     def compile_model(self, **kwargs: Any) -> None:
         """Run the backbone through ``torch.compile``; parameter names in checkpoints stay unchanged."""
         self.__dict__["_compiled_model"] = torch.compile(self.model, **kwargs)
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Every checkpoint carries a digest of its weights; reading it verifies them (:mod:`alternet.checkpoints`)."""
+        checkpoint[DIGEST_KEY] = weights_digest(checkpoint["state_dict"])
 
     # forward / steps -------------------------------------------------------------------------
 

@@ -1,0 +1,100 @@
+"""Nothing lost, nothing silently wrong: a run directory belongs to one run, a resumed run never claims settings it
+did not use, and corrupted weights are refused by name (issue 14, items 1-4 and 6)."""
+
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from alternet.apps.train import train
+from alternet.checkpoints import read_checkpoint
+from alternet.errors import CheckpointError, ConfigValueError
+from alternet.hub import export, load_pretrained
+from alternet.models import create_model
+from alternet.runs import RunDirLock
+
+from conftest import FAST, compose_train
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> dict:
+    return train(compose_train(*FAST, output_dir=tmp_path_factory.mktemp("run")))
+
+
+def test_a_run_directory_in_use_refuses_a_second_run(tmp_path):
+    lock = RunDirLock(tmp_path).acquire()
+    try:
+        with pytest.raises(ConfigValueError, match=r"run directory .* is in use by another run \(pid \d+"):
+            train(compose_train(*FAST, output_dir=tmp_path))
+    finally:
+        lock.release()
+    assert not (tmp_path / "metrics.json").exists()
+
+
+def test_a_finished_run_is_never_silently_overwritten(finished):
+    run_dir = Path(finished["run_dir"])
+    before = (run_dir / "metrics.json").read_text()
+    with pytest.raises(ConfigValueError, match=r"already holds a finished run \(metrics.json\): resume it with"):
+        train(compose_train(*FAST, "seed=3", output_dir=run_dir))
+    assert (run_dir / "metrics.json").read_text() == before
+
+
+def test_an_interrupted_run_is_resumed_or_explicitly_reused(tmp_path):
+    first = train(compose_train(*FAST, output_dir=tmp_path))
+    (tmp_path / "metrics.json").unlink()  # as if killed after its checkpoint
+    with pytest.raises(ConfigValueError, match=r"already holds an interrupted run \(last.ckpt\)"):
+        train(compose_train(*FAST, output_dir=tmp_path))
+    again = train(compose_train(*FAST, "reuse_run_dir=true", output_dir=tmp_path))
+    assert again["test"] == first["test"]
+
+
+def test_resume_refuses_overrides_it_could_not_apply(finished):
+    run_dir = Path(finished["run_dir"])
+    with pytest.raises(ConfigValueError, match=r"recipe\.optimizer\.lr: 0\.002 -> 1e-05.*would not apply"):
+        train(compose_train(*FAST, "ckpt_path=last", "recipe.optimizer.lr=1e-5", output_dir=run_dir))
+    config = (run_dir / "config.yaml").read_text()
+    assert "1.0e-05" not in config and "1e-05" not in config  # the run directory still tells the truth
+
+
+def test_ckpt_path_last_goes_through_the_safe_check(tmp_path):
+    (tmp_path / "checkpoints").mkdir()
+    torch.save({"state_dict": {}, "payload": _Payload()}, tmp_path / "checkpoints" / "last.ckpt")
+    with pytest.raises(CheckpointError, match=r"last.ckpt holds objects that are not plain data"):
+        train(compose_train(*FAST, "ckpt_path=last", output_dir=tmp_path))
+
+
+class _Payload:
+    pass
+
+
+def _zero_bytes_of_largest_tensor(path: Path, count: int = 4096) -> None:
+    """Zero ``count`` bytes inside the largest tensor of a torch zip checkpoint, as bit rot would."""
+    with zipfile.ZipFile(path) as archive:
+        info = max((i for i in archive.infolist() if "/data/" in i.filename), key=lambda i: i.file_size)
+    with open(path, "r+b") as file:
+        file.seek(info.header_offset + 26)
+        name_length, extra_length = (int.from_bytes(file.read(2), "little") for _ in range(2))
+        file.seek(info.header_offset + 30 + name_length + extra_length + 64)
+        file.write(bytes(min(count, info.file_size - 64)))
+
+
+def test_bit_rot_in_a_checkpoint_or_an_export_is_refused_by_name(finished, tmp_path):
+    corrupt = tmp_path / "rotten.ckpt"
+    corrupt.write_bytes(Path(finished["last_checkpoint"]).read_bytes())
+    read_checkpoint(corrupt)  # intact: reads
+    _zero_bytes_of_largest_tensor(corrupt)
+    with pytest.raises(
+        CheckpointError, match=r"checkpoint .*rotten.ckpt is corrupt: its weights differ from the digest"
+    ):
+        read_checkpoint(corrupt)
+
+    out = export(finished["run_dir"], tmp_path / "export")
+    model = create_model("alternet_tiny", num_classes=10, img_size=16)
+    load_pretrained(model, str(out))  # intact: loads
+    weights = out / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-2048:-1024] = bytes(1024)
+    weights.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=r"weights file .*model.safetensors is corrupt"):
+        load_pretrained(create_model("alternet_tiny", num_classes=10, img_size=16), str(out))

@@ -38,6 +38,7 @@ def _checkpoint_epoch(path: Path) -> int:
     return torch.load(path)["epoch"]
 
 
+@pytest.mark.slow  # the default suite has the stricter mid-epoch version (tests/test_resume_mid_epoch.py)
 def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
     reference = run_script("train.py", *RESUMABLE, f"hydra.run.dir={tmp_path / 'reference'}")
     assert reference.returncode == 0, reference.stderr[-2000:]

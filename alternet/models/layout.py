@@ -209,10 +209,17 @@ def _stage_window(
     height, width = feature_size
     if attention != "window":
         return height, width
+    divisors = [d for d in range(1, min(height, width) + 1) if height % d == 0 and width % d == 0]
     if window is None:
-        return min(default_window, height), min(default_window, width)
+        automatic = min(default_window, height), min(default_window, width)
+        if height % automatic[0] or width % automatic[1]:
+            raise LayoutError(
+                f"{label}: the automatic attention window {automatic[0]} does not divide the stage's {height}x{width} "
+                f"feature map (from the input size); set model.window to one of {divisors}, or use an input size "
+                f"whose feature maps {default_window} divides"
+            )
+        return automatic
     if window < 1 or height % window or width % window:
-        divisors = [d for d in range(1, min(height, width) + 1) if height % d == 0 and width % d == 0]
         raise LayoutError(
             f"{label}: window {window} does not divide the stage's {height}x{width} feature map "
             f"(valid windows: {divisors}); set model.window to one of them, or null for the automatic choice"

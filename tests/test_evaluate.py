@@ -90,10 +90,17 @@ def test_real_cifar_c_layout_is_evaluated_as_real(digits_run, tmp_path):
         np.save(root / f"{name}.npy", np.concatenate([images] * 5))
     np.save(root / "labels.npy", np.concatenate([labels] * 5))
     out = tmp_path / "eval"
-    result = run_script("evaluate.py", f"ckpt={digits_run}", f"robustness.root={root}", f"hydra.run.dir={out}")
+    args = [f"ckpt={digits_run}", f"robustness.root={root}"]
+    result = run_script("evaluate.py", *args, "robustness.max_images=10", f"hydra.run.dir={out}")
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads((out / "metrics.json").read_text())
     assert report["robustness"]["source"] == "real"
+    # files that are not this test split's (here: 10 images, not the 360 of digits' test split) are refused
+    refused = run_script("evaluate.py", *args, f"hydra.run.dir={tmp_path / 'refused'}")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "does not corrupt this model's digits test split: 10 images per severity, the test split has 360" in (
+        refused.stderr
+    )
     accuracies = {r["acc"] for r in report["robustness"]["table"]}  # identical images: identical accuracy
     assert len(accuracies) == 1
 

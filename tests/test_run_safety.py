@@ -1,18 +1,23 @@
 """Nothing lost, nothing silently wrong: a run directory belongs to one run, a resumed run never claims settings it
 did not use, and corrupted weights are refused by name (issue 14, items 1-4 and 6)."""
 
+import logging
+import re
 import zipfile
 from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 
+from alternet.apps.evaluate import check_classes
 from alternet.apps.train import train
 from alternet.checkpoints import read_checkpoint
+from alternet.data import build_datamodule
 from alternet.errors import CheckpointError, ConfigValueError
 from alternet.hub import export, load_pretrained
 from alternet.models import create_model
-from alternet.runs import RunDirLock
+from alternet.runs import RunDirLock, read_weights
 
 from conftest import FAST, compose_train
 
@@ -98,3 +103,46 @@ def test_bit_rot_in_a_checkpoint_or_an_export_is_refused_by_name(finished, tmp_p
     weights.write_bytes(bytes(data))
     with pytest.raises(CheckpointError, match=r"weights file .*model.safetensors is corrupt"):
         load_pretrained(create_model("alternet_tiny", num_classes=10, img_size=16), str(out))
+
+
+@pytest.mark.parametrize(
+    ("tamper", "message"),
+    [
+        (lambda w: w | {"stem.conv.weight": torch.full_like(w["stem.conv.weight"], float("nan"))}, "NaN or infinite"),
+        (lambda w: w | {"stem.conv.weight": w["stem.conv.weight"].to(torch.int8)}, "as integers"),
+        (
+            lambda w: w | {"head.fc.weight": w["head.fc.weight"][:7], "head.fc.bias": w["head.fc.bias"][:7]},
+            "says 10 classes but its head head.fc.weight has 7 outputs",
+        ),
+    ],
+    ids=["nan", "int8", "narrow-head"],
+)
+def test_weights_are_looked_at_before_they_load(finished, tmp_path, tamper, message):
+    """A third-party file (no digest) still gets its values checked: NaNs, integer casts, a self-contradicting head."""
+    out = export(finished["run_dir"], tmp_path / "export")
+    weights = load_file(out / "model.safetensors")
+    save_file(tamper(weights), out / "model.safetensors")  # no digest in its metadata
+    with pytest.raises(CheckpointError, match=re.escape(message)):
+        load_pretrained(create_model("alternet_tiny", num_classes=10, img_size=16), str(out))
+
+
+def test_a_reinitialised_head_is_a_warning(finished, tmp_path, caplog):
+    out = export(finished["run_dir"], tmp_path / "export")
+    with caplog.at_level(logging.WARNING, logger="alternet.hub"):
+        load_pretrained(create_model("alternet_tiny", num_classes=3, img_size=16), str(out))
+    assert any(
+        r.levelno == logging.WARNING and "new classifier head (10 -> 3 classes" in r.message for r in caplog.records
+    )
+
+
+def test_resuming_from_another_architecture_names_both_models(finished, tmp_path):
+    checkpoint = finished["last_checkpoint"]
+    with pytest.raises(ConfigValueError, match=r"model\.name: 'alternet_tiny' -> 'preresnet_tiny'"):
+        train(compose_train(*FAST, f"ckpt_path={checkpoint}", "model=preresnet_tiny", output_dir=tmp_path))
+
+
+def test_evaluating_at_another_input_size_warns_naming_both(finished):
+    weights = read_weights(finished["last_checkpoint"])
+    datamodule = build_datamodule({"name": "digits", "image_size": 32}, {"batch_size": 8}, seed=0)
+    with pytest.warns(UserWarning, match=r"trained with data\.image_size=16 but is evaluated with 32"):
+        check_classes(datamodule, Path(finished["last_checkpoint"]), weights)

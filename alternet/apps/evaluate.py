@@ -3,6 +3,7 @@ requested analyses, write and log the reports."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from importlib.resources import files
 from pathlib import Path
@@ -52,6 +53,19 @@ def check_classes(datamodule: ImageDataModule, ckpt: Path, weights: CheckpointWe
             f"checkpoint {ckpt} was trained on {weights.num_classes} classes ({weights.data['name']}) but "
             f"data={datamodule.name} has {datamodule.num_classes}; evaluate it on a data set with the same classes"
         )
+    trained = weights.data
+    for key, now in (
+        ("image_size", datamodule.image_size),
+        ("mean", list(datamodule.mean)),
+        ("std", list(datamodule.std)),
+    ):
+        before = trained.get(key)
+        if before is not None and (list(before) if isinstance(before, (list, tuple)) else before) != now:
+            warnings.warn(
+                f"checkpoint {ckpt} was trained with data.{key}={before} but is evaluated with {now}: its numbers "
+                "will differ from the trained model's",
+                stacklevel=2,
+            )
 
 
 def evaluate_checkpoint(cfg: DictConfig, ckpt: Path, out_dir: Path) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from torch.utils.data import Dataset
 
 from ..data import ArrayDataset, ImageDataModule
@@ -107,6 +108,7 @@ def open_corrupted_sets(
     if root:
         _require_cifar_c(Path(root).expanduser())
         sets = load_cifar_c(root, corruptions, num_classes=datamodule.num_classes)
+        _require_same_test_split(sets, datamodule, root, cfg["max_images"])
     else:
         sets = _generated(cfg, datamodule, corruptions, severities)
     transform = build_transform(datamodule.mean, datamodule.std, datamodule.image_size)
@@ -126,6 +128,27 @@ def open_corrupted_sets(
         benchmark=CIFAR_BENCHMARKS.get(datamodule.name),
         synthetic_frost=sets.synthetic_frost,
     )
+
+
+def _require_same_test_split(sets: Any, datamodule: ImageDataModule, root: str | Path, max_images: int | None) -> None:
+    """Real CIFAR-C files corrupt one particular clean test split (or, with ``robustness.max_images=N``, its first N
+    images): refuse files that cannot be of it (another image size, another number of images per severity, other
+    labels), instead of reporting them as its robustness."""
+    test = datamodule.splits["test"]
+    expected = int(max_images) if max_images else len(test)
+    images, labels = sets.get(*next(iter(sets.sets())))
+    problems = []
+    if images.shape[1:3] != (datamodule.image_size, datamodule.image_size):
+        problems.append(f"images are {images.shape[1]}x{images.shape[2]}, the model's input {datamodule.image_size}px")
+    if len(labels) != expected:
+        what = f"robustness.max_images={max_images}" if max_images else f"the test split has {len(test)}"
+        problems.append(f"{len(labels)} images per severity, {what}")
+    elif hasattr(test, "labels") and not np.array_equal(np.asarray(labels), test.labels[:expected]):
+        problems.append(f"their labels are not the {datamodule.name} test labels in order")
+    if problems:
+        raise DataError(
+            f"robustness.root={root} does not corrupt this model's {datamodule.name} test split: {'; '.join(problems)}"
+        )
 
 
 def _require_cifar_c(root: Path) -> None:

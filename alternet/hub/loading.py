@@ -80,6 +80,32 @@ def _check_body_shapes(expected: dict[str, torch.Tensor], source: Source, classi
         )
 
 
+def _check_values(expected: dict[str, torch.Tensor], source: Source, classifiers: tuple[str, ...]) -> None:
+    """Weights are looked at before they are loaded: a floating tensor stored as integers would be cast silently,
+    a NaN or infinity would load and poison every output, and a head narrower than the source's own class count
+    means the source contradicts itself."""
+    weights = source.state_dict
+    cast = [
+        f"{k} ({weights[k].dtype})"
+        for k in expected
+        if k in weights and expected[k].is_floating_point() and not weights[k].is_floating_point()
+    ]
+    if cast:
+        raise CheckpointError(
+            f"weights in {source.location} store floating-point tensors as integers ({_names(cast)}); quantized or "
+            "converted weights are not supported: load the original floating-point file"
+        )
+    bad = [k for k, v in weights.items() if v.is_floating_point() and not torch.isfinite(v).all()]
+    if bad:
+        raise CheckpointError(f"weights in {source.location} contain NaN or infinite values: {_names(bad)}")
+    heads = [k for k in weights if _is_head(k, classifiers) and k.endswith("weight") and weights[k].ndim >= 1]
+    if source.num_classes is not None and heads and weights[heads[0]].shape[0] != source.num_classes:
+        raise CheckpointError(
+            f"{source.location} says {source.num_classes} classes but its head {heads[0]} has "
+            f"{weights[heads[0]].shape[0]} outputs: its config and weights do not belong together"
+        )
+
+
 def _head_note(model: nn.Module, source: Source, model_head: list[str], source_head: list[str]) -> str | None:
     """Why the classifier head is not loaded, or ``None`` when it fits (same keys and shapes; the rest of the
     model was checked by :func:`_check_body_shapes`)."""
@@ -100,6 +126,7 @@ def select_weights(model: nn.Module, source: Source) -> tuple[dict[str, torch.Te
     expected, weights = model.state_dict(), source.state_dict
     classifiers = _classifier_names(model, source)
     _check_body_shapes(expected, source, classifiers)
+    _check_values(expected, source, classifiers)
     model_head = [k for k in expected if _is_head(k, classifiers)]
     source_head = [k for k in weights if _is_head(k, classifiers)]
     head_note = _head_note(model, source, model_head, source_head)
@@ -121,7 +148,7 @@ def apply_weights(model: nn.Module, source: Source, *, strict: bool = False) -> 
     if strict and not report.complete:
         raise CheckpointError(f"strict loading failed: {report}")
     model.load_state_dict(selected, strict=False)
-    (logger.info if report.complete else logger.warning)("%s", report)
+    (logger.info if report.complete and not report.head else logger.warning)("%s", report)
     return report
 
 

@@ -1,8 +1,9 @@
 """Train from the command line's overrides and interrupt the run deterministically, as a pre-emption would.
 
-``interrupted_train.py OUT KILL|USR1 STEP [override ...]``: after optimizer step STEP (and after every checkpoint
-callback has run for it) the process sends itself SIGKILL (it dies on the spot, as under ``kill -9`` or an OOM
-killer) or SIGUSR1 (SLURM's pre-emption warning, handled by alternet). Used by ``tests/test_data_at_scale.py``.
+``interrupted_train.py OUT KILL|USR1|INT|TERM STEP [override ...]``: after optimizer step STEP (and after every
+checkpoint callback has run for it) the process sends itself SIGKILL (it dies on the spot, as under ``kill -9`` or an
+OOM killer), SIGUSR1 (SLURM's pre-emption warning), SIGINT (Ctrl-C) or SIGTERM (a scheduler's stop), the last three
+handled by alternet. Used by ``tests/test_data_at_scale.py``.
 """
 
 import os
@@ -26,7 +27,7 @@ out, how, at_step, *overrides = sys.argv[1:]
 class Interrupt(L.Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         if trainer.global_step == int(at_step):
-            os.kill(os.getpid(), signal.SIGKILL if how == "KILL" else signal.SIGUSR1)
+            os.kill(os.getpid(), getattr(signal, f"SIG{how}"))
 
 
 _build_callbacks = builders.build_callbacks

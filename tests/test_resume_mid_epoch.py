@@ -76,7 +76,11 @@ def uninterrupted(image_folder, tmp_path_factory) -> dict[str, torch.Tensor]:
     return _final_weights(reference)
 
 
-@pytest.mark.parametrize("how", ["KILL", "USR1", "INT", "TERM"])
+# SIGINT and SIGTERM go through the same handler as SIGUSR1: run by default once, all with -m slow
+SIGNALS = ["KILL", "USR1", *(pytest.param(how, marks=pytest.mark.slow) for how in ("INT", "TERM"))]
+
+
+@pytest.mark.parametrize("how", SIGNALS)
 def test_image_folder_run_interrupted_mid_epoch_resumes_exactly(tmp_path, image_folder, uninterrupted, how):
     _assert_same(uninterrupted, _final_weights(_interrupted_then_resumed(tmp_path, _common(image_folder), how)))
 

@@ -19,6 +19,14 @@ SHARED_DATA = Path(os.environ.get("ALTERNET_TEST_DATA", ROOT.parent / "shared" /
 
 # A run that touches every stage but costs seconds: a few batches per loop (alternet/conf/debug/fast.yaml).
 FAST = ["debug=fast"]
+# One epoch of 2-process CPU DDP (gloo), for the probes that Lightning re-executes per rank (tests/scripts/).
+DDP_CPU = [
+    "trainer=ddp",
+    "trainer.accelerator=cpu",
+    "trainer.devices=2",
+    "trainer.max_epochs=1",
+    "trainer.enable_progress_bar=false",
+]
 
 
 def compose_train(*overrides: str, output_dir: Path | str = "unused"):

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from alternet.apps.train import train
 from alternet.data import ArrayDataset
 
-from conftest import compose_train
+from conftest import DDP_CPU, compose_train
 
 out = Path(sys.argv[1])
 loaded: list[int] = []
@@ -30,11 +30,7 @@ def recording_getitem(self: ArrayDataset, key: int | tuple[int, int]):
 ArrayDataset.__getitem__ = recording_getitem
 summary = train(
     compose_train(
-        "trainer=ddp",
-        "trainer.accelerator=cpu",
-        "trainer.devices=2",
-        "trainer.max_epochs=1",
-        "trainer.enable_progress_bar=false",
+        *DDP_CPU,
         output_dir=out,
     )
 )

@@ -16,7 +16,7 @@ from litdata import StreamingDataset
 from alternet.apps.train import train
 from alternet.data.shards import StreamingImages
 
-from conftest import compose_train
+from conftest import DDP_CPU, compose_train
 
 out, folder, shards = sys.argv[1:]
 streamed: list[str] = []
@@ -31,14 +31,10 @@ def recording_getitem(self: StreamingImages, index):
 StreamingImages.__getitem__ = recording_getitem
 summary = train(
     compose_train(
-        "trainer=ddp",
-        "trainer.accelerator=cpu",
-        "trainer.devices=2",
-        "trainer.max_epochs=1",
+        *DDP_CPU,
         "recipe.epochs=1",
         "recipe.warmup_epochs=0",
         "recipe.batch_size=4",
-        "trainer.enable_progress_bar=false",
         "data=imagefolder",
         f"data.root={folder}",
         f"data.train_shards={shards}",

@@ -199,6 +199,8 @@ def test_two_process_ddp_streams_disjoint_equal_shares_of_the_shards(folder, ima
     assert not set(shares[0]) & set(shares[1]), "ranks streamed overlapping images"
     assert len(set(shares[0]) | set(shares[1])) >= 40 - 2 * 4  # together the epoch, less the dropped tail
     assert ranks[0]["test"] == ranks[1]["test"]
+    # the schedule counts this rank's batches, not the whole epoch's divided again by the world size
+    assert [r["scheduled"] for r in ranks] == [[len(shares[0]) // 4]] * 2
 
 
 def test_object_store_shards_pass_through_to_litdata_unchecked(folder):

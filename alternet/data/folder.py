@@ -161,6 +161,15 @@ class ImageFolderDataModule(ImageDataModule):
     def train_dataloader(self) -> DataLoader:
         if not self.train_shards:
             return super().train_dataloader()
+        return self._shards_loader()
+
+    def train_batches(self) -> int:
+        if not self.train_shards:
+            return super().train_batches()
+        self.setup("fit")
+        return len(self._shards_loader())  # LitData's length is already this rank's share (and its workers')
+
+    def _shards_loader(self) -> DataLoader:
         return streaming_loader(
             self.splits["train"],
             batch_size=self.batch_size,
@@ -168,13 +177,6 @@ class ImageFolderDataModule(ImageDataModule):
             pin_memory=self.pin_memory,
             persistent_workers=self.persistent_workers,
         )
-
-    def train_batches(self) -> int:
-        if not self.train_shards:
-            return super().train_batches()
-        self.setup("fit")
-        world = self.trainer.world_size if self.trainer is not None else 1
-        return len(self.splits["train"]) // world // self.batch_size
 
     def facts(self) -> dict[str, Any]:
         return super().facts() | {"crop_pct": self.crop_pct, "interpolation": self.interpolation}

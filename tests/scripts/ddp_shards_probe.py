@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from litdata import StreamingDataset
 
 from alternet.apps.train import train
+from alternet.data.folder import ImageFolderDataModule
 from alternet.data.shards import StreamingImages
 
 from conftest import DDP_CPU, compose_train
@@ -29,6 +30,16 @@ def recording_getitem(self: StreamingImages, index):
 
 
 StreamingImages.__getitem__ = recording_getitem
+scheduled: list[int] = []  # the batches per epoch the learning-rate schedule was built for
+_train_batches = ImageFolderDataModule.train_batches
+
+
+def recording_train_batches(self: ImageFolderDataModule) -> int:
+    scheduled.append(_train_batches(self))
+    return scheduled[-1]
+
+
+ImageFolderDataModule.train_batches = recording_train_batches
 summary = train(
     compose_train(
         *DDP_CPU,
@@ -44,4 +55,6 @@ summary = train(
     )
 )
 rank = int(os.environ.get("LOCAL_RANK", "0"))
-(Path(out) / f"rank{rank}.json").write_text(json.dumps({"streamed": streamed, "test": summary["test"]}))
+(Path(out) / f"rank{rank}.json").write_text(
+    json.dumps({"streamed": streamed, "scheduled": scheduled, "test": summary["test"]})
+)

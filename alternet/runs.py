@@ -8,13 +8,15 @@ Layout of a run directory::
 
     config.yaml         the resolved config        environment.json   git commit, versions, command
     metrics.json        final metrics              logs/metrics.csv   per-step and per-epoch metrics
-    checkpoints/        best-epochNNN.ckpt, last.ckpt
+    checkpoints/        best-epochNNN.ckpt, last.ckpt (nonfinite-stepN.ckpt when the loss went NaN)
+    resumes.json        each resume: step, checkpoint, settings it changed
 """
 
 from __future__ import annotations
 
 import os
 import platform
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -24,6 +26,7 @@ from typing import Any
 
 import torch
 import yaml
+from hydra.core.hydra_config import HydraConfig
 from torch import nn
 
 try:
@@ -41,6 +44,7 @@ from .models.zoo import spec_kwargs
 CONFIG_FILE = "config.yaml"
 ENVIRONMENT_FILE = "environment.json"
 METRICS_FILE = "metrics.json"
+RESUMES_FILE = "resumes.json"
 CHECKPOINT_DIR = "checkpoints"
 LAST_CHECKPOINT = "last.ckpt"
 BEST_PATTERN = "best-*.ckpt"
@@ -253,25 +257,68 @@ def check_fresh_run_dir(run_dir: Path, resuming: bool, reuse: bool) -> None:
 
 # settings that do not change what the resumed run computes; anything else must equal the checkpoint's
 RESUMABLE_DIFFERENCES = ("data.root", "data.num_workers", "data.pin_memory", "data.persistent_workers")
+# settings a resumed run applies to the restored state (the training module rescales the restored learning rates and
+# schedule by the new/saved ratio), recorded in resumes.json
+APPLIED_ON_RESUME = ("recipe.optimizer.lr",)
+
+
+def _model_recipe_differences(config: dict[str, Any], checkpoint: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    saved = checkpoint.get("hyper_parameters") or {}
+    differences = {}
+    for section in ("model", "recipe"):
+        before, now = _flat(saved.get(section) or {}, section), _flat(config.get(section) or {}, section)
+        differences |= {k: (before.get(k), now.get(k)) for k in set(before) | set(now) if before.get(k) != now.get(k)}
+    return differences
+
+
+def _applicable(key: str, before: Any, now: Any) -> bool:
+    """An :data:`APPLIED_ON_RESUME` change that can be applied: a ratio of two positive numbers."""
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in (before, now))
+    return key in APPLIED_ON_RESUME and numbers
 
 
 def resume_conflicts(config: dict[str, Any], checkpoint: dict[str, Any]) -> list[str]:
     """``key: saved -> now`` for each model/recipe/data setting of ``config`` that differs from the run the
-    checkpoint was saved by (its hyperparameters): the restored optimizer, schedule and weights would ignore it."""
-    saved = checkpoint.get("hyper_parameters") or {}
-    conflicts = []
-    for section in ("model", "recipe"):
-        before, now = _flat(saved.get(section) or {}, section), _flat(config.get(section) or {}, section)
-        conflicts += [
-            f"{k}: {before.get(k)!r} -> {now.get(k)!r}"
-            for k in sorted(set(before) | set(now))
-            if before.get(k) != now.get(k) and k not in RESUMABLE_DIFFERENCES
-        ]
-    facts, data = saved.get("data") or {}, config.get("data") or {}
+    checkpoint was saved by (its hyperparameters) and that the restored optimizer, schedule and weights would
+    ignore (everything but :data:`RESUMABLE_DIFFERENCES` and :data:`APPLIED_ON_RESUME`)."""
+    differences = _model_recipe_differences(config, checkpoint)
+    conflicts = [
+        f"{k}: {before!r} -> {now!r}"
+        for k, (before, now) in sorted(differences.items())
+        if k not in RESUMABLE_DIFFERENCES and not _applicable(k, before, now)
+    ]
+    facts, data = (checkpoint.get("hyper_parameters") or {}).get("data") or {}, config.get("data") or {}
     for key in ("name", "image_size"):
         if key in facts and key in data and facts[key] != data[key]:
             conflicts.append(f"data.{key}: {facts[key]!r} -> {data[key]!r}")
     return conflicts
+
+
+def resume_changes(config: dict[str, Any], checkpoint: dict[str, Any]) -> dict[str, list[Any]]:
+    """``{key: [saved, now]}`` for the :data:`APPLIED_ON_RESUME` settings this resume changes."""
+    differences = _model_recipe_differences(config, checkpoint)
+    return {k: list(v) for k, v in differences.items() if _applicable(k, *v)}
+
+
+def record_resume(run_dir: Path, checkpoint: str, step: int, changes: dict[str, list[Any]]) -> None:
+    """Append this resume to ``resumes.json``: config.yaml says what the run uses from now on; this file says what
+    an earlier part of it used instead."""
+    path = run_dir / RESUMES_FILE
+    history = read_json(path, error=CheckpointError) if path.is_file() else []
+    write_json(path, [*history, {"global_step": step, "checkpoint": checkpoint, "changed": changes}])
+
+
+def resume_command(run_dir: Path, checkpoint: str | Path = "last", **changes: Any) -> str:
+    """The shell command that resumes this run in its own directory: the job's own overrides (Hydra's record of
+    them, else the command line), its run directory, ``ckpt_path`` and any ``changes`` (``key=value``)."""
+    try:
+        overrides = list(HydraConfig.get().overrides.task)
+    except ValueError:  # not inside a Hydra job (called from Python)
+        overrides = [a for a in sys.argv[1:] if a not in ("-m", "--multirun")]
+    dropped = ("ckpt_path=", "hydra.run.dir=", *(f"{k}=" for k in changes))
+    kept = [a for a in overrides if not a.lstrip("+").startswith(dropped)]
+    extra = [f"hydra.run.dir={run_dir}", f"ckpt_path={checkpoint}", *(f"{k}={v}" for k, v in changes.items())]
+    return shlex.join([sys.executable, sys.argv[0], *kept, *extra])
 
 
 def _flat(node: Any, prefix: str) -> dict[str, Any]:

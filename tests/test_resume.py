@@ -1,7 +1,9 @@
 """Reproducibility and fault tolerance: determinism, SIGKILL-and-resume, atomic checkpoints, the NaN guard."""
 
 import json
+import math
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -84,19 +86,81 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == [target]
 
 
-def test_non_finite_loss_stops_with_step_and_batch_and_saves_a_checkpoint(tmp_path, monkeypatch):
+def _poison_inputs_at(monkeypatch, step: int) -> None:
+    """The forward pass of optimizer step ``step`` sees inf inputs: its loss is NaN *and* BatchNorm's running
+    statistics are already NaN when the loss is computed (as with a real overflow)."""
     from alternet.training.module import ClassificationModule
 
     forward = ClassificationModule.forward
 
     def poisoned(self, x):
-        logits = forward(self, x)
-        return logits * float("nan") if self.training and self.global_step == 2 else logits
+        return forward(self, x * float("inf") if self.training and self.global_step == step else x)
 
     monkeypatch.setattr(ClassificationModule, "forward", poisoned)
-    message = r"non-finite training loss \(nan\) at global step 2, epoch 0, batch 2"
-    with pytest.raises(NonFiniteLossError, match=message):
-        train(compose_train(*FAST, output_dir=tmp_path))
-    saved = tmp_path / "checkpoints" / "nonfinite-step2.ckpt"
-    assert saved.is_file()
-    assert torch.load(saved)["global_step"] == 2
+
+
+def _lr_by_step(run_dir: Path) -> dict[int, float]:
+    rows = (run_dir / "logs" / "metrics.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    step, lr = header.index("step"), header.index("train/lr")
+    return {int(r.split(",")[step]): float(r.split(",")[lr]) for r in rows[1:] if r.split(",")[lr]}
+
+
+def test_non_finite_loss_saves_the_state_before_the_step_and_a_lower_lr_resumes_from_it(tmp_path, monkeypatch):
+    from alternet.training.module import ClassificationModule
+
+    six_steps = [*FAST, "trainer.limit_train_batches=6"]
+    before_step_2 = {}
+    snapshot = ClassificationModule._snapshot_buffers
+
+    def capture(self):
+        if self.global_step == 2 and not before_step_2:
+            before_step_2.update({k: v.clone() for k, v in self.state_dict().items()})
+        snapshot(self)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ClassificationModule, "_snapshot_buffers", capture)
+        train(compose_train(*six_steps, output_dir=tmp_path / "clean"))
+
+    with monkeypatch.context() as patch:
+        _poison_inputs_at(patch, 2)
+        message = r"non-finite training loss \(nan\) at global step 2, epoch 0, batch 2; the state before this step"
+        with pytest.raises(NonFiniteLossError, match=message) as raised:
+            train(compose_train(*six_steps, output_dir=tmp_path / "failed"))
+    saved_path = tmp_path / "failed" / "checkpoints" / "nonfinite-step2.ckpt"
+    saved = torch.load(saved_path)
+    assert saved["global_step"] == 2
+    assert saved["state_dict"].keys() == before_step_2.keys()
+    for key, value in before_step_2.items():  # weights and BatchNorm statistics exactly as the step found them
+        assert torch.equal(saved["state_dict"][key], value), key
+    command = str(raised.value)
+    assert f"hydra.run.dir={tmp_path / 'failed'}" in command and f"ckpt_path={saved_path}" in command
+    assert "recipe.optimizer.lr=0.0002" in command  # a tenth of debug=fast's recipe lr
+
+    summary = train(
+        compose_train(*six_steps, f"ckpt_path={saved_path}", "recipe.optimizer.lr=2e-4", output_dir=tmp_path / "failed")
+    )
+    assert summary["global_step"] == 6  # the failed batch is retried: the run resumes before it
+    assert math.isfinite(summary["test"]["nll"])
+    clean, resumed = _lr_by_step(tmp_path / "clean"), _lr_by_step(tmp_path / "failed")
+    assert resumed[1] == clean[1]  # rows of the run before the fault are kept
+    for step in (2, 3, 4, 5):  # the same schedule, a tenth as high
+        assert resumed[step] == pytest.approx(clean[step] / 10, rel=1e-6)
+    history = json.loads((tmp_path / "failed" / "resumes.json").read_text())
+    changed = {"recipe.optimizer.lr": [0.002, 2e-4]}
+    assert history == [{"global_step": 2, "checkpoint": str(saved_path), "changed": changed}]
+
+
+def test_the_printed_recovery_command_recovers(tmp_path):
+    """End to end, as a user meets it: train.py fails on a NaN loss, and the command it prints finishes the run."""
+    run_dir = tmp_path / "run"
+    failed = run_script("tests/scripts/poisoned_train.py", "2", *FAST, f"hydra.run.dir={run_dir}")
+    assert failed.returncode != 0
+    line = failed.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in failed.stderr, failed.stderr[-3000:]
+    command = line.split("with a lower learning rate: ", 1)[1].split("  — if the loss", 1)[0]
+    recovered = subprocess.run(shlex.split(command), cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert recovered.returncode == 0, recovered.stderr[-3000:]
+    assert "resuming with recipe.optimizer.lr 0.002 -> 0.0002" in recovered.stderr
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert math.isfinite(metrics["test"]["nll"]) and metrics["global_step"] == 3

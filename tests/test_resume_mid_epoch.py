@@ -55,7 +55,7 @@ def _interrupted_then_resumed(tmp_path: Path, overrides: list[str], how: str) ->
     else:
         assert interrupted.returncode == 1, interrupted.stderr[-2000:]
         assert f"stopped by SIG{how} at global step 13" in interrupted.stderr
-        assert "ckpt_path=last" in interrupted.stderr
+        assert f"hydra.run.dir={run} ckpt_path=last" in interrupted.stderr  # resumes in its own directory
     assert not (run / "metrics.json").exists()
     assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 13  # mid epoch 2
     resumed = run_script(SCRIPT, str(run), "NONE", "0", *overrides, "ckpt_path=last", timeout=300)

@@ -18,7 +18,15 @@ from ..data import build_datamodule
 from ..errors import ConfigValueError
 from ..files import plain, write_json
 from ..hub import load_pretrained
-from ..runs import RunDirLock, check_fresh_run_dir, resume_checkpoint, resume_conflicts, write_run_records
+from ..runs import (
+    RunDirLock,
+    check_fresh_run_dir,
+    record_resume,
+    resume_changes,
+    resume_checkpoint,
+    resume_conflicts,
+    write_run_records,
+)
 from ..training import build_module, build_trainer, checkpoint_callback
 from .after_training import evaluate_after_training, export_after_training
 from .checks import validate_train_config
@@ -38,10 +46,20 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             "a resumed run continues with the checkpoint's model, optimizer and schedule, so they would not apply. "
             "Drop them, or start a new run in its own hydra.run.dir (model.pretrained=CHECKPOINT starts from it)"
         )
+    changes = resume_changes(config, header) if resume else {}
+    for key, (before, now) in changes.items():
+        print(
+            f"resuming with {key} {before} -> {now}: the restored learning rates and schedule are rescaled by "
+            f"{now / before:g}",
+            file=sys.stderr,
+            flush=True,
+        )
     lock = RunDirLock(run_dir).acquire() if rank_zero_only.rank == 0 else None  # other ranks join rank 0's run
     try:
         if lock is not None:
             check_fresh_run_dir(run_dir, resuming=resume is not None, reuse=bool(config["reuse_run_dir"]))
+            if resume:
+                record_resume(run_dir, resume, int(header.get("global_step", 0)), changes)
         return _train(config, run_dir, resume, int(header.get("global_step", 0)) if resume else None)
     finally:
         if lock is not None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import random
-import shlex
 import signal
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from ..errors import AlternetError, ConfigValueError
 from ..files import atomic_write
+from ..runs import resume_command
 from ..seeds import derive_seed
 
 LAST = "last.ckpt"
@@ -141,7 +141,7 @@ class PreemptionCheckpoint(L.Callback):
             return
         trainer.save_checkpoint(self.path)
         name = signal.Signals(self.received).name if self.received else "a signal on another rank"
-        command = " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv] if not a.startswith("ckpt_path="))
+        command = resume_command(Path(trainer.default_root_dir))
         requeued = self.requeue and requeue_slurm_job() if trainer.is_global_zero else False
         previous = self._previous.get(self.received) if self.received else None
         self._restore()
@@ -151,7 +151,7 @@ class PreemptionCheckpoint(L.Callback):
             f"stopped by {name} at global step {trainer.global_step} (epoch {trainer.current_epoch}); saved "
             f"{self.path}. "
             + ("The SLURM job was requeued and will resume from it. " if requeued else "")
-            + f"Resume with: {command} ckpt_path=last"
+            + f"Resume with: {command}"
         )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -26,7 +27,8 @@ from ..metrics import BinnedCalibrationError
 from ..models import create_model
 from ..models.config import model_args
 from ..models.params import decay_groups
-from .optim import build_optimizer, build_scheduler
+from ..runs import CHECKPOINT_DIR, LAST_CHECKPOINT, resume_command
+from .optim import build_optimizer, build_scheduler, rescale_learning_rates
 
 
 class NonFiniteLossError(AlternetError, FloatingPointError):
@@ -110,6 +112,20 @@ class ClassificationModule(L.LightningModule):
         """Every checkpoint carries a digest of its weights; reading it verifies them (:mod:`alternet.checkpoints`)."""
         checkpoint[DIGEST_KEY] = weights_digest(checkpoint["state_dict"])
 
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """A resumed run may change ``recipe.optimizer.lr`` (:data:`alternet.runs.APPLIED_ON_RESUME`): remember the
+        ratio, applied in :meth:`on_train_start` once Lightning has restored the optimizer and schedule."""
+        saved = (checkpoint.get("hyper_parameters") or {}).get("recipe", {}).get("optimizer", {}).get("lr")
+        now = float(self.recipe["optimizer"]["lr"])
+        self._lr_ratio = now / float(saved) if saved and now > 0 else 1.0
+
+    def on_train_start(self) -> None:
+        ratio = getattr(self, "_lr_ratio", 1.0)
+        self._lr_ratio = 1.0
+        if ratio != 1.0:
+            for optimizer, config in zip(self.trainer.optimizers, self.trainer.lr_scheduler_configs, strict=False):
+                rescale_learning_rates(optimizer, config.scheduler, ratio)
+
     # forward / steps -------------------------------------------------------------------------
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -132,18 +148,51 @@ class ClassificationModule(L.LightningModule):
         self.log("train/lr", self.optimizers().param_groups[0]["lr"], on_step=True, on_epoch=False)
         return loss
 
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+        self._snapshot_buffers()
+
+    def _snapshot_buffers(self) -> None:
+        """Keep this step's starting buffers (BatchNorm running statistics): a forward pass that goes non-finite
+        has already updated them, and the guard's checkpoint must hold the state *before* the step."""
+        buffers = list(self.model.buffers())
+        snapshot = self.__dict__.get("_buffers_before")
+        if snapshot is None or len(snapshot) != len(buffers) or snapshot[0].device != buffers[0].device:
+            self.__dict__["_buffers_before"] = [b.detach().clone() for b in buffers]
+        elif buffers:
+            torch._foreach_copy_(snapshot, buffers)
+
     def _guard_finite(self, loss: torch.Tensor, batch_idx: int) -> None:
+        """Stop on a NaN/inf loss before backward, saving the state before this step (weights, optimizer and
+        schedule untouched; buffers restored from :meth:`_snapshot_buffers`) and printing the command that resumes
+        from it with a lower learning rate."""
         bad = not torch.isfinite(loss).item()
         if not self.trainer.strategy.reduce_boolean_decision(bad, all=False):
             return
-        step = self.global_step
-        path = f"{self.trainer.default_root_dir}/checkpoints/nonfinite-step{step}.ckpt"
-        self.trainer.save_checkpoint(path)
+        snapshot = self.__dict__.get("_buffers_before")
+        if snapshot:
+            torch._foreach_copy_(list(self.model.buffers()), snapshot)
+        step, run_dir = self.global_step, Path(self.trainer.default_root_dir)
+        path = run_dir / CHECKPOINT_DIR / f"nonfinite-step{step}.ckpt"
+        self._save_before_step(path)
+        lower = float(self.recipe["optimizer"]["lr"]) / 10
+        command = resume_command(run_dir, path, **{"recipe.optimizer.lr": f"{lower:g}"})
         raise NonFiniteLossError(
             f"non-finite training loss ({loss.item()}) at global step {step}, epoch {self.current_epoch}, "
-            f"batch {batch_idx}; the state before this step was saved to {path}. Try a lower recipe.optimizer.lr, "
-            "recipe.grad_clip, or trainer.precision=32."
+            f"batch {batch_idx}; the state before this step was saved to {path}. Resume from it "
+            f"(it retries this batch) with a lower learning rate: {command}  — if the loss had been growing for a "
+            f"while, resume from "
+            f"{CHECKPOINT_DIR}/{LAST_CHECKPOINT} instead, or add recipe.grad_clip=1.0 or trainer.precision=32"
         )
+
+    def _save_before_step(self, path: Path) -> None:
+        """``trainer.save_checkpoint`` from inside a step. Lightning assumes a checkpoint follows a finished step and
+        counts one more logged step on restart; this one precedes its step, so its count is one lower."""
+        trainer = self.trainer
+        checkpoint = trainer._checkpoint_connector.dump_checkpoint()
+        loop = checkpoint["loops"]["fit_loop"]["epoch_loop.state_dict"]
+        loop["_batches_that_stepped"] -= 1
+        trainer.strategy.save_checkpoint(checkpoint, path)
+        trainer.strategy.barrier("nonfinite checkpoint")
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self.ema is not None:

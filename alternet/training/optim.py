@@ -81,3 +81,15 @@ def build_scheduler(
         )
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def rescale_learning_rates(optimizer: torch.optim.Optimizer, scheduler: Any, ratio: float) -> None:
+    """Multiply a restored optimizer's learning rates, and the base rates its schedule multiplies, by ``ratio``: a
+    resumed run with a new ``recipe.optimizer.lr`` continues the same schedule at the new scale."""
+    for group in optimizer.param_groups:
+        group["lr"] *= ratio
+        if "initial_lr" in group:
+            group["initial_lr"] *= ratio
+    if scheduler is not None:
+        scheduler.base_lrs = [lr * ratio for lr in scheduler.base_lrs]
+        scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]

@@ -10,6 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from alternet import hub
 from alternet.apps.evaluate import check_classes
 from alternet.apps.train import train
 from alternet.checkpoints import read_checkpoint
@@ -132,6 +133,16 @@ def test_a_reinitialised_head_is_a_warning(finished, tmp_path, caplog):
     assert any(
         r.levelno == logging.WARNING and "new classifier head (10 -> 3 classes" in r.message for r in caplog.records
     )
+
+
+def test_a_head_left_at_initialisation_without_asking_is_an_error(finished, tmp_path):
+    out = export(finished["run_dir"], tmp_path / "export")
+    weights = load_file(out / "model.safetensors")
+    save_file({k: v for k, v in weights.items() if not k.startswith("head.fc.")}, out / "model.safetensors")
+    with pytest.raises(CheckpointError, match=r"no classifier head that fits its own 10 classes .*pass num_classes"):
+        hub.load(str(out))
+    assert hub.load(str(out), num_classes=10).num_classes == 10  # asked for: a new head, with a warning
+    assert hub.load(str(out), features_only=True) is not None
 
 
 def test_resuming_from_another_architecture_names_both_models(finished, tmp_path):

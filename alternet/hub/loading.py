@@ -142,11 +142,18 @@ def select_weights(model: nn.Module, source: Source) -> tuple[dict[str, torch.Te
     return selected, report
 
 
-def apply_weights(model: nn.Module, source: Source, *, strict: bool = False) -> LoadReport:
-    """Load ``source`` into ``model`` as :func:`select_weights` decides; log and return the report."""
+def apply_weights(model: nn.Module, source: Source, *, strict: bool = False, new_head_ok: bool = True) -> LoadReport:
+    """Load ``source`` into ``model`` as :func:`select_weights` decides; log and return the report. With
+    ``new_head_ok=False`` (the caller did not ask for another class count) a head left at initialisation is an
+    error: the model would predict at random with no sign of it."""
     selected, report = select_weights(model, source)
     if strict and not report.complete:
         raise CheckpointError(f"strict loading failed: {report}")
+    if report.head and not new_head_ok and getattr(model, "num_classes", 0):
+        raise CheckpointError(
+            f"{source.location} has no classifier head that fits its own {model.num_classes} classes "
+            f"({report.head}); pass num_classes=N to train a new head, or features_only=True for the features"
+        )
     model.load_state_dict(selected, strict=False)
     (logger.info if report.complete and not report.head else logger.warning)("%s", report)
     return report
@@ -194,7 +201,7 @@ def load(
     model = create_model(
         opened.require_architecture(), num_classes=classes, pretrained_cfg_overlay=opened.pretrained_cfg, **args
     )
-    report = apply_weights(model, opened, strict=strict)
+    report = apply_weights(model, opened, strict=strict, new_head_ok=num_classes is not None or features_only)
     if features_only:
         model = as_features(model, out_indices)
     model.load_report = report

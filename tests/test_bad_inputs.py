@@ -10,6 +10,7 @@ import runpy
 import sys
 
 import pytest
+import torch
 
 from alternet.apps.train import train
 
@@ -39,13 +40,46 @@ TRAIN = [
     (["data=imagefolder"], "data.root must be set"),
     (["model.attention=windows"], "model.attention='windows' is not one of ['window', 'global', 'focused_linear']"),
     (["data.image_size=40"], "the automatic attention window 4 does not divide the stage's 10x10 feature map"),
+    (["trainer.precision=17"], "trainer.precision=17 is not one of ['32-true', '32', '16-mixed'"),
+    pytest.param(
+        ["trainer.accelerator=gpu"],
+        "trainer.accelerator=gpu but this machine has no usable CUDA GPU",
+        marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU"),
+    ),
+    (["trainer.devices=0"], "trainer.devices=0 is invalid: must be auto, -1 (all), a count >= 1"),
+    (["++trainer.strategy=ddp_foo"], "trainer settings rejected by Lightning: You selected an invalid strategy name"),
+    (["callbacks.checkpoint.monitor=val/foo"], "callbacks.checkpoint.monitor=val/foo is not a metric the run logs"),
+    (["callbacks.checkpoint.train_time_interval=banana"], "callbacks.checkpoint.train_time_interval='banana' is"),
+    (["callbacks.checkpoint.every_n_train_steps=-1"], "callbacks.checkpoint.every_n_train_steps=-1 is invalid"),
+    (["callbacks.preemption.signals=[SIGFOO]"], "callbacks.preemption.signals has unknown signal names ['SIGFOO']"),
+    (["evaluate.calibration.n_bins=0"], "evaluate.calibration.n_bins=0 is invalid: must be an integer >= 1"),
+    (["evaluate.precision=8"], "evaluate.precision=8 is not one of ['32', 'bf16', '16']"),
+    (["model.pretrained=/nonexistent"], "error: /nonexistent does not exist: expected an export directory"),
+    (["data=imagefolder", "data.root=/nonexistent"], "imagefolder: /nonexistent/train not found"),
+    (["recipe.label_smoothing=1.5"], "recipe.label_smoothing=1.5 is invalid: must be in [0, 1)"),
+    (["model.layout=[C,M]"], "layout must be a non-empty string such as 'CC|CM|CM|CM'"),
 ]
 
 EVALUATE = [
     (["ckpt=/nonexistent/model.ckpt"], "error: checkpoint /nonexistent/model.ckpt does not exist"),
     (["ckpt={run}", "data=cifar100"], "was trained on 10 classes (digits) but data=cifar100 has 100"),
     ([], "ckpt is required"),
+    pytest.param(
+        ["ckpt={run}", "device=cuda"],
+        "device=cuda but this machine has no usable CUDA GPU",
+        marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU"),
+    ),
+    (["ckpt={run}", "device=tpu9"], "device='tpu9' is invalid: use auto, cpu, cuda or cuda:N"),
+    (["ckpt={run}", "calibration.n_bins=0"], "calibration.n_bins=0 is invalid: must be an integer >= 1"),
+    (["ckpt={run}", "precision=17"], "precision='17' is invalid: choose one of ['32', 'bf16', '16']"),
+    (["ckpt={run}", "batch_size=0"], "batch_size must be >= 1, got 0"),
+    (["ckpt={run}", "robustness.root=/nonexistent"], "CIFAR-C directory /nonexistent does not exist"),
 ]
+
+
+def _case(case):
+    """(arguments, message) of a catalogue entry, plain or a ``pytest.param``."""
+    return case.values if hasattr(case, "values") else case
 
 
 def run_main(script: str, arguments: list[str], monkeypatch, capsys) -> tuple[str, str]:
@@ -63,7 +97,7 @@ def digits_run(tmp_path_factory):
     return run_dir
 
 
-@pytest.mark.parametrize(("arguments", "message"), TRAIN, ids=[" ".join(a) for a, _ in TRAIN])
+@pytest.mark.parametrize(("arguments", "message"), TRAIN, ids=[" ".join(_case(c)[0]) for c in TRAIN])
 def test_bad_training_input_fails_in_one_line_before_work(arguments, message, tmp_path, monkeypatch, capsys):
     code, stderr = run_main("train.py", [*arguments, f"hydra.run.dir={tmp_path}"], monkeypatch, capsys)
     assert code != "0" and message in code + stderr
@@ -71,7 +105,7 @@ def test_bad_training_input_fails_in_one_line_before_work(arguments, message, tm
     assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "metrics.json").exists()  # no training
 
 
-@pytest.mark.parametrize(("arguments", "message"), EVALUATE, ids=[" ".join(a) or "no ckpt" for a, _ in EVALUATE])
+@pytest.mark.parametrize(("arguments", "message"), EVALUATE, ids=[" ".join(_case(c)[0]) or "no ckpt" for c in EVALUATE])
 def test_bad_evaluation_input_fails_in_one_line_before_work(
     arguments, message, digits_run, tmp_path, monkeypatch, capsys
 ):
@@ -82,7 +116,7 @@ def test_bad_evaluation_input_fails_in_one_line_before_work(
     assert not (tmp_path / "metrics.json").exists()
 
 
-@pytest.mark.parametrize(("script", "case"), [("train.py", TRAIN[-7]), ("evaluate.py", EVALUATE[0])])
+@pytest.mark.parametrize(("script", "case"), [("train.py", TRAIN[9]), ("evaluate.py", EVALUATE[0])])
 def test_a_bad_input_exits_non_zero_with_one_line_on_stderr(script, case, tmp_path):
     arguments, message = case
     result = run_script(script, *arguments, f"hydra.run.dir={tmp_path}")

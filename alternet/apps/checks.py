@@ -9,14 +9,17 @@ from collections.abc import Mapping
 from typing import Any
 
 import lightning as L
+import torch
 
 from ..data import DATAMODULES
 from ..errors import ConfigValueError
+from ..evaluation.report import AUTOCAST
 from ..models import ATTENTION_KINDS
 from ..models.blocks import BLOCK_TYPES, STEMS
 from ..models.layout import buildup_violations
 from ..models.zoo import spec_kwargs
 from ..training import EVALUATED_METRICS
+from ..training.callbacks import parse_interval
 from ..training.optim import OPTIMIZERS, SCHEDULES
 
 # every enumerated setting, checked before any data is loaded (one place: the choices are the code's own)
@@ -30,6 +33,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "model.block": tuple(BLOCK_TYPES),
     "model.stem": ("auto", *STEMS),
     "model.buildup_rules": ("warn", "off"),
+    "evaluate.precision": tuple(AUTOCAST),  # what evaluate_after_training runs at
     "trainer.precision": (
         "32-true",
         "32",
@@ -86,7 +90,7 @@ def _require(cfg: Mapping[str, Any], key: str, check: Any, expectation: str) -> 
         return
     try:
         ok = check(value)
-    except TypeError:
+    except (TypeError, ValueError):
         ok = False
     if not ok:
         raise ConfigValueError(f"{key}={value!r} is invalid: {expectation}")
@@ -121,6 +125,7 @@ def validate_train_config(cfg: Mapping[str, Any]) -> None:
     _require(cfg, "data.num_workers", lambda v: int(v) == v and v >= 0, "must be an integer >= 0")
     _require(cfg, "data.image_size", lambda v: int(v) == v and v >= 1, "must be an integer >= 1")
     _require(cfg, "recipe.warmup_epochs", lambda v: v >= 0, "must be >= 0")
+    _require(cfg, "evaluate.calibration.n_bins", lambda v: int(v) == v and v >= 1, "must be an integer >= 1")
     epochs, warmup = _get(cfg, "trainer.max_epochs"), _get(cfg, "recipe.warmup_epochs")
     if warmup and epochs and warmup > epochs:
         warnings.warn(
@@ -134,6 +139,20 @@ def validate_train_config(cfg: Mapping[str, Any]) -> None:
             f"recipe.batch_size={_get(cfg, 'recipe.batch_size')} is invalid: mixup/cutmix needs an even batch size"
         )
     check_optimized_metric(cfg)
+    check_monitor(cfg)
+    check_accelerator(cfg)
+    _require(
+        cfg,
+        "callbacks.checkpoint.every_n_train_steps",
+        lambda v: int(v) == v and v >= 1,
+        "must be an integer >= 1 (or null: checkpoints at epoch ends only)",
+    )
+    _require(
+        cfg,
+        "callbacks.checkpoint.train_time_interval",
+        lambda v: parse_interval(v) > 0,
+        'must be seconds or "DD:HH:MM:SS", e.g. "00:00:30:00" (or null)',
+    )
     export = _get(cfg, "export") or {}
     if export.get("after_training") and export.get("ema") and not _get(cfg, "recipe.ema"):
         raise ConfigValueError(
@@ -177,3 +196,34 @@ def warn_buildup(cfg: Mapping[str, Any]) -> None:
     layout, heads = model.get("layout") or zoo.get("layout"), model.get("heads") or zoo.get("heads")
     for violation in buildup_violations(layout, heads) if layout else []:
         warnings.warn(f"{violation} (model.buildup_rules=off for a deliberate contrast)", stacklevel=3)
+
+
+def check_monitor(cfg: Mapping[str, Any]) -> None:
+    """The checkpoint monitor names a validation metric the module logs at epoch end (found missing by Lightning
+    only after the first epoch's validation otherwise)."""
+    monitor = _get(cfg, "callbacks.checkpoint.monitor")
+    splits = ["val", "val_ema"] if _get(cfg, "recipe.ema") else ["val"]
+    logged = [f"{split}/{metric}" for split in splits for metric in EVALUATED_METRICS]
+    if monitor is not None and monitor not in logged:
+        raise ConfigValueError(
+            f"callbacks.checkpoint.monitor={monitor} is not a metric the run logs at epoch end; choose one of "
+            f"{logged}{suggest(monitor, logged)}"
+        )
+
+
+def check_accelerator(cfg: Mapping[str, Any]) -> None:
+    """An accelerator this machine has, and a device count Lightning accepts."""
+    accelerator = str(_get(cfg, "trainer.accelerator") or "auto")
+    if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+        raise ConfigValueError(
+            f"trainer.accelerator={accelerator} but this machine has no usable CUDA GPU (torch.cuda.is_available() "
+            "is False); use trainer.accelerator=cpu or auto"
+        )
+    if accelerator == "mps" and not torch.backends.mps.is_available():
+        raise ConfigValueError("trainer.accelerator=mps but MPS is not available here; use trainer.accelerator=cpu")
+    _require(
+        cfg,
+        "trainer.devices",
+        lambda v: v in ("auto", -1, "-1") or (isinstance(v, int) and v >= 1) or isinstance(v, list | str),
+        "must be auto, -1 (all), a count >= 1 or a list of device indices",
+    )

@@ -9,13 +9,14 @@ from typing import Any
 
 import lightning as L
 import torch
+from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from .. import tracking
 from ..checkpoints import checkpoint_header
 from ..data import build_datamodule
-from ..errors import ConfigValueError
+from ..errors import AlternetError, ConfigValueError
 from ..files import plain, write_json
 from ..hub import load_pretrained
 from ..runs import (
@@ -77,7 +78,12 @@ def _train(config: dict[str, Any], run_dir: Path, resume: str | None, resume_ste
         load_pretrained(module.model, config["model"]["pretrained"])  # a different class count resets the head
     has_val = datamodule.has_validation
     loggers = tracking.build_loggers(config["logger"], run_dir, config, resume_step=resume_step)
-    trainer = build_trainer(config, run_dir, has_val, loggers)
+    try:
+        trainer = build_trainer(config, run_dir, has_val, loggers)
+    except AlternetError:
+        raise
+    except (MisconfigurationException, TypeError, ValueError) as error:  # Lightning's checks of trainer.* values
+        raise ConfigValueError(f"trainer settings rejected by Lightning: {error}") from None
     if trainer.is_global_zero:
         write_run_records(run_dir, config)
 

@@ -20,9 +20,18 @@ MAX_AUTO_WORKERS = 8  # num_workers=auto: enough to decode JPEGs for one GPU; mo
 
 
 def choose_device(device: str = "auto") -> torch.device:
+    """``auto`` (a GPU when there is one), ``cpu``, ``cuda`` or ``cuda:N``; a GPU this machine lacks is an error."""
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    try:
+        chosen = torch.device(device)
+    except RuntimeError:
+        raise ConfigValueError(f"device={device!r} is invalid: use auto, cpu, cuda or cuda:N") from None
+    if chosen.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigValueError(f"device={device} but this machine has no usable CUDA GPU; use device=cpu or auto")
+    if chosen.type == "cuda" and chosen.index is not None and chosen.index >= torch.cuda.device_count():
+        raise ConfigValueError(f"device={device} but only {torch.cuda.device_count()} GPU(s) are visible")
+    return chosen
 
 
 def available_cpus() -> int:

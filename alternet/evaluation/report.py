@@ -58,7 +58,9 @@ class Evaluator:
         if precision not in AUTOCAST:
             raise ConfigValueError(f"precision={precision!r} is invalid: choose one of {list(AUTOCAST)}")
         self.autocast = AUTOCAST[precision]
-        self.n_bins = int(settings["calibration"]["n_bins"])
+        self.n_bins = settings["calibration"]["n_bins"]
+        if isinstance(self.n_bins, bool) or not isinstance(self.n_bins, int) or self.n_bins < 1:
+            raise ConfigValueError(f"calibration.n_bins={self.n_bins!r} is invalid: must be an integer >= 1")
         self.num_workers = loader_workers(settings["num_workers"])
         self.files: list[Path] = []
 

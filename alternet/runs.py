@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import platform
 import shlex
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -233,6 +234,29 @@ class RunDirLock:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+# what a run writes before its first step: records of a run that did nothing, disposable when it fails
+_SETUP_RECORDS = {CONFIG_FILE, ENVIRONMENT_FILE, LOCK_FILE, "logs/hparams.yaml"}
+
+
+def discard_unused_run_dir(run_dir: Path) -> bool:
+    """Remove the directory of a run that failed before any work: it holds only Hydra's records (``.hydra/``,
+    ``*.log``), the run's setup records and empty folders. Anything else in it (a checkpoint, metrics, W&B files,
+    a file of the user's) keeps it."""
+    if not run_dir.is_dir():
+        return False
+    for path in run_dir.rglob("*"):
+        inside = path.relative_to(run_dir)
+        disposable = (
+            inside.parts[0] == ".hydra"
+            or (len(inside.parts) == 1 and path.suffix == ".log")
+            or inside.as_posix() in _SETUP_RECORDS
+        )
+        if path.is_file() and not disposable:
+            return False
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return True
 
 
 def check_fresh_run_dir(run_dir: Path, resuming: bool, reuse: bool) -> None:

@@ -99,10 +99,11 @@ def digits_run(tmp_path_factory):
 
 @pytest.mark.parametrize(("arguments", "message"), TRAIN, ids=[" ".join(_case(c)[0]) for c in TRAIN])
 def test_bad_training_input_fails_in_one_line_before_work(arguments, message, tmp_path, monkeypatch, capsys):
-    code, stderr = run_main("train.py", [*arguments, f"hydra.run.dir={tmp_path}"], monkeypatch, capsys)
+    run_dir = tmp_path / "run"
+    code, stderr = run_main("train.py", [*arguments, f"hydra.run.dir={run_dir}"], monkeypatch, capsys)
     assert code != "0" and message in code + stderr
     assert "Traceback" not in stderr and "\n" not in code
-    assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "metrics.json").exists()  # no training
+    assert not run_dir.exists()  # no training, and no run directory holding only Hydra's records left behind
 
 
 @pytest.mark.parametrize(("arguments", "message"), EVALUATE, ids=[" ".join(_case(c)[0]) or "no ckpt" for c in EVALUATE])

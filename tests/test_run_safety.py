@@ -156,3 +156,19 @@ def test_evaluating_at_another_input_size_warns_naming_both(finished):
     datamodule = build_datamodule({"name": "digits", "image_size": 32}, {"batch_size": 8}, seed=0)
     with pytest.warns(UserWarning, match=r"trained with data\.image_size=16 but is evaluated with 32"):
         check_classes(datamodule, Path(finished["last_checkpoint"]), weights)
+
+
+def test_only_a_run_directory_that_did_nothing_is_discarded(tmp_path):
+    from alternet.runs import discard_unused_run_dir
+
+    def run_dir(name: str, *files: str) -> Path:
+        for file in (".hydra/config.yaml", "train.log", "config.yaml", "environment.json", ".lock", *files):
+            (tmp_path / name / file).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / name / file).write_text("x")
+        return tmp_path / name
+
+    assert discard_unused_run_dir(run_dir("setup-only", "logs/hparams.yaml"))
+    assert not (tmp_path / "setup-only").exists()
+    for kept in ("checkpoints/last.ckpt", "metrics.json", "logs/metrics.csv", "wandb/run/file", "notes.txt"):
+        directory = run_dir(kept.replace("/", "-"), kept)
+        assert not discard_unused_run_dir(directory) and (directory / kept).is_file(), kept

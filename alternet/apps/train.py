@@ -22,6 +22,7 @@ from ..hub import load_pretrained
 from ..runs import (
     RunDirLock,
     check_fresh_run_dir,
+    discard_unused_run_dir,
     record_resume,
     resume_changes,
     resume_checkpoint,
@@ -36,8 +37,17 @@ from .checks import validate_train_config
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Train, test and record one run; returns the contents of ``metrics.json``."""
     config = OmegaConf.to_container(cfg, resolve=True)
-    validate_train_config(config)
     run_dir = Path(config["paths"]["output_dir"])
+    try:
+        return _owned_train(config, run_dir)
+    except AlternetError:
+        if rank_zero_only.rank == 0:
+            discard_unused_run_dir(run_dir)  # a run that failed before any work leaves no empty directory behind
+        raise
+
+
+def _owned_train(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    validate_train_config(config)
     resume = resume_checkpoint(config["ckpt_path"], run_dir)
     header = checkpoint_header(resume) if resume else {}
     conflicts = resume_conflicts(config, header) if resume else []

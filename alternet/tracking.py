@@ -226,6 +226,35 @@ def log_report(run: Any, report: Mapping[str, Any], prefix: str = "eval") -> Non
         run.log(payload)
 
 
+def log_sweep_report(
+    settings: Mapping[str, Any], sweep: str, out_dir: Path, files: Sequence[Path], rows: Sequence[Mapping[str, Any]]
+) -> str:
+    """A W&B run of job type ``report`` in the sweep's project and group (``settings``: the runs' logger.wandb
+    section) holding the report's variant table and figures; returns the run's path (``entity/project/id``)."""
+    import wandb
+
+    offline = offline_reason(bool(settings.get("offline"))) is not None
+    run = wandb.init(
+        project=settings.get("project") or "alternet",
+        entity=settings.get("entity"),
+        group=settings.get("group") or sweep,
+        name=f"report-{sweep}",
+        job_type="report",
+        mode="offline" if offline else "online",
+        dir=str(out_dir),
+        reinit="finish_previous",
+    )
+    columns = list(rows[0]) if rows else []
+    payload: dict[str, Any] = {
+        "report/variants": wandb.Table(columns=columns, data=[[r[c] for c in columns] for r in rows])
+    }
+    payload |= {f"report/{path.stem}": wandb.Image(str(path)) for path in files if path.suffix == ".png"}
+    run.log(payload)
+    path = run.path
+    run.finish()
+    return str(path)
+
+
 # model artifacts -------------------------------------------------------------------------------
 
 

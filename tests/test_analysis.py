@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from alternet.analysis.attention import attention_stats, row_distance, row_entropy
+from alternet.analysis.attention import attention_stats, js_divergence, row_distance, row_entropy
 from alternet.analysis.blocks import SUPPORTED, Tap, block_sequence, grid_positions
 from alternet.analysis.eigen import SpectralDensity, lanczos, power_iteration, rademacher
 from alternet.analysis.errors import AnalysisError
@@ -216,6 +216,51 @@ def test_focused_linear_attention_statistics_use_the_whole_map():
     assert [s.tokens for s in stats] == [8 * 8, 4 * 4]  # stage maps of a 16 px input
     for s in stats:
         assert all(0 <= e <= math.log(s.tokens) + 1e-5 for e in s.entropy)
+
+
+def test_js_divergence_is_symmetric_zero_for_equal_rows_and_log2_for_disjoint_ones():
+    p, q = torch.tensor([0.7, 0.2, 0.1]), torch.tensor([0.1, 0.3, 0.6])
+    assert js_divergence(p, q) == pytest.approx(js_divergence(q, p).item())
+    assert js_divergence(p, p) == pytest.approx(0.0, abs=1e-7)
+    assert js_divergence(torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])) == pytest.approx(math.log(2))
+
+
+def test_data_specificity_is_zero_for_a_position_only_kernel_and_positive_with_content():
+    """With q = 0 the attention is softmax(B) for every image, a Conv-like kernel: specificity 0 and no shift from
+    the position kernel; with content (q.k) the rows differ between images and move away from the kernel."""
+    images = [torch.randn(4, 3, 16, 16)]
+    model = tiny_alternet()
+    msa = [b for b in block_sequence(model).blocks if b.kind == "M"]
+
+    def scale_queries(factor: float) -> None:
+        for module in model.modules():
+            if isinstance(module, WindowAttention):
+                with torch.no_grad():
+                    module.to_q.weight.mul_(factor)
+
+    scale_queries(10.0)  # at initialisation q.k is tiny and the rows nearly uniform
+    with_content = attention_stats(model, msa, images)
+    scale_queries(3.0)  # sharper content attention
+    sharper = attention_stats(model, msa, images)
+    for module in model.modules():
+        if isinstance(module, WindowAttention):
+            with torch.no_grad():
+                module.to_q.weight.zero_()
+    position_only = attention_stats(model, msa, images)
+    for content, sharp, fixed in zip(with_content, sharper, position_only):
+        np.testing.assert_allclose(fixed.specificity, 0.0, atol=1e-6)
+        np.testing.assert_allclose(fixed.content_shift, 0.0, atol=1e-6)
+        np.testing.assert_allclose(content.position_kernel_specificity, 0.0, atol=1e-6)
+        assert all(0 < v <= math.log(2) for v in content.specificity + content.content_shift)
+        assert np.mean(sharp.specificity) > np.mean(content.specificity)
+
+
+def test_focused_linear_reports_specificity_without_a_position_kernel():
+    model = tiny_alternet(attention="focused_linear")
+    msa = [b for b in block_sequence(model).blocks if b.kind == "M"]
+    stats = attention_stats(model, msa, [torch.randn(3, 3, 16, 16)])
+    assert all(s.position_kernel_specificity is None and s.content_shift is None for s in stats)
+    assert all(0 < v <= math.log(2) for s in stats for v in s.specificity)
 
 
 # Hessian -----------------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from alternet.models import FocusedLinearAttention, WindowAttention, create_model
 
@@ -43,7 +44,7 @@ def test_math_path_supports_double_backward():
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_focused_linear_is_finite_under_autocast(dtype):
     torch.manual_seed(0)
-    attn = FocusedLinearAttention(32, 32, heads=2, head_dim=16)
+    attn = FocusedLinearAttention(32, 32, heads=2, head_dim=16, tokens=32 * 32)
     x = torch.randn(2, 32, 32, 32) * 30  # large activations: 1,024 tokens summed
     with torch.autocast("cpu", dtype=dtype):
         out = attn(x)
@@ -55,7 +56,7 @@ def test_focused_linear_is_finite_under_autocast(dtype):
 
 def test_focused_linear_handles_non_square_maps_and_matches_its_implied_attention():
     torch.manual_seed(0)
-    attn = FocusedLinearAttention(8, 8, heads=2, head_dim=4)
+    attn = FocusedLinearAttention(8, 8, heads=2, head_dim=4, tokens=24)
     x = torch.randn(1, 8, 4, 6)
     assert attn(x).shape == (1, 8, 4, 6)
     amap = attn.attention_map(x)
@@ -93,3 +94,52 @@ def test_every_attention_kind_trains_in_a_model(kind):
     loss = model(torch.randn(4, 3, 16, 16)).logsumexp(-1).mean()
     loss.backward()
     assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+
+
+def _flatten_swin_reference(attn: FocusedLinearAttention, x: torch.Tensor) -> torch.Tensor:
+    """FLatten-Swin's focused linear attention written out from its equations (Han et al., ICCV 2023): the
+    key positional encoding is added before the kernel, q/k/v come from biased projections."""
+    b, _, h, w = x.shape
+    n, heads = h * w, attn.heads
+    tokens = x.flatten(2).transpose(1, 2)
+    q = attn.to_q(tokens)
+    k, v = attn.to_kv(tokens).chunk(2, dim=-1)
+    k = k + attn.positional_encoding
+    scale = F.softplus(attn.scale)
+
+    def focus(t):
+        t = (torch.relu(t) + 1e-6) / scale
+        return t**3 / (t**3).norm(dim=-1, keepdim=True) * t.norm(dim=-1, keepdim=True)
+
+    q, k = focus(q), focus(k)
+    q, k, v = (t.reshape(b, n, heads, -1).permute(0, 2, 1, 3) for t in (q, k, v))
+    z = 1 / (q @ k.mean(dim=-2, keepdim=True).transpose(-2, -1) + 1e-6)
+    out = q @ ((k.transpose(-2, -1) * n**-0.5) @ (v * n**-0.5)) * z
+    local = attn.dwc(v.reshape(b * heads, n, -1).transpose(1, 2).reshape(b * heads, -1, h, w))
+    out = out + local.reshape(b, heads, -1, n).transpose(-2, -1)
+    return attn.to_out(out.transpose(1, 2).reshape(b, n, -1)).transpose(1, 2).reshape(b, -1, h, w)
+
+
+def test_focused_linear_is_flatten_swins_operator_with_key_positions_and_qkv_bias():
+    torch.manual_seed(0)
+    attn = FocusedLinearAttention(8, 8, heads=2, head_dim=4, tokens=16)
+    assert attn.to_q.bias is not None and attn.to_kv.bias is not None  # FLatten-Swin's default
+    assert attn.positional_encoding.shape == (1, 16, 8) and not attn.positional_encoding.any()  # zero at init
+    with torch.no_grad():
+        attn.positional_encoding.normal_(0, 1.0)  # learned positions, so a misplaced encoding would show
+        attn.to_kv.bias.normal_(0, 1.0)
+    x = torch.randn(2, 8, 4, 4)
+    torch.testing.assert_close(attn(x), _flatten_swin_reference(attn, x), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match=r"built for 16 tokens .* got a 4x6 map"):
+        attn(torch.randn(1, 8, 4, 6))
+
+
+def test_qkv_bias_follows_each_kind_unless_the_model_says():
+    def biases(**kwargs):
+        model = create_model("alternet_tiny", num_classes=4, img_size=16, **kwargs)
+        return {m.to_q.bias is not None for m in model.modules() if hasattr(m, "to_q")}
+
+    assert biases() == {False}  # the reference's softmax attention: no q/k/v bias
+    assert biases(attention="focused_linear") == {True}  # FLatten-Swin's
+    assert biases(attention="focused_linear", qkv_bias=False) == {False}
+    assert biases(qkv_bias=True) == {True}

@@ -1,28 +1,143 @@
-"""Multirun: separate job directories, a W&B run per job, and the sweep summary CSV."""
+"""Multirun: separate job directories, a W&B run per job, the sweep summary CSV, and the report of the sweep
+(``python -m alternet.report``): figures, tables and the paper's verdicts."""
 
 import csv
+import json
+import math
+import os
+import subprocess
+import sys
 
-from conftest import run_script
+import pytest
+
+from alternet.errors import ConfigValueError
+from alternet.report import build_report
+from alternet.report.verdicts import (
+    HELPS_OPTIMISATION,
+    HELPS_OTHERWISE,
+    HURTS,
+    NO_CHANGE,
+    REGULARISES,
+    Summary,
+    verdict,
+)
+
+from conftest import ROOT, run_script
 
 
-def test_multirun_writes_job_directories_and_a_summary(tmp_path):
+def run_report(*args: str):
+    """``python -m alternet.report ARGS`` in a fresh interpreter, as a user runs it."""
+    command = [sys.executable, "-m", "alternet.report", *args]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, env=dict(os.environ))
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """Two models x two seeds of debug=fast on digits, logged to W&B offline, as one real multirun."""
+    sweep_dir = tmp_path_factory.mktemp("sweep")
     result = run_script(
         "train.py",
         "-m",
         "model=alternet_tiny,preresnet_tiny",
+        "seed=0,1",
         "debug=fast",
         "trainer.limit_val_batches=1",
         "logger=wandb",
         "logger.wandb.offline=true",
-        f"hydra.sweep.dir={tmp_path}",
+        f"hydra.sweep.dir={sweep_dir}",
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    for job in ("0", "1"):
-        assert (tmp_path / job / "metrics.json").is_file()
-        assert len(list((tmp_path / job / "wandb").glob("offline-run-*"))) == 1  # each job its own W&B run
-    with open(tmp_path / "summary.csv") as f:
+    return sweep_dir, result
+
+
+def test_multirun_writes_job_directories_and_a_summary(sweep):
+    sweep_dir, result = sweep
+    for job in ("0", "1", "2", "3"):
+        assert (sweep_dir / job / "metrics.json").is_file()
+        assert len(list((sweep_dir / job / "wandb").glob("offline-run-*"))) == 1  # each job its own W&B run
+    with open(sweep_dir / "summary.csv") as f:
         rows = list(csv.DictReader(f))
-    assert [r["model"] for r in rows] == ["alternet_tiny", "preresnet_tiny"]
+    assert [(r["model"], r["seed"]) for r in rows] == [
+        ("alternet_tiny", "0"),
+        ("alternet_tiny", "1"),
+        ("preresnet_tiny", "0"),
+        ("preresnet_tiny", "1"),
+    ]
     assert all(r["status"] == "ok" and 0 <= float(r["test/acc"]) <= 1 for r in rows)
-    assert f"Sweep summary: {tmp_path / 'summary.csv'}" in result.stdout
+    assert f"Sweep summary: {sweep_dir / 'summary.csv'}" in result.stdout
+
+
+def test_report_of_a_sweep_writes_figures_tables_and_verdicts(sweep, tmp_path, monkeypatch):
+    sweep_dir, _ = sweep
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    out = tmp_path / "report"
+    result = run_report(str(sweep_dir), "--baseline", "model=preresnet_tiny", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(out / "runs.csv") as f:
+        runs = list(csv.DictReader(f))
+    assert [(r["model"], r["seed"]) for r in runs] == [
+        ("alternet_tiny", "0"),
+        ("alternet_tiny", "1"),
+        ("preresnet_tiny", "0"),
+        ("preresnet_tiny", "1"),
+    ]
+    for row in runs:  # the report's numbers are the runs' own
+        metrics = json.loads((sweep_dir / row["job"] / "metrics.json").read_text())
+        assert float(row["test_acc"]) == pytest.approx(metrics["test"]["acc"])
+        assert float(row["train_clean_nll"]) == pytest.approx(metrics["train_clean"]["nll"])
+    with open(out / "variants.csv") as f:
+        variants = {r["variant"]: r for r in csv.DictReader(f)}
+    assert variants["model=preresnet_tiny"]["verdict"] == "baseline"
+    assert variants["model=alternet_tiny"]["verdict"] in (
+        HELPS_OPTIMISATION,
+        REGULARISES,
+        HURTS,
+        NO_CHANGE,
+        HELPS_OTHERWISE,
+    )
+    errors = [1 - float(r["test_acc"]) for r in runs if r["model"] == "alternet_tiny"]
+    assert float(variants["model=alternet_tiny"]["test_error"]) == pytest.approx(sum(errors) / 2)
+    assert float(variants["model=alternet_tiny"]["test_error_sd"]) == pytest.approx(
+        abs(errors[0] - errors[1]) / math.sqrt(2)
+    )
+    for name in ("error_vs_train_nll.png", "metrics_vs_model.png", "train_nll_curves.png", "summary.md"):
+        assert (out / name).stat().st_size > 0, name
+    summary = (out / "summary.md").read_text()
+    assert "| model=alternet_tiny | 2 |" in summary and "Baseline: `model=preresnet_tiny`" in summary
+    assert summary in result.stdout
+    assert len(list((out / "wandb").glob("offline-run-*"))) == 1  # the sweep used W&B, so the report goes there too
+
+
+def test_report_refuses_what_it_cannot_read(sweep, tmp_path):
+    sweep_dir, _ = sweep
+    with pytest.raises(ConfigValueError, match="holds no finished runs"):
+        build_report(tmp_path)
+    with pytest.raises(ConfigValueError, match=r"--baseline 'model=vit' matches 0 variants; choose one of"):
+        build_report(sweep_dir, tmp_path / "out", baseline="model=vit", wandb=False)
+    result = run_report(str(tmp_path / "missing"))
+    assert result.returncode == 1 and result.stderr.strip().endswith("does not exist")
+
+
+def _s(mean, sd=0.0, n=3):
+    return Summary(mean, sd, n)
+
+
+@pytest.mark.parametrize(
+    ("error", "nll", "expected"),
+    [
+        (_s(0.20, 0.01), _s(0.5, 0.02), HELPS_OPTIMISATION),  # lower error, lower training NLL
+        (_s(0.20, 0.01), _s(0.9, 0.02), REGULARISES),  # lower error, higher training NLL
+        (_s(0.30, 0.01), _s(0.5, 0.02), HURTS),
+        (_s(0.245, 0.01), _s(0.5, 0.02), NO_CHANGE),  # 0.005 lower, within the spread sqrt(0.01^2 + 0.01^2)
+        (_s(0.20, 0.01), _s(0.71, 0.02), HELPS_OTHERWISE),  # training NLL within its spread
+        (_s(0.249, 0.0, 1), _s(0.69, 0.0, 1), HELPS_OPTIMISATION),  # one seed: every difference counts
+    ],
+)
+def test_verdicts_follow_the_papers_definitions(error, nll, expected):
+    baseline_n = 1 if error.n == 1 else 3
+    baseline_error, baseline_nll = (
+        _s(0.25, 0.01 if baseline_n > 1 else 0.0, baseline_n),
+        _s(0.7, 0.02 if baseline_n > 1 else 0.0, baseline_n),
+    )
+    assert verdict(error, baseline_error, nll, baseline_nll) == expected

@@ -6,7 +6,7 @@ Floors, bottom to top (docs/architecture.md explains each)::
     kernel       errors, files, seeds, checkpoints, tracking   (may import each other)
     foundations  models, data, metrics                         (the kernel)
     run records  runs, and the package root's facade           (kernel, foundations)
-    libraries    training, evaluation, analysis, hub           (anything below, never each other)
+    libraries    training, evaluation, analysis, hub, report   (anything below, never each other)
     top floor    apps, and every entry point                   (anything)
 
 A module imports only from floors below its own (kernel modules also from each other). Entry points —
@@ -28,7 +28,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("errors", "files", "seeds", "checkpoints", "tracking"),
     ("models", "data", "metrics"),
     ("runs", ""),  # "" is the package root, alternet/__init__.py (the facade: create_model, list_models)
-    ("training", "evaluation", "analysis", "hub"),
+    ("training", "evaluation", "analysis", "hub", "report"),  # report: python -m alternet.report SWEEP_DIR
     ("apps", "shards"),  # shards: the `python -m alternet.shards` entry point
 )
 KERNEL = 0

@@ -1,6 +1,14 @@
-"""Attention statistics of every MSA block, per head: mean entropy of the attention rows (nats) and mean
+"""Attention statistics of every MSA block, per head: mean entropy of the attention rows (nats), mean
 attention distance, sum_j p_ij * |pos_i - pos_j| in pixels of the block's feature map (window coordinates
-for window attention, the whole map for global and focused linear attention, whose implied map is used).
+for window attention, the whole map for global and focused linear attention, whose implied map is used), and
+data specificity.
+
+Data specificity (the paper's explanation of what MSAs add over Convs) is the mean Jensen-Shannon divergence
+(nats, at most log 2) between the attention rows two different images give at the same query position (and
+window): 0 for any kernel that depends on position only, as a Conv kernel does. Beside it, the same score of
+the block's position-bias-only kernel softmax(B) (0: the reference a Conv-like kernel gets) and the mean JS
+divergence between each image's rows and that kernel's (how far the content moves attention from its
+positional prior). Kinds without a relative position bias (focused linear, ViT) report only the first.
 
 References for each block: the entropy of a uniform row, log N, and the mean distance under uniform attention.
 """
@@ -45,47 +53,84 @@ def row_distance(probs: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     return (probs * pairwise_distance(positions).to(probs.device)).sum(dim=-1)
 
 
+def js_divergence(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Jensen-Shannon divergence (nats) between distributions along the last axis (broadcast), in float64 (a
+    difference of entropies: float32 round-off would swamp the small divergences of near-uniform rows)."""
+    p, q = p.double(), q.double()
+    m = 0.5 * (p + q)
+    return (row_entropy(m) - 0.5 * (row_entropy(p) + row_entropy(q))).clamp_min(0.0)
+
+
+def across_images(probs: torch.Tensor, images: int) -> torch.Tensor:
+    """(images * windows, heads, N, N) rows -> per-image pairs' JS divergence (images, windows, heads, N): each
+    image against the next one (cyclically), at the same window and query position."""
+    rows = probs.reshape(images, -1, *probs.shape[1:])
+    return js_divergence(rows, rows.roll(1, dims=0))
+
+
 @dataclass(frozen=True)
 class HeadStats:
-    """Per-head means over every query of every image (and window), with the uniform-attention references."""
+    """Per-head means over every query of every image (and window), with the uniform-attention references and
+    the data-specificity scores (``None`` where the attention kind has no position-bias kernel)."""
 
     entropy: list[float]
     distance: list[float]
     tokens: int
     uniform_distance: float
+    specificity: list[float]
+    position_kernel_specificity: list[float] | None
+    content_shift: list[float] | None
 
 
 class _Accumulator:
     def __init__(self) -> None:
-        self.entropy: torch.Tensor | float = 0.0
-        self.distance: torch.Tensor | float = 0.0
-        self.rows = 0
+        self.sums: dict[str, torch.Tensor | float] = {}
+        self.counts: dict[str, int] = {}
         self.positions: torch.Tensor | None = None
 
-    def add(self, probs: torch.Tensor, positions: torch.Tensor) -> None:
-        self.entropy = self.entropy + row_entropy(probs).sum(dim=(0, 2)).double()
-        self.distance = self.distance + row_distance(probs, positions).sum(dim=(0, 2)).double()
-        self.rows += probs.shape[0] * probs.shape[2]
+    def _add(self, name: str, values: torch.Tensor) -> None:
+        """``values`` (..., heads, N): summed per head."""
+        per_head = values.transpose(0, -2).reshape(values.shape[-2], -1).double()
+        self.sums[name] = self.sums.get(name, 0.0) + per_head.sum(dim=1)
+        self.counts[name] = self.counts.get(name, 0) + per_head.shape[1]
+
+    def add(self, probs: torch.Tensor, positions: torch.Tensor, images: int, kernel: torch.Tensor | None) -> None:
+        self._add("entropy", row_entropy(probs))
+        self._add("distance", row_distance(probs, positions))
+        if images > 1:
+            self._add("specificity", across_images(probs, images))
+        if kernel is not None:
+            fixed = kernel.to(probs.device).expand(probs.shape[1:]).expand(probs.shape)
+            self._add("position_kernel_specificity", across_images(fixed, images) if images > 1 else fixed[..., 0])
+            self._add("content_shift", js_divergence(probs, fixed))
         self.positions = positions
+
+    def _mean(self, name: str) -> list[float] | None:
+        return (self.sums[name] / self.counts[name]).tolist() if name in self.sums else None
 
     def result(self) -> HeadStats:
         return HeadStats(
-            (self.entropy / self.rows).tolist(),
-            (self.distance / self.rows).tolist(),
+            self._mean("entropy"),
+            self._mean("distance"),
             self.positions.shape[0],
             float(pairwise_distance(self.positions).double().mean()),
+            self._mean("specificity"),
+            self._mean("position_kernel_specificity"),
+            self._mean("content_shift"),
         )
 
 
 @torch.no_grad()
 def attention_stats(model: nn.Module, blocks: Sequence[Block], batches: Sequence[torch.Tensor]) -> list[HeadStats]:
-    """Mean entropy and distance per head of each block's attention (``block.attention`` set) over ``batches``."""
+    """Per-head entropy, distance and data specificity of each block's attention (``block.attention`` set) over
+    ``batches`` (specificity pairs images within a batch, so batches need two images or more)."""
     taps = [block.attention for block in blocks]
     accumulators = [_Accumulator() for _ in blocks]
     for images in batches:
         inputs = capture(model, [(tap.module, True) for tap in taps], images)
         for tap, x, acc in zip(taps, inputs, accumulators):
-            acc.add(tap.probabilities(x).float(), tap.positions(x))
+            kernel = tap.position_kernel() if tap.position_kernel is not None else None
+            acc.add(tap.probabilities(x).float(), tap.positions(x), len(images), kernel)
     return [acc.result() for acc in accumulators]
 
 
@@ -97,7 +142,7 @@ def run(context: AnalysisContext, config: AttentionConfig) -> dict[str, Any]:
     batches = clean_batches(context.datamodule, config.images, config.batch_size, config.seed, context.device)
     images = [x for x, _ in batches]
     depth_rows = sequence.depth_rows()
-    rows, head_depths, entropies, distances = [], [], [], []
+    rows, head_depths, entropies, distances, specificities = [], [], [], [], []
     for (depth, _), stats in zip(msa, attention_stats(context.model, [b for _, b in msa], images)):
         for head, (entropy, distance) in enumerate(zip(stats.entropy, stats.distance)):
             rows.append(
@@ -109,11 +154,15 @@ def run(context: AnalysisContext, config: AttentionConfig) -> dict[str, Any]:
                     max_entropy=math.log(stats.tokens),
                     distance=distance,
                     uniform_distance=stats.uniform_distance,
+                    specificity=_at(stats.specificity, head),
+                    position_kernel_specificity=_at(stats.position_kernel_specificity, head),
+                    content_shift=_at(stats.content_shift, head),
                 )
             )
             head_depths.append(depth)
             entropies.append(entropy)
             distances.append(distance)
+            specificities.append(_at(stats.specificity, head))
     files = [
         write_csv(context.path("attention.csv"), rows),
         plots.attention_by_depth(
@@ -122,6 +171,11 @@ def run(context: AnalysisContext, config: AttentionConfig) -> dict[str, Any]:
             {
                 "Attention entropy (nats)": (entropies, [r["max_entropy"] for r in rows]),
                 "Attention distance (pixels)": (distances, [r["uniform_distance"] for r in rows]),
+                "Data specificity (JS, nats)": (
+                    [float("nan") if v is None else v for v in specificities],
+                    [r["position_kernel_specificity"] or 0.0 for r in rows],
+                    "position kernel",
+                ),
             },
             context.path("attention.png"),
         ),
@@ -134,6 +188,16 @@ def run(context: AnalysisContext, config: AttentionConfig) -> dict[str, Any]:
             entropy_mean=sum(entropies) / len(entropies),
             relative_entropy_mean=sum(relative) / len(relative) if relative else None,
             distance_mean=sum(distances) / len(distances),
+            specificity_mean=_mean([v for v in specificities if v is not None]),
+            content_shift_mean=_mean([r["content_shift"] for r in rows if r["content_shift"] is not None]),
             files=[str(f) for f in files],
         )
     )
+
+
+def _at(values: list[float] | None, index: int) -> float | None:
+    return None if values is None else values[index]
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None

@@ -52,6 +52,9 @@ class AttentionTap:
     module: nn.Module
     probabilities: Callable[[torch.Tensor], torch.Tensor]
     positions: Callable[[torch.Tensor], torch.Tensor]
+    # the kernel of the position bias alone, (heads or 1, N, N) rows, for kinds that have one (a Conv-like,
+    # input-independent reference for data specificity); None for kinds without a relative position bias
+    position_kernel: Callable[[], torch.Tensor] | None = None
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,12 @@ def grid_positions(height: int, width: int) -> torch.Tensor:
 def _alternet_attention(attn: nn.Module) -> AttentionTap:
     """Window/global softmax maps use window coordinates; focused linear maps span the whole map."""
     if isinstance(attn, WindowAttention):
-        return AttentionTap(attn, attn.attention_map, lambda _x: grid_positions(*attn.window))
+        return AttentionTap(
+            attn,
+            attn.attention_map,
+            lambda _x: grid_positions(*attn.window),
+            lambda: attn.position_bias().float().softmax(dim=-1),
+        )
     if isinstance(attn, FocusedLinearAttention):
         return AttentionTap(attn, attn.attention_map, lambda x: grid_positions(*x.shape[-2:]))
     raise AnalysisError(f"no attention statistics for {type(attn).__name__}")

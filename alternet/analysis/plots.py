@@ -153,18 +153,19 @@ def noise_bands(centers: np.ndarray, drops: np.ndarray, width: float, title: str
 def attention_by_depth(
     sequence: BlockSequence,
     depths: Sequence[int],
-    stats: dict[str, tuple[Sequence[float], Sequence[float]]],
+    stats: dict[str, tuple[Sequence[float], Sequence[float]] | tuple[Sequence[float], Sequence[float], str]],
     path: Path,
 ) -> Path:
-    """Per-head attention statistics against normalised depth (one panel per statistic), each with the value
-    uniform attention would give (black crosses), on the shaded depth axis."""
+    """Per-head attention statistics against normalised depth (one panel per statistic), each with a reference
+    value (black crosses; by default what uniform attention would give), on the shaded depth axis."""
     total = len(sequence.blocks)
     x = np.asarray(depths) / total
     fig = Figure(figsize=(5 * len(stats), 3.8), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, len(stats)))
-    for ax, (label, (values, uniform)) in zip(axes, stats.items()):
+    for ax, (label, (values, reference, *name)) in zip(axes, stats.items()):
         ax.scatter(x, values, color=KIND_STYLE["M"][0], marker="_", s=150, zorder=3, clip_on=False, label="head")
-        ax.scatter(x, uniform, color="black", marker="x", s=20, zorder=4, clip_on=False, label="uniform")
+        reference_label = name[0] if name else "uniform"
+        ax.scatter(x, reference, color="black", marker="x", s=20, zorder=4, clip_on=False, label=reference_label)
         shade_blocks(ax, sequence, kinds=False)
         ax.set_ylabel(label)
     return save_figure(fig, path)

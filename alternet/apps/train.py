@@ -89,7 +89,7 @@ def _train(config: dict[str, Any], run_dir: Path, resume: str | None, resume_ste
     has_val = datamodule.has_validation
     loggers = tracking.build_loggers(config["logger"], run_dir, config, resume_step=resume_step)
     try:
-        trainer = build_trainer(config, run_dir, has_val, loggers)
+        trainer = build_trainer(config, run_dir, has_val, loggers, datamodule.runs_validation_loop)
     except AlternetError:
         raise
     except (MisconfigurationException, TypeError, ValueError) as error:  # Lightning's checks of trainer.* values
@@ -102,11 +102,15 @@ def _train(config: dict[str, Any], run_dir: Path, resume: str | None, resume_ste
         trainer.fit(module, datamodule=datamodule, ckpt_path=resume)
         checkpoint = checkpoint_callback(trainer)  # read before testing: test() restores its state from `best`
         best, last = checkpoint.best_model_path or None, checkpoint.last_model_path or None
+        clean = by_split({k: v for k, v in trainer.callback_metrics.items() if k.startswith("train_clean/")})
         tested = trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False)[0]
         summary = {
             "model": config["model"]["name"],
             "data": config["data"]["name"],
             **by_split(tested),
+            **clean,  # the last epoch's clean training metrics (data.train_clean_size)
+            "train_images": len(datamodule.splits["train"]),
+            "data_subset": config["data"].get("subset"),
             "epochs": trainer.current_epoch,
             "global_step": trainer.global_step,
             "best_val_score": plain(checkpoint.best_model_score),

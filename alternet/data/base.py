@@ -128,6 +128,29 @@ def _split_size(val_size: int | float, pool: int) -> int:
     return int(val_size)
 
 
+def stratified_holdout(labels: np.ndarray, size: int, seed: int) -> np.ndarray:
+    """A boolean mask of ``size`` samples held out, spread over the classes in proportion (seeded)."""
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(labels))
+    # interleave classes: rank each sample within its class, then take the lowest ranks first
+    ranks = np.empty(len(labels), dtype=np.float64)
+    for label in np.unique(labels):
+        members = order[labels[order] == label]
+        ranks[members] = (np.arange(len(members)) + rng.random()) / len(members)
+    mask = np.zeros(len(labels), dtype=bool)
+    mask[np.argsort(ranks, kind="stable")[:size]] = True
+    return mask
+
+
+def subset_size(fraction: float | None, pool: int) -> int:
+    """How many of ``pool`` training images ``data.subset`` keeps (null: all)."""
+    if fraction is None:
+        return pool
+    if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 < fraction <= 1:
+        raise ConfigValueError(f"data.subset={fraction!r} is invalid: a fraction of the training split in (0, 1]")
+    return max(1, round(fraction * pool))
+
+
 class ImageDataModule(L.LightningDataModule):
     """Base of all data sets. Subclasses implement :meth:`load_split` and set the class attributes."""
 
@@ -153,6 +176,8 @@ class ImageDataModule(L.LightningDataModule):
         pin_memory: bool = False,
         persistent_workers: bool = True,
         download: bool = False,
+        subset: float | None = None,
+        train_clean_size: int = 0,
     ):
         super().__init__()
         for key, value in (("batch_size", batch_size), ("eval_batch_size", eval_batch_size or 1)):
@@ -174,6 +199,14 @@ class ImageDataModule(L.LightningDataModule):
         self.pin_memory = pin_memory and torch.cuda.is_available()
         self.persistent_workers = persistent_workers and num_workers > 0
         self.download = download
+        subset_size(subset, 1)  # checks the value before any data is read
+        self.subset = subset
+        if isinstance(train_clean_size, bool) or not isinstance(train_clean_size, int) or train_clean_size < 0:
+            raise ConfigValueError(
+                f"data.train_clean_size={train_clean_size!r} is invalid: an image count >= 0 (0: no train_clean "
+                "metrics)"
+            )
+        self.train_clean_size = train_clean_size
         self.splits: dict[str, Dataset] = {}
         self.check_augment()
 
@@ -201,11 +234,15 @@ class ImageDataModule(L.LightningDataModule):
         n_val = _split_size(self.val_size, len(images))
         order = np.random.default_rng(self.split_seed).permutation(len(images))
         val_idx, train_idx = np.sort(order[:n_val]), np.sort(order[n_val:])
+        train_idx = train_idx[self._subset_mask(labels[train_idx])]
         eval_transform = build_transform(self.mean, self.std, self.image_size)
         train_transform = build_transform(self.mean, self.std, self.image_size, self.augment)
         self.splits["train"] = ArrayDataset(images[train_idx], labels[train_idx], train_transform)
         if n_val:
             self.splits["val"] = ArrayDataset(images[val_idx], labels[val_idx], eval_transform)
+        if self.train_clean_size:
+            clean = train_idx[self._train_clean_mask(labels[train_idx])]
+            self.splits["train_clean"] = ArrayDataset(images[clean], labels[clean], eval_transform)
         test_images, test_labels = self.load_split(train=False)
         self.splits["test"] = ArrayDataset(test_images, test_labels, eval_transform)
 
@@ -216,9 +253,8 @@ class ImageDataModule(L.LightningDataModule):
         return self._loader("train", sampler, self.batch_size, drop_last=self._drop_last(len(sampler)))
 
     def val_dataloader(self) -> DataLoader | list:
-        if "val" not in self.splits:
-            return []
-        return self._loader("val", self._sampler("val", shuffle=False), self.eval_batch_size)
+        """One loader per :attr:`validation_sets` entry (the validation split, then the clean training subset)."""
+        return [self._loader(s, self._sampler(s, shuffle=False), self.eval_batch_size) for s in self.validation_sets]
 
     def test_dataloader(self) -> DataLoader:
         return self._loader("test", self._sampler("test", shuffle=False), self.eval_batch_size)
@@ -226,6 +262,29 @@ class ImageDataModule(L.LightningDataModule):
     @property
     def has_validation(self) -> bool:
         return bool(self.val_size)
+
+    @property
+    def validation_sets(self) -> list[str]:
+        """The splits Lightning's validation loop runs over each epoch, in dataloader order: ``val`` (when there is
+        a validation split) and ``train_clean`` (``data.train_clean_size`` training images without augmentation:
+        the clean training NLL that tells optimisation from regularisation)."""
+        self.setup("fit")
+        return [split for split in ("val", "train_clean") if split in self.splits]
+
+    @property
+    def runs_validation_loop(self) -> bool:
+        return self.has_validation or self.train_clean_size > 0
+
+    def _subset_mask(self, labels: np.ndarray) -> np.ndarray:
+        """The ``data.subset`` fraction of the training split, seeded by ``data.split_seed`` and stratified by
+        class, so every model of a data-regime sweep sees the same images."""
+        if self.subset is None:
+            return np.ones(len(labels), dtype=bool)
+        return stratified_holdout(labels, subset_size(self.subset, len(labels)), self.split_seed + 1)
+
+    def _train_clean_mask(self, labels: np.ndarray) -> np.ndarray:
+        """A fixed, class-stratified subset of the training split (``data.train_clean_size`` images at most)."""
+        return stratified_holdout(labels, min(self.train_clean_size, len(labels)), self.split_seed + 2)
 
     def train_batches(self) -> int:
         """Batches per epoch on this rank, known without building a loader: the learning-rate schedule needs it

@@ -20,24 +20,10 @@ from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from torch.utils.data import DataLoader
 
 from ..errors import ConfigValueError, DataError
-from .base import ImageDataModule, _split_size
+from .base import ImageDataModule, _split_size, stratified_holdout
 from .images import DecodingDataset, FileList, SkipCounter, class_folders, scan_split
 from .shards import StreamingImages, read_shard_classes, streaming_loader
 from .transforms import file_transform
-
-
-def stratified_holdout(labels: np.ndarray, size: int, seed: int) -> np.ndarray:
-    """A boolean mask of ``size`` samples held out, spread over the classes in proportion (seeded)."""
-    rng = np.random.default_rng(seed)
-    order = rng.permutation(len(labels))
-    # interleave classes: rank each sample within its class, then take the lowest ranks first
-    ranks = np.empty(len(labels), dtype=np.float64)
-    for label in np.unique(labels):
-        members = order[labels[order] == label]
-        ranks[members] = (np.arange(len(members)) + rng.random()) / len(members)
-    mask = np.zeros(len(labels), dtype=bool)
-    mask[np.argsort(ranks, kind="stable")[:size]] = True
-    return mask
 
 
 class ImageFolderDataModule(ImageDataModule):
@@ -137,6 +123,12 @@ class ImageFolderDataModule(ImageDataModule):
         if val is None and self.val_size:
             held = stratified_holdout(train.labels, _split_size(self.val_size, len(train)), self.split_seed)
             train, val = train.take(np.flatnonzero(~held)), train.take(np.flatnonzero(held))
+        if self.subset is not None and self.train_shards:
+            raise ConfigValueError(
+                "data.subset cannot thin streamed shards (data.train_shards): write shards of the subset instead "
+                "(python -m alternet.shards on a folder of it)"
+            )
+        train = train.take(np.flatnonzero(self._subset_mask(train.labels)))
         test = scan_split(test_dir, classes) if test_dir else val
         if test is None:
             raise DataError(
@@ -156,6 +148,9 @@ class ImageFolderDataModule(ImageDataModule):
         if val is not None:
             self.splits["val"] = DecodingDataset(val, eval_transform, self._skipped)
         self.splits["test"] = DecodingDataset(test, eval_transform, self._skipped)
+        if self.train_clean_size:
+            clean = train.take(np.flatnonzero(self._train_clean_mask(train.labels)))
+            self.splits["train_clean"] = DecodingDataset(clean, eval_transform, self._skipped)
         self.files = {"train": train, "val": val, "test": test}
 
     def train_dataloader(self) -> DataLoader:

@@ -46,16 +46,21 @@ def relative_position_index(window: tuple[int, int]) -> torch.Tensor:
     return (delta[0] + ph - 1) * (2 * pw - 1) + (delta[1] + pw - 1)
 
 
-class _Projections(nn.Module):
-    """Bias-free q and kv projections and a biased output projection, shared by all kinds."""
+# whether the q/k/v projections have a bias when the model does not say (qkv_bias=None): none in the reference's
+# softmax attention (HDVW), a bias in FLatten-Swin's focused linear attention
+QKV_BIAS_DEFAULT = {"window": False, "global": False, "focused_linear": True}
 
-    def __init__(self, dim_in: int, dim_out: int, heads: int, head_dim: int):
+
+class _Projections(nn.Module):
+    """q and kv projections (bias-free unless ``qkv_bias``) and a biased output projection, shared by all kinds."""
+
+    def __init__(self, dim_in: int, dim_out: int, heads: int, head_dim: int, qkv_bias: bool = False):
         super().__init__()
         self.heads = heads
         self.head_dim = head_dim
         inner = heads * head_dim
-        self.to_q = nn.Linear(dim_in, inner, bias=False)
-        self.to_kv = nn.Linear(dim_in, 2 * inner, bias=False)
+        self.to_q = nn.Linear(dim_in, inner, bias=qkv_bias)
+        self.to_kv = nn.Linear(dim_in, 2 * inner, bias=qkv_bias)
         self.to_out = nn.Linear(inner, dim_out)
 
     def qkv(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -84,8 +89,9 @@ class WindowAttention(_Projections):
         window: tuple[int, int] = (4, 4),
         bias_per_head: bool = False,
         fused: bool = True,
+        qkv_bias: bool = False,
     ):
-        super().__init__(dim_in, dim_out, heads, head_dim)
+        super().__init__(dim_in, dim_out, heads, head_dim, qkv_bias)
         self.window = tuple(window)
         self.scale = head_dim**-0.5
         self.fused = fused
@@ -138,6 +144,8 @@ class FocusedLinearAttention(_Projections):
     conv on V. Both sums are taken as means (scaled by 1/N) so that they stay finite in fp16/bf16.
     As in FLatten, the focusing norm spans all heads' channels, so a head whose query is entirely
     negative gets q ~ 0 and, through the eps of the normaliser, contributes only its depthwise branch.
+    As in FLatten-Swin, the keys get a learned positional encoding, one vector per token (zero at
+    initialisation, so a new model starts position-free), and the q/k/v projections a bias (``qkv_bias``).
     """
 
     def __init__(
@@ -147,14 +155,17 @@ class FocusedLinearAttention(_Projections):
         *,
         heads: int,
         head_dim: int = 64,
+        tokens: int,
+        qkv_bias: bool = True,
         focusing_factor: float = 3.0,
         kernel_size: int = 5,
         eps: float = 1e-6,
     ):
-        super().__init__(dim_in, dim_out, heads, head_dim)
+        super().__init__(dim_in, dim_out, heads, head_dim, qkv_bias)
         self.focusing_factor = focusing_factor
         self.eps = eps
         self.scale = nn.Parameter(torch.zeros(1, 1, heads * head_dim))
+        self.positional_encoding = nn.Parameter(torch.zeros(1, tokens, heads * head_dim))
         self.dwc = nn.Conv2d(head_dim, head_dim, kernel_size, padding=kernel_size // 2, groups=head_dim)
 
     def _focus(self, t: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
@@ -169,6 +180,12 @@ class FocusedLinearAttention(_Projections):
         n = h * w
         q = self.to_q(tokens)
         k, v = self.to_kv(tokens).chunk(2, dim=-1)
+        if n != self.positional_encoding.shape[1]:
+            raise ValueError(
+                f"focused linear attention was built for {self.positional_encoding.shape[1]} tokens (its positional "
+                f"encoding) but got a {h}x{w} map ({n} tokens): build the model at this input size (img_size)"
+            )
+        k = k + self.positional_encoding.to(k.dtype)
         scale = F.softplus(self.scale.float())
         q, k = self._focus(q, scale), self._focus(k, scale)
         q, k = (t.reshape(b, n, self.heads, self.head_dim).transpose(1, 2) for t in (q, k))
@@ -207,12 +224,26 @@ def build_attention(
     window: tuple[int, int],
     bias_per_head: bool = False,
     fused: bool = True,
+    qkv_bias: bool | None = None,
 ) -> nn.Module:
-    """One constructor for every kind; ``window`` is the stage's window (the whole map for ``global``)."""
+    """One constructor for every kind; ``window`` is the stage's window (the whole map for ``global`` and
+    ``focused_linear``); ``qkv_bias=None`` is the kind's own default (:data:`QKV_BIAS_DEFAULT`)."""
+    if kind not in ATTENTION_KINDS:
+        raise ValueError(f"unknown attention kind {kind!r}; choose one of {list(ATTENTION_KINDS)}")
+    bias = QKV_BIAS_DEFAULT[kind] if qkv_bias is None else bool(qkv_bias)
     if kind in ("window", "global"):
         return WindowAttention(
-            dim_in, dim_out, heads=heads, head_dim=head_dim, window=window, bias_per_head=bias_per_head, fused=fused
+            dim_in,
+            dim_out,
+            heads=heads,
+            head_dim=head_dim,
+            window=window,
+            bias_per_head=bias_per_head,
+            fused=fused,
+            qkv_bias=bias,
         )
     if kind == "focused_linear":
-        return FocusedLinearAttention(dim_in, dim_out, heads=heads, head_dim=head_dim)
+        return FocusedLinearAttention(
+            dim_in, dim_out, heads=heads, head_dim=head_dim, tokens=window[0] * window[1], qkv_bias=bias
+        )
     raise ValueError(f"unknown attention kind {kind!r}; choose one of {list(ATTENTION_KINDS)}")

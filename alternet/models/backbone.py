@@ -59,6 +59,8 @@ class AlterNet(nn.Module):
         attention: ``"window"``, ``"global"`` or ``"focused_linear"``.
         bias_per_head: one relative position bias table per head instead of one shared table.
         fused_attn: use ``scaled_dot_product_attention``; ``False`` forces the math path.
+        qkv_bias: a bias on the q/k/v projections; ``None`` is the attention kind's default (none for ``window`` and
+            ``global`` as in the reference, a bias for ``focused_linear`` as in FLatten-Swin).
         stem: ``"auto"``, ``"cifar"`` or ``"imagenet"``.
         img_size: input size used to resolve and validate windows.
         drop_path_rate: stochastic depth; block j of N drops with rate ``drop_path_rate * j / (N - 1)``.
@@ -77,6 +79,7 @@ class AlterNet(nn.Module):
         attention: str = "window",
         bias_per_head: bool = False,
         fused_attn: bool = True,
+        qkv_bias: bool | None = None,
         stem: str = "auto",
         stem_width: int | None = None,
         img_size: int | Sequence[int] = 32,
@@ -138,6 +141,7 @@ class AlterNet(nn.Module):
                             attention=attention,
                             bias_per_head=bias_per_head,
                             fused_attn=fused_attn,
+                            qkv_bias=qkv_bias,
                             drop_path=rate,
                         )
                     )

@@ -115,6 +115,7 @@ class MSABlock(PreActBlock):
         attention: str = "window",
         bias_per_head: bool = False,
         fused_attn: bool = True,
+        qkv_bias: bool | None = None,
         drop_path: float = 0.0,
     ):
         out_chs = width * expansion
@@ -130,6 +131,7 @@ class MSABlock(PreActBlock):
             window=window,
             bias_per_head=bias_per_head,
             fused=fused_attn,
+            qkv_bias=qkv_bias,
         )
 
     def branch(self, x: torch.Tensor) -> torch.Tensor:

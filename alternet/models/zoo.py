@@ -53,6 +53,7 @@ class AlterNetSpec(_Spec):
     attention: str = "window"  # window | global | focused_linear
     bias_per_head: bool = False  # one relative position bias table per head (reference: shared)
     fused_attn: bool = True  # scaled_dot_product_attention; False forces the math path
+    qkv_bias: bool | None = None  # None: the attention kind's default (none for window/global, FLatten's for linear)
     stem: str = "auto"  # auto | cifar | imagenet (auto: ImageNet stem from 128 px)
 
     @classmethod
@@ -164,6 +165,14 @@ COMPARISONS: dict[str, ViTSpec | PiTSpec | SwinSpec] = {
         patch_size=2, stride=1, base_dims=(32, 32, 32), depth=(2, 6, 4), heads=(2, 4, 8), mlp_ratio=4
     ),
     "swin_ti_cifar": SwinSpec(patch_size=1, window_size=4, embed_dim=96, depths=(2, 2, 6, 2), num_heads=(3, 6, 12, 24)),
+    # the same families shrunk for CPU experiments (conf/experiment/paper/): a few minutes per CIFAR-100 run
+    "vit_mini_cifar": ViTSpec(patch_size=4, embed_dim=96, depth=4, num_heads=3),
+    "pit_mini_cifar": PiTSpec(
+        patch_size=4, stride=4, base_dims=(32, 32, 32), depth=(1, 2, 1), heads=(2, 4, 8), mlp_ratio=4
+    ),
+    "swin_mini_cifar": SwinSpec(
+        patch_size=2, window_size=4, embed_dim=48, depths=(1, 1, 2, 1), num_heads=(2, 4, 8, 16)
+    ),
 }
 COMPARISON_MODELS = tuple(COMPARISONS)
 
@@ -309,3 +318,21 @@ def pit_ti_cifar(pretrained: bool = False, **kwargs: Any) -> PiT:
 def swin_ti_cifar(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
     """Swin-Ti for 32x32 inputs: patch 1, window 4, dim 96, depths 2, 2, 6, 2."""
     return _create_comparison("swin_ti_cifar", pretrained, **kwargs)
+
+
+@register_model
+def vit_mini_cifar(pretrained: bool = False, **kwargs: Any) -> VisionTransformer:
+    """A ViT for CPU experiments at 32x32: patch 4, dim 96, depth 4, 3 heads."""
+    return _create_comparison("vit_mini_cifar", pretrained, **kwargs)
+
+
+@register_model
+def pit_mini_cifar(pretrained: bool = False, **kwargs: Any) -> PiT:
+    """A PiT for CPU experiments at 32x32: patch 4, stride 4, dims 32x(2, 4, 8), depths 1, 2, 1."""
+    return _create_comparison("pit_mini_cifar", pretrained, **kwargs)
+
+
+@register_model
+def swin_mini_cifar(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
+    """A Swin for CPU experiments at 32x32: patch 2, window 4, dim 48, depths 1, 1, 2, 1."""
+    return _create_comparison("swin_mini_cifar", pretrained, **kwargs)

@@ -72,11 +72,14 @@ def build_callbacks(config: dict[str, Any], run_dir: Path, has_val: bool) -> lis
     return callbacks
 
 
-def build_trainer(config: dict[str, Any], run_dir: Path, has_val: bool, loggers: list[Logger]) -> L.Trainer:
+def build_trainer(
+    config: dict[str, Any], run_dir: Path, has_val: bool, loggers: list[Logger], validation_loop: bool | None = None
+) -> L.Trainer:
     """``lightning.Trainer`` from the ``trainer`` section; checkpoints written atomically; the data modules shard
-    their own samplers (no distributed sampler)."""
+    their own samplers (no distributed sampler). The validation loop runs when there is a validation split or
+    ``validation_loop`` says so (the clean training subset); the best checkpoint needs a validation split."""
     trainer_args = dict(config["trainer"])
-    if not has_val:  # no validation split (the paper's CIFAR setting): skip the loop instead of running it empty
+    if not (has_val if validation_loop is None else validation_loop):  # skip the loop instead of running it empty
         trainer_args["limit_val_batches"] = 0
     plugins: list = [AtomicCheckpointIO()]
     if SLURMEnvironment.detect():  # pre-emption is ours (PreemptionCheckpoint): exact, mid-epoch, after the step

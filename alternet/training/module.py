@@ -80,6 +80,7 @@ class ClassificationModule(L.LightningModule):
         self.ema = self._build_ema(recipe["ema"])
         self.train_acc = MulticlassAccuracy(self.num_classes, average="micro")
         stages = ("val", "test", "val_ema", "test_ema") if self.ema is not None else ("val", "test")
+        stages += ("train_clean",)  # the training subset in eval mode, without augmentation (data.train_clean_size)
         for stage in stages:
             setattr(self, f"{stage}_metrics", evaluation_metrics(self.num_classes).clone(prefix=f"{stage}/"))
             setattr(self, f"{stage}_nll", MeanMetric())
@@ -210,10 +211,17 @@ class ClassificationModule(L.LightningModule):
         metrics.update(logits.softmax(dim=-1), labels)
         nll.update(F.cross_entropy(logits, labels, reduction="none"))
         for name, metric in metrics.items(keep_base=False):
-            self.log(name, metric, on_step=False, on_epoch=True, prog_bar=name == "val/acc")
-        self.log(f"{stage}/nll", nll, on_step=False, on_epoch=True, prog_bar=stage == "val")
+            self.log(name, metric, on_step=False, on_epoch=True, prog_bar=name == "val/acc", add_dataloader_idx=False)
+        self.log(f"{stage}/nll", nll, on_step=False, on_epoch=True, prog_bar=stage == "val", add_dataloader_idx=False)
 
-    def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+    def validation_step(
+        self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None)
+        split = getattr(datamodule, "validation_sets", ["val"])[dataloader_idx]
+        if split == "train_clean":
+            self._evaluate("train_clean", *batch)
+            return
         self._evaluate("val", *batch)
         if self.ema is not None:
             self._evaluate("val_ema", *batch, model=self.ema)

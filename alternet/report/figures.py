@@ -1,0 +1,101 @@
+"""The paper-style figures of a sweep: test error against clean training NLL (the optimisation-vs-regularisation
+plane, one point per run), accuracy and robustness against each swept variable, and clean training NLL curves."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from ..files import save_figure
+from .runs import Run, variant_of
+from .verdicts import Summary
+
+
+def _palette(labels: Sequence[str]) -> dict[str, tuple[float, ...]]:
+    import matplotlib
+
+    colours = matplotlib.colormaps["tab10"]
+    return {label: colours(i % 10) for i, label in enumerate(dict.fromkeys(labels))}
+
+
+def error_vs_train_nll(runs: Sequence[Run], keys: list[str], path: Path) -> Path | None:
+    """One point per run; runs of one variant (its seeds) share a colour; each variant labelled once."""
+    points = [(run.train_nll, run.test_error, variant_of(run, keys)) for run in runs if run.train_nll is not None]
+    if not points:
+        return None
+    colours = _palette([label for *_, label in points])
+    fig = Figure(figsize=(6.5, 4.5), layout="constrained")
+    ax = fig.subplots()
+    labelled: set[str] = set()
+    for nll, error, label in points:
+        ax.scatter(nll, error, color=colours[label], s=36, label=None if label in labelled else label)
+        if label not in labelled:
+            ax.annotate(label, (nll, error), fontsize=7, xytext=(4, 4), textcoords="offset points")
+        labelled.add(label)
+    ax.set_xlabel("clean training NLL (train_clean/nll, last epoch)")
+    ax.set_ylabel("test error")
+    ax.set_title("lower-left: helps optimisation; right of a baseline and lower: regularises", fontsize=8)
+    ax.legend(fontsize=7, loc="best")
+    return save_figure(fig, path)
+
+
+def _ordered(values: Sequence[str]) -> list[str]:
+    unique = list(dict.fromkeys(values))
+    try:
+        return sorted(unique, key=float)
+    except ValueError:
+        return unique
+
+
+def metrics_vs(runs: Sequence[Run], key: str, keys: list[str], path: Path) -> Path:
+    """Test accuracy (and robustness when scored) against one swept variable, one line per combination of the
+    other swept variables, mean ± sd over seeds."""
+    others = [k for k in keys if k != key]
+    panels = [("test accuracy", lambda r: 1.0 - r.test_error)]
+    if any(run.robustness is not None for run in runs):
+        panels.append(("robustness (mean corrupted accuracy)", lambda r: r.robustness))
+    x_values = _ordered([run.overrides.get(key, "-") for run in runs])
+    lines = dict.fromkeys(variant_of(run, others) for run in runs)
+    colours = _palette(list(lines))
+    fig = Figure(figsize=(5.5 * len(panels), 4.0), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(1, len(panels)))
+    for ax, (label, value) in zip(axes, panels):
+        for line in lines:
+            xs, means, sds = [], [], []
+            for i, x in enumerate(x_values):
+                group = [r for r in runs if r.overrides.get(key, "-") == x and variant_of(r, others) == line]
+                summary = Summary.of([value(r) for r in group])
+                if summary is not None:
+                    xs.append(i)
+                    means.append(summary.mean)
+                    sds.append(summary.sd)
+            ax.errorbar(xs, means, yerr=sds, marker="o", capsize=3, color=colours[line], label=line)
+        ax.set_xticks(range(len(x_values)), x_values, rotation=20, fontsize=8)
+        ax.set_xlabel(key)
+        ax.set_ylabel(label)
+        if len(lines) > 1:
+            ax.legend(fontsize=7)
+    return save_figure(fig, path)
+
+
+def train_nll_curves(runs: Sequence[Run], keys: list[str], path: Path) -> Path | None:
+    """Clean training NLL per epoch, one line per run, coloured by variant."""
+    curves = [
+        (run.curves["train_clean/nll"], variant_of(run, keys)) for run in runs if run.curves.get("train_clean/nll")
+    ]
+    if not curves:
+        return None
+    colours = _palette([label for _, label in curves])
+    fig = Figure(figsize=(6.5, 4.0), layout="constrained")
+    ax = fig.subplots()
+    labelled: set[str] = set()
+    for values, label in curves:
+        ax.plot(range(len(values)), values, color=colours[label], label=None if label in labelled else label)
+        labelled.add(label)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("clean training NLL")
+    ax.legend(fontsize=7)
+    return save_figure(fig, path)

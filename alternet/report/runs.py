@@ -1,0 +1,100 @@
+"""The runs of a sweep directory as rows: what each job swept, its seed, and the numbers the paper reasons with
+(test error, clean training NLL, robustness)."""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import ConfigValueError
+from ..runs import METRICS_FILE, run_metrics
+
+
+@dataclass(frozen=True)
+class Run:
+    """One finished job: its overrides (``key -> value`` as typed), seed and metrics."""
+
+    directory: Path
+    overrides: dict[str, str]
+    metrics: dict[str, Any]
+    curves: dict[str, list[float]] = field(default_factory=dict)  # per-epoch train_clean/nll, val/acc...
+
+    @property
+    def seed(self) -> str:
+        return self.overrides.get("seed", "0")
+
+    @property
+    def test_error(self) -> float:
+        return 1.0 - float(self.metrics["test"]["acc"])
+
+    @property
+    def train_nll(self) -> float | None:
+        """The last epoch's clean training NLL (``data.train_clean_size``), None when the run did not log it."""
+        value = (self.metrics.get("train_clean") or {}).get("nll")
+        return None if value is None or not math.isfinite(value) else float(value)
+
+    @property
+    def robustness(self) -> float | None:
+        """Mean accuracy over the corruption sets, when the run scored them after training."""
+        section = self.metrics.get("robustness") or {}
+        value = (section.get("summary") or {}).get("robustness")
+        return None if value is None else float(value)
+
+
+def _overrides(job: Path) -> dict[str, str]:
+    path = job / ".hydra" / "overrides.yaml"
+    if not path.is_file():
+        return {}
+    entries = yaml.safe_load(path.read_text()) or []
+    return dict(entry.lstrip("+~").split("=", 1) for entry in entries if "=" in entry)
+
+
+def _curves(job: Path) -> dict[str, list[float]]:
+    path = job / "logs" / "metrics.csv"
+    if not path.is_file():
+        return {}
+    curves: dict[str, dict[int, float]] = {}
+    with open(path, newline="") as file:
+        for row in csv.DictReader(file):
+            for key in ("train_clean/nll", "train_clean/acc", "val/acc", "val/nll"):
+                if row.get(key):
+                    curves.setdefault(key, {})[int(row["epoch"])] = float(row[key])
+    return {key: [values[e] for e in sorted(values)] for key, values in curves.items()}
+
+
+def read_sweep(sweep_dir: Path) -> tuple[list[Run], list[Path]]:
+    """Every job directory under ``sweep_dir`` (Hydra's ``<sweep>/<job>/``, or run directories one level deeper)
+    that finished (has metrics.json), and the job directories that did not."""
+    if not sweep_dir.is_dir():
+        raise ConfigValueError(f"sweep directory {sweep_dir} does not exist")
+    jobs = sorted(
+        {p.parent.parent for p in sweep_dir.glob("*/.hydra/overrides.yaml")}
+        | {p.parent for p in sweep_dir.glob(f"*/{METRICS_FILE}")},
+        key=lambda p: (len(p.name), p.name),
+    )
+    finished = [job for job in jobs if (job / METRICS_FILE).is_file()]
+    if not finished:
+        raise ConfigValueError(
+            f"{sweep_dir} holds no finished runs (no <job>/{METRICS_FILE}); point at a multirun's sweep directory, "
+            "e.g. multirun/DATE/TIME"
+        )
+    runs = [Run(job, _overrides(job), run_metrics(job), _curves(job)) for job in finished]
+    return runs, [job for job in jobs if job not in finished]
+
+
+def swept_keys(runs: list[Run]) -> list[str]:
+    """Override keys whose values differ between runs, seed excluded, in the order they were first typed."""
+    keys: list[str] = []
+    for run in runs:
+        keys += [k for k in run.overrides if k not in keys]
+    return [k for k in keys if k != "seed" and len({run.overrides.get(k) for run in runs}) > 1]
+
+
+def variant_of(run: Run, keys: list[str]) -> str:
+    """A run's swept values as ``key=value`` pairs (its variant; seeds of one variant share it)."""
+    return " ".join(f"{k}={run.overrides.get(k, '-')}" for k in keys) or "all runs"

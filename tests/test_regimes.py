@@ -1,0 +1,143 @@
+"""The paper's diagnostics as run settings: clean training metrics each epoch (data.train_clean_size) and
+data-regime runs on a seeded, class-stratified fraction of the training split (data.subset)."""
+
+import csv
+import json
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from alternet.apps.train import train
+from alternet.data import DigitsDataModule, ImageFolderDataModule
+from alternet.errors import ConfigValueError
+from alternet.runs import load_model
+
+from conftest import FAST, compose_train
+
+
+def _epoch_rows(run_dir, key):
+    with open(run_dir / "logs" / "metrics.csv", newline="") as file:
+        return [row for row in csv.DictReader(file) if row.get(key)]
+
+
+def test_train_clean_metrics_are_the_training_subset_scored_in_eval_mode(tmp_path):
+    """train_clean/nll is exactly what the epoch's final weights give on the fixed subset without augmentation."""
+    run = tmp_path / "run"
+    summary = train(
+        compose_train(
+            *FAST,
+            "trainer.max_epochs=2",
+            "trainer.limit_val_batches=1.0",
+            "data.train_clean_size=150",
+            "recipe.drop_path_rate=0.2",  # eval mode matters: stochastic depth would change the numbers
+            output_dir=run,
+        )
+    )
+    rows = _epoch_rows(run, "train_clean/nll")
+    assert [int(r["epoch"]) for r in rows] == [0, 1]
+    assert {"train_clean/acc", "val/nll"} <= {k for k, v in rows[-1].items() if v}
+
+    datamodule = DigitsDataModule(val_size=180, train_clean_size=150, image_size=16)  # as data=digits
+    datamodule.setup()
+    clean = datamodule.splits["train_clean"]
+    assert len(clean) == 150
+    images = torch.stack([clean[i][0] for i in range(len(clean))])
+    labels = torch.tensor([clean[i][1] for i in range(len(clean))])
+    assert torch.equal(images, torch.stack([clean[i][0] for i in range(len(clean))]))  # no random augmentation
+    model, _ = load_model(run / "checkpoints" / "last.ckpt")
+    with torch.no_grad():
+        nll = F.cross_entropy(model.eval()(images), labels).item()
+    assert float(rows[-1]["train_clean/nll"]) == pytest.approx(nll, rel=1e-5)
+    assert summary["train_clean"]["nll"] == pytest.approx(nll, rel=1e-5)
+
+
+def test_train_clean_runs_without_a_validation_split(tmp_path):
+    summary = train(compose_train(*FAST, "data.val_size=0", "data.train_clean_size=64", output_dir=tmp_path))
+    assert summary["best_checkpoint"] is None  # no validation split: no best checkpoint, as before
+    assert summary["train_clean"]["acc"] is not None
+    assert _epoch_rows(tmp_path, "train_clean/acc") and not _epoch_rows(tmp_path, "val/acc")
+
+
+def test_train_clean_off_runs_no_validation_loop_without_a_split(tmp_path):
+    summary = train(compose_train(*FAST, "data.val_size=0", "data.train_clean_size=0", output_dir=tmp_path))
+    assert "train_clean" not in summary and not _epoch_rows(tmp_path, "train_clean/acc")
+
+
+def test_subset_is_seeded_stratified_and_the_same_for_every_model_seed():
+    full = DigitsDataModule(val_size=180)
+    full.setup()
+    quarter = DigitsDataModule(val_size=180, subset=0.25, seed=0)
+    quarter.setup()
+    other_seed = DigitsDataModule(val_size=180, subset=0.25, seed=1)
+    other_seed.setup()
+    n_train = len(full.splits["train"])
+    assert len(quarter.splits["train"]) == round(0.25 * n_train)
+    assert np.array_equal(quarter.splits["train"].images, other_seed.splits["train"].images)
+    assert np.array_equal(quarter.splits["val"].labels, full.splits["val"].labels)  # validation is untouched
+    share = np.bincount(quarter.splits["train"].labels, minlength=10) / len(quarter.splits["train"])
+    full_share = np.bincount(full.splits["train"].labels, minlength=10) / n_train
+    assert np.abs(share - full_share).max() < 0.01  # class proportions kept
+    train_clean = DigitsDataModule(val_size=180, subset=0.25, train_clean_size=2000)
+    train_clean.setup()  # the clean subset comes from the thinned training split, capped at its size
+    assert len(train_clean.splits["train_clean"]) == len(quarter.splits["train"])
+
+
+def test_subset_is_recorded_in_config_and_metrics(tmp_path):
+    summary = train(compose_train(*FAST, "data.subset=0.1", output_dir=tmp_path))
+    assert summary["data_subset"] == 0.1 and summary["train_images"] == round(0.1 * 1257)
+    assert json.loads((tmp_path / "metrics.json").read_text())["train_images"] == 126
+    assert "subset: 0.1" in (tmp_path / "config.yaml").read_text()
+
+
+def test_subset_of_an_image_folder(image_folder, image_shards):
+    full = ImageFolderDataModule(root=str(image_folder), image_size=16)
+    full.setup()
+    half = ImageFolderDataModule(root=str(image_folder), image_size=16, subset=0.5)
+    half.setup()
+    counts, full_counts = np.bincount(half.files["train"].labels), np.bincount(full.files["train"].labels)
+    assert counts.sum() == round(0.5 * full_counts.sum()) and np.abs(counts - full_counts / 2).max() <= 1
+    assert len(half.splits["train"]) == counts.sum() and len(half.splits["val"]) == len(full.splits["val"])
+    with pytest.raises(ConfigValueError, match=r"data\.subset cannot thin streamed shards"):
+        ImageFolderDataModule(root=str(image_folder), train_shards=str(image_shards), subset=0.5).setup()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"subset": 1.5}, r"data.subset=1.5 is invalid: a fraction of the training split in \(0, 1\]"),
+        ({"subset": 0}, r"data.subset=0 is invalid"),
+        ({"train_clean_size": -1}, r"data.train_clean_size=-1 is invalid: an image count >= 0"),
+    ],
+)
+def test_bad_regime_settings_fail_before_data_is_read(kwargs, message):
+    with pytest.raises(ConfigValueError, match=message):
+        DigitsDataModule(**kwargs)
+
+
+PRESETS = ["locality", "locality_swin", "inductive_bias", "data_regime", "buildup", "spectra"]
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_paper_presets_are_multiruns_of_real_configs(preset):
+    """Each preset composes, sweeps something, and every job of its grid is a config train.py accepts."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from alternet.apps.checks import validate_train_config
+
+    from conftest import CONF
+
+    with initialize_config_dir(str(CONF), version_base="1.3"):
+        config = compose("train", overrides=[f"experiment=paper/{preset}", "data.root=/data"], return_hydra_config=True)
+        assert str(config.hydra.mode) == "RunMode.MULTIRUN"
+        params = dict(config.hydra.sweeper.params)
+        assert params, preset
+        key, values = next(iter(params.items()))
+        for value in str(values).split(","):
+            overrides = [f"experiment=paper/{preset}", "data.root=/data", f"{key}={value.strip()}"]
+            job = compose("train", overrides=[*overrides, "paths.output_dir=unused"])
+            plain = OmegaConf.to_container(job, resolve=True)
+            validate_train_config(plain)
+            assert plain["data"]["name"] == "cifar100" and plain["data"]["train_clean_size"] > 0

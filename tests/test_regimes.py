@@ -116,7 +116,11 @@ def test_bad_regime_settings_fail_before_data_is_read(kwargs, message):
         DigitsDataModule(**kwargs)
 
 
-PRESETS = ["locality", "locality_swin", "inductive_bias", "data_regime", "buildup", "spectra"]
+PRESETS = [
+    f"{name}{scale}"
+    for name in ("locality", "locality_swin", "inductive_bias", "data_regime", "buildup", "spectra")
+    for scale in ("", "_full")
+]
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -137,7 +141,17 @@ def test_paper_presets_are_multiruns_of_real_configs(preset):
         key, values = next(iter(params.items()))
         for value in str(values).split(","):
             overrides = [f"experiment=paper/{preset}", "data.root=/data", f"{key}={value.strip()}"]
+            if preset.endswith("_full") and not torch.cuda.is_available():
+                overrides.append("trainer.accelerator=cpu")  # the paper's scale asks for a GPU, which CI lacks
             job = compose("train", overrides=[*overrides, "paths.output_dir=unused"])
             plain = OmegaConf.to_container(job, resolve=True)
             validate_train_config(plain)
             assert plain["data"]["name"] == "cifar100" and plain["data"]["train_clean_size"] > 0
+            assert (plain["recipe"]["name"] == "paper") == preset.endswith("_full")  # the paper's scale, its recipe
+
+
+@pytest.mark.parametrize("model", ["vit_mini_cifar", "pit_mini_cifar", "swin_mini_cifar"])
+def test_the_presets_transformers_train_through_train_py(model, tmp_path):
+    """The presets' ViT/PiT/Swin (some without any buffers) go through the whole training path."""
+    summary = train(compose_train(*FAST, f"model={model}", "data.image_size=32", output_dir=tmp_path))
+    assert summary["model"] == model and summary["train_clean"]["nll"] is not None

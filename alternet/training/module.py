@@ -156,10 +156,12 @@ class ClassificationModule(L.LightningModule):
         """Keep this step's starting buffers (BatchNorm running statistics): a forward pass that goes non-finite
         has already updated them, and the guard's checkpoint must hold the state *before* the step."""
         buffers = list(self.model.buffers())
+        if not buffers:  # e.g. a ViT: nothing a forward pass could have changed
+            return
         snapshot = self.__dict__.get("_buffers_before")
         if snapshot is None or len(snapshot) != len(buffers) or snapshot[0].device != buffers[0].device:
             self.__dict__["_buffers_before"] = [b.detach().clone() for b in buffers]
-        elif buffers:
+        else:
             torch._foreach_copy_(snapshot, buffers)
 
     def _guard_finite(self, loss: torch.Tensor, batch_idx: int) -> None:

@@ -10,6 +10,7 @@ Layout of a run directory::
     metrics.json        final metrics              logs/metrics.csv   per-step and per-epoch metrics
     checkpoints/        best-epochNNN.ckpt, last.ckpt (nonfinite-stepN.ckpt when the loss went NaN)
     resumes.json        each resume: step, checkpoint, settings it changed
+    curves.png          loss, NLL and accuracy per epoch, learning rate per step
 """
 
 from __future__ import annotations

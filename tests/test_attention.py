@@ -143,3 +143,20 @@ def test_qkv_bias_follows_each_kind_unless_the_model_says():
     assert biases(attention="focused_linear") == {True}  # FLatten-Swin's
     assert biases(attention="focused_linear", qkv_bias=False) == {False}
     assert biases(qkv_bias=True) == {True}
+
+
+def test_fused_attention_follows_timms_global_switch_unless_the_model_says():
+    from timm.layers import set_fused_attn, use_fused_attn
+
+    def fused(**kwargs):
+        model = create_model("alternet_tiny", num_classes=4, img_size=16, **kwargs)
+        return {m.fused for m in model.modules() if isinstance(m, WindowAttention)}
+
+    before = use_fused_attn()
+    try:
+        set_fused_attn(False)
+        assert fused() == {False} and fused(fused_attn=True) == {True}
+        set_fused_attn(True)
+        assert fused() == {True} and fused(fused_attn=False) == {False}
+    finally:
+        set_fused_attn(before)

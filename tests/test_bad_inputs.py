@@ -58,6 +58,8 @@ TRAIN = [
     (["data=imagefolder", "data.root=/nonexistent"], "imagefolder: /nonexistent/train not found"),
     (["recipe.label_smoothing=1.5"], "recipe.label_smoothing=1.5 is invalid: must be in [0, 1)"),
     (["model.layout=[C,M]"], "layout must be a non-empty string such as 'CC|CM|CM|CM'"),
+    (["data.subset=1.5"], "data.subset=1.5 is invalid: a fraction of the training split in (0, 1]"),
+    (["data.train_clean_size=-1"], "data.train_clean_size=-1 is invalid: an image count >= 0"),
 ]
 
 EVALUATE = [

@@ -18,6 +18,7 @@ import torch
 from omegaconf import OmegaConf
 from safetensors.torch import load_file, save_file
 
+import alternet
 import alternet.hub as hub
 from alternet.apps.train import train
 from alternet.data import build_datamodule
@@ -104,6 +105,7 @@ def test_timm_and_hub_loads_give_the_lightning_models_logits(pretrained):
         expected = lightning_model(pretrained)(x)
         models = {
             "local-dir": timm.create_model(f"local-dir:{out}", pretrained=True),
+            "alternet.create_model local-dir": alternet.create_model(f"local-dir:{out}", pretrained=True),
             "pretrained_cfg_overlay": timm.create_model(
                 "alternet_tiny",
                 pretrained=True,

@@ -109,3 +109,74 @@ def test_comparison_models_have_cifar_settings():
     assert swin.patch_embed.patch_size == (1, 1) and swin.embed_dim == 96
     pit = create_model("pit_ti_cifar", num_classes=100)
     assert pit.patch_embed.conv.stride == (1, 1) and pit.patch_embed.conv.kernel_size == (2, 2)
+
+
+# timm's intermediate-feature and parameter-group conventions ------------------------------------------------
+
+
+def test_forward_intermediates_gives_stage_maps_as_features_only_does():
+    model = create_model("alternet_tiny", num_classes=10).eval()
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        final, maps = model.forward_intermediates(x, norm=True)
+        features = create_model("alternet_tiny", features_only=True)
+        features.load_state_dict(model.state_dict(), strict=False)
+        expected = features.eval()(x)
+        torch.testing.assert_close(final, model.forward_features(x))
+        assert (
+            [m.shape for m in maps] == [e.shape for e in expected] == [(2, 32, 32, 32), (2, 64, 16, 16), (2, 128, 8, 8)]
+        )
+        for ours, theirs in zip(maps, expected):
+            torch.testing.assert_close(ours, theirs)
+        last_two = model.forward_intermediates(x, indices=2, intermediates_only=True)
+        torch.testing.assert_close(last_two[0], maps[1])
+        first = model.forward_intermediates(x, indices=[0], stop_early=True, intermediates_only=True)
+        torch.testing.assert_close(first[0], maps[0])
+
+
+def test_prune_intermediate_layers_keeps_what_forward_intermediates_takes():
+    model = create_model("alternet_tiny", num_classes=10).eval()
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        before = model.forward_intermediates(x, indices=[0, 1], intermediates_only=True)
+        assert model.prune_intermediate_layers([0, 1]) == [0, 1]
+        assert len(model.stages) == 2 and model.num_classes == 0
+        after = model.forward_intermediates(x, indices=[0, 1], intermediates_only=True)
+    for a, b in zip(before, after):
+        torch.testing.assert_close(a, b)
+
+
+def test_layer_decay_through_timm_and_through_the_recipe():
+    model = create_model("alternet_tiny", num_classes=10)
+    optimizer = timm.optim.create_optimizer_v2(model, "adamw", lr=1e-3, weight_decay=0.05, layer_decay=0.5)
+    scales = {}
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            scales[param] = group["lr_scale"]
+    named = dict(model.named_parameters())
+    assert scales[named["head.fc.weight"]] == 1.0  # the head learns at the full rate
+    assert scales[named["stem.conv.weight"]] == min(scales.values())  # the stem the slowest
+    first_block, last_block = named["stages.0.0.conv1.weight"], named["stages.2.1.attn.to_q.weight"]
+    assert scales[first_block] < scales[last_block] < 1.0
+
+    from omegaconf import OmegaConf
+
+    from alternet.training.module import ClassificationModule
+
+    from conftest import compose_train
+
+    config = OmegaConf.to_container(compose_train("recipe.layer_decay=0.5"), resolve=True)
+    data = {"num_classes": 10, "image_size": 16, "mean": [0.5] * 3, "std": [0.5] * 3}
+    module = ClassificationModule(model=config["model"], recipe=config["recipe"], data=data)
+    groups = module._parameter_groups(0.05)
+    grouped = [p for g in groups for p in g["params"]]
+    assert len(grouped) == len(set(grouped)) == len(list(module.model.parameters()))  # each parameter once
+    lr_scales = sorted({g["lr_scale"] for g in groups})
+    assert lr_scales[-1] == 1.0 and lr_scales[0] == pytest.approx(0.5 ** (len(lr_scales) - 1))
+
+
+def test_create_model_takes_what_timm_create_model_takes():
+    tagged = alternet.create_model("resnet18.a1_in1k", pretrained=False, num_classes=3)  # a tag, no download
+    assert tagged.pretrained_cfg["tag"] == "a1_in1k" and tagged.num_classes == 3
+    with pytest.raises(UnknownModelError, match=r"unknown model 'resnet9000\.a1_in1k'"):
+        alternet.create_model("resnet9000.a1_in1k")

@@ -138,3 +138,33 @@ def test_channels_last_trains(tmp_path):
 def test_torch_compile_trains(tmp_path):
     summary = train(compose_train(*FAST, "performance.compile=true", output_dir=tmp_path))
     assert math.isfinite(summary["test"]["nll"])
+
+
+def test_ema_updates_once_per_optimizer_step_with_gradient_accumulation(tmp_path, monkeypatch):
+    """With accumulate_grad_batches=2, 6 batches are 3 optimizer steps and 3 EMA updates (not 6), each with the
+    warmed-up decay min(0.9, (1 + t) / (10 + t)); the saved EMA equals the EMA recomputed from those steps."""
+    from alternet.training.module import ClassificationModule
+
+    seen = []
+    update = ClassificationModule._update_ema
+
+    def spy(self):
+        if not seen:
+            seen.append(("initial", {k: v.clone() for k, v in self.ema.state_dict().items()}))
+        seen.append((self.ema_decay(self.global_step), {k: v.clone() for k, v in self.model.state_dict().items()}))
+        update(self)
+
+    monkeypatch.setattr(ClassificationModule, "_update_ema", spy)
+    overrides = [*FAST, "trainer.limit_train_batches=6", "trainer.accumulate_grad_batches=2"]
+    summary = train(compose_train(*overrides, "recipe.ema={decay:0.9,warmup:true}", output_dir=tmp_path))
+    assert summary["global_step"] == 3 and len(seen) == 1 + 3
+    assert [d for d, _ in seen[1:]] == [min(0.9, (1 + t) / (10 + t)) for t in (1, 2, 3)]
+    expected = seen[0][1]
+    for decay, weights in seen[1:]:
+        expected = {
+            k: v * decay + weights[k] * (1 - decay) if v.dtype.is_floating_point else weights[k]
+            for k, v in expected.items()
+        }
+    state = torch.load(summary["last_checkpoint"])["state_dict"]
+    for key, value in expected.items():
+        torch.testing.assert_close(state[f"ema.{key}"], value, rtol=1e-6, atol=1e-7)

@@ -52,6 +52,19 @@ def test_train_clean_metrics_are_the_training_subset_scored_in_eval_mode(tmp_pat
     assert float(rows[-1]["train_clean/nll"]) == pytest.approx(nll, rel=1e-5)
     assert summary["train_clean"]["nll"] == pytest.approx(nll, rel=1e-5)
 
+    # the run's curves: a real PNG of the same per-epoch numbers
+    from PIL import Image
+
+    from alternet.report.figures import read_history
+
+    assert summary["curves"] == str(run / "curves.png")
+    with Image.open(run / "curves.png") as image:
+        assert image.format == "PNG" and image.width > 1000
+    history = read_history(run / "logs" / "metrics.csv")
+    assert list(history["train_clean/nll"]) == [0, 1] and list(history["val/acc"]) == [0, 1]
+    assert history["train_clean/nll"][1] == pytest.approx(nll, rel=1e-5)
+    assert len(history["train/lr@step"]) == 6  # 3 steps per epoch
+
 
 def test_train_clean_runs_without_a_validation_split(tmp_path):
     summary = train(compose_train(*FAST, "data.val_size=0", "data.train_clean_size=64", output_dir=tmp_path))

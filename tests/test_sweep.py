@@ -66,6 +66,10 @@ def test_multirun_writes_job_directories_and_a_summary(sweep):
     ]
     assert all(r["status"] == "ok" and 0 <= float(r["test/acc"]) <= 1 for r in rows)
     assert f"Sweep summary: {sweep_dir / 'summary.csv'}" in result.stdout
+    from PIL import Image
+
+    with Image.open(sweep_dir / "summary.png") as image:  # one bar per job, next to the table
+        assert image.format == "PNG"
 
 
 def test_report_of_a_sweep_writes_figures_tables_and_verdicts(sweep, tmp_path, monkeypatch):

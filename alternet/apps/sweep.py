@@ -10,6 +10,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from ..files import write_csv
+from ..report.figures import sweep_comparison
 from ..runs import run_metrics
 
 
@@ -25,19 +26,25 @@ def job_row(job_dir: Path) -> dict[str, Any]:
     optimized = metrics.get("optimized_metric")
     if optimized:
         row[optimized["name"]] = optimized["value"]
+        row["optimized_metric"] = optimized["name"]
     row.update({f"test/{name}": value for name, value in metrics["test"].items()})
     return row
 
 
 def write_sweep_summary(sweep_dir: Path) -> Path | None:
-    """Collect every job under ``sweep_dir`` into ``sweep_dir/summary.csv``."""
+    """Collect every job under ``sweep_dir`` into ``sweep_dir/summary.csv``, and draw ``summary.png`` beside it:
+    one bar per job for the optimised metric (``test/acc`` when the sweep names none)."""
     jobs = sorted(
         (p.parent.parent for p in sweep_dir.glob("*/.hydra/overrides.yaml")),
         key=lambda p: (len(p.name), p.name),
     )
     if not jobs:
         return None
-    return write_csv(sweep_dir / "summary.csv", [job_row(job) for job in jobs])
+    rows = [job_row(job) for job in jobs]
+    path = write_csv(sweep_dir / "summary.csv", rows)
+    optimized = [r.get("optimized_metric") for r in rows if r.get("optimized_metric")]
+    sweep_comparison(rows, optimized[0] if optimized else "test/acc", sweep_dir / "summary.png")
+    return path
 
 
 class SweepSummary(Callback):
@@ -46,4 +53,4 @@ class SweepSummary(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         path = write_sweep_summary(Path(config.hydra.sweep.dir))
         if path is not None:
-            print(f"Sweep summary: {path}", flush=True)
+            print(f"Sweep summary: {path} (plot: {path.with_suffix('.png')})", flush=True)

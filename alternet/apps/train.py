@@ -19,6 +19,7 @@ from ..data import build_datamodule
 from ..errors import AlternetError, ConfigValueError
 from ..files import plain, write_json
 from ..hub import load_pretrained
+from ..report.figures import training_curves
 from ..runs import (
     RunDirLock,
     check_fresh_run_dir,
@@ -126,6 +127,7 @@ def _train(config: dict[str, Any], run_dir: Path, resume: str | None, resume_ste
         if trainer.is_global_zero:
             if config["evaluate"]["after_training"]:
                 summary |= evaluate_after_training(module.model, datamodule, config, run_dir)
+            summary["curves"] = str(training_curves(run_dir))
             write_json(run_dir / "metrics.json", summary)
             print_summary(summary)
             export_after_training(config, summary)
@@ -167,6 +169,7 @@ def print_summary(summary: dict[str, Any]) -> None:
     print(
         f"\nTest ({summary['model']} on {summary['data']}, {summary['tested_checkpoint']}): {line}\n"
         f"Run directory:   {summary['run_dir']}\n"
+        f"Curves:          {summary.get('curves')}\n"
         f"Last checkpoint: {summary['last_checkpoint']}\n"
         + (f"Best checkpoint: {summary['best_checkpoint']}\n" if summary["best_checkpoint"] else ""),
         file=sys.stdout,

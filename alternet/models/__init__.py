@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import timm
+from timm.models import parse_model_name, split_model_name_tag
 from torch import nn
 
 from ..errors import AlternetError
@@ -26,8 +27,12 @@ def list_models() -> list[str]:
 
 
 def create_model(name: str, **kwargs: Any) -> nn.Module:
-    """Build a model by name: an alternet model, or any other timm model."""
-    if name not in MODEL_NAMES and name not in timm.list_models():
+    """Build a model by name, exactly as ``timm.create_model`` would: an alternet model or any other timm model,
+    with a pretrained tag (``resnet50.a1_in1k``), or a ``hf-hub:`` / ``local-dir:`` source. An unknown
+    architecture fails here, listing ours."""
+    source, bare = parse_model_name(name)
+    architecture = split_model_name_tag(bare)[0]
+    if source is None and architecture not in MODEL_NAMES and not timm.is_model(architecture):
         raise UnknownModelError(
             f"unknown model {name!r}. alternet models: {', '.join(list_models())}. "
             "Any timm model name also works (see timm.list_models())."

@@ -7,7 +7,9 @@
   whole map, with linear cost in the number of tokens.
 
 Softmax kinds run through ``F.scaled_dot_product_attention`` (fused kernels where available); setting
-``fused=False`` uses an explicit math path that supports double backward (Hessian-vector products).
+``fused=False`` uses an explicit math path that supports double backward (Hessian-vector products). Left unset,
+``fused`` follows timm's global switch (``timm.layers.set_fused_attn``, env ``TIMM_FUSED_ATTN``), as timm's own
+attention layers do.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+from timm.layers import use_fused_attn
 from torch import nn
 
 ATTENTION_KINDS = ("window", "global", "focused_linear")
@@ -88,13 +91,13 @@ class WindowAttention(_Projections):
         head_dim: int = 64,
         window: tuple[int, int] = (4, 4),
         bias_per_head: bool = False,
-        fused: bool = True,
+        fused: bool | None = None,
         qkv_bias: bool = False,
     ):
         super().__init__(dim_in, dim_out, heads, head_dim, qkv_bias)
         self.window = tuple(window)
         self.scale = head_dim**-0.5
-        self.fused = fused
+        self.fused = use_fused_attn() if fused is None else fused
         table = (heads,) if bias_per_head else ()
         table += (2 * self.window[0] - 1, 2 * self.window[1] - 1)
         self.rel_pos_bias = nn.Parameter(torch.randn(table) * 0.02)
@@ -223,7 +226,7 @@ def build_attention(
     head_dim: int,
     window: tuple[int, int],
     bias_per_head: bool = False,
-    fused: bool = True,
+    fused: bool | None = None,
     qkv_bias: bool | None = None,
 ) -> nn.Module:
     """One constructor for every kind; ``window`` is the stage's window (the whole map for ``global`` and

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 from timm.layers import SelectAdaptivePool2d
 from timm.models import checkpoint_seq
+from timm.models._features import feature_take_indices
 from torch import nn
 
 from .attention import ATTENTION_KINDS, WindowAttention
@@ -58,7 +59,8 @@ class AlterNet(nn.Module):
         window: attention window (int or per-stage list); ``None`` picks 4 (CIFAR stem) or 7 (ImageNet stem).
         attention: ``"window"``, ``"global"`` or ``"focused_linear"``.
         bias_per_head: one relative position bias table per head instead of one shared table.
-        fused_attn: use ``scaled_dot_product_attention``; ``False`` forces the math path.
+        fused_attn: use ``scaled_dot_product_attention``; ``False`` forces the math path; ``None`` follows timm's
+            global switch (``timm.layers.set_fused_attn``, ``TIMM_FUSED_ATTN``).
         qkv_bias: a bias on the q/k/v projections; ``None`` is the attention kind's default (none for ``window`` and
             ``global`` as in the reference, a bias for ``focused_linear`` as in FLatten-Swin).
         stem: ``"auto"``, ``"cifar"`` or ``"imagenet"``.
@@ -78,7 +80,7 @@ class AlterNet(nn.Module):
         window: int | Sequence[int | None] | None = None,
         attention: str = "window",
         bias_per_head: bool = False,
-        fused_attn: bool = True,
+        fused_attn: bool | None = None,
         qkv_bias: bool | None = None,
         stem: str = "auto",
         stem_width: int | None = None,
@@ -184,6 +186,52 @@ class AlterNet(nn.Module):
             x = self.stages(x)
         return self.norm(x)
 
+    def forward_intermediates(
+        self,
+        x: torch.Tensor,
+        indices: int | list[int] | None = None,
+        norm: bool = False,
+        stop_early: bool = False,
+        output_fmt: str = "NCHW",
+        intermediates_only: bool = False,
+    ) -> list[torch.Tensor] | tuple[torch.Tensor, list[torch.Tensor]]:
+        """Stage outputs (timm's convention): ``indices`` an int takes the last n stages, a list the stages named;
+        ``norm`` applies the final pre-activation norm to the last stage's map (as ``features_only`` does)."""
+        if output_fmt != "NCHW":
+            raise ValueError(f"output_fmt={output_fmt!r}: AlterNet feature maps are NCHW only")
+        take_indices, max_index = feature_take_indices(len(self.stages), indices)
+        last = len(self.stages) - 1
+        stages = self.stages if not stop_early else self.stages[: max_index + 1]
+        intermediates = []
+        x = self.stem(x)
+        for index, stage in enumerate(stages):
+            x = stage(x)
+            if index in take_indices:
+                intermediates.append(self.norm(x) if norm and index == last else x)
+        if intermediates_only:
+            return intermediates
+        return (self.norm(x) if len(stages) == len(self.stages) else x), intermediates
+
+    def prune_intermediate_layers(
+        self, indices: int | list[int] = 1, prune_norm: bool = False, prune_head: bool = True
+    ) -> list[int]:
+        """Drop the stages after the last one ``indices`` takes (and the norm and head, as asked): a smaller
+        backbone for :meth:`forward_intermediates`."""
+        take_indices, max_index = feature_take_indices(len(self.stages), indices)
+        self.stages = self.stages[: max_index + 1]
+        if prune_norm or max_index < len(self.feature_info) - 1:
+            self.norm = nn.Identity()
+        if prune_head:
+            self.reset_classifier(0)
+        return take_indices
+
+    @torch.jit.ignore
+    def group_matcher(self, coarse: bool = False) -> dict[str, object]:
+        """Parameter groups by depth (timm's convention, used by ``layer_decay``): the stem, then each stage
+        (coarse) or each block, then the final norm with the last blocks."""
+        blocks = r"^stages\.(\d+)" if coarse else [(r"^stages\.(\d+)\.(\d+)", None), (r"^norm", (99999,))]
+        return {"stem": r"^stem", "blocks": blocks}
+
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
         x = self.head.drop(self.head.global_pool(x))
         return x if pre_logits else self.head.fc(x)
@@ -199,8 +247,9 @@ class AlterNet(nn.Module):
         self._build_head(num_classes, global_pool or self.head.global_pool.pool_type)
 
     def no_weight_decay(self) -> set[str]:
-        """Relative position bias tables (timm convention: names excluded from weight decay)."""
-        return {name for name, _ in self.named_parameters() if name.endswith("rel_pos_bias")}
+        """Position tables (relative position biases, focused linear attention's key positional encodings): names
+        excluded from weight decay, timm's convention."""
+        return {n for n, _ in self.named_parameters() if n.endswith(("rel_pos_bias", "positional_encoding"))}
 
     # analysis interface ---------------------------------------------------------------------
 

@@ -114,7 +114,7 @@ class MSABlock(PreActBlock):
         window: tuple[int, int],
         attention: str = "window",
         bias_per_head: bool = False,
-        fused_attn: bool = True,
+        fused_attn: bool | None = None,
         qkv_bias: bool | None = None,
         drop_path: float = 0.0,
     ):

@@ -52,7 +52,7 @@ class AlterNetSpec(_Spec):
     window: int | None = None  # attention window; None: 4 for the CIFAR stem, 7 for the ImageNet stem
     attention: str = "window"  # window | global | focused_linear
     bias_per_head: bool = False  # one relative position bias table per head (reference: shared)
-    fused_attn: bool = True  # scaled_dot_product_attention; False forces the math path
+    fused_attn: bool | None = None  # None: timm's global switch (set_fused_attn); False forces the math path
     qkv_bias: bool | None = None  # None: the attention kind's default (none for window/global, FLatten's for linear)
     stem: str = "auto"  # auto | cifar | imagenet (auto: ImageNet stem from 128 px)
 

@@ -99,3 +99,63 @@ def train_nll_curves(runs: Sequence[Run], keys: list[str], path: Path) -> Path |
     ax.set_ylabel("clean training NLL")
     ax.legend(fontsize=7)
     return save_figure(fig, path)
+
+
+def read_history(csv_path: Path) -> dict[str, dict[int, float]]:
+    """Per-epoch values of each logged metric (per-step ones averaged over the epoch; the learning rate per step
+    under ``train/lr@step``)."""
+    import csv
+
+    sums: dict[str, dict[int, list[float]]] = {}
+    with open(csv_path, newline="") as file:
+        for row in csv.DictReader(file):
+            for key, value in row.items():
+                if key in ("epoch", "step") or not value:
+                    continue
+                index = int(row["step"]) if key == "train/lr" else int(row["epoch"])
+                name = "train/lr@step" if key == "train/lr" else key
+                sums.setdefault(name, {}).setdefault(index, []).append(float(value))
+    return {key: {i: sum(v) / len(v) for i, v in sorted(values.items())} for key, values in sums.items()}
+
+
+def training_curves(run_dir: Path) -> Path | None:
+    """``<run_dir>/curves.png``: loss and NLL, accuracy (train, clean train, validation) per epoch and the
+    learning rate per step, from the run's ``logs/metrics.csv``."""
+    path = Path(run_dir) / "logs" / "metrics.csv"
+    if not path.is_file():
+        return None
+    history = read_history(path)
+    panels = [
+        ("loss / NLL", ["train/loss", "train_clean/nll", "val/nll", "val_ema/nll"]),
+        ("accuracy", ["train/acc", "train_clean/acc", "val/acc", "val_ema/acc"]),
+        ("learning rate", ["train/lr@step"]),
+    ]
+    fig = Figure(figsize=(14, 3.8), layout="constrained")
+    for ax, (label, keys) in zip(fig.subplots(1, 3), panels):
+        for key in keys:
+            if history.get(key):
+                xs, ys = zip(*history[key].items())
+                ax.plot(xs, ys, marker="o" if key != "train/lr@step" else None, markersize=3, label=key)
+        ax.set_xlabel("step" if label == "learning rate" else "epoch")
+        ax.set_ylabel(label)
+        if ax.lines:
+            ax.legend(fontsize=7)
+    return save_figure(fig, Path(run_dir) / "curves.png")
+
+
+def sweep_comparison(rows: Sequence[dict], metric: str, path: Path) -> Path | None:
+    """One bar per finished job of a multirun for ``metric`` (a ``summary.csv`` column), labelled by its
+    overrides: the picture next to the sweep's summary table."""
+    jobs = [row for row in rows if row.get(metric) not in (None, "")]
+    if not jobs:
+        return None
+    fig = Figure(figsize=(max(5.0, 0.9 * len(jobs) + 2), 4.2), layout="constrained")
+    ax = fig.subplots()
+    values = [float(row[metric]) for row in jobs]
+    ax.bar(range(len(jobs)), values, color="#4c72b0")
+    for i, value in enumerate(values):
+        ax.annotate(f"{value:.3f}", (i, value), ha="center", va="bottom", fontsize=7)
+    labels = [f"{row['job']}: {row.get('overrides', '')}".replace(" ", "\n") for row in jobs]
+    ax.set_xticks(range(len(jobs)), labels, fontsize=6)
+    ax.set_ylabel(metric)
+    return save_figure(fig, path)

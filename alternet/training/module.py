@@ -17,12 +17,13 @@ import torch
 import torch.nn.functional as F
 from timm.data import Mixup
 from timm.loss import SoftTargetCrossEntropy
+from timm.optim import param_groups_layer_decay
 from torch import nn
 from torchmetrics import MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy
 
 from ..checkpoints import DIGEST_KEY, weights_digest
-from ..errors import AlternetError
+from ..errors import AlternetError, ConfigValueError
 from ..metrics import BinnedCalibrationError
 from ..models import create_model
 from ..models.config import model_args
@@ -121,6 +122,7 @@ class ClassificationModule(L.LightningModule):
         self._lr_ratio = now / float(saved) if saved and now > 0 else 1.0
 
     def on_train_start(self) -> None:
+        self.__dict__["_ema_step"] = self.global_step  # a resumed run's EMA counts steps from the checkpoint's
         ratio = getattr(self, "_lr_ratio", 1.0)
         self._lr_ratio = 1.0
         if ratio != 1.0:
@@ -198,14 +200,29 @@ class ClassificationModule(L.LightningModule):
         trainer.strategy.barrier("nonfinite checkpoint")
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        if self.ema is not None:
-            decay = float(self.recipe["ema"]["decay"])
-            with torch.no_grad():
-                for ema_p, p in zip(self.ema.state_dict().values(), self.model.state_dict().values()):
-                    if ema_p.dtype.is_floating_point:
-                        ema_p.lerp_(p.detach(), 1.0 - decay)
-                    else:
-                        ema_p.copy_(p)
+        """EMA once per optimizer step (a micro-batch of gradient accumulation is not a step)."""
+        if self.ema is None or self.global_step == self.__dict__.get("_ema_step"):
+            return
+        self.__dict__["_ema_step"] = self.global_step
+        self._update_ema()
+
+    def ema_decay(self, step: int) -> float:
+        """``recipe.ema.decay``; with ``recipe.ema.warmup`` it starts low and rises, min(decay, (1 + t) / (10 + t)),
+        so early weights do not linger for thousands of steps (timm's ModelEmaV3 warm-up)."""
+        ema = self.recipe["ema"]
+        decay = float(ema["decay"])
+        return min(decay, (1 + step) / (10 + step)) if ema.get("warmup") else decay
+
+    @torch.no_grad()
+    def _update_ema(self) -> None:
+        pairs = list(zip(self.ema.state_dict().values(), self.model.state_dict().values()))
+        floats = [(e, p.detach()) for e, p in pairs if e.dtype.is_floating_point]
+        if floats:
+            ema, model = zip(*floats)
+            torch._foreach_lerp_(list(ema), list(model), 1.0 - self.ema_decay(self.global_step))
+        for e, p in pairs:
+            if not e.dtype.is_floating_point:
+                e.copy_(p)
 
     def _evaluate(self, stage: str, images: torch.Tensor, labels: torch.Tensor, model: nn.Module | None = None) -> None:
         logits = (model or self)(images).float()
@@ -246,9 +263,12 @@ class ClassificationModule(L.LightningModule):
     def _parameter_groups(self, weight_decay: float) -> list[dict[str, Any]]:
         """Backbone and head groups (the backbone at ``finetune.backbone_lr_scale``, frozen for a linear probe),
         each split by weight decay."""
+        exclude = bool(self.recipe["no_decay_norm_bias"])
+        layer_decay = self.recipe.get("layer_decay")
+        if layer_decay is not None:
+            return self._layer_decay_groups(weight_decay, float(layer_decay), exclude)
         head_names = self._head_parameter_names()
         named = list(self.model.named_parameters())
-        exclude = bool(self.recipe["no_decay_norm_bias"])
         backbone = [(n, p) for n, p in named if n not in head_names]
         head = [(n, p) for n, p in named if n in head_names]
         if self.finetune["freeze_backbone"]:
@@ -260,6 +280,27 @@ class ClassificationModule(L.LightningModule):
         )
         groups += decay_groups(self.model, weight_decay, exclude_norm_bias=exclude, named_params=head)
         return [g for g in groups if g["params"]]
+
+    def _layer_decay_groups(self, weight_decay: float, layer_decay: float, exclude: bool) -> list[dict[str, Any]]:
+        """timm's layer-wise learning-rate decay for fine-tuning (``recipe.layer_decay``): the head at the full
+        rate, each earlier block (the model's ``group_matcher``) at ``layer_decay`` times the next one's."""
+        if self.finetune["freeze_backbone"] or float(self.finetune["backbone_lr_scale"]) != 1.0:
+            raise ConfigValueError(
+                "recipe.layer_decay sets every block's learning rate itself: drop recipe.finetune.freeze_backbone / "
+                "backbone_lr_scale, or recipe.layer_decay"
+            )
+        if not hasattr(self.model, "group_matcher"):
+            raise ConfigValueError(
+                f"recipe.layer_decay needs a model with timm's group_matcher; {type(self.model).__name__} has none"
+            )
+        no_decay = getattr(self.model, "no_weight_decay", set)() if exclude else ()
+        return param_groups_layer_decay(
+            self.model,
+            weight_decay,
+            no_weight_decay_list=no_decay,
+            weight_decay_exclude_1d=exclude,
+            layer_decay=layer_decay,
+        )
 
     def on_train_epoch_start(self) -> None:
         """A frozen backbone also keeps its BatchNorm statistics fixed (a true linear probe). Lightning puts

@@ -168,3 +168,13 @@ def test_the_presets_transformers_train_through_train_py(model, tmp_path):
     """The presets' ViT/PiT/Swin (some without any buffers) go through the whole training path."""
     summary = train(compose_train(*FAST, f"model={model}", "data.image_size=32", output_dir=tmp_path))
     assert summary["model"] == model and summary["train_clean"]["nll"] is not None
+
+
+def test_evaluate_reads_packaged_data_options_with_their_defaults_lists():
+    """evaluate.py falls back to a data set's packaged option; it must see the keys that option inherits."""
+    from alternet.apps.evaluate import packaged_config
+
+    imagenet = packaged_config("data", "imagenet")
+    assert imagenet.name == "imagenet" and imagenet.crop_pct == 0.875  # from data/imagefolder
+    assert imagenet.train_clean_size == 2000 and "defaults" not in imagenet  # from data/_base
+    assert packaged_config("data", "cifar100").val_size == 0

@@ -21,8 +21,14 @@ from ..runs import CheckpointWeights, find_checkpoint, load_model, run_config, r
 
 
 def packaged_config(group: str, option: str) -> DictConfig:
-    """One option of a config group as packaged with alternet (``alternet/conf/<group>/<option>.yaml``)."""
-    return OmegaConf.load(files("alternet.conf").joinpath(group, f"{option}.yaml"))
+    """One option of a config group as packaged with alternet (``alternet/conf/<group>/<option>.yaml``), with its
+    defaults list from the same group merged in order (e.g. ``data/cifar100`` on ``data/_base``), as Hydra would."""
+    node = OmegaConf.load(files("alternet.conf").joinpath(group, f"{option}.yaml"))
+    defaults = list(node.pop("defaults", None) or [])
+    merged = OmegaConf.create()
+    for entry in defaults if "_self_" in defaults else [*defaults, "_self_"]:
+        merged = OmegaConf.merge(merged, node if entry == "_self_" else packaged_config(group, str(entry)))
+    return merged
 
 
 def checkpoint_paths(ckpt: str | list[str]) -> list[Path]:

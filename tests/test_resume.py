@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import runpy
 import shlex
 import signal
 import subprocess
@@ -151,14 +152,18 @@ def test_non_finite_loss_saves_the_state_before_the_step_and_a_lower_lr_resumes_
     assert history == [{"global_step": 2, "checkpoint": str(saved_path), "changed": changed}]
 
 
-def test_the_printed_recovery_command_recovers(tmp_path):
-    """End to end, as a user meets it: train.py fails on a NaN loss, and the command it prints finishes the run."""
+def test_the_printed_recovery_command_recovers(tmp_path, monkeypatch, capsys):
+    """End to end, as a user meets it: train.py (its real entry point, in this process, with inf inputs at step 2)
+    fails on the NaN loss, and the command it prints, run verbatim in a fresh interpreter, finishes the run."""
     run_dir = tmp_path / "run"
-    failed = run_script("tests/scripts/poisoned_train.py", "2", *FAST, f"hydra.run.dir={run_dir}")
-    assert failed.returncode != 0
-    line = failed.stderr.strip().splitlines()[-1]
-    assert "Traceback" not in failed.stderr, failed.stderr[-3000:]
-    command = line.split("with a lower learning rate: ", 1)[1].split("  — if the loss", 1)[0]
+    _poison_inputs_at(monkeypatch, 2)
+    monkeypatch.setattr(sys, "argv", ["train.py", *FAST, f"hydra.run.dir={run_dir}"])
+    with pytest.raises(SystemExit) as failed:
+        runpy.run_path(str(ROOT / "train.py"), run_name="__main__")
+    message = str(failed.value.code)
+    assert message.startswith("error: non-finite training loss") and "Traceback" not in capsys.readouterr().err
+    command = message.split("with a lower learning rate: ", 1)[1].split("  — if the loss", 1)[0]
+    assert shlex.split(command)[0] == sys.executable and shlex.split(command)[1].endswith("train.py")
     recovered = subprocess.run(shlex.split(command), cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert recovered.returncode == 0, recovered.stderr[-3000:]
     assert "resuming with recipe.optimizer.lr 0.002 -> 0.0002" in recovered.stderr

@@ -182,6 +182,7 @@ def test_nineteen_file_cifar_c_folder_reports_the_extras_apart(tmp_path):
     root = cifar_c_folder(tmp_path / "CIFAR-10-C", n=4, num_classes=10)
     out = tmp_path / "eval"
     cfg = settings(root=str(root), baseline="alexnet", max_images=4)  # the first 4 of the 12 test images
+    cfg["num_workers"] = 0  # 95 sets: loader worker start-ups would dominate (workers are exercised elsewhere)
     report = Evaluator(model(10), datamodule(TinyCifar10), cfg, out).run({})
     robustness = report["robustness"]
     assert robustness["layout"] == "cifar-c" and robustness["benchmark"] == "cifar10-c"

@@ -12,6 +12,7 @@ import pytest
 
 from alternet.errors import ConfigValueError
 from alternet.report import build_report
+from alternet.report.__main__ import main as report_main
 from alternet.report.verdicts import (
     HELPS_OPTIMISATION,
     HELPS_OTHERWISE,
@@ -119,8 +120,8 @@ def test_report_refuses_what_it_cannot_read(sweep, tmp_path):
         build_report(tmp_path)
     with pytest.raises(ConfigValueError, match=r"--baseline 'model=vit' matches 0 variants; choose one of"):
         build_report(sweep_dir, tmp_path / "out", baseline="model=vit", wandb=False)
-    result = run_report(str(tmp_path / "missing"))
-    assert result.returncode == 1 and result.stderr.strip().endswith("does not exist")
+    with pytest.raises(SystemExit, match=r"^error: sweep directory .*missing does not exist$"):
+        report_main([str(tmp_path / "missing")])  # the CLI's own exit, in-process (the subprocess runs above)
 
 
 def _s(mean, sd=0.0, n=3):

@@ -102,7 +102,9 @@ def alexnet_mce(accuracy: dict[tuple[str, int], float], benchmark: str) -> float
     return float(np.mean(ces))
 
 
-@pytest.mark.parametrize("family", [False, True], ids=["flat", "family-level"])
+# the family-level tree runs the same scoring through one more directory level: -m slow (keeps the default suite
+# under 10 minutes); the flat tree runs by default
+@pytest.mark.parametrize("family", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["flat", "family-level"])
 def test_imagenet_c_tree_is_scored_with_extras_apart_and_alexnet_mce(tmp_path, family):
     root = write_tree(tmp_path / "ImageNet-C", family=family)
     cfg = settings(root=str(root), corruptions=list(PICKED), baseline="alexnet")

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 from lightning.pytorch.utilities import rank_zero_info
@@ -130,9 +132,9 @@ def build_loggers(
         WandbLogger(
             project=wandb_cfg["project"],
             entity=wandb_cfg["entity"],
-            group=wandb_cfg["group"],
+            group=wandb_cfg["group"] or sweep_group(),
             tags=list(wandb_cfg["tags"] or []),
-            name=wandb_cfg["name"] or run_dir.name,
+            name=wandb_cfg["name"] or run_name(run_config, run_dir),
             save_dir=str(run_dir),
             offline=offline,
             log_model=bool(wandb_cfg["log_model"]) and not offline,
@@ -143,6 +145,37 @@ def build_loggers(
         )
     )
     return loggers
+
+
+def run_name(run_config: Mapping[str, Any], run_dir: Path) -> str:
+    """What ran, for the W&B runs table: ``<model>-<data>-s<seed>`` (the run directory's name without them)."""
+    try:
+        return f"{run_config['model']['name']}-{run_config['data']['name']}-s{run_config['seed']}"
+    except (KeyError, TypeError):
+        return run_dir.name
+
+
+def sweep_group() -> str | None:
+    """The W&B group of a multirun job: its sweep directory's name (one group per sweep); None for a single run."""
+    try:
+        hydra = HydraConfig.get()
+    except ValueError:  # not inside a Hydra job
+        return None
+    return Path(hydra.sweep.dir).name if hydra.mode == RunMode.MULTIRUN else None
+
+
+# the direction of each validation metric, so the W&B runs table shows its best value (max or min) per run
+BEST_OF = {"val/acc": "max", "val/top5": "max", "val/nll": "min", "val/ece": "min", "train_clean/nll": "min"}
+
+
+def define_best_metrics(loggers: list[Logger]) -> None:
+    """``define_metric`` for :data:`BEST_OF` on each W&B logger's run (rank zero's; other ranks have none)."""
+    for logger in loggers:
+        if isinstance(logger, WandbLogger):
+            experiment = logger.experiment
+            if hasattr(experiment, "define_metric"):
+                for name, goal in BEST_OF.items():
+                    experiment.define_metric(name, summary=goal)
 
 
 def active_run() -> Any:

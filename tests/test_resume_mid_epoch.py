@@ -153,3 +153,38 @@ def test_a_resumed_run_continues_its_wandb_run(tmp_path):
     assert first._wandb_init["id"] == again._wandb_init["id"] == (tmp_path / "wandb-run-id").read_text().strip()
     assert again._wandb_init["resume"] == "allow"
     assert build_loggers(config, tmp_path / "other", {})[1]._wandb_init["id"] != first._wandb_init["id"]
+
+
+def test_wandb_runs_say_what_ran_and_show_best_validation_values(tmp_path, monkeypatch):
+    """Run name <model>-<data>-s<seed>, and define_metric so the runs table shows best val accuracy (max) and NLL
+    (min), on a real offline W&B run."""
+    import wandb
+    from wandb.sdk.wandb_run import Run
+
+    from alternet.apps.train import train
+    from alternet.tracking import BEST_OF
+
+    from conftest import FAST, compose_train
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    defined = {}
+    define = Run.define_metric
+
+    def spy(self, name, *args, **kwargs):
+        defined[name] = kwargs.get("summary")
+        return define(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(Run, "define_metric", spy)
+    seen = {}
+    finish = wandb.finish
+
+    def capture_then_finish(*args, **kwargs):
+        if wandb.run is not None:
+            seen.update(name=wandb.run.name, group=wandb.run.group)
+        return finish(*args, **kwargs)
+
+    monkeypatch.setattr(wandb, "finish", capture_then_finish)
+    train(compose_train(*FAST, "logger=wandb", "logger.wandb.offline=true", "seed=3", output_dir=tmp_path))
+    assert seen["name"] == "alternet_tiny-digits-s3" and not seen["group"]  # a single run has no sweep group
+    assert defined["val/acc"] == "max" and defined["val/nll"] == "min"
+    assert {name: defined.get(name) for name in BEST_OF} == BEST_OF

@@ -146,3 +146,23 @@ def test_verdicts_follow_the_papers_definitions(error, nll, expected):
         _s(0.7, 0.02 if baseline_n > 1 else 0.0, baseline_n),
     )
     assert verdict(error, baseline_error, nll, baseline_nll) == expected
+
+
+def test_a_multirun_job_joins_its_sweeps_wandb_group(tmp_path):
+    """W&B group of a multirun job: the sweep directory's name (a single run has none: see test_resume_mid_epoch)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
+
+    from alternet.tracking import sweep_group
+
+    from conftest import CONF
+
+    with initialize_config_dir(str(CONF), version_base="1.3"):
+        overrides = ["hydra.mode=MULTIRUN", f"hydra.sweep.dir={tmp_path / 'my-sweep'}"]
+        config = compose("train", overrides=overrides, return_hydra_config=True)
+    HydraConfig.instance().set_config(config)
+    try:
+        assert sweep_group() == "my-sweep"
+    finally:
+        HydraConfig.instance().cfg = None
+    assert sweep_group() is None

@@ -97,6 +97,7 @@ def _train(config: dict[str, Any], run_dir: Path, resume: str | None, resume_ste
         raise ConfigValueError(f"trainer settings rejected by Lightning: {error}") from None
     if trainer.is_global_zero:
         write_run_records(run_dir, config)
+        tracking.define_best_metrics(loggers)
 
     exit_code = 1
     try:

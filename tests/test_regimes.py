@@ -55,7 +55,7 @@ def test_train_clean_metrics_are_the_training_subset_scored_in_eval_mode(tmp_pat
     # the run's curves: a real PNG of the same per-epoch numbers
     from PIL import Image
 
-    from alternet.report.figures import read_history
+    from alternet.report.runs import read_history
 
     assert summary["curves"] == str(run / "curves.png")
     with Image.open(run / "curves.png") as image:

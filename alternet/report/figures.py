@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..files import save_figure
-from .runs import Run, variant_of
+from .runs import Run, read_history, variant_of
 from .verdicts import Summary
 
 
@@ -99,23 +99,6 @@ def train_nll_curves(runs: Sequence[Run], keys: list[str], path: Path) -> Path |
     ax.set_ylabel("clean training NLL")
     ax.legend(fontsize=7)
     return save_figure(fig, path)
-
-
-def read_history(csv_path: Path) -> dict[str, dict[int, float]]:
-    """Per-epoch values of each logged metric (per-step ones averaged over the epoch; the learning rate per step
-    under ``train/lr@step``)."""
-    import csv
-
-    sums: dict[str, dict[int, list[float]]] = {}
-    with open(csv_path, newline="") as file:
-        for row in csv.DictReader(file):
-            for key, value in row.items():
-                if key in ("epoch", "step") or not value:
-                    continue
-                index = int(row["step"]) if key == "train/lr" else int(row["epoch"])
-                name = "train/lr@step" if key == "train/lr" else key
-                sums.setdefault(name, {}).setdefault(index, []).append(float(value))
-    return {key: {i: sum(v) / len(v) for i, v in sorted(values.items())} for key, values in sums.items()}
 
 
 def training_curves(run_dir: Path) -> Path | None:

@@ -54,17 +54,26 @@ def _overrides(job: Path) -> dict[str, str]:
     return dict(entry.lstrip("+~").split("=", 1) for entry in entries if "=" in entry)
 
 
+def read_history(csv_path: Path) -> dict[str, dict[int, float]]:
+    """Per-epoch values of each logged metric (per-step ones averaged over the epoch; the learning rate per step
+    under ``train/lr@step``)."""
+    sums: dict[str, dict[int, list[float]]] = {}
+    with open(csv_path, newline="") as file:
+        for row in csv.DictReader(file):
+            for key, value in row.items():
+                if key in ("epoch", "step") or not value:
+                    continue
+                index = int(row["step"]) if key == "train/lr" else int(row["epoch"])
+                name = "train/lr@step" if key == "train/lr" else key
+                sums.setdefault(name, {}).setdefault(index, []).append(float(value))
+    return {key: {i: sum(v) / len(v) for i, v in sorted(values.items())} for key, values in sums.items()}
+
+
 def _curves(job: Path) -> dict[str, list[float]]:
     path = job / "logs" / "metrics.csv"
-    if not path.is_file():
-        return {}
-    curves: dict[str, dict[int, float]] = {}
-    with open(path, newline="") as file:
-        for row in csv.DictReader(file):
-            for key in ("train_clean/nll", "train_clean/acc", "val/acc", "val/nll"):
-                if row.get(key):
-                    curves.setdefault(key, {})[int(row["epoch"])] = float(row[key])
-    return {key: [values[e] for e in sorted(values)] for key, values in curves.items()}
+    history = read_history(path) if path.is_file() else {}
+    keys = ("train_clean/nll", "train_clean/acc", "val/acc", "val/nll")
+    return {key: list(history[key].values()) for key in keys if history.get(key)}
 
 
 def read_sweep(sweep_dir: Path) -> tuple[list[Run], list[Path]]:

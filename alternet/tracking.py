@@ -186,6 +186,14 @@ def active_run() -> Any:
     return None if run is None or run.disabled else run
 
 
+def run_location(run: Any) -> str:
+    """Where to look at ``run``: its URL, or for an offline run its directory and the command that uploads it."""
+    if run.offline:
+        sync_dir = Path(run.dir).parent
+        return f"offline run {run.id} in {sync_dir} (upload later: wandb sync {sync_dir})"
+    return str(run.url)
+
+
 def finish(exit_code: int = 0) -> None:
     """Close the active W&B run, if any (also after a failure, and between multirun jobs)."""
     try:

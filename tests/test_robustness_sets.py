@@ -16,11 +16,12 @@ from PIL import Image
 from alternet.data import ImageDataModule
 from alternet.data.corruptions import CORRUPTIONS, EXTRA_CORRUPTIONS, SEVERITIES
 from alternet.data.imagenet_c import check_class_names, load_imagenet_c
+from alternet.data.workers import available_cpus, loader_workers
 from alternet.errors import ConfigValueError, DataError
 from alternet.evaluation import Evaluator, RobustnessError, RobustnessRow, robustness_summary
 from alternet.evaluation.baselines import builtin_baseline
 from alternet.evaluation.corrupted import open_corrupted_sets
-from alternet.evaluation.inference import available_cpus, device_count, loader_workers, on_devices
+from alternet.evaluation.inference import device_count, on_devices
 from alternet.evaluation.progress import progress
 from alternet.models import create_model
 

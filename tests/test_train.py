@@ -14,22 +14,36 @@ from alternet.training.module import ClassificationModule
 from conftest import FAST, compose_train, run_script
 
 
-def test_train_cli_on_digits_writes_a_complete_run_directory(tmp_path):
+def test_train_cli_on_digits_writes_a_complete_run_directory_and_says_so(tmp_path):
     run_dir = tmp_path / "run"
-    result = run_script(
-        "train.py", "trainer.max_epochs=2", "trainer.enable_progress_bar=false", f"hydra.run.dir={run_dir}"
-    )
+    result = run_script("train.py", "trainer.max_epochs=2", f"hydra.run.dir={run_dir}")
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "Test (alternet_tiny on digits" in result.stdout
-    assert f"Run directory:   {run_dir}" in result.stdout
-    assert "Last checkpoint:" in result.stdout and "Best checkpoint:" in result.stdout
+    # the start: where, what, on which data and hardware
+    assert f"Run directory: {run_dir}" in result.stdout
+    assert "Model:         alternet_tiny (411,724 parameters)" in result.stdout
+    assert "Data:          digits: 10 classes, 16px (train 1257, val 180, train_clean 1257, test 360)" in result.stdout
+    assert "Device:        cpu x1, precision 32-true" in result.stdout
+    # progress in a log file: one line per epoch, no carriage-return frames, no logger-version noise
+    assert "\r" not in result.stderr and "v_num" not in result.stderr + result.stdout
+    assert "epoch 1/2 done in" in result.stderr and "epoch 2/2 done in" in result.stderr
+    assert "Tip:" not in result.stderr
+    # the end: numbers with top-5, the best epoch, speed, and the files written
+    assert "Finished alternet_tiny on digits in" in result.stdout and "training images/s" in result.stdout
+    assert "Best val/nll" in result.stdout and "after epoch" in result.stdout
+    table = result.stdout[result.stdout.index("Test (") :]
+    assert "acc" in table and "top5" in table and "nll" in table and "ece" in table
+    for name in ("checkpoints/last.ckpt", "metrics.json", "curves.png", "logs/metrics.csv"):
+        assert f"  {name}\n" in table
     metrics = json.loads((run_dir / "metrics.json").read_text())
     for key in ("acc", "nll", "ece", "top5"):
         assert math.isfinite(metrics["test"][key])
     assert metrics["test"]["acc"] > 0.5  # two epochs are plenty to beat chance (10%)
     assert metrics["epochs"] == 2
+    assert metrics["best_epoch"] in (1, 2) and metrics["train_images_per_sec"] > 0 and metrics["wall_seconds"] > 0
     assert (run_dir / "checkpoints" / "last.ckpt").is_file()
     assert Path(metrics["best_checkpoint"]).is_file()
+    header = (run_dir / "logs" / "metrics.csv").read_text().splitlines()[0].split(",")
+    assert "train/images_per_sec" in header and "lr-AdamW/pg1" in header  # throughput; every group's lr per step
     assert "model:\n  name: alternet_tiny" in (run_dir / "config.yaml").read_text()
     environment = json.loads((run_dir / "environment.json").read_text())
     assert environment["packages"]["torch"] == torch.__version__.split("+")[0] or environment["packages"]["torch"]

@@ -122,7 +122,9 @@ def validate_train_config(cfg: Mapping[str, Any]) -> None:
     _require(cfg, "recipe.drop_path_rate", lambda v: 0 <= v < 1, "must be in [0, 1)")
     _require(cfg, "recipe.grad_clip", lambda v: v > 0, "must be > 0 (or null to disable clipping)")
     _require(cfg, "data.val_size", lambda v: v >= 0, "must be a count >= 0 or a fraction in (0, 1)")
-    _require(cfg, "data.num_workers", lambda v: int(v) == v and v >= 0, "must be an integer >= 0")
+    _require(
+        cfg, "data.num_workers", lambda v: v == "auto" or (int(v) == v and v >= 0), "must be auto or an integer >= 0"
+    )
     _require(cfg, "data.image_size", lambda v: int(v) == v and v >= 1, "must be an integer >= 1")
     _require(cfg, "recipe.warmup_epochs", lambda v: v >= 0, "must be >= 0")
     _require(cfg, "recipe.layer_decay", lambda v: 0 < v <= 1, "must be in (0, 1] (or null: no layer-wise decay)")

@@ -4,6 +4,7 @@ what follows training (evaluation, export, W&B artifacts)."""
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +31,10 @@ from ..runs import (
     resume_conflicts,
     write_run_records,
 )
-from ..training import build_module, build_trainer, checkpoint_callback
+from ..training import build_module, build_trainer, checkpoint_callback, throughput_callback
 from .after_training import evaluate_after_training, export_after_training
 from .checks import validate_train_config
+from .console import best_epoch, end_summary, start_banner
 
 
 def train(cfg: DictConfig) -> dict[str, Any]:
@@ -79,6 +81,7 @@ def _owned_train(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
 
 
 def _train(config: dict[str, Any], run_dir: Path, resume: str | None, resume_step: int | None) -> dict[str, Any]:
+    started = time.monotonic()
     if config["performance"]["matmul_precision"]:
         torch.set_float32_matmul_precision(config["performance"]["matmul_precision"])
 
@@ -98,6 +101,8 @@ def _train(config: dict[str, Any], run_dir: Path, resume: str | None, resume_ste
     if trainer.is_global_zero:
         write_run_records(run_dir, config)
         tracking.define_best_metrics(loggers)
+        datamodule.setup("fit")  # split sizes for the banner (cached: fit() does not read the data again)
+        print(start_banner(config, run_dir, module.model, datamodule.describe(), trainer), flush=True)
 
     exit_code = 1
     try:
@@ -116,11 +121,13 @@ def _train(config: dict[str, Any], run_dir: Path, resume: str | None, resume_ste
             "epochs": trainer.current_epoch,
             "global_step": trainer.global_step,
             "best_val_score": plain(checkpoint.best_model_score),
+            "best_epoch": best_epoch(best),
             "monitor": checkpoint.monitor,
             "tested_checkpoint": best or "final weights",
             "best_checkpoint": best,
             "last_checkpoint": last,
             "run_dir": str(run_dir),
+            "train_images_per_sec": throughput_callback(trainer).images_per_sec,
         }
         if config["data"].get("skip_corrupt"):
             summary["skipped_images"] = datamodule.skipped_images  # unreadable files skipped (data.skip_corrupt)
@@ -129,9 +136,10 @@ def _train(config: dict[str, Any], run_dir: Path, resume: str | None, resume_ste
             if config["evaluate"]["after_training"]:
                 summary |= evaluate_after_training(module.model, datamodule, config, run_dir)
             summary["curves"] = str(training_curves(run_dir))
+            summary["wall_seconds"] = time.monotonic() - started
             write_json(run_dir / "metrics.json", summary)
-            print_summary(summary)
             export_after_training(config, summary)
+            print(end_summary(summary), flush=True)
         exit_code = 0
         return summary
     finally:
@@ -162,17 +170,3 @@ def optimized_metric(name: str | None, summary: dict[str, Any]) -> dict[str, Any
     if value is None:
         raise ConfigValueError(f"optimized_metric={name} was not recorded by this run (its metrics: {summary})")
     return {"name": name, "value": value}
-
-
-def print_summary(summary: dict[str, Any]) -> None:
-    test = summary["test"]
-    line = "  ".join(f"{key} {test[key]:.4f}" for key in ("acc", "nll", "ece"))
-    print(
-        f"\nTest ({summary['model']} on {summary['data']}, {summary['tested_checkpoint']}): {line}\n"
-        f"Run directory:   {summary['run_dir']}\n"
-        f"Curves:          {summary.get('curves')}\n"
-        f"Last checkpoint: {summary['last_checkpoint']}\n"
-        + (f"Best checkpoint: {summary['best_checkpoint']}\n" if summary["best_checkpoint"] else ""),
-        file=sys.stdout,
-        flush=True,
-    )

@@ -21,6 +21,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from ..errors import ConfigValueError, DataError
 from ..seeds import derive_seed
 from .transforms import augmentation_ops, build_transform, reseed
+from .workers import loader_workers
 
 
 class ArrayDataset(Dataset):
@@ -168,7 +169,7 @@ class ImageDataModule(L.LightningDataModule):
         std: Sequence[float] | None = None,
         batch_size: int = 128,
         eval_batch_size: int | None = None,
-        num_workers: int = 0,
+        num_workers: int | str = 0,
         val_size: int | float = 0,
         split_seed: int = 0,
         seed: int = 0,
@@ -183,8 +184,7 @@ class ImageDataModule(L.LightningDataModule):
         for key, value in (("batch_size", batch_size), ("eval_batch_size", eval_batch_size or 1)):
             if int(value) < 1:
                 raise ConfigValueError(f"recipe.{key} must be >= 1, got {value}")
-        if num_workers < 0:
-            raise ConfigValueError(f"data.num_workers must be >= 0, got {num_workers}")
+        num_workers = loader_workers(num_workers, key="data.num_workers")  # auto: as many as the CPUs, up to 8
         self.root = root
         self.image_size = image_size
         self.mean = tuple(self.default_mean if mean is None else mean)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 
@@ -15,8 +14,6 @@ from torch.utils.data import ConcatDataset, DataLoader, Dataset, Sampler
 
 from ..errors import ConfigValueError
 from .progress import progress
-
-MAX_AUTO_WORKERS = 8  # num_workers=auto: enough to decode JPEGs for one GPU; more only contend for the CPUs
 
 
 def choose_device(device: str = "auto") -> torch.device:
@@ -32,25 +29,6 @@ def choose_device(device: str = "auto") -> torch.device:
     if chosen.type == "cuda" and chosen.index is not None and chosen.index >= torch.cuda.device_count():
         raise ConfigValueError(f"device={device} but only {torch.cuda.device_count()} GPU(s) are visible")
     return chosen
-
-
-def available_cpus() -> int:
-    """CPUs this process may run on (its affinity mask, e.g. a SLURM allocation), not the machine's count."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
-
-
-def loader_workers(setting: int | str | None) -> int:
-    """DataLoader workers for ``num_workers``: ``auto`` (or null) is min(available CPUs, 8); a number is capped at
-    the available CPUs (more workers than CPUs only slow each other down)."""
-    cpus = available_cpus()
-    if setting is None or setting == "auto":
-        return min(cpus, MAX_AUTO_WORKERS)
-    if isinstance(setting, bool) or not isinstance(setting, int) or setting < 0:
-        raise ConfigValueError(f"num_workers={setting!r} is invalid: use auto or an integer >= 0")
-    return min(setting, cpus)
 
 
 def device_count(device: torch.device) -> int:

@@ -13,12 +13,13 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from ..data import ImageDataModule
+from ..data.workers import loader_workers
 from ..errors import ConfigValueError
 from ..files import write_json
 from ..metrics import apply_temperature, calibration_metrics, fit_temperature, reliability_bins, softmax
 from .baselines import resolve_baseline
 from .corrupted import CorruptedSets, is_benchmark, open_corrupted_sets, source_and_benchmark
-from .inference import choose_device, device_count, loader_workers, predict_sets
+from .inference import choose_device, device_count, predict_sets
 from .plots import corruption_heatmap, reliability_diagram
 from .robustness import (
     FAMILY_OF,

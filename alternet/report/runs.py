@@ -55,16 +55,17 @@ def _overrides(job: Path) -> dict[str, str]:
 
 
 def read_history(csv_path: Path) -> dict[str, dict[int, float]]:
-    """Per-epoch values of each logged metric (per-step ones averaged over the epoch; the learning rate per step
-    under ``train/lr@step``)."""
+    """Per-epoch values of each logged metric (per-step ones averaged over the epoch); the learning rates per step
+    under ``<name>@step`` (``train/lr`` and LearningRateMonitor's epoch-less ``lr-<optimizer>/pg<N>`` rows)."""
     sums: dict[str, dict[int, list[float]]] = {}
     with open(csv_path, newline="") as file:
         for row in csv.DictReader(file):
             for key, value in row.items():
                 if key in ("epoch", "step") or not value:
                     continue
-                index = int(row["step"]) if key == "train/lr" else int(row["epoch"])
-                name = "train/lr@step" if key == "train/lr" else key
+                per_step = key == "train/lr" or not row["epoch"]
+                index = int(row["step"]) if per_step else int(row["epoch"])
+                name = f"{key}@step" if per_step else key
                 sums.setdefault(name, {}).setdefault(index, []).append(float(value))
     return {key: {i: sum(v) / len(v) for i, v in sorted(values.items())} for key, values in sums.items()}
 

@@ -2,7 +2,7 @@
 composed config into Lightning objects. The training *application* (data + model + trainer + records + what runs
 after training) is :mod:`alternet.apps.train`."""
 
-from .builders import build_callbacks, build_module, build_trainer, checkpoint_callback
+from .builders import build_callbacks, build_module, build_trainer, checkpoint_callback, throughput_callback
 from .module import EVALUATED_METRICS, ClassificationModule, NonFiniteLossError
 
 __all__ = [
@@ -13,4 +13,5 @@ __all__ = [
     "build_module",
     "build_trainer",
     "checkpoint_callback",
+    "throughput_callback",
 ]

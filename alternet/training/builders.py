@@ -6,13 +6,14 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
+from lightning.pytorch.callbacks import Callback, EarlyStopping, LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 
 from ..errors import ConfigValueError
 from .callbacks import AtomicCheckpointIO, BatchSeed, MidEpochCheckpoint, PreemptionCheckpoint, parse_interval
 from .module import ClassificationModule
+from .progress import Throughput, progress_bar, quiet_lightning
 
 
 def build_module(config: dict[str, Any], data: dict[str, Any]) -> ClassificationModule:
@@ -69,6 +70,9 @@ def build_callbacks(config: dict[str, Any], run_dir: Path, has_val: bool) -> lis
         callbacks.append(PreemptionCheckpoint(directory, list(preemption["signals"]), bool(preemption["requeue"])))
     if callbacks_cfg["early_stopping"] and has_val:
         callbacks.append(EarlyStopping(**callbacks_cfg["early_stopping"]))
+    callbacks.append(Throughput())
+    if config["trainer"].get("enable_progress_bar", True):
+        callbacks.append(progress_bar(float((callbacks_cfg.get("progress") or {}).get("interval", 30))))
     return callbacks
 
 
@@ -84,10 +88,14 @@ def build_trainer(
     plugins: list = [AtomicCheckpointIO()]
     if SLURMEnvironment.detect():  # pre-emption is ours (PreemptionCheckpoint): exact, mid-epoch, after the step
         plugins.append(SLURMEnvironment(auto_requeue=False))
+    quiet_lightning()
+    callbacks = build_callbacks(config, run_dir, has_val)
+    if loggers:  # every parameter group's learning rate, per step (layer decay and fine-tuning give several)
+        callbacks.append(LearningRateMonitor(logging_interval="step"))
     return L.Trainer(
         **trainer_args,
         default_root_dir=str(run_dir),
-        callbacks=build_callbacks(config, run_dir, has_val),
+        callbacks=callbacks,
         logger=loggers,
         plugins=plugins,
         use_distributed_sampler=False,
@@ -96,3 +104,7 @@ def build_trainer(
 
 def checkpoint_callback(trainer: L.Trainer) -> ModelCheckpoint:
     return next(cb for cb in trainer.callbacks if isinstance(cb, ModelCheckpoint))
+
+
+def throughput_callback(trainer: L.Trainer) -> Throughput:
+    return next(cb for cb in trainer.callbacks if isinstance(cb, Throughput))

@@ -1,0 +1,115 @@
+"""What a training run says at its start and end: where it writes, what it trains on which hardware, and — at the
+end — its numbers and the files it left, so nobody has to dig through the run directory to find them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from torch import nn
+
+from .. import tracking
+
+TEST_COLUMNS = ("acc", "top5", "nll", "ece")
+
+
+def _duration(seconds: float) -> str:
+    seconds = round(seconds)
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+def _rows(pairs: list[tuple[str, Any]]) -> str:
+    width = max(len(label) for label, _ in pairs) + 2
+    return "\n".join(f"{label + ':':<{width}}{value}" for label, value in pairs)
+
+
+def start_banner(
+    config: dict[str, Any], run_dir: Path, model: nn.Module, data_description: str, trainer: L.Trainer
+) -> str:
+    """Run directory, model and its size, data and split sizes, device and precision, and the W&B run."""
+    params = sum(p.numel() for p in model.parameters())
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    size = f"{params:,} parameters" + (f", {trainable:,} trainable" if trainable != params else "")
+    device = trainer.strategy.root_device
+    hardware = f"{device.type} x{trainer.world_size}" + (
+        f" ({trainer.num_nodes} nodes)" if trainer.num_nodes > 1 else ""
+    )
+    pairs = [
+        ("Run directory", str(run_dir)),
+        ("Model", f"{config['model']['name']} ({size})"),
+        ("Data", data_description),
+        (
+            "Recipe",
+            f"{config['recipe'].get('name', '?')}: {config['recipe']['epochs']} epochs, batch "
+            f"{config['recipe']['batch_size']}",
+        ),
+        ("Device", f"{hardware}, precision {trainer.precision}"),
+    ]
+    run = tracking.active_run()
+    if run is not None:
+        pairs.append(("W&B", tracking.run_location(run)))
+    return "\n" + _rows(pairs) + "\n"
+
+
+def best_epoch(checkpoint: str | None) -> int | None:
+    """The 1-based epoch of a ``best-epochNNN.ckpt`` (the file name holds Lightning's 0-based index)."""
+    match = re.search(r"best-epoch(\d+)", Path(checkpoint).name) if checkpoint else None
+    return int(match.group(1)) + 1 if match else None
+
+
+def _metrics_table(summary: dict[str, Any]) -> list[str]:
+    sections = [("weights", summary.get("test") or {})]
+    if summary.get("test_ema"):
+        sections.append(("EMA weights", summary["test_ema"]))
+    columns = [c for c in TEST_COLUMNS if any(c in values for _, values in sections)]
+    lines = [f"  {'':<12}" + "".join(f"{c:>9}" for c in columns)]
+    for label, values in sections:
+        cells = "".join(f"{values[c]:>9.4f}" if isinstance(values.get(c), float) else f"{'n/a':>9}" for c in columns)
+        lines.append(f"  {label:<12}{cells}")
+    return lines
+
+
+def _robustness_line(robustness: dict[str, Any] | None) -> str | None:
+    summary = (robustness or {}).get("summary") or {}
+    if not summary:
+        return None
+    parts = [f"{summary.get('n_conditions')} conditions ({summary.get('source')})"]
+    for key, label in (("robustness", "mean acc"), ("mce", "mCE %"), ("relative_mce", "relative mCE %")):
+        if isinstance(summary.get(key), float):
+            parts.append(f"{label} {summary[key]:.4f}" if key == "robustness" else f"{label} {summary[key]:.1f}")
+    return "Robustness:  " + ", ".join(parts)
+
+
+def written_files(run_dir: Path) -> list[str]:
+    """The run's products, relative to its directory: checkpoints, records, plots, evaluation and export."""
+    patterns = ("checkpoints/*.ckpt", "metrics.json", "*.png", "logs/metrics.csv", "eval/*", "export/*")
+    found: list[str] = []
+    for pattern in patterns:
+        found += sorted(str(p.relative_to(run_dir)) for p in run_dir.glob(pattern) if p.is_file())
+    return found
+
+
+def end_summary(summary: dict[str, Any]) -> str:
+    """Test metrics (raw and EMA), the best validation score and its epoch, time and throughput, robustness when
+    scored after training, and every file written."""
+    tested = Path(summary["tested_checkpoint"]).name if summary.get("best_checkpoint") else "final weights"
+    images_per_sec = summary.get("train_images_per_sec")
+    rate = f", {images_per_sec:,.0f} training images/s" if images_per_sec else ""
+    lines = [
+        "",
+        f"Finished {summary['model']} on {summary['data']} in {_duration(summary['wall_seconds'])}: "
+        f"{summary['epochs']} epochs, {summary['global_step']} steps{rate}",
+    ]
+    if summary.get("best_val_score") is not None:
+        epoch = summary.get("best_epoch")
+        where = f" after epoch {epoch} of {summary['epochs']}" if epoch else ""
+        lines.append(f"Best {summary['monitor']} {summary['best_val_score']:.4f}{where}")
+    lines += [f"Test ({tested}):", *_metrics_table(summary)]
+    if robustness := _robustness_line(summary.get("robustness")):
+        lines.append(robustness)
+    run_dir = Path(summary["run_dir"])
+    lines += [f"Files in {run_dir}:", *(f"  {name}" for name in written_files(run_dir))]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,155 @@
+"""What a training run shows while it works: a tqdm bar on a terminal, one-line updates in a log file (a SLURM
+``.out`` or CI log stays readable instead of thousands of carriage-return frames), and the training throughput."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+import warnings
+from typing import Any, TextIO
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import ProgressBar, TQDMProgressBar
+
+
+class _NoAdvertising(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("💡 Tip")
+
+
+def quiet_lightning() -> None:
+    """Drop what tells a user nothing about their run: Lightning's product tip and its own internal deprecation
+    warning (from Lightning's code, not the user's)."""
+    logger = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    if not any(isinstance(f, _NoAdvertising) for f in logger.filters):
+        logger.addFilter(_NoAdvertising())
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)", category=Warning)
+
+
+def _shown(metrics: dict[str, Any]) -> dict[str, Any]:
+    metrics.pop("v_num", None)  # a logger's version ("logs"): noise in a run that has its own directory
+    return metrics
+
+
+class TerminalBar(TQDMProgressBar):
+    """Lightning's tqdm bar without the logger version."""
+
+    def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
+        return _shown(super().get_metrics(trainer, pl_module))
+
+
+def _duration(seconds: float) -> str:
+    seconds = round(seconds)
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+def _value(value: Any) -> str:
+    value = value.item() if isinstance(value, torch.Tensor) else value
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+class ProgressLines(ProgressBar):
+    """A line every ``interval`` seconds of training (epoch, batch, rate, ETA of the epoch, the bar's metrics) and
+    one at the end of each epoch with its validation metrics; evaluation loops report when they finish."""
+
+    def __init__(self, interval: float = 30.0, stream: TextIO | None = None):
+        super().__init__()
+        self.interval = float(interval)
+        self.stream = stream
+        self._enabled = True
+        self._epoch_start = self._last = self._eval_start = 0.0
+
+    def disable(self) -> None:
+        self._enabled = False
+
+    def enable(self) -> None:
+        self._enabled = True
+
+    def print(self, *args: Any, **kwargs: Any) -> None:
+        if self._enabled:
+            print(*args, file=self.stream or sys.stderr, flush=True, **kwargs)
+
+    def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
+        return _shown(super().get_metrics(trainer, pl_module))
+
+    def _metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> str:
+        return "  ".join(f"{k} {_value(v)}" for k, v in self.get_metrics(trainer, pl_module).items())
+
+    def _epoch(self, trainer: L.Trainer) -> str:
+        total = "" if trainer.max_epochs in (None, -1) else f"/{trainer.max_epochs}"
+        return f"epoch {trainer.current_epoch + 1}{total}"
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._epoch_start = self._last = time.monotonic()
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        now = time.monotonic()
+        if now - self._last < self.interval:
+            return
+        self._last = now
+        done, total = batch_idx + 1, self.total_train_batches
+        rate = done / max(now - self._epoch_start, 1e-9)
+        eta = f", epoch ETA {_duration((total - done) / rate)}" if total != float("inf") else ""
+        metrics = self._metrics(trainer, pl_module)
+        self.print(f"{self._epoch(trainer)}  batch {done}/{total}  {rate:.2f} batch/s{eta}  {metrics}")
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        elapsed = time.monotonic() - self._epoch_start
+        self.print(f"{self._epoch(trainer)} done in {_duration(elapsed)}  {self._metrics(trainer, pl_module)}")
+
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._eval_start = time.monotonic()
+
+    def on_test_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._eval_start = time.monotonic()
+
+    def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.print(f"testing done in {_duration(time.monotonic() - self._eval_start)}")
+
+
+def progress_bar(interval: float, stream: TextIO | None = None) -> ProgressBar:
+    """The bar for this output: tqdm on a terminal, one-line updates otherwise."""
+    return TerminalBar() if (stream or sys.stderr).isatty() else ProgressLines(interval, stream)
+
+
+class Throughput(L.Callback):
+    """Training images per second of the training loop alone (validation excluded), logged per epoch as
+    ``train/images_per_sec`` and totalled for the end-of-run summary."""
+
+    def __init__(self) -> None:
+        self.images = 0
+        self.seconds = 0.0
+        self._epoch_images = 0
+        self._epoch_seconds = 0.0
+        self._mark = 0.0
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._epoch_images, self._epoch_seconds, self._mark = 0, 0.0, time.monotonic()
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._mark = time.monotonic()  # the next training batch's clock starts after validation
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        now = time.monotonic()
+        images = batch[0] if isinstance(batch, (list, tuple)) else batch
+        count = int(images.shape[0]) * trainer.world_size if isinstance(images, torch.Tensor) else 0
+        self._epoch_images += count
+        self._epoch_seconds += now - self._mark
+        self._mark = now
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.images += self._epoch_images
+        self.seconds += self._epoch_seconds
+        if self._epoch_seconds > 0:
+            pl_module.log("train/images_per_sec", self._epoch_images / self._epoch_seconds, on_epoch=True)
+
+    @property
+    def images_per_sec(self) -> float | None:
+        return self.images / self.seconds if self.seconds > 0 else None

@@ -1,0 +1,108 @@
+"""What runs print: the training summary's table, progress lines for log files, the loader worker count."""
+
+import io
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from alternet.apps.console import best_epoch, end_summary
+from alternet.data import build_datamodule
+from alternet.data.workers import available_cpus
+from alternet.training.progress import ProgressLines, TerminalBar, Throughput, progress_bar
+
+
+def _summary(tmp_path, **extra):
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "best-epoch004.ckpt").write_bytes(b"x")
+    (tmp_path / "metrics.json").write_text("{}")
+    return {
+        "model": "alternet_tiny",
+        "data": "digits",
+        "test": {"acc": 0.91, "top5": 0.99, "nll": 0.3, "ece": 0.02},
+        "epochs": 6,
+        "global_step": 60,
+        "best_val_score": 0.25,
+        "best_epoch": best_epoch(str(tmp_path / "checkpoints" / "best-epoch004.ckpt")),
+        "monitor": "val/nll",
+        "tested_checkpoint": str(tmp_path / "checkpoints" / "best-epoch004.ckpt"),
+        "best_checkpoint": str(tmp_path / "checkpoints" / "best-epoch004.ckpt"),
+        "run_dir": str(tmp_path),
+        "wall_seconds": 3725.0,
+        "train_images_per_sec": 1234.5,
+        **extra,
+    }
+
+
+def test_end_summary_reports_raw_and_ema_metrics_best_epoch_robustness_and_files(tmp_path):
+    robustness = {"summary": {"n_conditions": 75, "source": "cifar100-c", "robustness": 0.45, "mce": 88.8}}
+    text = end_summary(
+        _summary(tmp_path, test_ema={"acc": 0.93, "top5": 1.0, "nll": 0.25, "ece": 0.01}, robustness=robustness)
+    )
+    assert "in 1:02:05: 6 epochs, 60 steps, 1,234 training images/s" in text
+    assert "Best val/nll 0.2500 after epoch 5 of 6" in text  # best-epoch004 is Lightning's 0-based index 4
+    assert "  weights        0.9100   0.9900   0.3000   0.0200" in text
+    assert "  EMA weights    0.9300   1.0000   0.2500   0.0100" in text
+    assert "Robustness:  75 conditions (cifar100-c), mean acc 0.4500, mCE % 88.8" in text
+    assert "  checkpoints/best-epoch004.ckpt\n" in text and "  metrics.json\n" in text
+
+
+def test_end_summary_without_ema_has_one_row(tmp_path):
+    text = end_summary(_summary(tmp_path))
+    assert "EMA weights" not in text and "Robustness" not in text
+
+
+class _Tiny(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(4, 2)
+
+    def training_step(self, batch, batch_idx):
+        loss = torch.nn.functional.cross_entropy(self.layer(batch[0]), batch[1])
+        self.log("train/loss", loss, prog_bar=True)
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def _fit(callbacks, tmp_path):
+    data = TensorDataset(torch.randn(40, 4), torch.randint(0, 2, (40,)))
+    trainer = L.Trainer(
+        max_epochs=2,
+        callbacks=callbacks,
+        default_root_dir=str(tmp_path),
+        logger=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(_Tiny(), DataLoader(data, batch_size=8))
+
+
+def test_progress_lines_write_periodic_and_per_epoch_lines_without_carriage_returns(tmp_path):
+    stream = io.StringIO()
+    throughput = Throughput()
+    _fit([ProgressLines(interval=0.0, stream=stream), throughput], tmp_path)
+    lines = stream.getvalue().splitlines()
+    assert "\r" not in stream.getvalue()
+    assert next(line for line in lines if " done in " in line).startswith("epoch 1/2 done in")
+    assert any(line.startswith("epoch 2/2  batch 3/5") and "batch/s" in line and "ETA" in line for line in lines)
+    assert all("v_num" not in line for line in lines)
+    assert throughput.images == 80 and throughput.images_per_sec > 0
+
+
+def test_a_terminal_gets_a_bar_and_a_file_gets_lines():
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    assert isinstance(progress_bar(30, Terminal()), TerminalBar)
+    assert isinstance(progress_bar(30, io.StringIO()), ProgressLines)
+
+
+def test_loader_workers_auto_fits_the_machine():
+    recipe = {"batch_size": 8}
+    auto = build_datamodule({"name": "digits", "num_workers": "auto"}, recipe, seed=0)
+    assert auto.num_workers == min(available_cpus(), 8)
+    capped = build_datamodule({"name": "digits", "num_workers": 10_000}, recipe, seed=0)
+    assert capped.num_workers == available_cpus()  # never more workers than CPUs: no DataLoader warning

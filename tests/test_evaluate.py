@@ -34,6 +34,20 @@ def test_evaluate_cli_writes_every_output(digits_run, tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "robustness (generated corruptions): mean acc" in result.stdout
+    # progress in a log file: the clean pass, the generation, one line per corrupted set with its running mean
+    assert "\r" not in result.stderr
+    assert "test: 1/1 batches" in result.stderr and "generating 15 CIFAR-C files in" in result.stderr
+    assert "generated corruptions: 1/75 sets, " in result.stderr and "gaussian_noise/1 acc " in result.stderr
+    assert "ETA" in result.stderr and "running mean" in result.stderr
+    assert "generated corruptions: 75/75 sets" in result.stderr
+    # the end: families, the worst conditions, the frost caveat, the files written
+    assert "  per family: noise " in result.stdout and " weather " in result.stdout
+    worst = next(line for line in result.stdout.splitlines() if line.startswith("  worst conditions: "))
+    assert len(worst.split(": ", 1)[1].split("  ")) == 5  # the five worst conditions
+    assert "generated frost uses a procedural ice texture" in result.stdout
+    listed = result.stdout[result.stdout.index(f"  files in {out}:") :]
+    for name in ("metrics.json", "predictions.npz", "reliability.png", "robustness_heatmap.png"):
+        assert f"    {name}\n" in listed
     for name in (
         "metrics.json",
         "predictions.npz",

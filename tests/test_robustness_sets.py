@@ -22,8 +22,8 @@ from alternet.evaluation import Evaluator, RobustnessError, RobustnessRow, robus
 from alternet.evaluation.baselines import builtin_baseline
 from alternet.evaluation.corrupted import open_corrupted_sets
 from alternet.evaluation.inference import device_count, on_devices
-from alternet.evaluation.progress import progress
 from alternet.models import create_model
+from alternet.progress import Progress, progress
 
 from conftest import CONF, run_script
 
@@ -245,7 +245,21 @@ def test_progress_prints_periodic_lines_when_not_a_terminal():
     stream = io.StringIO()
     assert list(progress(range(3), 3, "fog/3", every=0.0, stream=stream)) == [0, 1, 2]
     lines = stream.getvalue().splitlines()
-    assert lines[:2] == ["fog/3: 1/3 batches, 0 s", "fog/3: 2/3 batches, 0 s"] and lines[2].startswith("fog/3: 3/3")
+    assert lines[0].startswith("fog/3: 1/3 batches, 0:00 elapsed, ETA 0:0") and lines[1].startswith("fog/3: 2/3")
+    assert lines[2].startswith("fog/3: 3/3 batches, 0:00 elapsed") and "ETA" not in lines[2] and len(lines) == 3
+
+
+def test_progress_of_sets_names_each_condition_with_running_accuracy_and_eta():
+    stream = io.StringIO()
+    with Progress(3, "cifar100-c corruptions", unit="sets", every=0.0, stream=stream) as shown:
+        shown.update(note="fog/1 acc 0.5000, running mean 0.5000")
+        shown.update(note="fog/2 acc 0.4000, running mean 0.4500")
+        shown.update(note="fog/3 acc 0.3000, running mean 0.4000")
+    lines = stream.getvalue().splitlines()
+    assert "\r" not in stream.getvalue() and len(lines) == 3
+    assert lines[0].startswith("cifar100-c corruptions: 1/3 sets, 0:00 elapsed, ETA 0:00  fog/1 acc 0.5000")
+    assert lines[1].endswith("fog/2 acc 0.4000, running mean 0.4500")
+    assert lines[2].startswith("cifar100-c corruptions: 3/3 sets")  # the closing line
 
 
 def digits_checkpoint(path, class_names):
@@ -269,7 +283,7 @@ def test_evaluate_cli_on_an_imagenet_c_tree(tmp_path):
     result = run_script("evaluate.py", *args, "robustness.baseline=alexnet", f"hydra.run.dir={out}")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "robustness (real corruptions): mean acc" in result.stdout and "vs alexnet (imagenet-c)" in result.stdout
-    assert "real fog/5 [10/10]: 1/1 batches" in result.stderr  # one progress line per condition
+    assert "real corruptions: 9/10 sets" in result.stderr and "fog/4 acc" in result.stderr  # a line per condition
     report = json.loads((out / "metrics.json").read_text())
     assert report["robustness"]["layout"] == "imagenet-c" and report["robustness"]["summary"]["n_conditions"] == 10
     ckpt = digits_checkpoint(tmp_path / "renamed.ckpt", [*wnids[:9], "n09999999"])

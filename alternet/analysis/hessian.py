@@ -27,6 +27,7 @@ from torch import nn
 
 from ..files import write_csv
 from ..models import WindowAttention
+from ..progress import Progress
 from . import plots
 from .config import SampleConfig, require
 from .context import AnalysisContext
@@ -106,15 +107,20 @@ def model_hvp(
 
 
 class CountingOperator:
-    """An operator that counts its products."""
+    """An operator that counts its products (and reports each to ``shown``: a product is a pass over every
+    batch, forward and double backward, the unit of a Hessian analysis' time)."""
 
-    def __init__(self, operator: Operator):
+    def __init__(self, operator: Operator, shown: Progress | None = None):
         self.operator = operator
         self.calls = 0
+        self.shown = shown
 
     def __call__(self, vector: torch.Tensor) -> torch.Tensor:
         self.calls += 1
-        return self.operator(vector)
+        result = self.operator(vector)
+        if self.shown is not None:
+            self.shown.update()
+        return result
 
 
 @dataclass(frozen=True)
@@ -130,7 +136,9 @@ class Spectrum:
 
 def hessian_spectrum(operator: Operator, dim: int, config: HessianConfig, device: torch.device) -> Spectrum:
     """Top-k eigenvalues and SLQ density of ``operator`` as configured."""
-    counted = CountingOperator(operator)
+    budget = config.slq_runs * config.iterations + (0 if config.method == "lanczos" else config.k * config.iterations)
+    shown = Progress(budget, "hessian (at most)", unit="Hessian-vector products", every=30.0)
+    counted = CountingOperator(operator, shown)
     generator = torch.Generator().manual_seed(config.seed)
     runs = [lanczos(counted, rademacher(dim, generator, device), config.iterations) for _ in range(config.slq_runs)]
     if config.method == "lanczos":
@@ -145,6 +153,7 @@ def hessian_spectrum(operator: Operator, dim: int, config: HessianConfig, device
         )
         top, residuals = np.array(result.eigenvalues), np.full(config.k, np.nan)
     density = SpectralDensity(runs, dim) if runs else None
+    shown.close()
     return Spectrum(top, residuals, density, counted.calls)
 
 

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from ..files import write_csv
+from ..progress import Progress
 from . import plots
 from .config import SampleConfig, require
 from .context import AnalysisContext
@@ -116,14 +117,17 @@ def run(context: AnalysisContext, config: LandscapeConfig) -> dict[str, Any]:
     alphas = np.linspace(-config.span, config.span, config.points_1d)
     grid = np.linspace(-config.span, config.span, config.points_2d)
     rows = []
-    with weight_offsets(model) as move:
+    points = len(alphas) + len(grid) ** 2
+    with weight_offsets(model) as move, Progress(points, "landscape", unit="points", every=30.0) as shown:
         for a in alphas:
             move([a], directions[:1])
             rows.append(dict(slice="1d", x=float(a), y=0.0, **measure(model, batches, objective)))
+            shown.update()
         for b in grid:
             for a in grid:
                 move([a, b], directions)
                 rows.append(dict(slice="2d", x=float(a), y=float(b), **measure(model, batches, objective)))
+                shown.update()
     one = [r for r in rows if r["slice"] == "1d"]
     two = [r for r in rows if r["slice"] == "2d"]
     shape = (config.points_2d, config.points_2d)

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 from torch import nn
 
 from ..files import write_csv
+from ..progress import Progress
 from . import plots
 from .blocks import Block
 from .config import SampleConfig
@@ -27,9 +28,11 @@ class LesionConfig(SampleConfig):
 def lesioned_accuracies(model: nn.Module, blocks: Sequence[Block], batches: Sequence[Batch]) -> list[float]:
     """Accuracy with each block lesioned in turn (the model is unchanged afterwards)."""
     results = []
-    for block in blocks:
-        with block.lesion():
-            results.append(accuracy(model, batches))
+    with Progress(len(blocks), "lesion", unit="blocks", every=30.0) as shown:
+        for block in blocks:
+            with block.lesion():
+                results.append(accuracy(model, batches))
+            shown.update()
     return results
 
 

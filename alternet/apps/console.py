@@ -43,7 +43,7 @@ def start_banner(
         ("Data", data_description),
         (
             "Recipe",
-            f"{config['recipe'].get('name', '?')}: {config['recipe']['epochs']} epochs, batch "
+            f"{config['recipe'].get('name', '?')}: {trainer.max_epochs} epochs, batch "
             f"{config['recipe']['batch_size']}",
         ),
         ("Device", f"{hardware}, precision {trainer.precision}"),

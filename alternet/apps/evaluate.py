@@ -19,6 +19,8 @@ from ..evaluation import Evaluator
 from ..files import write_csv, write_json
 from ..runs import CheckpointWeights, find_checkpoint, load_model, run_config, run_dir_of
 
+WORST_SHOWN = 5  # the worst conditions printed at the end of an evaluation
+
 
 def packaged_config(group: str, option: str) -> DictConfig:
     """One option of a config group as packaged with alternet (``alternet/conf/<group>/<option>.yaml``), with its
@@ -152,11 +154,34 @@ def print_report(report: Mapping[str, Any], out_dir: Path) -> None:
             relative = summary["relative_mce"]
             relative = "n/a (no clean accuracy for the baseline)" if relative is None else f"{relative:.1f}%"
             lines.append(f"  mCE {summary['mce']:.1f}% vs {summary['baseline']}  relative mCE {relative}")
+        families = "  ".join(f"{name} {block['acc']:.4f}" for name, block in summary["per_family"].items())
+        lines.append(f"  per family: {families}")
+        worst = sorted(robustness["table"], key=lambda row: row["acc"])[:WORST_SHOWN]
+        lines.append(
+            "  worst conditions: " + "  ".join(f"{r['corruption']}/{r['severity']} {r['acc']:.4f}" for r in worst)
+        )
+        if robustness.get("synthetic_frost") and robustness["source"] == "generated":
+            lines.append(
+                "  note: generated frost uses a procedural ice texture, not the reference's photographs: its numbers "
+                "are not comparable with real CIFAR-C frost (robustness.root=DIR scores the real files)"
+            )
         if robustness.get("extra"):
             extra = robustness["extra"]["summary"]
             names = ", ".join(extra["per_corruption"])
             lines.append(f"  extra corruptions ({names}; not in the mean or mCE): mean acc {extra['robustness']:.4f}")
     for name, result in (report.get("analysis") or {}).items():
         lines.append(f"  analysis {name}: {result['seconds']:.1f} s, {len(result.get('files', []))} files")
-    lines.append(f"  outputs: {out_dir}")
+    written = [
+        *report.get("files", []),
+        *(f for r in (report.get("analysis") or {}).values() for f in r.get("files", [])),
+    ]
+    lines.append(f"  files in {out_dir}:")
+    lines += [f"    {_relative(Path(path), out_dir)}" for path in written]
     print("\n".join(lines), flush=True)
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)

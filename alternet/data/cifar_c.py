@@ -29,6 +29,7 @@ from threadpoolctl import threadpool_limits
 
 from ..errors import DataError
 from ..files import atomic_write, bytes_digest, file_digest, write_json
+from ..progress import Progress
 from ..seeds import derive_seed
 from .corruptions import (
     CONSTANTS_VERSION,
@@ -437,25 +438,30 @@ def _generate_files(
     """Generate the files of ``names``, reporting each finished one to ``on_file``. Partial files never survive."""
     try:
         plan = _plan(out, images, names, severities, seed)
-        if workers <= 1:
-            _generate_serially(out, images, plan, on_file)
-        else:
-            _generate_in_pool(out, images, plan, workers, on_file)
+        chunks = sum(len(tasks) for tasks in plan.values())
+        with Progress(chunks, f"generating {len(names)} CIFAR-C files in {out}", unit="chunks", every=30.0) as shown:
+            if workers <= 1:
+                _generate_serially(out, images, plan, on_file, shown)
+            else:
+                _generate_in_pool(out, images, plan, workers, on_file, shown)
     finally:
         for name in names:
             (out / f".{name}.npy.partial").unlink(missing_ok=True)
 
 
-def _generate_serially(out: Path, images: np.ndarray, plan: dict[str, list[_Task]], on_file: OnFile) -> None:
+def _generate_serially(
+    out: Path, images: np.ndarray, plan: dict[str, list[_Task]], on_file: OnFile, shown: Progress
+) -> None:
     """Run every task in this process."""
     for name, tasks in plan.items():
         for task in tasks:
             _run_task(task, images)
+            shown.update(note=f"{task.name}/{task.severity}")
         _finish(out, name, on_file)
 
 
 def _generate_in_pool(
-    out: Path, images: np.ndarray, plan: dict[str, list[_Task]], workers: int, on_file: OnFile
+    out: Path, images: np.ndarray, plan: dict[str, list[_Task]], workers: int, on_file: OnFile, shown: Progress
 ) -> None:
     """Run the tasks in worker processes; finish each file as soon as its last chunk is in. On the first failure
     the queued tasks are cancelled and the error re-raised.
@@ -477,6 +483,7 @@ def _generate_in_pool(
             for future in done:
                 name = pending.pop(future)
                 future.result()
+                shown.update(note=name)
                 remaining[name] -= 1
                 if remaining[name] == 0:
                     _finish(out, name, on_file)

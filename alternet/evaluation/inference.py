@@ -13,7 +13,7 @@ from torch import nn
 from torch.utils.data import ConcatDataset, DataLoader, Dataset, Sampler
 
 from ..errors import ConfigValueError
-from .progress import progress
+from ..progress import progress
 
 
 def choose_device(device: str = "auto") -> torch.device:
@@ -72,9 +72,11 @@ def predict_sets(
     autocast: torch.dtype | None = None,
     num_workers: int = 0,
     labels: Sequence[str] | None = None,
+    final_lines: bool = True,
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Float32 logits and integer labels of each dataset in turn, in order. One loader reads them all, so its
-    workers start once and stay busy across datasets; ``labels`` name the datasets in the progress updates."""
+    workers start once and stay busy across datasets; ``labels`` name the datasets in the progress updates
+    (``final_lines=False``: no line when a set ends — the caller reports each set itself)."""
     sizes = [len(dataset) for dataset in datasets]
     if not sizes or min(sizes) == 0:
         raise ValueError("predict_sets needs at least one dataset and no empty ones")
@@ -91,7 +93,7 @@ def predict_sets(
         count = math.ceil(size / batch_size)
         logits, targets = [], []
         with torch.autocast(device.type, dtype=autocast) if autocast is not None else nullcontext():
-            for images, labels_ in progress(itertools.islice(batches, count), count, name):
+            for images, labels_ in progress(itertools.islice(batches, count), count, name, final=final_lines):
                 logits.append(net(images.to(device, non_blocking=True)).float().cpu())
                 targets.append(labels_)
         yield torch.cat(logits).numpy(), torch.cat(targets).numpy()

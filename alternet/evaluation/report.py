@@ -17,6 +17,7 @@ from ..data.workers import loader_workers
 from ..errors import ConfigValueError
 from ..files import write_json
 from ..metrics import apply_temperature, calibration_metrics, fit_temperature, reliability_bins, softmax
+from ..progress import Progress
 from .baselines import resolve_baseline
 from .corrupted import CorruptedSets, is_benchmark, open_corrupted_sets, source_and_benchmark
 from .inference import choose_device, device_count, predict_sets
@@ -65,7 +66,9 @@ class Evaluator:
         self.num_workers = loader_workers(settings["num_workers"])
         self.files: list[Path] = []
 
-    def _predict_sets(self, datasets: Sequence[Dataset], names: Sequence[str]) -> Iterator[tuple[np.ndarray, ...]]:
+    def _predict_sets(
+        self, datasets: Sequence[Dataset], names: Sequence[str], final_lines: bool = True
+    ) -> Iterator[tuple[np.ndarray, ...]]:
         return predict_sets(
             self.model,
             datasets,
@@ -74,6 +77,7 @@ class Evaluator:
             autocast=self.autocast,
             num_workers=self.num_workers,
             labels=names,
+            final_lines=final_lines,
         )
 
     def _predict(self, split: str) -> tuple[np.ndarray, np.ndarray]:
@@ -152,14 +156,19 @@ class Evaluator:
         separate ``extra`` section."""
         n = sets.clean_images  # the clean reference uses the same images as the corrupted sets
         clean_acc = float((clean_probs[:n].argmax(1) == clean_labels[:n]).mean())
-        names = [f"{sets.source} {c}/{s} [{i}/{len(sets.conditions)}]" for i, (c, s) in enumerate(sets.conditions, 1)]
+        names = [f"{sets.source} {c}/{s}" for c, s in sets.conditions]
         rows, predictions = [], {}
-        for (corruption, severity), (logits, labels) in zip(sets.conditions, self._predict_sets(sets.datasets, names)):
+        shown = Progress(len(names), f"{sets.source} corruptions", unit="sets", every=0.0)
+        scored = zip(sets.conditions, self._predict_sets(sets.datasets, names, final_lines=False))
+        for (corruption, severity), (logits, labels) in scored:
             probs = softmax(logits)
             metrics = calibration_metrics(probs, labels, self.n_bins, logits=logits)
             family = FAMILY_OF.get(corruption, "extra")
             rows.append(RobustnessRow.from_metrics(corruption, severity, metrics, len(labels), sets.source, family))
             predictions |= _compact(f"{corruption}/{severity}", probs, labels)  # 75 probability matrices won't fit
+            running = sum(row.acc for row in rows) / len(rows)
+            shown.update(note=f"{corruption}/{severity} acc {metrics['acc']:.4f}, running mean {running:.4f}")
+        shown.close(note=f"mean acc {sum(row.acc for row in rows) / len(rows):.4f}")
         benchmark = [row for row in rows if is_benchmark(row.corruption)]
         extra = [row for row in rows if not is_benchmark(row.corruption)]
         summary = robustness_summary(benchmark, baseline, clean_acc=clean_acc)

@@ -11,14 +11,9 @@ import lightning as L
 from torch import nn
 
 from .. import tracking
+from ..progress import duration
 
 TEST_COLUMNS = ("acc", "top5", "nll", "ece")
-
-
-def _duration(seconds: float) -> str:
-    seconds = round(seconds)
-    hours, rest = divmod(seconds, 3600)
-    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
 
 
 def _rows(pairs: list[tuple[str, Any]]) -> str:
@@ -100,7 +95,7 @@ def end_summary(summary: dict[str, Any]) -> str:
     rate = f", {images_per_sec:,.0f} training images/s" if images_per_sec else ""
     lines = [
         "",
-        f"Finished {summary['model']} on {summary['data']} in {_duration(summary['wall_seconds'])}: "
+        f"Finished {summary['model']} on {summary['data']} in {duration(summary['wall_seconds'])}: "
         f"{summary['epochs']} epochs, {summary['global_step']} steps{rate}",
     ]
     if summary.get("best_val_score") is not None:

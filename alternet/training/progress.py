@@ -13,6 +13,8 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import ProgressBar, TQDMProgressBar
 
+from ..progress import duration
+
 
 class _NoAdvertising(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
@@ -38,12 +40,6 @@ class TerminalBar(TQDMProgressBar):
 
     def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
         return _shown(super().get_metrics(trainer, pl_module))
-
-
-def _duration(seconds: float) -> str:
-    seconds = round(seconds)
-    hours, rest = divmod(seconds, 3600)
-    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
 
 
 def _value(value: Any) -> str:
@@ -94,13 +90,13 @@ class ProgressLines(ProgressBar):
         self._last = now
         done, total = batch_idx + 1, self.total_train_batches
         rate = done / max(now - self._epoch_start, 1e-9)
-        eta = f", epoch ETA {_duration((total - done) / rate)}" if total != float("inf") else ""
+        eta = f", epoch ETA {duration((total - done) / rate)}" if total != float("inf") else ""
         metrics = self._metrics(trainer, pl_module)
         self.print(f"{self._epoch(trainer)}  batch {done}/{total}  {rate:.2f} batch/s{eta}  {metrics}")
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         elapsed = time.monotonic() - self._epoch_start
-        self.print(f"{self._epoch(trainer)} done in {_duration(elapsed)}  {self._metrics(trainer, pl_module)}")
+        self.print(f"{self._epoch(trainer)} done in {duration(elapsed)}  {self._metrics(trainer, pl_module)}")
 
     def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._eval_start = time.monotonic()
@@ -109,7 +105,7 @@ class ProgressLines(ProgressBar):
         self._eval_start = time.monotonic()
 
     def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.print(f"testing done in {_duration(time.monotonic() - self._eval_start)}")
+        self.print(f"testing done in {duration(time.monotonic() - self._eval_start)}")
 
 
 def progress_bar(interval: float, stream: TextIO | None = None) -> ProgressBar:

@@ -1,4 +1,5 @@
-"""The export command line: ``python -m alternet.hub export RUN_DIR_OR_CKPT --out DIR [--ema]``."""
+"""The hub command line: ``python -m alternet.hub export RUN_DIR_OR_CKPT --out DIR [--ema]`` and
+``python -m alternet.hub push RUN_OR_EXPORT REPO_ID [--private] [--ema] [--revision R] [--commit-message M]``."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ import logging
 import sys
 
 from ..errors import AlternetError
-from ..hub import export
+from ..hub import export, push_to_hub
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m alternet.hub", description="Export trained checkpoints for timm and downstream work."
+        prog="python -m alternet.hub",
+        description="Export trained checkpoints for timm and downstream work; publish them on the Hugging Face Hub.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     exporter = commands.add_parser(
@@ -23,6 +25,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     exporter.add_argument("source", help="a run directory or a Lightning checkpoint (.ckpt)")
     exporter.add_argument("--out", required=True, help="the export directory (created; an earlier export is replaced)")
     exporter.add_argument("--ema", action="store_true", help="export the EMA weights (runs with recipe.ema)")
+    pusher = commands.add_parser(
+        "push",
+        help="upload an export (or a run or checkpoint, exported first) to a Hugging Face Hub model repository",
+        description="Upload model.safetensors, config.json and the model card as one commit to REPO_ID (created "
+        "when missing); timm then loads it with timm.create_model('hf-hub:REPO_ID', pretrained=True) after "
+        "`import alternet`. Needs a token: `hf auth login` or HF_TOKEN.",
+    )
+    pusher.add_argument("source", help="an export directory, a run directory or a Lightning checkpoint (.ckpt)")
+    pusher.add_argument("repo_id", help="the Hub model repository: USER/NAME, ORG/NAME or NAME (your namespace)")
+    pusher.add_argument("--private", action="store_true", help="create the repository private (when it is new)")
+    pusher.add_argument("--ema", action="store_true", help="push the EMA weights (runs with recipe.ema)")
+    pusher.add_argument("--revision", help="the branch to commit to (created when missing; default: main)")
+    pusher.add_argument("--commit-message", help="the commit message (default: Upload SOURCE with alternet VERSION)")
     return parser.parse_args(argv)
 
 
@@ -30,11 +45,31 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
-        out = export(args.source, args.out, ema=args.ema)
+        if args.command == "push":
+            _push(args)
+        else:
+            _export(args)
     except AlternetError as error:
         sys.exit(f"error: {error}")
+
+
+def _export(args: argparse.Namespace) -> None:
+    out = export(args.source, args.out, ema=args.ema)
     print(f"Exported {args.source} to {out}: model.safetensors, config.json, README.md")
     print(f'Load: alternet.hub.load("{out}") or timm.create_model("local-dir:{out}", pretrained=True)')
+
+
+def _push(args: argparse.Namespace) -> None:
+    pushed = push_to_hub(
+        args.source,
+        args.repo_id,
+        private=args.private,
+        ema=args.ema,
+        revision=args.revision,
+        commit_message=args.commit_message,
+    )
+    print(f"Pushed {args.source} to {pushed.url}" + (f" (commit {pushed.commit_url})" if pushed.commit_url else ""))
+    print(f'Load: import alternet, timm; timm.create_model("{pushed.timm_name}", pretrained=True)')
 
 
 if __name__ == "__main__":

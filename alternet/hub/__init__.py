@@ -4,7 +4,12 @@ fine-tune from them, and move them through W&B artifacts.
 - ``python -m alternet.hub export RUN_DIR_OR_CKPT --out DIR [--ema]``: ``model.safetensors`` (timm key
   names), ``config.json`` (timm hub format: ``architecture``, ``num_classes``, ``label_names``, ``model_args``,
   ``pretrained_cfg``; plus an ``alternet`` section) and a ``README.md`` model card. timm loads the directory
-  with ``timm.create_model("local-dir:DIR", pretrained=True)`` once ``alternet`` is imported.
+  with ``timm.create_model("local-dir:DIR", pretrained=True)`` once ``alternet`` is imported. ``config.json``
+  holds every key timm's ``save_for_hf`` writes; the card's YAML front matter is the Hub's metadata (timm,
+  license, data set, test results as a ``model-index``).
+- ``python -m alternet.hub push RUN_OR_EXPORT REPO_ID [--private]`` (:func:`push_to_hub`): the same three files
+  as one commit to a Hugging Face Hub model repository, staged and verified before anything remote happens; then
+  ``timm.create_model("hf-hub:REPO_ID", pretrained=True)`` loads it (after ``import alternet``).
 - :func:`load`: a model (or a ``FeatureListNet``) from an export, a run directory, a Lightning checkpoint or a
   W&B artifact reference ``entity/project/name:version``; a new ``num_classes`` gives a new head.
 - :func:`load_pretrained`: the same weights into an existing model (``model.pretrained=SOURCE`` in training).
@@ -13,5 +18,6 @@ fine-tune from them, and move them through W&B artifacts.
 from ..tracking import ArtifactError
 from .export import export
 from .loading import LoadReport, load, load_pretrained
+from .push import PushError, push_to_hub
 
-__all__ = ["ArtifactError", "LoadReport", "export", "load", "load_pretrained"]
+__all__ = ["ArtifactError", "LoadReport", "PushError", "export", "load", "load_pretrained", "push_to_hub"]

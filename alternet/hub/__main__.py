@@ -1,5 +1,5 @@
-"""``python -m alternet.hub export RUN_DIR_OR_CKPT --out DIR [--ema]`` (the command lives in
-:mod:`alternet.apps.export`)."""
+"""``python -m alternet.hub export RUN_DIR_OR_CKPT --out DIR [--ema]`` and
+``python -m alternet.hub push RUN_OR_EXPORT REPO_ID [--private]`` (the commands live in :mod:`alternet.apps.export`)."""
 
 from ..apps.export import main
 

@@ -1,9 +1,23 @@
-"""The README.md model card of an export, written from its config.json alone."""
+"""The README.md model card of an export, written from its config.json alone: YAML front matter the Hugging Face
+Hub reads (library, license, tags, data set, test results as a ``model-index``) over a readable summary."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from huggingface_hub import EvalResult, ModelCardData
+
+TASK = "image-classification"
+# Hub data set ids of the public data sets alternet trains on (others are tagged by their alternet name)
+HUB_DATASETS = {"cifar10": "uoft-cs/cifar10", "cifar100": "uoft-cs/cifar100", "imagenet": "ILSVRC/imagenet-1k"}
+# metrics.json key -> (model-index metric type, its name on the Hub)
+HUB_METRICS = {
+    "acc": ("accuracy", "Top-1 accuracy"),
+    "top5": ("top_5_accuracy", "Top-5 accuracy"),
+    "nll": ("nll", "Negative log-likelihood"),
+    "ece": ("ece", "Expected calibration error (10 bins)"),
+}
+PLACEHOLDER_REPO = "<user>/<repo>"
 TEST_METRICS = (("acc", "accuracy"), ("top5", "top-5 accuracy"), ("nll", "NLL"), ("ece", "ECE (10 bins)"))
 ROBUSTNESS_METRICS = (
     ("robustness", "mean accuracy over all corruption conditions"),
@@ -70,10 +84,17 @@ def _recipe_section(config: dict[str, Any]) -> list[str]:
     ]
 
 
-def _test_section(config: dict[str, Any]) -> list[str]:
+def reported_test(config: dict[str, Any]) -> tuple[dict[str, Any] | None, bool]:
+    """The test metrics of the exported weights (those of the EMA when the EMA was exported and tested) and
+    whether they are the EMA's."""
     info = config["alternet"]
     ema = bool(info["ema"] and info.get("test_ema"))
-    test = info.get("test_ema") if ema else info.get("test")
+    return (info.get("test_ema") if ema else info.get("test")) or None, ema
+
+
+def _test_section(config: dict[str, Any]) -> list[str]:
+    info = config["alternet"]
+    test, ema = reported_test(config)
     if not test:
         return ["No test metrics were recorded (no metrics.json next to the checkpoint)."]
     lines = ["| metric | value |", "| --- | --- |"]
@@ -97,16 +118,23 @@ def _robustness_section(summary: dict[str, Any]) -> list[str]:
     return lines + [f"| {label} | {_number(summary.get(key))} |" for key, label in ROBUSTNESS_METRICS]
 
 
-def _usage_section(config: dict[str, Any]) -> list[str]:
+def _usage_section(config: dict[str, Any], repo_id: str | None) -> list[str]:
     name, classes = config["architecture"], config["num_classes"]
+    hub = repo_id or PLACEHOLDER_REPO
+    pushed = [] if repo_id else ["# once pushed with `python -m alternet.hub push path/to/export USER/REPO`"]
     return [
         "```python",
+        "import timm",
+        "import alternet  # registers alternet's architectures with timm: import it before create_model",
+        *pushed,
+        f'model = timm.create_model("hf-hub:{hub}", pretrained=True)',
+        'model = timm.create_model("local-dir:path/to/export", pretrained=True)  # a downloaded copy',
+        "",
         "import alternet.hub",
         'model = alternet.hub.load("path/to/export")               # or num_classes=N for a new head',
         'features = alternet.hub.load("path/to/export", features_only=True)  # per-stage feature maps',
         "",
-        "import json, timm, alternet  # importing alternet registers its architectures with timm",
-        'model = timm.create_model("local-dir:path/to/export", pretrained=True)',
+        "import json",
         'args = json.load(open("path/to/export/config.json"))["model_args"]',
         "model = timm.create_model(",
         f'    "{name}", pretrained=True, num_classes={classes}, **args,',
@@ -119,11 +147,46 @@ def _usage_section(config: dict[str, Any]) -> list[str]:
     ]
 
 
-def model_card(config: dict[str, Any]) -> str:
-    """Architecture, layout, parameters, training data, recipe, test metrics (with calibration), robustness when
-    recorded, and how to load the weights."""
+def card_data(config: dict[str, Any], repo_id: str | None = None) -> ModelCardData:
+    """The Hub metadata: timm as the library (so the Hub offers its loading snippet), the data set, and the
+    recorded test metrics as ``model-index`` evaluation results."""
+    name = config["alternet"]["data"]["name"]
+    dataset = HUB_DATASETS.get(name, name)
+    test, _ = reported_test(config)
+    recorded = {key: (test or {}).get(key) for key in HUB_METRICS if (test or {}).get(key) is not None}
+    results = [
+        EvalResult(
+            task_type=TASK,
+            task_name="Image Classification",
+            dataset_type=dataset,
+            dataset_name=name,
+            dataset_split="test",
+            metric_type=HUB_METRICS[key][0],
+            metric_name=HUB_METRICS[key][1],
+            metric_value=value,
+        )
+        for key, value in recorded.items()
+    ]
+    return ModelCardData(
+        library_name="timm",
+        pipeline_tag=TASK,
+        license=config["pretrained_cfg"].get("license") or "mit",
+        tags=[TASK, "timm", "alternet", name],
+        datasets=[dataset],
+        metrics=[HUB_METRICS[key][0] for key in recorded] or ["accuracy"],
+        model_name=repo_id.split("/")[-1] if repo_id else f"{config['architecture']}-{name}",
+        eval_results=results or None,
+    )
+
+
+def model_card(config: dict[str, Any], repo_id: str | None = None) -> str:
+    """Hub metadata, then architecture, layout, parameters, training data, recipe, test metrics (with
+    calibration), robustness when recorded, and how to load the weights (from ``hf-hub:repo_id`` once pushed)."""
     info = config["alternet"]
     sections = [
+        "---",
+        card_data(config, repo_id).to_yaml().strip(),
+        "---",
         f"# {config['architecture']} on {info['data']['name']}",
         "",
         f"{config['pretrained_cfg'].get('description', '')}. Paper: {config['pretrained_cfg'].get('paper_name')} "
@@ -143,5 +206,5 @@ def model_card(config: dict[str, Any]) -> str:
     ]
     if info.get("robustness"):
         sections += ["", "## Robustness", *_robustness_section(info["robustness"])]
-    sections += ["", "## Usage", *_usage_section(config)]
+    sections += ["", "## Usage", *_usage_section(config, repo_id)]
     return "\n".join(sections) + "\n"

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from safetensors.torch import save_file
+from timm.data import resolve_data_config
 from torch import nn
 
 from .. import __version__
@@ -23,6 +24,9 @@ from .loading import apply_weights
 from .sources import CONFIG_FILE, EXPORT_FORMAT, WEIGHTS_FILE, Source, read_lightning
 
 PAPER = dict(paper_name="How Do Vision Transformers Work?", paper_ids="arXiv:2202.06709")
+# pretrained_cfg keys timm's save_config_for_hf drops: where weights were loaded from, not what they are
+SOURCE_KEYS = ("url", "file", "hf_hub_id", "hf_hub_filename", "source", "state_dict", "label_offset")
+KEEP_NULL = ("pool_size", "first_conv", "classifier")  # timm writes these even when None
 
 
 def export(source: str | Path, out: str | Path, *, ema: bool = False) -> Path:
@@ -83,17 +87,21 @@ def export_config(
     label_note: str | None,
     metrics: dict[str, Any],
 ) -> dict[str, Any]:
-    """``config.json``: timm's keys (``architecture``, ``num_classes``, ``num_features``, ``label_names``,
-    ``model_args``, ``pretrained_cfg``) and an ``alternet`` section describing training and results."""
+    """``config.json``: what timm's ``save_config_for_hf`` writes for this model (``architecture``,
+    ``num_classes``, ``num_features``, ``global_pool``, ``label_names``, ``model_args``, ``pretrained_cfg``), so
+    ``local-dir:`` and ``hf-hub:`` loads read it as one of timm's own, plus an ``alternet`` section describing
+    training and results."""
     data = opened.hyper_parameters["data"] | {"val_size": run_config["data"].get("val_size")}
     description = f"{opened.architecture} trained on {data['name']} with alternet"
+    pool = global_pool(model)
     return {
         "architecture": opened.architecture,
         "num_classes": opened.num_classes,
         "num_features": int(getattr(model, "num_features", 0)) or None,
+        **({"global_pool": pool} if pool else {}),
         "label_names": labels,
-        "model_args": opened.model_args,
-        "pretrained_cfg": {**opened.pretrained_cfg, "description": description, **PAPER},
+        "model_args": hub_model_args(model, opened.model_args),
+        "pretrained_cfg": hub_pretrained_cfg(model, {**opened.pretrained_cfg, "description": description, **PAPER}),
         "alternet": {
             "format": EXPORT_FORMAT,
             "version": __version__,
@@ -112,6 +120,60 @@ def export_config(
             "robustness": (metrics.get("robustness") or {}).get("summary"),
         },
     }
+
+
+def global_pool(model: nn.Module) -> str | None:
+    """The pooling the model applies now, read where timm reads it: the head's pool, else the model's."""
+    head = getattr(model, "head", None)
+    holders = ((head, "global_pool"), (head, "pool_type"), (model, "global_pool"))
+    for pool in (getattr(holder, name, None) for holder, name in holders):
+        pool = getattr(pool, "pool_type", pool)
+        if isinstance(pool, str):
+            return pool
+    return None
+
+
+def hub_model_args(model: nn.Module, recorded: dict[str, Any]) -> dict[str, Any]:
+    """The checkpoint's architecture arguments plus the reconstruction arguments timm records from the model
+    (``in_chans``, ``global_pool``, ``img_size``). ``num_classes`` stays out: it is at the top level, and every
+    loader passes it as a keyword beside ``**model_args``."""
+    args = dict(recorded)
+    traits = getattr(model, "_traits", None) or {}
+    if isinstance(getattr(model, "in_chans", None), int):
+        args["in_chans"] = model.in_chans
+    pool = global_pool(model)
+    if pool is not None:
+        args["global_pool"] = pool
+    if traits.get("img_size") is not None:
+        args.setdefault("img_size", list(traits["img_size"]))
+    return args
+
+
+def hub_pretrained_cfg(model: nn.Module, cfg: dict[str, Any]) -> dict[str, Any]:
+    """``pretrained_cfg`` as timm exports it: no weight-source keys, the preprocessing resolved, the current
+    input constraints and class count, and ``custom_load`` off (the weights are a plain timm state dict)."""
+    out = {k: v for k, v in cfg.items() if k not in SOURCE_KEYS and (v is not None or k in KEEP_NULL)}
+    out.update({key: out.get(key) for key in KEEP_NULL})
+    resolved = resolve_data_config(pretrained_cfg=out)
+    out.update({k: list(v) if isinstance(v, tuple) else v for k, v in resolved.items()})
+    traits = getattr(model, "_traits", None) or {}
+    registered = getattr(model, "pretrained_cfg", None) or {}
+    out["fixed_input_size"] = bool(traits.get("fixed_input_size", out.get("fixed_input_size", False)))
+    out["first_conv"] = traits.get("first_conv", out.get("first_conv"))
+    out["custom_load"] = False
+    if registered.get("input_size") and list(out["input_size"][1:]) != list(registered["input_size"][1:]):
+        out["pool_size"] = None  # the registry's pool size is for another input size
+    for key in ("test_input_size", "min_input_size"):
+        if out.get(key):
+            out[key] = [out["input_size"][0], *out[key][1:]]
+    if out["fixed_input_size"]:
+        out.pop("test_input_size", None)
+    if getattr(model, "num_classes", None) is not None:
+        if model.num_classes != out.get("num_classes"):
+            for key in ("label_names", "label_descriptions"):
+                out.pop(key, None)
+        out["num_classes"] = model.num_classes
+    return out
 
 
 def _prepare(out: Path) -> None:

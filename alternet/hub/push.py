@@ -1,0 +1,167 @@
+"""Publish an export on the Hugging Face Hub, where ``timm.create_model("hf-hub:REPO_ID", pretrained=True)``
+loads it (after ``import alternet``).
+
+Nothing remote happens until the files are complete: the token is checked first, the export is staged and
+verified in a temporary directory (removed whatever happens), and only then is the repository created and the
+three files uploaded as one commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from huggingface_hub import HfApi, constants, get_token
+from huggingface_hub.errors import HfHubHTTPError, HFValidationError
+from huggingface_hub.utils import validate_repo_id
+
+from .. import __version__
+from ..errors import AlternetError
+from ..files import read_json, write_text
+from .card import model_card
+from .export import export
+from .sources import CONFIG_FILE, WEIGHTS_FILE, read_export
+
+log = logging.getLogger("alternet.hub")
+
+CARD_FILE = "README.md"
+FILES = (WEIGHTS_FILE, CONFIG_FILE, CARD_FILE)
+# huggingface_hub raises its HTTP client's own errors for network failures (requests, httpx or httpx2, by
+# version); HfHubHTTPError derives from that client's HTTPError, so its bases name the client's error class.
+NETWORK_ERRORS = (OSError, *HfHubHTTPError.__bases__)
+LOGIN = "run `hf auth login` (`huggingface-cli login` with older huggingface_hub) or set HF_TOKEN"
+
+
+class PushError(AlternetError, RuntimeError):
+    """A push that cannot start or that the Hub refused; nothing was published unless the message says so."""
+
+
+@dataclass(frozen=True)
+class Pushed:
+    repo_id: str
+    url: str
+    commit_url: str | None
+    revision: str | None
+
+    @property
+    def timm_name(self) -> str:
+        """The name ``timm.create_model`` loads this upload by."""
+        return f"hf-hub:{self.repo_id}" + (f"@{self.revision}" if self.revision else "")
+
+
+def push_to_hub(
+    source: str | Path,
+    repo_id: str,
+    *,
+    private: bool = False,
+    ema: bool = False,
+    revision: str | None = None,
+    commit_message: str | None = None,
+) -> Pushed:
+    """Upload ``source`` (an export directory, or a run directory or checkpoint, exported first) to the Hub model
+    repository ``repo_id`` (created when missing) as one commit of model.safetensors, config.json and README.md."""
+    token = _require_token()
+    _check_repo_id(repo_id)
+    path = Path(source).expanduser()
+    if not path.exists():
+        raise PushError(f"{path} does not exist: pass an export directory, a run directory or a checkpoint (.ckpt)")
+    with tempfile.TemporaryDirectory(prefix="alternet-push-") as tmp:
+        folder = stage(path, Path(tmp) / "upload", repo_id=repo_id, ema=ema)
+        api = HfApi(token=token, library_name="alternet", library_version=__version__)
+        try:
+            url = api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
+            repo_id = getattr(url, "repo_id", None) or repo_id  # the full id when the namespace was implied
+            if revision:
+                api.create_branch(repo_id, branch=revision, repo_type="model", exist_ok=True)
+            commit = api.upload_folder(
+                repo_id=repo_id,
+                folder_path=str(folder),
+                repo_type="model",
+                revision=revision,
+                commit_message=commit_message or f"Upload {path.name} with alternet {__version__}",
+            )
+        except HfHubHTTPError as error:
+            raise PushError(_refused(error, repo_id)) from error
+        except NETWORK_ERRORS as error:
+            raise PushError(
+                f"could not reach the Hugging Face Hub at {api.endpoint} to push {repo_id} ({_brief(error)}); check "
+                "the network connection (and HF_ENDPOINT or proxy settings), then run the command again"
+            ) from error
+    return Pushed(repo_id, str(url), getattr(commit, "commit_url", None), revision)
+
+
+def stage(source: Path, folder: Path, *, repo_id: str, ema: bool = False) -> Path:
+    """The three files to upload, in ``folder``: an export directory's (its weights verified), or a fresh export
+    of a run or checkpoint. alternet's own model card is rewritten to name ``repo_id``; an edited one is kept."""
+    if source.is_dir() and (source / CONFIG_FILE).is_file():
+        opened = read_export(source)  # the config's keys and the weights' digest, before anything is uploaded
+        if ema and not opened.ema:
+            raise PushError(f"{source} holds no EMA weights; push the run with --ema, or export it with --ema")
+        missing = [name for name in FILES if not (source / name).is_file()]
+        if missing:
+            raise PushError(f"{source} is an incomplete export (no {', '.join(missing)}); export it again")
+        folder.mkdir(parents=True)
+        for name in FILES:
+            _link_or_copy(source / name, folder / name)
+    else:
+        export(source, folder, ema=ema)
+        read_export(folder)
+    config = read_json(folder / CONFIG_FILE, error=PushError)
+    card = folder / CARD_FILE
+    if card.read_text() == model_card(config):
+        write_text(card, model_card(config, repo_id))  # replaces the file: the export's own card is untouched
+    else:
+        log.info("%s is not alternet's generated card for this export: uploading it as it is", source / CARD_FILE)
+    found = sorted(p.name for p in folder.iterdir())
+    if found != sorted(FILES):
+        raise PushError(f"the staged upload holds {found}, not {sorted(FILES)}; nothing was uploaded")
+    return folder
+
+
+def _require_token() -> str:
+    """Fail before any work when no upload could be authorised."""
+    if constants.HF_HUB_OFFLINE:
+        raise PushError("HF_HUB_OFFLINE is set: pushing needs the network; unset HF_HUB_OFFLINE and run it again")
+    token = get_token()
+    if not token:
+        raise PushError(f"no Hugging Face token found: {LOGIN} with a token that has write access, then run it again")
+    return token
+
+
+def _check_repo_id(repo_id: str) -> None:
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as error:
+        raise PushError(f"{repo_id!r} is not a Hub repository id: use NAME or USER/NAME ({_brief(error)})") from error
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # another file system, or links not allowed
+        shutil.copy2(source, target)
+
+
+def _refused(error: HfHubHTTPError, repo_id: str) -> str:
+    status = getattr(getattr(error, "response", None), "status_code", None)
+    if status == 401:
+        return f"the Hugging Face Hub rejected the token (401) pushing to {repo_id}: {LOGIN} with a valid token"
+    if status == 403:
+        return (
+            f"the token may not write to {repo_id} (403): use a token with write access to that namespace, "
+            "or push to a repository of your own user or organisation"
+        )
+    return (
+        f"the Hugging Face Hub refused the push to {repo_id} ({status or 'error'}: {_brief(error)}); nothing was "
+        "committed: fix the cause and run the command again"
+    )
+
+
+def _brief(error: BaseException) -> str:
+    """The first line of an error's message, short enough for a one-line error."""
+    lines = str(error).strip().splitlines() or [type(error).__name__]
+    return lines[0][:200]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import netrc
 import os
-import socket
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
 from lightning.pytorch.loggers.logger import rank_zero_experiment
-from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 
 from .errors import AlternetError
 from .files import write_text
@@ -50,24 +49,32 @@ def _has_api_key(host: str) -> bool:
         return False
 
 
-def _reachable(host: str, timeout: float = 3.0) -> bool:
-    try:
-        socket.create_connection((host, 443), timeout=timeout).close()
-        return True
-    except OSError:
-        return False
-
-
 def offline_reason(requested_offline: bool) -> str | None:
-    """Why W&B must run offline (``None`` when it can sync): asked for, no API key, or no network."""
+    """Why W&B must run offline before trying the server (``None``: try it): asked for (``offline``,
+    ``WANDB_MODE``), or no API key. Whether the server answers is W&B's own business: :func:`start_run` asks it,
+    through any proxy the environment names (``HTTPS_PROXY``), within ``init_timeout``."""
     if requested_offline or os.environ.get("WANDB_MODE") in ("offline", "disabled", "dryrun"):
         return "requested"
-    host = _wandb_host()
-    if not _has_api_key(host):
+    if not _has_api_key(_wandb_host()):
         return "no W&B API key (set WANDB_API_KEY or run `wandb login`)"
-    if not _reachable(host):
-        return f"{host} is unreachable"
     return None
+
+
+def start_run(requested_offline: bool, init_timeout: float, **init: Any) -> Any:
+    """``wandb.init(**init)`` online when it can be, else offline with a one-line notice saying why and how to
+    upload later. An unreachable server (network, proxy, firewall) costs at most ``init_timeout`` seconds."""
+    import wandb
+
+    reason = offline_reason(requested_offline)
+    if reason is None:
+        try:
+            return wandb.init(mode="online", settings=wandb.Settings(init_timeout=init_timeout), **init)
+        except wandb.errors.Error as error:  # CommError: no answer within init_timeout; AuthenticationError
+            reason = f"the W&B server did not accept the run ({str(error).splitlines()[0]})"
+    run = wandb.init(mode="offline", **init)
+    if reason != "requested":
+        rank_zero_info(f"W&B: {reason}; logging offline to {Path(run.dir).parent} (upload later: `wandb sync`).")
+    return run
 
 
 # training runs ---------------------------------------------------------------------------------
@@ -115,6 +122,24 @@ def wandb_run_id(run_dir: Path) -> str:
     return run_id
 
 
+def wandb_group(run_dir: Path, group: str) -> str:
+    """The W&B group of this run directory, fixed at its first start (a resumed run and the evaluation runs of
+    its checkpoints join it): the configured group, a sweep's, or the run's own id."""
+    path = run_dir / "wandb-group"
+    if path.is_file():
+        return path.read_text().strip()
+    write_text(path, group + "\n")
+    return group
+
+
+def training_run(run_dir: Path | None) -> dict[str, str]:
+    """The W&B id and group a training run directory recorded (empty when it did not log to W&B)."""
+    if run_dir is None:
+        return {}
+    files = {"id": run_dir / "wandb-run-id", "group": run_dir / "wandb-group"}
+    return {key: path.read_text().strip() for key, path in files.items() if path.is_file()}
+
+
 def build_loggers(
     config: Mapping[str, Any], run_dir: Path, run_config: dict, resume_step: int | None = None
 ) -> list[Logger]:
@@ -124,26 +149,26 @@ def build_loggers(
     wandb_cfg = config.get("wandb")
     if not wandb_cfg:
         return loggers
-    reason = offline_reason(bool(wandb_cfg["offline"]))
-    offline = reason is not None
-    if offline and reason != "requested":
-        rank_zero_info(f"W&B: {reason}; logging offline to {run_dir}/wandb (sync later with `wandb sync`).")
-    loggers.append(
-        WandbLogger(
-            project=wandb_cfg["project"],
-            entity=wandb_cfg["entity"],
-            group=wandb_cfg["group"] or sweep_group(),
-            tags=list(wandb_cfg["tags"] or []),
-            name=wandb_cfg["name"] or run_name(run_config, run_dir),
-            save_dir=str(run_dir),
-            offline=offline,
-            log_model=bool(wandb_cfg["log_model"]) and not offline,
-            config=run_config,
-            id=wandb_run_id(run_dir),
-            resume="allow",
-            settings={"init_timeout": 30, "silent": True} if offline else {"init_timeout": 60},
-        )
+    run_id = wandb_run_id(run_dir)
+    init = dict(
+        project=wandb_cfg["project"],
+        entity=wandb_cfg["entity"],
+        group=wandb_group(run_dir, wandb_cfg["group"] or sweep_group() or run_id),
+        tags=list(wandb_cfg["tags"] or []),
+        name=wandb_cfg["name"] or run_name(run_config, run_dir),
+        dir=str(run_dir),
+        config=run_config,
+        id=run_id,
+        resume="allow",
     )
+    # rank zero starts the run (online, else offline: start_run); the other ranks' loggers stay silent
+    run = (
+        start_run(bool(wandb_cfg["offline"]), float(wandb_cfg["init_timeout"]), **init)
+        if rank_zero_only.rank == 0
+        else None
+    )
+    init["save_dir"] = init.pop("dir")
+    loggers.append(WandbLogger(experiment=run, **init))  # model artifacts: log_model_artifacts, one naming scheme
     return loggers
 
 
@@ -207,22 +232,36 @@ def finish(exit_code: int = 0) -> None:
 # evaluation runs -------------------------------------------------------------------------------
 
 
-def start_evaluation_run(settings: Mapping[str, Any], name: str, config: Mapping[str, Any], out_dir: Path) -> Any:
-    """A W&B run of job type ``evaluation`` (``settings``: evaluate.yaml's ``wandb`` section)."""
-    import wandb
-
-    offline = offline_reason(bool(settings["offline"])) is not None
-    return wandb.init(
+def start_evaluation_run(
+    settings: Mapping[str, Any], name: str, config: Mapping[str, Any], out_dir: Path, group: str | None = None
+) -> Any:
+    """A W&B run of job type ``evaluation`` (``settings``: evaluate.yaml's ``wandb`` section) in ``group`` (the
+    training run's, so a model's training and evaluations sit together)."""
+    return start_run(
+        bool(settings["offline"]),
+        float(settings["init_timeout"]),
         project=settings["project"],
         entity=settings["entity"],
         name=name,
+        group=group,
         job_type="evaluation",
         tags=list(settings["tags"] or []),
         config=dict(config),
-        mode="offline" if offline else "online",
         dir=str(out_dir),
         reinit="finish_previous",
     )
+
+
+def use_checkpoint(run: Any, checkpoint: Path, training_id: str | None) -> str:
+    """Declare the scored checkpoint an input of ``run``: the same artifact (name and content digest) its training
+    run logged, so W&B's lineage links training -> checkpoint -> evaluation. A checkpoint from a run that did not
+    use W&B gets an artifact of its own, named after its run directory. W&B cannot declare inputs offline: an
+    offline run records the artifact's name in its config (``scored_artifact``) instead. Returns the name."""
+    name = checkpoint_artifact_name(training_id or checkpoint.resolve().parent.parent.name)
+    run.config.update({"scored_artifact": name}, allow_val_change=True)
+    if not run.offline:
+        run.use_artifact(_checkpoint_artifact(name, checkpoint, {}))
+    return name
 
 
 def flatten(metrics: Mapping[str, Any], prefix: str) -> dict[str, float]:
@@ -255,6 +294,7 @@ def log_report(run: Any, report: Mapping[str, Any], prefix: str = "eval") -> Non
         payload[f"{prefix}/robustness_table"] = wandb.Table(
             columns=columns, data=[[r[c] for c in columns] for r in table]
         )
+        payload |= _robustness_charts(robustness, prefix)
     for path in map(Path, report.get("files", [])):
         if path.suffix == ".png":
             payload[f"{prefix}/{path.stem}"] = wandb.Image(str(path))
@@ -263,8 +303,68 @@ def log_report(run: Any, report: Mapping[str, Any], prefix: str = "eval") -> Non
         for path in map(Path, result.get("files", [])):
             if path.suffix == ".png":
                 payload[f"{prefix}/analysis/{path.stem}"] = wandb.Image(str(path))
+            elif path.suffix == ".csv":
+                payload |= _csv_charts(path, f"{prefix}/analysis/{name}")
     if payload:
         run.log(payload)
+
+
+def _robustness_charts(robustness: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """Interactive charts (hover, zoom, toggle series): accuracy against severity per corruption, and the mean
+    accuracy per corruption family."""
+    import wandb
+
+    table = robustness["table"]
+    severities = sorted({row["severity"] for row in table})
+    corruptions = list(dict.fromkeys(row["corruption"] for row in table))
+    acc = {(row["corruption"], row["severity"]): row["acc"] for row in table}
+    families = robustness["summary"]["per_family"]
+    family_table = wandb.Table(columns=["family", "acc"], data=[[f, block["acc"]] for f, block in families.items()])
+    return {
+        f"{prefix}/robustness_by_severity": wandb.plot.line_series(
+            xs=severities,
+            ys=[[acc.get((c, s), float("nan")) for s in severities] for c in corruptions],
+            keys=corruptions,
+            title="accuracy by corruption severity",
+            xname="severity",
+        ),
+        f"{prefix}/robustness_by_family": wandb.plot.bar(family_table, "family", "acc", title="accuracy by family"),
+    }
+
+
+def _csv_charts(path: Path, prefix: str) -> dict[str, Any]:
+    """An analysis CSV as a W&B table (sortable, chartable in the UI), and, for a per-block table (one row per
+    depth), a line chart of each numeric column against depth."""
+    import wandb
+
+    with open(path, newline="") as file:
+        rows = list(csv.DictReader(file))
+    if not rows:
+        return {}
+    columns = list(rows[0])
+    data = [[_number_or_text(row[c]) for c in columns] for row in rows]
+    table = wandb.Table(columns=columns, data=data)
+    charts: dict[str, Any] = {f"{prefix}/{path.stem}_table": table}
+    depths = [row.get("depth") for row in rows]
+    if "depth" in columns and len(set(depths)) == len(depths):
+        numeric = [c for i, c in enumerate(columns) if c not in DEPTH_COLUMNS and _all_numbers(r[i] for r in data)]
+        for column in numeric:
+            charts[f"{prefix}/{column}_by_depth"] = wandb.plot.line(table, "depth", column, title=f"{column} by depth")
+    return charts
+
+
+DEPTH_COLUMNS = ("depth", "normalized_depth", "stage")  # the x axis and block descriptions, not measurements
+
+
+def _number_or_text(value: str) -> Any:
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
+def _all_numbers(values: Any) -> bool:
+    return all(isinstance(v, float) for v in values)
 
 
 def log_sweep_report(
@@ -274,14 +374,14 @@ def log_sweep_report(
     section) holding the report's variant table and figures; returns the run's path (``entity/project/id``)."""
     import wandb
 
-    offline = offline_reason(bool(settings.get("offline"))) is not None
-    run = wandb.init(
+    run = start_run(
+        bool(settings.get("offline")),
+        float(settings.get("init_timeout") or 60),
         project=settings.get("project") or "alternet",
         entity=settings.get("entity"),
         group=settings.get("group") or sweep,
         name=f"report-{sweep}",
         job_type="report",
-        mode="offline" if offline else "online",
         dir=str(out_dir),
         reinit="finish_previous",
     )
@@ -326,24 +426,41 @@ def download_artifact(ref: str) -> Path:
 def log_model_artifacts(
     run: Any, checkpoint: Path, export_dir: Path | None, metadata: dict[str, Any]
 ) -> list[LoggedArtifact]:
-    """Log the checkpoint (``model-<run id>``, as Lightning names checkpoint artifacts) and the export
-    (``export-<run id>``) as ``model`` artifacts with aliases best and latest. Files are referenced in place
-    (immutable policy): an offline run records them for ``wandb sync``, an online run uploads them."""
-    import wandb
-
+    """Log the checkpoint (``model-<run id>``) and the export (``export-<run id>``) as ``model`` artifacts with
+    aliases best and latest. Files are referenced in place (immutable policy): an offline run records them for
+    ``wandb sync``, an online run uploads them."""
     logged = []
-    entries: Sequence[tuple[str, str, Path]] = [("model", "checkpoint", checkpoint)]
+    entries: Sequence[tuple[str, str, Path]] = [(checkpoint_artifact_name(run.id), "checkpoint", checkpoint)]
     if export_dir is not None:
-        entries = [*entries, ("export", "export", export_dir)]
-    for prefix, kind, path in entries:
-        artifact = wandb.Artifact(f"{prefix}-{run.id}", type="model", metadata={**metadata, "kind": kind})
-        if path.is_dir():
-            artifact.add_dir(str(path), policy="immutable")
-        else:
-            artifact.add_file(str(path), name="model.ckpt", policy="immutable")
+        entries = [*entries, (export_artifact_name(run.id), "export", export_dir)]
+    for name, kind, path in entries:
+        artifact = _checkpoint_artifact(name, path, {**metadata, "kind": kind})
         run.log_artifact(artifact, aliases=list(ARTIFACT_ALIASES))
         logged.append(LoggedArtifact(artifact.name, kind, path))
     return logged
+
+
+def checkpoint_artifact_name(run_id: str) -> str:
+    """The one name of a training run's checkpoint artifact (only alternet writes it: Lightning's ``log_model``,
+    which would write the same name with other contents, is not used)."""
+    return f"model-{run_id}"
+
+
+def export_artifact_name(run_id: str) -> str:
+    return f"export-{run_id}"
+
+
+def _checkpoint_artifact(name: str, path: Path, metadata: dict[str, Any]) -> Any:
+    """A ``model`` artifact of a checkpoint file (as ``model.ckpt``) or an export directory, referenced in place
+    (immutable policy): the same file gives the same digest, whichever run declares it."""
+    import wandb
+
+    artifact = wandb.Artifact(name, type="model", metadata=metadata)
+    if path.is_dir():
+        artifact.add_dir(str(path), policy="immutable")
+    else:
+        artifact.add_file(str(path), name="model.ckpt", policy="immutable")
+    return artifact
 
 
 def artifact_notice(run: Any, logged: list[LoggedArtifact]) -> str:

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from alternet.data.base import EpochSampler, ResumableLoader
-from alternet.tracking import build_loggers
+from alternet.tracking import build_loggers, finish
 from alternet.training.callbacks import requeue_slurm_job
 
 from conftest import run_script
@@ -145,14 +145,18 @@ def test_a_resumed_run_continues_its_wandb_run(tmp_path):
             "tags": [],
             "name": None,
             "offline": True,
-            "log_model": False,
+            "init_timeout": 5,
         }
     }
     first = build_loggers(config, tmp_path, {})[1]
+    finish()
     again = build_loggers(config, tmp_path, {}, resume_step=13)[1]
+    finish()
     assert first._wandb_init["id"] == again._wandb_init["id"] == (tmp_path / "wandb-run-id").read_text().strip()
+    assert first.experiment.id == again.experiment.id == first._wandb_init["id"]  # the same W&B run, continued
     assert again._wandb_init["resume"] == "allow"
     assert build_loggers(config, tmp_path / "other", {})[1]._wandb_init["id"] != first._wandb_init["id"]
+    finish()
 
 
 def test_wandb_runs_say_what_ran_and_show_best_validation_values(tmp_path, monkeypatch):
@@ -185,6 +189,8 @@ def test_wandb_runs_say_what_ran_and_show_best_validation_values(tmp_path, monke
 
     monkeypatch.setattr(wandb, "finish", capture_then_finish)
     train(compose_train(*FAST, "logger=wandb", "logger.wandb.offline=true", "seed=3", output_dir=tmp_path))
-    assert seen["name"] == "alternet_tiny-digits-s3" and not seen["group"]  # a single run has no sweep group
+    run_id = (tmp_path / "wandb-run-id").read_text().strip()
+    assert seen["name"] == "alternet_tiny-digits-s3"
+    assert seen["group"] == run_id == (tmp_path / "wandb-group").read_text().strip()  # a single run: its own group
     assert defined["val/acc"] == "max" and defined["val/nll"] == "min"
     assert {name: defined.get(name) for name in BEST_OF} == BEST_OF

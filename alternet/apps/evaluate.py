@@ -98,8 +98,10 @@ def evaluate_checkpoint(cfg: DictConfig, ckpt: Path, out_dir: Path) -> dict[str,
     if cfg.wandb.enabled:
         label = f"{weights.architecture}-{ckpt.resolve().parent.parent.name}"
         config = {"checkpoint": dict(hparams), "evaluation": OmegaConf.to_container(cfg, resolve=True)}
-        run = tracking.start_evaluation_run(cfg.wandb, f"eval-{label}", config, out_dir)
+        training = tracking.training_run(run_dir_of(ckpt))  # its W&B id and group, when it logged to W&B
+        run = tracking.start_evaluation_run(cfg.wandb, f"eval-{label}", config, out_dir, group=training.get("group"))
         try:
+            tracking.use_checkpoint(run, ckpt, training.get("id"))
             tracking.log_report(run, report)
         finally:
             tracking.finish()

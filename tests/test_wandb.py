@@ -1,0 +1,122 @@
+"""W&B as its users use it, on real offline runs: an evaluation consumes the checkpoint artifact its training run
+logged (same name, same digest: lineage) and joins that run's group; robustness and analysis results arrive as
+interactive charts; an unreachable server costs init_timeout, then the run logs offline."""
+
+import time
+
+import wandb
+from hydra import compose, initialize_config_dir
+from wandb.sdk.wandb_run import Run
+
+from alternet.apps.evaluate import run_evaluate
+from alternet.apps.train import train
+from alternet.tracking import log_model_artifacts, start_run, use_checkpoint
+
+from conftest import CONF, FAST, compose_train
+
+
+def _spy(monkeypatch, name, record):
+    original = getattr(Run, name)
+
+    def spy(self, *args, **kwargs):
+        record.append((self, args, kwargs))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Run, name, spy)
+
+
+def test_evaluation_consumes_the_training_checkpoint_artifact_joins_its_group_and_logs_charts(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    logged, used, payloads, groups = [], [], [], []
+    _spy(monkeypatch, "log_artifact", logged)
+    _spy(monkeypatch, "use_artifact", used)
+    _spy(monkeypatch, "log", payloads)
+    finish = wandb.finish
+
+    configs = []
+
+    def record_group_then_finish(*args, **kwargs):
+        if wandb.run is not None:
+            groups.append((wandb.run.job_type, wandb.run.group))
+            configs.append(dict(wandb.run.config))
+        return finish(*args, **kwargs)
+
+    monkeypatch.setattr(wandb, "finish", record_group_then_finish)
+    run_dir = tmp_path / "run"
+    summary = train(compose_train(*FAST, "logger=wandb", output_dir=run_dir))
+    run_id = (run_dir / "wandb-run-id").read_text().strip()
+    checkpoint = next(a[0] for _, a, _ in logged if a[0].metadata.get("kind") == "checkpoint")
+    assert checkpoint.name == f"model-{run_id}"  # one naming scheme: only alternet writes model-<run id>
+
+    overrides = [
+        f"ckpt={summary['best_checkpoint']}",
+        "wandb.enabled=true",
+        "robustness.enabled=true",
+        "robustness.max_images=24",
+        "robustness.workers=1",
+        f"robustness.cache_dir={tmp_path / 'cache'}",
+        "analysis=[lesion]",
+        "analysis.lesion.images=16",
+        f"paths.output_dir={tmp_path / 'eval'}",
+    ]
+    with initialize_config_dir(str(CONF), version_base="1.3"):
+        run_evaluate(compose("evaluate", overrides=overrides))
+    assert not used  # W&B refuses to declare inputs offline ...
+    assert configs[-1]["scored_artifact"] == checkpoint.name  # ... so the offline run names its input instead
+    assert groups[-1] == ("evaluation", run_id) and groups[0][1] == run_id  # training's group: its own id
+
+    charts = {key: value for _, (payload, *_), _ in payloads for key, value in payload.items()}
+    for key in ("eval/robustness_by_severity", "eval/robustness_by_family", "eval/analysis/lesion/drop_by_depth"):
+        assert type(charts[key]).__name__ == "CustomChart", key  # interactive, not a picture
+    assert isinstance(charts["eval/analysis/lesion/lesion_table"], wandb.Table)
+    assert isinstance(charts["eval/robustness_heatmap"], wandb.Image)  # the static figures still come along
+
+
+def test_an_unreachable_server_falls_back_to_offline_within_init_timeout(tmp_path, monkeypatch, caplog):
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("WANDB_API_KEY", "a" * 40)
+    monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # nothing listens there: no answer
+    wandb.teardown()  # W&B reads its environment once per process: start afresh with this one
+    started = time.monotonic()
+    run = start_run(False, 3, project="p", dir=str(tmp_path), reinit="finish_previous")
+    assert time.monotonic() - started < 60
+    try:
+        assert run.offline
+    finally:
+        wandb.finish()
+        wandb.teardown()
+    assert "the W&B server did not accept the run" in caplog.text and "127.0.0.1:9" in caplog.text
+    assert "upload later: `wandb sync`" in caplog.text
+
+
+class OnlineRun:
+    """Stands in for an online ``wandb.run``: records what it is told to log and use."""
+
+    id, entity, project, offline = "abc123", "me", "alternet", False
+
+    def __init__(self):
+        self.logged, self.used, self.config = [], [], {}
+        self.config = type("Config", (), {"update": lambda _, values, **kw: self.values.update(values)})()
+        self.values = {}
+
+    def log_artifact(self, artifact, aliases):
+        self.logged.append(artifact)
+
+    def use_artifact(self, artifact):
+        self.used.append(artifact)
+
+
+def test_an_online_evaluation_uses_the_artifact_its_training_run_logged(tmp_path):
+    checkpoint = tmp_path / "run" / "checkpoints" / "best-epoch003.ckpt"
+    checkpoint.parent.mkdir(parents=True)
+    checkpoint.write_bytes(b"weights")
+    training, evaluation = OnlineRun(), OnlineRun()
+    (logged,) = log_model_artifacts(training, checkpoint, None, {})
+    assert use_checkpoint(evaluation, checkpoint, training.id) == logged.name == "model-abc123"
+    (declared,) = evaluation.used
+    assert (declared.name, declared.type) == ("model-abc123", "model")
+    assert declared.digest == training.logged[0].digest  # same name, same content: one artifact, linked
+    assert evaluation.values == {"scored_artifact": "model-abc123"}
+    assert use_checkpoint(OnlineRun(), checkpoint, None) == "model-run"  # no W&B training run: its directory

@@ -181,3 +181,28 @@ def test_create_model_takes_what_timm_create_model_takes():
     assert tagged.pretrained_cfg["tag"] == "a1_in1k" and tagged.num_classes == 3
     with pytest.raises(UnknownModelError, match=r"unknown model 'resnet9000\.a1_in1k'"):
         alternet.create_model("resnet9000.a1_in1k")
+
+
+def test_registry_cfgs_are_neutral_and_tags_describe_training_data():
+    from timm.data import IMAGENET_DEFAULT_MEAN, resolve_data_config
+
+    from alternet.data import CIFAR10DataModule, CIFAR100DataModule
+
+    for name in MODEL_NAMES:
+        neutral = timm.models.get_pretrained_cfg(name)
+        assert (neutral.mean, neutral.num_classes) == (IMAGENET_DEFAULT_MEAN, 1000), name  # no CIFAR stamped on
+    tagged = timm.create_model("alternet_r50.cifar100")
+    assert tagged.num_classes == 100 and tagged.pretrained_cfg["tag"] == "cifar100"
+    config = resolve_data_config(model=tagged)
+    assert config["mean"] == CIFAR100DataModule.default_mean and config["input_size"] == (3, 32, 32)  # one fact
+    assert timm.create_model("preresnet18.cifar10").pretrained_cfg["std"] == CIFAR10DataModule.default_std
+    assert alternet.create_model("vit_ti_cifar.cifar100").num_classes == 100
+
+
+def test_the_imagenet_tag_and_a_224_px_build_describe_the_imagenet_stem():
+    model = timm.create_model("alternet_r18.in1k")
+    assert type(model.stem).__name__ == "ImageNetStem" and model.pretrained_cfg["input_size"] == (3, 224, 224)
+    assert model.pretrained_cfg["interpolation"] == "bicubic" and model.num_classes == 1000
+    built = timm.create_model("alternet_r18", img_size=224, num_classes=5)
+    assert built.pretrained_cfg["input_size"] == (3, 224, 224)  # the cfg says what was built, not the default
+    assert timm.create_model("alternet_r18").pretrained_cfg["input_size"] == (3, 32, 32)

@@ -14,6 +14,7 @@ from urllib.error import URLError
 import numpy as np
 from torchvision.datasets import CIFAR10, CIFAR100
 
+from ..dataset_facts import FACTS
 from ..errors import DataError
 from ..files import file_digest
 from .base import ImageDataModule
@@ -92,8 +93,7 @@ class CIFARDataModule(ImageDataModule):
 class CIFAR10DataModule(CIFARDataModule):
     name = "cifar10"
     num_classes = 10
-    default_mean = (0.4914, 0.4822, 0.4465)
-    default_std = (0.2023, 0.1994, 0.2010)
+    default_mean, default_std = FACTS["cifar10"].mean, FACTS["cifar10"].std
     folder = CIFAR10.base_folder
     train_files: ClassVar[dict[str, str]] = dict(CIFAR10.train_list)
     test_files: ClassVar[dict[str, str]] = dict(CIFAR10.test_list)
@@ -105,8 +105,7 @@ class CIFAR10DataModule(CIFARDataModule):
 class CIFAR100DataModule(CIFARDataModule):
     name = "cifar100"
     num_classes = 100
-    default_mean = (0.5071, 0.4867, 0.4408)
-    default_std = (0.2675, 0.2565, 0.2761)
+    default_mean, default_std = FACTS["cifar100"].mean, FACTS["cifar100"].std
     folder = CIFAR100.base_folder
     train_files: ClassVar[dict[str, str]] = dict(CIFAR100.train_list)
     test_files: ClassVar[dict[str, str]] = dict(CIFAR100.test_list)

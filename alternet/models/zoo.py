@@ -13,13 +13,19 @@ from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 import torch
-from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
-from timm.models import build_model_with_cfg, checkpoint_seq, generate_default_cfgs, register_model
+from timm.models import (
+    build_model_with_cfg,
+    checkpoint_seq,
+    generate_default_cfgs,
+    register_model,
+    resolve_pretrained_cfg,
+)
 from timm.models.pit import PoolingVisionTransformer
 from timm.models.swin_transformer import SwinTransformer
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
+from ..dataset_facts import FACTS
 from .backbone import AlterNet
 from .layout import alternate_layout, parse_layout
 
@@ -184,36 +190,72 @@ def spec_kwargs(name: str) -> dict[str, Any]:
     return spec.kwargs() if spec is not None else {}
 
 
-def _cfg(spec: _Spec) -> dict[str, Any]:
+def _cfg(spec: _Spec, data: str | None = None) -> dict[str, Any]:
+    """The registry's ``pretrained_cfg``: neutral without ``data`` (ImageNet statistics and 1000 classes, as timm's
+    untrained entries; the input size follows the build, 224 px with the ImageNet stem), or, tagged with a data set
+    (``alternet_r50.cifar100``), the class count, input size and statistics of weights trained on it. No tag carries
+    weights: a trained model's own cfg travels in its export's config.json."""
+    facts = FACTS[data] if data else FACTS["in1k"]._replace(image_size=32)
     return dict(
         url="",
-        num_classes=1000,
-        input_size=(3, 32, 32),
+        num_classes=facts.num_classes,
+        input_size=(3, facts.image_size, facts.image_size),
         pool_size=None,
-        crop_pct=1.0,
-        interpolation="bilinear",
-        mean=IMAGENET_DEFAULT_MEAN,  # neutral, as timm's untrained entries: trained weights carry their data's
-        std=IMAGENET_DEFAULT_STD,  # statistics in their own pretrained_cfg (exports: data module facts())
+        crop_pct=1.0 if facts.image_size <= 64 else 0.875,
+        interpolation="bilinear" if facts.image_size <= 64 else "bicubic",
+        mean=facts.mean,
+        std=facts.std,
         first_conv=spec.first_conv,
         classifier=spec.classifier,
         license="mit",
     )
 
 
-default_cfgs = generate_default_cfgs({name: _cfg(spec) for name, spec in {**ARCHITECTURES, **COMPARISONS}.items()})
+def _cfgs(name: str, spec: _Spec) -> dict[str, dict[str, Any]]:
+    """The neutral cfg first (timm's default tag), then one per data set the model is meant for."""
+    tags = ("cifar10", "cifar100", "in1k") if isinstance(spec, AlterNetSpec) else ("cifar10", "cifar100")
+    return {name: _cfg(spec), **{f"{name}.{tag}": _cfg(spec, tag) for tag in tags}}
+
+
+default_cfgs = generate_default_cfgs(
+    {key: cfg for name, spec in {**ARCHITECTURES, **COMPARISONS}.items() for key, cfg in _cfgs(name, spec).items()}
+)
+
+
+def _input_size_from_cfg(variant: str, kwargs: dict[str, Any]) -> None:
+    """A tagged cfg's input size builds the model for it (``alternet_r50.in1k``: 224 px, ImageNet stem), unless
+    ``img_size`` is given."""
+    if "img_size" in kwargs:
+        return
+    cfg = resolve_pretrained_cfg(variant, pretrained_cfg=kwargs.get("pretrained_cfg"))
+    if cfg is not None and cfg.input_size:
+        kwargs["img_size"] = int(cfg.input_size[-1])
+
+
+def _describe_build(model: nn.Module, img_size: int) -> nn.Module:
+    """The model's ``pretrained_cfg`` states the input size it was built for (timm's data config reads it)."""
+    cfg = dict(model.pretrained_cfg)
+    cfg["input_size"] = (int((cfg.get("input_size") or (3,))[0]), img_size, img_size)
+    model.pretrained_cfg = model.default_cfg = cfg
+    return model
 
 
 def _create_alternet(variant: str, pretrained: bool = False, **kwargs: Any) -> AlterNet:
+    _input_size_from_cfg(variant, kwargs)
     model_args = {**ARCHITECTURES[variant].kwargs(), **kwargs}
     num_stages = len(parse_layout(model_args["layout"]))
     out_indices = kwargs.pop("out_indices", tuple(range(num_stages)))
-    return build_model_with_cfg(
+    model = build_model_with_cfg(
         AlterNet,
         variant,
         pretrained,
         feature_cfg=dict(flatten_sequential=True, out_indices=out_indices),
         **{k: v for k, v in model_args.items() if k != "out_indices"},
     )
+    if not hasattr(model, "pretrained_cfg"):  # features_only: timm's wrapper carries its own cfg
+        return model
+    size = model_args.get("img_size", 32)
+    return _describe_build(model, int(size if isinstance(size, int) else size[-1]))
 
 
 @register_model

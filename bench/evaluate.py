@@ -1,10 +1,12 @@
-"""Evaluation speed on CIFAR-100: generating the 75 CIFAR-100-C sets, then scoring a checkpoint on them.
+"""Evaluation speed on CIFAR-100: generating the 75 CIFAR-100-C sets, then scoring a checkpoint on them, at full
+precision and at the robustness pass's default (``robustness.precision=auto``), side by side.
 
-    python bench/evaluate.py --root ../shared/data [--ckpt RUN_OR_CKPT] [--cache DIR] [--workers N]
+    python bench/evaluate.py --root ../shared/data [--ckpt RUN_OR_CKPT] [--cache DIR] [--workers N] [--sets N]
 
-Without --ckpt, a randomly initialised alternet_tiny is scored (inference cost is what is measured). The
-generation is timed on a fresh cache directory; scoring is timed twice: the first run after generation, and a
-rescoring that reuses the cache (target: dominated by model inference).
+Without --ckpt, a randomly initialised alternet_tiny is scored (inference cost is what is measured). The generation
+is timed (a cache that already holds the files is reused). Each set is then scored twice in turn — fp32 contiguous
+(the pass before issue 16) and the auto precision (bf16 + channels_last where the hardware has native bf16) — so the
+ratio is measured under the same machine load, and the two runs' accuracy, NLL and ECE are compared set by set.
 """
 
 from __future__ import annotations
@@ -26,11 +28,13 @@ def main() -> None:
     parser.add_argument("--cache", default=None, help="generation directory (default: a temporary one, removed)")
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--batch-size", type=int, default=512)
+    parser.add_argument("--sets", type=int, default=75, help="score the first N of the 75 sets (default: all)")
     args = parser.parse_args()
 
     from alternet.data import CIFAR100DataModule
     from alternet.data.cifar_c import generate_cifar_c, load_cifar_c
-    from alternet.evaluation import predict
+    from alternet.evaluation.inference import fast_precision, predict_sets
+    from alternet.metrics import calibration_metrics, softmax
     from alternet.models import create_model
     from alternet.runs import find_checkpoint, load_model
 
@@ -53,21 +57,45 @@ def main() -> None:
     else:
         model = create_model("alternet_tiny", num_classes=100, img_size=32)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    start = time.perf_counter()
+    fast = fast_precision(device)
+    settings = {"32": (None, False), fast: ({"bf16": torch.bfloat16, "32": None}[fast], fast == "bf16")}
     sets = load_cifar_c(cache, num_classes=100)
-    inference = 0.0
-    correct = []
-    for corruption, severity in sets.sets():
+    seconds = dict.fromkeys(settings, 0.0)
+    deltas, images_scored = [], 0
+    for corruption, severity in list(sets.sets())[: args.sets]:
         images, labels = sets.get(corruption, severity)
         dataset = type(test)(np.asarray(images), np.asarray(labels), test.transform)
-        tick = time.perf_counter()
-        logits, labels = predict(model, dataset, device=device, batch_size=args.batch_size)
-        inference += time.perf_counter() - tick
-        correct.append((logits.argmax(1) == labels).mean())
-    total = time.perf_counter() - start
+        scored = {}
+        for name, (autocast, channels_last) in settings.items():
+            tick = time.perf_counter()
+            ((logits, targets),) = predict_sets(
+                model,
+                [dataset],
+                device=device,
+                batch_size=args.batch_size,
+                autocast=autocast,
+                channels_last=channels_last,
+                labels=[f"{corruption}/{severity} {name}"],
+                final_lines=False,
+            )
+            seconds[name] += time.perf_counter() - tick
+            scored[name] = calibration_metrics(softmax(logits), targets, logits=logits) | {"pred": logits.argmax(1)}
+        images_scored += len(dataset)
+        a, b = scored["32"], scored[fast]
+        deltas.append(
+            {key: abs(a[key] - b[key]) for key in ("acc", "nll", "ece")} | {"agree": (a["pred"] == b["pred"]).mean()}
+        )
+    for name in settings:
+        label = "fp32 contiguous" if name == "32" else f"{name} (auto{', channels_last' if name == 'bf16' else ''})"
+        print(
+            f"score {images_scored:,} images, {label:<28}: {seconds[name]:7.1f} s, "
+            f"{images_scored / seconds[name]:,.0f} img/s on {device.type}"
+        )
+    print(f"auto vs fp32: {seconds['32'] / seconds[fast]:.2f}x the images/s")
+    worst = {key: max(d[key] for d in deltas) for key in ("acc", "nll", "ece")}
     print(
-        f"score from the cache, 750,000 images: {total:7.1f} s total, {inference:7.1f} s inference "
-        f"({inference / total:.0%}), {750_000 / total:,.0f} img/s on {device.type}; mean acc {np.mean(correct):.4f}"
+        f"largest per-set difference over {len(deltas)} sets: acc {worst['acc']:.4f}, nll {worst['nll']:.4f}, "
+        f"ece {worst['ece']:.4f}; predictions agree on {min(d['agree'] for d in deltas):.2%} of images or more"
     )
     if not args.cache:
         shutil.rmtree(cache)

@@ -21,7 +21,7 @@ from alternet.errors import ConfigValueError, DataError
 from alternet.evaluation import Evaluator, RobustnessError, RobustnessRow, robustness_summary
 from alternet.evaluation.baselines import builtin_baseline
 from alternet.evaluation.corrupted import open_corrupted_sets
-from alternet.evaluation.inference import device_count, on_devices
+from alternet.evaluation.inference import device_count, fast_precision, memory_format, on_devices
 from alternet.models import create_model
 from alternet.progress import Progress, progress
 
@@ -282,7 +282,7 @@ def test_evaluate_cli_on_an_imagenet_c_tree(tmp_path):
     out = tmp_path / "eval"
     result = run_script("evaluate.py", *args, "robustness.baseline=alexnet", f"hydra.run.dir={out}")
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "robustness (real corruptions): mean acc" in result.stdout and "vs alexnet (imagenet-c)" in result.stdout
+    assert "robustness (real corruptions" in result.stdout and "vs alexnet (imagenet-c)" in result.stdout
     assert "real corruptions: 9/10 sets" in result.stderr and "fog/4 acc" in result.stderr  # a line per condition
     report = json.loads((out / "metrics.json").read_text())
     assert report["robustness"]["layout"] == "imagenet-c" and report["robustness"]["summary"]["n_conditions"] == 10
@@ -290,3 +290,26 @@ def test_evaluate_cli_on_an_imagenet_c_tree(tmp_path):
     result = run_script("evaluate.py", f"ckpt={ckpt}", *args[1:], f"hydra.run.dir={tmp_path / 'bad'}")
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert "differ from the model's 10 classes: missing n09999999; not the model's n00000009" in result.stderr
+
+
+def test_the_corruption_pass_runs_at_the_fast_precision_with_the_same_accuracies(tmp_path):
+    """robustness.precision=auto: bf16 + channels_last where the hardware has native bf16 (else fp32); the clean
+    test pass keeps `precision`. Per-set accuracy agrees with an fp32 pass within bf16 tolerance."""
+    root = cifar_c_folder(tmp_path / "CIFAR-10-C", n=4, num_classes=10)
+    reports = {}
+    for precision in ("32", "auto"):
+        cfg = settings(root=str(root), corruptions=list(PICKED), precision=precision, max_images=4)
+        cfg["num_workers"] = 0
+        reports[precision] = Evaluator(model(10), datamodule(TinyCifar10), cfg, tmp_path / precision).run({})
+    expected = fast_precision(torch.device("cpu"))
+    assert reports["auto"]["robustness"]["precision"] == expected and reports["32"]["robustness"]["precision"] == "32"
+    assert json.dumps(reports["auto"]["test"]) == json.dumps(reports["32"]["test"])  # the clean pass: untouched
+    for full, fast in zip(reports["32"]["robustness"]["table"], reports["auto"]["robustness"]["table"]):
+        assert fast["nll"] == pytest.approx(full["nll"], rel=0.02)  # bf16 logits: ~3 significant digits
+    net = model(3)
+    with memory_format(net, channels_last=True):
+        assert net.stem.conv.weight.is_contiguous(memory_format=torch.channels_last)
+    assert net.stem.conv.weight.is_contiguous()  # the model is handed back as it came
+    bad = settings(root=str(root), precision="fp8")
+    with pytest.raises(ConfigValueError, match=r"robustness.precision='fp8' is invalid: choose one of .* or auto"):
+        Evaluator(model(3), datamodule(), bad, tmp_path / "bad")

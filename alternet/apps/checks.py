@@ -34,6 +34,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "model.stem": ("auto", *STEMS),
     "model.buildup_rules": ("warn", "off"),
     "evaluate.precision": tuple(AUTOCAST),  # what evaluate_after_training runs at
+    "evaluate.robustness.precision": (*AUTOCAST, "auto"),
     "trainer.precision": (
         "32-true",
         "32",

@@ -151,7 +151,8 @@ def print_report(report: Mapping[str, Any], out_dir: Path) -> None:
         robustness = report["robustness"]
         summary = robustness["summary"]
         mean = f"mean acc {summary['robustness']:.4f} over {summary['n_conditions']} conditions"
-        lines.append(f"  robustness ({robustness['source']} corruptions): {mean}")
+        precision = f", {robustness['precision']}" if robustness.get("precision", "32") != "32" else ""
+        lines.append(f"  robustness ({robustness['source']} corruptions{precision}): {mean}")
         if summary.get("mce") is not None:
             relative = summary["relative_mce"]
             relative = "n/a (no clean accuracy for the baseline)" if relative is None else f"{relative:.1f}%"

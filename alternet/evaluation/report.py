@@ -20,7 +20,7 @@ from ..metrics import apply_temperature, calibration_metrics, fit_temperature, r
 from ..progress import Progress
 from .baselines import resolve_baseline
 from .corrupted import CorruptedSets, is_benchmark, open_corrupted_sets, source_and_benchmark
-from .inference import choose_device, device_count, predict_sets
+from .inference import choose_device, device_count, fast_precision, predict_sets
 from .plots import corruption_heatmap, reliability_diagram
 from .robustness import (
     FAMILY_OF,
@@ -56,10 +56,10 @@ class Evaluator:
         self.settings = settings
         self.out_dir = Path(out_dir)
         self.device = choose_device(settings["device"])
-        precision = str(settings["precision"])
-        if precision not in AUTOCAST:
-            raise ConfigValueError(f"precision={precision!r} is invalid: choose one of {list(AUTOCAST)}")
-        self.autocast = AUTOCAST[precision]
+        self.autocast = _autocast("precision", str(settings["precision"]))
+        robust_precision = str(settings["robustness"].get("precision", settings["precision"]))
+        self.robust_precision = fast_precision(self.device) if robust_precision == "auto" else robust_precision
+        self.robust_autocast = _autocast("robustness.precision", self.robust_precision)
         self.n_bins = settings["calibration"]["n_bins"]
         if isinstance(self.n_bins, bool) or not isinstance(self.n_bins, int) or self.n_bins < 1:
             raise ConfigValueError(f"calibration.n_bins={self.n_bins!r} is invalid: must be an integer >= 1")
@@ -67,17 +67,20 @@ class Evaluator:
         self.files: list[Path] = []
 
     def _predict_sets(
-        self, datasets: Sequence[Dataset], names: Sequence[str], final_lines: bool = True
+        self, datasets: Sequence[Dataset], names: Sequence[str], final_lines: bool = True, fast: bool = False
     ) -> Iterator[tuple[np.ndarray, ...]]:
+        """Logits of each set; ``fast``: the robustness pass's precision, in channels_last when reduced."""
+        autocast = self.robust_autocast if fast else self.autocast
         return predict_sets(
             self.model,
             datasets,
             device=self.device,
             batch_size=int(self.settings["batch_size"]),
-            autocast=self.autocast,
+            autocast=autocast,
             num_workers=self.num_workers,
             labels=names,
             final_lines=final_lines,
+            channels_last=fast and autocast is not None,
         )
 
     def _predict(self, split: str) -> tuple[np.ndarray, np.ndarray]:
@@ -159,7 +162,7 @@ class Evaluator:
         names = [f"{sets.source} {c}/{s}" for c, s in sets.conditions]
         rows, predictions = [], {}
         shown = Progress(len(names), f"{sets.source} corruptions", unit="sets", every=0.0)
-        scored = zip(sets.conditions, self._predict_sets(sets.datasets, names, final_lines=False))
+        scored = zip(sets.conditions, self._predict_sets(sets.datasets, names, final_lines=False, fast=True))
         for (corruption, severity), (logits, labels) in scored:
             probs = softmax(logits)
             metrics = calibration_metrics(probs, labels, self.n_bins, logits=logits)
@@ -172,7 +175,7 @@ class Evaluator:
         benchmark = [row for row in rows if is_benchmark(row.corruption)]
         extra = [row for row in rows if not is_benchmark(row.corruption)]
         summary = robustness_summary(benchmark, baseline, clean_acc=clean_acc)
-        record = robustness_record(benchmark, summary) | sets.record()
+        record = robustness_record(benchmark, summary) | sets.record() | {"precision": self.robust_precision}
         record["extra"] = robustness_record(extra, robustness_summary(extra)) if extra else None
         write_table_csv(benchmark, self._file(self.out_dir / "robustness_table.csv"))
         write_accuracy_csv(benchmark, self._file(self.out_dir / "robustness_accuracy.csv"))
@@ -199,6 +202,14 @@ class Evaluator:
         report["files"] = [str(path) for path in self.files]
         write_json(metrics_path, report)
         return report
+
+
+def _autocast(key: str, precision: str) -> torch.dtype | None:
+    if precision not in AUTOCAST:
+        raise ConfigValueError(
+            f"{key}={precision!r} is invalid: choose one of {list(AUTOCAST)}" + (" or auto" if "robust" in key else "")
+        )
+    return AUTOCAST[precision]
 
 
 def _compact(key: str, probs: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:

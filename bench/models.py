@@ -1,4 +1,5 @@
-"""Training-step throughput and peak memory of AlterNet-50 vs pre-activation ResNet-50 on the CPU.
+"""Training-step throughput and peak memory of AlterNet-50 vs pre-activation ResNet-50 on the CPU, and vs the
+reference implementation when a checkout of it is given (``--reference PATH``: xxxnell/how-do-vits-work).
 
 Each configuration (model x precision x memory format) runs in its own process so that its peak resident
 memory is its own. Prints images/s of forward+backward+optimizer step at batch 32 (32x32, 100 classes),
@@ -7,6 +8,7 @@ peak RSS, and the ratios the targets are stated in:
   * an AlterNet step costs <= 1.3x a preresnet50 step (same precision and format).
 
     python bench/models.py [--models alternet_r50 preresnet50] [--batch 32] [--steps 10] [--threads N]
+    python bench/models.py --reference ../how-do-vits-work   # adds alternet_r50_hdvw and the reference's dnn_50
 """
 
 from __future__ import annotations
@@ -21,13 +23,24 @@ import time
 CONFIGS = [("fp32", False), ("fp32", True), ("bf16", False), ("bf16", True)]
 
 
-def measure(model_name: str, precision: str, channels_last: bool, batch: int, steps: int, warmup: int) -> dict:
+def build(model_name: str, reference: str | None):
+    """Our model by name, or ``reference`` (the reference implementation's AlterNet-50 at CIFAR settings)."""
+    import alternet
+
+    if model_name == "reference":
+        from reference import reference_alternet_50
+
+        return reference_alternet_50(reference, num_classes=100, image_size=32)
+    return alternet.create_model(model_name, num_classes=100, img_size=32)
+
+
+def measure(
+    model_name: str, precision: str, channels_last: bool, batch: int, steps: int, warmup: int, reference: str | None
+) -> dict:
     """Run in a child process: time `steps` training steps after `warmup` ones."""
     import torch
 
-    import alternet
-
-    model = alternet.create_model(model_name, num_classes=100, img_size=32)
+    model = build(model_name, reference)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     memory_format = torch.channels_last if channels_last else torch.contiguous_format
     model = model.to(memory_format=memory_format).train()
@@ -69,6 +82,8 @@ def run_child(args: argparse.Namespace, model: str, precision: str, channels_las
     ]
     if args.threads:
         command += ["--threads", str(args.threads)]
+    if args.reference:
+        command += ["--reference", args.reference]
     result = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -80,6 +95,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    parser.add_argument("--reference", default=None, help="a how-do-vits-work checkout: time its dnn_50 beside ours")
     parser.add_argument("--child", nargs=3, metavar=("MODEL", "PRECISION", "CHANNELS_LAST"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -88,8 +104,11 @@ def main() -> None:
         if args.threads:
             torch.set_num_threads(args.threads)
         model, precision, channels_last = args.child
-        print(json.dumps(measure(model, precision, channels_last == "1", args.batch, args.steps, args.warmup)))
+        result = measure(model, precision, channels_last == "1", args.batch, args.steps, args.warmup, args.reference)
+        print(json.dumps(result))
         return
+    if args.reference:
+        args.models = list(dict.fromkeys([*args.models, "alternet_r50_hdvw", "reference"]))
 
     import torch
 
@@ -119,6 +138,13 @@ def main() -> None:
             results["alternet_r50", "bf16", True]["img_per_s"] / results["alternet_r50", "fp32", False]["img_per_s"]
         )
         print(f"\nalternet_r50 bf16 + channels_last vs fp32 contiguous (target >= 2x): {speedup:.2f}x")
+    if {"alternet_r50_hdvw", "reference"} <= set(args.models):
+        reference = results["reference", "fp32", False]["step_ms"]
+        print("\nalternet_r50_hdvw vs the reference's dnn_50 at fp32 contiguous (its only setting), as speed-up:")
+        for precision, channels_last in CONFIGS:
+            ours = results["alternet_r50_hdvw", precision, channels_last]["step_ms"]
+            fmt = "channels_last" if channels_last else "contiguous"
+            print(f"  ours {precision:<5} {fmt:<14} {reference / ours:.2f}x  (targets: fp32 >= 1.0x, best >= 2.5x)")
 
 
 if __name__ == "__main__":

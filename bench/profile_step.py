@@ -1,0 +1,108 @@
+"""Where a training step's time goes: a per-operator profile of forward + backward + AdamW step, grouped into the
+categories issue 16 asks about (convolutions, BatchNorm, attention matmuls, softmax, layout copies, elementwise,
+optimizer), for our AlterNet-50 and, given ``--reference PATH``, the reference implementation's.
+
+    python bench/profile_step.py [--model alternet_r50_hdvw] [--precision fp32|bf16] [--channels-last]
+                                 [--batch 32] [--steps 3] [--reference ../how-do-vits-work]
+
+Self CPU time per operator (``torch.profiler``), summed over the timed steps and divided by their count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+CATEGORIES = (  # first match wins: (category, operator-name fragments)
+    ("convolution", ("conv", "mkldnn_convolution", "slow_conv")),
+    ("batch norm", ("batch_norm",)),
+    ("attention matmul", ("bmm", "matmul", "baddbmm", "scaled_dot_product", "_flash", "einsum")),
+    ("linear / addmm", ("addmm", "linear", "aten::mm")),
+    ("softmax", ("softmax",)),
+    ("layout copies", ("copy_", "clone", "contiguous", "permute", "transpose", "reshape", "view", "_to_copy", "cat")),
+    ("optimizer", ("_foreach", "_fused_adam", "lerp", "addcdiv", "addcmul", "sqrt")),
+    ("elementwise", ("add", "mul", "gelu", "relu", "div", "sub", "where", "fill", "zero", "pow", "neg", "exp")),
+)
+
+
+def category(name: str) -> str:
+    lowered = name.lower()
+    return next((label for label, keys in CATEGORIES if any(k in lowered for k in keys)), "other")
+
+
+def build(name: str, reference: str | None) -> torch.nn.Module:
+    if name == "reference":
+        from reference import reference_alternet_50
+
+        return reference_alternet_50(reference, num_classes=100, image_size=32)
+    import alternet
+
+    return alternet.create_model(name, num_classes=100, img_size=32)
+
+
+def profile_steps(model: torch.nn.Module, args: argparse.Namespace) -> tuple[dict[str, float], list, float]:
+    layout = torch.channels_last if args.channels_last else torch.contiguous_format
+    model = model.to(memory_format=layout).train()
+    images = torch.randn(args.batch, 3, 32, 32).contiguous(memory_format=layout)
+    labels = torch.randint(0, 100, (args.batch,))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    dtype = torch.bfloat16 if args.precision == "bf16" else None
+
+    def step() -> None:
+        with torch.autocast("cpu", dtype=dtype, enabled=dtype is not None):
+            loss = torch.nn.functional.cross_entropy(model(images), labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    for _ in range(2):
+        step()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(args.steps):
+            step()
+    events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
+    totals: dict[str, float] = defaultdict(float)
+    for event in events:
+        totals[category(event.key)] += event.self_cpu_time_total / 1e3 / args.steps  # ms per step
+    top = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:12]
+    return dict(totals), top, sum(totals.values())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="alternet_r50_hdvw")
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
+    parser.add_argument("--channels-last", action="store_true")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--reference", default=None, help="a how-do-vits-work checkout: profile its dnn_50 too")
+    args = parser.parse_args()
+    names = [args.model] + (["reference"] if args.reference else [])
+    layout = "channels_last" if args.channels_last else "contiguous"
+    threads = torch.get_num_threads()
+    print(f"torch {torch.__version__}, {threads} threads, batch {args.batch}, {args.precision}, {layout}")
+    profiles = {}
+    for name in names:
+        torch.manual_seed(0)
+        profiles[name] = profile_steps(build(name, args.reference), args)
+    labels = [label for label, _ in CATEGORIES] + ["other"]
+    print(f"\nself CPU ms per step{'':<6}" + "".join(f"{n:>20}" for n in names))
+    for label in labels:
+        print(f"  {label:<24}" + "".join(f"{profiles[n][0].get(label, 0.0):>20.1f}" for n in names))
+    print(f"  {'total':<24}" + "".join(f"{profiles[n][2]:>20.1f}" for n in names))
+    for name in names:
+        print(f"\ntop operators, {name} (self CPU ms per step):")
+        for event in profiles[name][1]:
+            ms = event.self_cpu_time_total / 1e3 / args.steps
+            print(f"  {event.key:<48} {ms:>9.1f}  {category(event.key)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -41,6 +41,22 @@ def window_merge(x: torch.Tensor, window: tuple[int, int], size: tuple[int, int]
     return x.reshape(-1, c, h, w)
 
 
+def window_maps(x: torch.Tensor, window: tuple[int, int]) -> torch.Tensor:
+    """(B, C, H, W) -> (B * num_windows, C, ph, pw): each window as a small map, for convolutions."""
+    b, c, h, w = x.shape
+    ph, pw = window
+    x = x.reshape(b, c, h // ph, ph, w // pw, pw).permute(0, 2, 4, 1, 3, 5)
+    return x.reshape(-1, c, ph, pw)
+
+
+def merge_window_maps(x: torch.Tensor, size: tuple[int, int] | torch.Size) -> torch.Tensor:
+    """(B * num_windows, C, ph, pw) -> (B, C, H, W)."""
+    _, c, ph, pw = x.shape
+    h, w = size
+    x = x.reshape(-1, h // ph, w // pw, c, ph, pw).permute(0, 3, 1, 4, 2, 5)
+    return x.reshape(-1, c, h, w)
+
+
 def relative_position_index(window: tuple[int, int]) -> torch.Tensor:
     """Index of (pos_j - pos_i) into a flattened (2ph-1) x (2pw-1) table, shape (ph*pw, ph*pw)."""
     ph, pw = window
@@ -109,25 +125,39 @@ class WindowAttention(_Projections):
         bias = table[..., self.rel_pos_index]
         return bias if bias.dim() == 3 else bias.unsqueeze(0)
 
-    def _windows(self, x: torch.Tensor) -> torch.Tensor:
-        h, w = x.shape[-2:]
+    def _windows_fit(self, size: tuple[int, int] | torch.Size) -> None:
+        h, w = size
         ph, pw = self.window
         if h % ph or w % pw:
             raise ValueError(
                 f"{type(self).__name__}: feature map {h}x{w} is not divisible by the attention window {ph}x{pw}; "
                 "use an input size whose stage maps are multiples of the window, or change model.window"
             )
+
+    def _windows(self, x: torch.Tensor) -> torch.Tensor:
+        self._windows_fit(x.shape[-2:])
         return window_partition(x, self.window)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Windows are cut once, as small maps, and the projections run on them as 1x1 convolutions (the conv
+        layout, where oneDNN and cuDNN are fastest); the weights are the Linear modules', so the function and the
+        checkpoints are those of token-wise linear projections."""
         size = x.shape[-2:]
-        q, k, v = self.qkv(self._windows(x))
-        bias = self.position_bias().to(q.dtype)
+        self._windows_fit(size)
+        maps = window_maps(x, self.window)  # (B * windows, C, ph, pw)
+        b, n = maps.shape[0], self.window[0] * self.window[1]
+        q = F.conv2d(maps, self.to_q.weight[..., None, None], self.to_q.bias)
+        q = q.reshape(b, self.heads, self.head_dim, n).transpose(-2, -1)
+        kv = F.conv2d(maps, self.to_kv.weight[..., None, None], self.to_kv.bias)
+        k, v = kv.reshape(b, 2, self.heads, self.head_dim, n).transpose(-2, -1).unbind(1)
+        position = self.position_bias().to(q.dtype)
         if self.fused:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=self.scale)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=position, scale=self.scale)
         else:
-            out = self._softmax(q, k, bias) @ v
-        return window_merge(self.merge_heads(out), self.window, size)
+            out = self._softmax(q, k, position) @ v
+        out = out.transpose(-2, -1).reshape(b, -1, *self.window)  # (B * windows, inner, ph, pw)
+        out = F.conv2d(out, self.to_out.weight[..., None, None], self.to_out.bias)
+        return merge_window_maps(out, size)
 
     def _softmax(self, q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         return ((q @ k.transpose(-2, -1)) * self.scale + bias).softmax(dim=-1)

@@ -42,17 +42,24 @@ def window_merge(x: torch.Tensor, window: tuple[int, int], size: tuple[int, int]
 
 
 def window_maps(x: torch.Tensor, window: tuple[int, int]) -> torch.Tensor:
-    """(B, C, H, W) -> (B * num_windows, C, ph, pw): each window as a small map, for convolutions."""
+    """(B, C, H, W) -> (B * num_windows, C, ph, pw): each window as a small map, for convolutions; one copy, into
+    the input's memory format (channels_last stays channels_last)."""
     b, c, h, w = x.shape
     ph, pw = window
+    if x.is_contiguous(memory_format=torch.channels_last):
+        nhwc = x.permute(0, 2, 3, 1).reshape(b, h // ph, ph, w // pw, pw, c).permute(0, 1, 3, 2, 4, 5)
+        return nhwc.reshape(-1, ph, pw, c).permute(0, 3, 1, 2)
     x = x.reshape(b, c, h // ph, ph, w // pw, pw).permute(0, 2, 4, 1, 3, 5)
     return x.reshape(-1, c, ph, pw)
 
 
 def merge_window_maps(x: torch.Tensor, size: tuple[int, int] | torch.Size) -> torch.Tensor:
-    """(B * num_windows, C, ph, pw) -> (B, C, H, W)."""
+    """(B * num_windows, C, ph, pw) -> (B, C, H, W), in the windows' memory format."""
     _, c, ph, pw = x.shape
     h, w = size
+    if x.is_contiguous(memory_format=torch.channels_last):
+        nhwc = x.permute(0, 2, 3, 1).reshape(-1, h // ph, w // pw, ph, pw, c).permute(0, 1, 3, 2, 4, 5)
+        return nhwc.reshape(-1, h, w, c).permute(0, 3, 1, 2)
     x = x.reshape(-1, h // ph, w // pw, c, ph, pw).permute(0, 3, 1, 4, 2, 5)
     return x.reshape(-1, c, h, w)
 
@@ -144,20 +151,29 @@ class WindowAttention(_Projections):
         checkpoints are those of token-wise linear projections."""
         size = x.shape[-2:]
         self._windows_fit(size)
-        maps = window_maps(x, self.window)  # (B * windows, C, ph, pw)
+        maps = window_maps(x, self.window)  # (B * windows, C, ph, pw), in the input's memory format
         b, n = maps.shape[0], self.window[0] * self.window[1]
-        q = F.conv2d(maps, self.to_q.weight[..., None, None], self.to_q.bias)
-        q = q.reshape(b, self.heads, self.head_dim, n).transpose(-2, -1)
-        kv = F.conv2d(maps, self.to_kv.weight[..., None, None], self.to_kv.bias)
-        k, v = kv.reshape(b, 2, self.heads, self.head_dim, n).transpose(-2, -1).unbind(1)
+        q = self._heads(F.conv2d(maps, self.to_q.weight[..., None, None], self.to_q.bias), b, n, 1)[0]
+        k, v = self._heads(F.conv2d(maps, self.to_kv.weight[..., None, None], self.to_kv.bias), b, n, 2)
         position = self.position_bias().to(q.dtype)
         if self.fused:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=position, scale=self.scale)
         else:
             out = self._softmax(q, k, position) @ v
-        out = out.transpose(-2, -1).reshape(b, -1, *self.window)  # (B * windows, inner, ph, pw)
+        if maps.is_contiguous(memory_format=torch.channels_last):  # tokens (N, inner) are the NHWC memory order
+            out = out.transpose(1, 2).reshape(b, *self.window, -1).permute(0, 3, 1, 2)
+        else:
+            out = out.transpose(-2, -1).reshape(b, -1, *self.window)
         out = F.conv2d(out, self.to_out.weight[..., None, None], self.to_out.bias)
         return merge_window_maps(out, size)
+
+    def _heads(self, maps: torch.Tensor, b: int, n: int, parts: int) -> tuple[torch.Tensor, ...]:
+        """(B', parts * heads * head_dim, ph, pw) maps -> ``parts`` tensors (B', heads, N, head_dim), as views
+        where the memory order allows (channels_last: the tokens' own order)."""
+        if maps.is_contiguous(memory_format=torch.channels_last):
+            tokens = maps.permute(0, 2, 3, 1).reshape(b, n, parts, self.heads, self.head_dim)
+            return tokens.permute(2, 0, 3, 1, 4).unbind(0)
+        return maps.reshape(b, parts, self.heads, self.head_dim, n).transpose(-2, -1).unbind(1)
 
     def _softmax(self, q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         return ((q @ k.transpose(-2, -1)) * self.scale + bias).softmax(dim=-1)

@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from alternet.models import FocusedLinearAttention, WindowAttention, create_model
+from alternet.models.attention import merge_window_maps, window_maps, window_merge, window_partition
 
 
 @pytest.mark.parametrize("bias_per_head", [False, True])
@@ -160,3 +161,33 @@ def test_fused_attention_follows_timms_global_switch_unless_the_model_says():
         assert fused() == {True} and fused(fused_attn=False) == {False}
     finally:
         set_fused_attn(before)
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_window_maps_round_trip_in_either_memory_format(channels_last):
+
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    x = torch.randn(2, 6, 8, 12).contiguous(memory_format=layout)
+    maps = window_maps(x, (4, 4))
+    assert maps.shape == (2 * 2 * 3, 6, 4, 4) and maps.is_contiguous(memory_format=layout)
+    torch.testing.assert_close(maps[1], x[0, :, 0:4, 4:8], rtol=0, atol=0)  # windows in row-major order
+    torch.testing.assert_close(merge_window_maps(maps, (8, 12)), x, rtol=0, atol=0)
+
+
+def test_window_attention_computes_the_same_function_in_channels_last():
+    torch.manual_seed(0)
+    attention = WindowAttention(16, 24, heads=2, head_dim=8, window=(4, 4), fused=False).eval()
+    x = torch.randn(2, 16, 8, 8)
+    expected = attention(x)
+    attention.to(memory_format=torch.channels_last)
+    got = attention(x.contiguous(memory_format=torch.channels_last))
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    # and the projections are the token-wise linear layers the checkpoints hold
+    tokens = window_partition(x, (4, 4))
+    q, k, v = attention.qkv(tokens)
+    reference = attention.to_out(
+        (torch.softmax(q @ k.transpose(-2, -1) * attention.scale + attention.position_bias(), -1) @ v)
+        .transpose(1, 2)
+        .flatten(2)
+    )
+    torch.testing.assert_close(got, window_merge(reference, (4, 4), (8, 8)), rtol=1e-5, atol=1e-6)

@@ -20,6 +20,8 @@ import subprocess
 import sys
 import time
 
+from step import training_step
+
 CONFIGS = [("fp32", False), ("fp32", True), ("bf16", False), ("bf16", True)]
 
 
@@ -48,12 +50,7 @@ def measure(
     labels = torch.randint(0, 100, (batch,))
     dtype = torch.bfloat16 if precision == "bf16" else None
 
-    def step() -> None:
-        with torch.autocast("cpu", dtype=dtype, enabled=dtype is not None):
-            loss = torch.nn.functional.cross_entropy(model(images), labels)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+    step = training_step(model, images, labels, optimizer, dtype)
 
     for _ in range(warmup):
         step()

@@ -20,6 +20,8 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from step import training_step
+
 CATEGORIES = (  # first match wins: (category, operator-name fragments)
     ("convolution", ("conv", "mkldnn_convolution", "slow_conv")),
     ("batch norm", ("batch_norm",)),
@@ -55,12 +57,7 @@ def profile_steps(model: torch.nn.Module, args: argparse.Namespace) -> tuple[dic
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     dtype = torch.bfloat16 if args.precision == "bf16" else None
 
-    def step() -> None:
-        with torch.autocast("cpu", dtype=dtype, enabled=dtype is not None):
-            loss = torch.nn.functional.cross_entropy(model(images), labels)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+    step = training_step(model, images, labels, optimizer, dtype)
 
     for _ in range(2):
         step()

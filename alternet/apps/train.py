@@ -11,6 +11,7 @@ from typing import Any
 import lightning as L
 import torch
 from lightning.fabric.utilities.exceptions import MisconfigurationException
+from lightning.pytorch.callbacks import LambdaCallback
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
@@ -101,8 +102,12 @@ def _train(config: dict[str, Any], run_dir: Path, resume: str | None, resume_ste
     if trainer.is_global_zero:
         write_run_records(run_dir, config)
         tracking.define_best_metrics(loggers)
-        datamodule.setup("fit")  # split sizes for the banner (cached: fit() does not read the data again)
-        print(start_banner(config, run_dir, module.model, datamodule.describe(), trainer), flush=True)
+
+    def announce(trainer: L.Trainer, _: L.LightningModule) -> None:  # after setup: the splits are known, on every rank
+        if trainer.is_global_zero:
+            print(start_banner(config, run_dir, module.model, datamodule.describe(), trainer), flush=True)
+
+    trainer.callbacks.append(LambdaCallback(on_train_start=announce))
 
     exit_code = 1
     try:

@@ -85,6 +85,7 @@ def test_image_folder_run_interrupted_mid_epoch_resumes_exactly(tmp_path, image_
     _assert_same(uninterrupted, _final_weights(_interrupted_then_resumed(tmp_path, _common(image_folder), how)))
 
 
+@pytest.mark.slow  # 36 s; the image-folder variants above run by default, and the shards' DDP stream test too
 def test_shards_run_killed_mid_epoch_resumes_exactly(tmp_path, image_folder, image_shards):
     overrides = [*_common(image_folder), f"data.train_shards={image_shards}"]
     reference = tmp_path / "reference"

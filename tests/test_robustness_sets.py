@@ -274,6 +274,7 @@ def digits_checkpoint(path, class_names):
     return path
 
 
+@pytest.mark.slow  # 24 s of subprocesses; the tree is scored in-process by default (test_imagenet_c_tree_is_scored...)
 def test_evaluate_cli_on_an_imagenet_c_tree(tmp_path):
     wnids = [f"n0{i:07d}" for i in range(10)]
     root = write_tree(tmp_path / "ImageNet-C", classes=wnids, corruptions=PICKED, family=True, per_class=1)

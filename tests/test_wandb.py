@@ -55,6 +55,7 @@ def test_evaluation_consumes_the_training_checkpoint_artifact_joins_its_group_an
         "wandb.enabled=true",
         "robustness.enabled=true",
         "robustness.max_images=24",
+        "robustness.corruptions=[gaussian_noise,fog]",
         "robustness.workers=1",
         f"robustness.cache_dir={tmp_path / 'cache'}",
         "analysis=[lesion]",

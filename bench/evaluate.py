@@ -33,7 +33,7 @@ def main() -> None:
 
     from alternet.data import CIFAR100DataModule
     from alternet.data.cifar_c import generate_cifar_c, load_cifar_c
-    from alternet.evaluation.inference import fast_precision, predict_sets
+    from alternet.evaluation.inference import AUTOCAST, fast_precision, predict_sets
     from alternet.metrics import calibration_metrics, softmax
     from alternet.models import create_model
     from alternet.runs import find_checkpoint, load_model
@@ -58,7 +58,7 @@ def main() -> None:
         model = create_model("alternet_tiny", num_classes=100, img_size=32)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     fast = fast_precision(device)
-    settings = {"32": (None, False), fast: ({"bf16": torch.bfloat16, "32": None}[fast], fast == "bf16")}
+    settings = {"32": (None, False), fast: (AUTOCAST[fast], fast == "bf16")}
     sets = load_cifar_c(cache, num_classes=100)
     seconds = dict.fromkeys(settings, 0.0)
     deltas, images_scored = [], 0

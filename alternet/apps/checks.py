@@ -13,7 +13,7 @@ import torch
 
 from ..data import DATAMODULES
 from ..errors import ConfigValueError
-from ..evaluation.report import AUTOCAST
+from ..evaluation.inference import AUTOCAST
 from ..models import ATTENTION_KINDS
 from ..models.blocks import BLOCK_TYPES, STEMS
 from ..models.layout import buildup_violations

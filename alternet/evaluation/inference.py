@@ -31,6 +31,9 @@ def choose_device(device: str = "auto") -> torch.device:
     return chosen
 
 
+AUTOCAST = {"32": None, "bf16": torch.bfloat16, "16": torch.float16}  # evaluation precision -> autocast dtype
+
+
 def fast_precision(device: torch.device) -> str:
     """``bf16`` where the hardware computes it natively (a bf16-capable GPU; a CPU with AVX512-BF16 or AMX, which
     oneDNN uses), else ``32``: reduced precision that would be emulated costs time instead of saving it."""

@@ -20,7 +20,7 @@ from ..metrics import apply_temperature, calibration_metrics, fit_temperature, r
 from ..progress import Progress
 from .baselines import resolve_baseline
 from .corrupted import CorruptedSets, is_benchmark, open_corrupted_sets, source_and_benchmark
-from .inference import choose_device, device_count, fast_precision, predict_sets
+from .inference import AUTOCAST, choose_device, device_count, fast_precision, predict_sets
 from .plots import corruption_heatmap, reliability_diagram
 from .robustness import (
     FAMILY_OF,
@@ -33,7 +33,6 @@ from .robustness import (
     write_table_csv,
 )
 
-AUTOCAST = {"32": None, "bf16": torch.bfloat16, "16": torch.float16}
 ROBUST_DATA = ("cifar10", "cifar100")
 
 
@@ -59,7 +58,7 @@ class Evaluator:
         self.autocast = _autocast("precision", str(settings["precision"]))
         robust_precision = str(settings["robustness"].get("precision", settings["precision"]))
         self.robust_precision = fast_precision(self.device) if robust_precision == "auto" else robust_precision
-        self.robust_autocast = _autocast("robustness.precision", self.robust_precision)
+        self.robust_autocast = _autocast("robustness.precision", self.robust_precision, auto=True)
         self.n_bins = settings["calibration"]["n_bins"]
         if isinstance(self.n_bins, bool) or not isinstance(self.n_bins, int) or self.n_bins < 1:
             raise ConfigValueError(f"calibration.n_bins={self.n_bins!r} is invalid: must be an integer >= 1")
@@ -204,11 +203,10 @@ class Evaluator:
         return report
 
 
-def _autocast(key: str, precision: str) -> torch.dtype | None:
+def _autocast(key: str, precision: str, auto: bool = False) -> torch.dtype | None:
+    """The autocast dtype of a precision setting (``auto``: a setting that also takes auto, already resolved)."""
     if precision not in AUTOCAST:
-        raise ConfigValueError(
-            f"{key}={precision!r} is invalid: choose one of {list(AUTOCAST)}" + (" or auto" if "robust" in key else "")
-        )
+        raise ConfigValueError(f"{key}={precision!r} is invalid: choose one of {list(AUTOCAST)}" + " or auto" * auto)
     return AUTOCAST[precision]
 
 

@@ -73,7 +73,7 @@ def start_run(requested_offline: bool, init_timeout: float, **init: Any) -> Any:
             reason = f"the W&B server did not accept the run ({str(error).splitlines()[0]})"
     run = wandb.init(mode="offline", **init)
     if reason != "requested":
-        rank_zero_info(f"W&B: {reason}; logging offline to {Path(run.dir).parent} (upload later: `wandb sync`).")
+        rank_zero_info(f"W&B: {reason}; logging offline to {offline_directory(run)} (upload later: `wandb sync`).")
     return run
 
 
@@ -211,10 +211,15 @@ def active_run() -> Any:
     return None if run is None or run.disabled else run
 
 
+def offline_directory(run: Any) -> Path:
+    """The directory ``wandb sync`` uploads an offline run from (``run.dir`` is its ``files/`` inside)."""
+    return Path(run.dir).parent
+
+
 def run_location(run: Any) -> str:
     """Where to look at ``run``: its URL, or for an offline run its directory and the command that uploads it."""
     if run.offline:
-        sync_dir = Path(run.dir).parent
+        sync_dir = offline_directory(run)
         return f"offline run {run.id} in {sync_dir} (upload later: wandb sync {sync_dir})"
     return str(run.url)
 
@@ -467,7 +472,7 @@ def artifact_notice(run: Any, logged: list[LoggedArtifact]) -> str:
     """What happened to the artifacts: where they are, and for an offline run how to upload them."""
     names = ", ".join(f"{a.name} ({a.kind}, {a.path})" for a in logged)
     if run.offline:
-        sync_dir = Path(run.dir).parent
+        sync_dir = offline_directory(run)
         return (
             f"W&B is offline: nothing was uploaded. Model artifacts {names} are recorded in the offline run and "
             f"the files stay in place; upload them with `wandb sync {sync_dir}` (keep the files until then)."

@@ -56,7 +56,7 @@ class ProgressLines(ProgressBar):
         self.interval = float(interval)
         self.stream = stream
         self._enabled = True
-        self._epoch_start = self._last = self._eval_start = 0.0
+        self._epoch_start = self._last = self._test_start = 0.0
 
     def disable(self) -> None:
         self._enabled = False
@@ -98,14 +98,11 @@ class ProgressLines(ProgressBar):
         elapsed = time.monotonic() - self._epoch_start
         self.print(f"{self._epoch(trainer)} done in {duration(elapsed)}  {self._metrics(trainer, pl_module)}")
 
-    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._eval_start = time.monotonic()
-
     def on_test_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._eval_start = time.monotonic()
+        self._test_start = time.monotonic()
 
     def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.print(f"testing done in {duration(time.monotonic() - self._eval_start)}")
+        self.print(f"testing done in {duration(time.monotonic() - self._test_start)}")
 
 
 def progress_bar(interval: float, stream: TextIO | None = None) -> ProgressBar:

@@ -17,6 +17,7 @@ from ..data import ImageDataModule, build_datamodule
 from ..errors import CheckpointError, ConfigValueError
 from ..evaluation import Evaluator
 from ..files import write_csv, write_json
+from ..models.flip import FlipAveraged
 from ..runs import CheckpointWeights, find_checkpoint, load_model, run_config, run_dir_of
 
 WORST_SHOWN = 5  # the worst conditions printed at the end of an evaluation
@@ -88,8 +89,11 @@ def evaluate_checkpoint(cfg: DictConfig, ckpt: Path, out_dir: Path) -> dict[str,
     print(f"Evaluating {ckpt}", flush=True)
     settings = OmegaConf.to_container(cfg, resolve=True) | {"label": weights.architecture}
     meta = {"checkpoint": str(ckpt), "model": weights.architecture, "data": datamodule.name, "ema": cfg.use_ema}
+    predictor = model
+    if recipe.get("test_flip"):  # predict as the run's own validation and test did
+        predictor, meta["test_flip"] = FlipAveraged(model), True
     class_names = weights.data.get("class_names")  # absent in older checkpoints: only the count is checked
-    report = Evaluator(model, datamodule, settings, out_dir, class_names=class_names).run(meta)
+    report = Evaluator(predictor, datamodule, settings, out_dir, class_names=class_names).run(meta)
     if cfg.get("analysis"):
         report["analysis"] = run_analyses(
             list(cfg.analysis), model, datamodule, recipe, OmegaConf.to_container(cfg.analysis), out_dir

@@ -27,6 +27,7 @@ from ..errors import AlternetError, ConfigValueError
 from ..metrics import BinnedCalibrationError
 from ..models import create_model
 from ..models.config import model_args
+from ..models.flip import flip_averaged_logits
 from ..models.params import decay_groups
 from ..runs import CHECKPOINT_DIR, LAST_CHECKPOINT, resume_command
 from .optim import build_optimizer, build_scheduler, rescale_learning_rates
@@ -225,7 +226,9 @@ class ClassificationModule(L.LightningModule):
                 e.copy_(p)
 
     def _evaluate(self, stage: str, images: torch.Tensor, labels: torch.Tensor, model: nn.Module | None = None) -> None:
-        logits = (model or self)(images).float()
+        net = model or self
+        flip = self.recipe.get("test_flip") and stage != "train_clean"  # train_clean measures the fit itself
+        logits = (flip_averaged_logits(net, images) if flip else net(images)).float()
         metrics, nll = getattr(self, f"{stage}_metrics"), getattr(self, f"{stage}_nll")
         metrics.update(logits.softmax(dim=-1), labels)
         nll.update(F.cross_entropy(logits, labels, reduction="none"))

@@ -41,8 +41,14 @@ class Progress:
         self.done = 0
         self.start = self._last = time.monotonic()
         self._bar = (
-            tqdm(total=total, desc=label, unit=unit[:-1] if unit.endswith("s") else unit, leave=False,
-                 file=self.stream, dynamic_ncols=True)
+            tqdm(
+                total=total,
+                desc=label,
+                unit=unit[:-1] if unit.endswith("s") else unit,
+                leave=False,
+                file=self.stream,
+                dynamic_ncols=True,
+            )
             if self.stream.isatty()
             else None
         )

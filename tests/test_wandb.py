@@ -25,9 +25,7 @@ def _spy(monkeypatch, name, record):
     monkeypatch.setattr(Run, name, spy)
 
 
-def test_evaluation_consumes_the_training_checkpoint_artifact_joins_its_group_and_logs_charts(
-    tmp_path, monkeypatch
-):
+def test_evaluation_consumes_the_training_checkpoint_artifact_joins_its_group_and_logs_charts(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     logged, used, payloads, groups = [], [], [], []
     _spy(monkeypatch, "log_artifact", logged)

@@ -38,8 +38,7 @@ def start_banner(
         ("Data", data_description),
         (
             "Recipe",
-            f"{config['recipe'].get('name', '?')}: {trainer.max_epochs} epochs, batch "
-            f"{config['recipe']['batch_size']}",
+            f"{config['recipe'].get('name', '?')}: {trainer.max_epochs} epochs, batch {config['recipe']['batch_size']}",
         ),
         ("Device", f"{hardware}, precision {trainer.precision}"),
     ]

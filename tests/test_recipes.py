@@ -124,9 +124,23 @@ def test_weight_ema_is_evaluated_alongside(tmp_path):
     assert not torch.equal(state[f"ema.{key}"], state[f"model.{key}"])
 
 
-def test_cpu_bf16_mixed_precision_trains(tmp_path):
-    summary = train(compose_train(*FAST, "trainer.precision=bf16-mixed", output_dir=tmp_path))
+def test_cpu_bf16_mixed_precision_trains_with_a_fused_optimizer_and_clipped_gradients(tmp_path, monkeypatch):
+    """Lightning refuses to clip for a fused optimizer under mixed precision; bf16 has no GradScaler, so alternet
+    clips the gradients itself, to recipe.grad_clip."""
+    norms = []
+    clip = torch.nn.utils.clip_grad_norm_
+
+    def recording_clip(parameters, max_norm, *args, **kwargs):
+        norms.append((clip(parameters, max_norm, *args, **kwargs).item(), max_norm))
+        return torch.tensor(norms[-1][0])
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", recording_clip)
+    summary = train(
+        compose_train(*FAST, "trainer.precision=bf16-mixed", "recipe.grad_clip=0.01", output_dir=tmp_path / "run")
+    )
     assert math.isfinite(summary["test"]["nll"])
+    assert len(norms) == 3 and all(max_norm == 0.01 and norm > 0.01 for norm, max_norm in norms)  # debug=fast: 3
+    assert torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt")["optimizer_states"][0]["param_groups"][0]["fused"]
 
 
 def test_channels_last_trains(tmp_path):

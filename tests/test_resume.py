@@ -1,5 +1,6 @@
 """Reproducibility and fault tolerance: determinism, SIGKILL-and-resume, atomic checkpoints, the NaN guard."""
 
+import copy
 import json
 import math
 import os
@@ -15,8 +16,8 @@ import pytest
 import torch
 
 from alternet.apps.train import train
+from alternet.training import NonFiniteLossError
 from alternet.training.callbacks import AtomicCheckpointIO
-from alternet.training.module import NonFiniteLossError
 
 from conftest import FAST, ROOT, compose_train, run_script
 
@@ -107,49 +108,135 @@ def _lr_by_step(run_dir: Path) -> dict[int, float]:
     return {int(r.split(",")[step]): float(r.split(",")[lr]) for r in rows[1:] if r.split(",")[lr]}
 
 
-def test_non_finite_loss_saves_the_state_before_the_step_and_a_lower_lr_resumes_from_it(tmp_path, monkeypatch):
-    from alternet.training.module import ClassificationModule
+def _state_before_step(monkeypatch, step: int, overrides: list[str], output_dir: Path) -> dict:
+    """A clean run's weights, BatchNorm statistics and optimizer state as optimizer step ``step`` found them."""
+    from alternet.training.guard import NonFiniteGuard
 
-    six_steps = [*FAST, "trainer.limit_train_batches=6"]
-    before_step_2 = {}
-    snapshot = ClassificationModule._snapshot_buffers
+    found: dict = {}
+    take = NonFiniteGuard.on_train_batch_start
 
     def capture(self):
-        if self.global_step == 2 and not before_step_2:
-            before_step_2.update({k: v.clone() for k, v in self.state_dict().items()})
-        snapshot(self)
+        if self.module.global_step == step and not found:
+            found["state_dict"] = {k: v.clone() for k, v in self.module.state_dict().items()}
+            optimizer = self.module.trainer.optimizers[0]
+            found["optimizer"] = copy.deepcopy(optimizer.state_dict()["state"])
+        take(self)
 
     with monkeypatch.context() as patch:
-        patch.setattr(ClassificationModule, "_snapshot_buffers", capture)
-        train(compose_train(*six_steps, output_dir=tmp_path / "clean"))
+        patch.setattr(NonFiniteGuard, "on_train_batch_start", capture)
+        train(compose_train(*overrides, output_dir=output_dir))
+    return found
 
+
+def _assert_same_state(saved: dict, before: dict) -> None:
+    assert saved["state_dict"].keys() == before["state_dict"].keys()
+    for key, value in before["state_dict"].items():  # weights and BatchNorm statistics exactly as found
+        assert torch.equal(saved["state_dict"][key], value), key
+    state = saved["optimizer_states"][0]["state"]
+    assert state.keys() == before["optimizer"].keys()
+    for index, entries in before["optimizer"].items():  # moments and step counts untouched
+        for name, value in entries.items():
+            assert torch.equal(state[index][name], value), (index, name)
+
+
+SIX_STEPS = [*FAST, "trainer.limit_train_batches=6"]
+
+
+def test_a_non_finite_step_is_skipped_on_the_device_and_acted_on_one_step_later(tmp_path, monkeypatch):
+    """The default (deferred) guard: no host sync or collective per step. Step 2's gradients are NaN; the fused
+    optimizer skips its update on the device, and step 3 reads the flag, saves the state (as before step 2, one
+    batch on) and stops. A lower learning rate resumes from it and finishes the run."""
+    before_step_2 = _state_before_step(monkeypatch, 2, SIX_STEPS, tmp_path / "clean")
+    collectives = []
     with monkeypatch.context() as patch:
         _poison_inputs_at(patch, 2)
-        message = r"non-finite training loss \(nan\) at global step 2, epoch 0, batch 2; the state before this step"
+        patch.setattr(
+            "lightning.pytorch.strategies.SingleDeviceStrategy.reduce_boolean_decision",
+            lambda self, decision, all=True: collectives.append(sys._getframe(1).f_code.co_filename) or decision,
+        )
+        message = (
+            r"non-finite gradients \(training loss nan\) at global step 2, epoch 0, batch 2; its update was skipped "
+            r"and the state at step 3 \(weights, optimizer and BatchNorm statistics as they were before step 2\)"
+        )
         with pytest.raises(NonFiniteLossError, match=message) as raised:
-            train(compose_train(*six_steps, output_dir=tmp_path / "failed"))
+            train(compose_train(*SIX_STEPS, output_dir=tmp_path / "failed"))
+    assert collectives and not [caller for caller in collectives if caller.endswith("guard.py")]  # no collective
     saved_path = tmp_path / "failed" / "checkpoints" / "nonfinite-step2.ckpt"
     saved = torch.load(saved_path)
-    assert saved["global_step"] == 2
-    assert saved["state_dict"].keys() == before_step_2.keys()
-    for key, value in before_step_2.items():  # weights and BatchNorm statistics exactly as the step found them
-        assert torch.equal(saved["state_dict"][key], value), key
+    assert saved["global_step"] == 3
+    _assert_same_state(saved, before_step_2)
     command = str(raised.value)
     assert f"hydra.run.dir={tmp_path / 'failed'}" in command and f"ckpt_path={saved_path}" in command
     assert "recipe.optimizer.lr=0.0002" in command  # a tenth of debug=fast's recipe lr
 
     summary = train(
-        compose_train(*six_steps, f"ckpt_path={saved_path}", "recipe.optimizer.lr=2e-4", output_dir=tmp_path / "failed")
+        compose_train(*SIX_STEPS, f"ckpt_path={saved_path}", "recipe.optimizer.lr=2e-4", output_dir=tmp_path / "failed")
     )
-    assert summary["global_step"] == 6  # the failed batch is retried: the run resumes before it
+    assert summary["global_step"] == 6  # batch 3 is retried; batch 2 stays skipped
     assert math.isfinite(summary["test"]["nll"])
     clean, resumed = _lr_by_step(tmp_path / "clean"), _lr_by_step(tmp_path / "failed")
     assert resumed[1] == clean[1]  # rows of the run before the fault are kept
-    for step in (2, 3, 4, 5):  # the same schedule, a tenth as high
+    for step in (3, 4, 5):  # the same schedule, a tenth as high
         assert resumed[step] == pytest.approx(clean[step] / 10, rel=1e-6)
     history = json.loads((tmp_path / "failed" / "resumes.json").read_text())
-    changed = {"recipe.optimizer.lr": [0.002, 2e-4]}
-    assert history == [{"global_step": 2, "checkpoint": str(saved_path), "changed": changed}]
+    assert history == [
+        {"global_step": 3, "checkpoint": str(saved_path), "changed": {"recipe.optimizer.lr": [0.002, 2e-4]}}
+    ]
+
+
+def test_a_non_finite_last_step_of_an_epoch_is_caught_before_its_update(tmp_path, monkeypatch):
+    """No later step reads the epoch's last flag, so the guard reads it at once (one sync per epoch)."""
+    before_step_5 = _state_before_step(monkeypatch, 5, SIX_STEPS, tmp_path / "clean")
+    with monkeypatch.context() as patch:
+        _poison_inputs_at(patch, 5)
+        message = r"non-finite gradients \(training loss nan\) at global step 5, epoch 0, batch 5; the state before"
+        with pytest.raises(NonFiniteLossError, match=message):
+            train(compose_train(*SIX_STEPS, output_dir=tmp_path / "failed"))
+    saved = torch.load(tmp_path / "failed" / "checkpoints" / "nonfinite-step5.ckpt")
+    assert saved["global_step"] == 5
+    _assert_same_state(saved, before_step_5)
+
+
+def test_a_skipped_first_sgd_step_leaves_no_uninitialised_momentum(tmp_path, monkeypatch):
+    """Fused SGD allocates its momentum buffers (uninitialised) on the first step, even a skipped one."""
+    sgd = [*SIX_STEPS, "recipe=speedrun"]  # SGD with nesterov momentum
+    with monkeypatch.context() as patch:
+        _poison_inputs_at(patch, 0)
+        with pytest.raises(NonFiniteLossError, match="at global step 0"):
+            train(compose_train(*sgd, output_dir=tmp_path / "failed"))
+    saved = torch.load(tmp_path / "failed" / "checkpoints" / "nonfinite-step0.ckpt")
+    assert saved["global_step"] == 1 and saved["optimizer_states"][0]["state"] == {}
+
+
+def test_without_a_fused_optimizer_the_loss_is_checked_before_backward(tmp_path, monkeypatch):
+    """The synchronous path (fp16 with a GradScaler, other strategies): the state before the failing step, which
+    the resumed run retries."""
+    monkeypatch.setattr("alternet.training.module.fused_optimizer_supported", lambda device, precision: False)
+    before_step_2 = _state_before_step(monkeypatch, 2, SIX_STEPS, tmp_path / "clean")
+    with monkeypatch.context() as patch:
+        _poison_inputs_at(patch, 2)
+        message = r"non-finite training loss \(nan\) at global step 2, epoch 0, batch 2; the state before this step"
+        with pytest.raises(NonFiniteLossError, match=message):
+            train(compose_train(*SIX_STEPS, output_dir=tmp_path / "failed"))
+    saved_path = tmp_path / "failed" / "checkpoints" / "nonfinite-step2.ckpt"
+    saved = torch.load(saved_path)
+    assert saved["global_step"] == 2
+    _assert_same_state(saved, before_step_2)
+    summary = train(
+        compose_train(*SIX_STEPS, f"ckpt_path={saved_path}", "recipe.optimizer.lr=2e-4", output_dir=tmp_path / "failed")
+    )
+    assert summary["global_step"] == 6 and math.isfinite(summary["test"]["nll"])
+
+
+def test_two_ddp_ranks_stop_together_when_one_rank_goes_non_finite(tmp_path):
+    """Only rank 0's inputs are poisoned; DDP's all-reduced gradients carry the NaN to rank 1, so both ranks skip
+    the step and stop at the same step, with no collective of the guard's own (a hang would time out)."""
+    result = run_script("tests/scripts/ddp_nonfinite_probe.py", str(tmp_path / "run"), timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    ranks = [json.loads((tmp_path / "run" / f"rank{rank}.json").read_text()) for rank in (0, 1)]
+    for outcome in ranks:
+        assert "at global step 2, epoch 0, batch 2; its update was skipped" in outcome["error"]
+    assert (tmp_path / "run" / "checkpoints" / "nonfinite-step2.ckpt").exists()
 
 
 def test_the_printed_recovery_command_recovers(tmp_path, monkeypatch, capsys):
@@ -161,7 +248,7 @@ def test_the_printed_recovery_command_recovers(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit) as failed:
         runpy.run_path(str(ROOT / "train.py"), run_name="__main__")
     message = str(failed.value.code)
-    assert message.startswith("error: non-finite training loss") and "Traceback" not in capsys.readouterr().err
+    assert message.startswith("error: non-finite gradients") and "Traceback" not in capsys.readouterr().err
     command = message.split("with a lower learning rate: ", 1)[1].split("  — if the loss", 1)[0]
     assert shlex.split(command)[0] == sys.executable and shlex.split(command)[1].endswith("train.py")
     recovered = subprocess.run(shlex.split(command), cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -3,7 +3,8 @@ composed config into Lightning objects. The training *application* (data + model
 after training) is :mod:`alternet.apps.train`."""
 
 from .builders import build_callbacks, build_module, build_trainer, checkpoint_callback, throughput_callback
-from .module import EVALUATED_METRICS, ClassificationModule, NonFiniteLossError
+from .guard import NonFiniteLossError
+from .module import EVALUATED_METRICS, ClassificationModule
 
 __all__ = [
     "EVALUATED_METRICS",

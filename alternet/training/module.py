@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -23,19 +22,14 @@ from torchmetrics import MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy
 
 from ..checkpoints import DIGEST_KEY, weights_digest
-from ..errors import AlternetError, ConfigValueError
+from ..errors import ConfigValueError
 from ..metrics import BinnedCalibrationError
 from ..models import create_model
 from ..models.config import model_args
 from ..models.flip import flip_averaged_logits
 from ..models.params import decay_groups
-from ..runs import CHECKPOINT_DIR, LAST_CHECKPOINT, resume_command
+from .guard import NonFiniteGuard, fused_optimizer_supported
 from .optim import build_optimizer, build_scheduler, rescale_learning_rates
-
-
-class NonFiniteLossError(AlternetError, FloatingPointError):
-    """The training loss became NaN or infinite."""
-
 
 EVALUATED_METRICS = ("acc", "top5", "nll", "ece")  # per validation/test split, logged as "<split>/<metric>"
 
@@ -87,6 +81,7 @@ class ClassificationModule(L.LightningModule):
             setattr(self, f"{stage}_metrics", evaluation_metrics(self.num_classes).clone(prefix=f"{stage}/"))
             setattr(self, f"{stage}_nll", MeanMetric())
         self.channels_last = False
+        self.guard = NonFiniteGuard(self)
 
     # construction helpers -------------------------------------------------------------------
 
@@ -129,6 +124,7 @@ class ClassificationModule(L.LightningModule):
         if ratio != 1.0:
             for optimizer, config in zip(self.trainer.optimizers, self.trainer.lr_scheduler_configs, strict=False):
                 rescale_learning_rates(optimizer, config.scheduler, ratio)
+        self.guard.on_train_start()
 
     # forward / steps -------------------------------------------------------------------------
 
@@ -144,7 +140,7 @@ class ClassificationModule(L.LightningModule):
             images, targets = self.mixup(images, labels)
         logits = self(images)
         loss = self.train_loss(logits, targets)
-        self._guard_finite(loss, batch_idx)
+        self.guard.check_loss(loss, batch_idx)
         self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True, batch_size=len(labels))
         if self.mixup is None:
             self.train_acc(logits, labels)
@@ -153,52 +149,35 @@ class ClassificationModule(L.LightningModule):
         return loss
 
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
-        self._snapshot_buffers()
+        self.guard.on_train_batch_start()
 
-    def _snapshot_buffers(self) -> None:
-        """Keep this step's starting buffers (BatchNorm running statistics): a forward pass that goes non-finite
-        has already updated them, and the guard's checkpoint must hold the state *before* the step."""
-        buffers = list(self.model.buffers())
-        if not buffers:  # e.g. a ViT: nothing a forward pass could have changed
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        self.guard.before_optimizer_step(optimizer)
+
+    def configure_gradient_clipping(
+        self,
+        optimizer: torch.optim.Optimizer,
+        gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = None,
+    ) -> None:
+        """Lightning refuses to clip for a fused optimizer under any mixed precision, because under fp16 the
+        gradients are still scaled here. Fused optimizers are built only without a GradScaler (bf16, fp32), where
+        they are not, so those are clipped directly, as Lightning would."""
+        fused = getattr(optimizer, "_step_supports_amp_scaling", False)
+        if not gradient_clip_val or not fused or getattr(self.trainer.precision_plugin, "scaler", None) is not None:
+            self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
             return
-        snapshot = self.__dict__.get("_buffers_before")
-        if snapshot is None or len(snapshot) != len(buffers) or snapshot[0].device != buffers[0].device:
-            self.__dict__["_buffers_before"] = [b.detach().clone() for b in buffers]
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        if gradient_clip_algorithm in (None, "norm"):
+            torch.nn.utils.clip_grad_norm_(params, gradient_clip_val)
         else:
-            torch._foreach_copy_(snapshot, buffers)
+            torch.nn.utils.clip_grad_value_(params, gradient_clip_val)
 
-    def _guard_finite(self, loss: torch.Tensor, batch_idx: int) -> None:
-        """Stop on a NaN/inf loss before backward, saving the state before this step (weights, optimizer and
-        schedule untouched; buffers restored from :meth:`_snapshot_buffers`) and printing the command that resumes
-        from it with a lower learning rate."""
-        bad = not torch.isfinite(loss).item()
-        if not self.trainer.strategy.reduce_boolean_decision(bad, all=False):
-            return
-        snapshot = self.__dict__.get("_buffers_before")
-        if snapshot:
-            torch._foreach_copy_(list(self.model.buffers()), snapshot)
-        step, run_dir = self.global_step, Path(self.trainer.default_root_dir)
-        path = run_dir / CHECKPOINT_DIR / f"nonfinite-step{step}.ckpt"
-        self._save_before_step(path)
-        lower = float(self.recipe["optimizer"]["lr"]) / 10
-        command = resume_command(run_dir, path, **{"recipe.optimizer.lr": f"{lower:g}"})
-        raise NonFiniteLossError(
-            f"non-finite training loss ({loss.item()}) at global step {step}, epoch {self.current_epoch}, "
-            f"batch {batch_idx}; the state before this step was saved to {path}. Resume from it "
-            f"(it retries this batch) with a lower learning rate: {command}  — if the loss had been growing for a "
-            f"while, resume from "
-            f"{CHECKPOINT_DIR}/{LAST_CHECKPOINT} instead, or add recipe.grad_clip=1.0 or trainer.precision=32"
-        )
+    def on_train_epoch_end(self) -> None:
+        self.guard.settle()
 
-    def _save_before_step(self, path: Path) -> None:
-        """``trainer.save_checkpoint`` from inside a step. Lightning assumes a checkpoint follows a finished step and
-        counts one more logged step on restart; this one precedes its step, so its count is one lower."""
-        trainer = self.trainer
-        checkpoint = trainer._checkpoint_connector.dump_checkpoint()
-        loop = checkpoint["loops"]["fit_loop"]["epoch_loop.state_dict"]
-        loop["_batches_that_stepped"] -= 1
-        trainer.strategy.save_checkpoint(checkpoint, path)
-        trainer.strategy.barrier("nonfinite checkpoint")
+    def on_validation_start(self) -> None:
+        self.guard.settle()  # a mid-epoch validation (trainer.val_check_interval) must not score a skipped step
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         """EMA once per optimizer step (a micro-batch of gradient accumulation is not a step)."""
@@ -321,7 +300,8 @@ class ClassificationModule(L.LightningModule):
             global_batch = recipe["batch_size"] * self.trainer.world_size * self.trainer.accumulate_grad_batches
             lr = lr * global_batch / float(reference_batch)
         groups = self._parameter_groups(float(opt_cfg["weight_decay"]))
-        optimizer = build_optimizer(groups, opt_cfg, lr)
+        fused = fused_optimizer_supported(self.device, self.trainer.precision)  # lets the guard skip on the device
+        optimizer = build_optimizer(groups, opt_cfg, lr, fused=fused)
         epochs = int(self.trainer.max_epochs)
         steps_per_epoch = self._steps_per_epoch(epochs)
         scheduler = build_scheduler(

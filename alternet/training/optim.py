@@ -13,15 +13,20 @@ OPTIMIZERS = ("adamw", "sgd")
 SCHEDULES = ("cosine", "step", "constant")
 
 
-def build_optimizer(groups: list[dict[str, Any]], config: Mapping[str, Any], lr: float) -> torch.optim.Optimizer:
-    """AdamW or SGD; each group's ``lr_scale`` multiplies the base learning rate."""
+def build_optimizer(
+    groups: list[dict[str, Any]], config: Mapping[str, Any], lr: float, *, fused: bool = False
+) -> torch.optim.Optimizer:
+    """AdamW or SGD; each group's ``lr_scale`` multiplies the base learning rate. ``fused``: torch's single-kernel
+    implementation, which can also skip a step on the device (:mod:`alternet.training.guard`)."""
     name = str(config["name"]).lower()
     for group in groups:
         group["lr"] = lr * group.get("lr_scale", 1.0)
     if name == "adamw":
-        return torch.optim.AdamW(groups, lr=lr, betas=tuple(config["betas"]))
+        return torch.optim.AdamW(groups, lr=lr, betas=tuple(config["betas"]), fused=fused or None)
     if name == "sgd":
-        return torch.optim.SGD(groups, lr=lr, momentum=config["momentum"], nesterov=bool(config["nesterov"]))
+        return torch.optim.SGD(
+            groups, lr=lr, momentum=config["momentum"], nesterov=bool(config["nesterov"]), fused=fused or None
+        )
     raise ValueError(f"unknown recipe.optimizer.name={config['name']!r}; choose one of {list(OPTIMIZERS)}")
 
 

@@ -107,11 +107,21 @@ def test_every_other_option_composes(group):
         ("recipe.optimizer.lr=0", "recipe.optimizer.lr=0 is invalid"),
         ("recipe.label_smoothing=1.5", "recipe.label_smoothing=1.5 is invalid"),
         ("recipe.warmup_epochs=-1", "recipe.warmup_epochs=-1 is invalid: must be >= 0"),
+        ("recipe.test_flip=yes", "recipe.test_flip='yes' is invalid: must be true or false"),
     ],
 )
 def test_bad_values_are_rejected_with_the_key(override, message):
     with pytest.raises(ConfigValueError, match=message.replace("[", r"\[")):
         validate_train_config(resolved(override))
+
+
+def test_the_speedrun_preset_is_an_alternet_that_follows_the_buildup_rules(recwarn):
+    config = resolved("experiment=cifar100_speedrun", "data.root=/data")
+    validate_train_config(config)  # the build-up rules warn when broken
+    assert not [w for w in recwarn if "buildup_rules" in str(w.message)]
+    assert "M" in config["model"]["layout"] and config["data"]["name"] == "cifar100"
+    assert (config["trainer"]["precision"], config["performance"]["channels_last"]) == ("bf16-mixed", True)
+    assert config["recipe"]["test_flip"] is True
 
 
 def test_warmup_longer_than_the_run_is_a_warning():

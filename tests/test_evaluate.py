@@ -182,3 +182,15 @@ def test_evaluate_runs_analyses_with_budgets_from_the_command_line(digits_run, t
     bad = run_script("evaluate.py", f"ckpt={digits_run}", *overrides)
     assert "error: analysis 'fourier': images must be >= 1, got -1" in bad.stderr
     assert not (tmp_path / "x" / "metrics.json").exists()  # rejected before any evaluation
+
+
+def test_test_flip_predicts_alike_in_training_and_in_evaluate(tmp_path):
+    """recipe.test_flip averages the logits of each test image and its mirror: the same seeded weights score
+    differently with it, and evaluate.py reproduces the training run's flipped test numbers."""
+    plain = train(compose_train(*FAST, "trainer.max_epochs=2", output_dir=tmp_path / "plain"))
+    flipped = train(compose_train(*FAST, "trainer.max_epochs=2", "recipe.test_flip=true", output_dir=tmp_path / "flip"))
+    assert flipped["test"]["nll"] != pytest.approx(plain["test"]["nll"], rel=1e-4)
+    (report,) = evaluate_in_process(f"ckpt={tmp_path / 'flip'}", out=tmp_path / "eval")
+    assert report["test_flip"] is True
+    assert report["test"]["nll"] == pytest.approx(flipped["test"]["nll"], rel=1e-5)
+    assert report["test"]["acc"] == pytest.approx(flipped["test"]["acc"], abs=1e-6)

@@ -20,7 +20,7 @@ def test_train_cli_on_digits_writes_a_complete_run_directory_and_says_so(tmp_pat
     assert result.returncode == 0, result.stderr[-3000:]
     # the start: where, what, on which data and hardware
     assert f"Run directory: {run_dir}" in result.stdout
-    assert "Model:         alternet_tiny (411,724 parameters)" in result.stdout
+    assert "Model:         alternet_tiny C|CM|CM (411,724 parameters)" in result.stdout
     assert "Data:          digits: 10 classes, 16px (train 1257, val 180, train_clean 1257, test 360)" in result.stdout
     assert "Device:        cpu x1, precision 32-true" in result.stdout
     # progress in a log file: one line per epoch, no carriage-return frames, no logger-version noise

@@ -32,9 +32,10 @@ def start_banner(
     hardware = f"{device.type} x{trainer.world_size}" + (
         f" ({trainer.num_nodes} nodes)" if trainer.num_nodes > 1 else ""
     )
+    layout = getattr(model, "layout", None)  # AlterNets: the block sequence, which overrides may have changed
     pairs = [
         ("Run directory", str(run_dir)),
-        ("Model", f"{config['model']['name']} ({size})"),
+        ("Model", f"{config['model']['name']}{f' {layout}' if layout else ''} ({size})"),
         ("Data", data_description),
         (
             "Recipe",

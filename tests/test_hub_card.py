@@ -270,3 +270,11 @@ def test_a_refused_push_is_one_line_naming_the_repository(run, fake_hub, monkeyp
     error = str(exit_info.value.code)
     assert error.startswith("error: ") and message in error and REPO in error and "\n" not in error
     assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_the_card_says_when_test_numbers_averaged_mirrored_views(run):
+    """A timm user runs one view per image; the card must not let flip-averaged numbers pass for single-view ones."""
+    config = json.loads((export_of(run) / "config.json").read_text())
+    assert "recipe.test_flip" not in model_card(config)
+    config["alternet"]["recipe"]["test_flip"] = True
+    assert "averaged the logits of the image and its mirror image (`recipe.test_flip`)" in model_card(config)

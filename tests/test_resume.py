@@ -228,6 +228,18 @@ def test_without_a_fused_optimizer_the_loss_is_checked_before_backward(tmp_path,
     assert summary["global_step"] == 6 and math.isfinite(summary["test"]["nll"])
 
 
+def test_a_checkpoint_of_a_multi_tensor_optimizer_resumes(tmp_path, monkeypatch):
+    """Checkpoints from before the optimizers were fused (and fp16 runs) restore ``fused=None`` into the optimizer:
+    the resumed run keeps the multi-tensor step and the synchronous guard instead of failing on its first step."""
+    with monkeypatch.context() as patch:
+        patch.setattr("alternet.training.module.fused_optimizer_supported", lambda device, precision: False)
+        train(compose_train(*FAST, output_dir=tmp_path))
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    assert torch.load(last)["optimizer_states"][0]["param_groups"][0]["fused"] is None
+    summary = train(compose_train(*FAST, "trainer.max_epochs=2", f"ckpt_path={last}", output_dir=tmp_path))
+    assert summary["global_step"] == 6 and math.isfinite(summary["test"]["nll"])
+
+
 def test_two_ddp_ranks_stop_together_when_one_rank_goes_non_finite(tmp_path):
     """Only rank 0's inputs are poisoned; DDP's all-reduced gradients carry the NaN to rank 1, so both ranks skip
     the step and stop at the same step, with no collective of the guard's own (a hang would time out)."""

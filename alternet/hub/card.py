@@ -103,6 +103,11 @@ def _test_section(config: dict[str, Any]) -> list[str]:
     note = "" if tested == info["checkpoint"] else " (not the exported checkpoint)"
     weights = "EMA weights" if ema else "weights"
     lines += ["", f"Measured on the test split with the {weights} of `{tested or 'the final weights'}`{note}."]
+    if info["recipe"].get("test_flip"):  # the exported model predicts from one view
+        lines[-1] += (
+            " Each prediction averaged the logits of the image and its mirror image (`recipe.test_flip`); the "
+            "exported model's forward pass sees one view, which usually scores a little lower."
+        )
     return lines
 
 

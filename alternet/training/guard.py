@@ -122,7 +122,7 @@ class NonFiniteGuard:
         self.deferred = (
             self.module.automatic_optimization
             and len(optimizers) == 1
-            and getattr(optimizers[0], "_step_supports_amp_scaling", False)
+            and all(group.get("fused") for group in optimizers[0].param_groups)  # as restored from a checkpoint
             and getattr(trainer.precision_plugin, "scaler", None) is None
             and type(trainer.strategy) in (SingleDeviceStrategy, DDPStrategy)
         )

@@ -139,6 +139,17 @@ def _assert_same_state(saved: dict, before: dict) -> None:
             assert torch.equal(state[index][name], value), (index, name)
 
 
+def _fail_at(monkeypatch, step: int, overrides: list[str], run_dir: Path, message: str) -> tuple[dict, Path, str]:
+    """Train with inf inputs at ``step``; the guard's error must match ``message``. Returns the checkpoint it saved
+    (``nonfinite-step<step>.ckpt``, loaded), its path and the error's text."""
+    with monkeypatch.context() as patch:
+        _poison_inputs_at(patch, step)
+        with pytest.raises(NonFiniteLossError, match=message) as raised:
+            train(compose_train(*overrides, output_dir=run_dir))
+    path = run_dir / "checkpoints" / f"nonfinite-step{step}.ckpt"
+    return torch.load(path), path, str(raised.value)
+
+
 SIX_STEPS = [*FAST, "trainer.limit_train_batches=6"]
 
 
@@ -149,7 +160,6 @@ def test_a_non_finite_step_is_skipped_on_the_device_and_acted_on_one_step_later(
     before_step_2 = _state_before_step(monkeypatch, 2, SIX_STEPS, tmp_path / "clean")
     collectives = []
     with monkeypatch.context() as patch:
-        _poison_inputs_at(patch, 2)
         patch.setattr(
             "lightning.pytorch.strategies.SingleDeviceStrategy.reduce_boolean_decision",
             lambda self, decision, all=True: collectives.append(sys._getframe(1).f_code.co_filename) or decision,
@@ -158,14 +168,10 @@ def test_a_non_finite_step_is_skipped_on_the_device_and_acted_on_one_step_later(
             r"non-finite gradients \(training loss nan\) at global step 2, epoch 0, batch 2; its update was skipped "
             r"and the state at step 3 \(weights, optimizer and BatchNorm statistics as they were before step 2\)"
         )
-        with pytest.raises(NonFiniteLossError, match=message) as raised:
-            train(compose_train(*SIX_STEPS, output_dir=tmp_path / "failed"))
+        saved, saved_path, command = _fail_at(monkeypatch, 2, SIX_STEPS, tmp_path / "failed", message)
     assert collectives and not [caller for caller in collectives if caller.endswith("guard.py")]  # no collective
-    saved_path = tmp_path / "failed" / "checkpoints" / "nonfinite-step2.ckpt"
-    saved = torch.load(saved_path)
     assert saved["global_step"] == 3
     _assert_same_state(saved, before_step_2)
-    command = str(raised.value)
     assert f"hydra.run.dir={tmp_path / 'failed'}" in command and f"ckpt_path={saved_path}" in command
     assert "recipe.optimizer.lr=0.0002" in command  # a tenth of debug=fast's recipe lr
 
@@ -187,12 +193,8 @@ def test_a_non_finite_step_is_skipped_on_the_device_and_acted_on_one_step_later(
 def test_a_non_finite_last_step_of_an_epoch_is_caught_before_its_update(tmp_path, monkeypatch):
     """No later step reads the epoch's last flag, so the guard reads it at once (one sync per epoch)."""
     before_step_5 = _state_before_step(monkeypatch, 5, SIX_STEPS, tmp_path / "clean")
-    with monkeypatch.context() as patch:
-        _poison_inputs_at(patch, 5)
-        message = r"non-finite gradients \(training loss nan\) at global step 5, epoch 0, batch 5; the state before"
-        with pytest.raises(NonFiniteLossError, match=message):
-            train(compose_train(*SIX_STEPS, output_dir=tmp_path / "failed"))
-    saved = torch.load(tmp_path / "failed" / "checkpoints" / "nonfinite-step5.ckpt")
+    message = r"non-finite gradients \(training loss nan\) at global step 5, epoch 0, batch 5; the state before"
+    saved, _, _ = _fail_at(monkeypatch, 5, SIX_STEPS, tmp_path / "failed", message)
     assert saved["global_step"] == 5
     _assert_same_state(saved, before_step_5)
 
@@ -200,11 +202,7 @@ def test_a_non_finite_last_step_of_an_epoch_is_caught_before_its_update(tmp_path
 def test_a_skipped_first_sgd_step_leaves_no_uninitialised_momentum(tmp_path, monkeypatch):
     """Fused SGD allocates its momentum buffers (uninitialised) on the first step, even a skipped one."""
     sgd = [*SIX_STEPS, "recipe=speedrun"]  # SGD with nesterov momentum
-    with monkeypatch.context() as patch:
-        _poison_inputs_at(patch, 0)
-        with pytest.raises(NonFiniteLossError, match="at global step 0"):
-            train(compose_train(*sgd, output_dir=tmp_path / "failed"))
-    saved = torch.load(tmp_path / "failed" / "checkpoints" / "nonfinite-step0.ckpt")
+    saved, _, _ = _fail_at(monkeypatch, 0, sgd, tmp_path / "failed", "at global step 0")
     assert saved["global_step"] == 1 and saved["optimizer_states"][0]["state"] == {}
 
 
@@ -213,13 +211,8 @@ def test_without_a_fused_optimizer_the_loss_is_checked_before_backward(tmp_path,
     the resumed run retries."""
     monkeypatch.setattr("alternet.training.module.fused_optimizer_supported", lambda device, precision: False)
     before_step_2 = _state_before_step(monkeypatch, 2, SIX_STEPS, tmp_path / "clean")
-    with monkeypatch.context() as patch:
-        _poison_inputs_at(patch, 2)
-        message = r"non-finite training loss \(nan\) at global step 2, epoch 0, batch 2; the state before this step"
-        with pytest.raises(NonFiniteLossError, match=message):
-            train(compose_train(*SIX_STEPS, output_dir=tmp_path / "failed"))
-    saved_path = tmp_path / "failed" / "checkpoints" / "nonfinite-step2.ckpt"
-    saved = torch.load(saved_path)
+    message = r"non-finite training loss \(nan\) at global step 2, epoch 0, batch 2; the state before this step"
+    saved, saved_path, _ = _fail_at(monkeypatch, 2, SIX_STEPS, tmp_path / "failed", message)
     assert saved["global_step"] == 2
     _assert_same_state(saved, before_step_2)
     summary = train(

@@ -37,6 +37,11 @@ def fused_optimizer_supported(device: torch.device, precision: str) -> bool:
     return device.type in ("cpu", "cuda") and not str(precision).startswith("16")
 
 
+def uses_grad_scaler(trainer: Any) -> bool:
+    """fp16 training: Lightning's precision plugin scales the loss, and gradients stay scaled until the step."""
+    return getattr(trainer.precision_plugin, "scaler", None) is not None
+
+
 class BufferSnapshots:
     """The model's buffers (BatchNorm running statistics) as each of the last two steps found them: a forward pass
     that went non-finite has already changed them, and the guard may learn of it only during the next step."""
@@ -123,7 +128,7 @@ class NonFiniteGuard:
             self.module.automatic_optimization
             and len(optimizers) == 1
             and all(group.get("fused") for group in optimizers[0].param_groups)  # as restored from a checkpoint
-            and getattr(trainer.precision_plugin, "scaler", None) is None
+            and not uses_grad_scaler(trainer)
             and type(trainer.strategy) in (SingleDeviceStrategy, DDPStrategy)
         )
         self._pending = None

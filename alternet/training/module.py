@@ -28,7 +28,7 @@ from ..models import create_model
 from ..models.config import model_args
 from ..models.flip import flip_averaged_logits
 from ..models.params import decay_groups
-from .guard import NonFiniteGuard, fused_optimizer_supported
+from .guard import NonFiniteGuard, fused_optimizer_supported, uses_grad_scaler
 from .optim import build_optimizer, build_scheduler, rescale_learning_rates
 
 EVALUATED_METRICS = ("acc", "top5", "nll", "ece")  # per validation/test split, logged as "<split>/<metric>"
@@ -164,7 +164,7 @@ class ClassificationModule(L.LightningModule):
         gradients are still scaled here. Fused optimizers are built only without a GradScaler (bf16, fp32), where
         they are not, so those are clipped directly, as Lightning would."""
         fused = getattr(optimizer, "_step_supports_amp_scaling", False)
-        if not gradient_clip_val or not fused or getattr(self.trainer.precision_plugin, "scaler", None) is not None:
+        if not gradient_clip_val or not fused or uses_grad_scaler(self.trainer):
             self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
             return
         params = [p for group in optimizer.param_groups for p in group["params"]]

@@ -52,6 +52,7 @@ TRAIN = [
     (["callbacks.checkpoint.train_time_interval=banana"], "callbacks.checkpoint.train_time_interval='banana' is"),
     (["callbacks.checkpoint.every_n_train_steps=-1"], "callbacks.checkpoint.every_n_train_steps=-1 is invalid"),
     (["callbacks.preemption.signals=[SIGFOO]"], "callbacks.preemption.signals has unknown signal names ['SIGFOO']"),
+    (["callbacks.preemption.sync_every_n_steps=0"], "callbacks.preemption.sync_every_n_steps must be a positive"),
     (["evaluate.calibration.n_bins=0"], "evaluate.calibration.n_bins=0 is invalid: must be an integer >= 1"),
     (["evaluate.precision=8"], "evaluate.precision=8 is not one of ['32', 'bf16', '16']"),
     (["model.pretrained=/nonexistent"], "error: /nonexistent does not exist: expected an export directory"),

@@ -67,7 +67,14 @@ def build_callbacks(config: dict[str, Any], run_dir: Path, has_val: bool) -> lis
         )
     preemption = callbacks_cfg.get("preemption")
     if preemption and preemption["signals"]:
-        callbacks.append(PreemptionCheckpoint(directory, list(preemption["signals"]), bool(preemption["requeue"])))
+        callbacks.append(
+            PreemptionCheckpoint(
+                directory,
+                list(preemption["signals"]),
+                bool(preemption["requeue"]),
+                preemption.get("sync_every_n_steps", 10),
+            )
+        )
     if callbacks_cfg["early_stopping"] and has_val:
         callbacks.append(EarlyStopping(**callbacks_cfg["early_stopping"]))
     callbacks.append(Throughput())

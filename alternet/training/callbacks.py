@@ -95,11 +95,19 @@ class PreemptionCheckpoint(L.Callback):
     step, save a resumable ``last.ckpt`` (mid-epoch), print the resume command, requeue a SLURM job, and stop.
 
     The handler only raises a flag: saving inside a signal handler could catch the step half done. A handler that
-    was installed before (e.g. submitit's) still runs, after the checkpoint is safe.
+    was installed before (e.g. submitit's) still runs, after the checkpoint is safe. With several processes the
+    ranks must agree to stop at the same step, which takes a collective and a host sync: they agree every
+    ``sync_every_n_steps`` optimizer steps, not on every step (a scheduler's warning comes 90 s ahead; a single
+    process reads its flag every step for free).
     """
 
-    def __init__(self, dirpath: Path, signals: list[str], requeue: bool = True):
+    def __init__(self, dirpath: Path, signals: list[str], requeue: bool = True, sync_every_n_steps: int = 10):
         self.path = Path(dirpath) / LAST
+        if isinstance(sync_every_n_steps, bool) or not isinstance(sync_every_n_steps, int) or sync_every_n_steps < 1:
+            raise ConfigValueError(
+                f"callbacks.preemption.sync_every_n_steps must be a positive integer, got {sync_every_n_steps!r}"
+            )
+        self.sync_every = sync_every_n_steps
         unknown = [name for name in signals if not isinstance(getattr(signal, str(name), None), signal.Signals)]
         if unknown:
             raise ConfigValueError(
@@ -135,9 +143,7 @@ class PreemptionCheckpoint(L.Callback):
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        if not _ends_optimizer_step(trainer, batch_idx):
-            return
-        if not trainer.strategy.reduce_boolean_decision(self.received is not None, all=False):
+        if not _ends_optimizer_step(trainer, batch_idx) or not self._stop_now(trainer):
             return
         trainer.save_checkpoint(self.path)
         name = signal.Signals(self.received).name if self.received else "a signal on another rank"
@@ -153,6 +159,13 @@ class PreemptionCheckpoint(L.Callback):
             + ("The SLURM job was requeued and will resume from it. " if requeued else "")
             + f"Resume with: {command}"
         )
+
+    def _stop_now(self, trainer: L.Trainer) -> bool:
+        if trainer.world_size == 1:
+            return self.received is not None
+        if trainer.global_step % self.sync_every:  # global_step moves in lockstep: every rank skips the same steps
+            return False
+        return trainer.strategy.reduce_boolean_decision(self.received is not None, all=False)
 
 
 def requeue_slurm_job() -> bool:

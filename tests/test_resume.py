@@ -1,5 +1,6 @@
 """Reproducibility and fault tolerance: determinism, SIGKILL-and-resume, atomic checkpoints, the NaN guard."""
 
+import contextlib
 import copy
 import json
 import math
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from lightning.pytorch.strategies import SingleDeviceStrategy
 
 from alternet.apps.train import train
 from alternet.training import NonFiniteLossError
@@ -153,23 +155,34 @@ def _fail_at(monkeypatch, step: int, overrides: list[str], run_dir: Path, messag
 SIX_STEPS = [*FAST, "trainer.limit_train_batches=6"]
 
 
+@contextlib.contextmanager
+def _guard_collectives(monkeypatch):
+    """The guard's own cross-rank agreements (``reduce_boolean_decision`` called from guard.py), in a list."""
+    calls: list[str] = []
+    agree = SingleDeviceStrategy.reduce_boolean_decision
+
+    def record(self, decision, all=True):
+        if sys._getframe(1).f_code.co_filename.endswith("guard.py"):
+            calls.append(decision)
+        return agree(self, decision, all=all)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(SingleDeviceStrategy, "reduce_boolean_decision", record)
+        yield calls
+
+
 def test_a_non_finite_step_is_skipped_on_the_device_and_acted_on_one_step_later(tmp_path, monkeypatch):
     """The default (deferred) guard: no host sync or collective per step. Step 2's gradients are NaN; the fused
     optimizer skips its update on the device, and step 3 reads the flag, saves the state (as before step 2, one
     batch on) and stops. A lower learning rate resumes from it and finishes the run."""
     before_step_2 = _state_before_step(monkeypatch, 2, SIX_STEPS, tmp_path / "clean")
-    collectives = []
-    with monkeypatch.context() as patch:
-        patch.setattr(
-            "lightning.pytorch.strategies.SingleDeviceStrategy.reduce_boolean_decision",
-            lambda self, decision, all=True: collectives.append(sys._getframe(1).f_code.co_filename) or decision,
-        )
-        message = (
-            r"non-finite gradients \(training loss nan\) at global step 2, epoch 0, batch 2; its update was skipped "
-            r"and the state at step 3 \(weights, optimizer and BatchNorm statistics as they were before step 2\)"
-        )
+    message = (
+        r"non-finite gradients \(training loss nan\) at global step 2, epoch 0, batch 2; its update was skipped "
+        r"and the state at step 3 \(weights, optimizer and BatchNorm statistics as they were before step 2\)"
+    )
+    with _guard_collectives(monkeypatch) as collectives:
         saved, saved_path, command = _fail_at(monkeypatch, 2, SIX_STEPS, tmp_path / "failed", message)
-    assert collectives and not [caller for caller in collectives if caller.endswith("guard.py")]  # no collective
+    assert collectives == []  # the synchronous test below shows this count sees the guard's collectives
     assert saved["global_step"] == 3
     _assert_same_state(saved, before_step_2)
     assert f"hydra.run.dir={tmp_path / 'failed'}" in command and f"ckpt_path={saved_path}" in command
@@ -212,7 +225,9 @@ def test_without_a_fused_optimizer_the_loss_is_checked_before_backward(tmp_path,
     monkeypatch.setattr("alternet.training.module.fused_optimizer_supported", lambda device, precision: False)
     before_step_2 = _state_before_step(monkeypatch, 2, SIX_STEPS, tmp_path / "clean")
     message = r"non-finite training loss \(nan\) at global step 2, epoch 0, batch 2; the state before this step"
-    saved, saved_path, _ = _fail_at(monkeypatch, 2, SIX_STEPS, tmp_path / "failed", message)
+    with _guard_collectives(monkeypatch) as collectives:
+        saved, saved_path, _ = _fail_at(monkeypatch, 2, SIX_STEPS, tmp_path / "failed", message)
+    assert len(collectives) == 3  # one agreement per step, steps 0-2, the one the deferred guard does without
     assert saved["global_step"] == 2
     _assert_same_state(saved, before_step_2)
     summary = train(

@@ -12,7 +12,7 @@ from alternet.models.attention import merge_window_maps, window_maps, window_mer
 @pytest.mark.parametrize(("window", "size"), [((4, 4), (8, 8)), ((8, 8), (8, 8)), ((2, 4), (4, 8))])
 def test_fused_and_math_paths_agree(bias_per_head, window, size):
     torch.manual_seed(0)
-    attn = WindowAttention(16, 24, heads=3, head_dim=8, window=window, bias_per_head=bias_per_head)
+    attn = WindowAttention(16, 24, heads=3, head_dim=8, window=window, bias_per_head=bias_per_head, fused=True)
     with torch.no_grad():
         attn.rel_pos_bias.normal_(0, 1.0)  # a strong bias, so a mis-indexed table would show
     x = torch.randn(2, 16, *size)
@@ -158,9 +158,33 @@ def test_fused_attention_follows_timms_global_switch_unless_the_model_says():
         set_fused_attn(False)
         assert fused() == {False} and fused(fused_attn=True) == {True}
         set_fused_attn(True)
-        assert fused() == {True} and fused(fused_attn=False) == {False}
+        assert fused() == {None} and fused(fused_attn=False) == {False}  # None: the faster path per call
     finally:
         set_fused_attn(before)
+
+
+@pytest.mark.parametrize(
+    ("fused", "bf16", "kernel"),
+    [(None, False, True), (None, True, False), (True, True, True), (False, False, False)],
+    ids=["unset-fp32", "unset-bf16", "fused-bf16", "math-fp32"],
+)
+def test_unset_attention_takes_the_math_path_on_a_cpu_in_bf16(monkeypatch, fused, bf16, kernel):
+    """Left unset, a CPU in bf16 runs the math path (faster there: bench/RESULTS.md), fp32 the fused kernel;
+    a choice the model states is kept. Both give the same function."""
+    torch.manual_seed(0)
+    attn = WindowAttention(16, 24, heads=2, head_dim=8, window=(4, 4), fused=fused)
+    x = torch.randn(2, 16, 8, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        reference = WindowAttention(16, 24, heads=2, head_dim=8, window=(4, 4), fused=True)
+        reference.load_state_dict(attn.state_dict())
+        expected = reference(x)
+        calls = []
+        kernel_call = F.scaled_dot_product_attention
+        monkeypatch.setattr(F, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or kernel_call(*a, **k))
+        got = attn(x)
+    assert bool(calls) == kernel
+    tolerance = 2e-2 if bf16 else 1e-5
+    torch.testing.assert_close(got.float(), expected.float(), rtol=tolerance, atol=tolerance)
 
 
 @pytest.mark.parametrize("channels_last", [False, True])

@@ -59,8 +59,9 @@ class AlterNet(nn.Module):
         window: attention window (int or per-stage list); ``None`` picks 4 (CIFAR stem) or 7 (ImageNet stem).
         attention: ``"window"``, ``"global"`` or ``"focused_linear"``.
         bias_per_head: one relative position bias table per head instead of one shared table.
-        fused_attn: use ``scaled_dot_product_attention``; ``False`` forces the math path; ``None`` follows timm's
-            global switch (``timm.layers.set_fused_attn``, ``TIMM_FUSED_ATTN``).
+        fused_attn: ``True`` uses ``scaled_dot_product_attention``, ``False`` the math path; ``None`` the faster one
+            for the device and precision (the math path on a CPU in bf16/fp16) unless timm's global switch
+            (``timm.layers.set_fused_attn``, ``TIMM_FUSED_ATTN``) turns fused attention off.
         qkv_bias: a bias on the q/k/v projections; ``None`` is the attention kind's default (none for ``window`` and
             ``global`` as in the reference, a bias for ``focused_linear`` as in FLatten-Swin).
         stem: ``"auto"``, ``"cifar"`` or ``"imagenet"``.
@@ -262,8 +263,9 @@ class AlterNet(nn.Module):
                 infos.append(BlockInfo(name, module.kind, stage_index, len(infos), module))
         return infos
 
-    def set_fused_attn(self, enabled: bool) -> None:
-        """Switch every softmax attention between the fused kernel and the math path."""
+    def set_fused_attn(self, enabled: bool | None) -> None:
+        """Switch every softmax attention to the fused kernel (``True``), the math path (``False``) or the faster
+        one for the device and precision (``None``)."""
         for module in self.modules():
             if isinstance(module, WindowAttention):
                 module.fused = enabled

@@ -2,6 +2,7 @@
 
 import pytest
 import timm
+import timm.optim
 import torch
 
 import alternet

@@ -157,11 +157,11 @@ class WindowAttention(_Projections):
         b, n = maps.shape[0], self.window[0] * self.window[1]
         q = self._heads(F.conv2d(maps, self.to_q.weight[..., None, None], self.to_q.bias), b, n, 1)[0]
         k, v = self._heads(F.conv2d(maps, self.to_kv.weight[..., None, None], self.to_kv.bias), b, n, 2)
-        position = self.position_bias().to(q.dtype)
+        position = self.position_bias()
         if self._fuses(q):
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=position, scale=self.scale)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=position.to(q.dtype), scale=self.scale)
         else:
-            out = self._softmax(q, k, position) @ v
+            out = self._softmax(q, k, position).to(v.dtype) @ v
         if maps.is_contiguous(memory_format=torch.channels_last):  # tokens (N, inner) are the NHWC memory order
             out = out.transpose(1, 2).reshape(b, *self.window, -1).permute(0, 3, 1, 2)
         else:
@@ -186,13 +186,15 @@ class WindowAttention(_Projections):
         return maps.reshape(b, parts, self.heads, self.head_dim, n).transpose(-2, -1).unbind(1)
 
     def _softmax(self, q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """Softmax of the logits plus the fp32 position bias, so in fp32 under bf16 autocast (as the reference's):
+        more accurate, and faster on a CPU than a bf16 softmax."""
         return ((q @ k.transpose(-2, -1)) * self.scale + bias).softmax(dim=-1)
 
     @torch.no_grad()
     def attention_map(self, x: torch.Tensor) -> torch.Tensor:
         """Attention probabilities, (B * num_windows, heads, N, N), rows summing to 1."""
         q, k, _ = self.qkv(self._windows(x))
-        return self._softmax(q, k, self.position_bias().to(q.dtype))
+        return self._softmax(q, k, self.position_bias())
 
 
 class FocusedLinearAttention(_Projections):

@@ -164,18 +164,25 @@ def test_fused_attention_follows_timms_global_switch_unless_the_model_says():
 
 
 @pytest.mark.parametrize(
-    ("fused", "bf16", "kernel"),
-    [(None, False, True), (None, True, False), (True, True, True), (False, False, False)],
-    ids=["unset-fp32", "unset-bf16", "fused-bf16", "math-fp32"],
+    ("fused", "bf16", "side", "kernel"),
+    [
+        (None, False, 4, True),
+        (None, True, 4, False),
+        (None, True, 17, True),
+        (True, True, 4, True),
+        (False, False, 4, False),
+    ],
+    ids=["unset-fp32", "unset-bf16", "unset-bf16-289-tokens", "fused-bf16", "math-fp32"],
 )
-def test_unset_attention_takes_the_math_path_on_a_cpu_in_bf16(monkeypatch, fused, bf16, kernel):
-    """Left unset, a CPU in bf16 runs the math path (faster there: bench/RESULTS.md), fp32 the fused kernel;
-    a choice the model states is kept. Both give the same function."""
+def test_unset_attention_takes_the_math_path_on_a_cpu_in_bf16(monkeypatch, fused, bf16, side, kernel):
+    """Left unset, a CPU in bf16 runs windows of up to 256 tokens on the math path (faster there:
+    bench/attention.py), larger ones and fp32 on the fused kernel; a choice the model states is kept. Both give
+    the same function."""
     torch.manual_seed(0)
-    attn = WindowAttention(16, 24, heads=2, head_dim=8, window=(4, 4), fused=fused)
-    x = torch.randn(2, 16, 8, 8)
+    attn = WindowAttention(16, 24, heads=2, head_dim=8, window=(side, side), fused=fused)
+    x = torch.randn(2, 16, side, 2 * side)
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-        reference = WindowAttention(16, 24, heads=2, head_dim=8, window=(4, 4), fused=True)
+        reference = WindowAttention(16, 24, heads=2, head_dim=8, window=(side, side), fused=True)
         reference.load_state_dict(attn.state_dict())
         expected = reference(x)
         calls = []

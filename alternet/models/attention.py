@@ -8,8 +8,9 @@
 
 Softmax kinds run through ``F.scaled_dot_product_attention`` (fused kernels where available) or an explicit math
 path, which supports double backward (Hessian-vector products). ``fused=True``/``False`` picks one. Left unset
-(``None``), attention is fused except on a CPU in bf16/fp16, where the math path is 1.1-1.6x faster for the
-attention's forward + backward and 4-10% for an AlterNet-50 training step (``bench/attention.py``); timm's global
+(``None``), attention is fused except on a CPU in bf16/fp16 with windows of up to 256 tokens, where the math path
+is 1.2-1.5x faster for the attention's forward + backward and 5-9% for an AlterNet-50 training step
+(``bench/attention.py``); timm's global
 switch (``timm.layers.set_fused_attn``, env ``TIMM_FUSED_ATTN``) turning fused attention off still turns it off,
 as it does for timm's own attention layers.
 """
@@ -170,12 +171,12 @@ class WindowAttention(_Projections):
         return merge_window_maps(out, size)
 
     def _fuses(self, q: torch.Tensor) -> bool:
-        """The fused kernel, unless left to choose on a CPU in reduced precision: there torch's kernel (the
-        position bias as a float mask) measured slower than the math path at every window size tried, up to
-        N = 784 tokens (a 28 x 28 global map); past 1,024 tokens the math path's N x N logits grow large."""
+        """The fused kernel, unless left to choose on a CPU in reduced precision for windows of up to 256 tokens:
+        there torch's kernel (the position bias as a float mask) measured 1.2-1.5x slower than the math path from
+        16 to 196 tokens, and faster at 784 (a 28 x 28 global map), where the fp32 N x N logits grow large."""
         if self.fused is not None:
             return self.fused
-        return not (q.device.type == "cpu" and q.dtype in (torch.bfloat16, torch.float16) and q.shape[-2] <= 1024)
+        return not (q.device.type == "cpu" and q.dtype in (torch.bfloat16, torch.float16) and q.shape[-2] <= 256)
 
     def _heads(self, maps: torch.Tensor, b: int, n: int, parts: int) -> tuple[torch.Tensor, ...]:
         """(B', parts * heads * head_dim, ph, pw) maps -> ``parts`` tensors (B', heads, N, head_dim), as views

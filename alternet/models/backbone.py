@@ -60,8 +60,8 @@ class AlterNet(nn.Module):
         attention: ``"window"``, ``"global"`` or ``"focused_linear"``.
         bias_per_head: one relative position bias table per head instead of one shared table.
         fused_attn: ``True`` uses ``scaled_dot_product_attention``, ``False`` the math path; ``None`` the faster one
-            for the device and precision (the math path on a CPU in bf16/fp16) unless timm's global switch
-            (``timm.layers.set_fused_attn``, ``TIMM_FUSED_ATTN``) turns fused attention off.
+            for the device and precision (the math path on a CPU in bf16/fp16 for windows of <= 256 tokens) unless
+            timm's global switch (``timm.layers.set_fused_attn``, ``TIMM_FUSED_ATTN``) turns fused attention off.
         qkv_bias: a bias on the q/k/v projections; ``None`` is the attention kind's default (none for ``window`` and
             ``global`` as in the reference, a bias for ``focused_linear`` as in FLatten-Swin).
         stem: ``"auto"``, ``"cifar"`` or ``"imagenet"``.

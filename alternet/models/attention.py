@@ -10,9 +10,8 @@ Softmax kinds run through ``F.scaled_dot_product_attention`` (fused kernels wher
 path, which supports double backward (Hessian-vector products). ``fused=True``/``False`` picks one. Left unset
 (``None``), attention is fused except on a CPU in bf16/fp16 with windows of up to 256 tokens, where the math path
 is 1.2-1.5x faster for the attention's forward + backward and 5-9% for an AlterNet-50 training step
-(``bench/attention.py``); timm's global
-switch (``timm.layers.set_fused_attn``, env ``TIMM_FUSED_ATTN``) turning fused attention off still turns it off,
-as it does for timm's own attention layers.
+(``bench/attention.py``). timm's global switch (``timm.layers.set_fused_attn``, env ``TIMM_FUSED_ATTN``) turning
+fused attention off still turns it off, as it does for timm's own attention layers.
 """
 
 from __future__ import annotations

@@ -1,0 +1,205 @@
+"""Where a CPU training step's convolution time goes, by oneDNN primitive, and whether 1x1 weight gradients computed
+as a matrix product would win it back.
+
+    python bench/onednn.py [--model alternet_r50_hdvw] [--precision bf16] [--repeats 6] [--max-pixels 64]
+
+Two measurements, batch 32, 32 px, channels_last:
+  * one training step under oneDNN's verbose mode, its primitive executions summed by kind, implementation and
+    direction (forward, backward data, backward weights), and the costliest convolution shapes with their GFLOP/s;
+  * an A/B of whole steps, alternated in one process (median of ``--repeats`` rounds of 3 steps): oneDNN as is,
+    vs every 1x1 convolution on maps of at most ``--max-pixels`` pixels taking its weight gradient from one matrix
+    product (the rest of it still oneDNN). That is the case the breakdown shows oneDNN slowest at.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import io
+import os
+import statistics
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+import alternet
+import alternet.models.attention as attention
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from step import training_step
+
+
+class _MatmulWeightGrad1x1(torch.autograd.Function):
+    """A 1x1 convolution whose weight gradient is grad_out^T @ input on the (pixels, channels) views."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        return F.conv2d(x, weight, bias)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        grad_x = grad_w = grad_b = None
+        if ctx.needs_input_grad[0]:
+            grad_x = torch.ops.aten.convolution_backward(
+                grad, x, weight, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [True, False, False]
+            )[0]
+        if ctx.needs_input_grad[1]:
+            pixels_in = x.permute(0, 2, 3, 1).reshape(-1, x.shape[1])
+            pixels_out = grad.permute(0, 2, 3, 1).reshape(-1, grad.shape[1])
+            grad_w = (pixels_out.t() @ pixels_in).view_as(weight)
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            grad_b = grad.sum((0, 2, 3))
+        return grad_x, grad_w, grad_b
+
+
+class _Switch:
+    """Routes small-map 1x1 convolutions (Conv2d modules and the attention's functional ones) through
+    ``_MatmulWeightGrad1x1`` while ``on``."""
+
+    def __init__(self, max_pixels: int):
+        self.on = False
+        self.max_pixels = max_pixels
+
+    def conv2d(self, x, weight, bias=None, *args):
+        if (
+            self.on
+            and not args
+            and weight.shape[-2:] == (1, 1)
+            and x.shape[-1] * x.shape[-2] <= self.max_pixels
+            and torch.is_autocast_enabled("cpu")
+        ):
+            dtype = torch.get_autocast_dtype("cpu")
+            with torch.autocast("cpu", enabled=False):
+                bias = None if bias is None else bias.to(dtype)
+                return _MatmulWeightGrad1x1.apply(x.to(dtype), weight.to(dtype), bias)
+        return F.conv2d(x, weight, bias, *args)
+
+    def install(self, model: torch.nn.Module) -> int:
+        count = 0
+        for module in model.modules():
+            pointwise = isinstance(module, torch.nn.Conv2d) and module.kernel_size == (1, 1)
+            if pointwise and module.stride == (1, 1) and module.groups == 1 and module.padding == (0, 0):
+                module.forward = lambda x, m=module: self.conv2d(x, m.weight, m.bias)
+                count += 1
+        functional = types.ModuleType("F")
+        functional.__getattr__ = lambda name: getattr(F, name)
+        functional.conv2d = self.conv2d
+        attention.F = functional
+        return count
+
+
+def onednn_breakdown(step) -> list[str]:
+    """One step under oneDNN verbose (its lines go to the C stdout, so fd 1 is redirected to a file)."""
+    sys.stdout.flush()
+    with tempfile.TemporaryFile(mode="w+") as log:
+        saved = os.dup(1)
+        os.dup2(log.fileno(), 1)
+        try:
+            with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+                step()
+        finally:
+            sys.stdout.flush()
+            os.dup2(saved, 1)
+            os.close(saved)
+        log.seek(0)
+        return [line for line in log if line.startswith("onednn_verbose,v1,primitive,exec")]
+
+
+def conv_gflop(shape: str) -> float:
+    """FLOPs of a oneDNN convolution descriptor such as ``mb32_ic64oc64_ih32oh32kh3..._iw32ow32kw3...``."""
+    fields = dict()
+    for key in ("mb", "ic", "oc", "oh", "ow", "kh", "kw"):
+        digits = shape.split(key, 1)[1]
+        fields[key] = int(digits[: len(digits) - len(digits.lstrip("0123456789"))])
+    f = fields
+    return 2 * f["mb"] * f["oh"] * f["ow"] * f["oc"] * f["ic"] * f["kh"] * f["kw"] / 1e9
+
+
+def report_breakdown(lines: list[str], top: int) -> None:
+    by_impl = collections.defaultdict(lambda: [0, 0.0])
+    by_shape = collections.defaultdict(lambda: [0, 0.0])
+    for line in lines:
+        fields = line.strip().split(",")
+        kind, impl, direction, ms = fields[5], fields[6], fields[7], float(fields[-1])
+        by_impl[(kind, impl.split(":")[0], direction)][0] += 1
+        by_impl[(kind, impl.split(":")[0], direction)][1] += ms
+        if kind == "convolution":
+            by_shape[(direction, fields[-2])][0] += 1
+            by_shape[(direction, fields[-2])][1] += ms
+    print(f"oneDNN primitives in one step: {sum(v[1] for v in by_impl.values()):.0f} ms")
+    print(f"  {'ms':>7} {'calls':>5}  kind / implementation / direction")
+    for (kind, impl, direction), (calls, ms) in sorted(by_impl.items(), key=lambda kv: -kv[1][1]):
+        print(f"  {ms:7.1f} {calls:5d}  {kind} / {impl} / {direction}")
+    print(f"costliest convolution shapes (top {top}):")
+    print(f"  {'ms':>7} {'calls':>5} {'GFLOP/s':>8}  direction  shape")
+    for (direction, shape), (calls, ms) in sorted(by_shape.items(), key=lambda kv: -kv[1][1])[:top]:
+        rate = conv_gflop(shape) * calls / (ms / 1000)
+        print(f"  {ms:7.1f} {calls:5d} {rate:8.0f}  {direction:<17} {shape}")
+
+
+def gradient_gap(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor, switch: _Switch) -> float:
+    """Largest gradient difference between the two paths, relative to the largest gradient (bf16 round-off)."""
+    grads = []
+    for on in (False, True):
+        switch.on = on
+        model.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            F.cross_entropy(model(images), labels).backward()
+        grads.append(torch.cat([p.grad.float().flatten() for p in model.parameters()]))
+    return ((grads[0] - grads[1]).abs().max() / grads[0].abs().max()).item()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="alternet_r50_hdvw")
+    parser.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
+    parser.add_argument("--repeats", type=int, default=6)
+    parser.add_argument("--max-pixels", type=int, default=64, help="largest map (h*w) given a matmul grad")
+    parser.add_argument("--top", type=int, default=12)
+    args = parser.parse_args()
+
+    torch.manual_seed(0)
+    model = alternet.create_model(args.model, num_classes=100, img_size=32)
+    switch = _Switch(args.max_pixels)
+    patched = switch.install(model)
+    model = model.to(memory_format=torch.channels_last).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    images = torch.randn(32, 3, 32, 32).contiguous(memory_format=torch.channels_last)
+    labels = torch.randint(0, 100, (32,))
+    step = training_step(model, images, labels, optimizer, torch.bfloat16 if args.precision == "bf16" else None)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.model}, {args.precision}, batch 32")
+
+    for on in (False, True, False):
+        switch.on = on
+        step()
+    report_breakdown(onednn_breakdown(step), args.top)
+
+    if args.precision != "bf16":
+        return
+    print(f"same gradients either way: max |diff| / max |grad| = {gradient_gap(model, images, labels, switch):.1e}")
+    times = {False: [], True: []}
+    for round_ in range(args.repeats):
+        for on in (False, True) if round_ % 2 == 0 else (True, False):
+            switch.on = on
+            start = time.perf_counter()
+            with contextlib.redirect_stdout(io.StringIO()):
+                for _ in range(3):
+                    step()
+            times[on].append((time.perf_counter() - start) / 3 * 1000)
+    base, matmul = statistics.median(times[False]), statistics.median(times[True])
+    print(f"A/B, {patched} 1x1 Conv2d modules plus the attention's projections, maps <= {args.max_pixels} px:")
+    print(f"  oneDNN weight grad {base:.0f} ms/step, matmul weight grad {matmul:.0f} ms/step: {base / matmul:.3f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -15,13 +15,10 @@ from __future__ import annotations
 
 import argparse
 import collections
-import contextlib
-import io
 import os
 import statistics
 import sys
 import tempfile
-import time
 import types
 from pathlib import Path
 
@@ -29,10 +26,11 @@ import torch
 import torch.nn.functional as F
 
 import alternet
-import alternet.models.attention as attention
+import alternet.models.attention as window_attention
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from attention import alternate, with_attention
 from step import training_step
 
 
@@ -70,6 +68,9 @@ class _Switch:
         self.on = False
         self.max_pixels = max_pixels
 
+    def set(self, on: bool) -> None:
+        self.on = on
+
     def conv2d(self, x, weight, bias=None, *args):
         if (
             self.on
@@ -94,7 +95,7 @@ class _Switch:
         functional = types.ModuleType("F")
         functional.__getattr__ = lambda name: getattr(F, name)
         functional.conv2d = self.conv2d
-        attention.F = functional
+        window_attention.F = functional
         return count
 
 
@@ -117,11 +118,10 @@ def onednn_breakdown(step) -> list[str]:
 
 def conv_gflop(shape: str) -> float:
     """FLOPs of a oneDNN convolution descriptor such as ``mb32_ic64oc64_ih32oh32kh3..._iw32ow32kw3...``."""
-    fields = dict()
+    f = {}
     for key in ("mb", "ic", "oc", "oh", "ow", "kh", "kw"):
         digits = shape.split(key, 1)[1]
-        fields[key] = int(digits[: len(digits) - len(digits.lstrip("0123456789"))])
-    f = fields
+        f[key] = int(digits[: len(digits) - len(digits.lstrip("0123456789"))])
     return 2 * f["mb"] * f["oh"] * f["ow"] * f["oc"] * f["ic"] * f["kh"] * f["kw"] / 1e9
 
 
@@ -131,11 +131,12 @@ def report_breakdown(lines: list[str], top: int) -> None:
     for line in lines:
         fields = line.strip().split(",")
         kind, impl, direction, ms = fields[5], fields[6], fields[7], float(fields[-1])
-        by_impl[(kind, impl.split(":")[0], direction)][0] += 1
-        by_impl[(kind, impl.split(":")[0], direction)][1] += ms
+        groups = [by_impl[(kind, impl.split(":")[0], direction)]]
         if kind == "convolution":
-            by_shape[(direction, fields[-2])][0] += 1
-            by_shape[(direction, fields[-2])][1] += ms
+            groups.append(by_shape[(direction, fields[-2])])
+        for group in groups:
+            group[0] += 1
+            group[1] += ms
     print(f"oneDNN primitives in one step: {sum(v[1] for v in by_impl.values()):.0f} ms")
     print(f"  {'ms':>7} {'calls':>5}  kind / implementation / direction")
     for (kind, impl, direction), (calls, ms) in sorted(by_impl.items(), key=lambda kv: -kv[1][1]):
@@ -187,16 +188,13 @@ def main() -> None:
     if args.precision != "bf16":
         return
     print(f"same gradients either way: max |diff| / max |grad| = {gradient_gap(model, images, labels, switch):.1e}")
-    times = {False: [], True: []}
-    for round_ in range(args.repeats):
-        for on in (False, True) if round_ % 2 == 0 else (True, False):
-            switch.on = on
-            start = time.perf_counter()
-            with contextlib.redirect_stdout(io.StringIO()):
-                for _ in range(3):
-                    step()
-            times[on].append((time.perf_counter() - start) / 3 * 1000)
-    base, matmul = statistics.median(times[False]), statistics.median(times[True])
+
+    def three_steps() -> None:
+        for _ in range(3):
+            step()
+
+    times = alternate({on: with_attention(switch.set, on, three_steps) for on in (False, True)}, args.repeats)
+    base, matmul = (statistics.median(times[on]) / 3 for on in (False, True))
     print(f"A/B, {patched} 1x1 Conv2d modules plus the attention's projections, maps <= {args.max_pixels} px:")
     print(f"  oneDNN weight grad {base:.0f} ms/step, matmul weight grad {matmul:.0f} ms/step: {base / matmul:.3f}x")
 

@@ -152,7 +152,7 @@ def gradient_gap(model: torch.nn.Module, images: torch.Tensor, labels: torch.Ten
     """Largest gradient difference between the two paths, relative to the largest gradient (bf16 round-off)."""
     grads = []
     for on in (False, True):
-        switch.on = on
+        switch.set(on)
         model.zero_grad(set_to_none=True)
         with torch.autocast("cpu", dtype=torch.bfloat16):
             F.cross_entropy(model(images), labels).backward()
@@ -181,7 +181,7 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.model}, {args.precision}, batch 32")
 
     for on in (False, True, False):
-        switch.on = on
+        switch.set(on)
         step()
     report_breakdown(onednn_breakdown(step), args.top)
 

@@ -6,7 +6,9 @@ implementation (``--reference PATH``, a how-do-vits-work checkout; eager, as it 
 
 MFU = (training FLOPs per step / step time) / the GPU's dense bf16 peak. FLOPs are counted, not estimated:
 ``torch.utils.flop_counter`` over one forward + backward at the benchmark's shapes (matmuls and convolutions, the
-work that peaks measure). Goals (issue 16): >= 3x the reference, MFU >= 30% at 224 px. Needs a CUDA GPU.
+work that peaks measure). Goals (issue 16): >= 3x the reference, MFU >= 30% at 224 px. Needs a CUDA GPU;
+``--device cpu --steps 1 --batch32 2 --batch224 2 [--no-compile]`` runs the same code on a CPU as a smoke test (no
+MFU there; compiling the 224 px model takes the CPU over ten minutes).
 """
 
 from __future__ import annotations
@@ -40,26 +42,31 @@ def build(which: str, size: int, reference: str | None) -> torch.nn.Module:
     return alternet.create_model("alternet_r50", num_classes=100 if size < 128 else 1000, img_size=size)
 
 
+def synchronize(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
 def training_flops(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor) -> int:
     counter = FlopCounterMode(display=False)
-    with counter, torch.autocast("cuda", dtype=torch.bfloat16):
+    with counter, torch.autocast(images.device.type, dtype=torch.bfloat16):
         torch.nn.functional.cross_entropy(model(images), labels).backward()
     model.zero_grad(set_to_none=True)
     return counter.get_total_flops()
 
 
-def measure(which: str, size: int, batch: int, compiled: bool, reference: str | None, steps: int) -> dict:
+def measure(which: str, size: int, batch: int, compiled: bool, reference: str | None, steps: int, device: str) -> dict:
     torch.manual_seed(0)
-    model = build(which, size, reference).cuda().to(memory_format=torch.channels_last).train()
+    model = build(which, size, reference).to(device, memory_format=torch.channels_last).train()
     classes = 100 if size < 128 else 1000
-    images = torch.randn(batch, 3, size, size, device="cuda").contiguous(memory_format=torch.channels_last)
-    labels = torch.randint(0, classes, (batch,), device="cuda")
+    images = torch.randn(batch, 3, size, size, device=device).contiguous(memory_format=torch.channels_last)
+    labels = torch.randint(0, classes, (batch,), device=device)
     flops = training_flops(model, images, labels)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     forward = torch.compile(model) if compiled else model
 
     def step() -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast(device, dtype=torch.bfloat16):
             loss = torch.nn.functional.cross_entropy(forward(images), labels)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -67,11 +74,11 @@ def measure(which: str, size: int, batch: int, compiled: bool, reference: str | 
 
     for _ in range(10 if compiled else 3):  # compilation and autotuning happen here
         step()
-    torch.cuda.synchronize()
+    synchronize(device)
     start = time.perf_counter()
     for _ in range(steps):
         step()
-    torch.cuda.synchronize()
+    synchronize(device)
     seconds = (time.perf_counter() - start) / steps
     return {"step_ms": 1000 * seconds, "img_per_s": batch / seconds, "tflops": flops / seconds / 1e12}
 
@@ -83,11 +90,13 @@ def main() -> None:
     parser.add_argument("--batch224", type=int, default=64)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--peak-tflops", type=float, default=None, help="dense bf16 peak (default: by GPU name)")
+    parser.add_argument("--no-compile", action="store_true", help="eager only")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: a smoke test of this script")
     args = parser.parse_args()
-    if not torch.cuda.is_available():
+    if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("bench/gpu.py needs a CUDA GPU (none is visible); the CPU benchmarks are bench/models.py")
-    name = torch.cuda.get_device_name()
-    peak = peak_tflops(name, args.peak_tflops)
+    name = torch.cuda.get_device_name() if args.device == "cuda" else "CPU (smoke test)"
+    peak = peak_tflops(name, args.peak_tflops) if args.device == "cuda" else None
     torch.backends.cudnn.benchmark = True
     torch.backends.cuda.matmul.allow_tf32 = True
     print(f"{name}, torch {torch.__version__}, bf16 autocast + channels_last, {args.steps} timed steps")
@@ -95,9 +104,10 @@ def main() -> None:
     print(header + "\n" + "-" * len(header))
     results = {}
     for size, batch in ((32, args.batch32), (224, args.batch224)):
-        runs = [("ours", False), ("ours", True)] + ([("reference", False)] if args.reference else [])
+        runs = [("ours", False)] + ([] if args.no_compile else [("ours", True)])
+        runs += [("reference", False)] if args.reference else []
         for which, compiled in runs:
-            result = measure(which, size, batch, compiled, args.reference, args.steps)
+            result = measure(which, size, batch, compiled, args.reference, args.steps, args.device)
             results[which, size, compiled] = result
             mfu = f"{result['tflops'] / peak:.1%}" if peak else "n/a"
             mode = "compile" if compiled else "eager"
@@ -108,9 +118,9 @@ def main() -> None:
             )
         if args.reference:
             ref = results["reference", size, False]["step_ms"]
-            best = min(results["ours", size, c]["step_ms"] for c in (False, True))
+            best = min(result["step_ms"] for (which, s, _), result in results.items() if which == "ours" and s == size)
             print(f"  {size} px: ours (best) vs reference: {ref / best:.2f}x the images/s (goal >= 3x)")
-    if peak is None:
+    if peak is None and args.device == "cuda":
         print(f"MFU: unknown peak for {name!r}; pass --peak-tflops")
 
 

@@ -23,6 +23,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from step import training_step
+
 PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "GH200": 989.0, "A100": 312.0, "L40S": 362.0, "A10G": 125.0}
 
 
@@ -63,14 +65,7 @@ def measure(which: str, size: int, batch: int, compiled: bool, reference: str | 
     labels = torch.randint(0, classes, (batch,), device=device)
     flops = training_flops(model, images, labels)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-    forward = torch.compile(model) if compiled else model
-
-    def step() -> None:
-        with torch.autocast(device, dtype=torch.bfloat16):
-            loss = torch.nn.functional.cross_entropy(forward(images), labels)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+    step = training_step(torch.compile(model) if compiled else model, images, labels, optimizer, torch.bfloat16)
 
     for _ in range(10 if compiled else 3):  # compilation and autotuning happen here
         step()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -118,10 +119,7 @@ def onednn_breakdown(step) -> list[str]:
 
 def conv_gflop(shape: str) -> float:
     """FLOPs of a oneDNN convolution descriptor such as ``mb32_ic64oc64_ih32oh32kh3..._iw32ow32kw3...``."""
-    f = {}
-    for key in ("mb", "ic", "oc", "oh", "ow", "kh", "kw"):
-        digits = shape.split(key, 1)[1]
-        f[key] = int(digits[: len(digits) - len(digits.lstrip("0123456789"))])
+    f = {key: int(re.search(key + r"(\d+)", shape).group(1)) for key in ("mb", "ic", "oc", "oh", "ow", "kh", "kw")}
     return 2 * f["mb"] * f["oh"] * f["ow"] * f["oc"] * f["ic"] * f["kh"] * f["kw"] / 1e9
 
 

@@ -1,5 +1,5 @@
-"""The training step every CPU benchmark times: forward under autocast (bf16) or not, cross-entropy, backward,
-optimizer step."""
+"""The training step every benchmark times: forward under autocast (bf16) or not, on the images' device,
+cross-entropy, backward, optimizer step."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def training_step(
     dtype: torch.dtype | None,
 ) -> Callable[[], None]:
     def step() -> None:
-        with torch.autocast("cpu", dtype=dtype, enabled=dtype is not None):
+        with torch.autocast(images.device.type, dtype=dtype, enabled=dtype is not None):
             loss = torch.nn.functional.cross_entropy(model(images), labels)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

@@ -40,7 +40,7 @@ TRAIN = [
     (["data=imagefolder"], "data.root must be set"),
     (["model.attention=windows"], "model.attention='windows' is not one of ['window', 'global', 'focused_linear']"),
     (["data.image_size=40"], "the automatic attention window 4 does not divide the stage's 10x10 feature map"),
-    (["trainer.precision=17"], "trainer.precision=17 is not one of ['32-true', '32', '16-mixed'"),
+    (["trainer.precision=17"], "trainer.precision=17 is not one of ['auto', '32-true', '32', '16-mixed'"),
     pytest.param(
         ["trainer.accelerator=gpu"],
         "trainer.accelerator=gpu but this machine has no usable CUDA GPU",

@@ -120,7 +120,7 @@ def test_the_speedrun_preset_is_an_alternet_that_follows_the_buildup_rules(recwa
     validate_train_config(config)  # the build-up rules warn when broken
     assert not [w for w in recwarn if "buildup_rules" in str(w.message)]
     assert "M" in config["model"]["layout"] and config["data"]["name"] == "cifar100"
-    assert (config["trainer"]["precision"], config["performance"]["channels_last"]) == ("bf16-mixed", True)
+    assert (config["trainer"]["precision"], config["performance"]["channels_last"]) == ("auto", True)
     assert config["recipe"]["test_flip"] is True
 
 

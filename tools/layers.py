@@ -4,7 +4,7 @@ package-level import graph and every import that breaks the rule (exit status 1 
 Floors, bottom to top (docs/architecture.md explains each)::
 
     kernel       errors, files, seeds, checkpoints, tracking,  (may import each other)
-                 progress, dataset_facts
+                 progress, dataset_facts, hardware
     foundations  models, data, metrics                         (the kernel)
     run records  runs, and the package root's facade           (kernel, foundations)
     libraries    training, evaluation, analysis, hub, report   (anything below, never each other)
@@ -26,7 +26,7 @@ from pathlib import Path
 PACKAGE = "alternet"
 ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 FLOORS: tuple[tuple[str, ...], ...] = (
-    ("errors", "files", "seeds", "checkpoints", "tracking", "progress", "dataset_facts"),
+    ("errors", "files", "seeds", "checkpoints", "tracking", "progress", "dataset_facts", "hardware"),
     ("models", "data", "metrics"),
     ("runs", ""),  # "" is the package root, alternet/__init__.py (the facade: create_model, list_models)
     ("training", "evaluation", "analysis", "hub", "report"),  # report: python -m alternet.report SWEEP_DIR

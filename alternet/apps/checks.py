@@ -36,6 +36,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "evaluate.precision": tuple(AUTOCAST),  # what evaluate_after_training runs at
     "evaluate.robustness.precision": (*AUTOCAST, "auto"),
     "trainer.precision": (
+        "auto",
         "32-true",
         "32",
         "16-mixed",
@@ -129,6 +130,7 @@ def validate_train_config(cfg: Mapping[str, Any]) -> None:
     _require(cfg, "data.image_size", lambda v: int(v) == v and v >= 1, "must be an integer >= 1")
     _require(cfg, "recipe.warmup_epochs", lambda v: v >= 0, "must be >= 0")
     _require(cfg, "recipe.test_flip", lambda v: isinstance(v, bool), "must be true or false")
+    _require(cfg, "performance.allow_emulated_precision", lambda v: isinstance(v, bool), "must be true or false")
     _require(cfg, "recipe.layer_decay", lambda v: 0 < v <= 1, "must be in (0, 1] (or null: no layer-wise decay)")
     _require(cfg, "evaluate.calibration.n_bins", lambda v: int(v) == v and v >= 1, "must be an integer >= 1")
     epochs, warmup = _get(cfg, "trainer.max_epochs"), _get(cfg, "recipe.warmup_epochs")

@@ -22,9 +22,15 @@ def _rows(pairs: list[tuple[str, Any]]) -> str:
 
 
 def start_banner(
-    config: dict[str, Any], run_dir: Path, model: nn.Module, data_description: str, trainer: L.Trainer
+    config: dict[str, Any],
+    run_dir: Path,
+    model: nn.Module,
+    data_description: str,
+    trainer: L.Trainer,
+    precision_reason: str | None = None,
 ) -> str:
-    """Run directory, model and its size, data and split sizes, device and precision, and the W&B run."""
+    """Run directory, model and its size, data and split sizes, device and precision (and why: ``auto`` asks the
+    hardware), and the W&B run."""
     params = sum(p.numel() for p in model.parameters())
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     size = f"{params:,} parameters" + (f", {trainable:,} trainable" if trainable != params else "")
@@ -41,7 +47,7 @@ def start_banner(
             "Recipe",
             f"{config['recipe'].get('name', '?')}: {trainer.max_epochs} epochs, batch {config['recipe']['batch_size']}",
         ),
-        ("Device", f"{hardware}, precision {trainer.precision}"),
+        ("Device", f"{hardware}, precision {trainer.precision}" + (f" ({precision_reason})" * bool(precision_reason))),
     ]
     run = tracking.active_run()
     if run is not None:

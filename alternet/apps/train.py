@@ -32,7 +32,14 @@ from ..runs import (
     resume_conflicts,
     write_run_records,
 )
-from ..training import build_module, build_trainer, checkpoint_callback, throughput_callback
+from ..training import (
+    PrecisionChoice,
+    build_module,
+    build_trainer,
+    checkpoint_callback,
+    choose_precision,
+    throughput_callback,
+)
 from .after_training import evaluate_after_training, export_after_training
 from .checks import validate_train_config
 from .console import best_epoch, end_summary, start_banner
@@ -52,6 +59,12 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
 def _owned_train(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     validate_train_config(config)
+    performance = config["performance"]
+    trainer_section = config["trainer"]
+    precision = choose_precision(
+        trainer_section["precision"], trainer_section["accelerator"], bool(performance.get("allow_emulated_precision"))
+    )
+    trainer_section["precision"] = precision.precision  # what ran, in the run's config.yaml and checkpoints
     resume = resume_checkpoint(config["ckpt_path"], run_dir)
     header = checkpoint_header(resume) if resume else {}
     conflicts = resume_conflicts(config, header) if resume else []
@@ -75,13 +88,15 @@ def _owned_train(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
             check_fresh_run_dir(run_dir, resuming=resume is not None, reuse=bool(config["reuse_run_dir"]))
             if resume:
                 record_resume(run_dir, resume, int(header.get("global_step", 0)), changes)
-        return _train(config, run_dir, resume, int(header.get("global_step", 0)) if resume else None)
+        return _train(config, run_dir, resume, int(header.get("global_step", 0)) if resume else None, precision)
     finally:
         if lock is not None:
             lock.release()
 
 
-def _train(config: dict[str, Any], run_dir: Path, resume: str | None, resume_step: int | None) -> dict[str, Any]:
+def _train(
+    config: dict[str, Any], run_dir: Path, resume: str | None, resume_step: int | None, precision: PrecisionChoice
+) -> dict[str, Any]:
     started = time.monotonic()
     if config["performance"]["matmul_precision"]:
         torch.set_float32_matmul_precision(config["performance"]["matmul_precision"])
@@ -105,7 +120,8 @@ def _train(config: dict[str, Any], run_dir: Path, resume: str | None, resume_ste
 
     def announce(trainer: L.Trainer, _: L.LightningModule) -> None:  # after setup: the splits are known, on every rank
         if trainer.is_global_zero:
-            print(start_banner(config, run_dir, module.model, datamodule.describe(), trainer), flush=True)
+            banner = start_banner(config, run_dir, module.model, datamodule.describe(), trainer, precision.reason)
+            print(banner, flush=True)
 
     trainer.callbacks.append(LambdaCallback(on_train_start=announce))
 

@@ -13,6 +13,7 @@ from torch import nn
 from torch.utils.data import ConcatDataset, DataLoader, Dataset, Sampler
 
 from ..errors import ConfigValueError
+from ..hardware import cpu_native_bf16, cuda_bf16
 from ..progress import progress
 
 
@@ -38,8 +39,8 @@ def fast_precision(device: torch.device) -> str:
     """``bf16`` where the hardware computes it natively (a bf16-capable GPU; a CPU with AVX512-BF16 or AMX, which
     oneDNN uses), else ``32``: reduced precision that would be emulated costs time instead of saving it."""
     if device.type == "cuda":
-        return "bf16" if torch.cuda.is_bf16_supported() else "32"
-    return "bf16" if torch.ops.mkldnn._is_mkldnn_bf16_supported() else "32"
+        return "bf16" if cuda_bf16() else "32"
+    return "bf16" if cpu_native_bf16() else "32"
 
 
 @contextmanager

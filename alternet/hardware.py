@@ -1,0 +1,81 @@
+"""What this machine computes natively, asked of torch and oneDNN: the one place that decides whether reduced
+precision pays (training's ``trainer.precision=auto``, evaluation's ``robustness.precision=auto``) and that names
+the machine in start banners and benchmark results.
+
+bf16 on a CPU without AVX512-BF16 or AMX is emulated by oneDNN, an order of magnitude slower than fp32 (15x for
+an AlterNet-50 step on an AVX2-only EPYC), so "bf16 is faster" holds only where the hardware says so. The answers
+honour ``ONEDNN_MAX_CPU_ISA`` and ``ATEN_CPU_CAPABILITY``, so an AVX-512 machine told to use its AVX2 code paths
+reports itself as the AVX2 machine it then is.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from functools import cache
+from pathlib import Path
+
+import torch
+
+
+def cpu_capability() -> str:
+    """ATen's vector instruction set on this CPU (``AVX2``, ``AVX512``, ``AMX``; ``ATEN_CPU_CAPABILITY`` caps it)."""
+    return str(torch.backends.cpu.get_cpu_capability())
+
+
+def cpu_native_bf16() -> bool:
+    """oneDNN computes bf16 natively here (AVX512-BF16 or AMX, within ``ONEDNN_MAX_CPU_ISA``)."""
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+def cpu_native_fp16() -> bool:
+    """oneDNN computes fp16 natively here (AVX512-FP16 or AMX-FP16, within ``ONEDNN_MAX_CPU_ISA``)."""
+    return bool(torch.ops.mkldnn._is_mkldnn_fp16_supported())
+
+
+def cuda_bf16() -> bool:
+    """The current CUDA GPU computes bf16 natively (Ampere and later)."""
+    return torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
+
+
+@cache
+def cpu_model() -> str:
+    """The CPU's marketing name (``/proc/cpuinfo``'s model name; the platform's answer elsewhere)."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def cpu_cores() -> int:
+    """Cores this process may run on (the affinity mask where the OS has one: a container's share, not the host's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def gpu_name() -> str | None:
+    """The first visible CUDA GPU's name, or ``None`` without one."""
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+
+
+def describe_cpu() -> str:
+    """One line naming the CPU the way a timing needs it named: model, cores, ISA, whether bf16 is native."""
+    bf16 = "native bf16" if cpu_native_bf16() else "no native bf16 (emulated)"
+    return f"{cpu_model()}, {cpu_cores()} cores, {cpu_capability()}, {bf16}"
+
+
+def machine_facts() -> dict[str, str | int | bool | None]:
+    """The facts every benchmark result carries, so a number is never read apart from the machine it ran on."""
+    return {
+        "cpu": cpu_model(),
+        "cores": cpu_cores(),
+        "isa": cpu_capability(),
+        "native_bf16": cpu_native_bf16(),
+        "gpu": gpu_name(),
+        "torch": torch.__version__.split("+")[0],
+        "threads": torch.get_num_threads(),
+    }

@@ -2,6 +2,7 @@
 
 import csv
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from omegaconf import OmegaConf
 
 from alternet.apps.train import train
 from alternet.data import build_datamodule
+from alternet.errors import ConfigValueError
 from alternet.models import create_model
 from alternet.models.params import decay_groups
 from alternet.training.module import ClassificationModule
@@ -136,7 +138,13 @@ def test_cpu_bf16_mixed_precision_trains_with_a_fused_optimizer_and_clipped_grad
 
     monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", recording_clip)
     summary = train(
-        compose_train(*FAST, "trainer.precision=bf16-mixed", "recipe.grad_clip=0.01", output_dir=tmp_path / "run")
+        compose_train(
+            *FAST,
+            "trainer.precision=bf16-mixed",
+            "performance.allow_emulated_precision=true",  # the clipping path is the point, on any CPU
+            "recipe.grad_clip=0.01",
+            output_dir=tmp_path / "run",
+        )
     )
     assert math.isfinite(summary["test"]["nll"])
     assert len(norms) == 3 and all(max_norm == 0.01 and norm > 0.01 for norm, max_norm in norms)  # debug=fast: 3
@@ -182,3 +190,35 @@ def test_ema_updates_once_per_optimizer_step_with_gradient_accumulation(tmp_path
     state = torch.load(summary["last_checkpoint"])["state_dict"]
     for key, value in expected.items():
         torch.testing.assert_close(state[f"ema.{key}"], value, rtol=1e-6, atol=1e-7)
+
+
+def test_progressive_resizing_trains_small_first_then_at_full_size(tmp_path, monkeypatch):
+    """recipe.progressive_resize={size, epochs}: the first epochs' batches reach the model downsampled, the rest
+    at the data's size (digits: 16 px), and evaluation always sees full-size images."""
+    seen: list[tuple[bool, int]] = []
+    forward = ClassificationModule.forward
+
+    def recording_forward(self, x):
+        seen.append((self.training, x.shape[-1]))
+        return forward(self, x)
+
+    monkeypatch.setattr(ClassificationModule, "forward", recording_forward)
+    overrides = ["trainer.max_epochs=2", "recipe.progressive_resize={size: 8, epochs: 1}", "model.window=2"]
+    summary = train(compose_train(*FAST, *overrides, output_dir=tmp_path))
+    assert summary["global_step"] == 6
+    assert [size for training, size in seen if training] == [8, 8, 8, 16, 16, 16]
+    assert {size for training, size in seen if not training} == {16}
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("{size: 8, epochs: 1}", "recipe.progressive_resize.size=8: the model cannot run at 8x8 px (WindowAttention:"),
+        ("{size: 16, epochs: 1}", "recipe.progressive_resize.size=16 is invalid: an integer below the training size"),
+        ("{size: 8, epochs: -1}", "recipe.progressive_resize.epochs=-1 is invalid: an integer >= 0"),
+    ],
+)
+def test_a_progressive_size_the_model_cannot_run_is_refused_before_training(setting, message, tmp_path):
+    with pytest.raises(ConfigValueError, match=re.escape(message)):
+        train(compose_train(*FAST, f"recipe.progressive_resize={setting}", output_dir=tmp_path / "run"))
+    assert not (tmp_path / "run" / "checkpoints").exists()

@@ -82,6 +82,9 @@ class ClassificationModule(L.LightningModule):
             setattr(self, f"{stage}_nll", MeanMetric())
         self.channels_last = False
         self.guard = NonFiniteGuard(self)
+        self.progressive = _progressive_resize(
+            recipe.get("progressive_resize"), self.model, int(data["image_size"]), channels=len(data["mean"])
+        )
 
     # construction helpers -------------------------------------------------------------------
 
@@ -136,6 +139,8 @@ class ClassificationModule(L.LightningModule):
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
         images, labels = batch
         targets = labels
+        if self.progressive is not None and self.current_epoch < self.progressive[1]:
+            images = F.interpolate(images, size=self.progressive[0], mode="area")  # progressive resizing
         if self.mixup is not None:
             images, targets = self.mixup(images, labels)
         logits = self(images)
@@ -328,3 +333,35 @@ class ClassificationModule(L.LightningModule):
         elif limit is not None:
             batches = int(batches * float(limit))
         return max(1, math.ceil(batches / self.trainer.accumulate_grad_batches))
+
+
+def _progressive_resize(
+    setting: Mapping[str, Any] | None, model: nn.Module, image_size: int, channels: int
+) -> tuple[int, int] | None:
+    """``(size, epochs)`` of ``recipe.progressive_resize``: the first ``epochs`` epochs train on batches
+    downsampled to ``size`` px (an area average on the device; a step at half the side costs about a quarter),
+    the rest at the data's own size. The model must run at that size: checked here, before any training, with one
+    image, so a window that does not divide a feature map is refused now rather than at the first step."""
+    if not setting:
+        return None
+    size, epochs = setting.get("size"), setting.get("epochs")
+    if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size < image_size:
+        raise ConfigValueError(
+            f"recipe.progressive_resize.size={size!r} is invalid: an integer below the training size {image_size}"
+        )
+    if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 0:
+        raise ConfigValueError(f"recipe.progressive_resize.epochs={epochs!r} is invalid: an integer >= 0")
+    parameter = next(model.parameters())
+    was_training = model.training
+    try:
+        with torch.no_grad():
+            model.eval()(torch.zeros(1, channels, size, size, dtype=parameter.dtype, device=parameter.device))
+    except (ValueError, RuntimeError) as error:
+        first_line = str(error).strip().splitlines()[0]
+        raise ConfigValueError(
+            f"recipe.progressive_resize.size={size}: the model cannot run at {size}x{size} px ({first_line}); "
+            "choose a size its feature maps allow (e.g. half the training size) or recipe.progressive_resize=null"
+        ) from None
+    finally:
+        model.train(was_training)
+    return size, epochs

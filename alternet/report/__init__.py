@@ -2,15 +2,17 @@
 
 Reads every finished job of a Hydra multirun (its overrides, metrics.json and per-epoch logs), groups the jobs into
 variants by their swept values (seeds are replicates), and writes into ``SWEEP_DIR/report/``: ``runs.csv`` (one row
-per job), ``variants.csv`` (mean and sd over seeds, verdict against the baseline variant), ``summary.md`` (a
+per job), ``variants.csv`` (mean and sd over seeds; each metric's difference from the baseline variant with its 95%
+interval and Holm-corrected p-value; the verdict read from them, :mod:`.verdicts`), ``summary.md`` (a
 table to paste into a draft), ``error_vs_train_nll.png``, ``<metric>_vs_<key>.png`` per swept key and
 ``train_nll_curves.png``; and logs the same to W&B when the sweep's runs used it.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,8 @@ from ..files import write_csv, write_text
 from ..runs import run_config
 from . import figures
 from .runs import Run, read_sweep, swept_keys, variant_of
-from .verdicts import Summary, verdict
+from .statistics import Difference, Pooled, bootstrap_variance, difference, with_holm
+from .verdicts import Rule, Summary, plateaued, verdict
 
 
 @dataclass(frozen=True)
@@ -63,25 +66,120 @@ def _robustness(run: Run) -> float | None:
     return run.robustness
 
 
-def variant_rows(variants: list[Variant], baseline: Variant) -> list[dict[str, Any]]:
-    base_error, base_nll = baseline.summary(_error), baseline.summary(_nll)
-    rows = []
+@dataclass(frozen=True)
+class Statistics:
+    """How variants are compared: the verdict rule, pairing by seed, a variance pooled over the sweep, and the
+    bootstrap draws over test images (0: leave the test set's own noise out)."""
+
+    rule: Rule = field(default_factory=Rule)
+    paired: bool = True
+    pooled: bool = False
+    bootstrap: int = 1000
+
+    def describe(self) -> str:
+        spread = (
+            "variance pooled over the sweep's variants (assumes seeds scatter alike in each)"
+            if self.pooled
+            else "seed-paired differences where both variants ran the same seeds, else Welch"
+            if self.paired
+            else "Welch (unpaired)"
+        )
+        return f"{spread}; {self.rule.describe()}"
+
+
+def _by_seed(variant: Variant, value: Any) -> dict[str, float | None]:
+    return {run.seed: value(run) for run in variant.runs}
+
+
+def _differences(
+    variants: list[Variant], baseline: Variant, value: Any, settings: Statistics, test_noise: bool = False
+) -> list[Difference | None]:
+    """Each variant's difference from the baseline in one metric, Holm-corrected over the variants compared."""
+    pooled = Pooled.of([_values(v, value) for v in variants]) if settings.pooled else None
+    differences: list[Difference | None] = []
     for variant in variants:
+        if variant is baseline:
+            differences.append(None)
+            continue
+        extra = _test_set_variance(variant, baseline, settings.bootstrap) if test_noise else 0.0
+        differences.append(
+            difference(
+                _by_seed(variant, value),
+                _by_seed(baseline, value),
+                paired=settings.paired,
+                pooled=pooled,
+                extra_variance=extra,
+            )
+        )
+    return with_holm(differences)
+
+
+def _values(variant: Variant, value: Any) -> list[float]:
+    return [v for v in (value(run) for run in variant.runs) if v is not None and math.isfinite(v)]
+
+
+def _test_set_variance(variant: Variant, baseline: Variant, draws: int) -> float:
+    """The test set's own sampling noise in a difference of mean test errors (0 when a run kept no predictions)."""
+    if draws <= 0:
+        return 0.0
+    a, b = [run.test_correct() for run in variant.runs], [run.test_correct() for run in baseline.runs]
+    if any(c is None for c in a + b):
+        return 0.0
+    return bootstrap_variance(a, b, draws)
+
+
+def _converged(variant: Variant, baseline: Variant, tolerance: float) -> bool:
+    curves = [run.curves.get("train_clean/nll") or [] for run in (*variant.runs, *baseline.runs)]
+    return plateaued(curves, tolerance)
+
+
+def variant_rows(
+    variants: list[Variant], baseline: Variant, settings: Statistics = Statistics()
+) -> list[dict[str, Any]]:
+    errors = _differences(variants, baseline, _error, settings, test_noise=True)
+    nlls = _differences(variants, baseline, _nll, settings)
+    rows = []
+    for variant, error_diff, nll_diff in zip(variants, errors, nlls):
         error, nll, robust = variant.summary(_error), variant.summary(_nll), variant.summary(_robustness)
+        if variant is baseline:
+            judged = "baseline"
+        else:
+            converged = _converged(variant, baseline, settings.rule.plateau)
+            judged = verdict(error_diff, nll_diff, converged, settings.rule)
         rows.append(
             {
                 "variant": variant.label,
                 "seeds": len(variant.runs),
                 "test_error": error.mean,
                 "test_error_sd": error.sd,
+                **_difference_columns("error", error_diff),
                 "train_clean_nll": nll.mean if nll else None,
                 "train_clean_nll_sd": nll.sd if nll else None,
+                **_difference_columns("nll", nll_diff),
                 "robustness": robust.mean if robust else None,
                 "robustness_sd": robust.sd if robust else None,
-                "verdict": "baseline" if variant is baseline else verdict(error, base_error, nll, base_nll),
+                "test_set_noise": variant is not baseline and _test_noise_included(variant, baseline),
+                "verdict": judged,
             }
         )
     return rows
+
+
+def _test_noise_included(variant: Variant, baseline: Variant) -> bool:
+    return all(run.test_correct() is not None for run in (*variant.runs, *baseline.runs))
+
+
+def _difference_columns(name: str, diff: Difference | None) -> dict[str, Any]:
+    if diff is None:
+        return dict.fromkeys(f"{name}_{part}" for part in ("delta", "ci_low", "ci_high", "p", "p_holm", "method"))
+    return {
+        f"{name}_delta": diff.delta,
+        f"{name}_ci_low": diff.low,
+        f"{name}_ci_high": diff.high,
+        f"{name}_p": diff.p,
+        f"{name}_p_holm": diff.p_holm,
+        f"{name}_method": diff.method,
+    }
 
 
 def run_rows(runs: Sequence[Run], keys: list[str]) -> list[dict[str, Any]]:
@@ -110,6 +208,14 @@ def _cell(value: Any, sd: Any = None) -> str:
     return str(value)
 
 
+def _delta_cell(row: dict[str, Any], name: str, scale: float, unit: str) -> str:
+    """``Δ [low, high] p=…`` (Holm-corrected p), or a dash for the baseline and for runs without the metric."""
+    if row.get(f"{name}_delta") is None:
+        return "–"
+    delta, low, high = (scale * row[f"{name}_{part}"] for part in ("delta", "ci_low", "ci_high"))
+    return f"{delta:+.2f}{unit} [{low:+.2f}, {high:+.2f}] p={row[f'{name}_p_holm']:.3g}"
+
+
 def markdown(
     sweep_dir: Path,
     keys: list[str],
@@ -117,33 +223,46 @@ def markdown(
     baseline: Variant,
     files: list[Path],
     failed: list[Path],
+    settings: Statistics = Statistics(),
 ) -> str:
+    noise = any(row["test_set_noise"] for row in rows)
     lines = [
         f"## Sweep {sweep_dir.name}",
         "",
-        f"Swept: {', '.join(keys) or 'nothing (seeds only)'}. Baseline: `{baseline.label}`. Mean ± sd over seeds; "
-        "test error on the test split; clean training NLL on the fixed training subset in eval mode "
-        "(`train_clean/nll`, last epoch). A difference within the seed spread is *no significant change*.",
+        f"Swept: {', '.join(keys) or 'nothing (seeds only)'}. Baseline: `{baseline.label}`. Test error on the test "
+        "split, clean training NLL on the fixed training subset in eval mode (`train_clean/nll`, last epoch): mean ± "
+        "sd over seeds. Δ = variant − baseline with its 95% confidence interval and Holm-corrected p-value "
+        "(test error in percentage points, NLL in nats). "
+        + (
+            "The error intervals include the test set's own sampling noise (a paired bootstrap over test images). "
+            if noise
+            else "The test set's own sampling noise is not included (no run kept its predictions: "
+            "evaluate.after_training=true writes them). "
+        )
+        + f"Statistics: {settings.describe()}.",
         "",
-        "| variant | seeds | test error | clean training NLL | robustness | verdict |",
-        "|---|---|---|---|---|---|",
+        "| variant | n | test error | Δ error | clean training NLL | Δ NLL | robustness | verdict |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         lines.append(
             f"| {row['variant']} | {row['seeds']} | {_cell(row['test_error'], row['test_error_sd'])} | "
-            f"{_cell(row['train_clean_nll'], row['train_clean_nll_sd'])} | "
-            f"{_cell(row['robustness'], row['robustness_sd'])} | {row['verdict']} |"
+            f"{_delta_cell(row, 'error', 100, ' pp')} | {_cell(row['train_clean_nll'], row['train_clean_nll_sd'])} | "
+            f"{_delta_cell(row, 'nll', 1, '')} | {_cell(row['robustness'], row['robustness_sd'])} | "
+            f"{row['verdict']} |"
         )
-    if any(row["seeds"] == 1 for row in rows):
-        lines += ["", "With 1 seed a variant has no spread: every difference counts; rerun with seeds to test it."]
     if failed:
-        lines += ["", f"Not finished (left out): {', '.join(p.name for p in failed)}."]
+        lines += ["", f"Not finished (left out, {len(failed)} jobs): {', '.join(p.name for p in failed)}."]
     lines += ["", *(f"![{path.stem}]({path.name})" for path in files if path.suffix == ".png")]
     return "\n".join(lines) + "\n"
 
 
 def build_report(
-    sweep_dir: Path, out_dir: Path | None = None, baseline: str | None = None, wandb: bool | None = None
+    sweep_dir: Path,
+    out_dir: Path | None = None,
+    baseline: str | None = None,
+    wandb: bool | None = None,
+    settings: Statistics = Statistics(),
 ) -> dict[str, Any]:
     """Write the report of ``sweep_dir`` (into ``out_dir``, default ``SWEEP_DIR/report``); returns what it
     wrote. ``wandb=None`` logs to W&B when the sweep's runs did."""
@@ -153,7 +272,7 @@ def build_report(
     keys = swept_keys(runs)
     variants = group_variants(runs, keys)
     base = pick_baseline(variants, baseline)
-    rows = variant_rows(variants, base)
+    rows = variant_rows(variants, base, settings)
     files = [
         write_csv(out_dir / "runs.csv", run_rows(runs, keys)),
         write_csv(out_dir / "variants.csv", rows),
@@ -162,7 +281,7 @@ def build_report(
         figures.train_nll_curves(runs, keys, out_dir / "train_nll_curves.png"),
     ]
     files = [f for f in files if f is not None]
-    summary_md = write_text(out_dir / "summary.md", markdown(sweep_dir, keys, rows, base, files, failed))
+    summary_md = write_text(out_dir / "summary.md", markdown(sweep_dir, keys, rows, base, files, failed, settings))
     files.append(summary_md)
     settings = (run_config(runs[0].directory) or {}).get("logger", {}).get("wandb")
     logged = None

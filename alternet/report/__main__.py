@@ -1,4 +1,6 @@
-"""``python -m alternet.report SWEEP_DIR [--baseline "model=preresnet_tiny"] [--out DIR] [--wandb|--no-wandb]``"""
+"""``python -m alternet.report SWEEP_DIR [--baseline "model=preresnet_tiny"] [--out DIR] [--wandb|--no-wandb]
+[--alpha 0.05] [--min-seeds 3] [--error-margin 0.005] [--nll-margin 0.02] [--plateau 0.05] [--unpaired] [--pooled]
+[--bootstrap 1000]``"""
 
 from __future__ import annotations
 
@@ -8,14 +10,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from alternet.errors import AlternetError
-from alternet.report import build_report
+from alternet.report import Statistics, build_report
+from alternet.report.verdicts import Rule
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m alternet.report",
-        description="The paper's figures, a table and verdicts (helps optimisation / regularises / hurts / no "
-        "significant change) from a sweep directory (a multirun's sweep dir).",
+        description="The paper's figures, a table and verdicts from a sweep directory (a multirun's sweep dir): each "
+        "variant's difference from the baseline with its 95% interval and Holm-corrected p-value, read as helps "
+        "optimisation / regularises / hurts / equivalent / inconclusive / early-training speed / insufficient seeds.",
     )
     parser.add_argument("sweep_dir", type=Path)
     parser.add_argument(
@@ -28,9 +32,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="log the report to W&B (default: when the sweep's runs logged to W&B)",
     )
+    rule = Rule()
+    parser.add_argument("--alpha", type=float, default=rule.alpha, help="family-wise significance level (Holm)")
+    parser.add_argument("--min-seeds", type=int, default=rule.min_seeds, help="fewest seeds per variant for a verdict")
+    parser.add_argument(
+        "--error-margin", type=float, default=rule.error_margin, help="equivalence margin, test error (0.005: 0.5 pp)"
+    )
+    parser.add_argument(
+        "--nll-margin", type=float, default=rule.nll_margin, help="equivalence margin in clean training NLL (nats)"
+    )
+    parser.add_argument(
+        "--plateau",
+        type=float,
+        default=rule.plateau,
+        help="converged when the clean training NLL fell by less than this fraction over the last quarter of epochs",
+    )
+    parser.add_argument("--unpaired", action="store_true", help="Welch intervals even where seeds pair the runs")
+    parser.add_argument(
+        "--pooled", action="store_true", help="pool the seed variance over the sweep's variants (few seeds per arm)"
+    )
+    parser.add_argument(
+        "--bootstrap", type=int, default=1000, help="draws over test images for the test set's own noise (0: off)"
+    )
     args = parser.parse_args(argv)
+    settings = Statistics(
+        Rule(args.alpha, args.min_seeds, args.error_margin, args.nll_margin, args.plateau),
+        paired=not args.unpaired,
+        pooled=args.pooled,
+        bootstrap=args.bootstrap,
+    )
     try:
-        report = build_report(args.sweep_dir, args.out, args.baseline, args.wandb)
+        report = build_report(args.sweep_dir, args.out, args.baseline, args.wandb, settings)
     except AlternetError as error:
         raise SystemExit(f"error: {error}") from None
     print((report["out_dir"] / "summary.md").read_text())

@@ -6,9 +6,11 @@ from __future__ import annotations
 import csv
 import math
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from ..errors import ConfigValueError
@@ -38,12 +40,27 @@ class Run:
         value = (self.metrics.get("train_clean") or {}).get("nll")
         return None if value is None or not math.isfinite(value) else float(value)
 
+    def test_correct(self) -> np.ndarray | None:
+        """Which test images the run classified correctly (from ``eval/predictions.npz``, written by
+        ``evaluate.after_training=true``), for the test set's own noise in a comparison; None without them."""
+        return _correct(self.directory / "eval" / "predictions.npz")
+
     @property
     def robustness(self) -> float | None:
         """Mean accuracy over the corruption sets, when the run scored them after training."""
         section = self.metrics.get("robustness") or {}
         value = (section.get("summary") or {}).get("robustness")
         return None if value is None else float(value)
+
+
+@cache
+def _correct(path: Path) -> np.ndarray | None:
+    if not path.is_file():
+        return None
+    with np.load(path, allow_pickle=False) as arrays:
+        if "probs" not in arrays or "labels" not in arrays:
+            return None
+        return np.argmax(arrays["probs"], axis=1) == arrays["labels"]
 
 
 def _overrides(job: Path) -> dict[str, str]:

@@ -2,9 +2,15 @@
 inductive bias that *helps optimisation* lowers the clean training NLL and the test error; one that *regularises*
 raises the training NLL and lowers the test error.
 
-With seeds, a difference counts only beyond the seed spread of the difference, sqrt(sd_a^2 + sd_b^2) (the sample
-standard deviations over each variant's seeds); with one seed per variant every difference counts and the table
-says ``1 seed``.
+A verdict is read from the differences' confidence intervals (:mod:`.statistics`), never from means alone:
+
+- fewer than ``min_seeds`` seeds in either variant: *insufficient seeds*, no verdict;
+- test error significantly above the baseline's (Holm-corrected across the variants): *hurts*;
+- test error significantly below, and the clean training NLL significantly below: *helps optimisation*;
+  significantly above: *regularises* — but only once training has converged (:func:`plateaued`); before, the same
+  pattern is *early-training speed*: which model is ahead at this budget, not which bias it has;
+- test error (and the training NLL, when logged) inside the equivalence margins by TOST: *equivalent*;
+- anything else: *inconclusive*.
 """
 
 from __future__ import annotations
@@ -14,11 +20,35 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .statistics import Difference
+
 HELPS_OPTIMISATION = "helps optimisation"
 REGULARISES = "regularises"
 HURTS = "hurts"
-NO_CHANGE = "no significant change"
-HELPS_OTHERWISE = "helps, training NLL unchanged"  # lower error, training NLL within the spread: neither mechanism
+EQUIVALENT = "equivalent"
+EARLY_TRAINING = "early-training speed"
+INCONCLUSIVE = "inconclusive"
+INSUFFICIENT = "insufficient seeds"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The settings a verdict is read with; ``describe()`` states them in the report."""
+
+    alpha: float = 0.05
+    min_seeds: int = 3
+    error_margin: float = 0.005  # 0.5 percentage points of test error
+    nll_margin: float = 0.02  # nats of clean training NLL
+    plateau: float = 0.05  # relative fall of the clean training NLL over the last quarter of the epochs
+
+    def describe(self) -> str:
+        return (
+            f"95% intervals; significance at alpha = {self.alpha} after Holm's correction across the variants "
+            f"(per metric); at least {self.min_seeds} seeds per variant; equivalence by TOST inside ±"
+            f"{self.error_margin * 100:g} pp test error and ±{self.nll_margin:g} nats training NLL; training counts "
+            f"as converged when every run's clean training NLL fell by less than {self.plateau:.0%} over its last "
+            "quarter of epochs (else optimisation/regularisation reads as early-training speed)"
+        )
 
 
 @dataclass(frozen=True)
@@ -30,7 +60,7 @@ class Summary:
     n: int
 
     @classmethod
-    def of(cls, values: Sequence[float]) -> Summary | None:
+    def of(cls, values: Sequence[float | None]) -> Summary | None:
         values = [v for v in values if v is not None and math.isfinite(v)]
         if not values:
             return None
@@ -40,27 +70,37 @@ class Summary:
         return f"{self.mean:.4f} ± {self.sd:.4f}" if self.n > 1 else f"{self.mean:.4f}"
 
 
-def change(variant: Summary, baseline: Summary) -> int:
-    """-1, 0 or +1: the variant's mean below, within the seed spread of, or above the baseline's."""
-    difference = variant.mean - baseline.mean
-    spread = math.hypot(variant.sd, baseline.sd) if min(variant.n, baseline.n) > 1 else 0.0
-    if abs(difference) <= spread or difference == 0:
-        return 0
-    return 1 if difference > 0 else -1
+def plateaued(curves: Sequence[Sequence[float]], tolerance: float) -> bool:
+    """Every run's clean training NLL fell by less than ``tolerance`` (relative to its last value) over the last
+    quarter of its epochs (at least one epoch back; a run with fewer than 4 epochs cannot tell, so it has not)."""
+    if not curves:
+        return False
+    for curve in curves:
+        if len(curve) < 4 or not all(math.isfinite(v) for v in curve):
+            return False
+        back = max(1, len(curve) // 4)
+        if (curve[-1 - back] - curve[-1]) > tolerance * abs(curve[-1]):
+            return False
+    return True
 
 
-def verdict(error: Summary, baseline_error: Summary, nll: Summary | None, baseline_nll: Summary | None) -> str:
-    """The paper's reading of a variant's test error and clean training NLL against the baseline's."""
-    error_change = change(error, baseline_error)
-    if error_change > 0:
+def verdict(error: Difference | None, nll: Difference | None, converged: bool, rule: Rule = Rule()) -> str:
+    """The paper's reading of a variant's differences in test error and clean training NLL from the baseline."""
+    if error is None or min(error.n) < rule.min_seeds:
+        seeds = min(error.n) if error else 1
+        return f"{INSUFFICIENT} ({seeds}; {rule.min_seeds} needed)"
+    if error.above_zero(rule.alpha):
         return HURTS
-    if error_change == 0:
-        return NO_CHANGE
-    if nll is None or baseline_nll is None:
-        return HELPS_OTHERWISE + " (no train_clean/nll logged)"
-    nll_change = change(nll, baseline_nll)
-    if nll_change < 0:
-        return HELPS_OPTIMISATION
-    if nll_change > 0:
-        return REGULARISES
-    return HELPS_OTHERWISE
+    if error.below_zero(rule.alpha):
+        if nll is None:
+            return f"{INCONCLUSIVE} (lower error; no clean training NLL logged)"
+        if nll.below_zero(rule.alpha) or nll.above_zero(rule.alpha):
+            kind = HELPS_OPTIMISATION if nll.delta < 0 else REGULARISES
+            if converged:
+                return kind
+            direction = "lower" if nll.delta < 0 else "higher"
+            return f"{EARLY_TRAINING} (lower error, {direction} training NLL; not converged)"
+        return f"{INCONCLUSIVE} (lower error; training NLL unresolved)"
+    if error.equivalent(rule.error_margin, rule.alpha) and (nll is None or nll.equivalent(rule.nll_margin, rule.alpha)):
+        return EQUIVALENT
+    return INCONCLUSIVE

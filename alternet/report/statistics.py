@@ -1,0 +1,150 @@
+"""The statistics behind a verdict: a difference between two variants' seeds with its confidence interval and
+p-value (seed-paired, Welch, or with a variance pooled over the sweep), the test set's own sampling noise (a
+bootstrap over test images), Holm's step-down correction across the variants compared, and equivalence by two
+one-sided tests (TOST) inside a declared margin."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+from scipy import stats
+
+PAIRED, WELCH, POOLED = "paired", "welch", "pooled"
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """A within-variant variance pooled over a sweep's variants (the assumption: seeds scatter alike in each)."""
+
+    variance: float
+    df: int
+
+    @classmethod
+    def of(cls, groups: Sequence[Sequence[float]]) -> Pooled | None:
+        groups = [g for g in groups if len(g) > 1]
+        df = sum(len(g) - 1 for g in groups)
+        if not df:
+            return None
+        return cls(sum((len(g) - 1) * statistics.variance(g) for g in groups) / df, df)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """``variant - baseline`` of a metric: mean difference, its standard error, degrees of freedom, two-sided
+    p-value against no difference, and the ``confidence`` interval; ``p_holm`` once corrected across variants."""
+
+    delta: float
+    se: float
+    df: float
+    p: float
+    low: float
+    high: float
+    n: tuple[int, int]
+    method: str
+    confidence: float = 0.95
+    p_holm: float | None = None
+
+    def interval(self, confidence: float) -> tuple[float, float]:
+        half = _t_quantile(confidence, self.df) * self.se
+        return self.delta - half, self.delta + half
+
+    def below_zero(self, alpha: float) -> bool:
+        """Significantly below 0 after Holm's correction (uncorrected when not corrected)."""
+        return self.delta < 0 and self._p() < alpha
+
+    def above_zero(self, alpha: float) -> bool:
+        return self.delta > 0 and self._p() < alpha
+
+    def equivalent(self, margin: float, alpha: float) -> bool:
+        """TOST: both one-sided tests reject at ``alpha``, i.e. the 1 - 2 alpha interval lies inside (-margin,
+        margin). An intersection-union test, so it needs no multiplicity correction for its own two parts."""
+        low, high = self.interval(1 - 2 * alpha)
+        return -margin < low and high < margin
+
+    def _p(self) -> float:
+        return self.p if self.p_holm is None else self.p_holm
+
+
+def _t_quantile(confidence: float, df: float) -> float:
+    quantile = 0.5 + confidence / 2
+    return float(stats.t.ppf(quantile, df) if math.isfinite(df) else stats.norm.ppf(quantile))
+
+
+def difference(
+    variant: Mapping[str, float],
+    baseline: Mapping[str, float],
+    *,
+    paired: bool = True,
+    pooled: Pooled | None = None,
+    extra_variance: float = 0.0,
+    confidence: float = 0.95,
+) -> Difference | None:
+    """``variant - baseline`` over their seeds (``{seed: value}``). Seed-paired when both hold the same seeds and
+    ``paired`` (a seed fixes data order and augmentation, so the pairs share them); else Welch's unequal-variance
+    interval, or ``pooled``'s variance when given. ``extra_variance`` adds an independent source of noise to the
+    difference (the test set's own, :func:`bootstrap_variance`). ``None`` when the seeds cannot give a spread."""
+    a, b = _finite(variant), _finite(baseline)
+    if not a or not b:
+        return None
+    delta = statistics.fmean(a.values()) - statistics.fmean(b.values())
+    n = (len(a), len(b))
+    if paired and pooled is None and set(a) == set(b) and len(a) > 1:
+        pairs = [a[seed] - b[seed] for seed in a]
+        variance, df, method = statistics.variance(pairs) / len(pairs), len(pairs) - 1, PAIRED
+    elif pooled is not None:
+        variance, df, method = pooled.variance * (1 / n[0] + 1 / n[1]), pooled.df, POOLED
+    elif min(n) > 1:
+        va, vb = statistics.variance(a.values()) / n[0], statistics.variance(b.values()) / n[1]
+        variance, method = va + vb, WELCH
+        denominator = va**2 / (n[0] - 1) + vb**2 / (n[1] - 1)
+        df = variance**2 / denominator if denominator > 0 else n[0] + n[1] - 2
+    else:
+        return None
+    se = math.sqrt(variance + extra_variance)
+    p = float(2 * stats.t.sf(abs(delta) / se, df)) if se > 0 else float(delta == 0)
+    result = Difference(delta, se, df, p, delta, delta, n, method, confidence)
+    low, high = result.interval(confidence)
+    return replace(result, low=low, high=high)
+
+
+def _finite(values: Mapping[str, float | None]) -> dict[str, float]:
+    return {str(k): float(v) for k, v in values.items() if v is not None and math.isfinite(v)}
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (family-wise error at most alpha for ``adjusted < alpha``): the i-th
+    smallest p times (m - i + 1), made non-decreasing, capped at 1."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted, running = [1.0] * len(p_values), 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[index]))
+        adjusted[index] = running
+    return adjusted
+
+
+def with_holm(differences: Sequence[Difference | None]) -> list[Difference | None]:
+    """The differences with ``p_holm`` set, corrected over those that exist (one family: one metric, the variants
+    compared against one baseline)."""
+    present = [d for d in differences if d is not None]
+    adjusted = iter(holm([d.p for d in present]))
+    return [None if d is None else replace(d, p_holm=next(adjusted)) for d in differences]
+
+
+def bootstrap_variance(
+    variant_correct: Sequence[np.ndarray], baseline_correct: Sequence[np.ndarray], draws: int = 1000, seed: int = 0
+) -> float:
+    """Variance of the difference in mean test error that comes from the test set itself: resample the test
+    images with replacement (the same images for both variants, so their correlation is kept) and recompute the
+    difference of the seeds' mean errors. ``*_correct``: one boolean vector per seed, over the same test images."""
+    a = np.mean(np.stack([np.asarray(c, dtype=np.float64) for c in variant_correct]), axis=0)
+    b = np.mean(np.stack([np.asarray(c, dtype=np.float64) for c in baseline_correct]), axis=0)
+    if a.shape != b.shape:
+        raise ValueError(f"the variants were tested on different test sets ({a.size} vs {b.size} images)")
+    rng = np.random.default_rng(seed)
+    per_image = b - a  # error difference = accuracy difference with the sign turned
+    samples = [per_image[rng.integers(0, per_image.size, per_image.size)].mean() for _ in range(draws)]
+    return float(np.var(samples, ddof=1))

@@ -5,6 +5,7 @@ import csv
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 
@@ -136,3 +137,32 @@ def test_a_multirun_job_joins_its_sweeps_wandb_group(tmp_path):
     finally:
         HydraConfig.instance().cfg = None
     assert sweep_group() is None
+
+
+def test_a_relaunched_sweep_keeps_finished_jobs_and_resumes_interrupted_ones(tmp_path):
+    """The paper presets' contract (ckpt_path=last, a fixed hydra.sweep.dir): the same command again completes
+    a sweep. A finished job is kept untouched; one that stopped with a last.ckpt continues from it."""
+    command = ["-m", "seed=0,1", "debug=fast", "ckpt_path=last", f"hydra.sweep.dir={tmp_path}"]
+    first = run_script("train.py", *command)
+    assert first.returncode == 0, first.stderr[-3000:]
+    finished, interrupted = tmp_path / "0", tmp_path / "1"
+    kept = (finished / "metrics.json").stat().st_mtime_ns
+    (interrupted / "metrics.json").unlink()  # job 1 stopped after its last checkpoint, before its records
+    again = run_script("train.py", *command)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"{finished} holds a finished run (metrics.json): kept, nothing to train" in again.stdout
+    assert (finished / "metrics.json").stat().st_mtime_ns == kept
+    assert (interrupted / "metrics.json").is_file()
+    resumes = json.loads((interrupted / "resumes.json").read_text())
+    assert resumes[-1]["checkpoint"] == str(interrupted / "checkpoints" / "last.ckpt")
+
+
+def test_the_report_of_a_partial_sweep_says_what_is_missing(sweep, tmp_path):
+    sweep_dir, _ = sweep
+    partial = tmp_path / "sweep"
+    shutil.copytree(sweep_dir, partial, ignore=shutil.ignore_patterns("wandb", "report"))
+    shutil.rmtree(partial / "3")  # never started
+    (partial / "2" / "metrics.json").unlink()  # started, not finished
+    report = build_report(partial, wandb=False)
+    summary = (report["out_dir"] / "summary.md").read_text()
+    assert "A partial sweep: 2 of 4 jobs finished. Started, not finished (left out): 2. Not started: 1." in summary

@@ -30,6 +30,7 @@ from ..runs import (
     resume_changes,
     resume_checkpoint,
     resume_conflicts,
+    run_metrics,
     write_run_records,
 )
 from ..training import (
@@ -74,6 +75,10 @@ def _owned_train(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
             "a resumed run continues with the checkpoint's model, optimizer and schedule, so they would not apply. "
             "Drop them, or start a new run in its own hydra.run.dir (model.pretrained=CHECKPOINT starts from it)"
         )
+    finished = run_metrics(run_dir) if config["ckpt_path"] == "last" and resume else {}
+    if finished:  # a finished run asked to continue (a re-launched sweep, a requeued job): kept as it is
+        print(f"{run_dir} holds a finished run (metrics.json): kept, nothing to train", flush=True)
+        return finished
     changes = resume_changes(config, header) if resume else {}
     for key, (before, now) in changes.items():
         print(

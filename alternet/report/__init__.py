@@ -21,7 +21,7 @@ from ..errors import ConfigValueError
 from ..files import write_csv, write_text
 from ..runs import run_config
 from . import figures
-from .runs import Run, read_sweep, swept_keys, variant_of
+from .runs import Run, expected_jobs, read_sweep, swept_keys, variant_of
 from .statistics import Difference, Pooled, bootstrap_variance, difference, with_holm
 from .verdicts import Rule, Summary, plateaued, verdict
 
@@ -251,8 +251,16 @@ def markdown(
             f"{_delta_cell(row, 'nll', 1, '')} | {_cell(row['robustness'], row['robustness_sd'])} | "
             f"{row['verdict']} |"
         )
-    if failed:
-        lines += ["", f"Not finished (left out, {len(failed)} jobs): {', '.join(p.name for p in failed)}."]
+    finished = sum(row["seeds"] for row in rows)
+    expected = expected_jobs(sweep_dir)
+    if failed or (expected and expected > finished):
+        of = f" of {expected}" if expected else ""
+        lines += ["", f"A partial sweep: {finished}{of} jobs finished."]
+        if failed:
+            lines[-1] += f" Started, not finished (left out): {', '.join(p.name for p in failed)}."
+        if expected and expected > finished + len(failed):
+            lines[-1] += f" Not started: {expected - finished - len(failed)}."
+        lines[-1] += " Re-running the sweep's command with ckpt_path=last and the same hydra.sweep.dir completes it."
     lines += ["", *(f"![{path.stem}]({path.name})" for path in files if path.suffix == ".png")]
     return "\n".join(lines) + "\n"
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import yaml
+from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from ..errors import ConfigValueError
 from ..runs import METRICS_FILE, run_metrics
@@ -112,6 +113,25 @@ def read_sweep(sweep_dir: Path) -> tuple[list[Run], list[Path]]:
         )
     runs = [Run(job, _overrides(job), run_metrics(job), _curves(job)) for job in finished]
     return runs, [job for job in jobs if job not in finished]
+
+
+def expected_jobs(sweep_dir: Path) -> int | None:
+    """How many jobs the sweep launches, from Hydra's record of it (``multirun.yaml``: the sweeper's params and the
+    command line's sweeps), so a report of a partial sweep can say how many are missing; None when unknown."""
+    path = sweep_dir / "multirun.yaml"
+    if not path.is_file():
+        return None
+    hydra = (yaml.safe_load(path.read_text()) or {}).get("hydra") or {}
+    params = {str(k): str(v) for k, v in ((hydra.get("sweeper") or {}).get("params") or {}).items()}
+    for override in (hydra.get("overrides") or {}).get("task") or []:
+        key, _, value = str(override).partition("=")
+        params[key.lstrip("+~")] = value
+    try:
+        parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()])
+        sizes = [len(list(o.sweep_string_iterator())) for o in parsed if o.is_sweep_override()]
+    except Exception:  # a sweep this parser cannot count (a plugin's syntax): say nothing rather than guess
+        return None
+    return math.prod(sizes)
 
 
 def swept_keys(runs: list[Run]) -> list[str]:

@@ -9,7 +9,7 @@ from timm.models import parse_model_name, split_model_name_tag
 from torch import nn
 
 from ..errors import AlternetError
-from .attention import ATTENTION_KINDS, FocusedLinearAttention, WindowAttention
+from .attention import ATTENTION_KINDS, FocusedLinearAttention, PositionOnlyAttention, WindowAttention
 from .backbone import AlterNet, BlockInfo
 from .layout import LayoutError, StageSpec, alternate_layout, format_layout, parse_layout, resolve_stages
 from .zoo import ARCHITECTURES, COMPARISON_MODELS
@@ -47,6 +47,7 @@ __all__ = [
     "BlockInfo",
     "FocusedLinearAttention",
     "LayoutError",
+    "PositionOnlyAttention",
     "StageSpec",
     "UnknownModelError",
     "WindowAttention",

@@ -3,6 +3,10 @@
 * ``window``: softmax attention in non-overlapping p x p windows with a learned relative position
   bias (shared by all heads, as in the reference, or one table per head).
 * ``global``: the same attention with a single window covering the whole feature map.
+* ``position_only``: ``window`` without its content term: the kernel is softmax(B), the relative position bias
+  alone, the same for every image (data-independent, like a convolution's). Same parameters and state-dict keys
+  as ``window`` (its unused query projection is frozen), so either kind's weights load into the other: the
+  control for whether an MSA's benefit comes from its data specificity.
 * ``focused_linear``: focused linear attention (FLatten Transformer, Han et al., ICCV 2023) over the
   whole map, with linear cost in the number of tokens.
 
@@ -23,7 +27,9 @@ import torch.nn.functional as F
 from timm.layers import use_fused_attn
 from torch import nn
 
-ATTENTION_KINDS = ("window", "global", "focused_linear")
+ATTENTION_KINDS = ("window", "global", "focused_linear", "position_only")
+# kinds that attend within p x p windows (the others see the whole feature map)
+WINDOWED_KINDS = ("window", "position_only")
 
 
 def window_partition(x: torch.Tensor, window: tuple[int, int]) -> torch.Tensor:
@@ -76,7 +82,7 @@ def relative_position_index(window: tuple[int, int]) -> torch.Tensor:
 
 # whether the q/k/v projections have a bias when the model does not say (qkv_bias=None): none in the reference's
 # softmax attention (HDVW), a bias in FLatten-Swin's focused linear attention
-QKV_BIAS_DEFAULT = {"window": False, "global": False, "focused_linear": True}
+QKV_BIAS_DEFAULT = {"window": False, "global": False, "focused_linear": True, "position_only": False}
 
 
 class _Projections(nn.Module):
@@ -197,6 +203,54 @@ class WindowAttention(_Projections):
         return self._softmax(q, k, self.position_bias())
 
 
+class PositionOnlyAttention(WindowAttention):
+    """Window attention whose kernel is softmax(B), B the learned relative position bias: no query-key term, so
+    every image (and window) gets the same kernel, as a convolution does; only the values depend on the input.
+
+    The parameters are ``WindowAttention``'s, with the same names and shapes, so a ``window`` checkpoint loads
+    into this kind strictly and back. The query projection has no effect here and is frozen
+    (``requires_grad=False``: no gradient, no weight decay, no unused-parameter error under DDP); the key half
+    of ``to_kv`` gets zero gradients.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.to_q.requires_grad_(False)
+
+    def kernel(self) -> torch.Tensor:
+        """(1 or heads, N, N) attention rows shared by every window of every image."""
+        return self.position_bias().float().softmax(dim=-1)
+
+    def _values(self, maps: torch.Tensor) -> torch.Tensor:
+        """(B', C, ph, pw) window maps -> values (B', heads, N, head_dim)."""
+        inner = self.heads * self.head_dim
+        weight = self.to_kv.weight[inner:]
+        bias = None if self.to_kv.bias is None else self.to_kv.bias[inner:]
+        b, n = maps.shape[0], self.window[0] * self.window[1]
+        return self._heads(F.conv2d(maps, weight[..., None, None], bias), b, n, 1)[0]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        size = x.shape[-2:]
+        self._windows_fit(size)
+        maps = window_maps(x, self.window)
+        v = self._values(maps)
+        out = self.kernel().to(v.dtype) @ v  # (heads or 1, N, N) broadcast over windows and heads
+        b = maps.shape[0]
+        if maps.is_contiguous(memory_format=torch.channels_last):
+            out = out.transpose(1, 2).reshape(b, *self.window, -1).permute(0, 3, 1, 2)
+        else:
+            out = out.transpose(-2, -1).reshape(b, -1, *self.window)
+        out = F.conv2d(out, self.to_out.weight[..., None, None], self.to_out.bias)
+        return merge_window_maps(out, size)
+
+    @torch.no_grad()
+    def attention_map(self, x: torch.Tensor) -> torch.Tensor:
+        """The kernel for every window of ``x``: (B * num_windows, heads, N, N), identical rows across images."""
+        windows = self._windows(x).shape[0]
+        n = self.window[0] * self.window[1]
+        return self.kernel().expand(windows, self.heads, n, n)
+
+
 class FocusedLinearAttention(_Projections):
     """Focused linear attention (FLatten Transformer) over all tokens of the map.
 
@@ -292,8 +346,9 @@ def build_attention(
     if kind not in ATTENTION_KINDS:
         raise ValueError(f"unknown attention kind {kind!r}; choose one of {list(ATTENTION_KINDS)}")
     bias = QKV_BIAS_DEFAULT[kind] if qkv_bias is None else bool(qkv_bias)
-    if kind in ("window", "global"):
-        return WindowAttention(
+    if kind in ("window", "global", "position_only"):
+        cls = PositionOnlyAttention if kind == "position_only" else WindowAttention
+        return cls(
             dim_in,
             dim_out,
             heads=heads,

@@ -57,7 +57,8 @@ class AlterNet(nn.Module):
         strides: per-stage stride of the first block; default ``1, 2, 2, ...``.
         attn_dims: optional per-stage total attention width, checked against ``heads * head_dim``.
         window: attention window (int or per-stage list); ``None`` picks 4 (CIFAR stem) or 7 (ImageNet stem).
-        attention: ``"window"``, ``"global"`` or ``"focused_linear"``.
+        attention: ``"window"``, ``"global"``, ``"focused_linear"`` or ``"position_only"`` (the kernel softmax(B) of
+            the position bias alone: ``window``'s parameters, no data dependence).
         bias_per_head: one relative position bias table per head instead of one shared table.
         fused_attn: ``True`` uses ``scaled_dot_product_attention``, ``False`` the math path; ``None`` the faster one
             for the device and precision (the math path on a CPU in bf16/fp16 for windows of <= 256 tokens) unless

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import AlternetError
+from .attention import WINDOWED_KINDS
 
 CONV = "C"
 MSA = "M"
@@ -207,7 +208,7 @@ def _stage_window(
     label: str, window: int | None, default_window: int, attention: str, feature_size: tuple[int, int]
 ) -> tuple[int, int]:
     height, width = feature_size
-    if attention != "window":
+    if attention not in WINDOWED_KINDS:
         return height, width
     divisors = [d for d in range(1, min(height, width) + 1) if height % d == 0 and width % d == 0]
     if window is None:

@@ -321,9 +321,13 @@ def add_harness_arguments(
 ) -> None:
     """``--rounds`` (also under ``round_aliases``, a script's older name for it), ``--warmup``, ``--threads``
     (torch's intra-op threads; 0: torch's choice), ``--no-record`` (print only) and ``--results-dir``."""
-    parser.add_argument("--rounds", *round_aliases, dest="rounds", type=int, default=rounds, help=round_help)
-    parser.add_argument("--warmup", type=int, default=warmup, help="untimed warm-up rounds first")
-    parser.add_argument("--threads", type=int, default=threads, help="torch threads (0: torch's choice)")
+    parser.add_argument(
+        "--rounds", *round_aliases, dest="rounds", type=int, default=rounds, help=f"{round_help} (default {rounds})"
+    )
+    parser.add_argument("--warmup", type=int, default=warmup, help=f"untimed warm-up rounds first (default {warmup})")
+    parser.add_argument(
+        "--threads", type=int, default=threads, help=f"torch threads, 0: torch's choice (default {threads})"
+    )
     parser.add_argument("--no-record", action="store_true", help="print only; append nothing to --results-dir")
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where the per-machine CSVs are")
 

@@ -1,14 +1,15 @@
 """Where a CPU training step's convolution time goes, by oneDNN primitive, and whether 1x1 weight gradients computed
 as a matrix product would win it back.
 
-    python bench/onednn.py [--model alternet_r50_hdvw] [--precision bf16] [--repeats 6] [--max-pixels 64]
+    python bench/onednn.py [--model alternet_r50_hdvw] [--precision bf16] [--rounds 6] [--max-pixels 64] [--no-record]
 
 Two measurements, batch 32, 32 px, channels_last:
   * one training step under oneDNN's verbose mode, its primitive executions summed by kind, implementation and
     direction (forward, backward data, backward weights), and the costliest convolution shapes with their GFLOP/s;
-  * an A/B of whole steps, alternated in one process (median of ``--repeats`` rounds of 3 steps): oneDNN as is,
-    vs every 1x1 convolution on maps of at most ``--max-pixels`` pixels taking its weight gradient from one matrix
-    product (the rest of it still oneDNN). That is the case the breakdown shows oneDNN slowest at.
+  * an A/B of whole steps, alternated in one process (``bench/harness.py``'s ``interleave``, median of ``--rounds``
+    rounds of 3 steps; ``--repeats`` is the older name): oneDNN as is, vs every 1x1 convolution on maps of at most
+    ``--max-pixels`` pixels taking its weight gradient from one matrix product (the rest of it still oneDNN). That
+    is the case the breakdown shows oneDNN slowest at.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import argparse
 import collections
 import os
 import re
-import statistics
 import sys
 import tempfile
 import types
@@ -31,7 +31,7 @@ import alternet.models.attention as window_attention
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from attention import alternate, with_attention
+from harness import add_harness_arguments, begin, finish, interleave, ratio, row, summarise, switched, timing_row
 from step import training_step
 
 
@@ -123,7 +123,8 @@ def conv_gflop(shape: str) -> float:
     return 2 * f["mb"] * f["oh"] * f["ow"] * f["oc"] * f["ic"] * f["kh"] * f["kw"] / 1e9
 
 
-def report_breakdown(lines: list[str], top: int) -> None:
+def report_breakdown(lines: list[str], top: int, case: str) -> list[dict]:
+    """Print the breakdown; its sums as rows (case: ``case`` plus the primitive or the convolution shape)."""
     by_impl = collections.defaultdict(lambda: [0, 0.0])
     by_shape = collections.defaultdict(lambda: [0, 0.0])
     for line in lines:
@@ -137,13 +138,21 @@ def report_breakdown(lines: list[str], top: int) -> None:
             group[1] += ms
     print(f"oneDNN primitives in one step: {sum(v[1] for v in by_impl.values()):.0f} ms")
     print(f"  {'ms':>7} {'calls':>5}  kind / implementation / direction")
+    rows = [row(f"{case} all primitives", "oneDNN exec, one step", sum(v[1] for v in by_impl.values()), "ms")]
     for (kind, impl, direction), (calls, ms) in sorted(by_impl.items(), key=lambda kv: -kv[1][1]):
         print(f"  {ms:7.1f} {calls:5d}  {kind} / {impl} / {direction}")
+        rows.append(
+            row(f"{case} {kind} / {impl} / {direction}", "oneDNN exec, one step", ms, "ms", notes=f"{calls} calls")
+        )
     print(f"costliest convolution shapes (top {top}):")
     print(f"  {'ms':>7} {'calls':>5} {'GFLOP/s':>8}  direction  shape")
     for (direction, shape), (calls, ms) in sorted(by_shape.items(), key=lambda kv: -kv[1][1])[:top]:
         rate = conv_gflop(shape) * calls / (ms / 1000)
         print(f"  {ms:7.1f} {calls:5d} {rate:8.0f}  {direction:<17} {shape}")
+        rows.append(
+            row(f"{case} convolution {direction} {shape}", "oneDNN rate", rate, "GFLOP/s", notes=f"{ms:.1f} ms")
+        )
+    return rows
 
 
 def gradient_gap(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor, switch: _Switch) -> float:
@@ -162,10 +171,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="alternet_r50_hdvw")
     parser.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
-    parser.add_argument("--repeats", type=int, default=6)
     parser.add_argument("--max-pixels", type=int, default=64, help="largest map (h*w) given a matmul grad")
     parser.add_argument("--top", type=int, default=12)
+    add_harness_arguments(parser, rounds=6, round_aliases=["--repeats"], round_help="A/B rounds of 3 steps")
     args = parser.parse_args()
+    facts = begin(args, "onednn")
 
     torch.manual_seed(0)
     model = alternet.create_model(args.model, num_classes=100, img_size=32)
@@ -176,25 +186,38 @@ def main() -> None:
     images = torch.randn(32, 3, 32, 32).contiguous(memory_format=torch.channels_last)
     labels = torch.randint(0, 100, (32,))
     step = training_step(model, images, labels, optimizer, torch.bfloat16 if args.precision == "bf16" else None)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.model}, {args.precision}, batch 32")
+    print(f"{args.model}, {args.precision}, batch 32, channels_last")
+    case = f"{args.model} {args.precision} channels_last batch 32"
 
     for on in (False, True, False):
         switch.set(on)
         step()
-    report_breakdown(onednn_breakdown(step), args.top)
+    rows = report_breakdown(onednn_breakdown(step), args.top, case)
 
     if args.precision != "bf16":
+        finish(args, "onednn", rows, facts)
         return
-    print(f"same gradients either way: max |diff| / max |grad| = {gradient_gap(model, images, labels, switch):.1e}")
+    gap = gradient_gap(model, images, labels, switch)
+    print(f"same gradients either way: max |diff| / max |grad| = {gap:.1e}")
+    rows.append(row(f"{case} matmul weight grad vs oneDNN", "max |diff| / max |grad|", gap, "1"))
 
     def three_steps() -> None:
         for _ in range(3):
             step()
 
-    times = alternate({on: with_attention(switch.set, on, three_steps) for on in (False, True)}, args.repeats)
-    base, matmul = (statistics.median(times[on]) / 3 for on in (False, True))
+    paths = {"oneDNN weight grad": False, "matmul weight grad": True}
+    times = interleave(
+        {name: switched(switch.set, on, three_steps) for name, on in paths.items()}, args.rounds, args.warmup
+    )
+    per_step = {name: [seconds / 3 for seconds in times[name]] for name in paths}
+    base, matmul = (summarise(per_step[name]).median * 1000 for name in paths)
+    speedup = ratio(per_step["oneDNN weight grad"], per_step["matmul weight grad"])
     print(f"A/B, {patched} 1x1 Conv2d modules plus the attention's projections, maps <= {args.max_pixels} px:")
-    print(f"  oneDNN weight grad {base:.0f} ms/step, matmul weight grad {matmul:.0f} ms/step: {base / matmul:.3f}x")
+    print(f"  oneDNN weight grad {base:.0f} ms/step, matmul weight grad {matmul:.0f} ms/step: {speedup:.3f}x")
+    notes = f"1x1 convs on maps <= {args.max_pixels} px"
+    rows += [timing_row(f"{case} {name}", "step median", per_step[name], notes=notes) for name in paths]
+    rows.append(row(f"{case} oneDNN / matmul weight grad", "step median ratio", speedup, "x", notes=notes))
+    finish(args, "onednn", rows, facts)
 
 
 if __name__ == "__main__":

@@ -3,20 +3,19 @@ beside the bottleneck a Conv block would put in its place (same input, same outp
 backward on the input the block sees in a real step, batch 32 at 32x32), with its FLOPs and the GFLOP/s it
 reaches. (``preresnet50`` is not quite that twin: its last stage has 3 blocks, AlterNet-50's has 4.)
 
-    python bench/blocks.py [--precision bf16|fp32] [--contiguous] [--batch 32] [--repeats 10] [--profile]
+    python bench/blocks.py [--precision bf16|fp32] [--contiguous] [--batch 32] [--rounds 10] [--profile] [--no-record]
 
 ``--profile`` adds, per pair, the self CPU ms of each operator category (``bench/profile_step.py``'s).
 
-The two blocks of a pair are timed alternately in one process (best of ``--repeats``), so their ratio is
-robust to this machine's drift. A block that does more FLOPs at fewer GFLOP/s than its twin is what the
-step-time ratio in ``bench/models.py`` is made of.
+The two blocks of a pair are timed alternately in one process (``bench/harness.py``'s ``interleave``, best of
+``--rounds``; ``--repeats`` is the older name), so their ratio is robust to this machine's drift. A block that
+does more FLOPs at fewer GFLOP/s than its twin is what the step-time ratio in ``bench/models.py`` is made of.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from alternet.models.blocks import Bottleneck
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from harness import add_harness_arguments, begin, finish, interleave, row, summarise, timing_row
 from profile_step import CATEGORIES, category
 
 
@@ -62,19 +62,6 @@ def gflop(run) -> float:
     return counter.get_total_flops() / 1e9
 
 
-def best_ms(runs: list, repeats: int) -> list[float]:
-    """Best time of each callable over ``repeats`` interleaved rounds, in ms."""
-    for run in runs:
-        run()
-    best = [float("inf")] * len(runs)
-    for _ in range(repeats):
-        for index, run in enumerate(runs):
-            start = time.perf_counter()
-            run()
-            best[index] = min(best[index], (time.perf_counter() - start) * 1000)
-    return best
-
-
 def category_ms(run, repeats: int) -> dict[str, float]:
     """Self CPU ms of one call of ``run`` per operator category (mean over ``repeats`` calls)."""
     with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -91,9 +78,10 @@ def main() -> None:
     parser.add_argument("--precision", choices=("bf16", "fp32"), default="bf16")
     parser.add_argument("--contiguous", action="store_true", help="NCHW instead of channels_last")
     parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--profile", action="store_true", help="per-operator-category ms of each pair")
+    add_harness_arguments(parser, rounds=10, round_aliases=["--repeats"])
     args = parser.parse_args()
+    facts = begin(args, "blocks")
 
     torch.manual_seed(0)
     layout = torch.contiguous_format if args.contiguous else torch.channels_last
@@ -102,7 +90,9 @@ def main() -> None:
     model = alternet.create_model("alternet_r50", num_classes=100, img_size=32).to(memory_format=layout).train()
     inputs = block_inputs(model, images)
     fmt = "contiguous" if args.contiguous else "channels_last"
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch}, {args.precision} {fmt}")
+    print(f"batch {args.batch}, {args.precision} {fmt}")
+    setting = f"alternet_r50 {args.precision} {fmt} batch {args.batch}"
+    rows = []
     print("forward + backward of each MSA block of alternet_r50 and of a bottleneck in its place")
     print(
         f"{'block':<12} {'input':<18} {'MSA GFLOP':>9} {'ms':>7} {'GFLOP/s':>7}  {'Conv GFLOP':>10} {'ms':>7} "
@@ -115,21 +105,32 @@ def main() -> None:
         x = inputs[info.name]
         out_chs = info.module.attn.to_out.out_features
         twin = Bottleneck(x.shape[1], out_chs // Bottleneck.expansion).to(memory_format=layout).train()
-        runs = [forward_backward(block, x, dtype) for block in (info.module, twin)]
-        flops = [gflop(run) for run in runs]
-        times = best_ms(runs, args.repeats)
+        runs = {kind: forward_backward(block, x, dtype) for kind, block in (("MSA", info.module), ("Conv", twin))}
+        flops = [gflop(run) for run in runs.values()]
+        seconds = interleave(runs, args.rounds, args.warmup)
+        times = [summarise(seconds[kind]).low * 1000 for kind in runs]
         shape = "x".join(str(size) for size in x.shape)
         rate = [f / (t / 1000) for f, t in zip(flops, times)]
+        for (kind, kind_seconds), kind_flops, kind_rate in zip(seconds.items(), flops, rate):
+            case = f"{setting} {info.name} {kind}"
+            rows += [
+                timing_row(case, "fwd+bwd best", kind_seconds, statistic="low", notes=f"input {shape}"),
+                row(case, "fwd+bwd", kind_flops, "GFLOP"),
+                row(case, "fwd+bwd best rate", kind_rate, "GFLOP/s"),
+            ]
+        rows.append(row(f"{setting} {info.name} MSA/Conv", "fwd+bwd best ratio", times[0] / times[1], "x"))
         print(
             f"{info.name:<12} {shape:<18} {flops[0]:9.2f} {times[0]:7.1f} {rate[0]:7.0f}  {flops[1]:10.2f} "
             f"{times[1]:7.1f} {rate[1]:7.0f}  {times[0] / times[1]:9.2f}x"
         )
         totals = [totals[0] + flops[0], totals[1] + times[0], totals[2] + flops[1], totals[3] + times[1]]
         if args.profile:
-            profiles = [category_ms(run, args.repeats) for run in runs]
+            profiles = [category_ms(run, args.rounds) for run in runs.values()]
             for label in [label for label, _ in CATEGORIES] + ["other"]:
                 msa, conv = (profiled.get(label, 0.0) for profiled in profiles)
                 print(f"    {label:<26} MSA {msa:7.1f} ms   Conv {conv:7.1f} ms")
+                for kind, ms in (("MSA", msa), ("Conv", conv)):
+                    rows.append(row(f"{setting} {info.name} {kind} {label}", "self CPU, profiled", ms, "ms"))
     print(
         f"{'all MSA':<12} {'':<18} {totals[0]:9.2f} {totals[1]:7.1f} {totals[0] / totals[1] * 1000:7.0f}  "
         f"{totals[2]:10.2f} {totals[3]:7.1f} {totals[2] / totals[3] * 1000:7.0f}  {totals[1] / totals[3]:9.2f}x"
@@ -138,6 +139,12 @@ def main() -> None:
         f"extra time of the MSA blocks over their twins: {totals[1] - totals[3]:.0f} ms per step "
         f"(FLOPs {totals[0] / totals[2]:.2f}x, GFLOP/s {totals[0] / totals[1] / (totals[2] / totals[3]):.2f}x)"
     )
+    rows += [
+        row(f"{setting} all MSA", "fwd+bwd best, summed", totals[1], "ms"),
+        row(f"{setting} all Conv twins", "fwd+bwd best, summed", totals[3], "ms"),
+        row(f"{setting} all MSA/Conv", "fwd+bwd best ratio", totals[1] / totals[3], "x"),
+    ]
+    finish(args, "blocks", rows, facts)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,13 @@ fastest setting reaches, a ceiling for any speed-up):
   * alternet_r50, bf16 autocast + channels_last >= 2x its fp32 contiguous throughput;
   * an AlterNet step costs <= 1.1x a preresnet50 step (same precision and format; the FLOP ratio is printed beside).
 
-    python bench/models.py [--models alternet_r50 preresnet50] [--batch 32] [--steps 10] [--threads N]
+    python bench/models.py [--models alternet_r50 preresnet50] [--batch 32] [--steps 10] [--threads N] [--no-record]
     python bench/models.py --reference ../how-do-vits-work   # adds alternet_r50_hdvw and the reference's dnn_50
+
+Timing goes through ``bench/harness.py``: within a child, ``interleave`` over its one training step (``--steps``,
+also spelt ``--rounds``, timed steps after ``--warmup`` ones; the median step is reported); the configurations
+themselves cannot be interleaved in one process, since each needs a peak RSS of its own, so they run one child after
+another, the models of one setting back to back. The header, summaries and recorded rows are the harness's.
 """
 
 from __future__ import annotations
@@ -19,8 +24,8 @@ import json
 import resource
 import subprocess
 import sys
-import time
 
+from harness import add_harness_arguments, begin, finish, interleave, row, summarise, timing_row
 from step import training_step
 
 CONFIGS = [("fp32", False), ("fp32", True), ("bf16", False), ("bf16", True)]
@@ -40,7 +45,7 @@ def build(model_name: str, reference: str | None):
 def measure(
     model_name: str, precision: str, channels_last: bool, batch: int, steps: int, warmup: int, reference: str | None
 ) -> dict:
-    """Run in a child process: time `steps` training steps after `warmup` ones."""
+    """Run in a child process: time `steps` training steps after `warmup` ones (each step's seconds)."""
     import torch
 
     model = build(model_name, reference)
@@ -55,14 +60,10 @@ def measure(
 
     step = training_step(model, images, labels, optimizer, dtype)
 
-    for _ in range(warmup):
-        step()
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    elapsed = time.perf_counter() - start
+    seconds = interleave({"step": step}, steps, warmup)["step"]
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"img_per_s": batch * steps / elapsed, "step_ms": 1000 * elapsed / steps, "peak_rss_mb": peak_mb}
+    step_s = summarise(seconds).median
+    return {"img_per_s": batch / step_s, "step_ms": 1000 * step_s, "peak_rss_mb": peak_mb, "step_s": seconds}
 
 
 def training_flops(model_name: str, reference: str | None) -> float:
@@ -83,12 +84,7 @@ def gemm_peak_gflops(dtype_name: str, size: int = 2048, repeats: int = 5) -> flo
 
     dtype = torch.bfloat16 if dtype_name == "bf16" else torch.float32
     a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
-    a @ b
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - start)
+    best = summarise(interleave({"matmul": lambda: a @ b}, repeats)["matmul"]).low
     return 2 * size**3 / best / 1e9
 
 
@@ -102,8 +98,8 @@ def run_child(args: argparse.Namespace, model: str, precision: str, channels_las
         str(int(channels_last)),
         "--batch",
         str(args.batch),
-        "--steps",
-        str(args.steps),
+        "--rounds",
+        str(args.rounds),
         "--warmup",
         str(args.warmup),
     ]
@@ -119,11 +115,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", nargs="+", default=["alternet_r50", "preresnet50"])
     parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
     parser.add_argument("--reference", default=None, help="a how-do-vits-work checkout: time its dnn_50 beside ours")
     parser.add_argument("--child", nargs=3, metavar=("MODEL", "PRECISION", "CHANNELS_LAST"), help=argparse.SUPPRESS)
+    add_harness_arguments(parser, rounds=10, warmup=3, round_aliases=["--steps"], round_help="timed steps per child")
     args = parser.parse_args()
     if args.child:
         import torch
@@ -131,19 +125,17 @@ def main() -> None:
         if args.threads:
             torch.set_num_threads(args.threads)
         model, precision, channels_last = args.child
-        result = measure(model, precision, channels_last == "1", args.batch, args.steps, args.warmup, args.reference)
+        result = measure(model, precision, channels_last == "1", args.batch, args.rounds, args.warmup, args.reference)
         print(json.dumps(result))
         return
     if args.reference:
         args.models = list(dict.fromkeys([*args.models, "alternet_r50_hdvw", "reference"]))
 
-    import torch
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch}, {args.steps} timed steps")
+    facts = begin(args, "models")
+    print(f"batch {args.batch}, {args.rounds} timed steps (median)")
     peak = {precision: gemm_peak_gflops(precision) for precision in ("fp32", "bf16")}
     print(f"matrix-multiply peak of this CPU: fp32 {peak['fp32']:.0f} GFLOP/s, bf16 {peak['bf16']:.0f} GFLOP/s")
+    rows = [row(f"matmul 2048^3 {precision}", "best of 5 rate", peak[precision], "GFLOP/s") for precision in peak]
     results = {}
     header = f"{'model':<14} {'precision':<9} {'format':<14} {'img/s':>8} {'ms/step':>9} {'peak MB':>9} {'vs fp32':>8}"
     print(header)
@@ -159,18 +151,31 @@ def main() -> None:
                 f"{result['peak_rss_mb']:>9.0f} {result['img_per_s'] / base:>7.2f}x",
                 flush=True,
             )
+            case = f"{model} {precision} {fmt} batch {args.batch}"
+            rows += [
+                timing_row(case, "step median", result["step_s"]),
+                row(case, "throughput", result["img_per_s"], "img/s"),
+                row(case, "peak RSS", result["peak_rss_mb"], "MB", notes="own process"),
+                row(case, "throughput vs fp32 contiguous", result["img_per_s"] / base, "x"),
+            ]
     if {"alternet_r50", "preresnet50"} <= set(args.models):
         flops = training_flops("alternet_r50", None) / training_flops("preresnet50", None)
         print(f"\nAlterNet-50 / PreAct-ResNet-50 arithmetic (FLOPs of forward + backward): {flops:.3f}x")
+        rows.append(row("alternet_r50 / preresnet50", "training FLOPs ratio", flops, "x"))
         print("AlterNet-50 step time / PreAct-ResNet-50 step time (issue 16's target: <= 1.1x):")
         for precision, channels_last in CONFIGS:
             ratio = results["alternet_r50", precision, channels_last]["step_ms"]
             ratio /= results["preresnet50", precision, channels_last]["step_ms"]
-            print(f"  {precision:<5} {'channels_last' if channels_last else 'contiguous':<14} {ratio:.2f}x")
+            fmt = "channels_last" if channels_last else "contiguous"
+            print(f"  {precision:<5} {fmt:<14} {ratio:.2f}x")
+            case = f"alternet_r50 / preresnet50 {precision} {fmt} batch {args.batch}"
+            rows.append(row(case, "step median ratio", ratio, "x", notes="target <= 1.1x"))
         speedup = (
             results["alternet_r50", "bf16", True]["img_per_s"] / results["alternet_r50", "fp32", False]["img_per_s"]
         )
         print(f"\nalternet_r50 bf16 + channels_last vs fp32 contiguous (target >= 2x): {speedup:.2f}x")
+        case = f"alternet_r50 bf16 channels_last / fp32 contiguous batch {args.batch}"
+        rows.append(row(case, "throughput ratio", speedup, "x", notes="target >= 2x"))
     if {"alternet_r50_hdvw", "reference"} <= set(args.models):
         reference = results["reference", "fp32", False]["step_ms"]
         print("\nalternet_r50_hdvw vs the reference's dnn_50 at fp32 contiguous (its only setting), as speed-up:")
@@ -178,6 +183,8 @@ def main() -> None:
             ours = results["alternet_r50_hdvw", precision, channels_last]["step_ms"]
             fmt = "channels_last" if channels_last else "contiguous"
             print(f"  ours {precision:<5} {fmt:<14} {reference / ours:.2f}x  (targets: fp32 >= 1.0x, best >= 2.5x)")
+            case = f"alternet_r50_hdvw {precision} {fmt} vs reference fp32 contiguous batch {args.batch}"
+            rows.append(row(case, "speed-up", reference / ours, "x", notes="targets: fp32 >= 1.0x, best >= 2.5x"))
     print("\nShare of the matrix-multiply peak each model's fastest setting reaches over its whole step (FLOPs of")
     print("forward + backward x batch / step time / peak at that precision):")
     for model in args.models:
@@ -188,6 +195,11 @@ def main() -> None:
         achieved = flops / (best["step_ms"] / 1000) / 1e9
         fmt = "channels_last" if channels_last else "contiguous"
         print(f"  {model:<18} {precision} {fmt:<14} {achieved:6.0f} GFLOP/s = {achieved / peak[precision]:.0%} of peak")
+        case = f"{model} {precision} {fmt} batch {args.batch} (fastest setting)"
+        rows += [
+            row(case, "training FLOP rate", achieved, "GFLOP/s"),
+            row(case, "share of matmul peak", 100 * achieved / peak[precision], "%"),
+        ]
         if model == "alternet_r50_hdvw" and "reference" in args.models:
             target_ms = results["reference", "fp32", False]["step_ms"] / 2.5
             needed = flops / (target_ms / 1000) / 1e9
@@ -195,6 +207,7 @@ def main() -> None:
                 f"  {'':<18} 2.5x the reference = {target_ms:.0f} ms/step = {needed:.0f} GFLOP/s "
                 f"= {needed / peak['bf16']:.0%} of the bf16 peak"
             )
+    finish(args, "models", rows, facts)
 
 
 if __name__ == "__main__":

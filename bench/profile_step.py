@@ -3,9 +3,12 @@ categories issue 16 asks about (convolutions, BatchNorm, attention matmuls, soft
 optimizer), for our AlterNet-50 and, given ``--reference PATH``, the reference implementation's.
 
     python bench/profile_step.py [--model alternet_r50_hdvw] [--precision fp32|bf16] [--channels-last]
-                                 [--batch 32] [--steps 3] [--reference ../how-do-vits-work]
+                                 [--batch 32] [--steps 3] [--reference ../how-do-vits-work] [--no-record]
 
-Self CPU time per operator (``torch.profiler``), summed over the timed steps and divided by their count.
+Self CPU time per operator (``torch.profiler``), summed over the ``--steps`` (also spelt ``--rounds``) profiled
+steps after ``--warmup`` (2) and divided by their count. The profiler, not a clock around each call, is the
+measurement here, so the steps run in a plain loop rather than ``bench/harness.py``'s ``interleave``; the header and
+the recorded rows (ms per step of each category, the total and the top operators) are the harness's.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from harness import add_harness_arguments, begin, finish, row
 from step import training_step
 
 CATEGORIES = (  # first match wins: (category, operator-name fragments)
@@ -59,15 +63,15 @@ def profile_steps(model: torch.nn.Module, args: argparse.Namespace) -> tuple[dic
 
     step = training_step(model, images, labels, optimizer, dtype)
 
-    for _ in range(2):
+    for _ in range(args.warmup):
         step()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for _ in range(args.steps):
+        for _ in range(args.rounds):
             step()
     events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
     totals: dict[str, float] = defaultdict(float)
     for event in events:
-        totals[category(event.key)] += event.self_cpu_time_total / 1e3 / args.steps  # ms per step
+        totals[category(event.key)] += event.self_cpu_time_total / 1e3 / args.rounds  # ms per step
     top = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:12]
     return dict(totals), top, sum(totals.values())
 
@@ -78,13 +82,13 @@ def main() -> None:
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     parser.add_argument("--channels-last", action="store_true")
     parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--reference", default=None, help="a how-do-vits-work checkout: profile its dnn_50 too")
+    add_harness_arguments(parser, rounds=3, warmup=2, round_aliases=["--steps"], round_help="profiled steps")
     args = parser.parse_args()
+    facts = begin(args, "profile_step")
     names = [args.model] + (["reference"] if args.reference else [])
     layout = "channels_last" if args.channels_last else "contiguous"
-    threads = torch.get_num_threads()
-    print(f"torch {torch.__version__}, {threads} threads, batch {args.batch}, {args.precision}, {layout}")
+    print(f"batch {args.batch}, {args.precision}, {layout}")
     profiles = {}
     for name in names:
         torch.manual_seed(0)
@@ -94,11 +98,18 @@ def main() -> None:
     for label in labels:
         print(f"  {label:<24}" + "".join(f"{profiles[n][0].get(label, 0.0):>20.1f}" for n in names))
     print(f"  {'total':<24}" + "".join(f"{profiles[n][2]:>20.1f}" for n in names))
+    rows = []
     for name in names:
+        case = f"{'reference dnn_50' if name == 'reference' else name} {args.precision} {layout} batch {args.batch}"
+        metric = "self CPU per step, profiled"
+        rows += [row(f"{case} {label}", metric, profiles[name][0].get(label, 0.0), "ms") for label in labels]
+        rows.append(row(f"{case} total", metric, profiles[name][2], "ms", rounds=args.rounds))
         print(f"\ntop operators, {name} (self CPU ms per step):")
         for event in profiles[name][1]:
-            ms = event.self_cpu_time_total / 1e3 / args.steps
+            ms = event.self_cpu_time_total / 1e3 / args.rounds
             print(f"  {event.key:<48} {ms:>9.1f}  {category(event.key)}")
+            rows.append(row(f"{case} op {event.key}", metric, ms, "ms", notes=category(event.key)))
+    finish(args, "profile_step", rows, facts)
 
 
 if __name__ == "__main__":

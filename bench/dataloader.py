@@ -9,19 +9,21 @@ training sampler yields them, and its ``train_dataloader()``.
 * ``c``: ``a`` + timm's PIL RandAugment, same spec (for comparison; ``--skip-timm`` to leave out).
 
 For each: the single-process per-sample rate (what one worker can sustain) and the data module's real
-``DataLoader`` with 1 and 2 workers (end to end, worker start-up included), in total and per worker.
+``DataLoader`` with 1 and 2 workers (end to end, worker start-up included), in total and per worker. Every pass
+(each pipeline's per-sample and loader passes, RandAugment alone) is one case of ``bench/harness.py``'s
+``interleave``: ``--rounds`` rounds (also spelt ``--repeats``), the median reported, no warm-up by default (a
+loader pass includes its start-up on purpose).
 
-    python bench/dataloader.py [--root ../shared/data] [--num-images 10000]
+    python bench/dataloader.py [--root ../shared/data] [--num-images 10000] [--rounds 3] [--no-record]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import time
+import sys
 from collections.abc import Callable
 from pathlib import Path
-from statistics import median
 from typing import Any
 
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")  # before albumentations is imported
@@ -39,6 +41,10 @@ from alternet.data import ArrayDataset, CIFAR100DataModule
 from alternet.data.randaugment import RandAugment, fill_from_mean
 from alternet.data.transforms import augmentation_ops
 from alternet.seeds import derive_seed
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import add_harness_arguments, begin, finish, interleave, summarise, summary_row
 
 SPEC = "rand-m9-n2-mstd1.0"
 DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -81,29 +87,37 @@ def with_timm_randaugment(module: CIFAR100DataModule, augment: dict[str, Any]) -
     module.splits["train"] = ArrayDataset(train.images, train.labels, A.Compose(ops))
 
 
-def per_sample_rate(dataset: ArrayDataset) -> float:
-    """Images per second reading the train split one sample at a time, with the per-sample augmentation seeds
-    the training sampler yields (their derivation and the reseeding are part of the cost)."""
+def per_sample_pass(dataset: ArrayDataset) -> Callable[[], int]:
+    """Read the train split one sample at a time, with the per-sample augmentation seeds the training sampler
+    yields (their derivation and the reseeding are part of the cost); the first sample is read once up front."""
     dataset[(0, 0)]
-    start = time.perf_counter()
-    for index in range(len(dataset)):
-        dataset[(index, derive_seed(0, "augment", 0, index))]
-    return len(dataset) / (time.perf_counter() - start)
+
+    def run() -> int:
+        for index in range(len(dataset)):
+            dataset[(index, derive_seed(0, "augment", 0, index))]
+        return len(dataset)
+
+    return run
 
 
-def loader_rate(module: CIFAR100DataModule) -> float:
-    """Images per second through the data module's train DataLoader, worker start-up included."""
-    start = time.perf_counter()
-    count = sum(len(images) for images, _ in module.train_dataloader())
-    return count / (time.perf_counter() - start)
+def loader_pass(module: CIFAR100DataModule, counts: dict[str, int], key: str) -> Callable[[], None]:
+    """One epoch through the data module's train DataLoader, worker start-up included; its image count goes to
+    ``counts[key]``."""
+
+    def run() -> None:
+        counts[key] = sum(len(images) for images, _ in module.train_dataloader())
+
+    return run
 
 
-def rate_alone(fn: Callable[[np.ndarray], Any], images: np.ndarray) -> float:
+def alone_pass(fn: Callable[[np.ndarray], Any], images: np.ndarray) -> Callable[[], None]:
     fn(images[0])
-    start = time.perf_counter()
-    for image in images:
-        fn(image)
-    return len(images) / (time.perf_counter() - start)
+
+    def run() -> None:
+        for image in images:
+            fn(image)
+
+    return run
 
 
 def main() -> None:
@@ -112,15 +126,17 @@ def main() -> None:
     parser.add_argument("--num-images", type=int, default=10000)
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--repeats", type=int, default=3, help="runs per measurement; the median is reported")
     parser.add_argument("--skip-timm", action="store_true", help="leave out timm's PIL RandAugment")
+    add_harness_arguments(
+        parser, rounds=3, warmup=0, threads=1, round_aliases=["--repeats"], round_help="runs per measurement (median)"
+    )
     args = parser.parse_args()
+    facts = begin(args, "dataloader", data_root=args.root)
 
     if not (args.root / "cifar-100-python" / "train").is_file():
         print(f"SKIP: CIFAR-100 not found under {args.root} (expected cifar-100-python/train); pass --root")
         return
     cv2.setNumThreads(1)
-    torch.set_num_threads(1)
     fast, paper = recipe("fast")["augment"], recipe("paper")["augment"]
     variants: dict[str, tuple[dict[str, Any], bool]] = {
         "a  recipe=fast: crop+flip+normalise+tensor": (fast, False),
@@ -135,21 +151,19 @@ def main() -> None:
     )
     print(
         "per-sample = one process, one image at a time (= one worker's ceiling); DataLoader = the data module's "
-        f"train_dataloader(), end to end; median of {args.repeats} runs\n"
+        f"train_dataloader(), end to end; median of {args.rounds} interleaved runs\n"
     )
-    loader_cols = "".join(f"  {f'{w} worker(s): total / per worker':>34}" for w in args.workers)
-    print(f"{'pipeline':<52} {'per-sample img/s':>16} {'us/img':>8}{loader_cols}")
+    cases: dict[str, Callable[[], object]] = {}
+    counts: dict[str, int] = {}
     for name, (augment, timm_ra) in variants.items():
         modules = {w: datamodule(args.root, augment, args.batch_size, w, args.num_images) for w in [0, *args.workers]}
         if timm_ra:
             for module in modules.values():
                 with_timm_randaugment(module, augment)
-        rate = median(per_sample_rate(modules[0].splits["train"]) for _ in range(args.repeats))
-        cells = ""
+        counts[f"{name}|per-sample"] = len(modules[0].splits["train"])
+        cases[f"{name}|per-sample"] = per_sample_pass(modules[0].splits["train"])
         for workers in args.workers:
-            total = median(loader_rate(modules[workers]) for _ in range(args.repeats))
-            cells += f"  {f'{total:,.0f} / {total / workers:,.0f}':>34}"
-        print(f"{name:<52} {rate:>16,.0f} {1e6 / rate:>8.1f}{cells}")
+            cases[f"{name}|{workers}"] = loader_pass(modules[workers], counts, f"{name}|{workers}")
     images = modules[0].splits["train"].images
     fill = fill_from_mean(modules[0].mean)
     ours = RandAugment.from_config(SPEC, fill=fill)
@@ -157,8 +171,38 @@ def main() -> None:
     if not args.skip_timm:
         alone["RandAugment alone (timm, PIL incl. conversion)"] = TimmRandAugment(SPEC, fill)
     for name, fn in alone.items():
-        rate = median(rate_alone(fn, images) for _ in range(args.repeats))
-        print(f"{name:<52} {rate:>16,.0f} {1e6 / rate:>8.1f}")
+        counts[f"{name}|per-sample"] = len(images)
+        cases[f"{name}|per-sample"] = alone_pass(fn, images)
+    times = interleave(cases, args.rounds, args.warmup)
+
+    rates = {key: [counts[key] / seconds for seconds in timed] for key, timed in times.items()}
+
+    def rate(key: str) -> float:
+        return summarise(rates[key]).median
+
+    rows = []
+    loader_cols = "".join(f"  {f'{w} worker(s): total / per worker':>34}" for w in args.workers)
+    print(f"{'pipeline':<52} {'per-sample img/s':>16} {'us/img':>8}{loader_cols}")
+    for name in [*variants, *alone]:
+        per_sample = rate(f"{name}|per-sample")
+        cells = ""
+        case = "cifar100 32px " + " ".join(name.split())
+        rows.append(summary_row(f"{case}, one process", "throughput median", rates[f"{name}|per-sample"], "img/s"))
+        for workers in args.workers if name in variants else []:
+            total = rate(f"{name}|{workers}")
+            cells += f"  {f'{total:,.0f} / {total / workers:,.0f}':>34}"
+            notes = f"{counts[f'{name}|{workers}']} images, batch {args.batch_size}, start-up included"
+            rows.append(
+                summary_row(
+                    f"{case}, DataLoader {workers} worker(s)",
+                    "throughput median",
+                    rates[f"{name}|{workers}"],
+                    "img/s",
+                    notes=notes,
+                )
+            )
+        print(f"{name:<52} {per_sample:>16,.0f} {1e6 / per_sample:>8.1f}{cells}")
+    finish(args, "dataloader", rows, facts)
 
 
 if __name__ == "__main__":

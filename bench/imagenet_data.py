@@ -28,7 +28,13 @@ holding ImageNet's 1.28 M-entry file list.
   tuples, each in a fresh process: VmRSS growth once built (temporaries deleted), peak (VmHWM) growth, and the
   copy-on-write growth of a forked worker that reads every entry (Private_Dirty of the child).
 
-    python bench/imagenet_data.py [--images 2000] [--root DIR] [--rounds 3] [--batch-size 64]
+Timing goes through ``bench/harness.py`` (header first, rows recorded to ``bench/results`` unless ``--no-record``):
+the one-process per-sample reads are cases of its ``interleave``; the loader epochs keep their own clock, started
+after the workers' start-up batches inside each epoch (a whole-call timing would include the start-up), in the same
+interleaved order; the cost split times the steps inside one sample's pipeline, each feeding the next, so it is
+not a repeated callable either; the memory probes run in child processes.
+
+    python bench/imagenet_data.py [--images 2000] [--root DIR] [--rounds 3] [--batch-size 64] [--no-record]
 """
 
 from __future__ import annotations
@@ -44,7 +50,6 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from statistics import median
 from typing import Any
 
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")  # before albumentations is imported
@@ -54,6 +59,10 @@ import PIL
 import torch
 from omegaconf import OmegaConf
 from PIL import Image
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import add_harness_arguments, begin, finish, interleave, row, summarise, summary_row
 
 CONF = Path(__file__).resolve().parents[1] / "alternet" / "conf"
 HEIGHT, WIDTH = 375, 500
@@ -115,15 +124,21 @@ def shards_of(root: Path, chunk_bytes: str) -> Path:
 # loaders --------------------------------------------------------------------------------------------------------
 
 
+def packaged(group: str, name: str) -> dict[str, Any]:
+    """A packaged config as its ``defaults: [_base, _self_]`` composes it (the defaults list itself left out)."""
+    merged = OmegaConf.merge(OmegaConf.load(CONF / group / "_base.yaml"), OmegaConf.load(CONF / group / f"{name}.yaml"))
+    merged.pop("defaults", None)
+    return OmegaConf.to_container(merged)
+
+
 def recipe() -> dict[str, Any]:
-    base = OmegaConf.load(CONF / "recipe" / "_base.yaml")
-    return OmegaConf.to_container(OmegaConf.merge(base, OmegaConf.load(CONF / "recipe" / "imagenet.yaml")))
+    return packaged("recipe", "imagenet")
 
 
 def our_module(root: Path, workers: int, batch_size: int, shards: Path | None) -> Any:
     from alternet.data import build_datamodule
 
-    data = OmegaConf.to_container(OmegaConf.load(CONF / "data" / "imagefolder.yaml"))
+    data = packaged("data", "imagefolder")
     data |= {
         "root": str(root),
         "num_workers": workers,
@@ -183,13 +198,16 @@ def loader_rate(loader: Iterable, workers: int) -> float:
     return count / elapsed
 
 
-def per_sample_rate(get: Callable[[int], Any], count: int) -> float:
-    """One process, one image at a time: a worker's ceiling (no batching or inter-process transfer)."""
+def per_sample_pass(get: Callable[[int], Any], count: int) -> Callable[[], None]:
+    """One process, one image at a time: a worker's ceiling (no batching or inter-process transfer). The first
+    sample is read once up front."""
     get(0)
-    start = time.perf_counter()
-    for i in range(1, count + 1):
-        get(i)
-    return count / (time.perf_counter() - start)
+
+    def run() -> None:
+        for i in range(1, count + 1):
+            get(i)
+
+    return run
 
 
 UNSEEDED = "ours, folder, index keys (no per-sample seeding)"
@@ -363,11 +381,13 @@ def main() -> None:
     parser.add_argument("--root", type=Path, help="where to synthesize (kept and reused); default: a temporary dir")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the median is reported")
     parser.add_argument("--chunk-bytes", default="16MB", help="LitData chunk size of the shards")
     parser.add_argument("--per-sample", type=int, default=300, help="images for the one-process measurements")
     parser.add_argument("--skip-memory", action="store_true")
     parser.add_argument("--memory-probe", choices=["filelist", "pylist"], help=argparse.SUPPRESS)
+    add_harness_arguments(
+        parser, rounds=3, warmup=0, threads=1, round_help="interleaved rounds; the median is reported"
+    )
     args = parser.parse_args()
     if args.memory_probe:
         print(json.dumps(memory_probe(args.memory_probe)))
@@ -377,10 +397,10 @@ def main() -> None:
     import timm
 
     began = time.perf_counter()
-    torch.set_num_threads(1)
     temporary = None if args.root else tempfile.TemporaryDirectory(prefix="alternet-imagenet-bench-")
     root = (args.root or Path(temporary.name)).expanduser().resolve()  # type: ignore[union-attr]
     root.mkdir(parents=True, exist_ok=True)
+    facts = begin(args, "imagenet_data", data_root=root)
     info = synthesize(root, args.images, args.classes)
     start = time.perf_counter()
     shards = shards_of(root, args.chunk_bytes)
@@ -409,13 +429,14 @@ def main() -> None:
                     flush=True,
                 )
     getters = per_sample_getters(root, shards, args.batch_size)
-    singles: dict[str, list[float]] = {}
-    for _ in range(args.rounds):
-        for name, get in getters.items():
-            singles.setdefault(name, []).append(per_sample_rate(get, args.per_sample))
-    single = {name: median(values) for name, values in singles.items()}
+    passes = {name: per_sample_pass(get, args.per_sample) for name, get in getters.items()}
+    singles = {
+        name: [args.per_sample / seconds for seconds in timed]
+        for name, timed in interleave(passes, args.rounds, args.warmup).items()
+    }
+    single = {name: summarise(values).median for name, values in singles.items()}
 
-    rate = {key: median(values) for key, values in rates.items()}
+    rate = {key: summarise(values).median for key, values in rates.items()}
     header = "| pipeline | 1 process, per sample | " + " | ".join(
         f"{w} worker{'s' * (w > 1)}: total / per worker | per worker vs timm" for w in args.workers
     )
@@ -439,6 +460,13 @@ def main() -> None:
         f"| {UNSEEDED} | {single[UNSEEDED]:,.0f} ({single[UNSEEDED] / single['timm']:.2f}x) |"
         + " - |" * (2 * len(args.workers))
     )
+    data = f"{args.images} synthesized {WIDTH}x{HEIGHT} JPEGs, batch {args.batch_size}"
+    measured = {f"{name}, DataLoader {workers} worker(s)": values for (name, workers), values in rates.items()}
+    measured |= {f"{name}, one process per sample": values for name, values in singles.items()}
+    rows = []
+    for case, values in measured.items():
+        notes = f"{data}; " + ("start-up and drain not timed" if "DataLoader" in case else f"{args.per_sample} samples")
+        rows.append(summary_row(f"imagenet train {case}", "throughput median", values, "img/s", notes=notes))
 
     split = cost_split(root, args.per_sample)
     whole = sum(ms for name, ms in split if not name.startswith("("))
@@ -450,6 +478,8 @@ def main() -> None:
         ms = sum(ms for name, ms in split if name.startswith(group + ":"))
         print(f"| **{group}, all** | {ms:.2f} | {100 * ms / whole:.0f}% |")
     print(f"| **total** | {whole:.2f} | 100% |")
+    notes = f"mean of {args.per_sample} images, one process"
+    rows += [row(f"imagenet train cost split {name}", "per image", ms, "ms", notes=notes) for name, ms in split]
 
     if not args.skip_memory:
         print(f"\nMemory of the {IMAGENET_TRAIN:,}-entry ImageNet train file list, each in a fresh process:\n")
@@ -464,7 +494,20 @@ def main() -> None:
             result = probe_in_fresh_process(kind)
             nbytes = f"{result['nbytes'] / 2**20:,.1f} MB" if result["nbytes"] else "-"
             print(f"| {label} | {nbytes} | {mb(result['rss_kb'])} | {mb(result['peak_kb'])} | {mb(result['cow_kb'])} |")
+            case = f"imagenet file list of {IMAGENET_TRAIN} entries as {kind}"
+            rows += [
+                row(case, "RSS growth", result["rss_kb"] / 1024, "MB", notes="fresh process"),
+                row(case, "peak RSS growth while building", result["peak_kb"] / 1024, "MB", notes="fresh process"),
+                row(
+                    case,
+                    "forked worker copy-on-write",
+                    result["cow_kb"] / 1024,
+                    "MB",
+                    notes="after reading every entry",
+                ),
+            ]
     print(f"\nwall time of this run: {time.perf_counter() - began:.0f} s")
+    finish(args, "imagenet_data", rows, facts)
     if temporary is not None:
         temporary.cleanup()
 

@@ -1,7 +1,8 @@
-"""Named models, registered in timm: AlterNets, their pre-activation ResNet twins and comparison ViTs.
+"""Named models, registered in timm: AlterNets, their pre-activation ResNet twins and comparison models.
 
 This module is the one home of every named architecture: :data:`ARCHITECTURES` (AlterNets and pre-activation
-ResNets) and :data:`COMPARISONS` (ViT, PiT, Swin at CIFAR settings) map each name to a typed spec. After
+ResNets) and :data:`COMPARISONS` (the paper's post-activation ResNet-50 and ViT, PiT, Swin at CIFAR settings, as
+the paper's authors trained them) map each name to a typed spec. After
 ``import alternet``, ``timm.create_model("alternet_r50", num_classes=100)`` works; every keyword (``layout``,
 ``heads``, ``window``, ``attention``, ``img_size``...) overrides the spec's value. The same names are the Hydra
 options under ``alternet/conf/model/``, whose keys are ``null`` (the spec's value) unless a user overrides them.
@@ -28,6 +29,7 @@ from torch import nn
 from ..dataset_facts import FACTS
 from .backbone import AlterNet
 from .layout import alternate_layout, parse_layout
+from .resnet import PostActResNet
 
 
 class _Spec:
@@ -80,6 +82,7 @@ class ViTSpec(_Spec):
     embed_dim: int
     depth: int
     num_heads: int
+    qkv_bias: bool = True
     img_size: int = 32
 
 
@@ -139,6 +142,21 @@ class SwinSpec(_Spec):
     embed_dim: int
     depths: tuple[int, ...]
     num_heads: tuple[int, ...]
+    qkv_bias: bool = True
+    img_size: int = 32
+
+
+@dataclass(frozen=True)
+class ResNetSpec(_Spec):
+    """A post-activation ResNet: timm's :class:`ResNet` with HDVW's stems (:class:`PostActResNet`)."""
+
+    model_class: ClassVar[type[nn.Module]] = PostActResNet
+    first_conv: ClassVar[str] = "conv1"
+    classifier: ClassVar[str] = "fc"
+
+    layers: tuple[int, ...]  # blocks per stage
+    block: str = "bottleneck"  # basic | bottleneck
+    stem: str = "auto"  # auto | cifar | imagenet (auto: ImageNet stem from 128 px)
     img_size: int = 32
 
 
@@ -164,13 +182,18 @@ ARCHITECTURES: dict[str, AlterNetSpec] = {
     "preresnet152": _alternating((3, 8, 36, 3), (0, 0, 0, 0), "bottleneck"),
 }
 
-# Comparison models for the paper's tables, at CIFAR settings (timm classes).
-COMPARISONS: dict[str, ViTSpec | PiTSpec | SwinSpec] = {
-    "vit_ti_cifar": ViTSpec(patch_size=2, embed_dim=192, depth=12, num_heads=3),
+# Comparison models for the paper's tables, at CIFAR settings (timm classes), each the model the paper's authors
+# trained and released for CIFAR-100 (HDVW README: ViT-Ti and Swin-Ti without q/k/v bias, timm's PiT-Ti), so their
+# checkpoints load (`alternet-hub import-hdvw`).
+COMPARISONS: dict[str, ResNetSpec | ViTSpec | PiTSpec | SwinSpec] = {
+    "resnet50_hdvw": ResNetSpec(layers=(3, 4, 6, 3)),
+    "vit_ti_cifar": ViTSpec(patch_size=2, embed_dim=192, depth=12, num_heads=3, qkv_bias=False),
     "pit_ti_cifar": PiTSpec(
         patch_size=2, stride=1, base_dims=(32, 32, 32), depth=(2, 6, 4), heads=(2, 4, 8), mlp_ratio=4
     ),
-    "swin_ti_cifar": SwinSpec(patch_size=1, window_size=4, embed_dim=96, depths=(2, 2, 6, 2), num_heads=(3, 6, 12, 24)),
+    "swin_ti_cifar": SwinSpec(
+        patch_size=1, window_size=4, embed_dim=96, depths=(2, 2, 6, 2), num_heads=(3, 6, 12, 24), qkv_bias=False
+    ),
     # the same families shrunk for CPU experiments (conf/experiment/paper/): a few minutes per CIFAR-100 run
     "vit_mini_cifar": ViTSpec(patch_size=4, embed_dim=96, depth=4, num_heads=3),
     "pit_mini_cifar": PiTSpec(
@@ -345,8 +368,14 @@ def _create_comparison(variant: str, pretrained: bool, **kwargs: Any) -> nn.Modu
 
 
 @register_model
+def resnet50_hdvw(pretrained: bool = False, **kwargs: Any) -> PostActResNet:
+    """The paper's ResNet-50: post-activation, with a 3x3 stride-1 stem and no max-pool below 128 px (HDVW)."""
+    return _create_comparison("resnet50_hdvw", pretrained, **kwargs)
+
+
+@register_model
 def vit_ti_cifar(pretrained: bool = False, **kwargs: Any) -> VisionTransformer:
-    """ViT-Ti for 32x32 inputs: patch 2, dim 192, depth 12, 3 heads."""
+    """ViT-Ti for 32x32 inputs: patch 2, dim 192, depth 12, 3 heads, no q/k/v bias (as the paper's)."""
     return _create_comparison("vit_ti_cifar", pretrained, **kwargs)
 
 
@@ -358,7 +387,7 @@ def pit_ti_cifar(pretrained: bool = False, **kwargs: Any) -> PiT:
 
 @register_model
 def swin_ti_cifar(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
-    """Swin-Ti for 32x32 inputs: patch 1, window 4, dim 96, depths 2, 2, 6, 2."""
+    """Swin-Ti for 32x32 inputs: patch 1, window 4, dim 96, depths 2, 2, 6, 2, no q/k/v bias (as the paper's)."""
     return _create_comparison("swin_ti_cifar", pretrained, **kwargs)
 
 

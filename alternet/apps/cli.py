@@ -43,5 +43,6 @@ def evaluate_main(cfg: DictConfig) -> None:
 
 
 def hub_main(argv: list[str] | None = None) -> None:
-    """``alternet-hub export RUN_DIR_OR_CKPT --out DIR [--ema]`` (the same as ``python -m alternet.hub``)."""
+    """``alternet-hub export RUN_DIR_OR_CKPT --out DIR [--ema]``, ``alternet-hub push ...`` and
+    ``alternet-hub import-hdvw FILE --arch NAME --out DIR`` (the same as ``python -m alternet.hub``)."""
     export_main(argv)

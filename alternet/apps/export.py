@@ -1,5 +1,6 @@
-"""The hub command line: ``python -m alternet.hub export RUN_DIR_OR_CKPT --out DIR [--ema]`` and
-``python -m alternet.hub push RUN_OR_EXPORT REPO_ID [--private] [--ema] [--revision R] [--commit-message M]``."""
+"""The hub command line: ``python -m alternet.hub export RUN_DIR_OR_CKPT --out DIR [--ema]``,
+``python -m alternet.hub push RUN_OR_EXPORT REPO_ID [--private] [--ema] [--revision R] [--commit-message M]`` and
+``python -m alternet.hub import-hdvw FILE [--arch NAME] --out DIR [--data NAME] [--data-root DIR]``."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import argparse
 import logging
 import sys
 
+from ..dataset_facts import FACTS
 from ..errors import AlternetError
-from ..hub import export, push_to_hub
+from ..hub import export, import_hdvw, push_to_hub
+from ..hub.hdvw import ARCHS
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -38,7 +41,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     pusher.add_argument("--ema", action="store_true", help="push the EMA weights (runs with recipe.ema)")
     pusher.add_argument("--revision", help="the branch to commit to (created when missing; default: main)")
     pusher.add_argument("--commit-message", help="the commit message (default: Upload SOURCE with alternet VERSION)")
+    _add_import_hdvw(commands)
     return parser.parse_args(argv)
+
+
+def _add_import_hdvw(commands: argparse._SubParsersAction) -> None:
+    importer = commands.add_parser(
+        "import-hdvw",
+        help="import a checkpoint of the paper's authors (HDVW, how-do-vits-work) as an export directory",
+        description="Read FILE (torch.save({'name', 'state_dict'}) as HDVW saves it; read with weights_only=True), "
+        "rename and reshape its tensors into alternet's model, and write model.safetensors, config.json and a "
+        "README.md model card into --out, read back strictly as a check.",
+    )
+    importer.add_argument("source", help="the HDVW checkpoint (.pth.tar or .pth)")
+    importer.add_argument(
+        "--arch",
+        help=f"HDVW's model: {', '.join(sorted(ARCHS))} (or alternet's zoo name; default: the file's 'name' entry)",
+    )
+    importer.add_argument("--out", required=True, help="the export directory (created; an earlier export is replaced)")
+    importer.add_argument(
+        "--data",
+        choices=sorted(FACTS),
+        help="the data set it was trained on (default: the public one with its class count; 100 classes: cifar100)",
+    )
+    importer.add_argument("--data-root", help="the data set's files, for its class names (default: class indices)")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -47,6 +73,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         if args.command == "push":
             _push(args)
+        elif args.command == "import-hdvw":
+            _import_hdvw(args)
         else:
             _export(args)
     except AlternetError as error:
@@ -57,6 +85,12 @@ def _export(args: argparse.Namespace) -> None:
     out = export(args.source, args.out, ema=args.ema)
     print(f"Exported {args.source} to {out}: model.safetensors, config.json, README.md")
     print(f'Load: alternet.hub.load("{out}") or timm.create_model("local-dir:{out}", pretrained=True)')
+
+
+def _import_hdvw(args: argparse.Namespace) -> None:
+    out = import_hdvw(args.source, args.out, arch=args.arch, data=args.data, data_root=args.data_root)
+    print(f"Imported {args.source} to {out}: model.safetensors, config.json, README.md (read back strictly)")
+    print(f'Load: alternet.hub.load("{out}"); fine-tune: python train.py model=... model.pretrained={out}')
 
 
 def _push(args: argparse.Namespace) -> None:

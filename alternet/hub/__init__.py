@@ -10,14 +10,27 @@ fine-tune from them, and move them through W&B artifacts.
 - ``python -m alternet.hub push RUN_OR_EXPORT REPO_ID [--private]`` (:func:`push_to_hub`): the same three files
   as one commit to a Hugging Face Hub model repository, staged and verified before anything remote happens; then
   ``timm.create_model("hf-hub:REPO_ID", pretrained=True)`` loads it (after ``import alternet``).
-- :func:`load`: a model (or a ``FeatureListNet``) from an export, a run directory, a Lightning checkpoint or a
-  W&B artifact reference ``entity/project/name:version``; a new ``num_classes`` gives a new head.
+- ``python -m alternet.hub import-hdvw FILE --arch NAME --out DIR`` (:func:`import_hdvw`): a checkpoint of the
+  paper's authors (HDVW: ``resnet_dnn_50``, ``vit_ti``, ``pit_ti``, ``swin_ti``, ``alternet_50``...) as the same
+  export directory, converted to alternet's names (:mod:`alternet.hub.hdvw`).
+- :func:`load`: a model (or a ``FeatureListNet``) from an export, a run directory, a Lightning checkpoint, a
+  W&B artifact reference ``entity/project/name:version`` or ``hdvw:[ARCH:]FILE``; a new ``num_classes`` gives a
+  new head.
 - :func:`load_pretrained`: the same weights into an existing model (``model.pretrained=SOURCE`` in training).
 """
 
 from ..tracking import ArtifactError
-from .export import export
+from .export import export, import_hdvw
 from .loading import LoadReport, load, load_pretrained
 from .push import PushError, push_to_hub
 
-__all__ = ["ArtifactError", "LoadReport", "PushError", "export", "load", "load_pretrained", "push_to_hub"]
+__all__ = [
+    "ArtifactError",
+    "LoadReport",
+    "PushError",
+    "export",
+    "import_hdvw",
+    "load",
+    "load_pretrained",
+    "push_to_hub",
+]

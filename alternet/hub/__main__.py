@@ -1,5 +1,6 @@
-"""``python -m alternet.hub export RUN_DIR_OR_CKPT --out DIR [--ema]`` and
-``python -m alternet.hub push RUN_OR_EXPORT REPO_ID [--private]`` (the commands live in :mod:`alternet.apps.export`)."""
+"""``python -m alternet.hub export RUN_DIR_OR_CKPT --out DIR [--ema]``,
+``python -m alternet.hub push RUN_OR_EXPORT REPO_ID [--private]`` and
+``python -m alternet.hub import-hdvw FILE --arch NAME --out DIR`` (the commands live in :mod:`alternet.apps.export`)."""
 
 from ..apps.export import main
 

@@ -66,8 +66,19 @@ def _data_section(config: dict[str, Any]) -> list[str]:
     ]
 
 
+def _imported_section(imported: dict[str, Any]) -> list[str]:
+    """Weights trained elsewhere: where they come from; their recipe was not saved with them."""
+    return [
+        f"- Trained by the paper's authors with {imported['from']} as `{imported.get('arch')}` "
+        f"({imported.get('origin')}); imported from `{imported['file']}` (sha256 {imported['sha256'][:16]}...)",
+        "- The checkpoint records no recipe; the paper's CIFAR-100 recipe is HDVW's `configs/cifar100_vit.yaml`",
+    ]
+
+
 def _recipe_section(config: dict[str, Any]) -> list[str]:
     recipe, info = config["alternet"]["recipe"], config["alternet"]
+    if info.get("imported"):
+        return _imported_section(info["imported"])
     optimizer, schedule = recipe.get("optimizer") or {}, recipe.get("schedule") or {}
     augment = recipe.get("augment") or {}
     augmentations = [k for k, v in augment.items() if v] or ["none"]
@@ -95,6 +106,8 @@ def reported_test(config: dict[str, Any]) -> tuple[dict[str, Any] | None, bool]:
 def _test_section(config: dict[str, Any]) -> list[str]:
     info = config["alternet"]
     test, ema = reported_test(config)
+    if not test and info.get("imported"):
+        return ["No test metrics came with the imported checkpoint."]
     if not test:
         return ["No test metrics were recorded (no metrics.json next to the checkpoint)."]
     lines = ["| metric | value |", "| --- | --- |"]

@@ -1,6 +1,6 @@
 """Export a trained checkpoint as a self-contained model directory that timm and :func:`alternet.hub.load` read:
 ``model.safetensors`` (timm key names), ``config.json`` (timm's hub format plus an ``alternet`` section) and a
-``README.md`` model card."""
+``README.md`` model card. :func:`import_hdvw` writes the same directory from a checkpoint of the paper's authors."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from .. import __version__
 from ..checkpoints import DIGEST_KEY, weights_digest
 from ..data import build_datamodule
 from ..errors import AlternetError, CheckpointError
-from ..files import atomic_write, write_text
+from ..files import atomic_write, file_digest, write_text
 from ..models import create_model
 from ..runs import find_checkpoint, run_config, run_metrics
 from .card import model_card
 from .loading import apply_weights
-from .sources import CONFIG_FILE, EXPORT_FORMAT, WEIGHTS_FILE, Source, read_lightning
+from .sources import CONFIG_FILE, EXPORT_FORMAT, WEIGHTS_FILE, Source, read_export, read_hdvw_source, read_lightning
 
 PAPER = dict(paper_name="How Do Vision Transformers Work?", paper_ids="arXiv:2202.06709")
 # pretrained_cfg keys timm's save_config_for_hf drops: where weights were loaded from, not what they are
@@ -41,6 +41,11 @@ def export(source: str | Path, out: str | Path, *, ema: bool = False) -> Path:
     trained = _run_config(opened)
     labels, label_note = label_names(trained, opened.num_classes, opened.hyper_parameters["data"].get("class_names"))
     config = export_config(opened, model, trained, labels, label_note, run_metrics(run_dir))
+    return write_export(out, model, config)
+
+
+def write_export(out: Path, model: nn.Module, config: dict[str, Any]) -> Path:
+    """The three files of an export: the model's weights (with their digest), ``config.json`` and the card."""
     _prepare(out)
     weights = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
     metadata = {"format": "pt", DIGEST_KEY: weights_digest(weights)}  # checked by every alternet load
@@ -48,6 +53,52 @@ def export(source: str | Path, out: str | Path, *, ema: bool = False) -> Path:
     write_text(out / CONFIG_FILE, json.dumps(config, indent=2, allow_nan=False) + "\n")
     write_text(out / "README.md", model_card(config))
     return out
+
+
+def import_hdvw(
+    source: str | Path,
+    out: str | Path,
+    *,
+    arch: str | None = None,
+    data: str | None = None,
+    data_root: str | Path | None = None,
+) -> Path:
+    """Export a checkpoint saved by the paper's code (HDVW) into ``out``, as :func:`export` does for ours.
+
+    ``arch`` is HDVW's model name (``resnet_dnn_50``, ``vit_ti``, ``pit_ti``, ``swin_ti``, ``alternet_50``...),
+    else the checkpoint's own ``name``; ``data`` the data set (default: the public one with the head's class
+    count); ``data_root`` where its files are, for the class names (else class indices). The export is read back
+    strictly before this returns."""
+    path, out = Path(source).expanduser(), Path(out).expanduser()
+    opened = read_hdvw_source(path, arch, data)
+    model = create_model(opened.require_architecture(), num_classes=opened.num_classes, **opened.model_args)
+    apply_weights(model, opened, strict=True)
+    data_config = {**opened.hyper_parameters["data"], "root": str(data_root) if data_root else "/nonexistent"}
+    labels, label_note = label_names({"data": data_config, "recipe": {}}, opened.num_classes)
+    if not data_root:
+        label_note = "class indices: pass --data-root with the data set's files for its class names"
+    facts = opened.hyper_parameters["data"]
+    description = f"{opened.architecture} trained on {facts['name']} by the paper's authors (HDVW), imported"
+    config = export_config(opened, model, {"data": {}, "recipe": {}}, labels, label_note, {}, description=description)
+    config["alternet"]["imported"] = {
+        "from": "HDVW (github.com/xxxnell/how-do-vits-work)",
+        "file": path.name,
+        "sha256": file_digest(path, "sha256"),
+        **opened.hyper_parameters["hdvw"],
+    }
+    write_export(out, model, config)
+    _check_reads_back(out, model)
+    return out
+
+
+def _check_reads_back(out: Path, model: nn.Module) -> None:
+    """The export rebuilds the model with every tensor in place (a strict load), and the weights are the ones
+    imported."""
+    written = read_export(out)
+    rebuilt = create_model(written.require_architecture(), num_classes=written.num_classes, **written.model_args)
+    apply_weights(rebuilt, written, strict=True, new_head_ok=False)
+    if weights_digest(rebuilt.state_dict()) != weights_digest(model.state_dict()):
+        raise CheckpointError(f"the export in {out} does not read back as the imported weights; it is not usable")
 
 
 def _run_config(opened: Source) -> dict[str, Any]:
@@ -86,13 +137,15 @@ def export_config(
     labels: list[str],
     label_note: str | None,
     metrics: dict[str, Any],
+    *,
+    description: str | None = None,
 ) -> dict[str, Any]:
     """``config.json``: what timm's ``save_config_for_hf`` writes for this model (``architecture``,
     ``num_classes``, ``num_features``, ``global_pool``, ``label_names``, ``model_args``, ``pretrained_cfg``), so
     ``local-dir:`` and ``hf-hub:`` loads read it as one of timm's own, plus an ``alternet`` section describing
     training and results."""
     data = opened.hyper_parameters["data"] | {"val_size": run_config["data"].get("val_size")}
-    description = f"{opened.architecture} trained on {data['name']} with alternet"
+    description = description or f"{opened.architecture} trained on {data['name']} with alternet"
     pool = global_pool(model)
     return {
         "architecture": opened.architecture,

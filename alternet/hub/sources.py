@@ -1,7 +1,8 @@
 """Where weights come from: an export directory, a Lightning checkpoint or run directory, a bare safetensors
-file, or a W&B artifact reference. Everything is read without unpickling code: safetensors, or
-``torch.load(weights_only=True)`` through :func:`alternet.runs.read_weights`; a run directory stands for the
-checkpoint :func:`alternet.runs.find_checkpoint` picks, as for every other command.
+file, a W&B artifact reference, or a checkpoint of the paper's authors (``hdvw:[ARCH:]FILE``). Everything is read
+without unpickling code: safetensors, or ``torch.load(weights_only=True)`` through :func:`alternet.runs.read_weights`
+and :func:`alternet.hub.hdvw.read_hdvw`; a run directory stands for the checkpoint
+:func:`alternet.runs.find_checkpoint` picks, as for every other command.
 """
 
 from __future__ import annotations
@@ -17,16 +18,20 @@ from safetensors.torch import load_file
 from timm.models import get_pretrained_cfg
 
 from ..checkpoints import DIGEST_KEY, verify_digest
+from ..dataset_facts import FACTS
 from ..errors import CheckpointError
 from ..files import read_json
+from ..models.zoo import spec_kwargs
 from ..runs import find_checkpoint, read_weights
 from ..tracking import download_artifact
+from .hdvw import ALIASES, ARCHS, read_converted
 
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
 EXPORT_FORMAT = 1
 # entity/project/name:version (or project/name:version with the default entity)
 ARTIFACT_REF = re.compile(r"^(?:[\w.-]+/){1,2}[\w.-]+:[\w.-]+$")
+HDVW_PREFIX = "hdvw:"  # hdvw:FILE or hdvw:ARCH:FILE, a checkpoint saved by the paper's code (alternet.hub.hdvw)
 
 
 @dataclass
@@ -56,6 +61,8 @@ class Source:
 
 def open_source(source: str | Path, *, ema: bool = False) -> Source:
     """Read ``source``: an export directory, run directory, checkpoint, safetensors file or W&B artifact ref."""
+    if isinstance(source, str) and source.startswith(HDVW_PREFIX):
+        return _refuse_ema(read_hdvw_source(*split_hdvw_reference(source)), ema)
     path = Path(source).expanduser()
     if not path.exists() and isinstance(source, str) and ARTIFACT_REF.match(source):
         return _with_location(open_source(download_artifact(source), ema=ema), f"W&B artifact {source}")
@@ -68,7 +75,7 @@ def open_source(source: str | Path, *, ema: bool = False) -> Source:
         return read_lightning(checkpoint, ema=ema, run_dir=run_dir)
     raise CheckpointError(
         f"{source} does not exist: expected an export directory, a run directory, a checkpoint (.ckpt), "
-        "a .safetensors file or a W&B artifact reference entity/project/name:version"
+        "a .safetensors file, a W&B artifact reference entity/project/name:version or hdvw:[ARCH:]FILE"
     )
 
 
@@ -169,4 +176,44 @@ def read_export(directory: Path) -> Source:
         model_args=dict(config.get("model_args") or {}),
         pretrained_cfg=pretrained_cfg,
         ema=bool(alternet.get("ema", False)),
+    )
+
+
+# checkpoints of the paper's authors -----------------------------------------------------------------
+
+
+def split_hdvw_reference(reference: str) -> tuple[str, str | None]:
+    """``hdvw:ARCH:FILE`` -> (FILE, ARCH); ``hdvw:FILE`` -> (FILE, None): the file's own model name decides."""
+    rest = reference.removeprefix(HDVW_PREFIX)
+    arch, separator, path = rest.partition(":")
+    return (path, arch) if separator and (arch in ARCHS or arch in ALIASES) else (rest, None)
+
+
+def read_hdvw_source(path: str | Path, arch: str | None = None, data: str | None = None) -> Source:
+    """A checkpoint saved by HDVW (the paper's code) as our weights, with the model and data they belong to."""
+    converted = read_converted(path, arch, data)
+    facts = FACTS[converted.data]
+    data_facts = {
+        "name": converted.data,
+        "num_classes": converted.num_classes,
+        "image_size": facts.image_size,
+        "mean": list(facts.mean),
+        "std": list(facts.std),
+    }
+    architecture = converted.arch.architecture
+    args = spec_kwargs(architecture) | converted.model_args  # the full architecture, as a Lightning checkpoint's
+    return Source(
+        location=str(Path(path).expanduser()),
+        state_dict=converted.state_dict,
+        architecture=architecture,
+        num_classes=converted.num_classes,
+        model_args=args,
+        pretrained_cfg=data_pretrained_cfg(architecture, data_facts),
+        hyper_parameters={
+            "model": {"name": architecture, **args},
+            "data": data_facts,
+            "recipe": {},
+            "hdvw": {"arch": converted.arch.hdvw, "name": converted.hdvw_name, "origin": converted.arch.origin},
+        },
+        checkpoint=Path(path).expanduser(),
     )

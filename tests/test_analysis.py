@@ -20,7 +20,7 @@ from alternet.analysis.errors import AnalysisError
 from alternet.analysis.features import feature_maps
 from alternet.analysis.fourier import delta_profiles, half_diagonal, log_amplitude
 from alternet.analysis.hessian import force_math_attention, model_hvp
-from alternet.analysis.landscape import filter_normalized_direction, filter_norms, weight_offsets
+from alternet.analysis.landscape import filter_norms, random_direction, weight_offsets
 from alternet.analysis.lesion import lesioned_accuracies
 from alternet.analysis.noise import band_edges, band_mask, band_noise, radial_frequency
 from alternet.analysis.objective import Objective, accuracy
@@ -53,28 +53,39 @@ class BoxBlur(nn.Module):
 # Fourier and variance --------------------------------------------------------------------------------------
 
 
-def test_half_diagonal_runs_from_zero_to_pi_including_the_nyquist_bin():
+def test_half_diagonal_nyquist_runs_from_zero_to_pi_including_the_nyquist_bin():
     checkerboard = (-1.0) ** (torch.arange(8)[:, None] + torch.arange(8)[None, :])  # all energy at (pi, pi)
     spectrum = log_amplitude(checkerboard.expand(1, 1, 8, 8))[0, 0]
-    frequencies, values = half_diagonal(spectrum)
+    frequencies, values = half_diagonal(spectrum, "nyquist")
     np.testing.assert_allclose(frequencies, [0, 0.25, 0.5, 0.75, 1.0])
     assert values[-1] == pytest.approx(math.log(64), abs=1e-4)
     assert np.all(values[:-1] < -13)  # log(eps): no energy anywhere else
-    odd_frequencies, _ = half_diagonal(torch.zeros(7, 7))
+    odd_frequencies, _ = half_diagonal(torch.zeros(7, 7), "nyquist")
+    np.testing.assert_allclose(odd_frequencies, [0, 2 / 7, 4 / 7, 6 / 7])
+
+
+def test_half_diagonal_hdvw_stops_before_the_nyquist_bin():
+    """HDVW's diag()[h/2:]: the checkerboard's (pi, pi) energy is not on the profile; odd maps are unchanged."""
+    checkerboard = (-1.0) ** (torch.arange(8)[:, None] + torch.arange(8)[None, :])
+    spectrum = log_amplitude(checkerboard.expand(1, 1, 8, 8))[0, 0]
+    frequencies, values = half_diagonal(spectrum, "hdvw")
+    np.testing.assert_allclose(frequencies, [0, 0.25, 0.5, 0.75])
+    assert np.all(values < -13)
+    odd_frequencies, _ = half_diagonal(torch.zeros(7, 7), "hdvw")
     np.testing.assert_allclose(odd_frequencies, [0, 2 / 7, 4 / 7, 6 / 7])
 
 
 def test_half_diagonal_rejects_non_square_maps():
     with pytest.raises(AnalysisError, match="square"):
-        half_diagonal(torch.zeros(4, 8))
+        half_diagonal(torch.zeros(4, 8), "hdvw")
 
 
 def test_impulse_maps_have_a_zero_delta_profile():
     maps = torch.zeros(3, 5, 8, 8)
     maps[..., 2, 5] = torch.randn(3, 5).abs() + 0.5  # |FFT| of an impulse is flat
     model = nn.Identity()
-    ((frequencies, delta),) = delta_profiles(model, [Tap(model)], [maps])
-    assert len(frequencies) == 5
+    ((frequencies, delta),) = delta_profiles(model, [Tap(model)], [maps], "hdvw")
+    assert len(frequencies) == 4  # diag()[h/2:] of an 8x8 map
     np.testing.assert_allclose(delta, 0.0, atol=1e-6)
 
 
@@ -84,8 +95,8 @@ def test_identity_block_leaves_the_profile_and_variance_unchanged():
     index = next(i for i, b in enumerate(sequence.blocks) if i > 0 and b.output.module.shortcut is None)
     images = [torch.randn(4, 3, 16, 16)]
     with sequence.blocks[index].lesion():  # residual branch removed, no projection shortcut: identity
-        profiles = delta_profiles(model, sequence.taps, images)
-        variances = mean_variances(model, sequence.taps, images)
+        profiles = delta_profiles(model, sequence.taps, images, "hdvw")
+        variances = mean_variances(model, sequence.taps, images, "unbiased")
     before, after = profiles[index], profiles[index + 1]  # depth index is the block's input, index + 1 its output
     np.testing.assert_allclose(after[1], before[1], atol=1e-6)
     assert variances[index + 1] == pytest.approx(variances[index], rel=1e-6)
@@ -96,19 +107,24 @@ def test_box_blur_lowers_high_frequency_amplitude_by_log9_and_variance_ninefold(
     model = nn.Sequential(OrderedDict(stem=nn.Identity(), blur=BoxBlur()))
     taps = [Tap(model.stem), Tap(model.blur)]
     white = [torch.randn(16, 8, 16, 16)]
-    (_, original), (_, blurred) = delta_profiles(model, taps, white)
+    (_, original), (_, blurred) = delta_profiles(model, taps, white, "nyquist")
     # The filter's gain is 1 at frequency 0 and 1/9 at (pi, pi): the delta drops by exactly log 9 there.
     assert blurred[-1] - original[-1] == pytest.approx(-math.log(9), abs=1e-3)
     assert np.all(blurred[1:] <= original[1:] + 1e-6)
-    var_original, var_blurred = mean_variances(model, taps, white)
+    # HDVW's last point on a 16x16 map is 0.875 pi, where the gain is ((1 + 2 cos 0.875 pi) / 3)^2.
+    (_, original), (_, blurred) = delta_profiles(model, taps, white, "hdvw")
+    gain = ((1 + 2 * math.cos(0.875 * math.pi)) / 3) ** 2
+    assert blurred[-1] - original[-1] == pytest.approx(math.log(gain), abs=1e-3)
+    var_original, var_blurred = mean_variances(model, taps, white, "unbiased")
     assert var_blurred / var_original == pytest.approx(1 / 9, rel=0.1)  # sum of squared taps of white noise
 
 
 def test_spatial_variance_of_known_maps():
     constant = torch.full((2, 3, 4, 4), 7.0)
     checkerboard = ((-1.0) ** (torch.arange(4)[:, None] + torch.arange(4)[None, :])).expand(2, 3, 4, 4)
-    assert torch.all(spatial_variance(constant) == 0)
-    torch.testing.assert_close(spatial_variance(checkerboard), torch.ones(2, 3))
+    assert torch.all(spatial_variance(constant, "unbiased") == 0)
+    torch.testing.assert_close(spatial_variance(checkerboard, "population"), torch.ones(2, 3))
+    torch.testing.assert_close(spatial_variance(checkerboard, "unbiased"), torch.full((2, 3), 16 / 15))
 
 
 # Block adapters ----------------------------------------------------------------------------------------------
@@ -317,8 +333,9 @@ def test_model_hvp_matches_the_exact_hessian_of_nll_plus_l2():
     torch.manual_seed(0)
     model = nn.Linear(3, 4)
     x, y = torch.randn(10, 3), torch.randint(0, 4, (10,))
-    objective = Objective.from_recipe(model, {"optimizer": {"weight_decay": 0.3}, "no_decay_norm_bias": True})
-    assert objective.decayed == [model.weight]  # the bias is not decayed, as in training
+    recipe = {"optimizer": {"weight_decay": 0.3}, "no_decay_norm_bias": True}
+    objective = Objective.from_recipe(model, recipe, "decay_squared")
+    assert objective.penalised == [model.weight]  # the bias is not decayed, as in training
     params = list(model.parameters())
     operator = model_hvp(model, params, [(x, y)], objective.nll, objective.l2)
 
@@ -344,7 +361,7 @@ def test_math_attention_is_forced_for_alternet_and_timm():
 
 def test_filter_normalised_direction_matches_filter_norms_and_zeroes_norm_bias_and_position():
     model = tiny_alternet()
-    direction = filter_normalized_direction(model, torch.Generator().manual_seed(0))
+    direction = random_direction(model, torch.Generator().manual_seed(0), "filter")
     checked = 0
     for name, param in model.named_parameters():
         d = direction[name]
@@ -359,7 +376,7 @@ def test_filter_normalised_direction_matches_filter_norms_and_zeroes_norm_bias_a
 def test_weight_offsets_move_and_restore_weights_exactly():
     model = tiny_alternet()
     saved = {k: v.clone() for k, v in model.state_dict().items()}
-    directions = [filter_normalized_direction(model, torch.Generator().manual_seed(s)) for s in (0, 1)]
+    directions = [random_direction(model, torch.Generator().manual_seed(s), "hdvw") for s in (0, 1)]
     conv = model.stem.conv.weight
     with weight_offsets(model) as move:
         move([0.5, -0.25], directions)
@@ -390,5 +407,5 @@ def test_bands_partition_the_spectrum():
     masks = [band_mask(16, 16, edges[i], edges[i + 1], closed=i == 4) for i in range(5)]
     assert torch.equal(torch.stack(masks).sum(dim=0), torch.ones(16, 16, dtype=torch.long))
     assert radial_frequency(16, 16)[8, 8] == pytest.approx(math.sqrt(2))  # the (pi, pi) corner
-    with pytest.raises(AnalysisError, match="fewer bands"):
+    with pytest.raises(AnalysisError, match="fewer rings"):
         band_mask(4, 4, 0.1, 0.2, closed=False)

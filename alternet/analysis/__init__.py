@@ -5,13 +5,17 @@
 (numbers, plus ``"files"``). Budgets come from ``configs[name]`` (keys as in
 ``alternet/conf/analysis/<name>.yaml``, which also hold the defaults).
 
-* ``fourier``: delta log amplitude of feature maps from frequency 0 to pi, by depth;
-* ``variance``: spatial variance of feature maps, by depth;
-* ``lesion``: accuracy drop when each block's residual branch is removed;
-* ``attention``: entropy and distance of each MSA block's attention, per head;
-* ``hessian``: top-k Hessian eigenvalues and the SLQ eigenvalue density of NLL + L2;
-* ``landscape``: 1-D and 2-D slices of NLL and NLL + L2 along filter-normalised random directions;
-* ``noise``: accuracy under noise confined to bands of spatial frequency.
+Each is modelled on the paper's figure and, by default, on HDVW's definition (docs/analysis.md lists each
+definition, the alternatives and every remaining difference):
+
+* ``fourier`` (Fig. 2a, 8): delta log amplitude of feature maps along the spectrum's half-diagonal, by depth;
+* ``variance`` (Fig. 9): spatial variance of feature maps, by depth;
+* ``lesion``: accuracy drop when each block's residual branch is removed (projection-shortcut blocks apart);
+* ``attention``: entropy, distance and a (descriptive) data-specificity score of each MSA block, per head;
+* ``hessian`` (Fig. 1c, 4): the density of per-mini-batch maximum Hessian eigenvalues, and the top-k and SLQ
+  density of one Hessian, of NLL + L2 on the training targets;
+* ``landscape`` (Fig. 1a, C.4a): 1-D and 2-D slices of NLL and NLL + L2 along normalised random directions;
+* ``noise`` (Fig. 2b): accuracy under noise confined to bands of spatial frequency.
 """
 
 from __future__ import annotations

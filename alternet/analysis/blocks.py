@@ -59,7 +59,11 @@ class AttentionTap:
 
 @dataclass(frozen=True)
 class Block:
-    """One residual block: name, ``kind`` (``C`` or ``M``), stage, output tap, lesion and attention access."""
+    """One residual block: name, ``kind`` (``C`` or ``M``), stage, output tap, lesion and attention access.
+
+    ``projection``: the block's shortcut is a learned projection (the first block of a stage, where the width or
+    resolution changes), so a lesion leaves that map rather than the identity and drops accuracy by construction.
+    """
 
     name: str
     kind: str
@@ -67,6 +71,7 @@ class Block:
     output: Tap
     lesion: Callable[[], AbstractContextManager[None]]
     attention: AttentionTap | None = None
+    projection: bool = False
 
 
 @dataclass(frozen=True)
@@ -140,7 +145,8 @@ def _alternet_blocks(model: AlterNet) -> BlockSequence:
     for info in model.blocks():
         attention = _alternet_attention(info.module.attn) if info.kind == "M" else None
         lesion = partial(zero_residual_scale, info.module)
-        blocks.append(Block(info.name, info.kind, info.stage, Tap(info.module), lesion, attention))
+        projection = info.module.shortcut is not None
+        blocks.append(Block(info.name, info.kind, info.stage, Tap(info.module), lesion, attention, projection))
     return BlockSequence(Tap(model.stem), tuple(blocks))
 
 
@@ -158,7 +164,8 @@ def _resnet_blocks(model: ResNet) -> BlockSequence:
             else:
                 raise AnalysisError(f"unsupported ResNet block {type(module).__name__} in layer{stage + 1}")
             name = f"layer{stage + 1}.{position}"
-            blocks.append(Block(name, "C", stage, Tap(module), partial(zero_output, branch_end)))
+            lesion = partial(zero_output, branch_end)
+            blocks.append(Block(name, "C", stage, Tap(module), lesion, projection=module.downsample is not None))
     return BlockSequence(Tap(model.maxpool), tuple(blocks))
 
 

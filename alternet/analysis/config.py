@@ -21,7 +21,12 @@ C = TypeVar("C")
 
 
 # Accepted value types per annotated field type (the dataclasses use postponed annotations: strings).
-_TYPES: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "str": (str,)}
+_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,),
+    "float": (int, float),
+    "str": (str,),
+    "int | None": (int, type(None)),
+}
 
 
 @cache
@@ -62,6 +67,11 @@ def require(condition: bool, analysis: str, message: str) -> None:
         raise AnalysisConfigError(f"analysis {analysis!r}: {message}")
 
 
+def require_choice(value: str, choices: tuple[str, ...], analysis: str, key: str) -> None:
+    """Raise :class:`AnalysisConfigError` naming ``key`` and its valid values unless ``value`` is one of them."""
+    require(value in choices, analysis, f"{key} must be one of {list(choices)}, got {value!r}")
+
+
 @dataclass(frozen=True)
 class SampleConfig:
     """A fixed, seeded sample of a data split, processed in batches."""
@@ -75,3 +85,49 @@ class SampleConfig:
     def __post_init__(self) -> None:
         require(self.images >= 1, self.analysis, f"images must be >= 1, got {self.images}")
         require(self.batch_size >= 1, self.analysis, f"batch_size must be >= 1, got {self.batch_size}")
+
+
+# what the loss is measured on: the training loss (the recipe's mixup/cutmix and label smoothing, soft-target
+# cross-entropy, as HDVW's landscapes) or the sampled images' own labels (cross-entropy with label_smoothing)
+TARGETS = ("training", "labels")
+# the L2 term: HDVW's wd * sum ||w|| (unsquared, every trainable parameter), 0.5 * wd * sum ||w||^2 over the
+# parameters training decays (the decay's own objective for SGD), or none
+REGULARISERS = ("hdvw", "decay_squared", "none")
+
+
+@dataclass(frozen=True)
+class ObjectiveConfig:
+    """A seeded sample of augmented training images and the loss measured on it (Hessian, landscape).
+
+    ``batch_size: null`` is the checkpoint recipe's batch size: mixup/cutmix mix the images of one batch, so
+    the batches are those training saw.
+    """
+
+    analysis: ClassVar[str] = "objective"
+
+    images: int
+    batch_size: int | None
+    seed: int
+    targets: str
+    regulariser: str
+    label_smoothing: float
+
+    def __post_init__(self) -> None:
+        require(self.images >= 1, self.analysis, f"images must be >= 1, got {self.images}")
+        require(
+            self.batch_size is None or self.batch_size >= 1,
+            self.analysis,
+            f"batch_size must be >= 1 or null (the recipe's), got {self.batch_size}",
+        )
+        require_choice(self.targets, TARGETS, self.analysis, "targets")
+        require_choice(self.regulariser, REGULARISERS, self.analysis, "regulariser")
+        require(
+            0.0 <= self.label_smoothing < 1.0,
+            self.analysis,
+            f"label_smoothing must be in [0, 1), got {self.label_smoothing}",
+        )
+        require(
+            self.targets == "labels" or self.label_smoothing == 0.0,
+            self.analysis,
+            "label_smoothing applies to targets=labels only (targets=training uses the recipe's)",
+        )

@@ -1,12 +1,19 @@
-"""Fixed, seeded analysis samples: clean test images, or augmented training images with frozen augmentations."""
+"""Fixed, seeded analysis samples: clean test images, or augmented training images with frozen augmentations
+(optionally mixed by the recipe's mixup/cutmix, as training mixes its batches)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
 import torch
+from timm.data import Mixup
 
 from ..data import ArrayDataset, ImageDataModule
 from ..seeds import derive_seed
-from .errors import AnalysisError
+from .errors import AnalysisConfigError, AnalysisError
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -51,3 +58,61 @@ def augmented_batches(
 ) -> list[Batch]:
     """Training images with the recipe's augmentation (crop, flip, RandAugment...; no mixup)."""
     return sample_batches(split(datamodule, "train"), images, batch_size, seed, augment=True, device=device)
+
+
+def recipe_mixup(recipe: Mapping[str, Any], num_classes: int) -> Mixup | None:
+    """The recipe's batch mixing as training applies it (timm's ``Mixup`` with the recipe's label smoothing,
+    whose targets feed a soft-target cross-entropy), or None when the recipe mixes nothing."""
+    mixup = recipe["mixup"]
+    if not mixup or (not mixup.get("mixup_alpha") and not mixup.get("cutmix_alpha")):
+        return None
+    return Mixup(**dict(mixup), label_smoothing=float(recipe["label_smoothing"]), num_classes=num_classes)
+
+
+@contextmanager
+def numpy_seeded(seed: int) -> Iterator[None]:
+    """NumPy's global generator seeded for the duration (timm's Mixup draws from it), restored afterwards."""
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(state)
+
+
+def mixed_batches(batches: Sequence[Batch], mixer: Mixup, seed: int, analysis: str) -> list[Batch]:
+    """Each batch mixed once (a seeded draw per batch): (mixed images, (B, classes) soft targets)."""
+    odd = [len(y) for _, y in batches if len(y) % 2]
+    if odd:
+        raise AnalysisConfigError(
+            f"analysis {analysis!r}: the recipe's mixup pairs images within a batch, so every batch needs an even "
+            f"size (got {odd[0]}); choose images and batch_size so that each batch is even"
+        )
+    mixed = []
+    for index, (images, labels) in enumerate(batches):
+        with numpy_seeded(derive_seed(seed, "analysis-mixup", index)):
+            mixed.append(mixer(images.clone(), labels))
+    return mixed
+
+
+def training_batches(
+    datamodule: ImageDataModule,
+    recipe: Mapping[str, Any],
+    targets: str,
+    images: int,
+    batch_size: int,
+    seed: int,
+    device: torch.device,
+    analysis: str,
+) -> list[Batch]:
+    """Augmented training images; with ``targets="training"`` also mixed as training mixes them (soft targets)
+    when the recipe uses mixup/cutmix. ``targets="labels"`` keeps each image's own label."""
+    batches = augmented_batches(datamodule, images, batch_size, seed, device)
+    mixer = recipe_mixup(recipe, datamodule.num_classes) if targets == "training" else None
+    return batches if mixer is None else mixed_batches(batches, mixer, seed, analysis)
+
+
+def labels_of(targets: torch.Tensor) -> torch.Tensor:
+    """Class labels of hard (B,) or soft (B, classes) targets (a soft target's largest class, as HDVW scores
+    accuracy on mixed batches)."""
+    return targets.argmax(dim=-1) if targets.ndim == 2 else targets

@@ -1,9 +1,17 @@
 """Fourier analysis of feature maps (the paper's Fig. 2a and Fig. 8).
 
 For the stem (depth 0) and every block's output on clean test images, with the model in eval mode:
-log |FFT2| per sample and channel, fftshifted, averaged over samples and channels; its half-diagonal from
-frequency 0 to pi (for even map sizes, index 0 of the shifted spectrum holds the Nyquist frequency pi and
-closes the profile); minus the value at 0 ("delta log amplitude").
+log(|FFT2| + 1e-6) per sample and channel, zero frequency centred, averaged over samples and channels; its
+half-diagonal from frequency 0 upwards, minus the value at 0 ("delta log amplitude"). Fig. 8 plots the last
+point of each profile against depth.
+
+``high_frequency`` picks where the profile ends:
+
+* ``hdvw`` (default): HDVW's ``latent.diag()[h/2:]``, the h/2 diagonal bins from 0 to (1 - 2/h)π on an h x h
+  map (0.5π on a 4x4 map, 0.75π on 8x8); HDVW's figures plot these points evenly from 0 to 1.0π, so its
+  "1.0π" is (1 - 2/h)π. The CSV keeps the true ``frequency`` and the figure's ``plotted_frequency``.
+* ``nyquist``: the same bins plus, for even h, the Nyquist bin (π, π) (index 0 of the shifted spectrum), so the
+  last point is the highest frequency the map holds. Odd h has no Nyquist bin: both end at (h - 1)/h π.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ import torch
 from ..files import write_csv
 from . import plots
 from .blocks import Tap
-from .config import SampleConfig
+from .config import SampleConfig, require_choice
 from .context import AnalysisContext
 from .data import clean_batches
 from .errors import AnalysisError
@@ -26,11 +34,18 @@ from .features import mean_per_tap
 from .tables import compact, tap_summary
 
 AMPLITUDE_EPS = 1e-6  # added to |FFT| before the log, as in the paper's notebook
+HIGH_FREQUENCY = ("hdvw", "nyquist")
 
 
 @dataclass(frozen=True)
 class FourierConfig(SampleConfig):
     analysis: ClassVar[str] = "fourier"
+
+    high_frequency: str
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require_choice(self.high_frequency, HIGH_FREQUENCY, self.analysis, "high_frequency")
 
 
 def log_amplitude(maps: torch.Tensor) -> torch.Tensor:
@@ -39,26 +54,33 @@ def log_amplitude(maps: torch.Tensor) -> torch.Tensor:
     return torch.fft.fftshift((amplitude + AMPLITUDE_EPS).log(), dim=(-2, -1))
 
 
-def half_diagonal(spectrum: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-    """(frequencies in units of pi, values) along the diagonal of a centred (H, H) spectrum, from 0 up to pi
-    (even H) or (H - 1) / H * pi (odd H)."""
+def half_diagonal(spectrum: torch.Tensor, high_frequency: str) -> tuple[np.ndarray, np.ndarray]:
+    """(frequencies in units of pi, values) along the diagonal of a centred (H, H) spectrum from 0: up to
+    (1 - 2/H)π (``hdvw``, even H) or π (``nyquist``, even H); (H - 1)/H π for odd H either way."""
     height, width = spectrum.shape
     if height != width:
         raise AnalysisError(f"the Fourier profile needs square feature maps, got {height}x{width}")
     centre = height // 2
-    indices = list(range(centre, height)) + ([0] if height % 2 == 0 else [])
+    nyquist = high_frequency == "nyquist" and height % 2 == 0
+    indices = list(range(centre, height)) + ([0] if nyquist else [])
     frequencies = 2.0 * np.arange(len(indices)) / height
     values = spectrum[indices, indices].double().cpu().numpy()
     return frequencies, values
 
 
+def plotted_frequencies(frequencies: np.ndarray, high_frequency: str) -> np.ndarray:
+    """Where the profile figure puts each point: HDVW spreads its points evenly over 0..1π; else at their
+    true frequency."""
+    return np.linspace(0.0, 1.0, len(frequencies)) if high_frequency == "hdvw" else frequencies
+
+
 def delta_profiles(
-    model: torch.nn.Module, taps: Sequence[Tap], batches: Sequence[torch.Tensor]
+    model: torch.nn.Module, taps: Sequence[Tap], batches: Sequence[torch.Tensor], high_frequency: str
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per tap, (frequencies, delta log amplitude) of its mean log-amplitude spectrum."""
     profiles = []
     for spectrum in mean_per_tap(model, taps, batches, log_amplitude):
-        frequencies, values = half_diagonal(spectrum)
+        frequencies, values = half_diagonal(spectrum, high_frequency)
         profiles.append((frequencies, values - values[0]))
     return profiles
 
@@ -66,19 +88,26 @@ def delta_profiles(
 def run(context: AnalysisContext, config: FourierConfig) -> dict[str, Any]:
     sequence = context.blocks
     batches = clean_batches(context.datamodule, config.images, config.batch_size, config.seed, context.device)
-    profiles = delta_profiles(context.model, sequence.taps, [x for x, _ in batches])
+    profiles = delta_profiles(context.model, sequence.taps, [x for x, _ in batches], config.high_frequency)
     depth_rows = sequence.depth_rows()
     rows, high = [], []
     for info, (frequencies, delta) in zip(depth_rows, profiles):
         high.append(float(delta[-1]))
-        rows += [dict(info, frequency=float(f), delta_log_amplitude=float(d)) for f, d in zip(frequencies, delta)]
+        plotted = plotted_frequencies(frequencies, config.high_frequency)
+        rows += [
+            dict(info, frequency=float(f), plotted_frequency=float(p), delta_log_amplitude=float(d))
+            for f, p, d in zip(frequencies, plotted, delta)
+        ]
     files = [
         write_csv(context.path("fourier.csv"), rows),
         plots.fourier_profiles(
-            [f for f, _ in profiles],
+            [plotted_frequencies(f, config.high_frequency) for f, _ in profiles],
             [d for _, d in profiles],
             [r["normalized_depth"] for r in depth_rows],
             context.path("fourier_profiles.png"),
+            "Frequency (HDVW's axis: its last point, (1 - 2/h)π, at 1.0π)"
+            if config.high_frequency == "hdvw"
+            else "Frequency",
         ),
         plots.depth_series(
             sequence,
@@ -92,6 +121,7 @@ def run(context: AnalysisContext, config: FourierConfig) -> dict[str, Any]:
     return compact(
         dict(
             images=sum(len(y) for _, y in batches),
+            high_frequency=config.high_frequency,
             **tap_summary("high_freq", high, depth_rows),
             files=[str(f) for f in files],
         )

@@ -53,18 +53,31 @@ def shade_blocks(ax: Axes, sequence: BlockSequence, kinds: bool = True) -> None:
 
 
 def depth_series(
-    sequence: BlockSequence, depths: Sequence[int], values: Sequence[float], ylabel: str, title: str, path: Path
+    sequence: BlockSequence,
+    depths: Sequence[int],
+    values: Sequence[float],
+    ylabel: str,
+    title: str,
+    path: Path,
+    apart: Sequence[bool] | None = None,
+    apart_label: str = "",
 ) -> Path:
-    """``values`` at the given depths (0 = stem), line plus markers styled by block kind, shaded."""
+    """``values`` at the given depths (0 = stem), line plus markers styled by block kind, shaded. Points flagged
+    in ``apart`` stay off the line, as hollow markers labelled ``apart_label``."""
     total = len(sequence.blocks)
     kinds = ["stem", *(block.kind for block in sequence.blocks)]
     x = np.asarray(depths) / total
+    apart = [False] * len(depths) if apart is None else list(apart)
     fig = Figure(figsize=(6.5, 4), layout="constrained")
     ax = fig.subplots()
-    ax.plot(x, values, color="0.4", lw=1.2, zorder=2)
-    for xi, yi, depth in zip(x, values, depths):
+    on_line = [i for i, flag in enumerate(apart) if not flag]
+    ax.plot(x[on_line], np.asarray(values, dtype=float)[on_line], color="0.4", lw=1.2, zorder=2)
+    for xi, yi, depth, flag in zip(x, values, depths, apart):
         color, marker = KIND_STYLE[kinds[depth]]
-        ax.scatter([xi], [yi], color=color, marker=marker, zorder=3, s=28, clip_on=False)
+        style = dict(facecolors="none", edgecolors=color) if flag else dict(color=color)
+        ax.scatter([xi], [yi], marker=marker, zorder=3, s=28, clip_on=False, **style)
+    if any(apart):
+        ax.scatter([], [], marker="o", facecolors="none", edgecolors="0.3", label=apart_label)
     shade_blocks(ax, sequence)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
@@ -72,7 +85,11 @@ def depth_series(
 
 
 def fourier_profiles(
-    frequencies: Sequence[np.ndarray], profiles: Sequence[np.ndarray], normalized_depths: Sequence[float], path: Path
+    frequencies: Sequence[np.ndarray],
+    profiles: Sequence[np.ndarray],
+    normalized_depths: Sequence[float],
+    path: Path,
+    xlabel: str = "Frequency",
 ) -> Path:
     """Delta log amplitude against frequency (0 to pi), one line per depth coloured by normalised depth."""
     fig = Figure(figsize=(4.2, 4), layout="constrained")
@@ -84,25 +101,25 @@ def fourier_profiles(
     fig.colorbar(mappable, ax=ax, label="Normalized depth")
     ax.set_xlim(0.0, 1.0)
     ax.xaxis.set_major_formatter(FormatStrFormatter("%.1fπ"))
-    ax.set_xlabel("Frequency")
+    ax.set_xlabel(xlabel, fontsize=8 if len(xlabel) > 20 else None)
     ax.set_ylabel("Δ Log amplitude")
     return save_figure(fig, path)
 
 
 def landscape_1d(alphas: np.ndarray, curves: dict[str, np.ndarray], path: Path) -> Path:
-    """Loss curves along one filter-normalised direction."""
+    """Loss curves along one normalised random direction."""
     fig = Figure(figsize=(5, 4), layout="constrained")
     ax = fig.subplots()
     for label, values in curves.items():
         ax.plot(alphas, values, marker=".", label=label)
-    ax.set_xlabel("Step along the direction (filter-normalised units)")
+    ax.set_xlabel("Step along the direction (normalised units)")
     ax.set_ylabel("Loss")
     ax.legend(fontsize=8)
     return save_figure(fig, path)
 
 
 def landscape_2d(xs: np.ndarray, ys: np.ndarray, surfaces: dict[str, np.ndarray], path: Path) -> Path:
-    """Filled contours of each loss surface over two filter-normalised directions, the trained weights marked."""
+    """Filled contours of each loss surface over two normalised random directions, the trained weights marked."""
     fig = Figure(figsize=(4.6 * len(surfaces), 4), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, len(surfaces)))
     for ax, (label, surface) in zip(axes, surfaces.items()):
@@ -135,6 +152,18 @@ def hessian_spectrum(
         axes[1].set_xlabel("Eigenvalue")
         axes[1].set_ylabel("Density (SLQ)")
     fig.suptitle(title, fontsize=10)
+    return save_figure(fig, path)
+
+
+def max_eigenvalue_density(values: np.ndarray, title: str, path: Path) -> Path:
+    """Histogram (as a density) of the per-mini-batch maximum Hessian eigenvalues, zero marked."""
+    fig = Figure(figsize=(5, 3.8), layout="constrained")
+    ax = fig.subplots()
+    ax.hist(values, bins=min(30, max(5, len(values) // 2)), density=True, color="tab:blue", alpha=0.8)
+    ax.axvline(0.0, color="0.5", lw=0.8)
+    ax.set_xlabel("Max eigenvalue (largest magnitude, sign kept)")
+    ax.set_ylabel("Density")
+    ax.set_title(title, fontsize=9)
     return save_figure(fig, path)
 
 

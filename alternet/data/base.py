@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from ..errors import ConfigValueError, DataError
 from ..seeds import derive_seed
 from .transforms import augmentation_ops, build_transform, reseed
-from .workers import loader_workers
+from .workers import init_loader_worker, loader_workers
 
 
 class ArrayDataset(Dataset):
@@ -317,6 +317,7 @@ class ImageDataModule(L.LightningDataModule):
             num_workers=self.num_workers,
             pin_memory=self.pin_memory,
             persistent_workers=self.persistent_workers,
+            worker_init_fn=init_loader_worker,
         )
 
     def facts(self) -> dict[str, Any]:

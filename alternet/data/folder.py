@@ -24,6 +24,7 @@ from .base import ImageDataModule, _split_size, stratified_holdout
 from .images import DecodingDataset, FileList, SkipCounter, class_folders, scan_split
 from .shards import StreamingImages, read_shard_classes, streaming_loader
 from .transforms import file_transform
+from .workers import init_loader_worker
 
 
 class ImageFolderDataModule(ImageDataModule):
@@ -171,6 +172,7 @@ class ImageFolderDataModule(ImageDataModule):
             num_workers=self.num_workers,
             pin_memory=self.pin_memory,
             persistent_workers=self.persistent_workers,
+            worker_init_fn=init_loader_worker,
         )
 
     def facts(self) -> dict[str, Any]:

@@ -1,12 +1,29 @@
-"""How many loader worker processes a machine can feed: one home for ``num_workers: auto``."""
+"""Loader worker processes: how many a machine can feed (one home for ``num_workers: auto``), and how they behave
+when the run is told to stop.
+
+Clusters and terminals signal a whole process group (SLURM's ``scancel`` and ``--signal``, Ctrl-C, ``timeout``,
+``docker stop``, Kubernetes), so loader workers get the run's stop signals too. torch's workers die on SIGTERM (a
+C handler re-raises it with the default action) and SIGUSR2 (the default action), and the main process's SIGCHLD
+handler then raises ``DataLoader worker (pid …) is killed by signal`` wherever it happens to be — inside the step
+or the checkpoint that the pre-emption handler was about to write. Every loader of the package therefore starts its
+workers with :func:`init_loader_worker`: they leave the stop signals to the main process, which finishes its step,
+saves, and shuts them down itself.
+"""
 
 from __future__ import annotations
 
 import os
+import signal
+import threading
+
+from lightning.fabric.utilities.seed import pl_worker_init_function
 
 from ..errors import ConfigValueError
 
 MAX_AUTO_WORKERS = 8  # num_workers=auto: enough to decode JPEGs for one GPU; more only contend for the CPUs
+
+# What schedulers and terminals send to stop a run (the pre-emption callback's choices): never a worker's business.
+STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2")
 
 
 def available_cpus() -> int:
@@ -26,3 +43,34 @@ def loader_workers(setting: int | str | None, key: str = "num_workers") -> int:
     if isinstance(setting, bool) or not isinstance(setting, int) or setting < 0:
         raise ConfigValueError(f"{key}={setting!r} is invalid: use auto or an integer >= 0")
     return min(setting, cpus)
+
+
+def init_loader_worker(worker_id: int) -> None:
+    """The ``worker_init_fn`` of every loader: leave the stop signals to the main process, then seed as Lightning
+    would have (``seed_everything(workers=True)`` adds its own ``worker_init_fn`` only to loaders without one)."""
+    leave_stop_signals_to_main_process()
+    if int(os.environ.get("PL_SEED_WORKERS", 0)):
+        pl_worker_init_function(worker_id)
+
+
+def leave_stop_signals_to_main_process() -> None:
+    """In a loader worker: ignore the stop signals sent to the process group, so the worker lives until the main
+    process has saved and shuts it down.
+
+    SIGTERM is the one a worker still needs from its own parent (``Process.terminate`` when a worker does not
+    finish in time, and at interpreter exit): it is blocked and waited for in a thread that exits the worker, as
+    torch's own handler does, only when the parent sent it. Where ``sigwaitinfo`` does not exist (macOS) torch's
+    handler stays.
+    """
+    for name in STOP_SIGNALS:
+        if name != "SIGTERM" and hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
+    if hasattr(signal, "sigwaitinfo"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        threading.Thread(target=_exit_on_sigterm_from, args=(os.getppid(),), name="sigterm", daemon=True).start()
+
+
+def _exit_on_sigterm_from(parent: int) -> None:
+    while True:
+        if signal.sigwaitinfo({signal.SIGTERM}).si_pid == parent:
+            os._exit(0)

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 from torch.utils.data import ConcatDataset, DataLoader, Dataset, Sampler
 
+from ..data.workers import init_loader_worker
 from ..errors import ConfigValueError
 from ..hardware import cpu_native_bf16, cuda_bf16
 from ..progress import progress
@@ -114,6 +115,7 @@ def predict_sets(
         batch_sampler=_BatchesPerSet(sizes, batch_size),
         num_workers=num_workers,
         pin_memory=device.type == "cuda",
+        worker_init_fn=init_loader_worker,
     )
     batches = iter(loader)
     layout = torch.channels_last if channels_last else torch.contiguous_format

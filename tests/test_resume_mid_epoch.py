@@ -154,7 +154,7 @@ class _Ranks:
         self.collectives.append(self.global_step)
         return decision
 
-    def save_checkpoint(self, path: Path) -> None:
+    def save_checkpoint(self, path: Path, weights_only: bool | None = None) -> None:
         self.saved.append((self.global_step, Path(path).name))
 
 

@@ -6,7 +6,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -82,7 +81,7 @@ class MidEpochCheckpoint(L.Callback):
             self.interval is not None and time.monotonic() - self._last_save >= self.interval
         )
         if due and step != self._last_step and step > 0:
-            trainer.save_checkpoint(self.path)
+            trainer.save_checkpoint(self.path, weights_only=False)  # the full state: exactly resumable
             self._last_save, self._last_step = time.monotonic(), step
 
 
@@ -90,15 +89,29 @@ class Preempted(AlternetError):
     """Training stopped on a pre-emption signal after saving a resumable checkpoint."""
 
 
-class PreemptionCheckpoint(L.Callback):
-    """On a pre-emption signal (SLURM's ``--signal=USR1@90``, SIGTERM from a scheduler, Ctrl-C) finish the current
-    step, save a resumable ``last.ckpt`` (mid-epoch), print the resume command, requeue a SLURM job, and stop.
+class StoppedWithoutSaving(AlternetError):
+    """A second stop signal came before the pre-emption checkpoint was safe: the run stopped at once."""
 
-    The handler only raises a flag: saving inside a signal handler could catch the step half done. A handler that
-    was installed before (e.g. submitit's) still runs, after the checkpoint is safe. With several processes the
-    ranks must agree to stop at the same step, which takes a collective and a host sync: they agree every
-    ``sync_every_n_steps`` optimizer steps, not on every step (a scheduler's warning comes 90 s ahead; a single
-    process reads its flag every step for free).
+
+def _say(line: str) -> None:
+    """Write a line to stderr from a signal handler: ``os.write``, not ``print`` (the handler may interrupt a print to
+    the same stream, and a nested print raises "reentrant call")."""
+    os.write(2, f"\n{line}\n".encode())
+
+
+class PreemptionCheckpoint(L.Callback):
+    """On a pre-emption signal (SLURM's ``--signal=USR1@90``, SIGTERM from a scheduler, ``timeout`` or
+    ``docker stop``, Ctrl-C) finish the current step, save a resumable ``last.ckpt`` (mid-epoch), print the resume
+    command, requeue a SLURM job, and stop. A second signal before that checkpoint is safe stops at once; the
+    previous ``last.ckpt`` stays intact (checkpoints are written atomically).
+
+    The handler only raises a flag: saving inside a signal handler could catch the step half done. Signals sent to
+    the whole process group reach the loader workers too; they ignore them (``data.workers.init_loader_worker``) and
+    live until the checkpoint is saved. A handler that was installed before the run (e.g. submitit's) still runs,
+    after the checkpoint is safe; Lightning's own SIGTERM handler, which would stop the run without a checkpoint, is
+    set aside while training. With several processes the ranks must agree to stop at the same step, which takes a
+    collective and a host sync: they agree every ``sync_every_n_steps`` optimizer steps, not on every step (a
+    scheduler's warning comes 90 s ahead; a single process reads its flag every step for free).
     """
 
     def __init__(self, dirpath: Path, signals: list[str], requeue: bool = True, sync_every_n_steps: int = 10):
@@ -116,17 +129,34 @@ class PreemptionCheckpoint(L.Callback):
         self.signals = [getattr(signal, name) for name in signals]
         self.requeue = requeue
         self.received: int | None = None
-        self._previous: dict[int, Any] = {}
+        self._before_run: dict[int, Any] = {}  # the handlers the run started with (e.g. submitit's): forwarded to
+        self._displaced: dict[int, Any] = {}  # the handlers ours replace while training (Lightning's): restored
+        self._run_dir: Path | None = None
+        self._rank = ""  # "[rank N] " under DDP: every rank of a signalled group says so
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        """Before Lightning installs its own signal handlers: remember the ones the run started with."""
+        self._before_run = {sig: signal.getsignal(sig) for sig in self.signals}
 
     def _handle(self, signum: int, frame: Any) -> None:
-        if self.received is not None and signum == signal.SIGINT:  # a second Ctrl-C: stop now, without saving
-            raise KeyboardInterrupt
+        if self.received is not None:  # a second signal: the user or the scheduler will not wait for the step
+            raise StoppedWithoutSaving(self._stopped_at_once(signal.Signals(signum).name))
         self.received = signum
-        print(f"\n{signal.Signals(signum).name}: saving a resumable checkpoint after this step", file=sys.stderr)
+        _say(f"{self._rank}{signal.Signals(signum).name}: saving a resumable checkpoint after this step")
+
+    def _stopped_at_once(self, name: str) -> str:
+        kept = (
+            f"{self.path} holds the previous checkpoint. Resume with: {resume_command(self._run_dir)}"
+            if self.path.is_file() and self._run_dir is not None
+            else "no checkpoint was saved yet"
+        )
+        return f"stopped at once by a second signal ({name}) before the pre-emption checkpoint was saved; {kept}"
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._run_dir = Path(trainer.default_root_dir)
+        self._rank = f"[rank {trainer.global_rank}] " if trainer.world_size > 1 else ""
         for sig in self.signals:
-            self._previous[sig] = signal.getsignal(sig)
+            self._displaced[sig] = signal.getsignal(sig)
             signal.signal(sig, self._handle)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -136,29 +166,32 @@ class PreemptionCheckpoint(L.Callback):
         self._restore()
 
     def _restore(self) -> None:
-        for sig, handler in self._previous.items():
+        for sig, handler in self._displaced.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-        self._previous.clear()
+        self._displaced.clear()
 
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         if not _ends_optimizer_step(trainer, batch_idx) or not self._stop_now(trainer):
             return
-        trainer.save_checkpoint(self.path)
+        trainer.save_checkpoint(self.path, weights_only=False)
         name = signal.Signals(self.received).name if self.received else "a signal on another rank"
         command = resume_command(Path(trainer.default_root_dir))
         requeued = self.requeue and requeue_slurm_job() if trainer.is_global_zero else False
-        previous = self._previous.get(self.received) if self.received else None
-        self._restore()
-        if callable(previous) and previous is not signal.default_int_handler:
-            previous(self.received, None)  # e.g. submitit's own checkpoint-and-requeue
+        self._forward_to_previous_handler()
         raise Preempted(
             f"stopped by {name} at global step {trainer.global_step} (epoch {trainer.current_epoch}); saved "
             f"{self.path}. "
             + ("The SLURM job was requeued and will resume from it. " if requeued else "")
             + f"Resume with: {command}"
         )
+
+    def _forward_to_previous_handler(self) -> None:
+        """Run the handler the run started with for this signal (e.g. submitit's own checkpoint-and-requeue)."""
+        previous = self._before_run.get(self.received) if self.received else None
+        if callable(previous) and previous is not signal.default_int_handler:
+            previous(self.received, None)
 
     def _stop_now(self, trainer: L.Trainer) -> bool:
         if trainer.world_size == 1:
@@ -179,9 +212,18 @@ def requeue_slurm_job() -> bool:
 
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Write each checkpoint through a temporary file renamed into place: a run killed while saving never
-    leaves a truncated file under the final name."""
+    leaves a truncated file under the final name. Read them as plain data only (``weights_only=True``): a resumed
+    checkpoint is a file a user hands in, and ours hold nothing else."""
+
+    def load_checkpoint(self, path: str | Path, map_location: Any = None, weights_only: bool | None = None) -> Any:
+        return super().load_checkpoint(path, map_location=map_location or _storage_as_saved, weights_only=True)
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any = None) -> None:
         atomic_write(
             path, lambda tmp: super(AtomicCheckpointIO, self).save_checkpoint(checkpoint, tmp, storage_options)
         )
+
+
+def _storage_as_saved(storage: Any, location: str) -> Any:
+    """Lightning's default ``map_location``: tensors stay where they were loaded (the CPU)."""
+    return storage

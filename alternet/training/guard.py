@@ -192,7 +192,7 @@ class NonFiniteGuard:
         if inside_step:
             save_before_step(module.trainer, path)
         else:
-            module.trainer.save_checkpoint(path)
+            module.trainer.save_checkpoint(path, weights_only=False)
         lower = float(module.recipe["optimizer"]["lr"]) / 10
         command = resume_command(run_dir, path, **{"recipe.optimizer.lr": f"{lower:g}"})
         loss = bad.loss.item()

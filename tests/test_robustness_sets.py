@@ -201,6 +201,34 @@ def test_nineteen_file_cifar_c_folder_reports_the_extras_apart(tmp_path):
     assert summary["clean_acc"] is not None and (out / "robustness_extra_table.csv").is_file()
 
 
+def test_real_cifar_c_files_of_the_whole_test_split_score_the_first_max_images(tmp_path):
+    """The archives hold the whole test split at every severity (10,000 CIFAR images); robustness.max_images=N
+    scores the first N of each severity against the first N test labels, and the report says so. Files that cannot
+    be of this test split are still refused."""
+    root = cifar_c_folder(tmp_path / "CIFAR-10-C", n=12, num_classes=10)  # all 12 test images, 5 times
+    cfg = settings(root=str(root), corruptions=list(PICKED), max_images=5)
+    cfg["num_workers"] = 0
+    sets = open_corrupted_sets(cfg["robustness"], datamodule(TinyCifar10))
+    assert sets.clean_images == 5 and {len(dataset) for dataset in sets.datasets} == {5}
+    severity_3 = sets.datasets[sets.conditions.index(("gaussian_noise", 3))]
+    assert np.array_equal(severity_3.images, np.load(root / "gaussian_noise.npy")[24:29])  # rows 2*12 .. 2*12+5
+    assert np.array_equal(severity_3.labels, np.arange(5))
+    assert sets.record()["max_images"] == 5 and "the first 5 images of each, robustness.max_images=5" in sets.describe()
+    report = Evaluator(model(10), datamodule(TinyCifar10), cfg, tmp_path / "eval").run({})
+    assert {row["n"] for row in report["robustness"]["table"]} == {5} and report["robustness"]["max_images"] == 5
+
+    labels = np.load(root / "labels.npy")
+    labels[7] = (labels[7] + 1) % 10  # beyond the first 5: the files are still not this test split's
+    np.save(root / "labels.npy", labels)
+    with pytest.raises(DataError, match="their labels are not the cifar10 test labels in order"):
+        open_corrupted_sets(cfg["robustness"], datamodule(TinyCifar10))
+    eight = cifar_c_folder(tmp_path / "eight", n=8, num_classes=10)
+    with pytest.raises(DataError, match=r"8 images per severity, the test split has 12 and robustness.max_images=5"):
+        open_corrupted_sets(settings(root=str(eight), max_images=5)["robustness"], datamodule(TinyCifar10))
+    with pytest.raises(ConfigValueError, match=r"robustness.max_images=0 is invalid"):
+        open_corrupted_sets(settings(root=str(root), max_images=0)["robustness"], datamodule(TinyCifar10))
+
+
 def test_alexnet_baseline_gives_the_mce_formula_value():
     base = builtin_baseline("alexnet", "cifar10-c")
     # HDVW's AlexNet on CIFAR-10-C gaussian_noise, severities 1..5 (resources/results/cifar10_alexnet_dnn_corrupted.csv)

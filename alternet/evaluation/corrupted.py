@@ -51,6 +51,7 @@ class CorruptedSets:
     benchmark: str | None  # the built-in baselines' name for it (cifar10-c, cifar100-c, imagenet-c), if any
     synthetic_frost: bool = False
     preprocess: str | None = None  # ImageNet-C only
+    max_images: int | None = None  # robustness.max_images: only the first N images of each severity are scored
 
     def record(self) -> dict[str, Any]:
         """What metrics.json says about where the corrupted images came from and how they were read."""
@@ -60,7 +61,14 @@ class CorruptedSets:
             "benchmark": self.benchmark,
             "preprocess": self.preprocess,
             "synthetic_frost": self.synthetic_frost,
+            "max_images": self.max_images,
+            "images_per_condition": self.clean_images,
         }
+
+    def describe(self) -> str:
+        """What the progress lines call these sets: their source, and the part of each scored when it is not all."""
+        subset = f" (the first {self.clean_images} images of each, robustness.max_images={self.max_images})"
+        return f"{self.source} corruptions" + (subset if self.max_images else "")
 
 
 def requested(cfg: Mapping[str, Any], generated: bool) -> tuple[tuple[str, ...], tuple[int, ...]]:
@@ -105,50 +113,66 @@ def open_corrupted_sets(
     corruptions, severities = requested(cfg, generated=not root)
     if root and is_image_tree(root):
         return _imagenet_c(cfg, Path(root).expanduser(), corruptions, severities, datamodule, class_names)
+    max_images = _max_images(cfg["max_images"])
     if root:
         _require_cifar_c(Path(root).expanduser())
         sets = load_cifar_c(root, corruptions, num_classes=datamodule.num_classes)
-        _require_same_test_split(sets, datamodule, root, cfg["max_images"])
+        scored = _images_to_score(sets, datamodule, root, max_images)
     else:
         sets = _generated(cfg, datamodule, corruptions, severities)
+        scored = sets.n_per_severity  # generated from the first max_images test images only
     transform = build_transform(datamodule.mean, datamodule.std, datamodule.image_size)
     conditions, datasets = [], []
     for corruption, severity in sets.sets():
         if severity in severities:
             images, labels = sets.get(corruption, severity)  # memory-mapped: workers read, nothing is copied
             conditions.append((corruption, severity))
-            datasets.append(ArrayDataset(images, labels, transform))
+            datasets.append(ArrayDataset(images[:scored], labels[:scored], transform))
     return CorruptedSets(
         layout="cifar-c",
         source=sets.source,
         root=sets.root,
         conditions=tuple(conditions),
         datasets=tuple(datasets),
-        clean_images=sets.n_per_severity,
+        clean_images=scored,
         benchmark=CIFAR_BENCHMARKS.get(datamodule.name),
         synthetic_frost=sets.synthetic_frost,
+        max_images=max_images,
     )
 
 
-def _require_same_test_split(sets: Any, datamodule: ImageDataModule, root: str | Path, max_images: int | None) -> None:
-    """Real CIFAR-C files corrupt one particular clean test split (or, with ``robustness.max_images=N``, its first N
-    images): refuse files that cannot be of it (another image size, another number of images per severity, other
-    labels), instead of reporting them as its robustness."""
+def _max_images(value: Any) -> int | None:
+    """``robustness.max_images``, checked: null (every image) or a count >= 1."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigValueError(f"robustness.max_images={value!r} is invalid: null (every image) or a count >= 1")
+    return value
+
+
+def _images_to_score(sets: Any, datamodule: ImageDataModule, root: str | Path, max_images: int | None) -> int:
+    """How many images of each severity to score: all, or with ``robustness.max_images=N`` the first N.
+
+    Real CIFAR-C files corrupt one particular clean test split: the whole split (the archives hold 10,000 images
+    per severity, with ``max_images`` the first N of each are scored, against the first N test labels), or, with
+    ``max_images=N``, files of exactly its first N images. Files that cannot be of it (another image size, another
+    number of images per severity, other labels) are refused instead of being reported as its robustness."""
     test = datamodule.splits["test"]
-    expected = int(max_images) if max_images else len(test)
+    held = sets.n_per_severity
     images, labels = sets.get(*next(iter(sets.sets())))
     problems = []
     if images.shape[1:3] != (datamodule.image_size, datamodule.image_size):
         problems.append(f"images are {images.shape[1]}x{images.shape[2]}, the model's input {datamodule.image_size}px")
-    if len(labels) != expected:
-        what = f"robustness.max_images={max_images}" if max_images else f"the test split has {len(test)}"
-        problems.append(f"{len(labels)} images per severity, {what}")
-    elif hasattr(test, "labels") and not np.array_equal(np.asarray(labels), test.labels[:expected]):
+    if held != len(test) and held != max_images:
+        limit = f" and robustness.max_images={max_images}" if max_images else ""
+        problems.append(f"{held} images per severity, the test split has {len(test)}{limit}")
+    elif hasattr(test, "labels") and not np.array_equal(np.asarray(labels), test.labels[:held]):
         problems.append(f"their labels are not the {datamodule.name} test labels in order")
     if problems:
         raise DataError(
             f"robustness.root={root} does not corrupt this model's {datamodule.name} test split: {'; '.join(problems)}"
         )
+    return min(held, max_images or held)
 
 
 def _require_cifar_c(root: Path) -> None:
@@ -173,7 +197,7 @@ def _generated(
         )
     images, labels = test.images, test.labels
     if cfg["max_images"]:
-        images, labels = images[: int(cfg["max_images"])], labels[: int(cfg["max_images"])]
+        images, labels = images[: _max_images(cfg["max_images"])], labels[: _max_images(cfg["max_images"])]
     seed = int(cfg["seed"])
     cache = Path(cfg["cache_dir"]) / f"{datamodule.name}-c-seed{seed}-n{len(images)}"
     generate_cifar_c(images, labels, cache, corruptions, severities, seed=seed, workers=cfg["workers"])

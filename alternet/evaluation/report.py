@@ -160,7 +160,7 @@ class Evaluator:
         clean_acc = float((clean_probs[:n].argmax(1) == clean_labels[:n]).mean())
         names = [f"{sets.source} {c}/{s}" for c, s in sets.conditions]
         rows, predictions = [], {}
-        shown = Progress(len(names), f"{sets.source} corruptions", unit="sets", every=0.0)
+        shown = Progress(len(names), sets.describe(), unit="sets", every=0.0)
         scored = zip(sets.conditions, self._predict_sets(sets.datasets, names, final_lines=False, fast=True))
         for (corruption, severity), (logits, labels) in scored:
             probs = softmax(logits)

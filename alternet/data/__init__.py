@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ConfigValueError, DataError
+from . import licence  # noqa: F401  (first: refuses an AGPL or untested albumentations before it is imported)
 from .base import ArrayDataset, EpochSampler, ImageDataModule
 from .cifar import CIFAR10DataModule, CIFAR100DataModule
 from .digits import DigitsDataModule

@@ -1,0 +1,443 @@
+"""Faults a user meets while a run works, run as the user runs them: ``train.py`` in a real subprocess started in
+its own session (a process group, as SLURM, a terminal, ``timeout``, Docker and Kubernetes start it) and stopped by
+a real signal to that group (they all signal the whole group, loader workers included) or to the process alone.
+
+Each case asserts the exit status, the one line the user reads, the files left behind, that no process of the
+group outlives the run, and that ``ckpt_path=last`` (the printed resume command, run as printed) reaches the same
+weights as a run never interrupted. The default suite runs one representative case per fault; the full matrix
+(signals x data paths x loader workers x single process / 2-process CPU DDP) is marked slow.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing
+import os
+import pickle
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from alternet.checkpoints import read_checkpoint
+from alternet.data import licence
+from alternet.data.licence import LicenceError
+from alternet.data.workers import leave_stop_signals_to_main_process
+from alternet.files import atomic_write
+from alternet.training.callbacks import AtomicCheckpointIO, PreemptionCheckpoint, StoppedWithoutSaving
+
+from conftest import FAST, ROOT, compose_train, run_script
+
+STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2")
+EPOCHS, STEPS = 2, 30  # optimizer steps per epoch: the signal comes a few steps into the second epoch
+
+COMMON = [
+    f"trainer.max_epochs={EPOCHS}",
+    f"trainer.limit_train_batches={STEPS}",
+    "trainer.limit_val_batches=2",
+    "trainer.limit_test_batches=1",
+    "evaluate.after_training=false",
+    "callbacks.progress.interval=0",  # a progress line after every step: the test sees where the run is
+    "callbacks.preemption.sync_every_n_steps=2",  # DDP ranks agree on a stop every 2 steps
+]
+DDP = ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2"]
+
+
+def data_overrides(path: str, workers: int, folder: Path, shards: Path | None, ranks: int = 1) -> list[str]:
+    """The overrides of one data path: arrays (digits), an image folder, or LitData shards of that folder; at least
+    STEPS batches per epoch on each of ``ranks`` processes."""
+    if path == "digits":
+        return ["data=digits", "recipe.batch_size=16", f"data.num_workers={workers}"]
+    overrides = ["data=imagefolder", f"data.root={folder}", "data.image_size=16", f"recipe.batch_size={4 // ranks}"]
+    overrides += ["recipe.epochs=2", "recipe.warmup_epochs=1", f"data.num_workers={workers}"]
+    return [*overrides, f"data.train_shards={shards}"] if path == "shards" else overrides
+
+
+class TrainingProcess:
+    """``python train.py OVERRIDES`` in a session of its own, its stdout and stderr in one log file."""
+
+    def __init__(self, run_dir: Path, overrides: list[str]):
+        self.run_dir = run_dir
+        self.log = run_dir.with_name(run_dir.name + ".log")
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+        command = [sys.executable, "train.py", *overrides, f"hydra.run.dir={run_dir}"]
+        with self.log.open("w") as log:
+            self.process = subprocess.Popen(
+                command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        self.group = self.process.pid  # the session leader's id is its process group's id
+
+    @property
+    def output(self) -> str:
+        return self.log.read_text()
+
+    def wait_for(self, text: str, timeout: float = 240) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.output:
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.kill()
+                pytest.fail(f"the run never printed {text!r}:\n{self.output[-3000:]}")
+            time.sleep(0.02)
+
+    def send(self, name: str, *, group: bool) -> None:
+        (os.killpg if group else os.kill)(self.group, getattr(signal, name))
+
+    def wait(self, timeout: float = 240) -> int:
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            pytest.fail(f"the run did not stop within {timeout} s:\n{self.output[-3000:]}")
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.group, signal.SIGKILL)
+
+    def group_is_gone(self, timeout: float = 15) -> bool:
+        """No process of the run's group is left (loader workers and DDP ranks included)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(self.group, 0)
+            except ProcessLookupError:
+                return True
+            time.sleep(0.1)
+        self.kill()
+        return False
+
+
+def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    checkpoint = read_checkpoint(run_dir / "checkpoints" / "last.ckpt")
+    assert checkpoint["global_step"] == EPOCHS * STEPS
+    return checkpoint["state_dict"]
+
+
+def assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert a.keys() == b.keys()
+    different = [k for k in a if not torch.equal(a[k], b[k])]
+    assert not different, f"{len(different)} tensors differ, e.g. {different[:3]}"
+
+
+def resume_as_printed(output: str) -> subprocess.CompletedProcess:
+    """Run the resume command the stopped run printed, exactly as printed."""
+    command = re.search(r"Resume with: (.+)$", output, re.MULTILINE)
+    assert command, output[-2000:]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    return subprocess.run(shlex.split(command.group(1)), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def big_folder(tmp_path_factory) -> Path:
+    """An image folder of 3 x 40 training images: 30 steps of 4 images per epoch."""
+    from imagefolders import make_image_folder
+
+    return make_image_folder(tmp_path_factory.mktemp("faults-folder"), size=20, splits={"train": 40, "val": 3})
+
+
+@pytest.fixture(scope="module")
+def big_shards(big_folder, tmp_path_factory) -> Path:
+    from alternet.data.shards import write_shards
+
+    out = tmp_path_factory.mktemp("faults-shards") / "shards"
+    write_shards(big_folder, out, chunk_bytes="4KB", num_workers=1)
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The final weights of each data path's run never interrupted (the number of workers changes nothing)."""
+    cache: dict[tuple[str, bool], dict[str, torch.Tensor]] = {}
+
+    def weights(overrides: list[str], key: tuple[str, bool]) -> dict[str, torch.Tensor]:
+        if key not in cache:
+            run_dir = tmp_path_factory.mktemp("reference") / "run"
+            run = TrainingProcess(run_dir, overrides)
+            assert run.wait() == 0, run.output[-3000:]
+            cache[key] = final_weights(run_dir)
+        return cache[key]
+
+    return weights
+
+
+def stop_and_resume(tmp_path: Path, overrides: list[str], signal_name: str, *, group: bool, ranks: int = 1) -> str:
+    """Stop a run a few steps into its second epoch with ``signal_name``; check the stop and the files it leaves,
+    resume it as printed; returns what the stopped run printed."""
+    run = TrainingProcess(tmp_path / "run", overrides)
+    run.wait_for(f"epoch 2/{EPOCHS}  batch 3/")
+    run.send(signal_name, group=group)
+    returncode = run.wait()
+    output = run.output
+    assert returncode == 1, output[-3000:]
+    last_line = output.strip().splitlines()[-1]
+    assert re.fullmatch(rf"error: stopped by {signal_name} at global step (\d+) \(epoch 1\); saved .+", last_line), (
+        output[-3000:]
+    )
+    for noise in ("Traceback", "killed by signal", "weights_only", "Received SIGTERM"):
+        assert noise not in output, output[-3000:]
+    assert output.count("saving a resumable checkpoint after this step") == ranks  # not the loader workers
+    step = int(re.search(r"global step (\d+)", last_line).group(1))
+    assert STEPS < step < EPOCHS * STEPS  # mid-epoch 2
+    checkpoints = run.run_dir / "checkpoints"
+    assert read_checkpoint(checkpoints / "last.ckpt")["global_step"] == step
+    assert not list(checkpoints.glob(".*.tmp")), "a temporary checkpoint was left behind"
+    assert not (run.run_dir / "metrics.json").exists()
+    assert run.group_is_gone(), "a process of the stopped run outlived it"
+    resumed = resume_as_printed(output)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    return output
+
+
+CASES = [
+    pytest.param("SIGTERM", "folder", 2, True, False, id="SIGTERM-group-folder-2workers"),  # the issue's run
+    *(
+        pytest.param(name, path, workers, group, False, marks=pytest.mark.slow, id=f"{name}-group-{path}-{workers}w")
+        for name in STOP_SIGNALS
+        for path in ("digits", "folder", "shards")
+        for workers in (0, 1, 2)
+        for group in (True,)
+        if (name, path, workers) != ("SIGTERM", "folder", 2)
+    ),
+    *(
+        pytest.param(name, "folder", 2, False, False, marks=pytest.mark.slow, id=f"{name}-process-folder-2w")
+        for name in STOP_SIGNALS
+    ),
+    *(
+        pytest.param(name, path, 2, True, True, marks=pytest.mark.slow, id=f"{name}-group-{path}-2w-ddp")
+        for name in STOP_SIGNALS
+        for path in ("digits", "folder")
+    ),
+]
+
+
+@pytest.mark.parametrize(("signal_name", "path", "workers", "group", "ddp"), CASES)
+def test_a_stop_signal_saves_mid_epoch_and_the_run_resumes_exactly(
+    signal_name, path, workers, group, ddp, tmp_path, big_folder, request, reference
+):
+    shards = request.getfixturevalue("big_shards") if path == "shards" else None
+    overrides = [*COMMON, *(DDP if ddp else []), *data_overrides(path, workers, big_folder, shards, 2 if ddp else 1)]
+    expected = reference(overrides, (path, ddp))
+    stop_and_resume(tmp_path, overrides, signal_name, group=group, ranks=2 if ddp else 1)
+    assert_same_weights(expected, final_weights(tmp_path / "run"))
+
+
+# a second signal: stop at once, the previous checkpoint intact ---------------------------------------------------
+
+
+def test_a_second_signal_stops_at_once_and_leaves_the_previous_checkpoint_intact(tmp_path, big_folder, reference):
+    """SIGTERM then SIGINT to the group (the scheduler's stop, then an impatient Ctrl-C): the run stops before the
+    step ends, saves nothing, and the mid-epoch checkpoint written before resumes exactly."""
+    overrides = [*COMMON, *data_overrides("digits", 2, big_folder, None), "callbacks.checkpoint.every_n_train_steps=4"]
+    expected = reference([o for o in overrides if "every_n_train_steps" not in o], ("digits", False))
+    run = TrainingProcess(tmp_path / "run", overrides)
+    run.wait_for(f"epoch 2/{EPOCHS}  batch 7/")
+    run.send("SIGTERM", group=True)
+    run.send("SIGINT", group=True)
+    assert run.wait() == 1, run.output[-3000:]
+    output = run.output
+    last_line = output.strip().splitlines()[-1]
+    assert re.match(r"error: stopped at once by a second signal \(SIG(INT|TERM)\) before the pre-emption", last_line)
+    assert "holds the previous checkpoint. Resume with: " in last_line
+    assert "Traceback" not in output and "killed by signal" not in output
+    checkpoints = tmp_path / "run" / "checkpoints"
+    assert read_checkpoint(checkpoints / "last.ckpt")["global_step"] in (32, 36)  # every 4 steps, in epoch 2
+    assert not list(checkpoints.glob(".*.tmp"))
+    assert run.group_is_gone()
+    resumed = resume_as_printed(output)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert_same_weights(expected, final_weights(tmp_path / "run"))
+
+
+class _Trainer:
+    """The surface of a one-process trainer that PreemptionCheckpoint sees; its save writes atomically."""
+
+    def __init__(self, run_dir: Path, write):
+        self.world_size, self.global_rank, self.accumulate_grad_batches = 1, 0, 1
+        self.global_step, self.current_epoch, self.is_global_zero = 7, 0, True
+        self.default_root_dir = str(run_dir)
+        self.write = write
+
+    def save_checkpoint(self, path: Path, weights_only: bool | None = None) -> None:
+        assert weights_only is False  # said, so Lightning does not warn that it was not
+        atomic_write(path, self.write)
+
+
+def test_a_second_signal_while_the_checkpoint_is_written_stops_at_once_and_keeps_the_previous_one(tmp_path):
+    previous = tmp_path / "checkpoints" / "last.ckpt"
+    previous.parent.mkdir()
+    previous.write_bytes(b"the previous checkpoint")
+
+    def write_interrupted(tmp: Path) -> None:
+        tmp.write_bytes(b"half a checkpoint")
+        os.kill(os.getpid(), signal.SIGTERM)  # the second signal, in the middle of the write
+        tmp.write_bytes(b"half a checkpoint and the rest")
+
+    callback = PreemptionCheckpoint(tmp_path / "checkpoints", ["SIGTERM"], requeue=False)
+    trainer = _Trainer(tmp_path, write_interrupted)
+    before = signal.getsignal(signal.SIGTERM)
+    callback.setup(trainer, None, "fit")
+    callback.on_train_start(trainer, None)
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)  # the first: save after this step
+        with pytest.raises(StoppedWithoutSaving, match=r"second signal \(SIGTERM\).*holds the previous checkpoint"):
+            callback.on_train_batch_end(trainer, None, None, None, 0)
+    finally:
+        callback.on_exception(trainer, None, None)
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert previous.read_bytes() == b"the previous checkpoint"
+    assert [p.name for p in previous.parent.iterdir()] == ["last.ckpt"]  # no temporary file left
+
+
+def test_checkpoints_are_read_as_plain_data_only(tmp_path):
+    """Lightning reads a resumed checkpoint (a file a user hands in) through AtomicCheckpointIO: weights_only=True."""
+    path = tmp_path / "evil.ckpt"
+    torch.save({"state_dict": {}, "payload": _Unpicklable()}, path)
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        AtomicCheckpointIO().load_checkpoint(path)
+    torch.save({"state_dict": {"w": torch.ones(2)}}, path)
+    assert torch.equal(AtomicCheckpointIO().load_checkpoint(path)["state_dict"]["w"], torch.ones(2))
+
+
+class _Unpicklable:
+    """An arbitrary object: a pickle that holds one could run code when loaded."""
+
+
+# real CIFAR-C files with robustness.max_images -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def digits_run(tmp_path_factory) -> Path:
+    from alternet.apps.train import train
+
+    run_dir = tmp_path_factory.mktemp("digits-run")
+    train(compose_train(*FAST, "evaluate.after_training=false", output_dir=run_dir))
+    return run_dir
+
+
+def test_real_corruption_files_of_the_whole_test_split_are_scored_on_their_first_max_images(digits_run, tmp_path):
+    """The archives' layout: every severity holds the whole test split (360 digits here, 10,000 for CIFAR) and
+    labels.npy the test labels 5 times. robustness.max_images=50 scores the first 50 of each severity and says so;
+    files that cannot be of this test split are still refused in one line."""
+    from alternet.data import DigitsDataModule
+
+    test = DigitsDataModule(image_size=16, batch_size=8)
+    test.setup()
+    images, labels = test.splits["test"].images, test.splits["test"].labels
+    root = tmp_path / "DIGITS-C"
+    root.mkdir()
+    for name in ("gaussian_noise", "fog"):
+        np.save(root / f"{name}.npy", np.concatenate([images] * 5))
+    np.save(root / "labels.npy", np.tile(labels, 5))
+    args = [f"ckpt={digits_run}", f"robustness.root={root}", "robustness.corruptions=[gaussian_noise,fog]"]
+    result = run_script("evaluate.py", *args, "robustness.max_images=50", f"hydra.run.dir={tmp_path / 'eval'}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "real corruptions (the first 50 images of each, robustness.max_images=50)" in result.stderr
+    robustness = json.loads((tmp_path / "eval" / "metrics.json").read_text())["robustness"]
+    assert robustness["source"] == "real" and robustness["max_images"] == 50
+    assert {row["n"] for row in robustness["table"]} == {50} and len(robustness["table"]) == 10
+
+    np.save(root / "labels.npy", np.tile(np.roll(labels, 1), 5))  # not this test split's labels
+    refused = run_script("evaluate.py", *args, "robustness.max_images=50", f"hydra.run.dir={tmp_path / 'refused'}")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f"error: robustness.root={root} does not corrupt this model's digits test split: their labels are not the "
+        "digits test labels in order"
+    )
+    assert not (tmp_path / "refused" / "metrics.json").exists()
+
+
+# the licence stays MIT -------------------------------------------------------------------------------------------
+
+
+def installed(monkeypatch, versions: dict[str, str]) -> None:
+    """Pretend that exactly these distributions are installed (importlib.metadata's answers)."""
+
+    def version(name: str) -> str:
+        if name not in versions:
+            raise metadata.PackageNotFoundError(name)
+        return versions[name]
+
+    monkeypatch.setattr(metadata, "version", version)
+
+
+FIX = "Fix: pip uninstall -y albumentationsx albumentations && pip install albumentations==2.0.8"
+
+
+@pytest.mark.parametrize(
+    ("versions", "message"),
+    [
+        ({"albumentations": "2.0.8", "albumentationsx": "2.0.11"}, "albumentationsx 2.0.11 (AGPL-3.0) is installed"),
+        ({"albumentationsx": "2.1.0"}, "albumentationsx 2.1.0 (AGPL-3.0) is installed and provides the"),
+        ({"albumentations": "1.4.24"}, "albumentations 1.4.24 is installed; alternet needs the MIT-licensed 2.0.x"),
+        ({"albumentations": "2.1.0"}, "albumentations 2.1.0 is installed; alternet needs the MIT-licensed 2.0.x"),
+        ({}, "belongs to no installed distribution, so its licence is unknown"),
+    ],
+)
+def test_an_albumentations_that_is_not_the_mit_2_0_series_is_refused_in_one_line(monkeypatch, versions, message):
+    installed(monkeypatch, versions)
+    with pytest.raises(LicenceError) as refused:
+        licence.require_mit_albumentations()
+    assert message in str(refused.value) and str(refused.value).endswith(FIX) and "\n" not in str(refused.value)
+    assert isinstance(refused.value, ImportError)
+
+
+def test_the_pinned_mit_albumentations_passes(monkeypatch):
+    licence.require_mit_albumentations()  # this environment's own
+    installed(monkeypatch, {"albumentations": "2.0.3"})
+    licence.require_mit_albumentations()
+
+
+def test_importing_the_augmentation_code_with_albumentationsx_installed_fails_with_the_fix(tmp_path):
+    """A real interpreter that finds an albumentationsx distribution (its metadata, as pip leaves it)."""
+    info = tmp_path / "site" / "albumentationsx-2.1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: albumentationsx\nVersion: 2.1.0\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
+    for command in (["-c", "import alternet.data.transforms"], ["train.py", "debug=fast"]):
+        result = subprocess.run(
+            [sys.executable, *command], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert result.returncode == 1
+        assert result.stderr.strip().splitlines()[-1] == (
+            "alternet.data.licence.LicenceError: albumentationsx 2.1.0 (AGPL-3.0) is installed and provides the "
+            "'albumentations' module in place of the MIT-licensed albumentations 2.0.8 that alternet is built and "
+            f"licensed with. {FIX}"
+        )
+
+
+# loader workers and stop signals -------------------------------------------------------------------------------
+
+
+def _worker_that_leaves_stop_signals_to_its_parent(ready) -> None:
+    leave_stop_signals_to_main_process()
+    ready.set()
+    time.sleep(60)
+
+
+def test_a_loader_worker_ignores_stop_signals_from_others_and_exits_on_its_parents_sigterm():
+    """The group's signals (sent by another process: ``kill`` here) leave the worker alive; its own parent's SIGTERM
+    (``Process.terminate``, as torch's shutdown and the interpreter's exit send it) still ends it, cleanly."""
+    context = multiprocessing.get_context("fork")
+    ready = context.Event()
+    worker = context.Process(target=_worker_that_leaves_stop_signals_to_its_parent, args=(ready,), daemon=True)
+    worker.start()
+    try:
+        assert ready.wait(30)
+        for name in STOP_SIGNALS:
+            subprocess.run(["kill", f"-{name.removeprefix('SIG')}", str(worker.pid)], check=True)
+        worker.join(1.0)
+        assert worker.is_alive()
+        worker.terminate()
+        worker.join(10)
+        assert worker.exitcode == 0  # exited, not killed by the signal
+    finally:
+        if worker.is_alive():
+            worker.kill()

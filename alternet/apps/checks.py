@@ -14,10 +14,14 @@ import torch
 from ..data import DATAMODULES
 from ..errors import ConfigValueError
 from ..evaluation.inference import AUTOCAST
-from ..models import ATTENTION_KINDS
+from ..models import ATTENTION_KINDS, MODEL_NAMES
+from ..models.backbone import choose_stem
 from ..models.blocks import BLOCK_TYPES, STEMS
+from ..models.byob import SELF_ATTN_LAYERS, ByobSpec, check_byob
+from ..models.external import check_name, require_pretrained
 from ..models.layout import buildup_violations
-from ..models.zoo import spec_kwargs
+from ..models.maxxvit import CONV_BLOCKS, MSA_BLOCKS, check_maxxvit
+from ..models.zoo import HYBRIDS, hybrid_spec, spec_kwargs
 from ..training import EVALUATED_METRICS
 from ..training.callbacks import parse_interval
 from ..training.optim import OPTIMIZERS, SCHEDULES
@@ -32,6 +36,9 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "model.attention": ATTENTION_KINDS,
     "model.block": tuple(BLOCK_TYPES),
     "model.stem": ("auto", *STEMS),
+    "model.self_attn_layer": SELF_ATTN_LAYERS,  # ByobNet hybrids (model=byob)
+    "model.msa_block": MSA_BLOCKS,  # MaxxVit hybrids (model=maxxvit)
+    "model.conv_block": CONV_BLOCKS,
     "model.buildup_rules": ("warn", "off"),
     "evaluate.precision": tuple(AUTOCAST),  # what evaluate_after_training runs at
     "evaluate.robustness.precision": (*AUTOCAST, "auto"),
@@ -113,6 +120,7 @@ def validate_train_config(cfg: Mapping[str, Any]) -> None:
             f"{', '.join(missing)} must be set: e.g. python train.py {' '.join(f'{k}=...' for k in missing)}"
         )
     check_choices(cfg)
+    check_model(cfg)
     warn_buildup(cfg)
     _require(cfg, "recipe.epochs", lambda v: int(v) == v and v >= 1, "must be an integer >= 1")
     _require(cfg, "trainer.max_epochs", lambda v: int(v) == v and v >= 1, "must be an integer >= 1")
@@ -194,13 +202,46 @@ def check_optimized_metric(cfg: Mapping[str, Any]) -> None:
     )
 
 
+def check_model(cfg: Mapping[str, Any]) -> None:
+    """Before any work: a model name alternet or timm knows (with the closest names), a hybrid family's own hard
+    constraints at the data's image size (one line each), and, with ``model.pretrained=true``, timm's weights
+    cached here or reachable."""
+    model = _get(cfg, "model") or {}
+    name = model.get("name")
+    if not isinstance(name, str) or name == "???":
+        return
+    check_name(name, MODEL_NAMES)
+    if model.get("pretrained") is True:
+        require_pretrained(name)
+    if name in HYBRIDS:
+        spec = hybrid_spec(HYBRIDS[name], _overrides(model))
+        img_size = int(_get(cfg, "data.image_size") or 32)
+        check = check_byob if isinstance(spec, ByobSpec) else check_maxxvit
+        check(spec, img_size, choose_stem(spec.stem, img_size))
+
+
+def _overrides(model: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in model.items() if k not in ("name", "pretrained", "buildup_rules") and v is not None}
+
+
+def layout_and_heads(model: Mapping[str, Any]) -> tuple[str | None, Any]:
+    """The layout a model config builds and its heads per stage (a hybrid's from its family: MaxxVit's are width /
+    dim_head), for the build-up rules; ``(None, None)`` for a model without a layout."""
+    name = str(model.get("name"))
+    if name in HYBRIDS:
+        spec = hybrid_spec(HYBRIDS[name], _overrides(model))
+        return spec.layout, spec.msa_heads()
+    zoo = spec_kwargs(name)
+    return model.get("layout") or zoo.get("layout"), model.get("heads") or zoo.get("heads")
+
+
 def warn_buildup(cfg: Mapping[str, Any]) -> None:
-    """One warning per build-up rule the AlterNet layout breaks, unless ``model.buildup_rules=off``."""
+    """One warning per build-up rule the layout breaks (AlterNet's and every hybrid family's), unless
+    ``model.buildup_rules=off``."""
     model = _get(cfg, "model") or {}
     if model.get("buildup_rules", "off") != "warn":
         return
-    zoo = spec_kwargs(str(model.get("name")))
-    layout, heads = model.get("layout") or zoo.get("layout"), model.get("heads") or zoo.get("heads")
+    layout, heads = layout_and_heads(model)
     for violation in buildup_violations(layout, heads) if layout else []:
         warnings.warn(f"{violation} (model.buildup_rules=off for a deliberate contrast)", stacklevel=3)
 

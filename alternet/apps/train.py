@@ -21,6 +21,8 @@ from ..data import build_datamodule
 from ..errors import AlternetError, ConfigValueError
 from ..files import plain, write_json
 from ..hub import load_pretrained
+from ..models.config import model_args
+from ..models.external import load_timm_pretrained
 from ..report.figures import training_curves
 from ..runs import (
     RunDirLock,
@@ -109,7 +111,16 @@ def _train(
     L.seed_everything(int(config["seed"]), workers=True, verbose=False)
     datamodule = build_datamodule(config["data"], config["recipe"], seed=int(config["seed"]))
     module = build_module(config, datamodule.facts())
-    if config["model"]["pretrained"] and not resume:
+    if config["model"]["pretrained"] is True and not resume:  # timm's own weights for model.name
+        facts = datamodule.facts()
+        args = model_args(
+            config["model"],
+            num_classes=facts["num_classes"],
+            img_size=facts["image_size"],
+            drop_path_rate=config["recipe"]["drop_path_rate"],
+        )
+        load_timm_pretrained(module.model, config["model"]["name"], **args)
+    elif config["model"]["pretrained"] and not resume:
         load_pretrained(module.model, config["model"]["pretrained"])  # a different class count resets the head
     has_val = datamodule.has_validation
     loggers = tracking.build_loggers(config["logger"], run_dir, config, resume_step=resume_step)

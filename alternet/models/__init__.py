@@ -5,20 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import timm
-from timm.models import parse_model_name, split_model_name_tag
 from torch import nn
 
-from ..errors import AlternetError
 from .attention import ATTENTION_KINDS, FocusedLinearAttention, PositionOnlyAttention, WindowAttention
 from .backbone import AlterNet, BlockInfo
+from .external import UnknownModelError, check_name
 from .layout import LayoutError, StageSpec, alternate_layout, format_layout, parse_layout, resolve_stages
-from .zoo import ARCHITECTURES, COMPARISON_MODELS
-
-MODEL_NAMES: tuple[str, ...] = (*ARCHITECTURES, *COMPARISON_MODELS)
-
-
-class UnknownModelError(AlternetError, ValueError):
-    """A model name that neither alternet nor timm knows."""
+from .zoo import MODEL_NAMES
 
 
 def list_models() -> list[str]:
@@ -29,14 +22,8 @@ def list_models() -> list[str]:
 def create_model(name: str, **kwargs: Any) -> nn.Module:
     """Build a model by name, exactly as ``timm.create_model`` would: an alternet model or any other timm model,
     with a pretrained tag (``resnet50.a1_in1k``), or a ``hf-hub:`` / ``local-dir:`` source. An unknown
-    architecture fails here, listing ours."""
-    source, bare = parse_model_name(name)
-    architecture = split_model_name_tag(bare)[0]
-    if source is None and architecture not in MODEL_NAMES and not timm.is_model(architecture):
-        raise UnknownModelError(
-            f"unknown model {name!r}. alternet models: {', '.join(list_models())}. "
-            "Any timm model name also works (see timm.list_models())."
-        )
+    architecture fails here, listing ours and the closest names."""
+    check_name(name, MODEL_NAMES)
     return timm.create_model(name, **kwargs)
 
 

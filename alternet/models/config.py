@@ -2,7 +2,8 @@
 ``create_model`` arguments.
 
 A ``null`` in the config means "the zoo's value": the architecture's defaults live in :mod:`alternet.models.zoo`
-alone, so the config never restates them.
+alone, so the config never restates them. Any other timm model (``model=timm model.name=NAME``) gets only the
+keywords its constructor takes (:func:`alternet.models.external.constructor_args`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ConfigValueError
+from .external import architecture, constructor_args
+from .zoo import MODEL_NAMES
 
 # the model's name, where its starting weights come from, and whether to warn about the paper's build-up rules
 NOT_MODEL_ARGS = ("name", "pretrained", "buildup_rules")
@@ -18,9 +21,10 @@ NOT_MODEL_ARGS = ("name", "pretrained", "buildup_rules")
 
 def model_args(model: Mapping[str, Any], *, num_classes: int, img_size: int, drop_path_rate: float) -> dict[str, Any]:
     """Keyword arguments for ``create_model(model["name"], ...)``: the config's non-null keys over the recipe's
-    stochastic depth, with the data's class count and image size (which the config may not contradict)."""
-    args = {"drop_path_rate": drop_path_rate}
-    args |= {k: v for k, v in model.items() if k not in NOT_MODEL_ARGS and v is not None}
+    stochastic depth, with the data's class count and image size (which the config may not contradict); for a
+    timm model, only those its constructor takes."""
+    given = {k: v for k, v in model.items() if k not in NOT_MODEL_ARGS and v is not None}
+    args = {"drop_path_rate": drop_path_rate} | given
     for key, value, source in (
         ("num_classes", num_classes, "data.num_classes"),
         ("img_size", img_size, "data.image_size"),
@@ -28,4 +32,7 @@ def model_args(model: Mapping[str, Any], *, num_classes: int, img_size: int, dro
         if args.get(key, value) != value:
             raise ConfigValueError(f"model.{key}={args[key]} contradicts {source}={value}; set {source} instead")
         args[key] = value
-    return args
+    name = str(model["name"])
+    if architecture(name) in MODEL_NAMES:
+        return args
+    return constructor_args(name, args, given=tuple(given))

@@ -82,8 +82,8 @@ def buildup_violations(layout: str, heads: int | Sequence[int | None] | None = N
             f"stage {with_msa[0] + 1} has MSAs but later stage(s) {later_without} have none; the rules add MSAs "
             "from the last stage backwards"
         )
-    per_stage = _per_stage("heads", heads, len(stages)) if heads is not None else []
-    msa_heads = [(i, per_stage[i]) for i in with_msa if per_stage and per_stage[i]]
+    stage_heads = per_stage("heads", heads, len(stages)) if heads is not None else []
+    msa_heads = [(i, stage_heads[i]) for i in with_msa if stage_heads and stage_heads[i]]
     for (i, before), (j, after) in itertools.pairwise(msa_heads):
         if after < before:
             found.append(
@@ -117,13 +117,36 @@ def alternate_layout(depths: Sequence[int], msa_counts: Sequence[int]) -> str:
     return format_layout(stages)
 
 
-def _per_stage(name: str, value: int | Sequence[int] | None, num_stages: int) -> list:
+def per_stage(name: str, value: int | Sequence[int] | None, num_stages: int) -> list:
+    """One value per stage: an int (or None) repeated, or a sequence of exactly ``num_stages`` values."""
     if value is None or isinstance(value, int):
         return [value] * num_stages
     values = list(value)
     if len(values) != num_stages:
         raise LayoutError(f"{name} has {len(values)} value(s) {values} but the layout has {num_stages} stage(s)")
     return values
+
+
+def stage_sizes(
+    num_stages: int, img_size: int | Sequence[int], stem_reduction: int, strides: Sequence[int]
+) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """The (input, output) feature map of each stage, for families whose blocks need fixed or divisible sizes;
+    each stride must divide the map it reduces (else a strided conv and its pooled shortcut disagree)."""
+    height, width = _as_pair(img_size)
+    if height % stem_reduction or width % stem_reduction:
+        raise LayoutError(f"input size {height}x{width} is not divisible by the stem's reduction {stem_reduction}")
+    size = (height // stem_reduction, width // stem_reduction)
+    sizes = []
+    for index, stride in enumerate(per_stage("strides", list(strides), num_stages)):
+        if size[0] % stride or size[1] % stride or size[0] < stride:
+            raise LayoutError(
+                f"stage {index + 1}: feature map {size[0]}x{size[1]} cannot be reduced by stride {stride}; "
+                "use a larger input size (data.image_size) or fewer stages"
+            )
+        reduced = (size[0] // stride, size[1] // stride)
+        sizes.append((size, reduced))
+        size = reduced
+    return sizes
 
 
 def _as_pair(value: int | Sequence[int]) -> tuple[int, int]:
@@ -155,11 +178,11 @@ def resolve_stages(
     """
     stages = parse_layout(layout)
     n = len(stages)
-    widths = _per_stage("widths", widths, n)
-    heads = _per_stage("heads", heads, n)
-    strides = [1] + [2] * (n - 1) if strides is None else _per_stage("strides", strides, n)
-    attn_dims = _per_stage("attn_dims", attn_dims, n)
-    windows = _per_stage("window", window, n)
+    widths = per_stage("widths", widths, n)
+    heads = per_stage("heads", heads, n)
+    strides = [1] + [2] * (n - 1) if strides is None else per_stage("strides", strides, n)
+    attn_dims = per_stage("attn_dims", attn_dims, n)
+    windows = per_stage("window", window, n)
     if head_dim < 1:
         raise LayoutError(f"head_dim must be >= 1, got {head_dim}")
 
@@ -184,8 +207,8 @@ def resolve_stages(
         height, width = height // stride, width // stride
         if sequence[0] == MSA:
             raise LayoutError(
-                f"{label}: the first block of a stage changes resolution/width and must be a Conv block "
-                f"('{CONV}'), not an MSA ('{MSA}')"
+                f"{label}: the first block of a stage changes resolution/width and in AlterNet must be a Conv "
+                f"block ('{CONV}'), not an MSA ('{MSA}') (model=byob and model=maxxvit build MSAs that downsample)"
             )
         stage_heads = heads[index] or 0
         win = (0, 0)

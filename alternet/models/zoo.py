@@ -10,7 +10,7 @@ options under ``alternet/conf/model/``, whose keys are ``null`` (the spec's valu
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 
 import torch
@@ -28,20 +28,11 @@ from torch import nn
 
 from ..dataset_facts import FACTS
 from .backbone import AlterNet
+from .byob import ByobSpec, build_byob
 from .layout import alternate_layout, parse_layout
+from .maxxvit import MaxxVitSpec, build_maxxvit
 from .resnet import PostActResNet
-
-
-class _Spec:
-    """A frozen dataclass of constructor keywords for one named model, plus the class it builds."""
-
-    model_class: ClassVar[type[nn.Module]]
-    first_conv: ClassVar[str]  # timm pretrained_cfg: the input layer and the classifier
-    classifier: ClassVar[str]
-
-    def kwargs(self) -> dict[str, Any]:
-        """The spec as constructor keyword arguments."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+from .spec import ModelSpec as _Spec
 
 
 @dataclass(frozen=True)
@@ -205,11 +196,39 @@ COMPARISONS: dict[str, ResNetSpec | ViTSpec | PiTSpec | SwinSpec] = {
 }
 COMPARISON_MODELS = tuple(COMPARISONS)
 
+# Hybrids of timm's families at CIFAR settings, built from a layout through timm's own configs and builders
+# (alternet/models/byob.py, maxxvit.py): each family's own layout pattern at about alternet_tiny's size, a stride-1
+# stem, 4 stages (32, 16, 8 and 4 px maps at 32 px input). Their layouts stack MSAs as the families do, which the
+# paper's build-up rules would not (their options set model.buildup_rules=off: a deliberate contrast).
+_BYOB_CIFAR = dict(layout="C|C|CM|MM", widths=(64, 128, 256, 512), stem_chs=32)
+HYBRIDS: dict[str, ByobSpec | MaxxVitSpec] = {
+    "botnet_cifar": ByobSpec(**_BYOB_CIFAR, self_attn_layer="bottleneck", heads=4),
+    "halonet_cifar": ByobSpec(**_BYOB_CIFAR, self_attn_layer="halo", heads=4, block_size=4, halo_size=1),
+    "lambdanet_cifar": ByobSpec(**_BYOB_CIFAR, self_attn_layer="lambda", heads=4, lambda_r=5),
+    "coatnet_cifar": MaxxVitSpec(layout="C|C|MM|M", widths=(32, 64, 96, 192), stem_width=32, dim_head=32),
+    "maxvit_cifar": MaxxVitSpec(
+        layout="C|C|M|M", widths=(32, 64, 96, 192), stem_width=32, dim_head=32, msa_block="M", window=2
+    ),
+}
+HYBRID_MODELS = tuple(HYBRIDS)
+MODEL_NAMES: tuple[str, ...] = (*ARCHITECTURES, *COMPARISON_MODELS, *HYBRID_MODELS)
+
+# timm's named hybrids in our notation: build_twin(name) gives timm.create_model(name)'s parameters and state-dict
+# keys exactly, through the same specs and builders as the hybrids above (tests/test_hybrids.py)
+_RESNET50_T = dict(layout="CCC|CCCM|CMCMCM|CMC", act_layer="silu", stem="imagenet")
+TIMM_TWINS: dict[str, ByobSpec | MaxxVitSpec] = {
+    "botnet26t_256": ByobSpec(layout="CC|CC|CM|MM", stem="imagenet"),
+    "botnet50ts_256": ByobSpec(**_RESNET50_T),
+    "halonet50ts": ByobSpec(**_RESNET50_T, self_attn_layer="halo", heads=(8, 4, 8, 8), block_size=8, halo_size=3),
+    "lambda_resnet50ts": ByobSpec(**_RESNET50_T, self_attn_layer="lambda", lambda_r=9),
+    "coatnet_0_224": MaxxVitSpec(layout="CC|CCC|MMMMM|MM", head_hidden_size=768, stem="imagenet"),
+}
+
 
 def spec_kwargs(name: str) -> dict[str, Any]:
     """The zoo's constructor keywords for ``name`` (e.g. to record a model's full architecture next to a config's
     overrides: ``{**spec_kwargs(name), **overrides}``); ``{}`` for a name the zoo does not define (a timm model)."""
-    spec = ARCHITECTURES.get(name) or COMPARISONS.get(name)
+    spec = ARCHITECTURES.get(name) or COMPARISONS.get(name) or HYBRIDS.get(name)
     return spec.kwargs() if spec is not None else {}
 
 
@@ -241,7 +260,11 @@ def _cfgs(name: str, spec: _Spec) -> dict[str, dict[str, Any]]:
 
 
 default_cfgs = generate_default_cfgs(
-    {key: cfg for name, spec in {**ARCHITECTURES, **COMPARISONS}.items() for key, cfg in _cfgs(name, spec).items()}
+    {
+        key: cfg
+        for name, spec in {**ARCHITECTURES, **COMPARISONS, **HYBRIDS}.items()
+        for key, cfg in _cfgs(name, spec).items()
+    }
 )
 
 
@@ -407,3 +430,67 @@ def pit_mini_cifar(pretrained: bool = False, **kwargs: Any) -> PiT:
 def swin_mini_cifar(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
     """A Swin for CPU experiments at 32x32: patch 2, window 4, dim 48, depths 1, 1, 2, 1."""
     return _create_comparison("swin_mini_cifar", pretrained, **kwargs)
+
+
+# Hybrids of timm's families (ByobNet, MaxxVit) from a layout -------------------------------
+
+
+def hybrid_spec(spec: ByobSpec | MaxxVitSpec, kwargs: dict[str, Any]) -> ByobSpec | MaxxVitSpec:
+    """``spec`` with the keywords that are its fields taken out of ``kwargs`` (the rest go to timm's class)."""
+    names = {f.name for f in fields(spec)}
+    return replace(spec, **{key: kwargs.pop(key) for key in list(kwargs) if key in names})
+
+
+def build_hybrid(variant: str, spec: ByobSpec | MaxxVitSpec, pretrained: bool = False, **kwargs: Any) -> nn.Module:
+    """The family's builder for ``spec`` under ``kwargs`` (spec fields override it, the rest go to timm)."""
+    spec = hybrid_spec(spec, kwargs)
+    build = build_byob if isinstance(spec, ByobSpec) else build_maxxvit
+    return build(variant, pretrained, spec, **kwargs)
+
+
+def build_twin(name: str, pretrained: bool = False, **kwargs: Any) -> nn.Module:
+    """timm's named hybrid ``name`` rebuilt from its layout (:data:`TIMM_TWINS`), at timm's input size for it; with
+    ``pretrained=True``, timm's weights for it load unchanged."""
+    cfg = resolve_pretrained_cfg(name)
+    kwargs.setdefault("img_size", int(cfg.input_size[-1]))
+    return build_hybrid(name, TIMM_TWINS[name], pretrained, **kwargs)
+
+
+def _create_hybrid(variant: str, pretrained: bool, **kwargs: Any) -> nn.Module:
+    _input_size_from_cfg(variant, kwargs)
+    kwargs.setdefault("img_size", 32)
+    model = build_hybrid(variant, HYBRIDS[variant], pretrained, **kwargs)
+    if not hasattr(model, "pretrained_cfg"):  # features_only: timm's wrapper carries its own cfg
+        return model
+    size = kwargs["img_size"]
+    return _describe_build(model, int(size if isinstance(size, int) else size[-1]))
+
+
+@register_model
+def botnet_cifar(pretrained: bool = False, **kwargs: Any) -> nn.Module:
+    """A BoTNet for 32x32 inputs (timm's ByobNet): C|C|CM|MM, bottleneck attention with relative position logits."""
+    return _create_hybrid("botnet_cifar", pretrained, **kwargs)
+
+
+@register_model
+def halonet_cifar(pretrained: bool = False, **kwargs: Any) -> nn.Module:
+    """A HaloNet for 32x32 inputs (timm's ByobNet): C|C|CM|MM, halo attention in 4x4 blocks with a 1-pixel halo."""
+    return _create_hybrid("halonet_cifar", pretrained, **kwargs)
+
+
+@register_model
+def lambdanet_cifar(pretrained: bool = False, **kwargs: Any) -> nn.Module:
+    """A LambdaNet for 32x32 inputs (timm's ByobNet): C|C|CM|MM, lambda layers with a 5x5 position context."""
+    return _create_hybrid("lambdanet_cifar", pretrained, **kwargs)
+
+
+@register_model
+def coatnet_cifar(pretrained: bool = False, **kwargs: Any) -> nn.Module:
+    """A CoAtNet for 32x32 inputs (timm's MaxxVit): C|C|MM|M, MBConv then transformer blocks, widths 32 to 192."""
+    return _create_hybrid("coatnet_cifar", pretrained, **kwargs)
+
+
+@register_model
+def maxvit_cifar(pretrained: bool = False, **kwargs: Any) -> nn.Module:
+    """A MaxViT for 32x32 inputs (timm's MaxxVit): C|C|M|M, MaxViT blocks with 2x2 windows and grids."""
+    return _create_hybrid("maxvit_cifar", pretrained, **kwargs)

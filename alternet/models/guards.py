@@ -1,0 +1,45 @@
+"""What the timm hybrid families share: a CIFAR stem made from timm's stride-2 stem conv, and a one-line refusal of
+inputs whose size a fixed-size model was not built for (timm's own check there is an empty assertion)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from .layout import LayoutError
+
+
+class InputSizeGuard:
+    """A forward pre-hook: refuse an input of another size than ``size``, saying why the model needs it."""
+
+    def __init__(self, size: Sequence[int], reason: str):
+        self.size = tuple(int(s) for s in size)
+        self.reason = reason
+
+    def __call__(self, _module: nn.Module, args: tuple[Any, ...]) -> None:
+        if not args or not isinstance(args[0], torch.Tensor) or args[0].dim() != 4:
+            return
+        got = tuple(args[0].shape[-2:])
+        if got != self.size:
+            height, width = self.size
+            raise LayoutError(
+                f"this model was built for {height}x{width} inputs and got {got[0]}x{got[1]} ({self.reason}); "
+                f"feed it {height}x{width} images (data.image_size={height}) or build it for the new size"
+            )
+
+
+def unstride_stem_conv(model: nn.Module, conv: nn.Conv2d) -> None:
+    """Make the stem's stride-2 3x3 conv stride 1 (same weights, same padding) and halve the reductions the model
+    reports; the caller built the model for twice the input size, so every later map keeps its planned size."""
+    if conv.kernel_size != (3, 3) or conv.stride != (2, 2) or conv.padding != (1, 1):
+        raise LayoutError(f"the CIFAR stem expects a 3x3 stride-2 conv with padding 1, got {conv}")
+    conv.stride = (1, 1)
+    if hasattr(model, "stem") and hasattr(model.stem, "stride"):
+        model.stem.stride = 1
+    info = getattr(model, "feature_info", None)
+    if isinstance(info, list):
+        for entry in info:
+            entry["reduction"] = max(1, entry["reduction"] // 2)

@@ -19,7 +19,7 @@ from torch import nn
 from alternet.analysis import AnalysisConfigError, parse_configs
 from alternet.analysis.attention import attention_stats
 from alternet.analysis.blocks import Tap, block_sequence
-from alternet.analysis.data import mixed_batches, recipe_mixup
+from alternet.analysis.data import mixed_batches
 from alternet.analysis.fourier import delta_profiles, plotted_frequencies
 from alternet.analysis.hessian import minibatch_max_eigenvalues
 from alternet.analysis.landscape import dim0_norms, measure, normalised, random_direction
@@ -27,6 +27,7 @@ from alternet.analysis.noise import band_mask, frequency_bands, radial_frequency
 from alternet.analysis.objective import objective_of
 from alternet.analysis.variance import mean_variances
 from alternet.apps.checks import CHOICES, check_choices
+from alternet.data.mixing import recipe_mixup
 from alternet.models import PositionOnlyAttention, WindowAttention, create_model
 
 from conftest import compose_train

@@ -12,6 +12,7 @@ import torch
 from timm.data import Mixup
 
 from ..data import ArrayDataset, ImageDataModule
+from ..data.mixing import recipe_mixup
 from ..seeds import derive_seed
 from .errors import AnalysisConfigError, AnalysisError
 
@@ -58,15 +59,6 @@ def augmented_batches(
 ) -> list[Batch]:
     """Training images with the recipe's augmentation (crop, flip, RandAugment...; no mixup)."""
     return sample_batches(split(datamodule, "train"), images, batch_size, seed, augment=True, device=device)
-
-
-def recipe_mixup(recipe: Mapping[str, Any], num_classes: int) -> Mixup | None:
-    """The recipe's batch mixing as training applies it (timm's ``Mixup`` with the recipe's label smoothing,
-    whose targets feed a soft-target cross-entropy), or None when the recipe mixes nothing."""
-    mixup = recipe["mixup"]
-    if not mixup or (not mixup.get("mixup_alpha") and not mixup.get("cutmix_alpha")):
-        return None
-    return Mixup(**dict(mixup), label_smoothing=float(recipe["label_smoothing"]), num_classes=num_classes)
 
 
 @contextmanager

@@ -14,7 +14,6 @@ from typing import Any
 import lightning as L
 import torch
 import torch.nn.functional as F
-from timm.data import Mixup
 from timm.loss import SoftTargetCrossEntropy
 from timm.optim import param_groups_layer_decay
 from torch import nn
@@ -22,6 +21,7 @@ from torchmetrics import MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy
 
 from ..checkpoints import DIGEST_KEY, weights_digest
+from ..data.mixing import recipe_mixup
 from ..errors import ConfigValueError
 from ..metrics import BinnedCalibrationError
 from ..models import create_model
@@ -70,7 +70,7 @@ class ClassificationModule(L.LightningModule):
             ),
         )
         self.recipe = recipe
-        self.mixup = self._build_mixup(recipe)
+        self.mixup = recipe_mixup(recipe, self.num_classes)
         smoothing = float(recipe["label_smoothing"])
         self.train_loss = SoftTargetCrossEntropy() if self.mixup else nn.CrossEntropyLoss(label_smoothing=smoothing)
         self.ema = self._build_ema(recipe["ema"])
@@ -87,12 +87,6 @@ class ClassificationModule(L.LightningModule):
         )
 
     # construction helpers -------------------------------------------------------------------
-
-    def _build_mixup(self, recipe: Mapping[str, Any]) -> Mixup | None:
-        mixup = recipe["mixup"]
-        if not mixup or (not mixup.get("mixup_alpha") and not mixup.get("cutmix_alpha")):
-            return None
-        return Mixup(**dict(mixup), label_smoothing=float(recipe["label_smoothing"]), num_classes=self.num_classes)
 
     def _build_ema(self, ema: Mapping[str, Any] | None) -> nn.Module | None:
         if not ema:

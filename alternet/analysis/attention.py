@@ -20,6 +20,7 @@ References for each block: the entropy of a uniform row, log N, and the mean dis
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ from .data import clean_batches
 from .features import capture
 from .tables import compact
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class AttentionConfig(SampleConfig):
@@ -48,13 +51,22 @@ def row_entropy(probs: torch.Tensor) -> torch.Tensor:
     return -torch.special.xlogy(probs, probs).sum(dim=-1)
 
 
-def pairwise_distance(positions: torch.Tensor) -> torch.Tensor:
-    """(N, 2) coordinates -> (N, N) Euclidean distances."""
-    return torch.cdist(positions.double(), positions.double()).float()
+Positions = torch.Tensor | tuple[torch.Tensor, torch.Tensor]  # (N, 2), or (queries (Nq, 2), keys (Nk, 2))
 
 
-def row_distance(probs: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """Expected distance from each query to its attended keys: (..., N, N) -> (..., N)."""
+def query_key(positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
+    """Query and key coordinates: the same tokens for self-attention over one set, a pair where they differ."""
+    return positions if isinstance(positions, tuple) else (positions, positions)
+
+
+def pairwise_distance(positions: Positions) -> torch.Tensor:
+    """(N, 2) coordinates -> (N, N) Euclidean distances; a (queries, keys) pair -> (Nq, Nk)."""
+    queries, keys = query_key(positions)
+    return torch.cdist(queries.double(), keys.double()).float()
+
+
+def row_distance(probs: torch.Tensor, positions: Positions) -> torch.Tensor:
+    """Expected distance from each query to its attended keys: (..., Nq, Nk) -> (..., Nq)."""
     return (probs * pairwise_distance(positions).to(probs.device)).sum(dim=-1)
 
 
@@ -91,7 +103,7 @@ class _Accumulator:
     def __init__(self) -> None:
         self.sums: dict[str, torch.Tensor | float] = {}
         self.counts: dict[str, int] = {}
-        self.positions: torch.Tensor | None = None
+        self.positions: Positions | None = None
 
     def _add(self, name: str, values: torch.Tensor) -> None:
         """``values`` (..., heads, N): summed per head."""
@@ -99,7 +111,7 @@ class _Accumulator:
         self.sums[name] = self.sums.get(name, 0.0) + per_head.sum(dim=1)
         self.counts[name] = self.counts.get(name, 0) + per_head.shape[1]
 
-    def add(self, probs: torch.Tensor, positions: torch.Tensor, images: int, kernel: torch.Tensor | None) -> None:
+    def add(self, probs: torch.Tensor, positions: Positions, images: int, kernel: torch.Tensor | None) -> None:
         self._add("entropy", row_entropy(probs))
         self._add("distance", row_distance(probs, positions))
         if images > 1:
@@ -117,7 +129,7 @@ class _Accumulator:
         return HeadStats(
             self._mean("entropy"),
             self._mean("distance"),
-            self.positions.shape[0],
+            query_key(self.positions)[1].shape[0],
             float(pairwise_distance(self.positions).double().mean()),
             self._mean("specificity"),
             self._mean("position_kernel_specificity"),
@@ -142,8 +154,9 @@ def attention_stats(model: nn.Module, blocks: Sequence[Block], batches: Sequence
 def run(context: AnalysisContext, config: AttentionConfig) -> dict[str, Any]:
     sequence = context.blocks
     msa = [(depth, block) for depth, block in enumerate(sequence.blocks, start=1) if block.attention is not None]
+    unmapped = without_maps(sequence.blocks)
     if not msa:
-        return {"msa_blocks": 0, "files": []}
+        return compact(dict(msa_blocks=0, **unmapped, files=[]))
     batches = clean_batches(context.datamodule, config.images, config.batch_size, config.seed, context.device)
     images = [x for x, _ in batches]
     depth_rows = sequence.depth_rows()
@@ -190,6 +203,7 @@ def run(context: AnalysisContext, config: AttentionConfig) -> dict[str, Any]:
         dict(
             images=sum(len(y) for _, y in batches),
             msa_blocks=len(msa),
+            **unmapped,
             entropy_mean=sum(entropies) / len(entropies),
             relative_entropy_mean=sum(relative) / len(relative) if relative else None,
             distance_mean=sum(distances) / len(distances),
@@ -198,6 +212,18 @@ def run(context: AnalysisContext, config: AttentionConfig) -> dict[str, Any]:
             files=[str(f) for f in files],
         )
     )
+
+
+def without_maps(blocks: Sequence[Block]) -> dict[str, Any]:
+    """The MSA blocks that compute no attention map (a lambda layer's, timm's parallel MaxViT's), said in the
+    summary and the log instead of failing: ``{}`` when every MSA block has maps."""
+    missing = [block for block in blocks if block.kind == "M" and block.attention is None]
+    if not missing:
+        return {}
+    notes = sorted({block.attention_note or "no attention map" for block in missing})
+    note = f"{len(missing)} MSA block(s) without attention maps, not in the statistics: {'; '.join(notes)}"
+    log.warning("attention: %s (%s)", note, ", ".join(block.name for block in missing))
+    return {"msa_blocks_without_maps": len(missing), "note": note}
 
 
 def _at(values: list[float] | None, index: int) -> float | None:

@@ -5,8 +5,16 @@
 * timm ``vit_*``: each transformer block gives two residual blocks, attention (``M``) then MLP (``C``);
   tokens become (B, C, H, W) maps with the prefix (class/register) tokens dropped; lesion by zeroing the
   residual's ``ls1`` / ``ls2`` output.
+* timm ByobNet (BoTNet, HaloNet, LambdaNet; ``model=byob``): a ``SelfAttnBlock`` is ``M``, every other block
+  ``C``; attention maps of bottleneck (BoTNet) and halo attention; a lambda layer has none (the block says so).
+* timm MaxxVit (CoAtNet, MaxViT; ``model=maxxvit``): MBConv / ConvNeXt blocks are ``C``, transformer and MaxViT
+  blocks ``M``; attention maps of a transformer block (the whole map) and of a MaxViT block's window attention
+  (its grid attention is not mapped).
+* A timm hybrid's lesion zeroes every residual branch of the block (its ``drop_path*`` outputs), so the block
+  passes its shortcut only.
 
-Every block offers a :class:`Tap` on its output map and, for MSA blocks, an :class:`AttentionTap`.
+Every block offers a :class:`Tap` on its output map and, for MSA blocks, an :class:`AttentionTap` (or, where the
+block computes no attention map, ``attention_note`` saying why).
 """
 
 from __future__ import annotations
@@ -17,6 +25,20 @@ from dataclasses import dataclass
 from functools import partial
 
 import torch
+from timm.layers.bottleneck_attn import BottleneckAttn
+from timm.layers.halo_attn import HaloAttn
+from timm.layers.lambda_layer import LambdaLayer
+from timm.models.byobnet import ByobNet, SelfAttnBlock
+from timm.models.maxxvit import (
+    Attention2d,
+    AttentionCl,
+    ConvNeXtBlock,
+    MaxxVit,
+    MaxxVitBlock,
+    MbConvBlock,
+    ParallelMaxxVitBlock,
+    TransformerBlock2d,
+)
 from timm.models.resnet import BasicBlock, Bottleneck, ResNet
 from timm.models.vision_transformer import Attention, VisionTransformer
 from torch import nn
@@ -25,7 +47,10 @@ from ..models import AlterNet, FocusedLinearAttention, WindowAttention
 from ..models.blocks import PreActBlock
 from .errors import AnalysisError
 
-SUPPORTED = "alternet backbones (alternet_*, preresnet_*), timm ResNet (resnet*) and timm VisionTransformer (vit_*)"
+SUPPORTED = (
+    "alternet backbones (alternet_*, preresnet_*), timm ResNet (resnet*), timm VisionTransformer (vit_*), "
+    "timm ByobNet (botnet*, halonet*, lambda_resnet*, model=byob) and timm MaxxVit (coatnet*, maxvit*, model=maxxvit)"
+)
 
 
 def _same(x: torch.Tensor) -> torch.Tensor:
@@ -46,7 +71,9 @@ class AttentionTap:
     """The input of an attention module, and how to turn it into attention maps and token positions.
 
     ``probabilities(x)`` gives row-stochastic maps (B', heads, N, N); ``positions(x)`` the (N, 2) row/column
-    coordinates of the tokens in pixels of the block's feature map.
+    coordinates of the tokens in pixels of the block's feature map, or, where queries and keys differ (halo
+    attention: a block of queries, its block and halo of keys), a pair (queries (Nq, 2), keys (Nk, 2)) for maps
+    (B', heads, Nq, Nk).
     """
 
     module: nn.Module
@@ -72,6 +99,7 @@ class Block:
     lesion: Callable[[], AbstractContextManager[None]]
     attention: AttentionTap | None = None
     projection: bool = False
+    attention_note: str | None = None  # an M block without attention maps: why (e.g. a lambda layer)
 
 
 @dataclass(frozen=True)
@@ -115,6 +143,17 @@ def zero_output(module: nn.Module) -> Iterator[None]:
         yield
     finally:
         handle.remove()
+
+
+@contextmanager
+def zero_outputs(modules: list[nn.Module]) -> Iterator[None]:
+    """Replace every module's output by zeros for the duration of the context (a block's residual branches)."""
+    handles = [m.register_forward_hook(lambda _module, _args, output: torch.zeros_like(output)) for m in modules]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 def grid_positions(height: int, width: int) -> torch.Tensor:
@@ -217,6 +256,158 @@ def _vit_blocks(model: VisionTransformer) -> BlockSequence:
     return BlockSequence(Tap(model.blocks, on_input=True, to_map=to_map), tuple(blocks))
 
 
+# timm hybrids: ByobNet (BoTNet, HaloNet, LambdaNet) and MaxxVit (CoAtNet, MaxViT) ---------------
+
+
+def residual_branches(block: nn.Module) -> list[nn.Module]:
+    """A timm block's residual branch ends: its ``drop_path*`` modules (DropPath, or Identity at rate 0), each
+    applied to a branch just before it is added to the shortcut."""
+    ends = [m for name, m in block.named_modules() if name.rsplit(".", 1)[-1].startswith("drop_path")]
+    if not ends:
+        raise AnalysisError(f"no residual branch (drop_path) found in {type(block).__name__}")
+    return ends
+
+
+def _has_projection(block: nn.Module) -> bool:
+    """A shortcut that is a learned map (or a pooling), not the identity."""
+    shortcut = getattr(block, "shortcut", None) or getattr(getattr(block, "conv", None), "shortcut", None)
+    return shortcut is not None and not isinstance(shortcut, nn.Identity)
+
+
+@torch.no_grad()
+def bottleneck_attention_map(attn: BottleneckAttn, x: torch.Tensor) -> torch.Tensor:
+    """BoTNet's attention over the whole (B, C, H, W) map, as its forward computes it: (B, heads, HW, HW)."""
+    b, _, height, width = x.shape
+    q, k, _ = torch.split(attn.qkv(x), [attn.dim_out_qk, attn.dim_out_qk, attn.dim_out_v], dim=1)
+    q = q.reshape(b * attn.num_heads, attn.dim_head_qk, -1).transpose(-1, -2)
+    k = k.reshape(b * attn.num_heads, attn.dim_head_qk, -1)
+    if attn.scale_pos_embed:
+        logits = (q @ k + attn.pos_embed(q)) * attn.scale
+    else:
+        logits = (q @ k) * attn.scale + attn.pos_embed(q)
+    return logits.softmax(dim=-1).reshape(b, attn.num_heads, height * width, height * width)
+
+
+@torch.no_grad()
+def halo_attention_map(attn: HaloAttn, x: torch.Tensor) -> torch.Tensor:
+    """HaloNet's attention of each query block over its block and halo, as its forward computes it:
+    (B * blocks, heads, queries per block, keys per window)."""
+    b, _, height, width = x.shape
+    size, ds = attn.block_size, attn.block_size_ds
+    rows, cols = height // size, width // size
+    blocks = rows * cols
+    q = attn.q(x).reshape(-1, attn.dim_head_qk, rows, ds, cols, ds).permute(0, 1, 3, 5, 2, 4)
+    q = q.reshape(b * attn.num_heads, attn.dim_head_qk, -1, blocks).transpose(1, 3)
+    kv = nn.functional.pad(attn.kv(x), [attn.halo_size] * 4)
+    kv = kv.unfold(2, attn.win_size, size).unfold(3, attn.win_size, size)
+    kv = kv.reshape(b * attn.num_heads, attn.dim_head_qk + attn.dim_head_v, blocks, -1).permute(0, 2, 3, 1)
+    k = kv[..., : attn.dim_head_qk]
+    if attn.scale_pos_embed:
+        logits = (q @ k.transpose(-1, -2) + attn.pos_embed(q)) * attn.scale
+    else:
+        logits = (q @ k.transpose(-1, -2)) * attn.scale + attn.pos_embed(q)
+    probs = logits.softmax(dim=-1).reshape(b, attn.num_heads, blocks, ds * ds, attn.win_size**2)
+    return probs.transpose(1, 2).reshape(b * blocks, attn.num_heads, ds * ds, attn.win_size**2)
+
+
+def halo_positions(attn: HaloAttn) -> tuple[torch.Tensor, torch.Tensor]:
+    """Query and key coordinates in a halo window's frame: keys cover the block and its halo (zero padding at the
+    map's border included, as the layer attends to it), queries the block, strided when the layer downsamples."""
+    queries = grid_positions(attn.block_size_ds, attn.block_size_ds) * attn.block_stride + attn.halo_size
+    return queries, grid_positions(attn.win_size, attn.win_size)
+
+
+def map_positions(x: torch.Tensor) -> torch.Tensor:
+    """Token coordinates of a (B, C, H, W) map."""
+    return grid_positions(*x.shape[-2:])
+
+
+def window_positions(x: torch.Tensor) -> torch.Tensor:
+    """Token coordinates of channels-last windows (B', h, w, C)."""
+    return grid_positions(x.shape[1], x.shape[2])
+
+
+def _byob_attention(attn: nn.Module) -> tuple[AttentionTap | None, str | None]:
+    if isinstance(attn, BottleneckAttn):
+        return AttentionTap(attn, partial(bottleneck_attention_map, attn), map_positions), None
+    if isinstance(attn, HaloAttn):
+        positions = halo_positions(attn)
+        return AttentionTap(attn, partial(halo_attention_map, attn), lambda _x: positions), None
+    if isinstance(attn, LambdaLayer):
+        return None, "a lambda layer computes no attention map (its content and position lambdas are linear maps)"
+    return None, f"no attention maps for {type(attn).__name__}"
+
+
+def _byob_blocks(model: ByobNet) -> BlockSequence:
+    blocks = []
+    for stage_index, stage in enumerate(model.stages):
+        for position, module in enumerate(stage):
+            kind = "M" if isinstance(module, SelfAttnBlock) else "C"
+            attention, note = _byob_attention(module.self_attn) if kind == "M" else (None, None)
+            lesion = partial(zero_outputs, residual_branches(module))
+            name = f"stages.{stage_index}.{position}"
+            blocks.append(Block(name, kind, stage_index, Tap(module), lesion, attention, _has_projection(module), note))
+    return BlockSequence(Tap(model.stem), tuple(blocks))
+
+
+@torch.no_grad()
+def attention2d_map(attn: Attention2d, x: torch.Tensor) -> torch.Tensor:
+    """CoAtNet's transformer attention over the whole (B, C, H, W) map, with its relative position bias:
+    (B, heads, HW, HW)."""
+    b = x.shape[0]
+    if attn.head_first:
+        q, k, _ = attn.qkv(x).view(b, attn.num_heads, attn.dim_head * 3, -1).chunk(3, dim=2)
+    else:
+        q, k, _ = attn.qkv(x).reshape(b, 3, attn.num_heads, attn.dim_head, -1).unbind(1)
+    logits = (q * attn.scale).transpose(-2, -1) @ k
+    return (attn.rel_pos(logits) if attn.rel_pos is not None else logits).softmax(dim=-1)
+
+
+@torch.no_grad()
+def attention_cl_map(attn: AttentionCl, x: torch.Tensor) -> torch.Tensor:
+    """MaxViT's window attention over channels-last windows (B', h, w, C): (B', heads, hw, hw)."""
+    b = x.shape[0]
+    if attn.head_first:
+        q, k, _ = attn.qkv(x).view(b, -1, attn.num_heads, attn.dim_head * 3).transpose(1, 2).chunk(3, dim=3)
+    else:
+        q, k, _ = attn.qkv(x).reshape(b, -1, 3, attn.num_heads, attn.dim_head).transpose(1, 3).unbind(2)
+    logits = (q * attn.scale) @ k.transpose(-2, -1)
+    return (attn.rel_pos(logits) if attn.rel_pos is not None else logits).softmax(dim=-1)
+
+
+def _position_kernel(attn: nn.Module) -> Callable[[], torch.Tensor] | None:
+    """softmax of the relative position bias alone, (heads, N, N), where the layer has one."""
+    if attn.rel_pos is None:
+        return None
+    return lambda: attn.rel_pos.get_bias()[0].float().softmax(dim=-1)
+
+
+def _maxxvit_attention(block: nn.Module) -> tuple[AttentionTap | None, str | None]:
+    if isinstance(block, TransformerBlock2d):
+        attn = block.attn
+        return AttentionTap(attn, partial(attention2d_map, attn), map_positions, _position_kernel(attn)), None
+    if isinstance(block, MaxxVitBlock) and block.attn_block is not None:
+        attn = block.attn_block.attn
+        return AttentionTap(attn, partial(attention_cl_map, attn), window_positions, _position_kernel(attn)), None
+    return None, f"no attention maps for {type(block).__name__} (timm's parallel window/grid attention)"
+
+
+def _maxxvit_blocks(model: MaxxVit) -> BlockSequence:
+    blocks = []
+    for stage_index, stage in enumerate(model.stages):
+        for position, module in enumerate(stage.blocks):
+            if isinstance(module, MbConvBlock | ConvNeXtBlock):
+                kind, attention, note = "C", None, None
+            elif isinstance(module, TransformerBlock2d | MaxxVitBlock | ParallelMaxxVitBlock):
+                kind, (attention, note) = "M", _maxxvit_attention(module)
+            else:
+                raise AnalysisError(f"unsupported MaxxVit block {type(module).__name__} in stage {stage_index}")
+            lesion = partial(zero_outputs, residual_branches(module))
+            name = f"stages.{stage_index}.blocks.{position}"
+            blocks.append(Block(name, kind, stage_index, Tap(module), lesion, attention, _has_projection(module), note))
+    return BlockSequence(Tap(model.stem), tuple(blocks))
+
+
 def block_sequence(model: nn.Module) -> BlockSequence:
     """The stem and residual blocks of ``model`` (raises :class:`AnalysisError` for unsupported models)."""
     if isinstance(model, AlterNet):
@@ -225,4 +416,8 @@ def block_sequence(model: nn.Module) -> BlockSequence:
         return _resnet_blocks(model)
     if isinstance(model, VisionTransformer):
         return _vit_blocks(model)
+    if isinstance(model, ByobNet):
+        return _byob_blocks(model)
+    if isinstance(model, MaxxVit):
+        return _maxxvit_blocks(model)
     raise AnalysisError(f"block analyses do not support {type(model).__name__}; supported: {SUPPORTED}")

@@ -197,9 +197,10 @@ COMPARISONS: dict[str, ResNetSpec | ViTSpec | PiTSpec | SwinSpec] = {
 COMPARISON_MODELS = tuple(COMPARISONS)
 
 # Hybrids of timm's families at CIFAR settings, built from a layout through timm's own configs and builders
-# (alternet/models/byob.py, maxxvit.py): each family's own layout pattern at about alternet_tiny's size, a stride-1
-# stem, 4 stages (32, 16, 8 and 4 px maps at 32 px input). Their layouts stack MSAs as the families do, which the
-# paper's build-up rules would not (their options set model.buildup_rules=off: a deliberate contrast).
+# (alternet/models/byob.py, maxxvit.py): each family's own layout pattern at about preresnet_tiny's size, a stride-1
+# stem and 4 stages (ByobNet: 32, 16, 8 and 4 px maps at 32 px input; MaxxVit halves the map in every stage: 16, 8,
+# 4 and 2 px). Their layouts stack MSAs as the families do, which the paper's build-up rules would not (their
+# options set model.buildup_rules=off: a deliberate contrast).
 _BYOB_CIFAR = dict(layout="C|C|CM|MM", widths=(64, 128, 256, 512), stem_chs=32)
 HYBRIDS: dict[str, ByobSpec | MaxxVitSpec] = {
     "botnet_cifar": ByobSpec(**_BYOB_CIFAR, self_attn_layer="bottleneck", heads=4),

@@ -291,3 +291,30 @@ def test_a_lambda_layer_has_no_attention_map_and_the_attention_analysis_says_so(
     results = run_analyses(["attention", "lesion"], model, digits32, RECIPE, BUDGETS, tmp_path)
     assert results["attention"]["msa_blocks"] == 0 and results["attention"]["msa_blocks_without_maps"] == 3
     assert "computes no attention map" in results["attention"]["note"]
+
+
+# the preset --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("preset", ["hybrids", "hybrids_full"])
+def test_the_hybrids_preset_sweeps_alternet_its_twin_and_both_families_on_one_recipe(preset):
+    from hydra import compose, initialize_config_dir
+
+    from conftest import CONF
+
+    with initialize_config_dir(str(CONF), version_base="1.3"):
+        config = compose("train", overrides=[f"experiment={preset}", "data.root=/data"], return_hydra_config=True)
+        assert str(config.hydra.mode) == "RunMode.MULTIRUN"
+        models = [m.strip() for m in str(config.hydra.sweeper.params.model).split(",")]
+        recipes = set()
+        for model in models:
+            overrides = [f"experiment={preset}", "data.root=/data", f"model={model}", "paths.output_dir=unused"]
+            if preset.endswith("_full") and not torch.cuda.is_available():
+                overrides.append("trainer.accelerator=cpu")  # the paper's scale asks for a GPU
+            job = OmegaConf.to_container(compose("train", overrides=overrides), resolve=True)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # no build-up warning: AlterNet follows them, the families opt out
+                validate_train_config(job)
+            recipes.add(repr(job["recipe"]))
+    assert len(recipes) == 1  # one recipe and budget for every model
+    assert {type(build_from_config(f"model={m}")).__name__ for m in models} == {"AlterNet", "ByobNet", "MaxxVit"}

@@ -210,6 +210,10 @@ HYBRIDS: dict[str, ByobSpec | MaxxVitSpec] = {
     "maxvit_cifar": MaxxVitSpec(
         layout="C|C|M|M", widths=(32, 64, 96, 192), stem_width=32, dim_head=32, msa_block="M", window=2
     ),
+    # the same families at ResNet-50 scale for 32 px (experiment=hybrids_full): timm's BoTNet-50-TS and CoAtNet-0
+    # layouts and widths with the stride-1 stem
+    "botnet50_cifar": ByobSpec(layout="CCC|CCCM|CMCMCM|CMC", act_layer="silu"),
+    "coatnet0_cifar": MaxxVitSpec(layout="CC|CCC|MMMMM|MM", head_hidden_size=768),
 }
 HYBRID_MODELS = tuple(HYBRIDS)
 MODEL_NAMES: tuple[str, ...] = (*ARCHITECTURES, *COMPARISON_MODELS, *HYBRID_MODELS)
@@ -495,3 +499,15 @@ def coatnet_cifar(pretrained: bool = False, **kwargs: Any) -> nn.Module:
 def maxvit_cifar(pretrained: bool = False, **kwargs: Any) -> nn.Module:
     """A MaxViT for 32x32 inputs (timm's MaxxVit): C|C|M|M, MaxViT blocks with 2x2 windows and grids."""
     return _create_hybrid("maxvit_cifar", pretrained, **kwargs)
+
+
+@register_model
+def botnet50_cifar(pretrained: bool = False, **kwargs: Any) -> nn.Module:
+    """BoTNet-50-TS (timm's botnet50ts layout and widths, SiLU) with the stride-1 stem for 32x32 inputs."""
+    return _create_hybrid("botnet50_cifar", pretrained, **kwargs)
+
+
+@register_model
+def coatnet0_cifar(pretrained: bool = False, **kwargs: Any) -> nn.Module:
+    """CoAtNet-0 (timm's coatnet_0 layout, widths and MLP head) with the stride-1 stem for 32x32 inputs."""
+    return _create_hybrid("coatnet0_cifar", pretrained, **kwargs)

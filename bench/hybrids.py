@@ -1,0 +1,98 @@
+"""Training-step time and images/s of each hybrid family beside AlterNet and its ResNet twin, on the CPU in fp32, at
+32 px and at 224 px: AlterNet, pre-activation ResNet, BoTNet, HaloNet, LambdaNet (timm's ByobNet), CoAtNet and
+MaxViT (timm's MaxxVit), each the zoo's CIFAR-sized model (0.4M to 1.6M parameters at 100 classes).
+
+At 32 px every model has its stride-1 CIFAR stem; at 224 px the same models take their ImageNet stems (the zoo's
+``stem=auto``), with the two knobs a 7x7 last stage needs (HaloNet ``block_size=7``, MaxViT ``window=7``).
+
+    python bench/hybrids.py [--sizes 32 224] [--models botnet_cifar coatnet_cifar] [--batch 32] [--batch-224 8]
+                            [--rounds 5] [--warmup 1] [--threads N] [--no-record]
+
+Timing goes through ``bench/harness.py``: per size, ``interleave`` runs one training step of every model in turn
+(forward, cross-entropy, backward, AdamW step: ``bench/step.py``) for ``--rounds`` rounds after ``--warmup`` ones, so
+the machine's drift hits all families alike; the median step is reported. The header, summaries and recorded rows
+(``bench/results/hybrids-<machine class>.csv``) are the harness's.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from harness import add_harness_arguments, begin, finish, interleave, row, summarise, timing_row
+from step import training_step
+
+FAMILIES = {  # model -> family
+    "alternet_tiny": "AlterNet",
+    "preresnet_tiny": "ResNet (pre-activation)",
+    "botnet_cifar": "BoTNet (ByobNet)",
+    "halonet_cifar": "HaloNet (ByobNet)",
+    "lambdanet_cifar": "LambdaNet (ByobNet)",
+    "coatnet_cifar": "CoAtNet (MaxxVit)",
+    "maxvit_cifar": "MaxViT (MaxxVit)",
+}
+# what a model needs at 224 px beyond its ImageNet stem: its last stages' maps are 14 and 7 px there
+AT_224 = {"halonet_cifar": dict(block_size=7), "maxvit_cifar": dict(window=7)}
+NUM_CLASSES = 100
+
+
+def build(name: str, size: int):
+    import alternet
+
+    extra = AT_224.get(name, {}) if size >= 128 else {}
+    return alternet.create_model(name, num_classes=NUM_CLASSES, img_size=size, **extra)
+
+
+def steps_at(models: list[str], size: int, batch: int):
+    """One training step per model at ``size`` px (fp32, contiguous), and each model's parameter count."""
+    import torch
+
+    steps, params = {}, {}
+    for name in models:
+        torch.manual_seed(0)
+        model = build(name, size).train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+        images = torch.randn(batch, 3, size, size)
+        labels = torch.randint(0, NUM_CLASSES, (batch,))
+        steps[name] = training_step(model, images, labels, optimizer, None)
+        params[name] = sum(p.numel() for p in model.parameters())
+    return steps, params
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
+    parser.add_argument("--sizes", nargs="+", type=int, default=[32, 224])
+    parser.add_argument("--batch", type=int, default=32, help="batch at 32 px (default 32)")
+    parser.add_argument("--batch-224", type=int, default=8, help="batch at 128 px and more (default 8)")
+    add_harness_arguments(parser, rounds=5, warmup=1)
+    args = parser.parse_args()
+
+    facts = begin(args, "hybrids")
+    rows = []
+    for size in args.sizes:
+        batch = args.batch_224 if size >= 128 else args.batch
+        steps, params = steps_at(args.models, size, batch)
+        seconds = interleave(steps, args.rounds, args.warmup)
+        print(f"\n{size} px, batch {batch}, fp32, {args.rounds} timed steps per model (median), interleaved")
+        header = f"{'model':<16} {'family':<24} {'params':>10} {'ms/step':>9} {'img/s':>8} {'spread':>7}"
+        print(header)
+        print("-" * len(header))
+        for name in args.models:
+            summary = summarise(seconds[name])
+            rate = batch / summary.median
+            print(
+                f"{name:<16} {FAMILIES[name]:<24} {params[name]:>10,} {1000 * summary.median:>9.1f} {rate:>8.1f} "
+                f"{summary.spread:>6.0%}",
+                flush=True,
+            )
+            case = f"{name} {size}px fp32 batch {batch}"
+            rows += [
+                timing_row(case, "step median", seconds[name]),
+                row(case, "throughput", rate, "img/s", rounds=summary.count),
+                row(case, "parameters", params[name], "count", notes=FAMILIES[name]),
+            ]
+    finish(args, "hybrids", rows, facts)
+
+
+if __name__ == "__main__":
+    main()

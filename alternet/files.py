@@ -5,7 +5,9 @@ Every writer goes through :func:`atomic_write`, so a reader (or a run killed mid
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import errno
 import hashlib
 import json
 import math
@@ -20,20 +22,48 @@ from .errors import AlternetError
 CHUNK = 1 << 22
 
 
+class WriteError(AlternetError, OSError):
+    """A file could not be written (a full disk, a read-only directory, a quota); its previous version is intact."""
+
+
 def atomic_write(path: str | Path, write: Callable[[Path], Any]) -> Path:
     """Call ``write(tmp)`` on a temporary file beside ``path``, then rename it into place (same file system, so
-    the rename is atomic). The temporary file never survives a failure."""
+    the rename is atomic). The temporary file never survives a failure, and the file's previous version stays as it
+    was: a failure of the file system (ENOSPC, EROFS, EACCES, EDQUOT, ...) raises :class:`WriteError` naming the path
+    and the error in one line."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+    except OSError as error:
+        raise _write_error(path, error) from error
     tmp = Path(name)
     try:
         write(tmp)
         os.replace(tmp, path)
+    except WriteError:
+        raise
+    except OSError as error:
+        raise _write_error(path, error) from error
     finally:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a directory that turned read-only keeps its temporary file
+            tmp.unlink(missing_ok=True)
     return path
+
+
+def _write_error(path: Path, error: OSError) -> WriteError:
+    kept = "its previous version is intact" if path.is_file() else "nothing was written"
+    return WriteError(f"could not write {path}: {os_error_reason(error)}; {kept}. {WRITE_FIX}")
+
+
+WRITE_FIX = "Free space, or make the directory writable"
+
+
+def os_error_reason(error: OSError) -> str:
+    """What went wrong, in the words of the system and its code: ``No space left on device (ENOSPC)``."""
+    code = errno.errorcode.get(error.errno or 0)
+    return f"{error.strerror} ({code})" if error.strerror and code else str(error)
 
 
 def write_text(path: str | Path, text: str) -> Path:

@@ -11,6 +11,7 @@ weights as a run never interrupted. The default suite runs one representative ca
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import multiprocessing
 import os
@@ -25,15 +26,20 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+import lightning as L
 import numpy as np
 import pytest
 import torch
+from lightning.pytorch.plugins.io import TorchCheckpointIO
 
+from alternet import files
 from alternet.checkpoints import read_checkpoint
-from alternet.data import licence
+from alternet.data import cifar_c, licence
 from alternet.data.licence import LicenceError
 from alternet.data.workers import leave_stop_signals_to_main_process
-from alternet.files import atomic_write
+from alternet.evaluation.report import write_npz
+from alternet.files import WriteError, atomic_write, write_json
+from alternet.training import builders
 from alternet.training.callbacks import AtomicCheckpointIO, PreemptionCheckpoint, StoppedWithoutSaving
 
 from conftest import FAST, ROOT, compose_train, run_script
@@ -443,3 +449,135 @@ def test_a_loader_worker_ignores_stop_signals_from_others_and_exits_on_its_paren
     finally:
         if worker.is_alive():
             worker.kill()
+
+
+# faults while writing: nothing lost, one line naming the file ----------------------------------------------------
+
+
+def _failing(code: int):
+    def fail(*args, **kwargs):
+        raise OSError(code, os.strerror(code))
+
+    return fail
+
+
+@pytest.mark.parametrize(
+    ("code", "where", "says"),
+    [
+        (errno.ENOSPC, "write", "No space left on device (ENOSPC); its previous version is intact"),
+        (errno.EROFS, "mkstemp", "Read-only file system (EROFS); its previous version is intact"),
+        (errno.EDQUOT, "replace", "Disk quota exceeded (EDQUOT); its previous version is intact"),
+    ],
+)
+def test_a_failed_write_keeps_the_previous_file_and_says_which_and_why(tmp_path, monkeypatch, code, where, says):
+    path = tmp_path / "metrics.json"
+    write_json(path, {"acc": 0.5})
+    if where == "mkstemp":
+        monkeypatch.setattr(files.tempfile, "mkstemp", _failing(code))
+    elif where == "replace":
+        monkeypatch.setattr(files.os, "replace", _failing(code))
+    else:
+        monkeypatch.setattr(files.json, "dumps", lambda *a, **k: "{}")  # the write itself fails below
+        monkeypatch.setattr(Path, "write_text", _failing(code))
+    with pytest.raises(WriteError) as failed:
+        write_json(path, {"acc": 0.9})
+    assert str(failed.value).startswith(f"could not write {path}: {says}") and "\n" not in str(failed.value)
+    assert isinstance(failed.value, OSError)
+    monkeypatch.undo()
+    assert json.loads(path.read_text()) == {"acc": 0.5}
+    assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]  # no temporary file left
+
+
+def test_predictions_are_written_atomically(tmp_path, monkeypatch):
+    path = tmp_path / "predictions.npz"
+    write_npz(path, {"probs": np.ones(3)})
+    monkeypatch.setattr(np, "savez_compressed", _failing(errno.ENOSPC))
+    with pytest.raises(WriteError, match=r"predictions\.npz: No space left on device"):
+        write_npz(path, {"probs": np.zeros(3)})
+    with np.load(path) as kept:
+        assert kept["probs"].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_a_full_disk_while_the_corruption_cache_is_written_keeps_the_finished_files(tmp_path, monkeypatch):
+    images = np.random.default_rng(0).integers(0, 256, (4, 32, 32, 3), dtype=np.uint8)
+    names, labels, out = ("gaussian_noise", "pixelate"), np.arange(4), tmp_path / "cache"
+    run_task = cifar_c._run_task
+
+    def disk_fills_up(task, images):
+        if task.name == "pixelate":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        run_task(task, images)
+
+    monkeypatch.setattr(cifar_c, "_run_task", disk_fills_up)
+    with pytest.raises(WriteError) as failed:
+        cifar_c.generate_cifar_c(images, labels, out, corruptions=names, severities=(1,), workers=1)
+    assert str(failed.value) == (
+        f"could not write the CIFAR-C cache {out}: No space left on device (ENOSPC); the files it completed before "
+        "are kept and reused. Free space, or make the directory writable"
+    )
+    assert sorted(p.name for p in out.iterdir()) == ["gaussian_noise.npy", "labels.npy", "manifest.json"]
+    monkeypatch.undo()
+    finished = (out / "gaussian_noise.npy").stat().st_mtime_ns
+    cifar_c.generate_cifar_c(images, labels, out, corruptions=names, severities=(1,), workers=1)
+    assert (out / "gaussian_noise.npy").stat().st_mtime_ns == finished and (out / "pixelate.npy").is_file()
+
+
+def test_a_full_disk_while_a_checkpoint_is_written_stops_in_one_line_and_keeps_the_last_one(
+    tmp_path, monkeypatch, capsys
+):
+    """The 2nd checkpoint of a run fails with ENOSPC: the run stops with one line naming last.ckpt, which still holds
+    the 1st (complete, readable)."""
+    saved = []
+    save = TorchCheckpointIO.save_checkpoint
+
+    def disk_fills_up(self, checkpoint, path, storage_options=None):
+        if saved:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        saved.append(path)
+        return save(self, checkpoint, path, storage_options)
+
+    monkeypatch.setattr(TorchCheckpointIO, "save_checkpoint", disk_fills_up)
+    run_dir = tmp_path / "run"
+    arguments = [*FAST, "callbacks.checkpoint.every_n_train_steps=1", f"hydra.run.dir={run_dir}"]
+    code, stderr = run_main("train.py", arguments, monkeypatch, capsys)
+    last = run_dir / "checkpoints" / "last.ckpt"
+    assert code == (
+        f"error: could not write {last}: No space left on device (ENOSPC); its previous version is intact. Free "
+        "space, or make the directory writable"
+    )
+    assert "Traceback" not in stderr
+    assert read_checkpoint(last)["global_step"] == 1
+    assert not list(last.parent.glob(".*.tmp")) and not (run_dir / "metrics.json").exists()
+
+
+def test_an_image_that_disappears_mid_run_is_named_in_one_line(tmp_path, monkeypatch, capsys):
+    """Training images deleted after the folder was listed (a loader worker reads them): one line naming one."""
+    from imagefolders import make_image_folder
+
+    folder = make_image_folder(tmp_path / "folder", size=20, splits={"train": 8, "val": 2}, odd_formats=False)
+
+    class DeleteImages(L.Callback):
+        def on_train_start(self, trainer, pl_module):
+            for image in (folder / "train" / "bee").iterdir():
+                image.unlink()
+
+    build = builders.build_callbacks
+    monkeypatch.setattr(builders, "build_callbacks", lambda *a, **k: [DeleteImages(), *build(*a, **k)])
+    run_dir = tmp_path / "run"
+    arguments = ["data=imagefolder", f"data.root={folder}", "data.image_size=16", "data.num_workers=1"]
+    arguments += ["recipe.batch_size=4", "recipe.epochs=1", "recipe.warmup_epochs=0", *FAST, f"hydra.run.dir={run_dir}"]
+    code, stderr = run_main("train.py", arguments, monkeypatch, capsys)
+    assert re.fullmatch(
+        rf"error: image {re.escape(str(folder))}/train/bee/bee_00\d\.JPEG is gone \(No such file or directory\): it "
+        r"was moved or deleted after the run listed it; restore it, or start the run again to list the folder afresh",
+        code,
+    ), code
+    assert "Traceback" not in stderr
+
+
+def run_main(script: str, arguments: list[str], monkeypatch, capsys) -> tuple[str, str]:
+    """(exit message or status, stderr) of ``python SCRIPT ARGUMENTS``, run in this process."""
+    monkeypatch.setattr(sys, "argv", [script, *arguments])
+    with pytest.raises(SystemExit) as exited:
+        runpy.run_path(str(ROOT / script), run_name="__main__")
+    return str(exited.value.code), capsys.readouterr().err

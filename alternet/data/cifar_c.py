@@ -12,6 +12,7 @@ Real archives: CIFAR-10-C https://zenodo.org/record/2535967, CIFAR-100-C https:/
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -28,7 +29,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ..errors import DataError
-from ..files import atomic_write, bytes_digest, file_digest, write_json
+from ..files import WRITE_FIX, WriteError, atomic_write, bytes_digest, file_digest, os_error_reason, write_json
 from ..progress import Progress
 from ..seeds import derive_seed
 from .corruptions import (
@@ -249,6 +250,36 @@ def generate_cifar_c(
     labels = np.asarray(labels)
     names, severities = _check_generation_inputs(images, labels, corruptions, severities, seed)
     out = Path(out_dir).expanduser()
+    with _naming_write_errors(out):
+        _generate_missing(out, images, labels, names, severities, seed, workers)
+    return out
+
+
+@contextlib.contextmanager
+def _naming_write_errors(out: Path) -> Iterator[None]:
+    """A file system failure while the cache is written (a full disk, a read-only directory) in one line naming
+    it; the files finished before stay listed in the manifest and are reused next time."""
+    try:
+        yield
+    except WriteError:
+        raise
+    except OSError as error:
+        raise WriteError(
+            f"could not write the CIFAR-C cache {out}: {os_error_reason(error)}; the files it completed before are "
+            f"kept and reused. {WRITE_FIX}"
+        ) from error
+
+
+def _generate_missing(
+    out: Path,
+    images: np.ndarray,
+    labels: np.ndarray,
+    names: list[str],
+    severities: tuple[int, ...],
+    seed: int,
+    workers: int | None,
+) -> None:
+    """Reuse the files a previous call completed with the same inputs; generate the others."""
     out.mkdir(parents=True, exist_ok=True)
     key = _cache_key(images, labels, severities, seed)
     previous = read_manifest(out)
@@ -258,7 +289,7 @@ def generate_cifar_c(
     todo = [name for name in names if f"{name}.npy" not in files]
     if not todo and LABELS in files:
         log.info("CIFAR-C cache hit in %s", out)
-        return out
+        return
     _discard_stale(out, previous, keep=files)
     manifest = {**key, "files": files}
     _write_manifest(out, manifest)
@@ -266,7 +297,6 @@ def generate_cifar_c(
         _record(out, manifest, LABELS, _write_labels(out, labels, len(severities)))
     on_file = functools.partial(_record, out, manifest)
     _generate_files(out, images, todo, severities, seed, workers or os.cpu_count() or 1, on_file)
-    return out
 
 
 def _check_generation_inputs(

@@ -95,6 +95,19 @@ def scan_split(directory: Path, classes: Sequence[str] | None = None) -> FileLis
     return FileList(directory, np.array(paths, dtype=np.bytes_), np.array(labels, dtype=np.int64))
 
 
+class UnreadableImage(DataError):
+    """An image file that cannot be read or decoded, named in one line wherever it is raised.
+
+    Raised in a loader worker, torch re-raises it in the main process as ``UnreadableImage("Caught UnreadableImage
+    in DataLoader worker process N.\nOriginal Traceback ...")``; the message is cut back to the original line.
+    """
+
+    def __init__(self, message: str):
+        if message.startswith("Caught ") and "\nOriginal Traceback" in message:
+            message = message.rstrip().rsplit("\n", 1)[-1].split(": ", 1)[-1]
+        super().__init__(message)
+
+
 def decode_rgb(source: Path | bytes | memoryview, name: str | Path | None = None) -> Image.Image:
     """An image file (path or encoded bytes) as RGB, whatever its format (greyscale, CMYK, palette, alpha) and
     whatever its file name claims (a PNG named ``.JPEG`` decodes as the PNG it is)."""
@@ -103,8 +116,13 @@ def decode_rgb(source: Path | bytes | memoryview, name: str | Path | None = None
         with Image.open(io.BytesIO(source) if encoded else source) as image:
             image.load()
             return image.convert("RGB")
+    except FileNotFoundError as error:
+        raise UnreadableImage(
+            f"image {name or source} is gone ({error.strerror}): it was moved or deleted after the run listed it; "
+            "restore it, or start the run again to list the folder afresh"
+        ) from None
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as error:
-        raise DataError(
+        raise UnreadableImage(
             f"cannot decode image {name or source}: {error}. Replace or delete the file, or set "
             "data.skip_corrupt=true to skip unreadable images (they are counted and reported)"
         ) from None

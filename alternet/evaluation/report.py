@@ -15,7 +15,7 @@ from torch.utils.data import Dataset
 from ..data import ImageDataModule
 from ..data.workers import loader_workers
 from ..errors import ConfigValueError
-from ..files import write_json
+from ..files import atomic_write, write_json
 from ..metrics import apply_temperature, calibration_metrics, fit_temperature, reliability_bins, softmax
 from ..progress import Progress
 from .baselines import resolve_baseline
@@ -196,7 +196,7 @@ class Evaluator:
         if robust is not None:
             report["robustness"], corrupted = self.robustness(*robust, arrays["probs"], arrays["labels"])
             arrays |= corrupted
-        np.savez_compressed(self._file(self.out_dir / "predictions.npz"), **arrays)
+        write_npz(self._file(self.out_dir / "predictions.npz"), arrays)
         metrics_path = self._file(self.out_dir / "metrics.json")
         report["files"] = [str(path) for path in self.files]
         write_json(metrics_path, report)
@@ -219,3 +219,13 @@ def _compact(key: str, probs: np.ndarray, labels: np.ndarray) -> dict[str, np.nd
         f"corrupted/{key}/p_true": probs[np.arange(len(labels)), labels].astype(np.float32),
         f"corrupted/{key}/labels": labels.astype(np.int16),
     }
+
+
+def write_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> Path:
+    """Compressed arrays written atomically: a full disk leaves the previous file (and says so), never half of one."""
+
+    def write(tmp: Path) -> None:
+        with tmp.open("wb") as handle:  # a handle, so numpy does not append ".npz" to the temporary name
+            np.savez_compressed(handle, **arrays)
+
+    return atomic_write(path, write)

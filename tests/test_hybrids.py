@@ -28,7 +28,7 @@ from alternet.data import DigitsDataModule
 from alternet.errors import AlternetError, CheckpointError, ConfigValueError
 from alternet.models import LayoutError, create_model
 from alternet.models.config import model_args
-from alternet.models.external import require_pretrained
+from alternet.models.external import load_timm_pretrained, require_pretrained
 from alternet.models.zoo import HYBRIDS, TIMM_TWINS, build_twin
 
 from conftest import FAST, compose_train
@@ -143,6 +143,29 @@ def test_pretrained_true_offline_fails_in_one_line_naming_the_source(monkeypatch
     assert "\n" not in str(e.value)
     with pytest.raises(ConfigValueError, match="timm has no pretrained weights for 'alternet_tiny'"):
         require_pretrained("alternet_tiny")
+
+
+def test_pretrained_true_copies_timms_pretrained_twin_or_fails_in_one_line(monkeypatch):
+    model, twin = create_model("resnet18", num_classes=10), create_model("resnet18", num_classes=10)
+    other = create_model("resnet18", num_classes=3)
+    calls = []
+
+    class Timm:  # timm.create_model(name, pretrained=True, ...) as it would answer online, and offline
+        @staticmethod
+        def create_model(name, **kwargs):
+            calls.append((name, kwargs))
+            if kwargs.get("num_classes") == 3:
+                raise OSError("We couldn't connect to 'https://huggingface.co'\nCheck your connection")
+            return twin
+
+    monkeypatch.setattr("alternet.models.external.timm", Timm)
+    monkeypatch.setattr("alternet.models.external.require_pretrained", lambda name: f"hf-hub:timm/{name}")
+    load_timm_pretrained(model, "resnet18.a1_in1k", num_classes=10)
+    assert calls == [("resnet18.a1_in1k", {"pretrained": True, "num_classes": 10})]
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), twin.state_dict().values()))
+    with pytest.raises(CheckpointError, match=r"from hf-hub:timm/resnet18\.a1_in1k failed: We couldn't connect") as e:
+        load_timm_pretrained(other, "resnet18.a1_in1k", num_classes=3)
+    assert "\n" not in str(e.value)
 
 
 # the families' constraints and the build-up rules --------------------------------------------------------------

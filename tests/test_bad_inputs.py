@@ -38,7 +38,10 @@ TRAIN = [
     ),
     (["seed=abc"], "seed='abc' is invalid: must be an integer"),
     (["data=imagefolder"], "data.root must be set"),
-    (["model.attention=windows"], "model.attention='windows' is not one of ['window', 'global', 'focused_linear']"),
+    (
+        ["model.attention=windows"],
+        "model.attention='windows' is not one of ['window', 'global', 'focused_linear', 'position_only']",
+    ),
     (["data.image_size=40"], "the automatic attention window 4 does not divide the stage's 10x10 feature map"),
     (["trainer.precision=17"], "trainer.precision=17 is not one of ['auto', '32-true', '32', '16-mixed'"),
     pytest.param(

@@ -10,6 +10,7 @@ from alternet.apps.checks import validate_train_config
 from alternet.data import DATAMODULES, build_datamodule
 from alternet.errors import ConfigValueError
 from alternet.training.module import ClassificationModule
+from alternet.training.precision import choose_precision
 
 from conftest import CONF, compose_train
 
@@ -92,6 +93,7 @@ def test_every_trainer_option_instantiates(trainer, tmp_path):
     config = resolved(f"trainer={trainer}")["trainer"]
     if config["accelerator"] == "gpu" and not torch.cuda.is_available():
         pytest.skip("trainer=gpu needs a GPU")
+    config["precision"] = choose_precision(config["precision"], config["accelerator"]).precision  # as train() does
     assert isinstance(L.Trainer(**config, default_root_dir=tmp_path, logger=False), L.Trainer)
 
 

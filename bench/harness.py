@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = ROOT / "bench" / "results"
 # environment variables that change which kernels run: a result under one is not a result of the machine as it is
-CODE_PATH_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
+CODE_PATH_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
 # one schema for every bench, long format: the run's facts, then one measured number per row
 FACT_COLUMNS = ("date", "commit", "command", "cpu", "cores", "isa", "native_bf16", "gpu", "torch", "threads", "env")
 ROW_KEYS = ("case", "metric", "value", "unit", "spread", "rounds", "notes")

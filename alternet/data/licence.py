@@ -9,6 +9,7 @@ installed distributions are read from their metadata (``importlib.metadata``), n
 from __future__ import annotations
 
 import importlib.util
+import sys
 from importlib import metadata
 
 from ..errors import AlternetError
@@ -59,4 +60,26 @@ def require_mit_albumentations() -> None:
         raise LicenceError(f"{problem}. Fix: {FIX}")
 
 
-require_mit_albumentations()  # on import: before alternet.data imports albumentations
+def one_line_when_uncaught(previous):
+    """An excepthook that prints an uncaught :class:`LicenceError` as ``error: ...`` (exit status 1) and leaves
+    every other exception to ``previous``: the check runs while a command line imports its code, before the command's
+    own one-line error handling exists, and a traceback through the import chain would bury the fix."""
+
+    def hook(kind, value, traceback):
+        if isinstance(value, LicenceError):
+            print(f"error: {value}", file=sys.stderr)
+            return
+        previous(kind, value, traceback)
+
+    return hook
+
+
+def _check_on_import() -> None:
+    try:
+        require_mit_albumentations()
+    except LicenceError:
+        sys.excepthook = one_line_when_uncaught(sys.excepthook)
+        raise
+
+
+_check_on_import()  # before alternet.data imports albumentations

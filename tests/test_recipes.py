@@ -17,6 +17,7 @@ from alternet.models import create_model
 from alternet.models.params import decay_groups
 from alternet.training.module import ClassificationModule
 from alternet.training.optim import lr_factor
+from alternet.training.precision import choose_precision
 
 from conftest import CONF, FAST, compose_train
 
@@ -98,6 +99,7 @@ def test_learning_rate_scales_with_global_batch(tmp_path):
 
     datamodule = build_datamodule(config["data"], config["recipe"], seed=0)
     module = build_module(config, datamodule.facts())
+    config["trainer"]["precision"] = choose_precision(config["trainer"]["precision"], "cpu").precision  # as train()
     trainer = L.Trainer(**config["trainer"], logger=False, enable_checkpointing=False, default_root_dir=tmp_path)
     trainer.fit(module, datamodule=datamodule)
     assert trainer.optimizers[0].param_groups[0]["initial_lr"] == pytest.approx(2 * 2e-3)

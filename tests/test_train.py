@@ -10,6 +10,7 @@ import torch
 from alternet.apps.train import train
 from alternet.errors import CheckpointError
 from alternet.training.module import ClassificationModule
+from alternet.training.precision import choose_precision
 
 from conftest import FAST, compose_train, run_script
 
@@ -22,7 +23,8 @@ def test_train_cli_on_digits_writes_a_complete_run_directory_and_says_so(tmp_pat
     assert f"Run directory: {run_dir}" in result.stdout
     assert "Model:         alternet_tiny C|CM|CM (411,724 parameters)" in result.stdout
     assert "Data:          digits: 10 classes, 16px (train 1257, val 180, train_clean 1257, test 360)" in result.stdout
-    assert "Device:        cpu x1, precision 32-true" in result.stdout
+    chosen = choose_precision("auto", "cpu")  # the default, trainer.precision=auto, on this machine
+    assert f"Device:        cpu x1, precision {chosen.precision} ({chosen.reason})" in result.stdout
     # progress in a log file: one line per epoch, no carriage-return frames, no logger-version noise
     assert "\r" not in result.stderr and "v_num" not in result.stderr + result.stdout
     assert "epoch 1/2 done in" in result.stderr and "epoch 2/2 done in" in result.stderr

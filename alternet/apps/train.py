@@ -78,7 +78,7 @@ def _owned_train(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
             "Drop them, or start a new run in its own hydra.run.dir (model.pretrained=CHECKPOINT starts from it)"
         )
     finished = run_metrics(run_dir) if config["ckpt_path"] == "last" and resume else {}
-    if finished:  # a finished run asked to continue (a re-launched sweep, a requeued job): kept as it is
+    if finished and _trained_to_the_end(finished, config["trainer"]):  # a re-launched sweep, a requeued job
         print(f"{run_dir} holds a finished run (metrics.json): kept, nothing to train", flush=True)
         return finished
     changes = resume_changes(config, header) if resume else {}
@@ -181,6 +181,15 @@ def _train(
         return summary
     finally:
         tracking.finish(exit_code)
+
+
+def _trained_to_the_end(finished: dict[str, Any], trainer: dict[str, Any]) -> bool:
+    """A finished run already reached this config's limits (so continuing it would train nothing); a run asked for
+    more epochs or steps than it did continues from its last.ckpt instead."""
+    max_epochs, max_steps = trainer.get("max_epochs"), trainer.get("max_steps")
+    epochs_done = max_epochs is None or max_epochs < 0 or int(finished.get("epochs") or 0) >= max_epochs
+    steps_done = max_steps is None or max_steps < 0 or int(finished.get("global_step") or 0) >= max_steps
+    return epochs_done and steps_done
 
 
 def by_split(logged: dict[str, Any]) -> dict[str, dict[str, float | None]]:

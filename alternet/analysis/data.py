@@ -14,6 +14,8 @@ from timm.data import Mixup
 from ..data import ArrayDataset, ImageDataModule
 from ..data.mixing import recipe_mixup
 from ..seeds import derive_seed
+from .config import ObjectiveConfig
+from .context import AnalysisContext
 from .errors import AnalysisConfigError, AnalysisError
 
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -108,3 +110,13 @@ def labels_of(targets: torch.Tensor) -> torch.Tensor:
     """Class labels of hard (B,) or soft (B, classes) targets (a soft target's largest class, as HDVW scores
     accuracy on mixed batches)."""
     return targets.argmax(dim=-1) if targets.ndim == 2 else targets
+
+
+def objective_batches(
+    context: AnalysisContext, config: ObjectiveConfig, images: int, batch_size: int, seed: int
+) -> list[Batch]:
+    """Training batches for an analysis of the training objective (landscape, Hessian): the config's targets,
+    drawn from the context's data with its recipe, on its device."""
+    return training_batches(
+        context.datamodule, context.recipe, config.targets, images, batch_size, seed, context.device, config.analysis
+    )

@@ -40,7 +40,7 @@ from ..seeds import derive_seed
 from . import plots
 from .config import ObjectiveConfig, require, require_choice
 from .context import AnalysisContext
-from .data import Batch, training_batches
+from .data import Batch, objective_batches
 from .eigen import Operator, SpectralDensity, lanczos, power_iteration, rademacher
 from .objective import Objective, batch_size_of, objective_of
 from .tables import compact
@@ -220,16 +220,7 @@ def sample_minibatches(context: AnalysisContext, config: HessianConfig, batch_si
     (only the current one is on the device)."""
     for index in range(config.minibatches):
         seed = derive_seed(config.seed, "hessian-minibatch", index)
-        yield training_batches(
-            context.datamodule,
-            context.recipe,
-            config.targets,
-            batch_size,
-            batch_size,
-            seed,
-            context.device,
-            config.analysis,
-        )[0]
+        yield objective_batches(context, config, batch_size, batch_size, seed)[0]
 
 
 def _rows(spectrum: Spectrum, maxima: MaxEigenvalues | None) -> list[dict[str, Any]]:
@@ -277,16 +268,7 @@ def run(context: AnalysisContext, config: HessianConfig) -> dict[str, Any]:
     dim = sum(p.numel() for p in params)
     objective = objective_of(model, context.recipe, config)
     batch_size = batch_size_of(config, context.recipe)
-    batches = training_batches(
-        context.datamodule,
-        context.recipe,
-        config.targets,
-        config.images,
-        batch_size,
-        config.seed,
-        context.device,
-        config.analysis,
-    )
+    batches = objective_batches(context, config, config.images, batch_size, config.seed)
     operator = model_hvp(model, params, batches, objective.nll, objective.l2)
     with torch.autocast(context.device.type, enabled=False):
         spectrum = hessian_spectrum(operator, dim, config, context.device)

@@ -38,7 +38,7 @@ from ..progress import Progress
 from . import plots
 from .config import ObjectiveConfig, require, require_choice
 from .context import AnalysisContext
-from .data import Batch, training_batches
+from .data import Batch, objective_batches
 from .objective import Objective, batch_size_of, nll_accuracy, objective_of
 from .tables import compact
 
@@ -145,16 +145,7 @@ def run(context: AnalysisContext, config: LandscapeConfig) -> dict[str, Any]:
     model = context.model
     objective = objective_of(model, context.recipe, config)
     batch_size = batch_size_of(config, context.recipe)
-    batches = training_batches(
-        context.datamodule,
-        context.recipe,
-        config.targets,
-        config.images,
-        batch_size,
-        config.seed,
-        context.device,
-        config.analysis,
-    )
+    batches = objective_batches(context, config, config.images, batch_size, config.seed)
     generator = torch.Generator().manual_seed(config.seed)
     directions = [random_direction(model, generator, config.normalisation) for _ in range(2)]
     alphas = np.linspace(-config.span, config.span, config.points_1d)

@@ -80,7 +80,7 @@ class ImageFolderDataModule(ImageDataModule):
             if self.expected_classes and len(classes) != self.expected_classes:
                 raise DataError(
                     f"{self.name}: found {len(classes)} class folders in {train}, expected {self.expected_classes}. "
-                    "Arrange the data as train/<wnid>/*.JPEG and val/<wnid>/*.JPEG (README: ImageNet)"
+                    "Arrange the data as train/<wnid>/*.JPEG and val/<wnid>/*.JPEG (docs/training.md, ImageNet)"
                 )
             if self.train_shards:
                 shard_classes = read_shard_classes(self.train_shards)
@@ -184,7 +184,7 @@ class ImageFolderDataModule(ImageDataModule):
 
 
 class ImageNetDataModule(ImageFolderDataModule):
-    """ILSVRC-2012 in the class-folder layout (README: ImageNet): 1000 classes, named by their WordNet ids."""
+    """ILSVRC-2012 in the class-folder layout (docs/training.md, ImageNet): 1000 classes, named by their WordNet ids."""
 
     name = "imagenet"
     expected_classes = 1000

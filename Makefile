@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export NO_ALBUMENTATIONS_UPDATE := 1
 
-.PHONY: install train test test-all lint clean
+.PHONY: install train test test-all lint docs clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,5 +28,14 @@ test-all: install
 lint: install
 	$(BIN)/ruff check .
 
+$(BIN)/.docs-installed: $(BIN)/.installed pyproject.toml
+	$(BIN)/python -m pip install -e ".[dev,docs]"
+	touch $@
+
+# the documentation site (docs/, mkdocs.yml) into site/; --strict: a broken link or a missing page fails the build
+# (NO_MKDOCS_2_WARNING: Material's notice about MkDocs 2.0 and its own end of life, printed on every build)
+docs: $(BIN)/.docs-installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf outputs multirun wandb .pytest_cache
+	rm -rf outputs multirun wandb .pytest_cache site

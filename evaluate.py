@@ -1,8 +1,9 @@
-"""Evaluate checkpoints: `python evaluate.py ckpt=PATH [data=cifar100] [robustness.root=...]`.
+"""Evaluate checkpoints: `python evaluate.py ckpt=PATH [data=cifar100] [robustness.root=...]`, the same as
+`alternet evaluate ...` (alternet/apps/cli.py; kept as an alias, like `alternet-evaluate`).
 
 Scores calibration (accuracy, NLL, ECE, Brier, reliability diagram) on the test split and, for CIFAR,
-robustness to the 15 CIFAR-C corruptions x 5 severities (real files, or generated and cached). The same command is
-installed as `alternet-evaluate` (alternet/apps/cli.py); `python evaluate.py --help` lists the config groups.
+robustness to the 15 CIFAR-C corruptions x 5 severities (real files, or generated and cached); `--help` lists the
+config groups.
 """
 
 from alternet.apps.cli import evaluate_main as main

@@ -1,7 +1,8 @@
-"""Train a model: `python train.py [model=alternet_r50] [data=cifar100] [recipe=paper] [key=value ...]`.
+"""Train a model: `python train.py [model=alternet_r50] [data=cifar100] [recipe=paper] [key=value ...]`, the same as
+`alternet train ...` (alternet/apps/cli.py; kept as an alias, like `alternet-train`).
 
-With no arguments it trains a small AlterNet on scikit-learn's bundled digits on the CPU. The same command is
-installed as `alternet-train` (alternet/apps/cli.py); `python train.py --help` lists the config groups.
+With no arguments it trains a small AlterNet on scikit-learn's bundled digits on the CPU; `--help` lists the config
+groups.
 """
 
 from alternet.apps.cli import train_main as main

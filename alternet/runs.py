@@ -23,6 +23,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from importlib import metadata
+from itertools import dropwhile, takewhile
 from pathlib import Path
 from typing import Any
 
@@ -333,17 +334,37 @@ def record_resume(run_dir: Path, checkpoint: str, step: int, changes: dict[str, 
     write_json(path, [*history, {"global_step": step, "checkpoint": checkpoint, "changed": changes}])
 
 
+def _is_word(arg: str) -> bool:
+    """A subcommand's word (``train``), not an option (``-m``) or a Hydra override (``key=value``, ``+k=v``, ``~k``)."""
+    return not arg.startswith(("-", "+", "~")) and "=" not in arg
+
+
+def command_words() -> list[str]:
+    """How this process was started, up to its overrides: ``python SCRIPT`` (``train.py``, a console script such as
+    ``alternet``), or ``python -m MODULE`` for an alternet module run with ``-m``, then the subcommand's words
+    (``train`` of ``alternet train``: the leading words of the command line that are neither options nor
+    overrides)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name.split(".")[0] == __name__.split(".")[0]:
+        head = ["-m", spec.name.removesuffix(".__main__")]
+    else:
+        head = [sys.argv[0]]
+    return [sys.executable, *head, *takewhile(_is_word, sys.argv[1:])]
+
+
 def resume_command(run_dir: Path, checkpoint: str | Path = "last", **changes: Any) -> str:
-    """The shell command that resumes this run in its own directory: the job's own overrides (Hydra's record of
-    them, else the command line), its run directory, ``ckpt_path`` and any ``changes`` (``key=value``)."""
+    """The shell command that resumes this run in its own directory: the command that started it
+    (:func:`command_words`), the job's own overrides (Hydra's record of them, else the command line), its run
+    directory, ``ckpt_path`` and any ``changes`` (``key=value``)."""
+    command = command_words()
     try:
         overrides = list(HydraConfig.get().overrides.task)
     except ValueError:  # not inside a Hydra job (called from Python)
-        overrides = [a for a in sys.argv[1:] if a not in ("-m", "--multirun")]
+        overrides = [a for a in dropwhile(_is_word, sys.argv[1:]) if a not in ("-m", "--multirun")]
     dropped = ("ckpt_path=", "hydra.run.dir=", *(f"{k}=" for k in changes))
     kept = [a for a in overrides if not a.lstrip("+").startswith(dropped)]
     extra = [f"hydra.run.dir={run_dir}", f"ckpt_path={checkpoint}", *(f"{k}={v}" for k, v in changes.items())]
-    return shlex.join([sys.executable, sys.argv[0], *kept, *extra])
+    return shlex.join([*command, *kept, *extra])
 
 
 def _flat(node: Any, prefix: str) -> dict[str, Any]:

@@ -10,7 +10,6 @@ On digits it runs on a CPU in seconds.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 import numpy as np
@@ -23,7 +22,7 @@ from torch.utils.data import DataLoader, Dataset, Subset
 
 import alternet.hub
 from alternet.data import DATAMODULES, build_datamodule
-from alternet.errors import AlternetError
+from alternet.errors import AlternetError, exit_with_error
 
 
 def parse_args() -> argparse.Namespace:
@@ -75,4 +74,4 @@ if __name__ == "__main__":
     try:
         main()
     except AlternetError as error:
-        sys.exit(f"error: {error}")
+        exit_with_error(error)

@@ -19,6 +19,24 @@ def test_every_import_of_the_package_points_down_the_floors():
     assert problems == []
 
 
+def test_the_import_graph_of_the_package_has_no_cycle():
+    """No circle between packages or kernel modules (an entry point's import counts like any other)."""
+    edges = layers.graph(layers.all_imports())
+    state: dict[str, str] = {}
+
+    def visit(unit: str, path: list[str]) -> None:
+        state[unit] = "open"
+        for target in sorted(edges.get(unit, ())):
+            assert state.get(target) != "open", " -> ".join([*path, unit, target])
+            if target not in state:
+                visit(target, [*path, unit])
+        state[unit] = "done"
+
+    for unit in sorted(edges):
+        if unit not in state:
+            visit(unit, [])
+
+
 def test_every_package_of_alternet_is_on_a_floor():
     units = {path.stem if path.is_file() else path.name for path in (ROOT / "alternet").iterdir()}
     units = {u for u in units if not u.startswith(("_", ".")) and u not in ("conf", "py")}
@@ -42,6 +60,12 @@ def fake_package(tmp_path: Path, files: dict[str, str]) -> Path:
         ({"data/x.py": "def f():\n    from ..models import create_model\n"}, "imports inside functions"),
         ({"files.py": "from .training import build_module\n"}, "upward import"),
         ({"newpkg/x.py": "from ..models import create_model\n"}, "on no floor"),
+        # entry points obey the floor of their file: no exemption for `python -m` modules or __main__ blocks
+        ({"hub/__main__.py": "from ..apps.export import main\n"}, "upward import"),
+        ({"data/cifar_c.py": 'if __name__ == "__main__":\n    from ..apps import corruptions\n'}, "upward import"),
+        ({"shards/__main__.py": "from ..apps.shards import main\n"}, "upward import"),
+        ({"apps/cli.py": "import alternet.__main__\n"}, "upward import"),  # `python -m alternet` sits above apps
+        ({"report/__main__.py": 'if __name__ == "__main__":\n    def f():\n        from ..runs import x\n'}, "inside"),
     ],
 )
 def test_the_rule_catches_imports_that_break_it(tmp_path, files, expected):
@@ -50,14 +74,17 @@ def test_the_rule_catches_imports_that_break_it(tmp_path, files, expected):
     assert len(problems) == 1 and expected in problems[0], problems
 
 
-def test_entry_points_and_downward_imports_are_allowed(tmp_path):
+def test_downward_imports_are_allowed_entry_points_included(tmp_path):
     root = fake_package(
         tmp_path,
         {
             "apps/train.py": "from ..training import build_module\nfrom ..hub import export\n",
-            "hub/__main__.py": "from ..apps.export import main\n",
-            "data/cifar_c.py": 'from ..files import write_json\nif __name__ == "__main__":\n    from ..apps import x\n',
+            "apps/cli.py": "from ..hub import cli\nfrom ..shards import cli as shards\nfrom ..data import cifar_c\n",
+            "hub/__main__.py": "from .cli import main\n",
+            "shards/__main__.py": "from .cli import main\n",
+            "data/cifar_c.py": 'from ..files import write_json\nif __name__ == "__main__":\n    from . import x\n',
+            "__main__.py": "from .apps.cli import main\n",
             "files.py": "from .errors import AlternetError\n",
         },
     )
-    assert [layers.violation(item) for item in layers.all_imports(root)] == [None] * 6
+    assert [layers.violation(item) for item in layers.all_imports(root)] == [None] * 11

@@ -1,7 +1,8 @@
-"""The installed command lines (``alternet-train``, ``alternet-evaluate``, ``alternet-hub``; alternet/apps/cli.py):
-declared as console scripts, ``--help`` listing the config groups, the configs packaged in the wheel and composed
-from ``pkg://alternet.conf`` in any directory, and (slow) a non-editable install into a fresh venv that trains,
-evaluates and exports from a directory outside the checkout."""
+"""The installed command lines (``alternet`` and its older spellings ``alternet-train``, ``alternet-evaluate``,
+``alternet-hub``; alternet/apps/cli.py): declared as console scripts, ``--help`` listing the config groups, the
+configs packaged in the wheel and composed from ``pkg://alternet.conf`` in any directory, and (slow) a non-editable
+install into a fresh venv that trains, evaluates and exports from a directory outside the checkout. Every command
+and every old spelling: tests/test_commands.py."""
 
 from __future__ import annotations
 
@@ -18,11 +19,13 @@ import pytest
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-from alternet.apps import cli, export
+from alternet.apps import cli
+from alternet.hub import cli as hub_cli
 
 from conftest import ROOT
 
 SCRIPTS = {
+    "alternet": "alternet.apps.cli:main",
     "alternet-train": "alternet.apps.cli:train_main",
     "alternet-evaluate": "alternet.apps.cli:evaluate_main",
     "alternet-hub": "alternet.apps.cli:hub_main",
@@ -54,7 +57,7 @@ def wheel(tmp_path_factory) -> Path:
     return path
 
 
-def test_pyproject_declares_the_three_commands():
+def test_pyproject_declares_the_command_and_its_old_spellings():
     section = (ROOT / "pyproject.toml").read_text().split("[project.scripts]\n")[1].split("\n[")[0]
     assert dict(re.findall(r'^([\w-]+) = "(\S+)"$', section, re.MULTILINE)) == SCRIPTS
     for name, target in SCRIPTS.items():
@@ -111,28 +114,28 @@ def run_help(main, argv0: str, monkeypatch, capsys) -> str:
 
 def test_help_lists_the_config_groups_their_options_and_examples(monkeypatch, capsys, tmp_path):
     monkeypatch.chdir(tmp_path)
-    text = run_help(cli.train_main, "alternet-train", monkeypatch, capsys)
+    text = run_help(cli.train_main, "alternet-train", monkeypatch, capsys)  # alternet train --help: test_commands
     groups = dict(re.findall(r"^([\w/]+): (.+)$", text, re.MULTILINE))
     assert {"model", "data", "recipe", "trainer", "experiment", "experiment/paper", "debug"} <= set(groups)
     assert {"alternet_r50", "alternet_tiny", "preresnet50", "vit_ti_cifar"} <= set(groups["model"].split(", "))
     assert {"cifar100", "digits", "imagefolder", "imagenet"} <= set(groups["data"].split(", "))
     assert {"paper", "weak", "fast"} <= set(groups["recipe"].split(", "))
     assert "locality" in groups["experiment/paper"].split(", ")
-    assert text.startswith("alternet-train: train an image classifier")
-    assert "alternet-train debug=fast" in text and "python train.py" in text
+    assert text.startswith("alternet train: train an image classifier")
+    assert "alternet train debug=fast" in text and "python train.py" in text and "alternet-train" in text
     assert "hydra/" not in text and not list(tmp_path.iterdir())  # Hydra's own groups left out; nothing written
 
     text = run_help(cli.evaluate_main, "alternet-evaluate", monkeypatch, capsys)
-    assert text.startswith("alternet-evaluate: score checkpoints")
-    assert re.search(r"^analysis: .*fourier", text, re.MULTILINE) and "alternet-evaluate ckpt=" in text
+    assert text.startswith("alternet evaluate: score checkpoints")
+    assert re.search(r"^analysis: .*fourier", text, re.MULTILINE) and "alternet evaluate ckpt=" in text
 
 
-def test_hub_main_is_the_export_command(monkeypatch):
+def test_hub_main_is_the_hub_command(monkeypatch):
     seen = []
-    monkeypatch.setattr(cli, "export_main", seen.append)
+    monkeypatch.setattr(hub_cli, "main", lambda argv, prog: seen.append((argv, prog)))
     cli.hub_main(["export", "RUN", "--out", "DIR"])
-    assert seen == [["export", "RUN", "--out", "DIR"]]
-    assert export.parse_args(["export", "RUN", "--out", "DIR"]).source == "RUN"
+    assert seen == [(["export", "RUN", "--out", "DIR"], "alternet-hub")]
+    assert hub_cli.parse_args(["export", "RUN", "--out", "DIR"]).source == "RUN"
 
 
 @pytest.fixture(scope="module")
@@ -171,18 +174,21 @@ def test_a_non_editable_install_trains_evaluates_and_exports_from_any_directory(
     helped = run_installed(installed, "alternet-train", "--help", cwd=work)
     assert helped.returncode == 0 and re.search(r"^model: .*alternet_r50", helped.stdout, re.MULTILINE)
 
-    trained = run_installed(installed, "alternet-train", "debug=fast", cwd=work)
+    listed = run_installed(installed, "alternet", "--help", cwd=work)
+    assert listed.returncode == 0 and all(f"\n  {name} " in listed.stdout for name in cli.COMMANDS), listed.stdout
+
+    trained = run_installed(installed, "alternet", "train", "debug=fast", cwd=work)  # the command ...
     assert trained.returncode == 0, trained.stderr[-3000:]
     (metrics,) = work.glob("outputs/runs/*/*/metrics.json")  # the run directory is under the current directory
     run_dir = metrics.parent
     assert (run_dir / "train.log").is_file() and (run_dir / "checkpoints" / "last.ckpt").is_file()
     assert not list(installed.rglob("outputs"))  # nothing written inside the installed package
 
-    evaluated = run_installed(installed, "alternet-evaluate", f"ckpt={run_dir}", cwd=work)
+    evaluated = run_installed(installed, "alternet-evaluate", f"ckpt={run_dir}", cwd=work)  # ... and an old spelling
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     assert len(list(work.glob("outputs/eval/*/*/metrics.json"))) == 1
 
     assert run_installed(installed, "alternet-hub", "--help", cwd=work).returncode == 0
-    exported = run_installed(installed, "alternet-hub", "export", str(run_dir), "--out", "export", cwd=work)
+    exported = run_installed(installed, "alternet", "export", str(run_dir), "--out", "export", cwd=work)
     assert exported.returncode == 0, exported.stderr[-3000:]
     assert (work / "export" / "model.safetensors").is_file()

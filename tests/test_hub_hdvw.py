@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import alternet.hub as hub
-from alternet.apps.export import main as hub_cli
+from alternet.hub.cli import main as hub_cli
 from alternet.models import create_model
 
 TensorDict = dict[str, torch.Tensor]

@@ -7,12 +7,15 @@ Floors, bottom to top (docs/architecture.md explains each)::
                  progress, dataset_facts, hardware
     foundations  models, data, metrics                         (the kernel)
     run records  runs, and the package root's facade           (kernel, foundations)
-    libraries    training, evaluation, analysis, hub, report   (anything below, never each other)
-    top floor    apps, and every entry point                   (anything)
+    libraries    training, evaluation, analysis, hub, report,  (anything below, never each other)
+                 shards
+    apps         apps                                          (anything below)
+    command      __main__: ``python -m alternet``              (apps)
 
-A module imports only from floors below its own (kernel modules also from each other). Entry points —
-``__main__.py`` files and ``if __name__ == "__main__":`` blocks — belong to the top floor. No alternet import may
-hide inside a function (it would dodge the rule, or a cycle).
+A module imports only from floors below its own (kernel modules also from each other). There are no exceptions:
+an entry point (a ``__main__.py``, an ``if __name__ == "__main__":`` block) obeys the rule of the floor its file is
+on, so ``python -m alternet.hub`` runs a command line that lives in the hub (alternet/hub/cli.py), not one in apps.
+No alternet import may hide inside a function (it would dodge the rule, or a cycle).
 """
 
 from __future__ import annotations
@@ -29,11 +32,11 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("errors", "files", "seeds", "checkpoints", "tracking", "progress", "dataset_facts", "hardware"),
     ("models", "data", "metrics"),
     ("runs", ""),  # "" is the package root, alternet/__init__.py (the facade: create_model, list_models)
-    ("training", "evaluation", "analysis", "hub", "report"),  # report: python -m alternet.report SWEEP_DIR
-    ("apps", "shards"),  # shards: the `python -m alternet.shards` entry point
+    ("training", "evaluation", "analysis", "hub", "report", "shards"),  # shards: the shard-writing command line
+    ("apps",),
+    ("__main__",),  # alternet/__main__.py: `python -m alternet`, the `alternet` command (apps/cli.py)
 )
 KERNEL = 0
-TOP = len(FLOORS) - 1
 FLOOR_OF = {unit: floor for floor, units in enumerate(FLOORS) for unit in units}
 
 
@@ -43,7 +46,6 @@ class Import:
     line: int
     importer: str  # unit: the first name below alternet ("" for the root)
     imported: str
-    entry_point: bool
     in_function: bool
 
     def __str__(self) -> str:
@@ -60,25 +62,15 @@ def _unit(parts: list[str]) -> str:
     return parts[1] if len(parts) > 1 else ""
 
 
-def _is_main_guard(node: ast.AST) -> bool:
-    return (
-        isinstance(node, ast.If)
-        and isinstance(node.test, ast.Compare)
-        and isinstance(node.test.left, ast.Name)
-        and node.test.left.id == "__name__"
-    )
-
-
 def imports_of(path: Path, root: Path = ROOT) -> list[Import]:
     """Every import of an alternet module in ``path`` (a file of the package at ``root``), with whether it sits in
-    an entry point or a function."""
+    a function."""
     module = _module_name(path, root)
     package = module if path.name == "__init__.py" else module[:-1]
     found: list[Import] = []
 
-    def visit(node: ast.AST, entry: bool, in_function: bool) -> None:
+    def visit(node: ast.AST, in_function: bool) -> None:
         for child in ast.iter_child_nodes(node):
-            child_entry = entry or _is_main_guard(child)
             child_function = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
             targets: list[list[str]] = []
             if isinstance(child, ast.ImportFrom):
@@ -93,10 +85,10 @@ def imports_of(path: Path, root: Path = ROOT) -> list[Import]:
                     imported = target[1] if len(target) > 1 else ""
                     if imported not in FLOOR_OF and len(target) > 1:
                         imported = ""  # `from alternet import create_model`: the root
-                    found.append(Import(path, child.lineno, _unit(module), imported, child_entry, child_function))
-            visit(child, child_entry, child_function)
+                    found.append(Import(path, child.lineno, _unit(module), imported, child_function))
+            visit(child, child_function)
 
-    visit(ast.parse(path.read_text()), path.name == "__main__.py", False)
+    visit(ast.parse(path.read_text()), False)
     return found
 
 
@@ -113,10 +105,8 @@ def violation(item: Import) -> str | None:
         return f"{item}: {item.importer!r} is on no floor; add it to FLOORS in tools/layers.py"
     if item.imported not in FLOOR_OF:
         return f"{item}: {item.imported!r} is on no floor; add it to FLOORS in tools/layers.py"
-    if item.in_function and not item.entry_point:
+    if item.in_function:
         return f"{item}: imports inside functions are not allowed (move it to the top of the module)"
-    if item.entry_point:  # the top floor may import anything
-        return None
     floor, target = FLOOR_OF[item.importer], FLOOR_OF[item.imported]
     if target < floor or (floor == target == KERNEL):
         return None
@@ -128,8 +118,7 @@ def graph(imports: list[Import]) -> dict[str, set[str]]:
     edges: dict[str, set[str]] = defaultdict(set)
     for item in imports:
         if item.importer != item.imported:
-            suffix = " (entry point)" if item.entry_point else ""
-            edges[item.importer or "(root)"].add((item.imported or "(root)") + suffix)
+            edges[item.importer or "(root)"].add(item.imported or "(root)")
     return edges
 
 

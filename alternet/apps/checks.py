@@ -117,7 +117,7 @@ def validate_train_config(cfg: Mapping[str, Any]) -> None:
     missing = [key for key in missing_values(cfg) if not key.startswith("hydra")]
     if missing:
         raise ConfigValueError(
-            f"{', '.join(missing)} must be set: e.g. python train.py {' '.join(f'{k}=...' for k in missing)}"
+            f"{', '.join(missing)} must be set: e.g. alternet train {' '.join(f'{k}=...' for k in missing)}"
         )
     check_choices(cfg)
     check_model(cfg)

@@ -1,48 +1,163 @@
-"""The command lines: ``alternet-train``, ``alternet-evaluate`` and ``alternet-hub`` (console scripts of an installed
-alternet, ``[project.scripts]`` in pyproject.toml), and ``python train.py`` / ``python evaluate.py`` in a checkout,
-which call the same functions.
+"""The command line: ``alternet COMMAND [ARGS]`` (the console script of an installed alternet; ``python -m alternet``
+in a checkout), one command per job (:data:`COMMANDS`; ``alternet --help`` lists them). The old spellings are thin
+aliases that call the same functions: ``alternet-train`` and ``python train.py`` (:func:`train_main`),
+``alternet-evaluate`` and ``python evaluate.py`` (:func:`evaluate_main`), ``alternet-hub`` (:func:`hub_main`) and the
+``python -m`` modules of each library's command (docs/architecture.md has the table).
 
-The configs are read from the package (Hydra ``pkg://alternet.conf``), so the commands work from any directory; run
-directories go under the directory the command runs in (``outputs/`` by default, ``paths.log_dir``). ``--help``
-lists the config groups and their options (template: ``hydra.help`` in ``alternet/conf/hydra/default.yaml``).
+``train`` and ``evaluate`` are Hydra apps: their configs are read from the package (``pkg://alternet.conf``), so they
+work from any directory, and run directories go under the directory the command runs in (``outputs/`` by default,
+``paths.log_dir``); ``alternet train --help`` lists the config groups and their options (template: ``hydra.help`` in
+``alternet/conf/hydra/default.yaml``). Every command ends on a user's error the same way: ``error: MESSAGE`` and
+exit status 1 (:func:`alternet.errors.exit_with_error`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple
 
 import hydra
 from omegaconf import DictConfig
 
-from ..errors import AlternetError
+from ..data import cifar_c
+from ..errors import AlternetError, exit_with_error
+from ..hub import cli as hub_cli
+from ..report import cli as report_cli
+from ..shards import cli as shards_cli
 from .evaluate import run_evaluate
-from .export import main as export_main
 from .train import train
 
 CONFIG_PATH = "pkg://alternet.conf"
+PROG = "alternet"
+
+# The whole command line while a Hydra app runs under the dispatcher: Hydra parses sys.argv[1:] as its overrides, so
+# the dispatcher hands it [argv0, *overrides]; the job itself sees the command as typed (`alternet train ...`), which
+# runs.write_run_records records, runs.resume_command repeats and Lightning's DDP launcher re-executes per rank.
+_typed: list[list[str]] = []
+
+
+@contextlib.contextmanager
+def _as_typed() -> Iterator[None]:
+    if not _typed:  # started as alternet-train / python train.py: sys.argv is the command as typed
+        yield
+        return
+    parsed, sys.argv = sys.argv, _typed[-1]
+    try:
+        yield
+    finally:
+        sys.argv = parsed
 
 
 @hydra.main(config_path=CONFIG_PATH, config_name="train", version_base="1.3")
 def train_main(cfg: DictConfig) -> float | None:
-    """``alternet-train [group=option ...] [key=value ...]``: train one model (or, with ``-m``, a sweep)."""
-    try:
-        metrics = train(cfg)
-    except AlternetError as error:
-        sys.exit(f"error: {error}")
+    """``alternet train [group=option ...] [key=value ...]``: train one model (or, with ``-m``, a sweep)."""
+    with _as_typed():
+        try:
+            metrics = train(cfg)
+        except AlternetError as error:
+            exit_with_error(error)
     optimized = metrics["optimized_metric"]  # the value a Hydra sweeper (e.g. Optuna) optimises, if configured
     return optimized["value"] if optimized else None
 
 
 @hydra.main(config_path=CONFIG_PATH, config_name="evaluate", version_base="1.3")
 def evaluate_main(cfg: DictConfig) -> None:
-    """``alternet-evaluate ckpt=PATH [data=...] [key=value ...]``: score checkpoints."""
-    try:
-        run_evaluate(cfg)
-    except AlternetError as error:
-        sys.exit(f"error: {error}")
+    """``alternet evaluate ckpt=PATH [data=...] [key=value ...]``: score checkpoints."""
+    with _as_typed():
+        try:
+            run_evaluate(cfg)
+        except AlternetError as error:
+            exit_with_error(error)
 
 
-def hub_main(argv: list[str] | None = None) -> None:
-    """``alternet-hub export RUN_DIR_OR_CKPT --out DIR [--ema]``, ``alternet-hub push ...`` and
-    ``alternet-hub import-hdvw FILE --arch NAME --out DIR`` (the same as ``python -m alternet.hub``)."""
-    export_main(argv)
+def hub_main(argv: Sequence[str] | None = None) -> None:
+    """``alternet-hub export|push|import-hdvw ...``: the same as ``alternet export|push|import-hdvw ...``."""
+    hub_cli.main(argv, prog="alternet-hub")
+
+
+def _hydra_app(main: Callable[[], Any]) -> Callable[[list[str], list[str]], int]:
+    def run(args: list[str], typed: list[str]) -> int:
+        parsed, sys.argv = sys.argv, [typed[0], *args]  # Hydra reads its arguments from sys.argv
+        _typed.append(typed)
+        try:
+            main()
+        finally:
+            _typed.pop()
+            sys.argv = parsed
+        return 0
+
+    return run
+
+
+def _hub(command: str) -> Callable[[list[str], list[str]], int]:
+    def run(args: list[str], typed: list[str]) -> int:
+        hub_cli.main([command, *args], prog=PROG)
+        return 0
+
+    return run
+
+
+def _argparse_app(main: Callable[..., int], command: str) -> Callable[[list[str], list[str]], int]:
+    return lambda args, typed: main(args, prog=f"{PROG} {command}")
+
+
+class Command(NamedTuple):
+    summary: str
+    run: Callable[[list[str], list[str]], int]  # (its arguments, the whole command line) -> exit status
+
+
+COMMANDS: dict[str, Command] = {
+    "train": Command(
+        "train a model, or a sweep with -m (Hydra overrides: model=... data=... key=value)", _hydra_app(train_main)
+    ),
+    "evaluate": Command(
+        "score checkpoints: calibration, corruption robustness, analyses (ckpt=RUN ...)", _hydra_app(evaluate_main)
+    ),
+    "export": Command("a run or checkpoint as a timm-loadable directory with a model card", _hub("export")),
+    "push": Command("upload an export (or a run, exported first) to the Hugging Face Hub", _hub("push")),
+    "import-hdvw": Command("a checkpoint of the paper's authors (HDVW) as an export directory", _hub("import-hdvw")),
+    "report": Command(
+        "a sweep directory as the paper's figures, a table and verdicts", _argparse_app(report_cli.main, "report")
+    ),
+    "shards": Command(
+        "an image folder as LitData shards for streaming training", _argparse_app(shards_cli.main, "shards")
+    ),
+    "cifar-c": Command(
+        "a CIFAR-C-layout directory generated from a data set's test split", _argparse_app(cifar_c.main, "cifar-c")
+    ),
+}
+
+
+def usage() -> str:
+    """What ``alternet --help`` prints: the commands, one line each."""
+    width = max(map(len, COMMANDS)) + 2
+    return "\n".join(
+        [
+            f"usage: {PROG} COMMAND [ARGS ...]",
+            "",
+            "Train, evaluate, analyse and publish hybrid Conv + MSA image classifiers. "
+            f"`{PROG} COMMAND --help` explains a command.",
+            "",
+            "commands:",
+            *(f"  {name:<{width}}{command.summary}" for name, command in COMMANDS.items()),
+            "",
+            "The older spellings run the same commands: alternet-train, alternet-evaluate, alternet-hub; python -m "
+            "alternet.hub, alternet.report, alternet.shards, alternet.data.cifar_c; python train.py and evaluate.py "
+            "in a checkout.",
+        ]
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``alternet COMMAND [ARGS]`` (``argv``: the command and its arguments; default: the process's)."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(usage(), file=sys.stdout if args else sys.stderr)
+        return 0 if args else 2
+    name, rest = args[0], args[1:]
+    if name not in COMMANDS:
+        hint = f" (overrides follow a command: {PROG} train {name})" if "=" in name else ""
+        exit_with_error(f"unknown command {name!r}{hint}; the commands are {', '.join(COMMANDS)} ({PROG} --help)")
+    return COMMANDS[name].run(rest, [sys.argv[0], *args])

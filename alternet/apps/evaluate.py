@@ -114,7 +114,7 @@ def evaluate_checkpoint(cfg: DictConfig, ckpt: Path, out_dir: Path) -> dict[str,
 
 def run_evaluate(cfg: DictConfig) -> list[dict[str, Any]]:
     if cfg.get("ckpt") in (None, "???"):
-        raise ConfigValueError("ckpt is required: evaluate.py ckpt=PATH (a .ckpt file, a run directory, or a list)")
+        raise ConfigValueError("ckpt is required: alternet evaluate ckpt=PATH (a .ckpt file, a run directory, or a list)")
     if cfg.get("analysis"):  # check every analysis budget before any work starts
         parse_configs(list(cfg.analysis), OmegaConf.to_container(cfg.analysis))
     paths = checkpoint_paths(OmegaConf.to_container(cfg.ckpt) if OmegaConf.is_list(cfg.ckpt) else cfg.ckpt)

@@ -12,6 +12,7 @@ Real archives: CIFAR-10-C https://zenodo.org/record/2535967, CIFAR-100-C https:/
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import functools
 import json
@@ -28,10 +29,11 @@ import cv2
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ..errors import DataError
+from ..errors import AlternetError, DataError, exit_with_error
 from ..files import WRITE_FIX, WriteError, atomic_write, bytes_digest, file_digest, os_error_reason, write_json
 from ..progress import Progress
 from ..seeds import derive_seed
+from . import build_datamodule  # the package's __init__ never imports this module, so it is complete by now
 from .corruptions import (
     CONSTANTS_VERSION,
     CORRUPTIONS,
@@ -521,7 +523,38 @@ def _generate_in_pool(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-if __name__ == "__main__":  # entry point: `python -m alternet.data.cifar_c --export DIR` (alternet.apps.corruptions)
-    from ..apps.corruptions import main
+# ---------------------------------------------------------------- the command line
 
-    raise SystemExit(main())
+
+def main(argv: Sequence[str] | None = None, prog: str = "alternet cifar-c") -> int:
+    """``PROG --export DIR [--data cifar100] [--root data] [--seed 0] [--workers N]``: write a complete
+    CIFAR-C-layout directory generated from a data set's clean test split, for use by any CIFAR-C tool
+    (alternet/apps/cli.py dispatches ``alternet cifar-c`` here; ``python -m alternet.data.cifar_c`` and
+    ``python -m alternet.apps.corruptions`` are the same)."""
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Write a complete CIFAR-C-layout directory (15 corruptions x 5 severities, labels.npy, "
+        "manifest.json) generated from a data set's clean test split, for use by any CIFAR-C tool.",
+    )
+    parser.add_argument("--export", required=True, type=Path, help="output directory")
+    parser.add_argument("--data", default="cifar100", help="cifar10 or cifar100 (default: cifar100)")
+    parser.add_argument("--root", default="data", help="directory holding the data set (default: data)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=None, help="processes (default: one per CPU core)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        datamodule = build_datamodule({"name": args.data, "root": args.root}, {"batch_size": 1}, seed=0)
+        datamodule.setup()
+        test = datamodule.splits["test"]
+        out = generate_cifar_c(test.images, test.labels, args.export, seed=args.seed, workers=args.workers)
+    except (AlternetError, ValueError) as error:
+        exit_with_error(error)
+    print(f"{args.data}-C ({len(CORRUPTIONS)} corruptions x {len(SEVERITIES)} severities, generated): {out}")
+    return 0
+
+
+if __name__ == "__main__":  # the imported module's main: its worker functions pickle by an importable name
+    from alternet.data import cifar_c
+
+    raise SystemExit(cifar_c.main(prog="python -m alternet.data.cifar_c"))

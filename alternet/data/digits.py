@@ -1,6 +1,6 @@
 """scikit-learn's bundled handwritten digits (1,797 8x8 grey images), the embedded default data set.
 
-Ships with scikit-learn, so ``python train.py`` works on any machine without a download. Images are
+Ships with scikit-learn, so ``alternet train`` works on any machine without a download. Images are
 scaled from 0..16 to 0..255, upsampled to ``image_size`` and repeated to three channels; the test
 split is a fixed, stratified, seeded 20%.
 """

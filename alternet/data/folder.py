@@ -2,7 +2,7 @@
 
 Images are decoded in the loader workers. Class names are the train folder names, sorted; they travel with
 checkpoints and exports so a pulled model predicts names. The training split can instead stream from LitData
-shards written by ``python -m alternet.shards`` (``data.train_shards``), for many nodes; validation and test
+shards written by ``alternet shards`` (``data.train_shards``), for many nodes; validation and test
 always read the folders, in order, so evaluation stays exact.
 
 Splits: validation is ``val/`` when it exists, otherwise a seeded, class-stratified hold-out of ``data.val_size``
@@ -95,7 +95,7 @@ class ImageFolderDataModule(ImageDataModule):
                         f"data.train_shards={self.train_shards} was written for other classes than {train} "
                         f"({len(shard_classes)} vs {len(classes)} classes, first difference at "
                         f"{next((i for i, (a, b) in enumerate(zip(shard_classes, classes)) if a != b), 'the end')}); "
-                        f"rewrite them with python -m alternet.shards {train.parent} {self.train_shards}"
+                        f"rewrite them with alternet shards {train.parent} {self.train_shards}"
                     )
             self._classes = classes
         return self._classes
@@ -127,7 +127,7 @@ class ImageFolderDataModule(ImageDataModule):
         if self.subset is not None and self.train_shards:
             raise ConfigValueError(
                 "data.subset cannot thin streamed shards (data.train_shards): write shards of the subset instead "
-                "(python -m alternet.shards on a folder of it)"
+                "(alternet shards on a folder of it)"
             )
         train = train.take(np.flatnonzero(self._subset_mask(train.labels)))
         test = scan_split(test_dir, classes) if test_dir else val

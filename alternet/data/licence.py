@@ -12,7 +12,7 @@ import importlib.util
 import sys
 from importlib import metadata
 
-from ..errors import AlternetError
+from ..errors import AlternetError, error_line
 
 MODULE = "albumentations"
 MIT_DISTRIBUTION = "albumentations"
@@ -67,7 +67,7 @@ def one_line_when_uncaught(previous):
 
     def hook(kind, value, traceback):
         if isinstance(value, LicenceError):
-            print(f"error: {value}", file=sys.stderr)
+            print(error_line(value), file=sys.stderr)
             return
         previous(kind, value, traceback)
 

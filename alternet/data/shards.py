@@ -114,7 +114,7 @@ def read_shard_classes(shards: str | Path) -> list[str] | None:
     path = Path(shards).expanduser() / CLASSES_FILE
     if not path.is_file():
         raise DataError(
-            f"data.train_shards={shards}: {path} not found; write shards with python -m alternet.shards SRC OUT"
+            f"data.train_shards={shards}: {path} not found; write shards with alternet shards SRC OUT"
         )
     return list(read_json(path, error=DataError)["classes"])
 
@@ -136,7 +136,7 @@ class StreamingImages(StreamingDataset):
             path = Path(shards).expanduser()
             if not (path / "index.json").is_file():
                 raise DataError(
-                    f"data.train_shards={shards} holds no LitData index.json; write it with python -m alternet.shards"
+                    f"data.train_shards={shards} holds no LitData index.json; write it with alternet shards"
                 )
             source = str(path.resolve())
         super().__init__(input_dir=source, shuffle=True, drop_last=True, seed=seed)

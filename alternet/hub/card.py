@@ -139,7 +139,7 @@ def _robustness_section(summary: dict[str, Any]) -> list[str]:
 def _usage_section(config: dict[str, Any], repo_id: str | None) -> list[str]:
     name, classes = config["architecture"], config["num_classes"]
     hub = repo_id or PLACEHOLDER_REPO
-    pushed = [] if repo_id else ["# once pushed with `python -m alternet.hub push path/to/export USER/REPO`"]
+    pushed = [] if repo_id else ["# once pushed with `alternet push path/to/export USER/REPO`"]
     return [
         "```python",
         "import timm",
@@ -160,7 +160,7 @@ def _usage_section(config: dict[str, Any], repo_id: str | None) -> list[str]:
         ")",
         "```",
         "",
-        f"Fine-tune: `python train.py model={name} data=... model.pretrained=path/to/export` "
+        f"Fine-tune: `alternet train model={name} data=... model.pretrained=path/to/export` "
         "(a new head when the class count differs; `recipe.finetune.freeze_backbone=true` for a linear probe).",
     ]
 

@@ -88,7 +88,7 @@ def _refuse_ema(source: Source, ema: bool) -> Source:
     if ema and not source.ema:
         raise CheckpointError(
             f"{source.location} holds no EMA weights; ema=True applies to Lightning checkpoints of runs with "
-            "recipe.ema (or export them with `python -m alternet.hub export RUN --ema`)"
+            "recipe.ema (or export them with `alternet export RUN --ema`)"
         )
     return source
 

@@ -1,4 +1,4 @@
-"""A sweep directory as the paper's figures and verdicts: ``python -m alternet.report SWEEP_DIR``.
+"""A sweep directory as the paper's figures and verdicts: ``alternet report SWEEP_DIR`` (:mod:`.cli`).
 
 Reads every finished job of a Hydra multirun (its overrides, metrics.json and per-epoch logs), groups the jobs into
 variants by their swept values (seeds are replicates), and writes into ``SWEEP_DIR/report/``: ``runs.csv`` (one row

@@ -1,2 +1,2 @@
-"""``python -m alternet.shards SRC OUT``: an image folder as LitData shards for streaming training (the command
-lives in :mod:`alternet.apps.shards`, the format in :mod:`alternet.data.shards`)."""
+"""``alternet shards SRC OUT``: an image folder as LitData shards for streaming training. The command line is
+:mod:`alternet.shards.cli` (``python -m alternet.shards`` runs it too); the format is :mod:`alternet.data.shards`."""

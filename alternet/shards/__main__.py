@@ -1,6 +1,6 @@
-"""``python -m alternet.shards SRC OUT [--seed 0] [--chunk-bytes 64MB] [--workers N] [--skip-corrupt]``."""
+"""``python -m alternet.shards SRC OUT [options]``: the same as ``alternet shards`` (:mod:`alternet.shards.cli`)."""
 
-from ..apps.shards import main
+from .cli import main
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(prog="python -m alternet.shards"))

@@ -16,7 +16,7 @@ import lightning as L
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from alternet.apps.train import train
-from alternet.errors import AlternetError
+from alternet.errors import AlternetError, exit_with_error
 from alternet.training import builders
 
 from conftest import compose_train
@@ -44,4 +44,4 @@ builders.build_callbacks = build_callbacks
 try:
     train(compose_train(*overrides, output_dir=out))
 except AlternetError as error:
-    sys.exit(f"error: {error}")
+    exit_with_error(error)  # as every command line ends on one

@@ -1,22 +1,25 @@
-"""The hub command line: ``python -m alternet.hub export RUN_DIR_OR_CKPT --out DIR [--ema]``,
-``python -m alternet.hub push RUN_OR_EXPORT REPO_ID [--private] [--ema] [--revision R] [--commit-message M]`` and
-``python -m alternet.hub import-hdvw FILE [--arch NAME] --out DIR [--data NAME] [--data-root DIR]``."""
+"""The hub's command lines: ``alternet export RUN_DIR_OR_CKPT --out DIR [--ema]``,
+``alternet push RUN_OR_EXPORT REPO_ID [--private] [--ema] [--revision R] [--commit-message M]`` and
+``alternet import-hdvw FILE [--arch NAME] --out DIR [--data NAME] [--data-root DIR]`` (alternet/apps/cli.py
+dispatches to :func:`main`; ``alternet-hub COMMAND`` and ``python -m alternet.hub COMMAND`` are the same)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
-import sys
+from collections.abc import Sequence
 
 from ..dataset_facts import FACTS
-from ..errors import AlternetError
-from ..hub import export, import_hdvw, push_to_hub
-from ..hub.hdvw import ARCHS
+from ..errors import AlternetError, exit_with_error
+from .export import export, import_hdvw
+from .hdvw import ARCHS
+from .push import push_to_hub
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def parse_args(argv: Sequence[str] | None = None, prog: str = "alternet") -> argparse.Namespace:
+    """The arguments of ``PROG export|push|import-hdvw ...``."""
     parser = argparse.ArgumentParser(
-        prog="python -m alternet.hub",
+        prog=prog,
         description="Export trained checkpoints for timm and downstream work; publish them on the Hugging Face Hub.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
@@ -67,8 +70,9 @@ def _add_import_hdvw(commands: argparse._SubParsersAction) -> None:
     importer.add_argument("--data-root", help="the data set's files, for its class names (default: class indices)")
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
+def main(argv: Sequence[str] | None = None, prog: str = "alternet") -> None:
+    """Run ``PROG export|push|import-hdvw ARGS`` (``argv``: the command and its arguments; default: the process's)."""
+    args = parse_args(argv, prog)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         if args.command == "push":
@@ -78,7 +82,7 @@ def main(argv: list[str] | None = None) -> None:
         else:
             _export(args)
     except AlternetError as error:
-        sys.exit(f"error: {error}")
+        exit_with_error(error)
 
 
 def _export(args: argparse.Namespace) -> None:
@@ -90,7 +94,7 @@ def _export(args: argparse.Namespace) -> None:
 def _import_hdvw(args: argparse.Namespace) -> None:
     out = import_hdvw(args.source, args.out, arch=args.arch, data=args.data, data_root=args.data_root)
     print(f"Imported {args.source} to {out}: model.safetensors, config.json, README.md (read back strictly)")
-    print(f'Load: alternet.hub.load("{out}"); fine-tune: python train.py model=... model.pretrained={out}')
+    print(f'Load: alternet.hub.load("{out}"); fine-tune: alternet train model=... model.pretrained={out}')
 
 
 def _push(args: argparse.Namespace) -> None:
@@ -104,7 +108,3 @@ def _push(args: argparse.Namespace) -> None:
     )
     print(f"Pushed {args.source} to {pushed.url}" + (f" (commit {pushed.commit_url})" if pushed.commit_url else ""))
     print(f'Load: import alternet, timm; timm.create_model("{pushed.timm_name}", pretrained=True)')
-
-
-if __name__ == "__main__":
-    main()

@@ -1,5 +1,6 @@
-"""The shard-writing command line: ``python -m alternet.shards SRC OUT`` converts an image folder's training split
-into LitData chunks that ``data.train_shards=OUT`` streams from."""
+"""The shard-writing command line: ``alternet shards SRC OUT [--seed 0] [--chunk-bytes 64MB] [--workers N]
+[--skip-corrupt]`` converts an image folder's training split into LitData chunks that ``data.train_shards=OUT``
+streams from (alternet/apps/cli.py dispatches to :func:`main`; ``python -m alternet.shards`` is the same)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..data.shards import source_split, write_shards
-from ..errors import DataError
+from ..errors import AlternetError, exit_with_error
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "alternet shards") -> int:
+    """Run ``PROG SRC OUT [options]`` (``argv``: the arguments; default: the process's)."""
     parser = argparse.ArgumentParser(
-        prog="python -m alternet.shards",
+        prog=prog,
         description="Write the class folders of SRC/train (or of SRC itself) as LitData shards in OUT, file order "
         "shuffled with --seed, each image's bytes stored as they are. Train from them with "
         "data.root=SRC data.train_shards=OUT.",
@@ -38,12 +40,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             num_workers=args.workers,
             skip_corrupt=args.skip_corrupt,
         )
-    except DataError as error:
-        raise SystemExit(f"error: {error}") from None
+    except AlternetError as error:
+        exit_with_error(error)
     print(
         f"wrote {written['images']} images of {written['classes']} classes from {source_split(args.src)} to "
         f"{written['out']} in {time.perf_counter() - start:.1f}s"
         + (f"; skipped {written['skipped']} unreadable images" if written["skipped"] else "")
-        + f"\ntrain from them with: python train.py data=imagefolder data.root={args.src} data.train_shards={args.out}"
+        + f"\ntrain from them with: alternet train data=imagefolder data.root={args.src} data.train_shards={args.out}"
     )
     return 0

@@ -6,7 +6,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from alternet.apps.console import best_epoch, end_summary
+from alternet.apps.console import best_epoch, end_summary, evaluation_report, robustness_lines
 from alternet.data import build_datamodule
 from alternet.data.workers import available_cpus
 from alternet.training.progress import ProgressLines, TerminalBar, Throughput, progress_bar
@@ -34,17 +34,44 @@ def _summary(tmp_path, **extra):
     }
 
 
+ROBUSTNESS = {  # metrics.json's robustness record, cut down to what the printers read
+    "source": "real",
+    "summary": {
+        "n_conditions": 75,
+        "robustness": 0.45,
+        "mce": 88.8,
+        "relative_mce": None,
+        "baseline": "alexnet",
+        "per_family": {"noise": {"acc": 0.3}, "weather": {"acc": 0.5}},
+    },
+    "table": [{"corruption": "fog", "severity": s, "acc": 0.6 - s / 10} for s in range(1, 6)]
+    + [{"corruption": "gaussian_noise", "severity": 5, "acc": 0.05}],
+}
+
+
 def test_end_summary_reports_raw_and_ema_metrics_best_epoch_robustness_and_files(tmp_path):
-    robustness = {"summary": {"n_conditions": 75, "source": "cifar100-c", "robustness": 0.45, "mce": 88.8}}
     text = end_summary(
-        _summary(tmp_path, test_ema={"acc": 0.93, "top5": 1.0, "nll": 0.25, "ece": 0.01}, robustness=robustness)
+        _summary(tmp_path, test_ema={"acc": 0.93, "top5": 1.0, "nll": 0.25, "ece": 0.01}, robustness=ROBUSTNESS)
     )
     assert "in 1:02:05: 6 epochs, 60 steps, 1,234 training images/s" in text
     assert "Best val/nll 0.2500 after epoch 5 of 6" in text  # best-epoch004 is Lightning's 0-based index 4
     assert "  weights        0.9100   0.9900   0.3000   0.0200" in text
     assert "  EMA weights    0.9300   1.0000   0.2500   0.0100" in text
-    assert "Robustness:  75 conditions (cifar100-c), mean acc 0.4500, mCE % 88.8" in text
+    assert "\n".join(robustness_lines(ROBUSTNESS)) in text  # as an evaluation prints it
+    assert "  robustness (real corruptions): mean acc 0.4500 over 75 conditions\n" in text
+    assert "  mCE 88.8% vs alexnet  relative mCE n/a (no clean accuracy for the baseline)\n" in text
     assert "  checkpoints/best-epoch004.ckpt\n" in text and "  metrics.json\n" in text
+
+
+def test_one_printer_shows_robustness_for_training_and_evaluation(tmp_path):
+    lines = robustness_lines(ROBUSTNESS)
+    assert lines[2] == "  per family: noise 0.3000  weather 0.5000"
+    assert lines[3].startswith("  worst conditions: gaussian_noise/5 0.0500  fog/5 0.1000")
+    assert len(lines[3].split(": ", 1)[1].split("  ")) == 5  # the five worst
+    report = {"model": "m", "data": "d", "checkpoint": "c", "robustness": ROBUSTNESS, "files": [str(tmp_path / "x")]}
+    report["test"] = dict.fromkeys(("acc", "top5", "nll", "ece", "brier"), 0.5)
+    text = evaluation_report(report, tmp_path)
+    assert "\n".join(lines) in text and text.endswith(f"  files in {tmp_path}:\n    x")
 
 
 def test_end_summary_without_ema_has_one_row(tmp_path):

@@ -1,9 +1,11 @@
-"""What a training run says at its start and end: where it writes, what it trains on which hardware, and — at the
-end — its numbers and the files it left, so nobody has to dig through the run directory to find them."""
+"""What a command prints: a training run at its start and end (where it writes, what it trains on which hardware,
+and at the end its numbers and the files it left) and an evaluation's report, so nobody has to dig through the run
+directory to find them. One printer per report: both show a robustness result with :func:`robustness_lines`."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ from .. import tracking
 from ..progress import duration
 
 TEST_COLUMNS = ("acc", "top5", "nll", "ece")
+WORST_SHOWN = 5  # the worst corruption conditions shown
 
 
 def _rows(pairs: list[tuple[str, Any]]) -> str:
@@ -73,15 +76,32 @@ def _metrics_table(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _robustness_line(robustness: dict[str, Any] | None) -> str | None:
-    summary = (robustness or {}).get("summary") or {}
-    if not summary:
-        return None
-    parts = [f"{summary.get('n_conditions')} conditions ({summary.get('source')})"]
-    for key, label in (("robustness", "mean acc"), ("mce", "mCE %"), ("relative_mce", "relative mCE %")):
-        if isinstance(summary.get(key), float):
-            parts.append(f"{label} {summary[key]:.4f}" if key == "robustness" else f"{label} {summary[key]:.1f}")
-    return "Robustness:  " + ", ".join(parts)
+def robustness_lines(robustness: Mapping[str, Any]) -> list[str]:
+    """A robustness result (``metrics.json``'s ``robustness``, :mod:`alternet.evaluation.robustness`) as the lines
+    both an evaluation and the end of a training run print: the mean accuracy, mCE against the baseline, the
+    families, the worst conditions, the generated-frost caveat and the extra corruptions."""
+    summary = robustness["summary"]
+    mean = f"mean acc {summary['robustness']:.4f} over {summary['n_conditions']} conditions"
+    precision = f", {robustness['precision']}" if robustness.get("precision", "32") != "32" else ""
+    lines = [f"  robustness ({robustness['source']} corruptions{precision}): {mean}"]
+    if summary.get("mce") is not None:
+        relative = summary["relative_mce"]
+        relative = "n/a (no clean accuracy for the baseline)" if relative is None else f"{relative:.1f}%"
+        lines.append(f"  mCE {summary['mce']:.1f}% vs {summary['baseline']}  relative mCE {relative}")
+    families = "  ".join(f"{name} {block['acc']:.4f}" for name, block in summary["per_family"].items())
+    lines.append(f"  per family: {families}")
+    worst = sorted(robustness["table"], key=lambda row: row["acc"])[:WORST_SHOWN]
+    lines.append("  worst conditions: " + "  ".join(f"{r['corruption']}/{r['severity']} {r['acc']:.4f}" for r in worst))
+    if robustness.get("synthetic_frost") and robustness["source"] == "generated":
+        lines.append(
+            "  note: generated frost uses a procedural ice texture, not the reference's photographs: its numbers "
+            "are not comparable with real CIFAR-C frost (robustness.root=DIR scores the real files)"
+        )
+    if robustness.get("extra"):
+        extra = robustness["extra"]["summary"]
+        names = ", ".join(extra["per_corruption"])
+        lines.append(f"  extra corruptions ({names}; not in the mean or mCE): mean acc {extra['robustness']:.4f}")
+    return lines
 
 
 def written_files(run_dir: Path) -> list[str]:
@@ -109,8 +129,40 @@ def end_summary(summary: dict[str, Any]) -> str:
         where = f" after epoch {epoch} of {summary['epochs']}" if epoch else ""
         lines.append(f"Best {summary['monitor']} {summary['best_val_score']:.4f}{where}")
     lines += [f"Test ({tested}):", *_metrics_table(summary)]
-    if robustness := _robustness_line(summary.get("robustness")):
-        lines.append(robustness)
+    if summary.get("robustness"):
+        lines += robustness_lines(summary["robustness"])
     run_dir = Path(summary["run_dir"])
     lines += [f"Files in {run_dir}:", *(f"  {name}" for name in written_files(run_dir))]
     return "\n".join(lines) + "\n"
+
+
+def evaluation_report(report: Mapping[str, Any], out_dir: Path) -> str:
+    """What an evaluation prints for one checkpoint: the test metrics, temperature scaling, robustness
+    (:func:`robustness_lines`), the analyses and the files written into ``out_dir``."""
+    test = report["test"]
+    lines = [
+        f"\n{report['model']} on {report['data']} ({report['checkpoint']})",
+        "  test: " + "  ".join(f"{k} {test[k]:.4f}" for k in ("acc", "top5", "nll", "ece", "brier")),
+    ]
+    if "temperature_scaling" in report:
+        scaled = report["temperature_scaling"]
+        after = scaled["test"]
+        lines.append(f"  temperature {scaled['temperature']:.3f}: nll {after['nll']:.4f}  ece {after['ece']:.4f}")
+    if report.get("robustness"):
+        lines += robustness_lines(report["robustness"])
+    for name, result in (report.get("analysis") or {}).items():
+        lines.append(f"  analysis {name}: {result['seconds']:.1f} s, {len(result.get('files', []))} files")
+    written = [
+        *report.get("files", []),
+        *(f for r in (report.get("analysis") or {}).values() for f in r.get("files", [])),
+    ]
+    lines.append(f"  files in {out_dir}:")
+    lines += [f"    {_relative(Path(path), out_dir)}" for path in written]
+    return "\n".join(lines)
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)

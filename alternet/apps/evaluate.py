@@ -4,7 +4,6 @@ requested analyses, write and log the reports."""
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -19,8 +18,7 @@ from ..evaluation import Evaluator
 from ..files import write_csv, write_json
 from ..models.flip import FlipAveraged
 from ..runs import CheckpointWeights, find_checkpoint, load_model, run_config, run_dir_of
-
-WORST_SHOWN = 5  # the worst conditions printed at the end of an evaluation
+from .console import evaluation_report
 
 
 def packaged_config(group: str, option: str) -> DictConfig:
@@ -114,7 +112,9 @@ def evaluate_checkpoint(cfg: DictConfig, ckpt: Path, out_dir: Path) -> dict[str,
 
 def run_evaluate(cfg: DictConfig) -> list[dict[str, Any]]:
     if cfg.get("ckpt") in (None, "???"):
-        raise ConfigValueError("ckpt is required: alternet evaluate ckpt=PATH (a .ckpt file, a run directory, or a list)")
+        raise ConfigValueError(
+            "ckpt is required: alternet evaluate ckpt=PATH (a .ckpt file, a run directory, or a list)"
+        )
     if cfg.get("analysis"):  # check every analysis budget before any work starts
         parse_configs(list(cfg.analysis), OmegaConf.to_container(cfg.analysis))
     paths = checkpoint_paths(OmegaConf.to_container(cfg.ckpt) if OmegaConf.is_list(cfg.ckpt) else cfg.ckpt)
@@ -123,7 +123,7 @@ def run_evaluate(cfg: DictConfig) -> list[dict[str, Any]]:
     for index, ckpt in enumerate(paths):
         target = out_dir if len(paths) == 1 else out_dir / f"{index}-{ckpt.resolve().parent.parent.name}"
         reports.append(evaluate_checkpoint(cfg, ckpt, target))
-        print_report(reports[-1], target)
+        print(evaluation_report(reports[-1], target), flush=True)
     if len(reports) > 1:
         print(f"Comparison: {write_comparison(reports, out_dir / 'comparison.csv')}")
     return reports
@@ -139,56 +139,3 @@ def write_comparison(reports: list[dict[str, Any]], path: Path) -> Path:
             row["mce"] = report["robustness"]["summary"]["mce"]
         rows.append(row)
     return write_csv(path, rows)
-
-
-def print_report(report: Mapping[str, Any], out_dir: Path) -> None:
-    test = report["test"]
-    lines = [
-        f"\n{report['model']} on {report['data']} ({report['checkpoint']})",
-        "  test: " + "  ".join(f"{k} {test[k]:.4f}" for k in ("acc", "top5", "nll", "ece", "brier")),
-    ]
-    if "temperature_scaling" in report:
-        scaled = report["temperature_scaling"]
-        after = scaled["test"]
-        lines.append(f"  temperature {scaled['temperature']:.3f}: nll {after['nll']:.4f}  ece {after['ece']:.4f}")
-    if report.get("robustness"):
-        robustness = report["robustness"]
-        summary = robustness["summary"]
-        mean = f"mean acc {summary['robustness']:.4f} over {summary['n_conditions']} conditions"
-        precision = f", {robustness['precision']}" if robustness.get("precision", "32") != "32" else ""
-        lines.append(f"  robustness ({robustness['source']} corruptions{precision}): {mean}")
-        if summary.get("mce") is not None:
-            relative = summary["relative_mce"]
-            relative = "n/a (no clean accuracy for the baseline)" if relative is None else f"{relative:.1f}%"
-            lines.append(f"  mCE {summary['mce']:.1f}% vs {summary['baseline']}  relative mCE {relative}")
-        families = "  ".join(f"{name} {block['acc']:.4f}" for name, block in summary["per_family"].items())
-        lines.append(f"  per family: {families}")
-        worst = sorted(robustness["table"], key=lambda row: row["acc"])[:WORST_SHOWN]
-        lines.append(
-            "  worst conditions: " + "  ".join(f"{r['corruption']}/{r['severity']} {r['acc']:.4f}" for r in worst)
-        )
-        if robustness.get("synthetic_frost") and robustness["source"] == "generated":
-            lines.append(
-                "  note: generated frost uses a procedural ice texture, not the reference's photographs: its numbers "
-                "are not comparable with real CIFAR-C frost (robustness.root=DIR scores the real files)"
-            )
-        if robustness.get("extra"):
-            extra = robustness["extra"]["summary"]
-            names = ", ".join(extra["per_corruption"])
-            lines.append(f"  extra corruptions ({names}; not in the mean or mCE): mean acc {extra['robustness']:.4f}")
-    for name, result in (report.get("analysis") or {}).items():
-        lines.append(f"  analysis {name}: {result['seconds']:.1f} s, {len(result.get('files', []))} files")
-    written = [
-        *report.get("files", []),
-        *(f for r in (report.get("analysis") or {}).values() for f in r.get("files", [])),
-    ]
-    lines.append(f"  files in {out_dir}:")
-    lines += [f"    {_relative(Path(path), out_dir)}" for path in written]
-    print("\n".join(lines), flush=True)
-
-
-def _relative(path: Path, root: Path) -> str:
-    try:
-        return str(path.relative_to(root))
-    except ValueError:
-        return str(path)

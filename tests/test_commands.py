@@ -160,6 +160,20 @@ def test_every_spelling_of_train_and_evaluate_runs_the_same_job(tmp_path, monkey
     assert seen[2][2] == ["alternet-train", *train_args] and seen[4][2][1:] == train_args
 
 
+def test_hydras_own_options_pass_through_the_command(tmp_path, monkeypatch, capsys):
+    """``alternet train -m ...`` sweeps (one job per value, each seeing the command as typed) and
+    ``alternet train --cfg job`` prints the composed config without running a job."""
+    seen = []
+    monkeypatch.setattr(cli, "train", lambda cfg: seen.append((cfg.seed, list(sys.argv))) or {"optimized_metric": None})
+    monkeypatch.chdir(tmp_path)
+    sweep = ["-m", "seed=1,2", f"hydra.sweep.dir={tmp_path / 'sweep'}", *QUIET]
+    assert cli.main(["train", *sweep]) == 0
+    assert [seed for seed, _ in seen] == [1, 2] and seen[0][1][1:] == ["train", *sweep]
+
+    assert cli.main(["train", "--cfg", "job", "seed=5"]) == 0
+    assert "\nseed: 5\n" in capsys.readouterr().out and len(seen) == 2
+
+
 def test_a_resume_command_repeats_the_command_that_started_the_run(monkeypatch):
     monkeypatch.setattr(HydraConfig.instance(), "cfg", None)  # outside a Hydra job (one in this process left its own)
     monkeypatch.setattr(sys, "argv", ["/venv/bin/alternet", "train", "-m", "seed=3", "ckpt_path=old"])

@@ -113,9 +113,7 @@ def read_shard_classes(shards: str | Path) -> list[str] | None:
         return None
     path = Path(shards).expanduser() / CLASSES_FILE
     if not path.is_file():
-        raise DataError(
-            f"data.train_shards={shards}: {path} not found; write shards with alternet shards SRC OUT"
-        )
+        raise DataError(f"data.train_shards={shards}: {path} not found; write shards with alternet shards SRC OUT")
     return list(read_json(path, error=DataError)["classes"])
 
 

@@ -48,6 +48,33 @@ def test_alternet_r50_at_224_uses_the_imagenet_stem_and_window_7():
         assert model(torch.randn(1, 3, 224, 224)).shape == (1, 10)
 
 
+def test_the_patch2_stem_sees_every_pixel_and_halves_every_feature_map():
+    """model.stem=patch2 (the speedrun's): a 2x2 stride-2 conv, so each map is half the CIFAR stem's side, the
+    last stage's 4x4 map is one 4x4 window, and changing one pixel changes the output."""
+    model = create_model("alternet_tiny", num_classes=5, layout="C|CC|CM", stem="patch2").eval()
+    cifar = create_model("alternet_tiny", num_classes=5, layout="C|CC|CM", stem="cifar").eval()
+    assert type(model.stem).__name__ == "Patch2Stem" and model.stem.conv.stride == (2, 2)
+    assert [info["reduction"] for info in model.feature_info] == [2 * i["reduction"] for i in cifar.feature_info]
+    assert [s.window for s in model.specs if s.num_msa] == [(4, 4)]
+    assert n_params(model) == n_params(cifar) - 5 * 32 * 3  # a 2x2 kernel instead of a 3x3 one
+    images = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        maps = model.forward_intermediates(images, intermediates_only=True)
+        assert [m.shape[-1] for m in maps] == [16, 8, 4]
+        nudged = images.clone()
+        nudged[:, :, 31, 31] += 1.0  # the last pixel: a stride-2 2x2 kernel covers it
+        assert not torch.allclose(model(images), model(nudged))
+
+
+def test_the_laptop_models_are_twins_behind_the_patch2_stem():
+    """alternet_laptop (the speedrun's model) and preresnet_laptop differ only in the last block's kind (the
+    twin is the same network, not matched in parameters: a 3x3 Conv block at 192 channels outweighs the MSA)."""
+    alternet, twin = create_model("alternet_laptop", num_classes=100), create_model("preresnet_laptop", num_classes=100)
+    assert (alternet.layout, twin.layout) == ("C|CC|CM", "C|CC|CC")
+    assert type(alternet.stem).__name__ == type(twin.stem).__name__ == "Patch2Stem"
+    assert n_params(alternet) == 1_059_509 and n_params(twin) == 1_538_500
+
+
 def test_stochastic_depth_rises_linearly_over_all_blocks():
     model = create_model("alternet_r18", drop_path_rate=0.1)
     rates = [getattr(b.module.drop_path, "drop_prob", 0.0) for b in model.blocks()]

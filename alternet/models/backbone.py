@@ -21,7 +21,7 @@ from .blocks import BLOCK_TYPES, STEMS, MSABlock, NormAct, PreActBlock
 from .layout import LayoutError, StageSpec, resolve_stages
 
 IMAGENET_STEM_MIN_SIZE = 128
-DEFAULT_WINDOW = {"cifar": 4, "imagenet": 7}
+DEFAULT_WINDOW = {"cifar": 4, "patch2": 4, "imagenet": 7}
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class AlterNet(nn.Module):
         head_dim: channels per head.
         strides: per-stage stride of the first block; default ``1, 2, 2, ...``.
         attn_dims: optional per-stage total attention width, checked against ``heads * head_dim``.
-        window: attention window (int or per-stage list); ``None`` picks 4 (CIFAR stem) or 7 (ImageNet stem).
+        window: attention window (int or per-stage list); ``None`` picks 4 (CIFAR or patch2 stem) or 7 (ImageNet stem).
         attention: ``"window"``, ``"global"``, ``"focused_linear"`` or ``"position_only"`` (the kernel softmax(B) of
             the position bias alone: ``window``'s parameters, no data dependence).
         bias_per_head: one relative position bias table per head instead of one shared table.
@@ -65,7 +65,7 @@ class AlterNet(nn.Module):
             timm's global switch (``timm.layers.set_fused_attn``, ``TIMM_FUSED_ATTN``) turns fused attention off.
         qkv_bias: a bias on the q/k/v projections; ``None`` is the attention kind's default (none for ``window`` and
             ``global`` as in the reference, a bias for ``focused_linear`` as in FLatten-Swin).
-        stem: ``"auto"``, ``"cifar"`` or ``"imagenet"``.
+        stem: ``"auto"``, ``"cifar"``, ``"patch2"`` (not in the reference: a 2x2 stride-2 conv) or ``"imagenet"``.
         img_size: input size used to resolve and validate windows.
         drop_path_rate: stochastic depth; block j of N drops with rate ``drop_path_rate * j / (N - 1)``.
     """

@@ -153,6 +153,10 @@ class ResNetSpec(_Spec):
 
 _alternating = AlterNetSpec.alternating
 _TINY = dict(widths=(32, 64, 128), heads=(1, 2, 4), head_dim=32)
+# the laptop scale (experiment=cifar100_speedrun, the paper presets on a CPU): the tiny depths at 1.5x the widths
+# behind a 2x2 stride-2 stem, so every map has half the CIFAR stem's side and a step costs about what the tiny one
+# costs at its full side, with 2.2x the parameters
+_LAPTOP = dict(widths=(48, 96, 192), heads=(2, 3, 6), head_dim=32, stem="patch2")
 
 ARCHITECTURES: dict[str, AlterNetSpec] = {
     # AlterNets (HDVW models/alternet.py); alternet_r50 uses the paper's CIFAR-100 figure layout.
@@ -165,6 +169,9 @@ ARCHITECTURES: dict[str, AlterNetSpec] = {
     # A CPU-friendly AlterNet for the embedded default and tests, and its Conv-only twin.
     "alternet_tiny": _alternating((1, 2, 2), (0, 1, 1), "basic", **_TINY),
     "preresnet_tiny": _alternating((1, 2, 2), (0, 0, 0), "basic", **_TINY),
+    # The laptop-scale AlterNet (one MSA, ending the last stage) and its Conv-only twin.
+    "alternet_laptop": _alternating((1, 2, 2), (0, 0, 1), "basic", **_LAPTOP),
+    "preresnet_laptop": _alternating((1, 2, 2), (0, 0, 0), "basic", **_LAPTOP),
     # Pre-activation ResNet baselines (no MSA, classic depths).
     "preresnet18": _alternating((2, 2, 2, 2), (0, 0, 0, 0), "basic"),
     "preresnet34": _alternating((3, 4, 6, 3), (0, 0, 0, 0), "basic"),
@@ -355,6 +362,18 @@ def alternet_tiny(pretrained: bool = False, **kwargs: Any) -> AlterNet:
 def preresnet_tiny(pretrained: bool = False, **kwargs: Any) -> AlterNet:
     """alternet_tiny with every MSA block replaced by a Conv block."""
     return _create_alternet("preresnet_tiny", pretrained, **kwargs)
+
+
+@register_model
+def alternet_laptop(pretrained: bool = False, **kwargs: Any) -> AlterNet:
+    """The laptop-scale AlterNet: C|CC|CM, widths 48/96/192, a 2x2 stride-2 stem (CIFAR-100 on a CPU in minutes)."""
+    return _create_alternet("alternet_laptop", pretrained, **kwargs)
+
+
+@register_model
+def preresnet_laptop(pretrained: bool = False, **kwargs: Any) -> AlterNet:
+    """alternet_laptop with its MSA block replaced by a Conv block (the Conv-only twin)."""
+    return _create_alternet("preresnet_laptop", pretrained, **kwargs)
 
 
 @register_model

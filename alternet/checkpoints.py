@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from .errors import CheckpointError
+from .rundir import RunDir
 
 DIGEST_KEY = "weights_digest"  # in Lightning checkpoints; also in the metadata of exported safetensors
 
@@ -42,7 +43,7 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     """Load a Lightning/torch checkpoint without unpickling arbitrary objects."""
     path = Path(path).expanduser()
     if not path.is_file():
-        hint = f" (a directory; pass a .ckpt inside it, e.g. {path}/checkpoints/last.ckpt)" if path.is_dir() else ""
+        hint = f" (a directory; pass a .ckpt inside it, e.g. {RunDir(path).last_checkpoint})" if path.is_dir() else ""
         raise CheckpointError(f"checkpoint {path} does not exist{hint}")
     if not zipfile.is_zipfile(path):
         raise CheckpointError(

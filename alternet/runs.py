@@ -4,13 +4,7 @@ One rule for every command (evaluate, export, resume, fine-tune): a run director
 resolved *inside that directory* — its best checkpoint (named in its ``metrics.json``, looked up by file name so a
 moved or copied directory still works), else the only ``best-*.ckpt``, else ``last.ckpt``.
 
-Layout of a run directory::
-
-    config.yaml         the resolved config        environment.json   git commit, versions, command
-    metrics.json        final metrics              logs/metrics.csv   per-step and per-epoch metrics
-    checkpoints/        best-epochNNN.ckpt, last.ckpt (nonfinite-stepN.ckpt when the loss went NaN)
-    resumes.json        each resume: step, checkpoint, settings it changed
-    curves.png          loss, NLL and accuracy per epoch, learning rate per step
+The layout of a run directory, and every name in it, is :class:`alternet.rundir.RunDir`'s.
 """
 
 from __future__ import annotations
@@ -39,18 +33,12 @@ except ImportError:  # pragma: no cover - not POSIX: run directories are not loc
 
 from .checkpoints import read_checkpoint
 from .errors import CheckpointError, ConfigValueError
-from .files import read_json, read_yaml, write_json, write_text
+from .files import read_json, write_json, write_text
 from .models import create_model
 from .models.config import model_args
 from .models.zoo import spec_kwargs
+from .rundir import RunDir
 
-CONFIG_FILE = "config.yaml"
-ENVIRONMENT_FILE = "environment.json"
-METRICS_FILE = "metrics.json"
-RESUMES_FILE = "resumes.json"
-CHECKPOINT_DIR = "checkpoints"
-LAST_CHECKPOINT = "last.ckpt"
-BEST_PATTERN = "best-*.ckpt"
 PACKAGES = (
     "alternet",
     "torch",
@@ -105,43 +93,39 @@ def environment() -> dict[str, Any]:
 
 def write_run_records(run_dir: Path, config: dict[str, Any]) -> None:
     """``config.yaml`` (fully resolved) and ``environment.json``."""
-    write_text(run_dir / CONFIG_FILE, yaml.safe_dump(config, sort_keys=False))
-    write_json(run_dir / ENVIRONMENT_FILE, environment())
+    run = RunDir(run_dir)
+    write_text(run.config, yaml.safe_dump(config, sort_keys=False))
+    write_json(run.environment, environment())
 
 
 def run_config(run_dir: Path | None) -> dict[str, Any] | None:
-    """The resolved config a run directory recorded, if it has one."""
-    path = run_dir / CONFIG_FILE if run_dir is not None else None
-    return read_yaml(path, error=CheckpointError) if path is not None and path.is_file() else None
-
-
-def run_metrics(run_dir: Path | None) -> dict[str, Any]:
-    """The final metrics a run directory recorded (empty before the run finished)."""
-    path = run_dir / METRICS_FILE if run_dir is not None else None
-    return read_json(path, error=CheckpointError) if path is not None and path.is_file() else {}
+    """The resolved config a run directory recorded, if it has one (:meth:`RunDir.recorded_config`)."""
+    return RunDir(run_dir).recorded_config() if run_dir is not None else None
 
 
 # which checkpoint ------------------------------------------------------------------------------
 
 
 def is_run_dir(path: Path) -> bool:
-    return path.is_dir() and (path / CHECKPOINT_DIR).is_dir()
+    return RunDir(path).is_run_dir()
 
 
 def run_dir_of(checkpoint: Path) -> Path | None:
     """The run directory a checkpoint file sits in (``<run>/checkpoints/x.ckpt``), if it is one."""
-    run_dir = checkpoint.parent.parent
-    return run_dir if checkpoint.parent.name == CHECKPOINT_DIR and (run_dir / CONFIG_FILE).is_file() else None
+    run = RunDir.of_checkpoint(checkpoint)
+    return run.path if run is not None else None
 
 
 def best_checkpoint(run_dir: Path) -> Path | None:
     """The best checkpoint of a run: the one its metrics.json names (by file name, inside ``run_dir``), or the
     only ``best-*.ckpt``."""
-    folder = run_dir / CHECKPOINT_DIR
-    named = run_metrics(run_dir).get("best_checkpoint")
-    if named and (folder / Path(named).name).is_file():
-        return folder / Path(named).name
-    candidates = sorted(folder.glob(BEST_PATTERN))
+    run = RunDir(run_dir)
+    summary = run.summary()
+    if summary is not None and summary.best_checkpoint:
+        named = run.checkpoint_in_folder(summary.best_checkpoint)
+        if named.is_file():
+            return named
+    candidates = run.best_checkpoints()
     if len(candidates) > 1:
         raise CheckpointError(
             f"run directory {run_dir} has {len(candidates)} best checkpoints ({', '.join(c.name for c in candidates)}) "
@@ -155,11 +139,11 @@ def select_checkpoint(run_dir: Path) -> Path:
     best = best_checkpoint(run_dir)
     if best is not None:
         return best
-    last = run_dir / CHECKPOINT_DIR / LAST_CHECKPOINT
-    if last.is_file():
-        return last
+    run = RunDir(run_dir)
+    if run.last_checkpoint.is_file():
+        return run.last_checkpoint
     raise CheckpointError(
-        f"run directory {run_dir} has no checkpoints in {run_dir / CHECKPOINT_DIR} (did training finish an epoch?)"
+        f"run directory {run_dir} has no checkpoints in {run.checkpoints} (did training finish an epoch?)"
     )
 
 
@@ -177,7 +161,7 @@ def find_checkpoint(path: Path) -> tuple[Path, Path | None]:
     if len(ckpts) == 1:
         return ckpts[0], None
     raise CheckpointError(
-        f"{path} is neither a run directory (no {CHECKPOINT_DIR}/ folder), an export directory (no config.json) "
+        f"{path} is neither a run directory (no {RunDir.CHECKPOINTS}/ folder), an export directory (no config.json) "
         "nor a folder with a single .ckpt file"
     )
 
@@ -186,7 +170,7 @@ def resume_checkpoint(ckpt_path: str | None, run_dir: Path) -> str | None:
     """The checkpoint a training run resumes from. ``last`` means this run directory's ``last.ckpt`` when it
     exists (a requeued SLURM job); any other path is checked now, so that a bad one fails before training."""
     if ckpt_path == "last":
-        last = run_dir / CHECKPOINT_DIR / LAST_CHECKPOINT
+        last = RunDir(run_dir).last_checkpoint
         if not last.is_file():
             print(f"ckpt_path=last: no {last} yet, so training starts from scratch", file=sys.stderr, flush=True)
             return None
@@ -199,15 +183,13 @@ def resume_checkpoint(ckpt_path: str | None, run_dir: Path) -> str | None:
 
 # owning a run directory -------------------------------------------------------------------------
 
-LOCK_FILE = ".lock"
-
 
 class RunDirLock:
     """An exclusive lock on a run directory for the life of the run (released by the OS when the process dies, so a
     killed run never leaves a stale lock). Where ``fcntl`` is missing (Windows) there is no lock."""
 
     def __init__(self, run_dir: Path):
-        self.path = run_dir / LOCK_FILE
+        self.path = RunDir(run_dir).lock
         self._file: Any = None
 
     def acquire(self) -> RunDirLock:
@@ -238,23 +220,16 @@ class RunDirLock:
             self._file = None
 
 
-# what a run writes before its first step: records of a run that did nothing, disposable when it fails
-_SETUP_RECORDS = {CONFIG_FILE, ENVIRONMENT_FILE, LOCK_FILE, "logs/hparams.yaml"}
-
-
 def discard_unused_run_dir(run_dir: Path) -> bool:
     """Remove the directory of a run that failed before any work: it holds only Hydra's records (``.hydra/``,
     ``*.log``), the run's setup records and empty folders. Anything else in it (a checkpoint, metrics, W&B files,
     a file of the user's) keeps it."""
     if not run_dir.is_dir():
         return False
+    run = RunDir(run_dir)
+    setup = set(run.setup_records)
     for path in run_dir.rglob("*"):
-        inside = path.relative_to(run_dir)
-        disposable = (
-            inside.parts[0] == ".hydra"
-            or (len(inside.parts) == 1 and path.suffix == ".log")
-            or inside.as_posix() in _SETUP_RECORDS
-        )
+        disposable = run.is_hydra_record(path) or path in setup
         if path.is_file() and not disposable:
             return False
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -266,12 +241,13 @@ def check_fresh_run_dir(run_dir: Path, resuming: bool, reuse: bool) -> None:
     interrupted one (checkpoints) must be resumed (``ckpt_path=last``) or explicitly reused (``reuse_run_dir``)."""
     if resuming or reuse:
         return
-    checkpoints = sorted((run_dir / CHECKPOINT_DIR).glob("*.ckpt")) if (run_dir / CHECKPOINT_DIR).is_dir() else []
-    if (run_dir / METRICS_FILE).is_file() or checkpoints:
+    run = RunDir(run_dir)
+    checkpoints = run.checkpoint_files()
+    if run.is_finished() or checkpoints:
         what = (
-            "a finished run (metrics.json)"
-            if (run_dir / METRICS_FILE).is_file()
-            else (f"an interrupted run ({checkpoints[-1].name})")
+            f"a finished run ({run.metrics.name})"
+            if run.is_finished()
+            else f"an interrupted run ({checkpoints[-1].name})"
         )
         raise ConfigValueError(
             f"run directory {run_dir} already holds {what}: resume it with ckpt_path=last, give this run its own "
@@ -329,7 +305,7 @@ def resume_changes(config: dict[str, Any], checkpoint: dict[str, Any]) -> dict[s
 def record_resume(run_dir: Path, checkpoint: str, step: int, changes: dict[str, list[Any]]) -> None:
     """Append this resume to ``resumes.json``: config.yaml says what the run uses from now on; this file says what
     an earlier part of it used instead."""
-    path = run_dir / RESUMES_FILE
+    path = RunDir(run_dir).resumes
     history = read_json(path, error=CheckpointError) if path.is_file() else []
     write_json(path, [*history, {"global_step": step, "checkpoint": checkpoint, "changed": changes}])
 

@@ -24,6 +24,7 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 
 from .errors import AlternetError
 from .files import write_text
+from .rundir import RunDir
 
 WANDB_HOST = "api.wandb.ai"
 ARTIFACT_ALIASES = ("best", "latest")
@@ -81,12 +82,14 @@ def start_run(requested_offline: bool, init_timeout: float, **init: Any) -> Any:
 
 
 class HistoryCSVLogger(CSVLogger):
-    """Lightning's CSV logger, except that a resumed run keeps the rows the interrupted run wrote before the
-    checkpoint it resumes from (Lightning's writer deletes ``metrics.csv``); rows from that step on are dropped,
-    because the resumed run logs them again."""
+    """Lightning's CSV logger into a run directory's ``logs/``, except that a resumed run keeps the rows the
+    interrupted run wrote before the checkpoint it resumes from (Lightning's writer deletes ``metrics.csv``); rows
+    from that step on are dropped, because the resumed run logs them again."""
 
-    def __init__(self, *args: Any, resume_step: int | None = None, **kwargs: Any):
-        super().__init__(*args, **kwargs)
+    def __init__(self, run_dir: Path, resume_step: int | None = None):
+        run = RunDir(run_dir)
+        super().__init__(save_dir=str(run.path), name="", version=run.LOGS)
+        self.history = run.metrics_csv
         self.resume_step = resume_step
 
     @property
@@ -94,7 +97,7 @@ class HistoryCSVLogger(CSVLogger):
     def experiment(self) -> Any:
         if self._experiment is not None:
             return self._experiment
-        path = Path(self.log_dir) / "metrics.csv"
+        path = self.history
         kept, keys = [], []
         if self.resume_step is not None and path.is_file():
             with open(path, newline="") as file:
@@ -114,7 +117,7 @@ class HistoryCSVLogger(CSVLogger):
 def wandb_run_id(run_dir: Path) -> str:
     """The W&B run id of this run directory, created once and kept in it, so a resumed run continues its W&B run
     instead of starting a second one."""
-    path = run_dir / "wandb-run-id"
+    path = RunDir(run_dir).wandb_run_id
     if path.is_file():
         return path.read_text().strip()
     run_id = uuid.uuid4().hex[:8]
@@ -125,7 +128,7 @@ def wandb_run_id(run_dir: Path) -> str:
 def wandb_group(run_dir: Path, group: str) -> str:
     """The W&B group of this run directory, fixed at its first start (a resumed run and the evaluation runs of
     its checkpoints join it): the configured group, a sweep's, or the run's own id."""
-    path = run_dir / "wandb-group"
+    path = RunDir(run_dir).wandb_group
     if path.is_file():
         return path.read_text().strip()
     write_text(path, group + "\n")
@@ -136,7 +139,8 @@ def training_run(run_dir: Path | None) -> dict[str, str]:
     """The W&B id and group a training run directory recorded (empty when it did not log to W&B)."""
     if run_dir is None:
         return {}
-    files = {"id": run_dir / "wandb-run-id", "group": run_dir / "wandb-group"}
+    run = RunDir(run_dir)
+    files = {"id": run.wandb_run_id, "group": run.wandb_group}
     return {key: path.read_text().strip() for key, path in files.items() if path.is_file()}
 
 
@@ -145,7 +149,7 @@ def build_loggers(
 ) -> list[Logger]:
     """CSV logger into ``<run_dir>/logs``, plus W&B when ``config.wandb`` (the ``logger`` group) is set. A resumed
     run (``resume_step``: the checkpoint's global step) keeps the CSV rows logged before it and its W&B run."""
-    loggers: list[Logger] = [HistoryCSVLogger(save_dir=str(run_dir), name="", version="logs", resume_step=resume_step)]
+    loggers: list[Logger] = [HistoryCSVLogger(run_dir, resume_step=resume_step)]
     wandb_cfg = config.get("wandb")
     if not wandb_cfg:
         return loggers

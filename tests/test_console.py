@@ -9,6 +9,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from alternet.apps.console import best_epoch, end_summary, evaluation_report, robustness_lines
 from alternet.data import build_datamodule
 from alternet.data.workers import available_cpus
+from alternet.rundir import RunSummary
 from alternet.training.progress import ProgressLines, TerminalBar, Throughput, progress_bar
 
 
@@ -16,22 +17,24 @@ def _summary(tmp_path, **extra):
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "checkpoints" / "best-epoch004.ckpt").write_bytes(b"x")
     (tmp_path / "metrics.json").write_text("{}")
-    return {
-        "model": "alternet_tiny",
-        "data": "digits",
-        "test": {"acc": 0.91, "top5": 0.99, "nll": 0.3, "ece": 0.02},
-        "epochs": 6,
-        "global_step": 60,
-        "best_val_score": 0.25,
-        "best_epoch": best_epoch(str(tmp_path / "checkpoints" / "best-epoch004.ckpt")),
-        "monitor": "val/nll",
-        "tested_checkpoint": str(tmp_path / "checkpoints" / "best-epoch004.ckpt"),
-        "best_checkpoint": str(tmp_path / "checkpoints" / "best-epoch004.ckpt"),
-        "run_dir": str(tmp_path),
-        "wall_seconds": 3725.0,
-        "train_images_per_sec": 1234.5,
-        **extra,
-    }
+    return RunSummary.from_payload(
+        {
+            "model": "alternet_tiny",
+            "data": "digits",
+            "test": {"acc": 0.91, "top5": 0.99, "nll": 0.3, "ece": 0.02},
+            "epochs": 6,
+            "global_step": 60,
+            "best_val_score": 0.25,
+            "best_epoch": best_epoch(str(tmp_path / "checkpoints" / "best-epoch004.ckpt")),
+            "monitor": "val/nll",
+            "tested_checkpoint": str(tmp_path / "checkpoints" / "best-epoch004.ckpt"),
+            "best_checkpoint": str(tmp_path / "checkpoints" / "best-epoch004.ckpt"),
+            "run_dir": str(tmp_path),
+            "wall_seconds": 3725.0,
+            "train_images_per_sec": 1234.5,
+            **extra,
+        }
+    )
 
 
 ROBUSTNESS = {  # metrics.json's robustness record, cut down to what the printers read

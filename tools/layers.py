@@ -4,7 +4,7 @@ package-level import graph and every import that breaks the rule (exit status 1 
 Floors, bottom to top (docs/architecture.md explains each)::
 
     kernel       errors, files, seeds, checkpoints, tracking,  (may import each other)
-                 progress, dataset_facts, hardware
+                 progress, dataset_facts, hardware, rundir
     foundations  models, data, metrics                         (the kernel)
     run records  runs, and the package root's facade           (kernel, foundations)
     libraries    training, evaluation, analysis, hub, report,  (anything below, never each other)
@@ -29,7 +29,7 @@ from pathlib import Path
 PACKAGE = "alternet"
 ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 FLOORS: tuple[tuple[str, ...], ...] = (
-    ("errors", "files", "seeds", "checkpoints", "tracking", "progress", "dataset_facts", "hardware"),
+    ("errors", "files", "seeds", "checkpoints", "tracking", "progress", "dataset_facts", "hardware", "rundir"),
     ("models", "data", "metrics"),
     ("runs", ""),  # "" is the package root, alternet/__init__.py (the facade: create_model, list_models)
     ("training", "evaluation", "analysis", "hub", "report", "shards"),  # shards: the shard-writing command line

@@ -1,5 +1,5 @@
 """What a finished training run does next: score its tested weights as evaluate.py would (``evaluate`` section),
-export them into ``<run_dir>/export`` and log model artifacts to W&B (``export`` section)."""
+export them into the run's ``export/`` and log model artifacts to W&B (``export`` section)."""
 
 from __future__ import annotations
 
@@ -13,38 +13,37 @@ from .. import tracking
 from ..data import ImageDataModule
 from ..evaluation import Evaluator
 from ..hub import export
+from ..rundir import RunDir, RunSummary
 
 
 def evaluate_after_training(
     model: nn.Module, datamodule: ImageDataModule, config: dict[str, Any], run_dir: Path
 ) -> dict[str, Any]:
-    """Score ``model`` into ``<run_dir>/eval`` and the run's own W&B run; returns the metrics.json additions."""
+    """Score ``model`` into the run's ``eval/`` and its own W&B run; returns the summary's fields it fills
+    (:class:`~alternet.rundir.RunSummary`: ``calibration``, ``robustness``, ``evaluation_dir``)."""
     settings = config["evaluate"] | {"label": config["model"]["name"]}
     meta = {"model": config["model"]["name"], "data": config["data"]["name"]}
-    evaluator = Evaluator(model, datamodule, settings, run_dir / "eval", class_names=datamodule.class_names)
+    eval_dir = RunDir(run_dir).eval_dir
+    evaluator = Evaluator(model, datamodule, settings, eval_dir, class_names=datamodule.class_names)
     report = evaluator.run(meta)
     if config["logger"]["wandb"] and (run := tracking.active_run()) is not None:
         tracking.log_report(run, report)
-    return {
-        "calibration": report["test"],
-        "robustness": report.get("robustness"),
-        "evaluation_dir": str(run_dir / "eval"),
-    }
+    return {"calibration": report["test"], "robustness": report.get("robustness"), "evaluation_dir": str(eval_dir)}
 
 
-def export_after_training(config: dict[str, Any], summary: dict[str, Any]) -> Path | None:
+def export_after_training(config: dict[str, Any], summary: RunSummary) -> Path | None:
     """Export (``export.after_training``) and log W&B model artifacts (``export.wandb_artifacts``) as configured;
     returns the export directory, if any."""
     options = config["export"]
-    run_dir = Path(summary["run_dir"])
+    run_dir = RunDir(summary.run_dir or ".")
     export_dir = None
     if options["after_training"]:
-        export_dir = export(run_dir, run_dir / "export", ema=bool(options["ema"]))
+        export_dir = export(run_dir.path, run_dir.export_dir, ema=bool(options["ema"]))
         print(f"Export:          {export_dir}", flush=True)
     run = tracking.active_run() if config["logger"]["wandb"] else None
     if run is not None and options["wandb_artifacts"]:
-        checkpoint = Path(summary["best_checkpoint"] or summary["last_checkpoint"])
-        metadata = {key: summary.get(key) for key in ("model", "data", "test", "epochs")}
+        checkpoint = Path(summary.best_checkpoint or summary.last_checkpoint or "")
+        metadata = {"model": summary.model, "data": summary.data, "test": summary.test, "epochs": summary.epochs}
         logged = tracking.log_model_artifacts(run, checkpoint, export_dir, metadata)
         print(tracking.artifact_notice(run, logged), file=sys.stdout, flush=True)
     return export_dir

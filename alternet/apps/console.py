@@ -4,7 +4,6 @@ directory to find them. One printer per report: both show a robustness result wi
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,9 @@ from torch import nn
 
 from .. import tracking
 from ..progress import duration
+from ..rundir import RunDir, RunSummary, best_epoch
+
+__all__ = ["best_epoch", "end_summary", "evaluation_report", "robustness_lines", "start_banner", "written_files"]
 
 TEST_COLUMNS = ("acc", "top5", "nll", "ece")
 WORST_SHOWN = 5  # the worst corruption conditions shown
@@ -58,16 +60,10 @@ def start_banner(
     return "\n" + _rows(pairs) + "\n"
 
 
-def best_epoch(checkpoint: str | None) -> int | None:
-    """The 1-based epoch of a ``best-epochNNN.ckpt`` (the file name holds Lightning's 0-based index)."""
-    match = re.search(r"best-epoch(\d+)", Path(checkpoint).name) if checkpoint else None
-    return int(match.group(1)) + 1 if match else None
-
-
-def _metrics_table(summary: dict[str, Any]) -> list[str]:
-    sections = [("weights", summary.get("test") or {})]
-    if summary.get("test_ema"):
-        sections.append(("EMA weights", summary["test_ema"]))
+def _metrics_table(summary: RunSummary) -> list[str]:
+    sections = [("weights", summary.test or {})]
+    if summary.test_ema:
+        sections.append(("EMA weights", summary.test_ema))
     columns = [c for c in TEST_COLUMNS if any(c in values for _, values in sections)]
     lines = [f"  {'':<12}" + "".join(f"{c:>9}" for c in columns)]
     for label, values in sections:
@@ -105,33 +101,30 @@ def robustness_lines(robustness: Mapping[str, Any]) -> list[str]:
 
 
 def written_files(run_dir: Path) -> list[str]:
-    """The run's products, relative to its directory: checkpoints, records, plots, evaluation and export."""
-    patterns = ("checkpoints/*.ckpt", "metrics.json", "*.png", "logs/metrics.csv", "eval/*", "export/*")
-    found: list[str] = []
-    for pattern in patterns:
-        found += sorted(str(p.relative_to(run_dir)) for p in run_dir.glob(pattern) if p.is_file())
-    return found
+    """The run's products (:meth:`RunDir.products`), relative to its directory: checkpoints, records, plots,
+    evaluation and export."""
+    return [str(path.relative_to(run_dir)) for path in RunDir(run_dir).products()]
 
 
-def end_summary(summary: dict[str, Any]) -> str:
+def end_summary(summary: RunSummary) -> str:
     """Test metrics (raw and EMA), the best validation score and its epoch, time and throughput, robustness when
     scored after training, and every file written."""
-    tested = Path(summary["tested_checkpoint"]).name if summary.get("best_checkpoint") else "final weights"
-    images_per_sec = summary.get("train_images_per_sec")
+    tested = Path(summary.tested_checkpoint).name if summary.best_checkpoint else "final weights"
+    images_per_sec = summary.train_images_per_sec
     rate = f", {images_per_sec:,.0f} training images/s" if images_per_sec else ""
     lines = [
         "",
-        f"Finished {summary['model']} on {summary['data']} in {duration(summary['wall_seconds'])}: "
-        f"{summary['epochs']} epochs, {summary['global_step']} steps{rate}",
+        f"Finished {summary.model} on {summary.data} in {duration(summary.wall_seconds or 0.0)}: "
+        f"{summary.epochs} epochs, {summary.global_step} steps{rate}",
     ]
-    if summary.get("best_val_score") is not None:
-        epoch = summary.get("best_epoch")
-        where = f" after epoch {epoch} of {summary['epochs']}" if epoch else ""
-        lines.append(f"Best {summary['monitor']} {summary['best_val_score']:.4f}{where}")
+    if summary.best_val_score is not None:
+        epoch = summary.best_epoch
+        where = f" after epoch {epoch} of {summary.epochs}" if epoch else ""
+        lines.append(f"Best {summary.monitor} {summary.best_val_score:.4f}{where}")
     lines += [f"Test ({tested}):", *_metrics_table(summary)]
-    if summary.get("robustness"):
-        lines += robustness_lines(summary["robustness"])
-    run_dir = Path(summary["run_dir"])
+    if summary.robustness:
+        lines += robustness_lines(summary.robustness)
+    run_dir = Path(summary.run_dir or ".")
     lines += [f"Files in {run_dir}:", *(f"  {name}" for name in written_files(run_dir))]
     return "\n".join(lines) + "\n"
 

@@ -17,6 +17,7 @@ from ..errors import CheckpointError, ConfigValueError
 from ..evaluation import Evaluator
 from ..files import write_csv, write_json
 from ..models.flip import FlipAveraged
+from ..rundir import METRICS_FILE
 from ..runs import CheckpointWeights, find_checkpoint, load_model, run_config, run_dir_of
 from .console import evaluation_report
 
@@ -96,7 +97,7 @@ def evaluate_checkpoint(cfg: DictConfig, ckpt: Path, out_dir: Path) -> dict[str,
         report["analysis"] = run_analyses(
             list(cfg.analysis), model, datamodule, recipe, OmegaConf.to_container(cfg.analysis), out_dir
         )
-        write_json(out_dir / "metrics.json", report)
+        write_json(out_dir / METRICS_FILE, report)
     if cfg.wandb.enabled:
         label = f"{weights.architecture}-{ckpt.resolve().parent.parent.name}"
         config = {"checkpoint": dict(hparams), "evaluation": OmegaConf.to_container(cfg, resolve=True)}

@@ -19,11 +19,12 @@ from .. import tracking
 from ..checkpoints import checkpoint_header
 from ..data import build_datamodule
 from ..errors import AlternetError, ConfigValueError
-from ..files import plain, write_json
+from ..files import plain
 from ..hub import load_pretrained
 from ..models.config import model_args
 from ..models.external import load_timm_pretrained
 from ..report.figures import training_curves
+from ..rundir import OptimizedMetric, RunDir, RunSummary, best_epoch
 from ..runs import (
     RunDirLock,
     check_fresh_run_dir,
@@ -32,7 +33,6 @@ from ..runs import (
     resume_changes,
     resume_checkpoint,
     resume_conflicts,
-    run_metrics,
     write_run_records,
 )
 from ..training import (
@@ -45,11 +45,11 @@ from ..training import (
 )
 from .after_training import evaluate_after_training, export_after_training
 from .checks import validate_train_config
-from .console import best_epoch, end_summary, start_banner
+from .console import end_summary, start_banner
 
 
-def train(cfg: DictConfig) -> dict[str, Any]:
-    """Train, test and record one run; returns the contents of ``metrics.json``."""
+def train(cfg: DictConfig) -> RunSummary:
+    """Train, test and record one run; returns its summary, what ``metrics.json`` holds."""
     config = OmegaConf.to_container(cfg, resolve=True)
     run_dir = Path(config["paths"]["output_dir"])
     try:
@@ -60,7 +60,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         raise
 
 
-def _owned_train(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+def _owned_train(config: dict[str, Any], run_dir: Path) -> RunSummary:
     validate_train_config(config)
     performance = config["performance"]
     trainer_section = config["trainer"]
@@ -77,9 +77,9 @@ def _owned_train(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
             "a resumed run continues with the checkpoint's model, optimizer and schedule, so they would not apply. "
             "Drop them, or start a new run in its own hydra.run.dir (model.pretrained=CHECKPOINT starts from it)"
         )
-    finished = run_metrics(run_dir) if config["ckpt_path"] == "last" and resume else {}
-    if finished and _trained_to_the_end(finished, config["trainer"]):  # a re-launched sweep, a requeued job
-        print(f"{run_dir} holds a finished run (metrics.json): kept, nothing to train", flush=True)
+    finished = RunDir(run_dir).summary() if config["ckpt_path"] == "last" and resume else None
+    if finished is not None and _trained_to_the_end(finished, config["trainer"]):  # a re-launched sweep, a requeue
+        print(f"{run_dir} holds a finished run ({RunDir(run_dir).metrics.name}): kept, nothing to train", flush=True)
         return finished
     changes = resume_changes(config, header) if resume else {}
     for key, (before, now) in changes.items():
@@ -103,7 +103,7 @@ def _owned_train(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
 
 def _train(
     config: dict[str, Any], run_dir: Path, resume: str | None, resume_step: int | None, precision: PrecisionChoice
-) -> dict[str, Any]:
+) -> RunSummary:
     started = time.monotonic()
     if config["performance"]["matmul_precision"]:
         torch.set_float32_matmul_precision(config["performance"]["matmul_precision"])
@@ -147,34 +147,35 @@ def _train(
         checkpoint = checkpoint_callback(trainer)  # read before testing: test() restores its state from `best`
         best, last = checkpoint.best_model_path or None, checkpoint.last_model_path or None
         clean = by_split({k: v for k, v in trainer.callback_metrics.items() if k.startswith("train_clean/")})
-        tested = trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False)[0]
-        summary = {
-            "model": config["model"]["name"],
-            "data": config["data"]["name"],
-            **by_split(tested),
-            **clean,  # the last epoch's clean training metrics (data.train_clean_size)
-            "train_images": len(datamodule.splits["train"]),
-            "data_subset": config["data"].get("subset"),
-            "epochs": trainer.current_epoch,
-            "global_step": trainer.global_step,
-            "best_val_score": plain(checkpoint.best_model_score),
-            "best_epoch": best_epoch(best),
-            "monitor": checkpoint.monitor,
-            "tested_checkpoint": best or "final weights",
-            "best_checkpoint": best,
-            "last_checkpoint": last,
-            "run_dir": str(run_dir),
-            "train_images_per_sec": throughput_callback(trainer).images_per_sec,
-        }
-        if config["data"].get("skip_corrupt"):
-            summary["skipped_images"] = datamodule.skipped_images  # unreadable files skipped (data.skip_corrupt)
-        summary["optimized_metric"] = optimized_metric(config["optimized_metric"], summary)
+        tested = by_split(trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False)[0])
+        summary = RunSummary(
+            model=config["model"]["name"],
+            data=config["data"]["name"],
+            test=tested.pop("test", {}),
+            test_ema=tested.pop("test_ema", None),
+            train_clean=clean.get("train_clean"),  # the last epoch's (data.train_clean_size)
+            train_images=len(datamodule.splits["train"]),
+            data_subset=config["data"].get("subset"),
+            epochs=trainer.current_epoch,
+            global_step=trainer.global_step,
+            best_val_score=plain(checkpoint.best_model_score),
+            best_epoch=best_epoch(best),
+            monitor=checkpoint.monitor,
+            tested_checkpoint=best or "final weights",
+            best_checkpoint=best,
+            last_checkpoint=last,
+            run_dir=str(run_dir),
+            train_images_per_sec=throughput_callback(trainer).images_per_sec,
+            skipped_images=datamodule.skipped_images if config["data"].get("skip_corrupt") else None,
+            extra=tested,  # any other split the test loop logged
+        )
+        summary = summary.with_(optimized_metric=optimized_metric(config["optimized_metric"], summary))
         if trainer.is_global_zero:
             if config["evaluate"]["after_training"]:
-                summary |= evaluate_after_training(module.model, datamodule, config, run_dir)
-            summary["curves"] = str(training_curves(run_dir))
-            summary["wall_seconds"] = time.monotonic() - started
-            write_json(run_dir / "metrics.json", summary)
+                summary = summary.with_(**evaluate_after_training(module.model, datamodule, config, run_dir))
+            curves = training_curves(run_dir)
+            summary = summary.with_(curves=str(curves) if curves else None, wall_seconds=time.monotonic() - started)
+            RunDir(run_dir).write_summary(summary)
             export_after_training(config, summary)
             print(end_summary(summary), flush=True)
         exit_code = 0
@@ -183,12 +184,12 @@ def _train(
         tracking.finish(exit_code)
 
 
-def _trained_to_the_end(finished: dict[str, Any], trainer: dict[str, Any]) -> bool:
+def _trained_to_the_end(finished: RunSummary, trainer: dict[str, Any]) -> bool:
     """A finished run already reached this config's limits (so continuing it would train nothing); a run asked for
     more epochs or steps than it did continues from its last.ckpt instead."""
     max_epochs, max_steps = trainer.get("max_epochs"), trainer.get("max_steps")
-    epochs_done = max_epochs is None or max_epochs < 0 or int(finished.get("epochs") or 0) >= max_epochs
-    steps_done = max_steps is None or max_steps < 0 or int(finished.get("global_step") or 0) >= max_steps
+    epochs_done = max_epochs is None or max_epochs < 0 or int(finished.epochs or 0) >= max_epochs
+    steps_done = max_steps is None or max_steps < 0 or int(finished.global_step or 0) >= max_steps
     return epochs_done and steps_done
 
 
@@ -202,17 +203,15 @@ def by_split(logged: dict[str, Any]) -> dict[str, dict[str, float | None]]:
     return sections
 
 
-def optimized_metric(name: str | None, summary: dict[str, Any]) -> dict[str, Any] | None:
-    """``{"name", "value"}`` of the metric a sweep optimises (``optimized_metric``): the best value of the
-    checkpoint monitor, or a test metric. :func:`~alternet.apps.checks.validate_train_config` has checked the name
-    before training; a value missing now is an error, never a silent substitute."""
+def optimized_metric(name: str | None, summary: RunSummary) -> OptimizedMetric | None:
+    """The metric a sweep optimises (``optimized_metric``) and its value: the best value of the checkpoint monitor,
+    or a test metric. :func:`~alternet.apps.checks.validate_train_config` has checked the name before training; a
+    value missing now is an error, never a silent substitute."""
     if name is None:
         return None
-    if name == summary["monitor"]:
-        value = summary["best_val_score"]
-    else:
-        split, _, metric = name.partition("/")
-        value = (summary.get(split) or {}).get(metric)
+    value = summary.metric(name)
     if value is None:
-        raise ConfigValueError(f"optimized_metric={name} was not recorded by this run (its metrics: {summary})")
-    return {"name": name, "value": value}
+        raise ConfigValueError(
+            f"optimized_metric={name} was not recorded by this run (its metrics: {summary.to_json()})"
+        )
+    return OptimizedMetric(name, value)

@@ -18,6 +18,7 @@ from ..errors import ConfigValueError
 from ..files import atomic_write, write_json
 from ..metrics import apply_temperature, calibration_metrics, fit_temperature, reliability_bins, softmax
 from ..progress import Progress
+from ..rundir import METRICS_FILE, PREDICTIONS_FILE
 from .baselines import resolve_baseline
 from .corrupted import CorruptedSets, is_benchmark, open_corrupted_sets, source_and_benchmark
 from .inference import AUTOCAST, choose_device, device_count, fast_precision, predict_sets
@@ -196,8 +197,8 @@ class Evaluator:
         if robust is not None:
             report["robustness"], corrupted = self.robustness(*robust, arrays["probs"], arrays["labels"])
             arrays |= corrupted
-        write_npz(self._file(self.out_dir / "predictions.npz"), arrays)
-        metrics_path = self._file(self.out_dir / "metrics.json")
+        write_npz(self._file(self.out_dir / PREDICTIONS_FILE), arrays)
+        metrics_path = self._file(self.out_dir / METRICS_FILE)
         report["files"] = [str(path) for path in self.files]
         write_json(metrics_path, report)
         return report

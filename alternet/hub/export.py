@@ -18,7 +18,8 @@ from ..data import build_datamodule
 from ..errors import AlternetError, CheckpointError
 from ..files import atomic_write, file_digest, write_text
 from ..models import create_model
-from ..runs import find_checkpoint, run_config, run_metrics
+from ..rundir import RunDir, RunSummary
+from ..runs import find_checkpoint, run_config
 from .card import model_card
 from .loading import apply_weights
 from .sources import CONFIG_FILE, EXPORT_FORMAT, WEIGHTS_FILE, Source, read_export, read_hdvw_source, read_lightning
@@ -40,7 +41,8 @@ def export(source: str | Path, out: str | Path, *, ema: bool = False) -> Path:
     apply_weights(model, opened, strict=True)  # the weights must rebuild their architecture exactly
     trained = _run_config(opened)
     labels, label_note = label_names(trained, opened.num_classes, opened.hyper_parameters["data"].get("class_names"))
-    config = export_config(opened, model, trained, labels, label_note, run_metrics(run_dir))
+    summary = RunDir(run_dir).summary() if run_dir is not None else None
+    config = export_config(opened, model, trained, labels, label_note, summary)
     return write_export(out, model, config)
 
 
@@ -79,7 +81,7 @@ def import_hdvw(
         label_note = "class indices: pass --data-root with the data set's files for its class names"
     facts = opened.hyper_parameters["data"]
     description = f"{opened.architecture} trained on {facts['name']} by the paper's authors (HDVW), imported"
-    config = export_config(opened, model, {"data": {}, "recipe": {}}, labels, label_note, {}, description=description)
+    config = export_config(opened, model, {"data": {}, "recipe": {}}, labels, label_note, None, description=description)
     config["alternet"]["imported"] = {
         "from": "HDVW (github.com/xxxnell/how-do-vits-work)",
         "file": path.name,
@@ -136,14 +138,14 @@ def export_config(
     run_config: dict[str, Any],
     labels: list[str],
     label_note: str | None,
-    metrics: dict[str, Any],
+    summary: RunSummary | None,
     *,
     description: str | None = None,
 ) -> dict[str, Any]:
     """``config.json``: what timm's ``save_config_for_hf`` writes for this model (``architecture``,
     ``num_classes``, ``num_features``, ``global_pool``, ``label_names``, ``model_args``, ``pretrained_cfg``), so
     ``local-dir:`` and ``hf-hub:`` loads read it as one of timm's own, plus an ``alternet`` section describing
-    training and results."""
+    training and results (from the run's ``summary``, when it finished)."""
     data = opened.hyper_parameters["data"] | {"val_size": run_config["data"].get("val_size")}
     description = description or f"{opened.architecture} trained on {data['name']} with alternet"
     pool = global_pool(model)
@@ -166,11 +168,11 @@ def export_config(
             "model": opened.hyper_parameters["model"],
             "data": {k: data.get(k) for k in ("name", "num_classes", "image_size", "mean", "std", "val_size")},
             "recipe": run_config["recipe"],
-            "epochs": metrics.get("epochs"),
-            "tested_checkpoint": Path(metrics["tested_checkpoint"]).name if metrics.get("tested_checkpoint") else None,
-            "test": metrics.get("test"),
-            "test_ema": metrics.get("test_ema"),
-            "robustness": (metrics.get("robustness") or {}).get("summary"),
+            "epochs": summary.epochs if summary else None,
+            "tested_checkpoint": Path(summary.tested_checkpoint).name if summary else None,
+            "test": summary.test if summary else None,
+            "test_ema": summary.test_ema if summary else None,
+            "robustness": ((summary.robustness if summary else None) or {}).get("summary"),
         },
     }
 

@@ -19,9 +19,9 @@ from typing import Any
 from .. import tracking
 from ..errors import ConfigValueError
 from ..files import write_csv, write_text
-from ..runs import run_config
+from ..rundir import RunDir, SweepDir, SweepJobs
 from . import figures
-from .runs import Run, expected_jobs, read_sweep, swept_keys, variant_of
+from .runs import Run, read_sweep, swept_keys, variant_of
 from .statistics import Difference, Pooled, bootstrap_variance, difference, with_holm
 from .verdicts import Rule, Summary, plateaued, verdict
 
@@ -189,12 +189,12 @@ def run_rows(runs: Sequence[Run], keys: list[str]) -> list[dict[str, Any]]:
             **{key: run.overrides.get(key) for key in keys},
             "seed": run.seed,
             "test_acc": 1.0 - run.test_error,
-            "test_nll": run.metrics["test"].get("nll"),
+            "test_nll": run.metrics.test.get("nll"),
             "train_clean_nll": run.train_nll,
-            "train_clean_acc": (run.metrics.get("train_clean") or {}).get("acc"),
+            "train_clean_acc": (run.metrics.train_clean or {}).get("acc"),
             "robustness": run.robustness,
-            "train_images": run.metrics.get("train_images"),
-            "epochs": run.metrics.get("epochs"),
+            "train_images": run.metrics.train_images,
+            "epochs": run.metrics.epochs,
         }
         for run in runs
     ]
@@ -222,7 +222,7 @@ def markdown(
     rows: list[dict[str, Any]],
     baseline: Variant,
     files: list[Path],
-    failed: list[Path],
+    jobs: SweepJobs,
     settings: Statistics = Statistics(),
 ) -> str:
     noise = any(row["test_set_noise"] for row in rows)
@@ -251,15 +251,13 @@ def markdown(
             f"{_delta_cell(row, 'nll', 1, '')} | {_cell(row['robustness'], row['robustness_sd'])} | "
             f"{row['verdict']} |"
         )
-    finished = sum(row["seeds"] for row in rows)
-    expected = expected_jobs(sweep_dir)
-    if failed or (expected and expected > finished):
-        of = f" of {expected}" if expected else ""
-        lines += ["", f"A partial sweep: {finished}{of} jobs finished."]
-        if failed:
-            lines[-1] += f" Started, not finished (left out): {', '.join(p.name for p in failed)}."
-        if expected and expected > finished + len(failed):
-            lines[-1] += f" Not started: {expected - finished - len(failed)}."
+    if not jobs.complete:
+        of = f" of {jobs.expected}" if jobs.expected else ""
+        lines += ["", f"A partial sweep: {len(jobs.finished)}{of} jobs finished."]
+        if jobs.unfinished:
+            lines[-1] += f" Started, not finished (left out): {', '.join(job.path.name for job in jobs.unfinished)}."
+        if jobs.not_started:
+            lines[-1] += f" Not started: {jobs.not_started}."
         lines[-1] += " Re-running the sweep's command with ckpt_path=last and the same hydra.sweep.dir completes it."
     lines += ["", *(f"![{path.stem}]({path.name})" for path in files if path.suffix == ".png")]
     return "\n".join(lines) + "\n"
@@ -275,8 +273,8 @@ def build_report(
     """Write the report of ``sweep_dir`` (into ``out_dir``, default ``SWEEP_DIR/report``); returns what it
     wrote. ``wandb=None`` logs to W&B when the sweep's runs did."""
     sweep_dir = Path(sweep_dir)
-    runs, failed = read_sweep(sweep_dir)
-    out_dir = Path(out_dir) if out_dir else sweep_dir / "report"
+    runs, jobs = read_sweep(sweep_dir)
+    out_dir = Path(out_dir) if out_dir else SweepDir(sweep_dir).report_dir
     keys = swept_keys(runs)
     variants = group_variants(runs, keys)
     base = pick_baseline(variants, baseline)
@@ -289,9 +287,9 @@ def build_report(
         figures.train_nll_curves(runs, keys, out_dir / "train_nll_curves.png"),
     ]
     files = [f for f in files if f is not None]
-    summary_md = write_text(out_dir / "summary.md", markdown(sweep_dir, keys, rows, base, files, failed, settings))
+    summary_md = write_text(out_dir / "summary.md", markdown(sweep_dir, keys, rows, base, files, jobs, settings))
     files.append(summary_md)
-    settings = (run_config(runs[0].directory) or {}).get("logger", {}).get("wandb")
+    settings = (RunDir(runs[0].directory).recorded_config() or {}).get("logger", {}).get("wandb")
     logged = None
     if (settings and wandb is not False) or wandb:
         logged = tracking.log_sweep_report(settings or {}, sweep_dir.name, out_dir, files, rows)

@@ -10,6 +10,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..files import save_figure
+from ..rundir import RunDir
 from .runs import Run, read_history, variant_of
 from .verdicts import Summary
 
@@ -102,9 +103,10 @@ def train_nll_curves(runs: Sequence[Run], keys: list[str], path: Path) -> Path |
 
 
 def training_curves(run_dir: Path) -> Path | None:
-    """``<run_dir>/curves.png``: loss and NLL, accuracy (train, clean train, validation) per epoch and the
+    """The run's ``curves.png``: loss and NLL, accuracy (train, clean train, validation) per epoch and the
     learning rate per step, from the run's ``logs/metrics.csv``."""
-    path = Path(run_dir) / "logs" / "metrics.csv"
+    run = RunDir(run_dir)
+    path = run.metrics_csv
     if not path.is_file():
         return None
     history = read_history(path)
@@ -123,7 +125,7 @@ def training_curves(run_dir: Path) -> Path | None:
         ax.set_ylabel(label)
         if ax.lines:
             ax.legend(fontsize=7)
-    return save_figure(fig, Path(run_dir) / "curves.png")
+    return save_figure(fig, run.curves)
 
 
 def sweep_comparison(rows: Sequence[dict], metric: str, path: Path) -> Path | None:

@@ -8,23 +8,20 @@ import math
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 import numpy as np
-import yaml
-from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from ..errors import ConfigValueError
-from ..runs import METRICS_FILE, run_metrics
+from ..rundir import METRICS_FILE, RunDir, RunSummary, SweepDir, SweepJobs
 
 
 @dataclass(frozen=True)
 class Run:
-    """One finished job: its overrides (``key -> value`` as typed), seed and metrics."""
+    """One finished job: its overrides (``key -> value`` as typed), seed and summary."""
 
     directory: Path
     overrides: dict[str, str]
-    metrics: dict[str, Any]
+    metrics: RunSummary
     curves: dict[str, list[float]] = field(default_factory=dict)  # per-epoch train_clean/nll, val/acc...
 
     @property
@@ -33,23 +30,23 @@ class Run:
 
     @property
     def test_error(self) -> float:
-        return 1.0 - float(self.metrics["test"]["acc"])
+        return 1.0 - float(self.metrics.test["acc"])
 
     @property
     def train_nll(self) -> float | None:
         """The last epoch's clean training NLL (``data.train_clean_size``), None when the run did not log it."""
-        value = (self.metrics.get("train_clean") or {}).get("nll")
+        value = (self.metrics.train_clean or {}).get("nll")
         return None if value is None or not math.isfinite(value) else float(value)
 
     def test_correct(self) -> np.ndarray | None:
         """Which test images the run classified correctly (from ``eval/predictions.npz``, written by
         ``evaluate.after_training=true``), for the test set's own noise in a comparison; None without them."""
-        return _correct(self.directory / "eval" / "predictions.npz")
+        return _correct(RunDir(self.directory).predictions)
 
     @property
     def robustness(self) -> float | None:
         """Mean accuracy over the corruption sets, when the run scored them after training."""
-        section = self.metrics.get("robustness") or {}
+        section = self.metrics.robustness or {}
         value = (section.get("summary") or {}).get("robustness")
         return None if value is None else float(value)
 
@@ -62,14 +59,6 @@ def _correct(path: Path) -> np.ndarray | None:
         if "probs" not in arrays or "labels" not in arrays:
             return None
         return np.argmax(arrays["probs"], axis=1) == arrays["labels"]
-
-
-def _overrides(job: Path) -> dict[str, str]:
-    path = job / ".hydra" / "overrides.yaml"
-    if not path.is_file():
-        return {}
-    entries = yaml.safe_load(path.read_text()) or []
-    return dict(entry.lstrip("+~").split("=", 1) for entry in entries if "=" in entry)
 
 
 def read_history(csv_path: Path) -> dict[str, dict[int, float]]:
@@ -88,50 +77,24 @@ def read_history(csv_path: Path) -> dict[str, dict[int, float]]:
     return {key: {i: sum(v) / len(v) for i, v in sorted(values.items())} for key, values in sums.items()}
 
 
-def _curves(job: Path) -> dict[str, list[float]]:
-    path = job / "logs" / "metrics.csv"
+def _curves(job: RunDir) -> dict[str, list[float]]:
+    path = job.metrics_csv
     history = read_history(path) if path.is_file() else {}
     keys = ("train_clean/nll", "train_clean/acc", "val/acc", "val/nll")
     return {key: list(history[key].values()) for key in keys if history.get(key)}
 
 
-def read_sweep(sweep_dir: Path) -> tuple[list[Run], list[Path]]:
-    """Every job directory under ``sweep_dir`` (Hydra's ``<sweep>/<job>/``, or run directories one level deeper)
-    that finished (has metrics.json), and the job directories that did not."""
-    if not sweep_dir.is_dir():
-        raise ConfigValueError(f"sweep directory {sweep_dir} does not exist")
-    jobs = sorted(
-        {p.parent.parent for p in sweep_dir.glob("*/.hydra/overrides.yaml")}
-        | {p.parent for p in sweep_dir.glob(f"*/{METRICS_FILE}")},
-        key=lambda p: (len(p.name), p.name),
-    )
-    finished = [job for job in jobs if (job / METRICS_FILE).is_file()]
-    if not finished:
+def read_sweep(sweep_dir: Path) -> tuple[list[Run], SweepJobs]:
+    """The finished jobs of ``sweep_dir`` as runs, and all its jobs (finished, started and not finished, not
+    started) by :meth:`SweepDir.jobs`, the rule the multirun callback's ``summary.csv`` reads it by too."""
+    jobs = SweepDir(sweep_dir).jobs()
+    if not jobs.finished:
         raise ConfigValueError(
             f"{sweep_dir} holds no finished runs (no <job>/{METRICS_FILE}); point at a multirun's sweep directory, "
             "e.g. multirun/DATE/TIME"
         )
-    runs = [Run(job, _overrides(job), run_metrics(job), _curves(job)) for job in finished]
-    return runs, [job for job in jobs if job not in finished]
-
-
-def expected_jobs(sweep_dir: Path) -> int | None:
-    """How many jobs the sweep launches, from Hydra's record of it (``multirun.yaml``: the sweeper's params and the
-    command line's sweeps), so a report of a partial sweep can say how many are missing; None when unknown."""
-    path = sweep_dir / "multirun.yaml"
-    if not path.is_file():
-        return None
-    hydra = (yaml.safe_load(path.read_text()) or {}).get("hydra") or {}
-    params = {str(k): str(v) for k, v in ((hydra.get("sweeper") or {}).get("params") or {}).items()}
-    for override in (hydra.get("overrides") or {}).get("task") or []:
-        key, _, value = str(override).partition("=")
-        params[key.lstrip("+~")] = value
-    try:
-        parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()])
-        sizes = [len(list(o.sweep_string_iterator())) for o in parsed if o.is_sweep_override()]
-    except Exception:  # a sweep this parser cannot count (a plugin's syntax): say nothing rather than guess
-        return None
-    return math.prod(sizes)
+    runs = [Run(job.path, job.swept_values(), job.summary(), _curves(job)) for job in jobs.finished]
+    return runs, jobs
 
 
 def swept_keys(runs: list[Run]) -> list[str]:

@@ -11,6 +11,7 @@ from lightning.pytorch.loggers import Logger
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 
 from ..errors import ConfigValueError
+from ..rundir import RunDir
 from .callbacks import AtomicCheckpointIO, BatchSeed, MidEpochCheckpoint, PreemptionCheckpoint, parse_interval
 from .module import ClassificationModule
 from .progress import Throughput, progress_bar, quiet_lightning
@@ -48,11 +49,11 @@ def build_callbacks(config: dict[str, Any], run_dir: Path, has_val: bool) -> lis
     mid_epoch = {key: checkpoint.pop(key, None) for key in ("every_n_train_steps", "train_time_interval")}
     if not has_val:  # without a validation split only the last checkpoint is kept
         checkpoint.update(monitor=None, save_top_k=0)
-    directory = run_dir / "checkpoints"
+    directory = RunDir(run_dir).checkpoints
     callbacks: list[Callback] = [
         ModelCheckpoint(
             dirpath=str(directory),
-            filename="best-epoch{epoch:03d}",
+            filename=RunDir.BEST_FILENAME,
             auto_insert_metric_name=False,
             enable_version_counter=False,  # last.ckpt is shared with the mid-epoch and pre-emption checkpoints
             **checkpoint,

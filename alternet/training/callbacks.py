@@ -17,10 +17,9 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from ..errors import AlternetError, ConfigValueError
 from ..files import atomic_write
+from ..rundir import RunDir
 from ..runs import resume_command
 from ..seeds import derive_seed
-
-LAST = "last.ckpt"
 
 
 class BatchSeed(L.Callback):
@@ -65,7 +64,7 @@ class MidEpochCheckpoint(L.Callback):
     with exactly the samples not yet seen."""
 
     def __init__(self, dirpath: Path, every_n_train_steps: int | None = None, train_time_interval: float | None = None):
-        self.path = Path(dirpath) / LAST
+        self.path = Path(dirpath) / RunDir.LAST
         self.every = int(every_n_train_steps or 0)
         self.interval = train_time_interval
         self._last_save = time.monotonic()
@@ -115,7 +114,7 @@ class PreemptionCheckpoint(L.Callback):
     """
 
     def __init__(self, dirpath: Path, signals: list[str], requeue: bool = True, sync_every_n_steps: int = 10):
-        self.path = Path(dirpath) / LAST
+        self.path = Path(dirpath) / RunDir.LAST
         if isinstance(sync_every_n_steps, bool) or not isinstance(sync_every_n_steps, int) or sync_every_n_steps < 1:
             raise ConfigValueError(
                 f"callbacks.preemption.sync_every_n_steps must be a positive integer, got {sync_every_n_steps!r}"

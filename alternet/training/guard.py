@@ -21,7 +21,8 @@ import torch
 from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
 
 from ..errors import AlternetError
-from ..runs import CHECKPOINT_DIR, LAST_CHECKPOINT, resume_command
+from ..rundir import RunDir
+from ..runs import resume_command
 
 if TYPE_CHECKING:
     import lightning as L
@@ -187,8 +188,8 @@ class NonFiniteGuard:
         if skipped and bad.fresh_optimizer:
             for optimizer in module.trainer.optimizers:
                 optimizer.state.clear()
-        run_dir = Path(module.trainer.default_root_dir)
-        path = run_dir / CHECKPOINT_DIR / f"nonfinite-step{bad.step}.ckpt"
+        run = RunDir(module.trainer.default_root_dir)
+        run_dir, path = run.path, run.nonfinite_checkpoint(bad.step)
         if inside_step:
             save_before_step(module.trainer, path)
         else:
@@ -208,8 +209,8 @@ class NonFiniteGuard:
             saved = f"the state before this step was saved to {path}. Resume from it (it retries this batch)"
         raise NonFiniteLossError(
             f"non-finite {what} {where}; {saved} with a lower learning rate: "
-            f"{command}  — if the loss had been growing for a while, resume from {CHECKPOINT_DIR}/{LAST_CHECKPOINT} "
-            "instead, or add recipe.grad_clip=1.0 or trainer.precision=32"
+            f"{command}  — if the loss had been growing for a while, resume from "
+            f"{run.last_checkpoint.relative_to(run_dir)} instead, or add recipe.grad_clip=1.0 or trainer.precision=32"
         )
 
 

@@ -1,0 +1,468 @@
+"""The one home of a run directory's file names, of its summary (``metrics.json``) and of a sweep's jobs.
+
+Every writer and reader of a run directory names its files through :class:`RunDir` (training, the callbacks, the
+loggers, the console, the report, the hub); nowhere else spells them (``tests/test_rundir.py`` checks). Layout
+(``hydra.run.dir`` names the directory)::
+
+    .hydra/             Hydra's records: config.yaml, hydra.yaml, overrides.yaml     .lock   the run that owns it
+    config.yaml         the resolved config           environment.json   git commit, versions, command
+    logs/               the CSV logger: metrics.csv (per-step and per-epoch metrics), hparams.yaml
+    checkpoints/        best-epochNNN.ckpt, last.ckpt (nonfinite-stepN.ckpt when the loss went non-finite)
+    resumes.json        each resume: step, checkpoint, settings it changed
+    curves.png          loss, NLL and accuracy per epoch, learning rate per step
+    metrics.json        the run's summary (:class:`RunSummary`): the mark of a finished run
+    eval/               evaluate.after_training: metrics.json (the evaluation's report), predictions.npz, tables
+    export/             export.after_training: model.safetensors, config.json, README.md
+    wandb-run-id  wandb-group   the W&B run and group a resume rejoins
+
+A sweep directory (``hydra.sweep.dir``, :class:`SweepDir`) holds one run directory per job (``<sweep>/<job>/``),
+Hydra's ``multirun.yaml``, the multirun callback's ``summary.csv`` and ``summary.png`` and ``alternet report``'s
+``report/``; :meth:`SweepDir.jobs` is the one rule for which jobs it holds.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import CheckpointError, ConfigValueError
+from .files import read_json, read_yaml, write_json
+
+METRICS_FILE = "metrics.json"  # a run's summary; an evaluation directory's report has the same name
+PREDICTIONS_FILE = "predictions.npz"  # an evaluation directory's test-set probabilities and labels
+BEST_PREFIX = "best-epoch"
+_BEST_EPOCH = re.compile(rf"{BEST_PREFIX}(\d+)")
+
+
+def best_epoch(checkpoint: str | Path | None) -> int | None:
+    """The 1-based epoch of a ``best-epochNNN.ckpt`` (the file name holds Lightning's 0-based index)."""
+    match = _BEST_EPOCH.search(Path(checkpoint).name) if checkpoint else None
+    return int(match.group(1)) + 1 if match else None
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """A run directory: a property for every file and folder a run writes or reads (the names on disk are fixed:
+    older runs are read by the same names)."""
+
+    path: Path
+
+    CHECKPOINTS = "checkpoints"
+    LOGS = "logs"  # the CSV logger's version folder
+    LAST = "last.ckpt"
+    BEST_FILENAME = f"{BEST_PREFIX}{{epoch:03d}}"  # Lightning's ModelCheckpoint filename template
+    BEST_PATTERN = "best-*.ckpt"  # any best checkpoint, whatever its epoch
+    CHECKPOINT_PATTERN = "*.ckpt"
+    HYDRA = ".hydra"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+
+    # checkpoints -------------------------------------------------------------------------------------------------
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / self.CHECKPOINTS
+
+    @property
+    def last_checkpoint(self) -> Path:
+        """``checkpoints/last.ckpt``: every epoch, mid-epoch on request, on pre-emption."""
+        return self.checkpoints / self.LAST
+
+    def best_checkpoints(self) -> list[Path]:
+        """Every ``checkpoints/best-*.ckpt``, sorted."""
+        return sorted(self.checkpoints.glob(self.BEST_PATTERN))
+
+    def checkpoint_files(self) -> list[Path]:
+        """Every ``checkpoints/*.ckpt``, sorted (none when there is no checkpoint folder)."""
+        return sorted(self.checkpoints.glob(self.CHECKPOINT_PATTERN)) if self.checkpoints.is_dir() else []
+
+    def nonfinite_checkpoint(self, step: int) -> Path:
+        """``checkpoints/nonfinite-stepN.ckpt``: the state before a step whose loss or gradients went non-finite."""
+        return self.checkpoints / f"nonfinite-step{step}.ckpt"
+
+    def checkpoint_in_folder(self, checkpoint: str | Path) -> Path:
+        """The file of this name inside this run's checkpoint folder (a moved or copied run names its own)."""
+        return self.checkpoints / Path(checkpoint).name
+
+    @classmethod
+    def of_checkpoint(cls, checkpoint: str | Path) -> RunDir | None:
+        """The run directory a checkpoint file sits in (``<run>/checkpoints/x.ckpt`` beside its ``config.yaml``)."""
+        checkpoint = Path(checkpoint)
+        run = cls(checkpoint.parent.parent)
+        return run if checkpoint.parent.name == cls.CHECKPOINTS and run.config.is_file() else None
+
+    # records -----------------------------------------------------------------------------------------------------
+
+    @property
+    def config(self) -> Path:
+        """``config.yaml``: the resolved config."""
+        return self.path / "config.yaml"
+
+    @property
+    def environment(self) -> Path:
+        """``environment.json``: git commit, versions, command."""
+        return self.path / "environment.json"
+
+    @property
+    def metrics(self) -> Path:
+        """``metrics.json``: the run's :class:`RunSummary`, the mark of a finished run."""
+        return self.path / METRICS_FILE
+
+    @property
+    def resumes(self) -> Path:
+        """``resumes.json``: each resume's step, checkpoint and the settings it changed."""
+        return self.path / "resumes.json"
+
+    @property
+    def lock(self) -> Path:
+        """``.lock``: the pid and host of the run that owns the directory."""
+        return self.path / ".lock"
+
+    @property
+    def logs(self) -> Path:
+        return self.path / self.LOGS
+
+    @property
+    def metrics_csv(self) -> Path:
+        """``logs/metrics.csv``: the CSV logger's per-step and per-epoch rows (Lightning names the file)."""
+        return self.logs / "metrics.csv"
+
+    @property
+    def hparams(self) -> Path:
+        """``logs/hparams.yaml``: the CSV logger's hyperparameters (Lightning names the file)."""
+        return self.logs / "hparams.yaml"
+
+    @property
+    def curves(self) -> Path:
+        """``curves.png``: loss, NLL and accuracy per epoch, learning rate per step."""
+        return self.path / "curves.png"
+
+    @property
+    def eval_dir(self) -> Path:
+        """``eval/``: what ``evaluate.after_training`` writes."""
+        return self.path / "eval"
+
+    @property
+    def predictions(self) -> Path:
+        """``eval/predictions.npz``: the tested weights' test-set probabilities and labels."""
+        return self.eval_dir / PREDICTIONS_FILE
+
+    @property
+    def export_dir(self) -> Path:
+        """``export/``: what ``export.after_training`` writes."""
+        return self.path / "export"
+
+    @property
+    def wandb_run_id(self) -> Path:
+        """``wandb-run-id``: the W&B run a resumed run continues."""
+        return self.path / "wandb-run-id"
+
+    @property
+    def wandb_group(self) -> Path:
+        """``wandb-group``: the W&B group fixed at the run's first start."""
+        return self.path / "wandb-group"
+
+    @property
+    def hydra(self) -> Path:
+        """``.hydra/``: Hydra's records of the job."""
+        return self.path / self.HYDRA
+
+    @property
+    def overrides_file(self) -> Path:
+        """``.hydra/overrides.yaml``: the job's overrides as typed."""
+        return self.hydra / "overrides.yaml"
+
+    @property
+    def setup_records(self) -> tuple[Path, ...]:
+        """What a run writes before its first step: the records of a run that did nothing, disposable when it
+        fails (besides Hydra's ``.hydra/`` and its ``*.log``)."""
+        return (self.config, self.environment, self.lock, self.hparams)
+
+    def is_hydra_record(self, path: Path) -> bool:
+        """A file Hydra writes for every job: under ``.hydra/``, or its log at the top (``train.log``)."""
+        inside = path.relative_to(self.path).parts
+        return inside[0] == self.HYDRA or (len(inside) == 1 and path.suffix == ".log")
+
+    # what a run holds --------------------------------------------------------------------------------------------
+
+    def is_run_dir(self) -> bool:
+        """A directory with a checkpoint folder (what a command given a directory takes for a run)."""
+        return self.path.is_dir() and self.checkpoints.is_dir()
+
+    def is_finished(self) -> bool:
+        return self.metrics.is_file()
+
+    def is_job(self) -> bool:
+        """A job of a sweep: Hydra recorded its overrides, or it holds a run's checkpoints or summary."""
+        return self.overrides_file.is_file() or self.is_finished() or self.checkpoints.is_dir()
+
+    def products(self) -> list[Path]:
+        """The run's products: checkpoints, summary, plots, CSV log, evaluation and export (files only)."""
+        groups = (
+            self.checkpoint_files(),
+            [self.metrics],
+            sorted(self.path.glob("*.png")),
+            [self.metrics_csv],
+            sorted(self.eval_dir.glob("*")),
+            sorted(self.export_dir.glob("*")),
+        )
+        return [path for group in groups for path in group if path.is_file()]
+
+    def summary(self) -> RunSummary | None:
+        """The run's summary, None before the run finished."""
+        return RunSummary.from_json(self.metrics) if self.is_finished() else None
+
+    def write_summary(self, summary: RunSummary) -> Path:
+        """Write ``metrics.json``, once, atomically (strict JSON)."""
+        return write_json(self.metrics, summary.to_json())
+
+    def recorded_config(self) -> dict[str, Any] | None:
+        """The resolved config the run recorded (``config.yaml``), if it has one."""
+        return read_yaml(self.config, error=CheckpointError) if self.config.is_file() else None
+
+    def overrides(self) -> list[str]:
+        """The job's overrides as typed (Hydra's ``.hydra/overrides.yaml``; none when Hydra did not record them)."""
+        if not self.overrides_file.is_file():
+            return []
+        entries = yaml.safe_load(self.overrides_file.read_text()) or []
+        return [str(entry) for entry in entries]
+
+    def swept_values(self) -> dict[str, str]:
+        """The job's overrides as ``key -> value`` (``+key`` / ``~key`` as ``key``; a deletion without a value
+        left out)."""
+        return dict(entry.lstrip("+~").split("=", 1) for entry in self.overrides() if "=" in entry)
+
+
+# the run's summary: metrics.json ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OptimizedMetric:
+    """The metric a sweeper optimises (``optimized_metric``) and this run's value of it."""
+
+    name: str
+    value: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "value": self.value}
+
+
+Section = dict[str, Any]  # a split's metrics (``{"acc": ..., "nll": ...}``) or an evaluation record
+
+# keys written only when the run has them (older runs and runs without EMA, a clean training subset, skipped images
+# or an evaluation after training leave them out)
+_WRITTEN_WHEN_SET = ("test_ema", "train_clean", "skipped_images", "calibration", "robustness", "evaluation_dir")
+_REQUIRED = ("model", "data", "test", "epochs", "global_step")  # every training summary ever written has them
+
+
+@dataclass(frozen=True)
+class RunSummary(Mapping[str, Any]):
+    """A finished run's ``metrics.json``: written once at the end of training (:meth:`RunDir.write_summary`), read
+    as fields by every reader (the console, the sweep summary, the report, export and the model card, resume).
+
+    The test metrics use the names ``alternet evaluate`` uses (``test.acc``, ``test.nll``, ...; ``test_ema.*`` with
+    EMA). As a read-only mapping it is the JSON object the file holds (``summary["test"]["acc"]``), for callers
+    that take it as the record it is (Hydra's return value, tests)."""
+
+    model: str
+    data: str
+    test: Section
+    test_ema: Section | None = None
+    train_clean: Section | None = None  # the last epoch's clean training metrics (data.train_clean_size)
+    train_images: int | None = None
+    data_subset: float | None = None
+    epochs: int = 0
+    global_step: int = 0
+    best_val_score: float | None = None
+    best_epoch: int | None = None
+    monitor: str | None = None
+    tested_checkpoint: str = "final weights"
+    best_checkpoint: str | None = None
+    last_checkpoint: str | None = None
+    run_dir: str | None = None
+    train_images_per_sec: float | None = None
+    skipped_images: int | None = None  # unreadable files skipped (data.skip_corrupt)
+    optimized_metric: OptimizedMetric | None = None
+    calibration: Section | None = None  # evaluate.after_training: the evaluation's test record
+    robustness: Section | None = None  # evaluate.after_training: the robustness record
+    evaluation_dir: str | None = None
+    curves: str | None = None
+    wall_seconds: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as they were
+
+    # what a split measured ---------------------------------------------------------------------------------------
+
+    def section(self, split: str) -> Section:
+        """The metrics of one split (``test``, ``test_ema``, ``train_clean``), empty when the run has none."""
+        value = getattr(self, split, None) if split in _SPLITS else self.extra.get(split)
+        return dict(value) if isinstance(value, Mapping) else {}
+
+    def metric(self, name: str) -> Any:
+        """A reported metric by name: the checkpoint monitor (its best value) or ``split/metric``; None when the
+        run did not record it."""
+        if name == self.monitor:
+            return self.best_val_score
+        split, _, metric = name.partition("/")
+        return self.section(split).get(metric)
+
+    def with_(self, **changes: Any) -> RunSummary:
+        """A copy with ``changes`` (a summary is assembled in steps, written once)."""
+        return replace(self, **changes)
+
+    # the file ----------------------------------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object of ``metrics.json``, in the order the keys have always been written."""
+        payload: dict[str, Any] = {}
+        for item in fields(self):
+            if item.name == "extra":
+                continue
+            value = getattr(self, item.name)
+            if value is None and item.name in _WRITTEN_WHEN_SET:
+                continue
+            payload[item.name] = value.to_json() if isinstance(value, OptimizedMetric) else value
+        return payload | {k: v for k, v in self.extra.items() if k not in payload}
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> RunSummary:
+        """Read a run's ``metrics.json``; an older file without the newer keys reads with their defaults, a file
+        that is not a training run's summary (an evaluation's report, another JSON object) is refused in one line
+        naming it."""
+        payload = read_json(path, error=CheckpointError)
+        return cls.from_payload(payload, where=str(path))
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any], *, where: str = "the summary") -> RunSummary:
+        missing = [key for key in _REQUIRED if key not in payload]
+        if missing or not isinstance(payload.get("test"), Mapping):
+            lacks = f"no {', '.join(missing)}" if missing else "its 'test' is not a mapping"
+            raise CheckpointError(f"{where} is not a training run's metrics.json ({lacks})")
+        known = {item.name for item in fields(cls)} - {"extra"}
+        values = {key: value for key, value in payload.items() if key in known}
+        optimized = values.get("optimized_metric")
+        if isinstance(optimized, Mapping) and "name" in optimized:
+            values["optimized_metric"] = OptimizedMetric(str(optimized["name"]), optimized.get("value"))
+        elif optimized is not None:
+            values["optimized_metric"] = None
+        extra = {key: value for key, value in payload.items() if key not in known}
+        return cls(**values, extra=extra)
+
+    # a read-only mapping of the file's keys ----------------------------------------------------------------------
+
+    def __getitem__(self, key: str) -> Any:
+        return self.to_json()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.to_json())
+
+    def __len__(self) -> int:
+        return len(self.to_json())
+
+
+_SPLITS = ("test", "test_ema", "train_clean")
+
+
+# a sweep directory -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SweepJobs:
+    """The jobs of a sweep directory: those that finished (``metrics.json``), those that started and did not, and
+    how many the sweep launches (``expected``, from Hydra's ``multirun.yaml``; None when unknown)."""
+
+    directory: Path
+    jobs: tuple[RunDir, ...]
+    expected: int | None = None
+
+    @property
+    def finished(self) -> tuple[RunDir, ...]:
+        return tuple(job for job in self.jobs if job.is_finished())
+
+    @property
+    def unfinished(self) -> tuple[RunDir, ...]:
+        """Started, not finished: a run killed or failed after its first step (a ``last.ckpt``, no summary)."""
+        return tuple(job for job in self.jobs if not job.is_finished())
+
+    @property
+    def not_started(self) -> int | None:
+        """How many of the launched jobs left no directory (never started, or failed before any work)."""
+        return None if self.expected is None else max(self.expected - len(self.jobs), 0)
+
+    @property
+    def complete(self) -> bool:
+        return not self.unfinished and not self.not_started
+
+    def describe(self) -> str:
+        """``N of M jobs finished. Started, not finished: a, b. Not started: K.``"""
+        of = f" of {self.expected}" if self.expected else ""
+        line = f"{len(self.finished)}{of} jobs finished."
+        if self.unfinished:
+            line += f" Started, not finished: {', '.join(job.path.name for job in self.unfinished)}."
+        if self.not_started:
+            line += f" Not started: {self.not_started}."
+        return line
+
+
+@dataclass(frozen=True)
+class SweepDir:
+    """A sweep directory (``hydra.sweep.dir``): its jobs' run directories and what is written beside them."""
+
+    path: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+
+    @property
+    def multirun_record(self) -> Path:
+        """Hydra's ``multirun.yaml``: the sweeper's params and the command line's sweeps."""
+        return self.path / "multirun.yaml"
+
+    @property
+    def summary_csv(self) -> Path:
+        """``summary.csv``: one row per job (the multirun callback, :mod:`alternet.apps.sweep`)."""
+        return self.path / "summary.csv"
+
+    @property
+    def summary_png(self) -> Path:
+        return self.path / "summary.png"
+
+    @property
+    def report_dir(self) -> Path:
+        """``report/``: what ``alternet report`` writes by default."""
+        return self.path / "report"
+
+    def jobs(self) -> SweepJobs:
+        """Every job directory under the sweep (``<sweep>/<job>/`` holding Hydra's record of its overrides, a
+        checkpoint folder or a summary), in Hydra's numbering order, and how many the sweep launches. The one rule
+        both the multirun callback and the report read a sweep by."""
+        if not self.path.is_dir():
+            raise ConfigValueError(f"sweep directory {self.path} does not exist")
+        jobs = [RunDir(p) for p in self.path.iterdir() if p.is_dir() and RunDir(p).is_job()]
+        jobs.sort(key=lambda job: (len(job.path.name), job.path.name))
+        return SweepJobs(self.path, tuple(jobs), self.expected_jobs())
+
+    def expected_jobs(self) -> int | None:
+        """How many jobs the sweep launches, from Hydra's record of it (``multirun.yaml``: the sweeper's params and
+        the command line's sweeps); None when unknown."""
+        if not self.multirun_record.is_file():
+            return None
+        from hydra.core.override_parser.overrides_parser import OverridesParser  # Hydra's own sweep grammar
+
+        hydra = read_yaml(self.multirun_record, error=ConfigValueError).get("hydra") or {}
+        params = {str(k): str(v) for k, v in ((hydra.get("sweeper") or {}).get("params") or {}).items()}
+        for override in (hydra.get("overrides") or {}).get("task") or []:
+            key, _, value = str(override).partition("=")
+            params[key.lstrip("+~")] = value
+        try:
+            parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()])
+            sizes = [len(list(o.sweep_string_iterator())) for o in parsed if o.is_sweep_override()]
+        except Exception:  # a sweep this parser cannot count (a plugin's syntax): say nothing rather than guess
+            return None
+        return math.prod(sizes)

@@ -21,7 +21,10 @@ TRAIN = [
     (["recipe.epochs=-1"], "error: recipe.epochs=-1 is invalid: must be an integer >= 1"),
     (["recipe.batch_size=0"], "error: recipe.batch_size=0 is invalid: must be an integer >= 1"),
     (["data.val_size=5000"], "error: data.val_size=5000 is not smaller than the 1437 training images"),
-    (["model.name=alternet_r9000"], "error: unknown model 'alternet_r9000'. alternet models: alternet_r101"),
+    (
+        ["model.name=alternet_r9000"],
+        "error: unknown model 'alternet_r9000'. alternet models: alternet_laptop, alternet_r101",
+    ),
     (["model=alternet_r9000"], "Available options in 'model':"),
     (["data=imagenet_21k"], "Available options in 'data':"),
     (["model.window=3"], "error: stage 2 ('CM'): window 3 does not divide the stage's 8x8 feature map"),

@@ -130,6 +130,12 @@ def test_unknown_model_lists_the_valid_ones():
         alternet.create_model("alternet_r9000")
 
 
+def test_an_unknown_name_suggests_each_close_name_once():
+    """alternet's models are timm models too: a suggestion is not repeated ('alternet_r50' or 'alternet_r50')."""
+    with pytest.raises(UnknownModelError, match=r"did you mean 'alternet_r50' or 'alternet_r101' or 'alternet_r34'\?"):
+        alternet.create_model("alternet_r9000")
+
+
 def test_comparison_models_have_cifar_settings():
     vit = create_model("vit_ti_cifar", num_classes=100)
     assert vit.patch_embed.patch_size == (2, 2) and vit.embed_dim == 192 and len(vit.blocks) == 12

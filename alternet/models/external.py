@@ -47,7 +47,7 @@ def check_name(name: str, own: tuple[str, ...] = ()) -> None:
     arch = architecture(name)
     if arch in own or timm.is_model(arch):
         return
-    close = difflib.get_close_matches(arch, [*own, *timm.list_models()], n=3, cutoff=0.6)
+    close = difflib.get_close_matches(arch, list(dict.fromkeys([*own, *timm.list_models()])), n=3, cutoff=0.6)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     raise UnknownModelError(
         f"unknown model {name!r}. alternet models: {', '.join(sorted(own))}. Any timm model name also works "

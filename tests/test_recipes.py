@@ -164,6 +164,16 @@ def test_torch_compile_trains(tmp_path):
     assert math.isfinite(summary["test"]["nll"])
 
 
+@pytest.mark.slow
+def test_torch_compile_trains_through_a_progressive_resize(tmp_path):
+    """A compiled backbone meets a second input size (progressive resizing, evaluation): each size compiles its own
+    graph, since inductor failed on window attention over symbolic sizes ('cannot determine truth value of
+    Relational') when torch.compile's default turned the second size dynamic."""
+    overrides = ["trainer.max_epochs=2", "recipe.progressive_resize={size: 8, epochs: 1}", "model.window=2"]
+    summary = train(compose_train(*FAST, *overrides, "performance.compile=true", output_dir=tmp_path))
+    assert summary["global_step"] == 6 and math.isfinite(summary["test"]["nll"])
+
+
 def test_ema_updates_once_per_optimizer_step_with_gradient_accumulation(tmp_path, monkeypatch):
     """With accumulate_grad_batches=2, 6 batches are 3 optimizer steps and 3 EMA updates (not 6), each with the
     warmed-up decay min(0.9, (1 + t) / (10 + t)); the saved EMA equals the EMA recomputed from those steps."""

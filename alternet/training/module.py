@@ -100,8 +100,10 @@ class ClassificationModule(L.LightningModule):
         self.to(memory_format=torch.channels_last)
 
     def compile_model(self, **kwargs: Any) -> None:
-        """Run the backbone through ``torch.compile``; parameter names in checkpoints stay unchanged."""
-        self.__dict__["_compiled_model"] = torch.compile(self.model, **kwargs)
+        """Run the backbone through ``torch.compile``; parameter names in checkpoints stay unchanged. One graph per
+        input shape (``dynamic=False``): a run meets few shapes (training, evaluation and a progressive-resize
+        size), and inductor fails to compile window attention over symbolic shapes (torch 2.14, a second size)."""
+        self.__dict__["_compiled_model"] = torch.compile(self.model, **{"dynamic": False, **kwargs})
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Every checkpoint carries a digest of its weights; reading it verifies them (:mod:`alternet.checkpoints`)."""

@@ -9,6 +9,7 @@ from PIL import Image
 from alternet.apps.checks import validate_train_config
 from alternet.data import DATAMODULES, build_datamodule
 from alternet.errors import ConfigValueError
+from alternet.models.zoo import spec_kwargs
 from alternet.training.module import ClassificationModule
 from alternet.training.precision import choose_precision
 
@@ -123,7 +124,8 @@ def test_the_speedrun_preset_is_an_alternet_that_follows_the_buildup_rules(recwa
     config = resolved("experiment=cifar100_speedrun", "data.root=/data")
     validate_train_config(config)  # the build-up rules warn when broken
     assert not [w for w in recwarn if "buildup_rules" in str(w.message)]
-    assert "M" in config["model"]["layout"] and config["data"]["name"] == "cifar100"
+    layout = config["model"]["layout"] or spec_kwargs(config["model"]["name"])["layout"]  # null: the zoo's
+    assert "M" in layout and config["data"]["name"] == "cifar100"
     assert (config["trainer"]["precision"], config["performance"]["channels_last"]) == ("auto", True)
     assert config["recipe"]["test_flip"] is True
 

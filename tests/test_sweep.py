@@ -85,6 +85,7 @@ def test_report_of_a_sweep_writes_figures_tables_and_verdicts(sweep, tmp_path, m
         metrics = json.loads((sweep_dir / row["job"] / "metrics.json").read_text())
         assert float(row["test_acc"]) == pytest.approx(metrics["test"]["acc"])
         assert float(row["train_clean_nll"]) == pytest.approx(metrics["train_clean"]["nll"])
+        assert float(row["test_ece"]) == pytest.approx(metrics["test"]["ece"])
     with open(out / "variants.csv") as f:
         variants = {r["variant"]: r for r in csv.DictReader(f)}
     assert variants["model=preresnet_tiny"]["verdict"] == "baseline"
@@ -98,6 +99,9 @@ def test_report_of_a_sweep_writes_figures_tables_and_verdicts(sweep, tmp_path, m
     errors = list(errors.values())
     assert float(alternet["test_error"]) == pytest.approx(sum(errors) / 2)
     assert float(alternet["test_error_sd"]) == pytest.approx(abs(errors[0] - errors[1]) / math.sqrt(2))
+    eces = [float(r["test_ece"]) for r in runs if r["model"] == "alternet_tiny"]
+    assert float(alternet["test_ece"]) == pytest.approx(sum(eces) / 2)  # calibration beside accuracy (issue 36)
+    assert float(alternet["test_nll"]) > 0 and "| test NLL | test ECE |" in (out / "summary.md").read_text()
     for name in ("error_vs_train_nll.png", "metrics_vs_model.png", "train_nll_curves.png", "summary.md"):
         assert (out / name).stat().st_size > 0, name
     summary = (out / "summary.md").read_text()

@@ -66,6 +66,14 @@ def _robustness(run: Run) -> float | None:
     return run.robustness
 
 
+def _test_nll(run: Run) -> float | None:
+    return run.metrics.test.get("nll")
+
+
+def _test_ece(run: Run) -> float | None:
+    return run.metrics.test.get("ece")
+
+
 @dataclass(frozen=True)
 class Statistics:
     """How variants are compared: the verdict rule, pairing by seed, a variance pooled over the sweep, and the
@@ -141,6 +149,7 @@ def variant_rows(
     rows = []
     for variant, error_diff, nll_diff in zip(variants, errors, nlls):
         error, nll, robust = variant.summary(_error), variant.summary(_nll), variant.summary(_robustness)
+        test_nll, ece = variant.summary(_test_nll), variant.summary(_test_ece)
         if variant is baseline:
             judged = "baseline"
         else:
@@ -156,6 +165,10 @@ def variant_rows(
                 "train_clean_nll": nll.mean if nll else None,
                 "train_clean_nll_sd": nll.sd if nll else None,
                 **_difference_columns("nll", nll_diff),
+                "test_nll": test_nll.mean if test_nll else None,
+                "test_nll_sd": test_nll.sd if test_nll else None,
+                "test_ece": ece.mean if ece else None,
+                "test_ece_sd": ece.sd if ece else None,
                 "robustness": robust.mean if robust else None,
                 "robustness_sd": robust.sd if robust else None,
                 "test_set_noise": variant is not baseline and _test_noise_included(variant, baseline),
@@ -189,7 +202,8 @@ def run_rows(runs: Sequence[Run], keys: list[str]) -> list[dict[str, Any]]:
             **{key: run.overrides.get(key) for key in keys},
             "seed": run.seed,
             "test_acc": 1.0 - run.test_error,
-            "test_nll": run.metrics.test.get("nll"),
+            "test_nll": _test_nll(run),
+            "test_ece": _test_ece(run),
             "train_clean_nll": run.train_nll,
             "train_clean_acc": (run.metrics.train_clean or {}).get("acc"),
             "robustness": run.robustness,
@@ -230,7 +244,8 @@ def markdown(
         f"## Sweep {sweep_dir.name}",
         "",
         f"Swept: {', '.join(keys) or 'nothing (seeds only)'}. Baseline: `{baseline.label}`. Test error on the test "
-        "split, clean training NLL on the fixed training subset in eval mode (`train_clean/nll`, last epoch): mean ± "
+        "split, clean training NLL on the fixed training subset in eval mode (`train_clean/nll`, last epoch), test NLL "
+        "and calibration error (ECE): mean ± "
         "sd over seeds. Δ = variant − baseline with its 95% confidence interval and Holm-corrected p-value "
         "(test error in percentage points, NLL in nats). "
         + (
@@ -241,14 +256,16 @@ def markdown(
         )
         + f"Statistics: {settings.describe()}.",
         "",
-        "| variant | n | test error | Δ error | clean training NLL | Δ NLL | robustness | verdict |",
-        "|---|---|---|---|---|---|---|---|",
+        "| variant | n | test error | Δ error | clean training NLL | Δ NLL | test NLL | test ECE | robustness "
+        "| verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         lines.append(
             f"| {row['variant']} | {row['seeds']} | {_cell(row['test_error'], row['test_error_sd'])} | "
             f"{_delta_cell(row, 'error', 100, ' pp')} | {_cell(row['train_clean_nll'], row['train_clean_nll_sd'])} | "
-            f"{_delta_cell(row, 'nll', 1, '')} | {_cell(row['robustness'], row['robustness_sd'])} | "
+            f"{_delta_cell(row, 'nll', 1, '')} | {_cell(row['test_nll'], row['test_nll_sd'])} | "
+            f"{_cell(row['test_ece'], row['test_ece_sd'])} | {_cell(row['robustness'], row['robustness_sd'])} | "
             f"{row['verdict']} |"
         )
     if not jobs.complete:

@@ -128,6 +128,16 @@ def test_model_timm_passes_only_the_keywords_a_constructor_takes():
         build_from_config("model=timm", "model.name=resnet18", "+model.drop_rat=0.2")
 
 
+@pytest.mark.parametrize("name", ["resnet18", "vit_tiny_patch16_224"])
+def test_model_timm_trains_through_train_py(tmp_path, name):
+    """Any timm model trains like alternet's own: a constructor without img_size (resnet18) and one with it
+    (ViT-Ti, built for the data's 32 px), one epoch of a few steps, tested and checkpointed."""
+    overrides = [*FAST, "model=timm", f"model.name={name}", "data.image_size=32", "recipe.batch_size=4"]
+    summary = train(compose_train(*overrides, "trainer.precision=32", output_dir=tmp_path))
+    assert summary["model"] == name and summary["global_step"] == 3 and 0 <= summary["test"]["acc"] <= 1
+    assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
+
+
 def test_an_unknown_timm_name_fails_before_any_work_with_the_closest_names():
     with pytest.raises(ConfigValueError, match=r"unknown model 'resnt50'.*did you mean 'resnet50'") as error:
         validate_train_config(resolved("model=timm", "model.name=resnt50"))

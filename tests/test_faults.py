@@ -33,6 +33,7 @@ import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from alternet import files
+from alternet.apps.train import train
 from alternet.checkpoints import read_checkpoint
 from alternet.data import cifar_c, licence
 from alternet.data.licence import LicenceError
@@ -573,6 +574,28 @@ def test_an_image_that_disappears_mid_run_is_named_in_one_line(tmp_path, monkeyp
         code,
     ), code
     assert "Traceback" not in stderr
+
+
+def test_images_that_disappear_mid_run_are_skipped_and_counted_with_skip_corrupt(tmp_path, monkeypatch):
+    """data.skip_corrupt=true: training images deleted after the folder was listed are skipped by the loader
+    worker, the run finishes, and metrics.json counts what was skipped."""
+    from imagefolders import make_image_folder
+
+    folder = make_image_folder(tmp_path / "folder", size=20, splits={"train": 8, "val": 2}, odd_formats=False)
+    gone = sorted((folder / "train" / "bee").iterdir())
+
+    class DeleteImages(L.Callback):
+        def on_train_start(self, trainer, pl_module):
+            for image in gone:
+                image.unlink()
+
+    build = builders.build_callbacks
+    monkeypatch.setattr(builders, "build_callbacks", lambda *a, **k: [DeleteImages(), *build(*a, **k)])
+    arguments = ["data=imagefolder", f"data.root={folder}", "data.image_size=16", "data.num_workers=1"]
+    arguments += ["data.skip_corrupt=true", "recipe.batch_size=4", "recipe.epochs=1", "recipe.warmup_epochs=0"]
+    summary = train(compose_train(*arguments, *FAST, "trainer.limit_train_batches=null", output_dir=tmp_path / "run"))
+    # a whole epoch reads every training image once (the clean-training pass may read some again)
+    assert summary["global_step"] == 6 and summary["skipped_images"] >= len(gone)
 
 
 def run_main(script: str, arguments: list[str], monkeypatch, capsys) -> tuple[str, str]:

@@ -523,17 +523,21 @@ def test_a_full_disk_while_the_corruption_cache_is_written_keeps_the_finished_fi
     assert (out / "gaussian_noise.npy").stat().st_mtime_ns == finished and (out / "pixelate.npy").is_file()
 
 
+@pytest.mark.parametrize(
+    ("failure", "reason"),
+    [(errno.ENOSPC, "No space left on device (ENOSPC)"), (errno.EROFS, "Read-only file system (EROFS)")],
+)
 def test_a_full_disk_while_a_checkpoint_is_written_stops_in_one_line_and_keeps_the_last_one(
-    tmp_path, monkeypatch, capsys
+    tmp_path, monkeypatch, capsys, failure, reason
 ):
-    """The 2nd checkpoint of a run fails with ENOSPC: the run stops with one line naming last.ckpt, which still holds
-    the 1st (complete, readable)."""
+    """The 2nd checkpoint of a run fails with ENOSPC (or its directory turned read-only, EROFS): the run stops with
+    one line naming last.ckpt, which still holds the 1st (complete, readable)."""
     saved = []
     save = TorchCheckpointIO.save_checkpoint
 
     def disk_fills_up(self, checkpoint, path, storage_options=None):
         if saved:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            raise OSError(failure, os.strerror(failure))
         saved.append(path)
         return save(self, checkpoint, path, storage_options)
 
@@ -543,8 +547,8 @@ def test_a_full_disk_while_a_checkpoint_is_written_stops_in_one_line_and_keeps_t
     code, stderr = run_main("train.py", arguments, monkeypatch, capsys)
     last = run_dir / "checkpoints" / "last.ckpt"
     assert code == (
-        f"error: could not write {last}: No space left on device (ENOSPC); its previous version is intact. Free "
-        "space, or make the directory writable"
+        f"error: could not write {last}: {reason}; its previous version is intact. Free space, or make the directory "
+        "writable"
     )
     assert "Traceback" not in stderr
     assert read_checkpoint(last)["global_step"] == 1
@@ -596,6 +600,39 @@ def test_images_that_disappear_mid_run_are_skipped_and_counted_with_skip_corrupt
     summary = train(compose_train(*arguments, *FAST, "trainer.limit_train_batches=null", output_dir=tmp_path / "run"))
     # a whole epoch reads every training image once (the clean-training pass may read some again)
     assert summary["global_step"] == 6 and summary["skipped_images"] >= len(gone)
+
+
+def test_a_loader_worker_that_dies_mid_sample_is_reported_by_that_sample(tmp_path, monkeypatch, capsys):
+    """A worker killed while decoding one image (a decoder's segfault, the OOM killer: SIGKILL here) ends the run
+    with one line naming that image, not torch's 'DataLoader worker (pid N) is killed by signal'."""
+    from imagefolders import make_image_folder
+    from torch.utils.data import get_worker_info
+
+    from alternet.data import images
+
+    folder = make_image_folder(tmp_path / "folder", size=20, splits={"train": 8, "val": 2}, odd_formats=False)
+    fatal = sorted((folder / "train" / "bee").iterdir())[3]
+    decode = images.decode_rgb
+
+    def crashing_decoder(source, name=None):
+        if get_worker_info() is not None and str(name) == str(fatal):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return decode(source, name)
+
+    monkeypatch.setattr(images, "decode_rgb", crashing_decoder)  # the forked workers inherit it
+    run_dir = tmp_path / "run"
+    arguments = ["data=imagefolder", f"data.root={folder}", "data.image_size=16", "data.num_workers=1"]
+    arguments += ["recipe.batch_size=4", "recipe.epochs=1", "recipe.warmup_epochs=0", *FAST, f"hydra.run.dir={run_dir}"]
+    arguments += ["trainer.limit_train_batches=null"]  # every training image, the fatal one included
+    code, stderr = run_main("train.py", arguments, monkeypatch, capsys)
+    assert re.fullmatch(
+        rf"error: a data loader worker \(pid \d+\) died while reading {re.escape(str(fatal))} \((is killed by "
+        r"signal: Killed|exited unexpectedly)\): a decoder crash on that file, or the kernel's out-of-memory killer\. "
+        r"Decode the file alone to tell; replace or delete it, or lower data.num_workers / the batch size if memory "
+        r"ran out",
+        code,
+    ), code
+    assert "Traceback" not in stderr
 
 
 def run_main(script: str, arguments: list[str], monkeypatch, capsys) -> tuple[str, str]:

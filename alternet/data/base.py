@@ -299,6 +299,11 @@ class ImageDataModule(L.LightningDataModule):
         """Unreadable images skipped so far (``data.skip_corrupt``); arrays have none."""
         return 0
 
+    def dead_worker_error(self, error: BaseException) -> DataError | None:
+        """``error``, torch's report of a loader worker that died, as one line naming the sample it was reading
+        (image files; arrays in memory crash no decoder): None when it is not such a report or nothing is known."""
+        return None
+
     # helpers ------------------------------------------------------------------------------
 
     def _drop_last(self, per_rank: int) -> bool:

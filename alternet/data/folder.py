@@ -24,7 +24,7 @@ from .base import ImageDataModule, _split_size, stratified_holdout
 from .images import DecodingDataset, FileList, SkipCounter, class_folders, scan_split
 from .shards import StreamingImages, read_shard_classes, streaming_loader
 from .transforms import file_transform
-from .workers import init_loader_worker
+from .workers import WorkerLedger, dead_worker_error, init_loader_worker
 
 
 class ImageFolderDataModule(ImageDataModule):
@@ -51,6 +51,7 @@ class ImageFolderDataModule(ImageDataModule):
         self.crop_pct = crop_pct
         self.interpolation = interpolation
         self._skipped = SkipCounter() if skip_corrupt else None
+        self._ledger = WorkerLedger()  # what each loader worker reads, for a worker that dies mid-sample
         self._classes: list[str] | None = None
 
     def check_augment(self) -> None:
@@ -112,6 +113,9 @@ class ImageFolderDataModule(ImageDataModule):
     def skipped_images(self) -> int:
         return self._skipped.count if self._skipped is not None else 0
 
+    def dead_worker_error(self, error: BaseException) -> DataError | None:
+        return dead_worker_error(error, self._ledger)
+
     # Lightning hooks ------------------------------------------------------------------------------
 
     def setup(self, stage: str | None = None) -> None:
@@ -145,13 +149,13 @@ class ImageFolderDataModule(ImageDataModule):
                 self.train_shards, train_transform, seed=self.seed, skipped=self._skipped
             )
         else:
-            self.splits["train"] = DecodingDataset(train, train_transform, self._skipped)
+            self.splits["train"] = DecodingDataset(train, train_transform, self._skipped, self._ledger)
         if val is not None:
-            self.splits["val"] = DecodingDataset(val, eval_transform, self._skipped)
-        self.splits["test"] = DecodingDataset(test, eval_transform, self._skipped)
+            self.splits["val"] = DecodingDataset(val, eval_transform, self._skipped, self._ledger)
+        self.splits["test"] = DecodingDataset(test, eval_transform, self._skipped, self._ledger)
         if self.train_clean_size:
             clean = train.take(np.flatnonzero(self._train_clean_mask(train.labels)))
-            self.splits["train_clean"] = DecodingDataset(clean, eval_transform, self._skipped)
+            self.splits["train_clean"] = DecodingDataset(clean, eval_transform, self._skipped, self._ledger)
         self.files = {"train": train, "val": val, "test": test}
 
     def train_dataloader(self) -> DataLoader:

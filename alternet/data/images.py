@@ -23,6 +23,7 @@ from PIL import Image
 from torch.utils.data import Dataset
 
 from ..errors import DataError
+from .workers import WorkerLedger
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
@@ -166,8 +167,9 @@ class DecodingDataset(Dataset):
         items: Any,
         transform: Callable[[Image.Image], torch.Tensor],
         skipped: SkipCounter | None = None,
+        ledger: WorkerLedger | None = None,
     ):
-        self.items, self.transform, self.skipped = items, transform, skipped
+        self.items, self.transform, self.skipped, self.ledger = items, transform, skipped, ledger
         self.size = len(items)
 
     def __len__(self) -> int:
@@ -177,6 +179,8 @@ class DecodingDataset(Dataset):
         index, seed = key if isinstance(key, tuple) else (key, None)
         for attempt in range(self.size):
             source, label, name = self.items[(index + attempt) % self.size]
+            if self.ledger is not None:
+                self.ledger.reading(name or source)  # a worker that dies now is reported by this sample
             try:
                 image = decode_rgb(source, name)
                 break
@@ -186,6 +190,8 @@ class DecodingDataset(Dataset):
                 self.skipped.add(name, error)
         else:
             raise DataError(f"no readable image among the {self.size} of this split")
+        if self.ledger is not None:
+            self.ledger.done()
         if seed is not None:
             seed_sample(seed)
         return self.transform(image), int(label)

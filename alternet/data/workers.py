@@ -12,13 +12,16 @@ saves, and shuts them down itself.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import re
 import signal
 import threading
 
 from lightning.fabric.utilities.seed import pl_worker_init_function
+from torch.utils.data import get_worker_info
 
-from ..errors import ConfigValueError
+from ..errors import ConfigValueError, DataError
 
 MAX_AUTO_WORKERS = 8  # num_workers=auto: enough to decode JPEGs for one GPU; more only contend for the CPUs
 
@@ -74,3 +77,67 @@ def _exit_on_sigterm_from(parent: int) -> None:
     while True:
         if signal.sigwaitinfo({signal.SIGTERM}).si_pid == parent:
             os._exit(0)
+
+
+class WorkerLedger:
+    """What each loader worker is reading now, in shared memory, so that a worker that dies in the middle of a
+    sample (a decoder's segfault, the kernel's OOM killer) is reported by that sample instead of torch's bare
+    ``DataLoader worker (pid N) is killed by signal``. Created in the main process before the workers start (they
+    inherit it); a worker writes its pid and the sample's name before reading and clears them after."""
+
+    SLOTS, WIDTH = 64, 1024  # worker ids modulo SLOTS; a name's UTF-8 bytes cut at WIDTH
+
+    def __init__(self) -> None:
+        context = multiprocessing.get_context()
+        self._pids = context.RawArray("q", self.SLOTS)
+        self._names = context.RawArray("c", self.SLOTS * self.WIDTH)
+
+    def _slot(self) -> int | None:
+        info = get_worker_info()
+        return None if info is None else info.id % self.SLOTS
+
+    def reading(self, name: object) -> None:
+        """In a worker: the sample it starts reading (nothing in the main process, which reports its own errors)."""
+        slot = self._slot()
+        if slot is None:
+            return
+        encoded = str(name).encode("utf-8", "replace")[: self.WIDTH]
+        start = slot * self.WIDTH
+        self._names[start : start + self.WIDTH] = encoded.ljust(self.WIDTH, b"\0")
+        self._pids[slot] = os.getpid()
+
+    def done(self) -> None:
+        slot = self._slot()
+        if slot is not None:
+            self._pids[slot] = 0
+
+    def sample_of(self, pid: int) -> str | None:
+        """The sample worker ``pid`` was reading when it last wrote, or None."""
+        for slot in range(self.SLOTS):
+            if self._pids[slot] == pid:
+                start = slot * self.WIDTH
+                return bytes(self._names[start : start + self.WIDTH]).rstrip(b"\0").decode("utf-8", "replace")
+        return None
+
+
+# torch's two messages for a worker that died: its SIGCHLD handler's, and the loader's when the queue stays empty
+_DEAD_WORKER = re.compile(
+    r"DataLoader worker \(pids?(?:\(s\))? ([\d, ]+)\) (is killed by signal: [^.\n]+|exited unexpectedly)"
+)
+
+
+def dead_worker_error(error: BaseException, ledger: WorkerLedger | None) -> DataError | None:
+    """``error`` (torch's report of a loader worker that died) as one line naming the sample the worker was reading,
+    when the ledger knows it; None for any other error."""
+    found = _DEAD_WORKER.search(str(error)) if ledger is not None else None
+    if found is None:
+        return None
+    for pid in (int(p) for p in re.findall(r"\d+", found.group(1))):
+        sample = ledger.sample_of(pid)
+        if sample is not None:
+            return DataError(
+                f"a data loader worker (pid {pid}) died while reading {sample} ({found.group(2)}): a decoder crash "
+                "on that file, or the kernel's out-of-memory killer. Decode the file alone to tell; replace or delete "
+                "it, or lower data.num_workers / the batch size if memory ran out"
+            )
+    return None

@@ -3,8 +3,10 @@ fine-tuning, feature maps, W&B artifacts, the export CLI and the linear-probe ex
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
+import os
 import pickle
 import re
 import shutil
@@ -356,6 +358,29 @@ def test_export_cli_errors_are_one_line_messages(pretrained, tmp_path, source, f
         main(["export", source, *flags, "--out", str(tmp_path / "out")])
     assert str(exit_info.value.code).startswith("error: ") and message in str(exit_info.value.code)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_full_disk_while_exporting_keeps_the_previous_export_and_says_so(pretrained, tmp_path, monkeypatch):
+    """Exporting over an earlier export when the disk is full: one line naming the file, every file of the earlier
+    export left as it was (no half-written weights)."""
+    from alternet import files
+    from alternet.hub.cli import main
+
+    out = tmp_path / "export"
+    main(["export", pretrained["run_dir"], "--out", str(out)])
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+
+    def disk_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(files.os, "replace", disk_full)
+    with pytest.raises(SystemExit) as exited:
+        main(["export", pretrained["run_dir"], "--out", str(out)])
+    assert exited.value.code == (
+        f"error: could not write {out / 'model.safetensors'}: No space left on device (ENOSPC); its previous version "
+        "is intact. Free space, or make the directory writable"
+    )
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == before
 
 
 def test_ema_export_and_offline_wandb_artifacts(tmp_path, monkeypatch, capsys):

@@ -17,6 +17,7 @@ import argparse
 import time
 
 from harness import add_harness_arguments, begin, finish, interleave, row, summarise, timing_row
+from step import training_step
 
 import alternet  # noqa: F401  (registers the zoo with timm)
 
@@ -39,6 +40,7 @@ def build(model: str, layout: str | None, variant: dict, channels_last: bool):
 
 
 def step_fn(net, forward, size: int, batch: int, dtype, channels_last: bool):
+    """bench/step.py's training step through ``forward`` (the model, or its compiled twin) at ``size`` px."""
     import torch
 
     images = torch.randn(batch, 3, size, size)
@@ -46,15 +48,7 @@ def step_fn(net, forward, size: int, batch: int, dtype, channels_last: bool):
         images = images.contiguous(memory_format=torch.channels_last)
     labels = torch.randint(0, 100, (batch,))
     optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, nesterov=True)
-
-    def step() -> None:
-        with torch.autocast("cpu", dtype=dtype, enabled=dtype is not None):
-            loss = torch.nn.functional.cross_entropy(forward(images), labels, label_smoothing=0.1)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-
-    return step
+    return training_step(forward, images, labels, optimizer, dtype)
 
 
 def main() -> None:

@@ -555,19 +555,29 @@ def test_a_full_disk_while_a_checkpoint_is_written_stops_in_one_line_and_keeps_t
     assert not list(last.parent.glob(".*.tmp")) and not (run_dir / "metrics.json").exists()
 
 
-def test_an_image_that_disappears_mid_run_is_named_in_one_line(tmp_path, monkeypatch, capsys):
-    """Training images deleted after the folder was listed (a loader worker reads them): one line naming one."""
+def small_folder(tmp_path: Path) -> Path:
+    """3 classes of 8 training and 2 validation images, 20 px, no odd formats."""
     from imagefolders import make_image_folder
 
-    folder = make_image_folder(tmp_path / "folder", size=20, splits={"train": 8, "val": 2}, odd_formats=False)
+    return make_image_folder(tmp_path / "folder", size=20, splits={"train": 8, "val": 2}, odd_formats=False)
+
+
+def delete_when_training_starts(images: list[Path], monkeypatch) -> None:
+    """The next run deletes ``images`` once its folder is listed and training starts (a callback in every run)."""
 
     class DeleteImages(L.Callback):
         def on_train_start(self, trainer, pl_module):
-            for image in (folder / "train" / "bee").iterdir():
+            for image in images:
                 image.unlink()
 
     build = builders.build_callbacks
     monkeypatch.setattr(builders, "build_callbacks", lambda *a, **k: [DeleteImages(), *build(*a, **k)])
+
+
+def test_an_image_that_disappears_mid_run_is_named_in_one_line(tmp_path, monkeypatch, capsys):
+    """Training images deleted after the folder was listed (a loader worker reads them): one line naming one."""
+    folder = small_folder(tmp_path)
+    delete_when_training_starts(sorted((folder / "train" / "bee").iterdir()), monkeypatch)
     run_dir = tmp_path / "run"
     arguments = ["data=imagefolder", f"data.root={folder}", "data.image_size=16", "data.num_workers=1"]
     arguments += ["recipe.batch_size=4", "recipe.epochs=1", "recipe.warmup_epochs=0", *FAST, f"hydra.run.dir={run_dir}"]
@@ -583,18 +593,9 @@ def test_an_image_that_disappears_mid_run_is_named_in_one_line(tmp_path, monkeyp
 def test_images_that_disappear_mid_run_are_skipped_and_counted_with_skip_corrupt(tmp_path, monkeypatch):
     """data.skip_corrupt=true: training images deleted after the folder was listed are skipped by the loader
     worker, the run finishes, and metrics.json counts what was skipped."""
-    from imagefolders import make_image_folder
-
-    folder = make_image_folder(tmp_path / "folder", size=20, splits={"train": 8, "val": 2}, odd_formats=False)
+    folder = small_folder(tmp_path)
     gone = sorted((folder / "train" / "bee").iterdir())
-
-    class DeleteImages(L.Callback):
-        def on_train_start(self, trainer, pl_module):
-            for image in gone:
-                image.unlink()
-
-    build = builders.build_callbacks
-    monkeypatch.setattr(builders, "build_callbacks", lambda *a, **k: [DeleteImages(), *build(*a, **k)])
+    delete_when_training_starts(gone, monkeypatch)
     arguments = ["data=imagefolder", f"data.root={folder}", "data.image_size=16", "data.num_workers=1"]
     arguments += ["data.skip_corrupt=true", "recipe.batch_size=4", "recipe.epochs=1", "recipe.warmup_epochs=0"]
     summary = train(compose_train(*arguments, *FAST, "trainer.limit_train_batches=null", output_dir=tmp_path / "run"))
@@ -605,12 +606,11 @@ def test_images_that_disappear_mid_run_are_skipped_and_counted_with_skip_corrupt
 def test_a_loader_worker_that_dies_mid_sample_is_reported_by_that_sample(tmp_path, monkeypatch, capsys):
     """A worker killed while decoding one image (a decoder's segfault, the OOM killer: SIGKILL here) ends the run
     with one line naming that image, not torch's 'DataLoader worker (pid N) is killed by signal'."""
-    from imagefolders import make_image_folder
     from torch.utils.data import get_worker_info
 
     from alternet.data import images
 
-    folder = make_image_folder(tmp_path / "folder", size=20, splits={"train": 8, "val": 2}, odd_formats=False)
+    folder = small_folder(tmp_path)
     fatal = sorted((folder / "train" / "bee").iterdir())[3]
     decode = images.decode_rgb
 

@@ -104,6 +104,46 @@ def test_subset_is_recorded_in_config_and_metrics(tmp_path):
     assert "subset: 0.1" in (tmp_path / "config.yaml").read_text()
 
 
+def test_subset_repeat_gives_every_fraction_the_full_splits_steps():
+    """data.subset_repeat: a fixed optimiser-step budget across fractions (the data-regime preset); each image of
+    the subset comes back about 1/fraction times an epoch, with fresh augmentation seeds each pass."""
+    full = DigitsDataModule(val_size=180, batch_size=32)
+    full.setup()
+    tenth = DigitsDataModule(val_size=180, batch_size=32, subset=0.1, subset_repeat=True)
+    tenth.setup()
+    plain = DigitsDataModule(val_size=180, batch_size=32, subset=0.1)
+    plain.setup()
+    assert tenth.train_batches() == full.train_batches() == 1257 // 32
+    assert plain.train_batches() == 126 // 32  # equal epochs: a tenth of the steps
+    keys = list(tenth._sampler("train", shuffle=True))
+    indices = [index for index, _ in keys]
+    assert len(keys) == 1257 and set(indices) == set(range(126))
+    assert np.bincount(indices).min() >= 9 and np.bincount(indices).max() <= 10  # every image 1257/126 times
+    seeds_of_0 = [seed for index, seed in keys if index == 0]
+    assert len(set(seeds_of_0)) == len(seeds_of_0)  # a fresh augmentation on each pass
+    assert len(tenth.splits["train"]) == 126  # train_images still counts distinct images
+    first_pass = keys[:126]
+    assert sorted(i for i, _ in first_pass) == list(range(126))  # passes are whole permutations
+
+
+def test_subset_repeat_shards_disjointly_and_resumes_mid_epoch():
+    from alternet.data import EpochSampler
+
+    ranks = [list(EpochSampler(10, 0, shuffle=True, rank=r, world_size=2, draws=35)) for r in (0, 1)]
+    assert len(ranks[0]) == len(ranks[1]) == 17
+    both = ranks[0] + ranks[1]
+    assert len(set(both)) == len(both)  # no (image, augmentation) pair drawn twice across ranks
+    sampler = EpochSampler(10, 0, shuffle=True, draws=35)
+    whole = list(sampler)
+    sampler.skip = 12
+    assert list(sampler) == whole[12:]
+
+
+def test_subset_repeat_must_be_a_boolean():
+    with pytest.raises(ConfigValueError, match=r"data.subset_repeat='yes' is invalid: true or false"):
+        DigitsDataModule(subset=0.1, subset_repeat="yes")
+
+
 def test_subset_of_an_image_folder(image_folder, image_shards):
     full = ImageFolderDataModule(root=str(image_folder), image_size=16)
     full.setup()
@@ -129,11 +169,28 @@ def test_bad_regime_settings_fail_before_data_is_read(kwargs, message):
         DigitsDataModule(**kwargs)
 
 
-PRESETS = [
-    f"{name}{scale}"
-    for name in ("locality", "locality_swin", "inductive_bias", "data_regime", "buildup", "spectra")
-    for scale in ("", "_full")
-]
+CPU_PRESETS = ("inductive_bias", "data_regime", "specificity", "locality", "locality_vit", "locality_swin", "spectra", "buildup")
+PRESETS = [f"{name}{scale}" for name in CPU_PRESETS for scale in ("", "_full")]
+
+
+def preset_jobs(preset: str) -> tuple[object, list[list[str]]]:
+    """The preset's composed multirun config and the overrides of every job of its sweep grid, as Hydra's
+    BasicSweeper expands them (the cartesian product, in order)."""
+    import itertools
+
+    from hydra import compose, initialize_config_dir
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from conftest import CONF
+
+    with initialize_config_dir(str(CONF), version_base="1.3"):
+        config = compose("train", overrides=[f"experiment=paper/{preset}", "data.root=/data"], return_hydra_config=True)
+    params = [f"{key}={value}" for key, value in config.hydra.sweeper.params.items()]
+    axes = [
+        [f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()]
+        for o in OverridesParser.create().parse_overrides(params)
+    ]
+    return config, [list(job) for job in itertools.product(*axes)]
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -146,14 +203,11 @@ def test_paper_presets_are_multiruns_of_real_configs(preset):
 
     from conftest import CONF
 
+    config, jobs = preset_jobs(preset)
+    assert str(config.hydra.mode) == "RunMode.MULTIRUN" and len(jobs) > 1
     with initialize_config_dir(str(CONF), version_base="1.3"):
-        config = compose("train", overrides=[f"experiment=paper/{preset}", "data.root=/data"], return_hydra_config=True)
-        assert str(config.hydra.mode) == "RunMode.MULTIRUN"
-        params = dict(config.hydra.sweeper.params)
-        assert params, preset
-        key, values = next(iter(params.items()))
-        for value in str(values).split(","):
-            overrides = [f"experiment=paper/{preset}", "data.root=/data", f"{key}={value.strip()}"]
+        for job_overrides in jobs:
+            overrides = [f"experiment=paper/{preset}", "data.root=/data", *job_overrides]
             if preset.endswith("_full") and not torch.cuda.is_available():
                 overrides.append("trainer.accelerator=cpu")  # the paper's scale asks for a GPU, which CI lacks
             job = compose("train", overrides=[*overrides, "paths.output_dir=unused"])
@@ -161,6 +215,52 @@ def test_paper_presets_are_multiruns_of_real_configs(preset):
             validate_train_config(plain)
             assert plain["data"]["name"] == "cifar100" and plain["data"]["train_clean_size"] > 0
             assert (plain["recipe"]["name"] == "paper") == preset.endswith("_full")  # the paper's scale, its recipe
+            if not preset.endswith("_full"):  # the laptop scale: all of CIFAR-100 (or a fraction), the speedrun's
+                assert plain["recipe"]["name"] == "speedrun" and plain["trainer"]["precision"] == "auto"
+            assert plain["model"].get("window") != 1  # a softmax over one key is not attention
+
+
+def test_the_laptop_presets_seed_every_arm_three_times_seeds_outermost():
+    """Verdicts need >= 3 seeds an arm (fewer: 'insufficient seeds'); seeds first, so a sweep cut short holds
+    every arm at its first seeds. spectra reads a distribution within one run, so it has one."""
+    for preset in CPU_PRESETS:
+        config, jobs = preset_jobs(preset)
+        keys = list(config.hydra.sweeper.params)
+        if preset in ("spectra", "locality_swin"):
+            continue
+        assert keys[0] == "seed" and str(config.hydra.sweeper.params.seed) == "0,1,2", preset
+
+
+def test_the_data_regime_gives_every_fraction_the_same_steps():
+    config, jobs = preset_jobs("data_regime")
+    assert config.data.subset_repeat is True
+    assert {job[2] for job in jobs} == {"data.subset=0.02", "data.subset=0.1", "data.subset=0.5"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", CPU_PRESETS)
+def test_every_laptop_preset_job_trains_two_steps_on_real_cifar100(preset, cifar100_root, tmp_path):
+    """The whole grid, as the campaign runs it (python train.py experiment=paper/NAME), two steps a job."""
+    from conftest import run_script
+
+    _, jobs = preset_jobs(preset)
+    result = run_script(
+        "train.py",
+        f"experiment=paper/{preset}",
+        f"data.root={cifar100_root}",
+        f"hydra.sweep.dir={tmp_path}",
+        "trainer.max_steps=2",
+        "trainer.limit_val_batches=1",
+        "trainer.limit_test_batches=1",
+        "recipe.batch_size=16",
+        "recipe.eval_batch_size=16",
+        "data.train_clean_size=16",
+        "trainer.precision=32-true",
+        timeout=1800,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    for index in range(len(jobs)):
+        assert (tmp_path / str(index) / "metrics.json").is_file(), f"job {index}: {jobs[index]}"
 
 
 @pytest.mark.parametrize("model", ["vit_mini_cifar", "pit_mini_cifar", "swin_mini_cifar"])

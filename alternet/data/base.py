@@ -54,12 +54,17 @@ class EpochSampler(Sampler):
 
     Training (``shuffle=True``): a permutation seeded by (seed, epoch), truncated to a multiple of
     ``world_size`` so that ranks get disjoint, equally long shards; each key carries a per-sample
-    augmentation seed. Evaluation (``shuffle=False``): indices in order, strided over ranks, nothing dropped.
+    augmentation seed. ``draws`` > ``size`` makes an epoch that many samples: passes over fresh permutations, each
+    pass its own augmentation seeds (``data.subset_repeat``: a subset trained for the full split's steps).
+    Evaluation (``shuffle=False``): indices in order, strided over ranks, nothing dropped.
     """
 
-    def __init__(self, size: int, seed: int, *, shuffle: bool, rank: int = 0, world_size: int = 1):
+    def __init__(
+        self, size: int, seed: int, *, shuffle: bool, rank: int = 0, world_size: int = 1, draws: int | None = None
+    ):
         super().__init__()
         self.size, self.seed, self.shuffle = size, seed, shuffle
+        self.draws = max(size, draws or 0) if shuffle else size
         self.rank, self.world_size = rank, world_size
         self.epoch = 0
         self.skip = 0  # samples of this epoch's shard to leave out: the part a resumed run has already seen
@@ -69,7 +74,7 @@ class EpochSampler(Sampler):
 
     def __len__(self) -> int:
         if self.shuffle:
-            return self.size // self.world_size
+            return self.draws // self.world_size
         return len(range(self.rank, self.size, self.world_size))
 
     def __iter__(self) -> Iterator[int | tuple[int, int]]:
@@ -77,11 +82,19 @@ class EpochSampler(Sampler):
         if not self.shuffle:
             yield from range(self.rank + skip * self.world_size, self.size, self.world_size)
             return
-        generator = torch.Generator().manual_seed(derive_seed(self.seed, "order", self.epoch))
-        order = torch.randperm(self.size, generator=generator)
-        order = order[: len(self) * self.world_size][self.rank :: self.world_size][skip:].tolist()
-        for index in order:
-            yield index, derive_seed(self.seed, "augment", self.epoch, index)
+        passes = -(-self.draws // self.size)
+        order = torch.cat([self._permutation(p) for p in range(passes)])
+        keys = order[: len(self) * self.world_size].tolist()
+        positions = range(len(keys))[self.rank :: self.world_size][skip:]
+        for position in positions:
+            index, pass_ = keys[position], position // self.size
+            extra = (pass_,) if pass_ else ()  # pass 0 keeps the seeds of a plain epoch
+            yield index, derive_seed(self.seed, "augment", self.epoch, index, *extra)
+
+    def _permutation(self, pass_: int) -> torch.Tensor:
+        extra = (pass_,) if pass_ else ()
+        generator = torch.Generator().manual_seed(derive_seed(self.seed, "order", self.epoch, *extra))
+        return torch.randperm(self.size, generator=generator)
 
 
 class ResumableLoader(DataLoader):
@@ -178,6 +191,7 @@ class ImageDataModule(L.LightningDataModule):
         persistent_workers: bool = True,
         download: bool = False,
         subset: float | None = None,
+        subset_repeat: bool = False,
         train_clean_size: int = 0,
     ):
         super().__init__()
@@ -201,6 +215,10 @@ class ImageDataModule(L.LightningDataModule):
         self.download = download
         subset_size(subset, 1)  # checks the value before any data is read
         self.subset = subset
+        if not isinstance(subset_repeat, bool):
+            raise ConfigValueError(f"data.subset_repeat={subset_repeat!r} is invalid: true or false")
+        self.subset_repeat = subset_repeat
+        self._train_pool = 0  # training images before data.subset thins them (set by setup)
         if isinstance(train_clean_size, bool) or not isinstance(train_clean_size, int) or train_clean_size < 0:
             raise ConfigValueError(
                 f"data.train_clean_size={train_clean_size!r} is invalid: an image count >= 0 (0: no train_clean "
@@ -234,6 +252,7 @@ class ImageDataModule(L.LightningDataModule):
         n_val = _split_size(self.val_size, len(images))
         order = np.random.default_rng(self.split_seed).permutation(len(images))
         val_idx, train_idx = np.sort(order[:n_val]), np.sort(order[n_val:])
+        self._train_pool = len(train_idx)
         train_idx = train_idx[self._subset_mask(labels[train_idx])]
         eval_transform = build_transform(self.mean, self.std, self.image_size)
         train_transform = build_transform(self.mean, self.std, self.image_size, self.augment)
@@ -311,7 +330,10 @@ class ImageDataModule(L.LightningDataModule):
 
     def _sampler(self, split: str, shuffle: bool) -> EpochSampler:
         rank, world = (self.trainer.global_rank, self.trainer.world_size) if self.trainer is not None else (0, 1)
-        return EpochSampler(len(self.splits[split]), self.seed, shuffle=shuffle, rank=rank, world_size=world)
+        draws = self._train_pool if split == "train" and self.subset_repeat else None
+        return EpochSampler(
+            len(self.splits[split]), self.seed, shuffle=shuffle, rank=rank, world_size=world, draws=draws
+        )
 
     def _loader(self, split: str, sampler: EpochSampler, batch_size: int, drop_last: bool = False) -> DataLoader:
         return (ResumableLoader if sampler.shuffle else DataLoader)(

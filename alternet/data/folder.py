@@ -133,6 +133,7 @@ class ImageFolderDataModule(ImageDataModule):
                 "data.subset cannot thin streamed shards (data.train_shards): write shards of the subset instead "
                 "(alternet shards on a folder of it)"
             )
+        self._train_pool = len(train)
         train = train.take(np.flatnonzero(self._subset_mask(train.labels)))
         test = scan_split(test_dir, classes) if test_dir else val
         if test is None:

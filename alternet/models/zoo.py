@@ -30,6 +30,7 @@ from ..dataset_facts import FACTS
 from .backbone import AlterNet
 from .byob import ByobSpec, build_byob
 from .layout import alternate_layout, parse_layout
+from .local_attention import localise_attention
 from .maxxvit import MaxxVitSpec, build_maxxvit
 from .resnet import PostActResNet
 from .spec import ModelSpec as _Spec
@@ -414,7 +415,9 @@ def preresnet152(pretrained: bool = False, **kwargs: Any) -> AlterNet:
 
 def _create_comparison(variant: str, pretrained: bool, **kwargs: Any) -> nn.Module:
     spec = COMPARISONS[variant]
-    return build_model_with_cfg(spec.model_class, variant, pretrained, **{**spec.kwargs(), **kwargs})
+    local_kernel = kwargs.pop("local_kernel", None) if isinstance(spec, ViTSpec) else None
+    model = build_model_with_cfg(spec.model_class, variant, pretrained, **{**spec.kwargs(), **kwargs})
+    return localise_attention(model, local_kernel)
 
 
 @register_model

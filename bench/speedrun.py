@@ -65,7 +65,7 @@ def main() -> None:
     add_harness_arguments(parser, rounds=1, warmup=0)
     args = parser.parse_args()
     facts = begin(args, "speedrun", data_root=args.data_root)
-    rows, accuracies, walls = [], [], []
+    accuracies, walls = [], []
     for seed in args.seeds:
         metrics, seconds = run_seed(seed, args.data_root, args.out_dir / f"seed{seed}", args.overrides)
         test = metrics["test"]
@@ -82,16 +82,16 @@ def main() -> None:
         if seconds is None:
             continue  # recorded when it ran
         case = f"seed {seed}"
-        rows.append(row(case, "wall", seconds, "s", notes="whole command: start, data, training, test"))
+        rows = [row(case, "wall", seconds, "s", notes="whole command: start, data, training, test")]
         rows += [row(case, f"test {name}", test[name], "") for name in METRICS]
         rows.append(row(case, "training images/s", metrics.get("train_images_per_sec"), "img/s"))
+        finish(args, "speedrun", rows, facts)  # each seed as it ends: a campaign cut short keeps what it measured
     if len(accuracies) > 1:
         print(
             f"{len(accuracies)} seeds: top-1 {statistics.fmean(accuracies):.2%} ± {statistics.stdev(accuracies):.2%} "
             f"(sd), wall {statistics.fmean(walls) / 60:.1f} min mean, {max(walls) / 60:.1f} max",
             flush=True,
         )
-    finish(args, "speedrun", rows, facts)
 
 
 if __name__ == "__main__":

@@ -62,10 +62,11 @@ def n_params(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def build_from_config(*overrides: str, img_size: int = 32) -> torch.nn.Module:
+def build_from_config(*overrides: str, img_size: int = 32, num_classes: int = 10) -> torch.nn.Module:
     config = OmegaConf.to_container(compose_train(*overrides).model, resolve=True)
     with torch.device("meta"):
-        return create_model(config["name"], **model_args(config, num_classes=10, img_size=img_size, drop_path_rate=0))
+        args = model_args(config, num_classes=num_classes, img_size=img_size, drop_path_rate=0)
+        return create_model(config["name"], **args)
 
 
 # timm's named hybrids from our layouts -------------------------------------------------------------------------
@@ -329,6 +330,37 @@ def test_a_lambda_layer_has_no_attention_map_and_the_attention_analysis_says_so(
 
 # the preset --------------------------------------------------------------------------------------------------
 
+# the laptop scale's four arms (experiment=hybrids) at 100 classes: layout, parameters, multiply-adds per 32 px image
+LAPTOP_ARMS = {
+    "preresnet_laptop": ("C|CC|CC", 1_051_780, 40_822_848),
+    "alternet_laptop": ("C|CC|CM", 1_059_509, 40_962_816),
+    "botnet_laptop": ("C|C|CM|MM", 1_057_916, 60_050_944),
+    "coatnet_laptop": ("C|C|MM|M", 1_068_681, 31_667_712),
+}
+
+
+def multiply_adds(model: torch.nn.Module, img_size: int = 32) -> int:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        model.eval()(torch.randn(1, 3, img_size, img_size))
+    return counter.get_total_flops() // 2
+
+
+def test_the_laptop_hybrids_keep_alternet_laptops_size():
+    """botnet_laptop and coatnet_laptop are their families' CIFAR patterns widened to alternet_laptop's parameters
+    (within 1%), so that experiment=hybrids compares kinds of block and not sizes; a change to any of the four arms'
+    specs that moves a count fails here (MACs: BoTNet 1.47x, CoAtNet 0.77x the AlterNet's, reported, not matched)."""
+    for name, (layout, params, macs) in LAPTOP_ARMS.items():
+        model = create_model(name, num_classes=100, img_size=32)
+        assert n_params(model) == params, name
+        assert multiply_adds(model) == pytest.approx(macs, rel=1e-3), name
+        kinds = "".join(block.kind for block in block_sequence(model).blocks)
+        assert kinds == layout.replace("|", ""), name
+        assert params == pytest.approx(LAPTOP_ARMS["alternet_laptop"][1], rel=0.01), name
+    assert HYBRIDS["botnet_laptop"].layout == HYBRIDS["botnet_cifar"].layout  # the family's own pattern
+    assert HYBRIDS["coatnet_laptop"].layout == HYBRIDS["coatnet_cifar"].layout
+
 
 @pytest.mark.parametrize("preset", ["hybrids", "hybrids_full"])
 def test_the_hybrids_preset_sweeps_alternet_its_twin_and_both_families_on_one_recipe(preset):
@@ -339,7 +371,9 @@ def test_the_hybrids_preset_sweeps_alternet_its_twin_and_both_families_on_one_re
     with initialize_config_dir(str(CONF), version_base="1.3"):
         config = compose("train", overrides=[f"experiment={preset}", "data.root=/data"], return_hydra_config=True)
         assert str(config.hydra.mode) == "RunMode.MULTIRUN"
-        models = [m.strip() for m in str(config.hydra.sweeper.params.model).split(",")]
+        params = config.hydra.sweeper.params
+        models = [m.strip() for m in str(params.model).split(",")]
+        assert str(params.seed) == "0,1,2"  # 3 seeds an arm: what a verdict needs
         recipes = set()
         for model in models:
             overrides = [f"experiment={preset}", "data.root=/data", f"model={model}", "paths.output_dir=unused"]
@@ -350,5 +384,51 @@ def test_the_hybrids_preset_sweeps_alternet_its_twin_and_both_families_on_one_re
                 warnings.simplefilter("error")  # no build-up warning: AlterNet follows them, the families opt out
                 validate_train_config(job)
             recipes.add(repr(job["recipe"]))
+            assert job["evaluate"]["after_training"] is True  # every model scored on CIFAR-100-C after training
+            assert job["data"]["name"] == "cifar100" and job["evaluate"]["robustness"]["enabled"] == "auto"
     assert len(recipes) == 1  # one recipe and budget for every model
     assert {type(build_from_config(f"model={m}")).__name__ for m in models} == {"AlterNet", "ByobNet", "MaxxVit"}
+    if preset == "hybrids":  # the laptop scale: seeds outermost, the four arms at one size, a corruption subset
+        assert list(params) == ["seed", "model"] and models == list(LAPTOP_ARMS)
+        assert job["recipe"]["name"] == "speedrun" and job["recipe"]["epochs"] == 10
+        assert job["evaluate"]["robustness"]["max_images"] == 2000
+        assert job["evaluate"]["robustness"]["corruptions"] is None  # all 15, at all 5 severities
+        assert job["evaluate"]["robustness"]["severities"] == [1, 2, 3, 4, 5]
+        sizes = {m: n_params(build_from_config(f"model={m}", num_classes=100)) for m in models}
+        assert all(size == pytest.approx(sizes["alternet_laptop"], rel=0.05) for size in sizes.values()), sizes
+
+
+@pytest.mark.slow
+def test_the_hybrids_preset_trains_scores_cifar100c_and_reports_robustness(cifar100_root, tmp_path):
+    """experiment=hybrids as the campaign runs it, one seed of each arm for two steps: every job scores its weights
+    on generated CIFAR-100-C after training, and the report reads each run's robustness."""
+    from alternet.report import build_report
+
+    from conftest import run_script
+
+    result = run_script(
+        "train.py",
+        "experiment=hybrids",
+        f"data.root={cifar100_root}",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        f"paths.data_dir={tmp_path / 'data'}",  # the corruption cache: a fresh one, not the campaign's
+        "seed=0",
+        "trainer.max_epochs=1",
+        "trainer.limit_train_batches=2",
+        "trainer.limit_val_batches=1",
+        "trainer.limit_test_batches=1",
+        "recipe.batch_size=16",
+        "recipe.eval_batch_size=16",
+        "data.train_clean_size=16",
+        "trainer.precision=32-true",
+        "evaluate.robustness.max_images=8",
+        timeout=1800,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = build_report(tmp_path / "sweep", tmp_path / "report", baseline="model=preresnet_laptop", wandb=False)
+    rows = {row["variant"]: row for row in report["variants"]}
+    assert list(rows) == [f"model={m}" for m in LAPTOP_ARMS]
+    for row in rows.values():
+        assert 0 <= row["robustness"] <= 1, row["variant"]
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    assert "Robustness: mean accuracy over 75 generated corruption sets of 8 images each" in summary

@@ -169,7 +169,16 @@ def test_bad_regime_settings_fail_before_data_is_read(kwargs, message):
         DigitsDataModule(**kwargs)
 
 
-CPU_PRESETS = ("inductive_bias", "data_regime", "specificity", "locality", "locality_vit", "locality_swin", "spectra", "buildup")
+CPU_PRESETS = (
+    "inductive_bias",
+    "data_regime",
+    "specificity",
+    "locality",
+    "locality_vit",
+    "locality_swin",
+    "spectra",
+    "buildup",
+)
 PRESETS = [f"{name}{scale}" for name in CPU_PRESETS for scale in ("", "_full")]
 
 
@@ -224,7 +233,7 @@ def test_the_laptop_presets_seed_every_arm_three_times_seeds_outermost():
     """Verdicts need >= 3 seeds an arm (fewer: 'insufficient seeds'); seeds first, so a sweep cut short holds
     every arm at its first seeds. spectra reads a distribution within one run, so it has one."""
     for preset in CPU_PRESETS:
-        config, jobs = preset_jobs(preset)
+        config, _ = preset_jobs(preset)
         keys = list(config.hydra.sweeper.params)
         if preset in ("spectra", "locality_swin"):
             continue

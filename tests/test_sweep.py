@@ -170,3 +170,40 @@ def test_the_report_of_a_partial_sweep_says_what_is_missing(sweep, tmp_path):
     report = build_report(partial, wandb=False)
     summary = (report["out_dir"] / "summary.md").read_text()
     assert "A partial sweep: 2 of 4 jobs finished. Started, not finished (left out): 2. Not started: 1." in summary
+
+
+def test_the_report_compares_each_variants_robustness_with_the_baselines(tmp_path):
+    """Robustness (the mean accuracy over the corruption sets a run scored after training, metrics.json's
+    robustness.summary.robustness) per variant, and its seed-paired difference from the baseline with an interval;
+    runs without it leave the columns empty (a sweep of two models x three seeds, written as the runs write it)."""
+    from alternet.rundir import RunDir, RunSummary
+
+    robustness = {"a": [0.30, 0.31, 0.32], "b": [0.33, 0.35, 0.36]}
+    for job, (model, seed) in enumerate((m, s) for m in ("a", "b", "c") for s in range(3)):
+        run = RunDir(tmp_path / "sweep" / str(job))
+        run.hydra.mkdir(parents=True)
+        run.overrides_file.write_text(f"- seed={seed}\n- model={model}\n")
+        scored = None
+        if model in robustness:  # c did not score corruptions
+            table = [{"corruption": "fog", "severity": s} for s in range(1, 6)]
+            summary = {"robustness": robustness[model][seed]}
+            scored = {"source": "generated", "table": table, "summary": summary, "images_per_condition": 2000}
+        run.write_summary(
+            RunSummary(model=model, data="cifar100", test={"acc": 0.6 + 0.01 * seed, "nll": 1.5}, robustness=scored)
+        )
+    report = build_report(tmp_path / "sweep", tmp_path / "report", baseline="model=a", wandb=False)
+    rows = {row["variant"]: row for row in report["variants"]}
+    assert rows["model=b"]["robustness"] == pytest.approx(sum(robustness["b"]) / 3)
+    delta = rows["model=b"]["robustness_delta"]
+    assert delta == pytest.approx((sum(robustness["b"]) - sum(robustness["a"])) / 3)
+    assert rows["model=b"]["robustness_method"] == "paired"
+    assert rows["model=b"]["robustness_ci_low"] < delta < rows["model=b"]["robustness_ci_high"]
+    assert rows["model=a"]["robustness_delta"] is None and rows["model=c"]["robustness"] is None
+    assert rows["model=c"]["robustness_delta"] is None
+    with open(tmp_path / "report" / "runs.csv") as f:
+        assert [r["robustness"] for r in csv.DictReader(f)][:3] == ["0.3", "0.31", "0.32"]
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    assert "| robustness | Δ robustness | verdict |" in summary
+    assert "Robustness: mean accuracy over 5 generated corruption sets of 2,000 images each" in summary
+    row = next(line for line in summary.splitlines() if line.startswith("| model=b"))
+    assert f"{100 * delta:+.2f} pp [" in row.split("|")[10]  # the robustness difference in percentage points

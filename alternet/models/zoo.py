@@ -220,6 +220,13 @@ HYBRIDS: dict[str, ByobSpec | MaxxVitSpec] = {
     "maxvit_cifar": MaxxVitSpec(
         layout="C|C|M|M", widths=(32, 64, 96, 192), stem_width=32, dim_head=32, msa_block="M", window=2
     ),
+    # the same BoTNet and CoAtNet patterns at the laptop scale (experiment=hybrids): widths chosen so that each has
+    # alternet_laptop's parameters (1.06M at 100 classes, within 1%), the stride-1 stem kept (multiply-adds per
+    # image: BoTNet 60M, CoAtNet 32M, alternet_laptop 41M; tests/test_hybrids.py pins both)
+    "botnet_laptop": ByobSpec(
+        layout="C|C|CM|MM", widths=(80, 160, 320, 640), stem_chs=32, self_attn_layer="bottleneck", heads=4
+    ),
+    "coatnet_laptop": MaxxVitSpec(layout="C|C|MM|M", widths=(40, 80, 128, 224), stem_width=32, dim_head=32),
     # the same families at ResNet-50 scale for 32 px (experiment=hybrids_full): timm's BoTNet-50-TS and CoAtNet-0
     # layouts and widths with the stride-1 stem
     "botnet50_cifar": ByobSpec(layout="CCC|CCCM|CMCMCM|CMC", act_layer="silu"),
@@ -524,6 +531,18 @@ def coatnet_cifar(pretrained: bool = False, **kwargs: Any) -> nn.Module:
 def maxvit_cifar(pretrained: bool = False, **kwargs: Any) -> nn.Module:
     """A MaxViT for 32x32 inputs (timm's MaxxVit): C|C|M|M, MaxViT blocks with 2x2 windows and grids."""
     return _create_hybrid("maxvit_cifar", pretrained, **kwargs)
+
+
+@register_model
+def botnet_laptop(pretrained: bool = False, **kwargs: Any) -> nn.Module:
+    """botnet_cifar at alternet_laptop's parameters: C|C|CM|MM, widths 80 to 640 (experiment=hybrids)."""
+    return _create_hybrid("botnet_laptop", pretrained, **kwargs)
+
+
+@register_model
+def coatnet_laptop(pretrained: bool = False, **kwargs: Any) -> nn.Module:
+    """coatnet_cifar at alternet_laptop's parameters: C|C|MM|M, widths 40/80/128/224 (experiment=hybrids)."""
+    return _create_hybrid("coatnet_laptop", pretrained, **kwargs)
 
 
 @register_model

@@ -146,8 +146,9 @@ def variant_rows(
 ) -> list[dict[str, Any]]:
     errors = _differences(variants, baseline, _error, settings, test_noise=True)
     nlls = _differences(variants, baseline, _nll, settings)
+    robusts = _differences(variants, baseline, _robustness, settings)  # no verdict reads it: a description
     rows = []
-    for variant, error_diff, nll_diff in zip(variants, errors, nlls):
+    for variant, error_diff, nll_diff, robust_diff in zip(variants, errors, nlls, robusts):
         error, nll, robust = variant.summary(_error), variant.summary(_nll), variant.summary(_robustness)
         test_nll, ece = variant.summary(_test_nll), variant.summary(_test_ece)
         if variant is baseline:
@@ -171,6 +172,7 @@ def variant_rows(
                 "test_ece_sd": ece.sd if ece else None,
                 "robustness": robust.mean if robust else None,
                 "robustness_sd": robust.sd if robust else None,
+                **_difference_columns("robustness", robust_diff),
                 "test_set_noise": variant is not baseline and _test_noise_included(variant, baseline),
                 "verdict": judged,
             }
@@ -230,6 +232,26 @@ def _delta_cell(row: dict[str, Any], name: str, scale: float, unit: str) -> str:
     return f"{delta:+.2f}{unit} [{low:+.2f}, {high:+.2f}] p={row[f'{name}_p_holm']:.3g}"
 
 
+def _robustness_note(runs: Sequence[Run]) -> str:
+    """What the robustness column averages (the corruption sets the runs scored after training), or nothing when no
+    run scored any."""
+    records = [run.metrics.robustness or {} for run in runs if run.robustness is not None]
+    scored = list(
+        dict.fromkeys(
+            f"{len(record.get('table') or ())} {record.get('source', '')} corruption sets"
+            + (f" of {record['images_per_condition']:,} images each" if record.get("images_per_condition") else "")
+            for record in records
+        )
+    )
+    if not scored:
+        return ""
+    what = scored[0] if len(scored) == 1 else f"the runs' corruption sets, which differ ({'; '.join(scored)})"
+    return (
+        f" Robustness: mean accuracy over {what}, scored after training (evaluate.after_training); Δ robustness in "
+        "percentage points, a description that no verdict reads."
+    )
+
+
 def markdown(
     sweep_dir: Path,
     keys: list[str],
@@ -238,6 +260,7 @@ def markdown(
     files: list[Path],
     jobs: SweepJobs,
     settings: Statistics = Statistics(),
+    runs: Sequence[Run] = (),
 ) -> str:
     noise = any(row["test_set_noise"] for row in rows)
     lines = [
@@ -254,11 +277,12 @@ def markdown(
             else "The test set's own sampling noise is not included (no run kept its predictions: "
             "evaluate.after_training=true writes them). "
         )
-        + f"Statistics: {settings.describe()}.",
+        + f"Statistics: {settings.describe()}."
+        + _robustness_note(runs),
         "",
         "| variant | n | test error | Δ error | clean training NLL | Δ NLL | test NLL | test ECE | robustness "
-        "| verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| Δ robustness | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         lines.append(
@@ -266,7 +290,7 @@ def markdown(
             f"{_delta_cell(row, 'error', 100, ' pp')} | {_cell(row['train_clean_nll'], row['train_clean_nll_sd'])} | "
             f"{_delta_cell(row, 'nll', 1, '')} | {_cell(row['test_nll'], row['test_nll_sd'])} | "
             f"{_cell(row['test_ece'], row['test_ece_sd'])} | {_cell(row['robustness'], row['robustness_sd'])} | "
-            f"{row['verdict']} |"
+            f"{_delta_cell(row, 'robustness', 100, ' pp')} | {row['verdict']} |"
         )
     if not jobs.complete:
         of = f" of {jobs.expected}" if jobs.expected else ""
@@ -304,7 +328,7 @@ def build_report(
         figures.train_nll_curves(runs, keys, out_dir / "train_nll_curves.png"),
     ]
     files = [f for f in files if f is not None]
-    summary_md = write_text(out_dir / "summary.md", markdown(sweep_dir, keys, rows, base, files, jobs, settings))
+    summary_md = write_text(out_dir / "summary.md", markdown(sweep_dir, keys, rows, base, files, jobs, settings, runs))
     files.append(summary_md)
     settings = (RunDir(runs[0].directory).recorded_config() or {}).get("logger", {}).get("wandb")
     logged = None

@@ -22,7 +22,7 @@ import pytest
 from PIL import Image
 from timm.data import auto_augment as timm_aa
 
-from alternet.data.randaugment import (
+from alternet.data.arrays.randaugment import (
     _LEVEL_FNS,
     RAND_INCREASING_TRANSFORMS,
     RAND_TRANSFORMS,

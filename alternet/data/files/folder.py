@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from torch.utils.data import DataLoader
 
+from ...dataset_facts import FACTS
 from ...errors import ConfigValueError, DataError
 from ..base import ImageDataModule, split_size, stratified_holdout
 from ..workers import WorkerLedger, dead_worker_error, init_loader_worker
@@ -29,8 +29,7 @@ from .transforms import file_transform
 
 class ImageFolderDataModule(ImageDataModule):
     name = "imagefolder"
-    default_mean = IMAGENET_DEFAULT_MEAN
-    default_std = IMAGENET_DEFAULT_STD
+    default_mean, default_std = FACTS["in1k"].mean, FACTS["in1k"].std  # ImageNet's, for any folder
     expected_classes: ClassVar[int | None] = None  # a fixed class count (ImageNet) checked before training
 
     def __init__(
@@ -192,7 +191,7 @@ class ImageNetDataModule(ImageFolderDataModule):
     """ILSVRC-2012 in the class-folder layout (docs/training.md, ImageNet): 1000 classes, named by their WordNet ids."""
 
     name = "imagenet"
-    expected_classes = 1000
+    expected_classes = FACTS["in1k"].num_classes
 
 
 __all__ = ["ImageFolderDataModule", "ImageNetDataModule"]

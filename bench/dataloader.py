@@ -39,8 +39,9 @@ from PIL import Image
 from timm.data.auto_augment import rand_augment_transform
 
 from alternet.data import ArrayDataset, CIFAR100DataModule
-from alternet.data.arrays.randaugment import RandAugment, fill_from_mean
+from alternet.data.arrays.randaugment import RandAugment
 from alternet.data.arrays.transforms import augmentation_ops
+from alternet.data.augment import fill_from_mean
 from alternet.seeds import derive_seed
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -12,12 +12,8 @@ import cv2
 import numpy as np
 from albumentations.pytorch import ToTensorV2
 
-from ..augment import FILE_ONLY, reject
+from ..augment import FILE_ONLY, fill_from_mean, reject
 from .randaugment import RandAugment
-
-
-def _fill(mean: Sequence[float]) -> tuple[int, ...]:
-    return tuple(round(255 * m) for m in mean)
 
 
 def augmentation_ops(augment: Mapping[str, Any], image_size: int, mean: Sequence[float]) -> list[A.BasicTransform]:
@@ -38,7 +34,7 @@ def augmentation_ops(augment: Mapping[str, Any], image_size: int, mean: Sequence
     if augment.get("hflip"):
         ops.append(A.HorizontalFlip(p=0.5))
     if augment.get("randaugment"):
-        ops.append(RandAugment.from_config(augment["randaugment"], fill=_fill(mean)))
+        ops.append(RandAugment.from_config(augment["randaugment"], fill=fill_from_mean(mean)))
     cutout = augment.get("cutout")
     if cutout:
         size = int(cutout.get("size", image_size // 2))

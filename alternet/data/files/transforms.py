@@ -7,8 +7,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from timm.data import create_transform
+from timm.data.auto_augment import AugmentOp
 
-from ..augment import ARRAY_ONLY, reject
+from ..augment import ARRAY_ONLY, fill_from_mean, reject
 
 
 def file_transform(
@@ -24,8 +25,9 @@ def file_transform(
 
     Train (``augment`` given): RandomResizedCrop (``random_resized_crop: {scale, ratio}``, timm's defaults when
     null) at ``interpolation`` (``random`` draws bilinear or bicubic per image), horizontal flip (``hflip``),
-    RandAugment (``randaugment``), no colour jitter, then RandomErasing (``random_erasing`` probability,
-    per-pixel noise as timm's training script). Eval: resize to ``image_size / crop_pct``, centre crop.
+    RandAugment (``randaugment``, filling with :func:`~alternet.data.augment.fill_from_mean`, as the arrays' does),
+    no colour jitter, then RandomErasing (``random_erasing`` probability, per-pixel noise as timm's training script).
+    Eval: resize to ``image_size / crop_pct``, centre crop.
     """
     if not augment:
         return create_transform(
@@ -33,7 +35,7 @@ def file_transform(
         )
     reject(augment, ARRAY_ONLY, "image files (folders, ImageNet, shards)", "random_resized_crop / random_erasing")
     crop = augment.get("random_resized_crop") or {}
-    return create_transform(
+    transform = create_transform(
         image_size,
         is_training=True,
         scale=tuple(crop["scale"]) if crop.get("scale") else None,
@@ -48,3 +50,14 @@ def file_transform(
         re_mode="pixel",
         re_count=1,
     )
+    return fill_randaugment(transform, fill_from_mean(mean))
+
+
+def fill_randaugment(transform: Any, fill: tuple[int, ...]) -> Any:
+    """``transform`` with its timm RandAugment (or AugMix) ops filling with ``fill``: timm derives its own colour from
+    the mean (the same formula today); this makes :func:`~alternet.data.augment.fill_from_mean` the one rule."""
+    for step in getattr(transform, "transforms", ()):
+        for op in getattr(step, "ops", ()):
+            if isinstance(op, AugmentOp):
+                op.kwargs["fillcolor"] = op.hparams["img_mean"] = fill
+    return transform

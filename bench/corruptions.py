@@ -23,8 +23,8 @@ import cv2
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from alternet.data.cifar_c import generate_cifar_c
-from alternet.data.corruptions import CORRUPTIONS, SEVERITIES, corrupt
+from alternet.data.corrupted.cifar_c import generate_cifar_c
+from alternet.data.corrupted.corruptions import CORRUPTIONS, SEVERITIES, corrupt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 

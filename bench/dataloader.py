@@ -1,11 +1,12 @@
 """Data-loader throughput of the CIFAR-100 train pipelines that training uses, per worker.
 
 Everything but the timm comparison is the library's own code path: ``CIFAR100DataModule`` with a recipe's
-``augment`` section (``alternet.data.transforms``), its train split read with per-sample seeds exactly as the
+``augment`` section (``alternet.data.arrays.transforms``), its train split read with per-sample seeds exactly as the
 training sampler yields them, and its ``train_dataloader()``.
 
 * ``a``: recipe ``fast`` augmentation: pad-4 random crop + horizontal flip, normalise, to tensor;
-* ``b``: recipe ``paper`` augmentation: ``a`` + RandAugment ``rand-m9-n2-mstd1.0`` (``alternet.data.randaugment``);
+* ``b``: recipe ``paper`` augmentation: ``a`` + RandAugment ``rand-m9-n2-mstd1.0``
+  (``alternet.data.arrays.randaugment``);
 * ``c``: ``a`` + timm's PIL RandAugment, same spec (for comparison; ``--skip-timm`` to leave out).
 
 For each: the single-process per-sample rate (what one worker can sustain) and the data module's real
@@ -38,8 +39,9 @@ from PIL import Image
 from timm.data.auto_augment import rand_augment_transform
 
 from alternet.data import ArrayDataset, CIFAR100DataModule
-from alternet.data.randaugment import RandAugment, fill_from_mean
-from alternet.data.transforms import augmentation_ops
+from alternet.data.arrays.randaugment import RandAugment
+from alternet.data.arrays.transforms import augmentation_ops
+from alternet.data.augment import fill_from_mean
 from alternet.seeds import derive_seed
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -43,7 +43,7 @@ def main() -> None:
     facts = begin(args, "evaluate", device=device.type, data_root=args.root)
 
     from alternet.data import CIFAR100DataModule
-    from alternet.data.cifar_c import generate_cifar_c, load_cifar_c
+    from alternet.data.corrupted.cifar_c import generate_cifar_c, load_cifar_c
     from alternet.evaluation.inference import AUTOCAST, fast_precision, predict_sets
     from alternet.metrics import calibration_metrics, softmax
     from alternet.models import create_model

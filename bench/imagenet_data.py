@@ -4,8 +4,8 @@ holding ImageNet's 1.28 M-entry file list.
 
 * Data: a synthesized class folder of ``--images`` 500x375 JPEGs (quality 90, smooth multi-scale noise plus grain,
   ~90 KB each, so decoding costs what a real photo of that size costs) in ``--classes`` class folders, and LitData
-  shards of it (``alternet.data.shards.write_shards``). With ``--root DIR`` both are written once and reused by later
-  runs; without it they live in a temporary directory removed at exit.
+  shards of it (``alternet.data.files.shards.write_shards``). With ``--root DIR`` both are written once and reused by
+  later runs; without it they live in a temporary directory removed at exit.
 * Loaders (the paper's ImageNet train pipeline: RandomResizedCrop 224 at random interpolation, flip, RandAugment
   ``rand-m9-n2-mstd0.5``, no colour jitter, normalise on the CPU, RandomErasing 0.25 per-pixel):
 
@@ -21,10 +21,10 @@ holding ImageNet's 1.28 M-entry file list.
   interleaved (ours, shards, timm, ours, ...) and the median per configuration is reported. Beside them, each
   pipeline's dataset read one sample at a time in the main process (a worker's ceiling, no batching or transfer),
   plus, as a diagnostic, our folder dataset read with plain index keys (no per-sample seeding).
-* Cost split: one process, one core: decoding (``alternet.data.images.decode_rgb`` of the file) against each step
+* Cost split: one process, one core: decoding (``alternet.data.files.images.decode_rgb`` of the file) against each step
   of the train transform on the decoded image, and the per-sample seeding.
 * Memory: 1,281,167 synthesized ImageNet-like relative paths (``n01440764/n01440764_10026.JPEG``, 1000 classes) as
-  a :class:`alternet.data.images.FileList` against torchvision's / timm's list of ``(absolute path str, int)``
+  a :class:`alternet.data.files.images.FileList` against torchvision's / timm's list of ``(absolute path str, int)``
   tuples, each in a fresh process: VmRSS growth once built (temporaries deleted), peak (VmHWM) growth, and the
   copy-on-write growth of a forked worker that reads every entry (Private_Dirty of the child).
 
@@ -112,7 +112,7 @@ def synthesize(root: Path, images: int, classes: int, seed: int = 0) -> dict[str
 
 def shards_of(root: Path, chunk_bytes: str) -> Path:
     """LitData shards of ``root/train`` (written once per chunk size)."""
-    from alternet.data.shards import write_shards
+    from alternet.data.files.shards import write_shards
 
     out = root / "shards" / chunk_bytes
     if not (out / "index.json").is_file():
@@ -244,7 +244,7 @@ def per_sample_getters(root: Path, shards: Path, batch_size: int) -> dict[str, C
 
 def cost_split(root: Path, count: int) -> list[tuple[str, float]]:
     """ms per image of decoding, seeding and each train-transform step, one process."""
-    from alternet.data.images import decode_rgb, seed_sample
+    from alternet.data.files.images import decode_rgb, seed_sample
     from alternet.seeds import derive_seed
 
     module = our_module(root, 0, 64, None)
@@ -306,7 +306,7 @@ def _imagenet_names(rng: np.random.Generator) -> Iterable[tuple[str, str]]:
 
 def memory_probe(kind: str) -> dict[str, Any]:
     """Run in a fresh process: build the list, then measure (kB)."""
-    from alternet.data.images import FileList
+    from alternet.data.files.images import FileList
 
     gc.collect()
     base_rss, base_hwm = _status_kb("VmRSS"), _status_kb("VmHWM")

@@ -64,7 +64,7 @@ def image_folder(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def image_shards(image_folder, tmp_path_factory) -> Path:
     """LitData shards of ``image_folder``'s training split, written once (litdata's start-up costs seconds)."""
-    from alternet.data.shards import write_shards
+    from alternet.data.files.shards import write_shards
 
     out = tmp_path_factory.mktemp("shards") / "shards"
     write_shards(image_folder, out, chunk_bytes="4KB", num_workers=1)

@@ -1,4 +1,5 @@
-"""Generated CIFAR-C corruptions (alternet.data.corruptions) and the CIFAR-C directory layout (alternet.data.cifar_c).
+"""Generated CIFAR-C corruptions (alternet.data.corrupted.corruptions) and the CIFAR-C directory layout
+(alternet.data.corrupted.cifar_c).
 
 Reference formulas (hendrycks/robustness make_cifar_c.py) are re-computed here independently where they are
 deterministic: colorsys for brightness, per-channel loops for contrast, PIL for pixelate and JPEG, scipy for zoom and
@@ -19,9 +20,9 @@ import pytest
 from PIL import Image
 from scipy import ndimage
 
-from alternet.data import cifar_c
-from alternet.data.cifar_c import CifarC, generate_cifar_c, load_cifar_c, task_seed
-from alternet.data.corruptions import (
+from alternet.data.corrupted import cifar_c
+from alternet.data.corrupted.cifar_c import CifarC, generate_cifar_c, load_cifar_c, task_seed
+from alternet.data.corrupted.corruptions import (
     CORRUPTIONS,
     EXTRA_CORRUPTIONS,
     FAMILIES,

@@ -35,7 +35,8 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from alternet import files
 from alternet.apps.train import train
 from alternet.checkpoints import read_checkpoint
-from alternet.data import cifar_c, licence
+from alternet.data import licence
+from alternet.data.corrupted import cifar_c
 from alternet.data.licence import LicenceError
 from alternet.data.workers import leave_stop_signals_to_main_process
 from alternet.evaluation.report import write_npz
@@ -153,7 +154,7 @@ def big_folder(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def big_shards(big_folder, tmp_path_factory) -> Path:
-    from alternet.data.shards import write_shards
+    from alternet.data.files.shards import write_shards
 
     out = tmp_path_factory.mktemp("faults-shards") / "shards"
     write_shards(big_folder, out, chunk_bytes="4KB", num_workers=1)
@@ -608,7 +609,7 @@ def test_a_loader_worker_that_dies_mid_sample_is_reported_by_that_sample(tmp_pat
     with one line naming that image, not torch's 'DataLoader worker (pid N) is killed by signal'."""
     from torch.utils.data import get_worker_info
 
-    from alternet.data import images
+    from alternet.data.files import images
 
     folder = small_folder(tmp_path)
     fatal = sorted((folder / "train" / "bee").iterdir())[3]

@@ -16,9 +16,9 @@ from PIL import Image
 
 from alternet.apps.train import train
 from alternet.data import build_datamodule
-from alternet.data.folder import stratified_holdout
-from alternet.data.images import decode_rgb, scan_split
-from alternet.data.shards import write_shards
+from alternet.data.base import stratified_holdout
+from alternet.data.files.images import decode_rgb, scan_split
+from alternet.data.files.shards import write_shards
 from alternet.errors import ConfigValueError, DataError
 from alternet.hub import export
 

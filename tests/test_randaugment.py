@@ -22,16 +22,18 @@ import pytest
 from PIL import Image
 from timm.data import auto_augment as timm_aa
 
-from alternet.data.randaugment import (
+from alternet.data.arrays.randaugment import (
     _LEVEL_FNS,
     RAND_INCREASING_TRANSFORMS,
     RAND_TRANSFORMS,
     RAND_WEIGHTS,
     RandAugment,
     apply_op,
-    fill_from_mean,
     parse_config,
 )
+from alternet.data.arrays.transforms import augmentation_ops
+from alternet.data.augment import fill_from_mean
+from alternet.data.files.transforms import file_transform, fill_randaugment
 
 FILL = (124, 116, 104)
 PIXEL_OPS = ("AutoContrast", "Equalize", "Invert", "Posterize", "Solarize", "SolarizeAdd", "Color", "Contrast")
@@ -249,6 +251,22 @@ def test_constructor_validates(kwargs: dict) -> None:
 def test_fill_from_mean_matches_timm_factory() -> None:
     assert fill_from_mean((0.485, 0.456, 0.406)) == FILL
     assert fill_from_mean((0.5071, 0.4865, 0.4409)) == (129, 124, 112)
+
+
+@pytest.mark.parametrize("mean", [(0.485, 0.456, 0.406), (0.5071, 0.4867, 0.4408), (0.3053,) * 3, (1.01, 0.5, 0.0)])
+def test_both_augmentation_stacks_fill_randaugment_with_one_colour(mean) -> None:
+    """The arrays' RandAugment (albumentations) and the image files' (timm's, inside its ImageNet pipeline) fill
+    with the same colour, :func:`fill_from_mean` of the mean; a mean above 1 is where the arrays' rounding without
+    timm's clamp used to disagree (258, which RandAugment refused, against timm's 255)."""
+    augment = {"randaugment": "rand-m9-n2-mstd1.0"}
+    (arrays,) = [op for op in augmentation_ops(augment, 32, mean) if isinstance(op, RandAugment)]
+    pipeline = file_transform(mean, (0.25,) * 3, 32, augment)
+    files = [op for step in pipeline.transforms for op in getattr(step, "ops", ())]
+    assert len(files) == len(RAND_TRANSFORMS)
+    assert arrays.fill == fill_from_mean(mean)
+    assert {op.kwargs["fillcolor"] for op in files} == {fill_from_mean(mean)}
+    fill_randaugment(pipeline, (1, 2, 3))  # the colour timm's ops fill with is the one handed to them
+    assert {op.kwargs["fillcolor"] for op in files} == {(1, 2, 3)}
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -13,9 +13,9 @@ import torch
 from omegaconf import OmegaConf
 from PIL import Image
 
-from alternet.data import ImageDataModule
-from alternet.data.corruptions import CORRUPTIONS, EXTRA_CORRUPTIONS, SEVERITIES
-from alternet.data.imagenet_c import check_class_names, load_imagenet_c
+from alternet.data import ArrayDataModule
+from alternet.data.corrupted.corruptions import CORRUPTIONS, EXTRA_CORRUPTIONS, SEVERITIES
+from alternet.data.corrupted.imagenet_c import check_class_names, load_imagenet_c
 from alternet.data.workers import available_cpus, loader_workers
 from alternet.errors import ConfigValueError, DataError
 from alternet.evaluation import Evaluator, RobustnessError, RobustnessRow, robustness_summary
@@ -32,7 +32,7 @@ WNIDS = ("n01440764", "n01443537", "n01484850")
 PICKED = ("gaussian_noise", "fog")
 
 
-class TinyData(ImageDataModule):
+class TinyData(ArrayDataModule):
     """Random 16 px images of three wnid-named classes: the clean split next to the corrupted ones."""
 
     name = "tiny"

@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 from alternet.apps.checks import reported_metrics, validate_train_config
 from alternet.apps.evaluate import checkpoint_paths
 from alternet.apps.train import train
-from alternet.data.cifar_c import task_seed
+from alternet.data.corrupted.cifar_c import task_seed
 from alternet.errors import CheckpointError, ConfigValueError
 from alternet.files import atomic_write, read_json, write_csv, write_json
 from alternet.hub.sources import open_source

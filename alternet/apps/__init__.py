@@ -5,6 +5,6 @@
 at the end of a run), ``sweep`` (the multirun summary), ``console`` (what a command prints), ``corruptions`` (the
 ``python -m alternet.apps.corruptions`` alias of ``alternet cifar-c``) and ``checks`` (config checks before any
 work). A command that drives one library lives in it (``hub/cli.py``, ``report/cli.py``, ``shards/cli.py``,
-``data.cifar_c.main``), so its ``python -m`` spelling imports nothing from here. Below this floor, the libraries
-never import each other's internals; see docs/architecture.md.
+``data.corrupted.cifar_c.main``), so its ``python -m`` spelling imports nothing from here. Below this floor, the
+libraries never import each other's internals; see docs/architecture.md.
 """

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 import hydra
 from omegaconf import DictConfig
 
-from ..data import cifar_c
+from ..data.corrupted import cifar_c
 from ..errors import AlternetError, exit_with_error
 from ..hub import cli as hub_cli
 from ..report import cli as report_cli

@@ -1,9 +1,9 @@
 """``python -m alternet.apps.corruptions --export DIR [--data cifar100]``: the same as ``alternet cifar-c`` (the
-command line is :func:`alternet.data.cifar_c.main`)."""
+command line is :func:`alternet.data.corrupted.cifar_c.main`)."""
 
 from __future__ import annotations
 
-from ..data.cifar_c import main
+from ..data.corrupted.cifar_c import main
 
 __all__ = ["main"]
 

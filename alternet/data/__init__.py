@@ -1,4 +1,6 @@
-"""Data sets as LightningDataModules sharing one base, and the transforms they use."""
+"""Data sets as LightningDataModules over one base (:mod:`.base`), in two families: in-memory arrays
+(:mod:`.arrays`: CIFAR, digits) and image files (:mod:`.files`: image folders, ImageNet, LitData shards); the
+corrupted test sets that evaluation scores (:mod:`.corrupted`: CIFAR-C, ImageNet-C) are imported only by it."""
 
 from __future__ import annotations
 
@@ -7,10 +9,9 @@ from typing import Any
 
 from ..errors import ConfigValueError, DataError
 from . import licence  # noqa: F401  (first: refuses an AGPL or untested albumentations before it is imported)
-from .base import ArrayDataset, EpochSampler, ImageDataModule
-from .cifar import CIFAR10DataModule, CIFAR100DataModule
-from .digits import DigitsDataModule
-from .folder import ImageFolderDataModule, ImageNetDataModule
+from .arrays import ArrayDataModule, ArrayDataset, CIFAR10DataModule, CIFAR100DataModule, DigitsDataModule
+from .base import EpochSampler, ImageDataModule
+from .files import ImageFolderDataModule, ImageNetDataModule
 
 DATAMODULES: dict[str, type[ImageDataModule]] = {
     "digits": DigitsDataModule,
@@ -46,6 +47,7 @@ def build_datamodule(data: Mapping[str, Any], recipe: Mapping[str, Any], *, seed
 
 __all__ = [
     "DATAMODULES",
+    "ArrayDataModule",
     "ArrayDataset",
     "CIFAR10DataModule",
     "CIFAR100DataModule",

@@ -1,5 +1,7 @@
-"""The shared base of every data set: a seeded validation split, and loaders whose order and augmentation are a
-pure function of (seed, epoch, index), sharded over ranks; in-memory uint8 arrays for the small data sets.
+"""The base every data set shares, whatever its images are (in-memory arrays: :mod:`alternet.data.arrays`; image
+files: :mod:`alternet.data.files`): the loader settings, seeded validation hold-outs and ``data.subset`` /
+``train_clean`` subsets, loaders whose order and augmentation are a pure function of (seed, epoch, index), sharded
+over ranks, and the facts a checkpoint records about its data.
 
 That property makes runs reproducible for any number of workers, and with the train loader's position saved in
 every checkpoint (:class:`ResumableLoader`) a run resumed mid-epoch sees exactly the batches an uninterrupted run
@@ -12,7 +14,6 @@ import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
-import albumentations as A
 import lightning as L
 import numpy as np
 import torch
@@ -20,33 +21,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from ..errors import ConfigValueError, DataError
 from ..seeds import derive_seed
-from .transforms import augmentation_ops, build_transform, reseed
 from .workers import init_loader_worker, loader_workers
-
-
-class ArrayDataset(Dataset):
-    """uint8 HWC images and integer labels, transformed on access.
-
-    A key may be an index or ``(index, seed)``: the seed fixes that sample's augmentation.
-    """
-
-    def __init__(self, images: np.ndarray, labels: np.ndarray, transform: A.Compose):
-        if len(images) != len(labels):
-            raise DataError(f"{len(images)} images but {len(labels)} labels")
-        self.images = images
-        self.labels = labels.astype(np.int64)
-        self.transform = transform
-
-    def __len__(self) -> int:
-        return len(self.images)
-
-    def __getitem__(self, key: int | tuple[int, int]) -> tuple[torch.Tensor, int]:
-        if isinstance(key, tuple):
-            index, seed = key
-            reseed(self.transform, seed)
-        else:
-            index = key
-        return self.transform(image=self.images[index])["image"], int(self.labels[index])
 
 
 class EpochSampler(Sampler):
@@ -129,7 +104,8 @@ class ResumableLoader(DataLoader):
         self._resume = {"epoch": int(state["epoch"]), "batches": int(state["batches"])}
 
 
-def _split_size(val_size: int | float, pool: int) -> int:
+def split_size(val_size: int | float, pool: int) -> int:
+    """How many of ``pool`` training images ``data.val_size`` (a count, or a fraction in (0, 1)) holds out."""
     if isinstance(val_size, float) and 0 < val_size < 1:
         return round(val_size * pool)
     if val_size < 0 or val_size != int(val_size):
@@ -166,7 +142,10 @@ def subset_size(fraction: float | None, pool: int) -> int:
 
 
 class ImageDataModule(L.LightningDataModule):
-    """Base of all data sets. Subclasses implement :meth:`load_split` and set the class attributes."""
+    """Base of all data sets: the loader settings, samplers and loaders, the validation sets, the ``data.subset`` and
+    ``train_clean`` masks and the facts a checkpoint records. A family implements :meth:`setup` (filling
+    :attr:`splits` with datasets whose keys may be ``(index, seed)``), :meth:`check_augment` and
+    :attr:`class_names`; a data set sets the class attributes."""
 
     name: ClassVar[str]
     num_classes: ClassVar[int]
@@ -228,42 +207,22 @@ class ImageDataModule(L.LightningDataModule):
         self.splits: dict[str, Dataset] = {}
         self.check_augment()
 
+    # to implement (each family) ---------------------------------------------------------------
+
     def check_augment(self) -> None:
         """Fail on recipe.augment keys this data set's pipeline cannot honour, before any work starts."""
-        if self.augment:
-            augmentation_ops(self.augment, self.image_size, self.mean)
-
-    # to implement -------------------------------------------------------------------------
-
-    def load_split(self, train: bool) -> tuple[np.ndarray, np.ndarray]:
-        """(images uint8 (N, H, W, C), labels int (N,)) of the train pool or the test split."""
         raise NotImplementedError
 
     @property
     def class_names(self) -> list[str]:
-        return [str(i) for i in range(self.num_classes)]
-
-    # Lightning hooks ----------------------------------------------------------------------
+        """The class names, in label order."""
+        raise NotImplementedError
 
     def setup(self, stage: str | None = None) -> None:
-        if self.splits:
-            return
-        images, labels = self.load_split(train=True)
-        n_val = _split_size(self.val_size, len(images))
-        order = np.random.default_rng(self.split_seed).permutation(len(images))
-        val_idx, train_idx = np.sort(order[:n_val]), np.sort(order[n_val:])
-        self._train_pool = len(train_idx)
-        train_idx = train_idx[self._subset_mask(labels[train_idx])]
-        eval_transform = build_transform(self.mean, self.std, self.image_size)
-        train_transform = build_transform(self.mean, self.std, self.image_size, self.augment)
-        self.splits["train"] = ArrayDataset(images[train_idx], labels[train_idx], train_transform)
-        if n_val:
-            self.splits["val"] = ArrayDataset(images[val_idx], labels[val_idx], eval_transform)
-        if self.train_clean_size:
-            clean = train_idx[self._train_clean_mask(labels[train_idx])]
-            self.splits["train_clean"] = ArrayDataset(images[clean], labels[clean], eval_transform)
-        test_images, test_labels = self.load_split(train=False)
-        self.splits["test"] = ArrayDataset(test_images, test_labels, eval_transform)
+        """Fill :attr:`splits` (``train``, ``test``; ``val`` and ``train_clean`` when asked for), once."""
+        raise NotImplementedError
+
+    # Lightning hooks ----------------------------------------------------------------------
 
     def train_dataloader(self) -> DataLoader:
         sampler = self._sampler("train", shuffle=True)

@@ -18,16 +18,16 @@ import numpy as np
 from torch.utils.data import Dataset
 
 from ..data import ArrayDataset, ImageDataModule
-from ..data.cifar_c import generate_cifar_c, load_cifar_c, read_manifest
-from ..data.corruptions import CORRUPTIONS, EXTRA_CORRUPTIONS, SEVERITIES
-from ..data.imagenet_c import (
+from ..data.arrays.transforms import build_transform
+from ..data.corrupted.cifar_c import generate_cifar_c, load_cifar_c, read_manifest
+from ..data.corrupted.corruptions import CORRUPTIONS, EXTRA_CORRUPTIONS, SEVERITIES
+from ..data.corrupted.imagenet_c import (
     ImageFileDataset,
     check_image_size,
     crop_transform,
     is_image_tree,
     load_imagenet_c,
 )
-from ..data.transforms import build_transform
 from ..errors import ConfigValueError, DataError
 
 CIFAR_BENCHMARKS = {"cifar10": "cifar10-c", "cifar100": "cifar100-c"}  # data set -> its built-in baseline tables

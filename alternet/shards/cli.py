@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..data.shards import source_split, write_shards
+from ..data.files.shards import source_split, write_shards
 from ..errors import AlternetError, exit_with_error
 
 

@@ -14,8 +14,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from litdata import StreamingDataset
 
 from alternet.apps.train import train
-from alternet.data.folder import ImageFolderDataModule
-from alternet.data.shards import StreamingImages
+from alternet.data.files.folder import ImageFolderDataModule
+from alternet.data.files.shards import StreamingImages
 
 from conftest import DDP_CPU, compose_train
 

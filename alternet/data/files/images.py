@@ -22,8 +22,8 @@ import torch
 from PIL import Image
 from torch.utils.data import Dataset
 
-from ..errors import DataError
-from .workers import WorkerLedger
+from ...errors import DataError
+from ..workers import WorkerLedger
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 

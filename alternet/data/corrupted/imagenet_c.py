@@ -30,9 +30,9 @@ from albumentations.pytorch import ToTensorV2
 from PIL import Image
 from torch.utils.data import Dataset
 
-from ..errors import ConfigValueError, DataError
+from ...errors import ConfigValueError, DataError
+from ..files.images import decode_rgb
 from .corruptions import CORRUPTIONS, EXTRA_CORRUPTIONS, SEVERITIES
-from .images import decode_rgb
 
 IMAGE_SUFFIXES = frozenset({".jpeg", ".jpg", ".png"})
 PREPROCESS = ("center_crop", "resize_center_crop")

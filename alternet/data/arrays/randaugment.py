@@ -40,12 +40,11 @@ __all__ = [
     "OpCall",
     "RandAugment",
     "apply_op",
-    "fill_from_mean",
     "parse_config",
 ]
 
 LEVEL_DENOM = 10.0  # magnitude M maps to the fractional level M / 10, as in timm
-DEFAULT_FILL = (124, 116, 104)  # timm's fill for the ImageNet mean (0.485, 0.456, 0.406)
+DEFAULT_FILL = (124, 116, 104)  # timm's fill for the ImageNet mean (0.485, 0.456, 0.406): augment.fill_from_mean
 TRANSLATE_PCT = 0.45  # timm's default ``translate_pct`` for the relative translations
 
 RAND_TRANSFORMS = (
@@ -423,11 +422,6 @@ def parse_config(spec: str) -> dict[str, Any]:
     else:
         kwargs["ops"] = RAND_INCREASING_TRANSFORMS if increasing else RAND_TRANSFORMS
     return kwargs
-
-
-def fill_from_mean(mean: Sequence[float]) -> tuple[int, ...]:
-    """timm's fill colour for a data set mean in [0, 1]: ``min(255, round(255 * m))`` per channel."""
-    return tuple(min(255, round(255 * m)) for m in mean)
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -20,9 +20,9 @@ import numpy as np
 import torch
 from litdata import StreamingDataLoader, StreamingDataset
 
-from ..errors import DataError
-from ..files import read_json, write_json
-from ..seeds import derive_seed
+from ...errors import DataError
+from ...files import read_json, write_json
+from ...seeds import derive_seed
 from .images import FileList, SkipCounter, decode_rgb, scan_split, seed_sample
 
 CLASSES_FILE = "classes.json"

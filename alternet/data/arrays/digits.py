@@ -12,12 +12,12 @@ import numpy as np
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
-from .base import ImageDataModule
+from .base import ArrayDataModule
 
 TEST_FRACTION = 0.2
 
 
-class DigitsDataModule(ImageDataModule):
+class DigitsDataModule(ArrayDataModule):
     name = "digits"
     num_classes = 10
     default_mean = (0.3053, 0.3053, 0.3053)

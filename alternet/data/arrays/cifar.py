@@ -14,13 +14,13 @@ from urllib.error import URLError
 import numpy as np
 from torchvision.datasets import CIFAR10, CIFAR100
 
-from ..dataset_facts import FACTS
-from ..errors import DataError
-from ..files import file_digest
-from .base import ImageDataModule
+from ...dataset_facts import FACTS
+from ...errors import DataError
+from ...files import file_digest
+from .base import ArrayDataModule
 
 
-class CIFARDataModule(ImageDataModule):
+class CIFARDataModule(ArrayDataModule):
     """Shared loader for both CIFARs; subclasses name the folder, files and label key."""
 
     folder: ClassVar[str]

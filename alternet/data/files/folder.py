@@ -16,21 +16,20 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from torch.utils.data import DataLoader
 
-from ..errors import ConfigValueError, DataError
-from .base import ImageDataModule, _split_size, stratified_holdout
-from .images import DecodingDataset, FileList, SkipCounter, class_folders, scan_split
+from ...dataset_facts import FACTS
+from ...errors import ConfigValueError, DataError
+from ..base import ImageDataModule, split_size, stratified_holdout
+from ..workers import WorkerLedger, dead_worker_error, init_loader_worker
+from .images import DecodingDataset, SkipCounter, class_folders, scan_split
 from .shards import StreamingImages, read_shard_classes, streaming_loader
 from .transforms import file_transform
-from .workers import WorkerLedger, dead_worker_error, init_loader_worker
 
 
 class ImageFolderDataModule(ImageDataModule):
     name = "imagefolder"
-    default_mean = IMAGENET_DEFAULT_MEAN
-    default_std = IMAGENET_DEFAULT_STD
+    default_mean, default_std = FACTS["in1k"].mean, FACTS["in1k"].std  # ImageNet's, for any folder
     expected_classes: ClassVar[int | None] = None  # a fixed class count (ImageNet) checked before training
 
     def __init__(
@@ -126,7 +125,7 @@ class ImageFolderDataModule(ImageDataModule):
         val_dir, test_dir = self._split_dir("val"), self._split_dir("test")
         val = scan_split(val_dir, classes) if val_dir else None
         if val is None and self.val_size:
-            held = stratified_holdout(train.labels, _split_size(self.val_size, len(train)), self.split_seed)
+            held = stratified_holdout(train.labels, split_size(self.val_size, len(train)), self.split_seed)
             train, val = train.take(np.flatnonzero(~held)), train.take(np.flatnonzero(held))
         if self.subset is not None and self.train_shards:
             raise ConfigValueError(
@@ -192,7 +191,7 @@ class ImageNetDataModule(ImageFolderDataModule):
     """ILSVRC-2012 in the class-folder layout (docs/training.md, ImageNet): 1000 classes, named by their WordNet ids."""
 
     name = "imagenet"
-    expected_classes = 1000
+    expected_classes = FACTS["in1k"].num_classes
 
 
-__all__ = ["FileList", "ImageFolderDataModule", "ImageNetDataModule", "stratified_holdout"]
+__all__ = ["ImageFolderDataModule", "ImageNetDataModule"]

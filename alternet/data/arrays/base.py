@@ -1,0 +1,75 @@
+"""The base of the data sets held in memory as uint8 arrays (CIFAR, digits): :class:`ArrayDataModule` reads each
+split once (:meth:`~ArrayDataModule.load_split`), holds out the validation split with a seeded permutation, and
+serves an :class:`ArrayDataset` per split whose albumentations pipeline is reseeded per sample."""
+
+from __future__ import annotations
+
+import albumentations as A
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from ...errors import DataError
+from ..base import ImageDataModule, split_size
+from .transforms import augmentation_ops, build_transform, reseed
+
+
+class ArrayDataset(Dataset):
+    """uint8 HWC images and integer labels, transformed on access.
+
+    A key may be an index or ``(index, seed)``: the seed fixes that sample's augmentation.
+    """
+
+    def __init__(self, images: np.ndarray, labels: np.ndarray, transform: A.Compose):
+        if len(images) != len(labels):
+            raise DataError(f"{len(images)} images but {len(labels)} labels")
+        self.images = images
+        self.labels = labels.astype(np.int64)
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, key: int | tuple[int, int]) -> tuple[torch.Tensor, int]:
+        if isinstance(key, tuple):
+            index, seed = key
+            reseed(self.transform, seed)
+        else:
+            index = key
+        return self.transform(image=self.images[index])["image"], int(self.labels[index])
+
+
+class ArrayDataModule(ImageDataModule):
+    """Base of the in-memory data sets. Subclasses implement :meth:`load_split` and set the class attributes."""
+
+    def check_augment(self) -> None:
+        if self.augment:
+            augmentation_ops(self.augment, self.image_size, self.mean)
+
+    def load_split(self, train: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(images uint8 (N, H, W, C), labels int (N,)) of the train pool or the test split."""
+        raise NotImplementedError
+
+    @property
+    def class_names(self) -> list[str]:
+        return [str(i) for i in range(self.num_classes)]
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.splits:
+            return
+        images, labels = self.load_split(train=True)
+        n_val = split_size(self.val_size, len(images))
+        order = np.random.default_rng(self.split_seed).permutation(len(images))
+        val_idx, train_idx = np.sort(order[:n_val]), np.sort(order[n_val:])
+        self._train_pool = len(train_idx)
+        train_idx = train_idx[self._subset_mask(labels[train_idx])]
+        eval_transform = build_transform(self.mean, self.std, self.image_size)
+        train_transform = build_transform(self.mean, self.std, self.image_size, self.augment)
+        self.splits["train"] = ArrayDataset(images[train_idx], labels[train_idx], train_transform)
+        if n_val:
+            self.splits["val"] = ArrayDataset(images[val_idx], labels[val_idx], eval_transform)
+        if self.train_clean_size:
+            clean = train_idx[self._train_clean_mask(labels[train_idx])]
+            self.splits["train_clean"] = ArrayDataset(images[clean], labels[clean], eval_transform)
+        test_images, test_labels = self.load_split(train=False)
+        self.splits["test"] = ArrayDataset(test_images, test_labels, eval_transform)

@@ -46,7 +46,7 @@ def build_callbacks(config: dict[str, Any], run_dir: Path, has_val: bool) -> lis
     per-batch reseeding, optional early stopping."""
     callbacks_cfg = config["callbacks"]
     checkpoint = dict(callbacks_cfg["checkpoint"])
-    mid_epoch = {key: checkpoint.pop(key, None) for key in ("every_n_train_steps", "train_time_interval")}
+    mid_epoch = {key: checkpoint.pop(key) for key in ("every_n_train_steps", "train_time_interval")}
     if not has_val:  # without a validation split only the last checkpoint is kept
         checkpoint.update(monitor=None, save_top_k=0)
     directory = RunDir(run_dir).checkpoints
@@ -66,21 +66,18 @@ def build_callbacks(config: dict[str, Any], run_dir: Path, has_val: bool) -> lis
                 directory, mid_epoch["every_n_train_steps"], parse_interval(mid_epoch["train_time_interval"])
             )
         )
-    preemption = callbacks_cfg.get("preemption")
+    preemption = callbacks_cfg["preemption"]  # every default here is the YAML's (conf/callbacks/default.yaml)
     if preemption and preemption["signals"]:
         callbacks.append(
             PreemptionCheckpoint(
-                directory,
-                list(preemption["signals"]),
-                bool(preemption["requeue"]),
-                preemption.get("sync_every_n_steps", 10),
+                directory, list(preemption["signals"]), bool(preemption["requeue"]), preemption["sync_every_n_steps"]
             )
         )
     if callbacks_cfg["early_stopping"] and has_val:
         callbacks.append(EarlyStopping(**callbacks_cfg["early_stopping"]))
     callbacks.append(Throughput())
-    if config["trainer"].get("enable_progress_bar", True):
-        callbacks.append(progress_bar(float((callbacks_cfg.get("progress") or {}).get("interval", 30))))
+    if config["trainer"]["enable_progress_bar"]:
+        callbacks.append(progress_bar(float(callbacks_cfg["progress"]["interval"])))
     return callbacks
 
 

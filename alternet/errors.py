@@ -3,7 +3,9 @@ status 1, no traceback."""
 
 from __future__ import annotations
 
-from typing import NoReturn
+import difflib
+from collections.abc import Callable, Iterable
+from typing import Any, NoReturn
 
 
 class AlternetError(Exception):
@@ -20,6 +22,39 @@ class DataError(AlternetError, RuntimeError):
 
 class CheckpointError(AlternetError, RuntimeError):
     """A checkpoint that is missing, unreadable or does not fit the model or data."""
+
+
+# the config checks' one-line messages: every key's rule is one call of these, in the function that owns the key ----
+
+
+def suggest(value: Any, choices: Iterable[Any]) -> str:
+    """`` (did you mean 'x'?)`` for a near miss, else nothing."""
+    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def one_of(key: str, value: Any, choices: Iterable[Any]) -> None:
+    """``KEY=VALUE is not one of [...]`` (with the closest choice) unless ``value`` is one of ``choices``
+    (compared as text, as a command line types them)."""
+    choices = list(choices)
+    if str(value) not in [str(c) for c in choices]:
+        raise ConfigValueError(f"{key}={value!r} is not one of {choices}{suggest(value, choices)}")
+
+
+def require(key: str, value: Any, check: Callable[[Any], Any], expectation: str) -> None:
+    """``KEY=VALUE is invalid: EXPECTATION`` unless ``check(value)`` holds (a check that cannot compare the value,
+    e.g. a string against a number, fails it)."""
+    try:
+        ok = check(value)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ConfigValueError(f"{key}={value!r} is invalid: {expectation}")
+
+
+def is_integer(value: Any, minimum: int | None = None) -> bool:
+    """An integer (not a bool), at least ``minimum`` if given."""
+    return isinstance(value, int) and not isinstance(value, bool) and (minimum is None or value >= minimum)
 
 
 def error_line(error: BaseException | str) -> str:

@@ -26,9 +26,9 @@ from alternet.analysis.landscape import dim0_norms, measure, normalised, random_
 from alternet.analysis.noise import band_mask, frequency_bands, radial_frequency
 from alternet.analysis.objective import objective_of
 from alternet.analysis.variance import mean_variances
-from alternet.apps.checks import CHOICES, check_choices
+from alternet.apps.checks import check_choices
 from alternet.data.mixing import recipe_mixup
-from alternet.models import PositionOnlyAttention, WindowAttention, create_model
+from alternet.models import ATTENTION_KINDS, PositionOnlyAttention, WindowAttention, create_model
 
 from conftest import compose_train
 
@@ -105,7 +105,7 @@ def test_position_only_trains_a_step_with_its_query_projection_frozen():
 
 
 def test_position_only_is_a_config_choice():
-    assert "position_only" in CHOICES["model.attention"]
+    assert "position_only" in ATTENTION_KINDS
     check_choices(OmegaConf.to_container(compose_train("model=alternet_tiny", "model.attention=position_only")))
 
 

@@ -80,8 +80,8 @@ EVALUATE = [
     ),
     (["ckpt={run}", "device=tpu9"], "device='tpu9' is invalid: use auto, cpu, cuda or cuda:N"),
     (["ckpt={run}", "calibration.n_bins=0"], "calibration.n_bins=0 is invalid: must be an integer >= 1"),
-    (["ckpt={run}", "precision=17"], "precision='17' is invalid: choose one of ['32', 'bf16', '16']"),
-    (["ckpt={run}", "batch_size=0"], "batch_size must be >= 1, got 0"),
+    (["ckpt={run}", "precision=17"], "error: precision=17 is not one of ['32', 'bf16', '16']"),
+    (["ckpt={run}", "batch_size=0"], "error: batch_size=0 is invalid: must be an integer >= 1"),
     (["ckpt={run}", "robustness.root=/nonexistent"], "CIFAR-C directory /nonexistent does not exist"),
 ]
 

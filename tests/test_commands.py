@@ -86,7 +86,10 @@ def test_the_hydra_commands_explain_themselves(command, capsys, monkeypatch, tmp
         (["export", "/nonexistent/run", "--out", "OUT"], "error: /nonexistent/run does not exist"),
         (["report", "/nonexistent/sweep"], "error: sweep directory /nonexistent/sweep does not exist"),
         (["shards", "/nonexistent/images", "OUT"], "error: "),
-        (["cifar-c", "--export", "OUT", "--data", "nonexistent"], "error: unknown data set data.name='nonexistent'"),
+        (
+            ["cifar-c", "--export", "OUT", "--data", "nonexistent"],
+            "error: data.name='nonexistent' is not one of ['digits', 'cifar10', 'cifar100'",
+        ),
     ],
 )
 def test_every_command_ends_on_a_users_error_in_one_line(args, message, tmp_path, monkeypatch):

@@ -6,9 +6,9 @@ import torch
 from omegaconf import OmegaConf
 from PIL import Image
 
-from alternet.apps.checks import validate_train_config
+from alternet.apps.checks import CHOICES, DELEGATED, validate_train_config
 from alternet.data import DATAMODULES, build_datamodule
-from alternet.errors import ConfigValueError
+from alternet.errors import AlternetError, ConfigValueError
 from alternet.models.zoo import spec_kwargs
 from alternet.training.module import ClassificationModule
 from alternet.training.precision import choose_precision
@@ -104,20 +104,74 @@ def test_every_other_option_composes(group):
         assert OmegaConf.to_container(compose_train(f"{group}={option}"), resolve=True)
 
 
-@pytest.mark.parametrize(
-    ("override", "message"),
-    [
-        ("recipe.epochs=-1", "recipe.epochs=-1 is invalid: must be an integer >= 1"),
-        ("recipe.batch_size=0", "recipe.batch_size=0 is invalid: must be an integer >= 1"),
-        ("recipe.optimizer.lr=0", "recipe.optimizer.lr=0 is invalid"),
-        ("recipe.label_smoothing=1.5", "recipe.label_smoothing=1.5 is invalid"),
-        ("recipe.warmup_epochs=-1", "recipe.warmup_epochs=-1 is invalid: must be >= 0"),
-        ("recipe.test_flip=yes", "recipe.test_flip='yes' is invalid: must be true or false"),
-    ],
-)
-def test_bad_values_are_rejected_with_the_key(override, message):
-    with pytest.raises(ConfigValueError, match=message.replace("[", r"\[")):
-        validate_train_config(resolved(override))
+# Every key the config checks check (alternet/apps/checks.py, before any work): one bad value each and the one line
+# it must fail with. Keys checked by a constructor's own function (checks.DELEGATED, the evaluation settings)
+# are here too: the config checks call those functions, so the same line comes before any work.
+CHECKED = [
+    (["recipe.epochs=-1"], "recipe.epochs=-1 is invalid: must be an integer >= 1"),
+    (["trainer.max_epochs=0"], "trainer.max_epochs=0 is invalid: must be an integer >= 1"),
+    (["recipe.batch_size=0"], "recipe.batch_size=0 is invalid: must be an integer >= 1"),
+    (["recipe.eval_batch_size=0"], "recipe.eval_batch_size=0 is invalid: must be an integer >= 1"),
+    (["recipe=paper", "recipe.batch_size=3"], "recipe.batch_size=3 is invalid: mixup/cutmix needs an even batch size"),
+    (["recipe.optimizer.lr=0"], "recipe.optimizer.lr=0 is invalid: must be > 0"),
+    (["recipe.optimizer.weight_decay=-1"], "recipe.optimizer.weight_decay=-1 is invalid: must be >= 0"),
+    (["recipe.label_smoothing=1.5"], "recipe.label_smoothing=1.5 is invalid: must be in [0, 1)"),
+    (["recipe.drop_path_rate=1"], "recipe.drop_path_rate=1 is invalid: must be in [0, 1)"),
+    (["recipe.grad_clip=0"], "recipe.grad_clip=0 is invalid: must be > 0 (or null to disable clipping)"),
+    (["recipe.warmup_epochs=-1"], "recipe.warmup_epochs=-1 is invalid: must be >= 0"),
+    (["recipe.test_flip=yes"], "recipe.test_flip='yes' is invalid: must be true or false"),
+    (["recipe.layer_decay=2"], "recipe.layer_decay=2 is invalid: must be in (0, 1] (or null: no layer-wise decay)"),
+    (["recipe.optimizer.name=adam"], "recipe.optimizer.name='adam' is not one of ['adamw', 'sgd'] (did you mean"),
+    (["recipe.schedule.name=cosin"], "recipe.schedule.name='cosin' is not one of ['cosine', 'step', 'constant']"),
+    (["++recipe.augment.interpolation=nearest"], "recipe.augment.interpolation='nearest' is not one of"),
+    (["data=imagefolder"], "data.root must be set"),
+    (["data.name=cifar"], "data.name='cifar' is not one of ['digits', 'cifar10', 'cifar100', 'imagefolder'"),
+    (["++data.interpolation=nearest"], "data.interpolation='nearest' is not one of ['bilinear', 'bicubic']"),
+    (["data.val_size=-1"], "data.val_size=-1 is invalid: must be a count >= 0 or a fraction in (0, 1)"),
+    (["data.val_size=1.5"], "data.val_size=1.5 is invalid: must be a count >= 0 or a fraction in (0, 1)"),
+    (["data.num_workers=-1"], "data.num_workers=-1 is invalid: must be auto or an integer >= 0"),
+    (["data.image_size=0"], "data.image_size=0 is invalid: must be an integer >= 1"),
+    (["model.name=alternet_r9000"], "unknown model 'alternet_r9000'"),
+    (["model.attention=windows"], "model.attention='windows' is not one of ['window', 'global', 'focused_linear'"),
+    (["model.block=basik"], "model.block='basik' is not one of ['basic', 'bottleneck'] (did you mean 'basic'?)"),
+    (["model.stem=cifr"], "model.stem='cifr' is not one of ['auto', 'cifar', 'patch2', 'imagenet']"),
+    (["model.buildup_rules=maybe"], "model.buildup_rules='maybe' is not one of ['warn', 'off']"),
+    (["model=maxxvit", "data.image_size=32", "model.conv_block=X"], "model.conv_block='X' is not one of"),
+    (["trainer.precision=17"], "trainer.precision=17 is not one of ['auto', '32-true'"),
+    (["++trainer.max_epoch=1"], "trainer.max_epoch is not an argument of lightning.Trainer (did you mean"),
+    (["trainer.devices=0"], "trainer.devices=0 is invalid: must be auto, -1 (all), a count >= 1"),
+    (["seed=abc"], "seed='abc' is invalid: must be an integer (e.g. seed=0)"),
+    (["performance.allow_emulated_precision=maybe"], "performance.allow_emulated_precision='maybe' is invalid"),
+    (["optimized_metric=val/foo"], "optimized_metric=val/foo is not a metric this run reports"),
+    (["callbacks.checkpoint.monitor=val/foo"], "callbacks.checkpoint.monitor=val/foo is not a metric the run logs"),
+    (["callbacks.checkpoint.every_n_train_steps=-1"], "callbacks.checkpoint.every_n_train_steps=-1 is invalid"),
+    (["callbacks.checkpoint.train_time_interval=banana"], "callbacks.checkpoint.train_time_interval='banana' is"),
+    (["callbacks.preemption.signals=[SIGFOO]"], "callbacks.preemption.signals has unknown signal names ['SIGFOO']"),
+    (["callbacks.preemption.sync_every_n_steps=0"], "callbacks.preemption.sync_every_n_steps must be a positive"),
+    (["export.after_training=true", "export.ema=true"], "export.ema=true needs EMA weights"),
+    (["evaluate.device=tpu9"], "evaluate.device='tpu9' is invalid: use auto, cpu, cuda or cuda:N"),
+    (["evaluate.precision=8"], "evaluate.precision=8 is not one of ['32', 'bf16', '16']"),
+    (["evaluate.batch_size=0"], "evaluate.batch_size=0 is invalid: must be an integer >= 1"),
+    (["evaluate.num_workers=-1"], "evaluate.num_workers=-1 is invalid: must be auto or an integer >= 0"),
+    (["evaluate.calibration.n_bins=0"], "evaluate.calibration.n_bins=0 is invalid: must be an integer >= 1"),
+    (["evaluate.robustness.precision=fp8"], "evaluate.robustness.precision='fp8' is not one of ['32', 'bf16', '16'"),
+    (["evaluate.robustness.corruptions=[snow2]"], "evaluate.robustness.corruptions: unknown ['snow2']"),
+    (["evaluate.robustness.severities=[9]"], "evaluate.robustness.severities=[9] must be a non-empty subset of 1..5"),
+    (["evaluate.robustness.max_images=0"], "evaluate.robustness.max_images=0 is invalid: null (every image) or"),
+    (["evaluate.robustness.preprocess=resize"], "evaluate.robustness.preprocess='resize' is not one of"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "message"), CHECKED, ids=[" ".join(case[0]) for case in CHECKED])
+def test_bad_values_are_rejected_with_the_key(overrides, message):
+    with pytest.raises(AlternetError) as error:  # ConfigValueError, LayoutError, ...: one line each
+        validate_train_config(resolved(*overrides))
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_every_enumerated_key_of_the_checks_has_a_case():
+    typed = " ".join(override for overrides, _ in CHECKED for override in overrides)
+    assert [key for key in (*CHOICES, *DELEGATED) if f"{key}=" not in typed] == []
 
 
 def test_the_speedrun_preset_is_an_alternet_that_follows_the_buildup_rules(recwarn):

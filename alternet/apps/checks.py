@@ -1,47 +1,47 @@
-"""Checks of composed configs that fail before any work starts, naming the offending key."""
+"""Checks of composed configs that fail before any work starts, naming the offending key.
+
+Each key has one check. A key that only the config has (``recipe.epochs``, ``recipe.optimizer.lr`` ...) is checked
+here, in the tables :data:`CHOICES` and :func:`validate_train_config`; a key that a constructor also takes as a
+Python API (``data.name``, ``model.attention``, ``recipe.batch_size``, the evaluation settings ...) is
+checked by that code's own ``check_*`` function, which the constructor calls too and these checks call before any
+work (:data:`DELEGATED` and the calls below). Either way the message is one line: the key, its value, what it must
+be (:func:`alternet.errors.one_of`, :func:`alternet.errors.require`).
+"""
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import lightning as L
 import torch
 
-from ..data import DATAMODULES
-from ..errors import ConfigValueError
-from ..evaluation.inference import AUTOCAST
-from ..models import ATTENTION_KINDS, MODEL_NAMES
-from ..models.backbone import choose_stem
-from ..models.blocks import BLOCK_TYPES, STEMS
-from ..models.byob import SELF_ATTN_LAYERS, ByobSpec, check_byob
-from ..models.external import check_name, require_pretrained
+from ..data import check_name
+from ..data.base import check_batch_sizes, check_val_size
+from ..data.workers import check_workers
+from ..errors import ConfigValueError, is_integer, one_of, require, suggest
+from ..evaluation import check_settings
+from ..models import MODEL_NAMES
+from ..models.attention import check_attention
+from ..models.backbone import check_drop_path_rate, choose_stem
+from ..models.blocks import check_block, check_stem
+from ..models.byob import ByobSpec, check_byob
+from ..models.external import check_name as check_model_name
+from ..models.external import require_pretrained
 from ..models.layout import buildup_violations
-from ..models.maxxvit import CONV_BLOCKS, MSA_BLOCKS, check_maxxvit
+from ..models.maxxvit import check_maxxvit
 from ..models.zoo import HYBRIDS, hybrid_spec, spec_kwargs
 from ..training import EVALUATED_METRICS
-from ..training.callbacks import parse_interval
-from ..training.optim import OPTIMIZERS, SCHEDULES
+from ..training.callbacks import check_preemption, parse_interval
+from ..training.optim import check_optimizer, check_schedule
 
-# every enumerated setting, checked before any data is loaded (one place: the choices are the code's own)
+# enumerated settings that only the config has, checked before any data is loaded (the choices are the code's own)
 CHOICES: dict[str, tuple[str, ...]] = {
-    "data.name": tuple(DATAMODULES),
-    "recipe.optimizer.name": OPTIMIZERS,  # lower case, as written in the recipes
-    "recipe.schedule.name": SCHEDULES,
     "recipe.augment.interpolation": ("bilinear", "bicubic", "random"),
     "data.interpolation": ("bilinear", "bicubic"),
-    "model.attention": ATTENTION_KINDS,
-    "model.block": tuple(BLOCK_TYPES),
-    "model.stem": ("auto", *STEMS),
-    "model.self_attn_layer": SELF_ATTN_LAYERS,  # ByobNet hybrids (model=byob)
-    "model.msa_block": MSA_BLOCKS,  # MaxxVit hybrids (model=maxxvit)
-    "model.conv_block": CONV_BLOCKS,
     "model.buildup_rules": ("warn", "off"),
-    "evaluate.precision": tuple(AUTOCAST),  # what evaluate_after_training runs at
-    "evaluate.robustness.precision": (*AUTOCAST, "auto"),
     "trainer.precision": (
         "auto",
         "32-true",
@@ -57,21 +57,30 @@ CHOICES: dict[str, tuple[str, ...]] = {
         "bf16",
     ),
 }
+# enumerated settings that code also takes as a Python API: checked by that code's own function (the constructor
+# calls it too); a hybrid family's own choices (model.self_attn_layer, model.msa_block ...) by check_model
+DELEGATED: dict[str, Callable[[Any, str], None]] = {
+    "data.name": check_name,
+    "recipe.optimizer.name": check_optimizer,
+    "recipe.schedule.name": check_schedule,
+    "model.attention": check_attention,
+    "model.block": check_block,
+    "model.stem": check_stem,
+}
 TRAINER_ARGS = frozenset(inspect.signature(L.Trainer.__init__).parameters) - {"self"}
-
-
-def suggest(value: Any, choices: Any) -> str:
-    """`` (did you mean 'x'?)`` for a near miss, else nothing."""
-    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+INTEGER_1 = "must be an integer >= 1"
 
 
 def check_choices(cfg: Mapping[str, Any]) -> None:
     """Each enumerated key holds one of its values, and the trainer section only Trainer arguments."""
     for key, choices in CHOICES.items():
         value = _get(cfg, key)
-        if value is not None and str(value) not in choices:
-            raise ConfigValueError(f"{key}={value!r} is not one of {list(choices)}{suggest(value, choices)}")
+        if value is not None:
+            one_of(key, value, choices)
+    for key, check in DELEGATED.items():
+        value = _get(cfg, key)
+        if value is not None:
+            check(value, key)
     unknown = sorted(set(_get(cfg, "trainer") or {}) - TRAINER_ARGS)
     if unknown:
         key = unknown[0]
@@ -80,7 +89,7 @@ def check_choices(cfg: Mapping[str, Any]) -> None:
             "see https://lightning.ai/docs/pytorch/stable/common/trainer.html#trainer-flags"
         )
     seed = _get(cfg, "seed")
-    if not isinstance(seed, int) or isinstance(seed, bool):
+    if not is_integer(seed):
         raise ConfigValueError(f"seed={seed!r} is invalid: must be an integer (e.g. seed=0)")
 
 
@@ -93,16 +102,11 @@ def _get(cfg: Mapping[str, Any], dotted: str) -> Any:
     return node
 
 
-def _require(cfg: Mapping[str, Any], key: str, check: Any, expectation: str) -> None:
+def _require(cfg: Mapping[str, Any], key: str, check: Callable[[Any], Any], expectation: str) -> None:
+    """:func:`alternet.errors.require` of a key that is set (null: the key's own default behaviour)."""
     value = _get(cfg, key)
-    if value is None:
-        return
-    try:
-        ok = check(value)
-    except (TypeError, ValueError):
-        ok = False
-    if not ok:
-        raise ConfigValueError(f"{key}={value!r} is invalid: {expectation}")
+    if value is not None:
+        require(key, value, check, expectation)
 
 
 def missing_values(cfg: Any, prefix: str = "") -> list[str]:
@@ -122,25 +126,30 @@ def validate_train_config(cfg: Mapping[str, Any]) -> None:
     check_choices(cfg)
     check_model(cfg)
     warn_buildup(cfg)
-    _require(cfg, "recipe.epochs", lambda v: int(v) == v and v >= 1, "must be an integer >= 1")
-    _require(cfg, "trainer.max_epochs", lambda v: int(v) == v and v >= 1, "must be an integer >= 1")
-    _require(cfg, "recipe.batch_size", lambda v: int(v) == v and v >= 1, "must be an integer >= 1")
-    _require(cfg, "recipe.eval_batch_size", lambda v: int(v) == v and v >= 1, "must be an integer >= 1")
+    # keys only the config has: their one check
+    _require(cfg, "recipe.epochs", lambda v: is_integer(v, 1), INTEGER_1)
+    _require(cfg, "trainer.max_epochs", lambda v: is_integer(v, 1), INTEGER_1)
     _require(cfg, "recipe.optimizer.lr", lambda v: v > 0, "must be > 0")
     _require(cfg, "recipe.optimizer.weight_decay", lambda v: v >= 0, "must be >= 0")
     _require(cfg, "recipe.label_smoothing", lambda v: 0 <= v < 1, "must be in [0, 1)")
-    _require(cfg, "recipe.drop_path_rate", lambda v: 0 <= v < 1, "must be in [0, 1)")
     _require(cfg, "recipe.grad_clip", lambda v: v > 0, "must be > 0 (or null to disable clipping)")
-    _require(cfg, "data.val_size", lambda v: v >= 0, "must be a count >= 0 or a fraction in (0, 1)")
-    _require(
-        cfg, "data.num_workers", lambda v: v == "auto" or (int(v) == v and v >= 0), "must be auto or an integer >= 0"
-    )
-    _require(cfg, "data.image_size", lambda v: int(v) == v and v >= 1, "must be an integer >= 1")
+    _require(cfg, "data.image_size", lambda v: is_integer(v, 1), INTEGER_1)
     _require(cfg, "recipe.warmup_epochs", lambda v: v >= 0, "must be >= 0")
     _require(cfg, "recipe.test_flip", lambda v: isinstance(v, bool), "must be true or false")
     _require(cfg, "performance.allow_emulated_precision", lambda v: isinstance(v, bool), "must be true or false")
     _require(cfg, "recipe.layer_decay", lambda v: 0 < v <= 1, "must be in (0, 1] (or null: no layer-wise decay)")
-    _require(cfg, "evaluate.calibration.n_bins", lambda v: int(v) == v and v >= 1, "must be an integer >= 1")
+    # keys a constructor also takes: the constructor's own check, called here before any work
+    check_batch_sizes(_get(cfg, "recipe.batch_size"), _get(cfg, "recipe.eval_batch_size"))
+    if _get(cfg, "recipe.drop_path_rate") is not None:
+        check_drop_path_rate(_get(cfg, "recipe.drop_path_rate"), "recipe.drop_path_rate")
+    if _get(cfg, "data.val_size") is not None:
+        check_val_size(_get(cfg, "data.val_size"))
+    check_workers(_get(cfg, "data.num_workers"), "data.num_workers")
+    if _get(cfg, "evaluate") is not None:
+        check_settings(_get(cfg, "evaluate"), "evaluate.")
+    preemption = _get(cfg, "callbacks.preemption")
+    if preemption:
+        check_preemption(preemption["signals"] or [], preemption["sync_every_n_steps"])
     epochs, warmup = _get(cfg, "trainer.max_epochs"), _get(cfg, "recipe.warmup_epochs")
     if warmup and epochs and warmup > epochs:
         warnings.warn(
@@ -159,7 +168,7 @@ def validate_train_config(cfg: Mapping[str, Any]) -> None:
     _require(
         cfg,
         "callbacks.checkpoint.every_n_train_steps",
-        lambda v: int(v) == v and v >= 1,
+        lambda v: is_integer(v, 1),
         "must be an integer >= 1 (or null: checkpoints at epoch ends only)",
     )
     _require(
@@ -210,7 +219,7 @@ def check_model(cfg: Mapping[str, Any]) -> None:
     name = model.get("name")
     if not isinstance(name, str) or name == "???":
         return
-    check_name(name, MODEL_NAMES)
+    check_model_name(name, MODEL_NAMES)
     if model.get("pretrained") is True:
         require_pretrained(name)
     if name in HYBRIDS:

@@ -14,7 +14,7 @@ from .. import tracking
 from ..analysis import parse_configs, run_analyses
 from ..data import ImageDataModule, build_datamodule
 from ..errors import CheckpointError, ConfigValueError
-from ..evaluation import Evaluator
+from ..evaluation import Evaluator, check_settings
 from ..files import write_csv, write_json
 from ..models.flip import FlipAveraged
 from ..rundir import METRICS_FILE
@@ -116,7 +116,8 @@ def run_evaluate(cfg: DictConfig) -> list[dict[str, Any]]:
         raise ConfigValueError(
             "ckpt is required: alternet evaluate ckpt=PATH (a .ckpt file, a run directory, or a list)"
         )
-    if cfg.get("analysis"):  # check every analysis budget before any work starts
+    check_settings(OmegaConf.to_container(cfg, resolve=True))  # every setting before any work starts: the
+    if cfg.get("analysis"):  # evaluation's, each analysis budget
         parse_configs(list(cfg.analysis), OmegaConf.to_container(cfg.analysis))
     paths = checkpoint_paths(OmegaConf.to_container(cfg.ckpt) if OmegaConf.is_list(cfg.ckpt) else cfg.ckpt)
     out_dir = Path(cfg.out_dir)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ConfigValueError, DataError
+from ..errors import ConfigValueError, DataError, one_of
 from . import licence  # noqa: F401  (first: refuses an AGPL or untested albumentations before it is imported)
 from .arrays import ArrayDataModule, ArrayDataset, CIFAR10DataModule, CIFAR100DataModule, DigitsDataModule
 from .base import EpochSampler, ImageDataModule
@@ -25,12 +25,16 @@ DATAMODULES: dict[str, type[ImageDataModule]] = {
 _DESCRIPTIVE_KEYS = ("name", "num_classes", "in_chans")
 
 
+def check_name(name: Any, key: str = "data.name") -> None:
+    """The one check of ``data.name`` (the config checks call it before any work, :func:`build_datamodule` too)."""
+    one_of(key, name, DATAMODULES)
+
+
 def build_datamodule(data: Mapping[str, Any], recipe: Mapping[str, Any], *, seed: int) -> ImageDataModule:
     """The DataModule named by ``data.name``: loader settings from ``data``, batch sizes and augmentation
     from the ``recipe``."""
     name = data.get("name")
-    if name not in DATAMODULES:
-        raise ConfigValueError(f"unknown data set data.name={name!r}; choose one of {sorted(DATAMODULES)}")
+    check_name(name)
     cls = DATAMODULES[name]
     declared = cls.num_classes if isinstance(cls.num_classes, int) else None  # folders find theirs
     if data.get("num_classes") is not None and declared is not None and data["num_classes"] != declared:

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from ..errors import ConfigValueError, DataError
+from ..errors import ConfigValueError, DataError, is_integer, require
 from ..seeds import derive_seed
 from .workers import init_loader_worker, loader_workers
 
@@ -104,12 +104,30 @@ class ResumableLoader(DataLoader):
         self._resume = {"epoch": int(state["epoch"]), "batches": int(state["batches"])}
 
 
+def check_val_size(val_size: Any, key: str = "data.val_size") -> None:
+    """The one check of ``data.val_size`` on its own (the config checks call it before any work,
+    :func:`split_size` too, which also compares it with the images there are)."""
+    require(
+        key,
+        val_size,
+        lambda v: is_integer(v, 0) or (isinstance(v, float) and 0 < v < 1),
+        "must be a count >= 0 or a fraction in (0, 1)",
+    )
+
+
+def check_batch_sizes(batch_size: Any, eval_batch_size: Any = None, prefix: str = "recipe.") -> None:
+    """The one check of ``recipe.batch_size`` and ``recipe.eval_batch_size`` (null: the batch size): the config
+    checks call it before any work, the data module's constructor too."""
+    require(f"{prefix}batch_size", batch_size, lambda v: is_integer(v, 1), "must be an integer >= 1")
+    if eval_batch_size is not None:
+        require(f"{prefix}eval_batch_size", eval_batch_size, lambda v: is_integer(v, 1), "must be an integer >= 1")
+
+
 def split_size(val_size: int | float, pool: int) -> int:
     """How many of ``pool`` training images ``data.val_size`` (a count, or a fraction in (0, 1)) holds out."""
-    if isinstance(val_size, float) and 0 < val_size < 1:
+    check_val_size(val_size)
+    if isinstance(val_size, float):
         return round(val_size * pool)
-    if val_size < 0 or val_size != int(val_size):
-        raise ConfigValueError(f"data.val_size must be a count >= 0 or a fraction in (0, 1), got {val_size}")
     if val_size >= pool:
         raise ConfigValueError(
             f"data.val_size={val_size} is not smaller than the {pool} training images available; "
@@ -174,9 +192,7 @@ class ImageDataModule(L.LightningDataModule):
         train_clean_size: int = 0,
     ):
         super().__init__()
-        for key, value in (("batch_size", batch_size), ("eval_batch_size", eval_batch_size or 1)):
-            if int(value) < 1:
-                raise ConfigValueError(f"recipe.{key} must be >= 1, got {value}")
+        check_batch_sizes(batch_size, eval_batch_size)
         num_workers = loader_workers(num_workers, key="data.num_workers")  # auto: as many as the CPUs, up to 8
         self.root = root
         self.image_size = image_size

@@ -17,11 +17,12 @@ import os
 import re
 import signal
 import threading
+from typing import Any
 
 from lightning.fabric.utilities.seed import pl_worker_init_function
 from torch.utils.data import get_worker_info
 
-from ..errors import ConfigValueError, DataError
+from ..errors import DataError, is_integer, require
 
 MAX_AUTO_WORKERS = 8  # num_workers=auto: enough to decode JPEGs for one GPU; more only contend for the CPUs
 
@@ -41,11 +42,16 @@ def loader_workers(setting: int | str | None, key: str = "num_workers") -> int:
     """DataLoader workers for the setting ``key``: ``auto`` (or null) is min(available CPUs, 8); a number is capped
     at the available CPUs (more workers than CPUs only slow each other down)."""
     cpus = available_cpus()
+    check_workers(setting, key)
     if setting is None or setting == "auto":
         return min(cpus, MAX_AUTO_WORKERS)
-    if isinstance(setting, bool) or not isinstance(setting, int) or setting < 0:
-        raise ConfigValueError(f"{key}={setting!r} is invalid: use auto or an integer >= 0")
-    return min(setting, cpus)
+    return min(int(setting), cpus)
+
+
+def check_workers(setting: Any, key: str = "num_workers") -> None:
+    """The one check of a loader-workers setting (``data.num_workers``, evaluation's ``num_workers``): auto, null
+    or an integer >= 0 (the config checks call it before any work, :func:`loader_workers` too)."""
+    require(key, setting, lambda v: v in (None, "auto") or is_integer(v, 0), "must be auto or an integer >= 0")
 
 
 def init_loader_worker(worker_id: int) -> None:

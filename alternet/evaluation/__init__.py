@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .inference import choose_device, predict
 from .plots import corruption_heatmap, reliability_diagram
-from .report import Evaluator
+from .report import Evaluator, check_settings
 from .robustness import (
     CORRUPTIONS,
     FAMILIES,
@@ -31,6 +31,7 @@ __all__ = [
     "RobustnessBaseline",
     "RobustnessError",
     "RobustnessRow",
+    "check_settings",
     "choose_device",
     "corruption_heatmap",
     "load_baseline",

@@ -24,6 +24,7 @@ from ..data.corrupted.corruptions import CORRUPTIONS, EXTRA_CORRUPTIONS, SEVERIT
 from ..data.corrupted.imagenet_c import (
     ImageFileDataset,
     check_image_size,
+    check_preprocess,
     crop_transform,
     is_image_tree,
     load_imagenet_c,
@@ -71,22 +72,34 @@ class CorruptedSets:
         return f"{self.source} corruptions" + (subset if self.max_images else "")
 
 
-def requested(cfg: Mapping[str, Any], generated: bool) -> tuple[tuple[str, ...], tuple[int, ...]]:
+def check_robustness(cfg: Mapping[str, Any], prefix: str = "robustness.") -> None:
+    """The one check of the ``robustness`` settings that need no files (``prefix``: where they sit, e.g.
+    ``evaluate.robustness.`` in a training config): corruptions, severities, max_images, preprocess. The evaluation
+    settings' check calls it before any work; opening the sets calls the same functions."""
+    requested(cfg, generated=not cfg.get("root"), prefix=prefix)
+    _max_images(cfg.get("max_images"), f"{prefix}max_images")
+    if "preprocess" in cfg:  # ImageNet-C's only
+        check_preprocess(cfg["preprocess"], f"{prefix}preprocess")
+
+
+def requested(
+    cfg: Mapping[str, Any], generated: bool, prefix: str = "robustness."
+) -> tuple[tuple[str, ...], tuple[int, ...]]:
     """``robustness.corruptions`` (null: the 15) and ``robustness.severities``, checked."""
     corruptions = tuple(dict.fromkeys(cfg["corruptions"] or CORRUPTIONS))
     allowed = CORRUPTIONS if generated else CORRUPTIONS + EXTRA_CORRUPTIONS
     unknown = [name for name in corruptions if name not in allowed]
     if unknown:
-        where = " (the extra ones exist only as real files: set robustness.root)" if generated else ""
-        raise ConfigValueError(f"robustness.corruptions: unknown {unknown}; choose from {list(allowed)}{where}")
+        where = f" (the extra ones exist only as real files: set {prefix}root)" if generated else ""
+        raise ConfigValueError(f"{prefix}corruptions: unknown {unknown}; choose from {list(allowed)}{where}")
     if not any(map(is_benchmark, corruptions)):
         raise ConfigValueError(
-            f"robustness.corruptions={list(corruptions)} has none of the 15 benchmark corruptions; the extra ones "
+            f"{prefix}corruptions={list(corruptions)} has none of the 15 benchmark corruptions; the extra ones "
             "found in real files are scored anyway, next to them"
         )
     severities = tuple(sorted(set(cfg["severities"] or ())))
     if not severities or not set(severities) <= set(SEVERITIES):
-        raise ConfigValueError(f"robustness.severities={list(cfg['severities'])} must be a non-empty subset of 1..5")
+        raise ConfigValueError(f"{prefix}severities={list(cfg['severities'] or [])} must be a non-empty subset of 1..5")
     return corruptions, severities
 
 
@@ -141,12 +154,12 @@ def open_corrupted_sets(
     )
 
 
-def _max_images(value: Any) -> int | None:
+def _max_images(value: Any, key: str = "robustness.max_images") -> int | None:
     """``robustness.max_images``, checked: null (every image) or a count >= 1."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigValueError(f"robustness.max_images={value!r} is invalid: null (every image) or a count >= 1")
+        raise ConfigValueError(f"{key}={value!r} is invalid: null (every image) or a count >= 1")
     return value
 
 

@@ -18,18 +18,19 @@ from ..hardware import cpu_native_bf16, cuda_bf16
 from ..progress import progress
 
 
-def choose_device(device: str = "auto") -> torch.device:
-    """``auto`` (a GPU when there is one), ``cpu``, ``cuda`` or ``cuda:N``; a GPU this machine lacks is an error."""
+def choose_device(device: str = "auto", key: str = "device") -> torch.device:
+    """``auto`` (a GPU when there is one), ``cpu``, ``cuda`` or ``cuda:N``; a GPU this machine lacks is an error
+    (``key``: the setting's name in the messages, e.g. ``evaluate.device`` in a training config)."""
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
         chosen = torch.device(device)
-    except RuntimeError:
-        raise ConfigValueError(f"device={device!r} is invalid: use auto, cpu, cuda or cuda:N") from None
+    except (RuntimeError, TypeError):
+        raise ConfigValueError(f"{key}={device!r} is invalid: use auto, cpu, cuda or cuda:N") from None
     if chosen.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigValueError(f"device={device} but this machine has no usable CUDA GPU; use device=cpu or auto")
+        raise ConfigValueError(f"{key}={device} but this machine has no usable CUDA GPU; use {key}=cpu or auto")
     if chosen.type == "cuda" and chosen.index is not None and chosen.index >= torch.cuda.device_count():
-        raise ConfigValueError(f"device={device} but only {torch.cuda.device_count()} GPU(s) are visible")
+        raise ConfigValueError(f"{key}={device} but only {torch.cuda.device_count()} GPU(s) are visible")
     return chosen
 
 

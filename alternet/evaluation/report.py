@@ -8,19 +8,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from torch import nn
 from torch.utils.data import Dataset
 
 from ..data import ImageDataModule
-from ..data.workers import loader_workers
-from ..errors import ConfigValueError
+from ..data.workers import check_workers, loader_workers
+from ..errors import ConfigValueError, is_integer, one_of, require
 from ..files import atomic_write, write_json
 from ..metrics import apply_temperature, calibration_metrics, fit_temperature, reliability_bins, softmax
 from ..progress import Progress
 from ..rundir import METRICS_FILE, PREDICTIONS_FILE
 from .baselines import resolve_baseline
-from .corrupted import CorruptedSets, is_benchmark, open_corrupted_sets, source_and_benchmark
+from .corrupted import CorruptedSets, check_robustness, is_benchmark, open_corrupted_sets, source_and_benchmark
 from .inference import AUTOCAST, choose_device, device_count, fast_precision, predict_sets
 from .plots import corruption_heatmap, reliability_diagram
 from .robustness import (
@@ -35,6 +34,26 @@ from .robustness import (
 )
 
 ROBUST_DATA = ("cifar10", "cifar100")
+
+
+def check_settings(settings: Mapping[str, Any], prefix: str = "") -> None:
+    """The one check of the evaluation settings (conf/evaluation/default.yaml: ``evaluate.yaml``'s root, or
+    ``evaluate.`` in a training config, the ``prefix``), each key by its own rule, before any checkpoint or data is
+    opened: ``alternet evaluate`` and the training config's checks call it, :class:`Evaluator` too."""
+    choose_device(settings.get("device"), f"{prefix}device")
+    one_of(f"{prefix}precision", settings.get("precision"), AUTOCAST)
+    robustness = settings.get("robustness") or {}
+    if "precision" in robustness:  # absent: the clean pass's precision
+        one_of(f"{prefix}robustness.precision", robustness["precision"], (*AUTOCAST, "auto"))
+    calibration = settings.get("calibration") or {}
+    require(f"{prefix}calibration.n_bins", calibration.get("n_bins"), lambda v: is_integer(v, 1), INTEGER_1)
+    require(f"{prefix}batch_size", settings.get("batch_size"), lambda v: is_integer(v, 1), INTEGER_1)
+    check_workers(settings.get("num_workers"), f"{prefix}num_workers")
+    if robustness:
+        check_robustness(robustness, f"{prefix}robustness.")
+
+
+INTEGER_1 = "must be an integer >= 1"
 
 
 class Evaluator:
@@ -55,14 +74,13 @@ class Evaluator:
         self.datamodule = datamodule
         self.settings = settings
         self.out_dir = Path(out_dir)
+        check_settings(settings)
         self.device = choose_device(settings["device"])
-        self.autocast = _autocast("precision", str(settings["precision"]))
+        self.autocast = AUTOCAST[str(settings["precision"])]
         robust_precision = str(settings["robustness"].get("precision", settings["precision"]))
         self.robust_precision = fast_precision(self.device) if robust_precision == "auto" else robust_precision
-        self.robust_autocast = _autocast("robustness.precision", self.robust_precision, auto=True)
+        self.robust_autocast = AUTOCAST[self.robust_precision]
         self.n_bins = settings["calibration"]["n_bins"]
-        if isinstance(self.n_bins, bool) or not isinstance(self.n_bins, int) or self.n_bins < 1:
-            raise ConfigValueError(f"calibration.n_bins={self.n_bins!r} is invalid: must be an integer >= 1")
         self.num_workers = loader_workers(settings["num_workers"])
         self.files: list[Path] = []
 
@@ -202,13 +220,6 @@ class Evaluator:
         report["files"] = [str(path) for path in self.files]
         write_json(metrics_path, report)
         return report
-
-
-def _autocast(key: str, precision: str, auto: bool = False) -> torch.dtype | None:
-    """The autocast dtype of a precision setting (``auto``: a setting that also takes auto, already resolved)."""
-    if precision not in AUTOCAST:
-        raise ConfigValueError(f"{key}={precision!r} is invalid: choose one of {list(AUTOCAST)}" + " or auto" * auto)
-    return AUTOCAST[precision]
 
 
 def _compact(key: str, probs: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:

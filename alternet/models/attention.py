@@ -21,13 +21,24 @@ fused attention off still turns it off, as it does for timm's own attention laye
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from timm.layers import use_fused_attn
 from torch import nn
 
+from ..errors import one_of
+
 ATTENTION_KINDS = ("window", "global", "focused_linear", "position_only")
+
+
+def check_attention(kind: Any, key: str = "attention") -> None:
+    """The one check of an attention kind (``model.attention``): the config checks call it before any work, the
+    AlterNet constructor too (:func:`build_attention` takes the kind it checked)."""
+    one_of(key, kind, ATTENTION_KINDS)
+
+
 # kinds that attend within p x p windows (the others see the whole feature map)
 WINDOWED_KINDS = ("window", "position_only")
 
@@ -342,9 +353,8 @@ def build_attention(
     qkv_bias: bool | None = None,
 ) -> nn.Module:
     """One constructor for every kind; ``window`` is the stage's window (the whole map for ``global`` and
-    ``focused_linear``); ``qkv_bias=None`` is the kind's own default (:data:`QKV_BIAS_DEFAULT`)."""
-    if kind not in ATTENTION_KINDS:
-        raise ValueError(f"unknown attention kind {kind!r}; choose one of {list(ATTENTION_KINDS)}")
+    ``focused_linear``); ``qkv_bias=None`` is the kind's own default (:data:`QKV_BIAS_DEFAULT`). ``kind`` is one
+    of :data:`ATTENTION_KINDS`, checked by the backbone's constructor (:func:`check_attention`)."""
     bias = QKV_BIAS_DEFAULT[kind] if qkv_bias is None else bool(qkv_bias)
     if kind in ("window", "global", "position_only"):
         cls = PositionOnlyAttention if kind == "position_only" else WindowAttention
@@ -358,8 +368,6 @@ def build_attention(
             fused=fused,
             qkv_bias=bias,
         )
-    if kind == "focused_linear":
-        return FocusedLinearAttention(
-            dim_in, dim_out, heads=heads, head_dim=head_dim, tokens=window[0] * window[1], qkv_bias=bias
-        )
-    raise ValueError(f"unknown attention kind {kind!r}; choose one of {list(ATTENTION_KINDS)}")
+    return FocusedLinearAttention(  # focused_linear
+        dim_in, dim_out, heads=heads, head_dim=head_dim, tokens=window[0] * window[1], qkv_bias=bias
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from timm.layers import SelectAdaptivePool2d
@@ -16,9 +17,10 @@ from timm.models import checkpoint_seq
 from timm.models._features import feature_take_indices
 from torch import nn
 
-from .attention import ATTENTION_KINDS, WindowAttention
-from .blocks import BLOCK_TYPES, STEMS, MSABlock, NormAct, PreActBlock
-from .layout import LayoutError, StageSpec, resolve_stages
+from ..errors import require
+from .attention import WindowAttention, check_attention
+from .blocks import BLOCK_TYPES, STEMS, MSABlock, NormAct, PreActBlock, check_block, check_stem
+from .layout import StageSpec, resolve_stages
 
 IMAGENET_STEM_MIN_SIZE = 128
 DEFAULT_WINDOW = {"cifar": 4, "patch2": 4, "imagenet": 7}
@@ -37,12 +39,17 @@ class BlockInfo:
 
 def choose_stem(stem: str, img_size: int | Sequence[int]) -> str:
     """``auto``: the CIFAR stem for small inputs (< 128 px), the ImageNet stem otherwise."""
+    check_stem(stem)
     if stem == "auto":
         size = img_size if isinstance(img_size, int) else min(img_size)
         return "imagenet" if size >= IMAGENET_STEM_MIN_SIZE else "cifar"
-    if stem not in STEMS:
-        raise LayoutError(f"unknown stem {stem!r}; choose one of {['auto', *STEMS]}")
     return stem
+
+
+def check_drop_path_rate(rate: Any, key: str = "drop_path_rate") -> None:
+    """The one check of a stochastic depth rate (``recipe.drop_path_rate``): the config checks call it before any
+    work, the AlterNet constructor too."""
+    require(key, rate, lambda v: 0 <= v < 1, "must be in [0, 1)")
 
 
 class AlterNet(nn.Module):
@@ -94,12 +101,9 @@ class AlterNet(nn.Module):
         drop_path_rate: float = 0.0,
     ):
         super().__init__()
-        if block not in BLOCK_TYPES:
-            raise LayoutError(f"unknown block type {block!r}; choose one of {list(BLOCK_TYPES)}")
-        if attention not in ATTENTION_KINDS:
-            raise LayoutError(f"unknown attention kind {attention!r}; choose one of {list(ATTENTION_KINDS)}")
-        if not 0.0 <= drop_path_rate < 1.0:
-            raise LayoutError(f"drop_path_rate must be in [0, 1), got {drop_path_rate}")
+        check_block(block)
+        check_attention(attention)
+        check_drop_path_rate(drop_path_rate)
         stem = choose_stem(stem, img_size)
         conv_block = BLOCK_TYPES[block]
         self.specs: list[StageSpec] = resolve_stages(

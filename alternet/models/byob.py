@@ -24,6 +24,7 @@ from timm.models import build_model_with_cfg
 from timm.models.byobnet import ByoBlockCfg, ByobNet, ByoModelCfg, create_byob_stem
 from torch import nn
 
+from ..errors import one_of
 from .backbone import choose_stem
 from .guards import InputSizeGuard, unstride_stem_conv
 from .layout import CONV, MSA, LayoutError, parse_layout, per_stage, stage_sizes
@@ -135,8 +136,7 @@ def stem_reduction(spec: ByobSpec, stem: str) -> int:
 
 def check_byob(spec: ByobSpec, img_size: int | tuple[int, int], stem: str) -> None:
     """The family's hard constraints, each in one line (:class:`LayoutError`), before anything is built."""
-    if spec.self_attn_layer not in SELF_ATTN_LAYERS:
-        raise LayoutError(f"self_attn_layer={spec.self_attn_layer!r} is not one of {list(SELF_ATTN_LAYERS)}")
+    one_of("model.self_attn_layer", spec.self_attn_layer, SELF_ATTN_LAYERS)  # its one check (the config's too)
     stages = spec.stages()
     n = len(stages)
     widths = per_stage("widths", spec.widths, n)

@@ -23,6 +23,7 @@ from timm.models import build_model_with_cfg
 from timm.models.maxxvit import MaxxVit, MaxxVitCfg, MaxxVitConvCfg, MaxxVitTransformerCfg, checkpoint_filter_fn
 from torch import nn
 
+from ..errors import one_of
 from .backbone import choose_stem
 from .guards import InputSizeGuard, unstride_stem_conv
 from .layout import CONV, MSA, LayoutError, parse_layout, per_stage, stage_sizes
@@ -86,10 +87,8 @@ def maxxvit_cfg(spec: MaxxVitSpec, build_size: tuple[int, int]) -> MaxxVitCfg:
 
 def check_maxxvit(spec: MaxxVitSpec, img_size: int | tuple[int, int], stem: str) -> None:
     """The family's hard constraints, each in one line (:class:`LayoutError`), before anything is built."""
-    if spec.msa_block not in MSA_BLOCKS:
-        raise LayoutError(f"msa_block={spec.msa_block!r} is not one of {list(MSA_BLOCKS)}")
-    if spec.conv_block not in CONV_BLOCKS:
-        raise LayoutError(f"conv_block={spec.conv_block!r} is not one of {list(CONV_BLOCKS)}")
+    one_of("model.msa_block", spec.msa_block, MSA_BLOCKS)  # their one check (the config's too)
+    one_of("model.conv_block", spec.conv_block, CONV_BLOCKS)
     stages = spec.stages()
     widths = per_stage("widths", spec.widths, len(stages))
     reduction = 1 if stem == "cifar" else 2

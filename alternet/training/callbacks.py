@@ -7,6 +7,7 @@ import random
 import signal
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,20 @@ def _say(line: str) -> None:
     os.write(2, f"\n{line}\n".encode())
 
 
+def check_preemption(signals: Sequence[Any], sync_every_n_steps: Any) -> None:
+    """The one check of ``callbacks.preemption``: the config checks call it before any work,
+    :class:`PreemptionCheckpoint` too."""
+    if isinstance(sync_every_n_steps, bool) or not isinstance(sync_every_n_steps, int) or sync_every_n_steps < 1:
+        raise ConfigValueError(
+            f"callbacks.preemption.sync_every_n_steps must be a positive integer, got {sync_every_n_steps!r}"
+        )
+    unknown = [name for name in signals if not isinstance(getattr(signal, str(name), None), signal.Signals)]
+    if unknown:
+        raise ConfigValueError(
+            f"callbacks.preemption.signals has unknown signal names {unknown}; use names such as SIGUSR1, SIGTERM"
+        )
+
+
 class PreemptionCheckpoint(L.Callback):
     """On a pre-emption signal (SLURM's ``--signal=USR1@90``, SIGTERM from a scheduler, ``timeout`` or
     ``docker stop``, Ctrl-C) finish the current step, save a resumable ``last.ckpt`` (mid-epoch), print the resume
@@ -115,16 +130,8 @@ class PreemptionCheckpoint(L.Callback):
 
     def __init__(self, dirpath: Path, signals: list[str], requeue: bool = True, sync_every_n_steps: int = 10):
         self.path = Path(dirpath) / RunDir.LAST
-        if isinstance(sync_every_n_steps, bool) or not isinstance(sync_every_n_steps, int) or sync_every_n_steps < 1:
-            raise ConfigValueError(
-                f"callbacks.preemption.sync_every_n_steps must be a positive integer, got {sync_every_n_steps!r}"
-            )
+        check_preemption(signals, sync_every_n_steps)
         self.sync_every = sync_every_n_steps
-        unknown = [name for name in signals if not isinstance(getattr(signal, str(name), None), signal.Signals)]
-        if unknown:
-            raise ConfigValueError(
-                f"callbacks.preemption.signals has unknown signal names {unknown}; use names such as SIGUSR1, SIGTERM"
-            )
         self.signals = [getattr(signal, name) for name in signals]
         self.requeue = requeue
         self.received: int | None = None

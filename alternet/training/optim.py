@@ -9,8 +9,22 @@ from typing import Any
 
 import torch
 
-OPTIMIZERS = ("adamw", "sgd")
+from ..errors import one_of
+
+OPTIMIZERS = ("adamw", "sgd")  # lower case, as written in the recipes
 SCHEDULES = ("cosine", "step", "constant")
+
+
+def check_optimizer(name: Any, key: str = "recipe.optimizer.name") -> None:
+    """The one check of ``recipe.optimizer.name``: the config checks call it before any work, :func:`build_optimizer`
+    too."""
+    one_of(key, name, OPTIMIZERS)
+
+
+def check_schedule(name: Any, key: str = "recipe.schedule.name") -> None:
+    """The one check of ``recipe.schedule.name``: the config checks call it before any work, :func:`build_scheduler`
+    and :func:`lr_factor` too."""
+    one_of(key, name, SCHEDULES)
 
 
 def build_optimizer(
@@ -18,16 +32,14 @@ def build_optimizer(
 ) -> torch.optim.Optimizer:
     """AdamW or SGD; each group's ``lr_scale`` multiplies the base learning rate. ``fused``: torch's single-kernel
     implementation, which can also skip a step on the device (:mod:`alternet.training.guard`)."""
-    name = str(config["name"]).lower()
+    check_optimizer(config["name"])
     for group in groups:
         group["lr"] = lr * group.get("lr_scale", 1.0)
-    if name == "adamw":
+    if config["name"] == "adamw":
         return torch.optim.AdamW(groups, lr=lr, betas=tuple(config["betas"]), fused=fused or None)
-    if name == "sgd":
-        return torch.optim.SGD(
-            groups, lr=lr, momentum=config["momentum"], nesterov=bool(config["nesterov"]), fused=fused or None
-        )
-    raise ValueError(f"unknown recipe.optimizer.name={config['name']!r}; choose one of {list(OPTIMIZERS)}")
+    return torch.optim.SGD(  # sgd
+        groups, lr=lr, momentum=config["momentum"], nesterov=bool(config["nesterov"]), fused=fused or None
+    )
 
 
 def lr_factor(
@@ -53,9 +65,8 @@ def lr_factor(
         return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
     if schedule == "step":
         return gamma ** sum(step >= m for m in milestones)
-    if schedule == "constant":
-        return 1.0
-    raise ValueError(f"unknown recipe.schedule.name={schedule!r}; choose one of {list(SCHEDULES)}")
+    check_schedule(schedule)  # constant is what is left
+    return 1.0
 
 
 def build_scheduler(
@@ -68,6 +79,7 @@ def build_scheduler(
     base_lr: float,
 ) -> torch.optim.lr_scheduler.LambdaLR:
     """A per-step LambdaLR; step milestones are given in epochs after warm-up."""
+    check_schedule(config["name"])
     warmup_steps = round(warmup_epochs * steps_per_epoch)
     name = config["name"]  # each schedule's keys: cosine {min_lr}, step {milestones, gamma}, constant {}
     milestones = [warmup_steps + int(m * steps_per_epoch) for m in config["milestones"]] if name == "step" else []

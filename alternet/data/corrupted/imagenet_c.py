@@ -21,6 +21,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import albumentations as A
 import cv2
@@ -30,7 +31,7 @@ from albumentations.pytorch import ToTensorV2
 from PIL import Image
 from torch.utils.data import Dataset
 
-from ...errors import ConfigValueError, DataError
+from ...errors import DataError, one_of
 from ..files.images import decode_rgb
 from .corruptions import CORRUPTIONS, EXTRA_CORRUPTIONS, SEVERITIES
 
@@ -178,12 +179,17 @@ def check_class_names(
     )
 
 
+def check_preprocess(preprocess: Any, key: str = "robustness.preprocess") -> None:
+    """The one check of ``robustness.preprocess``: the evaluation settings' check calls it before any work,
+    :func:`crop_transform` too."""
+    one_of(key, preprocess, PREPROCESS)
+
+
 def crop_transform(
     mean: Sequence[float], std: Sequence[float], image_size: int, preprocess: str = "center_crop"
 ) -> A.Compose:
     """The reference preprocessing of ImageNet-C images (see the module docstring), then normalisation."""
-    if preprocess not in PREPROCESS:
-        raise ConfigValueError(f"robustness.preprocess={preprocess!r} is invalid: choose one of {list(PREPROCESS)}")
+    check_preprocess(preprocess)
     ops: list[A.BasicTransform] = []
     if preprocess == "resize_center_crop":
         ops.append(A.SmallestMaxSize(max_size=round(image_size / CROP_PCT), interpolation=cv2.INTER_LINEAR))

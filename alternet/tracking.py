@@ -11,18 +11,21 @@ import netrc
 import os
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import yaml
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 
-from .errors import AlternetError
+from .errors import AlternetError, ConfigValueError, require, suggest
 from .files import write_text
 from .rundir import RunDir
 
@@ -32,6 +35,77 @@ ARTIFACT_ALIASES = ("best", "latest")
 
 class ArtifactError(AlternetError, RuntimeError):
     """A W&B artifact that cannot be downloaded (offline, no API key, unknown reference)."""
+
+
+# settings --------------------------------------------------------------------------------------
+
+WANDB_SECTION = "logger.wandb"  # where the settings sit in train's and evaluate's configs (logger=wandb)
+
+
+@dataclass(frozen=True)
+class WandbSettings:
+    """The one shape of W&B settings, for ``alternet train``, ``alternet evaluate`` and ``alternet report``:
+    ``logger=wandb`` (alternet/conf/logger/wandb.yaml, which holds every default) in train's and evaluate's configs;
+    the report reads its sweep's runs' section. ``name`` and ``group`` name the run the command starts (null: the
+    command's own choice); the report names its run itself."""
+
+    project: str
+    entity: str | None
+    group: str | None
+    name: str | None
+    tags: tuple[str, ...]
+    offline: bool
+    init_timeout: float
+
+    def init_args(self) -> dict[str, Any]:
+        """What every run of these settings passes to ``wandb.init`` (the run's own name, group and job go apart)."""
+        return {"project": self.project, "entity": self.entity, "tags": list(self.tags)}
+
+
+WANDB_KEYS = tuple(f.name for f in fields(WandbSettings))
+
+
+@cache
+def _packaged_wandb() -> dict[str, Any]:
+    text = resources.files("alternet.conf").joinpath("logger", "wandb.yaml").read_text(encoding="utf-8")
+    return dict(yaml.safe_load(text)["wandb"])
+
+
+def wandb_settings(
+    section: Mapping[str, Any] | None, enabled: bool | None = None, key: str = WANDB_SECTION
+) -> WandbSettings | None:
+    """The one parser of W&B settings: a ``logger.wandb`` section (null: ``logger=csv``, W&B off) over the packaged
+    defaults, each value checked (one line naming ``key``), or None when W&B is off. ``enabled`` switches it
+    explicitly: False turns it off, True on, with the packaged defaults where there is no section (the report's
+    ``--wandb``, evaluate's old ``wandb.enabled=true``)."""
+    if enabled is False or (section is None and not enabled):
+        return None
+    defaults = _packaged_wandb()
+    values = {**defaults, **(section or {})}
+    unknown = sorted(set(values) - set(WANDB_KEYS))
+    if unknown:
+        raise ConfigValueError(
+            f"{key}.{unknown[0]} is not a W&B setting{suggest(unknown[0], WANDB_KEYS)}; the settings are "
+            f"{list(WANDB_KEYS)}"
+        )
+    text = "must be a string (or null)"
+    require(f"{key}.project", values["project"], lambda v: isinstance(v, str) and v, "must be a project name")
+    for name in ("entity", "group", "name"):
+        require(f"{key}.{name}", values[name], lambda v: v is None or isinstance(v, str), text)
+    tags = values["tags"] or []
+    require(f"{key}.tags", tags, lambda v: isinstance(v, Sequence) and not isinstance(v, str), "must be a list")
+    require(f"{key}.offline", values["offline"], lambda v: isinstance(v, bool), "must be true or false")
+    timeout = values["init_timeout"]
+    require(f"{key}.init_timeout", timeout, lambda v: not isinstance(v, bool) and v > 0, "must be seconds > 0")
+    return WandbSettings(
+        project=values["project"],
+        entity=values["entity"],
+        group=values["group"],
+        name=values["name"],
+        tags=tuple(str(tag) for tag in tags),
+        offline=values["offline"],
+        init_timeout=float(timeout),
+    )
 
 
 # offline detection -----------------------------------------------------------------------------
@@ -61,15 +135,17 @@ def offline_reason(requested_offline: bool) -> str | None:
     return None
 
 
-def start_run(requested_offline: bool, init_timeout: float, **init: Any) -> Any:
-    """``wandb.init(**init)`` online when it can be, else offline with a one-line notice saying why and how to
-    upload later. An unreachable server (network, proxy, firewall) costs at most ``init_timeout`` seconds."""
+def start_run(settings: WandbSettings, **init: Any) -> Any:
+    """``wandb.init`` with the project, entity and tags of ``settings`` and the run's own ``init`` (name, group,
+    job type, directory, config ...), online when it can be, else offline with a one-line notice saying why and how
+    to upload later. An unreachable server (network, proxy, firewall) costs at most ``settings.init_timeout``."""
     import wandb
 
-    reason = offline_reason(requested_offline)
+    init = settings.init_args() | init
+    reason = offline_reason(settings.offline)
     if reason is None:
         try:
-            return wandb.init(mode="online", settings=wandb.Settings(init_timeout=init_timeout), **init)
+            return wandb.init(mode="online", settings=wandb.Settings(init_timeout=settings.init_timeout), **init)
         except wandb.errors.Error as error:  # CommError: no answer within init_timeout; AuthenticationError
             reason = f"the W&B server did not accept the run ({str(error).splitlines()[0]})"
     run = wandb.init(mode="offline", **init)
@@ -150,27 +226,21 @@ def build_loggers(
     """CSV logger into ``<run_dir>/logs``, plus W&B when ``config.wandb`` (the ``logger`` group) is set. A resumed
     run (``resume_step``: the checkpoint's global step) keeps the CSV rows logged before it and its W&B run."""
     loggers: list[Logger] = [HistoryCSVLogger(run_dir, resume_step=resume_step)]
-    wandb_cfg = config.get("wandb")
-    if not wandb_cfg:
+    settings = wandb_settings(config["wandb"])
+    if settings is None:
         return loggers
     run_id = wandb_run_id(run_dir)
     init = dict(
-        project=wandb_cfg["project"],
-        entity=wandb_cfg["entity"],
-        group=wandb_group(run_dir, wandb_cfg["group"] or sweep_group() or run_id),
-        tags=list(wandb_cfg["tags"] or []),
-        name=wandb_cfg["name"] or run_name(run_config, run_dir),
+        group=wandb_group(run_dir, settings.group or sweep_group() or run_id),
+        name=settings.name or run_name(run_config, run_dir),
         dir=str(run_dir),
         config=run_config,
         id=run_id,
         resume="allow",
     )
     # rank zero starts the run (online, else offline: start_run); the other ranks' loggers stay silent
-    run = (
-        start_run(bool(wandb_cfg["offline"]), float(wandb_cfg["init_timeout"]), **init)
-        if rank_zero_only.rank == 0
-        else None
-    )
+    run = start_run(settings, **init) if rank_zero_only.rank == 0 else None
+    init = settings.init_args() | init
     init["save_dir"] = init.pop("dir")
     loggers.append(WandbLogger(experiment=run, **init))  # model artifacts: log_model_artifacts, one naming scheme
     return loggers
@@ -242,19 +312,15 @@ def finish(exit_code: int = 0) -> None:
 
 
 def start_evaluation_run(
-    settings: Mapping[str, Any], name: str, config: Mapping[str, Any], out_dir: Path, group: str | None = None
+    settings: WandbSettings, name: str, config: Mapping[str, Any], out_dir: Path, group: str | None = None
 ) -> Any:
-    """A W&B run of job type ``evaluation`` (``settings``: evaluate.yaml's ``wandb`` section) in ``group`` (the
-    training run's, so a model's training and evaluations sit together)."""
+    """A W&B run of job type ``evaluation`` named ``settings.name`` or ``name``, in ``group`` (the training run's,
+    so a model's training and evaluations sit together) or else ``settings.group``."""
     return start_run(
-        bool(settings["offline"]),
-        float(settings["init_timeout"]),
-        project=settings["project"],
-        entity=settings["entity"],
-        name=name,
-        group=group,
+        settings,
+        name=settings.name or name,
+        group=group or settings.group,
         job_type="evaluation",
-        tags=list(settings["tags"] or []),
         config=dict(config),
         dir=str(out_dir),
         reinit="finish_previous",
@@ -377,18 +443,15 @@ def _all_numbers(values: Any) -> bool:
 
 
 def log_sweep_report(
-    settings: Mapping[str, Any], sweep: str, out_dir: Path, files: Sequence[Path], rows: Sequence[Mapping[str, Any]]
+    settings: WandbSettings, sweep: str, out_dir: Path, files: Sequence[Path], rows: Sequence[Mapping[str, Any]]
 ) -> str:
-    """A W&B run of job type ``report`` in the sweep's project and group (``settings``: the runs' logger.wandb
-    section) holding the report's variant table and figures; returns the run's path (``entity/project/id``)."""
+    """A W&B run ``report-<sweep>`` of job type ``report`` in the sweep's project and group (``settings``: the
+    runs' own) holding the report's variant table and figures; returns the run's path (``entity/project/id``)."""
     import wandb
 
     run = start_run(
-        bool(settings.get("offline")),
-        float(settings.get("init_timeout") or 60),
-        project=settings.get("project") or "alternet",
-        entity=settings.get("entity"),
-        group=settings.get("group") or sweep,
+        settings,
+        group=settings.group or sweep,
         name=f"report-{sweep}",
         job_type="report",
         dir=str(out_dir),

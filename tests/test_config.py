@@ -105,7 +105,7 @@ def test_every_other_option_composes(group):
 
 
 # Every key the config checks check (alternet/apps/checks.py, before any work): one bad value each and the one line
-# it must fail with. Keys checked by a constructor's own function (checks.DELEGATED, the evaluation settings)
+# it must fail with. Keys checked by a constructor's own function (checks.DELEGATED, the evaluation settings, W&B's)
 # are here too: the config checks call those functions, so the same line comes before any work.
 CHECKED = [
     (["recipe.epochs=-1"], "recipe.epochs=-1 is invalid: must be an integer >= 1"),
@@ -159,6 +159,9 @@ CHECKED = [
     (["evaluate.robustness.severities=[9]"], "evaluate.robustness.severities=[9] must be a non-empty subset of 1..5"),
     (["evaluate.robustness.max_images=0"], "evaluate.robustness.max_images=0 is invalid: null (every image) or"),
     (["evaluate.robustness.preprocess=resize"], "evaluate.robustness.preprocess='resize' is not one of"),
+    (["logger=wandb", "logger.wandb.init_timeout=0"], "logger.wandb.init_timeout=0 is invalid: must be seconds > 0"),
+    (["logger=wandb", "logger.wandb.offline=maybe"], "logger.wandb.offline='maybe' is invalid: must be true or false"),
+    (["logger=wandb", "+logger.wandb.mode=offline"], "logger.wandb.mode is not a W&B setting; the settings are"),
 ]
 
 

@@ -6,11 +6,13 @@ import time
 
 import wandb
 from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 from wandb.sdk.wandb_run import Run
 
+from alternet import tracking
 from alternet.apps.evaluate import run_evaluate
 from alternet.apps.train import train
-from alternet.tracking import log_model_artifacts, start_run, use_checkpoint
+from alternet.tracking import log_model_artifacts, start_run, use_checkpoint, wandb_settings
 
 from conftest import CONF, FAST, compose_train
 
@@ -79,7 +81,7 @@ def test_an_unreachable_server_falls_back_to_offline_within_init_timeout(tmp_pat
     monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # nothing listens there: no answer
     wandb.teardown()  # W&B reads its environment once per process: start afresh with this one
     started = time.monotonic()
-    run = start_run(False, 3, project="p", dir=str(tmp_path), reinit="finish_previous")
+    run = start_run(wandb_settings({"project": "p", "init_timeout": 3}), dir=str(tmp_path), reinit="finish_previous")
     assert time.monotonic() - started < 60
     try:
         assert run.offline
@@ -119,3 +121,57 @@ def test_an_online_evaluation_uses_the_artifact_its_training_run_logged(tmp_path
     assert declared.digest == training.logged[0].digest  # same name, same content: one artifact, linked
     assert evaluation.values == {"scored_artifact": "model-abc123"}
     assert use_checkpoint(OnlineRun(), checkpoint, None) == "model-run"  # no W&B training run: its directory
+
+
+def test_train_evaluate_and_report_build_the_same_wandb_settings_from_the_same_values(tmp_path, monkeypatch):
+    """One settings shape (conf/logger/wandb.yaml, ``logger.wandb.*``) parsed by one function for the three commands
+    that log to W&B: the same values give the same settings; the old spellings (evaluate's ``wandb.enabled=true``,
+    the report's ``--wandb``) give the packaged ones, as ``logger=wandb`` does."""
+    import yaml
+
+    from alternet.apps import evaluate as evaluate_app
+    from alternet.report import build_report
+    from alternet.rundir import RunDir, RunSummary
+    from alternet.tracking import WandbSettings, build_loggers
+
+    seen: list[WandbSettings] = []
+    monkeypatch.setattr(tracking, "start_run", lambda settings, **init: seen.append(settings))  # no W&B run
+    monkeypatch.setattr(evaluate_app, "checkpoint_paths", lambda ckpt: [tmp_path / "model.ckpt"])
+    monkeypatch.setattr(evaluate_app, "evaluate_checkpoint", lambda cfg, ckpt, out, wandb: seen.append(wandb) or {})
+    monkeypatch.setattr(evaluate_app, "evaluation_report", lambda report, out: "")
+    monkeypatch.setattr(tracking, "log_sweep_report", lambda settings, *args: seen.append(settings) or "p/r")
+
+    def train(*values: str) -> WandbSettings:
+        config = OmegaConf.to_container(compose_train(*values, output_dir=tmp_path / "run"), resolve=True)
+        build_loggers(config["logger"], tmp_path / "run", {})
+        return seen.pop()
+
+    def evaluate(*values: str) -> WandbSettings | None:
+        with initialize_config_dir(str(CONF), version_base="1.3"):
+            overrides = ["ckpt=unused", f"paths.output_dir={tmp_path / 'eval'}", *values]
+            run_evaluate(compose("evaluate", overrides=overrides))
+        return seen.pop()
+
+    def report(section: dict | None, *flag: bool) -> WandbSettings | None:
+        run = RunDir(tmp_path / "sweep" / "0")
+        run.hydra.mkdir(parents=True, exist_ok=True)
+        run.overrides_file.write_text("- seed=0\n")
+        run.config.write_text(yaml.safe_dump({"logger": {"wandb": section}}))
+        run.write_summary(RunSummary(model="m", data="digits", test={"acc": 0.5, "nll": 1.0}))
+        result = build_report(tmp_path / "sweep", tmp_path / "report", wandb=flag[0] if flag else None)
+        return seen.pop() if result["wandb_run"] else None
+
+    values = ["logger=wandb", "logger.wandb.project=p", "logger.wandb.entity=me", "logger.wandb.tags=[a,b]"]
+    values += ["logger.wandb.offline=true", "logger.wandb.init_timeout=5", "logger.wandb.group=g"]
+    trained = train(*values)
+    assert trained == WandbSettings("p", "me", "g", None, ("a", "b"), True, 5.0)
+    assert evaluate(*values) == trained
+    recorded = OmegaConf.to_container(compose_train(*values), resolve=True)["logger"]["wandb"]
+    assert report(recorded) == trained  # the report logs where its sweep's runs did
+    assert report(recorded, False) is None and report(None) is None  # --no-wandb; runs without W&B
+
+    packaged = train("logger=wandb")
+    assert packaged == WandbSettings("alternet", None, None, None, (), False, 60.0)
+    assert evaluate("logger=wandb") == evaluate("wandb.enabled=true") == packaged  # the old spelling still works
+    assert report(None, True) == packaged  # --wandb for a sweep that did not use W&B
+    assert evaluate() is None

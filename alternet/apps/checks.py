@@ -2,7 +2,7 @@
 
 Each key has one check. A key that only the config has (``recipe.epochs``, ``recipe.optimizer.lr`` ...) is checked
 here, in the tables :data:`CHOICES` and :func:`validate_train_config`; a key that a constructor also takes as a
-Python API (``data.name``, ``model.attention``, ``recipe.batch_size``, the evaluation settings ...) is
+Python API (``data.name``, ``model.attention``, ``recipe.batch_size``, the evaluation settings, W&B's ...) is
 checked by that code's own ``check_*`` function, which the constructor calls too and these checks call before any
 work (:data:`DELEGATED` and the calls below). Either way the message is one line: the key, its value, what it must
 be (:func:`alternet.errors.one_of`, :func:`alternet.errors.require`).
@@ -18,6 +18,7 @@ from typing import Any
 import lightning as L
 import torch
 
+from .. import tracking
 from ..data import check_name
 from ..data.base import check_batch_sizes, check_val_size
 from ..data.workers import check_workers
@@ -147,6 +148,7 @@ def validate_train_config(cfg: Mapping[str, Any]) -> None:
     check_workers(_get(cfg, "data.num_workers"), "data.num_workers")
     if _get(cfg, "evaluate") is not None:
         check_settings(_get(cfg, "evaluate"), "evaluate.")
+    tracking.wandb_settings(_get(cfg, "logger.wandb"))
     preemption = _get(cfg, "callbacks.preemption")
     if preemption:
         check_preemption(preemption["signals"] or [], preemption["sync_every_n_steps"])

@@ -76,7 +76,10 @@ def check_classes(datamodule: ImageDataModule, ckpt: Path, weights: CheckpointWe
             )
 
 
-def evaluate_checkpoint(cfg: DictConfig, ckpt: Path, out_dir: Path) -> dict[str, Any]:
+def evaluate_checkpoint(
+    cfg: DictConfig, ckpt: Path, out_dir: Path, wandb: tracking.WandbSettings | None = None
+) -> dict[str, Any]:
+    """Score ``ckpt`` into ``out_dir`` (``wandb``: the W&B settings of :func:`wandb_settings`, None: no W&B)."""
     model, weights = load_model(ckpt, ema=bool(cfg.use_ema))
     hparams = weights.hyper_parameters
     recipe = hparams["recipe"]  # its augmentation feeds the analyses that use training batches
@@ -98,11 +101,11 @@ def evaluate_checkpoint(cfg: DictConfig, ckpt: Path, out_dir: Path) -> dict[str,
             list(cfg.analysis), model, datamodule, recipe, OmegaConf.to_container(cfg.analysis), out_dir
         )
         write_json(out_dir / METRICS_FILE, report)
-    if cfg.wandb.enabled:
+    if wandb is not None:
         label = f"{weights.architecture}-{ckpt.resolve().parent.parent.name}"
         config = {"checkpoint": dict(hparams), "evaluation": OmegaConf.to_container(cfg, resolve=True)}
         training = tracking.training_run(run_dir_of(ckpt))  # its W&B id and group, when it logged to W&B
-        run = tracking.start_evaluation_run(cfg.wandb, f"eval-{label}", config, out_dir, group=training.get("group"))
+        run = tracking.start_evaluation_run(wandb, f"eval-{label}", config, out_dir, group=training.get("group"))
         try:
             tracking.use_checkpoint(run, ckpt, training.get("id"))
             tracking.log_report(run, report)
@@ -111,20 +114,29 @@ def evaluate_checkpoint(cfg: DictConfig, ckpt: Path, out_dir: Path) -> dict[str,
     return report
 
 
+def wandb_settings(config: dict[str, Any]) -> tracking.WandbSettings | None:
+    """The W&B settings of an evaluation config: ``logger=wandb`` (``logger.wandb.*``, train's shape), or the old
+    spelling ``wandb.enabled=true`` (the packaged settings); None: no W&B."""
+    legacy = bool((config.get("wandb") or {}).get("enabled"))
+    return tracking.wandb_settings((config.get("logger") or {}).get("wandb"), enabled=True if legacy else None)
+
+
 def run_evaluate(cfg: DictConfig) -> list[dict[str, Any]]:
     if cfg.get("ckpt") in (None, "???"):
         raise ConfigValueError(
             "ckpt is required: alternet evaluate ckpt=PATH (a .ckpt file, a run directory, or a list)"
         )
-    check_settings(OmegaConf.to_container(cfg, resolve=True))  # every setting before any work starts: the
-    if cfg.get("analysis"):  # evaluation's, each analysis budget
+    settings = OmegaConf.to_container(cfg, resolve=True)
+    check_settings(settings)  # every setting before any work starts: the evaluation's, W&B's, each analysis budget
+    wandb = wandb_settings(settings)
+    if cfg.get("analysis"):
         parse_configs(list(cfg.analysis), OmegaConf.to_container(cfg.analysis))
     paths = checkpoint_paths(OmegaConf.to_container(cfg.ckpt) if OmegaConf.is_list(cfg.ckpt) else cfg.ckpt)
     out_dir = Path(cfg.out_dir)
     reports = []
     for index, ckpt in enumerate(paths):
         target = out_dir if len(paths) == 1 else out_dir / f"{index}-{ckpt.resolve().parent.parent.name}"
-        reports.append(evaluate_checkpoint(cfg, ckpt, target))
+        reports.append(evaluate_checkpoint(cfg, ckpt, target, wandb))
         print(evaluation_report(reports[-1], target), flush=True)
     if len(reports) > 1:
         print(f"Comparison: {write_comparison(reports, out_dir / 'comparison.csv')}")

@@ -304,6 +304,16 @@ def markdown(
     return "\n".join(lines) + "\n"
 
 
+def sweep_wandb_settings(run_dir: Path, enabled: bool | None = None) -> tracking.WandbSettings | None:
+    """The W&B settings of a sweep's report: its run's recorded ``logger.wandb`` section (the keys of today's
+    shape: a run recorded before a key was dropped keeps working), switched by ``enabled`` (``--wandb`` /
+    ``--no-wandb``; None: as the runs did)."""
+    recorded = ((RunDir(run_dir).recorded_config() or {}).get("logger") or {}).get("wandb")
+    if recorded is not None:
+        recorded = {key: value for key, value in recorded.items() if key in tracking.WANDB_KEYS}
+    return tracking.wandb_settings(recorded, enabled=enabled, key=f"{run_dir}: logger.wandb")
+
+
 def build_report(
     sweep_dir: Path,
     out_dir: Path | None = None,
@@ -312,9 +322,11 @@ def build_report(
     settings: Statistics = Statistics(),
 ) -> dict[str, Any]:
     """Write the report of ``sweep_dir`` (into ``out_dir``, default ``SWEEP_DIR/report``); returns what it
-    wrote. ``wandb=None`` logs to W&B when the sweep's runs did."""
+    wrote. ``wandb=None`` logs to W&B when the sweep's runs did, with their settings (``logger.wandb``: train's
+    shape); True logs with them, or the packaged ones (conf/logger/wandb.yaml) when the runs did not use W&B."""
     sweep_dir = Path(sweep_dir)
     runs, jobs = read_sweep(sweep_dir)
+    wandb_settings = sweep_wandb_settings(runs[0].directory, wandb)  # checked before any figure is drawn
     out_dir = Path(out_dir) if out_dir else SweepDir(sweep_dir).report_dir
     keys = swept_keys(runs)
     variants = group_variants(runs, keys)
@@ -330,8 +342,7 @@ def build_report(
     files = [f for f in files if f is not None]
     summary_md = write_text(out_dir / "summary.md", markdown(sweep_dir, keys, rows, base, files, jobs, settings, runs))
     files.append(summary_md)
-    settings = (RunDir(runs[0].directory).recorded_config() or {}).get("logger", {}).get("wandb")
     logged = None
-    if (settings and wandb is not False) or wandb:
-        logged = tracking.log_sweep_report(settings or {}, sweep_dir.name, out_dir, files, rows)
+    if wandb_settings is not None:
+        logged = tracking.log_sweep_report(wandb_settings, sweep_dir.name, out_dir, files, rows)
     return {"out_dir": out_dir, "files": files, "variants": rows, "baseline": base.label, "wandb_run": logged}

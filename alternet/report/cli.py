@@ -31,7 +31,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet report") -> in
         "--wandb",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="log the report to W&B (default: when the sweep's runs logged to W&B)",
+        help="log the report to W&B (default: when the sweep's runs logged to W&B), with the runs' logger.wandb "
+        "settings (the packaged ones, conf/logger/wandb.yaml, for runs that did not use W&B)",
     )
     rule = Rule()
     parser.add_argument("--alpha", type=float, default=rule.alpha, help="family-wise significance level (Holm)")

@@ -2,6 +2,7 @@
 logged (same name, same digest: lineage) and joins that run's group; robustness and analysis results arrive as
 interactive charts; an unreachable server costs init_timeout, then the run logs offline."""
 
+import dataclasses
 import time
 
 import wandb
@@ -173,5 +174,8 @@ def test_train_evaluate_and_report_build_the_same_wandb_settings_from_the_same_v
     packaged = train("logger=wandb")
     assert packaged == WandbSettings("alternet", None, None, None, (), False, 60.0)
     assert evaluate("logger=wandb") == evaluate("wandb.enabled=true") == packaged  # the old spelling still works
+    old = ["wandb.enabled=true", "wandb.project=p", "wandb.entity=me", "wandb.tags=[a,b]", "wandb.offline=true"]
+    assert evaluate(*old, "wandb.init_timeout=5") == dataclasses.replace(trained, group=None)  # old keys, same settings
+    assert evaluate("wandb.project=p") is None  # as before: the old keys set W&B up, wandb.enabled turns it on
     assert report(None, True) == packaged  # --wandb for a sweep that did not use W&B
     assert evaluate() is None

@@ -117,8 +117,13 @@ def evaluate_checkpoint(
 def wandb_settings(config: dict[str, Any]) -> tracking.WandbSettings | None:
     """The W&B settings of an evaluation config: ``logger=wandb`` (``logger.wandb.*``, train's shape), or the old
     spelling ``wandb.enabled=true`` (the packaged settings); None: no W&B."""
-    legacy = bool((config.get("wandb") or {}).get("enabled"))
-    return tracking.wandb_settings((config.get("logger") or {}).get("wandb"), enabled=True if legacy else None)
+    legacy = dict(config.get("wandb") or {})
+    enabled = bool(legacy.pop("enabled", False))
+    section = (config.get("logger") or {}).get("wandb")
+    old_values = {key: value for key, value in legacy.items() if value is not None}
+    if old_values and (section is not None or enabled):
+        section = {**(section or {}), **old_values}
+    return tracking.wandb_settings(section, enabled=True if enabled else None)
 
 
 def run_evaluate(cfg: DictConfig) -> list[dict[str, Any]]:

@@ -400,11 +400,12 @@ class SweepJobs:
         return not self.unfinished and not self.not_started
 
     def describe(self) -> str:
-        """``N of M jobs finished. Started, not finished: a, b. Not started: K.``"""
+        """``N of M jobs finished. Started, not finished: 2 (jobs a, b). Not started: K.``"""
         of = f" of {self.expected}" if self.expected else ""
         line = f"{len(self.finished)}{of} jobs finished."
         if self.unfinished:
-            line += f" Started, not finished: {', '.join(job.path.name for job in self.unfinished)}."
+            numbers = ", ".join(job.path.name for job in self.unfinished)
+            line += f" Started, not finished: {len(self.unfinished)} (job{'s' * (len(self.unfinished) > 1)} {numbers})."
         if self.not_started:
             line += f" Not started: {self.not_started}."
         return line

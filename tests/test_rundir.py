@@ -260,7 +260,7 @@ def test_one_sweep_reader_gives_the_callback_and_the_report_the_same_jobs(tmp_pa
     assert [job.path.name for job in jobs.finished] == ["0"]
     assert [job.path.name for job in jobs.unfinished] == ["1"]
     assert (jobs.expected, jobs.not_started, jobs.complete) == (3, 1, False)
-    assert jobs.describe() == "1 of 3 jobs finished. Started, not finished: 1. Not started: 1."
+    assert jobs.describe() == "1 of 3 jobs finished. Started, not finished: 1 (job 1). Not started: 1."
 
     path = write_sweep_summary(sweep)
     with open(path) as f:
@@ -274,7 +274,10 @@ def test_one_sweep_reader_gives_the_callback_and_the_report_the_same_jobs(tmp_pa
     assert read == jobs and runs[0].overrides == {"seed": "0", "recipe.ema.decay": "0.9"}
     report = build_report(sweep, tmp_path / "report", wandb=False)
     text = (report["out_dir"] / "summary.md").read_text()
-    assert "A partial sweep: 1 of 3 jobs finished. Started, not finished (left out): 1. Not started: 1." in text
+    assert (
+        "A partial sweep, the unfinished jobs left out: "
+        "1 of 3 jobs finished. Started, not finished: 1 (job 1). Not started: 1." in text
+    )
 
 
 def test_a_missing_sweep_directory_is_refused(tmp_path):

@@ -169,7 +169,10 @@ def test_the_report_of_a_partial_sweep_says_what_is_missing(sweep, tmp_path):
     (partial / "2" / "metrics.json").unlink()  # started, not finished
     report = build_report(partial, wandb=False)
     summary = (report["out_dir"] / "summary.md").read_text()
-    assert "A partial sweep: 2 of 4 jobs finished. Started, not finished (left out): 2. Not started: 1." in summary
+    assert (
+        "A partial sweep, the unfinished jobs left out: "
+        "2 of 4 jobs finished. Started, not finished: 1 (job 2). Not started: 1." in summary
+    )
 
 
 def test_the_report_compares_each_variants_robustness_with_the_baselines(tmp_path):

@@ -293,12 +293,7 @@ def markdown(
             f"{_delta_cell(row, 'robustness', 100, ' pp')} | {row['verdict']} |"
         )
     if not jobs.complete:
-        of = f" of {jobs.expected}" if jobs.expected else ""
-        lines += ["", f"A partial sweep: {len(jobs.finished)}{of} jobs finished."]
-        if jobs.unfinished:
-            lines[-1] += f" Started, not finished (left out): {', '.join(job.path.name for job in jobs.unfinished)}."
-        if jobs.not_started:
-            lines[-1] += f" Not started: {jobs.not_started}."
+        lines += ["", f"A partial sweep, the unfinished jobs left out: {jobs.describe()}"]
         lines[-1] += " Re-running the sweep's command with ckpt_path=last and the same hydra.sweep.dir completes it."
     lines += ["", *(f"![{path.stem}]({path.name})" for path in files if path.suffix == ".png")]
     return "\n".join(lines) + "\n"

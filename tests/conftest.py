@@ -19,6 +19,18 @@ SHARED_DATA = Path(os.environ.get("ALTERNET_TEST_DATA", ROOT.parent / "shared" /
 
 # A run that touches every stage but costs seconds: a few batches per loop (alternet/conf/debug/fast.yaml).
 FAST = ["debug=fast"]
+# A laptop-scale preset's jobs (CIFAR-100, experiment=paper/NAME or hybrids) cut to two training batches of 16 in fp32
+# and one batch per evaluation loop: every job of a grid runs end to end in seconds.
+PRESET_TWO_STEPS = [
+    "trainer.max_epochs=1",
+    "trainer.limit_train_batches=2",
+    "trainer.limit_val_batches=1",
+    "trainer.limit_test_batches=1",
+    "recipe.batch_size=16",
+    "recipe.eval_batch_size=16",
+    "data.train_clean_size=16",
+    "trainer.precision=32-true",
+]
 # One epoch of 2-process CPU DDP (gloo), for the probes that Lightning re-executes per rank (tests/scripts/).
 DDP_CPU = [
     "trainer=ddp",

@@ -404,7 +404,7 @@ def test_the_hybrids_preset_trains_scores_cifar100c_and_reports_robustness(cifar
     on generated CIFAR-100-C after training, and the report reads each run's robustness."""
     from alternet.report import build_report
 
-    from conftest import run_script
+    from conftest import PRESET_TWO_STEPS, run_script
 
     result = run_script(
         "train.py",
@@ -413,14 +413,7 @@ def test_the_hybrids_preset_trains_scores_cifar100c_and_reports_robustness(cifar
         f"hydra.sweep.dir={tmp_path / 'sweep'}",
         f"paths.data_dir={tmp_path / 'data'}",  # the corruption cache: a fresh one, not the campaign's
         "seed=0",
-        "trainer.max_epochs=1",
-        "trainer.limit_train_batches=2",
-        "trainer.limit_val_batches=1",
-        "trainer.limit_test_batches=1",
-        "recipe.batch_size=16",
-        "recipe.eval_batch_size=16",
-        "data.train_clean_size=16",
-        "trainer.precision=32-true",
+        *PRESET_TWO_STEPS,
         "evaluate.robustness.max_images=8",
         timeout=1800,
     )

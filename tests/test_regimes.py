@@ -251,7 +251,7 @@ def test_the_data_regime_gives_every_fraction_the_same_steps():
 @pytest.mark.parametrize("preset", CPU_PRESETS)
 def test_every_laptop_preset_job_trains_two_steps_on_real_cifar100(preset, cifar100_root, tmp_path):
     """The whole grid, as the campaign runs it (python train.py experiment=paper/NAME), two steps a job."""
-    from conftest import run_script
+    from conftest import PRESET_TWO_STEPS, run_script
 
     _, jobs = preset_jobs(preset)
     result = run_script(
@@ -259,14 +259,7 @@ def test_every_laptop_preset_job_trains_two_steps_on_real_cifar100(preset, cifar
         f"experiment=paper/{preset}",
         f"data.root={cifar100_root}",
         f"hydra.sweep.dir={tmp_path}",
-        "trainer.max_epochs=1",
-        "trainer.limit_train_batches=2",
-        "trainer.limit_val_batches=1",
-        "trainer.limit_test_batches=1",
-        "recipe.batch_size=16",
-        "recipe.eval_batch_size=16",
-        "data.train_clean_size=16",
-        "trainer.precision=32-true",
+        *PRESET_TWO_STEPS,
         timeout=1800,
     )
     assert result.returncode == 0, result.stderr[-3000:]

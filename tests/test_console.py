@@ -1,6 +1,7 @@
 """What runs print: the training summary's table, progress lines for log files, the loader worker count."""
 
 import io
+from types import SimpleNamespace
 
 import lightning as L
 import torch
@@ -119,6 +120,17 @@ def test_progress_lines_write_periodic_and_per_epoch_lines_without_carriage_retu
     assert any(line.startswith("epoch 2/2  batch 3/5") and "batch/s" in line and "ETA" in line for line in lines)
     assert all("v_num" not in line for line in lines)
     assert throughput.images == 80 and throughput.images_per_sec > 0
+
+
+def test_throughput_of_a_run_resumed_mid_epoch_counts_only_its_own_seconds():
+    """Lightning skips on_train_epoch_start for the epoch a run resumes in the middle of: the clock still starts at
+    on_train_start (it once counted from the machine's boot, reporting 24 images/s for a 600 images/s run)."""
+    throughput = Throughput()
+    trainer, module = SimpleNamespace(world_size=1), SimpleNamespace(log=lambda *args, **kwargs: None)
+    throughput.on_train_start(trainer, module)
+    throughput.on_train_batch_end(trainer, module, None, (torch.zeros(8, 3), torch.zeros(8)), 0)
+    throughput.on_train_epoch_end(trainer, module)
+    assert throughput.images == 8 and throughput.seconds < 5
 
 
 def test_a_terminal_gets_a_bar_and_a_file_gets_lines():

@@ -68,6 +68,9 @@ def _interrupted_then_resumed(tmp_path: Path, overrides: list[str], how: str) ->
         rows = list(csv.DictReader(file))
     steps = [int(row["step"]) for row in rows if row.get("train/loss")]
     assert steps == sorted(set(steps)) and {9, 19} <= set(steps)  # the interrupted run's rows kept, none twice
+    summary = json.loads((run / "metrics.json").read_text())
+    resumed_images = (20 - 13) * 4  # the steps trained after the resume, batches of 4
+    assert summary["train_images_per_sec"] >= resumed_images / summary["wall_seconds"]  # its seconds, not the boot's
     return run
 
 

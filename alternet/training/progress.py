@@ -121,6 +121,9 @@ class Throughput(L.Callback):
         self._epoch_seconds = 0.0
         self._mark = 0.0
 
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._mark = time.monotonic()  # a run resumed mid-epoch gets no on_train_epoch_start for that epoch
+
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._epoch_images, self._epoch_seconds, self._mark = 0, 0.0, time.monotonic()
 

@@ -25,6 +25,7 @@ import sys
 import time
 from importlib import metadata
 from pathlib import Path
+from types import SimpleNamespace
 
 import lightning as L
 import numpy as np
@@ -642,3 +643,42 @@ def run_main(script: str, arguments: list[str], monkeypatch, capsys) -> tuple[st
     with pytest.raises(SystemExit) as exited:
         runpy.run_path(str(ROOT / script), run_name="__main__")
     return str(exited.value.code), capsys.readouterr().err
+
+
+def test_ctrl_c_between_the_jobs_of_a_sweep_stops_it_in_one_line_and_the_same_command_continues(tmp_path):
+    """Outside training steps (Hydra composing the next job, set-up, testing) SIGINT once raised a KeyboardInterrupt
+    traceback from wherever it landed; the sweep now ends on one line, and the same command finishes it."""
+    sweep = tmp_path / "sweep"
+    command = [sys.executable, "train.py", "-m", "seed=0,1", *FAST, "evaluate.after_training=false"]
+    command += ["trainer.enable_progress_bar=false", f"hydra.sweep.dir={sweep}", "ckpt_path=last"]
+    run = TrainingProcess(sweep, [], command=command)
+    run.wait_for("Finished alternet_tiny")  # job 0's summary: the signal comes as the sweep moves on to job 1
+    run.send("SIGINT", group=True)
+    assert run.wait() == 1, run.output[-3000:]
+    assert "error: stopped by SIGINT outside the training steps" in run.output
+    assert "Traceback" not in run.output
+    assert (sweep / "0" / "metrics.json").is_file() and not (sweep / "1" / "metrics.json").exists()
+    again = TrainingProcess(sweep, [], command=command, log=".again.log")
+    assert again.wait() == 0, again.output[-3000:]
+    assert "holds a finished run" in again.output  # job 0 is kept, not trained again
+    assert (sweep / "1" / "metrics.json").is_file()
+
+
+def test_a_stop_signal_ignored_when_the_run_started_stays_ignored_during_training(tmp_path, capfd):
+    """A shell starts a script's background jobs with SIGINT ignored; the run honoured it mid-step only (and lost
+    it between a sweep's jobs). It now stays ignored throughout, and the run says which signals do stop it."""
+    trainer = SimpleNamespace(default_root_dir=str(tmp_path), global_rank=0, world_size=1, is_global_zero=True)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    before_term = signal.getsignal(signal.SIGTERM)
+    try:
+        callback = PreemptionCheckpoint(tmp_path, ["SIGINT", "SIGTERM"])
+        callback.setup(trainer, None, "fit")
+        callback.on_train_start(trainer, None)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) == callback._handle
+        callback.on_train_end(trainer, None)
+        assert signal.getsignal(signal.SIGTERM) == before_term
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    err = capfd.readouterr().err
+    assert "SIGINT was ignored when this process started" in err and "stop this run with SIGTERM" in err

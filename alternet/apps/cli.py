@@ -14,6 +14,7 @@ exit status 1 (:func:`alternet.errors.exit_with_error`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
@@ -50,6 +51,31 @@ def _as_typed() -> Iterator[None]:
         sys.argv = parsed
 
 
+# A stop signal inside training steps saves and resumes (training.callbacks.PreemptionCheckpoint); Ctrl-C anywhere
+# else (Hydra composing a job, set-up, testing, scoring, between a sweep's jobs) raises KeyboardInterrupt wherever it
+# lands: the command ends on one line instead of that traceback.
+TRAINING_INTERRUPTED = (
+    "stopped by SIGINT outside the training steps (set-up, testing, or between a sweep's jobs); the checkpoints and "
+    "finished runs already written are kept: run the same command with ckpt_path=last to continue"
+)
+EVALUATION_INTERRUPTED = "stopped by SIGINT; the files already written are kept: run the same command to score again"
+
+
+def _ends_cleanly_on_ctrl_c(message: str) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+    def wrap(main: Callable[[], Any]) -> Callable[[], Any]:
+        @functools.wraps(main)
+        def run() -> Any:
+            try:
+                return main()
+            except KeyboardInterrupt:
+                exit_with_error(message)
+
+        return run
+
+    return wrap
+
+
+@_ends_cleanly_on_ctrl_c(TRAINING_INTERRUPTED)
 @hydra.main(config_path=CONFIG_PATH, config_name="train", version_base="1.3")
 def train_main(cfg: DictConfig) -> float | None:
     """``alternet train [group=option ...] [key=value ...]``: train one model (or, with ``-m``, a sweep)."""
@@ -62,6 +88,7 @@ def train_main(cfg: DictConfig) -> float | None:
     return optimized["value"] if optimized else None
 
 
+@_ends_cleanly_on_ctrl_c(EVALUATION_INTERRUPTED)
 @hydra.main(config_path=CONFIG_PATH, config_name="evaluate", version_base="1.3")
 def evaluate_main(cfg: DictConfig) -> None:
     """``alternet evaluate ckpt=PATH [data=...] [key=value ...]``: score checkpoints."""

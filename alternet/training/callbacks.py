@@ -162,8 +162,19 @@ class PreemptionCheckpoint(L.Callback):
         self._run_dir = Path(trainer.default_root_dir)
         self._rank = f"[rank {trainer.global_rank}] " if trainer.world_size > 1 else ""
         for sig in self.signals:
+            if self._before_run.get(sig) is signal.SIG_IGN:  # e.g. SIGINT in a script's background job: it stays
+                self._say_ignored(trainer, sig)  # ignored, as outside training, not honoured only mid-step
+                continue
             self._displaced[sig] = signal.getsignal(sig)
             signal.signal(sig, self._handle)
+
+    def _say_ignored(self, trainer: L.Trainer, sig: int) -> None:
+        if trainer.is_global_zero:
+            others = [signal.Signals(s).name for s in self.signals if self._before_run.get(s) is not signal.SIG_IGN]
+            _say(
+                f"{signal.Signals(sig).name} was ignored when this process started (a shell's background job): it "
+                f"stays ignored; stop this run with {' or '.join(others) or 'SIGKILL (no checkpoint)'}"
+            )
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._restore()

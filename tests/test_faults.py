@@ -221,9 +221,10 @@ CASES = [
         for name in STOP_SIGNALS
     ),
     *(
-        pytest.param(name, path, 2, True, True, marks=pytest.mark.slow, id=f"{name}-group-{path}-2w-ddp")
+        pytest.param(name, path, workers, True, True, marks=pytest.mark.slow, id=f"{name}-group-{path}-{workers}w-ddp")
         for name in STOP_SIGNALS
-        for path in ("digits", "folder")
+        for path in ("digits", "folder", "shards")
+        for workers in (0, 1, 2)
     ),
 ]
 
@@ -682,3 +683,69 @@ def test_a_stop_signal_ignored_when_the_run_started_stays_ignored_during_trainin
         signal.signal(signal.SIGINT, previous)
     err = capfd.readouterr().err
     assert "SIGINT was ignored when this process started" in err and "stop this run with SIGTERM" in err
+
+
+DEAD_WORKER = (
+    r"error: a data loader worker \(pid \d+\) died while reading (.+) "
+    r"\((is killed by signal: Killed|exited unexpectedly)\)"
+)
+
+
+def crash_a_worker_reading(module, fatal: str, monkeypatch, armed: Path | None = None) -> None:
+    """``module.decode_rgb`` SIGKILLs the loader worker that decodes an image whose name holds ``fatal`` (once
+    ``armed`` exists, if given); the forked workers inherit the patch."""
+    from torch.utils.data import get_worker_info
+
+    decode = module.decode_rgb
+
+    def crashing_decoder(source, name=None):
+        if get_worker_info() is not None and fatal in str(name) and (armed is None or armed.exists()):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return decode(source, name)
+
+    monkeypatch.setattr(module, "decode_rgb", crashing_decoder)
+
+
+def folder_run(folder: Path, *extra: str) -> list[str]:
+    arguments = ["data=imagefolder", f"data.root={folder}", "data.image_size=16", "data.num_workers=1"]
+    arguments += ["recipe.batch_size=4", "recipe.epochs=1", "recipe.warmup_epochs=0", *FAST]
+    return [*arguments, "evaluate.after_training=false", *extra]
+
+
+def test_a_loader_worker_that_dies_while_testing_is_reported_by_its_sample(tmp_path, monkeypatch, capsys):
+    from alternet.data.files import images
+
+    folder = small_folder(tmp_path)
+    fatal = sorted((folder / "val" / "bee").iterdir())[0]
+    armed = tmp_path / "testing"  # only the test pass's workers crash: training and validation read it unharmed
+
+    class ArmOnTest(L.Callback):
+        def on_test_start(self, trainer, pl_module):
+            armed.touch()
+
+    build = builders.build_callbacks
+    monkeypatch.setattr(builders, "build_callbacks", lambda *a, **k: [ArmOnTest(), *build(*a, **k)])
+    crash_a_worker_reading(images, str(fatal), monkeypatch, armed)
+    code, stderr = run_main("train.py", folder_run(folder, f"hydra.run.dir={tmp_path / 'run'}"), monkeypatch, capsys)
+    found = re.fullmatch(DEAD_WORKER + r": .*", code)
+    assert found and found.group(1) == str(fatal), code
+    assert armed.exists() and "Traceback" not in stderr
+
+
+def test_a_loader_worker_that_dies_while_evaluate_scores_is_reported_by_its_sample(tmp_path, monkeypatch, capsys):
+    from alternet.data.files import images
+
+    folder = small_folder(tmp_path)
+    run_dir = tmp_path / "run"
+    train(compose_train(*folder_run(folder), output_dir=run_dir))
+    fatal = sorted((folder / "val" / "bee").iterdir())[1]
+    crash_a_worker_reading(images, str(fatal), monkeypatch)
+    code, stderr = run_main(
+        "evaluate.py",
+        [f"ckpt={run_dir}", f"out_dir={tmp_path / 'eval'}", "robustness.enabled=false"],
+        monkeypatch,
+        capsys,
+    )
+    found = re.fullmatch(DEAD_WORKER + r": .*", code)
+    assert found and found.group(1) == str(fatal), code
+    assert "Traceback" not in stderr

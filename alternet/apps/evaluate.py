@@ -95,7 +95,8 @@ def evaluate_checkpoint(
     if recipe.get("test_flip"):  # predict as the run's own validation and test did
         predictor, meta["test_flip"] = FlipAveraged(model), True
     class_names = weights.data.get("class_names")  # absent in older checkpoints: only the count is checked
-    report = Evaluator(predictor, datamodule, settings, out_dir, class_names=class_names).run(meta)
+    with datamodule.dead_workers_named():
+        report = Evaluator(predictor, datamodule, settings, out_dir, class_names=class_names).run(meta)
     if cfg.get("analysis"):
         report["analysis"] = run_analyses(
             list(cfg.analysis), model, datamodule, recipe, OmegaConf.to_container(cfg.analysis), out_dir

@@ -143,17 +143,13 @@ def _train(
 
     exit_code = 1
     try:
-        try:
+        with datamodule.dead_workers_named():
             trainer.fit(module, datamodule=datamodule, ckpt_path=resume)
-        except RuntimeError as error:  # a loader worker that died is named by the sample it was reading
-            named = datamodule.dead_worker_error(error)
-            if named is None:
-                raise
-            raise named from None
         checkpoint = checkpoint_callback(trainer)  # read before testing: test() restores its state from `best`
         best, last = checkpoint.best_model_path or None, checkpoint.last_model_path or None
         clean = by_split({k: v for k, v in trainer.callback_metrics.items() if k.startswith("train_clean/")})
-        tested = by_split(trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False)[0])
+        with datamodule.dead_workers_named():
+            tested = by_split(trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False)[0])
         summary = RunSummary(
             model=config["model"]["name"],
             data=config["data"]["name"],

@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from ..errors import ConfigValueError, DataError, is_integer, require
 from ..seeds import derive_seed
-from .workers import init_loader_worker, loader_workers
+from .workers import WorkerLedger, dead_worker_error, init_loader_worker, loader_workers
 
 
 class EpochSampler(Sampler):
@@ -169,6 +169,7 @@ class ImageDataModule(L.LightningDataModule):
     num_classes: ClassVar[int]
     default_mean: ClassVar[tuple[float, float, float]]  # the data set's per-channel statistics (0-1 pixels)
     default_std: ClassVar[tuple[float, float, float]]
+    ledger: WorkerLedger | None = None  # what each loader worker reads (image files); arrays in memory need none
 
     def __init__(
         self,
@@ -295,8 +296,21 @@ class ImageDataModule(L.LightningDataModule):
 
     def dead_worker_error(self, error: BaseException) -> DataError | None:
         """``error``, torch's report of a loader worker that died, as one line naming the sample it was reading
-        (image files; arrays in memory crash no decoder): None when it is not such a report or nothing is known."""
-        return None
+        (image files, through :attr:`ledger`; arrays in memory crash no decoder): None when it is not such a report
+        or nothing is known."""
+        return dead_worker_error(error, self.ledger)
+
+    @contextlib.contextmanager
+    def dead_workers_named(self) -> Iterator[None]:
+        """Around training, testing or scoring with this module's data: a loader worker that dies is reported by
+        the sample it was reading, in one line, instead of torch's ``DataLoader worker (pid N) is killed``."""
+        try:
+            yield
+        except RuntimeError as error:
+            named = self.dead_worker_error(error)
+            if named is None:
+                raise
+            raise named from None
 
     # helpers ------------------------------------------------------------------------------
 

@@ -233,7 +233,7 @@ def _imagenet_c(
         paths, labels = tree.files(corruption, severity)
         check_image_size(paths[0], datamodule.image_size, preprocess)
         conditions.append((corruption, severity))
-        datasets.append(ImageFileDataset(paths, labels, transform))
+        datasets.append(ImageFileDataset(paths, labels, transform, datamodule.ledger))
     return CorruptedSets(
         layout="imagenet-c",
         source="real",

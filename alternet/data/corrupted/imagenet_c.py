@@ -33,6 +33,7 @@ from torch.utils.data import Dataset
 
 from ...errors import DataError, one_of
 from ..files.images import decode_rgb
+from ..workers import WorkerLedger
 from .corruptions import CORRUPTIONS, EXTRA_CORRUPTIONS, SEVERITIES
 
 IMAGE_SUFFIXES = frozenset({".jpeg", ".jpg", ".png"})
@@ -215,16 +216,21 @@ def check_image_size(path: str | os.PathLike[str], image_size: int, preprocess: 
 class ImageFileDataset(Dataset):
     """Image files and integer labels, decoded to RGB uint8 and transformed on access."""
 
-    def __init__(self, paths: np.ndarray, labels: np.ndarray, transform: A.Compose):
+    def __init__(self, paths: np.ndarray, labels: np.ndarray, transform: A.Compose, ledger: WorkerLedger | None = None):
         if len(paths) != len(labels):
             raise DataError(f"{len(paths)} image files but {len(labels)} labels")
         self.paths = np.asarray(paths)  # one array, not a list of str: workers do not copy it page by page
         self.labels = np.asarray(labels, dtype=np.int64)
-        self.transform = transform
+        self.transform, self.ledger = transform, ledger
 
     def __len__(self) -> int:
         return len(self.paths)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        array = np.asarray(decode_rgb(Path(str(self.paths[index]))))
+        path = Path(str(self.paths[index]))
+        if self.ledger is not None:
+            self.ledger.reading(path)  # a worker that dies now is reported by this file
+        array = np.asarray(decode_rgb(path))
+        if self.ledger is not None:
+            self.ledger.done()
         return self.transform(image=array)["image"], int(self.labels[index])

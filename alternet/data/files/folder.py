@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader
 from ...dataset_facts import FACTS
 from ...errors import ConfigValueError, DataError
 from ..base import ImageDataModule, split_size, stratified_holdout
-from ..workers import WorkerLedger, dead_worker_error, init_loader_worker
+from ..workers import WorkerLedger, init_loader_worker
 from .images import DecodingDataset, SkipCounter, class_folders, scan_split
 from .shards import StreamingImages, read_shard_classes, streaming_loader
 from .transforms import file_transform
@@ -50,7 +50,7 @@ class ImageFolderDataModule(ImageDataModule):
         self.crop_pct = crop_pct
         self.interpolation = interpolation
         self._skipped = SkipCounter() if skip_corrupt else None
-        self._ledger = WorkerLedger()  # what each loader worker reads, for a worker that dies mid-sample
+        self.ledger = WorkerLedger()  # what each loader worker reads, for a worker that dies mid-sample
         self._classes: list[str] | None = None
 
     def check_augment(self) -> None:
@@ -112,9 +112,6 @@ class ImageFolderDataModule(ImageDataModule):
     def skipped_images(self) -> int:
         return self._skipped.count if self._skipped is not None else 0
 
-    def dead_worker_error(self, error: BaseException) -> DataError | None:
-        return dead_worker_error(error, self._ledger)
-
     # Lightning hooks ------------------------------------------------------------------------------
 
     def setup(self, stage: str | None = None) -> None:
@@ -146,16 +143,16 @@ class ImageFolderDataModule(ImageDataModule):
         train_transform = file_transform(self.mean, self.std, self.image_size, self.augment or None)
         if self.train_shards:
             self.splits["train"] = StreamingImages(
-                self.train_shards, train_transform, seed=self.seed, skipped=self._skipped
+                self.train_shards, train_transform, seed=self.seed, skipped=self._skipped, ledger=self.ledger
             )
         else:
-            self.splits["train"] = DecodingDataset(train, train_transform, self._skipped, self._ledger)
+            self.splits["train"] = DecodingDataset(train, train_transform, self._skipped, self.ledger)
         if val is not None:
-            self.splits["val"] = DecodingDataset(val, eval_transform, self._skipped, self._ledger)
-        self.splits["test"] = DecodingDataset(test, eval_transform, self._skipped, self._ledger)
+            self.splits["val"] = DecodingDataset(val, eval_transform, self._skipped, self.ledger)
+        self.splits["test"] = DecodingDataset(test, eval_transform, self._skipped, self.ledger)
         if self.train_clean_size:
             clean = train.take(np.flatnonzero(self._train_clean_mask(train.labels)))
-            self.splits["train_clean"] = DecodingDataset(clean, eval_transform, self._skipped, self._ledger)
+            self.splits["train_clean"] = DecodingDataset(clean, eval_transform, self._skipped, self.ledger)
         self.files = {"train": train, "val": val, "test": test}
 
     def train_dataloader(self) -> DataLoader:

@@ -23,6 +23,7 @@ from litdata import StreamingDataLoader, StreamingDataset
 from ...errors import DataError
 from ...files import read_json, write_json
 from ...seeds import derive_seed
+from ..workers import WorkerLedger
 from .images import FileList, SkipCounter, decode_rgb, scan_split, seed_sample
 
 CLASSES_FILE = "classes.json"
@@ -128,6 +129,7 @@ class StreamingImages(StreamingDataset):
         *,
         seed: int,
         skipped: SkipCounter | None = None,
+        ledger: WorkerLedger | None = None,
     ):
         source = str(shards)
         if not is_remote(shards):
@@ -138,11 +140,16 @@ class StreamingImages(StreamingDataset):
                 )
             source = str(path.resolve())
         super().__init__(input_dir=source, shuffle=True, drop_last=True, seed=seed)
-        self.image_transform, self.base_seed, self.skipped = transform, seed, skipped
+        self.image_transform, self.base_seed, self.skipped, self.ledger = transform, seed, skipped, ledger
 
     def __getitem__(self, index: Any) -> tuple[torch.Tensor, int]:
         record = super().__getitem__(index)
-        image = decode_rgb(record["image"], f"{record['name']} in {self.input_dir.path}")
+        name = f"{record['name']} in {self.input_dir.path}"
+        if self.ledger is not None:
+            self.ledger.reading(name)  # a worker that dies now is reported by this sample
+        image = decode_rgb(record["image"], name)
+        if self.ledger is not None:
+            self.ledger.done()
         seed_sample(derive_seed(self.base_seed, "augment", int(self.current_epoch), int(getattr(index, "index", 0))))
         return self.image_transform(image), int(record["label"])
 

@@ -32,6 +32,8 @@ except ImportError:  # pragma: no cover - not POSIX: run directories are not loc
     fcntl = None
 
 from .checkpoints import read_checkpoint
+from .data import DATAMODULES
+from .data.augment import upgrade_recipe
 from .errors import CheckpointError, ConfigValueError
 from .files import read_json, write_json, write_text
 from .models import create_model
@@ -99,8 +101,17 @@ def write_run_records(run_dir: Path, config: dict[str, Any]) -> None:
 
 
 def run_config(run_dir: Path | None) -> dict[str, Any] | None:
-    """The resolved config a run directory recorded, if it has one (:meth:`RunDir.recorded_config`)."""
-    return RunDir(run_dir).recorded_config() if run_dir is not None else None
+    """The resolved config a run directory recorded, if it has one (:meth:`RunDir.recorded_config`), its recipe as
+    today's (:func:`upgrade_record`)."""
+    config = RunDir(run_dir).recorded_config() if run_dir is not None else None
+    return upgrade_record(config) if isinstance(config, dict) else config
+
+
+def upgrade_record(record: dict[str, Any]) -> dict[str, Any]:
+    """A run's record (its config.yaml, a checkpoint's hyperparameters) in today's spellings: a recipe of before the
+    augment sections (one flat ``recipe.augment``) in sections (:func:`alternet.data.augment.upgrade`). Every reader
+    of a saved recipe reads it through this."""
+    return {**record, "recipe": upgrade_recipe(record["recipe"])} if "recipe" in record else dict(record)
 
 
 # which checkpoint ------------------------------------------------------------------------------
@@ -265,12 +276,26 @@ APPLIED_ON_RESUME = ("recipe.optimizer.lr",)
 
 
 def _model_recipe_differences(config: dict[str, Any], checkpoint: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
-    saved = checkpoint.get("hyper_parameters") or {}
+    hparams = upgrade_record(checkpoint.get("hyper_parameters") or {})
+    data = (config.get("data") or {}).get("name")
     differences = {}
     for section in ("model", "recipe"):
-        before, now = _flat(saved.get(section) or {}, section), _flat(config.get(section) or {}, section)
+        before, now = hparams.get(section) or {}, config.get(section) or {}
+        if section == "recipe":
+            before, now = _as_read(before, data), _as_read(now, data)
+        before, now = _flat(before, section), _flat(now, section)
         differences |= {k: (before.get(k), now.get(k)) for k in set(before) | set(now) if before.get(k) != now.get(k)}
     return differences
+
+
+def _as_read(recipe: dict[str, Any], data: Any) -> dict[str, Any]:
+    """``recipe`` as a run on the data set ``data`` reads it: of ``recipe.augment``, the section of its family alone
+    (the other section changes nothing the run computes)."""
+    family = getattr(DATAMODULES.get(data), "augment_section", None)
+    augment = recipe.get("augment")
+    if family is None or not isinstance(augment, dict):
+        return recipe
+    return {**recipe, "augment": {name: value for name, value in augment.items() if name == family}}
 
 
 def _applicable(key: str, before: Any, now: Any) -> bool:
@@ -409,7 +434,7 @@ def read_weights(path: str | Path, *, ema: bool = False) -> CheckpointWeights:
         architecture=model["name"],
         num_classes=num_classes,
         model_args={k: v for k, v in args.items() if k not in TRAINING_ONLY_ARGS},
-        hyper_parameters=dict(hparams),
+        hyper_parameters=upgrade_record(hparams),
         ema=ema,
     )
 

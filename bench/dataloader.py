@@ -1,8 +1,8 @@
 """Data-loader throughput of the CIFAR-100 train pipelines that training uses, per worker.
 
 Everything but the timm comparison is the library's own code path: ``CIFAR100DataModule`` with a recipe's
-``augment`` section (``alternet.data.arrays.transforms``), its train split read with per-sample seeds exactly as the
-training sampler yields them, and its ``train_dataloader()``.
+``augment.arrays`` section (``alternet.data.arrays.transforms``), its train split read with per-sample seeds exactly as
+the training sampler yields them, and its ``train_dataloader()``.
 
 * ``a``: recipe ``fast`` augmentation: pad-4 random crop + horizontal flip, normalise, to tensor;
 * ``b``: recipe ``paper`` augmentation: ``a`` + RandAugment ``rand-m9-n2-mstd1.0``
@@ -139,7 +139,7 @@ def main() -> None:
         print(f"SKIP: CIFAR-100 not found under {args.root} (expected cifar-100-python/train); pass --root")
         return
     cv2.setNumThreads(1)
-    fast, paper = recipe("fast")["augment"], recipe("paper")["augment"]
+    fast, paper = recipe("fast")["augment"]["arrays"], recipe("paper")["augment"]["arrays"]
     variants: dict[str, tuple[dict[str, Any], bool]] = {
         "a  recipe=fast: crop+flip+normalise+tensor": (fast, False),
         f"b  recipe=paper: a + RandAugment {SPEC} (ours)": (paper, False),

@@ -156,7 +156,7 @@ def timm_loader(root: Path, workers: int, batch_size: int) -> torch.utils.data.D
     """timm's own train loader with the recipe's augmentation (timm's create_loader arguments)."""
     from timm.data import ImageDataset, create_loader
 
-    augment = recipe()["augment"]
+    augment = recipe()["augment"]["files"]
     crop = augment["random_resized_crop"]
     return create_loader(
         ImageDataset(str(root / "train")),

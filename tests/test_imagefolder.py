@@ -133,9 +133,13 @@ def test_layout_mistakes_fail_before_training(tmp_path, layout, message):
 
 
 def test_cifar_style_augmentation_is_refused_for_image_files(folder):
-    with pytest.raises(ConfigValueError, match=r"recipe\.augment\.crop_padding=4 does not apply to image files"):
+    with pytest.raises(
+        ConfigValueError, match=r"recipe\.augment\.files\.crop_padding is not a key of recipe\.augment\.files"
+    ):
         build_datamodule(
-            {"name": "imagefolder", "root": str(folder)}, {"batch_size": 8, "augment": {"crop_padding": 4}}, seed=0
+            {"name": "imagefolder", "root": str(folder)},
+            {"batch_size": 8, "augment": {"files": {"crop_padding": 4}}},
+            seed=0,
         )
 
 

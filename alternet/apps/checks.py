@@ -2,10 +2,10 @@
 
 Each key has one check. A key that only the config has (``recipe.epochs``, ``recipe.optimizer.lr`` ...) is checked
 here, in the tables :data:`CHOICES` and :func:`validate_train_config`; a key that a constructor also takes as a
-Python API (``data.name``, ``model.attention``, ``recipe.batch_size``, the evaluation settings, W&B's ...) is
-checked by that code's own ``check_*`` function, which the constructor calls too and these checks call before any
-work (:data:`DELEGATED` and the calls below). Either way the message is one line: the key, its value, what it must
-be (:func:`alternet.errors.one_of`, :func:`alternet.errors.require`).
+Python API (``data.name``, ``model.attention``, ``recipe.batch_size``, ``recipe.augment``, the evaluation settings,
+W&B's ...) is checked by that code's own ``check_*`` function, which the constructor calls too and these checks call
+before any work (:data:`DELEGATED` and the calls below). Either way the message is one line: the key, its value, what
+it must be (:func:`alternet.errors.one_of`, :func:`alternet.errors.require`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import torch
 
 from .. import tracking
 from ..data import check_name
+from ..data.augment import check_augment
 from ..data.base import check_batch_sizes, check_val_size
 from ..data.workers import check_workers
 from ..errors import ConfigValueError, is_integer, one_of, require, suggest
@@ -40,7 +41,6 @@ from ..training.optim import check_optimizer, check_schedule
 
 # enumerated settings that only the config has, checked before any data is loaded (the choices are the code's own)
 CHOICES: dict[str, tuple[str, ...]] = {
-    "recipe.augment.interpolation": ("bilinear", "bicubic", "random"),
     "data.interpolation": ("bilinear", "bicubic"),
     "model.buildup_rules": ("warn", "off"),
     "trainer.precision": (
@@ -141,6 +141,7 @@ def validate_train_config(cfg: Mapping[str, Any]) -> None:
     _require(cfg, "recipe.layer_decay", lambda v: 0 < v <= 1, "must be in (0, 1] (or null: no layer-wise decay)")
     # keys a constructor also takes: the constructor's own check, called here before any work
     check_batch_sizes(_get(cfg, "recipe.batch_size"), _get(cfg, "recipe.eval_batch_size"))
+    check_augment(_get(cfg, "recipe.augment"))  # every recipe.augment key: its sections, their keys and values
     if _get(cfg, "recipe.drop_path_rate") is not None:
         check_drop_path_rate(_get(cfg, "recipe.drop_path_rate"), "recipe.drop_path_rate")
     if _get(cfg, "data.val_size") is not None:

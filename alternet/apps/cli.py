@@ -20,8 +20,11 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import hydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
 from omegaconf import DictConfig
 
+from ..data.augment import check_override
 from ..data.corrupted import cifar_c
 from ..errors import AlternetError, exit_with_error
 from ..hub import cli as hub_cli
@@ -75,7 +78,39 @@ def _ends_cleanly_on_ctrl_c(message: str) -> Callable[[Callable[[], Any]], Calla
     return wrap
 
 
+def check_overrides(args: Sequence[str]) -> None:
+    """The overrides among ``args`` (a Hydra app's command line) whose keys their owner checks before Hydra composes
+    (:func:`alternet.data.augment.check_override`: Hydra would refuse a key the config lacks, such as the
+    ``recipe.augment.crop_padding`` of before the augment sections, in lines that name no new key). An override
+    Hydra cannot parse is left to Hydra's own message."""
+    parser = OverridesParser.create()
+    for arg in args:
+        if arg.startswith("-") or ("=" not in arg and not arg.startswith("~")):
+            continue  # an option (-m, --cfg job) or an option's value
+        try:
+            override = parser.parse_override(arg)
+        except HydraException:
+            continue
+        plain = not (override.is_delete() or override.is_sweep_override())
+        check_override(override.key_or_group, override.value() if plain else None)
+
+
+def _overrides_checked(main: Callable[[], Any]) -> Callable[[], Any]:
+    """A Hydra app that first runs :func:`check_overrides` on its command line."""
+
+    @functools.wraps(main)
+    def run() -> Any:
+        try:
+            check_overrides(sys.argv[1:])
+        except AlternetError as error:
+            exit_with_error(error)
+        return main()
+
+    return run
+
+
 @_ends_cleanly_on_ctrl_c(TRAINING_INTERRUPTED)
+@_overrides_checked
 @hydra.main(config_path=CONFIG_PATH, config_name="train", version_base="1.3")
 def train_main(cfg: DictConfig) -> float | None:
     """``alternet train [group=option ...] [key=value ...]``: train one model (or, with ``-m``, a sweep)."""

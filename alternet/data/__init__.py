@@ -10,6 +10,7 @@ from typing import Any
 from ..errors import ConfigValueError, DataError, one_of
 from . import licence  # noqa: F401  (first: refuses an AGPL or untested albumentations before it is imported)
 from .arrays import ArrayDataModule, ArrayDataset, CIFAR10DataModule, CIFAR100DataModule, DigitsDataModule
+from .augment import section
 from .base import EpochSampler, ImageDataModule
 from .files import ImageFolderDataModule, ImageNetDataModule
 
@@ -32,7 +33,7 @@ def check_name(name: Any, key: str = "data.name") -> None:
 
 def build_datamodule(data: Mapping[str, Any], recipe: Mapping[str, Any], *, seed: int) -> ImageDataModule:
     """The DataModule named by ``data.name``: loader settings from ``data``, batch sizes and augmentation
-    from the ``recipe``."""
+    from the ``recipe`` (of its ``augment``, the section its family reads)."""
     name = data.get("name")
     check_name(name)
     cls = DATAMODULES[name]
@@ -44,7 +45,7 @@ def build_datamodule(data: Mapping[str, Any], recipe: Mapping[str, Any], *, seed
         **kwargs,
         batch_size=recipe["batch_size"],
         eval_batch_size=recipe.get("eval_batch_size"),
-        augment=recipe.get("augment"),
+        augment=section(recipe.get("augment"), cls.augment_section),
         seed=seed,
     )
 

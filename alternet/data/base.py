@@ -21,6 +21,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from ..errors import ConfigValueError, DataError, is_integer, require
 from ..seeds import derive_seed
+from .augment import check_section
 from .workers import WorkerLedger, dead_worker_error, init_loader_worker, loader_workers
 
 
@@ -162,10 +163,12 @@ def subset_size(fraction: float | None, pool: int) -> int:
 class ImageDataModule(L.LightningDataModule):
     """Base of all data sets: the loader settings, samplers and loaders, the validation sets, the ``data.subset`` and
     ``train_clean`` masks and the facts a checkpoint records. A family implements :meth:`setup` (filling
-    :attr:`splits` with datasets whose keys may be ``(index, seed)``), :meth:`check_augment` and
-    :attr:`class_names`; a data set sets the class attributes."""
+    :attr:`splits` with datasets whose keys may be ``(index, seed)``), :meth:`check_augment`,
+    :meth:`train_transform` and :attr:`class_names`, and names its :attr:`augment_section`; a data set sets the class
+    attributes."""
 
     name: ClassVar[str]
+    augment_section: ClassVar[str]  # the section of recipe.augment this family reads (alternet.data.augment)
     num_classes: ClassVar[int]
     default_mean: ClassVar[tuple[float, float, float]]  # the data set's per-channel statistics (0-1 pixels)
     default_std: ClassVar[tuple[float, float, float]]
@@ -205,6 +208,7 @@ class ImageDataModule(L.LightningDataModule):
         self.val_size = val_size
         self.split_seed = split_seed
         self.seed = seed
+        check_section(augment, self.augment_section)  # this family's section of recipe.augment: its keys only
         self.augment = dict(augment or {})
         self.pin_memory = pin_memory and torch.cuda.is_available()
         self.persistent_workers = persistent_workers and num_workers > 0
@@ -227,7 +231,12 @@ class ImageDataModule(L.LightningDataModule):
     # to implement (each family) ---------------------------------------------------------------
 
     def check_augment(self) -> None:
-        """Fail on recipe.augment keys this data set's pipeline cannot honour, before any work starts."""
+        """Fail on an :attr:`augment` (this family's section of recipe.augment) that this data set's pipeline cannot
+        honour, before any work starts."""
+        raise NotImplementedError
+
+    def train_transform(self) -> Any:
+        """The training split's pipeline, augmenting by :attr:`augment`."""
         raise NotImplementedError
 
     @property

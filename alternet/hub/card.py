@@ -7,6 +7,9 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCardData
 
+from ..data import DATAMODULES
+from ..data.augment import SECTIONS
+
 TASK = "image-classification"
 # Hub data set ids of the public data sets alternet trains on (others are tagged by their alternet name)
 HUB_DATASETS = {"cifar10": "uoft-cs/cifar10", "cifar100": "uoft-cs/cifar100", "imagenet": "ILSVRC/imagenet-1k"}
@@ -80,8 +83,7 @@ def _recipe_section(config: dict[str, Any]) -> list[str]:
     if info.get("imported"):
         return _imported_section(info["imported"])
     optimizer, schedule = recipe.get("optimizer") or {}, recipe.get("schedule") or {}
-    augment = recipe.get("augment") or {}
-    augmentations = [k for k, v in augment.items() if v] or ["none"]
+    augmentations = _augmentations(recipe.get("augment") or {}, config["alternet"]["data"].get("name")) or ["none"]
     mixup = recipe.get("mixup") or {}
     return [
         f"- Recipe `{recipe.get('name', '?')}`: epochs trained {info['epochs'] or '?'} (of {recipe.get('epochs')}), "
@@ -92,6 +94,22 @@ def _recipe_section(config: dict[str, Any]) -> list[str]:
         f"mixup {mixup.get('mixup_alpha', 0) or 0} / cutmix {mixup.get('cutmix_alpha', 0) or 0}, "
         f"EMA {(recipe.get('ema') or {}).get('decay', 'off')}",
         f"- Augmentation: {', '.join(augmentations)}",
+    ]
+
+
+def _augmentations(augment: dict[str, Any], data: Any) -> list[str]:
+    """The augmentation keys set in the section of ``recipe.augment`` that the data set's family reads (every
+    section's, prefixed, for a data set alternet does not know); an export of before the sections lists its flat
+    keys, as its card did."""
+    if not set(augment) & set(SECTIONS):
+        return [key for key, value in augment.items() if value]
+    family = getattr(DATAMODULES.get(data), "augment_section", None)
+    names = [family] if family else [name for name in SECTIONS if name in augment]
+    return [
+        key if family else f"{name}.{key}"
+        for name in names
+        for key, value in (augment.get(name) or {}).items()
+        if value
     ]
 
 

@@ -42,9 +42,15 @@ class ArrayDataset(Dataset):
 class ArrayDataModule(ImageDataModule):
     """Base of the in-memory data sets. Subclasses implement :meth:`load_split` and set the class attributes."""
 
+    augment_section = "arrays"
+
     def check_augment(self) -> None:
         if self.augment:
             augmentation_ops(self.augment, self.image_size, self.mean)
+
+    def train_transform(self) -> A.Compose:
+        """The training split's pipeline: :attr:`augment` (recipe.augment.arrays), normalisation, a tensor."""
+        return build_transform(self.mean, self.std, self.image_size, self.augment)
 
     def load_split(self, train: bool) -> tuple[np.ndarray, np.ndarray]:
         """(images uint8 (N, H, W, C), labels int (N,)) of the train pool or the test split."""
@@ -64,8 +70,7 @@ class ArrayDataModule(ImageDataModule):
         self._train_pool = len(train_idx)
         train_idx = train_idx[self._subset_mask(labels[train_idx])]
         eval_transform = build_transform(self.mean, self.std, self.image_size)
-        train_transform = build_transform(self.mean, self.std, self.image_size, self.augment)
-        self.splits["train"] = ArrayDataset(images[train_idx], labels[train_idx], train_transform)
+        self.splits["train"] = ArrayDataset(images[train_idx], labels[train_idx], self.train_transform())
         if n_val:
             self.splits["val"] = ArrayDataset(images[val_idx], labels[val_idx], eval_transform)
         if self.train_clean_size:

@@ -12,17 +12,16 @@ import cv2
 import numpy as np
 from albumentations.pytorch import ToTensorV2
 
-from ..augment import FILE_ONLY, fill_from_mean, reject
+from ..augment import fill_from_mean
 from .randaugment import RandAugment
 
 
 def augmentation_ops(augment: Mapping[str, Any], image_size: int, mean: Sequence[float]) -> list[A.BasicTransform]:
-    """The random part of the train pipeline, from a recipe's ``augment`` section.
+    """The random part of the train pipeline, from the ``arrays`` section of a recipe's ``augment``.
 
     Keys: ``crop_padding`` (zero-padded random crop), ``hflip`` (bool), ``randaugment`` (timm-style
     spec such as ``rand-m9-n2-mstd1.0``, or null), ``cutout`` (null or ``{holes, size, p}``).
     """
-    reject(augment, FILE_ONLY, "in-memory array data sets (CIFAR, digits)", "crop_padding / cutout")
     ops: list[A.BasicTransform] = []
     padding = int(augment.get("crop_padding") or 0)
     if padding:
@@ -56,7 +55,8 @@ def build_transform(
     image_size: int,
     augment: Mapping[str, Any] | None = None,
 ) -> A.Compose:
-    """Augmentation (train only, when ``augment`` is given), then normalisation and a CHW float tensor."""
+    """Augmentation (train only, when ``augment``, the ``arrays`` section, is given), then normalisation and a CHW
+    float tensor."""
     ops = augmentation_ops(augment, image_size, mean) if augment else []
     ops += [A.Normalize(mean=tuple(mean), std=tuple(std), max_pixel_value=255.0), ToTensorV2()]
     return A.Compose(ops)

@@ -29,6 +29,7 @@ from .transforms import file_transform
 
 class ImageFolderDataModule(ImageDataModule):
     name = "imagefolder"
+    augment_section = "files"
     default_mean, default_std = FACTS["in1k"].mean, FACTS["in1k"].std  # ImageNet's, for any folder
     expected_classes: ClassVar[int | None] = None  # a fixed class count (ImageNet) checked before training
 
@@ -56,6 +57,11 @@ class ImageFolderDataModule(ImageDataModule):
     def check_augment(self) -> None:
         if self.augment:
             file_transform(self.mean, self.std, self.image_size, self.augment)
+
+    def train_transform(self) -> Any:
+        """The training split's pipeline (folders and shards alike): timm's, augmenting by :attr:`augment`
+        (recipe.augment.files; empty: the evaluation pipeline)."""
+        return file_transform(self.mean, self.std, self.image_size, self.augment or None)
 
     # the folder layout ---------------------------------------------------------------------------
 
@@ -140,7 +146,7 @@ class ImageFolderDataModule(ImageDataModule):
         eval_transform = file_transform(
             self.mean, self.std, self.image_size, crop_pct=self.crop_pct, eval_interpolation=self.interpolation
         )
-        train_transform = file_transform(self.mean, self.std, self.image_size, self.augment or None)
+        train_transform = self.train_transform()
         if self.train_shards:
             self.splits["train"] = StreamingImages(
                 self.train_shards, train_transform, seed=self.seed, skipped=self._skipped, ledger=self.ledger

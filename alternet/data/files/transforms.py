@@ -9,7 +9,7 @@ from typing import Any
 from timm.data import create_transform
 from timm.data.auto_augment import AugmentOp
 
-from ..augment import ARRAY_ONLY, fill_from_mean, reject
+from ..augment import fill_from_mean
 
 
 def file_transform(
@@ -23,8 +23,9 @@ def file_transform(
 ) -> Any:
     """timm's ImageNet pipeline on a decoded RGB PIL image (the paper's, HDVW ``configs/imagenet_vit.yaml``).
 
-    Train (``augment`` given): RandomResizedCrop (``random_resized_crop: {scale, ratio}``, timm's defaults when
-    null) at ``interpolation`` (``random`` draws bilinear or bicubic per image), horizontal flip (``hflip``),
+    Train (``augment``, a recipe's ``augment.files``, given): RandomResizedCrop (``random_resized_crop: {scale,
+    ratio}``, timm's defaults when null) at ``interpolation`` (``random`` draws bilinear or bicubic per image),
+    horizontal flip (``hflip``),
     RandAugment (``randaugment``, filling with :func:`~alternet.data.augment.fill_from_mean`, as the arrays' does),
     no colour jitter, then RandomErasing (``random_erasing`` probability, per-pixel noise as timm's training script).
     Eval: resize to ``image_size / crop_pct``, centre crop.
@@ -33,7 +34,6 @@ def file_transform(
         return create_transform(
             image_size, is_training=False, crop_pct=crop_pct, interpolation=eval_interpolation, mean=mean, std=std
         )
-    reject(augment, ARRAY_ONLY, "image files (folders, ImageNet, shards)", "random_resized_crop / random_erasing")
     crop = augment.get("random_resized_crop") or {}
     transform = create_transform(
         image_size,

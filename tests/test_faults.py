@@ -712,6 +712,22 @@ def folder_run(folder: Path, *extra: str) -> list[str]:
     return [*arguments, "evaluate.after_training=false", *extra]
 
 
+def test_a_shard_reader_that_dies_mid_sample_is_reported_by_that_record(
+    tmp_path, image_folder, image_shards, monkeypatch, capsys
+):
+    from alternet.data.files import shards
+
+    # the fixture's write_shards (litdata's optimize sets spawn for the whole process) left the start method as it was
+    assert multiprocessing.get_start_method(allow_none=True) in (None, "fork")
+    fatal = sorted((image_folder / "train" / "bee").iterdir())[2].name
+    crash_a_worker_reading(shards, fatal, monkeypatch)
+    arguments = folder_run(image_folder, f"data.train_shards={image_shards}", f"hydra.run.dir={tmp_path / 'run'}")
+    code, stderr = run_main("train.py", [*arguments, "trainer.limit_train_batches=null"], monkeypatch, capsys)
+    found = re.fullmatch(DEAD_WORKER + r": .*", code)
+    assert found and fatal in found.group(1) and str(image_shards.resolve()) in found.group(1), code
+    assert "Traceback" not in stderr
+
+
 def test_a_loader_worker_that_dies_while_testing_is_reported_by_its_sample(tmp_path, monkeypatch, capsys):
     from alternet.data.files import images
 

@@ -10,8 +10,10 @@ Class names are written beside LitData's ``index.json``. :class:`StreamingImages
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -85,17 +87,30 @@ def write_shards(
     return {"images": written, "classes": len(classes), "skipped": len(inputs) - written, "out": str(out)}
 
 
+@contextlib.contextmanager
+def _start_method_kept() -> Iterator[None]:
+    """litdata's ``optimize`` sets the process's multiprocessing start method to spawn (``force=True``) and leaves it
+    so: every later DataLoader of the process (training after ``write_shards`` in one script or notebook) would spawn
+    its workers instead of forking them. Put it back."""
+    before = multiprocessing.get_start_method(allow_none=True)
+    try:
+        yield
+    finally:
+        multiprocessing.set_start_method(before, force=True)
+
+
 def _optimize(split: Path, out: Path, inputs: list, chunk_bytes: str, workers: int, skip_corrupt: bool) -> None:
-    litdata.optimize(
-        fn=_ReadImage(split, skip_corrupt),
-        inputs=inputs,
-        output_dir=str(out),
-        chunk_bytes=chunk_bytes,
-        num_workers=workers,
-        reorder_files=False,  # keep the shuffled order (litdata would sort the inputs by file size)
-        mode="overwrite" if out.exists() else None,
-        verbose=False,
-    )
+    with _start_method_kept():
+        litdata.optimize(
+            fn=_ReadImage(split, skip_corrupt),
+            inputs=inputs,
+            output_dir=str(out),
+            chunk_bytes=chunk_bytes,
+            num_workers=workers,
+            reorder_files=False,  # keep the shuffled order (litdata would sort the inputs by file size)
+            mode="overwrite" if out.exists() else None,
+            verbose=False,
+        )
 
 
 def _count(out: Path) -> int:

@@ -22,30 +22,25 @@ from alternet.metrics import BinnedCalibrationError, calibration_metrics
 from alternet.runs import find_checkpoint, load_model, select_checkpoint
 from alternet.seeds import derive_seed
 
-from conftest import FAST, compose_train, run_script
+from helpers import FAST, compose_train, resolved, run_script
 
 
-@pytest.fixture(scope="module")
-def digits_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    return train(compose_train(*FAST, output_dir=tmp_path_factory.mktemp("run")))
-
-
-def test_a_copied_run_directory_stands_for_its_own_checkpoints(digits_run, tmp_path):
-    original = digits_run["run_dir"]
+def test_a_copied_run_directory_stands_for_its_own_checkpoints(digits_summary, tmp_path):
+    original = digits_summary["run_dir"]
     copy = tmp_path / "copy"
     shutil.copytree(original, copy)
     # metrics.json still names the original's files by absolute path: they must not be followed out of the copy
     assert json.loads((copy / "metrics.json").read_text())["best_checkpoint"].startswith(str(original))
-    best = copy / "checkpoints" / f"{digits_run['best_checkpoint'].rsplit('/', 1)[-1]}"
+    best = copy / "checkpoints" / f"{digits_summary['best_checkpoint'].rsplit('/', 1)[-1]}"
     assert select_checkpoint(copy) == best
     assert find_checkpoint(copy) == (best, copy)
     assert checkpoint_paths(str(copy)) == [best]  # evaluate.py
     assert open_source(copy).checkpoint == best  # export, load, fine-tune
 
 
-def test_a_run_directory_without_a_best_checkpoint_stands_for_its_last(digits_run, tmp_path):
+def test_a_run_directory_without_a_best_checkpoint_stands_for_its_last(digits_summary, tmp_path):
     copy = tmp_path / "copy"
-    shutil.copytree(digits_run["run_dir"], copy)
+    shutil.copytree(digits_summary["run_dir"], copy)
     for best in (copy / "checkpoints").glob("best-*.ckpt"):
         best.unlink()
     assert select_checkpoint(copy) == copy / "checkpoints" / "last.ckpt"
@@ -55,17 +50,17 @@ def test_a_run_directory_without_a_best_checkpoint_stands_for_its_last(digits_ru
         select_checkpoint(copy)
 
 
-def test_the_bare_model_of_a_checkpoint_gives_the_trained_logits(digits_run):
-    model, weights = load_model(digits_run["best_checkpoint"])
+def test_the_bare_model_of_a_checkpoint_gives_the_trained_logits(digits_summary):
+    model, weights = load_model(digits_summary["best_checkpoint"])
     assert weights.architecture == "alternet_tiny" and weights.model_args["layout"] == "C|CM|CM"
-    module_state = torch.load(digits_run["best_checkpoint"], weights_only=True)["state_dict"]
+    module_state = torch.load(digits_summary["best_checkpoint"], weights_only=True)["state_dict"]
     for key, value in model.state_dict().items():
         torch.testing.assert_close(value, module_state[f"model.{key}"])
     assert not model.training
 
 
-def test_training_and_evaluation_record_the_same_metric_names_and_ece(tmp_path):
-    summary = train(compose_train(*FAST, "evaluate.after_training=true", output_dir=tmp_path))
+def test_training_and_evaluation_record_the_same_metric_names_and_ece(digits_summary):
+    summary = digits_summary  # evaluated after training
     assert set(summary["test"]) == {"acc", "top5", "nll", "ece"} <= set(summary["calibration"])
     for name in ("acc", "top5", "ece"):  # one definition, computed batch by batch and on the whole split
         assert summary["test"][name] == pytest.approx(summary["calibration"][name], abs=1e-5), name
@@ -85,10 +80,6 @@ def test_streaming_ece_equals_the_whole_split_definition():
 
 
 # the metric a sweep optimises --------------------------------------------------------------------
-
-
-def resolved(*overrides: str) -> dict:
-    return OmegaConf.to_container(compose_train(*overrides), resolve=True)
 
 
 def test_optimized_metric_names_a_metric_the_run_reports():

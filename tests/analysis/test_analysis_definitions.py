@@ -30,7 +30,7 @@ from alternet.apps.checks import check_choices
 from alternet.data.mixing import recipe_mixup
 from alternet.models import ATTENTION_KINDS, PositionOnlyAttention, WindowAttention, create_model
 
-from conftest import compose_train
+from helpers import compose_train
 
 
 def tiny(attention: str = "window", seed: int = 0) -> torch.nn.Module:

@@ -17,7 +17,10 @@ from alternet.analysis.objective import Objective, nll_accuracy
 from alternet.data import DigitsDataModule
 from alternet.models import create_model
 
-from conftest import CONF
+from helpers import CONF
+
+# pytest-xdist: the whole module on one worker, so that its analysed model (a module fixture) is made once
+pytestmark = pytest.mark.xdist_group("test_analysis_run")
 
 # The paper's recipe in miniature: mixup/cutmix with label smoothing (the landscape and Hessian mix their batches).
 RECIPE = {

@@ -14,7 +14,7 @@ import torch
 
 from alternet.apps.train import train
 
-from conftest import FAST, ROOT, compose_train, run_script
+from helpers import FAST, ROOT, compose_train, run_script
 
 TRAIN = [
     # (arguments, what the error must say)
@@ -90,20 +90,6 @@ def _case(case):
     """(arguments, message) of a catalogue entry, plain or a ``pytest.param``."""
     return case.values if hasattr(case, "values") else case
 
-
-def run_main(script: str, arguments: list[str], monkeypatch, capsys) -> tuple[str, str]:
-    """(exit message or status, stderr) of ``python SCRIPT ARGUMENTS``, run in this process."""
-    monkeypatch.setattr(sys, "argv", [script, *arguments])
-    with pytest.raises(SystemExit) as exited:
-        runpy.run_path(str(ROOT / script), run_name="__main__")
-    return str(exited.value.code), capsys.readouterr().err
-
-
-@pytest.fixture(scope="module")
-def digits_run(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("digits-run")
-    train(compose_train(*FAST, output_dir=run_dir))
-    return run_dir
 
 
 @pytest.mark.parametrize(("arguments", "message"), TRAIN, ids=[" ".join(_case(c)[0]) for c in TRAIN])

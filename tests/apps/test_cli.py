@@ -2,7 +2,7 @@
 ``alternet-hub``; alternet/apps/cli.py): declared as console scripts, ``--help`` listing the config groups, the
 configs packaged in the wheel and composed from ``pkg://alternet.conf`` in any directory, and (slow) a non-editable
 install into a fresh venv that trains, evaluates and exports from a directory outside the checkout. Every command
-and every old spelling: tests/test_commands.py."""
+and every old spelling: tests/apps/test_commands.py."""
 
 from __future__ import annotations
 
@@ -22,7 +22,10 @@ from omegaconf import OmegaConf
 from alternet.apps import cli
 from alternet.hub import cli as hub_cli
 
-from conftest import ROOT
+from helpers import ROOT
+
+# pytest-xdist: the whole module on one worker, so that its wheel (a module fixture) is made once
+pytestmark = pytest.mark.xdist_group("test_cli")
 
 SCRIPTS = {
     "alternet": "alternet.apps.cli:main",

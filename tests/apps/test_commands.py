@@ -22,7 +22,7 @@ from hydra.core.hydra_config import HydraConfig
 from alternet import runs
 from alternet.apps import cli
 
-from conftest import ROOT
+from helpers import ROOT
 
 ARGPARSE_COMMANDS = ("export", "push", "import-hdvw", "report", "shards", "cifar-c")
 HYDRA_COMMANDS = ("train", "evaluate")

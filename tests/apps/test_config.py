@@ -13,16 +13,12 @@ from alternet.models.zoo import spec_kwargs
 from alternet.training.module import ClassificationModule
 from alternet.training.precision import choose_precision
 
-from conftest import CONF, compose_train
+from helpers import CONF, compose_train, resolved
 
 
 def options(group: str) -> list[str]:
     """A group's selectable options (``_*.yaml`` are base files the options extend)."""
     return sorted(p.stem for p in (CONF / group).glob("*.yaml") if not p.stem.startswith("_"))
-
-
-def resolved(*overrides: str) -> dict:
-    return OmegaConf.to_container(compose_train(*overrides), resolve=True)
 
 
 def test_default_config_is_digits_alternet_tiny():

@@ -12,16 +12,9 @@ from alternet.apps.evaluate import run_evaluate
 from alternet.apps.train import train
 from alternet.metrics import calibration_metrics
 
-from conftest import CONF, FAST, compose_train, run_script
+from helpers import CONF, FAST, compose_train, run_script
 
 FEW = ["robustness.max_images=24", "robustness.workers=1"]
-
-
-@pytest.fixture(scope="module")
-def digits_run(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("digits-run")
-    train(compose_train(*FAST, "trainer.max_epochs=2", output_dir=run_dir))
-    return run_dir
 
 
 def test_evaluate_cli_writes_every_output(digits_run, tmp_path):
@@ -157,11 +150,11 @@ def test_truncated_checkpoint_is_named(digits_run, tmp_path):
     assert f"error: checkpoint {broken} is unreadable or truncated" in result.stderr
 
 
-def test_evaluation_after_training_joins_the_run(tmp_path):
-    summary = train(compose_train(*FAST, "evaluate.after_training=true", output_dir=tmp_path))
+def test_evaluation_after_training_joins_the_run(digits_run, digits_summary):
+    summary = digits_summary  # trained with evaluate.after_training=true
     assert summary["calibration"]["acc"] == pytest.approx(summary["test"]["acc"], abs=1e-6)
-    assert (tmp_path / "eval" / "reliability.png").is_file()
-    assert json.loads((tmp_path / "metrics.json").read_text())["calibration"]["brier"] >= 0
+    assert (digits_run / "eval" / "reliability.png").is_file()
+    assert json.loads((digits_run / "metrics.json").read_text())["calibration"]["brier"] >= 0
 
 
 def test_evaluate_runs_analyses_with_budgets_from_the_command_line(digits_run, tmp_path):

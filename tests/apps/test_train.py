@@ -12,7 +12,7 @@ from alternet.errors import CheckpointError
 from alternet.training.module import ClassificationModule
 from alternet.training.precision import choose_precision
 
-from conftest import FAST, compose_train, run_script
+from helpers import FAST, compose_train, run_script
 
 
 def test_train_cli_on_digits_writes_a_complete_run_directory_and_says_so(tmp_path):

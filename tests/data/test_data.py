@@ -14,6 +14,8 @@ from torch.utils.data import DataLoader
 from alternet.data import DATAMODULES, CIFAR100DataModule, DigitsDataModule, EpochSampler
 from alternet.errors import ConfigValueError, DataError
 
+from helpers import CONF
+
 AUGMENT = {"crop_padding": 2, "hflip": True}
 
 
@@ -114,7 +116,7 @@ def test_corrupt_cifar_is_detected_by_md5(cifar100_root, tmp_path):
 @pytest.mark.parametrize("name", ["digits", "cifar10", "cifar100"])
 def test_a_data_module_built_directly_normalises_like_its_config(name):
     """Code that builds a DataModule itself (a notebook, a benchmark) gets the statistics training used."""
-    config = yaml.safe_load((Path(__file__).parents[1] / "alternet" / "conf" / "data" / f"{name}.yaml").read_text())
+    config = yaml.safe_load((CONF / "data" / f"{name}.yaml").read_text())
     assert config["mean"] is None and config["std"] is None  # null: the DataModule's own statistics
     configured, direct = DATAMODULES[name](mean=config["mean"], std=config["std"]), DATAMODULES[name]()
     assert (configured.mean, configured.std) == (direct.mean, direct.std)

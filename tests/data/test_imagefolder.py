@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from imagefolders import COLOURS, make_image_folder
+from helpers.imagefolders import COLOURS, make_image_folder
 from litdata import StreamingDataset
 from PIL import Image
 
@@ -22,7 +22,7 @@ from alternet.data.files.shards import write_shards
 from alternet.errors import ConfigValueError, DataError
 from alternet.hub import export
 
-from conftest import FAST, ROOT, compose_train, run_script
+from helpers import FAST, ROOT, compose_train, run_script
 
 CLASSES = sorted(COLOURS)
 RECIPE = {"batch_size": 8, "eval_batch_size": 16, "augment": None}
@@ -190,6 +190,7 @@ def test_shards_refuse_a_corrupt_file_or_skip_it(tmp_path):
     assert written["skipped"] == 1 and written["images"] == len(scan_split(root / "train")) - 1
 
 
+@pytest.mark.xdist_group("ddp")  # 2-process DDP: one at a time, on one worker
 def test_two_process_ddp_streams_disjoint_equal_shares_of_the_shards(folder, image_shards, tmp_path):
     result = run_script("tests/scripts/ddp_shards_probe.py", str(tmp_path / "run"), str(folder), str(image_shards))
     assert result.returncode == 0, result.stderr[-3000:]

@@ -25,7 +25,7 @@ from alternet.evaluation.inference import device_count, fast_precision, memory_f
 from alternet.models import create_model
 from alternet.progress import Progress, progress
 
-from conftest import CONF, run_script
+from helpers import CONF, run_script
 
 SIZE = 16
 WNIDS = ("n01440764", "n01443537", "n01484850")

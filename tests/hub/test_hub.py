@@ -31,7 +31,10 @@ from alternet.tracking import artifact_notice, log_model_artifacts
 from alternet.training import build_module
 from alternet.training.module import ClassificationModule
 
-from conftest import FAST, ROOT, compose_train, run_script
+from helpers import FAST, ROOT, compose_train, run_script
+
+# pytest-xdist: the whole module on one worker, so that its pretrained run (a module fixture) is made once
+pytestmark = pytest.mark.xdist_group("test_hub")
 
 HEAD = ("head.fc.weight", "head.fc.bias")
 # Two short epochs: enough for features that a linear probe can use, cheap on a CPU.
@@ -44,7 +47,7 @@ PRETRAIN = [
 ]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module")  # not the shared digits_run: the linear probe below needs 2 x 8 batches of training
 def pretrained(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """alternet_tiny trained on digits, exported into ``<run_dir>/export`` at the end of training."""
     run_dir = tmp_path_factory.mktemp("pretrained")

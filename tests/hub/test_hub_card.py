@@ -32,7 +32,7 @@ from alternet.hub.card import card_data, model_card
 from alternet.training import build_module
 from alternet.training.module import ClassificationModule
 
-from conftest import FAST, ROOT, compose_train
+from helpers import FAST, ROOT, compose_train
 
 push_module = importlib.import_module("alternet.hub.push")  # the module (alternet.hub.push_to_hub is the function)
 hub_main = importlib.import_module("alternet.hub.__main__").main
@@ -40,10 +40,11 @@ FILES = ["README.md", "config.json", "model.safetensors"]
 REPO = "me/alternet-tiny-digits"
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """alternet_tiny trained for a few batches on digits, tested and exported into ``<run_dir>/export``."""
-    return train(compose_train(*FAST, "export.after_training=true", output_dir=tmp_path_factory.mktemp("run")))
+@pytest.fixture
+def run(digits_summary):
+    """The suite's shared digits run (tests/conftest.py): alternet_tiny trained for a few batches on digits, tested
+    and exported into ``<run_dir>/export``; read only."""
+    return digits_summary
 
 
 def export_of(run: dict) -> Path:

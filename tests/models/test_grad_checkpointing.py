@@ -15,7 +15,7 @@ from alternet.models import AlterNet
 from alternet.models.zoo import COMPARISONS
 from alternet.training import build_module
 
-from conftest import FAST, compose_train
+from helpers import FAST, compose_train
 
 
 def saved_tensor_count(model: torch.nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, int]:

@@ -32,10 +32,11 @@ from alternet.models.config import model_args
 from alternet.models.external import load_timm_pretrained, require_pretrained
 from alternet.models.zoo import HYBRIDS, TIMM_TWINS, build_twin
 
-from conftest import FAST, compose_train
+from helpers import FAST, compose_train, resolved
+from helpers.models import build_from_config, n_params
 
 BYOB, MAXXVIT = "botnet_cifar", "coatnet_cifar"  # one model of each family for the default suite
-# as tests/test_analysis_run.py: the paper's recipe in miniature and budgets that take about a second each
+# as tests/analysis/test_analysis_run.py: the paper's recipe in miniature and budgets that take about a second each
 RECIPE = {
     "optimizer": {"weight_decay": 0.05},
     "no_decay_norm_bias": True,
@@ -52,21 +53,6 @@ BUDGETS = {
     "landscape": dict(images=8, batch_size=8, points_1d=3, points_2d=3),
     "noise": dict(images=16, batch_size=16),
 }
-
-
-def resolved(*overrides: str) -> dict:
-    return OmegaConf.to_container(compose_train(*overrides), resolve=True)
-
-
-def n_params(model: torch.nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
-
-
-def build_from_config(*overrides: str, img_size: int = 32, num_classes: int = 10) -> torch.nn.Module:
-    config = OmegaConf.to_container(compose_train(*overrides).model, resolve=True)
-    with torch.device("meta"):
-        args = model_args(config, num_classes=num_classes, img_size=img_size, drop_path_rate=0)
-        return create_model(config["name"], **args)
 
 
 # timm's named hybrids from our layouts -------------------------------------------------------------------------
@@ -366,7 +352,7 @@ def test_the_laptop_hybrids_keep_alternet_laptops_size():
 def test_the_hybrids_preset_sweeps_alternet_its_twin_and_both_families_on_one_recipe(preset):
     from hydra import compose, initialize_config_dir
 
-    from conftest import CONF
+    from helpers import CONF
 
     with initialize_config_dir(str(CONF), version_base="1.3"):
         config = compose("train", overrides=[f"experiment={preset}", "data.root=/data"], return_hydra_config=True)
@@ -404,7 +390,7 @@ def test_the_hybrids_preset_trains_scores_cifar100c_and_reports_robustness(cifar
     on generated CIFAR-100-C after training, and the report reads each run's robustness."""
     from alternet.report import build_report
 
-    from conftest import PRESET_TWO_STEPS, run_script
+    from helpers import PRESET_TWO_STEPS, run_script
 
     result = run_script(
         "train.py",

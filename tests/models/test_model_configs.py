@@ -16,25 +16,15 @@ from alternet.models.config import NOT_MODEL_ARGS, model_args
 from alternet.models.layout import buildup_violations
 from alternet.models.zoo import spec_kwargs
 
-from conftest import CONF, compose_train
+from helpers import CONF, compose_train, resolved
+from helpers.models import build_from_config, n_params
 
 # options that are no zoo entry of their own: a family built from a layout (starting from one of its zoo entries)
-# and any timm model by name (tests/test_hybrids.py)
+# and any timm model by name (tests/models/test_hybrids.py)
 GENERIC_OPTIONS = ("byob", "maxxvit", "timm")
 MODEL_OPTIONS = sorted(
     p.stem for p in (CONF / "model").glob("*.yaml") if not p.stem.startswith("_") and p.stem not in GENERIC_OPTIONS
 )
-
-
-def n_params(model: torch.nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
-
-
-def build_from_config(*overrides: str) -> torch.nn.Module:
-    """The model a training run composed with ``overrides`` builds (on the meta device: shapes, no memory)."""
-    config = OmegaConf.to_container(compose_train(*overrides).model, resolve=True)
-    with torch.device("meta"):
-        return create_model(config["name"], **model_args(config, num_classes=10, img_size=32, drop_path_rate=0.0))
 
 
 def test_every_zoo_model_has_an_option_and_every_option_names_a_zoo_model():
@@ -95,7 +85,3 @@ def test_the_zoo_follows_the_buildup_rules_and_fewer_heads_later_is_warned():
         if kwargs.get("layout"):
             assert buildup_violations(kwargs["layout"], kwargs.get("heads")) == [], name
     assert "fewer heads (2) than stage 2 (4)" in " ".join(buildup_violations("C|CM|CM", [1, 4, 2]))
-
-
-def resolved(*overrides: str) -> dict:
-    return OmegaConf.to_container(compose_train(*overrides), resolve=True)

@@ -9,11 +9,9 @@ import alternet
 from alternet.models import MODEL_NAMES, UnknownModelError, create_model
 from alternet.models.zoo import spec_kwargs
 
+from helpers.models import n_params
+
 ALTERNETS = [n for n in MODEL_NAMES if n.startswith(("alternet", "preresnet"))]
-
-
-def n_params(model: torch.nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
 
 
 @pytest.mark.parametrize(
@@ -207,7 +205,7 @@ def test_layer_decay_through_timm_and_through_the_recipe():
 
     from alternet.training.module import ClassificationModule
 
-    from conftest import compose_train
+    from helpers import compose_train
 
     config = OmegaConf.to_container(compose_train("recipe.layer_decay=0.5"), resolve=True)
     data = {"num_classes": 10, "image_size": 16, "mean": [0.5] * 3, "std": [0.5] * 3}

@@ -16,7 +16,10 @@ from alternet.report import build_report
 from alternet.report.__main__ import main as report_main
 from alternet.report.verdicts import INSUFFICIENT
 
-from conftest import ROOT, run_script
+from helpers import ROOT, run_script
+
+# pytest-xdist: the whole module on one worker, so that its sweep (a module fixture) is made once
+pytestmark = pytest.mark.xdist_group("test_sweep")
 
 
 def run_report(*args: str):
@@ -130,7 +133,7 @@ def test_a_multirun_job_joins_its_sweeps_wandb_group(tmp_path):
 
     from alternet.tracking import sweep_group
 
-    from conftest import CONF
+    from helpers import CONF
 
     with initialize_config_dir(str(CONF), version_base="1.3"):
         overrides = ["hydra.mode=MULTIRUN", f"hydra.sweep.dir={tmp_path / 'my-sweep'}"]

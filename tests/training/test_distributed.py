@@ -2,9 +2,12 @@
 
 import json
 
-from conftest import run_script
+import pytest
+
+from helpers import run_script
 
 
+@pytest.mark.xdist_group("ddp")  # 2-process DDP: one at a time, on one worker
 def test_two_process_ddp_shards_data_and_agrees_on_metrics(tmp_path):
     result = run_script("tests/scripts/ddp_probe.py", str(tmp_path), timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -13,7 +13,7 @@ from alternet.errors import ConfigValueError
 from alternet.training import precision as precision_module
 from alternet.training.precision import choose_precision
 
-from conftest import FAST, ROOT, compose_train
+from helpers import FAST, ROOT, compose_train
 
 
 def _hardware(monkeypatch, *, cpu_bf16: bool, cpu_fp16: bool = False, gpu: bool = False, gpu_bf16: bool = False):

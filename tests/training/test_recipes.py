@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from imagefolders import make_image_folder
+from helpers.imagefolders import make_image_folder
 from omegaconf import OmegaConf
 
 from alternet.apps.train import train
@@ -19,18 +19,13 @@ from alternet.training.module import ClassificationModule
 from alternet.training.optim import lr_factor
 from alternet.training.precision import choose_precision
 
-from conftest import CONF, FAST, compose_train
+from helpers import CONF, FAST, compose_train
 
 RECIPES = sorted(p.stem for p in (CONF / "recipe").glob("*.yaml") if not p.stem.startswith("_"))
 TWO_STEPS = [*FAST, "trainer.limit_train_batches=2", "trainer.limit_val_batches=1", "trainer.limit_test_batches=1"]
 
 
 FILE_RECIPES = ("imagefolder", "imagenet", "imagenet_weak")  # augment image files (random-resized crops...)
-
-
-@pytest.fixture(scope="module")
-def image_folder(tmp_path_factory) -> Path:
-    return make_image_folder(tmp_path_factory.mktemp("folder"), splits={"train": 12, "val": 4})
 
 
 @pytest.mark.parametrize("recipe", RECIPES)

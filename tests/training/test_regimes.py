@@ -14,7 +14,7 @@ from alternet.data import DigitsDataModule, ImageFolderDataModule
 from alternet.errors import ConfigValueError
 from alternet.runs import load_model
 
-from conftest import FAST, compose_train
+from helpers import FAST, compose_train
 
 
 def _epoch_rows(run_dir, key):
@@ -190,7 +190,7 @@ def preset_jobs(preset: str) -> tuple[object, list[list[str]]]:
     from hydra import compose, initialize_config_dir
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from conftest import CONF
+    from helpers import CONF
 
     with initialize_config_dir(str(CONF), version_base="1.3"):
         config = compose("train", overrides=[f"experiment=paper/{preset}", "data.root=/data"], return_hydra_config=True)
@@ -210,7 +210,7 @@ def test_paper_presets_are_multiruns_of_real_configs(preset):
 
     from alternet.apps.checks import validate_train_config
 
-    from conftest import CONF
+    from helpers import CONF
 
     config, jobs = preset_jobs(preset)
     assert str(config.hydra.mode) == "RunMode.MULTIRUN" and len(jobs) > 1
@@ -251,7 +251,7 @@ def test_the_data_regime_gives_every_fraction_the_same_steps():
 @pytest.mark.parametrize("preset", CPU_PRESETS)
 def test_every_laptop_preset_job_trains_two_steps_on_real_cifar100(preset, cifar100_root, tmp_path):
     """The whole grid, as the campaign runs it (python train.py experiment=paper/NAME), two steps a job."""
-    from conftest import PRESET_TWO_STEPS, run_script
+    from helpers import PRESET_TWO_STEPS, run_script
 
     _, jobs = preset_jobs(preset)
     result = run_script(

@@ -21,7 +21,7 @@ from alternet.apps.train import train
 from alternet.training import NonFiniteLossError
 from alternet.training.callbacks import AtomicCheckpointIO
 
-from conftest import FAST, ROOT, compose_train, run_script
+from helpers import FAST, ROOT, compose_train, run_script
 
 # Small batches make an epoch long enough (~80 steps) to be killed in its middle.
 RESUMABLE = [
@@ -44,7 +44,7 @@ def _checkpoint_epoch(path: Path) -> int:
     return torch.load(path)["epoch"]
 
 
-@pytest.mark.slow  # the default suite has the stricter mid-epoch version (tests/test_resume_mid_epoch.py)
+@pytest.mark.slow  # the default suite has the stricter mid-epoch version (tests/training/test_resume_mid_epoch.py)
 def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
     reference = run_script("train.py", *RESUMABLE, f"hydra.run.dir={tmp_path / 'reference'}")
     assert reference.returncode == 0, reference.stderr[-2000:]
@@ -248,6 +248,7 @@ def test_a_checkpoint_of_a_multi_tensor_optimizer_resumes(tmp_path, monkeypatch)
     assert summary["global_step"] == 6 and math.isfinite(summary["test"]["nll"])
 
 
+@pytest.mark.xdist_group("ddp")  # 2-process DDP: one at a time, on one worker
 def test_two_ddp_ranks_stop_together_when_one_rank_goes_non_finite(tmp_path):
     """Only rank 0's inputs are poisoned; DDP's all-reduced gradients carry the NaN to rank 1, so both ranks skip
     the step and stop at the same step, with no collective of the guard's own (a hang would time out)."""

@@ -18,7 +18,11 @@ from alternet.errors import ConfigValueError
 from alternet.tracking import build_loggers, finish
 from alternet.training.callbacks import Preempted, PreemptionCheckpoint, requeue_slurm_job
 
-from conftest import run_script
+from helpers import run_script
+from helpers.models import assert_same_weights
+
+# pytest-xdist: the whole module on one worker, so that its uninterrupted run (a module fixture) is made once
+pytestmark = pytest.mark.xdist_group("test_resume_mid_epoch")
 
 SCRIPT = "tests/scripts/interrupted_train.py"
 
@@ -43,12 +47,6 @@ def _final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
     checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
     assert checkpoint["global_step"] == 20
     return checkpoint["state_dict"]
-
-
-def _assert_same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
-    assert a.keys() == b.keys()
-    different = [k for k in a if not torch.equal(a[k], b[k])]
-    assert not different, f"{len(different)} tensors differ, e.g. {different[:3]}"
 
 
 def _interrupted_then_resumed(tmp_path: Path, overrides: list[str], how: str) -> Path:
@@ -86,7 +84,7 @@ SIGNALS = ["KILL", "USR1", *(pytest.param(how, marks=pytest.mark.slow) for how i
 
 @pytest.mark.parametrize("how", SIGNALS)
 def test_image_folder_run_interrupted_mid_epoch_resumes_exactly(tmp_path, image_folder, uninterrupted, how):
-    _assert_same(uninterrupted, _final_weights(_interrupted_then_resumed(tmp_path, _common(image_folder), how)))
+    assert_same_weights(uninterrupted, _final_weights(_interrupted_then_resumed(tmp_path, _common(image_folder), how)))
 
 
 @pytest.mark.slow  # 36 s; the image-folder variants above run by default, and the shards' DDP stream test too
@@ -95,7 +93,7 @@ def test_shards_run_killed_mid_epoch_resumes_exactly(tmp_path, image_folder, ima
     reference = tmp_path / "reference"
     result = run_script(SCRIPT, str(reference), "NONE", "0", *overrides, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    _assert_same(_final_weights(reference), _final_weights(_interrupted_then_resumed(tmp_path, overrides, "KILL")))
+    assert_same_weights(_final_weights(reference), _final_weights(_interrupted_then_resumed(tmp_path, overrides, "KILL")))
 
 
 class _Indices(torch.utils.data.Dataset):
@@ -178,6 +176,7 @@ def test_a_bad_sync_interval_is_refused_when_the_callback_is_built(tmp_path, eve
         PreemptionCheckpoint(tmp_path, ["SIGUSR1"], sync_every_n_steps=every)
 
 
+@pytest.mark.xdist_group("ddp")  # 2-process DDP: one at a time, on one worker
 @pytest.mark.slow
 def test_two_ddp_ranks_stop_together_when_one_rank_is_signalled(tmp_path):
     """Only rank 1 gets SIGUSR1 (after step 2); both ranks stop at the next agreement (step 4), rank 0 saying the
@@ -222,7 +221,7 @@ def test_wandb_runs_say_what_ran_and_show_best_validation_values(tmp_path, monke
     from alternet.apps.train import train
     from alternet.tracking import BEST_OF
 
-    from conftest import FAST, compose_train
+    from helpers import FAST, compose_train
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     defined = {}

@@ -25,7 +25,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # one share of the CPUs per worker, f
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
-from helpers import DIGITS_RUN, SHARED_DATA, compose_train  # noqa: E402
+from helpers import DIGITS_RUN, SHARED_DATA, compose_train
 
 
 def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], object]) -> Path:
@@ -45,7 +45,8 @@ def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callabl
 
 def _fingerprint(root: Path) -> dict[str, str]:
     """Each file under ``root`` by its SHA-256."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in root.rglob("*") if p.is_file()}
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
 
 @pytest.fixture(scope="session")
@@ -80,7 +81,7 @@ def image_shards(image_folder, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def digits_run(tmp_path_factory) -> Path:
-    """The run directory of alternet_tiny trained on digits (helpers.DIGITS_RUN: two debug=fast epochs, tested,
+    """The run directory of alternet_tiny trained on digits (helpers.DIGITS_RUN: debug=fast, tested,
     evaluated and exported at the end of training), made once per session. Tests read it and never write into it
     (copy it to write); the session checks at its end that no file in it changed."""
     from alternet.apps.train import train

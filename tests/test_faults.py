@@ -44,7 +44,7 @@ from alternet.files import WriteError, atomic_write, write_json
 from alternet.training import builders
 from alternet.training.callbacks import AtomicCheckpointIO, PreemptionCheckpoint, StoppedWithoutSaving
 
-from helpers import FAST, ROOT, compose_train, run_script
+from helpers import FAST, ROOT, compose_train, run_main, run_script
 from helpers.models import assert_same_weights
 
 # pytest-xdist: the whole module on one worker, so that its module fixtures (an image folder, its shards and the

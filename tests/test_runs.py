@@ -9,7 +9,6 @@ import shutil
 import numpy as np
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from alternet.apps.checks import reported_metrics, validate_train_config
 from alternet.apps.evaluate import checkpoint_paths

@@ -6,15 +6,10 @@ The catalogue runs ``train.py`` / ``evaluate.py`` as ``__main__`` in this proces
 argument parsing and error handling, as a user's command runs them; a fresh interpreter costs ~8 s a case); one case
 of each also runs as a real subprocess to check the exit status and stderr end to end."""
 
-import runpy
-import sys
-
 import pytest
 import torch
 
-from alternet.apps.train import train
-
-from helpers import FAST, ROOT, compose_train, run_script
+from helpers import run_main, run_script
 
 TRAIN = [
     # (arguments, what the error must say)
@@ -89,7 +84,6 @@ EVALUATE = [
 def _case(case):
     """(arguments, message) of a catalogue entry, plain or a ``pytest.param``."""
     return case.values if hasattr(case, "values") else case
-
 
 
 @pytest.mark.parametrize(("arguments", "message"), TRAIN, ids=[" ".join(_case(c)[0]) for c in TRAIN])

@@ -1,7 +1,6 @@
 """Data modules: splits, deterministic sharded sampling, real CIFAR-100, and the errors users see."""
 
 import shutil
-from pathlib import Path
 from urllib.error import URLError
 
 import numpy as np

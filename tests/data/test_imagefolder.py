@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers.imagefolders import COLOURS, make_image_folder
 from litdata import StreamingDataset
 from PIL import Image
 
@@ -23,6 +22,7 @@ from alternet.errors import ConfigValueError, DataError
 from alternet.hub import export
 
 from helpers import FAST, ROOT, compose_train, run_script
+from helpers.imagefolders import COLOURS, make_image_folder
 
 CLASSES = sorted(COLOURS)
 RECIPE = {"batch_size": 8, "eval_batch_size": 16, "augment": None}

@@ -25,14 +25,13 @@ from timm.models import _hub as timm_hub
 
 import alternet  # noqa: F401  (registers alternet's architectures with timm)
 import alternet.hub as hub
-from alternet.apps.train import train
 from alternet.data import build_datamodule
 from alternet.errors import CheckpointError
 from alternet.hub.card import card_data, model_card
 from alternet.training import build_module
 from alternet.training.module import ClassificationModule
 
-from helpers import FAST, ROOT, compose_train
+from helpers import ROOT, compose_train
 
 push_module = importlib.import_module("alternet.hub.push")  # the module (alternet.hub.push_to_hub is the function)
 hub_main = importlib.import_module("alternet.hub.__main__").main

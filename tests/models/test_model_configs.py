@@ -7,12 +7,11 @@ import warnings
 import pytest
 import timm
 import torch
-from omegaconf import OmegaConf
 
 import alternet  # noqa: F401  (registers the zoo in timm)
 from alternet.apps.checks import validate_train_config
-from alternet.models import MODEL_NAMES, create_model, format_layout, list_models
-from alternet.models.config import NOT_MODEL_ARGS, model_args
+from alternet.models import MODEL_NAMES, format_layout, list_models
+from alternet.models.config import NOT_MODEL_ARGS
 from alternet.models.layout import buildup_violations
 from alternet.models.zoo import spec_kwargs
 

@@ -3,11 +3,9 @@
 import csv
 import math
 import re
-from pathlib import Path
 
 import pytest
 import torch
-from helpers.imagefolders import make_image_folder
 from omegaconf import OmegaConf
 
 from alternet.apps.train import train

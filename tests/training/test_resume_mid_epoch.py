@@ -93,7 +93,9 @@ def test_shards_run_killed_mid_epoch_resumes_exactly(tmp_path, image_folder, ima
     reference = tmp_path / "reference"
     result = run_script(SCRIPT, str(reference), "NONE", "0", *overrides, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert_same_weights(_final_weights(reference), _final_weights(_interrupted_then_resumed(tmp_path, overrides, "KILL")))
+    assert_same_weights(
+        _final_weights(reference), _final_weights(_interrupted_then_resumed(tmp_path, overrides, "KILL"))
+    )
 
 
 class _Indices(torch.utils.data.Dataset):

@@ -21,7 +21,7 @@ from alternet.metrics import BinnedCalibrationError, calibration_metrics
 from alternet.runs import find_checkpoint, load_model, select_checkpoint
 from alternet.seeds import derive_seed
 
-from helpers import FAST, compose_train, resolved, run_script
+from helpers import FAST, compose_train, resolved, run_main
 
 
 def test_a_copied_run_directory_stands_for_its_own_checkpoints(digits_summary, tmp_path):
@@ -98,10 +98,12 @@ def test_the_optimized_metric_is_recorded_and_returned(tmp_path):
     assert summary["optimized_metric"] == {"name": "test/acc", "value": summary["test"]["acc"]}
 
 
-def test_a_sweep_on_a_metric_that_does_not_exist_fails_before_training(tmp_path):
-    result = run_script("train.py", *FAST, "optimized_metric=val/acc", "data.val_size=0", f"hydra.run.dir={tmp_path}")
-    assert result.returncode != 0
-    assert result.stderr.strip().splitlines()[-1].startswith("error: optimized_metric=val/acc is not a metric")
+def test_a_sweep_on_a_metric_that_does_not_exist_fails_before_training(tmp_path, monkeypatch, capsys):
+    # train.py in this process: its exit message is the last line of stderr, status 1 (tests/apps/test_bad_inputs.py)
+    arguments = [*FAST, "optimized_metric=val/acc", "data.val_size=0", f"hydra.run.dir={tmp_path}"]
+    code, _ = run_main("train.py", arguments, monkeypatch, capsys)
+    assert code != "0"
+    assert code.startswith("error: optimized_metric=val/acc is not a metric")
     assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "config.yaml").exists()
 
 

@@ -12,7 +12,7 @@ from alternet.apps.evaluate import run_evaluate
 from alternet.apps.train import train
 from alternet.metrics import calibration_metrics
 
-from helpers import CONF, FAST, compose_train, run_script
+from helpers import CONF, FAST, compose_train, run_main, run_script
 
 FEW = ["robustness.max_images=24", "robustness.workers=1"]
 
@@ -121,33 +121,32 @@ def test_real_cifar_c_layout_is_evaluated_as_real(digits_run, tmp_path):
     assert len(accuracies) == 1
 
 
-def test_several_checkpoints_and_a_baseline(digits_run, tmp_path):
+def test_several_checkpoints_and_a_baseline(digits_run, tmp_path, capsys):
     first = tmp_path / "first"
     evaluate_in_process(
         f"ckpt={digits_run}", "robustness.enabled=true", *FEW, f"robustness.cache_dir={tmp_path / 'cache'}", out=first
     )
     last = digits_run / "checkpoints" / "last.ckpt"
     out = tmp_path / "both"
-    result = run_script(
-        "evaluate.py",
+    capsys.readouterr()
+    evaluate_in_process(  # in this process: what evaluate.py prints is run_evaluate's (the CLI: the first test)
         f"ckpt=[{digits_run},{last}]",
         "robustness.enabled=true",
         *FEW,
         f"robustness.cache_dir={tmp_path / 'cache'}",
         f"robustness.baseline={first / 'metrics.json'}",
-        f"hydra.run.dir={out}",
+        out=out,
     )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "mCE 100.0%" in result.stdout  # the best checkpoint against itself
+    assert "mCE 100.0%" in capsys.readouterr().out  # the best checkpoint against itself
     with open(out / "comparison.csv") as f:
         assert len(list(csv.DictReader(f))) == 2
 
 
-def test_truncated_checkpoint_is_named(digits_run, tmp_path):
+def test_truncated_checkpoint_is_named(digits_run, tmp_path, monkeypatch, capsys):
     broken = tmp_path / "broken.ckpt"
     broken.write_bytes((digits_run / "checkpoints" / "last.ckpt").read_bytes()[:5000])
-    result = run_script("evaluate.py", f"ckpt={broken}", f"hydra.run.dir={tmp_path / 'out'}")
-    assert f"error: checkpoint {broken} is unreadable or truncated" in result.stderr
+    code, stderr = run_main("evaluate.py", [f"ckpt={broken}", f"hydra.run.dir={tmp_path / 'out'}"], monkeypatch, capsys)
+    assert f"error: checkpoint {broken} is unreadable or truncated" in code + stderr
 
 
 def test_evaluation_after_training_joins_the_run(digits_run, digits_summary):
@@ -157,7 +156,7 @@ def test_evaluation_after_training_joins_the_run(digits_run, digits_summary):
     assert json.loads((digits_run / "metrics.json").read_text())["calibration"]["brier"] >= 0
 
 
-def test_evaluate_runs_analyses_with_budgets_from_the_command_line(digits_run, tmp_path):
+def test_evaluate_runs_analyses_with_budgets_from_the_command_line(digits_run, tmp_path, monkeypatch, capsys):
     out = tmp_path / "eval"
     result = run_script(
         "evaluate.py",
@@ -173,8 +172,8 @@ def test_evaluate_runs_analyses_with_budgets_from_the_command_line(digits_run, t
     for name in ("fourier.csv", "lesion.csv", "attention.csv", "lesion.png"):
         assert (out / "analysis" / name).is_file(), name
     overrides = ["analysis=fourier", "analysis.fourier.images=-1", f"hydra.run.dir={tmp_path / 'x'}"]
-    bad = run_script("evaluate.py", f"ckpt={digits_run}", *overrides)
-    assert "error: analysis 'fourier': images must be >= 1, got -1" in bad.stderr
+    code, stderr = run_main("evaluate.py", [f"ckpt={digits_run}", *overrides], monkeypatch, capsys)  # in this process
+    assert "error: analysis 'fourier': images must be >= 1, got -1" in code + stderr
     assert not (tmp_path / "x" / "metrics.json").exists()  # rejected before any evaluation
 
 

@@ -6,6 +6,7 @@ session-wide data are made once for all workers (a file lock; each worker has it
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -47,6 +48,19 @@ def _fingerprint(root: Path) -> dict[str, str]:
     """Each file under ``root`` by its SHA-256."""
     files = sorted(p for p in root.rglob("*") if p.is_file())
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+
+
+_START_METHOD = multiprocessing.get_start_method(allow_none=True)
+
+
+@pytest.fixture(autouse=True)
+def _start_method_as_the_session_began():
+    """After each test, the process's multiprocessing start method as the session began: litdata's shard writer
+    (alternet.data.files.shards.write_shards) sets it to spawn with force=True, and a later test whose loader
+    workers must inherit a monkeypatch by fork (test_faults.py) would then depend on the order the tests ran in."""
+    yield
+    if multiprocessing.get_start_method(allow_none=True) != _START_METHOD:
+        multiprocessing.set_start_method(_START_METHOD, force=True)
 
 
 @pytest.fixture(scope="session")

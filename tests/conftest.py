@@ -1,10 +1,13 @@
-"""Shared fixtures: config composition, fast trainer overrides, the real CIFAR-100 files."""
+"""The suite's fixtures (what tests share that is not a fixture lives in tests/helpers/): the real CIFAR-100 files,
+a small image folder and its shards, and one trained, evaluated and exported digits run for every test that needs
+one. Under pytest-xdist each worker computes with cpus // workers threads (subprocesses included), and the
+session-wide data are made once for all workers (a file lock; each worker has its own session)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,48 +16,37 @@ os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("WANDB_SILENT", "true")
 
-ROOT = Path(__file__).resolve().parents[1]
-CONF = ROOT / "alternet" / "conf"
-SHARED_DATA = Path(os.environ.get("ALTERNET_TEST_DATA", ROOT.parent / "shared" / "data"))
+if os.environ.get("PYTEST_XDIST_WORKER"):  # one share of the CPUs per worker, for torch and the processes it starts
+    _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    _threads = str(max(1, len(os.sched_getaffinity(0)) // _workers))
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_name, _threads)
+    import torch
 
-# A run that touches every stage but costs seconds: a few batches per loop (alternet/conf/debug/fast.yaml).
-FAST = ["debug=fast"]
-# A laptop-scale preset's jobs (CIFAR-100, experiment=paper/NAME or hybrids) cut to two training batches of 16 in fp32
-# and one batch per evaluation loop: every job of a grid runs end to end in seconds.
-PRESET_TWO_STEPS = [
-    "trainer.max_epochs=1",
-    "trainer.limit_train_batches=2",
-    "trainer.limit_val_batches=1",
-    "trainer.limit_test_batches=1",
-    "recipe.batch_size=16",
-    "recipe.eval_batch_size=16",
-    "data.train_clean_size=16",
-    "trainer.precision=32-true",
-]
-# One epoch of 2-process CPU DDP (gloo), for the probes that Lightning re-executes per rank (tests/scripts/).
-DDP_CPU = [
-    "trainer=ddp",
-    "trainer.accelerator=cpu",
-    "trainer.devices=2",
-    "trainer.max_epochs=1",
-    "trainer.enable_progress_bar=false",
-]
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+from helpers import DIGITS_RUN, SHARED_DATA, compose_train
 
 
-def compose_train(*overrides: str, output_dir: Path | str = "unused"):
-    """The training config as ``train.py`` would compose it, with the run directory set explicitly."""
-    from hydra import compose, initialize_config_dir
+def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], object]) -> Path:
+    """``make(path)`` run once per test session, even across pytest-xdist workers: the workers of one session share
+    the parent of their base temporary directories, and the first to take the lock makes ``path`` there."""
+    from filelock import FileLock
 
-    with initialize_config_dir(str(CONF), version_base="1.3"):
-        return compose("train", overrides=[*overrides, f"paths.output_dir={output_dir}"])
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    path, done = shared / name, shared / f"{name}.done"
+    with FileLock(str(shared / f"{name}.lock")):
+        if not done.exists():
+            make(path)
+            done.touch()
+    return path
 
 
-def run_script(script: str, *args: str, cwd: Path = ROOT, timeout: int = 300) -> subprocess.CompletedProcess:
-    """Run one of the repository's scripts in a fresh interpreter, as a user would."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.run(
-        [sys.executable, str(ROOT / script), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-    )
+def _fingerprint(root: Path) -> dict[str, str]:
+    """Each file under ``root`` by its SHA-256."""
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
 
 @pytest.fixture(scope="session")
@@ -68,9 +60,12 @@ def cifar100_root() -> Path:
 @pytest.fixture(scope="session")
 def image_folder(tmp_path_factory) -> Path:
     """A small class-folder data set (3 classes, 12 training and 3 validation images each, plus odd formats)."""
-    from imagefolders import make_image_folder
+    from helpers.imagefolders import make_image_folder
 
-    return make_image_folder(tmp_path_factory.mktemp("folder"), size=20, splits={"train": 12, "val": 3})
+    def make(path: Path) -> None:
+        make_image_folder(path, size=20, splits={"train": 12, "val": 3})
+
+    return made_once(tmp_path_factory, "folder", make)
 
 
 @pytest.fixture(scope="session")
@@ -78,6 +73,31 @@ def image_shards(image_folder, tmp_path_factory) -> Path:
     """LitData shards of ``image_folder``'s training split, written once (litdata's start-up costs seconds)."""
     from alternet.data.files.shards import write_shards
 
-    out = tmp_path_factory.mktemp("shards") / "shards"
-    write_shards(image_folder, out, chunk_bytes="4KB", num_workers=1)
-    return out
+    def make(path: Path) -> None:
+        write_shards(image_folder, path, chunk_bytes="4KB", num_workers=1)
+
+    return made_once(tmp_path_factory, "shards", make)
+
+
+@pytest.fixture(scope="session")
+def digits_run(tmp_path_factory) -> Path:
+    """The run directory of alternet_tiny trained on digits (helpers.DIGITS_RUN: debug=fast, tested,
+    evaluated and exported at the end of training), made once per session. Tests read it and never write into it
+    (copy it to write); the session checks at its end that no file in it changed."""
+    from alternet.apps.train import train
+
+    def make(path: Path) -> None:
+        train(compose_train(*DIGITS_RUN, output_dir=path))
+
+    run_dir = made_once(tmp_path_factory, "digits-run", make)
+    before = _fingerprint(run_dir)
+    yield run_dir
+    assert _fingerprint(run_dir) == before, f"a test changed the shared digits run {run_dir}: copy it to write into it"
+
+
+@pytest.fixture(scope="session")
+def digits_summary(digits_run):
+    """``digits_run``'s summary (metrics.json) as ``train`` returns it."""
+    from alternet.rundir import RunSummary
+
+    return RunSummary.from_json(digits_run / "metrics.json")

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import ROOT
+
 spec = importlib.util.spec_from_file_location("layers", ROOT / "tools" / "layers.py")
 layers = sys.modules["layers"] = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(layers)

@@ -45,7 +45,12 @@ from alternet.files import WriteError, atomic_write, write_json
 from alternet.training import builders
 from alternet.training.callbacks import AtomicCheckpointIO, PreemptionCheckpoint, StoppedWithoutSaving
 
-from conftest import FAST, ROOT, compose_train, run_script
+from helpers import FAST, ROOT, compose_train, run_main, run_script
+from helpers.models import assert_same_weights
+
+# pytest-xdist: the whole module on one worker, so that its module fixtures (an image folder, its shards and the
+# reference runs) are made once
+pytestmark = pytest.mark.xdist_group("test_faults")
 
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2")
 EPOCHS, STEPS = 2, 30  # optimizer steps per epoch: the signal comes a few steps into the second epoch
@@ -131,12 +136,6 @@ def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
     return checkpoint["state_dict"]
 
 
-def assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
-    assert a.keys() == b.keys()
-    different = [k for k in a if not torch.equal(a[k], b[k])]
-    assert not different, f"{len(different)} tensors differ, e.g. {different[:3]}"
-
-
 def resume_as_printed(run_dir: Path, output: str) -> None:
     """Run the resume command the stopped run printed, exactly as printed; it must finish the run."""
     command = re.search(r"Resume with: (.+)$", output, re.MULTILINE)
@@ -148,7 +147,7 @@ def resume_as_printed(run_dir: Path, output: str) -> None:
 @pytest.fixture(scope="module")
 def big_folder(tmp_path_factory) -> Path:
     """An image folder of 3 x 40 training images: 30 steps of 4 images per epoch."""
-    from imagefolders import make_image_folder
+    from helpers.imagefolders import make_image_folder
 
     return make_image_folder(tmp_path_factory.mktemp("faults-folder"), size=20, splits={"train": 40, "val": 3})
 
@@ -221,7 +220,15 @@ CASES = [
         for name in STOP_SIGNALS
     ),
     *(
-        pytest.param(name, path, workers, True, True, marks=pytest.mark.slow, id=f"{name}-group-{path}-{workers}w-ddp")
+        pytest.param(
+            name,
+            path,
+            workers,
+            True,
+            True,
+            marks=[pytest.mark.slow, pytest.mark.xdist_group("ddp")],
+            id=f"{name}-group-{path}-{workers}w-ddp",
+        )
         for name in STOP_SIGNALS
         for path in ("digits", "folder", "shards")
         for workers in (0, 1, 2)
@@ -321,15 +328,6 @@ class _Unpicklable:
 
 
 # real CIFAR-C files with robustness.max_images -------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def digits_run(tmp_path_factory) -> Path:
-    from alternet.apps.train import train
-
-    run_dir = tmp_path_factory.mktemp("digits-run")
-    train(compose_train(*FAST, "evaluate.after_training=false", output_dir=run_dir))
-    return run_dir
 
 
 def test_real_corruption_files_of_the_whole_test_split_are_scored_on_their_first_max_images(
@@ -560,7 +558,7 @@ def test_a_full_disk_while_a_checkpoint_is_written_stops_in_one_line_and_keeps_t
 
 def small_folder(tmp_path: Path) -> Path:
     """3 classes of 8 training and 2 validation images, 20 px, no odd formats."""
-    from imagefolders import make_image_folder
+    from helpers.imagefolders import make_image_folder
 
     return make_image_folder(tmp_path / "folder", size=20, splits={"train": 8, "val": 2}, odd_formats=False)
 
@@ -638,31 +636,23 @@ def test_a_loader_worker_that_dies_mid_sample_is_reported_by_that_sample(tmp_pat
     assert "Traceback" not in stderr
 
 
-def run_main(script: str, arguments: list[str], monkeypatch, capsys) -> tuple[str, str]:
-    """(exit message or status, stderr) of ``python SCRIPT ARGUMENTS``, run in this process."""
-    monkeypatch.setattr(sys, "argv", [script, *arguments])
-    with pytest.raises(SystemExit) as exited:
-        runpy.run_path(str(ROOT / script), run_name="__main__")
-    return str(exited.value.code), capsys.readouterr().err
-
-
-def test_ctrl_c_between_the_jobs_of_a_sweep_stops_it_in_one_line_and_the_same_command_continues(tmp_path):
-    """Outside training steps (Hydra composing the next job, set-up, testing) SIGINT once raised a KeyboardInterrupt
-    traceback from wherever it landed; the sweep now ends on one line, and the same command finishes it."""
+def test_ctrl_c_while_a_sweep_sets_up_a_job_stops_it_in_one_line_and_the_same_command_continues(tmp_path):
+    """Outside training steps (Hydra composing a job, set-up, testing, between a sweep's jobs) SIGINT once raised a
+    KeyboardInterrupt traceback from wherever it landed; the sweep now ends on one line, and the same command
+    finishes it. The signal comes as Hydra launches the sweep: seconds before any job trains."""
     sweep = tmp_path / "sweep"
     command = [sys.executable, "train.py", "-m", "seed=0,1", *FAST, "evaluate.after_training=false"]
     command += ["trainer.enable_progress_bar=false", f"hydra.sweep.dir={sweep}", "ckpt_path=last"]
     run = TrainingProcess(sweep, [], command=command)
-    run.wait_for("Finished alternet_tiny")  # job 0's summary: the signal comes as the sweep moves on to job 1
+    run.wait_for("Launching 2 jobs locally")
     run.send("SIGINT", group=True)
     assert run.wait() == 1, run.output[-3000:]
-    assert "error: stopped by SIGINT outside the training steps" in run.output
+    assert run.output.strip().splitlines()[-1].startswith("error: stopped by SIGINT outside the training steps")
     assert "Traceback" not in run.output
-    assert (sweep / "0" / "metrics.json").is_file() and not (sweep / "1" / "metrics.json").exists()
+    assert not list(sweep.glob("*/metrics.json"))
     again = TrainingProcess(sweep, [], command=command, log=".again.log")
     assert again.wait() == 0, again.output[-3000:]
-    assert "holds a finished run" in again.output  # job 0 is kept, not trained again
-    assert (sweep / "1" / "metrics.json").is_file()
+    assert (sweep / "0" / "metrics.json").is_file() and (sweep / "1" / "metrics.json").is_file()
 
 
 def test_a_stop_signal_ignored_when_the_run_started_stays_ignored_during_training(tmp_path, capfd):

@@ -3,6 +3,7 @@ did not use, and corrupted weights are refused by name (issue 14, items 1-4 and 
 
 import logging
 import re
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -20,12 +21,13 @@ from alternet.hub import export, load_pretrained
 from alternet.models import create_model
 from alternet.runs import RunDirLock, read_weights
 
-from conftest import FAST, compose_train
+from helpers import DIGITS_RUN, FAST, compose_train
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory) -> dict:
-    return train(compose_train(*FAST, output_dir=tmp_path_factory.mktemp("run")))
+@pytest.fixture
+def finished(digits_run, tmp_path) -> Path:
+    """A copy of the shared finished digits run (these tests try to write into it)."""
+    return Path(shutil.copytree(digits_run, tmp_path / "finished"))
 
 
 def test_a_run_directory_in_use_refuses_a_second_run(tmp_path):
@@ -39,7 +41,7 @@ def test_a_run_directory_in_use_refuses_a_second_run(tmp_path):
 
 
 def test_a_finished_run_is_never_silently_overwritten(finished):
-    run_dir = Path(finished["run_dir"])
+    run_dir = finished
     before = (run_dir / "metrics.json").read_text()
     with pytest.raises(ConfigValueError, match=r"already holds a finished run \(metrics.json\): resume it with"):
         train(compose_train(*FAST, "seed=3", output_dir=run_dir))
@@ -56,9 +58,9 @@ def test_an_interrupted_run_is_resumed_or_explicitly_reused(tmp_path):
 
 
 def test_resume_refuses_overrides_it_could_not_apply(finished):
-    run_dir = Path(finished["run_dir"])
+    run_dir = finished
     with pytest.raises(ConfigValueError, match=r"recipe\.optimizer\.weight_decay: 0\.05 -> 0\.3.*would not apply"):
-        train(compose_train(*FAST, "ckpt_path=last", "recipe.optimizer.weight_decay=0.3", output_dir=run_dir))
+        train(compose_train(*DIGITS_RUN, "ckpt_path=last", "recipe.optimizer.weight_decay=0.3", output_dir=run_dir))
     assert "weight_decay: 0.3" not in (run_dir / "config.yaml").read_text()  # the run directory still tells the truth
 
 
@@ -84,9 +86,9 @@ def _zero_bytes_of_largest_tensor(path: Path, count: int = 4096) -> None:
         file.write(bytes(min(count, info.file_size - 64)))
 
 
-def test_bit_rot_in_a_checkpoint_or_an_export_is_refused_by_name(finished, tmp_path):
+def test_bit_rot_in_a_checkpoint_or_an_export_is_refused_by_name(digits_summary, tmp_path):
     corrupt = tmp_path / "rotten.ckpt"
-    corrupt.write_bytes(Path(finished["last_checkpoint"]).read_bytes())
+    corrupt.write_bytes(Path(digits_summary["last_checkpoint"]).read_bytes())
     read_checkpoint(corrupt)  # intact: reads
     _zero_bytes_of_largest_tensor(corrupt)
     with pytest.raises(
@@ -94,7 +96,7 @@ def test_bit_rot_in_a_checkpoint_or_an_export_is_refused_by_name(finished, tmp_p
     ):
         read_checkpoint(corrupt)
 
-    out = export(finished["run_dir"], tmp_path / "export")
+    out = export(digits_summary["run_dir"], tmp_path / "export")
     model = create_model("alternet_tiny", num_classes=10, img_size=16)
     load_pretrained(model, str(out))  # intact: loads
     weights = out / "model.safetensors"
@@ -117,17 +119,17 @@ def test_bit_rot_in_a_checkpoint_or_an_export_is_refused_by_name(finished, tmp_p
     ],
     ids=["nan", "int8", "narrow-head"],
 )
-def test_weights_are_looked_at_before_they_load(finished, tmp_path, tamper, message):
+def test_weights_are_looked_at_before_they_load(digits_summary, tmp_path, tamper, message):
     """A third-party file (no digest) still gets its values checked: NaNs, integer casts, a self-contradicting head."""
-    out = export(finished["run_dir"], tmp_path / "export")
+    out = export(digits_summary["run_dir"], tmp_path / "export")
     weights = load_file(out / "model.safetensors")
     save_file(tamper(weights), out / "model.safetensors")  # no digest in its metadata
     with pytest.raises(CheckpointError, match=re.escape(message)):
         load_pretrained(create_model("alternet_tiny", num_classes=10, img_size=16), str(out))
 
 
-def test_a_reinitialised_head_is_a_warning(finished, tmp_path, caplog):
-    out = export(finished["run_dir"], tmp_path / "export")
+def test_a_reinitialised_head_is_a_warning(digits_summary, tmp_path, caplog):
+    out = export(digits_summary["run_dir"], tmp_path / "export")
     with caplog.at_level(logging.WARNING, logger="alternet.hub"):
         load_pretrained(create_model("alternet_tiny", num_classes=3, img_size=16), str(out))
     assert any(
@@ -135,8 +137,8 @@ def test_a_reinitialised_head_is_a_warning(finished, tmp_path, caplog):
     )
 
 
-def test_a_head_left_at_initialisation_without_asking_is_an_error(finished, tmp_path):
-    out = export(finished["run_dir"], tmp_path / "export")
+def test_a_head_left_at_initialisation_without_asking_is_an_error(digits_summary, tmp_path):
+    out = export(digits_summary["run_dir"], tmp_path / "export")
     weights = load_file(out / "model.safetensors")
     save_file({k: v for k, v in weights.items() if not k.startswith("head.fc.")}, out / "model.safetensors")
     with pytest.raises(CheckpointError, match=r"no classifier head that fits its own 10 classes .*pass num_classes"):
@@ -145,17 +147,17 @@ def test_a_head_left_at_initialisation_without_asking_is_an_error(finished, tmp_
     assert hub.load(str(out), features_only=True) is not None
 
 
-def test_resuming_from_another_architecture_names_both_models(finished, tmp_path):
-    checkpoint = finished["last_checkpoint"]
+def test_resuming_from_another_architecture_names_both_models(digits_summary, tmp_path):
+    checkpoint = digits_summary["last_checkpoint"]
     with pytest.raises(ConfigValueError, match=r"model\.name: 'alternet_tiny' -> 'preresnet_tiny'"):
         train(compose_train(*FAST, f"ckpt_path={checkpoint}", "model=preresnet_tiny", output_dir=tmp_path))
 
 
-def test_evaluating_at_another_input_size_warns_naming_both(finished):
-    weights = read_weights(finished["last_checkpoint"])
+def test_evaluating_at_another_input_size_warns_naming_both(digits_summary):
+    weights = read_weights(digits_summary["last_checkpoint"])
     datamodule = build_datamodule({"name": "digits", "image_size": 32}, {"batch_size": 8}, seed=0)
     with pytest.warns(UserWarning, match=r"trained with data\.image_size=16 but is evaluated with 32"):
-        check_classes(datamodule, Path(finished["last_checkpoint"]), weights)
+        check_classes(datamodule, Path(digits_summary["last_checkpoint"]), weights)
 
 
 def test_only_a_run_directory_that_did_nothing_is_discarded(tmp_path):

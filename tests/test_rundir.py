@@ -16,7 +16,9 @@ from alternet.report import build_report
 from alternet.report.runs import read_sweep
 from alternet.rundir import OptimizedMetric, RunDir, RunSummary, SweepDir, best_epoch
 
-PACKAGE = Path(__file__).resolve().parents[1] / "alternet"
+from helpers import ROOT
+
+PACKAGE = ROOT / "alternet"
 HOME = PACKAGE / "rundir.py"
 # file names of a run or sweep directory: a string naming one of these anywhere outside the home is a second spelling
 FILES = {

@@ -9,7 +9,6 @@ import shutil
 import numpy as np
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from alternet.apps.checks import reported_metrics, validate_train_config
 from alternet.apps.evaluate import checkpoint_paths
@@ -22,30 +21,25 @@ from alternet.metrics import BinnedCalibrationError, calibration_metrics
 from alternet.runs import find_checkpoint, load_model, select_checkpoint
 from alternet.seeds import derive_seed
 
-from conftest import FAST, compose_train, run_script
+from helpers import FAST, compose_train, resolved, run_main
 
 
-@pytest.fixture(scope="module")
-def digits_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    return train(compose_train(*FAST, output_dir=tmp_path_factory.mktemp("run")))
-
-
-def test_a_copied_run_directory_stands_for_its_own_checkpoints(digits_run, tmp_path):
-    original = digits_run["run_dir"]
+def test_a_copied_run_directory_stands_for_its_own_checkpoints(digits_summary, tmp_path):
+    original = digits_summary["run_dir"]
     copy = tmp_path / "copy"
     shutil.copytree(original, copy)
     # metrics.json still names the original's files by absolute path: they must not be followed out of the copy
     assert json.loads((copy / "metrics.json").read_text())["best_checkpoint"].startswith(str(original))
-    best = copy / "checkpoints" / f"{digits_run['best_checkpoint'].rsplit('/', 1)[-1]}"
+    best = copy / "checkpoints" / f"{digits_summary['best_checkpoint'].rsplit('/', 1)[-1]}"
     assert select_checkpoint(copy) == best
     assert find_checkpoint(copy) == (best, copy)
     assert checkpoint_paths(str(copy)) == [best]  # evaluate.py
     assert open_source(copy).checkpoint == best  # export, load, fine-tune
 
 
-def test_a_run_directory_without_a_best_checkpoint_stands_for_its_last(digits_run, tmp_path):
+def test_a_run_directory_without_a_best_checkpoint_stands_for_its_last(digits_summary, tmp_path):
     copy = tmp_path / "copy"
-    shutil.copytree(digits_run["run_dir"], copy)
+    shutil.copytree(digits_summary["run_dir"], copy)
     for best in (copy / "checkpoints").glob("best-*.ckpt"):
         best.unlink()
     assert select_checkpoint(copy) == copy / "checkpoints" / "last.ckpt"
@@ -55,17 +49,17 @@ def test_a_run_directory_without_a_best_checkpoint_stands_for_its_last(digits_ru
         select_checkpoint(copy)
 
 
-def test_the_bare_model_of_a_checkpoint_gives_the_trained_logits(digits_run):
-    model, weights = load_model(digits_run["best_checkpoint"])
+def test_the_bare_model_of_a_checkpoint_gives_the_trained_logits(digits_summary):
+    model, weights = load_model(digits_summary["best_checkpoint"])
     assert weights.architecture == "alternet_tiny" and weights.model_args["layout"] == "C|CM|CM"
-    module_state = torch.load(digits_run["best_checkpoint"], weights_only=True)["state_dict"]
+    module_state = torch.load(digits_summary["best_checkpoint"], weights_only=True)["state_dict"]
     for key, value in model.state_dict().items():
         torch.testing.assert_close(value, module_state[f"model.{key}"])
     assert not model.training
 
 
-def test_training_and_evaluation_record_the_same_metric_names_and_ece(tmp_path):
-    summary = train(compose_train(*FAST, "evaluate.after_training=true", output_dir=tmp_path))
+def test_training_and_evaluation_record_the_same_metric_names_and_ece(digits_summary):
+    summary = digits_summary  # evaluated after training
     assert set(summary["test"]) == {"acc", "top5", "nll", "ece"} <= set(summary["calibration"])
     for name in ("acc", "top5", "ece"):  # one definition, computed batch by batch and on the whole split
         assert summary["test"][name] == pytest.approx(summary["calibration"][name], abs=1e-5), name
@@ -87,10 +81,6 @@ def test_streaming_ece_equals_the_whole_split_definition():
 # the metric a sweep optimises --------------------------------------------------------------------
 
 
-def resolved(*overrides: str) -> dict:
-    return OmegaConf.to_container(compose_train(*overrides), resolve=True)
-
-
 def test_optimized_metric_names_a_metric_the_run_reports():
     validate_train_config(resolved("optimized_metric=val/nll"))  # digits holds out a validation split
     validate_train_config(resolved("optimized_metric=test/acc", "data.val_size=0"))
@@ -108,10 +98,12 @@ def test_the_optimized_metric_is_recorded_and_returned(tmp_path):
     assert summary["optimized_metric"] == {"name": "test/acc", "value": summary["test"]["acc"]}
 
 
-def test_a_sweep_on_a_metric_that_does_not_exist_fails_before_training(tmp_path):
-    result = run_script("train.py", *FAST, "optimized_metric=val/acc", "data.val_size=0", f"hydra.run.dir={tmp_path}")
-    assert result.returncode != 0
-    assert result.stderr.strip().splitlines()[-1].startswith("error: optimized_metric=val/acc is not a metric")
+def test_a_sweep_on_a_metric_that_does_not_exist_fails_before_training(tmp_path, monkeypatch, capsys):
+    # train.py in this process: its exit message is the last line of stderr, status 1 (tests/apps/test_bad_inputs.py)
+    arguments = [*FAST, "optimized_metric=val/acc", "data.val_size=0", f"hydra.run.dir={tmp_path}"]
+    code, _ = run_main("train.py", arguments, monkeypatch, capsys)
+    assert code != "0"
+    assert code.startswith("error: optimized_metric=val/acc is not a metric")
     assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "config.yaml").exists()
 
 

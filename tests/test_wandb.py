@@ -15,7 +15,7 @@ from alternet.apps.evaluate import run_evaluate
 from alternet.apps.train import train
 from alternet.tracking import log_model_artifacts, start_run, use_checkpoint, wandb_settings
 
-from conftest import CONF, FAST, compose_train
+from helpers import CONF, FAST, compose_train
 
 
 def _spy(monkeypatch, name, record):

@@ -222,7 +222,7 @@ HYBRIDS: dict[str, ByobSpec | MaxxVitSpec] = {
     ),
     # the same BoTNet and CoAtNet patterns at the laptop scale (experiment=hybrids): widths chosen so that each has
     # alternet_laptop's parameters (1.06M at 100 classes, within 1%), the stride-1 stem kept (multiply-adds per
-    # image: BoTNet 60M, CoAtNet 32M, alternet_laptop 41M; tests/test_hybrids.py pins both)
+    # image: BoTNet 60M, CoAtNet 32M, alternet_laptop 41M; tests/models/test_hybrids.py pins both)
     "botnet_laptop": ByobSpec(
         layout="C|C|CM|MM", widths=(80, 160, 320, 640), stem_chs=32, self_attn_layer="bottleneck", heads=4
     ),
@@ -236,7 +236,7 @@ HYBRID_MODELS = tuple(HYBRIDS)
 MODEL_NAMES: tuple[str, ...] = (*ARCHITECTURES, *COMPARISON_MODELS, *HYBRID_MODELS)
 
 # timm's named hybrids in our notation: build_twin(name) gives timm.create_model(name)'s parameters and state-dict
-# keys exactly, through the same specs and builders as the hybrids above (tests/test_hybrids.py)
+# keys exactly, through the same specs and builders as the hybrids above (tests/models/test_hybrids.py)
 _RESNET50_T = dict(layout="CCC|CCCM|CMCMCM|CMC", act_layer="silu", stem="imagenet")
 TIMM_TWINS: dict[str, ByobSpec | MaxxVitSpec] = {
     "botnet26t_256": ByobSpec(layout="CC|CC|CM|MM", stem="imagenet"),

@@ -1,7 +1,7 @@
 """Train with 2-process CPU DDP where only rank 0's inputs turn to inf at step 2, and record each rank's error.
 
 ``ddp_nonfinite_probe.py OUT``. Lightning re-executes this script for rank 1, so both ranks run it; each writes
-``rank<N>.json`` (the NonFiniteLossError's message) into OUT. Used by ``tests/test_resume.py``.
+``rank<N>.json`` (the NonFiniteLossError's message) into OUT. Used by ``tests/training/test_resume.py``.
 """
 
 import json
@@ -9,12 +9,12 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: helpers
 
 from alternet.apps.train import train
 from alternet.training import ClassificationModule, NonFiniteLossError
 
-from conftest import DDP_CPU, compose_train
+from helpers import DDP_CPU, compose_train
 
 out = sys.argv[1]
 rank = int(os.environ.get("LOCAL_RANK", "0"))

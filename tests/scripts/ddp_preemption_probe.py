@@ -4,7 +4,7 @@ outcome.
 ``ddp_preemption_probe.py OUT``. Lightning re-executes this script for rank 1, so both ranks run it; each writes
 ``rank<N>.json`` (the Preempted error's message) into OUT. The ranks agree on a signal every 4 optimizer steps
 (``callbacks.preemption.sync_every_n_steps=4``), so both must stop at step 4. Used by
-``tests/test_resume_mid_epoch.py``.
+``tests/training/test_resume_mid_epoch.py``.
 """
 
 import json
@@ -15,13 +15,13 @@ from pathlib import Path
 
 import lightning as L
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: helpers
 
 from alternet.apps.train import train
 from alternet.training import builders
 from alternet.training.callbacks import Preempted
 
-from conftest import DDP_CPU, compose_train
+from helpers import DDP_CPU, compose_train
 
 out = sys.argv[1]
 rank = int(os.environ.get("LOCAL_RANK", "0"))

@@ -1,7 +1,7 @@
 """Train briefly with 2-process CPU DDP and record, per rank, which training samples it loaded.
 
 Lightning re-executes this script for rank 1, so both ranks run it; each writes ``rank<N>.json`` into
-the output directory given as the only argument. Used by ``tests/test_distributed.py``.
+the output directory given as the only argument. Used by ``tests/training/test_distributed.py``.
 """
 
 import json
@@ -9,12 +9,12 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: helpers
 
 from alternet.apps.train import train
 from alternet.data import ArrayDataset
 
-from conftest import DDP_CPU, compose_train
+from helpers import DDP_CPU, compose_train
 
 out = Path(sys.argv[1])
 loaded: list[int] = []

@@ -1,7 +1,7 @@
 """Train briefly with 2-process CPU DDP from LitData shards and record, per rank, which images it streamed.
 
 ``ddp_shards_probe.py OUT FOLDER SHARDS``. Lightning re-executes this script for rank 1, so both ranks run it; each
-writes ``rank<N>.json`` into OUT. Used by ``tests/test_imagefolder.py``.
+writes ``rank<N>.json`` into OUT. Used by ``tests/data/test_imagefolder.py``.
 """
 
 import json
@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: helpers
 
 from litdata import StreamingDataset
 
@@ -17,7 +17,7 @@ from alternet.apps.train import train
 from alternet.data.files.folder import ImageFolderDataModule
 from alternet.data.files.shards import StreamingImages
 
-from conftest import DDP_CPU, compose_train
+from helpers import DDP_CPU, compose_train
 
 out, folder, shards = sys.argv[1:]
 streamed: list[str] = []

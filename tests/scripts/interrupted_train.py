@@ -3,7 +3,7 @@
 ``interrupted_train.py OUT KILL|USR1|INT|TERM STEP [override ...]``: after optimizer step STEP (and after every
 checkpoint callback has run for it) the process sends itself SIGKILL (it dies on the spot, as under ``kill -9`` or an
 OOM killer), SIGUSR1 (SLURM's pre-emption warning), SIGINT (Ctrl-C) or SIGTERM (a scheduler's stop), the last three
-handled by alternet. Used by ``tests/test_data_at_scale.py``.
+handled by alternet. Used by ``tests/training/test_resume_mid_epoch.py``.
 """
 
 import os
@@ -13,13 +13,13 @@ from pathlib import Path
 
 import lightning as L
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: helpers
 
 from alternet.apps.train import train
 from alternet.errors import AlternetError, exit_with_error
 from alternet.training import builders
 
-from conftest import compose_train
+from helpers import compose_train
 
 out, how, at_step, *overrides = sys.argv[1:]
 

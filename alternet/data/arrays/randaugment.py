@@ -11,7 +11,7 @@ numpy -> PIL -> numpy round trip per image inside an otherwise numpy pipeline (a
 albumentations 2.0.8 has no RandAugment, and assembling one from its transforms (``SomeOf``) would use their
 magnitude scales, so ``m9`` would not mean what it means in timm.
 
-Known differences from timm on Pillow, bounded in ``tests/test_randaugment.py``:
+Known differences from timm on Pillow, bounded in ``tests/data/test_randaugment.py``:
 
 * bicubic warps use OpenCV's Keys kernel (a = -0.75); Pillow's affine bicubic uses a = -1;
 * OpenCV quantises sub-pixel positions, so rare bilinear pixels land one grey level off;

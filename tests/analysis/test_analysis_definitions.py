@@ -1,0 +1,337 @@
+"""The analyses measure what the paper measures: each default against a value computed by hand on a tiny input
+where HDVW's definition and the alternative differ, the per-mini-batch maximum Hessian eigenvalue against
+``torch.linalg.eigvalsh`` of an exact Hessian, and ``position_only`` attention, the data-independent control."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import timm
+import torch
+import torch.nn.functional as F
+from omegaconf import OmegaConf
+from torch import nn
+
+from alternet.analysis import AnalysisConfigError, parse_configs
+from alternet.analysis.attention import attention_stats
+from alternet.analysis.blocks import Tap, block_sequence
+from alternet.analysis.data import mixed_batches
+from alternet.analysis.fourier import delta_profiles, plotted_frequencies
+from alternet.analysis.hessian import minibatch_max_eigenvalues
+from alternet.analysis.landscape import dim0_norms, measure, normalised, random_direction
+from alternet.analysis.noise import band_mask, frequency_bands, radial_frequency
+from alternet.analysis.objective import objective_of
+from alternet.analysis.variance import mean_variances
+from alternet.apps.checks import check_choices
+from alternet.data.mixing import recipe_mixup
+from alternet.models import ATTENTION_KINDS, PositionOnlyAttention, WindowAttention, create_model
+
+from helpers import compose_train
+
+
+def tiny(attention: str = "window", seed: int = 0) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return create_model("alternet_tiny", num_classes=10, img_size=16, attention=attention)
+
+
+# position_only attention ---------------------------------------------------------------------------------------
+
+
+def test_position_only_gives_every_image_the_same_kernel_softmax_of_the_bias():
+    model = tiny("position_only").eval()
+    modules = [m for m in model.modules() if isinstance(m, PositionOnlyAttention)]
+    assert len(modules) == 2
+    for module in modules:
+        with torch.no_grad():
+            module.rel_pos_bias.normal_(0, 1.0)  # a kernel far from uniform
+    for module in modules:
+        channels = module.to_kv.in_features
+        one, other = (
+            module.attention_map(torch.randn(2, channels, 8, 8)),
+            module.attention_map(torch.randn(3, channels, 8, 8)),
+        )
+        kernel = module.position_bias().softmax(dim=-1)[0]
+        assert one.shape == (2 * 4, module.heads, 16, 16)  # 4 windows of 4x4 per image
+        torch.testing.assert_close(one, kernel.expand_as(one))
+        torch.testing.assert_close(other, kernel.expand_as(other))
+    msa = [b for b in block_sequence(model).blocks if b.kind == "M"]
+    for stats in attention_stats(model, msa, [torch.randn(4, 3, 16, 16)]):
+        assert max(stats.specificity) < 1e-9  # data specificity of a data-independent kernel: zero
+
+
+def test_position_only_output_equals_window_attention_with_zero_queries():
+    window, position = tiny("window").eval(), tiny("position_only").eval()
+    for module in window.modules():
+        if isinstance(module, WindowAttention):
+            with torch.no_grad():
+                module.to_q.weight.zero_()  # logits q.k = 0: softmax(0 + B)
+    position.load_state_dict(window.state_dict(), strict=True)
+    images = torch.randn(3, 3, 16, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(position(images), window(images), rtol=1e-5, atol=1e-6)
+        channels_last = position.to(memory_format=torch.channels_last)
+        torch.testing.assert_close(channels_last(images.contiguous(memory_format=torch.channels_last)), window(images))
+
+
+def test_position_only_and_window_state_dicts_load_into_each_other_strictly():
+    window, position = tiny("window", seed=1), tiny("position_only", seed=2)
+    assert {k: v.shape for k, v in window.state_dict().items()} == {
+        k: v.shape for k, v in position.state_dict().items()
+    }
+    position.load_state_dict(window.state_dict(), strict=True)
+    assert all(torch.equal(v, window.state_dict()[k]) for k, v in position.state_dict().items())
+    window.load_state_dict(tiny("position_only", seed=3).state_dict(), strict=True)
+
+
+def test_position_only_trains_a_step_with_its_query_projection_frozen():
+    model = tiny("position_only").train()
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    frozen = [m.to_q.weight for m in model.modules() if isinstance(m, PositionOnlyAttention)]
+    assert all(not p.requires_grad for p in frozen) and len(frozen) == 2
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    optimizer = torch.optim.AdamW(trainable, lr=1e-2, weight_decay=0.05)
+    images, labels = torch.randn(8, 3, 16, 16), torch.arange(8) % 10
+    loss = torch.nn.functional.cross_entropy(model(images), labels)
+    loss.backward()
+    optimizer.step()
+    assert torch.isfinite(loss)
+    changed = {name for name, p in model.named_parameters() if not torch.equal(p.detach(), before[name])}
+    assert any(name.endswith("rel_pos_bias") for name in changed)  # the kernel itself learns
+    assert not any(name.endswith("to_q.weight") for name in changed)
+
+
+def test_position_only_is_a_config_choice():
+    assert "position_only" in ATTENTION_KINDS
+    check_choices(OmegaConf.to_container(compose_train("model=alternet_tiny", "model.attention=position_only")))
+
+
+# Defaults and their alternatives, on inputs where they differ ----------------------------------------------------
+
+
+def defaults(name: str):
+    return parse_configs([name], {})[name]
+
+
+def test_fourier_default_ends_a_4x4_map_at_half_pi_and_nyquist_at_pi():
+    """x = 1 + cos(pi/2 (m + n)) + 0.25 (-1)^(m + n) on a 4x4 map: |FFT| is 16 at 0, 8 at (pi/2, pi/2), 4 at
+    (pi, pi). HDVW's diag()[2:] ends at 0.5 pi: delta -log 2; the Nyquist profile ends at pi: delta -log 4."""
+    m, n = torch.meshgrid(torch.arange(4.0), torch.arange(4.0), indexing="ij")
+    x = (1 + torch.cos(math.pi / 2 * (m + n)) + 0.25 * (-1.0) ** (m + n)).expand(1, 1, 4, 4)
+    identity = nn.Identity()
+    assert defaults("fourier").high_frequency == "hdvw"
+    ((frequencies, delta),) = delta_profiles(identity, [Tap(identity)], [x], defaults("fourier").high_frequency)
+    np.testing.assert_allclose(frequencies, [0.0, 0.5])  # the last point: (1 - 2/4) pi
+    assert delta[-1] == pytest.approx(-math.log(2), abs=1e-5)
+    np.testing.assert_allclose(plotted_frequencies(frequencies, "hdvw"), [0.0, 1.0])  # where HDVW plots it
+    ((frequencies, delta),) = delta_profiles(identity, [Tap(identity)], [x], "nyquist")
+    np.testing.assert_allclose(frequencies, [0.0, 0.5, 1.0])
+    assert delta[-1] == pytest.approx(-math.log(4), abs=1e-5)
+
+
+def test_variance_default_is_unbiased():
+    """A 2x2 map [[0, 2], [0, 2]]: mean 1, squared deviations sum to 4: 4/3 unbiased, 4/4 population."""
+    maps = torch.tensor([[0.0, 2.0], [0.0, 2.0]]).expand(1, 1, 2, 2)
+    identity = nn.Identity()
+    assert defaults("variance").estimator == "unbiased"
+    assert mean_variances(identity, [Tap(identity)], [maps], defaults("variance").estimator) == [pytest.approx(4 / 3)]
+    assert mean_variances(identity, [Tap(identity)], [maps], "population") == [pytest.approx(1.0)]
+
+
+def linear_with(weight: float, bias: float) -> nn.Linear:
+    model = nn.Linear(1, 1)
+    with torch.no_grad():
+        model.weight.fill_(weight)
+        model.bias.fill_(bias)
+    return model
+
+
+RECIPE = {"optimizer": {"weight_decay": 0.1}, "no_decay_norm_bias": True, "label_smoothing": 0.0}
+
+
+@pytest.mark.parametrize("name", ["landscape", "hessian"])
+def test_l2_default_is_hdvws_unsquared_norm_of_every_parameter(name):
+    """Weight 3, bias -4, weight decay 0.1: HDVW's 0.1 * (|3| + |-4|) = 0.7; the decay's own term
+    0.5 * 0.1 * 3^2 = 0.45 (the bias is not decayed under no_decay_norm_bias)."""
+    model = linear_with(3.0, -4.0)
+    config = defaults(name)
+    assert (config.regulariser, config.targets) == ("hdvw", "training")
+    objective = objective_of(model, RECIPE, config)
+    assert float(objective.l2().detach()) == pytest.approx(0.7)
+    (grad_w, grad_b) = torch.autograd.grad(objective.l2(), list(model.parameters()))
+    assert (float(grad_w), float(grad_b)) == pytest.approx((0.1, -0.1))  # wd * w / ||w||
+    squared = objective_of(model, RECIPE, replace(config, regulariser="decay_squared"))
+    assert float(squared.l2().detach()) == pytest.approx(0.45)
+    assert float(objective_of(model, RECIPE, replace(config, regulariser="none")).l2().detach()) == 0.0
+
+
+def test_landscape_origin_loss_is_nll_plus_the_hdvw_term():
+    model = linear_with(3.0, -4.0)  # one output: the NLL of a one-class problem is 0
+    batches = [(torch.randn(4, 1), torch.zeros(4, dtype=torch.long))]
+    measured = measure(model, batches, objective_of(model, RECIPE, defaults("landscape")))
+    assert measured == dict(nll=0.0, l2=pytest.approx(0.7), loss=pytest.approx(0.7), acc=1.0)
+
+
+def test_all_zero_tensors_add_nothing_to_the_hdvw_gradient():
+    model = linear_with(3.0, 0.0)
+    objective = objective_of(model, RECIPE, defaults("landscape"))
+    assert float(objective.l2().detach()) == pytest.approx(0.3)
+    grads = torch.autograd.grad(objective.l2(), list(model.parameters()), allow_unused=True, create_graph=True)
+    assert float(grads[0].detach()) == pytest.approx(0.1) and grads[1] is None  # not 0/0 = NaN
+
+
+def test_soft_targets_take_the_soft_target_cross_entropy():
+    logits = torch.tensor([[2.0, 0.0, -1.0]])
+    soft = torch.tensor([[0.7, 0.3, 0.0]])
+    objective = objective_of(linear_with(1.0, 0.0), RECIPE, defaults("landscape"))
+    expected = -(soft * F.log_softmax(logits, dim=-1)).sum()
+    assert float(objective.nll(logits, soft)) == pytest.approx(float(expected))
+
+
+def test_landscape_default_normalisation_is_hdvws_norm_over_dim_0():
+    """d = ones(2, 2), w = [[3, 0], [4, 1]]: HDVW scales each column to w's column norms (5, 1); Li et al.'s
+    filter normalisation each row to w's row norms (3, sqrt 17)."""
+    weight, direction = torch.tensor([[3.0, 0.0], [4.0, 1.0]]), torch.ones(2, 2)
+    assert defaults("landscape").normalisation == "hdvw"
+    expected = torch.tensor([[5.0, 1.0], [5.0, 1.0]]) / math.sqrt(2)
+    torch.testing.assert_close(normalised(direction, weight, "hdvw"), expected, rtol=1e-6, atol=1e-6)
+    rows = torch.tensor([[3.0, 3.0], [math.sqrt(17), math.sqrt(17)]]) / math.sqrt(2)
+    torch.testing.assert_close(normalised(direction, weight, "filter"), rows)
+
+
+def test_hdvw_directions_move_class_tokens_but_not_positions_norms_or_biases():
+    torch.manual_seed(0)
+    vit = timm.create_model(
+        "vit_tiny_patch16_224", pretrained=False, img_size=32, patch_size=8, depth=1, num_classes=10
+    )
+    hdvw = random_direction(vit, torch.Generator().manual_seed(0), "hdvw")
+    filtered = random_direction(vit, torch.Generator().manual_seed(0), "filter")
+    assert hdvw["cls_token"].abs().sum() > 0 and torch.all(filtered["cls_token"] == 0)
+    for direction in (hdvw, filtered):
+        assert torch.all(direction["pos_embed"] == 0)
+        assert torch.all(direction["blocks.0.norm1.weight"] == 0) and torch.all(direction["head.bias"] == 0)
+    alternet = tiny()
+    direction = random_direction(alternet, torch.Generator().manual_seed(0), "hdvw")
+    for name, param in alternet.named_parameters():
+        if name.endswith("rel_pos_bias") or param.ndim < 2:
+            assert torch.all(direction[name] == 0), name
+        else:
+            torch.testing.assert_close(dim0_norms(direction[name]), dim0_norms(param.detach()), rtol=1e-4, atol=1e-6)
+
+
+def test_noise_default_bands_are_centred_at_tenths_of_pi_and_exclude_dc():
+    config = defaults("noise")
+    bands = frequency_bands(config)
+    np.testing.assert_allclose([b.centre for b in bands], np.arange(1, 10) / 10)
+    np.testing.assert_allclose([b.high - b.low for b in bands], 0.1)
+    masks = torch.stack([band_mask(32, 32, b.low, b.high, b.closed) for b in bands])
+    assert not masks[:, 0, 0].any()  # DC (bin 0, 0) in no band
+    assert masks.sum(dim=0).max() == 1  # disjoint
+    radius = radial_frequency(32, 32)
+    assert torch.equal(masks[0], (radius >= 0.05 - 1e-9) & (radius < 0.15 - 1e-9))
+    rings = frequency_bands(replace(config, bands="rings", rings=4))
+    assert band_mask(32, 32, rings[0].low, rings[0].high, rings[0].closed)[0, 0]  # the alternative's lowest: DC
+
+
+def test_lesion_flags_blocks_whose_shortcut_is_a_projection():
+    torch.manual_seed(0)
+    resnet = block_sequence(timm.create_model("resnet18", pretrained=False, num_classes=10))
+    assert [b.projection for b in resnet.blocks] == [False, False, True, False, True, False, True, False]
+    alternet = block_sequence(tiny())
+    assert [b.projection for b in alternet.blocks] == [b.output.module.shortcut is not None for b in alternet.blocks]
+
+
+# Per-mini-batch maximum eigenvalue -----------------------------------------------------------------------------
+
+
+def exact_dominant_eigenvalue(loss, params: list[nn.Parameter]) -> float:
+    """The eigenvalue of largest magnitude (sign kept) of the exact Hessian of ``loss`` at ``params``."""
+    flat = torch.cat([p.detach().flatten() for p in params]).double()
+    shapes = [p.shape for p in params]
+    sizes = [p.numel() for p in params]
+
+    def of_flat(vector: torch.Tensor) -> torch.Tensor:
+        return loss([v.view(s) for v, s in zip(vector.split(sizes), shapes)])
+
+    eigenvalues = torch.linalg.eigvalsh(torch.autograd.functional.hessian(of_flat, flat))
+    return float(eigenvalues[eigenvalues.abs().argmax()])
+
+
+def test_minibatch_max_eigenvalues_match_eigvalsh_of_each_exact_hessian():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 3)).double()
+    params = list(model.parameters())
+    minibatches = [(torch.randn(6, 3, dtype=torch.float64), torch.randint(0, 3, (6,))) for _ in range(4)]
+    config = parse_configs(["hessian"], {"hessian": dict(minibatches=4, power_iterations=20000, tol=1e-12)})["hessian"]
+    objective = objective_of(model, {**RECIPE, "no_decay_norm_bias": False}, config)
+    maxima = minibatch_max_eigenvalues(model, params, minibatches, objective, config)
+    for value, (x, y) in zip(maxima.values, minibatches):
+
+        def loss(weights, x=x, y=y):
+            w1, b1, w2, b2 = weights
+            logits = torch.tanh(x @ w1.T + b1) @ w2.T + b2
+            return F.cross_entropy(logits, y) + 0.1 * sum(w.norm() for w in weights)
+
+        assert value == pytest.approx(exact_dominant_eigenvalue(loss, params), rel=1e-5)
+    assert len(set(maxima.values.round(8))) == 4  # a value per mini-batch
+
+
+def test_minibatch_max_eigenvalue_keeps_a_negative_sign():
+    """A concave loss -0.5 * mean((w.x)^2): H = -X^T X / n, whose largest-magnitude eigenvalue is negative."""
+    torch.manual_seed(0)
+    model = nn.Linear(3, 1, bias=False).double()
+    x = torch.randn(8, 3, dtype=torch.float64) * torch.tensor([3.0, 1.0, 0.5], dtype=torch.float64)
+    concave = SimpleNamespace(nll=lambda out, _t: -0.5 * out.pow(2).mean(), l2=lambda: torch.zeros(()))
+    config = parse_configs(["hessian"], {"hessian": dict(minibatches=1, power_iterations=5000, tol=1e-12)})["hessian"]
+    maxima = minibatch_max_eigenvalues(model, list(model.parameters()), [(x, torch.zeros(8))], concave, config)
+    expected = float(torch.linalg.eigvalsh(-x.T @ x / 8).min())
+    assert expected < 0 and maxima.values[0] == pytest.approx(expected, rel=1e-6)
+    assert maxima.negative_fraction == 1.0
+
+
+# Bad values of the new keys: one line naming the key ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "values", "message"),
+    [
+        ("fourier", {"high_frequency": "pi"}, "high_frequency must be one of ['hdvw', 'nyquist'], got 'pi'"),
+        ("variance", {"estimator": "biased"}, "estimator must be one of ['unbiased', 'population'], got 'biased'"),
+        ("noise", {"bands": "octaves"}, "bands must be one of ['hdvw', 'rings'], got 'octaves'"),
+        ("noise", {"bands": 8}, "bands must be str, got 8"),
+        ("noise", {"rings": 0}, "rings must be >= 1, got 0"),
+        ("landscape", {"normalisation": "layer"}, "normalisation must be one of ['hdvw', 'filter'], got 'layer'"),
+        ("landscape", {"regulariser": "l1"}, "regulariser must be one of ['hdvw', 'decay_squared', 'none'], got 'l1'"),
+        ("landscape", {"targets": "clean"}, "targets must be one of ['training', 'labels'], got 'clean'"),
+        (
+            "landscape",
+            {"label_smoothing": 0.1},
+            "label_smoothing applies to targets=labels only (targets=training uses the recipe's)",
+        ),
+        ("hessian", {"minibatches": -1}, "minibatches must be >= 0, got -1"),
+        ("hessian", {"power_iterations": 0}, "power_iterations must be >= 1, got 0"),
+        ("hessian", {"batch_size": 0}, "batch_size must be >= 1 or null (the recipe's), got 0"),
+    ],
+)
+def test_bad_values_of_the_new_keys_are_refused_in_one_line(name, values, message):
+    with pytest.raises(AnalysisConfigError) as error:
+        parse_configs([name], {name: values})
+    assert str(error.value) == f"analysis {name!r}: {message}"
+    assert "\n" not in str(error.value)
+
+
+def test_mixed_batches_need_an_even_size():
+    model_recipe = {"mixup": {"mixup_alpha": 1.0}, "label_smoothing": 0.1}
+    mixer = recipe_mixup(model_recipe, 10)
+    batches = [(torch.randn(3, 3, 8, 8), torch.arange(3))]
+    with pytest.raises(AnalysisConfigError, match="even size") as error:
+        mixed_batches(batches, mixer, 0, "landscape")
+    assert "\n" not in str(error.value)
+    _, targets = mixed_batches([(torch.randn(4, 3, 8, 8), torch.arange(4))], mixer, 0, "landscape")[0]
+    assert targets.shape == (4, 10) and torch.allclose(targets.sum(dim=1), torch.ones(4))
+    again = mixed_batches([(torch.randn(4, 3, 8, 8), torch.arange(4))], mixer, 0, "landscape")[0][1]
+    torch.testing.assert_close(again, targets)  # the same seeded draw
+    assert recipe_mixup({"mixup": None, "label_smoothing": 0.0}, 10) is None

@@ -1,0 +1,145 @@
+"""``run_analyses``: name and config checks, the shipped configs, and every analysis end to end on a tiny
+AlterNet with the embedded digits data (summaries, files, and the model left exactly as it was)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from alternet.analysis import ANALYSES, AnalysisConfigError, parse_configs, run_analyses
+from alternet.analysis.data import training_batches
+from alternet.analysis.objective import Objective, nll_accuracy
+from alternet.data import DigitsDataModule
+from alternet.models import create_model
+
+from helpers import CONF
+
+# pytest-xdist: the whole module on one worker, so that its analysed model (a module fixture) is made once
+pytestmark = pytest.mark.xdist_group("test_analysis_run")
+
+# The paper's recipe in miniature: mixup/cutmix with label smoothing (the landscape and Hessian mix their batches).
+RECIPE = {
+    "optimizer": {"weight_decay": 0.05},
+    "no_decay_norm_bias": True,
+    "batch_size": 4,
+    "label_smoothing": 0.1,
+    "mixup": {"mixup_alpha": 1.0, "cutmix_alpha": 0.8, "prob": 1.0},
+}
+# Tiny budgets: every analysis runs in about a second at 16 px.
+BUDGETS = {
+    "fourier": dict(images=16, batch_size=8),
+    "variance": dict(images=16, batch_size=8),
+    "lesion": dict(images=16, batch_size=16),
+    "attention": dict(images=8, batch_size=8),
+    "hessian": dict(images=8, k=2, iterations=4, minibatches=3, power_iterations=3),
+    "landscape": dict(images=8, batch_size=8, points_1d=3, points_2d=3),
+    "noise": dict(images=16, batch_size=16),
+}
+
+
+@pytest.fixture(scope="module")
+def digits() -> DigitsDataModule:
+    datamodule = DigitsDataModule(image_size=16, batch_size=8, augment={"crop_padding": 2})
+    datamodule.setup()
+    return datamodule
+
+
+def test_shipped_configs_cover_every_analysis_and_equal_the_defaults():
+    files = {path.stem: yaml.safe_load(path.read_text()) for path in (CONF / "analysis").glob("*.yaml")}
+    assert sorted(files) == sorted(ANALYSES)
+    defaults = parse_configs(ANALYSES, {})
+    for name, values in files.items():
+        assert parse_configs([name], {name: values})[name] == defaults[name], name
+
+
+def test_unknown_names_and_keys_are_reported_with_the_valid_ones():
+    with pytest.raises(AnalysisConfigError, match="valid names") as error:
+        parse_configs(["fourier", "fourrier"], {})
+    assert "fourrier" in str(error.value) and "landscape" in str(error.value)
+    with pytest.raises(AnalysisConfigError, match="valid keys") as error:
+        parse_configs(["hessian"], {"hessian": {"topk": 3}})
+    assert "topk" in str(error.value) and "iterations" in str(error.value)
+    with pytest.raises(AnalysisConfigError, match="odd"):
+        parse_configs(["landscape"], {"landscape": {"points_2d": 4}})
+    with pytest.raises(AnalysisConfigError, match="images must be int"):
+        parse_configs(["lesion"], {"lesion": {"images": 10.5}})
+    with pytest.raises(AnalysisConfigError, match="method"):
+        parse_configs(["hessian"], {"hessian": {"method": "arnoldi"}})
+    with pytest.raises(AnalysisConfigError, match="batch_size must be >= 1 or null"):
+        parse_configs(["landscape"], {"landscape": {"batch_size": 0}})
+
+
+@pytest.fixture(scope="module")
+def analysed(tmp_path_factory, digits):
+    """alternet_tiny (window attention) before and after running every analysis."""
+    torch.manual_seed(0)
+    model = create_model("alternet_tiny", num_classes=10, img_size=16)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    out_dir = tmp_path_factory.mktemp("analysis")
+    results = run_analyses(ANALYSES, model, digits, RECIPE, BUDGETS, out_dir)
+    return model, state, results, out_dir
+
+
+def test_every_analysis_writes_its_files_and_a_json_summary(analysed):
+    _, _, results, out_dir = analysed
+    assert list(results) == list(ANALYSES)
+    json.dumps(results, allow_nan=False)  # strictly valid JSON
+    for name, summary in results.items():
+        assert summary["seconds"] > 0
+        assert (out_dir / "analysis" / f"{name}.csv").is_file()
+        assert any(Path(f).suffix == ".png" for f in summary["files"]), name
+        assert all(Path(f).is_file() and Path(f).name.startswith(name) for f in summary["files"])
+    fourier = list(csv.DictReader((out_dir / "analysis" / "fourier.csv").open()))
+    assert {row["name"] for row in fourier} >= {"stem", "stages.1.1"}
+    assert results["attention"]["msa_blocks"] == 2
+    assert set(results["hessian"]) >= {"eig_1", "eig_2", "negative_fraction", "trace", "max_eig_median"}
+    assert results["hessian"]["hvps"] == BUDGETS["hessian"]["iterations"]
+    assert results["hessian"]["minibatches"] == 3 and results["hessian"]["minibatch_size"] == RECIPE["batch_size"]
+    assert results["hessian"]["max_eig_hvps"] <= 3 * BUDGETS["hessian"]["power_iterations"]
+    maxima = [r for r in csv.DictReader((out_dir / "analysis" / "hessian.csv").open()) if r["kind"] == "minibatch_max"]
+    assert len(maxima) == 3
+    assert len([key for key in results["noise"] if key.startswith("drop_band_")]) == 9  # the paper's nine bands
+    lesion = list(csv.DictReader((out_dir / "analysis" / "lesion.csv").open()))
+    # alternet_tiny, C|CM|CM: the first blocks of stages 2 and 3 change width and resolution (a projection)
+    assert [row["projection_shortcut"] for row in lesion] == ["False", "True", "False", "True", "False"]
+    assert results["lesion"]["projection_blocks"] == 2
+    assert results["lesion"]["max_drop_block"] in {"stages.0.0", "stages.1.1", "stages.2.1"}
+
+
+def test_the_model_is_left_exactly_as_it_was(analysed):
+    model, state, _, _ = analysed
+    assert model.training
+    assert all(torch.equal(state[k], v) for k, v in model.state_dict().items())
+    assert all(b.residual_scale == 1.0 for b in model.modules() if hasattr(b, "residual_scale"))
+
+
+def test_landscape_origin_equals_the_models_loss_on_mixed_batches(analysed, digits):
+    """The origin's loss is the soft-target NLL of the recipe's mixed batches plus wd * sum ||w|| (HDVW's)."""
+    model, _, results, _ = analysed
+    summary, budget = results["landscape"], BUDGETS["landscape"]
+    batches = training_batches(
+        digits, RECIPE, "training", budget["images"], budget["batch_size"], 0, torch.device("cpu"), "landscape"
+    )
+    assert all(targets.shape == (len(images), 10) for images, targets in batches)  # soft, mixed targets
+    objective = Objective.from_recipe(model, RECIPE, "hdvw")
+    nll, acc = nll_accuracy(model.eval(), batches, objective)
+    with torch.no_grad():
+        l2 = 0.05 * sum(float(p.norm()) for p in model.parameters())
+    assert summary["nll_origin"] == nll
+    assert summary["l2_origin"] == pytest.approx(l2, rel=1e-6)
+    assert summary["loss_origin"] == pytest.approx(nll + l2, rel=1e-6)
+    assert summary["acc_origin"] == acc
+
+
+def test_focused_linear_attention_runs_through_attention_and_hessian(tmp_path: Path, digits):
+    torch.manual_seed(0)
+    model = create_model("alternet_tiny", num_classes=10, img_size=16, attention="focused_linear")
+    budgets = {**BUDGETS, "hessian": dict(images=4, batch_size=4, k=2, iterations=2, minibatches=1, power_iterations=2)}
+    results = run_analyses(["attention", "hessian"], model, digits, RECIPE, budgets, tmp_path)
+    assert results["attention"]["msa_blocks"] == 2
+    assert results["hessian"]["hvps"] == 2

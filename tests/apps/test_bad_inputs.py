@@ -1,0 +1,114 @@
+"""Bad inputs as a user types them, through the real command lines: each must fail before any work with one line
+naming the key or file (exit status non-zero, no traceback), so no change can quietly turn one back into a
+traceback deep inside training.
+
+The catalogue runs ``train.py`` / ``evaluate.py`` as ``__main__`` in this process (their Hydra entry points,
+argument parsing and error handling, as a user's command runs them; a fresh interpreter costs ~8 s a case); one case
+of each also runs as a real subprocess to check the exit status and stderr end to end."""
+
+import pytest
+import torch
+
+from helpers import run_main, run_script
+
+TRAIN = [
+    # (arguments, what the error must say)
+    (["recipe.epochs=-1"], "error: recipe.epochs=-1 is invalid: must be an integer >= 1"),
+    (["recipe.batch_size=0"], "error: recipe.batch_size=0 is invalid: must be an integer >= 1"),
+    (["data.val_size=5000"], "error: data.val_size=5000 is not smaller than the 1437 training images"),
+    (
+        ["model.name=alternet_r9000"],
+        "error: unknown model 'alternet_r9000'. alternet models: alternet_laptop, alternet_r101",
+    ),
+    (["model=alternet_r9000"], "Available options in 'model':"),
+    (["data=imagenet_21k"], "Available options in 'data':"),
+    (["model.window=3"], "error: stage 2 ('CM'): window 3 does not divide the stage's 8x8 feature map"),
+    (["data=cifar100", "data.root=/nonexistent"], "error: cifar100 not found: looked in /nonexistent/cifar-100-python"),
+    (["ckpt_path=/nonexistent.ckpt"], "error: checkpoint /nonexistent.ckpt does not exist"),
+    (
+        ["recipe.optimizer.name=adam"],
+        "recipe.optimizer.name='adam' is not one of ['adamw', 'sgd'] (did you mean 'adamw'?)",
+    ),
+    (["recipe=fast", "recipe.schedule.name=cosin"], "recipe.schedule.name='cosin' is not one of"),
+    (
+        ["++trainer.max_epoch=1"],
+        "trainer.max_epoch is not an argument of lightning.Trainer (did you mean 'max_epochs'?)",
+    ),
+    (["seed=abc"], "seed='abc' is invalid: must be an integer"),
+    (["data=imagefolder"], "data.root must be set"),
+    (
+        ["model.attention=windows"],
+        "model.attention='windows' is not one of ['window', 'global', 'focused_linear', 'position_only']",
+    ),
+    (["data.image_size=40"], "the automatic attention window 4 does not divide the stage's 10x10 feature map"),
+    (["trainer.precision=17"], "trainer.precision=17 is not one of ['auto', '32-true', '32', '16-mixed'"),
+    pytest.param(
+        ["trainer.accelerator=gpu"],
+        "trainer.accelerator=gpu but this machine has no usable CUDA GPU",
+        marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU"),
+    ),
+    (["trainer.devices=0"], "trainer.devices=0 is invalid: must be auto, -1 (all), a count >= 1"),
+    (["++trainer.strategy=ddp_foo"], "trainer settings rejected by Lightning: You selected an invalid strategy name"),
+    (["callbacks.checkpoint.monitor=val/foo"], "callbacks.checkpoint.monitor=val/foo is not a metric the run logs"),
+    (["callbacks.checkpoint.train_time_interval=banana"], "callbacks.checkpoint.train_time_interval='banana' is"),
+    (["callbacks.checkpoint.every_n_train_steps=-1"], "callbacks.checkpoint.every_n_train_steps=-1 is invalid"),
+    (["callbacks.preemption.signals=[SIGFOO]"], "callbacks.preemption.signals has unknown signal names ['SIGFOO']"),
+    (["callbacks.preemption.sync_every_n_steps=0"], "callbacks.preemption.sync_every_n_steps must be a positive"),
+    (["evaluate.calibration.n_bins=0"], "evaluate.calibration.n_bins=0 is invalid: must be an integer >= 1"),
+    (["evaluate.precision=8"], "evaluate.precision=8 is not one of ['32', 'bf16', '16']"),
+    (["model.pretrained=/nonexistent"], "error: /nonexistent does not exist: expected an export directory"),
+    (["data=imagefolder", "data.root=/nonexistent"], "imagefolder: /nonexistent/train not found"),
+    (["recipe.label_smoothing=1.5"], "recipe.label_smoothing=1.5 is invalid: must be in [0, 1)"),
+    (["model.layout=[C,M]"], "layout must be a non-empty string such as 'CC|CM|CM|CM'"),
+    (["data.subset=1.5"], "data.subset=1.5 is invalid: a fraction of the training split in (0, 1]"),
+    (["data.train_clean_size=-1"], "data.train_clean_size=-1 is invalid: an image count >= 0"),
+]
+
+EVALUATE = [
+    (["ckpt=/nonexistent/model.ckpt"], "error: checkpoint /nonexistent/model.ckpt does not exist"),
+    (["ckpt={run}", "data=cifar100"], "was trained on 10 classes (digits) but data=cifar100 has 100"),
+    ([], "ckpt is required"),
+    pytest.param(
+        ["ckpt={run}", "device=cuda"],
+        "device=cuda but this machine has no usable CUDA GPU",
+        marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU"),
+    ),
+    (["ckpt={run}", "device=tpu9"], "device='tpu9' is invalid: use auto, cpu, cuda or cuda:N"),
+    (["ckpt={run}", "calibration.n_bins=0"], "calibration.n_bins=0 is invalid: must be an integer >= 1"),
+    (["ckpt={run}", "precision=17"], "error: precision=17 is not one of ['32', 'bf16', '16']"),
+    (["ckpt={run}", "batch_size=0"], "error: batch_size=0 is invalid: must be an integer >= 1"),
+    (["ckpt={run}", "robustness.root=/nonexistent"], "CIFAR-C directory /nonexistent does not exist"),
+]
+
+
+def _case(case):
+    """(arguments, message) of a catalogue entry, plain or a ``pytest.param``."""
+    return case.values if hasattr(case, "values") else case
+
+
+@pytest.mark.parametrize(("arguments", "message"), TRAIN, ids=[" ".join(_case(c)[0]) for c in TRAIN])
+def test_bad_training_input_fails_in_one_line_before_work(arguments, message, tmp_path, monkeypatch, capsys):
+    run_dir = tmp_path / "run"
+    code, stderr = run_main("train.py", [*arguments, f"hydra.run.dir={run_dir}"], monkeypatch, capsys)
+    assert code != "0" and message in code + stderr
+    assert "Traceback" not in stderr and "\n" not in code
+    assert not run_dir.exists()  # no training, and no run directory holding only Hydra's records left behind
+
+
+@pytest.mark.parametrize(("arguments", "message"), EVALUATE, ids=[" ".join(_case(c)[0]) or "no ckpt" for c in EVALUATE])
+def test_bad_evaluation_input_fails_in_one_line_before_work(
+    arguments, message, digits_run, tmp_path, monkeypatch, capsys
+):
+    arguments = [a.format(run=digits_run) for a in arguments]
+    code, stderr = run_main("evaluate.py", [*arguments, f"hydra.run.dir={tmp_path}"], monkeypatch, capsys)
+    assert code != "0" and message in code + stderr
+    assert "Traceback" not in stderr and "\n" not in code
+    assert not (tmp_path / "metrics.json").exists()
+
+
+@pytest.mark.parametrize(("script", "case"), [("train.py", TRAIN[9]), ("evaluate.py", EVALUATE[0])])
+def test_a_bad_input_exits_non_zero_with_one_line_on_stderr(script, case, tmp_path):
+    arguments, message = case
+    result = run_script(script, *arguments, f"hydra.run.dir={tmp_path}")
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr and result.stderr.strip().splitlines()[-1].endswith(message)

@@ -1,0 +1,197 @@
+"""The installed command lines (``alternet`` and its older spellings ``alternet-train``, ``alternet-evaluate``,
+``alternet-hub``; alternet/apps/cli.py): declared as console scripts, ``--help`` listing the config groups, the
+configs packaged in the wheel and composed from ``pkg://alternet.conf`` in any directory, and (slow) a non-editable
+install into a fresh venv that trains, evaluates and exports from a directory outside the checkout. Every command
+and every old spelling: tests/apps/test_commands.py."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_module
+from omegaconf import OmegaConf
+
+from alternet.apps import cli
+from alternet.hub import cli as hub_cli
+
+from helpers import ROOT
+
+# pytest-xdist: the whole module on one worker, so that its wheel (a module fixture) is made once
+pytestmark = pytest.mark.xdist_group("test_cli")
+
+SCRIPTS = {
+    "alternet": "alternet.apps.cli:main",
+    "alternet-train": "alternet.apps.cli:train_main",
+    "alternet-evaluate": "alternet.apps.cli:evaluate_main",
+    "alternet-hub": "alternet.apps.cli:hub_main",
+}
+
+
+def package_files(root: Path = ROOT / "alternet") -> set[str]:
+    """Every file of the package's source tree, as wheel paths (``alternet/conf/train.yaml``)."""
+    return {
+        path.relative_to(root.parent).as_posix()
+        for path in root.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts and not path.name.startswith(".")
+    }
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """A wheel built from a copy of the checkout (an in-tree build would leave build/ and egg-info behind)."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    source = tmp / "src"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, source / name)
+    shutil.copytree(ROOT / "alternet", source / "alternet", ignore=shutil.ignore_patterns("__pycache__", ".*"))
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q"]
+    built = subprocess.run([*command, str(source), "-w", tmp / "dist"], capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    (path,) = (tmp / "dist").glob("alternet-*.whl")
+    return path
+
+
+def test_pyproject_declares_the_command_and_its_old_spellings():
+    section = (ROOT / "pyproject.toml").read_text().split("[project.scripts]\n")[1].split("\n[")[0]
+    assert dict(re.findall(r'^([\w-]+) = "(\S+)"$', section, re.MULTILINE)) == SCRIPTS
+    for name, target in SCRIPTS.items():
+        module, function = target.split(":")
+        assert callable(getattr(sys.modules[module], function)), name
+    assert cli.train_main.__wrapped__.__name__ == "train_main"  # Hydra mains
+    assert cli.evaluate_main.__wrapped__.__name__ == "evaluate_main"
+
+
+def test_the_checkout_scripts_are_the_installed_commands():
+    """train.py and evaluate.py run the functions the console scripts run (so the two cannot drift apart)."""
+    for script, function in (("train.py", "train_main"), ("evaluate.py", "evaluate_main")):
+        assert f"from alternet.apps.cli import {function} as main" in (ROOT / script).read_text()
+
+
+def test_the_wheel_holds_every_file_of_the_package_and_the_entry_points(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+        declared = archive.read(entry_points).decode()
+    expected = package_files()
+    assert {n for n in expected if n.startswith("alternet/conf/")} >= {
+        "alternet/conf/train.yaml",
+        "alternet/conf/evaluate.yaml",
+        "alternet/conf/hydra/launcher/slurm.yaml",
+        "alternet/conf/experiment/paper/locality.yaml",
+    }
+    assert expected - names == set()  # every config (any depth), alexnet.yaml, every module
+    parsed = dict(re.findall(r"^(\S+) = (\S+)$", declared.split("[console_scripts]")[1], re.MULTILINE))
+    assert parsed == SCRIPTS
+
+
+def test_the_packaged_config_composes_outside_the_checkout(tmp_path, monkeypatch):
+    """``pkg://alternet.conf`` from a directory holding no configs; run directories are relative to that directory."""
+    monkeypatch.chdir(tmp_path)
+    with initialize_config_module("alternet.conf", version_base="1.3"):
+        cfg = compose("train", overrides=["model=alternet_r50", "data=cifar100"], return_hydra_config=True)
+        evaluation = compose("evaluate", overrides=["ckpt=RUN"], return_hydra_config=True)
+    assert (cfg.model.name, cfg.data.name, cfg.recipe.name) == ("alternet_r50", "cifar100", "paper")
+    assert (cfg.hydra.job.name, evaluation.hydra.job.name) == ("train", "evaluate")  # train.log, not cli.log
+    run_dir = OmegaConf.select(cfg, "hydra.run.dir")
+    eval_dir = OmegaConf.select(evaluation, "hydra.run.dir")
+    assert run_dir.startswith("outputs/runs/") and eval_dir.startswith("outputs/eval/")  # under the current directory
+    assert cfg.paths.data_dir == os.environ.get("ALTERNET_DATA_DIR", "data")
+
+
+def run_help(main, argv0: str, monkeypatch, capsys) -> str:
+    monkeypatch.setattr(sys, "argv", [argv0, "--help"])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code in (0, None)
+    return capsys.readouterr().out
+
+
+def test_help_lists_the_config_groups_their_options_and_examples(monkeypatch, capsys, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    text = run_help(cli.train_main, "alternet-train", monkeypatch, capsys)  # alternet train --help: test_commands
+    groups = dict(re.findall(r"^([\w/]+): (.+)$", text, re.MULTILINE))
+    assert {"model", "data", "recipe", "trainer", "experiment", "experiment/paper", "debug"} <= set(groups)
+    assert {"alternet_r50", "alternet_tiny", "preresnet50", "vit_ti_cifar"} <= set(groups["model"].split(", "))
+    assert {"cifar100", "digits", "imagefolder", "imagenet"} <= set(groups["data"].split(", "))
+    assert {"paper", "weak", "fast"} <= set(groups["recipe"].split(", "))
+    assert "locality" in groups["experiment/paper"].split(", ")
+    assert text.startswith("alternet train: train an image classifier")
+    assert "alternet train debug=fast" in text and "python train.py" in text and "alternet-train" in text
+    assert "hydra/" not in text and not list(tmp_path.iterdir())  # Hydra's own groups left out; nothing written
+
+    text = run_help(cli.evaluate_main, "alternet-evaluate", monkeypatch, capsys)
+    assert text.startswith("alternet evaluate: score checkpoints")
+    assert re.search(r"^analysis: .*fourier", text, re.MULTILINE) and "alternet evaluate ckpt=" in text
+
+
+def test_hub_main_is_the_hub_command(monkeypatch):
+    seen = []
+    monkeypatch.setattr(hub_cli, "main", lambda argv, prog: seen.append((argv, prog)))
+    cli.hub_main(["export", "RUN", "--out", "DIR"])
+    assert seen == [(["export", "RUN", "--out", "DIR"], "alternet-hub")]
+    assert hub_cli.parse_args(["export", "RUN", "--out", "DIR"]).source == "RUN"
+
+
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory) -> Path:
+    """A fresh venv with the wheel installed (not editable). Its dependencies come from this interpreter's
+    site-packages through a .pth file (nothing is downloaded); that directory holds the editable alternet only as an
+    import hook, which a path added by a .pth file does not run, so ``import alternet`` finds the wheel's copy."""
+    venv = tmp_path_factory.mktemp("venv") / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True
+    ).stdout.strip()
+    ours = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+    (Path(site) / "_alternet_test_deps.pth").write_text("".join(f"{path}\n" for path in ours))
+    install = [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q"]
+    done = subprocess.run([*install, str(wheel)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return venv
+
+
+def run_installed(venv: Path, command: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env |= {"PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", "WANDB_MODE": "disabled"}
+    env |= {"NO_ALBUMENTATIONS_UPDATE": "1", "PYTHONUNBUFFERED": "1"}
+    return subprocess.run([command, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_a_non_editable_install_trains_evaluates_and_exports_from_any_directory(installed, tmp_path):
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    site = run_installed(installed, "python", "-c", "import alternet; print(alternet.__file__)", cwd=work)
+    assert Path(site.stdout.strip()).is_relative_to(installed), site.stdout + site.stderr  # the wheel's copy
+
+    helped = run_installed(installed, "alternet-train", "--help", cwd=work)
+    assert helped.returncode == 0 and re.search(r"^model: .*alternet_r50", helped.stdout, re.MULTILINE)
+
+    listed = run_installed(installed, "alternet", "--help", cwd=work)
+    assert listed.returncode == 0 and all(f"\n  {name} " in listed.stdout for name in cli.COMMANDS), listed.stdout
+
+    trained = run_installed(installed, "alternet", "train", "debug=fast", cwd=work)  # the command ...
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    (metrics,) = work.glob("outputs/runs/*/*/metrics.json")  # the run directory is under the current directory
+    run_dir = metrics.parent
+    assert (run_dir / "train.log").is_file() and (run_dir / "checkpoints" / "last.ckpt").is_file()
+    assert not list(installed.rglob("outputs"))  # nothing written inside the installed package
+
+    evaluated = run_installed(installed, "alternet-evaluate", f"ckpt={run_dir}", cwd=work)  # ... and an old spelling
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert len(list(work.glob("outputs/eval/*/*/metrics.json"))) == 1
+
+    assert run_installed(installed, "alternet-hub", "--help", cwd=work).returncode == 0
+    exported = run_installed(installed, "alternet", "export", str(run_dir), "--out", "export", cwd=work)
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    assert (work / "export" / "model.safetensors").is_file()

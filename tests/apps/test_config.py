@@ -1,0 +1,224 @@
+"""Every option of every config group composes, and what it describes can be built."""
+
+import lightning as L
+import pytest
+import torch
+from omegaconf import OmegaConf
+from PIL import Image
+
+from alternet.apps.checks import CHOICES, DELEGATED, validate_train_config
+from alternet.data import DATAMODULES, build_datamodule
+from alternet.errors import AlternetError, ConfigValueError
+from alternet.models.zoo import spec_kwargs
+from alternet.training.module import ClassificationModule
+from alternet.training.precision import choose_precision
+
+from helpers import CONF, compose_train, resolved
+
+
+def options(group: str) -> list[str]:
+    """A group's selectable options (``_*.yaml`` are base files the options extend)."""
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml") if not p.stem.startswith("_"))
+
+
+def test_default_config_is_digits_alternet_tiny():
+    config = resolved()
+    assert (config["data"]["name"], config["model"]["name"], config["recipe"]["name"]) == (
+        "digits",
+        "alternet_tiny",
+        "digits",
+    )
+
+
+def test_cifar_defaults_to_the_paper_recipe():
+    config = resolved("model=alternet_r50", "data=cifar100")
+    assert config["recipe"]["name"] == "paper"
+    assert config["recipe"]["optimizer"] == {
+        "name": "adamw",
+        "lr": 1.25e-4,
+        "weight_decay": 0.05,
+        "betas": [0.9, 0.999],
+    }
+    assert config["trainer"]["max_epochs"] == 305
+    assert resolved("data=cifar100", "recipe=weak")["recipe"]["optimizer"]["name"] == "sgd"
+
+
+@pytest.mark.parametrize("model", options("model"))
+def test_every_model_option_builds(model):
+    # the generic options: a hybrid family from a layout starts from one of its zoo entries; timm needs a name
+    names = {"byob": "botnet_cifar", "maxxvit": "coatnet_cifar", "timm": "resnet18"}
+    config = resolved(f"model={model}", "data=cifar100", *(["model.name=resnet18"] if model == "timm" else []))
+    assert config["model"]["name"] == names.get(model, model)
+    data = build_datamodule(config["data"], config["recipe"], seed=0).facts()
+    module = ClassificationModule(model=config["model"], recipe=config["recipe"], data=data)
+    with torch.no_grad():
+        assert module.model.eval()(torch.randn(1, 3, 32, 32)).shape == (1, 100)
+
+
+def test_model_config_names_the_zoo_architecture_without_restating_it():
+    config = resolved("model=alternet_r50")["model"]
+    assert config["name"] == "alternet_r50"
+    assert config["layout"] is None and config["heads"] is None  # null: the zoo's value
+    assert resolved("model=alternet_r50", "model.window=4")["model"]["window"] == 4
+
+
+@pytest.mark.parametrize("data", options("data"))
+def test_every_data_option_builds(data, tmp_path):
+    classes = {"digits": 10, "cifar10": 10, "cifar100": 100, "imagefolder": 3, "imagenet": 1000}[data]
+    overrides = []
+    if data in ("imagefolder", "imagenet"):  # folders find their classes: one folder with one image per class
+        for i in range(classes):
+            (tmp_path / "train" / f"n{i:08d}").mkdir(parents=True)
+            Image.new("RGB", (4, 4)).save(tmp_path / "train" / f"n{i:08d}" / "0.png")
+        overrides.append(f"data.root={tmp_path}")
+    config = resolved(f"data={data}", *overrides)
+    datamodule = build_datamodule(config["data"], config["recipe"], seed=0)
+    assert isinstance(datamodule, DATAMODULES[data])
+    assert datamodule.num_classes == classes
+    assert "num_classes" not in config["data"]  # the DataModule is the one home of its class count
+
+
+@pytest.mark.parametrize("recipe", options("recipe"))
+def test_every_recipe_option_composes_and_validates(recipe):
+    config = resolved(f"recipe={recipe}")
+    validate_train_config(config)
+    assert config["trainer"]["max_epochs"] == config["recipe"]["epochs"]
+
+
+@pytest.mark.parametrize("trainer", options("trainer"))
+def test_every_trainer_option_instantiates(trainer, tmp_path):
+    config = resolved(f"trainer={trainer}")["trainer"]
+    if config["accelerator"] == "gpu" and not torch.cuda.is_available():
+        pytest.skip("trainer=gpu needs a GPU")
+    config["precision"] = choose_precision(config["precision"], config["accelerator"]).precision  # as train() does
+    assert isinstance(L.Trainer(**config, default_root_dir=tmp_path, logger=False), L.Trainer)
+
+
+@pytest.mark.parametrize("group", ["logger", "callbacks", "experiment", "debug"])
+def test_every_other_option_composes(group):
+    for option in options(group):
+        assert OmegaConf.to_container(compose_train(f"{group}={option}"), resolve=True)
+
+
+# Every key the config checks check (alternet/apps/checks.py, before any work): one bad value each and the one line
+# it must fail with. Keys checked by a constructor's own function (checks.DELEGATED, the evaluation settings, W&B's)
+# are here too: the config checks call those functions, so the same line comes before any work.
+CHECKED = [
+    (["recipe.epochs=-1"], "recipe.epochs=-1 is invalid: must be an integer >= 1"),
+    (["trainer.max_epochs=0"], "trainer.max_epochs=0 is invalid: must be an integer >= 1"),
+    (["recipe.batch_size=0"], "recipe.batch_size=0 is invalid: must be an integer >= 1"),
+    (["recipe.eval_batch_size=0"], "recipe.eval_batch_size=0 is invalid: must be an integer >= 1"),
+    (["recipe=paper", "recipe.batch_size=3"], "recipe.batch_size=3 is invalid: mixup/cutmix needs an even batch size"),
+    (["recipe.optimizer.lr=0"], "recipe.optimizer.lr=0 is invalid: must be > 0"),
+    (["recipe.optimizer.weight_decay=-1"], "recipe.optimizer.weight_decay=-1 is invalid: must be >= 0"),
+    (["recipe.label_smoothing=1.5"], "recipe.label_smoothing=1.5 is invalid: must be in [0, 1)"),
+    (["recipe.drop_path_rate=1"], "recipe.drop_path_rate=1 is invalid: must be in [0, 1)"),
+    (["recipe.grad_clip=0"], "recipe.grad_clip=0 is invalid: must be > 0 (or null to disable clipping)"),
+    (["recipe.warmup_epochs=-1"], "recipe.warmup_epochs=-1 is invalid: must be >= 0"),
+    (["recipe.test_flip=yes"], "recipe.test_flip='yes' is invalid: must be true or false"),
+    (["recipe.layer_decay=2"], "recipe.layer_decay=2 is invalid: must be in (0, 1] (or null: no layer-wise decay)"),
+    (["recipe.optimizer.name=adam"], "recipe.optimizer.name='adam' is not one of ['adamw', 'sgd'] (did you mean"),
+    (["recipe.schedule.name=cosin"], "recipe.schedule.name='cosin' is not one of ['cosine', 'step', 'constant']"),
+    (["recipe.augment.files.interpolation=nearest"], "recipe.augment.files.interpolation='nearest' is not one of"),
+    (["++recipe.augment.crop_padding=8"], "recipe.augment.crop_padding moved to recipe.augment.arrays.crop_padding"),
+    (["data=imagefolder"], "data.root must be set"),
+    (["data.name=cifar"], "data.name='cifar' is not one of ['digits', 'cifar10', 'cifar100', 'imagefolder'"),
+    (["++data.interpolation=nearest"], "data.interpolation='nearest' is not one of ['bilinear', 'bicubic']"),
+    (["data.val_size=-1"], "data.val_size=-1 is invalid: must be a count >= 0 or a fraction in (0, 1)"),
+    (["data.val_size=1.5"], "data.val_size=1.5 is invalid: must be a count >= 0 or a fraction in (0, 1)"),
+    (["data.num_workers=-1"], "data.num_workers=-1 is invalid: must be auto or an integer >= 0"),
+    (["data.image_size=0"], "data.image_size=0 is invalid: must be an integer >= 1"),
+    (["model.name=alternet_r9000"], "unknown model 'alternet_r9000'"),
+    (["model.attention=windows"], "model.attention='windows' is not one of ['window', 'global', 'focused_linear'"),
+    (["model.block=basik"], "model.block='basik' is not one of ['basic', 'bottleneck'] (did you mean 'basic'?)"),
+    (["model.stem=cifr"], "model.stem='cifr' is not one of ['auto', 'cifar', 'patch2', 'imagenet']"),
+    (["model.buildup_rules=maybe"], "model.buildup_rules='maybe' is not one of ['warn', 'off']"),
+    (["model=maxxvit", "data.image_size=32", "model.conv_block=X"], "model.conv_block='X' is not one of"),
+    (["trainer.precision=17"], "trainer.precision=17 is not one of ['auto', '32-true'"),
+    (["++trainer.max_epoch=1"], "trainer.max_epoch is not an argument of lightning.Trainer (did you mean"),
+    (["trainer.devices=0"], "trainer.devices=0 is invalid: must be auto, -1 (all), a count >= 1"),
+    (["seed=abc"], "seed='abc' is invalid: must be an integer (e.g. seed=0)"),
+    (["performance.allow_emulated_precision=maybe"], "performance.allow_emulated_precision='maybe' is invalid"),
+    (["optimized_metric=val/foo"], "optimized_metric=val/foo is not a metric this run reports"),
+    (["callbacks.checkpoint.monitor=val/foo"], "callbacks.checkpoint.monitor=val/foo is not a metric the run logs"),
+    (["callbacks.checkpoint.every_n_train_steps=-1"], "callbacks.checkpoint.every_n_train_steps=-1 is invalid"),
+    (["callbacks.checkpoint.train_time_interval=banana"], "callbacks.checkpoint.train_time_interval='banana' is"),
+    (["callbacks.preemption.signals=[SIGFOO]"], "callbacks.preemption.signals has unknown signal names ['SIGFOO']"),
+    (["callbacks.preemption.sync_every_n_steps=0"], "callbacks.preemption.sync_every_n_steps must be a positive"),
+    (["export.after_training=true", "export.ema=true"], "export.ema=true needs EMA weights"),
+    (["evaluate.device=tpu9"], "evaluate.device='tpu9' is invalid: use auto, cpu, cuda or cuda:N"),
+    (["evaluate.precision=8"], "evaluate.precision=8 is not one of ['32', 'bf16', '16']"),
+    (["evaluate.batch_size=0"], "evaluate.batch_size=0 is invalid: must be an integer >= 1"),
+    (["evaluate.num_workers=-1"], "evaluate.num_workers=-1 is invalid: must be auto or an integer >= 0"),
+    (["evaluate.calibration.n_bins=0"], "evaluate.calibration.n_bins=0 is invalid: must be an integer >= 1"),
+    (["evaluate.robustness.precision=fp8"], "evaluate.robustness.precision='fp8' is not one of ['32', 'bf16', '16'"),
+    (["evaluate.robustness.corruptions=[snow2]"], "evaluate.robustness.corruptions: unknown ['snow2']"),
+    (["evaluate.robustness.severities=[9]"], "evaluate.robustness.severities=[9] must be a non-empty subset of 1..5"),
+    (["evaluate.robustness.max_images=0"], "evaluate.robustness.max_images=0 is invalid: null (every image) or"),
+    (["evaluate.robustness.preprocess=resize"], "evaluate.robustness.preprocess='resize' is not one of"),
+    (["logger=wandb", "logger.wandb.init_timeout=0"], "logger.wandb.init_timeout=0 is invalid: must be seconds > 0"),
+    (["logger=wandb", "logger.wandb.offline=maybe"], "logger.wandb.offline='maybe' is invalid: must be true or false"),
+    (["logger=wandb", "+logger.wandb.mode=offline"], "logger.wandb.mode is not a W&B setting; the settings are"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "message"), CHECKED, ids=[" ".join(case[0]) for case in CHECKED])
+def test_bad_values_are_rejected_with_the_key(overrides, message):
+    with pytest.raises(AlternetError) as error:  # ConfigValueError, LayoutError, ...: one line each
+        validate_train_config(resolved(*overrides))
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_every_enumerated_key_of_the_checks_has_a_case():
+    typed = " ".join(override for overrides, _ in CHECKED for override in overrides)
+    assert [key for key in (*CHOICES, *DELEGATED) if f"{key}=" not in typed] == []
+
+
+def test_the_speedrun_preset_is_an_alternet_that_follows_the_buildup_rules(recwarn):
+    config = resolved("experiment=cifar100_speedrun", "data.root=/data")
+    validate_train_config(config)  # the build-up rules warn when broken
+    assert not [w for w in recwarn if "buildup_rules" in str(w.message)]
+    layout = config["model"]["layout"] or spec_kwargs(config["model"]["name"])["layout"]  # null: the zoo's
+    assert "M" in layout and config["data"]["name"] == "cifar100"
+    assert (config["trainer"]["precision"], config["performance"]["channels_last"]) == ("auto", True)
+    assert config["recipe"]["test_flip"] is True
+
+
+def test_warmup_longer_than_the_run_is_a_warning():
+    with pytest.warns(UserWarning, match="recipe.warmup_epochs=5 exceeds trainer.max_epochs=1"):
+        validate_train_config(resolved("recipe=paper", "trainer.max_epochs=1"))
+
+
+def test_slurm_launcher_runs_one_task_per_device():
+    from hydra import compose, initialize_config_dir
+
+    overrides = ["hydra/launcher=slurm", "trainer=ddp", "trainer.devices=4", "trainer.num_nodes=2"]
+    with initialize_config_dir(str(CONF), version_base="1.3"):
+        cfg = compose("train", overrides=overrides, return_hydra_config=True)
+    launcher = OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
+    assert launcher["_target_"].endswith("SlurmLauncher")
+    assert (launcher["nodes"], launcher["tasks_per_node"], launcher["gpus_per_node"]) == (2, 4, 4)
+
+
+def test_model_config_cannot_contradict_the_data():
+    from alternet.models.config import model_args
+
+    with pytest.raises(ConfigValueError, match=r"model\.num_classes=5 contradicts data\.num_classes=10"):
+        model_args({"name": "alternet_tiny", "num_classes": 5}, num_classes=10, img_size=16, drop_path_rate=0.0)
+    kwargs = model_args({"name": "x", "drop_path_rate": 0.3}, num_classes=10, img_size=16, drop_path_rate=0.1)
+    assert kwargs == {"drop_path_rate": 0.3, "num_classes": 10, "img_size": 16}
+    kwargs = model_args(
+        {"name": "x", "layout": None, "pretrained": "dir"}, num_classes=10, img_size=16, drop_path_rate=0
+    )
+    assert kwargs == {"drop_path_rate": 0, "num_classes": 10, "img_size": 16}  # null keys: the zoo's values
+
+
+def test_debug_fast_is_a_few_batches_per_loop():
+    trainer = resolved("debug=fast")["trainer"]
+    assert (trainer["max_epochs"], trainer["limit_train_batches"], trainer["limit_val_batches"]) == (1, 3, 2)
+    assert trainer["limit_test_batches"] == 2 and trainer["enable_progress_bar"] is False
+
+
+def test_exporting_ema_weights_needs_ema():
+    with pytest.raises(ConfigValueError, match=r"export\.ema=true needs EMA weights"):
+        validate_train_config(resolved("export.after_training=true", "export.ema=true"))

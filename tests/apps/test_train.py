@@ -1,0 +1,146 @@
+"""End to end: train.py through Hydra and the real Trainer, checkpoints, resume, W&B offline, real CIFAR-100."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from alternet.apps.train import train
+from alternet.errors import CheckpointError
+from alternet.training.module import ClassificationModule
+from alternet.training.precision import choose_precision
+
+from helpers import FAST, compose_train, run_script
+
+
+def test_train_cli_on_digits_writes_a_complete_run_directory_and_says_so(tmp_path):
+    run_dir = tmp_path / "run"
+    result = run_script("train.py", "trainer.max_epochs=2", f"hydra.run.dir={run_dir}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    # the start: where, what, on which data and hardware
+    assert f"Run directory: {run_dir}" in result.stdout
+    assert "Model:         alternet_tiny C|CM|CM (411,724 parameters)" in result.stdout
+    assert "Data:          digits: 10 classes, 16px (train 1257, val 180, train_clean 1257, test 360)" in result.stdout
+    chosen = choose_precision("auto", "cpu")  # the default, trainer.precision=auto, on this machine
+    assert f"Device:        cpu x1, precision {chosen.precision} ({chosen.reason})" in result.stdout
+    # progress in a log file: one line per epoch, no carriage-return frames, no logger-version noise
+    assert "\r" not in result.stderr and "v_num" not in result.stderr + result.stdout
+    assert "epoch 1/2 done in" in result.stderr and "epoch 2/2 done in" in result.stderr
+    assert "Tip:" not in result.stderr
+    # the end: numbers with top-5, the best epoch, speed, and the files written
+    assert "Finished alternet_tiny on digits in" in result.stdout and "training images/s" in result.stdout
+    assert "Best val/nll" in result.stdout and "after epoch" in result.stdout
+    table = result.stdout[result.stdout.index("Test (") :]
+    assert "acc" in table and "top5" in table and "nll" in table and "ece" in table
+    for name in ("checkpoints/last.ckpt", "metrics.json", "curves.png", "logs/metrics.csv"):
+        assert f"  {name}\n" in table
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    for key in ("acc", "nll", "ece", "top5"):
+        assert math.isfinite(metrics["test"][key])
+    assert metrics["test"]["acc"] > 0.5  # two epochs are plenty to beat chance (10%)
+    assert metrics["epochs"] == 2
+    assert metrics["best_epoch"] in (1, 2) and metrics["train_images_per_sec"] > 0 and metrics["wall_seconds"] > 0
+    assert (run_dir / "checkpoints" / "last.ckpt").is_file()
+    assert Path(metrics["best_checkpoint"]).is_file()
+    header = (run_dir / "logs" / "metrics.csv").read_text().splitlines()[0].split(",")
+    assert "train/images_per_sec" in header and "lr-AdamW/pg1" in header  # throughput; every group's lr per step
+    assert "model:\n  name: alternet_tiny" in (run_dir / "config.yaml").read_text()
+    environment = json.loads((run_dir / "environment.json").read_text())
+    assert environment["packages"]["torch"] == torch.__version__.split("+")[0] or environment["packages"]["torch"]
+    assert (run_dir / "logs" / "metrics.csv").is_file()
+
+
+def fit(tmp_path: Path, *overrides: str) -> dict:
+    return train(compose_train(*FAST, *overrides, output_dir=tmp_path))
+
+
+def test_checkpoints_reload_with_torch_defaults_and_rebuild_the_model(tmp_path):
+    summary = fit(tmp_path)
+    checkpoint = torch.load(summary["last_checkpoint"])  # weights_only=True is torch's default
+    assert checkpoint["hyper_parameters"]["model"]["name"] == "alternet_tiny"
+    module = ClassificationModule.load_from_checkpoint(summary["last_checkpoint"], map_location="cpu")
+    assert sum(p.numel() for p in module.model.parameters()) > 0
+    torch.testing.assert_close(module.state_dict(), {k: v for k, v in checkpoint["state_dict"].items()})
+
+
+def test_resume_continues_epoch_and_step_count(tmp_path):
+    first = fit(tmp_path / "a", "trainer.max_epochs=2")
+    assert (first["epochs"], first["global_step"]) == (2, 6)
+    resumed = fit(tmp_path / "b", "trainer.max_epochs=3", f"ckpt_path={first['last_checkpoint']}")
+    assert (resumed["epochs"], resumed["global_step"]) == (3, 9)
+
+
+def test_unreadable_checkpoint_is_rejected(tmp_path):
+    bad = tmp_path / "broken.ckpt"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointError, match=r"broken\.ckpt is unreadable or truncated"):
+        fit(tmp_path, f"ckpt_path={bad}")
+
+
+def test_wandb_offline_run_writes_files_and_finishes(tmp_path, monkeypatch):
+    import wandb
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    fit(tmp_path, "logger=wandb", "logger.wandb.offline=true")
+    runs = list((tmp_path / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1
+    assert list(runs[0].glob("run-*.wandb"))
+    assert wandb.run is None  # finished
+
+
+def test_wandb_without_api_key_falls_back_to_offline(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    from alternet.tracking import offline_reason
+
+    assert "no W&B API key" in offline_reason(False)
+
+
+def test_training_on_real_cifar100(cifar100_root, tmp_path):
+    summary = fit(
+        tmp_path,
+        "data=cifar100",
+        f"data.root={cifar100_root}",
+        "data.num_workers=0",
+        "data.val_size=500",
+        "model=alternet_tiny",
+        "recipe=fast",
+        "recipe.batch_size=16",
+    )
+    assert summary["data"] == "cifar100"
+    assert 0.0 <= summary["test"]["acc"] <= 1.0
+    assert math.isfinite(summary["test"]["nll"])
+
+
+def test_alternet_r18_learns_on_real_cifar100(cifar100_root):
+    from alternet.data import CIFAR100DataModule
+    from alternet.models import create_model
+
+    module = CIFAR100DataModule(root=str(cifar100_root), batch_size=32)
+    module.setup()
+    images, labels = next(iter(module.train_dataloader()))
+    torch.manual_seed(0)
+    model = create_model("alternet_r18", num_classes=100)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    losses = []
+    for _ in range(6):
+        loss = torch.nn.functional.cross_entropy(model(images), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0] - 0.5, losses
+
+
+def test_ckpt_path_last_resumes_from_the_run_directory_when_present(tmp_path):
+    from alternet.runs import resume_checkpoint
+
+    assert resume_checkpoint("last", tmp_path) is None  # a fresh job starts from scratch
+    first = fit(tmp_path, "trainer.max_epochs=1")
+    assert resume_checkpoint("last", tmp_path) == first["last_checkpoint"]
+    again = fit(tmp_path, "trainer.max_epochs=2", "ckpt_path=last")  # a requeued job continues
+    assert again["epochs"] == 2 and again["global_step"] == 6

@@ -1,0 +1,133 @@
+"""Data modules: splits, deterministic sharded sampling, real CIFAR-100, and the errors users see."""
+
+import shutil
+from urllib.error import URLError
+
+import numpy as np
+import pytest
+import torch
+import torchvision.datasets.cifar
+import yaml
+from torch.utils.data import DataLoader
+
+from alternet.data import DATAMODULES, CIFAR100DataModule, DigitsDataModule, EpochSampler
+from alternet.errors import ConfigValueError, DataError
+
+from helpers import CONF
+
+AUGMENT = {"crop_padding": 2, "hflip": True}
+
+
+def digits(**kwargs) -> DigitsDataModule:
+    module = DigitsDataModule(**({"image_size": 16, "val_size": 180, "batch_size": 32} | kwargs))
+    module.setup()
+    return module
+
+
+def test_digits_split_is_fixed_and_independent_of_the_training_seed():
+    a, b = digits(seed=0), digits(seed=123)
+    assert {k: len(v) for k, v in a.splits.items()} == {"train": 1257, "val": 180, "test": 360}
+    for split in a.splits:
+        np.testing.assert_array_equal(a.splits[split].labels, b.splits[split].labels)
+    assert np.bincount(a.splits["test"].labels).min() >= 35  # stratified: ~36 per class
+    image = a.splits["train"].images[0]
+    assert image.shape == (16, 16, 3) and image.dtype == np.uint8
+
+
+def test_validation_split_size_is_checked_with_the_key():
+    with pytest.raises(ConfigValueError, match=r"data.val_size=5000 is not smaller than the 1437 training images"):
+        digits(val_size=5000)
+    assert "val" not in digits(val_size=0).splits
+
+
+def test_epoch_sampler_is_a_function_of_seed_and_epoch():
+    sampler = EpochSampler(100, seed=3, shuffle=True)
+    first, again = list(sampler), list(sampler)
+    assert first == again
+    sampler.set_epoch(1)
+    assert list(sampler) != first
+    assert sorted(i for i, _ in first) == list(range(100))
+
+
+def test_epoch_sampler_shards_are_disjoint_and_equal():
+    shards = [list(EpochSampler(103, seed=0, shuffle=True, rank=r, world_size=2)) for r in range(2)]
+    indices = [{i for i, _ in shard} for shard in shards]
+    assert len(shards[0]) == len(shards[1]) == 51
+    assert not indices[0] & indices[1]
+    evaluation = [list(EpochSampler(103, seed=0, shuffle=False, rank=r, world_size=2)) for r in range(2)]
+    assert sorted(evaluation[0] + evaluation[1]) == list(range(103))
+
+
+def test_augmented_batches_do_not_depend_on_the_number_of_workers():
+    module = digits(augment=AUGMENT)
+    dataset = module.splits["train"]
+
+    def batches(workers: int) -> list[torch.Tensor]:
+        loader = DataLoader(
+            dataset, batch_size=64, sampler=EpochSampler(len(dataset), 0, shuffle=True), num_workers=workers
+        )
+        return [x for x, _ in loader][:3]
+
+    serial, parallel = batches(0), batches(2)
+    for a, b in zip(serial, parallel):
+        torch.testing.assert_close(a, b)
+    plain = module.splits["train"].transform(image=dataset.images[0])["image"]
+    assert plain.shape == (3, 16, 16)
+
+
+def test_real_cifar100_loads_and_verifies(cifar100_root):
+    module = CIFAR100DataModule(root=str(cifar100_root), val_size=5000, batch_size=16)
+    module.setup()
+    assert {k: len(v) for k, v in module.splits.items()} == {"train": 45000, "val": 5000, "test": 10000}
+    train = module.splits["train"]
+    assert train.images.shape[1:] == (32, 32, 3) and train.images.dtype == np.uint8
+    assert set(np.unique(module.splits["test"].labels)) == set(range(100))
+    assert len(module.class_names) == 100 and module.class_names[0] == "apple"
+    images, labels = next(iter(module.train_dataloader()))
+    assert images.shape == (16, 3, 32, 32) and labels.max() < 100
+
+
+def test_missing_cifar_says_where_it_looked_and_how_to_fix(tmp_path):
+    module = CIFAR100DataModule(root=str(tmp_path))
+    with pytest.raises(DataError) as error:
+        module.setup()
+    message = str(error.value)
+    assert str(tmp_path / "cifar-100-python") in message
+    assert "['meta', 'test', 'train']" in message
+    assert "data.root=" in message and "data.download=true" in message
+
+
+def test_corrupt_cifar_is_detected_by_md5(cifar100_root, tmp_path):
+    folder = tmp_path / "cifar-100-python"
+    folder.mkdir()
+    for name in ("train", "test"):
+        (folder / name).symlink_to(cifar100_root / "cifar-100-python" / name)
+    shutil.copy(cifar100_root / "cifar-100-python" / "meta", folder / "meta")
+    with open(folder / "meta", "r+b") as f:
+        f.seek(100)
+        f.write(b"\x00")
+    with pytest.raises(
+        DataError, match=r"meta is corrupt: md5 [0-9a-f]{32}, expected 7973b15100ade9c7d40fb424638fde48"
+    ):
+        CIFAR100DataModule(root=str(folder)).setup()  # the folder itself is accepted as root too
+
+
+@pytest.mark.parametrize("name", ["digits", "cifar10", "cifar100"])
+def test_a_data_module_built_directly_normalises_like_its_config(name):
+    """Code that builds a DataModule itself (a notebook, a benchmark) gets the statistics training used."""
+    config = yaml.safe_load((CONF / "data" / f"{name}.yaml").read_text())
+    assert config["mean"] is None and config["std"] is None  # null: the DataModule's own statistics
+    configured, direct = DATAMODULES[name](mean=config["mean"], std=config["std"]), DATAMODULES[name]()
+    assert (configured.mean, configured.std) == (direct.mean, direct.std)
+
+
+def test_download_without_network_names_the_archive_and_what_to_do(tmp_path, monkeypatch):
+    def unreachable(*args, **kwargs):
+        raise URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr(torchvision.datasets.cifar, "download_and_extract_archive", unreachable)
+    datamodule = CIFAR100DataModule(root=str(tmp_path), download=True)
+    with pytest.raises(
+        DataError, match=r"cannot download cifar100 \(https://www\.cs\.toronto\.edu/.*\) to .*: .*name resolution"
+    ):
+        datamodule.prepare_data()

@@ -1,0 +1,214 @@
+"""Any image folder as a data set: every format decodes to RGB, labels follow the folders, corrupt files are named or
+skipped, layout mistakes fail before training, class names reach the export, and LitData shards hold the raw files
+shuffled and stream the training split."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from litdata import StreamingDataset
+from PIL import Image
+
+from alternet.apps.train import train
+from alternet.data import build_datamodule
+from alternet.data.base import stratified_holdout
+from alternet.data.files.images import decode_rgb, scan_split
+from alternet.data.files.shards import write_shards
+from alternet.errors import ConfigValueError, DataError
+from alternet.hub import export
+
+from helpers import FAST, ROOT, compose_train, run_script
+from helpers.imagefolders import COLOURS, make_image_folder
+
+CLASSES = sorted(COLOURS)
+RECIPE = {"batch_size": 8, "eval_batch_size": 16, "augment": None}
+
+
+def _datamodule(root: Path, **data) -> object:
+    return build_datamodule({"name": "imagefolder", "root": str(root), "image_size": 16, **data}, RECIPE, seed=0)
+
+
+@pytest.fixture
+def folder(image_folder) -> Path:
+    return image_folder  # conftest: 3 classes x (12 train + 3 val) images, plus 4 odd formats in train
+
+
+def test_every_format_decodes_to_rgb(folder):
+    for name in ("ant/png_named.JPEG", "bee/grey.jpg", "cat/cmyk.jpeg", "cat/larger.png"):
+        image = decode_rgb(folder / "train" / name)
+        assert image.mode == "RGB"
+    cmyk = np.asarray(decode_rgb(folder / "train" / "cat" / "cmyk.jpeg"), dtype=float).mean(axis=(0, 1))
+    assert cmyk.argmax() == 2  # still blue after the CMYK round trip
+
+
+def test_each_training_image_is_seen_once_per_epoch_with_its_folder_label(folder):
+    datamodule = _datamodule(folder)
+    datamodule.setup("fit")
+    files = datamodule.files["train"]
+    assert len(files) == 3 * 12 + 4 and datamodule.class_names == CLASSES
+    loader = datamodule.train_dataloader()
+    assert loader.drop_last
+    sampler = loader.sampler
+    keys = [key for key in sampler]
+    assert len({index for index, _ in keys}) == len(keys) == len(files)  # drop_last trims batches, not the order
+    dataset = datamodule.splits["train"]
+    for index, seed in keys:
+        image, label = dataset[(index, seed)]
+        folder_name = files.paths[index].decode().split("/")[0]
+        assert label == CLASSES.index(folder_name)
+        assert image.shape == (3, 16, 16) and image.dtype == torch.float32
+        if b"grey" not in files.paths[index]:  # the dominant channel is the class colour's
+            assert image.mean(dim=(1, 2)).argmax().item() == int(np.argmax(COLOURS[folder_name]))
+
+
+def test_epochs_reshuffle_and_batches_mix_classes(folder):
+    datamodule = _datamodule(folder)
+    datamodule.setup("fit")
+    labels = datamodule.files["train"].labels
+    loader = datamodule.train_dataloader()
+    orders = []
+    for epoch in (0, 1):
+        loader.sampler.set_epoch(epoch)
+        orders.append([index for index, _ in loader.sampler])
+    assert orders[0] != orders[1]
+    for order in orders:
+        batches = [labels[order[i : i + 8]] for i in range(0, len(order) - 7, 8)]
+        assert min(len(set(batch.tolist())) for batch in batches) >= 2  # no batch of a single class
+
+
+def test_validation_hold_out_is_stratified_and_seeded(tmp_path):
+    root = make_image_folder(tmp_path, per_class=10, odd_formats=False, splits={"train": 10})
+    datamodule = _datamodule(root, val_size=0.3)
+    datamodule.setup("fit")
+    val = datamodule.files["val"]
+    assert len(val) == 9 and sorted(np.bincount(val.labels).tolist()) == [3, 3, 3]
+    assert not set(val.paths.tolist()) & set(datamodule.files["train"].paths.tolist())
+    assert datamodule.files["test"] is val  # no val/ or test/: the hold-out is also the test split
+    mask = stratified_holdout(np.repeat(np.arange(4), 25), 20, seed=1)
+    assert np.bincount(np.repeat(np.arange(4), 25)[mask]).tolist() == [5, 5, 5, 5]
+    assert (mask == stratified_holdout(np.repeat(np.arange(4), 25), 20, seed=1)).all()
+
+
+def test_a_corrupt_image_is_named_or_skipped_and_counted(tmp_path):
+    root = make_image_folder(tmp_path, per_class=4, splits={"train": 4, "val": 2}, corrupt=True)
+    datamodule = _datamodule(root)
+    datamodule.setup("fit")
+    files = datamodule.files["train"]
+    broken = next(i for i in range(len(files)) if files.paths[i].endswith(b"broken.JPEG"))
+    with pytest.raises(DataError, match=r"cannot decode image .*bee/broken\.JPEG.*data\.skip_corrupt=true"):
+        datamodule.splits["train"][broken]
+
+    skipping = _datamodule(root, skip_corrupt=True)
+    skipping.setup("fit")
+    with pytest.warns(UserWarning, match="skipped unreadable image .*broken.JPEG"):
+        _, label = skipping.splits["train"][broken]
+    assert label == files.labels[(broken + 1) % len(files)] and skipping.skipped_images == 1
+
+
+@pytest.mark.parametrize(
+    ("layout", "message"),
+    [
+        ({"train": {"ant": 2, "bee": 0}}, r"class folder .*train/bee holds no images"),
+        (
+            {"train": {"ant": 2}, "val": {"ant": 1, "zebra": 1}},
+            r"val has class folders the training split lacks: \['zebra'\]",
+        ),
+        ({"val": {"ant": 1}}, r"train not found\. data\.root must hold train/<class>"),
+        ({"train": {}}, r"train holds no class folders"),
+    ],
+)
+def test_layout_mistakes_fail_before_training(tmp_path, layout, message):
+    for split, classes in layout.items():
+        (tmp_path / split).mkdir()
+        for name, count in classes.items():
+            (tmp_path / split / name).mkdir()
+            for i in range(count):
+                Image.new("RGB", (4, 4), (9, 9, 9)).save(tmp_path / split / name / f"{i}.png")
+    with pytest.raises(DataError, match=message):
+        _datamodule(tmp_path).setup("fit")
+
+
+def test_cifar_style_augmentation_is_refused_for_image_files(folder):
+    with pytest.raises(
+        ConfigValueError, match=r"recipe\.augment\.files\.crop_padding is not a key of recipe\.augment\.files"
+    ):
+        build_datamodule(
+            {"name": "imagefolder", "root": str(folder)},
+            {"batch_size": 8, "augment": {"files": {"crop_padding": 4}}},
+            seed=0,
+        )
+
+
+def test_class_names_travel_with_the_checkpoint_and_the_export(folder, tmp_path):
+    summary = train(
+        compose_train(
+            *FAST,
+            "data=imagefolder",
+            f"data.root={folder}",
+            "data.image_size=16",
+            "data.num_workers=0",
+            "recipe.batch_size=8",
+            output_dir=tmp_path / "run",
+        )
+    )
+    checkpoint = torch.load(summary["last_checkpoint"], weights_only=True)
+    assert checkpoint["hyper_parameters"]["data"]["class_names"] == CLASSES
+    out = export(summary["run_dir"], tmp_path / "export")
+    assert json.loads((out / "config.json").read_text())["label_names"] == CLASSES
+    # generated corruptions are CIFAR-C's (32-px arrays): image-file data needs real corruption files
+    scored = run_script("evaluate.py", f"ckpt={summary['run_dir']}", "robustness.enabled=true", f"out_dir={tmp_path}/e")
+    assert scored.returncode == 1 and "Traceback" not in scored.stderr
+    assert "give real corruption files with robustness.root=DIR" in scored.stderr
+
+
+def test_shards_hold_the_raw_files_shuffled_with_class_names_beside(folder, tmp_path):
+    out = tmp_path / "shards"
+    result = subprocess.run(
+        [sys.executable, "-m", "alternet.shards", str(folder), str(out), "--chunk-bytes", "4KB", "--workers", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "wrote 40 images of 3 classes" in result.stdout
+    assert json.loads((out / "classes.json").read_text())["classes"] == CLASSES
+    records = [StreamingDataset(str(out))[i] for i in range(40)]
+    for record in records:  # stored bytes are the file's bytes: no re-encode
+        assert bytes(record["image"]) == (folder / "train" / record["name"]).read_bytes()
+    first_chunk = json.loads((out / "index.json").read_text())["chunks"][0]["chunk_size"]
+    assert len({r["label"] for r in records[:first_chunk]}) >= 2  # the file order was shuffled before writing
+    with pytest.raises(DataError, match="already holds shards"):
+        write_shards(folder, out)
+
+
+def test_shards_refuse_a_corrupt_file_or_skip_it(tmp_path):
+    root = make_image_folder(tmp_path / "data", per_class=3, splits={"train": 3}, corrupt=True)
+    with pytest.raises(DataError, match=r"cannot decode image .*broken\.JPEG"):
+        write_shards(root, tmp_path / "a", num_workers=1)
+    written = write_shards(root, tmp_path / "b", num_workers=1, skip_corrupt=True)
+    assert written["skipped"] == 1 and written["images"] == len(scan_split(root / "train")) - 1
+
+
+@pytest.mark.xdist_group("ddp")  # 2-process DDP: one at a time, on one worker
+def test_two_process_ddp_streams_disjoint_equal_shares_of_the_shards(folder, image_shards, tmp_path):
+    result = run_script("tests/scripts/ddp_shards_probe.py", str(tmp_path / "run"), str(folder), str(image_shards))
+    assert result.returncode == 0, result.stderr[-3000:]
+    ranks = [json.loads((tmp_path / "run" / f"rank{r}.json").read_text()) for r in range(2)]
+    shares = [r["streamed"] for r in ranks]
+    assert len(shares[0]) == len(shares[1]) >= 12
+    assert not set(shares[0]) & set(shares[1]), "ranks streamed overlapping images"
+    assert len(set(shares[0]) | set(shares[1])) >= 40 - 2 * 4  # together the epoch, less the dropped tail
+    assert ranks[0]["test"] == ranks[1]["test"]
+    # the schedule counts this rank's batches, not the whole epoch's divided again by the world size
+    assert [r["scheduled"] for r in ranks] == [[len(shares[0]) // 4]] * 2
+
+
+def test_object_store_shards_pass_through_to_litdata_unchecked(folder):
+    datamodule = _datamodule(folder, train_shards="s3://bucket/imagenet-shards")
+    with pytest.warns(UserWarning, match="is remote: its classes.json is not checked"):
+        assert datamodule.class_names == CLASSES

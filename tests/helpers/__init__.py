@@ -1,0 +1,21 @@
+"""What the tests share that is not a fixture: paths, override lists, config composition, subprocess runners and
+synthesized data (fixtures live in tests/conftest.py). ``tests/`` is on ``sys.path`` (pyproject's ``pythonpath``;
+the probe scripts in tests/scripts/ insert it themselves), so every test and script imports ``from helpers import``."""
+
+from helpers.configs import DDP_CPU, DIGITS_RUN, FAST, PRESET_TWO_STEPS, compose_train, resolved
+from helpers.paths import CONF, ROOT, SHARED_DATA
+from helpers.processes import run_main, run_script
+
+__all__ = [
+    "CONF",
+    "DDP_CPU",
+    "DIGITS_RUN",
+    "FAST",
+    "PRESET_TWO_STEPS",
+    "ROOT",
+    "SHARED_DATA",
+    "compose_train",
+    "resolved",
+    "run_main",
+    "run_script",
+]

@@ -1,0 +1,51 @@
+"""Override lists that make a run cheap, and the training config as ``train.py`` composes it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from helpers.paths import CONF
+
+# A run that touches every stage but costs seconds: a few batches per loop (alternet/conf/debug/fast.yaml).
+FAST = ["debug=fast"]
+# A laptop-scale preset's jobs (CIFAR-100, experiment=paper/NAME or hybrids) cut to two training batches of 16 in fp32
+# and one batch per evaluation loop: every job of a grid runs end to end in seconds.
+PRESET_TWO_STEPS = [
+    "trainer.max_epochs=1",
+    "trainer.limit_train_batches=2",
+    "trainer.limit_val_batches=1",
+    "trainer.limit_test_batches=1",
+    "recipe.batch_size=16",
+    "recipe.eval_batch_size=16",
+    "data.train_clean_size=16",
+    "trainer.precision=32-true",
+]
+# One epoch of 2-process CPU DDP (gloo), for the probes that Lightning re-executes per rank (tests/scripts/).
+DDP_CPU = [
+    "trainer=ddp",
+    "trainer.accelerator=cpu",
+    "trainer.devices=2",
+    "trainer.max_epochs=1",
+    "trainer.enable_progress_bar=false",
+]
+
+
+def compose_train(*overrides: str, output_dir: Path | str = "unused"):
+    """The training config as ``train.py`` would compose it, with the run directory set explicitly."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(str(CONF), version_base="1.3"):
+        return compose("train", overrides=[*overrides, f"paths.output_dir={output_dir}"])
+
+
+# The suite's shared digits run (the ``digits_run`` / ``digits_summary`` fixtures in tests/conftest.py): debug=fast,
+# tested, evaluated and exported at the end of training, so one run serves every test that needs "a trained digits
+# run" of any of those kinds.
+DIGITS_RUN = [*FAST, "evaluate.after_training=true", "export.after_training=true"]
+
+
+def resolved(*overrides: str) -> dict:
+    """The training config composed with ``overrides``, resolved to plain containers."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(compose_train(*overrides), resolve=True)

@@ -1,0 +1,31 @@
+"""Models and weights: parameter counts, the model a config builds, exact equality of two state dicts."""
+
+from __future__ import annotations
+
+import torch
+
+from helpers.configs import compose_train
+
+
+def n_params(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def build_from_config(*overrides: str, img_size: int = 32, num_classes: int = 10) -> torch.nn.Module:
+    """The model a training run composed with ``overrides`` builds (on the meta device: shapes, no memory)."""
+    from omegaconf import OmegaConf
+
+    from alternet.models import create_model
+    from alternet.models.config import model_args
+
+    config = OmegaConf.to_container(compose_train(*overrides).model, resolve=True)
+    with torch.device("meta"):
+        args = model_args(config, num_classes=num_classes, img_size=img_size, drop_path_rate=0)
+        return create_model(config["name"], **args)
+
+
+def assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    """Two state dicts hold the same tensors, bit for bit."""
+    assert a.keys() == b.keys()
+    different = [k for k in a if not torch.equal(a[k], b[k])]
+    assert not different, f"{len(different)} tensors differ, e.g. {different[:3]}"

@@ -1,0 +1,482 @@
+"""Checkpoints for downstream work: export, loading through timm and alternet.hub, head reset, tampered files,
+fine-tuning, feature maps, W&B artifacts, the export CLI and the linear-probe example."""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import pickle
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import timm
+import torch
+from omegaconf import OmegaConf
+from safetensors.torch import load_file, save_file
+
+import alternet
+import alternet.hub as hub
+from alternet.apps.train import train
+from alternet.data import build_datamodule
+from alternet.errors import CheckpointError, ConfigValueError
+from alternet.evaluation.robustness import RobustnessRow, robustness_record, robustness_summary, update_metrics_json
+from alternet.models import create_model
+from alternet.tracking import artifact_notice, log_model_artifacts
+from alternet.training import build_module
+from alternet.training.module import ClassificationModule
+
+from helpers import FAST, ROOT, compose_train, run_script
+
+# pytest-xdist: the whole module on one worker, so that its pretrained run (a module fixture) is made once
+pytestmark = pytest.mark.xdist_group("test_hub")
+
+HEAD = ("head.fc.weight", "head.fc.bias")
+# Two short epochs: enough for features that a linear probe can use, cheap on a CPU.
+PRETRAIN = [
+    "trainer.max_epochs=2",
+    "trainer.limit_train_batches=8",
+    "trainer.limit_val_batches=2",
+    "trainer.enable_progress_bar=false",
+    "export.after_training=true",
+]
+
+
+@pytest.fixture(scope="module")  # not the shared digits_run: the linear probe below needs 2 x 8 batches of training
+def pretrained(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """alternet_tiny trained on digits, exported into ``<run_dir>/export`` at the end of training."""
+    run_dir = tmp_path_factory.mktemp("pretrained")
+    return train(compose_train(*PRETRAIN, output_dir=run_dir))
+
+
+def export_dir(summary: dict) -> Path:
+    return Path(summary["run_dir"]) / "export"
+
+
+def lightning_model(summary: dict) -> torch.nn.Module:
+    return ClassificationModule.load_from_checkpoint(summary["best_checkpoint"], map_location="cpu").model.eval()
+
+
+def digits_batch(size: int = 16) -> torch.Tensor:
+    torch.manual_seed(0)
+    return torch.randn(8, 3, size, size)
+
+
+def test_export_after_training_writes_weights_config_and_model_card(pretrained):
+    out = export_dir(pretrained)
+    weights = load_file(out / "model.safetensors")
+    assert set(weights) == set(lightning_model(pretrained).state_dict())  # timm names, no "model." prefix
+    config = json.loads((out / "config.json").read_text())
+    assert config["architecture"] == "alternet_tiny" and config["num_classes"] == 10
+    assert config["label_names"] == [str(i) for i in range(10)]
+    assert config["model_args"]["layout"] == "C|CM|CM" and config["model_args"]["img_size"] == 16
+    cfg = config["pretrained_cfg"]
+    assert cfg["input_size"] == [3, 16, 16] and cfg["mean"] == [0.3053] * 3 and cfg["std"] == [0.3187] * 3
+    assert (cfg["num_classes"], cfg["classifier"], cfg["first_conv"]) == (10, "head.fc", "stem.conv")
+    assert config["alternet"]["checkpoint"] == Path(pretrained["best_checkpoint"]).name
+    card = (out / "README.md").read_text()
+    params = sum(p.numel() for p in lightning_model(pretrained).parameters())
+    for text in ("alternet_tiny on digits", "`C|CM|CM`", f"Parameters: {params:,}", "ECE (10 bins)"):
+        assert text in card
+    assert f"| accuracy | {pretrained['test']['acc']:.4f} |" in card
+    assert f"| ECE (10 bins) | {pretrained['test']['ece']:.4f} |" in card
+
+
+def test_model_card_reports_robustness_of_a_moved_run_directory(pretrained, tmp_path):
+    run_dir = tmp_path / "moved-run"  # metrics.json still names the checkpoints by their old absolute paths
+    shutil.copytree(pretrained["run_dir"], run_dir, ignore=shutil.ignore_patterns("export", "wandb"))
+    rows = [RobustnessRow("fog", severity, acc, 1.0, 0.1, 360, "generated") for severity, acc in ((1, 0.8), (2, 0.6))]
+    record = robustness_record(rows, robustness_summary(rows, clean_acc=0.9))
+    update_metrics_json(run_dir / "metrics.json", {"robustness": record})
+    out = hub.export(run_dir, tmp_path / "export")
+    config = json.loads((out / "config.json").read_text())
+    assert config["alternet"]["checkpoint"] == Path(pretrained["best_checkpoint"]).name
+    assert config["alternet"]["robustness"]["robustness"] == pytest.approx(0.7)
+    card = (out / "README.md").read_text()
+    assert "## Robustness" in card and "Corruptions: generated (2 conditions, partial grid)" in card
+    assert "| mean accuracy over all corruption conditions | 0.7000 |" in card
+
+
+def test_timm_and_hub_loads_give_the_lightning_models_logits(pretrained):
+    out = export_dir(pretrained)
+    config = json.loads((out / "config.json").read_text())
+    x = digits_batch()
+    with torch.no_grad():
+        expected = lightning_model(pretrained)(x)
+        models = {
+            "local-dir": timm.create_model(f"local-dir:{out}", pretrained=True),
+            "alternet.create_model local-dir": alternet.create_model(f"local-dir:{out}", pretrained=True),
+            "pretrained_cfg_overlay": timm.create_model(
+                "alternet_tiny",
+                pretrained=True,
+                pretrained_cfg_overlay=dict(file=str(out / "model.safetensors"), num_classes=10),
+                num_classes=10,
+                **config["model_args"],
+            ),
+            "hub export": hub.load(out),
+            "hub run dir": hub.load(pretrained["run_dir"]),
+            "hub checkpoint": hub.load(pretrained["best_checkpoint"]),
+        }
+        for name, model in models.items():
+            torch.testing.assert_close(model.eval()(x), expected, rtol=0, atol=0, msg=name)
+    assert models["local-dir"].pretrained_cfg["label_names"] == config["label_names"]
+    assert models["hub export"].pretrained_cfg["mean"] == [0.3053] * 3
+
+
+def test_checkpoint_and_export_give_the_same_weights(pretrained):
+    from_checkpoint = hub.load(pretrained["best_checkpoint"]).state_dict()
+    from_export = hub.load(export_dir(pretrained)).state_dict()
+    assert from_checkpoint.keys() == from_export.keys()
+    for key in from_checkpoint:
+        assert torch.equal(from_checkpoint[key], from_export[key]), key
+    torch.testing.assert_close(from_export, lightning_model(pretrained).state_dict(), rtol=0, atol=0)
+
+
+def test_a_new_class_count_resets_only_the_head(pretrained):
+    source = load_file(export_dir(pretrained) / "model.safetensors")
+    model = hub.load(export_dir(pretrained), num_classes=5)
+    assert model.load_report.complete and "10 -> 5 classes" in model.load_report.head
+    state = model.state_dict()
+    assert state["head.fc.weight"].shape == (5, 128)
+    for key, value in state.items():
+        if key not in HEAD:
+            assert torch.equal(value, source[key]), key
+
+    torch.manual_seed(1)
+    fresh = create_model("alternet_tiny", num_classes=3, img_size=16)
+    head_before = fresh.head.fc.weight.clone()
+    report = hub.load_pretrained(fresh, pretrained["run_dir"])
+    assert report.loaded == len(source) - 2 and "10 -> 3 classes" in report.head
+    assert torch.equal(fresh.head.fc.weight, head_before)  # the new head keeps its initialisation
+    assert torch.equal(fresh.stem.conv.weight, source["stem.conv.weight"])
+
+
+def test_shape_mismatch_outside_the_head_names_the_keys(pretrained):
+    narrow = create_model("alternet_tiny", num_classes=10, img_size=16, widths=(16, 64, 128))
+    with pytest.raises(CheckpointError, match=r"outside its classifier head .*stem\.conv\.weight: \(32, 3, 3, 3\)"):
+        hub.load_pretrained(narrow, export_dir(pretrained))
+
+
+def test_missing_and_unexpected_keys_are_reported(pretrained, tmp_path, caplog):
+    weights = load_file(export_dir(pretrained) / "model.safetensors")
+    del weights["norm.bn.weight"]
+    weights["extra.weight"] = torch.zeros(2)
+    save_file(weights, tmp_path / "edited.safetensors")
+    model = create_model("alternet_tiny", num_classes=10, img_size=16)
+    with caplog.at_level(logging.WARNING, logger="alternet.hub"):
+        report = hub.load_pretrained(model, tmp_path / "edited.safetensors")
+    assert (report.missing, report.unexpected, report.head) == (("norm.bn.weight",), ("extra.weight",), None)
+    assert "1 missing, left at initialisation: norm.bn.weight" in caplog.text
+    assert "1 unexpected, ignored: extra.weight" in caplog.text
+    with pytest.raises(CheckpointError, match="strict loading failed"):
+        hub.load_pretrained(model, tmp_path / "edited.safetensors", strict=True)
+
+
+def test_truncated_weights_and_bad_configs_are_rejected(pretrained, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(export_dir(pretrained), broken)
+    data = (broken / "model.safetensors").read_bytes()
+    (broken / "model.safetensors").write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match=r"broken/model\.safetensors is unreadable, truncated"):
+        hub.load(broken)
+    (broken / "config.json").write_text("{not json")
+    with pytest.raises(CheckpointError, match=r"broken/config\.json is unreadable or not valid JSON"):
+        hub.load(broken)
+
+
+class Payload:
+    """Unpickling this creates the marker file: proof that code ran."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (str(self.marker), "w"))
+
+
+@pytest.mark.parametrize("kind", ["torch.save .ckpt", "pickle .pt"])
+def test_malicious_pickles_are_refused_without_running(pretrained, tmp_path, kind):
+    marker = tmp_path / "pwned"
+    hparams = torch.load(pretrained["best_checkpoint"])["hyper_parameters"]
+    payload = {"state_dict": {"model.x": Payload(marker)}, "hyper_parameters": hparams}
+    if kind.startswith("torch.save"):
+        path = tmp_path / "evil.ckpt"
+        torch.save(payload, path)
+        message = r"evil\.ckpt holds objects that are not plain data"
+    else:
+        path = tmp_path / "evil.pt"
+        path.write_bytes(pickle.dumps(payload))
+        message = r"evil\.pt is unreadable or truncated: not a torch checkpoint archive"
+    with pytest.raises(CheckpointError, match=message):
+        hub.load(path)
+    with pytest.raises(CheckpointError, match=message):
+        hub.load_pretrained(create_model("alternet_tiny", num_classes=10, img_size=16), path)
+    with pytest.raises(CheckpointError, match=message):
+        hub.export(path, tmp_path / "out")
+    assert not marker.exists()
+
+
+def accuracy(model: torch.nn.Module, overrides: list[str]) -> float:
+    config = OmegaConf.to_container(compose_train(*overrides), resolve=True)
+    datamodule = build_datamodule(config["data"], config["recipe"], seed=0)
+    datamodule.setup()
+    correct = total = 0
+    with torch.no_grad():
+        for images, labels in datamodule.test_dataloader():
+            correct += (model.eval()(images).argmax(-1) == labels).sum().item()
+            total += len(labels)
+    return correct / total
+
+
+def test_linear_probe_from_a_pretrained_backbone_beats_its_new_head(pretrained, tmp_path, caplog):
+    """A headless backbone (a real artefact: timm's num_classes=0 weights) gives a new head; training only that
+    head with the backbone frozen must lift test accuracy far above that of the loaded model it starts from (same
+    seed, so the same random head), the backbone must stay exactly as loaded, and the same probe on a frozen
+    random backbone must stay far behind."""
+    backbone = hub.load(pretrained["run_dir"], num_classes=0)
+    source = tmp_path / "backbone.safetensors"
+    save_file(backbone.state_dict(), source)
+    probe = ["recipe.finetune.freeze_backbone=true", "recipe.warmup_epochs=0", "trainer.max_epochs=1"]
+    probe += ["recipe.optimizer.lr=0.02"]  # only a linear head learns: a linear probe's usual, higher rate
+    probe += ["trainer.enable_progress_bar=false"]
+
+    torch.manual_seed(0)
+    loaded = create_model("alternet_tiny", num_classes=10, img_size=16)
+    hub.load_pretrained(loaded, source)
+    new_head_acc = accuracy(loaded, probe)
+
+    with caplog.at_level(logging.INFO, logger="alternet.hub"):
+        tuned = train(compose_train(*probe, f"model.pretrained={source}", output_dir=tmp_path / "probe"))
+    assert "new classifier head (none -> 10 classes" in caplog.text
+    control = train(compose_train(*probe, output_dir=tmp_path / "control"))  # frozen random backbone
+
+    tuned_acc, control_acc = tuned["test"]["acc"], control["test"]["acc"]
+    assert tuned_acc > 0.8 and tuned_acc > new_head_acc + 0.3, (tuned_acc, new_head_acc)
+    assert tuned_acc > control_acc + 0.4, (tuned_acc, control_acc)
+    final = torch.load(tuned["last_checkpoint"])["state_dict"]
+    for name, parameter in backbone.named_parameters():
+        assert torch.equal(final[f"model.{name}"], parameter), name  # frozen
+    assert not torch.equal(final["model.head.fc.weight"], loaded.head.fc.weight)
+
+
+def test_frozen_backbone_keeps_its_batchnorm_statistics(pretrained, tmp_path):
+    source = load_file(export_dir(pretrained) / "model.safetensors")
+    overrides = ["recipe.finetune.freeze_backbone=true", f"model.pretrained={export_dir(pretrained)}"]
+    summary = train(compose_train(*FAST, *overrides, output_dir=tmp_path))
+    final = torch.load(summary["last_checkpoint"])["state_dict"]
+    changed = [k for k, v in source.items() if k not in HEAD and not torch.equal(final[f"model.{k}"], v)]
+    assert not changed, f"{len(changed)} backbone tensors changed, e.g. {changed[:3]}"
+
+
+def test_train_cli_fine_tunes_from_an_export_and_reports_the_load(pretrained, tmp_path):
+    result = run_script(
+        "train.py",
+        "model=alternet_tiny",
+        "data=digits",
+        f"model.pretrained={export_dir(pretrained)}",
+        "recipe.finetune.backbone_lr_scale=0.1",
+        *FAST,
+        f"hydra.run.dir={tmp_path}",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"loaded 78 tensors from {export_dir(pretrained)}" in result.stdout + result.stderr
+
+
+def lightning_checkpoint(path: Path, *overrides: str) -> Path:
+    """A checkpoint with the two entries alternet reads from Lightning's (untrained weights)."""
+    config = OmegaConf.to_container(compose_train(*overrides), resolve=True)
+    module = build_module(config, build_datamodule(config["data"], config["recipe"], seed=0).facts())
+    torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams)}, path)
+    return path
+
+
+@pytest.mark.parametrize(("size", "reductions"), [(32, [1, 2, 4, 8]), (224, [4, 8, 16, 32])])
+def test_alternet_r50_feature_maps(tmp_path, size, reductions):
+    checkpoint = lightning_checkpoint(
+        tmp_path / "r50.ckpt", "model=alternet_r50", "data=cifar100", f"data.image_size={size}"
+    )
+    features = hub.load(checkpoint, features_only=True)
+    assert isinstance(features, timm.models.FeatureListNet)
+    assert features.feature_info.channels() == [256, 512, 1024, 2048]
+    assert features.feature_info.reduction() == reductions
+    assert features.load_report.complete and "the model has none" in features.load_report.head
+    with torch.no_grad():
+        maps = features(torch.randn(1, 3, size, size))
+    assert [tuple(m.shape) for m in maps] == [
+        (1, c, size // r, size // r) for c, r in zip([256, 512, 1024, 2048], reductions)
+    ]
+    source = torch.load(checkpoint)["state_dict"]
+    assert torch.equal(features.stem_conv.weight, source["model.stem.conv.weight"])  # flattened timm names
+
+
+def test_features_of_selected_stages_and_bad_combinations(pretrained):
+    features = hub.load(export_dir(pretrained), features_only=True, out_indices=(1, 2))
+    assert features.feature_info.channels() == [64, 128] and features.feature_info.reduction() == [2, 4]
+    with pytest.raises(ConfigValueError, match="num_classes has no effect with features_only"):
+        hub.load(export_dir(pretrained), num_classes=5, features_only=True)
+
+
+def test_comparison_vit_exports_and_loads_through_timm(tmp_path):
+    checkpoint = lightning_checkpoint(tmp_path / "vit.ckpt", "model=vit_ti_cifar", "data=cifar100", "data.root=/none")
+    out = hub.export(checkpoint, tmp_path / "export")
+    config = json.loads((out / "config.json").read_text())
+    assert config["label_names"] == [str(i) for i in range(100)]  # no CIFAR files: indices, and the card says so
+    assert "class indices: the data set's class names are unavailable" in (out / "README.md").read_text()
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        expected = hub.load(checkpoint)(x)
+        torch.testing.assert_close(timm.create_model(f"local-dir:{out}", pretrained=True).eval()(x), expected)
+    with pytest.raises(ConfigValueError, match="features_only=True supports the AlterNet family"):
+        hub.load(out, features_only=True)
+
+
+def test_export_cli_end_to_end(pretrained, tmp_path):
+    out = tmp_path / "cli-export"
+    command = [sys.executable, "-m", "alternet.hub", "export", pretrained["run_dir"], "--out", str(out)]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"Exported {pretrained['run_dir']} to {out}" in result.stdout
+    assert load_file(out / "model.safetensors").keys() == load_file(export_dir(pretrained) / "model.safetensors").keys()
+    assert json.loads((out / "config.json").read_text())["architecture"] == "alternet_tiny"
+    torch.testing.assert_close(hub.load(out).state_dict(), hub.load(export_dir(pretrained)).state_dict())
+
+
+@pytest.mark.parametrize(
+    ("source", "flags", "message"),
+    [
+        ("RUN", ["--ema"], "has no EMA weights (the run had no recipe.ema)"),
+        ("/nonexistent/run", [], "error: /nonexistent/run does not exist"),
+    ],
+)
+def test_export_cli_errors_are_one_line_messages(pretrained, tmp_path, source, flags, message):
+    from alternet.hub.__main__ import main
+
+    source = pretrained["run_dir"] if source == "RUN" else source
+    with pytest.raises(SystemExit) as exit_info:
+        main(["export", source, *flags, "--out", str(tmp_path / "out")])
+    assert str(exit_info.value.code).startswith("error: ") and message in str(exit_info.value.code)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_full_disk_while_exporting_keeps_the_previous_export_and_says_so(pretrained, tmp_path, monkeypatch):
+    """Exporting over an earlier export when the disk is full: one line naming the file, every file of the earlier
+    export left as it was (no half-written weights)."""
+    from alternet import files
+    from alternet.hub.cli import main
+
+    out = tmp_path / "export"
+    main(["export", pretrained["run_dir"], "--out", str(out)])
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+
+    def disk_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(files.os, "replace", disk_full)
+    with pytest.raises(SystemExit) as exited:
+        main(["export", pretrained["run_dir"], "--out", str(out)])
+    assert exited.value.code == (
+        f"error: could not write {out / 'model.safetensors'}: No space left on device (ENOSPC); its previous version "
+        "is intact. Free space, or make the directory writable"
+    )
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == before
+
+
+def test_ema_export_and_offline_wandb_artifacts(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    summary = train(
+        compose_train(
+            *FAST,
+            "recipe.ema={decay: 0.5}",
+            "export.after_training=true",
+            "export.ema=true",
+            "logger=wandb",
+            output_dir=tmp_path,
+        )
+    )
+    output = capsys.readouterr().out
+    checkpoint = torch.load(summary["best_checkpoint"])["state_dict"]
+    exported = load_file(tmp_path / "export" / "model.safetensors")
+    for key, value in exported.items():
+        assert torch.equal(value, checkpoint[f"ema.{key}"]), key
+    assert any(not torch.equal(v, checkpoint[f"model.{k}"]) for k, v in exported.items())
+    assert "EMA of the weights" in (tmp_path / "export" / "README.md").read_text()
+
+    assert "W&B is offline: nothing was uploaded" in output and "wandb sync" in output
+    run_file = next((tmp_path / "wandb").glob("offline-run-*/run-*.wandb"))
+    run_id = run_file.stem.removeprefix("run-")
+    assert f"wandb sync {run_file.parent}" in output
+    recorded = run_file.read_bytes()
+    assert f"model-{run_id}".encode() in recorded and f"export-{run_id}".encode() in recorded
+    assert Path(summary["best_checkpoint"]).is_file() and (tmp_path / "export" / "model.safetensors").is_file()
+
+
+class RecordingRun:
+    """Stands in for an online ``wandb.run``: records what would be uploaded."""
+
+    id, entity, project, offline = "abc123", "me", "alternet", False
+
+    def __init__(self):
+        self.logged = []
+
+    def log_artifact(self, artifact, aliases):
+        self.logged.append((artifact, aliases))
+
+
+def test_online_artifacts_are_model_artifacts_with_best_and_latest_aliases(pretrained):
+    run = RecordingRun()
+    checkpoint = Path(pretrained["best_checkpoint"])
+    logged = log_model_artifacts(run, checkpoint, export_dir(pretrained), {"test": pretrained["test"]})
+    (checkpoint_artifact, aliases), (export_artifact, export_aliases) = run.logged
+    assert (checkpoint_artifact.name, checkpoint_artifact.type, aliases) == (
+        "model-abc123",
+        "model",
+        ["best", "latest"],
+    )
+    assert list(checkpoint_artifact.manifest.entries) == ["model.ckpt"]
+    assert (export_artifact.name, export_aliases) == ("export-abc123", ["best", "latest"])
+    assert sorted(export_artifact.manifest.entries) == ["README.md", "config.json", "model.safetensors"]
+    assert "pull: alternet.hub.load('me/alternet/export-abc123:best')" in artifact_notice(run, logged)
+
+
+def test_wandb_references_fail_clearly_without_wandb(monkeypatch, tmp_path):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    with pytest.raises(hub.ArtifactError, match=r"me/alternet/export-abc123:best: W&B is in offline mode"):
+        hub.load("me/alternet/export-abc123:best")
+    monkeypatch.delenv("WANDB_MODE")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(hub.ArtifactError, match="no W&B API key"):
+        hub.load("me/alternet/export-abc123:best")
+
+
+def test_wandb_reference_is_downloaded_and_loaded(pretrained, monkeypatch):
+    import wandb
+
+    downloads = []
+
+    class Api:  # the W&B client boundary: artifact(ref).download() -> local folder
+        def __init__(self, timeout=None):
+            pass
+
+        def artifact(self, ref):
+            downloads.append(ref)
+            return type("Artifact", (), {"download": lambda self: str(export_dir(pretrained))})()
+
+    monkeypatch.setattr("alternet.tracking.offline_reason", lambda requested: None)
+    monkeypatch.setattr(wandb, "Api", Api)
+    model = hub.load("me/alternet/export-abc123:best")
+    assert downloads == ["me/alternet/export-abc123:best"]
+    assert model.load_report.source.startswith("W&B artifact me/alternet/export-abc123:best")
+    torch.testing.assert_close(model.state_dict(), hub.load(export_dir(pretrained)).state_dict())
+
+
+def test_linear_probe_example_runs(pretrained):
+    result = run_script("examples/linear_probe.py", str(export_dir(pretrained)))
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = re.search(r"on digits: train 1437, test 360 images, test accuracy ([0-9.]+)", result.stdout)
+    assert found and float(found.group(1)) > 0.8, result.stdout

@@ -1,0 +1,280 @@
+"""The Hugging Face Hub: the model card's metadata parses with huggingface_hub, config.json holds what timm's own
+export writes, ``local-dir:`` and ``hf-hub:`` loads give the trained model's logits, and ``push`` fails cleanly
+without a token or a network and uploads exactly the three files in one commit (a fake HfApi, no network)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import timm
+import torch
+from huggingface_hub import ModelCard, RepoUrl
+from huggingface_hub import constants as hf_constants
+from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError
+from omegaconf import OmegaConf
+from timm.models import _hub as timm_hub
+
+import alternet  # noqa: F401  (registers alternet's architectures with timm)
+import alternet.hub as hub
+from alternet.data import build_datamodule
+from alternet.errors import CheckpointError
+from alternet.hub.card import card_data, model_card
+from alternet.training import build_module
+from alternet.training.module import ClassificationModule
+
+from helpers import ROOT, compose_train
+
+push_module = importlib.import_module("alternet.hub.push")  # the module (alternet.hub.push_to_hub is the function)
+hub_main = importlib.import_module("alternet.hub.__main__").main
+FILES = ["README.md", "config.json", "model.safetensors"]
+REPO = "me/alternet-tiny-digits"
+
+
+@pytest.fixture
+def run(digits_summary):
+    """The suite's shared digits run (tests/conftest.py): alternet_tiny trained for a few batches on digits, tested
+    and exported into ``<run_dir>/export``; read only."""
+    return digits_summary
+
+
+def export_of(run: dict) -> Path:
+    return Path(run["run_dir"]) / "export"
+
+
+def trained_model(run: dict) -> torch.nn.Module:
+    return ClassificationModule.load_from_checkpoint(run["best_checkpoint"], map_location="cpu").model.eval()
+
+
+def untrained_checkpoint(path: Path, *overrides: str) -> Path:
+    """A checkpoint holding the two entries alternet reads from Lightning's, for a model not worth training."""
+    config = OmegaConf.to_container(compose_train(*overrides), resolve=True)
+    module = build_module(config, build_datamodule(config["data"], config["recipe"], seed=0).facts())
+    torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams)}, path)
+    return path
+
+
+def test_model_card_metadata_parses_with_huggingface_hub(run):
+    card = ModelCard.load(export_of(run) / "README.md")
+    data = card.data
+    assert (data.library_name, data.license, data.pipeline_tag) == ("timm", "mit", "image-classification")
+    assert {"image-classification", "timm", "alternet", "digits"} <= set(data.tags)
+    assert data.datasets == ["digits"] and "accuracy" in data.metrics
+    recorded = json.loads((Path(run["run_dir"]) / "metrics.json").read_text())["test"]
+    results = {result.metric_type: result for result in data.eval_results}
+    assert results["accuracy"].metric_value == recorded["acc"]
+    assert results["top_5_accuracy"].metric_value == recorded["top5"]
+    assert results["ece"].metric_value == recorded["ece"]
+    assert {(r.task_type, r.dataset_type, r.dataset_split) for r in data.eval_results} == {
+        ("image-classification", "digits", "test")
+    }
+    assert "# alternet_tiny on digits" in card.text
+    assert 'timm.create_model("hf-hub:<user>/<repo>", pretrained=True)' in card.text  # before a push names it
+
+
+def test_cifar100_cards_name_the_hub_data_set():
+    config = {
+        "architecture": "alternet_r50",
+        "pretrained_cfg": {"license": "mit"},
+        "alternet": {"ema": False, "data": {"name": "cifar100"}, "test": {"acc": 0.81, "top5": None}},
+    }
+    data = card_data(config, "me/r50")
+    assert data.datasets == ["uoft-cs/cifar100"] and "cifar100" in data.tags and data.metrics == ["accuracy"]
+    assert data.model_name == "r50" and [r.metric_value for r in data.eval_results] == [0.81]
+    assert card_data({**config, "alternet": {**config["alternet"], "test": None}}).eval_results is None
+
+
+def test_local_dir_export_gives_the_trained_models_logits(run):
+    x = torch.randn(4, 3, 16, 16, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        expected = trained_model(run)(x)
+        loaded = timm.create_model(f"local-dir:{export_of(run)}", pretrained=True).eval()
+        torch.testing.assert_close(loaded(x), expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("kind", ["alternet_tiny run", "vit_ti_cifar checkpoint"])
+def test_config_holds_every_key_of_timms_own_export(run, tmp_path, kind):
+    if kind.startswith("vit"):
+        source = untrained_checkpoint(tmp_path / "vit.ckpt", "model=vit_ti_cifar", "data=cifar100", "data.root=/none")
+        out = hub.export(source, tmp_path / "export")
+    else:
+        source, out = run["best_checkpoint"], export_of(run)
+    ours = json.loads((out / "config.json").read_text())
+    model = hub.load(source)  # the model the export was written from, with the data's pretrained_cfg
+    timm_hub.save_config_for_hf(model, tmp_path / "timm.json", model_config={"label_names": ours["label_names"]})
+    theirs = json.loads((tmp_path / "timm.json").read_text())
+
+    assert set(theirs) <= set(ours) and set(ours) - set(theirs) == {"alternet"}
+    for key in ("architecture", "num_classes", "num_features", "global_pool", "label_names"):
+        assert ours[key] == theirs[key], key
+    missing = set(theirs["pretrained_cfg"]) - set(ours["pretrained_cfg"])
+    assert not missing, missing
+    for key, value in theirs["pretrained_cfg"].items():
+        assert ours["pretrained_cfg"][key] == value, key
+    assert not {"url", "file", "hf_hub_id", "source"} & set(ours["pretrained_cfg"])
+    # num_classes stays top-level only: loaders pass it beside **model_args
+    assert set(theirs["model_args"]) - {"num_classes"} <= set(ours["model_args"])
+
+
+# push ------------------------------------------------------------------------------------------------
+
+
+def push_cli(*args: str, tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess, Path]:
+    """``python -m alternet.hub push ...`` in a fresh interpreter with its own HF_HOME and TMPDIR, no token
+    unless given."""
+    scratch = tmp_path / "tmpdir"
+    scratch.mkdir()
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING_FACE_HUB_"))}
+    clean.update(HF_HOME=str(tmp_path / "hf-home"), TMPDIR=str(scratch), **env)
+    command = [sys.executable, "-m", "alternet.hub", "push", *args]
+    result = subprocess.run(command, cwd=ROOT, env=clean, capture_output=True, text=True, timeout=120)
+    return result, scratch
+
+
+class FakeHub:
+    """Stands in for ``HfApi``: records the calls and keeps each upload, as the Hub would, under ``remote``."""
+
+    remote: Path
+    calls: list
+
+    def __init__(self, token=None, library_name=None, library_version=None):
+        self.endpoint = "https://huggingface.co"
+        self.calls.append(("init", token, library_name))
+
+    def create_repo(self, repo_id, *, repo_type=None, private=False, exist_ok=False):
+        self.calls.append(("create_repo", repo_id, private, exist_ok))
+        return RepoUrl(f"{self.endpoint}/{repo_id}", endpoint=self.endpoint)
+
+    def create_branch(self, repo_id, *, branch, repo_type=None, exist_ok=False):
+        self.calls.append(("create_branch", repo_id, branch))
+
+    def upload_folder(self, *, repo_id, folder_path, repo_type=None, revision=None, commit_message=None):
+        self.calls.append(("upload_folder", repo_id, sorted(os.listdir(folder_path)), revision, commit_message))
+        shutil.copytree(folder_path, self.remote / repo_id, dirs_exist_ok=True)
+        return SimpleNamespace(commit_url=f"{self.endpoint}/{repo_id}/commit/abc123")
+
+
+@pytest.fixture
+def fake_hub(tmp_path, monkeypatch) -> type[FakeHub]:
+    """A token, the fake Hub in place of HfApi, and temporary directories under ``tmp_path/tmp``."""
+    monkeypatch.setenv("HF_TOKEN", "hf_fake")
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    fake = type("Hub", (FakeHub,), {"remote": tmp_path / "remote", "calls": []})
+    monkeypatch.setattr(push_module, "HfApi", fake)
+    return fake
+
+
+def test_push_without_a_token_fails_before_any_work(fake_hub, tmp_path, monkeypatch):
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_OIDC_RESOURCE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.setattr(hf_constants, "HF_TOKEN_PATH", str(tmp_path / "hf-home" / "token"))  # no cached login
+    with pytest.raises(SystemExit) as exit_info:
+        hub_main(["push", "/nonexistent/run", REPO])  # the token is checked before the source
+    message = str(exit_info.value.code)
+    assert message.startswith("error: no Hugging Face token") and "\n" not in message
+    assert "hf auth login" in message and "HF_TOKEN" in message
+    assert fake_hub.calls == [] and list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_push_to_an_unreachable_hub_is_one_line_and_leaves_no_export(run, tmp_path):
+    endpoint = "http://127.0.0.1:9"
+    result, scratch = push_cli(run["run_dir"], REPO, tmp_path=tmp_path, HF_TOKEN="hf_fake", HF_ENDPOINT=endpoint)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: could not reach the Hugging Face Hub at {endpoint} to push {REPO}"), result.stderr
+    assert "run the command again" in last
+    assert not list(scratch.glob("alternet-push-*"))  # the staged export is gone
+
+
+def test_push_uploads_the_three_files_in_one_commit(run, fake_hub, tmp_path, capsys):
+    hub_main(["push", run["run_dir"], REPO, "--private", "--commit-message", "first"])
+    staged = list((tmp_path / "tmp").iterdir())
+    assert [call[0] for call in fake_hub.calls] == ["init", "create_repo", "upload_folder"]
+    assert fake_hub.calls[0][1:] == ("hf_fake", "alternet")
+    assert fake_hub.calls[1] == ("create_repo", REPO, True, True)
+    assert fake_hub.calls[2] == ("upload_folder", REPO, FILES, None, "first")
+    assert staged == []  # the temporary export is removed after the upload
+
+    output = capsys.readouterr().out
+    assert f"Pushed {run['run_dir']} to https://huggingface.co/{REPO}" in output
+    assert f'import alternet, timm; timm.create_model("hf-hub:{REPO}", pretrained=True)' in output
+    uploaded = fake_hub.remote / REPO
+    card = ModelCard.load(uploaded / "README.md")
+    assert f'timm.create_model("hf-hub:{REPO}", pretrained=True)' in card.text
+    assert card.data.model_name == REPO.split("/")[-1] and card.data.library_name == "timm"
+
+
+def test_what_push_uploads_loads_through_timms_hf_hub_name(run, fake_hub, monkeypatch):
+    hub.push_to_hub(export_of(run), REPO)
+    config = json.loads((export_of(run) / "config.json").read_text())
+    assert (export_of(run) / "README.md").read_text() == model_card(config)  # the export's card is untouched
+    assert (fake_hub.remote / REPO / "README.md").read_text() == model_card(config, REPO)
+
+    def download(repo_id, filename, revision=None, cache_dir=None, **_):  # the Hub, served from the fake's uploads
+        path = fake_hub.remote / repo_id / filename
+        if not path.is_file():
+            raise EntryNotFoundError(f"{filename} is not in {repo_id}")
+        return str(path)
+
+    monkeypatch.setattr(timm_hub, "hf_hub_download", download)
+    x = torch.randn(4, 3, 16, 16, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        loaded = timm.create_model(f"hf-hub:{REPO}", pretrained=True).eval()
+        torch.testing.assert_close(loaded(x), trained_model(run)(x), rtol=0, atol=0)
+
+
+def test_push_keeps_an_edited_card_and_refuses_bad_sources_before_the_hub(run, fake_hub, tmp_path):
+    edited = tmp_path / "edited"
+    shutil.copytree(export_of(run), edited)
+    (edited / "README.md").write_text("---\nlibrary_name: timm\n---\n# my own card\n")
+    (edited / "notes.txt").write_text("not uploaded")
+    pushed = hub.push_to_hub(edited, REPO, revision="v1")
+    assert pushed.timm_name == f"hf-hub:{REPO}@v1"
+    assert ("create_branch", REPO, "v1") in fake_hub.calls
+    assert fake_hub.calls[-1][2:4] == (FILES, "v1")
+    assert (fake_hub.remote / REPO / "README.md").read_text().endswith("# my own card\n")
+
+    fake_hub.calls.clear()
+    with pytest.raises(hub.PushError, match="does not exist"):
+        hub.push_to_hub(tmp_path / "missing", REPO)
+    with pytest.raises(hub.PushError, match="holds no EMA weights"):
+        hub.push_to_hub(edited, REPO, ema=True)
+    with pytest.raises(hub.PushError, match="is not a Hub repository id"):
+        hub.push_to_hub(edited, "a/b/c")
+    (edited / "model.safetensors").write_bytes(b"truncated")
+    with pytest.raises(CheckpointError, match="unreadable, truncated"):
+        hub.push_to_hub(edited, REPO)
+    assert fake_hub.calls == []  # nothing reached the Hub
+
+
+@pytest.mark.parametrize(("status", "message"), [(401, "rejected the token (401)"), (403, "may not write to")])
+def test_a_refused_push_is_one_line_naming_the_repository(run, fake_hub, monkeypatch, tmp_path, status, message):
+    def refuse(self, repo_id, **_):
+        response = SimpleNamespace(headers={}, status_code=status, request=None)
+        raise HfHubHTTPError(f"{status} Client Error\nfor url https://huggingface.co/api/repos", response=response)
+
+    monkeypatch.setattr(fake_hub, "create_repo", refuse)
+    with pytest.raises(SystemExit) as exit_info:
+        hub_main(["push", str(export_of(run)), REPO])
+    error = str(exit_info.value.code)
+    assert error.startswith("error: ") and message in error and REPO in error and "\n" not in error
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_the_card_says_when_test_numbers_averaged_mirrored_views(run):
+    """A timm user runs one view per image; the card must not let flip-averaged numbers pass for single-view ones."""
+    config = json.loads((export_of(run) / "config.json").read_text())
+    assert "recipe.test_flip" not in model_card(config)
+    config["alternet"]["recipe"]["test_flip"] = True
+    assert "averaged the logits of the image and its mirror image (`recipe.test_flip`)" in model_card(config)

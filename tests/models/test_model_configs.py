@@ -1,0 +1,86 @@
+"""Every ``model=`` option builds exactly the zoo's architecture: a model config names a zoo entry and holds only
+the keys a user overrides (``null``: the zoo's value), so the two can never disagree."""
+
+import re
+import warnings
+
+import pytest
+import timm
+import torch
+
+import alternet  # noqa: F401  (registers the zoo in timm)
+from alternet.apps.checks import validate_train_config
+from alternet.models import MODEL_NAMES, format_layout, list_models
+from alternet.models.config import NOT_MODEL_ARGS
+from alternet.models.layout import buildup_violations
+from alternet.models.zoo import spec_kwargs
+
+from helpers import CONF, compose_train, resolved
+from helpers.models import build_from_config, n_params
+
+# options that are no zoo entry of their own: a family built from a layout (starting from one of its zoo entries)
+# and any timm model by name (tests/models/test_hybrids.py)
+GENERIC_OPTIONS = ("byob", "maxxvit", "timm")
+MODEL_OPTIONS = sorted(
+    p.stem for p in (CONF / "model").glob("*.yaml") if not p.stem.startswith("_") and p.stem not in GENERIC_OPTIONS
+)
+
+
+def test_every_zoo_model_has_an_option_and_every_option_names_a_zoo_model():
+    assert sorted(MODEL_NAMES) == MODEL_OPTIONS
+
+
+@pytest.mark.parametrize("name", MODEL_OPTIONS)
+def test_model_option_builds_the_zoo_architecture(name):
+    config = compose_train(f"model={name}").model
+    assert config.name == name
+    restated = [key for key, value in config.items() if key not in NOT_MODEL_ARGS and value is not None]
+    assert not restated, f"a model config restates the zoo: {restated}"
+    built = build_from_config(f"model={name}")
+    with torch.device("meta"):
+        zoo = timm.create_model(name, num_classes=10, img_size=32)
+    assert type(built) is type(zoo)
+    assert n_params(built) == n_params(zoo)
+    if hasattr(zoo, "layout"):  # AlterNets and pre-activation ResNets
+        assert built.layout == zoo.layout == format_layout(s.sequence for s in zoo.specs)
+        assert [(s.width, s.heads, s.head_dim, s.window) for s in built.specs] == [
+            (s.width, s.heads, s.head_dim, s.window) for s in zoo.specs
+        ]
+
+
+def test_a_model_override_takes_effect():
+    model = build_from_config("model=alternet_r50", "model.layout=CCC|CCCC|CCCCCC|CCC")
+    assert model.layout == "CCC|CCCC|CCCCCC|CCC"
+    with torch.device("meta"):
+        assert n_params(model) == n_params(timm.create_model("preresnet50", num_classes=10, img_size=32))
+    tiny = build_from_config("model=alternet_tiny", "model.heads=[2,4,8]", "model.head_dim=16", "model.window=2")
+    assert [(s.heads, s.head_dim, s.window) for s in tiny.specs if s.num_msa] == [(4, 16, (2, 2)), (8, 16, (2, 2))]
+    vit = build_from_config("model=vit_ti_cifar", "model.depth=6")
+    assert len(vit.blocks) == 6
+
+
+@pytest.mark.parametrize(
+    ("layout", "rule"),
+    [
+        ("C|CMC|CM", "ends with a Conv block after its MSAs"),
+        ("C|CMM|CM", "consecutive MSA blocks"),
+        ("C|CM|CC", "later stage(s) [3] have none"),
+        ("C|CMCCM|CM", "not an alternating Conv/MSA tail"),
+    ],
+)
+def test_a_layout_breaking_the_buildup_rules_is_warned_in_one_line_unless_silenced(layout, rule):
+    with pytest.warns(UserWarning, match=re.escape(rule)):
+        validate_train_config(resolved("model=alternet_tiny", f"model.layout={layout}"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        validate_train_config(resolved("model=alternet_tiny", f"model.layout={layout}", "model.buildup_rules=off"))
+
+
+def test_the_zoo_follows_the_buildup_rules_and_fewer_heads_later_is_warned():
+    for name in list_models():
+        kwargs = spec_kwargs(name)
+        if compose_train(f"model={name}").model.get("buildup_rules") == "off":  # a family's own pattern, on purpose
+            continue
+        if kwargs.get("layout"):
+            assert buildup_violations(kwargs["layout"], kwargs.get("heads")) == [], name
+    assert "fewer heads (2) than stage 2 (4)" in " ".join(buildup_violations("C|CM|CM", [1, 4, 2]))

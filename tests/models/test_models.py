@@ -1,0 +1,249 @@
+"""The model zoo: exact parameter counts, shapes, timm integration and downstream interfaces."""
+
+import pytest
+import timm
+import timm.optim
+import torch
+
+import alternet
+from alternet.models import MODEL_NAMES, UnknownModelError, create_model
+from alternet.models.zoo import spec_kwargs
+
+from helpers.models import n_params
+
+ALTERNETS = [n for n in MODEL_NAMES if n.startswith(("alternet", "preresnet"))]
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [("alternet_r50_hdvw", 34_062_538), ("alternet_r50", 33_012_840), ("preresnet50", 23_697_572)],
+)
+def test_parameter_counts_equal_the_reference_implementation(name, expected):
+    model = timm.create_model(name, num_classes=100, img_size=32)
+    assert n_params(model) == expected
+
+
+def test_layouts_of_named_models():
+    assert create_model("alternet_r50").layout == "CCC|CCCM|CCCCCM|CMCM"
+    assert create_model("alternet_r50_hdvw").layout == "CCC|CCCM|CMCMCM|CMCM"
+    assert create_model("alternet_r18").layout == "CC|CM|CM|CM"
+    assert create_model("preresnet50").layout == "CCC|CCCC|CCCCCC|CCC"
+    assert spec_kwargs("alternet_r50")["layout"] == "CCC|CCCM|CCCCCM|CMCM" and spec_kwargs("resnet18") == {}
+
+
+@pytest.mark.parametrize("name", sorted(MODEL_NAMES))
+def test_every_named_model_classifies_32px_images(name):
+    model = timm.create_model(name, num_classes=7).eval()
+    with torch.no_grad():
+        assert model(torch.randn(2, 3, 32, 32)).shape == (2, 7)
+
+
+def test_alternet_r50_at_224_uses_the_imagenet_stem_and_window_7():
+    model = timm.create_model("alternet_r50", num_classes=10, img_size=224).eval()
+    assert type(model.stem).__name__ == "ImageNetStem"
+    assert [s.window for s in model.specs if s.num_msa] == [(7, 7)] * 3
+    with torch.no_grad():
+        assert model(torch.randn(1, 3, 224, 224)).shape == (1, 10)
+
+
+def test_the_patch2_stem_sees_every_pixel_and_halves_every_feature_map():
+    """model.stem=patch2 (the speedrun's): a 2x2 stride-2 conv, so each map is half the CIFAR stem's side, the
+    last stage's 4x4 map is one 4x4 window, and changing one pixel changes the output."""
+    model = create_model("alternet_tiny", num_classes=5, layout="C|CC|CM", stem="patch2").eval()
+    cifar = create_model("alternet_tiny", num_classes=5, layout="C|CC|CM", stem="cifar").eval()
+    assert type(model.stem).__name__ == "Patch2Stem" and model.stem.conv.stride == (2, 2)
+    assert [info["reduction"] for info in model.feature_info] == [2 * i["reduction"] for i in cifar.feature_info]
+    assert [s.window for s in model.specs if s.num_msa] == [(4, 4)]
+    assert n_params(model) == n_params(cifar) - 5 * 32 * 3  # a 2x2 kernel instead of a 3x3 one
+    images = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        maps = model.forward_intermediates(images, intermediates_only=True)
+        assert [m.shape[-1] for m in maps] == [16, 8, 4]
+        nudged = images.clone()
+        nudged[:, :, 31, 31] += 1.0  # the last pixel: a stride-2 2x2 kernel covers it
+        assert not torch.allclose(model(images), model(nudged))
+
+
+def test_the_laptop_twins_match_in_parameters_and_multiply_adds():
+    """alternet_laptop (the speedrun's model) and preresnet_laptop (the paper presets' Conv-only twin) differ in
+    the last block's kind and, so that a comparison does not measure size, the twin's last-stage width: both within
+    1% in parameters and in multiply-adds per image."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    alternet, twin = create_model("alternet_laptop", num_classes=100), create_model("preresnet_laptop", num_classes=100)
+    assert (alternet.layout, twin.layout) == ("C|CC|CM", "C|CC|CC")
+    assert type(alternet.stem).__name__ == type(twin.stem).__name__ == "Patch2Stem"
+    assert n_params(alternet) == 1_059_509 and n_params(twin) == 1_051_780
+    flops = []
+    for model in (alternet, twin):
+        with FlopCounterMode(display=False) as counter, torch.no_grad():
+            model.eval()(torch.randn(1, 3, 32, 32))
+        flops.append(counter.get_total_flops())
+    assert flops[1] == pytest.approx(flops[0], rel=0.01)
+
+
+def test_stochastic_depth_rises_linearly_over_all_blocks():
+    model = create_model("alternet_r18", drop_path_rate=0.1)
+    rates = [getattr(b.module.drop_path, "drop_prob", 0.0) for b in model.blocks()]
+    assert len(rates) == 8
+    assert rates == pytest.approx([0.1 * j / 7 for j in range(8)])
+
+
+def test_block_sequence_is_labelled():
+    model = create_model("alternet_r50")
+    assert "".join(b.kind for b in model.blocks()) == "CCCCCCMCCCCCMCMCM"
+    assert [b.stage for b in model.blocks()][:4] == [0, 0, 0, 1]
+
+
+@pytest.mark.parametrize(
+    ("img_size", "shapes"),
+    [
+        (32, [(256, 32, 32), (512, 16, 16), (1024, 8, 8), (2048, 4, 4)]),
+        (224, [(256, 56, 56), (512, 28, 28), (1024, 14, 14), (2048, 7, 7)]),
+    ],
+)
+def test_features_only_returns_stage_maps(img_size, shapes):
+    model = timm.create_model("alternet_r50", features_only=True, img_size=img_size).eval()
+    with torch.no_grad():
+        features = model(torch.randn(1, 3, img_size, img_size))
+    assert [tuple(f.shape[1:]) for f in features] == shapes
+    assert model.feature_info.channels() == [s[0] for s in shapes]
+    assert model.feature_info.reduction() == [img_size // s[1] for s in shapes]
+
+
+def test_downstream_interfaces():
+    model = create_model("alternet_tiny", num_classes=10, img_size=16).eval()
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        features = model.forward_features(x)
+        assert features.shape == (2, model.num_features, 4, 4)
+        assert model.forward_head(features, pre_logits=True).shape == (2, model.num_features)
+        assert torch.allclose(model.forward_head(features), model(x))
+        model.reset_classifier(3)
+        assert model(x).shape == (2, 3)
+        assert model.get_classifier().out_features == 3
+    assert model.no_weight_decay() == {"stages.1.1.attn.rel_pos_bias", "stages.2.1.attn.rel_pos_bias"}
+
+
+def test_overrides_reach_the_backbone():
+    model = timm.create_model("alternet_r18", layout="CC|CC|CM|CMCM", heads=[1, 2, 4, 8], head_dim=16)
+    assert model.layout == "CC|CC|CM|CMCM"
+    assert model.blocks()[-1].module.attn.heads == 8
+    assert model.blocks()[-1].module.attn.head_dim == 16
+
+
+def test_unknown_model_lists_the_valid_ones():
+    with pytest.raises(UnknownModelError, match="alternet_r50, alternet_r50_hdvw"):
+        alternet.create_model("alternet_r9000")
+
+
+def test_an_unknown_name_suggests_each_close_name_once():
+    """alternet's models are timm models too: a suggestion is not repeated ('alternet_r50' or 'alternet_r50')."""
+    with pytest.raises(UnknownModelError, match=r"did you mean 'alternet_r50' or 'alternet_r101' or 'alternet_r34'\?"):
+        alternet.create_model("alternet_r9000")
+
+
+def test_comparison_models_have_cifar_settings():
+    vit = create_model("vit_ti_cifar", num_classes=100)
+    assert vit.patch_embed.patch_size == (2, 2) and vit.embed_dim == 192 and len(vit.blocks) == 12
+    swin = create_model("swin_ti_cifar", num_classes=100)
+    assert swin.patch_embed.patch_size == (1, 1) and swin.embed_dim == 96
+    pit = create_model("pit_ti_cifar", num_classes=100)
+    assert pit.patch_embed.conv.stride == (1, 1) and pit.patch_embed.conv.kernel_size == (2, 2)
+
+
+# timm's intermediate-feature and parameter-group conventions ------------------------------------------------
+
+
+def test_forward_intermediates_gives_stage_maps_as_features_only_does():
+    torch.manual_seed(0)
+    model = create_model("alternet_tiny", num_classes=10).eval()
+    torch.manual_seed(0)
+    features = create_model("alternet_tiny", num_classes=10, features_only=True).eval()  # the same weights
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        final, maps = model.forward_intermediates(x, norm=True)
+        expected = features(x)
+        torch.testing.assert_close(final, model.forward_features(x))
+        assert (
+            [m.shape for m in maps] == [e.shape for e in expected] == [(2, 32, 32, 32), (2, 64, 16, 16), (2, 128, 8, 8)]
+        )
+        for ours, theirs in zip(maps, expected):
+            torch.testing.assert_close(ours, theirs)
+        last_two = model.forward_intermediates(x, indices=2, intermediates_only=True)
+        torch.testing.assert_close(last_two[0], maps[1])
+        first = model.forward_intermediates(x, indices=[0], stop_early=True, intermediates_only=True)
+        torch.testing.assert_close(first[0], maps[0])
+
+
+def test_prune_intermediate_layers_keeps_what_forward_intermediates_takes():
+    model = create_model("alternet_tiny", num_classes=10).eval()
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        before = model.forward_intermediates(x, indices=[0, 1], intermediates_only=True)
+        assert model.prune_intermediate_layers([0, 1]) == [0, 1]
+        assert len(model.stages) == 2 and model.num_classes == 0
+        after = model.forward_intermediates(x, indices=[0, 1], intermediates_only=True)
+    for a, b in zip(before, after):
+        torch.testing.assert_close(a, b)
+
+
+def test_layer_decay_through_timm_and_through_the_recipe():
+    model = create_model("alternet_tiny", num_classes=10)
+    optimizer = timm.optim.create_optimizer_v2(model, "adamw", lr=1e-3, weight_decay=0.05, layer_decay=0.5)
+    scales = {}
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            scales[param] = group["lr_scale"]
+    named = dict(model.named_parameters())
+    assert scales[named["head.fc.weight"]] == 1.0  # the head learns at the full rate
+    assert scales[named["stem.conv.weight"]] == min(scales.values())  # the stem the slowest
+    first_block, last_block = named["stages.0.0.conv1.weight"], named["stages.2.1.attn.to_q.weight"]
+    assert scales[first_block] < scales[last_block] < 1.0
+
+    from omegaconf import OmegaConf
+
+    from alternet.training.module import ClassificationModule
+
+    from helpers import compose_train
+
+    config = OmegaConf.to_container(compose_train("recipe.layer_decay=0.5"), resolve=True)
+    data = {"num_classes": 10, "image_size": 16, "mean": [0.5] * 3, "std": [0.5] * 3}
+    module = ClassificationModule(model=config["model"], recipe=config["recipe"], data=data)
+    groups = module._parameter_groups(0.05)
+    grouped = [p for g in groups for p in g["params"]]
+    assert len(grouped) == len(set(grouped)) == len(list(module.model.parameters()))  # each parameter once
+    lr_scales = sorted({g["lr_scale"] for g in groups})
+    assert lr_scales[-1] == 1.0 and lr_scales[0] == pytest.approx(0.5 ** (len(lr_scales) - 1))
+
+
+def test_create_model_takes_what_timm_create_model_takes():
+    tagged = alternet.create_model("resnet18.a1_in1k", pretrained=False, num_classes=3)  # a tag, no download
+    assert tagged.pretrained_cfg["tag"] == "a1_in1k" and tagged.num_classes == 3
+    with pytest.raises(UnknownModelError, match=r"unknown model 'resnet9000\.a1_in1k'"):
+        alternet.create_model("resnet9000.a1_in1k")
+
+
+def test_registry_cfgs_are_neutral_and_tags_describe_training_data():
+    from timm.data import IMAGENET_DEFAULT_MEAN, resolve_data_config
+
+    from alternet.data import CIFAR10DataModule, CIFAR100DataModule
+
+    for name in MODEL_NAMES:
+        neutral = timm.models.get_pretrained_cfg(name)
+        assert (neutral.mean, neutral.num_classes) == (IMAGENET_DEFAULT_MEAN, 1000), name  # no CIFAR stamped on
+    tagged = timm.create_model("alternet_r50.cifar100")
+    assert tagged.num_classes == 100 and tagged.pretrained_cfg["tag"] == "cifar100"
+    config = resolve_data_config(model=tagged)
+    assert config["mean"] == CIFAR100DataModule.default_mean and config["input_size"] == (3, 32, 32)  # one fact
+    assert timm.create_model("preresnet18.cifar10").pretrained_cfg["std"] == CIFAR10DataModule.default_std
+    assert alternet.create_model("vit_ti_cifar.cifar100").num_classes == 100
+
+
+def test_the_imagenet_tag_and_a_224_px_build_describe_the_imagenet_stem():
+    model = timm.create_model("alternet_r18.in1k")
+    assert type(model.stem).__name__ == "ImageNetStem" and model.pretrained_cfg["input_size"] == (3, 224, 224)
+    assert model.pretrained_cfg["interpolation"] == "bicubic" and model.num_classes == 1000
+    built = timm.create_model("alternet_r18", img_size=224, num_classes=5)
+    assert built.pretrained_cfg["input_size"] == (3, 224, 224)  # the cfg says what was built, not the default
+    assert timm.create_model("alternet_r18").pretrained_cfg["input_size"] == (3, 32, 32)

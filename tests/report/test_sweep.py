@@ -1,0 +1,215 @@
+"""Multirun: separate job directories, a W&B run per job, the sweep summary CSV, and the report of the sweep
+(``python -m alternet.report``): figures, tables and the paper's verdicts."""
+
+import csv
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from alternet.errors import ConfigValueError
+from alternet.report import build_report
+from alternet.report.__main__ import main as report_main
+from alternet.report.verdicts import INSUFFICIENT
+
+from helpers import ROOT, run_script
+
+# pytest-xdist: the whole module on one worker, so that its sweep (a module fixture) is made once
+pytestmark = pytest.mark.xdist_group("test_sweep")
+
+
+def run_report(*args: str):
+    """``python -m alternet.report ARGS`` in a fresh interpreter, as a user runs it."""
+    command = [sys.executable, "-m", "alternet.report", *args]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, env=dict(os.environ))
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """Two models x two seeds of debug=fast on digits, logged to W&B offline, as one real multirun."""
+    sweep_dir = tmp_path_factory.mktemp("sweep")
+    result = run_script(
+        "train.py",
+        "-m",
+        "model=alternet_tiny,preresnet_tiny",
+        "seed=0,1",
+        "debug=fast",
+        "trainer.limit_val_batches=1",
+        "logger=wandb",
+        "logger.wandb.offline=true",
+        "evaluate.after_training=true",  # eval/predictions.npz: the test set's own noise in the report's intervals
+        f"hydra.sweep.dir={sweep_dir}",
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return sweep_dir, result
+
+
+def test_multirun_writes_job_directories_and_a_summary(sweep):
+    sweep_dir, result = sweep
+    for job in ("0", "1", "2", "3"):
+        assert (sweep_dir / job / "metrics.json").is_file()
+        assert len(list((sweep_dir / job / "wandb").glob("offline-run-*"))) == 1  # each job its own W&B run
+    with open(sweep_dir / "summary.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["model"], r["seed"]) for r in rows] == [
+        ("alternet_tiny", "0"),
+        ("alternet_tiny", "1"),
+        ("preresnet_tiny", "0"),
+        ("preresnet_tiny", "1"),
+    ]
+    assert all(r["status"] == "ok" and 0 <= float(r["test/acc"]) <= 1 for r in rows)
+    assert f"Sweep summary: {sweep_dir / 'summary.csv'}" in result.stdout
+    from PIL import Image
+
+    with Image.open(sweep_dir / "summary.png") as image:  # one bar per job, next to the table
+        assert image.format == "PNG"
+
+
+def test_report_of_a_sweep_writes_figures_tables_and_verdicts(sweep, tmp_path, monkeypatch):
+    sweep_dir, _ = sweep
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    out = tmp_path / "report"
+    result = run_report(str(sweep_dir), "--baseline", "model=preresnet_tiny", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(out / "runs.csv") as f:
+        runs = list(csv.DictReader(f))
+    assert [(r["model"], r["seed"]) for r in runs] == [
+        ("alternet_tiny", "0"),
+        ("alternet_tiny", "1"),
+        ("preresnet_tiny", "0"),
+        ("preresnet_tiny", "1"),
+    ]
+    for row in runs:  # the report's numbers are the runs' own
+        metrics = json.loads((sweep_dir / row["job"] / "metrics.json").read_text())
+        assert float(row["test_acc"]) == pytest.approx(metrics["test"]["acc"])
+        assert float(row["train_clean_nll"]) == pytest.approx(metrics["train_clean"]["nll"])
+        assert float(row["test_ece"]) == pytest.approx(metrics["test"]["ece"])
+    with open(out / "variants.csv") as f:
+        variants = {r["variant"]: r for r in csv.DictReader(f)}
+    assert variants["model=preresnet_tiny"]["verdict"] == "baseline"
+    alternet = variants["model=alternet_tiny"]
+    assert alternet["verdict"] == f"{INSUFFICIENT} (2; 3 needed)"  # two seeds: an interval, never a verdict
+    errors = {r["seed"]: 1 - float(r["test_acc"]) for r in runs if r["model"] == "alternet_tiny"}
+    base = {r["seed"]: 1 - float(r["test_acc"]) for r in runs if r["model"] == "preresnet_tiny"}
+    assert float(alternet["error_delta"]) == pytest.approx(sum(errors.values()) / 2 - sum(base.values()) / 2)
+    assert alternet["error_method"] == "paired" and alternet["test_set_noise"] == "True"
+    assert float(alternet["error_ci_low"]) < float(alternet["error_delta"]) < float(alternet["error_ci_high"])
+    errors = list(errors.values())
+    assert float(alternet["test_error"]) == pytest.approx(sum(errors) / 2)
+    assert float(alternet["test_error_sd"]) == pytest.approx(abs(errors[0] - errors[1]) / math.sqrt(2))
+    eces = [float(r["test_ece"]) for r in runs if r["model"] == "alternet_tiny"]
+    assert float(alternet["test_ece"]) == pytest.approx(sum(eces) / 2)  # calibration beside accuracy (issue 36)
+    assert float(alternet["test_nll"]) > 0 and "| test NLL | test ECE |" in (out / "summary.md").read_text()
+    for name in ("error_vs_train_nll.png", "metrics_vs_model.png", "train_nll_curves.png", "summary.md"):
+        assert (out / name).stat().st_size > 0, name
+    summary = (out / "summary.md").read_text()
+    assert "| model=alternet_tiny | 2 |" in summary and "Baseline: `model=preresnet_tiny`" in summary
+    assert "include the test set's own sampling noise" in summary and "Holm" in summary
+    row = next(line for line in summary.splitlines() if line.startswith("| model=alternet_tiny"))
+    assert " pp [" in row and "p=" in row  # delta, interval and p per row
+    assert summary in result.stdout
+    assert len(list((out / "wandb").glob("offline-run-*"))) == 1  # the sweep used W&B, so the report goes there too
+
+
+def test_report_refuses_what_it_cannot_read(sweep, tmp_path):
+    sweep_dir, _ = sweep
+    with pytest.raises(ConfigValueError, match="holds no finished runs"):
+        build_report(tmp_path)
+    with pytest.raises(ConfigValueError, match=r"--baseline 'model=vit' matches 0 variants; choose one of"):
+        build_report(sweep_dir, tmp_path / "out", baseline="model=vit", wandb=False)
+    with pytest.raises(SystemExit, match=r"^error: sweep directory .*missing does not exist$"):
+        report_main([str(tmp_path / "missing")])  # the CLI's own exit, in-process (the subprocess runs above)
+
+
+def test_a_multirun_job_joins_its_sweeps_wandb_group(tmp_path):
+    """W&B group of a multirun job: the sweep directory's name (a single run has none: see test_resume_mid_epoch)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
+
+    from alternet.tracking import sweep_group
+
+    from helpers import CONF
+
+    with initialize_config_dir(str(CONF), version_base="1.3"):
+        overrides = ["hydra.mode=MULTIRUN", f"hydra.sweep.dir={tmp_path / 'my-sweep'}"]
+        config = compose("train", overrides=overrides, return_hydra_config=True)
+    HydraConfig.instance().set_config(config)
+    try:
+        assert sweep_group() == "my-sweep"
+    finally:
+        HydraConfig.instance().cfg = None
+    assert sweep_group() is None
+
+
+def test_a_relaunched_sweep_keeps_finished_jobs_and_resumes_interrupted_ones(tmp_path):
+    """The paper presets' contract (ckpt_path=last, a fixed hydra.sweep.dir): the same command again completes
+    a sweep. A finished job is kept untouched; one that stopped with a last.ckpt continues from it."""
+    command = ["-m", "seed=0,1", "debug=fast", "ckpt_path=last", f"hydra.sweep.dir={tmp_path}"]
+    first = run_script("train.py", *command)
+    assert first.returncode == 0, first.stderr[-3000:]
+    finished, interrupted = tmp_path / "0", tmp_path / "1"
+    kept = (finished / "metrics.json").stat().st_mtime_ns
+    (interrupted / "metrics.json").unlink()  # job 1 stopped after its last checkpoint, before its records
+    again = run_script("train.py", *command)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"{finished} holds a finished run (metrics.json): kept, nothing to train" in again.stdout
+    assert (finished / "metrics.json").stat().st_mtime_ns == kept
+    assert (interrupted / "metrics.json").is_file()
+    resumes = json.loads((interrupted / "resumes.json").read_text())
+    assert resumes[-1]["checkpoint"] == str(interrupted / "checkpoints" / "last.ckpt")
+
+
+def test_the_report_of_a_partial_sweep_says_what_is_missing(sweep, tmp_path):
+    sweep_dir, _ = sweep
+    partial = tmp_path / "sweep"
+    shutil.copytree(sweep_dir, partial, ignore=shutil.ignore_patterns("wandb", "report"))
+    shutil.rmtree(partial / "3")  # never started
+    (partial / "2" / "metrics.json").unlink()  # started, not finished
+    report = build_report(partial, wandb=False)
+    summary = (report["out_dir"] / "summary.md").read_text()
+    assert (
+        "A partial sweep, the unfinished jobs left out: "
+        "2 of 4 jobs finished. Started, not finished: 1 (job 2). Not started: 1." in summary
+    )
+
+
+def test_the_report_compares_each_variants_robustness_with_the_baselines(tmp_path):
+    """Robustness (the mean accuracy over the corruption sets a run scored after training, metrics.json's
+    robustness.summary.robustness) per variant, and its seed-paired difference from the baseline with an interval;
+    runs without it leave the columns empty (a sweep of two models x three seeds, written as the runs write it)."""
+    from alternet.rundir import RunDir, RunSummary
+
+    robustness = {"a": [0.30, 0.31, 0.32], "b": [0.33, 0.35, 0.36]}
+    for job, (model, seed) in enumerate((m, s) for m in ("a", "b", "c") for s in range(3)):
+        run = RunDir(tmp_path / "sweep" / str(job))
+        run.hydra.mkdir(parents=True)
+        run.overrides_file.write_text(f"- seed={seed}\n- model={model}\n")
+        scored = None
+        if model in robustness:  # c did not score corruptions
+            table = [{"corruption": "fog", "severity": s} for s in range(1, 6)]
+            summary = {"robustness": robustness[model][seed]}
+            scored = {"source": "generated", "table": table, "summary": summary, "images_per_condition": 2000}
+        run.write_summary(
+            RunSummary(model=model, data="cifar100", test={"acc": 0.6 + 0.01 * seed, "nll": 1.5}, robustness=scored)
+        )
+    report = build_report(tmp_path / "sweep", tmp_path / "report", baseline="model=a", wandb=False)
+    rows = {row["variant"]: row for row in report["variants"]}
+    assert rows["model=b"]["robustness"] == pytest.approx(sum(robustness["b"]) / 3)
+    delta = rows["model=b"]["robustness_delta"]
+    assert delta == pytest.approx((sum(robustness["b"]) - sum(robustness["a"])) / 3)
+    assert rows["model=b"]["robustness_method"] == "paired"
+    assert rows["model=b"]["robustness_ci_low"] < delta < rows["model=b"]["robustness_ci_high"]
+    assert rows["model=a"]["robustness_delta"] is None and rows["model=c"]["robustness"] is None
+    assert rows["model=c"]["robustness_delta"] is None
+    with open(tmp_path / "report" / "runs.csv") as f:
+        assert [r["robustness"] for r in csv.DictReader(f)][:3] == ["0.3", "0.31", "0.32"]
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    assert "| robustness | Δ robustness | verdict |" in summary
+    assert "Robustness: mean accuracy over 5 generated corruption sets of 2,000 images each" in summary
+    row = next(line for line in summary.splitlines() if line.startswith("| model=b"))
+    assert f"{100 * delta:+.2f} pp [" in row.split("|")[10]  # the robustness difference in percentage points

@@ -1,0 +1,229 @@
+"""Recipes: each one trains, mixup targets, schedule values, batch-scaled lr, weight-decay groups, EMA, bf16."""
+
+import csv
+import math
+import re
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from alternet.apps.train import train
+from alternet.data import build_datamodule
+from alternet.errors import ConfigValueError
+from alternet.models import create_model
+from alternet.models.params import decay_groups
+from alternet.training.module import ClassificationModule
+from alternet.training.optim import lr_factor
+from alternet.training.precision import choose_precision
+
+from helpers import CONF, FAST, compose_train
+
+RECIPES = sorted(p.stem for p in (CONF / "recipe").glob("*.yaml") if not p.stem.startswith("_"))
+TWO_STEPS = [*FAST, "trainer.limit_train_batches=2", "trainer.limit_val_batches=1", "trainer.limit_test_batches=1"]
+
+
+FILE_RECIPES = ("imagefolder", "imagenet", "imagenet_weak")  # augment image files (random-resized crops...)
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_every_recipe_trains_two_steps(recipe, tmp_path, request):
+    data = []
+    if recipe in FILE_RECIPES:
+        folder = request.getfixturevalue("image_folder")
+        data = ["data=imagefolder", f"data.root={folder}", "data.image_size=16", "data.num_workers=0"]
+    summary = train(compose_train(*TWO_STEPS, *data, f"recipe={recipe}", "recipe.batch_size=16", output_dir=tmp_path))
+    assert summary["global_step"] == 2
+    assert math.isfinite(summary["test"]["nll"])
+
+
+def paper_module(**recipe_overrides) -> ClassificationModule:
+    config = OmegaConf.to_container(compose_train("data=cifar100", "model=alternet_tiny"), resolve=True)
+    recipe = config["recipe"] | recipe_overrides
+    data = build_datamodule(config["data"], config["recipe"], seed=0).facts()
+    return ClassificationModule(model=config["model"], recipe=recipe, data=data)
+
+
+def test_mixup_produces_soft_targets_that_sum_to_one():
+    module = paper_module()
+    torch.manual_seed(0)
+    images, labels = torch.randn(8, 3, 32, 32), torch.arange(8)
+    mixed, targets = module.mixup(images.clone(), labels)
+    assert targets.shape == (8, 100)
+    torch.testing.assert_close(targets.sum(dim=1), torch.ones(8))
+    assert (targets > 0).sum(dim=1).min() >= 2  # mixed and smoothed: no one-hot rows
+    assert targets.max() < 1.0
+    assert not torch.equal(mixed, images)
+
+
+def test_warmup_then_cosine_schedule_values():
+    kwargs = dict(total_steps=1000, warmup_steps=100, schedule="cosine")
+    assert lr_factor(0, **kwargs) == pytest.approx(0.01)
+    assert lr_factor(99, **kwargs) == pytest.approx(1.0)  # warm-up ends at the base rate
+    assert lr_factor(550, **kwargs) == pytest.approx(0.5)  # half-way through the cosine
+    assert lr_factor(999, **kwargs) == pytest.approx(0.5 * (1 + math.cos(math.pi * 899 / 900)))
+    assert lr_factor(1000, **kwargs) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_step_schedule_values():
+    kwargs = dict(total_steps=1000, warmup_steps=10, schedule="step", milestones=[110, 210], gamma=0.2)
+    assert lr_factor(9, **kwargs) == 1.0
+    assert lr_factor(109, **kwargs) == 1.0
+    assert lr_factor(110, **kwargs) == pytest.approx(0.2)
+    assert lr_factor(999, **kwargs) == pytest.approx(0.04)
+
+
+def test_the_trainer_follows_the_schedule(tmp_path):
+    summary = train(compose_train(*FAST, "trainer.limit_train_batches=null", output_dir=tmp_path))
+    with open(tmp_path / "logs" / "metrics.csv") as f:
+        rows = [r for r in csv.DictReader(f) if r.get("train/lr")]
+    lrs = [float(r["train/lr"]) for r in rows]
+    steps = summary["global_step"]  # one epoch, all of it warm-up in the digits recipe
+    assert lrs[0] == pytest.approx(2e-3 / steps)
+    assert lrs[-1] == pytest.approx(2e-3 * len(lrs) / steps)
+
+
+def test_learning_rate_scales_with_global_batch(tmp_path):
+    config = compose_train(*TWO_STEPS, "recipe.lr_scale_batch=32", "recipe.batch_size=64", output_dir=tmp_path)
+    config = OmegaConf.to_container(config, resolve=True)
+    import lightning as L
+
+    from alternet.training import build_module
+
+    datamodule = build_datamodule(config["data"], config["recipe"], seed=0)
+    module = build_module(config, datamodule.facts())
+    config["trainer"]["precision"] = choose_precision(config["trainer"]["precision"], "cpu").precision  # as train()
+    trainer = L.Trainer(**config["trainer"], logger=False, enable_checkpointing=False, default_root_dir=tmp_path)
+    trainer.fit(module, datamodule=datamodule)
+    assert trainer.optimizers[0].param_groups[0]["initial_lr"] == pytest.approx(2 * 2e-3)
+
+
+def test_norm_bias_and_position_bias_can_be_excluded_from_weight_decay():
+    model = create_model("alternet_tiny", num_classes=10, img_size=16)
+    groups = decay_groups(model, 0.05, exclude_norm_bias=True)
+    decayed, undecayed = groups
+    assert decayed["weight_decay"] == 0.05 and undecayed["weight_decay"] == 0.0
+    undecayed_ids = {id(p) for p in undecayed["params"]}
+    names = {n for n, p in model.named_parameters() if id(p) in undecayed_ids}
+    assert "stages.1.1.attn.rel_pos_bias" in names  # 2-D, excluded by name
+    assert "norm.bn.weight" in names and "head.fc.bias" in names
+    assert "head.fc.weight" not in names and "stem.conv.weight" not in names
+    assert len(decay_groups(model, 0.05)) == 1
+
+
+def test_weight_ema_is_evaluated_alongside(tmp_path):
+    summary = train(compose_train(*FAST, "+recipe.ema.decay=0.9", output_dir=tmp_path))
+    assert {"acc", "nll", "ece", "top5"} <= set(summary["test_ema"])
+    state = torch.load(summary["last_checkpoint"])["state_dict"]
+    ema_keys = [k for k in state if k.startswith("ema.")]
+    assert ema_keys
+    key = "stem.conv.weight"
+    assert not torch.equal(state[f"ema.{key}"], state[f"model.{key}"])
+
+
+def test_cpu_bf16_mixed_precision_trains_with_a_fused_optimizer_and_clipped_gradients(tmp_path, monkeypatch):
+    """Lightning refuses to clip for a fused optimizer under mixed precision; bf16 has no GradScaler, so alternet
+    clips the gradients itself, to recipe.grad_clip."""
+    norms = []
+    clip = torch.nn.utils.clip_grad_norm_
+
+    def recording_clip(parameters, max_norm, *args, **kwargs):
+        norms.append((clip(parameters, max_norm, *args, **kwargs).item(), max_norm))
+        return torch.tensor(norms[-1][0])
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", recording_clip)
+    summary = train(
+        compose_train(
+            *FAST,
+            "trainer.precision=bf16-mixed",
+            "performance.allow_emulated_precision=true",  # the clipping path is the point, on any CPU
+            "recipe.grad_clip=0.01",
+            output_dir=tmp_path / "run",
+        )
+    )
+    assert math.isfinite(summary["test"]["nll"])
+    assert len(norms) == 3 and all(max_norm == 0.01 and norm > 0.01 for norm, max_norm in norms)  # debug=fast: 3
+    assert torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt")["optimizer_states"][0]["param_groups"][0]["fused"]
+
+
+def test_channels_last_trains(tmp_path):
+    summary = train(compose_train(*FAST, "performance.channels_last=true", output_dir=tmp_path))
+    assert math.isfinite(summary["test"]["nll"])
+
+
+@pytest.mark.slow
+def test_torch_compile_trains(tmp_path):
+    summary = train(compose_train(*FAST, "performance.compile=true", output_dir=tmp_path))
+    assert math.isfinite(summary["test"]["nll"])
+
+
+@pytest.mark.slow
+def test_torch_compile_trains_through_a_progressive_resize(tmp_path):
+    """A compiled backbone meets a second input size (progressive resizing, evaluation): each size compiles its own
+    graph, since inductor failed on window attention over symbolic sizes ('cannot determine truth value of
+    Relational') when torch.compile's default turned the second size dynamic."""
+    overrides = ["trainer.max_epochs=2", "recipe.progressive_resize={size: 8, epochs: 1}", "model.window=2"]
+    summary = train(compose_train(*FAST, *overrides, "performance.compile=true", output_dir=tmp_path))
+    assert summary["global_step"] == 6 and math.isfinite(summary["test"]["nll"])
+
+
+def test_ema_updates_once_per_optimizer_step_with_gradient_accumulation(tmp_path, monkeypatch):
+    """With accumulate_grad_batches=2, 6 batches are 3 optimizer steps and 3 EMA updates (not 6), each with the
+    warmed-up decay min(0.9, (1 + t) / (10 + t)); the saved EMA equals the EMA recomputed from those steps."""
+    from alternet.training.module import ClassificationModule
+
+    seen = []
+    update = ClassificationModule._update_ema
+
+    def spy(self):
+        if not seen:
+            seen.append(("initial", {k: v.clone() for k, v in self.ema.state_dict().items()}))
+        seen.append((self.ema_decay(self.global_step), {k: v.clone() for k, v in self.model.state_dict().items()}))
+        update(self)
+
+    monkeypatch.setattr(ClassificationModule, "_update_ema", spy)
+    overrides = [*FAST, "trainer.limit_train_batches=6", "trainer.accumulate_grad_batches=2"]
+    summary = train(compose_train(*overrides, "recipe.ema={decay:0.9,warmup:true}", output_dir=tmp_path))
+    assert summary["global_step"] == 3 and len(seen) == 1 + 3
+    assert [d for d, _ in seen[1:]] == [min(0.9, (1 + t) / (10 + t)) for t in (1, 2, 3)]
+    expected = seen[0][1]
+    for decay, weights in seen[1:]:
+        expected = {
+            k: v * decay + weights[k] * (1 - decay) if v.dtype.is_floating_point else weights[k]
+            for k, v in expected.items()
+        }
+    state = torch.load(summary["last_checkpoint"])["state_dict"]
+    for key, value in expected.items():
+        torch.testing.assert_close(state[f"ema.{key}"], value, rtol=1e-6, atol=1e-7)
+
+
+def test_progressive_resizing_trains_small_first_then_at_full_size(tmp_path, monkeypatch):
+    """recipe.progressive_resize={size, epochs}: the first epochs' batches reach the model downsampled, the rest
+    at the data's size (digits: 16 px), and evaluation always sees full-size images."""
+    seen: list[tuple[bool, int]] = []
+    forward = ClassificationModule.forward
+
+    def recording_forward(self, x):
+        seen.append((self.training, x.shape[-1]))
+        return forward(self, x)
+
+    monkeypatch.setattr(ClassificationModule, "forward", recording_forward)
+    overrides = ["trainer.max_epochs=2", "recipe.progressive_resize={size: 8, epochs: 1}", "model.window=2"]
+    summary = train(compose_train(*FAST, *overrides, output_dir=tmp_path))
+    assert summary["global_step"] == 6
+    assert [size for training, size in seen if training] == [8, 8, 8, 16, 16, 16]
+    assert {size for training, size in seen if not training} == {16}
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("{size: 8, epochs: 1}", "recipe.progressive_resize.size=8: the model cannot run at 8x8 px (WindowAttention:"),
+        ("{size: 16, epochs: 1}", "recipe.progressive_resize.size=16 is invalid: an integer below the training size"),
+        ("{size: 8, epochs: -1}", "recipe.progressive_resize.epochs=-1 is invalid: an integer >= 0"),
+    ],
+)
+def test_a_progressive_size_the_model_cannot_run_is_refused_before_training(setting, message, tmp_path):
+    with pytest.raises(ConfigValueError, match=re.escape(message)):
+        train(compose_train(*FAST, f"recipe.progressive_resize={setting}", output_dir=tmp_path / "run"))
+    assert not (tmp_path / "run" / "checkpoints").exists()

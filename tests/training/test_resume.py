@@ -1,0 +1,279 @@
+"""Reproducibility and fault tolerance: determinism, SIGKILL-and-resume, atomic checkpoints, the NaN guard."""
+
+import contextlib
+import copy
+import json
+import math
+import os
+import runpy
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from lightning.pytorch.strategies import SingleDeviceStrategy
+
+from alternet.apps.train import train
+from alternet.training import NonFiniteLossError
+from alternet.training.callbacks import AtomicCheckpointIO
+
+from helpers import FAST, ROOT, compose_train, run_script
+
+# Small batches make an epoch long enough (~80 steps) to be killed in its middle.
+RESUMABLE = [
+    "trainer.max_epochs=2",
+    "recipe.batch_size=16",
+    "trainer.enable_progress_bar=false",
+    "data.val_size=180",
+]
+
+
+def test_identical_seeded_runs_give_identical_metrics(tmp_path):
+    first = train(compose_train(*FAST, "seed=7", output_dir=tmp_path / "a"))
+    second = train(compose_train(*FAST, "seed=7", output_dir=tmp_path / "b"))
+    other = train(compose_train(*FAST, "seed=8", output_dir=tmp_path / "c"))
+    assert first["test"] == second["test"]
+    assert first["test"] != other["test"]
+
+
+def _checkpoint_epoch(path: Path) -> int:
+    return torch.load(path)["epoch"]
+
+
+@pytest.mark.slow  # the default suite has the stricter mid-epoch version (tests/training/test_resume_mid_epoch.py)
+def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
+    reference = run_script("train.py", *RESUMABLE, f"hydra.run.dir={tmp_path / 'reference'}")
+    assert reference.returncode == 0, reference.stderr[-2000:]
+
+    killed_dir = tmp_path / "killed"
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), *RESUMABLE, f"hydra.run.dir={killed_dir}"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    last = killed_dir / "checkpoints" / "last.ckpt"
+    deadline = time.monotonic() + 120
+    while not last.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)  # well into the second epoch
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert not (killed_dir / "metrics.json").exists(), "the run finished before it could be killed"
+    assert _checkpoint_epoch(last) == 0  # only the first epoch was completed
+    assert not list(last.parent.glob(".*.tmp")), "a temporary checkpoint file was left behind"
+
+    resumed = run_script("train.py", *RESUMABLE, f"ckpt_path={last}", f"hydra.run.dir={tmp_path / 'resumed'}")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    expected = json.loads((tmp_path / "reference" / "metrics.json").read_text())
+    actual = json.loads((tmp_path / "resumed" / "metrics.json").read_text())
+    assert actual["global_step"] == expected["global_step"]
+    assert actual["test"] == expected["test"]
+
+
+def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
+    target = tmp_path / "last.ckpt"
+    target.write_bytes(b"previous good checkpoint")
+
+    def interrupted_save(self, checkpoint, path, storage_options=None):
+        Path(path).write_bytes(b"half a checkp")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("lightning.pytorch.plugins.io.TorchCheckpointIO.save_checkpoint", interrupted_save)
+    with pytest.raises(KeyboardInterrupt):
+        AtomicCheckpointIO().save_checkpoint({"state_dict": {}}, target)
+    assert target.read_bytes() == b"previous good checkpoint"
+    assert list(tmp_path.iterdir()) == [target]
+
+
+def _poison_inputs_at(monkeypatch, step: int) -> None:
+    """The forward pass of optimizer step ``step`` sees inf inputs: its loss is NaN *and* BatchNorm's running
+    statistics are already NaN when the loss is computed (as with a real overflow)."""
+    from alternet.training.module import ClassificationModule
+
+    forward = ClassificationModule.forward
+
+    def poisoned(self, x):
+        return forward(self, x * float("inf") if self.training and self.global_step == step else x)
+
+    monkeypatch.setattr(ClassificationModule, "forward", poisoned)
+
+
+def _lr_by_step(run_dir: Path) -> dict[int, float]:
+    rows = (run_dir / "logs" / "metrics.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    step, lr = header.index("step"), header.index("train/lr")
+    return {int(r.split(",")[step]): float(r.split(",")[lr]) for r in rows[1:] if r.split(",")[lr]}
+
+
+def _state_before_step(monkeypatch, step: int, overrides: list[str], output_dir: Path) -> dict:
+    """A clean run's weights, BatchNorm statistics and optimizer state as optimizer step ``step`` found them."""
+    from alternet.training.guard import NonFiniteGuard
+
+    found: dict = {}
+    take = NonFiniteGuard.on_train_batch_start
+
+    def capture(self):
+        if self.module.global_step == step and not found:
+            found["state_dict"] = {k: v.clone() for k, v in self.module.state_dict().items()}
+            optimizer = self.module.trainer.optimizers[0]
+            found["optimizer"] = copy.deepcopy(optimizer.state_dict()["state"])
+        take(self)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(NonFiniteGuard, "on_train_batch_start", capture)
+        train(compose_train(*overrides, output_dir=output_dir))
+    return found
+
+
+def _assert_same_state(saved: dict, before: dict) -> None:
+    assert saved["state_dict"].keys() == before["state_dict"].keys()
+    for key, value in before["state_dict"].items():  # weights and BatchNorm statistics exactly as found
+        assert torch.equal(saved["state_dict"][key], value), key
+    state = saved["optimizer_states"][0]["state"]
+    assert state.keys() == before["optimizer"].keys()
+    for index, entries in before["optimizer"].items():  # moments and step counts untouched
+        for name, value in entries.items():
+            assert torch.equal(state[index][name], value), (index, name)
+
+
+def _fail_at(monkeypatch, step: int, overrides: list[str], run_dir: Path, message: str) -> tuple[dict, Path, str]:
+    """Train with inf inputs at ``step``; the guard's error must match ``message``. Returns the checkpoint it saved
+    (``nonfinite-step<step>.ckpt``, loaded), its path and the error's text."""
+    with monkeypatch.context() as patch:
+        _poison_inputs_at(patch, step)
+        with pytest.raises(NonFiniteLossError, match=message) as raised:
+            train(compose_train(*overrides, output_dir=run_dir))
+    path = run_dir / "checkpoints" / f"nonfinite-step{step}.ckpt"
+    return torch.load(path), path, str(raised.value)
+
+
+SIX_STEPS = [*FAST, "trainer.limit_train_batches=6"]
+
+
+@contextlib.contextmanager
+def _guard_collectives(monkeypatch):
+    """The guard's own cross-rank agreements (``reduce_boolean_decision`` called from guard.py), in a list."""
+    calls: list[str] = []
+    agree = SingleDeviceStrategy.reduce_boolean_decision
+
+    def record(self, decision, all=True):
+        if sys._getframe(1).f_code.co_filename.endswith("guard.py"):
+            calls.append(decision)
+        return agree(self, decision, all=all)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(SingleDeviceStrategy, "reduce_boolean_decision", record)
+        yield calls
+
+
+def test_a_non_finite_step_is_skipped_on_the_device_and_acted_on_one_step_later(tmp_path, monkeypatch):
+    """The default (deferred) guard: no host sync or collective per step. Step 2's gradients are NaN; the fused
+    optimizer skips its update on the device, and step 3 reads the flag, saves the state (as before step 2, one
+    batch on) and stops. A lower learning rate resumes from it and finishes the run."""
+    before_step_2 = _state_before_step(monkeypatch, 2, SIX_STEPS, tmp_path / "clean")
+    message = (
+        r"non-finite gradients \(training loss nan\) at global step 2, epoch 0, batch 2; its update was skipped "
+        r"and the state at step 3 \(weights, optimizer and BatchNorm statistics as they were before step 2\)"
+    )
+    with _guard_collectives(monkeypatch) as collectives:
+        saved, saved_path, command = _fail_at(monkeypatch, 2, SIX_STEPS, tmp_path / "failed", message)
+    assert collectives == []  # the synchronous test below shows this count sees the guard's collectives
+    assert saved["global_step"] == 3
+    _assert_same_state(saved, before_step_2)
+    assert f"hydra.run.dir={tmp_path / 'failed'}" in command and f"ckpt_path={saved_path}" in command
+    assert "recipe.optimizer.lr=0.0002" in command  # a tenth of debug=fast's recipe lr
+
+    summary = train(
+        compose_train(*SIX_STEPS, f"ckpt_path={saved_path}", "recipe.optimizer.lr=2e-4", output_dir=tmp_path / "failed")
+    )
+    assert summary["global_step"] == 6  # batch 3 is retried; batch 2 stays skipped
+    assert math.isfinite(summary["test"]["nll"])
+    clean, resumed = _lr_by_step(tmp_path / "clean"), _lr_by_step(tmp_path / "failed")
+    assert resumed[1] == clean[1]  # rows of the run before the fault are kept
+    for step in (3, 4, 5):  # the same schedule, a tenth as high
+        assert resumed[step] == pytest.approx(clean[step] / 10, rel=1e-6)
+    history = json.loads((tmp_path / "failed" / "resumes.json").read_text())
+    assert history == [
+        {"global_step": 3, "checkpoint": str(saved_path), "changed": {"recipe.optimizer.lr": [0.002, 2e-4]}}
+    ]
+
+
+def test_a_non_finite_last_step_of_an_epoch_is_caught_before_its_update(tmp_path, monkeypatch):
+    """No later step reads the epoch's last flag, so the guard reads it at once (one sync per epoch)."""
+    before_step_5 = _state_before_step(monkeypatch, 5, SIX_STEPS, tmp_path / "clean")
+    message = r"non-finite gradients \(training loss nan\) at global step 5, epoch 0, batch 5; the state before"
+    saved, _, _ = _fail_at(monkeypatch, 5, SIX_STEPS, tmp_path / "failed", message)
+    assert saved["global_step"] == 5
+    _assert_same_state(saved, before_step_5)
+
+
+def test_a_skipped_first_sgd_step_leaves_no_uninitialised_momentum(tmp_path, monkeypatch):
+    """Fused SGD allocates its momentum buffers (uninitialised) on the first step, even a skipped one."""
+    sgd = [*SIX_STEPS, "recipe=speedrun"]  # SGD with nesterov momentum
+    saved, _, _ = _fail_at(monkeypatch, 0, sgd, tmp_path / "failed", "at global step 0")
+    assert saved["global_step"] == 1 and saved["optimizer_states"][0]["state"] == {}
+
+
+def test_without_a_fused_optimizer_the_loss_is_checked_before_backward(tmp_path, monkeypatch):
+    """The synchronous path (fp16 with a GradScaler, other strategies): the state before the failing step, which
+    the resumed run retries."""
+    monkeypatch.setattr("alternet.training.module.fused_optimizer_supported", lambda device, precision: False)
+    before_step_2 = _state_before_step(monkeypatch, 2, SIX_STEPS, tmp_path / "clean")
+    message = r"non-finite training loss \(nan\) at global step 2, epoch 0, batch 2; the state before this step"
+    with _guard_collectives(monkeypatch) as collectives:
+        saved, saved_path, _ = _fail_at(monkeypatch, 2, SIX_STEPS, tmp_path / "failed", message)
+    assert len(collectives) == 3  # one agreement per step, steps 0-2, the one the deferred guard does without
+    assert saved["global_step"] == 2
+    _assert_same_state(saved, before_step_2)
+    summary = train(
+        compose_train(*SIX_STEPS, f"ckpt_path={saved_path}", "recipe.optimizer.lr=2e-4", output_dir=tmp_path / "failed")
+    )
+    assert summary["global_step"] == 6 and math.isfinite(summary["test"]["nll"])
+
+
+def test_a_checkpoint_of_a_multi_tensor_optimizer_resumes(tmp_path, monkeypatch):
+    """Checkpoints from before the optimizers were fused (and fp16 runs) restore ``fused=None`` into the optimizer:
+    the resumed run keeps the multi-tensor step and the synchronous guard instead of failing on its first step."""
+    with monkeypatch.context() as patch:
+        patch.setattr("alternet.training.module.fused_optimizer_supported", lambda device, precision: False)
+        train(compose_train(*FAST, output_dir=tmp_path))
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    assert torch.load(last)["optimizer_states"][0]["param_groups"][0]["fused"] is None
+    summary = train(compose_train(*FAST, "trainer.max_epochs=2", f"ckpt_path={last}", output_dir=tmp_path))
+    assert summary["global_step"] == 6 and math.isfinite(summary["test"]["nll"])
+
+
+@pytest.mark.xdist_group("ddp")  # 2-process DDP: one at a time, on one worker
+def test_two_ddp_ranks_stop_together_when_one_rank_goes_non_finite(tmp_path):
+    """Only rank 0's inputs are poisoned; DDP's all-reduced gradients carry the NaN to rank 1, so both ranks skip
+    the step and stop at the same step, with no collective of the guard's own (a hang would time out)."""
+    result = run_script("tests/scripts/ddp_nonfinite_probe.py", str(tmp_path / "run"), timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    ranks = [json.loads((tmp_path / "run" / f"rank{rank}.json").read_text()) for rank in (0, 1)]
+    for outcome in ranks:
+        assert "at global step 2, epoch 0, batch 2; its update was skipped" in outcome["error"]
+    assert (tmp_path / "run" / "checkpoints" / "nonfinite-step2.ckpt").exists()
+
+
+def test_the_printed_recovery_command_recovers(tmp_path, monkeypatch, capsys):
+    """End to end, as a user meets it: train.py (its real entry point, in this process, with inf inputs at step 2)
+    fails on the NaN loss, and the command it prints, run verbatim in a fresh interpreter, finishes the run."""
+    run_dir = tmp_path / "run"
+    _poison_inputs_at(monkeypatch, 2)
+    monkeypatch.setattr(sys, "argv", ["train.py", *FAST, f"hydra.run.dir={run_dir}"])
+    with pytest.raises(SystemExit) as failed:
+        runpy.run_path(str(ROOT / "train.py"), run_name="__main__")
+    message = str(failed.value.code)
+    assert message.startswith("error: non-finite gradients") and "Traceback" not in capsys.readouterr().err
+    command = message.split("with a lower learning rate: ", 1)[1].split("  — if the loss", 1)[0]
+    assert shlex.split(command)[0] == sys.executable and shlex.split(command)[1].endswith("train.py")
+    recovered = subprocess.run(shlex.split(command), cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert recovered.returncode == 0, recovered.stderr[-3000:]
+    assert "resuming with recipe.optimizer.lr 0.002 -> 0.0002" in recovered.stderr
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert math.isfinite(metrics["test"]["nll"]) and metrics["global_step"] == 3

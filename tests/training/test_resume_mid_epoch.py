@@ -1,0 +1,254 @@
+"""Mid-epoch resume is exact: a run killed (SIGKILL) or pre-empted (SIGUSR1) in the middle of an epoch and resumed
+with ckpt_path=last ends with the same weights as a run never interrupted — on the image-folder path and the LitData
+shards path. These are also the regression tests for Lightning issue #20550: had the learning-rate schedule built the
+train loader before the checkpoint was restored, the loader's saved position would be dropped and the weights differ."""
+
+import csv
+import json
+import os
+import signal
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from alternet.data.base import EpochSampler, ResumableLoader
+from alternet.errors import ConfigValueError
+from alternet.tracking import build_loggers, finish
+from alternet.training.callbacks import Preempted, PreemptionCheckpoint, requeue_slurm_job
+
+from helpers import run_script
+from helpers.models import assert_same_weights
+
+# pytest-xdist: the whole module on one worker, so that its uninterrupted run (a module fixture) is made once
+pytestmark = pytest.mark.xdist_group("test_resume_mid_epoch")
+
+SCRIPT = "tests/scripts/interrupted_train.py"
+
+
+def _common(folder: Path) -> list[str]:
+    # 40 training images in batches of 4: 10 steps per epoch; stochastic depth and RandAugment exercise the seeding
+    return [
+        "data=imagefolder",
+        f"data.root={folder}",
+        "data.image_size=16",
+        "data.num_workers=0",
+        "recipe.batch_size=4",
+        "recipe.epochs=2",
+        "recipe.warmup_epochs=1",
+        "recipe.drop_path_rate=0.2",
+        "trainer.enable_progress_bar=false",
+        "callbacks.checkpoint.every_n_train_steps=1",
+    ]
+
+
+def _final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
+    assert checkpoint["global_step"] == 20
+    return checkpoint["state_dict"]
+
+
+def _interrupted_then_resumed(tmp_path: Path, overrides: list[str], how: str) -> Path:
+    run = tmp_path / how
+    interrupted = run_script(SCRIPT, str(run), how, "13", *overrides, timeout=300)
+    if how == "KILL":
+        assert interrupted.returncode == -9, interrupted.stderr[-2000:]
+    else:
+        assert interrupted.returncode == 1, interrupted.stderr[-2000:]
+        assert f"stopped by SIG{how} at global step 13" in interrupted.stderr
+        assert f"hydra.run.dir={run} ckpt_path=last" in interrupted.stderr  # resumes in its own directory
+    assert not (run / "metrics.json").exists()
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 13  # mid epoch 2
+    resumed = run_script(SCRIPT, str(run), "NONE", "0", *overrides, "ckpt_path=last", timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    with open(run / "logs" / "metrics.csv", newline="") as file:
+        rows = list(csv.DictReader(file))
+    steps = [int(row["step"]) for row in rows if row.get("train/loss")]
+    assert steps == sorted(set(steps)) and {9, 19} <= set(steps)  # the interrupted run's rows kept, none twice
+    summary = json.loads((run / "metrics.json").read_text())
+    resumed_images = (20 - 13) * 4  # the steps trained after the resume, batches of 4
+    assert summary["train_images_per_sec"] >= resumed_images / summary["wall_seconds"]  # its seconds, not the boot's
+    return run
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(image_folder, tmp_path_factory) -> dict[str, torch.Tensor]:
+    """The final weights of the image-folder run never interrupted."""
+    reference = tmp_path_factory.mktemp("reference")
+    result = run_script(SCRIPT, str(reference), "NONE", "0", *_common(image_folder), timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return _final_weights(reference)
+
+
+# SIGINT and SIGTERM go through the same handler as SIGUSR1: run by default once, all with -m slow
+SIGNALS = ["KILL", "USR1", *(pytest.param(how, marks=pytest.mark.slow) for how in ("INT", "TERM"))]
+
+
+@pytest.mark.parametrize("how", SIGNALS)
+def test_image_folder_run_interrupted_mid_epoch_resumes_exactly(tmp_path, image_folder, uninterrupted, how):
+    assert_same_weights(uninterrupted, _final_weights(_interrupted_then_resumed(tmp_path, _common(image_folder), how)))
+
+
+@pytest.mark.slow  # 36 s; the image-folder variants above run by default, and the shards' DDP stream test too
+def test_shards_run_killed_mid_epoch_resumes_exactly(tmp_path, image_folder, image_shards):
+    overrides = [*_common(image_folder), f"data.train_shards={image_shards}"]
+    reference = tmp_path / "reference"
+    result = run_script(SCRIPT, str(reference), "NONE", "0", *overrides, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert_same_weights(
+        _final_weights(reference), _final_weights(_interrupted_then_resumed(tmp_path, overrides, "KILL"))
+    )
+
+
+class _Indices(torch.utils.data.Dataset):
+    def __len__(self) -> int:
+        return 40
+
+    def __getitem__(self, key: tuple[int, int]) -> int:
+        return key[0]  # training keys are (index, augmentation seed)
+
+
+def test_resumable_loader_continues_where_the_saved_position_left_off():
+    dataset = _Indices()
+    loader = ResumableLoader(dataset, batch_size=4, sampler=EpochSampler(40, seed=3, shuffle=True), drop_last=True)
+    loader.sampler.set_epoch(1)
+    full = [batch.tolist() for batch in loader]
+    iterator = iter(loader)
+    seen = [next(iterator).tolist() for _ in range(3)]
+    state = loader.state_dict()
+    assert state == {"epoch": 1, "batches": 3}
+
+    resumed = ResumableLoader(dataset, batch_size=4, sampler=EpochSampler(40, seed=3, shuffle=True), drop_last=True)
+    resumed.sampler.set_epoch(1)
+    resumed.load_state_dict(state)
+    rest = [batch.tolist() for batch in resumed]
+    assert seen + rest == full
+    assert [batch.tolist() for batch in resumed] == full  # the skip applies to the resumed epoch only
+
+
+def test_preemption_under_slurm_requeues_the_job_with_scontrol(tmp_path, monkeypatch):
+    """The cluster's own ``scontrol`` is called as ``scontrol requeue <job>`` (a recording stand-in here)."""
+    calls = tmp_path / "calls"
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    scontrol.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    assert requeue_slurm_job()
+    monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "4200")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "7")
+    assert requeue_slurm_job()
+    assert calls.read_text().splitlines() == ["requeue 4242", "requeue 4200_7"]
+    monkeypatch.delenv("SLURM_JOB_ID")
+    assert not requeue_slurm_job()  # not under SLURM: nothing to requeue
+
+
+class _Ranks:
+    """A two-rank trainer's surface as PreemptionCheckpoint sees it, recording the steps that ran a collective."""
+
+    def __init__(self, tmp_path: Path):
+        self.world_size, self.global_step, self.accumulate_grad_batches = 2, 0, 1
+        self.default_root_dir, self.current_epoch, self.is_global_zero = str(tmp_path), 0, True
+        self.collectives, self.saved = [], []
+        self.strategy = SimpleNamespace(reduce_boolean_decision=self._agree)
+
+    def _agree(self, decision: bool, all: bool) -> bool:
+        self.collectives.append(self.global_step)
+        return decision
+
+    def save_checkpoint(self, path: Path, weights_only: bool | None = None) -> None:
+        self.saved.append((self.global_step, Path(path).name))
+
+
+def test_ddp_ranks_agree_on_a_preemption_every_n_steps_not_every_step(tmp_path):
+    """Agreeing is a collective and a host sync: under DDP it must not run on every optimizer step."""
+    callback = PreemptionCheckpoint(tmp_path, ["SIGUSR1"], requeue=False, sync_every_n_steps=10)
+    trainer = _Ranks(tmp_path)
+    with pytest.raises(Preempted, match="stopped by SIGUSR1 at global step 20"):
+        for step in range(1, 31):
+            trainer.global_step = step
+            if step == 13:
+                callback.received = signal.SIGUSR1
+            callback.on_train_batch_end(trainer, None, None, None, step - 1)
+    assert trainer.collectives == [10, 20]
+    assert trainer.saved == [(20, "last.ckpt")]
+
+
+@pytest.mark.parametrize("every", [0, -3, 2.5, True, "10"])
+def test_a_bad_sync_interval_is_refused_when_the_callback_is_built(tmp_path, every):
+    with pytest.raises(ConfigValueError, match=r"callbacks\.preemption\.sync_every_n_steps must be a positive integer"):
+        PreemptionCheckpoint(tmp_path, ["SIGUSR1"], sync_every_n_steps=every)
+
+
+@pytest.mark.xdist_group("ddp")  # 2-process DDP: one at a time, on one worker
+@pytest.mark.slow
+def test_two_ddp_ranks_stop_together_when_one_rank_is_signalled(tmp_path):
+    """Only rank 1 gets SIGUSR1 (after step 2); both ranks stop at the next agreement (step 4), rank 0 saying the
+    signal came to another rank, and the checkpoint holds step 4 (a hang or a rank training on would fail)."""
+    result = run_script("tests/scripts/ddp_preemption_probe.py", str(tmp_path / "run"), timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    errors = [json.loads((tmp_path / "run" / f"rank{rank}.json").read_text())["error"] for rank in (0, 1)]
+    assert "stopped by a signal on another rank at global step 4" in errors[0]
+    assert "stopped by SIGUSR1 at global step 4" in errors[1]
+    assert torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 4
+
+
+def test_a_resumed_run_continues_its_wandb_run(tmp_path):
+    config = {
+        "wandb": {
+            "project": "p",
+            "entity": None,
+            "group": None,
+            "tags": [],
+            "name": None,
+            "offline": True,
+            "init_timeout": 5,
+        }
+    }
+    first = build_loggers(config, tmp_path, {})[1]
+    finish()
+    again = build_loggers(config, tmp_path, {}, resume_step=13)[1]
+    finish()
+    assert first._wandb_init["id"] == again._wandb_init["id"] == (tmp_path / "wandb-run-id").read_text().strip()
+    assert first.experiment.id == again.experiment.id == first._wandb_init["id"]  # the same W&B run, continued
+    assert again._wandb_init["resume"] == "allow"
+    assert build_loggers(config, tmp_path / "other", {})[1]._wandb_init["id"] != first._wandb_init["id"]
+    finish()
+
+
+def test_wandb_runs_say_what_ran_and_show_best_validation_values(tmp_path, monkeypatch):
+    """Run name <model>-<data>-s<seed>, and define_metric so the runs table shows best val accuracy (max) and NLL
+    (min), on a real offline W&B run."""
+    import wandb
+    from wandb.sdk.wandb_run import Run
+
+    from alternet.apps.train import train
+    from alternet.tracking import BEST_OF
+
+    from helpers import FAST, compose_train
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    defined = {}
+    define = Run.define_metric
+
+    def spy(self, name, *args, **kwargs):
+        defined[name] = kwargs.get("summary")
+        return define(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(Run, "define_metric", spy)
+    seen = {}
+    finish = wandb.finish
+
+    def capture_then_finish(*args, **kwargs):
+        if wandb.run is not None:
+            seen.update(name=wandb.run.name, group=wandb.run.group)
+        return finish(*args, **kwargs)
+
+    monkeypatch.setattr(wandb, "finish", capture_then_finish)
+    train(compose_train(*FAST, "logger=wandb", "logger.wandb.offline=true", "seed=3", output_dir=tmp_path))
+    run_id = (tmp_path / "wandb-run-id").read_text().strip()
+    assert seen["name"] == "alternet_tiny-digits-s3"
+    assert seen["group"] == run_id == (tmp_path / "wandb-group").read_text().strip()  # a single run: its own group
+    assert defined["val/acc"] == "max" and defined["val/nll"] == "min"
+    assert {name: defined.get(name) for name in BEST_OF} == BEST_OF

@@ -632,7 +632,7 @@ def test_a_loader_worker_that_dies_mid_sample_is_reported_by_that_sample(tmp_pat
         r"Decode the file alone to tell; replace or delete it, or lower data.num_workers / the batch size if memory "
         r"ran out",
         code,
-    ), code
+    ), f"{code}\n{stderr[-3000:]}"
     assert "Traceback" not in stderr
 
 

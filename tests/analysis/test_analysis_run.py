@@ -17,19 +17,12 @@ from alternet.analysis.objective import Objective, nll_accuracy
 from alternet.data import DigitsDataModule
 from alternet.models import create_model
 
-from helpers import CONF
+from helpers import CONF, PAPER_RECIPE_IN_MINIATURE
 
 # pytest-xdist: the whole module on one worker, so that its analysed model (a module fixture) is made once
 pytestmark = pytest.mark.xdist_group("test_analysis_run")
 
-# The paper's recipe in miniature: mixup/cutmix with label smoothing (the landscape and Hessian mix their batches).
-RECIPE = {
-    "optimizer": {"weight_decay": 0.05},
-    "no_decay_norm_bias": True,
-    "batch_size": 4,
-    "label_smoothing": 0.1,
-    "mixup": {"mixup_alpha": 1.0, "cutmix_alpha": 0.8, "prob": 1.0},
-}
+RECIPE = PAPER_RECIPE_IN_MINIATURE
 # Tiny budgets: every analysis runs in about a second at 16 px.
 BUDGETS = {
     "fourier": dict(images=16, batch_size=8),

@@ -2,7 +2,15 @@
 synthesized data (fixtures live in tests/conftest.py). ``tests/`` is on ``sys.path`` (pyproject's ``pythonpath``;
 the probe scripts in tests/scripts/ insert it themselves), so every test and script imports ``from helpers import``."""
 
-from helpers.configs import DDP_CPU, DIGITS_RUN, FAST, PRESET_TWO_STEPS, compose_train, resolved
+from helpers.configs import (
+    DDP_CPU,
+    DIGITS_RUN,
+    FAST,
+    PAPER_RECIPE_IN_MINIATURE,
+    PRESET_TWO_STEPS,
+    compose_train,
+    resolved,
+)
 from helpers.paths import CONF, ROOT, SHARED_DATA
 from helpers.processes import run_main, run_script
 
@@ -11,6 +19,7 @@ __all__ = [
     "DDP_CPU",
     "DIGITS_RUN",
     "FAST",
+    "PAPER_RECIPE_IN_MINIATURE",
     "PRESET_TWO_STEPS",
     "ROOT",
     "SHARED_DATA",

@@ -30,6 +30,17 @@ DDP_CPU = [
 ]
 
 
+# The paper's recipe in miniature for the analyses' models: mixup/cutmix with label smoothing (the landscape and
+# Hessian mix their batches), decay off norms and biases.
+PAPER_RECIPE_IN_MINIATURE = {
+    "optimizer": {"weight_decay": 0.05},
+    "no_decay_norm_bias": True,
+    "batch_size": 4,
+    "label_smoothing": 0.1,
+    "mixup": {"mixup_alpha": 1.0, "cutmix_alpha": 0.8, "prob": 1.0},
+}
+
+
 def compose_train(*overrides: str, output_dir: Path | str = "unused"):
     """The training config as ``train.py`` would compose it, with the run directory set explicitly."""
     from hydra import compose, initialize_config_dir

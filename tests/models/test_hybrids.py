@@ -32,18 +32,12 @@ from alternet.models.config import model_args
 from alternet.models.external import load_timm_pretrained, require_pretrained
 from alternet.models.zoo import HYBRIDS, TIMM_TWINS, build_twin
 
-from helpers import FAST, compose_train, resolved
+from helpers import FAST, PAPER_RECIPE_IN_MINIATURE, compose_train, resolved
 from helpers.models import build_from_config, n_params
 
 BYOB, MAXXVIT = "botnet_cifar", "coatnet_cifar"  # one model of each family for the default suite
-# as tests/analysis/test_analysis_run.py: the paper's recipe in miniature and budgets that take about a second each
-RECIPE = {
-    "optimizer": {"weight_decay": 0.05},
-    "no_decay_norm_bias": True,
-    "batch_size": 4,
-    "label_smoothing": 0.1,
-    "mixup": {"mixup_alpha": 1.0, "cutmix_alpha": 0.8, "prob": 1.0},
-}
+# the paper's recipe in miniature; budgets that take about a second each, as tests/analysis/test_analysis_run.py's
+RECIPE = PAPER_RECIPE_IN_MINIATURE
 BUDGETS = {
     "fourier": dict(images=16, batch_size=8),
     "variance": dict(images=16, batch_size=8),

@@ -604,36 +604,18 @@ def test_images_that_disappear_mid_run_are_skipped_and_counted_with_skip_corrupt
     assert summary["global_step"] == 6 and summary["skipped_images"] >= len(gone)
 
 
-def test_a_loader_worker_that_dies_mid_sample_is_reported_by_that_sample(tmp_path, monkeypatch, capsys):
+def test_a_loader_worker_that_dies_mid_sample_is_reported_by_that_sample(tmp_path):
     """A worker killed while decoding one image (a decoder's segfault, the OOM killer: SIGKILL here) ends the run
     with one line naming that image, not torch's 'DataLoader worker (pid N) is killed by signal'."""
-    from torch.utils.data import get_worker_info
-
-    from alternet.data.files import images
-
     folder = small_folder(tmp_path)
     fatal = sorted((folder / "train" / "bee").iterdir())[3]
-    decode = images.decode_rgb
-
-    def crashing_decoder(source, name=None):
-        if get_worker_info() is not None and str(name) == str(fatal):
-            os.kill(os.getpid(), signal.SIGKILL)
-        return decode(source, name)
-
-    monkeypatch.setattr(images, "decode_rgb", crashing_decoder)  # the forked workers inherit it
-    run_dir = tmp_path / "run"
-    arguments = ["data=imagefolder", f"data.root={folder}", "data.image_size=16", "data.num_workers=1"]
-    arguments += ["recipe.batch_size=4", "recipe.epochs=1", "recipe.warmup_epochs=0", *FAST, f"hydra.run.dir={run_dir}"]
-    arguments += ["trainer.limit_train_batches=null"]  # every training image, the fatal one included
-    code, stderr = run_main("train.py", arguments, monkeypatch, capsys)
-    assert re.fullmatch(
-        rf"error: a data loader worker \(pid \d+\) died while reading {re.escape(str(fatal))} \((is killed by "
-        r"signal: Killed|exited unexpectedly)\): a decoder crash on that file, or the kernel's out-of-memory killer\. "
-        r"Decode the file alone to tell; replace or delete it, or lower data.num_workers / the batch size if memory "
-        r"ran out",
-        code,
-    ), f"{code}\n{stderr[-3000:]}"
-    assert "Traceback" not in stderr
+    arguments = folder_run(folder, f"hydra.run.dir={tmp_path / 'run'}", "trainer.limit_train_batches=null")
+    message = worker_death("alternet.data.files.images", str(fatal), "always", "train.py", arguments)
+    assert message.endswith(
+        "a decoder crash on that file, or the kernel's out-of-memory killer. Decode the file alone to tell; replace "
+        "or delete it, or lower data.num_workers / the batch size if memory ran out"
+    )
+    assert read_from(message) == str(fatal)
 
 
 def test_ctrl_c_while_a_sweep_sets_up_a_job_stops_it_in_one_line_and_the_same_command_continues(tmp_path):
@@ -681,19 +663,21 @@ DEAD_WORKER = (
 )
 
 
-def crash_a_worker_reading(module, fatal: str, monkeypatch, armed: Path | None = None) -> None:
-    """``module.decode_rgb`` SIGKILLs the loader worker that decodes an image whose name holds ``fatal`` (once
-    ``armed`` exists, if given); the forked workers inherit the patch."""
-    from torch.utils.data import get_worker_info
+def worker_death(module: str, fatal: str, when: str, script: str, arguments: list[str]) -> str:
+    """The last line ``python SCRIPT ARGUMENTS`` printed, run in a process of its own whose ``module.decode_rgb``
+    kills the loader worker decoding an image named with ``fatal`` (``tests/scripts/crashing_decoder.py``): the run
+    must end on that line, exit status 1, no traceback."""
+    result = run_script("tests/scripts/crashing_decoder.py", module, fatal, when, script, *arguments)
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    return result.stderr.strip().splitlines()[-1]
 
-    decode = module.decode_rgb
 
-    def crashing_decoder(source, name=None):
-        if get_worker_info() is not None and fatal in str(name) and (armed is None or armed.exists()):
-            os.kill(os.getpid(), signal.SIGKILL)
-        return decode(source, name)
-
-    monkeypatch.setattr(module, "decode_rgb", crashing_decoder)
+def read_from(message: str) -> str:
+    """The sample a dead-worker message names."""
+    found = re.fullmatch(DEAD_WORKER + r": .*", message)
+    assert found, message
+    return found.group(1)
 
 
 def folder_run(folder: Path, *extra: str) -> list[str]:
@@ -702,56 +686,31 @@ def folder_run(folder: Path, *extra: str) -> list[str]:
     return [*arguments, "evaluate.after_training=false", *extra]
 
 
-def test_a_shard_reader_that_dies_mid_sample_is_reported_by_that_record(
-    tmp_path, image_folder, image_shards, monkeypatch, capsys
-):
-    from alternet.data.files import shards
-
+def test_a_shard_reader_that_dies_mid_sample_is_reported_by_that_record(tmp_path, image_folder, image_shards):
     # the fixture's write_shards (litdata's optimize sets spawn for the whole process) left the start method as it was
     assert multiprocessing.get_start_method(allow_none=True) in (None, "fork")
     fatal = sorted((image_folder / "train" / "bee").iterdir())[2].name
-    crash_a_worker_reading(shards, fatal, monkeypatch)
     arguments = folder_run(image_folder, f"data.train_shards={image_shards}", f"hydra.run.dir={tmp_path / 'run'}")
-    code, stderr = run_main("train.py", [*arguments, "trainer.limit_train_batches=null"], monkeypatch, capsys)
-    found = re.fullmatch(DEAD_WORKER + r": .*", code)
-    assert found and fatal in found.group(1) and str(image_shards.resolve()) in found.group(1), code
-    assert "Traceback" not in stderr
+    arguments += ["trainer.limit_train_batches=null"]
+    sample = read_from(worker_death("alternet.data.files.shards", fatal, "always", "train.py", arguments))
+    assert fatal in sample and str(image_shards.resolve()) in sample
 
 
-def test_a_loader_worker_that_dies_while_testing_is_reported_by_its_sample(tmp_path, monkeypatch, capsys):
-    from alternet.data.files import images
-
+def test_a_loader_worker_that_dies_while_testing_is_reported_by_its_sample(tmp_path):
     folder = small_folder(tmp_path)
-    fatal = sorted((folder / "val" / "bee").iterdir())[0]
-    armed = tmp_path / "testing"  # only the test pass's workers crash: training and validation read it unharmed
-
-    class ArmOnTest(L.Callback):
-        def on_test_start(self, trainer, pl_module):
-            armed.touch()
-
-    build = builders.build_callbacks
-    monkeypatch.setattr(builders, "build_callbacks", lambda *a, **k: [ArmOnTest(), *build(*a, **k)])
-    crash_a_worker_reading(images, str(fatal), monkeypatch, armed)
-    code, stderr = run_main("train.py", folder_run(folder, f"hydra.run.dir={tmp_path / 'run'}"), monkeypatch, capsys)
-    found = re.fullmatch(DEAD_WORKER + r": .*", code)
-    assert found and found.group(1) == str(fatal), code
-    assert armed.exists() and "Traceback" not in stderr
+    fatal = sorted((folder / "val" / "bee").iterdir())[0]  # read unharmed by training's validation, then tested
+    arguments = folder_run(folder, f"hydra.run.dir={tmp_path / 'run'}")
+    assert read_from(worker_death("alternet.data.files.images", str(fatal), "testing", "train.py", arguments)) == str(
+        fatal
+    )
 
 
-def test_a_loader_worker_that_dies_while_evaluate_scores_is_reported_by_its_sample(tmp_path, monkeypatch, capsys):
-    from alternet.data.files import images
-
+def test_a_loader_worker_that_dies_while_evaluate_scores_is_reported_by_its_sample(tmp_path):
     folder = small_folder(tmp_path)
     run_dir = tmp_path / "run"
     train(compose_train(*folder_run(folder), output_dir=run_dir))
     fatal = sorted((folder / "val" / "bee").iterdir())[1]
-    crash_a_worker_reading(images, str(fatal), monkeypatch)
-    code, stderr = run_main(
-        "evaluate.py",
-        [f"ckpt={run_dir}", f"out_dir={tmp_path / 'eval'}", "robustness.enabled=false"],
-        monkeypatch,
-        capsys,
+    arguments = [f"ckpt={run_dir}", f"out_dir={tmp_path / 'eval'}", "robustness.enabled=false"]
+    assert read_from(worker_death("alternet.data.files.images", str(fatal), "always", "evaluate.py", arguments)) == str(
+        fatal
     )
-    found = re.fullmatch(DEAD_WORKER + r": .*", code)
-    assert found and found.group(1) == str(fatal), code
-    assert "Traceback" not in stderr

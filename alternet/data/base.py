@@ -64,13 +64,16 @@ class EpochSampler(Sampler):
         positions = range(len(keys))[self.rank :: self.world_size][skip:]
         for position in positions:
             index, pass_ = keys[position], position // self.size
-            extra = (pass_,) if pass_ else ()  # pass 0 keeps the seeds of a plain epoch
-            yield index, derive_seed(self.seed, "augment", self.epoch, index, *extra)
+            yield index, derive_seed(self.seed, "augment", self.epoch, index, *_of_pass(pass_))
 
     def _permutation(self, pass_: int) -> torch.Tensor:
-        extra = (pass_,) if pass_ else ()
-        generator = torch.Generator().manual_seed(derive_seed(self.seed, "order", self.epoch, *extra))
+        generator = torch.Generator().manual_seed(derive_seed(self.seed, "order", self.epoch, *_of_pass(pass_)))
         return torch.randperm(self.size, generator=generator)
+
+
+def _of_pass(pass_: int) -> tuple[int, ...]:
+    """The seed-key suffix of a pass over a repeated subset: none for pass 0, which keeps a plain epoch's seeds."""
+    return (pass_,) if pass_ else ()
 
 
 class ResumableLoader(DataLoader):
@@ -215,8 +218,7 @@ class ImageDataModule(L.LightningDataModule):
         self.download = download
         subset_size(subset, 1)  # checks the value before any data is read
         self.subset = subset
-        if not isinstance(subset_repeat, bool):
-            raise ConfigValueError(f"data.subset_repeat={subset_repeat!r} is invalid: true or false")
+        require("data.subset_repeat", subset_repeat, lambda v: isinstance(v, bool), "true or false")
         self.subset_repeat = subset_repeat
         self._train_pool = 0  # training images before data.subset thins them (set by setup)
         if isinstance(train_clean_size, bool) or not isinstance(train_clean_size, int) or train_clean_size < 0:

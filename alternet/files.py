@@ -93,14 +93,16 @@ def write_json(path: str | Path, payload: Mapping[str, Any], *, sort_keys: bool 
     return write_text(path, json.dumps(plain(payload), indent=2, allow_nan=False, sort_keys=sort_keys) + "\n")
 
 
-def read_json(path: str | Path, *, error: type[Exception] = AlternetError) -> dict[str, Any]:
-    """A JSON object from a file; an unreadable file or another JSON type raises ``error`` naming the file."""
+def read_json(path: str | Path, *, error: type[Exception] = AlternetError, kind: type = dict) -> Any:
+    """A JSON object (``kind=list``: an array) from a file; an unreadable file or another JSON type raises ``error``
+    naming the file."""
     try:
         payload = json.loads(Path(path).read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise error(f"{path} is unreadable or not valid JSON: {exc}") from exc
-    if not isinstance(payload, dict):
-        raise error(f"{path} should hold a JSON object, found {type(payload).__name__}")
+    if not isinstance(payload, kind):
+        expected = "a JSON array" if kind is list else "a JSON object"
+        raise error(f"{path} should hold {expected}, found {type(payload).__name__}")
     return payload
 
 

@@ -331,7 +331,7 @@ def record_resume(run_dir: Path, checkpoint: str, step: int, changes: dict[str, 
     """Append this resume to ``resumes.json``: config.yaml says what the run uses from now on; this file says what
     an earlier part of it used instead."""
     path = RunDir(run_dir).resumes
-    history = read_json(path, error=CheckpointError) if path.is_file() else []
+    history = read_json(path, error=CheckpointError, kind=list) if path.is_file() else []
     write_json(path, [*history, {"global_step": step, "checkpoint": checkpoint, "changed": changes}])
 
 

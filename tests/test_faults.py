@@ -48,7 +48,7 @@ from alternet.training.callbacks import AtomicCheckpointIO, PreemptionCheckpoint
 from helpers import FAST, ROOT, compose_train, run_main, run_script
 from helpers.models import assert_same_weights
 
-# pytest-xdist: the whole module on one worker, so that its module fixtures (an image folder, its shards and the
+# pytest-xdist: the whole module on one worker, so that its session-scoped fixtures (an image folder, its shards and the
 # reference runs) are made once
 pytestmark = pytest.mark.xdist_group("test_faults")
 
@@ -144,7 +144,7 @@ def resume_as_printed(run_dir: Path, output: str) -> None:
     assert resumed.wait(300) == 0, resumed.output[-3000:]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def big_folder(tmp_path_factory) -> Path:
     """An image folder of 3 x 40 training images: 30 steps of 4 images per epoch."""
     from helpers.imagefolders import make_image_folder
@@ -152,7 +152,7 @@ def big_folder(tmp_path_factory) -> Path:
     return make_image_folder(tmp_path_factory.mktemp("faults-folder"), size=20, splits={"train": 40, "val": 3})
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def big_shards(big_folder, tmp_path_factory) -> Path:
     from alternet.data.files.shards import write_shards
 
@@ -161,7 +161,7 @@ def big_shards(big_folder, tmp_path_factory) -> Path:
     return out
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def reference(tmp_path_factory):
     """The final weights of each data path's run never interrupted. The number of workers changes nothing on the
     arrays and folder paths (each sample is seeded); LitData hands chunks to workers, so the shards' order differs."""

@@ -18,7 +18,7 @@ from alternet.errors import CheckpointError, ConfigValueError
 from alternet.files import atomic_write, read_json, write_csv, write_json
 from alternet.hub.sources import open_source
 from alternet.metrics import BinnedCalibrationError, calibration_metrics
-from alternet.runs import find_checkpoint, load_model, select_checkpoint
+from alternet.runs import find_checkpoint, load_model, record_resume, select_checkpoint
 from alternet.seeds import derive_seed
 
 from helpers import FAST, compose_train, resolved, run_main
@@ -132,3 +132,17 @@ def test_seed_streams_are_distinct_and_stable():
     # generated CIFAR-C caches written before the seed derivation moved to alternet.seeds stay valid
     expected = np.random.SeedSequence([3, 3_703_756_812, 2, 0]).generate_state(1)[0]
     assert task_seed(3, "gaussian_noise", 2, 0) == expected
+
+
+def test_a_run_resumed_twice_records_both_resumes(tmp_path):
+    """resumes.json is a list that each resume extends; reading it back for the second resume once failed ("should
+    hold a JSON object, found list"), so a run could not be resumed a second time."""
+    record_resume(tmp_path, "first.ckpt", 546, {})
+    record_resume(tmp_path, "second.ckpt", 869, {"recipe.optimizer.lr": [0.2, 0.1]})
+    history = json.loads((tmp_path / "resumes.json").read_text())
+    assert [entry["global_step"] for entry in history] == [546, 869]
+    assert history[1] == {
+        "global_step": 869,
+        "checkpoint": "second.ckpt",
+        "changed": {"recipe.optimizer.lr": [0.2, 0.1]},
+    }

@@ -19,7 +19,7 @@ from alternet.models import create_model
 
 from helpers import CONF, PAPER_RECIPE_IN_MINIATURE
 
-# pytest-xdist: the whole module on one worker, so that its analysed model (a module fixture) is made once
+# pytest-xdist: the whole module on one worker, so that its analysed model (session-scoped) is made once
 pytestmark = pytest.mark.xdist_group("test_analysis_run")
 
 RECIPE = PAPER_RECIPE_IN_MINIATURE
@@ -35,7 +35,7 @@ BUDGETS = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def digits() -> DigitsDataModule:
     datamodule = DigitsDataModule(image_size=16, batch_size=8, augment={"crop_padding": 2})
     datamodule.setup()
@@ -67,7 +67,7 @@ def test_unknown_names_and_keys_are_reported_with_the_valid_ones():
         parse_configs(["landscape"], {"landscape": {"batch_size": 0}})
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def analysed(tmp_path_factory, digits):
     """alternet_tiny (window attention) before and after running every analysis."""
     torch.manual_seed(0)

@@ -24,7 +24,7 @@ from alternet.hub import cli as hub_cli
 
 from helpers import ROOT
 
-# pytest-xdist: the whole module on one worker, so that its wheel (a module fixture) is made once
+# pytest-xdist: the whole module on one worker, so that its wheel (session-scoped) is made once
 pytestmark = pytest.mark.xdist_group("test_cli")
 
 SCRIPTS = {
@@ -44,7 +44,7 @@ def package_files(root: Path = ROOT / "alternet") -> set[str]:
     }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def wheel(tmp_path_factory) -> Path:
     """A wheel built from a copy of the checkout (an in-tree build would leave build/ and egg-info behind)."""
     tmp = tmp_path_factory.mktemp("wheel")
@@ -141,7 +141,7 @@ def test_hub_main_is_the_hub_command(monkeypatch):
     assert hub_cli.parse_args(["export", "RUN", "--out", "DIR"]).source == "RUN"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def installed(wheel, tmp_path_factory) -> Path:
     """A fresh venv with the wheel installed (not editable). Its dependencies come from this interpreter's
     site-packages through a .pth file (nothing is downloaded); that directory holds the editable alternet only as an

@@ -314,7 +314,7 @@ def test_resuming_an_old_checkpoint_sees_no_change_in_the_augmentation():
     assert resume_conflicts(changed, checkpoint) == ["recipe.augment.arrays.crop_padding: 2 -> 4"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def old_run(tmp_path_factory) -> Path:
     """A digits run whose checkpoints and config.yaml hold the flat recipe.augment of before the sections."""
     run_dir = tmp_path_factory.mktemp("old-run")

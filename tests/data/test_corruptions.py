@@ -64,7 +64,7 @@ def natural_images(n: int, seed: int, h: int = 32, w: int = 32) -> np.ndarray:
     return images.astype(np.uint8)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def images() -> np.ndarray:
     return natural_images(48, seed=0)
 

@@ -33,7 +33,7 @@ from alternet.training.module import ClassificationModule
 
 from helpers import FAST, ROOT, compose_train, run_script
 
-# pytest-xdist: the whole module on one worker, so that its pretrained run (a module fixture) is made once
+# pytest-xdist: the whole module on one worker, so that its pretrained run (session-scoped) is made once
 pytestmark = pytest.mark.xdist_group("test_hub")
 
 HEAD = ("head.fc.weight", "head.fc.bias")
@@ -47,7 +47,7 @@ PRETRAIN = [
 ]
 
 
-@pytest.fixture(scope="module")  # not the shared digits_run: the linear probe below needs 2 x 8 batches of training
+@pytest.fixture(scope="session")  # not the shared digits_run: the linear probe below needs 2 x 8 batches of training
 def pretrained(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """alternet_tiny trained on digits, exported into ``<run_dir>/export`` at the end of training."""
     run_dir = tmp_path_factory.mktemp("pretrained")

@@ -278,7 +278,7 @@ def test_attention_maps_are_the_layers_own(monkeypatch):
             assert torch.allclose(ours.sum(-1), torch.ones(())), type(layer).__name__
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def digits32() -> DigitsDataModule:
     datamodule = DigitsDataModule(image_size=32, batch_size=8, augment={"crop_padding": 2})
     datamodule.setup()

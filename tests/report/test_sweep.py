@@ -18,7 +18,7 @@ from alternet.report.verdicts import INSUFFICIENT
 
 from helpers import ROOT, run_script
 
-# pytest-xdist: the whole module on one worker, so that its sweep (a module fixture) is made once
+# pytest-xdist: the whole module on one worker, so that its sweep (session-scoped) is made once
 pytestmark = pytest.mark.xdist_group("test_sweep")
 
 
@@ -28,7 +28,7 @@ def run_report(*args: str):
     return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, env=dict(os.environ))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def sweep(tmp_path_factory):
     """Two models x two seeds of debug=fast on digits, logged to W&B offline, as one real multirun."""
     sweep_dir = tmp_path_factory.mktemp("sweep")

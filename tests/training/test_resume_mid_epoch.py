@@ -21,7 +21,7 @@ from alternet.training.callbacks import Preempted, PreemptionCheckpoint, requeue
 from helpers import run_script
 from helpers.models import assert_same_weights
 
-# pytest-xdist: the whole module on one worker, so that its uninterrupted run (a module fixture) is made once
+# pytest-xdist: the whole module on one worker, so that its uninterrupted run (session-scoped) is made once
 pytestmark = pytest.mark.xdist_group("test_resume_mid_epoch")
 
 SCRIPT = "tests/scripts/interrupted_train.py"
@@ -72,7 +72,7 @@ def _interrupted_then_resumed(tmp_path: Path, overrides: list[str], how: str) ->
     return run
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def uninterrupted(image_folder, tmp_path_factory) -> dict[str, torch.Tensor]:
     """The final weights of the image-folder run never interrupted."""
     reference = tmp_path_factory.mktemp("reference")

@@ -17,22 +17,13 @@ from alternet.analysis.objective import Objective, nll_accuracy
 from alternet.data import DigitsDataModule
 from alternet.models import create_model
 
-from helpers import CONF, PAPER_RECIPE_IN_MINIATURE
+from helpers import CONF, PAPER_RECIPE_IN_MINIATURE, TINY_ANALYSIS_BUDGETS
 
 # pytest-xdist: the whole module on one worker, so that its analysed model (session-scoped) is made once
 pytestmark = pytest.mark.xdist_group("test_analysis_run")
 
 RECIPE = PAPER_RECIPE_IN_MINIATURE
-# Tiny budgets: every analysis runs in about a second at 16 px.
-BUDGETS = {
-    "fourier": dict(images=16, batch_size=8),
-    "variance": dict(images=16, batch_size=8),
-    "lesion": dict(images=16, batch_size=16),
-    "attention": dict(images=8, batch_size=8),
-    "hessian": dict(images=8, k=2, iterations=4, minibatches=3, power_iterations=3),
-    "landscape": dict(images=8, batch_size=8, points_1d=3, points_2d=3),
-    "noise": dict(images=16, batch_size=16),
-}
+BUDGETS = TINY_ANALYSIS_BUDGETS
 
 
 @pytest.fixture(scope="session")

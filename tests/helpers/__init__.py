@@ -8,6 +8,7 @@ from helpers.configs import (
     FAST,
     PAPER_RECIPE_IN_MINIATURE,
     PRESET_TWO_STEPS,
+    TINY_ANALYSIS_BUDGETS,
     compose_train,
     resolved,
 )
@@ -23,6 +24,7 @@ __all__ = [
     "PRESET_TWO_STEPS",
     "ROOT",
     "SHARED_DATA",
+    "TINY_ANALYSIS_BUDGETS",
     "compose_train",
     "resolved",
     "run_main",

@@ -41,6 +41,18 @@ PAPER_RECIPE_IN_MINIATURE = {
 }
 
 
+# Tiny analysis budgets: every analysis of alternet.analysis runs in about a second at 16 px.
+TINY_ANALYSIS_BUDGETS = {
+    "fourier": dict(images=16, batch_size=8),
+    "variance": dict(images=16, batch_size=8),
+    "lesion": dict(images=16, batch_size=16),
+    "attention": dict(images=8, batch_size=8),
+    "hessian": dict(images=8, k=2, iterations=4, minibatches=3, power_iterations=3),
+    "landscape": dict(images=8, batch_size=8, points_1d=3, points_2d=3),
+    "noise": dict(images=16, batch_size=16),
+}
+
+
 def compose_train(*overrides: str, output_dir: Path | str = "unused"):
     """The training config as ``train.py`` would compose it, with the run directory set explicitly."""
     from hydra import compose, initialize_config_dir

@@ -32,20 +32,14 @@ from alternet.models.config import model_args
 from alternet.models.external import load_timm_pretrained, require_pretrained
 from alternet.models.zoo import HYBRIDS, TIMM_TWINS, build_twin
 
-from helpers import FAST, PAPER_RECIPE_IN_MINIATURE, compose_train, resolved
+from helpers import FAST, PAPER_RECIPE_IN_MINIATURE, TINY_ANALYSIS_BUDGETS, compose_train, resolved
 from helpers.models import build_from_config, n_params
 
 BYOB, MAXXVIT = "botnet_cifar", "coatnet_cifar"  # one model of each family for the default suite
-# the paper's recipe in miniature; budgets that take about a second each, as tests/analysis/test_analysis_run.py's
 RECIPE = PAPER_RECIPE_IN_MINIATURE
-BUDGETS = {
-    "fourier": dict(images=16, batch_size=8),
-    "variance": dict(images=16, batch_size=8),
-    "lesion": dict(images=16, batch_size=16),
-    "attention": dict(images=8, batch_size=8),
+BUDGETS = {  # a lighter Hessian: the hybrids are slower per step
+    **TINY_ANALYSIS_BUDGETS,
     "hessian": dict(images=4, batch_size=4, k=2, iterations=2, minibatches=1, power_iterations=2),
-    "landscape": dict(images=8, batch_size=8, points_1d=3, points_2d=3),
-    "noise": dict(images=16, batch_size=16),
 }
 
 

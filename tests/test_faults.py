@@ -17,11 +17,11 @@ import multiprocessing
 import os
 import pickle
 import re
-import runpy
 import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 from importlib import metadata
 from pathlib import Path
@@ -39,7 +39,7 @@ from alternet.checkpoints import read_checkpoint
 from alternet.data import licence
 from alternet.data.corrupted import cifar_c
 from alternet.data.licence import LicenceError
-from alternet.data.workers import leave_stop_signals_to_main_process
+from alternet.data.workers import StartsWorkersWithSigtermBlocked, leave_stop_signals_to_main_process, sigterm_blocked
 from alternet.evaluation.report import write_npz
 from alternet.files import WriteError, atomic_write, write_json
 from alternet.training import builders
@@ -215,9 +215,11 @@ CASES = [
         for group in (True,)
         if (name, path, workers) != ("SIGTERM", "folder", 2)
     ),
-    *(
-        pytest.param(name, "folder", 2, False, False, marks=pytest.mark.slow, id=f"{name}-process-folder-2w")
+    *(  # to the training process alone (kill PID): its loader workers never see the signal
+        pytest.param(name, path, workers, False, False, marks=pytest.mark.slow, id=f"{name}-process-{path}-{workers}w")
         for name in STOP_SIGNALS
+        for path in ("digits", "folder", "shards")
+        for workers in (1, 2)  # with no workers the process is the whole group: the group cases above
     ),
     *(
         pytest.param(
@@ -331,7 +333,7 @@ class _Unpicklable:
 
 
 def test_real_corruption_files_of_the_whole_test_split_are_scored_on_their_first_max_images(
-    digits_run, tmp_path, monkeypatch
+    digits_run, tmp_path, monkeypatch, capsys
 ):
     """The archives' layout: every severity holds the whole test split (360 digits here, 10,000 for CIFAR) and
     labels.npy the test labels 5 times. robustness.max_images=50 scores the first 50 of each severity and says so;
@@ -355,10 +357,10 @@ def test_real_corruption_files_of_the_whole_test_split_are_scored_on_their_first
     assert {row["n"] for row in robustness["table"]} == {50} and len(robustness["table"]) == 10
 
     np.save(root / "labels.npy", np.tile(np.roll(labels, 1), 5))  # not this test split's labels
-    monkeypatch.setattr(sys, "argv", ["evaluate.py", *args, "robustness.max_images=50", f"hydra.run.dir={tmp_path}"])
-    with pytest.raises(SystemExit) as refused:  # the same command, in this process (a fresh interpreter costs ~8 s)
-        runpy.run_path(str(ROOT / "evaluate.py"), run_name="__main__")
-    assert str(refused.value.code) == (
+    code, _ = run_main(
+        "evaluate.py", [*args, "robustness.max_images=50", f"hydra.run.dir={tmp_path}"], monkeypatch, capsys
+    )
+    assert code == (
         f"error: robustness.root={root} does not corrupt this model's digits test split: their labels are not the "
         "digits test labels in order"
     )
@@ -432,15 +434,37 @@ def _worker_that_leaves_stop_signals_to_its_parent(ready) -> None:
     time.sleep(60)
 
 
+# A library thread that a forked child starts before anything of ours runs there, as W&B's OpenTelemetry exporters
+# restart theirs (os.register_at_fork): it lives in the child from the fork on (only while the test sets the flag).
+LIBRARY_THREAD_AFTER_FORK = threading.Event()
+
+
+def _start_library_thread() -> None:
+    if LIBRARY_THREAD_AFTER_FORK.is_set():
+        threading.Thread(target=time.sleep, args=(60,), name="library", daemon=True).start()
+
+
+os.register_at_fork(after_in_child=_start_library_thread)
+
+
 def test_a_loader_worker_ignores_stop_signals_from_others_and_exits_on_its_parents_sigterm():
-    """The group's signals (sent by another process: ``kill`` here) leave the worker alive; its own parent's SIGTERM
-    (``Process.terminate``, as torch's shutdown and the interpreter's exit send it) still ends it, cleanly."""
+    """The group's signals (sent by another process: ``kill`` here) leave the worker alive, even with a library
+    thread started in it at the fork; its own parent's SIGTERM (``Process.terminate``, as torch's shutdown and the
+    interpreter's exit send it) still ends it, cleanly. Workers start as the package's loaders start them (SIGTERM
+    blocked in the forking thread: ``StartsWorkersWithSigtermBlocked``); without that the library thread took the
+    group's SIGTERM and the worker died of it (seen with W&B's exporters running in the main process)."""
     context = multiprocessing.get_context("fork")
     ready = context.Event()
     worker = context.Process(target=_worker_that_leaves_stop_signals_to_its_parent, args=(ready,), daemon=True)
-    worker.start()
+    LIBRARY_THREAD_AFTER_FORK.set()
+    try:
+        with sigterm_blocked():
+            worker.start()
+    finally:
+        LIBRARY_THREAD_AFTER_FORK.clear()
     try:
         assert ready.wait(30)
+        assert len(os.listdir(f"/proc/{worker.pid}/task")) >= 3  # main, the library's thread, the SIGTERM waiter
         for name in STOP_SIGNALS:
             subprocess.run(["kill", f"-{name.removeprefix('SIG')}", str(worker.pid)], check=True)
         worker.join(1.0)
@@ -451,6 +475,28 @@ def test_a_loader_worker_ignores_stop_signals_from_others_and_exits_on_its_paren
     finally:
         if worker.is_alive():
             worker.kill()
+
+
+def test_every_loader_of_the_package_starts_its_workers_with_sigterm_blocked(monkeypatch):
+    from torch.utils.data import DataLoader
+
+    from alternet.data.base import EpochSampler, ResumableLoader
+    from alternet.data.files.shards import _StreamingLoader
+    from alternet.evaluation.inference import _Loader
+
+    assert all(issubclass(c, StartsWorkersWithSigtermBlocked) for c in (ResumableLoader, _StreamingLoader, _Loader))
+    masks = []
+    start = DataLoader._get_iterator
+
+    def spy(self):
+        masks.append(signal.pthread_sigmask(signal.SIG_BLOCK, set()))
+        return start(self)
+
+    monkeypatch.setattr(DataLoader, "_get_iterator", spy)
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    assert list(ResumableLoader(list(range(4)), batch_size=2, sampler=EpochSampler(4, seed=0, shuffle=False))) != []
+    assert signal.SIGTERM in masks[0] and signal.SIGTERM not in before
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, set()) == before  # restored once the workers have started
 
 
 # faults while writing: nothing lost, one line naming the file ----------------------------------------------------

@@ -22,7 +22,13 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from ..errors import ConfigValueError, DataError, is_integer, require
 from ..seeds import derive_seed
 from .augment import check_section
-from .workers import WorkerLedger, dead_worker_error, init_loader_worker, loader_workers
+from .workers import (
+    StartsWorkersWithSigtermBlocked,
+    WorkerLedger,
+    dead_worker_error,
+    init_loader_worker,
+    loader_workers,
+)
 
 
 class EpochSampler(Sampler):
@@ -76,7 +82,7 @@ def _of_pass(pass_: int) -> tuple[int, ...]:
     return (pass_,) if pass_ else ()
 
 
-class ResumableLoader(DataLoader):
+class ResumableLoader(StartsWorkersWithSigtermBlocked, DataLoader):
     """A DataLoader over an :class:`EpochSampler` that knows how many batches of the current epoch it delivered.
 
     Lightning saves :meth:`state_dict` in every checkpoint and hands it back through :meth:`load_state_dict` on

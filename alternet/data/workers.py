@@ -7,16 +7,19 @@ C handler re-raises it with the default action) and SIGUSR2 (the default action)
 handler then raises ``DataLoader worker (pid …) is killed by signal`` wherever it happens to be — inside the step
 or the checkpoint that the pre-emption handler was about to write. Every loader of the package therefore starts its
 workers with :func:`init_loader_worker`: they leave the stop signals to the main process, which finishes its step,
-saves, and shuts them down itself.
+saves, and shuts them down itself. Their SIGTERM is blocked from the fork on (:class:`StartsWorkersWithSigtermBlocked`),
+so no thread a worker has (libraries restart theirs after a fork: W&B's OpenTelemetry exporters) takes it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import re
 import signal
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from lightning.fabric.utilities.seed import pl_worker_init_function
@@ -77,6 +80,31 @@ def leave_stop_signals_to_main_process() -> None:
     if hasattr(signal, "sigwaitinfo"):
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         threading.Thread(target=_exit_on_sigterm_from, args=(os.getppid(),), name="sigterm", daemon=True).start()
+
+
+@contextlib.contextmanager
+def sigterm_blocked() -> Iterator[None]:
+    """SIGTERM blocked in this thread while the body runs (a SIGTERM sent meanwhile waits; another thread of the
+    process takes it if one can). Processes forked or spawned here start with it blocked in every thread."""
+    if not hasattr(signal, "pthread_sigmask"):  # Windows
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+class StartsWorkersWithSigtermBlocked:
+    """A DataLoader mixin: workers start with SIGTERM blocked. A worker blocks it itself in
+    :func:`leave_stop_signals_to_main_process`, but only in its own thread; threads that libraries start in the
+    child right after the fork (W&B's OpenTelemetry exporters restart theirs) would not have it blocked, take the
+    group's SIGTERM and die of it, before the main process has saved."""
+
+    def _get_iterator(self):  # DataLoader's one place that starts workers
+        with sigterm_blocked():
+            return super()._get_iterator()
 
 
 def _exit_on_sigterm_from(parent: int) -> None:

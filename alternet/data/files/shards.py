@@ -25,7 +25,7 @@ from litdata import StreamingDataLoader, StreamingDataset
 from ...errors import DataError
 from ...files import read_json, write_json
 from ...seeds import derive_seed
-from ..workers import WorkerLedger
+from ..workers import StartsWorkersWithSigtermBlocked, WorkerLedger
 from .images import FileList, SkipCounter, decode_rgb, scan_split, seed_sample
 
 CLASSES_FILE = "classes.json"
@@ -169,9 +169,13 @@ class StreamingImages(StreamingDataset):
         return self.image_transform(image), int(record["label"])
 
 
+class _StreamingLoader(StartsWorkersWithSigtermBlocked, StreamingDataLoader):
+    """LitData's loader, whose workers leave the group's SIGTERM to this process (``data.workers``)."""
+
+
 def streaming_loader(dataset: StreamingImages, **kwargs: Any) -> StreamingDataLoader:
     """LitData's loader: it hands each worker its chunks and saves/restores its position (``state_dict``)."""
-    return StreamingDataLoader(dataset, drop_last=True, **kwargs)
+    return _StreamingLoader(dataset, drop_last=True, **kwargs)
 
 
 __all__ = ["CLASSES_FILE", "StreamingImages", "read_shard_classes", "streaming_loader", "write_shards"]

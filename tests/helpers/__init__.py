@@ -13,7 +13,7 @@ from helpers.configs import (
     resolved,
 )
 from helpers.paths import CONF, ROOT, SHARED_DATA
-from helpers.processes import run_main, run_script
+from helpers.processes import main_output, run_main, run_script
 
 __all__ = [
     "CONF",
@@ -26,6 +26,7 @@ __all__ = [
     "SHARED_DATA",
     "TINY_ANALYSIS_BUDGETS",
     "compose_train",
+    "main_output",
     "resolved",
     "run_main",
     "run_script",

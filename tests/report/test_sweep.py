@@ -16,7 +16,7 @@ from alternet.report import build_report
 from alternet.report.__main__ import main as report_main
 from alternet.report.verdicts import INSUFFICIENT
 
-from helpers import ROOT, run_script
+from helpers import ROOT, main_output, run_script
 
 # pytest-xdist: the whole module on one worker, so that its sweep (session-scoped) is made once
 pytestmark = pytest.mark.xdist_group("test_sweep")
@@ -146,18 +146,19 @@ def test_a_multirun_job_joins_its_sweeps_wandb_group(tmp_path):
     assert sweep_group() is None
 
 
-def test_a_relaunched_sweep_keeps_finished_jobs_and_resumes_interrupted_ones(tmp_path):
+def test_a_relaunched_sweep_keeps_finished_jobs_and_resumes_interrupted_ones(tmp_path, monkeypatch, capsys):
     """The paper presets' contract (ckpt_path=last, a fixed hydra.sweep.dir): the same command again completes
-    a sweep. A finished job is kept untouched; one that stopped with a last.ckpt continues from it."""
+    a sweep. A finished job is kept untouched; one that stopped with a last.ckpt continues from it. (Both commands
+    run in this process: a fresh interpreter costs ~8 s each; the sweep fixture above runs one.)"""
     command = ["-m", "seed=0,1", "debug=fast", "ckpt_path=last", f"hydra.sweep.dir={tmp_path}"]
-    first = run_script("train.py", *command)
-    assert first.returncode == 0, first.stderr[-3000:]
+    code, _, stderr = main_output("train.py", command, monkeypatch, capsys)
+    assert code == "0", stderr[-3000:]
     finished, interrupted = tmp_path / "0", tmp_path / "1"
     kept = (finished / "metrics.json").stat().st_mtime_ns
     (interrupted / "metrics.json").unlink()  # job 1 stopped after its last checkpoint, before its records
-    again = run_script("train.py", *command)
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert f"{finished} holds a finished run (metrics.json): kept, nothing to train" in again.stdout
+    code, stdout, stderr = main_output("train.py", command, monkeypatch, capsys)
+    assert code == "0", stderr[-3000:]
+    assert f"{finished} holds a finished run (metrics.json): kept, nothing to train" in stdout
     assert (finished / "metrics.json").stat().st_mtime_ns == kept
     assert (interrupted / "metrics.json").is_file()
     resumes = json.loads((interrupted / "resumes.json").read_text())

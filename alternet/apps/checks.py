@@ -30,6 +30,7 @@ from ..models.attention import check_attention
 from ..models.backbone import check_drop_path_rate, choose_stem
 from ..models.blocks import check_block, check_stem
 from ..models.byob import ByobSpec, check_byob
+from ..models.config import check_builds
 from ..models.external import check_name as check_model_name
 from ..models.external import require_pretrained
 from ..models.layout import buildup_violations
@@ -185,6 +186,7 @@ def validate_train_config(cfg: Mapping[str, Any]) -> None:
         raise ConfigValueError(
             "export.ema=true needs EMA weights: set recipe.ema.decay (e.g. +recipe.ema.decay=0.9999)"
         )
+    check_model_builds(cfg)
 
 
 def reported_metrics(cfg: Mapping[str, Any]) -> list[str]:
@@ -230,6 +232,21 @@ def check_model(cfg: Mapping[str, Any]) -> None:
         img_size = int(_get(cfg, "data.image_size") or 32)
         check = check_byob if isinstance(spec, ByobSpec) else check_maxxvit
         check(spec, img_size, choose_stem(spec.stem, img_size))
+
+
+def check_model_builds(cfg: Mapping[str, Any]) -> None:
+    """Last, once the keys it reads are checked: one of our architectures built as this config builds it, on the
+    meta device (:func:`alternet.models.config.check_builds`). The class count is the data's, unknown before they
+    are read; it sizes only the head, so any count does here."""
+    model = _get(cfg, "model") or {}
+    if not isinstance(model.get("name"), str) or model["name"] == "???":
+        return
+    check_builds(
+        model,
+        num_classes=int(model.get("num_classes") or 2),
+        img_size=int(_get(cfg, "data.image_size") or 32),
+        drop_path_rate=_get(cfg, "recipe.drop_path_rate"),
+    )
 
 
 def _overrides(model: Mapping[str, Any]) -> dict[str, Any]:

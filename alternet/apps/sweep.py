@@ -1,17 +1,26 @@
-"""Hydra callback: at the end of a multirun, one CSV row per job with its overrides and final metrics. The jobs are
-the ones :meth:`alternet.rundir.SweepDir.jobs` finds, the rule ``alternet report`` reads the same directory by."""
+"""Hydra callbacks of a multirun: before it, every job of a grid sweep checked (:class:`SweepPreflight`); after it,
+one CSV row per job with its overrides and final metrics (:class:`SweepSummary`). The jobs are the ones
+:meth:`alternet.rundir.SweepDir.jobs` finds, the rule ``alternet report`` reads the same directory by."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf, open_dict
 
+from ..errors import AlternetError, exit_with_error
 from ..files import write_csv
 from ..report.figures import sweep_comparison
 from ..rundir import RunDir, SweepDir
+from .checks import validate_train_config
+
+GRID_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 
 
 def job_row(job: RunDir) -> dict[str, Any]:
@@ -51,3 +60,35 @@ class SweepSummary(Callback):
         path = write_sweep_summary(sweep.path)
         if path is not None:
             print(f"Sweep summary: {path} (plot: {sweep.summary_png}); {sweep.jobs().describe()}", flush=True)
+
+
+def grid_jobs(config: DictConfig) -> list[list[str]] | None:
+    """The overrides of every job of a multirun, as Hydra's grid sweeper expands them (its ``params`` and the
+    command line's sweeps, the cartesian product in launch order); ``None`` for a sweeper that chooses its jobs as
+    it goes (Optuna, Ax ...)."""
+    if config.hydra.sweeper.get("_target_") != GRID_SWEEPER:
+        return None
+    params = [f"{key}={value}" for key, value in (config.hydra.sweeper.get("params") or {}).items()]
+    overrides = OverridesParser.create().parse_overrides([*params, *config.hydra.overrides.task])
+    return [list(job) for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
+
+
+class SweepPreflight(Callback):
+    """Registered for training (``alternet/conf/train.yaml``): before a grid sweep's first job, every job's config
+    composed and given the checks a single run gets before any work (:func:`validate_train_config`), so a value
+    that cannot train stops the sweep in one line now, not after the jobs before it have trained for hours."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        jobs = grid_jobs(config)
+        loader = GlobalHydra.instance().config_loader()
+        for index, overrides in enumerate(jobs or ()):
+            job = loader.load_sweep_config(config, overrides)
+            with open_dict(job):
+                del job["hydra"]  # a job's hydra.runtime (its output directory) is set only when it runs
+                job.paths.output_dir = "set when the job runs"
+            try:
+                with warnings.catch_warnings():  # each job prints its own warnings when it runs
+                    warnings.simplefilter("ignore")
+                    validate_train_config(OmegaConf.to_container(job, resolve=True))
+            except AlternetError as error:
+                exit_with_error(f"sweep job {index} ({' '.join(overrides)}), before any job ran: {error}")

@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import timm
+import torch
+
 from ..errors import ConfigValueError
 from .external import architecture, constructor_args
 from .zoo import MODEL_NAMES
@@ -36,3 +39,14 @@ def model_args(model: Mapping[str, Any], *, num_classes: int, img_size: int, dro
     if architecture(name) in MODEL_NAMES:
         return args
     return constructor_args(name, args, given=tuple(given))
+
+
+def check_builds(model: Mapping[str, Any], *, num_classes: int, img_size: int, drop_path_rate: float) -> None:
+    """Build one of alternet's architectures on the meta device (no memory, no weights: milliseconds), so every
+    check its constructor makes (the layout, windows and heads at this input size) fails before any data are read
+    or, in a sweep, before the first job trains. Other timm models are left to their own build."""
+    if architecture(str(model["name"])) not in MODEL_NAMES:
+        return
+    args = model_args(model, num_classes=num_classes, img_size=img_size, drop_path_rate=drop_path_rate)
+    with torch.device("meta"):
+        timm.create_model(str(model["name"]), **args)

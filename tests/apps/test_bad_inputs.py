@@ -60,6 +60,7 @@ TRAIN = [
     (["data=imagefolder", "data.root=/nonexistent"], "imagefolder: /nonexistent/train not found"),
     (["recipe.label_smoothing=1.5"], "recipe.label_smoothing=1.5 is invalid: must be in [0, 1)"),
     (["model.layout=[C,M]"], "layout must be a non-empty string such as 'CC|CM|CM|CM'"),
+    (["model.layout=C|MC|CM"], "stage 2 ('MC'): the first block of a stage changes resolution/width"),
     (["data.subset=1.5"], "data.subset=1.5 is invalid: a fraction of the training split in (0, 1]"),
     (["data.train_clean_size=-1"], "data.train_clean_size=-1 is invalid: an image count >= 0"),
 ]
@@ -93,6 +94,17 @@ def test_bad_training_input_fails_in_one_line_before_work(arguments, message, tm
     assert code != "0" and message in code + stderr
     assert "Traceback" not in stderr and "\n" not in code
     assert not run_dir.exists()  # no training, and no run directory holding only Hydra's records left behind
+
+
+def test_a_sweep_checks_every_job_before_the_first_trains(tmp_path, monkeypatch, capsys):
+    """A grid whose second job cannot build stops in one line naming that job, and the first never starts (not
+    hours later, after the jobs before it have trained)."""
+    sweep = tmp_path / "sweep"
+    arguments = ["-m", "model.layout=C|CM|CM,C|CM|MC", f"hydra.sweep.dir={sweep}"]
+    code, stderr = run_main("train.py", arguments, monkeypatch, capsys)
+    assert code.startswith("error: sweep job 1 (model.layout=C|CM|MC), before any job ran: stage 3 ('MC'): the first")
+    assert "Traceback" not in stderr and "\n" not in code
+    assert not (sweep / "0").exists()
 
 
 @pytest.mark.parametrize(("arguments", "message"), EVALUATE, ids=[" ".join(_case(c)[0]) or "no ckpt" for c in EVALUATE])

@@ -349,9 +349,11 @@ def test_real_corruption_files_of_the_whole_test_split_are_scored_on_their_first
         np.save(root / f"{name}.npy", np.concatenate([images] * 5))
     np.save(root / "labels.npy", np.tile(labels, 5))
     args = [f"ckpt={digits_run}", f"robustness.root={root}", "robustness.corruptions=[gaussian_noise,fog]"]
-    result = run_script("evaluate.py", *args, "robustness.max_images=50", f"hydra.run.dir={tmp_path / 'eval'}")
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "real corruptions (the first 50 images of each, robustness.max_images=50)" in result.stderr
+    code, stderr = run_main(
+        "evaluate.py", [*args, "robustness.max_images=50", f"hydra.run.dir={tmp_path / 'eval'}"], monkeypatch, capsys
+    )
+    assert code == "0", stderr[-3000:]
+    assert "real corruptions (the first 50 images of each, robustness.max_images=50)" in stderr
     robustness = json.loads((tmp_path / "eval" / "metrics.json").read_text())["robustness"]
     assert robustness["source"] == "real" and robustness["max_images"] == 50
     assert {row["n"] for row in robustness["table"]} == {50} and len(robustness["table"]) == 10
@@ -732,6 +734,7 @@ def folder_run(folder: Path, *extra: str) -> list[str]:
     return [*arguments, "evaluate.after_training=false", *extra]
 
 
+@pytest.mark.slow  # 18 s; by default the image-folder worker's death mid-sample (above) and evaluate's (below)
 def test_a_shard_reader_that_dies_mid_sample_is_reported_by_that_record(tmp_path, image_folder, image_shards):
     # the fixture's write_shards (litdata's optimize sets spawn for the whole process) left the start method as it was
     assert multiprocessing.get_start_method(allow_none=True) in (None, "fork")
@@ -742,6 +745,7 @@ def test_a_shard_reader_that_dies_mid_sample_is_reported_by_that_record(tmp_path
     assert fatal in sample and str(image_shards.resolve()) in sample
 
 
+@pytest.mark.slow  # 17 s; the test loop's loader is the training one's class, whose death mid-sample runs by default
 def test_a_loader_worker_that_dies_while_testing_is_reported_by_its_sample(tmp_path):
     folder = small_folder(tmp_path)
     fatal = sorted((folder / "val" / "bee").iterdir())[0]  # read unharmed by training's validation, then tested

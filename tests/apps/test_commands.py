@@ -2,9 +2,9 @@
 user's error ends every one of them in the same line, and every older spelling (``alternet-train``,
 ``alternet-evaluate``, ``alternet-hub``, ``python train.py``, ``python evaluate.py``, ``python -m alternet.hub`` /
 ``.report`` / ``.shards`` / ``.data.cifar_c`` / ``.apps.corruptions``) still runs the same function. In this process
-where possible (a fresh interpreter costs seconds); real ``python -m`` runs (slow) check what runpy cannot. The
-``python -m alternet.report`` and ``python -m alternet.shards`` spellings also run as subprocesses in test_sweep.py and
-test_imagefolder.py."""
+where possible (a fresh interpreter costs seconds); real ``python -m`` runs (slow) check what runpy cannot. By
+default fresh interpreters run ``python train.py`` and ``python evaluate.py`` (tests/apps/test_train.py,
+test_evaluate.py, test_bad_inputs.py)."""
 
 from __future__ import annotations
 

@@ -3,8 +3,6 @@ skipped, layout mistakes fail before training, class names reach the export, and
 shuffled and stream the training split."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +19,7 @@ from alternet.data.files.shards import write_shards
 from alternet.errors import ConfigValueError, DataError
 from alternet.hub import export
 
-from helpers import FAST, ROOT, compose_train, run_main, run_script
+from helpers import FAST, compose_train, module_output, run_main, run_script
 from helpers.imagefolders import COLOURS, make_image_folder
 
 CLASSES = sorted(COLOURS)
@@ -165,17 +163,12 @@ def test_class_names_travel_with_the_checkpoint_and_the_export(folder, tmp_path,
     assert code.startswith("error: ") and "give real corruption files with robustness.root=DIR" in code
 
 
-def test_shards_hold_the_raw_files_shuffled_with_class_names_beside(folder, tmp_path):
+def test_shards_hold_the_raw_files_shuffled_with_class_names_beside(folder, tmp_path, monkeypatch, capsys):
     out = tmp_path / "shards"
-    result = subprocess.run(
-        [sys.executable, "-m", "alternet.shards", str(folder), str(out), "--chunk-bytes", "4KB", "--workers", "1"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "wrote 40 images of 3 classes" in result.stdout
+    arguments = [str(folder), str(out), "--chunk-bytes", "4KB", "--workers", "1"]
+    code, stdout, stderr = module_output("alternet.shards", arguments, monkeypatch, capsys)
+    assert code == "0", stderr[-2000:]
+    assert "wrote 40 images of 3 classes" in stdout
     assert json.loads((out / "classes.json").read_text())["classes"] == CLASSES
     records = [StreamingDataset(str(out))[i] for i in range(40)]
     for record in records:  # stored bytes are the file's bytes: no re-encode

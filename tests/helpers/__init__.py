@@ -13,7 +13,7 @@ from helpers.configs import (
     resolved,
 )
 from helpers.paths import CONF, ROOT, SHARED_DATA
-from helpers.processes import main_output, run_main, run_script
+from helpers.processes import main_output, module_output, run_main, run_script, script_output
 
 __all__ = [
     "CONF",
@@ -27,7 +27,9 @@ __all__ = [
     "TINY_ANALYSIS_BUDGETS",
     "compose_train",
     "main_output",
+    "module_output",
     "resolved",
     "run_main",
     "run_script",
+    "script_output",
 ]

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import runpy
 import subprocess
 import sys
+import warnings
+from collections.abc import Callable
+from contextlib import redirect_stderr, redirect_stdout
+
+import pytest
 
 from helpers.paths import ROOT
 
@@ -27,18 +33,48 @@ def run_main(script: str, arguments: list[str], monkeypatch, capsys) -> tuple[st
 
 def main_output(script: str, arguments: list[str], monkeypatch, capsys) -> tuple[str, str, str]:
     """(exit message or status, stdout, stderr) of ``python SCRIPT ARGUMENTS``, run in this process: the same entry
-    point without a fresh interpreter's ~8 s of imports. A script that returns exits with "0". The logging handlers
-    Hydra adds write to this test's captured stream: they go with it (a later test would read "--- Logging error ---"
-    and its traceback from them)."""
-    monkeypatch.setattr(sys, "argv", [script, *arguments])
+    point without a fresh interpreter's ~8 s of imports. A script that returns exits with "0"."""
+    code = _exit_code(
+        lambda: runpy.run_path(str(ROOT / script), run_name="__main__"), [script, *arguments], monkeypatch
+    )
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def module_output(module: str, arguments: list[str], monkeypatch, capsys) -> tuple[str, str, str]:
+    """``main_output`` of ``python -m MODULE ARGUMENTS``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # runpy: the module was imported already (by this test run)
+        code = _exit_code(
+            lambda: runpy.run_module(module, run_name="__main__", alter_sys=True), [module, *arguments], monkeypatch
+        )
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def script_output(script: str, arguments: list[str]) -> tuple[str, str, str]:
+    """``main_output`` for a fixture wider than one test (which has no ``capsys``): its own patch of ``sys.argv`` and
+    its own captured streams."""
+    with (
+        pytest.MonkeyPatch.context() as patch,
+        redirect_stdout(io.StringIO()) as out,
+        redirect_stderr(io.StringIO()) as err,
+    ):
+        code = _exit_code(lambda: runpy.run_path(str(ROOT / script), run_name="__main__"), [script, *arguments], patch)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _exit_code(run: Callable[[], object], argv: list[str], monkeypatch) -> str:
+    """Run a command line's main in this process: its exit message or status ("0" when it returns). The logging
+    handlers Hydra adds write to this test's captured stream: they go with it (a later test would read "--- Logging
+    error ---" and its traceback from them)."""
+    monkeypatch.setattr(sys, "argv", argv)
     before = list(logging.getLogger().handlers)
-    code = "0"
     try:
-        runpy.run_path(str(ROOT / script), run_name="__main__")
+        run()
     except SystemExit as exited:
-        code = "0" if exited.code is None else str(exited.code)
+        return "0" if exited.code is None else str(exited.code)
     finally:
         for handler in set(logging.getLogger().handlers) - set(before):
             logging.getLogger().removeHandler(handler)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    return "0"

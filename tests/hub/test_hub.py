@@ -10,8 +10,6 @@ import os
 import pickle
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -31,7 +29,7 @@ from alternet.tracking import artifact_notice, log_model_artifacts
 from alternet.training import build_module
 from alternet.training.module import ClassificationModule
 
-from helpers import FAST, ROOT, compose_train, run_script
+from helpers import FAST, compose_train, main_output, module_output
 
 # pytest-xdist: the whole module on one worker, so that its pretrained run (session-scoped) is made once
 pytestmark = pytest.mark.xdist_group("test_hub")
@@ -273,18 +271,12 @@ def test_frozen_backbone_keeps_its_batchnorm_statistics(pretrained, tmp_path):
     assert not changed, f"{len(changed)} backbone tensors changed, e.g. {changed[:3]}"
 
 
-def test_train_cli_fine_tunes_from_an_export_and_reports_the_load(pretrained, tmp_path):
-    result = run_script(
-        "train.py",
-        "model=alternet_tiny",
-        "data=digits",
-        f"model.pretrained={export_dir(pretrained)}",
-        "recipe.finetune.backbone_lr_scale=0.1",
-        *FAST,
-        f"hydra.run.dir={tmp_path}",
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert f"loaded 78 tensors from {export_dir(pretrained)}" in result.stdout + result.stderr
+def test_train_cli_fine_tunes_from_an_export_and_reports_the_load(pretrained, tmp_path, monkeypatch, capsys):
+    arguments = ["model=alternet_tiny", "data=digits", f"model.pretrained={export_dir(pretrained)}"]
+    arguments += ["recipe.finetune.backbone_lr_scale=0.1", *FAST, f"hydra.run.dir={tmp_path}"]
+    code, stdout, stderr = main_output("train.py", arguments, monkeypatch, capsys)
+    assert code == "0", stderr[-3000:]
+    assert f"loaded 78 tensors from {export_dir(pretrained)}" in stdout + stderr
 
 
 def lightning_checkpoint(path: Path, *overrides: str) -> Path:
@@ -335,12 +327,12 @@ def test_comparison_vit_exports_and_loads_through_timm(tmp_path):
         hub.load(out, features_only=True)
 
 
-def test_export_cli_end_to_end(pretrained, tmp_path):
+def test_export_cli_end_to_end(pretrained, tmp_path, monkeypatch, capsys):
     out = tmp_path / "cli-export"
-    command = [sys.executable, "-m", "alternet.hub", "export", pretrained["run_dir"], "--out", str(out)]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert f"Exported {pretrained['run_dir']} to {out}" in result.stdout
+    arguments = ["export", pretrained["run_dir"], "--out", str(out)]
+    code, stdout, stderr = module_output("alternet.hub", arguments, monkeypatch, capsys)
+    assert code == "0", stderr[-3000:]
+    assert f"Exported {pretrained['run_dir']} to {out}" in stdout
     assert load_file(out / "model.safetensors").keys() == load_file(export_dir(pretrained) / "model.safetensors").keys()
     assert json.loads((out / "config.json").read_text())["architecture"] == "alternet_tiny"
     torch.testing.assert_close(hub.load(out).state_dict(), hub.load(export_dir(pretrained)).state_dict())
@@ -475,8 +467,8 @@ def test_wandb_reference_is_downloaded_and_loaded(pretrained, monkeypatch):
     torch.testing.assert_close(model.state_dict(), hub.load(export_dir(pretrained)).state_dict())
 
 
-def test_linear_probe_example_runs(pretrained):
-    result = run_script("examples/linear_probe.py", str(export_dir(pretrained)))
-    assert result.returncode == 0, result.stderr[-3000:]
-    found = re.search(r"on digits: train 1437, test 360 images, test accuracy ([0-9.]+)", result.stdout)
-    assert found and float(found.group(1)) > 0.8, result.stdout
+def test_linear_probe_example_runs(pretrained, monkeypatch, capsys):
+    code, stdout, stderr = main_output("examples/linear_probe.py", [str(export_dir(pretrained))], monkeypatch, capsys)
+    assert code == "0", stderr[-3000:]
+    found = re.search(r"on digits: train 1437, test 360 images, test accuracy ([0-9.]+)", stdout)
+    assert found and float(found.group(1)) > 0.8, stdout

@@ -4,10 +4,7 @@
 import csv
 import json
 import math
-import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -16,41 +13,37 @@ from alternet.report import build_report
 from alternet.report.__main__ import main as report_main
 from alternet.report.verdicts import INSUFFICIENT
 
-from helpers import ROOT, main_output, run_script
+from helpers import main_output, module_output, script_output
 
 # pytest-xdist: the whole module on one worker, so that its sweep (session-scoped) is made once
 pytestmark = pytest.mark.xdist_group("test_sweep")
 
 
-def run_report(*args: str):
-    """``python -m alternet.report ARGS`` in a fresh interpreter, as a user runs it."""
-    command = [sys.executable, "-m", "alternet.report", *args]
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, env=dict(os.environ))
-
-
 @pytest.fixture(scope="session")
 def sweep(tmp_path_factory):
-    """Two models x two seeds of debug=fast on digits, logged to W&B offline, as one real multirun."""
+    """Two models x two seeds of debug=fast on digits, logged to W&B offline, as one real multirun (in this process:
+    a fresh interpreter's imports cost seconds; tests/test_faults.py runs sweeps in processes of their own)."""
     sweep_dir = tmp_path_factory.mktemp("sweep")
-    result = run_script(
+    code, stdout, stderr = script_output(
         "train.py",
-        "-m",
-        "model=alternet_tiny,preresnet_tiny",
-        "seed=0,1",
-        "debug=fast",
-        "trainer.limit_val_batches=1",
-        "logger=wandb",
-        "logger.wandb.offline=true",
-        "evaluate.after_training=true",  # eval/predictions.npz: the test set's own noise in the report's intervals
-        f"hydra.sweep.dir={sweep_dir}",
-        timeout=300,
+        [
+            "-m",
+            "model=alternet_tiny,preresnet_tiny",
+            "seed=0,1",
+            "debug=fast",
+            "trainer.limit_val_batches=1",
+            "logger=wandb",
+            "logger.wandb.offline=true",
+            "evaluate.after_training=true",  # eval/predictions.npz: the test set's own noise in the report's intervals
+            f"hydra.sweep.dir={sweep_dir}",
+        ],
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return sweep_dir, result
+    assert code == "0", stderr[-3000:]
+    return sweep_dir, stdout
 
 
 def test_multirun_writes_job_directories_and_a_summary(sweep):
-    sweep_dir, result = sweep
+    sweep_dir, stdout = sweep
     for job in ("0", "1", "2", "3"):
         assert (sweep_dir / job / "metrics.json").is_file()
         assert len(list((sweep_dir / job / "wandb").glob("offline-run-*"))) == 1  # each job its own W&B run
@@ -63,19 +56,20 @@ def test_multirun_writes_job_directories_and_a_summary(sweep):
         ("preresnet_tiny", "1"),
     ]
     assert all(r["status"] == "ok" and 0 <= float(r["test/acc"]) <= 1 for r in rows)
-    assert f"Sweep summary: {sweep_dir / 'summary.csv'}" in result.stdout
+    assert f"Sweep summary: {sweep_dir / 'summary.csv'}" in stdout
     from PIL import Image
 
     with Image.open(sweep_dir / "summary.png") as image:  # one bar per job, next to the table
         assert image.format == "PNG"
 
 
-def test_report_of_a_sweep_writes_figures_tables_and_verdicts(sweep, tmp_path, monkeypatch):
+def test_report_of_a_sweep_writes_figures_tables_and_verdicts(sweep, tmp_path, monkeypatch, capsys):
     sweep_dir, _ = sweep
     monkeypatch.setenv("WANDB_MODE", "offline")
     out = tmp_path / "report"
-    result = run_report(str(sweep_dir), "--baseline", "model=preresnet_tiny", "--out", str(out))
-    assert result.returncode == 0, result.stderr[-3000:]
+    arguments = [str(sweep_dir), "--baseline", "model=preresnet_tiny", "--out", str(out)]
+    code, stdout, stderr = module_output("alternet.report", arguments, monkeypatch, capsys)
+    assert code == "0", stderr[-3000:]
     with open(out / "runs.csv") as f:
         runs = list(csv.DictReader(f))
     assert [(r["model"], r["seed"]) for r in runs] == [
@@ -112,7 +106,7 @@ def test_report_of_a_sweep_writes_figures_tables_and_verdicts(sweep, tmp_path, m
     assert "include the test set's own sampling noise" in summary and "Holm" in summary
     row = next(line for line in summary.splitlines() if line.startswith("| model=alternet_tiny"))
     assert " pp [" in row and "p=" in row  # delta, interval and p per row
-    assert summary in result.stdout
+    assert summary in stdout
     assert len(list((out / "wandb").glob("offline-run-*"))) == 1  # the sweep used W&B, so the report goes there too
 
 
@@ -123,7 +117,7 @@ def test_report_refuses_what_it_cannot_read(sweep, tmp_path):
     with pytest.raises(ConfigValueError, match=r"--baseline 'model=vit' matches 0 variants; choose one of"):
         build_report(sweep_dir, tmp_path / "out", baseline="model=vit", wandb=False)
     with pytest.raises(SystemExit, match=r"^error: sweep directory .*missing does not exist$"):
-        report_main([str(tmp_path / "missing")])  # the CLI's own exit, in-process (the subprocess runs above)
+        report_main([str(tmp_path / "missing")])  # the CLI's own exit
 
 
 def test_a_multirun_job_joins_its_sweeps_wandb_group(tmp_path):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -89,14 +90,20 @@ def write_shards(
 
 @contextlib.contextmanager
 def _start_method_kept() -> Iterator[None]:
-    """litdata's ``optimize`` sets the process's multiprocessing start method to spawn (``force=True``) and leaves it
-    so: every later DataLoader of the process (training after ``write_shards`` in one script or notebook) would spawn
-    its workers instead of forking them. Put it back."""
+    """litdata's ``optimize`` sets the process's multiprocessing start method to the one it starts its writers with
+    (``force=True``) and leaves it so: every later DataLoader of the process (training after ``write_shards`` in one
+    script or notebook) would start its workers that way too. Put it back."""
     before = multiprocessing.get_start_method(allow_none=True)
     try:
         yield
     finally:
         multiprocessing.set_start_method(before, force=True)
+
+
+# litdata starts its writer workers with spawn: each a fresh interpreter that imports torch again (seconds per worker).
+# On Linux they fork instead, as the training loaders' workers do: the reader they run holds no thread or lock. Other
+# systems keep litdata's choice (fork is unsafe on macOS).
+WRITER_START_METHOD = "fork" if sys.platform.startswith("linux") else None
 
 
 def _optimize(split: Path, out: Path, inputs: list, chunk_bytes: str, workers: int, skip_corrupt: bool) -> None:
@@ -110,6 +117,7 @@ def _optimize(split: Path, out: Path, inputs: list, chunk_bytes: str, workers: i
             reorder_files=False,  # keep the shuffled order (litdata would sort the inputs by file size)
             mode="overwrite" if out.exists() else None,
             verbose=False,
+            start_method=WRITER_START_METHOD,
         )
 
 

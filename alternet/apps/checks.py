@@ -21,7 +21,7 @@ import torch
 from .. import tracking
 from ..data import check_name
 from ..data.augment import check_augment
-from ..data.base import check_batch_sizes, check_val_size
+from ..data.base import check_batch_sizes, check_subset, check_val_size
 from ..data.workers import check_workers
 from ..errors import ConfigValueError, is_integer, one_of, require, suggest
 from ..evaluation import check_settings
@@ -147,6 +147,9 @@ def validate_train_config(cfg: Mapping[str, Any]) -> None:
         check_drop_path_rate(_get(cfg, "recipe.drop_path_rate"), "recipe.drop_path_rate")
     if _get(cfg, "data.val_size") is not None:
         check_val_size(_get(cfg, "data.val_size"))
+    check_subset(
+        _get(cfg, "data.subset"), _get(cfg, "data.subset_repeat") or False, _get(cfg, "data.train_clean_size") or 0
+    )
     check_workers(_get(cfg, "data.num_workers"), "data.num_workers")
     if _get(cfg, "evaluate") is not None:
         check_settings(_get(cfg, "evaluate"), "evaluate.")

@@ -160,13 +160,23 @@ def stratified_holdout(labels: np.ndarray, size: int, seed: int) -> np.ndarray:
     return mask
 
 
-def subset_size(fraction: float | None, pool: int) -> int:
-    """How many of ``pool`` training images ``data.subset`` keeps (null: all)."""
-    if fraction is None:
-        return pool
-    if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 < fraction <= 1:
+def check_subset(fraction: Any, repeat: Any = False, train_clean_size: Any = 0) -> None:
+    """The one check of ``data.subset``, ``data.subset_repeat`` and ``data.train_clean_size``: the config checks call
+    it before any work (a sweep's for every job before the first), the data module's constructor too."""
+    if fraction is not None and (
+        isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 < fraction <= 1
+    ):
         raise ConfigValueError(f"data.subset={fraction!r} is invalid: a fraction of the training split in (0, 1]")
-    return max(1, round(fraction * pool))
+    require("data.subset_repeat", repeat, lambda v: isinstance(v, bool), "true or false")
+    if isinstance(train_clean_size, bool) or not isinstance(train_clean_size, int) or train_clean_size < 0:
+        raise ConfigValueError(
+            f"data.train_clean_size={train_clean_size!r} is invalid: an image count >= 0 (0: no train_clean metrics)"
+        )
+
+
+def subset_size(fraction: float | None, pool: int) -> int:
+    """How many of ``pool`` training images ``data.subset`` (checked by :func:`check_subset`) keeps (null: all)."""
+    return pool if fraction is None else max(1, round(fraction * pool))
 
 
 class ImageDataModule(L.LightningDataModule):
@@ -222,16 +232,10 @@ class ImageDataModule(L.LightningDataModule):
         self.pin_memory = pin_memory and torch.cuda.is_available()
         self.persistent_workers = persistent_workers and num_workers > 0
         self.download = download
-        subset_size(subset, 1)  # checks the value before any data is read
+        check_subset(subset, subset_repeat, train_clean_size)  # before any data is read
         self.subset = subset
-        require("data.subset_repeat", subset_repeat, lambda v: isinstance(v, bool), "true or false")
         self.subset_repeat = subset_repeat
         self._train_pool = 0  # training images before data.subset thins them (set by setup)
-        if isinstance(train_clean_size, bool) or not isinstance(train_clean_size, int) or train_clean_size < 0:
-            raise ConfigValueError(
-                f"data.train_clean_size={train_clean_size!r} is invalid: an image count >= 0 (0: no train_clean "
-                "metrics)"
-            )
         self.train_clean_size = train_clean_size
         self.splits: dict[str, Dataset] = {}
         self.check_augment()

@@ -96,15 +96,21 @@ def test_bad_training_input_fails_in_one_line_before_work(arguments, message, tm
     assert not run_dir.exists()  # no training, and no run directory holding only Hydra's records left behind
 
 
-def test_a_sweep_checks_every_job_before_the_first_trains(tmp_path, monkeypatch, capsys):
-    """A grid whose second job cannot build stops in one line naming that job, and the first never starts (not
-    hours later, after the jobs before it have trained)."""
-    sweep = tmp_path / "sweep"
-    arguments = ["-m", "model.layout=C|CM|CM,C|CM|MC", f"hydra.sweep.dir={sweep}"]
+@pytest.mark.parametrize(
+    ("sweep", "message"),
+    [
+        (["model.layout=C|CM|CM,C|CM|MC"], "sweep job 1 (model.layout=C|CM|MC), before any job ran: stage 3 ('MC'):"),
+        (["seed=0,1", "data.subset=0.5,1.5"], "sweep job 1 (seed=0 data.subset=1.5), before any job ran: data.subset="),
+    ],
+)
+def test_a_sweep_checks_every_job_before_the_first_trains(sweep, message, tmp_path, monkeypatch, capsys):
+    """A grid whose second job cannot build (or train) stops in one line naming that job, and the first never
+    starts (not hours later, after the jobs before it have trained)."""
+    arguments = ["-m", *sweep, f"hydra.sweep.dir={tmp_path / 'sweep'}"]
     code, stderr = run_main("train.py", arguments, monkeypatch, capsys)
-    assert code.startswith("error: sweep job 1 (model.layout=C|CM|MC), before any job ran: stage 3 ('MC'): the first")
+    assert code.startswith(f"error: {message}")
     assert "Traceback" not in stderr and "\n" not in code
-    assert not (sweep / "0").exists()
+    assert not (tmp_path / "sweep" / "0").exists()
 
 
 @pytest.mark.parametrize(("arguments", "message"), EVALUATE, ids=[" ".join(_case(c)[0]) or "no ckpt" for c in EVALUATE])

@@ -147,9 +147,8 @@ def validate_train_config(cfg: Mapping[str, Any]) -> None:
         check_drop_path_rate(_get(cfg, "recipe.drop_path_rate"), "recipe.drop_path_rate")
     if _get(cfg, "data.val_size") is not None:
         check_val_size(_get(cfg, "data.val_size"))
-    check_subset(
-        _get(cfg, "data.subset"), _get(cfg, "data.subset_repeat") or False, _get(cfg, "data.train_clean_size") or 0
-    )
+    repeat, clean = _get(cfg, "data.subset_repeat"), _get(cfg, "data.train_clean_size")
+    check_subset(_get(cfg, "data.subset"), False if repeat is None else repeat, 0 if clean is None else clean)
     check_workers(_get(cfg, "data.num_workers"), "data.num_workers")
     if _get(cfg, "evaluate") is not None:
         check_settings(_get(cfg, "evaluate"), "evaluate.")

@@ -208,3 +208,20 @@ def test_the_report_compares_each_variants_robustness_with_the_baselines(tmp_pat
     assert "Robustness: mean accuracy over 5 generated corruption sets of 2,000 images each" in summary
     row = next(line for line in summary.splitlines() if line.startswith("| model=b"))
     assert f"{100 * delta:+.2f} pp [" in row.split("|")[10]  # the robustness difference in percentage points
+
+
+def test_the_preflight_numbers_jobs_as_hydra_launches_them(sweep):
+    """``apps.sweep.grid_jobs`` (what the pre-flight checks, and the job number its errors name) expands the sweep
+    into the jobs Hydra ran, in the same order: each job directory's recorded overrides."""
+    from omegaconf import OmegaConf
+
+    from alternet.apps.sweep import grid_jobs
+    from alternet.rundir import RunDir
+
+    sweep_dir, _ = sweep
+    config = OmegaConf.load(sweep_dir / "multirun.yaml")
+    launched = [RunDir(sweep_dir / str(index)).overrides() for index in range(4)]
+    assert grid_jobs(config) == launched
+    assert [job[:2] for job in launched] == [
+        [f"model={model}", f"seed={seed}"] for model in ("alternet_tiny", "preresnet_tiny") for seed in (0, 1)
+    ]

@@ -10,9 +10,11 @@ from typing import Any
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
 
 from ..errors import AlternetError, exit_with_error
 from ..files import write_csv
@@ -68,27 +70,45 @@ def grid_jobs(config: DictConfig) -> list[list[str]] | None:
     it goes (Optuna, Ax ...)."""
     if config.hydra.sweeper.get("_target_") != GRID_SWEEPER:
         return None
-    params = [f"{key}={value}" for key, value in (config.hydra.sweeper.get("params") or {}).items()]
-    overrides = OverridesParser.create().parse_overrides([*params, *config.hydra.overrides.task])
+    raw = OmegaConf.to_container(config.hydra, resolve=False)  # an override's ${...} stays text, as Hydra reads it
+    params = [f"{key}={value}" for key, value in (raw["sweeper"].get("params") or {}).items()]
+    overrides = OverridesParser.create().parse_overrides([*params, *raw["overrides"]["task"]])
     return [list(job) for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
 
 
 class SweepPreflight(Callback):
     """Registered for training (``alternet/conf/train.yaml``): before a grid sweep's first job, every job's config
     composed and given the checks a single run gets before any work (:func:`validate_train_config`), so a value
-    that cannot train stops the sweep in one line now, not after the jobs before it have trained for hours."""
+    that cannot train stops the sweep in one line now, not after the jobs before it have trained for hours. A job
+    holding a value that only resolves once it runs (``${hydra:runtime.output_dir}`` in a key of its own) is left
+    to check itself, as it does."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        jobs = grid_jobs(config)
         loader = GlobalHydra.instance().config_loader()
-        for index, overrides in enumerate(jobs or ()):
-            job = loader.load_sweep_config(config, overrides)
-            with open_dict(job):
-                del job["hydra"]  # a job's hydra.runtime (its output directory) is set only when it runs
-                job.paths.output_dir = "set when the job runs"
-            try:
-                with warnings.catch_warnings():  # each job prints its own warnings when it runs
-                    warnings.simplefilter("ignore")
-                    validate_train_config(OmegaConf.to_container(job, resolve=True))
-            except AlternetError as error:
-                exit_with_error(f"sweep job {index} ({' '.join(overrides)}), before any job ran: {error}")
+        try:
+            for index, overrides in enumerate(grid_jobs(config) or ()):
+                job = loader.load_sweep_config(config, overrides)
+                with open_dict(job):
+                    job.hydra.job.num = index
+                HydraConfig.instance().set_config(job)  # what ${hydra:...} reads, as the launcher sets it per job
+                plain = _resolved_before_it_runs(job)
+                try:
+                    with warnings.catch_warnings():  # each job prints its own warnings when it runs
+                        warnings.simplefilter("ignore")
+                        if plain is not None:
+                            validate_train_config(plain)
+                except AlternetError as error:
+                    exit_with_error(f"sweep job {index} ({' '.join(overrides)}), before any job ran: {error}")
+        finally:
+            HydraConfig.instance().cfg = None  # unset, as the launcher expects to find it
+
+
+def _resolved_before_it_runs(job: DictConfig) -> dict[str, Any] | None:
+    """The job's config without Hydra's section, resolved; ``None`` when a value resolves only once it runs."""
+    with open_dict(job):
+        del job["hydra"]
+        job.paths.output_dir = "set when the job runs"  # ${hydra:runtime.output_dir}, set by the launcher
+    try:
+        return OmegaConf.to_container(job, resolve=True)
+    except OmegaConfBaseException:
+        return None

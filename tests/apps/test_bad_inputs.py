@@ -101,6 +101,7 @@ def test_bad_training_input_fails_in_one_line_before_work(arguments, message, tm
     [
         (["model.layout=C|CM|CM,C|CM|MC"], "sweep job 1 (model.layout=C|CM|MC), before any job ran: stage 3 ('MC'):"),
         (["seed=0,1", "data.subset=0.5,1.5"], "sweep job 1 (seed=0 data.subset=1.5), before any job ran: data.subset="),
+        (["seed=0,1", "data.subset=1.5", "+note=${hydra:job.num}"], "sweep job 0 (seed=0 data.subset=1.5 +note="),
     ],
 )
 def test_a_sweep_checks_every_job_before_the_first_trains(sweep, message, tmp_path, monkeypatch, capsys):
@@ -108,7 +109,7 @@ def test_a_sweep_checks_every_job_before_the_first_trains(sweep, message, tmp_pa
     starts (not hours later, after the jobs before it have trained)."""
     arguments = ["-m", *sweep, f"hydra.sweep.dir={tmp_path / 'sweep'}"]
     code, stderr = run_main("train.py", arguments, monkeypatch, capsys)
-    assert code.startswith(f"error: {message}")
+    assert code.startswith(f"error: {message}") and "before any job ran: " in code
     assert "Traceback" not in stderr and "\n" not in code
     assert not (tmp_path / "sweep" / "0").exists()
 

@@ -92,11 +92,12 @@ class SweepPreflight(Callback):
                     job.hydra.job.num = index
                 HydraConfig.instance().set_config(job)  # what ${hydra:...} reads, as the launcher sets it per job
                 plain = _resolved_before_it_runs(job)
+                if plain is None:
+                    continue
                 try:
                     with warnings.catch_warnings():  # each job prints its own warnings when it runs
                         warnings.simplefilter("ignore")
-                        if plain is not None:
-                            validate_train_config(plain)
+                        validate_train_config(plain)
                 except AlternetError as error:
                     exit_with_error(f"sweep job {index} ({' '.join(overrides)}), before any job ran: {error}")
         finally:

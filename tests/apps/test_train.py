@@ -72,6 +72,13 @@ def test_resume_continues_epoch_and_step_count(tmp_path):
     assert (resumed["epochs"], resumed["global_step"]) == (3, 9)
 
 
+def test_trainer_max_steps_stops_a_long_recipe_after_that_many_steps(tmp_path):
+    """A short look at a long recipe (issue 38's ``experiment=alternet_r50_cifar100 trainer.max_steps=300``): the
+    key exists in the trainer config, so it is set without Hydra's ``+``, and training stops mid-epoch there."""
+    summary = train(compose_train(*FAST, "trainer.max_steps=2", output_dir=tmp_path))
+    assert summary["global_step"] == 2 and math.isfinite(summary["test"]["nll"])
+
+
 def test_unreadable_checkpoint_is_rejected(tmp_path):
     bad = tmp_path / "broken.ckpt"
     bad.write_bytes(b"not a checkpoint")

@@ -176,6 +176,8 @@ class WindowAttention(_Projections):
         k, v = self._heads(F.conv2d(maps, self.to_kv.weight[..., None, None], self.to_kv.bias), b, n, 2)
         position = self.position_bias()
         if self._fuses(q):
+            if q.stride(-1) != 1:  # the contiguous layout's head views: CUDA's fused kernels need unit stride and
+                q, k, v = q.contiguous(), k.contiguous(), v.contiguous()  # would silently fall back to math
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=position.to(q.dtype), scale=self.scale)
         else:
             out = self._softmax(q, k, position).to(v.dtype) @ v

@@ -222,3 +222,20 @@ def test_window_attention_computes_the_same_function_in_channels_last():
         .flatten(2)
     )
     torch.testing.assert_close(got, window_merge(reference, (4, 4), (8, 8)), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last])
+def test_the_fused_kernel_gets_heads_of_unit_stride_in_either_layout(monkeypatch, memory_format):
+    """CUDA's fused attention kernels refuse a head dimension of stride != 1, and SDPA then falls back to its math
+    kernel without a word (found on an H100: the contiguous layout's head views have stride N = window tokens)."""
+    strides = []
+    sdpa = F.scaled_dot_product_attention
+
+    def spy(q, k, v, **kwargs):
+        strides.append((q.stride(-1), k.stride(-1), v.stride(-1)))
+        return sdpa(q, k, v, **kwargs)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    attn = WindowAttention(16, 16, heads=2, head_dim=8, window=(4, 4), fused=True)
+    attn(torch.randn(2, 16, 8, 8).contiguous(memory_format=memory_format))
+    assert strides == [(1, 1, 1)]

@@ -39,7 +39,7 @@ from alternet.checkpoints import read_checkpoint
 from alternet.data import licence
 from alternet.data.corrupted import cifar_c
 from alternet.data.licence import LicenceError
-from alternet.data.workers import StartsWorkersWithSigtermBlocked, leave_stop_signals_to_main_process, sigterm_blocked
+from alternet.data.workers import StartsWorkersSafely, leave_stop_signals_to_main_process, sigterm_blocked
 from alternet.evaluation.report import write_npz
 from alternet.files import WriteError, atomic_write, write_json
 from alternet.training import builders
@@ -453,7 +453,7 @@ def test_a_loader_worker_ignores_stop_signals_from_others_and_exits_on_its_paren
     """The group's signals (sent by another process: ``kill`` here) leave the worker alive, even with a library
     thread started in it at the fork; its own parent's SIGTERM (``Process.terminate``, as torch's shutdown and the
     interpreter's exit send it) still ends it, cleanly. Workers start as the package's loaders start them (SIGTERM
-    blocked in the forking thread: ``StartsWorkersWithSigtermBlocked``); without that the library thread took the
+    blocked in the forking thread: ``StartsWorkersSafely``); without that the library thread took the
     group's SIGTERM and the worker died of it (seen with W&B's exporters running in the main process)."""
     context = multiprocessing.get_context("fork")
     ready = context.Event()
@@ -484,9 +484,9 @@ def test_every_loader_of_the_package_starts_its_workers_with_sigterm_blocked(mon
 
     from alternet.data.base import EpochSampler, ResumableLoader
     from alternet.data.files.shards import _StreamingLoader
-    from alternet.evaluation.inference import _Loader
+    from alternet.data.workers import PlainLoader
 
-    assert all(issubclass(c, StartsWorkersWithSigtermBlocked) for c in (ResumableLoader, _StreamingLoader, _Loader))
+    assert all(issubclass(c, StartsWorkersSafely) for c in (ResumableLoader, _StreamingLoader, PlainLoader))
     masks = []
     start = DataLoader._get_iterator
 

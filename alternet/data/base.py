@@ -23,7 +23,8 @@ from ..errors import ConfigValueError, DataError, is_integer, require
 from ..seeds import derive_seed
 from .augment import check_section
 from .workers import (
-    StartsWorkersWithSigtermBlocked,
+    PlainLoader,
+    StartsWorkersSafely,
     WorkerLedger,
     dead_worker_error,
     init_loader_worker,
@@ -82,7 +83,7 @@ def _of_pass(pass_: int) -> tuple[int, ...]:
     return (pass_,) if pass_ else ()
 
 
-class ResumableLoader(StartsWorkersWithSigtermBlocked, DataLoader):
+class ResumableLoader(StartsWorkersSafely, DataLoader):
     """A DataLoader over an :class:`EpochSampler` that knows how many batches of the current epoch it delivered.
 
     Lightning saves :meth:`state_dict` in every checkpoint and hands it back through :meth:`load_state_dict` on
@@ -346,7 +347,7 @@ class ImageDataModule(L.LightningDataModule):
         )
 
     def _loader(self, split: str, sampler: EpochSampler, batch_size: int, drop_last: bool = False) -> DataLoader:
-        return (ResumableLoader if sampler.shuffle else DataLoader)(
+        return (ResumableLoader if sampler.shuffle else PlainLoader)(
             self.splits[split],
             batch_size=batch_size,
             sampler=sampler,

@@ -7,7 +7,7 @@ C handler re-raises it with the default action) and SIGUSR2 (the default action)
 handler then raises ``DataLoader worker (pid …) is killed by signal`` wherever it happens to be — inside the step
 or the checkpoint that the pre-emption handler was about to write. Every loader of the package therefore starts its
 workers with :func:`init_loader_worker`: they leave the stop signals to the main process, which finishes its step,
-saves, and shuts them down itself. Their SIGTERM is blocked from the fork on (:class:`StartsWorkersWithSigtermBlocked`),
+saves, and shuts them down itself. Their SIGTERM is blocked from the fork on (:class:`StartsWorkersSafely`),
 so no thread a worker has (libraries restart theirs after a fork: W&B's OpenTelemetry exporters) takes it.
 """
 
@@ -23,7 +23,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from lightning.fabric.utilities.seed import pl_worker_init_function
-from torch.utils.data import get_worker_info
+from threadpoolctl import threadpool_limits
+from torch.utils.data import DataLoader, get_worker_info
 
 from ..errors import DataError, is_integer, require
 
@@ -58,9 +59,13 @@ def check_workers(setting: Any, key: str = "num_workers") -> None:
 
 
 def init_loader_worker(worker_id: int) -> None:
-    """The ``worker_init_fn`` of every loader: leave the stop signals to the main process, then seed as Lightning
-    would have (``seed_everything(workers=True)`` adds its own ``worker_init_fn`` only to loaders without one)."""
+    """The ``worker_init_fn`` of every loader: leave the stop signals to the main process, use one BLAS/OpenMP
+    thread, then seed as Lightning would have (``seed_everything(workers=True)`` adds its own ``worker_init_fn``
+    only to loaders without one). The workers already fill the CPUs; pools of one thread per core in each compete
+    with the main process, which launches the GPU's work (on a 16-core H100 machine, 8 workers made its training
+    step 3.4x slower than 4 did: bench/RESULTS.md)."""
     leave_stop_signals_to_main_process()
+    threadpool_limits(1)  # BLAS and OpenMP pools (torch sets its own to one thread in a worker)
     if int(os.environ.get("PL_SEED_WORKERS", 0)):
         pl_worker_init_function(worker_id)
 
@@ -96,15 +101,39 @@ def sigterm_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-class StartsWorkersWithSigtermBlocked:
-    """A DataLoader mixin: workers start with SIGTERM blocked. A worker blocks it itself in
-    :func:`leave_stop_signals_to_main_process`, but only in its own thread; threads that libraries start in the
-    child right after the fork (W&B's OpenTelemetry exporters restart theirs) would not have it blocked, take the
-    group's SIGTERM and die of it, before the main process has saved."""
+class StartsWorkersSafely:
+    """A DataLoader mixin for how workers start.
+
+    * With SIGTERM blocked. A worker blocks it itself in :func:`leave_stop_signals_to_main_process`, but only in
+      its own thread; threads that libraries start in the child right after the fork (W&B's OpenTelemetry
+      exporters restart theirs) would not have it blocked, take the group's SIGTERM and die of it, before the main
+      process has saved.
+    * With OpenCV single-threaded (:func:`one_cv2_thread`): each worker is one of many processes already, and
+      OpenCV's default pool of one thread per core in every worker oversubscribes the CPUs the main process needs
+      to feed the GPU."""
 
     def _get_iterator(self):  # DataLoader's one place that starts workers
-        with sigterm_blocked():
+        with sigterm_blocked(), one_cv2_thread():
             return super()._get_iterator()
+
+
+@contextlib.contextmanager
+def one_cv2_thread() -> Iterator[None]:
+    """OpenCV set to one thread while the body forks workers (they keep it), then restored in this process. Set
+    before the fork, never in the child: a forked child that reconfigures a pool its parent had running can
+    deadlock in it (seen in the CIFAR-C generator)."""
+    import cv2
+
+    previous = cv2.getNumThreads()
+    cv2.setNumThreads(1)
+    try:
+        yield
+    finally:
+        cv2.setNumThreads(previous)
+
+
+class PlainLoader(StartsWorkersSafely, DataLoader):
+    """A DataLoader whose workers start as every loader of the package's do (evaluation passes, unshuffled splits)."""
 
 
 def _exit_on_sigterm_from(parent: int) -> None:

@@ -10,9 +10,9 @@ from contextlib import contextmanager, nullcontext
 import numpy as np
 import torch
 from torch import nn
-from torch.utils.data import ConcatDataset, DataLoader, Dataset, Sampler
+from torch.utils.data import ConcatDataset, Dataset, Sampler
 
-from ..data.workers import StartsWorkersWithSigtermBlocked, init_loader_worker
+from ..data.workers import PlainLoader, init_loader_worker
 from ..errors import ConfigValueError
 from ..hardware import cpu_native_bf16, cuda_bf16
 from ..progress import progress
@@ -71,10 +71,6 @@ def on_devices(model: nn.Module, device: torch.device) -> nn.Module:
     return nn.DataParallel(model) if device_count(device) > 1 else model
 
 
-class _Loader(StartsWorkersWithSigtermBlocked, DataLoader):
-    """A plain DataLoader whose workers leave the group's SIGTERM to this process (``data.workers``)."""
-
-
 class _BatchesPerSet(Sampler[list[int]]):
     """Index batches over concatenated datasets that never span two of them (built lazily: ImageNet-C has 3.75M
     indices)."""
@@ -115,7 +111,7 @@ def predict_sets(
         raise ValueError("predict_sets needs at least one dataset and no empty ones")
     names = list(labels) if labels is not None else [f"set {i + 1}/{len(sizes)}" for i in range(len(sizes))]
     net = on_devices(model, device)
-    loader = _Loader(
+    loader = PlainLoader(
         ConcatDataset(datasets),
         batch_sampler=_BatchesPerSet(sizes, batch_size),
         num_workers=num_workers,

@@ -26,7 +26,7 @@ from litdata import StreamingDataLoader, StreamingDataset
 from ...errors import DataError
 from ...files import read_json, write_json
 from ...seeds import derive_seed
-from ..workers import StartsWorkersWithSigtermBlocked, WorkerLedger
+from ..workers import StartsWorkersSafely, WorkerLedger
 from .images import FileList, SkipCounter, decode_rgb, scan_split, seed_sample
 
 CLASSES_FILE = "classes.json"
@@ -177,7 +177,7 @@ class StreamingImages(StreamingDataset):
         return self.image_transform(image), int(record["label"])
 
 
-class _StreamingLoader(StartsWorkersWithSigtermBlocked, StreamingDataLoader):
+class _StreamingLoader(StartsWorkersSafely, StreamingDataLoader):
     """LitData's loader, whose workers leave the group's SIGTERM to this process (``data.workers``)."""
 
 

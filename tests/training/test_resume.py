@@ -1,7 +1,6 @@
 """Reproducibility and fault tolerance: determinism, SIGKILL-and-resume, atomic checkpoints, the NaN guard."""
 
 import contextlib
-import copy
 import json
 import math
 import os
@@ -18,10 +17,10 @@ import torch
 from lightning.pytorch.strategies import SingleDeviceStrategy
 
 from alternet.apps.train import train
-from alternet.training import NonFiniteLossError
 from alternet.training.callbacks import AtomicCheckpointIO
 
 from helpers import FAST, ROOT, compose_train, run_main, run_script
+from helpers.nonfinite import assert_same_state, fail_at, poison_inputs_at, state_before_step
 
 # Small batches make an epoch long enough (~80 steps) to be killed in its middle.
 RESUMABLE = [
@@ -90,66 +89,11 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == [target]
 
 
-def _poison_inputs_at(monkeypatch, step: int) -> None:
-    """The forward pass of optimizer step ``step`` sees inf inputs: its loss is NaN *and* BatchNorm's running
-    statistics are already NaN when the loss is computed (as with a real overflow)."""
-    from alternet.training.module import ClassificationModule
-
-    forward = ClassificationModule.forward
-
-    def poisoned(self, x):
-        return forward(self, x * float("inf") if self.training and self.global_step == step else x)
-
-    monkeypatch.setattr(ClassificationModule, "forward", poisoned)
-
-
 def _lr_by_step(run_dir: Path) -> dict[int, float]:
     rows = (run_dir / "logs" / "metrics.csv").read_text().splitlines()
     header = rows[0].split(",")
     step, lr = header.index("step"), header.index("train/lr")
     return {int(r.split(",")[step]): float(r.split(",")[lr]) for r in rows[1:] if r.split(",")[lr]}
-
-
-def _state_before_step(monkeypatch, step: int, overrides: list[str], output_dir: Path) -> dict:
-    """A clean run's weights, BatchNorm statistics and optimizer state as optimizer step ``step`` found them."""
-    from alternet.training.guard import NonFiniteGuard
-
-    found: dict = {}
-    take = NonFiniteGuard.on_train_batch_start
-
-    def capture(self):
-        if self.module.global_step == step and not found:
-            found["state_dict"] = {k: v.clone() for k, v in self.module.state_dict().items()}
-            optimizer = self.module.trainer.optimizers[0]
-            found["optimizer"] = copy.deepcopy(optimizer.state_dict()["state"])
-        take(self)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(NonFiniteGuard, "on_train_batch_start", capture)
-        train(compose_train(*overrides, output_dir=output_dir))
-    return found
-
-
-def _assert_same_state(saved: dict, before: dict) -> None:
-    assert saved["state_dict"].keys() == before["state_dict"].keys()
-    for key, value in before["state_dict"].items():  # weights and BatchNorm statistics exactly as found
-        assert torch.equal(saved["state_dict"][key], value), key
-    state = saved["optimizer_states"][0]["state"]
-    assert state.keys() == before["optimizer"].keys()
-    for index, entries in before["optimizer"].items():  # moments and step counts untouched
-        for name, value in entries.items():
-            assert torch.equal(state[index][name], value), (index, name)
-
-
-def _fail_at(monkeypatch, step: int, overrides: list[str], run_dir: Path, message: str) -> tuple[dict, Path, str]:
-    """Train with inf inputs at ``step``; the guard's error must match ``message``. Returns the checkpoint it saved
-    (``nonfinite-step<step>.ckpt``, loaded), its path and the error's text."""
-    with monkeypatch.context() as patch:
-        _poison_inputs_at(patch, step)
-        with pytest.raises(NonFiniteLossError, match=message) as raised:
-            train(compose_train(*overrides, output_dir=run_dir))
-    path = run_dir / "checkpoints" / f"nonfinite-step{step}.ckpt"
-    return torch.load(path), path, str(raised.value)
 
 
 SIX_STEPS = [*FAST, "trainer.limit_train_batches=6"]
@@ -175,16 +119,16 @@ def test_a_non_finite_step_is_skipped_on_the_device_and_acted_on_one_step_later(
     """The default (deferred) guard: no host sync or collective per step. Step 2's gradients are NaN; the fused
     optimizer skips its update on the device, and step 3 reads the flag, saves the state (as before step 2, one
     batch on) and stops. A lower learning rate resumes from it and finishes the run."""
-    before_step_2 = _state_before_step(monkeypatch, 2, SIX_STEPS, tmp_path / "clean")
+    before_step_2 = state_before_step(monkeypatch, 2, SIX_STEPS, tmp_path / "clean")
     message = (
         r"non-finite gradients \(training loss nan\) at global step 2, epoch 0, batch 2; its update was skipped "
         r"and the state at step 3 \(weights, optimizer and BatchNorm statistics as they were before step 2\)"
     )
     with _guard_collectives(monkeypatch) as collectives:
-        saved, saved_path, command = _fail_at(monkeypatch, 2, SIX_STEPS, tmp_path / "failed", message)
+        saved, saved_path, command = fail_at(monkeypatch, 2, SIX_STEPS, tmp_path / "failed", message)
     assert collectives == []  # the synchronous test below shows this count sees the guard's collectives
     assert saved["global_step"] == 3
-    _assert_same_state(saved, before_step_2)
+    assert_same_state(saved, before_step_2)
     assert f"hydra.run.dir={tmp_path / 'failed'}" in command and f"ckpt_path={saved_path}" in command
     assert "recipe.optimizer.lr=0.0002" in command  # a tenth of debug=fast's recipe lr
 
@@ -205,17 +149,17 @@ def test_a_non_finite_step_is_skipped_on_the_device_and_acted_on_one_step_later(
 
 def test_a_non_finite_last_step_of_an_epoch_is_caught_before_its_update(tmp_path, monkeypatch):
     """No later step reads the epoch's last flag, so the guard reads it at once (one sync per epoch)."""
-    before_step_5 = _state_before_step(monkeypatch, 5, SIX_STEPS, tmp_path / "clean")
+    before_step_5 = state_before_step(monkeypatch, 5, SIX_STEPS, tmp_path / "clean")
     message = r"non-finite gradients \(training loss nan\) at global step 5, epoch 0, batch 5; the state before"
-    saved, _, _ = _fail_at(monkeypatch, 5, SIX_STEPS, tmp_path / "failed", message)
+    saved, _, _ = fail_at(monkeypatch, 5, SIX_STEPS, tmp_path / "failed", message)
     assert saved["global_step"] == 5
-    _assert_same_state(saved, before_step_5)
+    assert_same_state(saved, before_step_5)
 
 
 def test_a_skipped_first_sgd_step_leaves_no_uninitialised_momentum(tmp_path, monkeypatch):
     """Fused SGD allocates its momentum buffers (uninitialised) on the first step, even a skipped one."""
     sgd = [*SIX_STEPS, "recipe=speedrun"]  # SGD with nesterov momentum
-    saved, _, _ = _fail_at(monkeypatch, 0, sgd, tmp_path / "failed", "at global step 0")
+    saved, _, _ = fail_at(monkeypatch, 0, sgd, tmp_path / "failed", "at global step 0")
     assert saved["global_step"] == 1 and saved["optimizer_states"][0]["state"] == {}
 
 
@@ -223,13 +167,13 @@ def test_without_a_fused_optimizer_the_loss_is_checked_before_backward(tmp_path,
     """The synchronous path (fp16 with a GradScaler, other strategies): the state before the failing step, which
     the resumed run retries."""
     monkeypatch.setattr("alternet.training.module.fused_optimizer_supported", lambda device, precision: False)
-    before_step_2 = _state_before_step(monkeypatch, 2, SIX_STEPS, tmp_path / "clean")
+    before_step_2 = state_before_step(monkeypatch, 2, SIX_STEPS, tmp_path / "clean")
     message = r"non-finite training loss \(nan\) at global step 2, epoch 0, batch 2; the state before this step"
     with _guard_collectives(monkeypatch) as collectives:
-        saved, saved_path, _ = _fail_at(monkeypatch, 2, SIX_STEPS, tmp_path / "failed", message)
+        saved, saved_path, _ = fail_at(monkeypatch, 2, SIX_STEPS, tmp_path / "failed", message)
     assert len(collectives) == 3  # one agreement per step, steps 0-2, the one the deferred guard does without
     assert saved["global_step"] == 2
-    _assert_same_state(saved, before_step_2)
+    assert_same_state(saved, before_step_2)
     summary = train(
         compose_train(*SIX_STEPS, f"ckpt_path={saved_path}", "recipe.optimizer.lr=2e-4", output_dir=tmp_path / "failed")
     )
@@ -265,7 +209,7 @@ def test_the_printed_recovery_command_recovers(tmp_path, monkeypatch, capsys):
     fails on the NaN loss, and the command it prints (this interpreter, then train.py and its arguments) finishes
     the run (run here too: a fresh interpreter would only add its imports)."""
     run_dir = tmp_path / "run"
-    _poison_inputs_at(monkeypatch, 2)
+    poison_inputs_at(monkeypatch, 2)
     monkeypatch.setattr(sys, "argv", ["train.py", *FAST, f"hydra.run.dir={run_dir}"])
     with pytest.raises(SystemExit) as failed:
         runpy.run_path(str(ROOT / "train.py"), run_name="__main__")

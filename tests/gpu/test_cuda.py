@@ -1,0 +1,118 @@
+"""What only a CUDA GPU can check: bf16 training steps, the fused attention kernels, the deferred non-finite guard's
+CUDA path (pinned memory behind events), evaluation on ``cuda`` and compiled checkpoints. Run with ``pytest -m gpu``
+on a machine with a GPU; without one every test here is skipped (CI has none)."""
+
+import math
+
+import pytest
+import torch
+
+from alternet.apps.evaluate import run_evaluate
+from alternet.apps.train import train
+from alternet.models import WindowAttention
+from alternet.runs import load_model
+from alternet.training.precision import choose_precision
+
+from helpers import FAST, compose_train
+from helpers.nonfinite import assert_same_state, fail_at, state_before_step
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (pytest -m gpu on a GPU machine)"),
+]
+
+ON_GPU = [*FAST, "trainer.accelerator=gpu", "trainer.devices=1"]
+
+
+def test_precision_auto_is_bf16_on_a_bf16_gpu():
+    expected = "bf16-mixed" if torch.cuda.is_bf16_supported() else "32-true"
+    assert choose_precision("auto", "gpu").precision == expected
+
+
+def test_bf16_training_steps_on_cuda_learn_and_save_a_loadable_checkpoint(tmp_path):
+    """Three bf16 steps on the GPU: finite metrics, weights that moved, a checkpoint the CPU reads back."""
+    summary = train(compose_train(*ON_GPU, "trainer.precision=bf16-mixed", output_dir=tmp_path))
+    assert summary["global_step"] == 3 and math.isfinite(summary["test"]["nll"])
+    model, _ = load_model(tmp_path / "checkpoints" / "last.ckpt")
+    start = torch.load(tmp_path / "checkpoints" / "last.ckpt", map_location="cpu")["state_dict"]
+    assert all(p.device.type == "cpu" for p in model.parameters())
+    assert all(torch.isfinite(t).all() for t in start.values() if t.is_floating_point())
+
+
+@pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last])
+def test_fused_attention_kernels_equal_math_attention_in_bf16(memory_format):
+    """Window attention with its relative position bias (a float mask) through the CUDA fused kernel SDPA picks,
+    and through the memory-efficient kernel by name, against the explicit math path: outputs and gradients."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    torch.manual_seed(0)
+    attn = WindowAttention(64, 64, heads=4, head_dim=32, window=(4, 4), fused=True).cuda()
+    with torch.no_grad():
+        attn.rel_pos_bias.normal_(0, 1.0)  # a strong bias, so a mis-applied mask would show
+    x = torch.randn(8, 64, 16, 16, device="cuda").contiguous(memory_format=memory_format)
+
+    def run(fused: bool, backend=None):
+        attn.fused = fused
+        attn.zero_grad(set_to_none=True)
+        inputs = x.clone().requires_grad_(True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            if backend is None:
+                out = attn(inputs)
+            else:
+                with sdpa_kernel(backend):
+                    out = attn(inputs)
+        out.float().square().mean().backward()
+        return out.float(), inputs.grad.float(), attn.rel_pos_bias.grad.float()
+
+    reference = run(fused=False)
+    for result in (run(fused=True), run(fused=True, backend=SDPBackend.EFFICIENT_ATTENTION)):
+        for got, want in zip(result, reference, strict=True):
+            torch.testing.assert_close(got, want, rtol=3e-2, atol=3e-2)
+
+
+def test_the_deferred_guard_skips_an_inf_batch_on_cuda_and_saves_the_state_before_it(tmp_path, monkeypatch):
+    """The CUDA path of the deferred guard (flag copied to pinned memory behind an event, read one step later):
+    step 2's inputs are inf, its update is skipped on the device, and the checkpoint holds the state before it."""
+    steps = [*ON_GPU, "trainer.precision=bf16-mixed", "trainer.limit_train_batches=6"]
+    before = state_before_step(monkeypatch, 2, steps, tmp_path / "clean")
+    message = r"non-finite gradients \(training loss nan\) at global step 2, epoch 0, batch 2; its update was skipped"
+    saved, _, _ = fail_at(monkeypatch, 2, steps, tmp_path / "failed", message)
+    assert saved["global_step"] == 3
+    assert_same_state(saved, before)
+
+
+def test_evaluation_on_cuda_scores_as_on_the_cpu(digits_run, tmp_path):
+    """The same checkpoint scored on ``cuda`` and on the CPU, fp32: the same accuracy and NLL."""
+    from hydra import compose, initialize_config_dir
+
+    from helpers import CONF
+
+    reports = {}
+    for device in ("cpu", "cuda"):
+        with initialize_config_dir(str(CONF), version_base="1.3"):
+            overrides = [f"ckpt={digits_run}", f"device={device}", f"paths.output_dir={tmp_path / device}"]
+            cfg = compose("evaluate", overrides=overrides)
+        reports[device] = run_evaluate(cfg)[0]
+    cpu, cuda = reports["cpu"]["test"], reports["cuda"]["test"]
+    assert cuda["acc"] == pytest.approx(cpu["acc"], abs=1e-3)
+    assert cuda["nll"] == pytest.approx(cpu["nll"], rel=1e-3)
+
+
+def test_a_compiled_run_saves_plain_weights_that_load_resume_and_predict_alike(tmp_path):
+    """torch.compile on the GPU: the checkpoint's keys are the model's own (no ``_orig_mod``), the bare model built
+    from it predicts as the compiled one did, and a compiled run resumes from it."""
+    run = tmp_path / "run"
+    summary = train(compose_train(*ON_GPU, "performance.compile=true", output_dir=run))
+    last = run / "checkpoints" / "last.ckpt"
+    state = torch.load(last, map_location="cpu")["state_dict"]
+    assert state and not any("_orig_mod" in key or "_compiled" in key for key in state)
+    model, _ = load_model(last)
+    images = torch.randn(4, 3, 16, 16)  # digits at data.image_size 16
+    with torch.no_grad():
+        eager = model(images)
+        compiled = torch.compile(model.cuda(), dynamic=False)(images.cuda()).cpu()
+    torch.testing.assert_close(compiled, eager, rtol=1e-2, atol=1e-2)  # fp32 (TF32 matmuls on the GPU)
+    resumed = train(
+        compose_train(*ON_GPU, "performance.compile=true", "trainer.max_epochs=2", f"ckpt_path={last}", output_dir=run)
+    )
+    assert resumed["global_step"] == 2 * summary["global_step"] and math.isfinite(resumed["test"]["nll"])

@@ -1,0 +1,70 @@
+"""Non-finite steps made on purpose, and the state a guard's checkpoint must hold: shared by the CPU guard tests
+(tests/training/test_resume.py) and their CUDA versions (tests/gpu/)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import torch
+
+from alternet.apps.train import train
+from alternet.training import NonFiniteLossError
+
+from helpers.configs import compose_train
+
+
+def poison_inputs_at(monkeypatch, step: int) -> None:
+    """The forward pass of optimizer step ``step`` sees inf inputs: its loss is NaN *and* BatchNorm's running
+    statistics are already NaN when the loss is computed (as with a real overflow)."""
+    from alternet.training.module import ClassificationModule
+
+    forward = ClassificationModule.forward
+
+    def poisoned(self, x):
+        return forward(self, x * float("inf") if self.training and self.global_step == step else x)
+
+    monkeypatch.setattr(ClassificationModule, "forward", poisoned)
+
+
+def state_before_step(monkeypatch, step: int, overrides: list[str], output_dir: Path) -> dict:
+    """A clean run's weights, BatchNorm statistics and optimizer state as optimizer step ``step`` found them."""
+    from alternet.training.guard import NonFiniteGuard
+
+    found: dict = {}
+    take = NonFiniteGuard.on_train_batch_start
+
+    def capture(self):
+        if self.module.global_step == step and not found:
+            found["state_dict"] = {k: v.clone() for k, v in self.module.state_dict().items()}
+            optimizer = self.module.trainer.optimizers[0]
+            found["optimizer"] = copy.deepcopy(optimizer.state_dict()["state"])
+        take(self)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(NonFiniteGuard, "on_train_batch_start", capture)
+        train(compose_train(*overrides, output_dir=output_dir))
+    return found
+
+
+def assert_same_state(saved: dict, before: dict) -> None:
+    assert saved["state_dict"].keys() == before["state_dict"].keys()
+    for key, value in before["state_dict"].items():  # weights and BatchNorm statistics exactly as found
+        assert torch.equal(saved["state_dict"][key], value), key
+    state = saved["optimizer_states"][0]["state"]
+    assert state.keys() == before["optimizer"].keys()
+    for index, entries in before["optimizer"].items():  # moments and step counts untouched
+        for name, value in entries.items():
+            assert torch.equal(state[index][name], value), (index, name)
+
+
+def fail_at(monkeypatch, step: int, overrides: list[str], run_dir: Path, message: str) -> tuple[dict, Path, str]:
+    """Train with inf inputs at ``step``; the guard's error must match ``message``. Returns the checkpoint it saved
+    (``nonfinite-step<step>.ckpt``, loaded), its path and the error's text."""
+    with monkeypatch.context() as patch:
+        poison_inputs_at(patch, step)
+        with pytest.raises(NonFiniteLossError, match=message) as raised:
+            train(compose_train(*overrides, output_dir=run_dir))
+    path = run_dir / "checkpoints" / f"nonfinite-step{step}.ckpt"
+    return torch.load(path), path, str(raised.value)

@@ -5,6 +5,7 @@ one CSV row per job with its overrides and final metrics (:class:`SweepSummary`)
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -84,9 +85,12 @@ class SweepPreflight(Callback):
     to check itself, as it does."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _refuse_a_run_directory(config)
         loader = GlobalHydra.instance().config_loader()
+        jobs = grid_jobs(config) or ()
+        _refuse_another_sweeps_directories(SweepDir(config.hydra.sweep.dir), jobs)
         try:
-            for index, overrides in enumerate(grid_jobs(config) or ()):
+            for index, overrides in enumerate(jobs):
                 job = loader.load_sweep_config(config, overrides)
                 with open_dict(job):
                     job.hydra.job.num = index
@@ -102,6 +106,32 @@ class SweepPreflight(Callback):
                     exit_with_error(f"sweep job {index} ({' '.join(overrides)}), before any job ran: {error}")
         finally:
             HydraConfig.instance().cfg = None  # unset, as the launcher expects to find it
+
+
+def _refuse_a_run_directory(config: DictConfig) -> None:
+    """``hydra.run.dir`` names one run's directory; a multirun (``-m``, or a sweep preset that sets
+    ``hydra.mode=MULTIRUN``) ignores it and numbers its jobs under ``hydra.sweep.dir`` from 0."""
+    given = [o for o in config.hydra.overrides.hydra if str(o).split("=", 1)[0].lstrip("+~") == "hydra.run.dir"]
+    if given:
+        exit_with_error(
+            f"{given[0]}: this is a sweep (-m, or a preset that sweeps), whose jobs go to "
+            f"hydra.sweep.dir/<job number> ({config.hydra.sweep.dir}/0, /1, ...), not to hydra.run.dir. Pass "
+            "hydra.mode=RUN to train one job in hydra.run.dir, or hydra.sweep.dir=DIR to place the sweep"
+        )
+
+
+def _refuse_another_sweeps_directories(sweep: SweepDir, jobs: Sequence[list[str]]) -> None:
+    """A job directory that already holds a job of other overrides (another sweep launched into the same
+    directory): Hydra would overwrite its records (``.hydra/``) before the job could refuse to resume it."""
+    for index, overrides in enumerate(jobs):
+        job = RunDir(sweep.path / str(index))
+        recorded = job.overrides() if job.path.is_dir() else []
+        if recorded and sorted(recorded) != sorted(overrides):
+            exit_with_error(
+                f"sweep job {index} ({' '.join(overrides)}) would run in {job.path}, which holds a job of other "
+                f"overrides ({' '.join(recorded)}): Hydra would overwrite its records. Launch this sweep with "
+                "hydra.sweep.dir=NEW_DIR, or with the overrides it was started with to continue it"
+            )
 
 
 def _resolved_before_it_runs(job: DictConfig) -> dict[str, Any] | None:

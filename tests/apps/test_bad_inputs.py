@@ -114,6 +114,32 @@ def test_a_sweep_checks_every_job_before_the_first_trains(sweep, message, tmp_pa
     assert not (tmp_path / "sweep" / "0").exists()
 
 
+def test_a_sweep_into_a_directory_holding_another_sweeps_jobs_stops_before_touching_them(tmp_path, monkeypatch, capsys):
+    """Job 0's directory holds a job of other overrides (another sweep launched into the same directory): Hydra
+    would rewrite its .hydra/ records before the job refused to resume it, so the sweep stops before it starts."""
+    records = tmp_path / "sweep" / "0" / ".hydra"
+    records.mkdir(parents=True)
+    (records / "overrides.yaml").write_text("- seed=2\n- model=vit_mini_cifar\n")
+    before = (records / "overrides.yaml").read_text()
+    code, stderr = run_main(
+        "train.py", ["-m", "seed=0,1", f"hydra.sweep.dir={tmp_path / 'sweep'}"], monkeypatch, capsys
+    )
+    assert code.startswith("error: sweep job 0 (seed=0) would run in ") and "holds a job of other overrides" in code
+    assert "hydra.sweep.dir=NEW_DIR" in code and "Traceback" not in stderr and "\n" not in code
+    assert (records / "overrides.yaml").read_text() == before and list(records.iterdir()) == [
+        records / "overrides.yaml"
+    ]
+    assert not (tmp_path / "sweep" / "multirun.yaml").exists()
+
+
+def test_hydra_run_dir_given_to_a_sweep_is_refused_with_the_way_to_run_one_job(tmp_path, monkeypatch, capsys):
+    arguments = ["-m", "seed=0,1", f"hydra.sweep.dir={tmp_path / 'sweep'}", f"hydra.run.dir={tmp_path / 'one'}"]
+    code, stderr = run_main("train.py", arguments, monkeypatch, capsys)
+    assert "Traceback" not in stderr
+    assert code.startswith(f"error: hydra.run.dir={tmp_path / 'one'}: this is a sweep") and "hydra.mode=RUN" in code
+    assert not (tmp_path / "sweep").exists() and not (tmp_path / "one").exists()
+
+
 @pytest.mark.parametrize(("arguments", "message"), EVALUATE, ids=[" ".join(_case(c)[0]) or "no ckpt" for c in EVALUATE])
 def test_bad_evaluation_input_fails_in_one_line_before_work(
     arguments, message, digits_run, tmp_path, monkeypatch, capsys

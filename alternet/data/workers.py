@@ -1,5 +1,5 @@
-"""Loader worker processes: how many a machine can feed (one home for ``num_workers: auto``), and how they behave
-when the run is told to stop.
+"""Loader worker processes: how many a machine can feed (one home for ``num_workers: auto``), their thread pools
+(one thread each: the workers are the parallelism), and how they behave when the run is told to stop.
 
 Clusters and terminals signal a whole process group (SLURM's ``scancel`` and ``--signal``, Ctrl-C, ``timeout``,
 ``docker stop``, Kubernetes), so loader workers get the run's stop signals too. torch's workers die on SIGTERM (a

@@ -163,7 +163,7 @@ def main() -> None:
             )
             case = f"alternet_r50 cifar100 32px paper recipe bf16 {name} {args.steps} steps"
             rows += [
-                row(case, "training throughput", rate, "img/s", notes="the run's own images/s (its first batch left out)"),
+                row(case, "training throughput", rate, "img/s", notes="the run's own (first batch left out)"),
                 row(case, "loader share", 100 * timer.share, "%", notes="host wait between batches / loop wall"),
                 row(case, "peak GPU memory", peak, "GiB"),
                 row(case, "whole run", wall, "s", notes="build, compile, train, test"),

@@ -24,9 +24,11 @@ phase() {  # phase NAME SECONDS COMMAND...: run with a limit, log to OUT/NAME.lo
 phase machine 60 bash -c "nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv; nproc;
   $PYTHON -c 'import torch, lightning, timm; print(torch.__version__, torch.version.cuda, lightning.__version__,
   timm.__version__, torch.cuda.get_device_name(), torch.cuda.is_bf16_supported())'"
-phase pytest_gpu "${PYTEST_LIMIT:-200}" $PYTHON -m pytest -m gpu -n 0 --dist no -p no:cacheprovider tests/gpu -q -rs --durations=10
+phase pytest_gpu "${PYTEST_LIMIT:-150}" $PYTHON -m pytest -m gpu -n 0 --dist no -p no:cacheprovider tests/gpu -q -rs --durations=10
 REFERENCE=()
 [ -d .hdvw/models ] && REFERENCE=(--reference .hdvw)
-phase bench_gpu "${BENCH_LIMIT:-220}" $PYTHON bench/gpu.py "${REFERENCE[@]}" --steps 10 --rounds 3 --results-dir "$OUT"
-phase gpu_train "${TRAIN_LIMIT:-200}" $PYTHON bench/gpu_train.py --synthesize --data-root /tmp/cifar --steps 300 \
-  --out /tmp/gpu_train --results-dir "$OUT"
+phase bench_gpu "${BENCH_LIMIT:-200}" $PYTHON bench/gpu.py "${REFERENCE[@]}" --steps 10 --rounds 3 --results-dir "$OUT"
+phase profile "${PROFILE_LIMIT:-90}" $PYTHON bench/profile_step.py --device cuda --precision bf16 --channels-last \
+  --size 224 --batch 64 --steps 3 "${REFERENCE[@]}" --results-dir "$OUT"
+phase gpu_train "${TRAIN_LIMIT:-150}" $PYTHON bench/gpu_train.py --synthesize --data-root /tmp/cifar --steps 200 \
+  --no-compile --workers 8 4 --out /tmp/gpu_train --results-dir "$OUT" -- +trainer.profiler=simple

@@ -3,10 +3,12 @@ categories issue 16 asks about (convolutions, BatchNorm, attention matmuls, soft
 optimizer), for our AlterNet-50 and, given ``--reference PATH``, the reference implementation's.
 
     python bench/profile_step.py [--model alternet_r50_hdvw] [--precision fp32|bf16] [--channels-last]
-                                 [--batch 32] [--steps 3] [--reference ../how-do-vits-work] [--no-record]
+                                 [--batch 32] [--size 32] [--device cpu|cuda] [--steps 3]
+                                 [--reference ../how-do-vits-work] [--no-record]
 
 Self CPU time per operator (``torch.profiler``), summed over the ``--steps`` (also spelt ``--rounds``) profiled
-steps after ``--warmup`` (2) and divided by their count. The profiler, not a clock around each call, is the
+steps after ``--warmup`` (2) and divided by their count; on ``--device cuda``, self GPU time (the kernels each
+operator launched itself), the time that bounds a GPU step. The profiler, not a clock around each call, is the
 measurement here, so the steps run in a plain loop rather than ``bench/harness.py``'s ``interleave``; the header and
 the recorded rows (ms per step of each category, the total and the top operators) are the harness's.
 """
@@ -43,21 +45,29 @@ def category(name: str) -> str:
     return next((label for label, keys in CATEGORIES if any(k in lowered for k in keys)), "other")
 
 
-def build(name: str, reference: str | None) -> torch.nn.Module:
+def build(name: str, reference: str | None, size: int) -> torch.nn.Module:
+    classes = 100 if size < 128 else 1000
     if name == "reference":
         from reference import reference_alternet_50
 
-        return reference_alternet_50(reference, num_classes=100, image_size=32)
+        return reference_alternet_50(reference, num_classes=classes, image_size=size)
     import alternet
 
-    return alternet.create_model(name, num_classes=100, img_size=32)
+    return alternet.create_model(name, num_classes=classes, img_size=size)
+
+
+def self_time_us(event, device: str) -> float:
+    """An operator's own time: CPU time on a CPU, the time of the GPU kernels it launched itself on CUDA."""
+    if device == "cpu":
+        return event.self_cpu_time_total
+    return getattr(event, "self_device_time_total", None) or getattr(event, "self_cuda_time_total", 0.0)
 
 
 def profile_steps(model: torch.nn.Module, args: argparse.Namespace) -> tuple[dict[str, float], list, float]:
     layout = torch.channels_last if args.channels_last else torch.contiguous_format
-    model = model.to(memory_format=layout).train()
-    images = torch.randn(args.batch, 3, 32, 32).contiguous(memory_format=layout)
-    labels = torch.randint(0, 100, (args.batch,))
+    model = model.to(args.device, memory_format=layout).train()
+    images = torch.randn(args.batch, 3, args.size, args.size, device=args.device).contiguous(memory_format=layout)
+    labels = torch.randint(0, 100 if args.size < 128 else 1000, (args.batch,), device=args.device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     dtype = torch.bfloat16 if args.precision == "bf16" else None
 
@@ -65,14 +75,17 @@ def profile_steps(model: torch.nn.Module, args: argparse.Namespace) -> tuple[dic
 
     for _ in range(args.warmup):
         step()
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device == "cuda" else [])
+    with profile(activities=activities) as prof:
         for _ in range(args.rounds):
             step()
-    events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
+        if args.device == "cuda":
+            torch.cuda.synchronize()
+    events = [e for e in prof.key_averages() if self_time_us(e, args.device) > 0]
     totals: dict[str, float] = defaultdict(float)
     for event in events:
-        totals[category(event.key)] += event.self_cpu_time_total / 1e3 / args.rounds  # ms per step
-    top = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:12]
+        totals[category(event.key)] += self_time_us(event, args.device) / 1e3 / args.rounds  # ms per step
+    top = sorted(events, key=lambda e: self_time_us(e, args.device), reverse=True)[:12]
     return dict(totals), top, sum(totals.values())
 
 
@@ -82,31 +95,37 @@ def main() -> None:
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     parser.add_argument("--channels-last", action="store_true")
     parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--size", type=int, default=32, help="image size: 32 (CIFAR stem) or 224 (ImageNet stem)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--reference", default=None, help="a how-do-vits-work checkout: profile its dnn_50 too")
     add_harness_arguments(parser, rounds=3, warmup=2, round_aliases=["--steps"], round_help="profiled steps")
     args = parser.parse_args()
-    facts = begin(args, "profile_step")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: no CUDA GPU is visible")
+    facts = begin(args, "profile_step", device=args.device)
     names = [args.model] + (["reference"] if args.reference else [])
     layout = "channels_last" if args.channels_last else "contiguous"
-    print(f"batch {args.batch}, {args.precision}, {layout}")
+    print(f"batch {args.batch}, {args.size} px, {args.precision}, {layout}, {args.device}")
     profiles = {}
     for name in names:
         torch.manual_seed(0)
-        profiles[name] = profile_steps(build(name, args.reference), args)
+        profiles[name] = profile_steps(build(name, args.reference, args.size), args)
     labels = [label for label, _ in CATEGORIES] + ["other"]
-    print(f"\nself CPU ms per step{'':<6}" + "".join(f"{n:>20}" for n in names))
+    what = "self CPU" if args.device == "cpu" else "self GPU"
+    print(f"\n{what} ms per step{'':<6}" + "".join(f"{n:>20}" for n in names))
     for label in labels:
         print(f"  {label:<24}" + "".join(f"{profiles[n][0].get(label, 0.0):>20.1f}" for n in names))
     print(f"  {'total':<24}" + "".join(f"{profiles[n][2]:>20.1f}" for n in names))
     rows = []
     for name in names:
-        case = f"{'reference dnn_50' if name == 'reference' else name} {args.precision} {layout} batch {args.batch}"
-        metric = "self CPU per step, profiled"
+        model = "reference dnn_50" if name == "reference" else name
+        case = f"{model} {args.size}px {args.precision} {layout} batch {args.batch} {args.device}"
+        metric = f"{what} per step, profiled"
         rows += [row(f"{case} {label}", metric, profiles[name][0].get(label, 0.0), "ms") for label in labels]
         rows.append(row(f"{case} total", metric, profiles[name][2], "ms", rounds=args.rounds))
-        print(f"\ntop operators, {name} (self CPU ms per step):")
+        print(f"\ntop operators, {name} ({what} ms per step):")
         for event in profiles[name][1]:
-            ms = event.self_cpu_time_total / 1e3 / args.rounds
+            ms = self_time_us(event, args.device) / 1e3 / args.rounds
             print(f"  {event.key:<48} {ms:>9.1f}  {category(event.key)}")
             rows.append(row(f"{case} op {event.key}", metric, ms, "ms", notes=category(event.key)))
     finish(args, "profile_step", rows, facts)

@@ -3,7 +3,7 @@ stem) and 224 px (ImageNet stem), bf16 autocast + channels_last, eager and ``tor
 implementation (``--reference PATH``, a how-do-vits-work checkout; eager, as it was written to run).
 
     python bench/gpu.py [--reference ../how-do-vits-work] [--batch32 256] [--batch224 64] [--peak-tflops N]
-                        [--steps 20] [--rounds 3] [--no-record]
+                        [--sizes 32 224] [--steps 20] [--rounds 3] [--no-record]
 
 MFU = (training FLOPs per step / step time) / the GPU's dense bf16 peak. FLOPs are counted, not estimated:
 ``torch.utils.flop_counter`` over one forward + backward at the benchmark's shapes (matmuls and convolutions, the
@@ -90,6 +90,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20, help="steps per timed round")
     parser.add_argument("--peak-tflops", type=float, default=None, help="dense bf16 peak (default: by GPU name)")
     parser.add_argument("--no-compile", action="store_true", help="eager only")
+    parser.add_argument("--sizes", type=int, nargs="+", choices=(32, 224), default=[32, 224], help="image sizes")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: a smoke test of this script")
     add_harness_arguments(parser, rounds=3, round_help="timed rounds of --steps steps, every run once per round")
     args = parser.parse_args()
@@ -105,7 +106,8 @@ def main() -> None:
     header = f"{'model':<11} {'size':>4} {'batch':>5} {'mode':<8} {'img/s':>9} {'ms/step':>8} {'TFLOP/s':>8} {'MFU':>6}"
     print(header + "\n" + "-" * len(header))
     rows = []
-    for size, batch in ((32, args.batch32), (224, args.batch224)):
+    for size in args.sizes:
+        batch = args.batch32 if size == 32 else args.batch224
         runs = [("ours", False)] + ([] if args.no_compile else [("ours", True)])
         runs += [("reference", False)] if args.reference else []
         cases, flops = {}, {}

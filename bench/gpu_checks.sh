@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every GPU check of the project in one run (issue 38), for a lent GPU machine whose Python lacks some of alternet's
+# Every GPU check of the project in one run (issue 38; about 8 minutes on an H100), for a lent GPU machine whose Python lacks some of alternet's
 # dependencies: wheels in .whl/ (pip download ... on a machine with network), the reference implementation's
 # models/ in .hdvw/ (a how-do-vits-work checkout's). Each phase has its own time limit, so one that hangs leaves
 # the others their time; every log goes to OUT (default outputs/gpu_checks).
@@ -27,7 +27,9 @@ phase machine 60 bash -c "nvidia-smi --query-gpu=name,memory.total,driver_versio
 phase pytest_gpu "${PYTEST_LIMIT:-150}" $PYTHON -m pytest -m gpu -n 0 --dist no -p no:cacheprovider tests/gpu -q -rs --durations=10
 REFERENCE=()
 [ -d .hdvw/models ] && REFERENCE=(--reference .hdvw)
-phase bench_gpu "${BENCH_LIMIT:-200}" $PYTHON bench/gpu.py "${REFERENCE[@]}" --steps 10 --rounds 3 --results-dir "$OUT"
+phase bench_gpu_eager 90 $PYTHON bench/gpu.py "${REFERENCE[@]}" --no-compile --steps 10 --rounds 3 --results-dir "$OUT"
+phase bench_gpu_224 "${BENCH_LIMIT:-180}" $PYTHON bench/gpu.py "${REFERENCE[@]}" --sizes 224 --steps 10 --rounds 3 \
+  --results-dir "$OUT"
 phase profile "${PROFILE_LIMIT:-90}" $PYTHON bench/profile_step.py --device cuda --precision bf16 --channels-last \
   --size 224 --batch 64 --steps 3 "${REFERENCE[@]}" --results-dir "$OUT"
 phase gpu_train "${TRAIN_LIMIT:-150}" $PYTHON bench/gpu_train.py --synthesize --data-root /tmp/cifar --steps 200 \

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Every GPU check of the project in one run (issue 38; about 8 minutes on an H100), for a lent GPU machine whose Python lacks some of alternet's
-# dependencies: wheels in .whl/ (pip download ... on a machine with network), the reference implementation's
-# models/ in .hdvw/ (a how-do-vits-work checkout's). Each phase has its own time limit, so one that hangs leaves
-# the others their time; every log goes to OUT (default outputs/gpu_checks).
+# Every GPU check of the project in one run (issue 38; about 8 minutes on an H100), for a lent GPU machine whose
+# Python lacks some of alternet's dependencies: wheels in .whl/ (pip download ... on a machine with network), the
+# reference implementation's models/ in .hdvw/ (a how-do-vits-work checkout's). Each phase has its own time limit,
+# so one that hangs leaves the others their time; every log goes to OUT (default outputs/gpu_checks).
 #
 #     bash bench/gpu_checks.sh [OUT]
 set -u -o pipefail

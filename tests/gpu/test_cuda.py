@@ -30,13 +30,13 @@ def test_precision_auto_is_bf16_on_a_bf16_gpu():
 
 
 def test_bf16_training_steps_on_cuda_learn_and_save_a_loadable_checkpoint(tmp_path):
-    """Three bf16 steps on the GPU: finite metrics, weights that moved, a checkpoint the CPU reads back."""
+    """Three bf16 steps on the GPU: finite metrics and weights, a checkpoint the CPU reads back."""
     summary = train(compose_train(*ON_GPU, "trainer.precision=bf16-mixed", output_dir=tmp_path))
     assert summary["global_step"] == 3 and math.isfinite(summary["test"]["nll"])
     model, _ = load_model(tmp_path / "checkpoints" / "last.ckpt")
-    start = torch.load(tmp_path / "checkpoints" / "last.ckpt", map_location="cpu")["state_dict"]
+    saved = torch.load(tmp_path / "checkpoints" / "last.ckpt", map_location="cpu")["state_dict"]
     assert all(p.device.type == "cpu" for p in model.parameters())
-    assert all(torch.isfinite(t).all() for t in start.values() if t.is_floating_point())
+    assert all(torch.isfinite(t).all() for t in saved.values() if t.is_floating_point())
 
 
 @pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last])

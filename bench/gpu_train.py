@@ -19,7 +19,6 @@ loss's logging sync, so a loader that keeps up shows a small share and one that 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import pickle
 import sys
@@ -32,6 +31,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import add_harness_arguments, begin, finish, row
+
+from alternet.files import file_digest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,7 +57,7 @@ def synthesize_cifar100(root: Path, train: int = 50_000, test: int = 10_000, see
         "coarse_label_names": [f"super_{i}" for i in range(20)],
     }
     (folder / "meta").write_bytes(pickle.dumps(meta, protocol=2))
-    return {name: hashlib.md5((folder / name).read_bytes()).hexdigest() for name in ("train", "test", "meta")}
+    return {name: file_digest(folder / name, "md5") for name in ("train", "test", "meta")}
 
 
 def accept_digests(digests: dict[str, str]) -> None:

@@ -125,7 +125,7 @@ def _refuse_another_sweeps_directories(sweep: SweepDir, jobs: Sequence[list[str]
     directory): Hydra would overwrite its records (``.hydra/``) before the job could refuse to resume it."""
     for index, overrides in enumerate(jobs):
         job = RunDir(sweep.path / str(index))
-        recorded = job.overrides() if job.path.is_dir() else []
+        recorded = job.overrides()  # none when the directory or Hydra's record of it does not exist
         if recorded and sorted(recorded) != sorted(overrides):
             exit_with_error(
                 f"sweep job {index} ({' '.join(overrides)}) would run in {job.path}, which holds a job of other "

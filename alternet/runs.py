@@ -304,6 +304,19 @@ def _applicable(key: str, before: Any, now: Any) -> bool:
     return key in APPLIED_ON_RESUME and numbers
 
 
+def check_resume_settings(config: dict[str, Any], checkpoint: str, header: dict[str, Any]) -> None:
+    """Refuse a resume from ``checkpoint`` (its ``header``) with settings the run would silently not apply
+    (:func:`resume_conflicts`)."""
+    conflicts = resume_conflicts(config, header)
+    if conflicts:
+        raise ConfigValueError(
+            f"resuming from {checkpoint} with settings that differ from the run that saved it "
+            f"({'; '.join(conflicts)}): a resumed run continues with the checkpoint's model, optimizer and "
+            "schedule, so they would not apply. Drop them, or start a new run in its own hydra.run.dir "
+            "(model.pretrained=CHECKPOINT starts from it)"
+        )
+
+
 def resume_conflicts(config: dict[str, Any], checkpoint: dict[str, Any]) -> list[str]:
     """``key: saved -> now`` for each model/recipe/data setting of ``config`` that differs from the run the
     checkpoint was saved by (its hyperparameters) and that the restored optimizer, schedule and weights would

@@ -760,7 +760,7 @@ def test_a_loader_worker_that_dies_while_evaluate_scores_is_reported_by_its_samp
     run_dir = tmp_path / "run"
     train(compose_train(*folder_run(folder), output_dir=run_dir))
     fatal = sorted((folder / "val" / "bee").iterdir())[1]
-    arguments = [f"ckpt={run_dir}", f"out_dir={tmp_path / 'eval'}", "robustness.enabled=false"]
+    arguments = [f"ckpt={run_dir}", f"hydra.run.dir={tmp_path / 'eval'}", "robustness.enabled=false"]
     assert read_from(worker_death("alternet.data.files.images", str(fatal), "always", "evaluate.py", arguments)) == str(
         fatal
     )

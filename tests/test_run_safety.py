@@ -21,7 +21,7 @@ from alternet.hub import export, load_pretrained
 from alternet.models import create_model
 from alternet.runs import RunDirLock, read_weights
 
-from helpers import DIGITS_RUN, FAST, compose_train
+from helpers import DIGITS_RUN, FAST, compose_train, main_output, run_main
 
 
 @pytest.fixture
@@ -62,6 +62,38 @@ def test_resume_refuses_overrides_it_could_not_apply(finished):
     with pytest.raises(ConfigValueError, match=r"recipe\.optimizer\.weight_decay: 0\.05 -> 0\.3.*would not apply"):
         train(compose_train(*DIGITS_RUN, "ckpt_path=last", "recipe.optimizer.weight_decay=0.3", output_dir=run_dir))
     assert "weight_decay: 0.3" not in (run_dir / "config.yaml").read_text()  # the run directory still tells the truth
+
+
+def _hydra_records(run_dir: Path) -> dict[str, bytes]:
+    """``run_dir/.hydra/``, as Hydra wrote it when the run started (each file's bytes)."""
+    records = run_dir / ".hydra"
+    records.mkdir(exist_ok=True)
+    (records / "overrides.yaml").write_text("".join(f"- {o}\n" for o in DIGITS_RUN))
+    (records / "config.yaml").write_text((run_dir / "config.yaml").read_text())
+    return {p.name: p.read_bytes() for p in sorted(records.iterdir())}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["seed=3"], "already holds a finished run (metrics.json): resume it with ckpt_path=last"),
+        (["ckpt_path=last", "recipe.optimizer.weight_decay=0.3"], "recipe.optimizer.weight_decay: 0.05 -> 0.3"),
+    ],
+)
+def test_a_run_refused_a_directory_holding_a_run_leaves_hydras_records_of_that_run(
+    finished, arguments, message, monkeypatch, capsys
+):
+    """Hydra writes a run's .hydra/ into hydra.run.dir before the run starts; a run that the directory's own run
+    makes refuse (a new run there, a resume with settings its checkpoint ignores) must stop before that, not after
+    rewriting the other run's records. The same directory resumed as it was started still runs."""
+    records = _hydra_records(finished)
+    code, stderr = run_main("train.py", [*DIGITS_RUN, *arguments, f"hydra.run.dir={finished}"], monkeypatch, capsys)
+    assert code.startswith("error: ") and message in code and "\n" not in code and "Traceback" not in stderr
+    assert {p.name: p.read_bytes() for p in sorted((finished / ".hydra").iterdir())} == records
+    code, stdout, _ = main_output(
+        "train.py", [*DIGITS_RUN, "ckpt_path=last", f"hydra.run.dir={finished}"], monkeypatch, capsys
+    )
+    assert code == "0" and "holds a finished run (metrics.json): kept, nothing to train" in stdout
 
 
 def test_ckpt_path_last_goes_through_the_safe_check(tmp_path):

@@ -28,11 +28,11 @@ from ..rundir import OptimizedMetric, RunDir, RunSummary, best_epoch
 from ..runs import (
     RunDirLock,
     check_fresh_run_dir,
+    check_resume_settings,
     discard_unused_run_dir,
     record_resume,
     resume_changes,
     resume_checkpoint,
-    resume_conflicts,
     write_run_records,
 )
 from ..training import (
@@ -70,13 +70,8 @@ def _owned_train(config: dict[str, Any], run_dir: Path) -> RunSummary:
     trainer_section["precision"] = precision.precision  # what ran, in the run's config.yaml and checkpoints
     resume = resume_checkpoint(config["ckpt_path"], run_dir)
     header = checkpoint_header(resume) if resume else {}
-    conflicts = resume_conflicts(config, header) if resume else []
-    if conflicts:
-        raise ConfigValueError(
-            f"resuming from {resume} with settings that differ from the run that saved it ({'; '.join(conflicts)}): "
-            "a resumed run continues with the checkpoint's model, optimizer and schedule, so they would not apply. "
-            "Drop them, or start a new run in its own hydra.run.dir (model.pretrained=CHECKPOINT starts from it)"
-        )
+    if resume:
+        check_resume_settings(config, resume, header)
     finished = RunDir(run_dir).summary() if config["ckpt_path"] == "last" and resume else None
     if finished is not None and _trained_to_the_end(finished, config["trainer"]):  # a re-launched sweep, a requeue
         print(f"{run_dir} holds a finished run ({RunDir(run_dir).metrics.name}): kept, nothing to train", flush=True)

@@ -1,0 +1,137 @@
+"""Hydra callbacks that check a training command before Hydra writes anything: Hydra records a job's config
+(``.hydra/``) in its directory before the job's own checks run, so these give the checks that protect other runs'
+directories first. Before a grid sweep's first job, every job checked (:class:`SweepPreflight`); before a single run,
+the run directory it was pointed at (:class:`RunPreflight`)."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
+
+from ..checkpoints import checkpoint_header
+from ..errors import AlternetError, exit_with_error
+from ..rundir import RunDir, SweepDir
+from ..runs import check_fresh_run_dir, check_resume_settings, resume_checkpoint
+from .checks import validate_train_config
+
+GRID_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+
+
+def grid_jobs(config: DictConfig) -> list[list[str]] | None:
+    """The overrides of every job of a multirun, as Hydra's grid sweeper expands them (its ``params`` and the
+    command line's sweeps, the cartesian product in launch order); ``None`` for a sweeper that chooses its jobs as
+    it goes (Optuna, Ax ...)."""
+    if config.hydra.sweeper.get("_target_") != GRID_SWEEPER:
+        return None
+    raw = OmegaConf.to_container(config.hydra, resolve=False)  # an override's ${...} stays text, as Hydra reads it
+    params = [f"{key}={value}" for key, value in (raw["sweeper"].get("params") or {}).items()]
+    overrides = OverridesParser.create().parse_overrides([*params, *raw["overrides"]["task"]])
+    return [list(job) for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
+
+
+class SweepPreflight(Callback):
+    """Registered for training (``alternet/conf/train.yaml``): before a grid sweep's first job, every job's config
+    composed and given the checks a single run gets before any work (:func:`validate_train_config`), so a value
+    that cannot train stops the sweep in one line now, not after the jobs before it have trained for hours. A job
+    holding a value that only resolves once it runs (``${hydra:runtime.output_dir}`` in a key of its own) is left
+    to check itself, as it does."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _refuse_a_run_directory(config)
+        loader = GlobalHydra.instance().config_loader()
+        jobs = grid_jobs(config) or ()
+        _refuse_another_sweeps_directories(SweepDir(config.hydra.sweep.dir), jobs)
+        try:
+            for index, overrides in enumerate(jobs):
+                job = loader.load_sweep_config(config, overrides)
+                with open_dict(job):
+                    job.hydra.job.num = index
+                HydraConfig.instance().set_config(job)  # what ${hydra:...} reads, as the launcher sets it per job
+                plain = _resolved_before_it_runs(job)
+                if plain is None:
+                    continue
+                try:
+                    with warnings.catch_warnings():  # each job prints its own warnings when it runs
+                        warnings.simplefilter("ignore")
+                        validate_train_config(plain)
+                except AlternetError as error:
+                    exit_with_error(f"sweep job {index} ({' '.join(overrides)}), before any job ran: {error}")
+        finally:
+            HydraConfig.instance().cfg = None  # unset, as the launcher expects to find it
+
+
+def _refuse_a_run_directory(config: DictConfig) -> None:
+    """``hydra.run.dir`` names one run's directory; a multirun (``-m``, or a sweep preset that sets
+    ``hydra.mode=MULTIRUN``) ignores it and numbers its jobs under ``hydra.sweep.dir`` from 0."""
+    given = [o for o in config.hydra.overrides.hydra if str(o).split("=", 1)[0].lstrip("+~") == "hydra.run.dir"]
+    if given:
+        exit_with_error(
+            f"{given[0]}: this is a sweep (-m, or a preset that sweeps), whose jobs go to "
+            f"hydra.sweep.dir/<job number> ({config.hydra.sweep.dir}/0, /1, ...), not to hydra.run.dir. Pass "
+            "hydra.mode=RUN to train one job in hydra.run.dir, or hydra.sweep.dir=DIR to place the sweep"
+        )
+
+
+def _refuse_another_sweeps_directories(sweep: SweepDir, jobs: Sequence[list[str]]) -> None:
+    """A job directory that already holds a job of other overrides (another sweep launched into the same
+    directory): Hydra would overwrite its records (``.hydra/``) before the job could refuse to resume it."""
+    for index, overrides in enumerate(jobs):
+        job = RunDir(sweep.path / str(index))
+        recorded = job.overrides()  # none when the directory or Hydra's record of it does not exist
+        if recorded and sorted(recorded) != sorted(overrides):
+            exit_with_error(
+                f"sweep job {index} ({' '.join(overrides)}) would run in {job.path}, which holds a job of other "
+                f"overrides ({' '.join(recorded)}): Hydra would overwrite its records. Launch this sweep with "
+                "hydra.sweep.dir=NEW_DIR, or with the overrides it was started with to continue it"
+            )
+
+
+def _resolved_before_it_runs(job: DictConfig) -> dict[str, Any] | None:
+    """The job's config without Hydra's section, resolved; ``None`` when a value resolves only once it runs."""
+    with open_dict(job):
+        del job["hydra"]
+        job.paths.output_dir = "set when the job runs"  # ${hydra:runtime.output_dir}, set by the launcher
+    try:
+        return OmegaConf.to_container(job, resolve=True)
+    except OmegaConfBaseException:
+        return None
+
+
+class RunPreflight(Callback):
+    """Registered for training (``alternet/conf/train.yaml``): a single run pointed (``hydra.run.dir``) at a
+    directory that holds a run, finished or interrupted, is given its run-directory checks before Hydra rewrites
+    that run's ``.hydra/`` records: a new run that would overwrite it (no ``ckpt_path``, no ``reuse_run_dir``) and a
+    resume with settings its checkpoint would not apply stop here, in the lines the run itself would print, and the
+    directory is left as it was. The run repeats the checks once it owns the directory (:mod:`alternet.apps.train`)."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        run_dir = Path(str(config.hydra.run.dir))
+        run = RunDir(run_dir)
+        if not (run.is_finished() or run.checkpoint_files()):
+            return  # nothing there whose records Hydra could overwrite
+        job = config.copy()
+        with open_dict(job):
+            job.hydra.runtime.output_dir = str(run_dir.resolve())
+        HydraConfig.instance().set_config(job)  # what ${hydra:...} reads, as run_job sets it
+        try:
+            plain = _resolved_before_it_runs(job)
+            if plain is None:
+                return
+            resume = resume_checkpoint(plain["ckpt_path"], run_dir)
+            check_fresh_run_dir(run_dir, resuming=resume is not None, reuse=bool(plain["reuse_run_dir"]))
+            if resume:
+                check_resume_settings(plain, resume, checkpoint_header(resume))
+        except AlternetError as error:
+            exit_with_error(error)
+        finally:
+            HydraConfig.instance().cfg = None  # unset, as run_job expects to find it

@@ -17,9 +17,11 @@ import contextlib
 import functools
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from omegaconf import DictConfig
@@ -29,6 +31,7 @@ from ..data.corrupted import cifar_c
 from ..errors import AlternetError, exit_with_error
 from ..hub import cli as hub_cli
 from ..report import cli as report_cli
+from ..runs import discard_unused_run_dir
 from ..shards import cli as shards_cli
 from .evaluate import run_evaluate
 from .train import train
@@ -131,6 +134,7 @@ def evaluate_main(cfg: DictConfig) -> None:
         try:
             run_evaluate(cfg)
         except AlternetError as error:
+            discard_unused_run_dir(Path(HydraConfig.get().runtime.output_dir))  # as a training run's (apps.train)
             exit_with_error(error)
 
 

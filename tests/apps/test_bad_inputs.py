@@ -145,10 +145,11 @@ def test_bad_evaluation_input_fails_in_one_line_before_work(
     arguments, message, digits_run, tmp_path, monkeypatch, capsys
 ):
     arguments = [a.format(run=digits_run) for a in arguments]
-    code, stderr = run_main("evaluate.py", [*arguments, f"hydra.run.dir={tmp_path}"], monkeypatch, capsys)
+    out = tmp_path / "eval"
+    code, stderr = run_main("evaluate.py", [*arguments, f"hydra.run.dir={out}"], monkeypatch, capsys)
     assert code != "0" and message in code + stderr
     assert "Traceback" not in stderr and "\n" not in code
-    assert not (tmp_path / "metrics.json").exists()
+    assert not out.exists()  # nothing scored, and no directory holding only Hydra's records left behind
 
 
 @pytest.mark.parametrize(

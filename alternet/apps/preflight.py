@@ -119,9 +119,12 @@ class RunPreflight(Callback):
         run = RunDir(run_dir)
         if not (run.is_finished() or run.checkpoint_files()):
             return  # nothing there whose records Hydra could overwrite
+        if sorted(run.overrides()) == sorted(map(str, config.hydra.overrides.task)):
+            return  # the run's own command again (a requeued job): Hydra rewrites its records as they were
         job = config.copy()
         with open_dict(job):
             job.hydra.runtime.output_dir = str(run_dir.resolve())
+        before = HydraConfig.instance().cfg
         HydraConfig.instance().set_config(job)  # what ${hydra:...} reads, as run_job sets it
         try:
             plain = _resolved_before_it_runs(job)
@@ -134,4 +137,4 @@ class RunPreflight(Callback):
         except AlternetError as error:
             exit_with_error(error)
         finally:
-            HydraConfig.instance().cfg = None  # unset, as run_job expects to find it
+            HydraConfig.instance().cfg = before

@@ -83,9 +83,9 @@ def _hydra_records(run_dir: Path) -> dict[str, bytes]:
 def test_a_run_refused_a_directory_holding_a_run_leaves_hydras_records_of_that_run(
     finished, arguments, message, monkeypatch, capsys
 ):
-    """Hydra writes a run's .hydra/ into hydra.run.dir before the run starts; a run that the directory's own run
-    makes refuse (a new run there, a resume with settings its checkpoint ignores) must stop before that, not after
-    rewriting the other run's records. The same directory resumed as it was started still runs."""
+    """Hydra writes a run's .hydra/ into hydra.run.dir before the run starts; a run that must refuse the directory
+    (a new run into a finished one, a resume with settings its checkpoint ignores) stops before that, not after
+    rewriting the other run's records. A plain resume of the directory still runs."""
     records = _hydra_records(finished)
     code, stderr = run_main("train.py", [*DIGITS_RUN, *arguments, f"hydra.run.dir={finished}"], monkeypatch, capsys)
     assert code.startswith("error: ") and message in code and "\n" not in code and "Traceback" not in stderr

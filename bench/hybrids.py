@@ -1,5 +1,5 @@
-"""Training-step time and images/s of each hybrid family beside AlterNet and its ResNet twin, on the CPU in fp32, at
-32 px and at 224 px: AlterNet, pre-activation ResNet, BoTNet, HaloNet, LambdaNet (timm's ByobNet), CoAtNet and
+"""Training-step time and images/s of each hybrid family beside AlterNet and its ResNet twin, on the CPU in fp32 (or
+bf16), at 32 px and at 224 px: AlterNet, pre-activation ResNet, BoTNet, HaloNet, LambdaNet (timm's ByobNet), CoAtNet and
 MaxViT (timm's MaxxVit), each the zoo's CIFAR-sized model (0.4M to 1.6M parameters at 100 classes); at 32 px also the
 four models ``experiment=hybrids`` trains (AlterNet, its twin, BoTNet and CoAtNet at the laptop scale, 1.05M to 1.07M
 parameters), so its cost per family can be read before a sweep is launched.
@@ -9,7 +9,11 @@ At 32 px every model has its stride-1 CIFAR stem; at 224 px the same models take
 laptop models are timed at 32 px only: the laptop AlterNet's fixed 2x2 stem is for CIFAR-sized images.
 
     python bench/hybrids.py [--sizes 32 224] [--models botnet_cifar coatnet_cifar] [--batch 32] [--batch-224 8]
-                            [--rounds 5] [--warmup 1] [--threads N] [--no-record]
+                            [--precision fp32 bf16] [--rounds 5] [--warmup 1] [--threads N] [--no-record]
+
+``--precision`` names one or more precisions (default fp32; bf16 is autocast, as ``trainer.precision=bf16-mixed``
+trains, so the rows say what a CPU run of ``experiment=hybrids`` costs); with several, every model runs in each,
+in the same interleaved rounds, so their ratios come from one run.
 
 Timing goes through ``bench/harness.py``: per size, ``interleave`` runs one training step of every model in turn
 (forward, cross-entropy, backward, AdamW step: ``bench/step.py``) for ``--rounds`` rounds after ``--warmup`` ones, so
@@ -50,19 +54,25 @@ def build(name: str, size: int):
     return alternet.create_model(name, num_classes=NUM_CLASSES, img_size=size, **extra)
 
 
-def steps_at(models: list[str], size: int, batch: int):
-    """One training step per model at ``size`` px (fp32, contiguous), and each model's parameter count."""
+PRECISIONS = ("fp32", "bf16")
+
+
+def steps_at(models: list[str], size: int, batch: int, precisions: list[str]):
+    """One training step per model and precision at ``size`` px (contiguous), keyed ``(model, precision)``, and
+    each model's parameter count."""
     import torch
 
     steps, params = {}, {}
     for name in models:
-        torch.manual_seed(0)
-        model = build(name, size).train()
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-        images = torch.randn(batch, 3, size, size)
-        labels = torch.randint(0, NUM_CLASSES, (batch,))
-        steps[name] = training_step(model, images, labels, optimizer, None)
-        params[name] = sum(p.numel() for p in model.parameters())
+        for precision in precisions:
+            torch.manual_seed(0)
+            model = build(name, size).train()
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+            images = torch.randn(batch, 3, size, size)
+            labels = torch.randint(0, NUM_CLASSES, (batch,))
+            dtype = torch.bfloat16 if precision == "bf16" else None
+            steps[name, precision] = training_step(model, images, labels, optimizer, dtype)
+            params[name] = sum(p.numel() for p in model.parameters())
     return steps, params
 
 
@@ -72,6 +82,7 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="+", type=int, default=[32, 224])
     parser.add_argument("--batch", type=int, default=32, help="batch at 32 px (default 32)")
     parser.add_argument("--batch-224", type=int, default=8, help="batch at 128 px and more (default 8)")
+    parser.add_argument("--precision", nargs="+", default=["fp32"], choices=PRECISIONS, help="default fp32")
     add_harness_arguments(parser, rounds=5, warmup=1)
     args = parser.parse_args()
 
@@ -82,23 +93,23 @@ def main() -> None:
         models = [name for name in args.models if size < 128 or name not in ONLY_32]
         if not models:
             continue
-        steps, params = steps_at(models, size, batch)
+        steps, params = steps_at(models, size, batch, args.precision)
         seconds = interleave(steps, args.rounds, args.warmup)
-        print(f"\n{size} px, batch {batch}, fp32, {args.rounds} timed steps per model (median), interleaved")
-        header = f"{'model':<16} {'family':<24} {'params':>10} {'ms/step':>9} {'img/s':>8} {'spread':>7}"
+        print(f"\n{size} px, batch {batch}, {args.rounds} timed steps per model (median), interleaved")
+        header = f"{'model':<16} {'family':<24} {'params':>10} {'prec':>5} {'ms/step':>9} {'img/s':>8} {'spread':>7}"
         print(header)
         print("-" * len(header))
-        for name in models:
-            summary = summarise(seconds[name])
+        for name, precision in steps:
+            summary = summarise(seconds[name, precision])
             rate = batch / summary.median
             print(
-                f"{name:<16} {FAMILIES[name]:<24} {params[name]:>10,} {1000 * summary.median:>9.1f} {rate:>8.1f} "
-                f"{summary.spread:>6.0%}",
+                f"{name:<16} {FAMILIES[name]:<24} {params[name]:>10,} {precision:>5} {1000 * summary.median:>9.1f} "
+                f"{rate:>8.1f} {summary.spread:>6.0%}",
                 flush=True,
             )
-            case = f"{name} {size}px fp32 batch {batch}"
+            case = f"{name} {size}px {precision} batch {batch}"
             rows += [
-                timing_row(case, "step median", seconds[name]),
+                timing_row(case, "step median", seconds[name, precision]),
                 row(case, "throughput", rate, "img/s", rounds=summary.count),
                 row(case, "parameters", params[name], "count", notes=FAMILIES[name]),
             ]

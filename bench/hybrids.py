@@ -13,7 +13,8 @@ laptop models are timed at 32 px only: the laptop AlterNet's fixed 2x2 stem is f
 
 ``--precision`` names one or more precisions (default fp32; bf16 is autocast, as ``trainer.precision=bf16-mixed``
 trains, so the rows say what a CPU run of ``experiment=hybrids`` costs); with several, every model runs in each,
-in the same interleaved rounds, so their ratios come from one run.
+in the same interleaved rounds, so their ratios come from one run. ``bf16-dw32`` is bf16 with every strided
+depthwise convolution (CoAtNet's and MaxViT's downsampling MBConv blocks) kept in fp32.
 
 Timing goes through ``bench/harness.py``: per size, ``interleave`` runs one training step of every model in turn
 (forward, cross-entropy, backward, AdamW step: ``bench/step.py``) for ``--rounds`` rounds after ``--warmup`` ones, so
@@ -54,7 +55,24 @@ def build(name: str, size: int):
     return alternet.create_model(name, num_classes=NUM_CLASSES, img_size=size, **extra)
 
 
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("fp32", "bf16", "bf16-dw32")
+
+
+def strided_depthwise_in_fp32(model):
+    """``bf16-dw32``: bf16 autocast but every strided depthwise convolution in fp32 (autocast off inside it), to
+    measure what oneDNN's bf16 backward of those convolutions costs a MBConv family on this CPU."""
+    import torch
+
+    for module in model.modules():
+        if isinstance(module, torch.nn.Conv2d) and module.groups == module.in_channels > 1 and max(module.stride) > 1:
+            forward = module.forward
+
+            def in_fp32(x, forward=forward):
+                with torch.autocast(x.device.type, enabled=False):
+                    return forward(x.float())
+
+            module.forward = in_fp32
+    return model
 
 
 def steps_at(models: list[str], size: int, batch: int, precisions: list[str]):
@@ -67,10 +85,12 @@ def steps_at(models: list[str], size: int, batch: int, precisions: list[str]):
         for precision in precisions:
             torch.manual_seed(0)
             model = build(name, size).train()
+            if precision == "bf16-dw32":
+                strided_depthwise_in_fp32(model)
             optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
             images = torch.randn(batch, 3, size, size)
             labels = torch.randint(0, NUM_CLASSES, (batch,))
-            dtype = torch.bfloat16 if precision == "bf16" else None
+            dtype = torch.bfloat16 if precision.startswith("bf16") else None
             steps[name, precision] = training_step(model, images, labels, optimizer, dtype)
             params[name] = sum(p.numel() for p in model.parameters())
     return steps, params
@@ -96,14 +116,14 @@ def main() -> None:
         steps, params = steps_at(models, size, batch, args.precision)
         seconds = interleave(steps, args.rounds, args.warmup)
         print(f"\n{size} px, batch {batch}, {args.rounds} timed steps per model (median), interleaved")
-        header = f"{'model':<16} {'family':<24} {'params':>10} {'prec':>5} {'ms/step':>9} {'img/s':>8} {'spread':>7}"
+        header = f"{'model':<16} {'family':<24} {'params':>10} {'prec':>9} {'ms/step':>9} {'img/s':>8} {'spread':>7}"
         print(header)
         print("-" * len(header))
         for name, precision in steps:
             summary = summarise(seconds[name, precision])
             rate = batch / summary.median
             print(
-                f"{name:<16} {FAMILIES[name]:<24} {params[name]:>10,} {precision:>5} {1000 * summary.median:>9.1f} "
+                f"{name:<16} {FAMILIES[name]:<24} {params[name]:>10,} {precision:>9} {1000 * summary.median:>9.1f} "
                 f"{rate:>8.1f} {summary.spread:>6.0%}",
                 flush=True,
             )

@@ -64,13 +64,17 @@ def test_resume_refuses_overrides_it_could_not_apply(finished):
     assert "weight_decay: 0.3" not in (run_dir / "config.yaml").read_text()  # the run directory still tells the truth
 
 
-def _hydra_records(run_dir: Path) -> dict[str, bytes]:
-    """``run_dir/.hydra/``, as Hydra wrote it when the run started (each file's bytes)."""
+def _write_hydra_records(run_dir: Path) -> None:
+    """``run_dir/.hydra/`` as Hydra wrote it when the run started."""
     records = run_dir / ".hydra"
     records.mkdir(exist_ok=True)
     (records / "overrides.yaml").write_text("".join(f"- {o}\n" for o in DIGITS_RUN))
     (records / "config.yaml").write_text((run_dir / "config.yaml").read_text())
-    return {p.name: p.read_bytes() for p in sorted(records.iterdir())}
+
+
+def _hydra_records(run_dir: Path) -> dict[str, bytes]:
+    """Each file of ``run_dir/.hydra/`` by its bytes."""
+    return {p.name: p.read_bytes() for p in sorted((run_dir / ".hydra").iterdir())}
 
 
 @pytest.mark.parametrize(
@@ -86,10 +90,11 @@ def test_a_run_refused_a_directory_holding_a_run_leaves_hydras_records_of_that_r
     """Hydra writes a run's .hydra/ into hydra.run.dir before the run starts; a run that must refuse the directory
     (a new run into a finished one, a resume with settings its checkpoint ignores) stops before that, not after
     rewriting the other run's records. A plain resume of the directory still runs."""
+    _write_hydra_records(finished)
     records = _hydra_records(finished)
     code, stderr = run_main("train.py", [*DIGITS_RUN, *arguments, f"hydra.run.dir={finished}"], monkeypatch, capsys)
     assert code.startswith("error: ") and message in code and "\n" not in code and "Traceback" not in stderr
-    assert {p.name: p.read_bytes() for p in sorted((finished / ".hydra").iterdir())} == records
+    assert _hydra_records(finished) == records
     code, stdout, _ = main_output(
         "train.py", [*DIGITS_RUN, "ckpt_path=last", f"hydra.run.dir={finished}"], monkeypatch, capsys
     )

@@ -685,6 +685,31 @@ def test_ctrl_c_while_a_sweep_sets_up_a_job_stops_it_in_one_line_and_the_same_co
     assert (sweep / "0" / "metrics.json").is_file() and (sweep / "1" / "metrics.json").is_file()
 
 
+def _ctrl_c(*args, **kwargs):
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("hook", ["configure_optimizers", "test_step"])  # fit's set-up; testing
+def test_ctrl_c_where_lightning_handles_it_ends_on_the_one_line_and_the_run_continues(
+    hook, tmp_path, monkeypatch, capsys
+):
+    """Inside fit or test but outside the pre-emption callback's hold on SIGINT, Lightning prints its own line and
+    calls sys.exit(1): the command ended without its stop message or the way to continue."""
+    run_dir = tmp_path / "run"
+    arguments = [*FAST, "evaluate.after_training=false", f"hydra.run.dir={run_dir}"]
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(f"alternet.training.module.ClassificationModule.{hook}", _ctrl_c)
+            code, _ = run_main("train.py", arguments, monkeypatch, capsys)
+    finally:
+        signal.signal(signal.SIGINT, handler)  # Lightning ignores SIGINT from the interrupt on
+    assert code.startswith("error: stopped by SIGINT outside the training steps") and "ckpt_path=last" in code
+    assert not (run_dir / "metrics.json").exists()
+    code, _ = run_main("train.py", [*arguments, "ckpt_path=last"], monkeypatch, capsys)
+    assert code == "0" and (run_dir / "metrics.json").is_file()
+
+
 def test_a_stop_signal_ignored_when_the_run_started_stays_ignored_during_training(tmp_path, capfd):
     """A shell starts a script's background jobs with SIGINT ignored; the run honoured it mid-step only (and lost
     it between a sweep's jobs). It now stays ignored throughout, and the run says which signals do stop it."""

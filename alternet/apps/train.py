@@ -3,8 +3,10 @@ what follows training (evaluation, export, W&B artifacts)."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -138,12 +140,12 @@ def _train(
 
     exit_code = 1
     try:
-        with datamodule.dead_workers_named():
+        with datamodule.dead_workers_named(), _ctrl_c_raised(trainer):
             trainer.fit(module, datamodule=datamodule, ckpt_path=resume)
         checkpoint = checkpoint_callback(trainer)  # read before testing: test() restores its state from `best`
         best, last = checkpoint.best_model_path or None, checkpoint.last_model_path or None
         clean = by_split({k: v for k, v in trainer.callback_metrics.items() if k.startswith("train_clean/")})
-        with datamodule.dead_workers_named():
+        with datamodule.dead_workers_named(), _ctrl_c_raised(trainer):
             tested = by_split(trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False)[0])
         summary = RunSummary(
             model=config["model"]["name"],
@@ -179,6 +181,19 @@ def _train(
         return summary
     finally:
         tracking.finish(exit_code)
+
+
+@contextlib.contextmanager
+def _ctrl_c_raised(trainer: L.Trainer) -> Iterator[None]:
+    """Lightning answers Ctrl-C inside ``fit`` or ``test`` where the pre-emption callback does not hold SIGINT (set-up,
+    the sanity check, testing) with its own line and ``sys.exit(1)``; raise it on as the KeyboardInterrupt it was,
+    so the command ends on its one-line stop message with the way to continue (apps/cli.TRAINING_INTERRUPTED)."""
+    try:
+        yield
+    except SystemExit:
+        if not trainer.interrupted:
+            raise
+        raise KeyboardInterrupt from None
 
 
 def _trained_to_the_end(finished: RunSummary, trainer: dict[str, Any]) -> bool:

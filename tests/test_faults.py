@@ -677,7 +677,8 @@ def test_ctrl_c_while_a_sweep_sets_up_a_job_stops_it_in_one_line_and_the_same_co
     run.wait_for("Launching 2 jobs locally")
     run.send("SIGINT", group=True)
     assert run.wait() == 1, run.output[-3000:]
-    assert run.output.strip().splitlines()[-1].startswith("error: stopped by SIGINT outside the training steps")
+    last_line = run.output.strip().splitlines()[-1]
+    assert last_line.startswith("error: stopped by SIGINT outside the training steps"), run.output[-3000:]
     assert "Traceback" not in run.output
     assert not list(sweep.glob("*/metrics.json"))
     again = TrainingProcess(sweep, [], command=command, log=".again.log")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every GPU check of the project in one run (issue 38; about 8 minutes on an H100), for a lent GPU machine whose
+# Every GPU check of the project in one run (issues 38 and 36; about 9 minutes on an H100), for a lent GPU machine whose
 # Python lacks some of alternet's dependencies: wheels in .whl/ (pip download ... on a machine with network), the
 # reference implementation's models/ in .hdvw/ (a how-do-vits-work checkout's). Each phase has its own time limit,
 # so one that hangs leaves the others their time; every log goes to OUT (default outputs/gpu_checks).
@@ -32,5 +32,7 @@ phase bench_gpu_224 "${BENCH_LIMIT:-180}" $PYTHON bench/gpu.py "${REFERENCE[@]}"
   --results-dir "$OUT"
 phase profile "${PROFILE_LIMIT:-90}" $PYTHON bench/profile_step.py --device cuda --precision bf16 --channels-last \
   --size 224 --batch 64 --steps 3 "${REFERENCE[@]}" --results-dir "$OUT"
+phase hybrids "${HYBRIDS_LIMIT:-90}" $PYTHON bench/hybrids.py --device cuda --precision fp32 bf16 --batch 256 \
+  --batch-224 64 --rounds 5 --warmup 2 --results-dir "$OUT"
 phase gpu_train "${TRAIN_LIMIT:-150}" $PYTHON bench/gpu_train.py --synthesize --data-root /tmp/cifar --steps 200 \
   --no-compile --workers 8 4 --out /tmp/gpu_train --results-dir "$OUT" -- +trainer.profiler=simple

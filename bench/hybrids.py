@@ -9,12 +9,15 @@ At 32 px every model has its stride-1 CIFAR stem; at 224 px the same models take
 laptop models are timed at 32 px only: the laptop AlterNet's fixed 2x2 stem is for CIFAR-sized images.
 
     python bench/hybrids.py [--sizes 32 224] [--models botnet_cifar coatnet_cifar] [--batch 32] [--batch-224 8]
-                            [--precision fp32 bf16] [--rounds 5] [--warmup 1] [--threads N] [--no-record]
+                            [--precision fp32 bf16] [--device cpu|cuda] [--rounds 5] [--warmup 1] [--threads N]
+                            [--no-record]
 
 ``--precision`` names one or more precisions (default fp32; bf16 is autocast, as ``trainer.precision=bf16-mixed``
 trains, so the rows say what a CPU run of ``experiment=hybrids`` costs); with several, every model runs in each,
 in the same interleaved rounds, so their ratios come from one run. ``bf16-dw32`` is bf16 with every strided
-depthwise convolution (CoAtNet's and MaxViT's downsampling MBConv blocks) kept in fp32.
+depthwise convolution (CoAtNet's and MaxViT's downsampling MBConv blocks) kept in fp32. ``--device cuda`` times the
+same steps on a GPU (each clock started and stopped after ``torch.cuda.synchronize``; rows under the GPU's machine
+class); raise ``--batch``/``--batch-224`` there, the CPU defaults leave a GPU idle.
 
 Timing goes through ``bench/harness.py``: per size, ``interleave`` runs one training step of every model in turn
 (forward, cross-entropy, backward, AdamW step: ``bench/step.py``) for ``--rounds`` rounds after ``--warmup`` ones, so
@@ -26,7 +29,7 @@ from __future__ import annotations
 
 import argparse
 
-from harness import add_harness_arguments, begin, finish, interleave, row, summarise, timing_row
+from harness import add_harness_arguments, begin, device_sync, finish, interleave, row, summarise, timing_row
 from step import training_step
 
 FAMILIES = {  # model -> family
@@ -75,21 +78,21 @@ def strided_depthwise_in_fp32(model):
     return model
 
 
-def steps_at(models: list[str], size: int, batch: int, precisions: list[str]):
-    """One training step per model and precision at ``size`` px (contiguous), keyed ``(model, precision)``, and
-    each model's parameter count."""
+def steps_at(models: list[str], size: int, batch: int, precisions: list[str], device: str = "cpu"):
+    """One training step per model and precision at ``size`` px (contiguous) on ``device``, keyed
+    ``(model, precision)``, and each model's parameter count."""
     import torch
 
     steps, params = {}, {}
     for name in models:
         for precision in precisions:
             torch.manual_seed(0)
-            model = build(name, size).train()
+            model = build(name, size).to(device).train()
             if precision == "bf16-dw32":
                 strided_depthwise_in_fp32(model)
             optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-            images = torch.randn(batch, 3, size, size)
-            labels = torch.randint(0, NUM_CLASSES, (batch,))
+            images = torch.randn(batch, 3, size, size, device=device)
+            labels = torch.randint(0, NUM_CLASSES, (batch,), device=device)
             dtype = torch.bfloat16 if precision.startswith("bf16") else None
             steps[name, precision] = training_step(model, images, labels, optimizer, dtype)
             params[name] = sum(p.numel() for p in model.parameters())
@@ -103,18 +106,23 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32, help="batch at 32 px (default 32)")
     parser.add_argument("--batch-224", type=int, default=8, help="batch at 128 px and more (default 8)")
     parser.add_argument("--precision", nargs="+", default=["fp32"], choices=PRECISIONS, help="default fp32")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     add_harness_arguments(parser, rounds=5, warmup=1)
     args = parser.parse_args()
+    import torch
 
-    facts = begin(args, "hybrids")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: no CUDA GPU is visible (run on a GPU machine, or leave --device out)")
+
+    facts = begin(args, "hybrids", device=args.device)
     rows = []
     for size in args.sizes:
         batch = args.batch_224 if size >= 128 else args.batch
         models = [name for name in args.models if size < 128 or name not in ONLY_32]
         if not models:
             continue
-        steps, params = steps_at(models, size, batch, args.precision)
-        seconds = interleave(steps, args.rounds, args.warmup)
+        steps, params = steps_at(models, size, batch, args.precision, args.device)
+        seconds = interleave(steps, args.rounds, args.warmup, sync=device_sync(args.device))
         print(f"\n{size} px, batch {batch}, {args.rounds} timed steps per model (median), interleaved")
         header = f"{'model':<16} {'family':<24} {'params':>10} {'prec':>9} {'ms/step':>9} {'img/s':>8} {'spread':>7}"
         print(header)

@@ -39,7 +39,12 @@ from alternet.checkpoints import read_checkpoint
 from alternet.data import licence
 from alternet.data.corrupted import cifar_c
 from alternet.data.licence import LicenceError
-from alternet.data.workers import StartsWorkersSafely, leave_stop_signals_to_main_process, sigterm_blocked
+from alternet.data.workers import (
+    StartsWorkersSafely,
+    init_loader_worker,
+    leave_stop_signals_to_main_process,
+    stop_signals_blocked,
+)
 from alternet.evaluation.report import write_npz
 from alternet.files import WriteError, atomic_write, write_json
 from alternet.training import builders
@@ -460,7 +465,7 @@ def test_a_loader_worker_ignores_stop_signals_from_others_and_exits_on_its_paren
     worker = context.Process(target=_worker_that_leaves_stop_signals_to_its_parent, args=(ready,), daemon=True)
     LIBRARY_THREAD_AFTER_FORK.set()
     try:
-        with sigterm_blocked():
+        with stop_signals_blocked():
             worker.start()
     finally:
         LIBRARY_THREAD_AFTER_FORK.clear()
@@ -479,7 +484,23 @@ def test_a_loader_worker_ignores_stop_signals_from_others_and_exits_on_its_paren
             worker.kill()
 
 
-def test_every_loader_of_the_package_starts_its_workers_with_sigterm_blocked(monkeypatch):
+def _signalled_before_init(worker_id: int) -> None:
+    """A group's stop signals landing in a worker after the fork, before its ``worker_init_fn`` ignores them."""
+    os.kill(os.getpid(), signal.SIGINT)
+    os.kill(os.getpid(), signal.SIGUSR1)
+    init_loader_worker(worker_id)
+
+
+def test_stop_signals_that_reach_a_worker_before_its_init_wait_and_are_ignored():
+    """Without the block a Ctrl-C there raised KeyboardInterrupt in the worker and SIGUSR1 (SLURM's pre-emption
+    warning) killed it: the run failed on a dead worker instead of finishing its step and saving."""
+    from alternet.data.workers import PlainLoader
+
+    loader = PlainLoader(list(range(8)), batch_size=4, num_workers=2, worker_init_fn=_signalled_before_init)
+    assert [batch.tolist() for batch in loader] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
+def test_every_loader_of_the_package_starts_its_workers_with_the_stop_signals_blocked(monkeypatch):
     from torch.utils.data import DataLoader
 
     from alternet.data.base import EpochSampler, ResumableLoader
@@ -497,7 +518,8 @@ def test_every_loader_of_the_package_starts_its_workers_with_sigterm_blocked(mon
     monkeypatch.setattr(DataLoader, "_get_iterator", spy)
     before = signal.pthread_sigmask(signal.SIG_BLOCK, set())
     assert list(ResumableLoader(list(range(4)), batch_size=2, sampler=EpochSampler(4, seed=0, shuffle=False))) != []
-    assert signal.SIGTERM in masks[0] and signal.SIGTERM not in before
+    stops = {getattr(signal, name) for name in STOP_SIGNALS}
+    assert stops <= masks[0] and not stops & before
     assert signal.pthread_sigmask(signal.SIG_BLOCK, set()) == before  # restored once the workers have started
 
 

@@ -7,8 +7,9 @@ C handler re-raises it with the default action) and SIGUSR2 (the default action)
 handler then raises ``DataLoader worker (pid …) is killed by signal`` wherever it happens to be — inside the step
 or the checkpoint that the pre-emption handler was about to write. Every loader of the package therefore starts its
 workers with :func:`init_loader_worker`: they leave the stop signals to the main process, which finishes its step,
-saves, and shuts them down itself. Their SIGTERM is blocked from the fork on (:class:`StartsWorkersSafely`),
-so no thread a worker has (libraries restart theirs after a fork: W&B's OpenTelemetry exporters) takes it.
+saves, and shuts them down itself. The stop signals are blocked from the fork on (:class:`StartsWorkersSafely`), so
+none lands in a worker before it ignores them, and no thread a worker has (libraries restart theirs after a fork:
+W&B's OpenTelemetry exporters) takes its SIGTERM.
 """
 
 from __future__ import annotations
@@ -79,22 +80,25 @@ def leave_stop_signals_to_main_process() -> None:
     torch's own handler does, only when the parent sent it. Where ``sigwaitinfo`` does not exist (macOS) torch's
     handler stays.
     """
-    for name in STOP_SIGNALS:
-        if name != "SIGTERM" and hasattr(signal, name):
-            signal.signal(getattr(signal, name), signal.SIG_IGN)
+    ignored = {getattr(signal, name) for name in STOP_SIGNALS if name != "SIGTERM" and hasattr(signal, name)}
+    for sig in ignored:
+        signal.signal(sig, signal.SIG_IGN)  # one sent since the fork waited, blocked: ignoring it discards it
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, ignored)
     if hasattr(signal, "sigwaitinfo"):
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         threading.Thread(target=_exit_on_sigterm_from, args=(os.getppid(),), name="sigterm", daemon=True).start()
 
 
 @contextlib.contextmanager
-def sigterm_blocked() -> Iterator[None]:
-    """SIGTERM blocked in this thread while the body runs (a SIGTERM sent meanwhile waits; another thread of the
-    process takes it if one can). Processes forked or spawned here start with it blocked in every thread."""
+def stop_signals_blocked() -> Iterator[None]:
+    """The stop signals blocked in this thread while the body runs (one sent meanwhile waits; another thread of
+    the process takes it if one can). Processes forked or spawned here start with them blocked in every thread."""
     if not hasattr(signal, "pthread_sigmask"):  # Windows
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    blocked = {getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name)}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
     try:
         yield
     finally:
@@ -104,16 +108,18 @@ def sigterm_blocked() -> Iterator[None]:
 class StartsWorkersSafely:
     """A DataLoader mixin for how workers start.
 
-    * With SIGTERM blocked. A worker blocks it itself in :func:`leave_stop_signals_to_main_process`, but only in
-      its own thread; threads that libraries start in the child right after the fork (W&B's OpenTelemetry
-      exporters restart theirs) would not have it blocked, take the group's SIGTERM and die of it, before the main
-      process has saved.
+    * With the stop signals blocked. A worker ignores them in :func:`leave_stop_signals_to_main_process`, but only
+      once its ``worker_init_fn`` runs: a group's Ctrl-C or SLURM's SIGUSR1 landing in between killed it (a
+      KeyboardInterrupt, or the signal's default action), and the main process failed on the dead worker instead of
+      saving. It blocks SIGTERM for good, but only in its own thread; threads that libraries start in the child
+      right after the fork (W&B's OpenTelemetry exporters restart theirs) would not have it blocked, take the
+      group's SIGTERM and die of it, before the main process has saved.
     * With OpenCV single-threaded (:func:`one_cv2_thread`): each worker is one of many processes already, and
       OpenCV's default pool of one thread per core in every worker oversubscribes the CPUs the main process needs
       to feed the GPU."""
 
     def _get_iterator(self):  # DataLoader's one place that starts workers
-        with sigterm_blocked(), one_cv2_thread():
+        with stop_signals_blocked(), one_cv2_thread():
             return super()._get_iterator()
 
 

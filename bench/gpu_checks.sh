@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Every GPU check of the project in one run (issues 38 and 36; about 9 minutes on an H100), for a lent GPU machine whose
-# Python lacks some of alternet's dependencies: wheels in .whl/ (pip download ... on a machine with network), the
+# Every GPU check of the project in one run (issues 38 and 36; about 9 minutes on an H100), for a lent GPU machine
+# whose Python lacks some of alternet's dependencies: wheels in .whl/ (pip download ... on a machine with network), the
 # reference implementation's models/ in .hdvw/ (a how-do-vits-work checkout's). Each phase has its own time limit,
 # so one that hangs leaves the others their time; every log goes to OUT (default outputs/gpu_checks).
 #

@@ -40,6 +40,7 @@ from alternet.data import licence
 from alternet.data.corrupted import cifar_c
 from alternet.data.licence import LicenceError
 from alternet.data.workers import (
+    PlainLoader,
     StartsWorkersSafely,
     init_loader_worker,
     leave_stop_signals_to_main_process,
@@ -494,8 +495,6 @@ def _signalled_before_init(worker_id: int) -> None:
 def test_stop_signals_that_reach_a_worker_before_its_init_wait_and_are_ignored():
     """Without the block a Ctrl-C there raised KeyboardInterrupt in the worker and SIGUSR1 (SLURM's pre-emption
     warning) killed it: the run failed on a dead worker instead of finishing its step and saving."""
-    from alternet.data.workers import PlainLoader
-
     loader = PlainLoader(list(range(8)), batch_size=4, num_workers=2, worker_init_fn=_signalled_before_init)
     assert [batch.tolist() for batch in loader] == [[0, 1, 2, 3], [4, 5, 6, 7]]
 
@@ -505,7 +504,6 @@ def test_every_loader_of_the_package_starts_its_workers_with_the_stop_signals_bl
 
     from alternet.data.base import EpochSampler, ResumableLoader
     from alternet.data.files.shards import _StreamingLoader
-    from alternet.data.workers import PlainLoader
 
     assert all(issubclass(c, StartsWorkersSafely) for c in (ResumableLoader, _StreamingLoader, PlainLoader))
     masks = []

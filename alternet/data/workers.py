@@ -33,6 +33,7 @@ MAX_AUTO_WORKERS = 8  # num_workers=auto: enough to decode JPEGs for one GPU; mo
 
 # What schedulers and terminals send to stop a run (the pre-emption callback's choices): never a worker's business.
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2")
+_STOPS = frozenset(getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name))  # those this OS has
 
 
 def available_cpus() -> int:
@@ -80,7 +81,7 @@ def leave_stop_signals_to_main_process() -> None:
     torch's own handler does, only when the parent sent it. Where ``sigwaitinfo`` does not exist (macOS) torch's
     handler stays.
     """
-    ignored = {getattr(signal, name) for name in STOP_SIGNALS if name != "SIGTERM" and hasattr(signal, name)}
+    ignored = _STOPS - {signal.SIGTERM}
     for sig in ignored:
         signal.signal(sig, signal.SIG_IGN)  # one sent since the fork waited, blocked: ignoring it discards it
     if hasattr(signal, "pthread_sigmask"):
@@ -97,8 +98,7 @@ def stop_signals_blocked() -> Iterator[None]:
     if not hasattr(signal, "pthread_sigmask"):  # Windows
         yield
         return
-    blocked = {getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name)}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
     try:
         yield
     finally:

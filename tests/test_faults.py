@@ -51,7 +51,7 @@ from alternet.files import WriteError, atomic_write, write_json
 from alternet.training import builders
 from alternet.training.callbacks import AtomicCheckpointIO, PreemptionCheckpoint, StoppedWithoutSaving
 
-from helpers import FAST, ROOT, compose_train, run_main, run_script
+from helpers import FAST, ROOT, compose_train, run_main, run_warm, warm
 from helpers.models import assert_same_weights
 
 # pytest-xdist: the whole module on one worker, so that its session-scoped fixtures (an image folder, its shards and the
@@ -84,17 +84,21 @@ def data_overrides(path: str, workers: int, folder: Path, shards: Path | None, r
 
 
 class TrainingProcess:
-    """``python train.py OVERRIDES`` in a session of its own, its stdout and stderr in one log file."""
+    """``python train.py OVERRIDES`` in a session of its own, its stdout and stderr in one log file: a warm child
+    (helpers.warm: a process of its own, without a fresh interpreter's imports) when the command is a Python script."""
 
     def __init__(self, run_dir: Path, overrides: list[str], command: list[str] | None = None, log: str = ".log"):
         self.run_dir = run_dir
         self.log = run_dir.with_name(run_dir.name + log)
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
         command = command or [sys.executable, "train.py", *overrides, f"hydra.run.dir={run_dir}"]
-        with self.log.open("w") as log:
-            self.process = subprocess.Popen(
-                command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
+        if Path(command[0]).name.startswith("python") and command[1].endswith(".py"):
+            self.process = warm.start(command[1], command[2:], cwd=ROOT, env=env, stdout=self.log, new_session=True)
+        else:
+            with self.log.open("w") as log:
+                self.process = subprocess.Popen(
+                    command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                )
         self.group = self.process.pid  # the session leader's id is its process group's id
 
     @property
@@ -761,7 +765,7 @@ def worker_death(module: str, fatal: str, when: str, script: str, arguments: lis
     """The last line ``python SCRIPT ARGUMENTS`` printed, run in a process of its own whose ``module.decode_rgb``
     kills the loader worker decoding an image named with ``fatal`` (``tests/scripts/crashing_decoder.py``): the run
     must end on that line, exit status 1, no traceback."""
-    result = run_script("tests/scripts/crashing_decoder.py", module, fatal, when, script, *arguments)
+    result = run_warm("tests/scripts/crashing_decoder.py", module, fatal, when, script, *arguments)
     assert result.returncode == 1, result.stderr[-3000:]
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     return result.stderr.strip().splitlines()[-1]

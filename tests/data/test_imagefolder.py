@@ -19,7 +19,7 @@ from alternet.data.files.shards import write_shards
 from alternet.errors import ConfigValueError, DataError
 from alternet.hub import export
 
-from helpers import FAST, compose_train, module_output, run_main, run_script
+from helpers import FAST, compose_train, module_output, run_main, run_warm
 from helpers.imagefolders import COLOURS, make_image_folder
 
 CLASSES = sorted(COLOURS)
@@ -189,7 +189,7 @@ def test_shards_refuse_a_corrupt_file_or_skip_it(tmp_path):
 
 @pytest.mark.xdist_group("ddp")  # 2-process DDP: one at a time, on one worker
 def test_two_process_ddp_streams_disjoint_equal_shares_of_the_shards(folder, image_shards, tmp_path):
-    result = run_script("tests/scripts/ddp_shards_probe.py", str(tmp_path / "run"), str(folder), str(image_shards))
+    result = run_warm("tests/scripts/ddp_shards_probe.py", str(tmp_path / "run"), str(folder), str(image_shards))
     assert result.returncode == 0, result.stderr[-3000:]
     ranks = [json.loads((tmp_path / "run" / f"rank{r}.json").read_text()) for r in range(2)]
     shares = [r["streamed"] for r in ranks]

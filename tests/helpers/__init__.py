@@ -13,7 +13,7 @@ from helpers.configs import (
     resolved,
 )
 from helpers.paths import CONF, ROOT, SHARED_DATA
-from helpers.processes import main_output, module_output, run_main, run_script, script_output
+from helpers.processes import main_output, module_output, run_main, run_script, run_warm, script_output
 
 __all__ = [
     "CONF",
@@ -31,5 +31,6 @@ __all__ = [
     "resolved",
     "run_main",
     "run_script",
+    "run_warm",
     "script_output",
 ]

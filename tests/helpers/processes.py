@@ -25,6 +25,14 @@ def run_script(script: str, *args: str, cwd=ROOT, timeout: int = 300) -> subproc
     )
 
 
+def run_warm(script: str, *args: str, cwd=ROOT, timeout: int = 300) -> subprocess.CompletedProcess:
+    """:func:`run_script` in a process of its own forked from a warm interpreter (:mod:`helpers.warm`): the same
+    command, exit status and streams, without ~8 s of imports (nor a fresh interpreter's import-time reads)."""
+    from helpers import warm
+
+    return warm.run(script, *args, cwd=cwd, timeout=timeout)
+
+
 def run_main(script: str, arguments: list[str], monkeypatch, capsys) -> tuple[str, str]:
     """(exit message or status, stderr) of ``python SCRIPT ARGUMENTS``, run in this process (``main_output``)."""
     code, _, stderr = main_output(script, arguments, monkeypatch, capsys)

@@ -4,12 +4,12 @@ import json
 
 import pytest
 
-from helpers import run_script
+from helpers import run_warm
 
 
 @pytest.mark.xdist_group("ddp")  # 2-process DDP: one at a time, on one worker
 def test_two_process_ddp_shards_data_and_agrees_on_metrics(tmp_path):
-    result = run_script("tests/scripts/ddp_probe.py", str(tmp_path), timeout=240)
+    result = run_warm("tests/scripts/ddp_probe.py", str(tmp_path), timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     seen = [set(r["train_indices"]) for r in ranks]

@@ -19,7 +19,7 @@ from lightning.pytorch.strategies import SingleDeviceStrategy
 from alternet.apps.train import train
 from alternet.training.callbacks import AtomicCheckpointIO
 
-from helpers import FAST, ROOT, compose_train, run_main, run_script
+from helpers import FAST, ROOT, compose_train, run_main, run_script, run_warm
 from helpers.nonfinite import assert_same_state, fail_at, poison_inputs_at, state_before_step
 
 # Small batches make an epoch long enough (~80 steps) to be killed in its middle.
@@ -196,7 +196,7 @@ def test_a_checkpoint_of_a_multi_tensor_optimizer_resumes(tmp_path, monkeypatch)
 def test_two_ddp_ranks_stop_together_when_one_rank_goes_non_finite(tmp_path):
     """Only rank 0's inputs are poisoned; DDP's all-reduced gradients carry the NaN to rank 1, so both ranks skip
     the step and stop at the same step, with no collective of the guard's own (a hang would time out)."""
-    result = run_script("tests/scripts/ddp_nonfinite_probe.py", str(tmp_path / "run"), timeout=240)
+    result = run_warm("tests/scripts/ddp_nonfinite_probe.py", str(tmp_path / "run"), timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
     ranks = [json.loads((tmp_path / "run" / f"rank{rank}.json").read_text()) for rank in (0, 1)]
     for outcome in ranks:

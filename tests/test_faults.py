@@ -710,6 +710,32 @@ def test_ctrl_c_while_a_sweep_sets_up_a_job_stops_it_in_one_line_and_the_same_co
     assert (sweep / "0" / "metrics.json").is_file() and (sweep / "1" / "metrics.json").is_file()
 
 
+def test_ctrl_c_that_hydra_reports_as_another_error_still_ends_on_the_one_line(tmp_path, monkeypatch, capsys):
+    """Ctrl-C inside Hydra's composition of a sweep's job: a clean-up in OmegaConf raised an AttributeError in the
+    KeyboardInterrupt's place, which Hydra printed as its own error before exiting 1 (seen under load, the test
+    above); the command now ends on its stop line all the same."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+    def interrupted_while_composing(self, *args, **kwargs):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)  # the handler raises here
+        except KeyboardInterrupt:
+            raise AttributeError("'NoneType' object has no attribute '_invalidate_flags_cache'") from None
+        pytest.fail("SIGINT did not interrupt the composition")
+
+    monkeypatch.setattr(ConfigLoaderImpl, "load_sweep_config", interrupted_while_composing)
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (not this test's worker)
+    try:
+        code, stderr = run_main(
+            "train.py", ["-m", "seed=0,1", *FAST, f"hydra.sweep.dir={tmp_path}"], monkeypatch, capsys
+        )
+    finally:
+        signal.signal(signal.SIGINT, handler)
+    assert "_invalidate_flags_cache" in stderr  # what Hydra printed
+    assert code.startswith("error: stopped by SIGINT outside the training steps") and "ckpt_path=last" in code
+
+
 def _ctrl_c(*args, **kwargs):
     raise KeyboardInterrupt
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -59,7 +61,9 @@ def _as_typed() -> Iterator[None]:
 
 # A stop signal inside training steps saves and resumes (training.callbacks.PreemptionCheckpoint); Ctrl-C anywhere
 # else (Hydra composing a job, set-up, testing, scoring, between a sweep's jobs) raises KeyboardInterrupt wherever it
-# lands: the command ends on one line instead of that traceback.
+# lands: the command ends on one line instead of that traceback. When it lands inside Hydra's own code (composing a
+# job's config), a clean-up there can raise another error in its place, which Hydra reports as its own and exits 1;
+# the command notes that Ctrl-C came (_ctrl_c_noted) and ends on the same line.
 TRAINING_INTERRUPTED = (
     "stopped by SIGINT outside the training steps (set-up, testing, or between a sweep's jobs); the checkpoints and "
     "finished runs already written are kept: run the same command with ckpt_path=last to continue"
@@ -67,14 +71,50 @@ TRAINING_INTERRUPTED = (
 EVALUATION_INTERRUPTED = "stopped by SIGINT; the files already written are kept: run the same command to score again"
 
 
+class _CtrlC:
+    """Python's own Ctrl-C (KeyboardInterrupt), remembering that it came."""
+
+    def __init__(self) -> None:
+        self.came = False
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.came = True
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _ctrl_c_noted() -> Iterator[_CtrlC]:
+    """Ctrl-C as Python handles it, noted; where SIGINT is ignored or someone else's (a background job, a test
+    harness, a non-main thread) it stays so, and nothing is noted."""
+    noted = _CtrlC()
+    if threading.current_thread() is not threading.main_thread():
+        yield noted
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is not signal.default_int_handler:
+        yield noted
+        return
+    signal.signal(signal.SIGINT, noted)
+    try:
+        yield noted
+    finally:
+        if signal.getsignal(signal.SIGINT) is noted:
+            signal.signal(signal.SIGINT, previous)
+
+
 def _ends_cleanly_on_ctrl_c(message: str) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
     def wrap(main: Callable[[], Any]) -> Callable[[], Any]:
         @functools.wraps(main)
         def run() -> Any:
-            try:
-                return main()
-            except KeyboardInterrupt:
-                exit_with_error(message)
+            with _ctrl_c_noted() as ctrl_c:
+                try:
+                    return main()
+                except KeyboardInterrupt:
+                    exit_with_error(message)
+                except SystemExit as exited:
+                    if ctrl_c.came and exited.code not in (None, 0):  # Hydra's report of what Ctrl-C broke in it
+                        exit_with_error(message)
+                    raise
 
         return run
 

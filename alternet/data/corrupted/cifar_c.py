@@ -492,19 +492,32 @@ def _generate_serially(
         _finish(out, name, on_file)
 
 
+def _pool_context() -> multiprocessing.context.BaseContext:
+    """Fork-server workers where the platform has them (Linux, macOS), the server importing the main module (as a
+    spawned worker would: ``evaluate.py``, the ``alternet`` script) and this one before its first fork; spawned
+    workers elsewhere (Windows)."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["__main__", __name__])
+    return context
+
+
 def _generate_in_pool(
     out: Path, images: np.ndarray, plan: dict[str, list[_Task]], workers: int, on_file: OnFile, shown: Progress
 ) -> None:
     """Run the tasks in worker processes; finish each file as soon as its last chunk is in. On the first failure
     the queued tasks are cancelled and the error re-raised.
 
-    Workers are spawned, not forked: a forked child inherits cv2's thread pool from a parent that has used cv2 and
-    can deadlock in it (seen with ``cv2.setNumThreads`` after fork)."""
+    Workers are not forked from this process: a forked child inherits cv2's thread pool from a parent that has used
+    cv2 and can deadlock in it (seen with ``cv2.setNumThreads`` after fork). They are forked from a fresh server
+    process that imports this module once (:func:`_pool_context`), not spawned, each importing it anew (~7 s of CPU
+    a worker, one worker per core by default)."""
     tasks = [task for name_tasks in plan.values() for task in name_tasks]
     remaining = {name: len(name_tasks) for name, name_tasks in plan.items()}
     pool = ProcessPoolExecutor(
         min(workers, len(tasks)),
-        mp_context=multiprocessing.get_context("spawn"),
+        mp_context=_pool_context(),
         initializer=_init_worker,
         initargs=(images,),
     )

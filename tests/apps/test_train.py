@@ -123,6 +123,7 @@ def test_training_on_real_cifar100(cifar100_root, tmp_path):
     assert math.isfinite(summary["test"]["nll"])
 
 
+@pytest.mark.slow  # 11M parameters, ~11 s: test_training_on_real_cifar100 trains on the real files by default
 def test_alternet_r18_learns_on_real_cifar100(cifar100_root):
     from alternet.data import CIFAR100DataModule
     from alternet.models import create_model

@@ -55,8 +55,9 @@ from helpers import FAST, ROOT, compose_train, run_main, run_warm, warm
 from helpers.models import assert_same_weights
 
 # pytest-xdist: the whole module on one worker, so that its session-scoped fixtures (an image folder, its shards and the
-# reference runs) are made once
-pytestmark = pytest.mark.xdist_group("test_faults")
+# reference runs) are made once; the worker of the other tests that start processes of their own (the 2-process DDP
+# runs), so one warm interpreter (helpers.warm) serves them all
+pytestmark = pytest.mark.xdist_group("processes")
 
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2")
 EPOCHS, STEPS = 2, 30  # optimizer steps per epoch: the signal comes a few steps into the second epoch
@@ -238,7 +239,7 @@ CASES = [
             workers,
             True,
             True,
-            marks=[pytest.mark.slow, pytest.mark.xdist_group("ddp")],
+            marks=[pytest.mark.slow, pytest.mark.xdist_group("processes")],
             id=f"{name}-group-{path}-{workers}w-ddp",
         )
         for name in STOP_SIGNALS

@@ -187,7 +187,7 @@ def test_shards_refuse_a_corrupt_file_or_skip_it(tmp_path):
     assert written["skipped"] == 1 and written["images"] == len(scan_split(root / "train")) - 1
 
 
-@pytest.mark.xdist_group("ddp")  # 2-process DDP: one at a time, on one worker
+@pytest.mark.xdist_group("processes")  # 2-process DDP: one at a time, on the processes worker (helpers.warm)
 def test_two_process_ddp_streams_disjoint_equal_shares_of_the_shards(folder, image_shards, tmp_path):
     result = run_warm("tests/scripts/ddp_shards_probe.py", str(tmp_path / "run"), str(folder), str(image_shards))
     assert result.returncode == 0, result.stderr[-3000:]

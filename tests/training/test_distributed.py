@@ -7,7 +7,7 @@ import pytest
 from helpers import run_warm
 
 
-@pytest.mark.xdist_group("ddp")  # 2-process DDP: one at a time, on one worker
+@pytest.mark.xdist_group("processes")  # 2-process DDP: one at a time, on the processes worker (helpers.warm)
 def test_two_process_ddp_shards_data_and_agrees_on_metrics(tmp_path):
     result = run_warm("tests/scripts/ddp_probe.py", str(tmp_path), timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]

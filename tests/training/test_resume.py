@@ -192,7 +192,7 @@ def test_a_checkpoint_of_a_multi_tensor_optimizer_resumes(tmp_path, monkeypatch)
     assert summary["global_step"] == 6 and math.isfinite(summary["test"]["nll"])
 
 
-@pytest.mark.xdist_group("ddp")  # 2-process DDP: one at a time, on one worker
+@pytest.mark.xdist_group("processes")  # 2-process DDP: one at a time, on the processes worker (helpers.warm)
 def test_two_ddp_ranks_stop_together_when_one_rank_goes_non_finite(tmp_path):
     """Only rank 0's inputs are poisoned; DDP's all-reduced gradients carry the NaN to rank 1, so both ranks skip
     the step and stop at the same step, with no collective of the guard's own (a hang would time out)."""

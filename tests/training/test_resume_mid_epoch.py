@@ -183,7 +183,7 @@ def test_a_bad_sync_interval_is_refused_when_the_callback_is_built(tmp_path, eve
         PreemptionCheckpoint(tmp_path, ["SIGUSR1"], sync_every_n_steps=every)
 
 
-@pytest.mark.xdist_group("ddp")  # 2-process DDP: one at a time, on one worker
+@pytest.mark.xdist_group("processes")  # 2-process DDP: one at a time, on the processes worker (helpers.warm)
 @pytest.mark.slow
 def test_two_ddp_ranks_stop_together_when_one_rank_is_signalled(tmp_path):
     """Only rank 1 gets SIGUSR1 (after step 2); both ranks stop at the next agreement (step 4), rank 0 saying the

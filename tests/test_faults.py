@@ -737,6 +737,30 @@ def test_ctrl_c_that_hydra_reports_as_another_error_still_ends_on_the_one_line(t
     assert code.startswith("error: stopped by SIGINT outside the training steps") and "ckpt_path=last" in code
 
 
+def test_ctrl_c_in_a_training_step_saves_and_says_where_to_resume(tmp_path, monkeypatch, capsys):
+    """Ctrl-C (in this process, as a terminal sends it) during training steps stops after the step with a resumable
+    checkpoint, even where the command holds Python's Ctrl-C handler to note it (errors.ctrl_c_noted): forwarding the
+    signal to that handler raised KeyboardInterrupt and ended on the outside-the-steps line instead."""
+    from alternet.training.module import ClassificationModule
+
+    step = ClassificationModule.training_step
+
+    def interrupted_at_step_2(self, batch, batch_idx):
+        if batch_idx == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+        return step(self, batch, batch_idx)
+
+    monkeypatch.setattr(ClassificationModule, "training_step", interrupted_at_step_2)
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (not this test's worker)
+    try:
+        arguments = [*FAST, "evaluate.after_training=false", f"hydra.run.dir={tmp_path}"]
+        code, _ = run_main("train.py", arguments, monkeypatch, capsys)
+    finally:
+        signal.signal(signal.SIGINT, handler)
+    assert re.fullmatch(r"error: stopped by SIGINT at global step 2 \(epoch 0\); saved .+ Resume with: .+", code), code
+    assert read_checkpoint(tmp_path / "checkpoints" / "last.ckpt")["global_step"] == 2
+
+
 def _ctrl_c(*args, **kwargs):
     raise KeyboardInterrupt
 

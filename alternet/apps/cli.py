@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import signal
 import sys
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -30,7 +28,7 @@ from omegaconf import DictConfig
 
 from ..data.augment import check_override
 from ..data.corrupted import cifar_c
-from ..errors import AlternetError, exit_with_error
+from ..errors import AlternetError, ctrl_c_noted, exit_with_error
 from ..hub import cli as hub_cli
 from ..report import cli as report_cli
 from ..runs import discard_unused_run_dir
@@ -63,7 +61,7 @@ def _as_typed() -> Iterator[None]:
 # else (Hydra composing a job, set-up, testing, scoring, between a sweep's jobs) raises KeyboardInterrupt wherever it
 # lands: the command ends on one line instead of that traceback. When it lands inside Hydra's own code (composing a
 # job's config), a clean-up there can raise another error in its place, which Hydra reports as its own and exits 1;
-# the command notes that Ctrl-C came (_ctrl_c_noted) and ends on the same line.
+# the command notes that Ctrl-C came (errors.ctrl_c_noted) and ends on the same line.
 TRAINING_INTERRUPTED = (
     "stopped by SIGINT outside the training steps (set-up, testing, or between a sweep's jobs); the checkpoints and "
     "finished runs already written are kept: run the same command with ckpt_path=last to continue"
@@ -71,42 +69,11 @@ TRAINING_INTERRUPTED = (
 EVALUATION_INTERRUPTED = "stopped by SIGINT; the files already written are kept: run the same command to score again"
 
 
-class _CtrlC:
-    """Python's own Ctrl-C (KeyboardInterrupt), remembering that it came."""
-
-    def __init__(self) -> None:
-        self.came = False
-
-    def __call__(self, signum: int, frame: object) -> None:
-        self.came = True
-        raise KeyboardInterrupt
-
-
-@contextlib.contextmanager
-def _ctrl_c_noted() -> Iterator[_CtrlC]:
-    """Ctrl-C as Python handles it, noted; where SIGINT is ignored or someone else's (a background job, a test
-    harness, a non-main thread) it stays so, and nothing is noted."""
-    noted = _CtrlC()
-    if threading.current_thread() is not threading.main_thread():
-        yield noted
-        return
-    previous = signal.getsignal(signal.SIGINT)
-    if previous is not signal.default_int_handler:
-        yield noted
-        return
-    signal.signal(signal.SIGINT, noted)
-    try:
-        yield noted
-    finally:
-        if signal.getsignal(signal.SIGINT) is noted:
-            signal.signal(signal.SIGINT, previous)
-
-
 def _ends_cleanly_on_ctrl_c(message: str) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
     def wrap(main: Callable[[], Any]) -> Callable[[], Any]:
         @functools.wraps(main)
         def run() -> Any:
-            with _ctrl_c_noted() as ctrl_c:
+            with ctrl_c_noted() as ctrl_c:
                 try:
                     return main()
                 except KeyboardInterrupt:

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from ..errors import AlternetError, ConfigValueError
+from ..errors import AlternetError, ConfigValueError, is_pythons_ctrl_c
 from ..files import atomic_write
 from ..rundir import RunDir
 from ..runs import resume_command
@@ -207,7 +207,7 @@ class PreemptionCheckpoint(L.Callback):
     def _forward_to_previous_handler(self) -> None:
         """Run the handler the run started with for this signal (e.g. submitit's own checkpoint-and-requeue)."""
         previous = self._before_run.get(self.received) if self.received else None
-        if callable(previous) and previous is not signal.default_int_handler:
+        if callable(previous) and not is_pythons_ctrl_c(previous):
             previous(self.received, None)
 
     def _stop_now(self, trainer: L.Trainer) -> bool:

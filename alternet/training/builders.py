@@ -12,7 +12,14 @@ from lightning.pytorch.plugins.environments import SLURMEnvironment
 
 from ..errors import ConfigValueError
 from ..rundir import RunDir
-from .callbacks import AtomicCheckpointIO, BatchSeed, MidEpochCheckpoint, PreemptionCheckpoint, parse_interval
+from .callbacks import (
+    AtomicCheckpointIO,
+    BatchSeed,
+    BestAndLastCheckpoint,
+    MidEpochCheckpoint,
+    PreemptionCheckpoint,
+    parse_interval,
+)
 from .module import ClassificationModule
 from .progress import Throughput, progress_bar, quiet_lightning
 
@@ -51,7 +58,7 @@ def build_callbacks(config: dict[str, Any], run_dir: Path, has_val: bool) -> lis
         checkpoint.update(monitor=None, save_top_k=0)
     directory = RunDir(run_dir).checkpoints
     callbacks: list[Callback] = [
-        ModelCheckpoint(
+        BestAndLastCheckpoint(
             dirpath=str(directory),
             filename=RunDir.BEST_FILENAME,
             auto_insert_metric_name=False,

@@ -14,6 +14,7 @@ from typing import Any
 import lightning as L
 import numpy as np
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from ..errors import AlternetError, ConfigValueError, is_pythons_ctrl_c
@@ -57,6 +58,33 @@ def parse_interval(value: float | str | None) -> float | None:
 def _ends_optimizer_step(trainer: L.Trainer, batch_idx: int) -> bool:
     """A checkpoint taken mid-accumulation would lose the accumulated gradients: save only after a step."""
     return (batch_idx + 1) % trainer.accumulate_grad_batches == 0
+
+
+class BestAndLastCheckpoint(ModelCheckpoint):
+    """Lightning's ``ModelCheckpoint``, with ``last.ckpt`` written at every epoch end it checks, as this project
+    promises (and Lightning did before 2.6): Lightning 2.6 writes ``last.ckpt`` only when a top-k checkpoint was saved
+    at the same step, so with ``save_top_k: 1`` it held the best epoch's weights whenever a later epoch was worse, and
+    ``ckpt_path=last`` went back to that epoch. Its state is saved under ``ModelCheckpoint``'s key, so checkpoints of
+    either class resume with their best-so-far."""
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        super().on_train_epoch_end(trainer, pl_module)
+        if self._should_save_on_train_epoch_end(trainer):
+            self._save_last_if_missed(trainer)
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        super().on_validation_end(trainer, pl_module)
+        if not self._should_save_on_train_epoch_end(trainer):
+            self._save_last_if_missed(trainer)
+
+    def _save_last_if_missed(self, trainer: L.Trainer) -> None:
+        # skipped when nothing is to be saved now, or when a checkpoint (top-k, and last with it) was saved at this step
+        if self.save_last and not self._should_skip_saving_checkpoint(trainer):
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+
+    @property
+    def state_key(self) -> str:
+        return super().state_key.replace(type(self).__qualname__, ModelCheckpoint.__qualname__, 1)
 
 
 class MidEpochCheckpoint(L.Callback):

@@ -17,6 +17,7 @@ import torch
 from lightning.pytorch.strategies import SingleDeviceStrategy
 
 from alternet.apps.train import train
+from alternet.checkpoints import read_checkpoint
 from alternet.training.callbacks import AtomicCheckpointIO
 
 from helpers import FAST, ROOT, compose_train, run_main, run_script, run_warm
@@ -72,6 +73,22 @@ def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
     actual = json.loads((tmp_path / "resumed" / "metrics.json").read_text())
     assert actual["global_step"] == expected["global_step"]
     assert actual["test"] == expected["test"]
+
+
+def test_last_ckpt_holds_the_last_epoch_when_a_later_epoch_is_not_the_best(tmp_path):
+    """Lightning 2.6 wrote last.ckpt only beside a new best checkpoint: with the best at epoch 1 of 3, last.ckpt held
+    epoch 1 and ckpt_path=last went back two epochs (training.callbacks.BestAndLastCheckpoint)."""
+    worst_is_best = ["callbacks.checkpoint.mode=max"]  # the highest val/nll: the first epoch, as the model learns
+    first = train(compose_train(*FAST, "trainer.max_epochs=3", *worst_is_best, output_dir=tmp_path))
+    checkpoints = tmp_path / "checkpoints"
+    assert read_checkpoint(Path(first["best_checkpoint"]))["global_step"] < first["global_step"]  # a stale best
+    last = read_checkpoint(checkpoints / "last.ckpt")
+    assert last["global_step"] == first["global_step"]
+    keys = list(last["callbacks"])  # the state under ModelCheckpoint's key, as in checkpoints of before the fix
+    assert any(key.startswith("ModelCheckpoint{") for key in keys) and not any("BestAndLast" in key for key in keys)
+    resumed = train(compose_train(*FAST, "trainer.max_epochs=4", *worst_is_best, "ckpt_path=last", output_dir=tmp_path))
+    assert resumed["global_step"] == first["global_step"] // 3 * 4  # one more epoch, not three
+    assert resumed["best_checkpoint"] == first["best_checkpoint"]  # the best so far came back with the resume
 
 
 def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):

@@ -177,13 +177,15 @@ def find_checkpoint(path: Path) -> tuple[Path, Path | None]:
     )
 
 
-def resume_checkpoint(ckpt_path: str | None, run_dir: Path) -> str | None:
+def resume_checkpoint(ckpt_path: str | None, run_dir: Path, *, say: bool = True) -> str | None:
     """The checkpoint a training run resumes from. ``last`` means this run directory's ``last.ckpt`` when it
-    exists (a requeued SLURM job); any other path is checked now, so that a bad one fails before training."""
+    exists (a requeued SLURM job; when it does not, training starts from scratch and, if ``say``, says so); any other
+    path is checked now, so that a bad one fails before training."""
     if ckpt_path == "last":
         last = RunDir(run_dir).last_checkpoint
         if not last.is_file():
-            print(f"ckpt_path=last: no {last} yet, so training starts from scratch", file=sys.stderr, flush=True)
+            if say:
+                print(f"ckpt_path=last: no {last} yet, so training starts from scratch", file=sys.stderr, flush=True)
             return None
         read_checkpoint(last)
         return str(last)

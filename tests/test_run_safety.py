@@ -57,6 +57,16 @@ def test_an_interrupted_run_is_resumed_or_explicitly_reused(tmp_path):
     assert again["test"] == first["test"]
 
 
+def test_ckpt_path_last_without_a_last_checkpoint_says_it_starts_from_scratch_once(tmp_path, monkeypatch, capsys):
+    """A directory with a run's files but no last.ckpt: the pre-flight check and the run each said it."""
+    train(compose_train(*FAST, output_dir=tmp_path))
+    (tmp_path / "checkpoints" / "last.ckpt").unlink()
+    arguments = [*FAST, "ckpt_path=last", "reuse_run_dir=true", f"hydra.run.dir={tmp_path}"]
+    code, stderr = run_main("train.py", arguments, monkeypatch, capsys)
+    assert code == "0", stderr[-3000:]
+    assert stderr.count("ckpt_path=last: no ") == 1, stderr
+
+
 def test_resume_refuses_overrides_it_could_not_apply(finished):
     run_dir = finished
     with pytest.raises(ConfigValueError, match=r"recipe\.optimizer\.weight_decay: 0\.05 -> 0\.3.*would not apply"):

@@ -130,7 +130,7 @@ class RunPreflight(Callback):
             plain = _resolved_before_it_runs(job)
             if plain is None:
                 return
-            resume = resume_checkpoint(plain["ckpt_path"], run_dir)
+            resume = resume_checkpoint(plain["ckpt_path"], run_dir, say=False)  # the run says it, once
             check_fresh_run_dir(run_dir, resuming=resume is not None, reuse=bool(plain["reuse_run_dir"]))
             if resume:
                 check_resume_settings(plain, resume, checkpoint_header(resume))

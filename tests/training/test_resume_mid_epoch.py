@@ -21,8 +21,10 @@ from alternet.training.callbacks import Preempted, PreemptionCheckpoint, requeue
 from helpers import run_script
 from helpers.models import assert_same_weights
 
-# pytest-xdist: the whole module on one worker, so that its uninterrupted run (session-scoped) is made once
-pytestmark = pytest.mark.xdist_group("test_resume_mid_epoch")
+# pytest-xdist: the whole module on one worker, so that its uninterrupted run (session-scoped) is made once; the
+# worker of the other tests that start processes of their own, so its 2-process DDP run overlaps none of theirs (a
+# test's groups join: a second group here made the DDP test a group of its own, "ddp_test_resume_mid_epoch")
+pytestmark = pytest.mark.xdist_group("processes")
 
 SCRIPT = "tests/scripts/interrupted_train.py"
 
@@ -183,7 +185,6 @@ def test_a_bad_sync_interval_is_refused_when_the_callback_is_built(tmp_path, eve
         PreemptionCheckpoint(tmp_path, ["SIGUSR1"], sync_every_n_steps=every)
 
 
-@pytest.mark.xdist_group("processes")  # 2-process DDP: one at a time, on the processes worker (helpers.warm)
 @pytest.mark.slow
 def test_two_ddp_ranks_stop_together_when_one_rank_is_signalled(tmp_path):
     """Only rank 1 gets SIGUSR1 (after step 2); both ranks stop at the next agreement (step 4), rank 0 saying the

@@ -333,11 +333,18 @@ def add_harness_arguments(
 
 
 def begin(
-    args: argparse.Namespace, bench: str, device: str | None = "cpu", data_root: str | Path | None = None
+    args: argparse.Namespace,
+    bench: str,
+    device: str | None = "cpu",
+    data_root: str | Path | None = None,
+    no_gpu: str = "run it on a GPU machine, or leave --device out",
 ) -> dict[str, Any]:
-    """Apply ``--threads``, gather the facts and print the header; the facts go to ``finish``."""
+    """Refuse ``device="cuda"`` where no CUDA GPU is visible (in one line, ending on ``no_gpu``: what to do), apply
+    ``--threads``, gather the facts and print the header; the facts go to ``finish``."""
     import torch
 
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"bench/{bench}.py --device cuda: no CUDA GPU is visible ({no_gpu})")
     if args.threads:
         torch.set_num_threads(args.threads)
     facts = machine_facts(device, data_root)

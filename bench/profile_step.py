@@ -100,8 +100,6 @@ def main() -> None:
     parser.add_argument("--reference", default=None, help="a how-do-vits-work checkout: profile its dnn_50 too")
     add_harness_arguments(parser, rounds=3, warmup=2, round_aliases=["--steps"], round_help="profiled steps")
     args = parser.parse_args()
-    if args.device == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("--device cuda: no CUDA GPU is visible")
     facts = begin(args, "profile_step", device=args.device)
     names = [args.model] + (["reference"] if args.reference else [])
     layout = "channels_last" if args.channels_last else "contiguous"

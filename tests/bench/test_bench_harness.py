@@ -10,6 +10,7 @@ import re
 import sys
 
 import pytest
+import torch
 
 from helpers import ROOT
 
@@ -273,3 +274,18 @@ def test_the_package_facts_are_the_csv_fact_columns():
     keys = {key.value for key in returned.keys}
 
     assert keys | {"env", "date", "commit", "command"} == set(harness.FACT_COLUMNS)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA GPU is visible: nothing to refuse")
+@pytest.mark.parametrize(
+    ("bench", "no_gpu"),
+    [("hybrids", {}), ("gpu", {"no_gpu": "the CPU benchmarks are bench/models.py"})],
+)
+def test_begin_refuses_cuda_where_no_gpu_is_visible_in_one_line_before_any_header(bench, no_gpu, capsys):
+    args = argparse.Namespace(threads=None, no_record=True, results_dir=None)
+    with pytest.raises(SystemExit) as refused:
+        harness.begin(args, bench, device="cuda", **no_gpu)
+    message = str(refused.value.code)
+    assert message.startswith(f"bench/{bench}.py --device cuda: no CUDA GPU is visible (") and "\n" not in message
+    assert message.endswith(f"({no_gpu.get('no_gpu', 'run it on a GPU machine, or leave --device out')})")
+    assert capsys.readouterr().out == ""  # refused before the header

@@ -85,21 +85,17 @@ def data_overrides(path: str, workers: int, folder: Path, shards: Path | None, r
 
 
 class TrainingProcess:
-    """``python train.py OVERRIDES`` in a session of its own, its stdout and stderr in one log file: a warm child
-    (helpers.warm: a process of its own, without a fresh interpreter's imports) when the command is a Python script."""
+    """``python train.py OVERRIDES`` (or ``command``, a ``python SCRIPT ...`` line) in a session of its own, its
+    stdout and stderr in one log file: a warm child (helpers.warm: a process of its own, without a fresh
+    interpreter's imports)."""
 
     def __init__(self, run_dir: Path, overrides: list[str], command: list[str] | None = None, log: str = ".log"):
         self.run_dir = run_dir
         self.log = run_dir.with_name(run_dir.name + log)
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
-        command = command or [sys.executable, "train.py", *overrides, f"hydra.run.dir={run_dir}"]
-        if Path(command[0]).name.startswith("python") and command[1].endswith(".py"):
-            self.process = warm.start(command[1], command[2:], cwd=ROOT, env=env, stdout=self.log, new_session=True)
-        else:
-            with self.log.open("w") as log:
-                self.process = subprocess.Popen(
-                    command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-                )
+        python, script, *args = command or [sys.executable, "train.py", *overrides, f"hydra.run.dir={run_dir}"]
+        assert Path(python).name.startswith("python") and script.endswith(".py"), f"not a python SCRIPT line: {command}"
+        self.process = warm.start(script, args, cwd=ROOT, env=env, stdout=self.log, new_session=True)
         self.group = self.process.pid  # the session leader's id is its process group's id
 
     @property

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import torch
 
+CPUINFO = Path("/proc/cpuinfo")
+
 
 def cpu_capability() -> str:
     """ATen's vector instruction set on this CPU (``AVX2``, ``AVX512``, ``AMX``; ``ATEN_CPU_CAPABILITY`` caps it)."""
@@ -38,15 +40,29 @@ def cuda_bf16() -> bool:
     return torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
 
 
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's ``key: value`` lines of ``/proc/cpuinfo`` (empty where the OS has none)."""
+    fields: dict[str, str] = {}
+    if CPUINFO.is_file():
+        for line in CPUINFO.read_text(errors="replace").splitlines():
+            if not line.strip():
+                break  # the first processor's block ends
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
 @cache
 def cpu_model() -> str:
-    """The CPU's marketing name (``/proc/cpuinfo``'s model name; the platform's answer elsewhere)."""
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        for line in cpuinfo.read_text(errors="replace").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine() or "unknown CPU"
+    """The CPU as a timing must name it: its marketing name, and on x86 its vendor, family and model, which tell
+    apart CPUs that share a name (``AMD EPYC (AuthenticAMD family 25 model 1)`` is a Zen 3, ``... model 17`` a
+    Zen 4: a hypervisor may report both as plain ``AMD EPYC``). The platform's answer where ``/proc/cpuinfo`` has
+    none."""
+    info = _cpuinfo()
+    name = info.get("model name") or platform.processor() or platform.machine() or "unknown CPU"
+    if info.get("vendor_id") and info.get("cpu family") and info.get("model"):
+        return f"{name} ({info['vendor_id']} family {info['cpu family']} model {info['model']})"
+    return name
 
 
 def cpu_cores() -> int:

@@ -96,18 +96,38 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "unknown"
 
 
+VENDORS = {"authenticamd": "amd", "genuineintel": "intel"}
+
+
+def cpu_slug(cpu: str) -> str:
+    """The CPU part of a machine class: ``amd-f25-m1`` from ``alternet.hardware.cpu_model()``'s ``(AuthenticAMD
+    family 25 model 1)``, so a Zen 3 and a Zen 4 that both call themselves ``AMD EPYC`` file apart; the marketing
+    name where the OS gives no family and model."""
+    found = re.search(r"\((\w+) family (\d+) model (\d+)\)", cpu)
+    if not found:
+        return slug(cpu)
+    vendor, family, model = found.groups()
+    return f"{VENDORS.get(vendor.lower(), slug(vendor))}-f{family}-m{model}"
+
+
 def machine_class(facts: Mapping[str, Any]) -> str:
-    """The class of machine a result holds for, as a file-name part: ``cpu-avx2``, ``cpu-avx512``,
-    ``cpu-avx512-bf16`` (native bf16), ``cpu-amx``, or ``gpu-<its name>`` for a result that ran on a GPU."""
+    """The class of machine a result holds for, as a file-name part: the instruction set the numbers ran on
+    (``cpu-avx2``, ``cpu-avx512``, ``cpu-avx512-bf16`` with native bf16, ``cpu-amx``), ``-held`` when code-path
+    variables held the CPU below its own (``env``: an AVX-512 machine held to AVX2 is not an AVX2 machine), then the
+    CPU (``cpu_slug``): ``cpu-avx2-amd-f25-m1``, ``cpu-avx2-held-amd-f25-m17``. A result that ran on a GPU is
+    ``gpu-<its name>``."""
     on_gpu = facts.get("device") == "cuda" or (facts.get("device") is None and facts.get("gpu"))
     if on_gpu:
         return f"gpu-{slug(str(facts.get('gpu') or 'unknown'))}"
     isa = str(facts.get("isa") or "unknown").upper()
     if "AMX" in isa:
-        return "cpu-amx"
-    if isa.startswith("AVX512"):
-        return "cpu-avx512-bf16" if facts.get("native_bf16") else "cpu-avx512"
-    return f"cpu-{slug(isa)}"
+        kind = "cpu-amx"
+    elif isa.startswith("AVX512"):
+        kind = "cpu-avx512-bf16" if facts.get("native_bf16") else "cpu-avx512"
+    else:
+        kind = f"cpu-{slug(isa)}"
+    held = "-held" if facts.get("env") else ""
+    return f"{kind}{held}-{cpu_slug(str(facts.get('cpu') or 'unknown'))}"
 
 
 def results_path(bench: str, facts: Mapping[str, Any], results_dir: str | Path = RESULTS_DIR) -> Path:

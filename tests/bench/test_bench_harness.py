@@ -108,16 +108,26 @@ def test_timing_row_converts_units_and_keeps_spread_and_rounds():
     assert (median["value"], median["unit"]) == (0.5, "s")
 
 
+ZEN3, ZEN4 = "AMD EPYC (AuthenticAMD family 25 model 1)", "AMD EPYC (AuthenticAMD family 25 model 17)"
+XEON = "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz"
+HOLD = "ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2"
+
+
 @pytest.mark.parametrize(
     ("changes", "expected"),
     [
-        ({"isa": "AVX2", "native_bf16": False}, "cpu-avx2"),
-        ({"isa": "AVX512", "native_bf16": False}, "cpu-avx512"),
-        ({"isa": "AVX512", "native_bf16": True}, "cpu-avx512-bf16"),
-        ({"isa": "AMX", "native_bf16": True}, "cpu-amx"),
+        ({"isa": "AVX2", "native_bf16": False}, "cpu-avx2-test-cpu"),
+        ({"isa": "AVX512", "native_bf16": False}, "cpu-avx512-test-cpu"),
+        ({"isa": "AVX512", "native_bf16": True}, "cpu-avx512-bf16-test-cpu"),
+        ({"isa": "AMX", "native_bf16": True}, "cpu-amx-test-cpu"),
+        # two CPUs a hypervisor names alike file apart, and a held one apart from a native one
+        ({"isa": "AVX2", "native_bf16": False, "cpu": ZEN3}, "cpu-avx2-amd-f25-m1"),
+        ({"isa": "AVX2", "native_bf16": False, "cpu": ZEN4, "env": HOLD}, "cpu-avx2-held-amd-f25-m17"),
+        ({"cpu": f"{XEON} (GenuineIntel family 6 model 143)"}, "cpu-avx512-bf16-intel-f6-m143"),
         ({"gpu": "NVIDIA H100 80GB HBM3"}, "gpu-nvidia-h100-80gb-hbm3"),
         ({"gpu": "NVIDIA H100 80GB HBM3", "device": "cuda"}, "gpu-nvidia-h100-80gb-hbm3"),
-        ({"gpu": "NVIDIA H100 80GB HBM3", "device": "cpu", "isa": "AMX"}, "cpu-amx"),  # a CPU bench on a GPU host
+        # a CPU bench on a GPU host
+        ({"gpu": "NVIDIA H100 80GB HBM3", "device": "cpu", "isa": "AMX"}, "cpu-amx-test-cpu"),
     ],
 )
 def test_machine_class(changes, expected):
@@ -144,7 +154,8 @@ def test_header_lines_say_machine_code_and_command_before_any_number():
     text = "\n".join(lines)
 
     assert all(line.startswith("# ") for line in lines)
-    for fact in ("cpu-avx512-bf16", "Test CPU", "4 cores", "AVX512", "native bf16", "abc1234", "--steps 2", "2.0.0"):
+    facts = ("cpu-avx512-bf16-test-cpu", "Test CPU", "4 cores", "AVX512", "native bf16", "abc1234", "--steps 2")
+    for fact in (*facts, "2.0.0"):
         assert fact in text
     assert "# env:" not in text and "# data:" not in text
     changed = harness.header_lines("models", stub_facts(env="ATEN_CPU_CAPABILITY=avx2", data_root="/d"), "-")
@@ -166,7 +177,7 @@ def test_record_appends_to_one_csv_per_bench_and_machine_class(tmp_path):
     path = harness.record("models", rows, facts, tmp_path)
     again = harness.record("models", rows[:1], facts, tmp_path)
 
-    assert path == again == tmp_path / "models-cpu-avx512-bf16.csv"
+    assert path == again == tmp_path / "models-cpu-avx512-bf16-held-test-cpu.csv"
     assert path.read_text().splitlines()[0] == HEADER
     table = read(path)
     assert [line[:1] for line in table].count(["date"]) == 1
@@ -194,7 +205,7 @@ def test_record_appends_to_one_csv_per_bench_and_machine_class(tmp_path):
     }
     assert dict(zip(table[0], table[2]))["notes"] == "target <= 1.1x, as stated"
     assert harness.record("models", rows, stub_facts(isa="AVX2", native_bf16=False), tmp_path).name == (
-        "models-cpu-avx2.csv"
+        "models-cpu-avx2-test-cpu.csv"
     )
 
 
@@ -208,7 +219,7 @@ def test_plain_values_have_no_exponent_and_sensible_precision():
 
 
 def test_record_refuses_a_file_of_another_schema_and_leaves_it_alone(tmp_path):
-    path = tmp_path / "models-cpu-avx512-bf16.csv"
+    path = tmp_path / "models-cpu-avx512-bf16-test-cpu.csv"
     path.write_text("date,case,value\n2025-01-01,old,1\n")
 
     with pytest.raises(ValueError, match=re.escape(str(path))):
@@ -246,7 +257,7 @@ def test_no_record_writes_nothing_and_without_it_finish_records(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
     path = harness.finish(parse("--results-dir", str(tmp_path)), "guard", rows, stub_facts())
-    assert path == tmp_path / "guard-cpu-avx512-bf16.csv" and len(read(path)) == 2
+    assert path == tmp_path / "guard-cpu-avx512-bf16-test-cpu.csv" and len(read(path)) == 2
 
 
 def test_machine_facts_add_env_date_command_and_data_root_to_the_package_facts(monkeypatch):

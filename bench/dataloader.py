@@ -7,7 +7,13 @@ the training sampler yields them, and its ``train_dataloader()``.
 * ``a``: recipe ``fast`` augmentation: pad-4 random crop + horizontal flip, normalise, to tensor;
 * ``b``: recipe ``paper`` augmentation: ``a`` + RandAugment ``rand-m9-n2-mstd1.0``
   (``alternet.data.arrays.randaugment``);
-* ``c``: ``a`` + timm's PIL RandAugment, same spec (for comparison; ``--skip-timm`` to leave out).
+* ``c``: ``a`` + timm's PIL RandAugment, same spec (for comparison; ``--skip-timm`` to leave out);
+* ``a'``: ``a`` as the data module serves it since 2026-11-27, one ``BatchPipeline`` call per batch
+  (``alternet.data.arrays.transforms``; its per-sample column reads the split a batch at a time).
+
+``--step-model NAME`` adds what the loader costs a training step: NAME's fp32 step (channels_last, SGD with nesterov
+momentum, label smoothing: the speedrun's) fed by a fixed batch, by ``a`` and by ``a'`` through the data module's
+loader with 0 and 1 workers, interleaved in one run (``--step-layout`` sets ``model.layout``).
 
 For each: the single-process per-sample rate (what one worker can sustain) and the data module's real
 ``DataLoader`` with 1 and 2 workers (end to end, worker start-up included), in total and per worker. Every pass
@@ -16,6 +22,7 @@ For each: the single-process per-sample rate (what one worker can sustain) and t
 loader pass includes its start-up on purpose).
 
     python bench/dataloader.py [--root ../shared/data] [--num-images 10000] [--rounds 3] [--no-record]
+    python bench/dataloader.py --batch-size 256 --workers 1 --skip-timm --step-model alternet_laptop
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ from alternet.seeds import derive_seed
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import add_harness_arguments, begin, finish, interleave, summarise, summary_row
+from harness import add_harness_arguments, begin, finish, interleave, summarise, summary_row, timing_row
 
 SPEC = "rand-m9-n2-mstd1.0"
 DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -69,14 +76,18 @@ class TimmRandAugment:
         return np.asarray(self.policy(Image.fromarray(image)))
 
 
-def datamodule(root: Path, augment: dict[str, Any], batch_size: int, workers: int, count: int) -> CIFAR100DataModule:
-    """The library's CIFAR-100 data module with ``augment``, its train split cut to ``count`` images."""
+def datamodule(
+    root: Path, augment: dict[str, Any], batch_size: int, workers: int, count: int, batched: bool = False, **kwargs: Any
+) -> CIFAR100DataModule:
+    """The library's CIFAR-100 data module with ``augment``, its train split cut to ``count`` images and read one
+    image at a time through albumentations (``batched``: a batch at a time, as the module serves crop and flip)."""
     module = CIFAR100DataModule(
-        root=str(root), batch_size=batch_size, num_workers=workers, augment=augment, persistent_workers=False
+        root=str(root), batch_size=batch_size, num_workers=workers, augment=augment, persistent_workers=False, **kwargs
     )
     module.setup()
     train = module.splits["train"]
-    module.splits["train"] = ArrayDataset(train.images[:count], train.labels[:count], train.transform)
+    batch = train.batch if batched else None
+    module.splits["train"] = ArrayDataset(train.images[:count], train.labels[:count], train.transform, batch)
     return module
 
 
@@ -100,6 +111,45 @@ def per_sample_pass(dataset: ArrayDataset) -> Callable[[], int]:
         return len(dataset)
 
     return run
+
+
+def per_batch_pass(dataset: ArrayDataset, batch_size: int) -> Callable[[], int]:
+    """Read the train split a batch at a time through its ``BatchPipeline``, the sampler's seeds included."""
+
+    def run() -> int:
+        for start in range(0, len(dataset), batch_size):
+            end = min(start + batch_size, len(dataset))
+            dataset.__getitems__([(index, derive_seed(0, "augment", 0, index)) for index in range(start, end)])
+        return len(dataset)
+
+    return run
+
+
+def step_cases(args: argparse.Namespace, augment: dict[str, Any]) -> dict[str, Callable[[], object]]:
+    """``--step-model``'s training step fed by a fixed batch and by the loaders (a step per call)."""
+    import alternet
+
+    layout = {"layout": args.step_layout} if args.step_layout else {}
+    net = alternet.create_model(args.step_model, num_classes=100, img_size=32, **layout)
+    net = net.train().to(memory_format=torch.channels_last)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, nesterov=True)
+
+    def step(images: torch.Tensor, labels: torch.Tensor) -> None:
+        optimizer.zero_grad(set_to_none=True)
+        logits = net(images.contiguous(memory_format=torch.channels_last))
+        torch.nn.functional.cross_entropy(logits, labels, label_smoothing=0.1).backward()
+        optimizer.step()
+
+    fixed = None
+    cases: dict[str, Callable[[], object]] = {}
+    for batched in (False, True):
+        for workers in (0, 1):
+            module = datamodule(args.root, augment, args.batch_size, workers, 50_000, batched, persistent_workers=True)
+            batches = iter(module.train_dataloader())
+            fixed = fixed or next(batches)
+            name = f"{'a' + chr(39) if batched else 'a'} loader, {workers} worker(s)"
+            cases[name] = lambda batches=batches: step(*next(batches))
+    return {"fixed batch (no loading)": lambda: step(*fixed), **cases}
 
 
 def loader_pass(module: CIFAR100DataModule, counts: dict[str, int], key: str) -> Callable[[], None]:
@@ -129,6 +179,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--skip-timm", action="store_true", help="leave out timm's PIL RandAugment")
+    parser.add_argument("--step-model", default=None, help="also time this model's training step fed by the loaders")
+    parser.add_argument("--step-layout", default=None, help="model.layout of --step-model (e.g. C|C|CM)")
+    parser.add_argument("--step-batches", type=int, default=6, help="steps per round of each --step-model case")
     add_harness_arguments(
         parser, rounds=3, warmup=0, threads=1, round_aliases=["--repeats"], round_help="runs per measurement (median)"
     )
@@ -140,12 +193,13 @@ def main() -> None:
         return
     cv2.setNumThreads(1)
     fast, paper = recipe("fast")["augment"]["arrays"], recipe("paper")["augment"]["arrays"]
-    variants: dict[str, tuple[dict[str, Any], bool]] = {
-        "a  recipe=fast: crop+flip+normalise+tensor": (fast, False),
-        f"b  recipe=paper: a + RandAugment {SPEC} (ours)": (paper, False),
+    variants: dict[str, tuple[dict[str, Any], bool, bool]] = {
+        "a  recipe=fast: crop+flip+normalise+tensor": (fast, False, False),
+        "a' a, one BatchPipeline call per batch": (fast, False, True),
+        f"b  recipe=paper: a + RandAugment {SPEC} (ours)": (paper, False, False),
     }
     if not args.skip_timm:
-        variants[f"c  a + RandAugment {SPEC} (timm, PIL)"] = (fast, True)
+        variants[f"c  a + RandAugment {SPEC} (timm, PIL)"] = (fast, True, False)
 
     print(
         f"CIFAR-100 train (first {args.num_images} images, 32x32), batch {args.batch_size}; torch {torch.__version__}, "
@@ -157,13 +211,16 @@ def main() -> None:
     )
     cases: dict[str, Callable[[], object]] = {}
     counts: dict[str, int] = {}
-    for name, (augment, timm_ra) in variants.items():
-        modules = {w: datamodule(args.root, augment, args.batch_size, w, args.num_images) for w in [0, *args.workers]}
+    for name, (augment, timm_ra, batched) in variants.items():
+        modules = {
+            w: datamodule(args.root, augment, args.batch_size, w, args.num_images, batched) for w in [0, *args.workers]
+        }
         if timm_ra:
             for module in modules.values():
                 with_timm_randaugment(module, augment)
-        counts[f"{name}|per-sample"] = len(modules[0].splits["train"])
-        cases[f"{name}|per-sample"] = per_sample_pass(modules[0].splits["train"])
+        train = modules[0].splits["train"]
+        counts[f"{name}|per-sample"] = len(train)
+        cases[f"{name}|per-sample"] = per_batch_pass(train, args.batch_size) if batched else per_sample_pass(train)
         for workers in args.workers:
             cases[f"{name}|{workers}"] = loader_pass(modules[workers], counts, f"{name}|{workers}")
     images = modules[0].splits["train"].images
@@ -204,7 +261,27 @@ def main() -> None:
                 )
             )
         print(f"{name:<52} {per_sample:>16,.0f} {1e6 / per_sample:>8.1f}{cells}")
+    if args.step_model:
+        rows += step_table(args, fast)
     finish(args, "dataloader", rows, facts)
+
+
+def step_table(args: argparse.Namespace, augment: dict[str, Any]) -> list[dict[str, Any]]:
+    """Time ``--step-model``'s step per feeding (``--step-batches`` steps a round, interleaved) and print it."""
+    torch.set_num_threads(max(1, os.cpu_count() or 1))  # the step trains on every core, as a run does
+    cases = step_cases(args, augment)
+    repeated = {name: (lambda case=case: [case() for _ in range(args.step_batches)]) for name, case in cases.items()}
+    times = interleave(repeated, args.rounds, 1)
+    model = f"{args.step_model}{' ' + args.step_layout if args.step_layout else ''}"
+    print(f"\n{model} fp32 training step, batch {args.batch_size}, fed by (ms/step, median of {args.rounds} rounds):")
+    fixed = summarise(times["fixed batch (no loading)"]).median
+    rows = []
+    for name, seconds in times.items():
+        per_step = [value / args.step_batches for value in seconds]
+        median = summarise(per_step).median
+        print(f"  {name:<32} {1000 * median:8.1f} ms/step  {median / (fixed / args.step_batches):5.2f}x fixed")
+        rows.append(timing_row(f"{model} step, batch {args.batch_size}, {name}", "step median", per_step))
+    return rows
 
 
 if __name__ == "__main__":

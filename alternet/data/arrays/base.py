@@ -1,6 +1,7 @@
 """The base of the data sets held in memory as uint8 arrays (CIFAR, digits): :class:`ArrayDataModule` reads each
 split once (:meth:`~ArrayDataModule.load_split`), holds out the validation split with a seeded permutation, and
-serves an :class:`ArrayDataset` per split whose albumentations pipeline is reseeded per sample."""
+serves an :class:`ArrayDataset` per split whose albumentations pipeline is reseeded per sample, or whose batches
+go through one :class:`~.transforms.BatchPipeline` where the augmentation is crop and flip alone."""
 
 from __future__ import annotations
 
@@ -11,21 +12,26 @@ from torch.utils.data import Dataset
 
 from ...errors import DataError
 from ..base import ImageDataModule, split_size
-from .transforms import augmentation_ops, build_transform, reseed
+from .transforms import BatchPipeline, augmentation_ops, build_transform, reseed
 
 
 class ArrayDataset(Dataset):
     """uint8 HWC images and integer labels, transformed on access.
 
-    A key may be an index or ``(index, seed)``: the seed fixes that sample's augmentation.
+    A key may be an index or ``(index, seed)``: the seed fixes that sample's augmentation. With ``batch``, a
+    loader's batch of keys goes through it at once (``__getitems__``, which ``DataLoader`` calls); indexing one
+    sample still takes ``transform``.
     """
 
-    def __init__(self, images: np.ndarray, labels: np.ndarray, transform: A.Compose):
+    def __init__(
+        self, images: np.ndarray, labels: np.ndarray, transform: A.Compose, batch: BatchPipeline | None = None
+    ):
         if len(images) != len(labels):
             raise DataError(f"{len(images)} images but {len(labels)} labels")
         self.images = images
         self.labels = labels.astype(np.int64)
         self.transform = transform
+        self.batch = batch
 
     def __len__(self) -> int:
         return len(self.images)
@@ -37,6 +43,15 @@ class ArrayDataset(Dataset):
         else:
             index = key
         return self.transform(image=self.images[index])["image"], int(self.labels[index])
+
+    def __getitems__(self, keys: list[int | tuple[int, int]]) -> list[tuple[torch.Tensor, int]]:
+        if self.batch is None:
+            return [self[key] for key in keys]
+        seeded = bool(keys) and isinstance(keys[0], tuple)
+        indices = np.fromiter((key[0] if seeded else key for key in keys), np.intp, len(keys))
+        seeds = np.fromiter((key[1] for key in keys), np.uint64, len(keys)) if seeded else None
+        images = self.batch(self.images[indices], seeds)
+        return list(zip(images.unbind(0), self.labels[indices].tolist(), strict=True))
 
 
 class ArrayDataModule(ImageDataModule):
@@ -70,11 +85,21 @@ class ArrayDataModule(ImageDataModule):
         self._train_pool = len(train_idx)
         train_idx = train_idx[self._subset_mask(labels[train_idx])]
         eval_transform = build_transform(self.mean, self.std, self.image_size)
-        self.splits["train"] = ArrayDataset(images[train_idx], labels[train_idx], self.train_transform())
+        evaluate, train = self._batch_pipelines(images)
+        self.splits["train"] = ArrayDataset(images[train_idx], labels[train_idx], self.train_transform(), train)
         if n_val:
-            self.splits["val"] = ArrayDataset(images[val_idx], labels[val_idx], eval_transform)
+            self.splits["val"] = ArrayDataset(images[val_idx], labels[val_idx], eval_transform, evaluate)
         if self.train_clean_size:
             clean = train_idx[self._train_clean_mask(labels[train_idx])]
-            self.splits["train_clean"] = ArrayDataset(images[clean], labels[clean], eval_transform)
+            self.splits["train_clean"] = ArrayDataset(images[clean], labels[clean], eval_transform, evaluate)
         test_images, test_labels = self.load_split(train=False)
-        self.splits["test"] = ArrayDataset(test_images, test_labels, eval_transform)
+        self.splits["test"] = ArrayDataset(test_images, test_labels, eval_transform, evaluate)
+
+    def _batch_pipelines(self, images: np.ndarray) -> tuple[BatchPipeline | None, BatchPipeline | None]:
+        """(evaluation, training) :class:`BatchPipeline`: where the images are stored at the training size, and for
+        training where the augmentation is crop and flip alone (None: the per-image pipeline)."""
+        if images.shape[1:3] != (self.image_size, self.image_size):
+            return None, None
+        evaluate = BatchPipeline(self.mean, self.std, self.image_size)
+        served = BatchPipeline.serves(self.augment)
+        return evaluate, BatchPipeline(self.mean, self.std, self.image_size, self.augment) if served else None

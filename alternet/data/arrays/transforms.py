@@ -1,5 +1,7 @@
 """Train and eval pipelines of the in-memory arrays (CIFAR, digits): albumentations on uint8 HWC images, ending in a
-normalised CHW tensor."""
+normalised CHW tensor; and :class:`BatchPipeline`, the same crop, flip and normalisation done for a whole batch at
+once where a recipe asks for nothing more (a tenth of a per-image pipeline's cost: on a 2-core CPU the per-image
+one took ~8% of the speedrun's training step)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 import albumentations as A
 import cv2
 import numpy as np
+import torch
 from albumentations.pytorch import ToTensorV2
 
 from ..augment import fill_from_mean
@@ -74,3 +77,63 @@ def reseed(pipeline: A.Compose, seed: int) -> None:
         transform = stack.pop()
         transform.random_generator, transform.py_random = generator, py_random
         stack.extend(getattr(transform, "transforms", ()))
+
+
+class BatchPipeline:
+    """Zero-padded random crop, horizontal flip and normalisation of a batch of uint8 HWC images in a few array
+    operations: the ``arrays`` augmentation when it is crop and flip alone (:meth:`serves`; RandAugment and
+    cutout keep the per-image pipeline), and the evaluation pipeline (``augment`` None).
+
+    The same distributions as :func:`augmentation_ops`' crop and flip (offsets uniform in ``[0, 2 * padding]``,
+    a flip with probability 1/2), drawn from each sample's seed (the sampler's, so a batch is a pure function of
+    its keys, as a resumed run needs); the normalisation is albumentations' own, read off it once as a lookup
+    table, so values equal the per-image pipeline's exactly.
+    """
+
+    def __init__(
+        self,
+        mean: Sequence[float],
+        std: Sequence[float],
+        image_size: int,
+        augment: Mapping[str, Any] | None = None,
+    ):
+        augment = augment or {}
+        self.padding = int(augment.get("crop_padding") or 0)
+        self.hflip = bool(augment.get("hflip"))
+        self.image_size = image_size
+        # (256, C): what albumentations' Normalize makes of each uint8 value in each channel
+        ramp = np.repeat(np.arange(256, dtype=np.uint8)[None, :, None], len(mean), axis=2)
+        self.lut = build_transform(mean, std, image_size)(image=ramp)["image"][:, 0, :].T.numpy()
+
+    @staticmethod
+    def serves(augment: Mapping[str, Any] | None) -> bool:
+        """Whether an ``arrays`` augmentation section is one this pipeline does: crop and flip, nothing else."""
+        return not augment or not (augment.get("randaugment") or augment.get("cutout"))
+
+    def offsets(self, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(dy, dx, flip) per sample from its seed: SplitMix64 of the seed, its bit ranges read apart."""
+        z = seeds.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z ^= z >> np.uint64(31)
+        span = np.uint64(2 * self.padding + 1)
+        dy = ((z & np.uint64(0xFFFF)) % span).astype(np.intp)
+        dx = (((z >> np.uint64(16)) & np.uint64(0xFFFF)) % span).astype(np.intp)
+        flip = ((z >> np.uint64(32)) & np.uint64(1)).astype(bool) & self.hflip
+        return dy, dx, flip
+
+    def __call__(self, images: np.ndarray, seeds: np.ndarray | None = None) -> torch.Tensor:
+        """``images`` (B, H, W, C) uint8 -> (B, C, H, W) float; ``seeds`` (B,) draw the crops and flips (None:
+        evaluation, no augmentation)."""
+        if seeds is not None and (self.padding or self.hflip):
+            size, (h, w) = len(images), images.shape[1:3]
+            p = self.padding
+            padded = np.zeros((size, h + 2 * p, w + 2 * p, images.shape[3]), np.uint8)
+            padded[:, p : p + h, p : p + w] = images
+            dy, dx, flip = self.offsets(seeds)
+            rows = dy[:, None] + np.arange(h)
+            cols = dx[:, None] + np.arange(w)
+            cols = np.where(flip[:, None], cols[:, ::-1], cols)
+            images = padded[np.arange(size)[:, None, None], rows[:, :, None], cols[:, None, :]]
+        values = self.lut[images, np.arange(images.shape[3])]  # (B, H, W, C) in the normalised values
+        return torch.from_numpy(values).permute(0, 3, 1, 2)

@@ -81,9 +81,8 @@ def datamodule(
 ) -> CIFAR100DataModule:
     """The library's CIFAR-100 data module with ``augment``, its train split cut to ``count`` images and read one
     image at a time through albumentations (``batched``: a batch at a time, as the module serves crop and flip)."""
-    module = CIFAR100DataModule(
-        root=str(root), batch_size=batch_size, num_workers=workers, augment=augment, persistent_workers=False, **kwargs
-    )
+    settings = {"persistent_workers": False, **kwargs}
+    module = CIFAR100DataModule(root=str(root), batch_size=batch_size, num_workers=workers, augment=augment, **settings)
     module.setup()
     train = module.splits["train"]
     batch = train.batch if batched else None

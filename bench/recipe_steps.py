@@ -1,9 +1,11 @@
 """What an epoch of a recipe costs on this machine: training-step time of one model at each training size (for
-``recipe.progressive_resize``), eager and ``torch.compile``d, in fp32 or bf16, interleaved in one process.
+``recipe.progressive_resize``), eager and ``torch.compile``d, channels_last and contiguous, in fp32 or bf16,
+interleaved in one process.
 
     python bench/recipe_steps.py                                   # the speedrun's model, 16 and 32 px, batch 256
     python bench/recipe_steps.py --sizes 16 32 --compile           # add compiled cases (compile time printed apart)
     python bench/recipe_steps.py --sizes 32 --variants "stem=cifar" "stem=patch2;widths=[64,128,256]"
+    python bench/recipe_steps.py --model alternet_laptop --sizes 32 --formats channels_last contiguous --compile
     ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 python bench/recipe_steps.py
 
 Each row is a median step; the epoch column is that step times the batches of a 50,000-image epoch, which is what
@@ -64,7 +66,13 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="+", type=int, default=[16, 32])
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
-    parser.add_argument("--contiguous", action="store_true", help="contiguous instead of channels_last")
+    parser.add_argument(
+        "--formats",
+        nargs="+",
+        choices=("channels_last", "contiguous"),
+        default=["channels_last"],
+        help="memory formats",
+    )
     parser.add_argument("--compile", action="store_true", help="time torch.compile'd steps beside eager ones")
     parser.add_argument("--epoch-images", type=int, default=50_000)
     add_harness_arguments(parser, rounds=8, warmup=2)
@@ -74,32 +82,33 @@ def main() -> None:
     import torch
 
     dtype = torch.bfloat16 if args.precision == "bf16" else None
-    channels_last = not args.contiguous
     cases, compile_s = {}, {}
     for variant in args.variants:
-        net = build(args.model, args.layout, parse_variant(variant), channels_last)
-        params = sum(p.numel() for p in net.parameters())
-        forwards = {"eager": net}
-        if args.compile:
-            forwards["compiled"] = torch.compile(net, dynamic=False)  # one graph per size (dynamic shapes fail)
-        for mode, forward in forwards.items():
-            for size in args.sizes:
-                step = step_fn(net, forward, size, args.batch, dtype, channels_last)
-                start = time.perf_counter()
-                step()  # the first call compiles (or warms the allocator): its time is reported apart
-                key = (variant or "default", params, mode, size)
-                compile_s[key] = time.perf_counter() - start
-                cases[key] = step
+        for memory_format in args.formats:
+            channels_last = memory_format == "channels_last"
+            net = build(args.model, args.layout, parse_variant(variant), channels_last)
+            params = sum(p.numel() for p in net.parameters())
+            forwards = {"eager": net}
+            if args.compile:
+                forwards["compiled"] = torch.compile(net, dynamic=False)  # one graph per size (dynamic shapes fail)
+            for mode, forward in forwards.items():
+                for size in args.sizes:
+                    step = step_fn(net, forward, size, args.batch, dtype, channels_last)
+                    start = time.perf_counter()
+                    step()  # the first call compiles (or warms the allocator): its time is reported apart
+                    key = (variant or "default", params, f"{mode} {'CL' if channels_last else 'NCHW'}", size)
+                    compile_s[key] = time.perf_counter() - start
+                    cases[key] = step
     seconds = interleave(cases, args.rounds, args.warmup)
     batches = -(-args.epoch_images // args.batch)
     rows = []
     columns = ("variant", "params", "mode", "size", "ms/step", "spread", "s/epoch", "1st s")
-    print("{:<36} {:>9} {:<9} {:>4} {:>9} {:>7} {:>8} {:>6}".format(*columns))
+    print("{:<36} {:>9} {:<14} {:>4} {:>9} {:>7} {:>8} {:>6}".format(*columns))
     for key, values in seconds.items():
         variant, params, mode, size = key
         stats = summarise(values)
         print(
-            f"{variant:<36} {params:>9,} {mode:<9} {size:>4} {1000 * stats.median:>9.1f} {100 * stats.spread:>6.1f}% "
+            f"{variant:<36} {params:>9,} {mode:<14} {size:>4} {1000 * stats.median:>9.1f} {100 * stats.spread:>6.1f}% "
             f"{stats.median * batches:>8.1f} {compile_s[key]:>6.1f}"
         )
         case = f"{args.model} {args.layout} {variant} {args.precision} {mode} {size}px b{args.batch}"

@@ -1,9 +1,10 @@
 """Where a CPU training step's convolution time goes, by oneDNN primitive, and whether 1x1 weight gradients computed
 as a matrix product would win it back.
 
-    python bench/onednn.py [--model alternet_r50_hdvw] [--precision bf16] [--rounds 6] [--max-pixels 64] [--no-record]
+    python bench/onednn.py [--model alternet_r50_hdvw] [--precision bf16] [--batch 32] [--rounds 6] [--max-pixels 64]
+    python bench/onednn.py --model alternet_laptop --precision fp32 --batch 256   # the speedrun's step
 
-Two measurements, batch 32, 32 px, channels_last:
+Two measurements, batch ``--batch`` (32), 32 px, channels_last:
   * one training step under oneDNN's verbose mode, its primitive executions summed by kind, implementation and
     direction (forward, backward data, backward weights), and the costliest convolution shapes with their GFLOP/s;
   * an A/B of whole steps, alternated in one process (``bench/harness.py``'s ``interleave``, median of ``--rounds``
@@ -172,6 +173,7 @@ def main() -> None:
     parser.add_argument("--model", default="alternet_r50_hdvw")
     parser.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
     parser.add_argument("--max-pixels", type=int, default=64, help="largest map (h*w) given a matmul grad")
+    parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--top", type=int, default=12)
     add_harness_arguments(parser, rounds=6, round_aliases=["--repeats"], round_help="A/B rounds of 3 steps")
     args = parser.parse_args()
@@ -183,20 +185,17 @@ def main() -> None:
     patched = switch.install(model)
     model = model.to(memory_format=torch.channels_last).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-    images = torch.randn(32, 3, 32, 32).contiguous(memory_format=torch.channels_last)
-    labels = torch.randint(0, 100, (32,))
+    images = torch.randn(args.batch, 3, 32, 32).contiguous(memory_format=torch.channels_last)
+    labels = torch.randint(0, 100, (args.batch,))
     step = training_step(model, images, labels, optimizer, torch.bfloat16 if args.precision == "bf16" else None)
-    print(f"{args.model}, {args.precision}, batch 32, channels_last")
-    case = f"{args.model} {args.precision} channels_last batch 32"
+    print(f"{args.model}, {args.precision}, batch {args.batch}, channels_last")
+    case = f"{args.model} {args.precision} channels_last batch {args.batch}"
 
     for on in (False, True, False):
         switch.set(on)
         step()
     rows = report_breakdown(onednn_breakdown(step), args.top, case)
 
-    if args.precision != "bf16":
-        finish(args, "onednn", rows, facts)
-        return
     gap = gradient_gap(model, images, labels, switch)
     print(f"same gradients either way: max |diff| / max |grad| = {gap:.1e}")
     rows.append(row(f"{case} matmul weight grad vs oneDNN", "max |diff| / max |grad|", gap, "1"))

@@ -15,6 +15,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import metadata
 from itertools import dropwhile, takewhile
@@ -197,47 +198,80 @@ def resume_checkpoint(ckpt_path: str | None, run_dir: Path, *, say: bool = True)
 # owning a run directory -------------------------------------------------------------------------
 
 
+_HELD: dict[Path, RunDirLock] = {}  # the run directories this process holds, by resolved path
+_TO_CREATE: set[Path] = set()  # sweep job directories this process's launcher creates (noted before it does)
+
+
+def note_created_by_this_process(paths: Iterable[Path]) -> None:
+    """Directories that do not exist yet and that this process will create through Hydra (a sweep's job
+    directories, noted before its first job): a job refused before any work may remove its own, never another's."""
+    _TO_CREATE.update(path.resolve() for path in map(Path, paths) if not path.exists())
+
+
 class RunDirLock:
     """An exclusive lock on a run directory for the life of the run (released by the OS when the process dies, so a
-    killed run never leaves a stale lock). Where ``fcntl`` is missing (Windows) there is no lock."""
+    killed run never leaves a stale lock). Where ``fcntl`` is missing (Windows) there is no lock.
+
+    Acquired before anything is written into the directory (training's pre-flight callback, before Hydra writes its
+    records), it also says whether this process created the directory (:attr:`created`): only then may a run that
+    failed before any work remove it (:func:`discard_unused_run_dir`). Acquiring a directory this process already
+    holds returns the held lock."""
 
     def __init__(self, run_dir: Path):
+        self.run_dir = Path(run_dir)
         self.path = RunDir(run_dir).lock
+        self.created = False
         self._file: Any = None
 
+    @classmethod
+    def held(cls, run_dir: Path) -> RunDirLock | None:
+        """This process's lock on ``run_dir``, if it holds one."""
+        return _HELD.get(Path(run_dir).resolve())
+
     def acquire(self) -> RunDirLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if fcntl is None:
-            return self
-        handle = open(self.path, "a+")  # noqa: SIM115 - held open for the run's life
+        held = self.held(self.run_dir)
+        if held is not None:
+            return held
+        key = self.run_dir.resolve()
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            self.run_dir.mkdir(parents=True)
+            self.created = True
+        except FileExistsError:
+            self.created = key in _TO_CREATE
+        if fcntl is not None:
+            handle = open(self.path, "a+")  # noqa: SIM115 - held open for the run's life
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                owner = handle.read().strip() or "another process"
+                handle.close()
+                raise ConfigValueError(
+                    f"run directory {self.run_dir} is in use by another run ({owner}); wait for it, or give this "
+                    "run its own directory (hydra.run.dir=...)"
+                ) from None
             handle.seek(0)
-            owner = handle.read().strip() or "another process"
-            handle.close()
-            raise ConfigValueError(
-                f"run directory {self.path.parent} is in use by another run ({owner}); wait for it, or give this run "
-                "its own directory (hydra.run.dir=...)"
-            ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"pid {os.getpid()} on {platform.node()}\n")
-        handle.flush()
-        self._file = handle
+            handle.truncate()
+            handle.write(f"pid {os.getpid()} on {platform.node()}\n")
+            handle.flush()
+            self._file = handle
+        _HELD[key] = self
         return self
 
     def release(self) -> None:
+        _HELD.pop(self.run_dir.resolve(), None)
         if self._file is not None:
             self._file.close()
             self._file = None
 
 
 def discard_unused_run_dir(run_dir: Path) -> bool:
-    """Remove the directory of a run that failed before any work: it holds only Hydra's records (``.hydra/``,
-    ``*.log``), the run's setup records and empty folders. Anything else in it (a checkpoint, metrics, W&B files,
-    a file of the user's) keeps it."""
-    if not run_dir.is_dir():
+    """Remove the directory of a run that failed before any work, when this process holds its lock and created it
+    (a directory another run holds, or one that was there before, is never touched): it holds only Hydra's records
+    (``.hydra/``, ``*.log``), the run's setup records (the lock among them) and empty folders. Anything else in it (a
+    checkpoint, metrics, W&B files, a file of the user's) keeps it."""
+    lock = RunDirLock.held(run_dir)
+    if lock is None or not lock.created or not run_dir.is_dir():
         return False
     run = RunDir(run_dir)
     setup = set(run.setup_records)
@@ -245,6 +279,7 @@ def discard_unused_run_dir(run_dir: Path) -> bool:
         disposable = run.is_hydra_record(path) or path in setup
         if path.is_file() and not disposable:
             return False
+    lock.release()
     shutil.rmtree(run_dir, ignore_errors=True)
     return True
 

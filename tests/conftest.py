@@ -5,7 +5,6 @@ session-wide data are made once for all workers (a file lock; each worker has it
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +24,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # one share of the CPUs per worker, f
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
-from helpers import DIGITS_RUN, SHARED_DATA, compose_train
+from helpers import DIGITS_RUN, SHARED_DATA, compose_train, fingerprint
 
 
 def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], object]) -> Path:
@@ -41,12 +40,6 @@ def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callabl
             make(path)
             done.touch()
     return path
-
-
-def _fingerprint(root: Path) -> dict[str, str]:
-    """Each file under ``root`` by its SHA-256."""
-    files = sorted(p for p in root.rglob("*") if p.is_file())
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
 
 @pytest.fixture(scope="session")
@@ -90,9 +83,9 @@ def digits_run(tmp_path_factory) -> Path:
         train(compose_train(*DIGITS_RUN, output_dir=path))
 
     run_dir = made_once(tmp_path_factory, "digits-run", make)
-    before = _fingerprint(run_dir)
+    before = fingerprint(run_dir)
     yield run_dir
-    assert _fingerprint(run_dir) == before, f"a test changed the shared digits run {run_dir}: copy it to write into it"
+    assert fingerprint(run_dir) == before, f"a test changed the shared digits run {run_dir}: copy it to write into it"
 
 
 @pytest.fixture(scope="session")

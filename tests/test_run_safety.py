@@ -1,9 +1,14 @@
 """Nothing lost, nothing silently wrong: a run directory belongs to one run, a resumed run never claims settings it
 did not use, and corrupted weights are refused by name (issue 14, items 1-4 and 6)."""
 
+import json
 import logging
+import os
 import re
 import shutil
+import subprocess
+import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -21,7 +26,7 @@ from alternet.hub import export, load_pretrained
 from alternet.models import create_model
 from alternet.runs import RunDirLock, read_weights
 
-from helpers import DIGITS_RUN, FAST, compose_train, main_output, run_main
+from helpers import DIGITS_RUN, FAST, compose_train, fingerprint, main_output, run_main
 
 
 @pytest.fixture
@@ -31,13 +36,14 @@ def finished(digits_run, tmp_path) -> Path:
 
 
 def test_a_run_directory_in_use_refuses_a_second_run(tmp_path):
-    lock = RunDirLock(tmp_path).acquire()
+    holder = _hold_lock(tmp_path)
     try:
         with pytest.raises(ConfigValueError, match=r"run directory .* is in use by another run \(pid \d+"):
             train(compose_train(*FAST, output_dir=tmp_path))
     finally:
-        lock.release()
-    assert not (tmp_path / "metrics.json").exists()
+        holder.kill()
+        holder.wait()
+    assert not (tmp_path / "metrics.json").exists() and (tmp_path / ".lock").is_file()
 
 
 def test_a_finished_run_is_never_silently_overwritten(finished):
@@ -207,17 +213,107 @@ def test_evaluating_at_another_input_size_warns_naming_both(digits_summary):
         check_classes(datamodule, Path(digits_summary["last_checkpoint"]), weights)
 
 
-def test_only_a_run_directory_that_did_nothing_is_discarded(tmp_path):
+def test_only_a_run_directory_this_process_created_holds_and_left_unused_is_discarded(tmp_path):
     from alternet.runs import discard_unused_run_dir
 
-    def run_dir(name: str, *files: str) -> Path:
-        for file in (".hydra/config.yaml", "train.log", "config.yaml", "environment.json", ".lock", *files):
+    def run_dir(name: str, *files: str, existed: bool = False) -> tuple[Path, RunDirLock]:
+        if existed:
+            (tmp_path / name).mkdir()  # there before the run (a folder of the user's)
+        lock = RunDirLock(tmp_path / name).acquire()
+        for file in (".hydra/config.yaml", "train.log", "config.yaml", "environment.json", *files):
             (tmp_path / name / file).parent.mkdir(parents=True, exist_ok=True)
             (tmp_path / name / file).write_text("x")
-        return tmp_path / name
+        return tmp_path / name, lock
 
-    assert discard_unused_run_dir(run_dir("setup-only", "logs/hparams.yaml"))
-    assert not (tmp_path / "setup-only").exists()
+    directory, lock = run_dir("setup-only", "logs/hparams.yaml")
+    assert lock.created and discard_unused_run_dir(directory)
+    assert not directory.exists() and RunDirLock.held(directory) is None
     for kept in ("checkpoints/last.ckpt", "metrics.json", "logs/metrics.csv", "wandb/run/file", "notes.txt"):
-        directory = run_dir(kept.replace("/", "-"), kept)
+        directory, lock = run_dir(kept.replace("/", "-"), kept)
         assert not discard_unused_run_dir(directory) and (directory / kept).is_file(), kept
+        lock.release()
+    directory, lock = run_dir("existed", existed=True)
+    assert not lock.created and not discard_unused_run_dir(directory) and (directory / "config.yaml").is_file()
+    lock.release()
+    assert not discard_unused_run_dir(directory)  # nor a directory this process does not hold
+
+
+def _hold_lock(run_dir: Path) -> subprocess.Popen:
+    """Another process holding ``run_dir``'s lock, as a live run does (its records written beside it)."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(run_dir / ".lock")], stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+HOLD_LOCK = """
+import fcntl, os, sys, time
+handle = open(sys.argv[1], "a+")
+fcntl.flock(handle, fcntl.LOCK_EX)
+handle.write(f"pid {os.getpid()} on the live run's host\\n")
+handle.flush()
+print("held", flush=True)
+time.sleep(300)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="no fcntl: run directories are not locked on Windows")
+@pytest.mark.parametrize("command", ["train.py", "evaluate.py"])
+def test_a_second_launch_into_a_live_run_is_refused_in_one_line_and_changes_nothing(
+    command, digits_run, tmp_path, monkeypatch, capsys
+):
+    """The live run holds its directory's lock and has written only Hydra's records (the moment a second launch
+    used to remove it all as "unused"): the second launch is refused before Hydra writes, and the directory, its
+    records and the lock's owner are as they were."""
+    run_dir = tmp_path / "live"
+    (run_dir / ".hydra").mkdir(parents=True)
+    (run_dir / ".hydra" / "config.yaml").write_text("the live run's records\n")
+    (run_dir / "train.log").write_text("")
+    holder = _hold_lock(run_dir)
+    try:
+        before = fingerprint(run_dir)
+        arguments = [*FAST, f"hydra.run.dir={run_dir}"] if command == "train.py" else [f"ckpt={digits_run}"]
+        if command == "evaluate.py":
+            arguments.append(f"hydra.run.dir={run_dir}")
+        code, stderr = run_main(command, arguments, monkeypatch, capsys)
+        assert code.startswith(f"error: run directory {run_dir} is in use by another run (pid {holder.pid} on")
+        assert "\n" not in code and "Traceback" not in stderr
+        assert fingerprint(run_dir) == before
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.slow  # ~1 min: five pairs of real training processes
+@pytest.mark.xdist_group("processes")
+@pytest.mark.skipif(sys.platform == "win32", reason="no fcntl: run directories are not locked on Windows")
+@pytest.mark.parametrize("when", ["at once", ".lock", ".hydra/config.yaml", "environment.json", "logs/metrics.csv"])
+def test_two_launches_into_one_run_directory_leave_one_intact_run(when, tmp_path):
+    """A double submit: the second launch comes at once, or once the first has taken the lock, written Hydra's
+    records, its own setup records, or its first logs. One run trains to its end, intact; the other is refused in one
+    line and removes nothing."""
+    from helpers import ROOT, warm
+
+    run_dir = tmp_path / "run"
+    arguments = [*FAST, f"hydra.run.dir={run_dir}", "trainer.enable_progress_bar=false"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    first = warm.start(ROOT / "train.py", arguments, cwd=ROOT, env=env, stdout=tmp_path / "first.log")
+    deadline = time.monotonic() + 120
+    while when != "at once" and not (run_dir / when).exists():
+        assert first.poll() is None and time.monotonic() < deadline, (tmp_path / "first.log").read_text()[-3000:]
+        time.sleep(0.005)
+    second = warm.start(ROOT / "train.py", arguments, cwd=ROOT, env=env, stdout=tmp_path / "second.log")
+    codes = {"first": first.wait(300), "second": second.wait(300)}
+    logs = {name: (tmp_path / f"{name}.log").read_text() for name in codes}
+
+    assert sorted(codes.values()) == [0, 1], logs
+    loser = min(codes, key=lambda name: -codes[name])
+    refusal = logs[loser].strip().splitlines()[-1]
+    assert refusal.startswith(f"error: run directory {run_dir} is in use by another run (pid "), logs[loser]
+    assert "Traceback" not in logs[loser]
+    if when != "at once":
+        assert loser == "second"
+    summary = json.loads((run_dir / "metrics.json").read_text())
+    assert summary["run_dir"] == str(run_dir) and (run_dir / "checkpoints" / "last.ckpt").is_file()
+    assert (run_dir / "logs" / "metrics.csv").is_file()

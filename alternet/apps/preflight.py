@@ -1,7 +1,8 @@
-"""Hydra callbacks that check a training command before Hydra writes anything: Hydra records a job's config
-(``.hydra/``) in its directory before the job's own checks run, so these give the checks that protect other runs'
-directories first. Before a grid sweep's first job, every job checked (:class:`SweepPreflight`); before a single run,
-the run directory it was pointed at (:class:`RunPreflight`)."""
+"""Hydra callbacks that check a command before Hydra writes anything: Hydra records a job's config (``.hydra/``) in
+its directory before the job's own checks run, so these give the checks that protect other runs' directories first.
+Before a grid sweep's first job, every job checked (:class:`SweepPreflight`); before a single run, its directory's
+lock taken (:class:`RunDirPreflight`, train and evaluate) and the run directory it was pointed at checked
+(:class:`RunPreflight`)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,20 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
+from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from ..checkpoints import checkpoint_header
 from ..errors import AlternetError, exit_with_error
 from ..rundir import RunDir, SweepDir
-from ..runs import check_fresh_run_dir, check_resume_settings, resume_checkpoint
+from ..runs import (
+    RunDirLock,
+    check_fresh_run_dir,
+    check_resume_settings,
+    note_created_by_this_process,
+    resume_checkpoint,
+)
 from .checks import validate_train_config
 
 GRID_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
@@ -51,6 +59,7 @@ class SweepPreflight(Callback):
         loader = GlobalHydra.instance().config_loader()
         jobs = grid_jobs(config) or ()
         _refuse_another_sweeps_directories(SweepDir(config.hydra.sweep.dir), jobs)
+        note_created_by_this_process(SweepDir(config.hydra.sweep.dir).path / str(index) for index in range(len(jobs)))
         try:
             for index, overrides in enumerate(jobs):
                 job = loader.load_sweep_config(config, overrides)
@@ -107,7 +116,22 @@ def _resolved_before_it_runs(job: DictConfig) -> dict[str, Any] | None:
         return None
 
 
-class RunPreflight(Callback):
+class RunDirPreflight(Callback):
+    """Registered for every command with a run directory (train, evaluate): before Hydra writes anything into
+    ``hydra.run.dir``, rank 0 takes the directory's lock (:class:`alternet.runs.RunDirLock`, held for the command's
+    life), so a second launch into a live run's directory is refused in one line and touches nothing, whatever the
+    timing, and only the command that created the directory may remove it when it fails before any work."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if rank_zero_only.rank != 0:  # other ranks join rank 0's run
+            return
+        try:
+            RunDirLock(Path(str(config.hydra.run.dir))).acquire()
+        except AlternetError as error:
+            exit_with_error(error)
+
+
+class RunPreflight(RunDirPreflight):
     """Registered for training (``alternet/conf/train.yaml``): a single run pointed (``hydra.run.dir``) at a
     directory that holds a run, finished or interrupted, is given its run-directory checks before Hydra rewrites
     that run's ``.hydra/`` records: a new run that would overwrite it (no ``ckpt_path``, no ``reuse_run_dir``) and a
@@ -115,6 +139,7 @@ class RunPreflight(Callback):
     directory is left as it was. The run repeats the checks once it owns the directory (:mod:`alternet.apps.train`)."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        super().on_run_start(config, **kwargs)  # the lock first (apps.train finds it held)
         run_dir = Path(str(config.hydra.run.dir))
         run = RunDir(run_dir)
         if not (run.is_finished() or run.checkpoint_files()):

@@ -54,15 +54,20 @@ def train(cfg: DictConfig) -> RunSummary:
     """Train, test and record one run; returns its summary, what ``metrics.json`` holds."""
     config = OmegaConf.to_container(cfg, resolve=True)
     run_dir = Path(config["paths"]["output_dir"])
+    # first of all, the run directory's lock (held already when the pre-flight callback took it before Hydra wrote
+    # its records); other ranks join rank 0's run. A refusal here touches nothing.
+    lock = RunDirLock(run_dir).acquire() if rank_zero_only.rank == 0 else None
     try:
-        return _owned_train(config, run_dir)
+        return _owned_train(config, run_dir, lock)
     except AlternetError:
-        if rank_zero_only.rank == 0:
-            discard_unused_run_dir(run_dir)  # a run that failed before any work leaves no empty directory behind
+        discard_unused_run_dir(run_dir)  # a run that failed before any work leaves no directory it created behind
         raise
+    finally:
+        if lock is not None:
+            lock.release()
 
 
-def _owned_train(config: dict[str, Any], run_dir: Path) -> RunSummary:
+def _owned_train(config: dict[str, Any], run_dir: Path, lock: RunDirLock | None) -> RunSummary:
     validate_train_config(config)
     performance = config["performance"]
     trainer_section = config["trainer"]
@@ -86,16 +91,11 @@ def _owned_train(config: dict[str, Any], run_dir: Path) -> RunSummary:
             file=sys.stderr,
             flush=True,
         )
-    lock = RunDirLock(run_dir).acquire() if rank_zero_only.rank == 0 else None  # other ranks join rank 0's run
-    try:
-        if lock is not None:
-            check_fresh_run_dir(run_dir, resuming=resume is not None, reuse=bool(config["reuse_run_dir"]))
-            if resume:
-                record_resume(run_dir, resume, int(header.get("global_step", 0)), changes)
-        return _train(config, run_dir, resume, int(header.get("global_step", 0)) if resume else None, precision)
-    finally:
-        if lock is not None:
-            lock.release()
+    if lock is not None:
+        check_fresh_run_dir(run_dir, resuming=resume is not None, reuse=bool(config["reuse_run_dir"]))
+        if resume:
+            record_resume(run_dir, resume, int(header.get("global_step", 0)), changes)
+    return _train(config, run_dir, resume, int(header.get("global_step", 0)) if resume else None, precision)
 
 
 def _train(

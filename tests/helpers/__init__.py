@@ -12,7 +12,7 @@ from helpers.configs import (
     compose_train,
     resolved,
 )
-from helpers.paths import CONF, ROOT, SHARED_DATA
+from helpers.paths import CONF, ROOT, SHARED_DATA, fingerprint
 from helpers.processes import main_output, module_output, run_main, run_script, run_warm, script_output
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "SHARED_DATA",
     "TINY_ANALYSIS_BUDGETS",
     "compose_train",
+    "fingerprint",
     "main_output",
     "module_output",
     "resolved",

@@ -18,16 +18,15 @@ from helpers import DDP_CPU, compose_train
 
 out = Path(sys.argv[1])
 loaded: list[int] = []
-_getitem = ArrayDataset.__getitem__
+_getitems = ArrayDataset.__getitems__  # what a DataLoader calls with a batch of keys
 
 
-def recording_getitem(self: ArrayDataset, key: int | tuple[int, int]):
-    if isinstance(key, tuple):  # training keys carry an augmentation seed
-        loaded.append(int(key[0]))
-    return _getitem(self, key)
+def recording_getitems(self: ArrayDataset, keys: list[int | tuple[int, int]]):
+    loaded.extend(int(key[0]) for key in keys if isinstance(key, tuple))  # training keys carry an augmentation seed
+    return _getitems(self, keys)
 
 
-ArrayDataset.__getitem__ = recording_getitem
+ArrayDataset.__getitems__ = recording_getitems
 summary = train(
     compose_train(
         *DDP_CPU,

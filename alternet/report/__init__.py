@@ -23,7 +23,7 @@ from ..rundir import RunDir, SweepDir, SweepJobs
 from . import figures
 from .runs import Run, read_sweep, swept_keys, variant_of
 from .statistics import Difference, Pooled, bootstrap_variance, difference, with_holm
-from .verdicts import Rule, Summary, plateaued, verdict
+from .verdicts import Rule, Summary, in_range, plateaued, verdict
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,10 @@ class Statistics:
     paired: bool = True
     pooled: bool = False
     bootstrap: int = 1000
+
+    def __post_init__(self) -> None:
+        ok = isinstance(self.bootstrap, int) and (self.bootstrap == 0 or self.bootstrap >= 100)
+        in_range("--bootstrap", self.bootstrap, ok, "0 (off) or at least 100 draws")
 
     def describe(self) -> str:
         spread = (

@@ -57,13 +57,13 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet report") -> in
         "--bootstrap", type=int, default=1000, help="draws over test images for the test set's own noise (0: off)"
     )
     args = parser.parse_args(argv)
-    settings = Statistics(
-        Rule(args.alpha, args.min_seeds, args.error_margin, args.nll_margin, args.plateau),
-        paired=not args.unpaired,
-        pooled=args.pooled,
-        bootstrap=args.bootstrap,
-    )
     try:
+        settings = Statistics(  # each setting range-checked before any run is read
+            Rule(args.alpha, args.min_seeds, args.error_margin, args.nll_margin, args.plateau),
+            paired=not args.unpaired,
+            pooled=args.pooled,
+            bootstrap=args.bootstrap,
+        )
         report = build_report(args.sweep_dir, args.out, args.baseline, args.wandb, settings)
     except AlternetError as error:
         exit_with_error(error)

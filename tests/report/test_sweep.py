@@ -120,6 +120,29 @@ def test_report_refuses_what_it_cannot_read(sweep, tmp_path):
         report_main([str(tmp_path / "missing")])  # the CLI's own exit
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--alpha", "1.5", "--alpha 1.5 is invalid: it must be a family-wise significance level in (0, 0.5]"),
+        ("--alpha", "0", "--alpha 0.0 is invalid"),
+        ("--alpha", "nan", "--alpha nan is invalid"),
+        ("--min-seeds", "1", "--min-seeds 1 is invalid: it must be an integer >= 2"),
+        ("--error-margin", "-0.01", "--error-margin -0.01 is invalid: it must be a fraction of test error in (0, 1)"),
+        ("--nll-margin", "0", "--nll-margin 0.0 is invalid: it must be nats of training NLL, > 0"),
+        ("--plateau", "1", "--plateau 1.0 is invalid: it must be a fraction in (0, 1)"),
+        ("--bootstrap", "10", "--bootstrap 10 is invalid: it must be 0 (off) or at least 100 draws"),
+    ],
+)
+def test_report_options_out_of_range_fail_in_one_line_before_any_run_is_read(option, value, message, tmp_path):
+    """--alpha 1.5 once printed "significance at alpha = 1.5" and turned an inconclusive result into "hurts";
+    --min-seeds 1 gave "insufficient seeds (1; 1 needed)". The sweep directory here does not even exist: the
+    options are refused first, and nothing is written."""
+    with pytest.raises(SystemExit) as refused:
+        report_main([str(tmp_path / "sweep"), option, value, "--out", str(tmp_path / "out")])
+    assert str(refused.value.code).startswith(f"error: {message}") and "\n" not in str(refused.value.code)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_multirun_job_joins_its_sweeps_wandb_group(tmp_path):
     """W&B group of a multirun job: the sweep directory's name (a single run has none: see test_resume_mid_epoch)."""
     from hydra import compose, initialize_config_dir

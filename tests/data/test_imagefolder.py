@@ -187,6 +187,21 @@ def test_shards_refuse_a_corrupt_file_or_skip_it(tmp_path):
     assert written["skipped"] == 1 and written["images"] == len(scan_split(root / "train")) - 1
 
 
+def test_shards_of_a_folder_where_nothing_decodes_fail_and_leave_nothing(tmp_path, monkeypatch, capsys):
+    """--skip-corrupt on a folder whose every image is unreadable once said "wrote 0 images" and exit 0, then printed
+    a training command that died in a litdata traceback."""
+    root = make_image_folder(tmp_path / "data", per_class=2, splits={"train": 2})
+    images = [path for path in (root / "train").rglob("*") if path.is_file()]
+    for image in images:
+        image.write_bytes(b"not an image")
+    code, _, stderr = module_output(
+        "alternet.shards", [str(root), str(tmp_path / "out"), "--skip-corrupt", "--workers", "1"], monkeypatch, capsys
+    )
+    assert code.startswith(f"error: none of the {len(images)} images under ") and "no shards were written" in code
+    assert "\n" not in code and "Traceback" not in stderr
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.xdist_group("processes")  # 2-process DDP: one at a time, on the processes worker (helpers.warm)
 def test_two_process_ddp_streams_disjoint_equal_shares_of_the_shards(folder, image_shards, tmp_path):
     result = run_warm("tests/scripts/ddp_shards_probe.py", str(tmp_path / "run"), str(folder), str(image_shards))

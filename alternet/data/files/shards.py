@@ -76,6 +76,7 @@ def write_shards(
     order = np.random.default_rng(seed).permutation(len(files))
     inputs = [(files.paths[i].decode(), int(files.labels[i])) for i in order]
     workers = num_workers or max(1, min(len(os.sched_getaffinity(0)), 8))
+    existed = out.exists()
     try:
         _optimize(split, out, inputs, chunk_bytes, workers, skip_corrupt)
     except RuntimeError as error:  # litdata re-raises a worker's error with its traceback as text
@@ -84,6 +85,14 @@ def write_shards(
             raise
         raise DataError(reason.split("DataError: ", 1)[-1]) from None
     written = _count(out)
+    if not written:  # every image skipped: an empty index would read as shards and fail in training
+        (out / "index.json").unlink(missing_ok=True)
+        if not existed and not any(out.iterdir()):
+            out.rmdir()
+        raise DataError(
+            f"none of the {len(inputs)} images under {split} decodes (all skipped by --skip-corrupt): no shards were "
+            "written; check the folder's files"
+        )
     write_json(out / CLASSES_FILE, {"classes": classes, "source": str(split.resolve()), "seed": seed})
     return {"images": written, "classes": len(classes), "skipped": len(inputs) - written, "out": str(out)}
 

@@ -11,8 +11,8 @@ the training sampler yields them, and its ``train_dataloader()``.
 * ``a'``: ``a`` as the data module serves it since 2026-11-27, one ``BatchPipeline`` call per batch
   (``alternet.data.arrays.transforms``; its per-sample column reads the split a batch at a time).
 
-``--step-model NAME`` adds what the loader costs a training step: NAME's fp32 step (channels_last, SGD with nesterov
-momentum, label smoothing: the speedrun's) fed by a fixed batch, by ``a`` and by ``a'`` through the data module's
+``--step-model NAME`` adds what the loader costs a training step: NAME's fp32 step (bench/step.py's, channels_last,
+SGD with nesterov momentum as the speedrun's) fed by a fixed batch, by ``a`` and by ``a'`` through the data module's
 loader with 0 and 1 workers, interleaved in one run (``--step-layout`` sets ``model.layout``).
 
 For each: the single-process per-sample rate (what one worker can sustain) and the data module's real
@@ -54,6 +54,7 @@ from alternet.seeds import derive_seed
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import add_harness_arguments, begin, finish, interleave, summarise, summary_row, timing_row
+from step import batch_step
 
 SPEC = "rand-m9-n2-mstd1.0"
 DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -132,12 +133,10 @@ def step_cases(args: argparse.Namespace, augment: dict[str, Any]) -> dict[str, C
     net = alternet.create_model(args.step_model, num_classes=100, img_size=32, **layout)
     net = net.train().to(memory_format=torch.channels_last)
     optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, nesterov=True)
+    fp32_step = batch_step(net, optimizer, None)
 
     def step(images: torch.Tensor, labels: torch.Tensor) -> None:
-        optimizer.zero_grad(set_to_none=True)
-        logits = net(images.contiguous(memory_format=torch.channels_last))
-        torch.nn.functional.cross_entropy(logits, labels, label_smoothing=0.1).backward()
-        optimizer.step()
+        fp32_step(images.contiguous(memory_format=torch.channels_last), labels)  # as the training module's forward
 
     fixed = None
     cases: dict[str, Callable[[], object]] = {}

@@ -8,14 +8,12 @@ from collections.abc import Callable
 import torch
 
 
-def training_step(
-    model: torch.nn.Module,
-    images: torch.Tensor,
-    labels: torch.Tensor,
-    optimizer: torch.optim.Optimizer,
-    dtype: torch.dtype | None,
-) -> Callable[[], None]:
-    def step() -> None:
+def batch_step(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, dtype: torch.dtype | None
+) -> Callable[[torch.Tensor, torch.Tensor], None]:
+    """The step as a function of its batch (a loader's, say)."""
+
+    def step(images: torch.Tensor, labels: torch.Tensor) -> None:
         with torch.autocast(images.device.type, dtype=dtype, enabled=dtype is not None):
             loss = torch.nn.functional.cross_entropy(model(images), labels)
         optimizer.zero_grad(set_to_none=True)
@@ -23,3 +21,15 @@ def training_step(
         optimizer.step()
 
     return step
+
+
+def training_step(
+    model: torch.nn.Module,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    optimizer: torch.optim.Optimizer,
+    dtype: torch.dtype | None,
+) -> Callable[[], None]:
+    """The step on one fixed batch."""
+    step = batch_step(model, optimizer, dtype)
+    return lambda: step(images, labels)

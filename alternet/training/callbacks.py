@@ -195,6 +195,8 @@ class PreemptionCheckpoint(L.Callback):
                 continue
             self._displaced[sig] = signal.getsignal(sig)
             signal.signal(sig, self._handle)
+        if signal.SIGTERM in self._displaced and trainer.world_size > 1:
+            _skip_sigterm_broadcast(trainer)
 
     def _say_ignored(self, trainer: L.Trainer, sig: int) -> None:
         if trainer.is_global_zero:
@@ -244,6 +246,15 @@ class PreemptionCheckpoint(L.Callback):
         if trainer.global_step % self.sync_every:  # global_step moves in lockstep: every rank skips the same steps
             return False
         return trainer.strategy.reduce_boolean_decision(self.received is not None, all=False)
+
+
+def _skip_sigterm_broadcast(trainer: L.Trainer) -> None:
+    """Under DDP, Lightning's training loop broadcasts its SIGTERM flag from rank 0 and reads it back with
+    ``.item()`` before every step: a collective and a host sync per step. While :class:`PreemptionCheckpoint` holds
+    SIGTERM, Lightning's own handler is set aside and its flag never rises, so that broadcast only costs; the ranks
+    agree to stop through ``_stop_now`` instead, every ``sync_every_n_steps`` steps. (Lightning has no switch for
+    it: the loop's method is replaced on this trainer's loop only.)"""
+    trainer.fit_loop.epoch_loop._broadcast_sigterm_tensor = lambda: None
 
 
 def requeue_slurm_job() -> bool:

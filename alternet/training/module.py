@@ -30,6 +30,7 @@ from ..models.flip import flip_averaged_logits
 from ..models.params import decay_groups
 from .guard import NonFiniteGuard, fused_optimizer_supported, uses_grad_scaler
 from .optim import build_optimizer, build_scheduler, rescale_learning_rates
+from .progress import RunningLoss
 
 EVALUATED_METRICS = ("acc", "top5", "nll", "ece")  # per validation/test split, logged as "<split>/<metric>"
 
@@ -74,7 +75,8 @@ class ClassificationModule(L.LightningModule):
         smoothing = float(recipe["label_smoothing"])
         self.train_loss = SoftTargetCrossEntropy() if self.mixup else nn.CrossEntropyLoss(label_smoothing=smoothing)
         self.ema = self._build_ema(recipe["ema"])
-        self.train_acc = MulticlassAccuracy(self.num_classes, average="micro")
+        self.train_acc = MulticlassAccuracy(self.num_classes, average="micro", validate_args=False)
+        self.running_loss = RunningLoss()
         stages = ("val", "test", "val_ema", "test_ema") if self.ema is not None else ("val", "test")
         stages += ("train_clean",)  # the training subset in eval mode, without augmentation (data.train_clean_size)
         for stage in stages:
@@ -142,11 +144,17 @@ class ClassificationModule(L.LightningModule):
         logits = self(images)
         loss = self.train_loss(logits, targets)
         self.guard.check_loss(loss, batch_idx)
-        self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True, batch_size=len(labels))
+        # No host sync on a step that logs nothing: the loggers turn the loss into a number on logging steps only,
+        # the progress bar reads its running mean from the device when it refreshes, the accuracy is updated without
+        # argument checks (torch.unique), and the learning rate (a Python float, a host-to-device copy when logged)
+        # is logged on logging steps only.
+        self.log("train/loss", loss, on_step=True, on_epoch=False, batch_size=len(labels))
+        self.running_loss.add(loss)
         if self.mixup is None:
             self.train_acc(logits, labels)
             self.log("train/acc", self.train_acc, on_step=False, on_epoch=True)
-        self.log("train/lr", self.optimizers().param_groups[0]["lr"], on_step=True, on_epoch=False)
+        if self.trainer._logger_connector.should_update_logs:
+            self.log("train/lr", self.optimizers().param_groups[0]["lr"], on_step=True, on_epoch=False)
         return loss
 
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:

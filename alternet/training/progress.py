@@ -36,10 +36,48 @@ def _shown(metrics: dict[str, Any]) -> dict[str, Any]:
 
 
 class TerminalBar(TQDMProgressBar):
-    """Lightning's tqdm bar without the logger version."""
+    """Lightning's tqdm bar without the logger version, the training loss read from the device (``RunningLoss``)."""
 
     def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
         return _shown(super().get_metrics(trainer, pl_module))
+
+
+class RunningLoss:
+    """The training loss for the progress display, kept on the device: each step adds its loss there (no host sync),
+    and a bar reads the mean since its last read at most every ``max_age`` seconds (one sync then, not per step).
+    Lightning would otherwise turn a ``prog_bar=True`` value into a Python number after every batch."""
+
+    KEY = "train/loss"
+
+    def __init__(self, max_age: float = 1.0):
+        self.max_age = max_age
+        self._sum: torch.Tensor | None = None
+        self._count = 0
+        self._value: float | None = None
+        self._read_at = -float("inf")
+
+    def add(self, loss: torch.Tensor) -> None:
+        loss = loss.detach().float()
+        if self._sum is None or self._sum.device != loss.device:
+            self._sum, self._count = loss.clone(), 1
+        else:
+            self._sum.add_(loss)
+            self._count += 1
+
+    def read(self) -> float | None:
+        """The mean loss of the steps since the last read (the last value when no step was added since, or when it
+        was read less than ``max_age`` seconds ago)."""
+        now = time.monotonic()
+        if self._count and now - self._read_at >= self.max_age:
+            self._value = (self._sum / self._count).item()
+            self._sum, self._count, self._read_at = None, 0, now
+        return self._value
+
+
+def _with_running_loss(metrics: dict[str, Any], pl_module: L.LightningModule) -> dict[str, Any]:
+    running = getattr(pl_module, "running_loss", None)
+    value = running.read() if isinstance(running, RunningLoss) else None
+    return metrics if value is None else {RunningLoss.KEY: value, **metrics}
 
 
 def _value(value: Any) -> str:
@@ -69,7 +107,7 @@ class ProgressLines(ProgressBar):
             print(*args, file=self.stream or sys.stderr, flush=True, **kwargs)
 
     def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
-        return _shown(super().get_metrics(trainer, pl_module))
+        return _with_running_loss(_shown(super().get_metrics(trainer, pl_module)), pl_module)
 
     def _metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> str:
         return "  ".join(f"{k} {_value(v)}" for k, v in self.get_metrics(trainer, pl_module).items())

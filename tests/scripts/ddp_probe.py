@@ -1,4 +1,6 @@
-"""Train briefly with 2-process CPU DDP and record, per rank, which training samples it loaded.
+"""Train briefly with 2-process CPU DDP and record, per rank, which training samples it loaded and the host syncs
+counted between the starts of consecutive training batches (``alternet.training.syncs``; nothing logs and the ranks
+never agree on a signal within the epoch, so every window but the epoch's end should be empty).
 
 Lightning re-executes this script for rank 1, so both ranks run it; each writes ``rank<N>.json`` into
 the output directory given as the only argument. Used by ``tests/training/test_distributed.py``.
@@ -11,8 +13,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: helpers
 
+import itertools
+
 from alternet.apps.train import train
 from alternet.data import ArrayDataset
+from alternet.training.module import ClassificationModule
+from alternet.training.syncs import HostSyncs
 
 from helpers import DDP_CPU, compose_train
 
@@ -26,12 +32,20 @@ def recording_getitems(self: ArrayDataset, keys: list[int | tuple[int, int]]):
     return _getitems(self, keys)
 
 
+marks: list[int] = []
+_batch_start = ClassificationModule.on_train_batch_start
+
+
+def marking_batch_start(self: ClassificationModule, batch, batch_idx: int) -> None:
+    marks.append(syncs.count)
+    _batch_start(self, batch, batch_idx)
+
+
 ArrayDataset.__getitems__ = recording_getitems
-summary = train(
-    compose_train(
-        *DDP_CPU,
-        output_dir=out,
-    )
-)
+ClassificationModule.on_train_batch_start = marking_batch_start
+quiet = ["trainer.log_every_n_steps=1000", "callbacks.preemption.sync_every_n_steps=1000"]
+with HostSyncs() as syncs:
+    summary = train(compose_train(*DDP_CPU, *quiet, output_dir=out))
 rank = int(os.environ.get("LOCAL_RANK", "0"))
-(out / f"rank{rank}.json").write_text(json.dumps({"train_indices": loaded, "test": summary["test"]}))
+steps = [syncs.calls[a:b] for a, b in itertools.pairwise(marks)]
+(out / f"rank{rank}.json").write_text(json.dumps({"train_indices": loaded, "test": summary["test"], "syncs": steps}))

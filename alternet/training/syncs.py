@@ -1,0 +1,96 @@
+"""Counting the calls that make the host wait for the device, on any machine.
+
+On a GPU, ``torch.cuda.set_sync_debug_mode`` reports the syncs themselves. A CPU has no queue to drain, so there the
+calls that *would* wait on a GPU are counted instead: reading a tensor's value on the host (``item``, ``tolist``,
+``bool``/``int``/``float``, i.e. ``aten._local_scalar_dense``), copies to the host (``.cpu()``, ``.numpy()`` and
+``.to("cpu")`` spelled as a string: code that moves a tensor to the run's device passes a ``torch.device``, which
+on a CPU run is the CPU too) and tensors built from Python numbers on a device (``torch.tensor(0.1,
+device=...)``: a host-to-device copy on a GPU; built without a device they stay on the host, as a collated batch's
+labels do until the batch moves). A training loop with none of these on a step that logs nothing keeps a GPU
+busy.
+
+The non-finite guard's deferred read (:class:`alternet.training.guard.HostFlags`) is left out by design: it reads a
+flag a step old, copied into pinned memory behind an event, so on a GPU it waits for that flag only, not for the
+work queued after it.
+
+    with HostSyncs() as syncs:
+        ...
+    syncs.count, syncs.calls  # how many, and which (name, caller) pairs
+"""
+
+from __future__ import annotations
+
+import collections
+import sys
+from types import CodeType
+from typing import Any
+
+import torch
+
+from .guard import HostFlags
+
+_READS = ("item", "tolist", "__bool__", "__int__", "__float__", "numpy", "cpu")
+_EXEMPT = frozenset({HostFlags.read.__code__})
+
+
+class HostSyncs:
+    """While open, counts each host read of a tensor, copy to the host and tensor built from Python numbers.
+    ``calls`` holds ``(what, file:line of the caller)`` per call; ``count`` is their number."""
+
+    def __init__(self, exempt: frozenset[CodeType] = _EXEMPT):
+        self.exempt = exempt
+        self.calls: list[tuple[str, str]] = []
+        self._saved: dict[str, Any] = {}
+
+    @property
+    def count(self) -> int:
+        return len(self.calls)
+
+    def by_kind(self) -> collections.Counter[str]:
+        return collections.Counter(what for what, _ in self.calls)
+
+    def _note(self, what: str) -> None:
+        frame = sys._getframe(2)
+        if frame.f_code in self.exempt:
+            return
+        self.calls.append((what, f"{frame.f_code.co_filename}:{frame.f_lineno}"))
+
+    def __enter__(self) -> HostSyncs:
+        counter = self
+        for name in _READS:
+            original = getattr(torch.Tensor, name)
+            self._saved[name] = original
+
+            def read(tensor: torch.Tensor, *args: Any, _name: str = name, _original: Any = original, **kwargs: Any):
+                counter._note(f"Tensor.{_name}")
+                return _original(tensor, *args, **kwargs)
+
+            setattr(torch.Tensor, name, read)
+        to = torch.Tensor.to
+        self._saved["to"] = to
+
+        def to_host(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+            target = kwargs.get("device", args[0] if args else None)
+            if isinstance(target, str) and torch.device(target).type == "cpu":
+                counter._note("Tensor.to(cpu)")
+            return to(tensor, *args, **kwargs)
+
+        torch.Tensor.to = to_host
+        build = torch.tensor
+        self._saved["tensor"] = build
+
+        def from_numbers(data: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
+            if not isinstance(data, torch.Tensor) and kwargs.get("device") is not None:
+                counter._note("torch.tensor")
+            return build(data, *args, **kwargs)
+
+        torch.tensor = from_numbers
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for name, original in self._saved.items():
+            if name == "tensor":
+                torch.tensor = original
+            else:
+                setattr(torch.Tensor, name, original)
+        self._saved.clear()

@@ -1,0 +1,104 @@
+"""No host sync on a training step that logs nothing (issue 49 item 1), counted on a CPU with
+``alternet.training.syncs.HostSyncs``: reads of tensor values, copies to the host, tensors from Python numbers."""
+
+import itertools
+
+import pytest
+import torch
+
+from alternet.apps.train import train
+from alternet.data import build_datamodule
+from alternet.training.module import ClassificationModule
+from alternet.training.progress import RunningLoss
+from alternet.training.syncs import HostSyncs
+
+from helpers import FAST, compose_train, resolved
+
+BATCHES = 7
+
+
+def syncs_per_step(tmp_path, monkeypatch, *overrides: str) -> list[list[tuple[str, str]]]:
+    """The counted calls between the starts of consecutive training batches (a step, its callbacks and logging,
+    and the next batch's fetch), for the batches of one epoch but the last (its end reads the guard and logs)."""
+    marks: list[int] = []
+    hook = ClassificationModule.on_train_batch_start
+
+    def mark(module, batch, batch_idx):
+        marks.append(syncs.count)
+        return hook(module, batch, batch_idx)
+
+    monkeypatch.setattr(ClassificationModule, "on_train_batch_start", mark)
+    config = compose_train(
+        *FAST,
+        "data.val_size=0",
+        f"trainer.limit_train_batches={BATCHES}",
+        "trainer.max_epochs=1",
+        "callbacks.progress.interval=3600",
+        *overrides,
+        output_dir=tmp_path,
+    )
+    with HostSyncs() as syncs:
+        train(config)
+    assert len(marks) == BATCHES
+    return [syncs.calls[a:b] for a, b in itertools.pairwise(marks)]
+
+
+@pytest.mark.parametrize("recipe", ["paper", "paper_without_mixup"])
+def test_a_step_that_logs_nothing_does_not_sync(recipe, tmp_path, monkeypatch):
+    mixup = ["recipe=paper", "model=alternet_tiny"] + (["recipe.mixup=null"] if recipe.endswith("mixup") else [])
+    steps = syncs_per_step(tmp_path, monkeypatch, *mixup, "trainer.log_every_n_steps=1000")
+    assert steps == [[]] * (BATCHES - 1), steps
+
+
+def test_the_counter_sees_the_syncs_of_logging_steps(tmp_path, monkeypatch):
+    steps = syncs_per_step(tmp_path, monkeypatch, "trainer.log_every_n_steps=3")
+    logged = [i for i, calls in enumerate(steps) if calls]
+    # A logging step's reads straddle two of these windows (the learning-rate monitor reads at the batch's start,
+    # before this window's mark; the loggers after the step): two windows of every three, never all.
+    assert logged and len(logged) < len(steps), steps
+
+
+def test_the_counter_counts_each_kind_of_call():
+    value = torch.ones(2)
+    with HostSyncs() as syncs:
+        value.sum().item()
+        bool(value.all())
+        value.cpu()
+        value.to("cpu")
+        value.to(torch.float64)  # not a copy to the host
+        torch.tensor(0.5, device="cpu")
+        torch.tensor([1, 2])  # built on the host, where it stays
+        torch.ones(())  # built on the device itself
+    assert list(syncs.by_kind().elements()) == [
+        "Tensor.item",
+        "Tensor.__bool__",
+        "Tensor.cpu",
+        "Tensor.to(cpu)",
+        "torch.tensor",
+    ]
+    assert torch.Tensor.item is not None and syncs.count == 5
+    with HostSyncs() as again:
+        pass
+    assert again.count == 0 and value.sum().item() == 2.0  # the patches are gone
+
+
+def test_the_progress_loss_is_read_from_the_device_at_most_once_per_interval():
+    running = RunningLoss(max_age=3600)
+    assert running.read() is None
+    for loss in (1.0, 3.0):
+        running.add(torch.tensor(loss))
+    with HostSyncs() as syncs:
+        assert running.read() == 2.0
+        running.add(torch.ones(()) * 5)
+        assert running.read() == 2.0  # within max_age: the value read before, no second read
+    assert syncs.count == 1
+
+
+def test_training_accuracy_skips_argument_checks():
+    """torchmetrics' checks call torch.unique on the labels (a device sync torch makes inside, which the counter
+    above cannot see); the training path's accuracy runs without them, evaluation keeps them."""
+    config = resolved("model=alternet_tiny")
+    data = build_datamodule(config["data"], config["recipe"], seed=0).facts()
+    module = ClassificationModule(model=config["model"], recipe=config["recipe"], data=data)
+    assert module.train_acc.validate_args is False
+    assert module.val_metrics["val/acc"].validate_args is True

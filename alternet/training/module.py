@@ -120,6 +120,7 @@ class ClassificationModule(L.LightningModule):
 
     def on_train_start(self) -> None:
         self.__dict__["_ema_step"] = self.global_step  # a resumed run's EMA counts steps from the checkpoint's
+        self.__dict__["_ema_tensors"] = None  # gathered again at the first update: the module may have moved
         ratio = getattr(self, "_lr_ratio", 1.0)
         self._lr_ratio = 1.0
         if ratio != 1.0:
@@ -144,16 +145,15 @@ class ClassificationModule(L.LightningModule):
         logits = self(images)
         loss = self.train_loss(logits, targets)
         self.guard.check_loss(loss, batch_idx)
-        # No host sync on a step that logs nothing: the loggers turn the loss into a number on logging steps only,
-        # the progress bar reads its running mean from the device when it refreshes, the accuracy is updated without
-        # argument checks (torch.unique), and the learning rate (a Python float, a host-to-device copy when logged)
-        # is logged on logging steps only.
-        self.log("train/loss", loss, on_step=True, on_epoch=False, batch_size=len(labels))
+        # No host sync and little host time on a step that logs nothing: the loss and the learning rate (a Python
+        # float: a host-to-device copy) are logged on the loggers' steps only (each self.log costs ~1 ms of Python
+        # on a 2-core CPU), the progress bar reads a running mean of the loss from the device when it refreshes, and
+        # the accuracy is accumulated without argument checks (torch.unique) and logged at the epoch's end.
         self.running_loss.add(loss)
         if self.mixup is None:
-            self.train_acc(logits, labels)
-            self.log("train/acc", self.train_acc, on_step=False, on_epoch=True)
+            self.train_acc.update(logits, labels)
         if self.trainer._logger_connector.should_update_logs:
+            self.log("train/loss", loss, on_step=True, on_epoch=False, batch_size=len(labels))
             self.log("train/lr", self.optimizers().param_groups[0]["lr"], on_step=True, on_epoch=False)
         return loss
 
@@ -184,6 +184,8 @@ class ClassificationModule(L.LightningModule):
 
     def on_train_epoch_end(self) -> None:
         self.guard.settle()
+        if self.mixup is None:
+            self.log("train/acc", self.train_acc, on_step=False, on_epoch=True)  # computed, synced and reset once
 
     def on_validation_start(self) -> None:
         self.guard.settle()  # a mid-epoch validation (trainer.val_check_interval) must not score a skipped step
@@ -202,16 +204,29 @@ class ClassificationModule(L.LightningModule):
         decay = float(ema["decay"])
         return min(decay, (1 + step) / (10 + step)) if ema.get("warmup") else decay
 
+    def _ema_pairs(self) -> tuple[list[torch.Tensor], list[torch.Tensor], list[tuple[torch.Tensor, torch.Tensor]]]:
+        """The EMA's and the model's floating-point tensors (two aligned lists) and their other pairs, in state-dict
+        order, gathered once per fit (:meth:`on_train_start`), when the module sits on its device in its memory
+        format: walking both state dicts at every step cost 1.4 ms of a 2-core CPU's step for a linear model."""
+        ema = self.ema.state_dict(keep_vars=True).values()
+        model = self.model.state_dict(keep_vars=True).values()
+        pairs = list(zip(ema, model, strict=True))
+        floats = [(e, p) for e, p in pairs if e.dtype.is_floating_point]
+        return (
+            [e for e, _ in floats],
+            [p for _, p in floats],
+            [(e, p) for e, p in pairs if not e.dtype.is_floating_point],
+        )
+
     @torch.no_grad()
     def _update_ema(self) -> None:
-        pairs = list(zip(self.ema.state_dict().values(), self.model.state_dict().values()))
-        floats = [(e, p.detach()) for e, p in pairs if e.dtype.is_floating_point]
-        if floats:
-            ema, model = zip(*floats)
-            torch._foreach_lerp_(list(ema), list(model), 1.0 - self.ema_decay(self.global_step))
-        for e, p in pairs:
-            if not e.dtype.is_floating_point:
-                e.copy_(p)
+        if self.__dict__.get("_ema_tensors") is None:
+            self.__dict__["_ema_tensors"] = self._ema_pairs()
+        ema, model, others = self.__dict__["_ema_tensors"]
+        if ema:
+            torch._foreach_lerp_(ema, model, 1.0 - self.ema_decay(self.global_step))
+        for e, p in others:
+            e.copy_(p)
 
     def _evaluate(self, stage: str, images: torch.Tensor, labels: torch.Tensor, model: nn.Module | None = None) -> None:
         net = model or self

@@ -1,6 +1,7 @@
 """No host sync on a training step that logs nothing (issue 49 item 1), counted on a CPU with
 ``alternet.training.syncs.HostSyncs``: reads of tensor values, copies to the host, tensors from Python numbers."""
 
+import csv
 import itertools
 
 import pytest
@@ -102,3 +103,12 @@ def test_training_accuracy_skips_argument_checks():
     module = ClassificationModule(model=config["model"], recipe=config["recipe"], data=data)
     assert module.train_acc.validate_args is False
     assert module.val_metrics["val/acc"].validate_args is True
+
+
+def test_training_accuracy_is_logged_once_per_epoch(tmp_path):
+    """Accumulated over the epoch's steps (no per-step logging), logged at its end: one value per epoch."""
+    train(compose_train(*FAST, "recipe.mixup=null", "trainer.max_epochs=2", output_dir=tmp_path))
+    with open(tmp_path / "logs" / "metrics.csv") as f:
+        rows = [r for r in csv.DictReader(f) if r.get("train/acc")]
+    assert [int(r["epoch"]) for r in rows] == [0, 1]
+    assert all(0.0 <= float(r["train/acc"]) <= 1.0 for r in rows)

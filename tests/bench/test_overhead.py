@@ -1,0 +1,14 @@
+"""bench/overhead.py runs end to end on a CPU and ends on its summary line (its numbers are the bench's, not a test's)."""
+
+import re
+
+from helpers import run_warm
+
+
+def test_overhead_bench_ends_on_the_ms_and_syncs_line():
+    result = run_warm("bench/overhead.py", "--rounds", "1", "--warmup", "0", "--steps", "12", "--no-record")
+    assert result.returncode == 0, result.stderr[-3000:]
+    last = result.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r"alternet over plain Lightning: -?[0-9.]+ ms/step, 0 syncs per non-logging step", last), last
+    for arm in ("bare", "lightning", "alternet"):
+        assert re.search(rf"^  {arm} +[0-9.]+ ms/step", result.stdout, re.MULTILINE), result.stdout

@@ -38,12 +38,13 @@ from ..models.maxxvit import check_maxxvit
 from ..models.zoo import HYBRIDS, hybrid_spec, spec_kwargs
 from ..training import EVALUATED_METRICS
 from ..training.callbacks import check_preemption, parse_interval
-from ..training.optim import check_optimizer, check_schedule
+from ..training.optim import check_lr_scale_rule, check_optimizer, check_schedule
 
 # enumerated settings that only the config has, checked before any data is loaded (the choices are the code's own)
 CHOICES: dict[str, tuple[str, ...]] = {
     "data.interpolation": ("bilinear", "bicubic"),
     "model.buildup_rules": ("warn", "off"),
+    "performance.compile_mode": ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
     "trainer.precision": (
         "auto",
         "32-true",
@@ -65,6 +66,7 @@ DELEGATED: dict[str, Callable[[Any, str], None]] = {
     "data.name": check_name,
     "recipe.optimizer.name": check_optimizer,
     "recipe.schedule.name": check_schedule,
+    "recipe.lr_scale_rule": check_lr_scale_rule,
     "model.attention": check_attention,
     "model.block": check_block,
     "model.stem": check_stem,
@@ -132,6 +134,12 @@ def validate_train_config(cfg: Mapping[str, Any]) -> None:
     _require(cfg, "recipe.epochs", lambda v: is_integer(v, 1), INTEGER_1)
     _require(cfg, "trainer.max_epochs", lambda v: is_integer(v, 1), INTEGER_1)
     _require(cfg, "recipe.optimizer.lr", lambda v: v > 0, "must be > 0")
+    _require(
+        cfg,
+        "recipe.lr_scale_batch",
+        lambda v: is_integer(v, 1),
+        "must be an integer >= 1: the global batch recipe.optimizer.lr was tuned for",
+    )
     _require(cfg, "recipe.optimizer.weight_decay", lambda v: v >= 0, "must be >= 0")
     _require(cfg, "recipe.label_smoothing", lambda v: 0 <= v < 1, "must be in [0, 1)")
     _require(cfg, "recipe.grad_clip", lambda v: v > 0, "must be > 0 (or null to disable clipping)")
@@ -139,6 +147,7 @@ def validate_train_config(cfg: Mapping[str, Any]) -> None:
     _require(cfg, "recipe.warmup_epochs", lambda v: v >= 0, "must be >= 0")
     _require(cfg, "recipe.test_flip", lambda v: isinstance(v, bool), "must be true or false")
     _require(cfg, "performance.allow_emulated_precision", lambda v: isinstance(v, bool), "must be true or false")
+    _require(cfg, "performance.channels_last", lambda v: v in (True, False, "auto"), "must be auto, true or false")
     _require(cfg, "recipe.layer_decay", lambda v: 0 < v <= 1, "must be in (0, 1] (or null: no layer-wise decay)")
     # keys a constructor also takes: the constructor's own check, called here before any work
     check_batch_sizes(_get(cfg, "recipe.batch_size"), _get(cfg, "recipe.eval_batch_size"))

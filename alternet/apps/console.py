@@ -14,6 +14,7 @@ from torch import nn
 from .. import tracking
 from ..progress import duration
 from ..rundir import RunDir, RunSummary, best_epoch
+from ..training.optim import scaled_lr
 
 __all__ = ["best_epoch", "end_summary", "evaluation_report", "robustness_lines", "start_banner", "written_files"]
 
@@ -44,20 +45,40 @@ def start_banner(
         f" ({trainer.num_nodes} nodes)" if trainer.num_nodes > 1 else ""
     )
     layout = getattr(model, "layout", None)  # AlterNets: the block sequence, which overrides may have changed
+    recipe = config["recipe"]
+    batch = int(recipe["batch_size"])
+    global_batch = batch * trainer.world_size * trainer.accumulate_grad_batches
+    batches = f"batch {batch}" if global_batch == batch else f"batch {batch} per device, {global_batch} global"
     pairs = [
         ("Run directory", str(run_dir)),
         ("Model", f"{config['model']['name']}{f' {layout}' if layout else ''} ({size})"),
         ("Data", data_description),
-        (
-            "Recipe",
-            f"{config['recipe'].get('name', '?')}: {trainer.max_epochs} epochs, batch {config['recipe']['batch_size']}",
-        ),
+        ("Recipe", f"{recipe.get('name', '?')}: {trainer.max_epochs} epochs, {batches}"),
+        ("Learning rate", learning_rate_line(recipe, global_batch)),
         ("Device", f"{hardware}, precision {trainer.precision}" + (f" ({precision_reason})" * bool(precision_reason))),
     ]
     run = tracking.active_run()
     if run is not None:
         pairs.append(("W&B", tracking.run_location(run)))
     return "\n" + _rows(pairs) + "\n"
+
+
+def learning_rate_line(recipe: Mapping[str, Any], global_batch: int) -> str:
+    """The effective learning rate, and, when this run's global batch is not the one the recipe's rate was tuned
+    for, what was done about it (one line)."""
+    lr, reference, rule = recipe["optimizer"]["lr"], recipe["lr_scale_batch"], recipe["lr_scale_rule"]
+    effective = scaled_lr(recipe, global_batch)
+    if global_batch == reference:
+        return f"{effective:g} (the recipe's, for its global batch of {reference})"
+    if rule == "none":
+        return (
+            f"{effective:g}, as written: recipe.optimizer.lr is for a global batch of {reference}, this run's is "
+            f"{global_batch}, and recipe.lr_scale_rule=none keeps it"
+        )
+    return (
+        f"{effective:g}: recipe.optimizer.lr {lr:g} is for a global batch of {reference}, this run's is "
+        f"{global_batch}, scaled by the {rule} rule (recipe.lr_scale_rule=none keeps {lr:g})"
+    )
 
 
 def _metrics_table(summary: RunSummary) -> list[str]:

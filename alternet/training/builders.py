@@ -40,11 +40,21 @@ def build_module(config: dict[str, Any], data: dict[str, Any]) -> Classification
                 f"model {config['model']['name']!r} does not support gradient checkpointing; "
                 "set performance.grad_checkpointing=false"
             ) from error
-    if performance["channels_last"]:
+    if uses_channels_last(performance["channels_last"], config["trainer"]["accelerator"]):
         module.use_channels_last()
     if performance["compile"]:
-        module.compile_model()
+        module.compile_model(mode=performance["compile_mode"])
     return module
+
+
+def uses_channels_last(setting: bool | str, accelerator: str) -> bool:
+    """``performance.channels_last``: ``auto`` is on where the run trains on a CUDA GPU (``trainer.accelerator`` gpu
+    or cuda, or auto with one visible) and off on a CPU, where what pays depends on the CPU."""
+    if setting != "auto":
+        return bool(setting)
+    import torch
+
+    return accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available())
 
 
 def build_callbacks(config: dict[str, Any], run_dir: Path, has_val: bool) -> list[Callback]:

@@ -29,7 +29,7 @@ from ..models.config import model_args
 from ..models.flip import flip_averaged_logits
 from ..models.params import decay_groups
 from .guard import NonFiniteGuard, fused_optimizer_supported, uses_grad_scaler
-from .optim import build_optimizer, build_scheduler, rescale_learning_rates
+from .optim import build_optimizer, build_scheduler, rescale_learning_rates, scaled_lr
 from .progress import RunningLoss
 
 EVALUATED_METRICS = ("acc", "top5", "nll", "ece")  # per validation/test split, logged as "<split>/<metric>"
@@ -102,9 +102,11 @@ class ClassificationModule(L.LightningModule):
         self.to(memory_format=torch.channels_last)
 
     def compile_model(self, **kwargs: Any) -> None:
-        """Run the backbone through ``torch.compile``; parameter names in checkpoints stay unchanged. One graph per
-        input shape (``dynamic=False``): a run meets few shapes (training, evaluation and a progressive-resize
-        size), and inductor fails to compile window attention over symbolic shapes (torch 2.14, a second size)."""
+        """Run the backbone through ``torch.compile`` for training; parameter names in checkpoints stay unchanged.
+        One graph per input shape (``dynamic=False``: inductor fails to compile window attention over symbolic
+        shapes, torch 2.14): training meets one shape (the loader drops a short last batch; a progressive resize
+        adds its size), while evaluation, whose last batch is short, runs the backbone uncompiled rather than
+        compiling (and under ``reduce-overhead`` capturing) a graph per batch shape."""
         self.__dict__["_compiled_model"] = torch.compile(self.model, **{"dynamic": False, **kwargs})
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -133,7 +135,8 @@ class ClassificationModule(L.LightningModule):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
-        return self.__dict__.get("_compiled_model", self.model)(x)
+        compiled = self.__dict__.get("_compiled_model")
+        return (compiled if compiled is not None and self.training else self.model)(x)
 
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
         images, labels = batch
@@ -318,11 +321,7 @@ class ClassificationModule(L.LightningModule):
     def configure_optimizers(self) -> dict[str, Any]:
         recipe = self.recipe
         opt_cfg = recipe["optimizer"]
-        lr = float(opt_cfg["lr"])
-        reference_batch = recipe["lr_scale_batch"]
-        if reference_batch:
-            global_batch = recipe["batch_size"] * self.trainer.world_size * self.trainer.accumulate_grad_batches
-            lr = lr * global_batch / float(reference_batch)
+        lr = scaled_lr(recipe, self.global_batch)
         groups = self._parameter_groups(float(opt_cfg["weight_decay"]))
         fused = fused_optimizer_supported(self.device, self.trainer.precision)  # lets the guard skip on the device
         optimizer = build_optimizer(groups, opt_cfg, lr, fused=fused)
@@ -337,6 +336,11 @@ class ClassificationModule(L.LightningModule):
             base_lr=lr,
         )
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    @property
+    def global_batch(self) -> int:
+        """Images per optimizer step: the per-device batch, times the devices, times the accumulated batches."""
+        return int(self.recipe["batch_size"]) * self.trainer.world_size * self.trainer.accumulate_grad_batches
 
     def _steps_per_epoch(self, epochs: int) -> int:
         """Optimizer steps per epoch, from the data module's batch count when it knows it: reading

@@ -13,12 +13,32 @@ from ..errors import one_of
 
 OPTIMIZERS = ("adamw", "sgd")  # lower case, as written in the recipes
 SCHEDULES = ("cosine", "step", "constant")
+LR_SCALE_RULES = ("linear", "sqrt", "none")
 
 
 def check_optimizer(name: Any, key: str = "recipe.optimizer.name") -> None:
     """The one check of ``recipe.optimizer.name``: the config checks call it before any work, :func:`build_optimizer`
     too."""
     one_of(key, name, OPTIMIZERS)
+
+
+def check_lr_scale_rule(name: Any, key: str = "recipe.lr_scale_rule") -> None:
+    """The one check of ``recipe.lr_scale_rule``: the config checks call it before any work, :func:`scaled_lr` too."""
+    one_of(key, name, LR_SCALE_RULES)
+
+
+def scaled_lr(recipe: Mapping[str, Any], global_batch: int) -> float:
+    """The learning rate for ``global_batch`` images per optimizer step (per-device batch x devices x accumulated
+    batches): ``recipe.optimizer.lr`` was tuned for ``recipe.lr_scale_batch`` and follows the actual global batch by
+    ``recipe.lr_scale_rule``: ``linear`` (Goyal et al. 2017), ``sqrt`` (for adaptive optimisers, where a recipe says
+    so) or ``none`` (the rate as written, at any batch)."""
+    rule = recipe["lr_scale_rule"]
+    check_lr_scale_rule(rule)
+    lr, reference = float(recipe["optimizer"]["lr"]), recipe["lr_scale_batch"]
+    if rule == "none" or global_batch == reference:
+        return lr
+    ratio = global_batch / float(reference)
+    return lr * (ratio if rule == "linear" else math.sqrt(ratio))
 
 
 def check_schedule(name: Any, key: str = "recipe.schedule.name") -> None:

@@ -1,4 +1,4 @@
-"""bench/overhead.py runs end to end on a CPU and ends on its summary line (its numbers are the bench's, not a test's)."""
+"""bench/overhead.py runs end to end on a CPU and ends on its summary line (the numbers are the bench's to judge)."""
 
 import re
 

@@ -3,8 +3,11 @@
 import json
 
 import pytest
+import torch
 
-from helpers import run_warm
+from alternet.apps.train import train
+
+from helpers import DDP_CPU, compose_train, run_warm
 
 
 @pytest.mark.xdist_group("processes")  # 2-process DDP: one at a time, on the processes worker (helpers.warm)
@@ -21,3 +24,39 @@ def test_two_process_ddp_shards_data_and_agrees_on_metrics(tmp_path):
     assert "distributed_backend=gloo" in result.stderr + result.stdout
     for rank in ranks:  # no host sync on a step that logs nothing, Lightning's per-step SIGTERM broadcast included
         assert len(rank["syncs"]) > 3 and not any(rank["syncs"]), rank["syncs"]
+
+
+# One optimizer step of a LayerNorm ViT (no BatchNorm, whose statistics are per device) on digits, no validation.
+ONE_STEP = [
+    "debug=fast",
+    "model=vit_mini_cifar",
+    "trainer.max_steps=1",
+    "trainer.limit_val_batches=0",
+    "trainer.limit_test_batches=1",
+    "data.val_size=0",
+]
+
+
+def _first_step(run_dir) -> tuple[float, dict]:
+    checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
+    lr = checkpoint["optimizer_states"][0]["param_groups"][0]["initial_lr"]
+    return lr, {k: v for k, v in checkpoint["state_dict"].items() if k.startswith("model.")}
+
+
+@pytest.mark.slow  # ~45 s: a 2-process run beside a single one
+@pytest.mark.xdist_group("processes")
+def test_the_learning_rate_follows_the_global_batch_across_processes(tmp_path):
+    """2-process gloo DDP at 8 images per device and one process at 16 take the same global batch of 16: both
+    train at the digits recipe's lr scaled from its 64 to 16, and take the same first step (the two ranks' first
+    batches together are the single process's first batch, each image augmented alike)."""
+    single, ddp = tmp_path / "single", tmp_path / "ddp"
+    train(compose_train(*ONE_STEP, "recipe.batch_size=16", output_dir=single))
+    result = run_warm(
+        "train.py", *ONE_STEP, *DDP_CPU, "recipe.batch_size=8", f"paths.output_dir={ddp}", f"hydra.run.dir={ddp}"
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "batch 8 per device, 16 global" in result.stdout
+    (lr_single, weights_single), (lr_ddp, weights_ddp) = _first_step(single), _first_step(ddp)
+    assert lr_single == lr_ddp == pytest.approx(2e-3 * 16 / 64)
+    for key, value in weights_single.items():
+        torch.testing.assert_close(weights_ddp[key], value, rtol=0, atol=2e-5)

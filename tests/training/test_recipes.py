@@ -17,7 +17,7 @@ from alternet.training.module import ClassificationModule
 from alternet.training.optim import lr_factor
 from alternet.training.precision import choose_precision
 
-from helpers import CONF, FAST, compose_train
+from helpers import CONF, FAST, compose_train, resolved
 
 RECIPES = sorted(p.stem for p in (CONF / "recipe").glob("*.yaml") if not p.stem.startswith("_"))
 TWO_STEPS = [*FAST, "trainer.limit_train_batches=2", "trainer.limit_val_batches=1", "trainer.limit_test_batches=1"]
@@ -152,9 +152,51 @@ def test_channels_last_trains(tmp_path):
 
 
 @pytest.mark.slow
-def test_torch_compile_trains(tmp_path):
-    summary = train(compose_train(*FAST, "performance.compile=true", output_dir=tmp_path))
-    assert math.isfinite(summary["test"]["nll"])
+def test_compiled_training_compiles_one_graph_whatever_the_batch_shapes(tmp_path):
+    """A whole digits epoch (19 batches of 64; the short 20th dropped), then validation and test, whose last batches
+    are short: one graph, the training one (evaluation runs the backbone uncompiled), and no recompilation."""
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+    overrides = ["performance.compile=true", "trainer.limit_train_batches=null", "trainer.limit_val_batches=null"]
+    summary = train(compose_train(*FAST, *overrides, output_dir=tmp_path))
+    assert summary["global_step"] == 19 and math.isfinite(summary["test"]["nll"])
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
+
+
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead", "max-autotune-no-cudagraphs"])
+def test_compile_mode_reaches_torch_compile(mode, monkeypatch):
+    from alternet.training import build_module
+
+    seen = []
+    monkeypatch.setattr(torch, "compile", lambda model, **kwargs: seen.append(kwargs) or model)
+    config = resolved("performance.compile=true", f"performance.compile_mode={mode}")
+    build_module(config, build_datamodule(config["data"], config["recipe"], seed=0).facts())
+    assert seen == [{"dynamic": False, "mode": mode}]
+
+
+def test_an_unknown_compile_mode_is_refused_before_any_work(tmp_path):
+    with pytest.raises(ConfigValueError, match=r"performance\.compile_mode"):
+        train(compose_train(*FAST, "performance.compile_mode=fastest", output_dir=tmp_path))
+    assert not (tmp_path / "checkpoints").exists()
+
+
+@pytest.mark.parametrize(
+    ("setting", "accelerator", "cuda", "expected"),
+    [
+        ("auto", "gpu", False, True),
+        ("auto", "auto", True, True),
+        ("auto", "auto", False, False),
+        ("auto", "cpu", True, False),
+        (True, "cpu", False, True),
+        (False, "gpu", True, False),
+    ],
+)
+def test_channels_last_auto_is_on_for_a_gpu_run_only(setting, accelerator, cuda, expected, monkeypatch):
+    from alternet.training.builders import uses_channels_last
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    assert uses_channels_last(setting, accelerator) is expected
 
 
 @pytest.mark.slow

@@ -1,19 +1,24 @@
-"""A real short training run of the paper's headline experiment on a GPU: ``train.py experiment=alternet_r50_cifar100
-trainer.max_steps=N``, eager and with ``performance.compile=true``, through the package's own ``train`` (the real
-Trainer, data module, augmentation, guard and checkpoints). Reports training images/s, the data loader's share of
-the training loop's wall time (is the loader the bottleneck?) and peak GPU memory.
+"""A real training run of the paper's headline experiment on a GPU: ``train.py experiment=alternet_r50_cifar100``
+for a few whole epochs, eager and compiled (``performance.compile_mode``), through the package's own ``train`` (the
+real Trainer, data module, augmentation, guard, checkpoints, validation). Reports, per configuration:
 
-    python bench/gpu_train.py --data-root DIR [--steps 300] [--workers auto 16] [--synthesize] [--no-record]
+  * steady img/s: the training loop's own images/s (``train/images_per_sec``: validation out, first batch out);
+  * epoch img/s: training images per second of whole epochs after the first (the time from one epoch's start to the
+    next one's: its checkpoint, validation and clean-training pass included), and its ratio to the steady rate;
+  * loader share: the time the loop waited for the next batch (Lightning's ``train_dataloader_next``, the fetch
+    alone) over the loop's wall time;
+  * syncs per step that logs nothing: on a GPU the syncs ``torch.cuda.set_sync_debug_mode("warn")`` reports, on a
+    CPU the calls ``alternet.training.syncs.HostSyncs`` counts, between consecutive batch starts;
+  * peak GPU memory and the whole run's wall time.
+
+    python bench/gpu_train.py --data-root DIR [--epochs 3] [--workers 4 8] [--modes eager reduce-overhead]
+                              [--synthesize] [--no-record] [-- more overrides]
 
 ``--synthesize`` writes CIFAR-100-format files (the original pickles' layout: 50,000 + 10,000 uint8 images, fine and
 coarse labels, the meta file) of random images into DATA_ROOT/cifar-100-python and accepts their md5 digests in
 place of the real files' (the one difference from a run on CIFAR-100: the images are noise, which costs the
 augmentation and the model the same). For machines the real files cannot reach (a lent GPU machine has no network).
-
-The loader's share: the time between one training batch's end and the next one's start (Lightning fetches the next
-batch there: ``next(dataloader)`` waiting on the workers, plus the hooks around it) over the training loop's wall
-time from the first batch's start to the last one's end. Kernels run asynchronously; the host waits for them at the
-loss's logging sync, so a loader that keeps up shows a small share and one that does not shows its wait there.
+A CPU smoke test: ``--synthesize --images 512 --epochs 2 --modes eager -- model=alternet_tiny trainer=cpu ...``.
 """
 
 from __future__ import annotations
@@ -23,10 +28,12 @@ import os
 import pickle
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import lightning as L
 import numpy as np
+from lightning.pytorch.profilers import Profiler
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -35,6 +42,7 @@ from harness import add_harness_arguments, begin, finish, row
 from alternet.files import file_digest
 
 ROOT = Path(__file__).resolve().parents[1]
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 def synthesize_cifar100(root: Path, train: int = 50_000, test: int = 10_000, seed: int = 0) -> dict[str, str]:
@@ -60,6 +68,18 @@ def synthesize_cifar100(root: Path, train: int = 50_000, test: int = 10_000, see
     return {name: file_digest(folder / name, "md5") for name in ("train", "test", "meta")}
 
 
+def synthesized_cifar100(root: Path, train: int, test: int) -> dict[str, str]:
+    """The digests of the synthesized files under ``root``, written first unless a run before wrote them (the phases
+    of bench/gpu_perf.sh share one data root; a CIFAR-100 download's real files are never overwritten)."""
+    folder = root / "cifar-100-python"
+    if not all((folder / name).is_file() for name in ("train", "test", "meta")):
+        return synthesize_cifar100(root, train, test)
+    with open(folder / "train", "rb") as file:
+        if b"synthetic" not in file.read(4096):
+            raise SystemExit(f"{folder} holds CIFAR-100 files that are not synthesized: drop --synthesize to use them")
+    return {name: file_digest(folder / name, "md5") for name in ("train", "test", "meta")}
+
+
 def accept_digests(digests: dict[str, str]) -> None:
     from alternet.data.arrays.cifar import CIFAR100DataModule as arrays
 
@@ -68,31 +88,116 @@ def accept_digests(digests: dict[str, str]) -> None:
     arrays.meta_file = (arrays.meta_file[0], digests[arrays.meta_file[0]])
 
 
-class LoaderWait(L.Callback):
-    """Host seconds between a training batch's end and the next one's start, and the loop's wall time."""
+class LoaderWait(Profiler):
+    """Lightning's profiler slot, recording only the training loop's waits for its next batch
+    (``train_dataloader_next``: the fetch, which returns once the workers have the batch ready)."""
+
+    ACTION = "train_dataloader_next"
 
     def __init__(self) -> None:
-        self.first = self.last_end = None
+        super().__init__()
         self.waited = 0.0
-        self.batches = 0
+        self._started: float | None = None
 
-    def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
-        now = time.perf_counter()
-        if self.first is None:
-            self.first = now
-        elif self.last_end is not None:
-            self.waited += now - self.last_end
+    def start(self, action_name: str) -> None:
+        if action_name.endswith(self.ACTION):
+            self._started = time.perf_counter()
+
+    def stop(self, action_name: str) -> None:
+        if action_name.endswith(self.ACTION) and self._started is not None:
+            self.waited += time.perf_counter() - self._started
+            self._started = None
+
+    def summary(self) -> str:
+        return ""
+
+
+class Measure(L.Callback):
+    """Epoch start times, the training loop's wall time, and the syncs between consecutive batch starts of steps
+    that log nothing (``syncs``: a list per window)."""
+
+    def __init__(self) -> None:
+        self.loader = LoaderWait()
+        self.epoch_starts: list[float] = []  # and, last, the training's end (after the last epoch's checkpoint)
+        self.epoch_images: list[int] = []
+        self.loop_seconds = 0.0
+        self.windows: list[int] = []
+        self._batch_start: float | None = None
+        self._count_at_start: int | None = None
+        self.count = lambda: 0  # the running sync count (set by the caller)
+
+    def setup(self, trainer, module, stage) -> None:
+        trainer.profiler = self.loader  # the data fetcher reads trainer.profiler at each fetch
+
+    def on_train_epoch_start(self, trainer, module) -> None:
+        self.epoch_starts.append(time.perf_counter())
+        self.epoch_images.append(0)
+        self._count_at_start = None
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
-        self.last_end = time.perf_counter()
-        self.batches += 1
+        self.epoch_images[-1] += int(batch[0].shape[0]) * trainer.world_size
+
+    def on_train_end(self, trainer, module) -> None:
+        self.epoch_starts.append(time.perf_counter())
 
     @property
-    def share(self) -> float:
-        return self.waited / (self.last_end - self.first)
+    def epoch_rate(self) -> float:
+        """Training images per second of whole epochs after the first (validation and checkpoints included)."""
+        if len(self.epoch_starts) < 3:
+            return float("nan")
+        return sum(self.epoch_images[1:]) / (self.epoch_starts[-1] - self.epoch_starts[1])
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
+        now, count = time.perf_counter(), self.count()
+        if self._batch_start is not None:
+            self.loop_seconds += now - self._batch_start
+        self._batch_start = now
+        logging = (trainer.fit_loop.epoch_loop._batches_that_stepped + 1) % trainer.log_every_n_steps in (0, 1)
+        if self._count_at_start is not None and not logging and batch_idx > 1:
+            self.windows.append(count - self._count_at_start)
+        self._count_at_start = count
+
+    def on_train_epoch_end(self, trainer, module) -> None:
+        if self._batch_start is not None:
+            self.loop_seconds += time.perf_counter() - self._batch_start
+        self._batch_start = None
 
 
-def train_once(overrides: list[str], timer: LoaderWait) -> tuple[dict, float]:
+class SyncCount:
+    """The syncs of a run: CUDA's own report (``set_sync_debug_mode("warn")``, one warning each) on a GPU, the host
+    reads ``HostSyncs`` counts on a CPU."""
+
+    def __init__(self, on_gpu: bool):
+        self.on_gpu = on_gpu
+        self.warned = 0
+
+    def __enter__(self):
+        import torch
+
+        if self.on_gpu:
+            self._catch = warnings.catch_warnings(record=True)
+            self._caught = self._catch.__enter__()
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            self.count = lambda: sum("synchroniz" in str(w.message) for w in self._caught)
+        else:
+            from alternet.training.syncs import HostSyncs
+
+            self._host = HostSyncs().__enter__()
+            self.count = lambda: self._host.count
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import torch
+
+        if self.on_gpu:
+            torch.cuda.set_sync_debug_mode(0)
+            self._catch.__exit__(*exc)
+        else:
+            self._host.__exit__(*exc)
+
+
+def train_once(overrides: list[str], measure: Measure) -> tuple[dict, float]:
     import torch
     from hydra import compose, initialize_config_dir
 
@@ -101,17 +206,19 @@ def train_once(overrides: list[str], timer: LoaderWait) -> tuple[dict, float]:
 
     build = builders.build_callbacks
 
-    def with_timer(*args, **kwargs):
-        return [*build(*args, **kwargs), timer]
+    def with_measure(*args, **kwargs):
+        return [*build(*args, **kwargs), measure]
 
-    builders.build_callbacks = with_timer
+    builders.build_callbacks = with_measure
     on_gpu = torch.cuda.is_available()
     if on_gpu:
         torch.cuda.reset_peak_memory_stats()
     try:
         with initialize_config_dir(str(ROOT / "alternet" / "conf"), version_base="1.3"):
             cfg = compose("train", overrides=overrides)
-        summary = train(cfg)
+        with SyncCount(on_gpu) as syncs:
+            measure.count = syncs.count
+            summary = train(cfg)
     finally:
         builders.build_callbacks = build
     return summary, torch.cuda.max_memory_allocated() / 2**30 if on_gpu else float("nan")
@@ -120,52 +227,72 @@ def train_once(overrides: list[str], timer: LoaderWait) -> tuple[dict, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data-root", type=Path, required=True)
-    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--epochs", type=int, default=3, help="whole epochs per configuration (>= 2: epoch img/s)")
     parser.add_argument("--workers", nargs="+", default=["auto"], help="data.num_workers values to run")
-    parser.add_argument("--synthesize", action="store_true", help="write random CIFAR-100-format files first")
-    parser.add_argument("--images", type=int, default=50_000, help="--synthesize: training images (test: a fifth)")
     parser.add_argument(
-        "overrides", nargs="*", help="more train.py overrides (a CPU smoke test: model=alternet_tiny ...)"
+        "--modes",
+        nargs="+",
+        default=["eager", "reduce-overhead"],
+        choices=["eager", *COMPILE_MODES],
+        help="eager, or a performance.compile_mode to compile with",
     )
-    parser.add_argument("--no-compile", action="store_true", help="eager only")
+    parser.add_argument(
+        "--synthesize", action="store_true", help="random CIFAR-100-format files (written first unless already there)"
+    )
+    parser.add_argument("--images", type=int, default=50_000, help="--synthesize: training images (test: a fifth)")
+    parser.add_argument("--tag", default="", help="added to each case's name (e.g. concurrent-1 of two runs)")
+    parser.add_argument(
+        "overrides", nargs="*", help="more train.py overrides (a CPU smoke test: model=alternet_tiny trainer=cpu ...)"
+    )
     parser.add_argument("--out", type=Path, default=Path("outputs/bench/gpu_train"))
     add_harness_arguments(parser, rounds=1, round_help="unused: each configuration trains once")
     args = parser.parse_args()
+    if args.epochs < 2:
+        parser.error("--epochs must be >= 2: the epoch rate is measured on the epochs after the first")
     os.environ.setdefault("WANDB_MODE", "offline")
     import torch
 
     facts = begin(args, "gpu_train", device="cuda" if torch.cuda.is_available() else "cpu")
     if args.synthesize:
-        accept_digests(synthesize_cifar100(args.data_root, args.images, args.images // 5))
+        accept_digests(synthesized_cifar100(args.data_root, args.images, args.images // 5))
     rows = []
-    print(f"{'compile':<8} {'workers':>7} {'steps':>5} {'img/s':>8} {'loader share':>12} {'peak GiB':>8} {'wall s':>7}")
+    print(
+        f"{'mode':<16} {'workers':>7} {'steady img/s':>12} {'epoch img/s':>11} {'epoch/steady':>12} "
+        f"{'loader':>7} {'syncs/step':>10} {'peak GiB':>8} {'wall s':>7}"
+    )
     for workers in args.workers:
-        for compiled in (False,) if args.no_compile else (False, True):
-            timer = LoaderWait()
-            name = f"{'compile' if compiled else 'eager'}-w{workers}"
+        for mode in args.modes:
+            measure = Measure()
+            name = f"{mode}-w{workers}{'-' + args.tag if args.tag else ''}"
+            compiled = [] if mode == "eager" else ["performance.compile=true", f"performance.compile_mode={mode}"]
             overrides = [
                 "experiment=alternet_r50_cifar100",
                 f"data.root={args.data_root}",
                 f"data.num_workers={workers}",
-                f"trainer.max_steps={args.steps}",
+                f"trainer.max_epochs={args.epochs}",
                 "trainer.enable_progress_bar=false",
-                f"performance.compile={str(compiled).lower()}",
+                *compiled,
                 f"paths.output_dir={args.out / name}",
                 *args.overrides,
             ]
             start = time.perf_counter()
-            summary, peak = train_once(overrides, timer)
+            summary, peak = train_once(overrides, measure)
             wall = time.perf_counter() - start
-            rate = summary.train_images_per_sec or float("nan")
+            steady = summary.train_images_per_sec or float("nan")
+            epoch_rate = measure.epoch_rate
+            share = measure.loader.waited / measure.loop_seconds if measure.loop_seconds else float("nan")
+            syncs = sum(measure.windows) / len(measure.windows) if measure.windows else float("nan")
             print(
-                f"{'on' if compiled else 'off':<8} {workers:>7} {timer.batches:>5} {rate:>8.0f} {timer.share:>12.1%} "
-                f"{peak:>8.2f} {wall:>7.0f}",
+                f"{mode:<16} {workers:>7} {steady:>12.0f} {epoch_rate:>11.0f} {epoch_rate / steady:>12.0%} "
+                f"{share:>7.1%} {syncs:>10.2f} {peak:>8.2f} {wall:>7.0f}",
                 flush=True,
             )
-            case = f"alternet_r50 cifar100 32px paper recipe bf16 {name} {args.steps} steps"
+            case = f"alternet_r50 cifar100 32px paper recipe {name} {args.epochs} epochs"
             rows += [
-                row(case, "training throughput", rate, "img/s", notes="the run's own (first batch left out)"),
-                row(case, "loader share", 100 * timer.share, "%", notes="host wait between batches / loop wall"),
+                row(case, "steady training throughput", steady, "img/s", notes="the loop's own, first batch out"),
+                row(case, "whole-epoch throughput", epoch_rate, "img/s", notes="epochs 2+: with checkpoint, val"),
+                row(case, "loader share", 100 * share, "%", notes="train_dataloader_next wait / training loop"),
+                row(case, "syncs per non-logging step", syncs, "1"),
                 row(case, "peak GPU memory", peak, "GiB"),
                 row(case, "whole run", wall, "s", notes="build, compile, train, test"),
             ]

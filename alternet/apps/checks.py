@@ -44,6 +44,7 @@ from ..training.optim import check_lr_scale_rule, check_optimizer, check_schedul
 CHOICES: dict[str, tuple[str, ...]] = {
     "data.interpolation": ("bilinear", "bicubic"),
     "model.buildup_rules": ("warn", "off"),
+    "performance.ddp_compression": ("bf16",),
     "performance.compile_mode": ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
     "trainer.precision": (
         "auto",

@@ -22,6 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from ..checkpoints import checkpoint_header
 from ..errors import AlternetError, exit_with_error
+from ..launch import check_sweep_launch, resolved_launcher, visible_gpus
 from ..rundir import RunDir, SweepDir
 from ..runs import (
     RunDirLock,
@@ -66,10 +67,12 @@ class SweepPreflight(Callback):
                 with open_dict(job):
                     job.hydra.job.num = index
                 HydraConfig.instance().set_config(job)  # what ${hydra:...} reads, as the launcher sets it per job
+                launcher = resolved_launcher(job)  # before the job's Hydra section goes
                 plain = _resolved_before_it_runs(job)
                 if plain is None:
                     continue
                 try:
+                    check_sweep_launch(launcher, plain, visible_gpus())
                     with warnings.catch_warnings():  # each job prints its own warnings when it runs
                         warnings.simplefilter("ignore")
                         validate_train_config(plain)

@@ -9,6 +9,7 @@ import lightning as L
 from lightning.pytorch.callbacks import Callback, EarlyStopping, LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.plugins.environments import SLURMEnvironment
+from lightning.pytorch.strategies import DDPStrategy
 
 from ..errors import ConfigValueError
 from ..rundir import RunDir
@@ -107,6 +108,8 @@ def build_trainer(
     trainer_args = dict(config["trainer"])
     if not (has_val if validation_loop is None else validation_loop):  # skip the loop instead of running it empty
         trainer_args["limit_val_batches"] = 0
+    if trainer_args.get("strategy") == "ddp":
+        trainer_args["strategy"] = ddp_strategy(config["performance"].get("ddp_compression"))
     plugins: list = [AtomicCheckpointIO()]
     if SLURMEnvironment.detect():  # pre-emption is ours (PreemptionCheckpoint): exact, mid-epoch, after the step
         plugins.append(SLURMEnvironment(auto_requeue=False))
@@ -122,6 +125,18 @@ def build_trainer(
         plugins=plugins,
         use_distributed_sampler=False,
     )
+
+
+def ddp_strategy(compression: str | None) -> DDPStrategy:
+    """``trainer.strategy=ddp`` with the gradients' buckets as the gradients themselves (``gradient_as_bucket_view``:
+    no copy into and out of the all-reduce buffers, less memory) and, with ``performance.ddp_compression=bf16``, the
+    gradients all-reduced in bf16 (half the traffic between nodes; the update is computed from them in fp32)."""
+    hook = None
+    if compression == "bf16":
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import bf16_compress_hook as hook
+    elif compression is not None:
+        raise ConfigValueError(f"performance.ddp_compression={compression!r} is invalid: null or bf16")
+    return DDPStrategy(gradient_as_bucket_view=True, ddp_comm_hook=hook)
 
 
 def checkpoint_callback(trainer: L.Trainer) -> ModelCheckpoint:

@@ -102,6 +102,16 @@ def test_bad_training_input_fails_in_one_line_before_work(arguments, message, tm
         (["model.layout=C|CM|CM,C|CM|MC"], "sweep job 1 (model.layout=C|CM|MC), before any job ran: stage 3 ('MC'):"),
         (["seed=0,1", "data.subset=0.5,1.5"], "sweep job 1 (seed=0 data.subset=1.5), before any job ran: data.subset="),
         (["seed=0,1", "data.subset=1.5", "+note=${hydra:job.num}"], "sweep job 0 (seed=0 data.subset=1.5 +note="),
+        (
+            ["seed=0,1", "trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2"],
+            "sweep job 0 (seed=0 trainer=ddp trainer.accelerator=cpu trainer.devices=2), before any job ran: "
+            "trainer.devices=2: a local -m sweep runs its jobs one after another",
+        ),
+        (
+            ["seed=0", "hydra/launcher=slurm", "trainer=ddp", "trainer.devices=4", "hydra.launcher.tasks_per_node=2"],
+            "sweep job 0 (seed=0 trainer=ddp trainer.devices=4), before any job ran: hydra.launcher.tasks_per_node=2 "
+            "but trainer.devices=4: Lightning needs one SLURM task",
+        ),
     ],
 )
 def test_a_sweep_checks_every_job_before_the_first_trains(sweep, message, tmp_path, monkeypatch, capsys):

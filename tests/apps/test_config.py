@@ -121,6 +121,7 @@ CHECKED = [
     (["recipe.schedule.name=cosin"], "recipe.schedule.name='cosin' is not one of ['cosine', 'step', 'constant']"),
     (["recipe.lr_scale_rule=log"], "recipe.lr_scale_rule='log' is not one of ['linear', 'sqrt', 'none']"),
     (["recipe.lr_scale_batch=0"], "recipe.lr_scale_batch=0 is invalid: must be an integer >= 1: the global batch"),
+    (["performance.ddp_compression=fp8"], "performance.ddp_compression='fp8' is not one of ['bf16']"),
     (["performance.compile_mode=fast"], "performance.compile_mode='fast' is not one of ['default', 'reduce-overhead'"),
     (["performance.channels_last=maybe"], "performance.channels_last='maybe' is invalid: must be auto, true or false"),
     (["recipe.augment.files.interpolation=nearest"], "recipe.augment.files.interpolation='nearest' is not one of"),

@@ -4,10 +4,11 @@ import json
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from alternet.apps.train import train
 
-from helpers import DDP_CPU, compose_train, run_warm
+from helpers import DDP_CPU, ROOT, compose_train, run_warm
 
 
 @pytest.mark.xdist_group("processes")  # 2-process DDP: one at a time, on the processes worker (helpers.warm)
@@ -60,3 +61,57 @@ def test_the_learning_rate_follows_the_global_batch_across_processes(tmp_path):
     assert lr_single == lr_ddp == pytest.approx(2e-3 * 16 / 64)
     for key, value in weights_single.items():
         torch.testing.assert_close(weights_ddp[key], value, rtol=0, atol=2e-5)
+
+
+@pytest.mark.parametrize("compression", [None, "bf16"])
+def test_ddp_shares_gradient_buffers_and_compresses_on_request(compression, tmp_path):
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import bf16_compress_hook
+
+    from alternet.training.builders import build_trainer
+
+    overrides = [*DDP_CPU, "trainer.precision=32-true", f"performance.ddp_compression={compression or 'null'}"]
+    config = OmegaConf.to_container(compose_train(*overrides, output_dir=tmp_path), resolve=True)
+    strategy = build_trainer(config, tmp_path, has_val=False, loggers=[]).strategy
+    assert strategy._ddp_kwargs["gradient_as_bucket_view"] is True
+    assert strategy._ddp_comm_hook is (bf16_compress_hook if compression else None)
+
+
+@pytest.mark.slow  # ~1.5 minutes: two torchrun launches of 2 processes each
+@pytest.mark.xdist_group("processes")
+def test_torchrun_ranks_share_one_run_directory_that_a_relaunch_resumes(tmp_path):
+    """Under torchrun each rank composes its own config: the run directory is named after the job
+    (runs/torchrun-ID), so both ranks write to one, and the same launch with ckpt_path=last resumes it."""
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    with socket.socket() as probe:
+        probe.bind(("localhost", 0))
+        port = probe.getsockname()[1]
+    torchrun = [
+        str(Path(sys.executable).with_name("torchrun")),
+        "--nproc-per-node",
+        "2",
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        f"localhost:{port}",
+        "--rdzv-id",
+        "probe",
+        "train.py",
+        *DDP_CPU,
+        "debug=fast",
+        f"paths.log_dir={tmp_path}",
+    ]
+    first = subprocess.run(torchrun, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == ["torchrun-probe"]
+    run = tmp_path / "runs" / "torchrun-probe"
+    assert json.loads((run / "metrics.json").read_text())["epochs"] == 1
+    again = subprocess.run(
+        [*torchrun, "ckpt_path=last", "trainer.max_epochs=2"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == ["torchrun-probe"]
+    assert json.loads((run / "metrics.json").read_text())["epochs"] == 2

@@ -1,0 +1,94 @@
+"""How a training run was launched, and what every process of it must agree on before any work.
+
+* **The run directory.** Hydra names a run's directory after the time it composed its config. Lightning's own
+  launcher hands rank 0's directory to the processes it starts, but ``torchrun`` and a plain ``srun`` start every
+  rank as a command of its own, and each would compose its own time. Under those, the directory is named after the
+  job instead (``TORCHELASTIC_RUN_ID``, or the SLURM job and step), the same on every rank and on every relaunch of
+  the job, so ``ckpt_path=last`` finds the job's own checkpoint (:func:`run_stamp`, the ``${alternet.run_stamp:}``
+  resolver of ``hydra.run.dir``).
+* **A sweep that cannot launch.** A local ``-m`` sweep runs its jobs one after another in one process; a job that
+  asks for several devices would have Lightning re-execute the command line per process, relaunching the sweep. A
+  SLURM launcher whose tasks per node differ from ``trainer.devices`` queues jobs whose ranks Lightning then refuses
+  (:func:`check_sweep_launch`, called by the sweep's preflight before any job is queued or run).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from .errors import ConfigValueError
+
+
+def run_stamp() -> str:
+    """The run directory's name under ``paths.log_dir/runs``: the job's id under ``torchrun`` (``torchrun-ID``)
+    or a multi-task ``srun`` step (``slurm-JOB.STEP``), otherwise the date and time to the microsecond."""
+    env = os.environ
+    if env.get("TORCHELASTIC_RUN_ID") and int(env.get("WORLD_SIZE", "1")) > 1:
+        return f"torchrun-{env['TORCHELASTIC_RUN_ID']}"
+    if int(env.get("SLURM_NTASKS", "1")) > 1 and env.get("SLURM_JOB_ID") and env.get("SLURM_STEP_ID"):
+        return f"slurm-{env['SLURM_JOB_ID']}.{env['SLURM_STEP_ID']}"
+    return datetime.now().strftime("%Y-%m-%d/%H-%M-%S-%f")
+
+
+def register_resolvers() -> None:
+    if not OmegaConf.has_resolver("alternet.run_stamp"):
+        OmegaConf.register_new_resolver("alternet.run_stamp", run_stamp, use_cache=True)
+
+
+def devices_per_job(devices: Any, accelerator: str, visible_gpus: int) -> int | None:
+    """How many processes ``trainer.devices`` starts: a count, a list's length, or (``-1``/``auto``) the visible
+    GPUs on a GPU run; ``None`` when it cannot be told before the run (auto on a CPU: one)."""
+    if isinstance(devices, bool):
+        return None
+    if isinstance(devices, int) and devices >= 1:
+        return devices
+    if isinstance(devices, (list, tuple)):
+        return len(devices)
+    if isinstance(devices, str) and devices.strip().lstrip("-").isdigit():
+        return devices_per_job(int(devices), accelerator, visible_gpus)
+    if devices in (-1, "auto", "-1") and accelerator in ("gpu", "cuda", "auto"):
+        return visible_gpus or (None if accelerator == "auto" else 1)
+    return None
+
+
+def check_sweep_launch(launcher: Mapping[str, Any], job: Mapping[str, Any], visible_gpus: int) -> None:
+    """Refuse, before any job starts, a sweep job its launcher cannot run: several devices per job under the local
+    launcher, or a SLURM launcher whose tasks per node or nodes differ from ``trainer.devices`` / ``num_nodes``."""
+    trainer = job["trainer"]
+    target = str(launcher.get("_target_", ""))
+    devices = devices_per_job(trainer.get("devices"), str(trainer.get("accelerator", "auto")), visible_gpus)
+    if target.endswith("BasicLauncher") and devices is not None and devices > 1:
+        raise ConfigValueError(
+            f"trainer.devices={trainer.get('devices')}: a local -m sweep runs its jobs one after another in this "
+            "process, and Lightning's DDP would re-execute the command line per device, relaunching the sweep. Run "
+            "each job as a command of its own, sweep on SLURM (hydra/launcher=slurm), or set trainer.devices=1"
+        )
+    if "SlurmLauncher" in target:
+        tasks, nodes = launcher.get("tasks_per_node"), launcher.get("nodes")
+        if devices is None or tasks != devices:
+            raise ConfigValueError(
+                f"hydra.launcher.tasks_per_node={tasks} but trainer.devices={trainer.get('devices')}: Lightning needs "
+                "one SLURM task per device and refuses the job once it has queued and started. Give both the same "
+                "count (the slurm launcher's default ties them: leave tasks_per_node unset)"
+            )
+        if nodes != trainer.get("num_nodes", 1):
+            raise ConfigValueError(
+                f"hydra.launcher.nodes={nodes} but trainer.num_nodes={trainer.get('num_nodes')}: give both the same "
+                "count (the slurm launcher's default ties them: leave nodes unset)"
+            )
+
+
+def visible_gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def resolved_launcher(job: Any) -> dict[str, Any]:
+    """The job's ``hydra.launcher`` section, its interpolations (``${trainer.devices}``) resolved against the job."""
+    return OmegaConf.to_container(job.hydra.launcher, resolve=True)

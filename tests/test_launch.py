@@ -1,0 +1,78 @@
+"""alternet.launch: one run directory for every rank of a torchrun or srun job; launches a sweep cannot run."""
+
+import pytest
+
+from alternet.errors import ConfigValueError
+from alternet.launch import check_sweep_launch, devices_per_job, run_stamp
+
+JOB_ENV = ("TORCHELASTIC_RUN_ID", "WORLD_SIZE", "SLURM_NTASKS", "SLURM_JOB_ID", "SLURM_STEP_ID")
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"TORCHELASTIC_RUN_ID": "abc", "WORLD_SIZE": "2"}, "torchrun-abc"),
+        ({"SLURM_NTASKS": "8", "SLURM_JOB_ID": "123", "SLURM_STEP_ID": "0"}, "slurm-123.0"),
+        ({"TORCHELASTIC_RUN_ID": "abc", "WORLD_SIZE": "1"}, None),  # one process: its own time
+        ({"SLURM_NTASKS": "1", "SLURM_JOB_ID": "123", "SLURM_STEP_ID": "0"}, None),  # one task (a sweep job's)
+    ],
+)
+def test_a_multi_process_job_names_its_run_directory_after_the_job(env, expected, monkeypatch):
+    for name in JOB_ENV:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    stamp = run_stamp()
+    if expected is None:
+        assert stamp.count("/") == 1 and stamp[:4].isdigit()  # DATE/TIME
+    else:
+        assert stamp == expected
+
+
+def test_hydra_resolves_the_run_directory_through_the_stamp(monkeypatch):
+    from omegaconf import OmegaConf
+
+    import alternet  # noqa: F401  registers the resolver
+
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job7")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    config = OmegaConf.create({"dir": "runs/${alternet.run_stamp:}"})
+    assert config.dir == "runs/torchrun-job7"
+
+
+@pytest.mark.parametrize(
+    ("devices", "accelerator", "gpus", "expected"),
+    [
+        (1, "cpu", 0, 1),
+        (4, "gpu", 8, 4),
+        ([0, 1], "gpu", 8, 2),
+        ("2", "cpu", 0, 2),
+        (-1, "gpu", 8, 8),
+        ("auto", "auto", 0, None),
+        ("auto", "cpu", 0, None),
+    ],
+)
+def test_devices_per_job(devices, accelerator, gpus, expected):
+    assert devices_per_job(devices, accelerator, gpus) == expected
+
+
+BASIC = {"_target_": "hydra._internal.core_plugins.basic_launcher.BasicLauncher"}
+SLURM = {"_target_": "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"}
+
+
+def test_a_local_sweep_of_single_device_jobs_and_a_matching_slurm_launch_pass():
+    check_sweep_launch(BASIC, {"trainer": {"devices": 1, "accelerator": "cpu"}}, visible_gpus=0)
+    check_sweep_launch(BASIC, {"trainer": {"devices": "auto", "accelerator": "auto"}}, visible_gpus=1)
+    job = {"trainer": {"devices": 4, "accelerator": "gpu", "num_nodes": 2}}
+    check_sweep_launch({**SLURM, "tasks_per_node": 4, "nodes": 2}, job, visible_gpus=0)
+
+
+def test_a_local_sweep_of_jobs_on_every_visible_gpu_is_refused():
+    with pytest.raises(ConfigValueError, match="a local -m sweep"):
+        check_sweep_launch(BASIC, {"trainer": {"devices": -1, "accelerator": "gpu"}}, visible_gpus=2)
+
+
+def test_a_slurm_launch_with_other_node_counts_is_refused():
+    job = {"trainer": {"devices": 4, "accelerator": "gpu", "num_nodes": 2}}
+    with pytest.raises(ConfigValueError, match=r"hydra\.launcher\.nodes=1 but trainer\.num_nodes=2"):
+        check_sweep_launch({**SLURM, "tasks_per_node": 4, "nodes": 1}, job, visible_gpus=0)

@@ -45,7 +45,7 @@ if [ "$DEVICE" = cuda ]; then
   COMPILE=(--compile-mode reduce-overhead) SIZES=(--sizes 32 224) ROUNDS=3
   TRAIN_ARGS=()
 else  # a smoke test: tiny sizes, the laptop model, fp32 on the CPU
-  IMAGES=256 EPOCHS=2 B32=(2 4) B224=(2) GOAL32=2 GOAL224=2 STEPS=1 PROFILE=(--model alternet_tiny)
+  IMAGES=256 EPOCHS=2 B32=(2) B224=(2) GOAL32=2 GOAL224=2 STEPS=1 PROFILE=(--model alternet_tiny)
   COMPILE=(--no-compile)  # compiling AlterNet-50 takes a CPU minutes (the training phase compiles the tiny model)
   SIZES=(--sizes 32) ROUNDS=1  # AlterNet-50 at 224 px takes a CPU a minute a step
   TRAIN_ARGS=(-- model=alternet_tiny trainer=cpu trainer.precision=32-true recipe.batch_size=16 data.val_size=32

@@ -2,9 +2,10 @@
 for a few whole epochs, eager and compiled (``performance.compile_mode``), through the package's own ``train`` (the
 real Trainer, data module, augmentation, guard, checkpoints, validation). Reports, per configuration:
 
-  * steady img/s: the training loop's own images/s (``train/images_per_sec``: validation out, first batch out);
-  * epoch img/s: training images per second of whole epochs after the first (the time from one epoch's start to the
-    next one's: its checkpoint, validation and clean-training pass included), and its ratio to the steady rate;
+  * steady img/s: the training loop's own images/s over the epochs after the first (from each batch's start to the
+    next one's: validation, checkpoints and the first epoch's warm-up, compilation and autotuning left out);
+  * epoch img/s: the same epochs' training images per second of wall time (each epoch from its start to the next
+    one's: its checkpoint, validation and clean-training pass included), and its ratio to the steady rate;
   * loader share: the time the loop waited for the next batch (Lightning's ``train_dataloader_next``, the fetch
     alone) over the loop's wall time;
   * syncs per step that logs nothing: on a GPU the syncs ``torch.cuda.set_sync_debug_mode("warn")`` reports, on a
@@ -120,7 +121,7 @@ class Measure(L.Callback):
         self.loader = LoaderWait()
         self.epoch_starts: list[float] = []  # and, last, the training's end (after the last epoch's checkpoint)
         self.epoch_images: list[int] = []
-        self.loop_seconds = 0.0
+        self.loop_seconds: list[float] = []  # per epoch
         self.windows: list[int] = []
         self._batch_start: float | None = None
         self._count_at_start: int | None = None
@@ -132,6 +133,7 @@ class Measure(L.Callback):
     def on_train_epoch_start(self, trainer, module) -> None:
         self.epoch_starts.append(time.perf_counter())
         self.epoch_images.append(0)
+        self.loop_seconds.append(0.0)
         self._count_at_start = None
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
@@ -139,6 +141,11 @@ class Measure(L.Callback):
 
     def on_train_end(self, trainer, module) -> None:
         self.epoch_starts.append(time.perf_counter())
+
+    @property
+    def steady_rate(self) -> float:
+        """Training images per second of the training loop alone, over the epochs after the first."""
+        return sum(self.epoch_images[1:]) / sum(self.loop_seconds[1:]) if sum(self.loop_seconds[1:]) else float("nan")
 
     @property
     def epoch_rate(self) -> float:
@@ -150,16 +157,19 @@ class Measure(L.Callback):
     def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
         now, count = time.perf_counter(), self.count()
         if self._batch_start is not None:
-            self.loop_seconds += now - self._batch_start
+            self.loop_seconds[-1] += now - self._batch_start
         self._batch_start = now
         logging = (trainer.fit_loop.epoch_loop._batches_that_stepped + 1) % trainer.log_every_n_steps in (0, 1)
         if self._count_at_start is not None and not logging and batch_idx > 1:
             self.windows.append(count - self._count_at_start)
         self._count_at_start = count
 
+    def on_validation_start(self, trainer, module) -> None:
+        self.on_train_epoch_end(trainer, module)  # the last batch's interval ends where validation starts
+
     def on_train_epoch_end(self, trainer, module) -> None:
         if self._batch_start is not None:
-            self.loop_seconds += time.perf_counter() - self._batch_start
+            self.loop_seconds[-1] += time.perf_counter() - self._batch_start
         self._batch_start = None
 
 
@@ -276,11 +286,11 @@ def main() -> None:
                 *args.overrides,
             ]
             start = time.perf_counter()
-            summary, peak = train_once(overrides, measure)
+            _, peak = train_once(overrides, measure)
             wall = time.perf_counter() - start
-            steady = summary.train_images_per_sec or float("nan")
+            steady = measure.steady_rate
             epoch_rate = measure.epoch_rate
-            share = measure.loader.waited / measure.loop_seconds if measure.loop_seconds else float("nan")
+            share = measure.loader.waited / sum(measure.loop_seconds) if sum(measure.loop_seconds) else float("nan")
             syncs = sum(measure.windows) / len(measure.windows) if measure.windows else float("nan")
             print(
                 f"{mode:<16} {workers:>7} {steady:>12.0f} {epoch_rate:>11.0f} {epoch_rate / steady:>12.0%} "
@@ -289,7 +299,7 @@ def main() -> None:
             )
             case = f"alternet_r50 cifar100 32px paper recipe {name} {args.epochs} epochs"
             rows += [
-                row(case, "steady training throughput", steady, "img/s", notes="the loop's own, first batch out"),
+                row(case, "steady training throughput", steady, "img/s", notes="the loop's own, epochs 2+"),
                 row(case, "whole-epoch throughput", epoch_rate, "img/s", notes="epochs 2+: with checkpoint, val"),
                 row(case, "loader share", 100 * share, "%", notes="train_dataloader_next wait / training loop"),
                 row(case, "syncs per non-logging step", syncs, "1"),

@@ -9,6 +9,7 @@ import lightning as L
 from lightning.pytorch.callbacks import Callback, EarlyStopping, LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.plugins.environments import SLURMEnvironment
+from lightning.pytorch.plugins.io import AsyncCheckpointIO
 from lightning.pytorch.strategies import DDPStrategy
 
 from ..errors import ConfigValueError
@@ -51,8 +52,11 @@ def build_module(config: dict[str, Any], data: dict[str, Any]) -> Classification
 def uses_channels_last(setting: bool | str, accelerator: str) -> bool:
     """``performance.channels_last``: ``auto`` is on where the run trains on a CUDA GPU (``trainer.accelerator`` gpu
     or cuda, or auto with one visible) and off on a CPU, where what pays depends on the CPU."""
-    if setting != "auto":
-        return bool(setting)
+    return trains_on_a_gpu(accelerator) if setting == "auto" else bool(setting)
+
+
+def trains_on_a_gpu(accelerator: str) -> bool:
+    """``trainer.accelerator`` gpu or cuda, or auto with a CUDA GPU visible."""
     import torch
 
     return accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available())
@@ -110,7 +114,10 @@ def build_trainer(
         trainer_args["limit_val_batches"] = 0
     if trainer_args.get("strategy") == "ddp":
         trainer_args["strategy"] = ddp_strategy(config["performance"].get("ddp_compression"))
-    plugins: list = [AtomicCheckpointIO()]
+    writes_later = config["performance"]["async_checkpoint"]
+    if writes_later == "auto":
+        writes_later = trains_on_a_gpu(config["trainer"]["accelerator"])
+    plugins: list = [AsyncCheckpointIO(AtomicCheckpointIO()) if writes_later else AtomicCheckpointIO()]
     if SLURMEnvironment.detect():  # pre-emption is ours (PreemptionCheckpoint): exact, mid-epoch, after the step
         plugins.append(SLURMEnvironment(auto_requeue=False))
     quiet_lightning()

@@ -91,8 +91,17 @@ class BestAndLastCheckpoint(ModelCheckpoint):
 
     def _save_last_if_missed(self, trainer: L.Trainer) -> None:
         # skipped when nothing is to be saved now, or when a checkpoint (top-k, and last with it) was saved at this step
-        if self.save_last and not self._should_skip_saving_checkpoint(trainer):
+        if self.save_last and not self._should_skip_saving_checkpoint(trainer) and self._epoch_due(trainer):
             self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+
+    def _epoch_due(self, trainer: L.Trainer) -> bool:
+        """``every_n_epochs`` (N > 1: a fast GPU epoch's end is mostly its checkpoint) holds for ``last.ckpt`` too,
+        and the run's last epoch is always saved; mid-epoch and pre-emption checkpoints cover resuming between."""
+        every = self._every_n_epochs
+        epoch = trainer.current_epoch + 1
+        last = trainer.should_stop or (trainer.max_epochs is not None and epoch >= trainer.max_epochs)
+        last = last or (trainer.max_steps is not None and 0 < trainer.max_steps <= trainer.global_step)
+        return every <= 1 or epoch % every == 0 or last
 
     @property
     def state_key(self) -> str:

@@ -20,7 +20,7 @@ from torch import nn
 from torchmetrics import MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy
 
-from ..checkpoints import DIGEST_KEY, weights_digest
+from ..checkpoints import DIGEST_KEY, to_host, weights_digest
 from ..data.mixing import recipe_mixup
 from ..errors import ConfigValueError
 from ..metrics import BinnedCalibrationError
@@ -110,7 +110,10 @@ class ClassificationModule(L.LightningModule):
         self.__dict__["_compiled_model"] = torch.compile(self.model, **{"dynamic": False, **kwargs})
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Every checkpoint carries a digest of its weights; reading it verifies them (:mod:`alternet.checkpoints`)."""
+        """Every checkpoint moves to host memory in one pass (:func:`alternet.checkpoints.to_host`) and carries a
+        digest of its weights; reading it verifies them (:mod:`alternet.checkpoints`)."""
+        for key, value in to_host(dict(checkpoint)).items():
+            checkpoint[key] = value
         checkpoint[DIGEST_KEY] = weights_digest(checkpoint["state_dict"])
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:

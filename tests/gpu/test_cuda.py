@@ -2,6 +2,7 @@
 CUDA path (pinned memory behind events), evaluation on ``cuda`` and compiled checkpoints. Run with ``pytest -m gpu``
 on a machine with a GPU; without one every test here is skipped (CI has none)."""
 
+import itertools
 import math
 
 import pytest
@@ -116,3 +117,53 @@ def test_a_compiled_run_saves_plain_weights_that_load_resume_and_predict_alike(t
         compose_train(*ON_GPU, "performance.compile=true", "trainer.max_epochs=2", f"ckpt_path={last}", output_dir=run)
     )
     assert resumed["global_step"] == 2 * summary["global_step"] and math.isfinite(resumed["test"]["nll"])
+
+
+def test_a_checkpoint_moves_to_the_host_in_one_pass_without_a_sync_per_tensor():
+    """Each copy queued without waiting (sync debug mode "error" raises on a blocking copy), one sync at the end."""
+    from alternet.checkpoints import to_host
+
+    tree = {"state_dict": {f"w{i}": torch.randn(64, 64, device="cuda") for i in range(50)}, "step": 3}
+    tree["optimizer_states"] = [{"state": {0: {"exp_avg": torch.ones(8, device="cuda")}}}]
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        moved = to_host(tree)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert all(t.device.type == "cpu" for t in moved["state_dict"].values())
+    torch.testing.assert_close(moved["state_dict"]["w7"], tree["state_dict"]["w7"].cpu())
+    assert moved["optimizer_states"][0]["state"][0]["exp_avg"].device.type == "cpu" and moved["step"] == 3
+
+
+def test_a_gpu_training_step_that_logs_nothing_makes_no_sync(tmp_path):
+    """torch's own report (sync debug mode "warn") over the windows between batch starts of steps that log nothing,
+    with the paper recipe (mixup, clipping, EMA, the deferred guard)."""
+    import warnings
+
+    from alternet.training.module import ClassificationModule
+
+    counts, hook = [], ClassificationModule.on_train_batch_start
+
+    def mark(module, batch, batch_idx):
+        counts.append(sum("synchroniz" in str(w.message) for w in caught))
+        return hook(module, batch, batch_idx)
+
+    overrides = [
+        *ON_GPU,
+        "recipe=paper",
+        "recipe.ema={decay: 0.99}",
+        "trainer.limit_train_batches=8",
+        "trainer.log_every_n_steps=1000",
+        "data.val_size=0",
+    ]
+    ClassificationModule.on_train_batch_start = mark
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            train(compose_train(*overrides, output_dir=tmp_path))
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+        ClassificationModule.on_train_batch_start = hook
+    windows = [b - a for a, b in itertools.pairwise(counts[1:])]  # after the first step's setup
+    assert windows and not any(windows), windows

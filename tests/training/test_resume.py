@@ -241,3 +241,45 @@ def test_the_printed_recovery_command_recovers(tmp_path, monkeypatch, capsys):
     assert "resuming with recipe.optimizer.lr 0.002 -> 0.0002" in stderr
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert math.isfinite(metrics["test"]["nll"]) and metrics["global_step"] == 3
+
+
+def test_every_n_epochs_holds_for_last_ckpt_and_the_final_epoch_is_always_saved(tmp_path, monkeypatch):
+    """A GPU CIFAR epoch's end is mostly its checkpoint: with every_n_epochs=2 over 3 epochs, last.ckpt is written
+    after epochs 2 and 3 (the run's end), not after epoch 1."""
+    from alternet.training.callbacks import BestAndLastCheckpoint
+
+    saved, save = [], BestAndLastCheckpoint._save_last_checkpoint
+
+    def spy(self, trainer, candidates):
+        saved.append(trainer.current_epoch)
+        return save(self, trainer, candidates)
+
+    monkeypatch.setattr(BestAndLastCheckpoint, "_save_last_checkpoint", spy)
+    summary = train(
+        compose_train(*FAST, "trainer.max_epochs=3", "callbacks.checkpoint.every_n_epochs=2", output_dir=tmp_path)
+    )
+    assert sorted(set(saved)) == [1, 2]
+    assert read_checkpoint(tmp_path / "checkpoints" / "last.ckpt")["global_step"] == summary["global_step"]
+
+
+def test_a_checkpoint_written_in_the_background_holds_the_state_of_its_step(tmp_path, monkeypatch):
+    """performance.async_checkpoint=true (the default on GPU runs: Lightning's AsyncCheckpointIO around ours): the
+    write lags 0.3 s behind while the next epoch trains and changes the weights in place, yet each file holds the
+    state it was saved at (its digest verifies), the last one the run's final state, and the run resumes from it."""
+    from alternet.checkpoints import DIGEST_KEY, verify_digest
+
+    write, written = AtomicCheckpointIO.save_checkpoint, []
+
+    def slow_write(self, checkpoint, path, storage_options=None):
+        time.sleep(0.3)
+        write(self, checkpoint, path, storage_options)
+        written.append(torch.load(path, weights_only=True))  # as it was written, before a later save replaces it
+
+    monkeypatch.setattr(AtomicCheckpointIO, "save_checkpoint", slow_write)
+    overrides = [*FAST, "performance.async_checkpoint=true", "trainer.max_epochs=3", "data.val_size=0"]
+    summary = train(compose_train(*overrides, output_dir=tmp_path))
+    assert [c["global_step"] for c in written] == [3, 6, 9] == [3, 6, summary["global_step"]]
+    for checkpoint in written:
+        verify_digest(checkpoint["state_dict"], checkpoint[DIGEST_KEY], "a checkpoint written in the background")
+    resumed = train(compose_train(*overrides, "trainer.max_epochs=4", "ckpt_path=last", output_dir=tmp_path))
+    assert resumed["global_step"] == summary["global_step"] // 3 * 4

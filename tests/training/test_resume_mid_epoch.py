@@ -94,6 +94,13 @@ def test_image_folder_run_interrupted_mid_epoch_resumes_exactly(tmp_path, image_
     assert_same_weights(uninterrupted, _final_weights(_interrupted_then_resumed(tmp_path, _common(image_folder), how)))
 
 
+@pytest.mark.slow  # 3 fresh interpreters
+def test_a_run_saving_every_second_epoch_killed_mid_epoch_resumes_exactly(tmp_path, image_folder, uninterrupted):
+    """every_n_epochs=2 (the GPU CIFAR preset's cheap epoch ends) leaves resuming to the mid-epoch checkpoints."""
+    overrides = [*_common(image_folder), "callbacks.checkpoint.every_n_epochs=2"]
+    assert_same_weights(uninterrupted, _final_weights(_interrupted_then_resumed(tmp_path, overrides, "KILL")))
+
+
 @pytest.mark.slow  # 36 s; the image-folder variants above run by default, and the shards' DDP stream test too
 def test_shards_run_killed_mid_epoch_resumes_exactly(tmp_path, image_folder, image_shards):
     overrides = [*_common(image_folder), f"data.train_shards={image_shards}"]

@@ -193,6 +193,7 @@ class ImageDataModule(L.LightningDataModule):
     default_mean: ClassVar[tuple[float, float, float]]  # the data set's per-channel statistics (0-1 pixels)
     default_std: ClassVar[tuple[float, float, float]]
     ledger: WorkerLedger | None = None  # what each loader worker reads (image files); arrays in memory need none
+    IN_MEMORY = False  # arrays in memory (num_workers=auto: fewer workers than for image files)
 
     def __init__(
         self,
@@ -217,7 +218,7 @@ class ImageDataModule(L.LightningDataModule):
     ):
         super().__init__()
         check_batch_sizes(batch_size, eval_batch_size)
-        num_workers = loader_workers(num_workers, key="data.num_workers")  # auto: as many as the CPUs, up to 8
+        num_workers = loader_workers(num_workers, key="data.num_workers", in_memory=self.IN_MEMORY)
         self.root = root
         self.image_size = image_size
         self.mean = tuple(self.default_mean if mean is None else mean)

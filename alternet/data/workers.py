@@ -29,7 +29,11 @@ from torch.utils.data import DataLoader, get_worker_info
 
 from ..errors import DataError, is_integer, require
 
-MAX_AUTO_WORKERS = 8  # num_workers=auto: enough to decode JPEGs for one GPU; more only contend for the CPUs
+MAX_AUTO_WORKERS = 8  # num_workers=auto for image files: enough to decode JPEGs for one GPU; more only contend
+# num_workers=auto for arrays in memory (crop, flip, RandAugment of 32-px images): on a 16-core H100 machine 8 workers
+# made the paper recipe's step 3.4x slower than 4 did (bench/RESULTS.md, gpu-nvidia-h100-80gb-hbm3): their CPU and
+# wake-ups come out of the main process, which launches the GPU's work. bench/gpu_perf.sh re-measures 4 against 8.
+MAX_AUTO_ARRAY_WORKERS = 4
 
 # What schedulers and terminals send to stop a run (the pre-emption callback's choices): never a worker's business.
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2")
@@ -44,13 +48,14 @@ def available_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def loader_workers(setting: int | str | None, key: str = "num_workers") -> int:
-    """DataLoader workers for the setting ``key``: ``auto`` (or null) is min(available CPUs, 8); a number is capped
-    at the available CPUs (more workers than CPUs only slow each other down)."""
+def loader_workers(setting: int | str | None, key: str = "num_workers", *, in_memory: bool = False) -> int:
+    """DataLoader workers for the setting ``key``: ``auto`` (or null) is min(available CPUs, 8) for image files and
+    min(available CPUs, 4) for arrays in memory (``in_memory``); a number is capped at the available CPUs (more
+    workers than CPUs only slow each other down)."""
     cpus = available_cpus()
     check_workers(setting, key)
     if setting is None or setting == "auto":
-        return min(cpus, MAX_AUTO_WORKERS)
+        return min(cpus, MAX_AUTO_ARRAY_WORKERS if in_memory else MAX_AUTO_WORKERS)
     return min(int(setting), cpus)
 
 

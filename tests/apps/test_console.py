@@ -157,9 +157,11 @@ def test_a_terminal_gets_a_bar_and_a_file_gets_lines():
     assert isinstance(progress_bar(30, io.StringIO()), ProgressLines)
 
 
-def test_loader_workers_auto_fits_the_machine():
+def test_loader_workers_auto_fits_the_machine(monkeypatch):
     recipe = {"batch_size": 8}
     auto = build_datamodule({"name": "digits", "num_workers": "auto"}, recipe, seed=0)
-    assert auto.num_workers == min(available_cpus(), 8)
+    assert auto.num_workers == min(available_cpus(), 4)  # arrays in memory: 4 at most (8 measured 3.4x slower)
     capped = build_datamodule({"name": "digits", "num_workers": 10_000}, recipe, seed=0)
     assert capped.num_workers == available_cpus()  # never more workers than CPUs: no DataLoader warning
+    monkeypatch.setattr("alternet.data.workers.available_cpus", lambda: 16)
+    assert build_datamodule({"name": "digits", "num_workers": "auto"}, recipe, seed=0).num_workers == 4

@@ -262,7 +262,8 @@ def test_inference_uses_every_visible_gpu_and_needs_none(monkeypatch):
 
 def test_loader_workers_never_exceed_the_cpus():
     cpus = available_cpus()
-    assert loader_workers("auto") == loader_workers(None) == min(cpus, 8)
+    assert loader_workers("auto") == loader_workers(None) == min(cpus, 8)  # image files
+    assert loader_workers("auto", in_memory=True) == min(cpus, 4)
     assert loader_workers(0) == 0 and loader_workers(10_000) == cpus
     for bad in (-1, "many", 1.5):
         with pytest.raises(ConfigValueError, match="num_workers"):

@@ -57,6 +57,8 @@ class ArrayDataset(Dataset):
 class ArrayDataModule(ImageDataModule):
     """Base of the in-memory data sets. Subclasses implement :meth:`load_split` and set the class attributes."""
 
+    IN_MEMORY = True
+
     augment_section = "arrays"
 
     def check_augment(self) -> None:

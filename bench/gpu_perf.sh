@@ -7,7 +7,7 @@
 #     bash bench/gpu_perf.sh [--device cpu] [OUT]
 #
 # Phases: the machine; the real run (bench/gpu_train.py: experiment=alternet_r50_cifar100 on synthesized CIFAR-100,
-# whole epochs, eager and reduce-overhead, 4 workers); the bare step compiled at the goals' batches beside the
+# whole epochs, 4 workers), eager, then compiled with CUDA graphs (reduce-overhead); the bare step compiled at the goals' batches beside the
 # reference; the bare step eager at batches 96/256/1024 (32 px) and 256 (224 px) in both memory formats with the host's
 # enqueue time; profiles of the 32 px batch-96 and 224 px batch-256 steps; pytest -m gpu; two concurrent runs on one
 # GPU; the real run at 8 workers. A machine whose Python lacks some of alternet's dependencies takes wheels from .whl/
@@ -60,8 +60,10 @@ phase machine 60 bash -c "nvidia-smi --query-gpu=name,memory.total,driver_versio
   nproc; $PYTHON -c 'import torch, lightning, timm; print(torch.__version__, torch.version.cuda, lightning.__version__,
   timm.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else \"no GPU\",
   torch.cuda.is_available() and torch.cuda.is_bf16_supported(), torch.get_num_threads())'"
-phase train_w4 "${TRAIN_LIMIT:-210}" $PYTHON "${TRAIN[@]}" --workers 4 --modes eager reduce-overhead \
-  --out $RUNS/w4 "${TRAIN_ARGS[@]}"
+phase train_w4 "${TRAIN_LIMIT:-120}" $PYTHON "${TRAIN[@]}" --workers 4 --modes eager --out $RUNS/w4 \
+  "${TRAIN_ARGS[@]}"
+phase train_w4_graphs "${COMPILED_LIMIT:-180}" $PYTHON "${TRAIN[@]}" --workers 4 --modes reduce-overhead \
+  --out $RUNS/w4g "${TRAIN_ARGS[@]}"
 phase step_goals "${GOALS_LIMIT:-150}" $PYTHON bench/gpu.py --device "$DEVICE" "${REFERENCE[@]}" "${COMPILE[@]}" \
   "${SIZES[@]}" --batch32 "$GOAL32" --batch224 "$GOAL224" --steps "$STEPS" --rounds "$ROUNDS" \
   --results-dir "$OUT"

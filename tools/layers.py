@@ -29,7 +29,18 @@ from pathlib import Path
 PACKAGE = "alternet"
 ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 FLOORS: tuple[tuple[str, ...], ...] = (
-    ("errors", "files", "seeds", "checkpoints", "tracking", "progress", "dataset_facts", "hardware", "rundir"),
+    (
+        "errors",
+        "files",
+        "seeds",
+        "checkpoints",
+        "tracking",
+        "progress",
+        "dataset_facts",
+        "hardware",
+        "rundir",
+        "launch",
+    ),
     ("models", "data", "metrics"),
     ("runs", ""),  # "" is the package root, alternet/__init__.py (the facade: create_model, list_models)
     ("training", "evaluation", "analysis", "hub", "report", "shards"),  # shards: the shard-writing command line

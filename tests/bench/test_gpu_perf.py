@@ -14,6 +14,7 @@ from helpers import ROOT
 PHASES = [
     "machine",
     "train_w4",
+    "train_w4_graphs",
     "step_goals",
     "step_formats",
     "profile_32",
@@ -24,7 +25,7 @@ PHASES = [
 ]
 
 
-@pytest.mark.slow  # ~10 minutes on 2 cores: nine phases, four of them training runs
+@pytest.mark.slow  # ~6 minutes on 2 cores: ten phases, four of them training runs
 def test_every_phase_of_the_gpu_run_ends_cleanly_on_a_cpu(tmp_path):
     env = {**os.environ, "PYTHON": sys.executable, "BUDGET": "1500"}
     result = subprocess.run(

@@ -2,9 +2,12 @@
 
 import re
 
+import pytest
+
 from helpers import run_warm
 
 
+@pytest.mark.slow  # 15 s: the default suite's budget goes to the package; the bench's counting is tests/training's
 def test_overhead_bench_ends_on_the_ms_and_syncs_line():
     result = run_warm("bench/overhead.py", "--rounds", "1", "--warmup", "0", "--steps", "12", "--no-record")
     assert result.returncode == 0, result.stderr[-3000:]

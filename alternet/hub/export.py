@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from .. import __version__
 from ..checkpoints import DIGEST_KEY, weights_digest
 from ..data import build_datamodule
 from ..errors import AlternetError, CheckpointError
-from ..files import atomic_write, file_digest, write_text
+from ..files import atomic_write, file_digest, os_error_reason, write_text
 from ..models import create_model
 from ..rundir import RunDir, RunSummary
 from ..runs import find_checkpoint, run_config
@@ -35,6 +36,7 @@ def export(source: str | Path, out: str | Path, *, ema: bool = False) -> Path:
     path, out = Path(source).expanduser(), Path(out).expanduser()
     if not path.exists():
         raise CheckpointError(f"{path} does not exist: pass a run directory or a Lightning checkpoint (.ckpt)")
+    check_destination(out)
     checkpoint, run_dir = find_checkpoint(path)
     opened = read_lightning(checkpoint, ema=ema, run_dir=run_dir)
     model = create_model(opened.require_architecture(), num_classes=opened.num_classes, **opened.model_args)
@@ -72,6 +74,7 @@ def import_hdvw(
     count); ``data_root`` where its files are, for the class names (else class indices). The export is read back
     strictly before this returns."""
     path, out = Path(source).expanduser(), Path(out).expanduser()
+    check_destination(out)
     opened = read_hdvw_source(path, arch, data)
     model = create_model(opened.require_architecture(), num_classes=opened.num_classes, **opened.model_args)
     apply_weights(model, opened, strict=True)
@@ -231,9 +234,37 @@ def hub_pretrained_cfg(model: nn.Module, cfg: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _prepare(out: Path) -> None:
+def check_destination(out: Path) -> None:
+    """Before anything is read or converted: ``out`` is a new directory that can be made, an empty one, or an earlier
+    export of alternet's (its ``config.json`` has the ``alternet`` section and ``model.safetensors`` is beside it),
+    whose three files an export replaces. Any other folder is the user's: a ``config.json`` of their own does not
+    make it an export."""
     if out.exists() and not out.is_dir():
         raise CheckpointError(f"export destination {out} is a file; choose a directory with --out")
-    if out.is_dir() and any(out.iterdir()) and not (out / CONFIG_FILE).is_file():
-        raise CheckpointError(f"export destination {out} is a non-empty directory but not an export; choose another")
-    out.mkdir(parents=True, exist_ok=True)
+    if out.is_dir() and any(out.iterdir()) and not _is_export(out):
+        raise CheckpointError(
+            f"export destination {out} holds files that are not an alternet export; choose a new or empty directory "
+            "with --out (an earlier export there would be replaced)"
+        )
+    blocked = next((p for p in [out, *out.parents] if p.exists() and not p.is_dir()), None)
+    if blocked is not None:
+        raise CheckpointError(f"export destination {out} cannot be made: {blocked} is a file; choose another --out")
+    existing = next(p for p in [out, *out.parents] if p.exists())
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise CheckpointError(f"export destination {out} cannot be written: {existing} is not writable (or read-only)")
+
+
+def _is_export(out: Path) -> bool:
+    try:
+        config = json.loads((out / CONFIG_FILE).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and isinstance(config.get("alternet"), dict) and (out / WEIGHTS_FILE).is_file()
+
+
+def _prepare(out: Path) -> None:
+    check_destination(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise CheckpointError(f"export destination {out} cannot be made: {os_error_reason(error)}") from None

@@ -184,17 +184,23 @@ def read_hdvw(path: str | Path) -> tuple[str | None, dict[str, torch.Tensor]]:
     path = Path(path).expanduser()
     if not path.is_file():
         raise CheckpointError(f"HDVW checkpoint {path} does not exist")
+    not_torch = f"{path} is not a torch checkpoint (torch.save writes a zip archive, or a pickle in older versions)"
+    with open(path, "rb") as file:
+        if not (zipfile.is_zipfile(file) or (file.seek(0) == 0 and file.read(1) == b"\x80")):
+            raise CheckpointError(f"{not_torch}; pass the .pth file HDVW saved")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:
         found = UNSUPPORTED_GLOBAL.search(str(error))
-        reason = found[1] if found else str(error).strip().splitlines()[0][:160]
+        if not found:  # not a refusal of an object: the bytes themselves are not a checkpoint
+            raise CheckpointError(f"{not_torch}: it is unreadable or truncated") from None
         raise CheckpointError(
-            f"{path} holds pickled objects besides tensors ({reason}), which torch.load(weights_only=True) refuses "
+            f"{path} holds pickled objects besides tensors ({found[1]}), which torch.load(weights_only=True) refuses "
             "to unpickle; only an HDVW checkpoint of plain tensors ({'name', 'state_dict'}) is imported"
         ) from None
-    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as error:
-        raise CheckpointError(f"{path} is unreadable or truncated, not a torch checkpoint: {error}") from None
+    except Exception as error:  # any failure of the unpickler on foreign bytes (KeyError, ValueError, ...)
+        first = str(error).strip().splitlines()[0][:160] if str(error).strip() else type(error).__name__
+        raise CheckpointError(f"{not_torch}: it is unreadable or truncated ({first})") from None
     name = payload.get("name") if isinstance(payload, dict) else None
     weights = payload.get("state_dict", payload) if isinstance(payload, dict) else None
     if not isinstance(weights, dict) or not weights or not all(isinstance(v, torch.Tensor) for v in weights.values()):

@@ -22,6 +22,8 @@ import alternet.hub as hub
 from alternet.hub.cli import main as hub_cli
 from alternet.models import create_model
 
+from helpers import run_main
+
 TensorDict = dict[str, torch.Tensor]
 
 
@@ -176,6 +178,34 @@ def test_a_checkpoint_that_needs_unpickling_is_refused_in_one_line(tmp_path, cap
     message = str(refused.value.code)
     assert "\n" not in message and "argparse.Namespace" in message and "weights_only=True" in message
     assert not (tmp_path / "export").exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b"hello, these are my notes\n", "pass the .pth file HDVW saved"),  # the unpickler raised KeyError: 101
+        (bytes(range(256)) * 8, "pass the .pth file HDVW saved"),
+        (b"\x80\x02 a pickle that stops", "it is unreadable or truncated"),
+    ],
+)
+def test_a_file_that_is_not_a_checkpoint_is_refused_in_one_line(content, reason, tmp_path, monkeypatch, capsys):
+    """Given to import-hdvw or to training as model.pretrained=hdvw:FILE (issue 51): one line, no traceback from
+    inside torch's unpickler, and the training run leaves no run directory behind."""
+    file = tmp_path / "notes.pth"
+    file.write_bytes(content)
+    with pytest.raises(SystemExit) as refused:
+        hub_cli(["import-hdvw", str(file), "--out", str(tmp_path / "export")])
+    message = str(refused.value.code)
+    assert (
+        message == f"error: {file} is not a torch checkpoint (torch.save writes a zip archive, or a pickle in "
+        f"older versions){'; ' if 'pass' in reason else ': '}{reason}"
+    )
+    assert not (tmp_path / "export").exists()
+    run_dir = tmp_path / "run"
+    code, stderr = run_main(
+        "train.py", ["debug=fast", f"model.pretrained=hdvw:{file}", f"hydra.run.dir={run_dir}"], monkeypatch, capsys
+    )
+    assert code == message and "Traceback" not in stderr and not run_dir.exists()
 
 
 def test_a_checkpoint_of_another_arch_is_refused_in_one_line_naming_its_first_tensor(tmp_path):

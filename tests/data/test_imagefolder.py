@@ -220,3 +220,20 @@ def test_object_store_shards_pass_through_to_litdata_unchecked(folder):
     datamodule = _datamodule(folder, train_shards="s3://bucket/imagenet-shards")
     with pytest.warns(UserWarning, match="is remote: its classes.json is not checked"):
         assert datamodule.class_names == CLASSES
+
+
+def test_a_folder_of_one_class_is_refused_in_one_line_before_work(tmp_path, monkeypatch, capsys):
+    """One class reached torchmetrics and ended in a traceback, leaving a run directory (issue 51)."""
+    root = make_image_folder(tmp_path / "data", per_class=4, odd_formats=False)
+    for name in ("bee", "cat"):
+        for image in (root / "train" / name).iterdir():
+            image.unlink()
+        (root / "train" / name).rmdir()
+    run_dir = tmp_path / "run"
+    arguments = ["data=imagefolder", f"data.root={root}", "data.image_size=16", f"hydra.run.dir={run_dir}"]
+    code, stderr = run_main("train.py", arguments, monkeypatch, capsys)
+    assert code == (
+        f"error: imagefolder: {root / 'train'} holds one class folder (ant); a classifier needs at least two: add a "
+        "folder per class under train/"
+    )
+    assert "Traceback" not in stderr and not run_dir.exists()

@@ -83,6 +83,11 @@ class ImageFolderDataModule(ImageDataModule):
                     "val/ and test/ in the same layout)"
                 )
             classes = class_folders(train)
+            if len(classes) < 2:
+                raise DataError(
+                    f"{self.name}: {train} holds one class folder ({classes[0]}); a classifier needs at least two: "
+                    "add a folder per class under train/"
+                )
             if self.expected_classes and len(classes) != self.expected_classes:
                 raise DataError(
                     f"{self.name}: found {len(classes)} class folders in {train}, expected {self.expected_classes}. "

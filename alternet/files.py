@@ -52,6 +52,13 @@ def atomic_write(path: str | Path, write: Callable[[Path], Any]) -> Path:
     return path
 
 
+def stale_temporaries(directory: Path) -> list[Path]:
+    """The temporary files :func:`atomic_write` leaves in ``directory`` when its process dies mid-write (SIGKILL, a
+    power cut: no ``finally`` runs); the files they were to replace are intact. Only the directory's one writer, which
+    holds its lock, may remove them."""
+    return sorted(path for path in Path(directory).glob(".*.*.tmp") if path.is_file())
+
+
 def _write_error(path: Path, error: OSError) -> WriteError:
     kept = "its previous version is intact" if path.is_file() else "nothing was written"
     return WriteError(f"could not write {path}: {os_error_reason(error)}; {kept}. {WRITE_FIX}")

@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 
 from .errors import CheckpointError, ConfigValueError
-from .files import read_json, read_yaml, write_json
+from .files import read_json, read_yaml, stale_temporaries, write_json
 
 METRICS_FILE = "metrics.json"  # a run's summary; an evaluation directory's report has the same name
 PREDICTIONS_FILE = "predictions.npz"  # an evaluation directory's test-set probabilities and labels
@@ -74,6 +74,12 @@ class RunDir:
     def last_checkpoint(self) -> Path:
         """``checkpoints/last.ckpt``: every epoch, mid-epoch on request, on pre-emption."""
         return self.checkpoints / self.LAST
+
+    def remove_stale_temporaries(self) -> None:
+        """Delete what a write killed mid-way left in the run directory and its checkpoints (a checkpoint written in
+        the background when the process was killed): called by the run that holds the directory's lock."""
+        for path in [*stale_temporaries(self.path), *stale_temporaries(self.checkpoints)]:
+            path.unlink(missing_ok=True)
 
     def best_checkpoints(self) -> list[Path]:
         """Every ``checkpoints/best-*.ckpt``, sorted."""

@@ -95,6 +95,7 @@ def _owned_train(config: dict[str, Any], run_dir: Path, lock: RunDirLock | None)
         check_fresh_run_dir(run_dir, resuming=resume is not None, reuse=bool(config["reuse_run_dir"]))
         if resume:
             record_resume(run_dir, resume, int(header.get("global_step", 0)), changes)
+        RunDir(run_dir).remove_stale_temporaries()
     return _train(config, run_dir, resume, int(header.get("global_step", 0)) if resume else None, precision)
 
 

@@ -283,3 +283,17 @@ def test_a_checkpoint_written_in_the_background_holds_the_state_of_its_step(tmp_
         verify_digest(checkpoint["state_dict"], checkpoint[DIGEST_KEY], "a checkpoint written in the background")
     resumed = train(compose_train(*overrides, "trainer.max_epochs=4", "ckpt_path=last", output_dir=tmp_path))
     assert resumed["global_step"] == summary["global_step"] // 3 * 4
+
+
+def test_a_resumed_run_removes_what_a_killed_write_left_behind(tmp_path):
+    """SIGKILL during a checkpoint write (in the background, say) leaves the atomic writer's temporary file beside
+    the intact last.ckpt; the run that resumes in the directory (holding its lock) removes it, and nothing else."""
+    first = train(compose_train(*FAST, output_dir=tmp_path))
+    checkpoints = tmp_path / "checkpoints"
+    stale = checkpoints / ".last.ckpt.k1ll3d.tmp"
+    stale.write_bytes(b"half a checkp")
+    mine = checkpoints / "notes.tmp"  # not the writer's pattern: kept
+    mine.write_text("mine")
+    resumed = train(compose_train(*FAST, "trainer.max_epochs=2", "ckpt_path=last", output_dir=tmp_path))
+    assert resumed["global_step"] == 2 * first["global_step"]
+    assert not stale.exists() and mine.read_text() == "mine"

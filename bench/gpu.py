@@ -4,7 +4,7 @@ beside the reference implementation (``--reference PATH``, a how-do-vits-work ch
 run).
 
     python bench/gpu.py [--reference ../how-do-vits-work] [--batch32 96 256 1024] [--batch224 256]
-                        [--formats channels_last contiguous_format] [--compile-mode reduce-overhead] [--no-compile]
+                        [--formats channels_last contiguous] [--compile-mode reduce-overhead] [--no-compile]
                         [--peak-tflops N] [--sizes 32 224] [--steps 20] [--rounds 3] [--no-record]
 
 MFU = (training FLOPs per step / step time) / the GPU's dense bf16 peak. FLOPs are counted, not estimated:
@@ -33,7 +33,19 @@ from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import add_harness_arguments, begin, device_sync, finish, interleave, ratio, row, summarise, timing_row
+from harness import (
+    add_formats_argument,
+    add_harness_arguments,
+    begin,
+    device_sync,
+    finish,
+    interleave,
+    memory_format,
+    ratio,
+    row,
+    summarise,
+    timing_row,
+)
 from step import training_step
 
 MODEL_NAMES = {"ours": "alternet_r50", "reference": "reference dnn_50"}
@@ -70,10 +82,10 @@ def prepare(
     """A warmed-up training step of ``which`` at ``size`` px in memory format ``layout``, compiled with
     ``compile_mode`` (None: eager), and its training FLOPs."""
     torch.manual_seed(0)
-    memory_format = getattr(torch, layout)
-    model = build(which, size, reference).to(device, memory_format=memory_format).train()
+    layout_format = memory_format(layout)
+    model = build(which, size, reference).to(device, memory_format=layout_format).train()
     classes = 100 if size < 128 else 1000
-    images = torch.randn(batch, 3, size, size, device=device).contiguous(memory_format=memory_format)
+    images = torch.randn(batch, 3, size, size, device=device).contiguous(memory_format=layout_format)
     labels = torch.randint(0, classes, (batch,), device=device)
     flops = training_flops(model, images, labels)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
@@ -126,7 +138,7 @@ def measure(args, size: int, batch: int, layout: str, peak: float | None, sync) 
         tflops = flops[key] / step_s / 1e12
         mfu = f"{tflops / peak:.1%}" if peak else "n/a"
         print(
-            f"{which:<11} {size:>4} {batch:>5} {layout:<17} {mode:<8} {batch / step_s:>9.0f} {step_s * 1000:>8.1f} "
+            f"{which:<11} {size:>4} {batch:>5} {layout:<13} {mode:<8} {batch / step_s:>9.0f} {step_s * 1000:>8.1f} "
             f"{enqueue[key] * 1000:>10.1f} {tflops:>8.1f} {mfu:>6}",
             flush=True,
         )
@@ -156,13 +168,7 @@ def main() -> None:
     parser.add_argument("--reference", default=None, help="a how-do-vits-work checkout to time beside ours")
     parser.add_argument("--batch32", type=int, nargs="+", default=[256], help="batch sizes at 32 px")
     parser.add_argument("--batch224", type=int, nargs="+", default=[64], help="batch sizes at 224 px")
-    parser.add_argument(
-        "--formats",
-        nargs="+",
-        choices=("channels_last", "contiguous_format"),
-        default=["channels_last"],
-        help="memory formats of model and images",
-    )
+    add_formats_argument(parser)
     parser.add_argument("--compile-mode", default="default", help="torch.compile's mode for the compiled runs")
     parser.add_argument("--steps", type=int, default=20, help="steps per timed round")
     parser.add_argument("--peak-tflops", type=float, default=None, help="dense bf16 peak (default: by GPU name)")
@@ -179,7 +185,7 @@ def main() -> None:
     torch.backends.cuda.matmul.allow_tf32 = True
     print(f"{name}, bf16 autocast, {args.rounds} rounds of {args.steps} timed steps, compile mode {args.compile_mode}")
     header = (
-        f"{'model':<11} {'size':>4} {'batch':>5} {'format':<17} {'mode':<8} {'img/s':>9} {'ms/step':>8} "
+        f"{'model':<11} {'size':>4} {'batch':>5} {'format':<13} {'mode':<8} {'img/s':>9} {'ms/step':>8} "
         f"{'enqueue ms':>10} {'TFLOP/s':>8} {'MFU':>6}"
     )
     print(header + "\n" + "-" * len(header))

@@ -68,7 +68,7 @@ phase step_goals "${GOALS_LIMIT:-150}" $PYTHON bench/gpu.py --device "$DEVICE" "
   "${SIZES[@]}" --batch32 "$GOAL32" --batch224 "$GOAL224" --steps "$STEPS" --rounds "$ROUNDS" \
   --results-dir "$OUT"
 phase step_formats "${FORMATS_LIMIT:-120}" $PYTHON bench/gpu.py --device "$DEVICE" --no-compile \
-  "${SIZES[@]}" --batch32 "${B32[@]}" --batch224 "${B224[@]}" --formats channels_last contiguous_format \
+  "${SIZES[@]}" --batch32 "${B32[@]}" --batch224 "${B224[@]}" --formats channels_last contiguous \
   --steps "$STEPS" --rounds "$ROUNDS" --results-dir "$OUT"
 phase profile_32 60 $PYTHON bench/profile_step.py --device "$DEVICE" --precision "$PRECISION" --channels-last \
   --size 32 --batch "${B32[0]}" --steps 3 "${PROFILE[@]}" --results-dir "$OUT"

@@ -330,6 +330,24 @@ def record(
 # command line ------------------------------------------------------------------------------------------------------
 
 
+MEMORY_FORMATS = ("channels_last", "contiguous")
+
+
+def add_formats_argument(parser: argparse.ArgumentParser, default: Sequence[str] = ("channels_last",)) -> None:
+    """``--formats``: the memory formats of model and images a bench times (``memory_format`` turns each into
+    torch's)."""
+    parser.add_argument(
+        "--formats", nargs="+", choices=MEMORY_FORMATS, default=list(default), help="memory formats of model and images"
+    )
+
+
+def memory_format(name: str) -> Any:
+    """torch's memory format for a ``--formats`` name."""
+    import torch
+
+    return torch.channels_last if name == "channels_last" else torch.contiguous_format
+
+
 def add_harness_arguments(
     parser: argparse.ArgumentParser,
     *,

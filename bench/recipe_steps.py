@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from harness import add_harness_arguments, begin, finish, interleave, row, summarise, timing_row
+from harness import add_formats_argument, add_harness_arguments, begin, finish, interleave, row, summarise, timing_row
 from step import training_step
 
 import alternet  # noqa: F401  (registers the zoo with timm)
@@ -66,13 +66,7 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="+", type=int, default=[16, 32])
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
-    parser.add_argument(
-        "--formats",
-        nargs="+",
-        choices=("channels_last", "contiguous"),
-        default=["channels_last"],
-        help="memory formats",
-    )
+    add_formats_argument(parser)
     parser.add_argument("--compile", action="store_true", help="time torch.compile'd steps beside eager ones")
     parser.add_argument("--epoch-images", type=int, default=50_000)
     add_harness_arguments(parser, rounds=8, warmup=2)

@@ -112,7 +112,7 @@ def test_a_corrupt_image_is_named_or_skipped_and_counted(tmp_path):
     [
         ({"train": {"ant": 2, "bee": 0}}, r"class folder .*train/bee holds no images"),
         (
-            {"train": {"ant": 2}, "val": {"ant": 1, "zebra": 1}},
+            {"train": {"ant": 2, "bee": 2}, "val": {"ant": 1, "zebra": 1}},
             r"val has class folders the training split lacks: \['zebra'\]",
         ),
         ({"val": {"ant": 1}}, r"train not found\. data\.root must hold train/<class>"),

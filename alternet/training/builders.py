@@ -23,6 +23,7 @@ from .callbacks import (
     parse_interval,
 )
 from .module import ClassificationModule
+from .precision import device_type
 from .progress import Throughput, progress_bar, quiet_lightning
 
 
@@ -42,24 +43,18 @@ def build_module(config: dict[str, Any], data: dict[str, Any]) -> Classification
                 f"model {config['model']['name']!r} does not support gradient checkpointing; "
                 "set performance.grad_checkpointing=false"
             ) from error
-    if uses_channels_last(performance["channels_last"], config["trainer"]["accelerator"]):
+    if on_a_gpu_when_auto(performance["channels_last"], config["trainer"]["accelerator"]):
         module.use_channels_last()
     if performance["compile"]:
         module.compile_model(mode=performance["compile_mode"])
     return module
 
 
-def uses_channels_last(setting: bool | str, accelerator: str) -> bool:
-    """``performance.channels_last``: ``auto`` is on where the run trains on a CUDA GPU (``trainer.accelerator`` gpu
-    or cuda, or auto with one visible) and off on a CPU, where what pays depends on the CPU."""
-    return trains_on_a_gpu(accelerator) if setting == "auto" else bool(setting)
-
-
-def trains_on_a_gpu(accelerator: str) -> bool:
-    """``trainer.accelerator`` gpu or cuda, or auto with a CUDA GPU visible."""
-    import torch
-
-    return accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available())
+def on_a_gpu_when_auto(setting: bool | str, accelerator: str) -> bool:
+    """A ``performance`` switch of ``auto | true | false`` (``channels_last``, ``async_checkpoint``): ``auto`` is on
+    where the run trains on a CUDA GPU (:func:`~alternet.training.precision.device_type`) and off on a CPU, where
+    what pays depends on the CPU."""
+    return device_type(accelerator) == "cuda" if setting == "auto" else bool(setting)
 
 
 def build_callbacks(config: dict[str, Any], run_dir: Path, has_val: bool) -> list[Callback]:
@@ -114,9 +109,7 @@ def build_trainer(
         trainer_args["limit_val_batches"] = 0
     if trainer_args.get("strategy") == "ddp":
         trainer_args["strategy"] = ddp_strategy(config["performance"].get("ddp_compression"))
-    writes_later = config["performance"]["async_checkpoint"]
-    if writes_later == "auto":
-        writes_later = trains_on_a_gpu(config["trainer"]["accelerator"])
+    writes_later = on_a_gpu_when_auto(config["performance"]["async_checkpoint"], config["trainer"]["accelerator"])
     plugins: list = [AsyncCheckpointIO(AtomicCheckpointIO()) if writes_later else AtomicCheckpointIO()]
     if SLURMEnvironment.detect():  # pre-emption is ours (PreemptionCheckpoint): exact, mid-epoch, after the step
         plugins.append(SLURMEnvironment(auto_requeue=False))

@@ -193,10 +193,10 @@ def test_an_unknown_compile_mode_is_refused_before_any_work(tmp_path):
     ],
 )
 def test_channels_last_auto_is_on_for_a_gpu_run_only(setting, accelerator, cuda, expected, monkeypatch):
-    from alternet.training.builders import uses_channels_last
+    from alternet.training.builders import on_a_gpu_when_auto
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
-    assert uses_channels_last(setting, accelerator) is expected
+    assert on_a_gpu_when_auto(setting, accelerator) is expected
 
 
 @pytest.mark.slow

@@ -112,8 +112,7 @@ class ClassificationModule(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Every checkpoint moves to host memory in one pass (:func:`alternet.checkpoints.to_host`) and carries a
         digest of its weights; reading it verifies them (:mod:`alternet.checkpoints`)."""
-        for key, value in to_host(dict(checkpoint)).items():
-            checkpoint[key] = value
+        checkpoint.update(to_host(dict(checkpoint)))
         checkpoint[DIGEST_KEY] = weights_digest(checkpoint["state_dict"])
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:

@@ -43,8 +43,7 @@ from torch.utils.data import DataLoader
 
 import alternet
 from alternet.training.builders import build_module, build_trainer
-from alternet.training.module import ClassificationModule
-from alternet.training.syncs import HostSyncs
+from alternet.training.syncs import HostSyncs, per_step
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -183,21 +182,10 @@ def alternet_round(args: argparse.Namespace, data: DataLoader, root: Path) -> li
 
 def alternet_syncs(args: argparse.Namespace, data: DataLoader, root: Path) -> tuple[float, list]:
     """Syncs between consecutive batch starts of an alternet epoch that logs nothing, the epoch's last window out."""
-    counts: list[int] = []
-    hook = ClassificationModule.on_train_batch_start
-
-    def mark(module, batch, batch_idx):
-        counts.append(syncs.count)
-        return hook(module, batch, batch_idx)
-
     module, trainer = alternet_trainer(args, root, 10**6, [])
-    ClassificationModule.on_train_batch_start = mark
-    try:
-        with HostSyncs() as syncs:
-            trainer.fit(module, train_dataloaders=data)
-    finally:
-        ClassificationModule.on_train_batch_start = hook
-    windows = [syncs.calls[a:b] for a, b in itertools.pairwise(counts)][1:]  # the first holds one-time setup
+    with HostSyncs() as syncs, per_step(syncs) as steps:
+        trainer.fit(module, train_dataloaders=data)
+    windows = steps[1:]  # the first holds one-time setup
     return sum(map(len, windows)) / max(len(windows), 1), [call for window in windows for call in window]
 
 

@@ -16,12 +16,19 @@ work queued after it.
     with HostSyncs() as syncs:
         ...
     syncs.count, syncs.calls  # how many, and which (name, caller) pairs
+
+    with HostSyncs() as syncs, per_step(syncs) as steps:  # trainer.fit(...) inside
+        ...
+    steps  # the calls between consecutive training batches' starts, one list per window
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
+import itertools
 import sys
+from collections.abc import Iterator
 from types import CodeType
 from typing import Any
 
@@ -94,3 +101,26 @@ class HostSyncs:
             else:
                 setattr(torch.Tensor, name, original)
         self._saved.clear()
+
+
+@contextlib.contextmanager
+def per_step(syncs: HostSyncs) -> Iterator[list[list[tuple[str, str]]]]:
+    """While open, mark ``syncs``'s count at each training batch's start (the module's own hook, after the
+    callbacks'); the list it yields then holds the calls between consecutive marks: a step, its callbacks and
+    logging, and the next batch's fetch."""
+    from .module import ClassificationModule
+
+    marks: list[int] = []
+    windows: list[list[tuple[str, str]]] = []
+    hook = ClassificationModule.on_train_batch_start
+
+    def mark(module: ClassificationModule, batch: Any, batch_idx: int) -> None:
+        marks.append(syncs.count)
+        hook(module, batch, batch_idx)
+
+    ClassificationModule.on_train_batch_start = mark
+    try:
+        yield windows
+    finally:
+        ClassificationModule.on_train_batch_start = hook
+        windows += [syncs.calls[a:b] for a, b in itertools.pairwise(marks)]

@@ -13,12 +13,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: helpers
 
-import itertools
 
 from alternet.apps.train import train
 from alternet.data import ArrayDataset
-from alternet.training.module import ClassificationModule
-from alternet.training.syncs import HostSyncs
+from alternet.training.syncs import HostSyncs, per_step
 
 from helpers import DDP_CPU, compose_train
 
@@ -32,20 +30,9 @@ def recording_getitems(self: ArrayDataset, keys: list[int | tuple[int, int]]):
     return _getitems(self, keys)
 
 
-marks: list[int] = []
-_batch_start = ClassificationModule.on_train_batch_start
-
-
-def marking_batch_start(self: ClassificationModule, batch, batch_idx: int) -> None:
-    marks.append(syncs.count)
-    _batch_start(self, batch, batch_idx)
-
-
 ArrayDataset.__getitems__ = recording_getitems
-ClassificationModule.on_train_batch_start = marking_batch_start
 quiet = ["trainer.log_every_n_steps=1000", "callbacks.preemption.sync_every_n_steps=1000"]
-with HostSyncs() as syncs:
+with HostSyncs() as syncs, per_step(syncs) as steps:
     summary = train(compose_train(*DDP_CPU, *quiet, output_dir=out))
 rank = int(os.environ.get("LOCAL_RANK", "0"))
-steps = [syncs.calls[a:b] for a, b in itertools.pairwise(marks)]
 (out / f"rank{rank}.json").write_text(json.dumps({"train_indices": loaded, "test": summary["test"], "syncs": steps}))

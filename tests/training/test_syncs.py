@@ -2,7 +2,6 @@
 ``alternet.training.syncs.HostSyncs``: reads of tensor values, copies to the host, tensors from Python numbers."""
 
 import csv
-import itertools
 
 import pytest
 import torch
@@ -11,24 +10,16 @@ from alternet.apps.train import train
 from alternet.data import build_datamodule
 from alternet.training.module import ClassificationModule
 from alternet.training.progress import RunningLoss
-from alternet.training.syncs import HostSyncs
+from alternet.training.syncs import HostSyncs, per_step
 
 from helpers import FAST, compose_train, resolved
 
 BATCHES = 7
 
 
-def syncs_per_step(tmp_path, monkeypatch, *overrides: str) -> list[list[tuple[str, str]]]:
+def syncs_per_step(tmp_path, *overrides: str) -> list[list[tuple[str, str]]]:
     """The counted calls between the starts of consecutive training batches (a step, its callbacks and logging,
     and the next batch's fetch), for the batches of one epoch but the last (its end reads the guard and logs)."""
-    marks: list[int] = []
-    hook = ClassificationModule.on_train_batch_start
-
-    def mark(module, batch, batch_idx):
-        marks.append(syncs.count)
-        return hook(module, batch, batch_idx)
-
-    monkeypatch.setattr(ClassificationModule, "on_train_batch_start", mark)
     config = compose_train(
         *FAST,
         "data.val_size=0",
@@ -38,21 +29,21 @@ def syncs_per_step(tmp_path, monkeypatch, *overrides: str) -> list[list[tuple[st
         *overrides,
         output_dir=tmp_path,
     )
-    with HostSyncs() as syncs:
+    with HostSyncs() as syncs, per_step(syncs) as steps:
         train(config)
-    assert len(marks) == BATCHES
-    return [syncs.calls[a:b] for a, b in itertools.pairwise(marks)]
+    assert len(steps) == BATCHES - 1
+    return steps
 
 
 @pytest.mark.parametrize("recipe", ["paper", "paper_without_mixup"])
-def test_a_step_that_logs_nothing_does_not_sync(recipe, tmp_path, monkeypatch):
+def test_a_step_that_logs_nothing_does_not_sync(recipe, tmp_path):
     mixup = ["recipe=paper", "model=alternet_tiny"] + (["recipe.mixup=null"] if recipe.endswith("mixup") else [])
-    steps = syncs_per_step(tmp_path, monkeypatch, *mixup, "trainer.log_every_n_steps=1000")
+    steps = syncs_per_step(tmp_path, *mixup, "trainer.log_every_n_steps=1000")
     assert steps == [[]] * (BATCHES - 1), steps
 
 
-def test_the_counter_sees_the_syncs_of_logging_steps(tmp_path, monkeypatch):
-    steps = syncs_per_step(tmp_path, monkeypatch, "trainer.log_every_n_steps=3")
+def test_the_counter_sees_the_syncs_of_logging_steps(tmp_path):
+    steps = syncs_per_step(tmp_path, "trainer.log_every_n_steps=3")
     logged = [i for i, calls in enumerate(steps) if calls]
     # A logging step's reads straddle two of these windows (the learning-rate monitor reads at the batch's start,
     # before this window's mark; the loggers after the step): two windows of every three, never all.

@@ -51,12 +51,12 @@ def state_before_step(monkeypatch, step: int, overrides: list[str], output_dir: 
 def assert_same_state(saved: dict, before: dict) -> None:
     assert saved["state_dict"].keys() == before["state_dict"].keys()
     for key, value in before["state_dict"].items():  # weights and BatchNorm statistics exactly as found
-        assert torch.equal(saved["state_dict"][key], value), key
+        assert torch.equal(saved["state_dict"][key], value.to(saved["state_dict"][key].device)), key
     state = saved["optimizer_states"][0]["state"]
     assert state.keys() == before["optimizer"].keys()
     for index, entries in before["optimizer"].items():  # moments and step counts untouched
         for name, value in entries.items():
-            assert torch.equal(state[index][name], value), (index, name)
+            assert torch.equal(state[index][name], value.to(state[index][name].device)), (index, name)
 
 
 def fail_at(monkeypatch, step: int, overrides: list[str], run_dir: Path, message: str) -> tuple[dict, Path, str]:

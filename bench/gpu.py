@@ -189,15 +189,13 @@ def main() -> None:
         f"{'enqueue ms':>10} {'TFLOP/s':>8} {'MFU':>6}"
     )
     print(header + "\n" + "-" * len(header))
-    rows = []
     sync = device_sync(args.device)
     for size in args.sizes:
         for batch in args.batch32 if size == 32 else args.batch224:
-            for layout in args.formats:
-                rows += measure(args, size, batch, layout, peak, sync)
+            for layout in args.formats:  # recorded as each is measured: a run cut by its time limit keeps them
+                finish(args, "gpu", measure(args, size, batch, layout, peak, sync), facts)
     if peak is None and on_gpu:
         print(f"MFU: unknown peak for {name!r}; pass --peak-tflops")
-    finish(args, "gpu", rows, facts)
 
 
 if __name__ == "__main__":

@@ -6,12 +6,18 @@
 #
 #     bash bench/gpu_perf.sh [--device cpu] [OUT]
 #
-# Phases: the machine; the real run (bench/gpu_train.py: experiment=alternet_r50_cifar100 on synthesized CIFAR-100,
-# whole epochs, 4 workers), eager, then compiled with CUDA graphs (reduce-overhead); the bare step compiled at the goals' batches beside the
-# reference; the bare step eager at batches 96/256/1024 (32 px) and 256 (224 px) in both memory formats with the host's
-# enqueue time; profiles of the 32 px batch-96 and 224 px batch-256 steps; pytest -m gpu; two concurrent runs on one
-# GPU; the real run at 8 workers. A machine whose Python lacks some of alternet's dependencies takes wheels from .whl/
-# (pip download ... on a machine with network); the reference implementation's models/ come from .hdvw/ (a
+# Through the device tool, which returns at most 8 files, pack OUT: `bash bench/gpu_perf.sh /tmp/gp; tar czf
+# $OUT/gpu_perf.tgz -C /tmp gp` (carry .whl and .hdvw).
+#
+# Phases, most valuable first (what a short lease must not miss): the machine; pytest -m gpu; the real run
+# (bench/gpu_train.py: experiment=alternet_r50_cifar100 on 50,000 synthesized CIFAR-100 images, whole epochs, 4
+# workers) with CUDA graphs (reduce-overhead, as performance.compile=auto trains on one GPU); the bare step at 224 px
+# batch 256 compiled, beside the reference; where the host's time goes in the 32 px batch-96 step with CUDA graphs;
+# the real run eager; the bare step eager at batches 96/256/1024 (32 px) and
+# 256 (224 px) in both memory formats, with the host's enqueue time; a profile of the 32 px batch-96 step; the bare
+# step at 32 px batch 512 compiled, beside the reference; the real run at 8 workers; two concurrent runs on one GPU.
+# A machine whose Python lacks some of alternet's dependencies takes wheels from .whl/ (pip download ... on a
+# machine with network: docs/development.md); the reference implementation's models/ come from .hdvw/ (a
 # how-do-vits-work checkout's). --device cpu runs every phase at tiny sizes on a CPU: the slow suite's smoke test.
 set -u -o pipefail
 DEVICE=cuda
@@ -21,7 +27,7 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 NO_ALBUMENTATIONS_UPDATE=1 WANDB_MODE=offline
 PYTHON=${PYTHON:-python3}
 DEADLINE=$((SECONDS + ${BUDGET:-480}))
-if [ -d .whl ]; then
+if [ -d .whl ] && ! $PYTHON -c "import hydra, wandb, litdata, albumentations, alternet" 2>/dev/null; then
   $PYTHON -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site:$PWD
 fi
@@ -41,13 +47,15 @@ REFERENCE=()
 DATA=/tmp/gpu_perf_cifar              # synthesized once, shared by the phases
 RUNS=$(mktemp -d /tmp/gpu_perf_runs.XXXXXX)  # the runs' directories (checkpoints stay out of OUT, which comes back)
 if [ "$DEVICE" = cuda ]; then
-  IMAGES=20000 EPOCHS=3 B32=(96 256 1024) B224=(256) GOAL32=512 GOAL224=256 STEPS=10 PROFILE=(--model alternet_r50)
-  COMPILE=(--compile-mode reduce-overhead) SIZES=(--sizes 32 224) ROUNDS=3
+  IMAGES=50000 EPOCHS=3 B32=(96 256 1024) B224=(256) GOAL32=512 GOAL224=256 STEPS=10 PROFILE=(--model alternet_r50)
+  COMPILE=(--compile-mode reduce-overhead) SIZES=(--sizes 32 224) SIZES_224=(--sizes 224) ROUNDS=3
+  PROFILE_COMPILE=(--compile-mode reduce-overhead)
   TRAIN_ARGS=()
 else  # a smoke test: tiny sizes, the laptop model, fp32 on the CPU
   IMAGES=256 EPOCHS=2 B32=(2) B224=(2) GOAL32=2 GOAL224=2 STEPS=1 PROFILE=(--model alternet_tiny)
   COMPILE=(--no-compile)  # compiling AlterNet-50 takes a CPU minutes (the training phase compiles the tiny model)
-  SIZES=(--sizes 32) ROUNDS=1  # AlterNet-50 at 224 px takes a CPU a minute a step
+  PROFILE_COMPILE=()
+  SIZES=(--sizes 32) SIZES_224=(--sizes 32) ROUNDS=1  # AlterNet-50 at 224 px takes a CPU a minute a step
   TRAIN_ARGS=(-- model=alternet_tiny trainer=cpu trainer.precision=32-true recipe.batch_size=16 data.val_size=32
     data.train_clean_size=32 recipe.eval_batch_size=64)
   REFERENCE=()
@@ -60,27 +68,29 @@ phase machine 60 bash -c "nvidia-smi --query-gpu=name,memory.total,driver_versio
   nproc; $PYTHON -c 'import torch, lightning, timm; print(torch.__version__, torch.version.cuda, lightning.__version__,
   timm.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else \"no GPU\",
   torch.cuda.is_available() and torch.cuda.is_bf16_supported(), torch.get_num_threads())'"
-phase train_w4 "${TRAIN_LIMIT:-120}" $PYTHON "${TRAIN[@]}" --workers 4 --modes eager --out $RUNS/w4 \
-  "${TRAIN_ARGS[@]}"
-phase train_w4_graphs "${COMPILED_LIMIT:-180}" $PYTHON "${TRAIN[@]}" --workers 4 --modes reduce-overhead \
-  --out $RUNS/w4g "${TRAIN_ARGS[@]}"
-phase step_goals "${GOALS_LIMIT:-150}" $PYTHON bench/gpu.py --device "$DEVICE" "${REFERENCE[@]}" "${COMPILE[@]}" \
-  "${SIZES[@]}" --batch32 "$GOAL32" --batch224 "$GOAL224" --steps "$STEPS" --rounds "$ROUNDS" \
+phase pytest_gpu "${PYTEST_LIMIT:-170}" $PYTHON -m pytest -m gpu -n 0 --dist no -p no:cacheprovider tests/gpu -q -rs \
+  --durations=10
+phase train_graphs "${COMPILED_LIMIT:-210}" $PYTHON "${TRAIN[@]}" --workers 4 --modes reduce-overhead \
+  --out $RUNS/graphs "${TRAIN_ARGS[@]}"
+phase step_goals_224 "${GOALS_LIMIT:-180}" $PYTHON bench/gpu.py --device "$DEVICE" "${REFERENCE[@]}" "${COMPILE[@]}" \
+  "${SIZES_224[@]}" --batch32 "$GOAL32" --batch224 "$GOAL224" --steps "$STEPS" --rounds "$ROUNDS" \
   --results-dir "$OUT"
+phase profile_graphs 120 $PYTHON bench/profile_step.py --device "$DEVICE" --precision "$PRECISION" --channels-last \
+  --size 32 --batch "${B32[0]}" --steps 3 "${PROFILE[@]}" "${PROFILE_COMPILE[@]}" --results-dir "$OUT"
+phase train_eager "${TRAIN_LIMIT:-150}" $PYTHON "${TRAIN[@]}" --workers 4 --modes eager --out $RUNS/eager \
+  "${TRAIN_ARGS[@]}"
 phase step_formats "${FORMATS_LIMIT:-120}" $PYTHON bench/gpu.py --device "$DEVICE" --no-compile \
   "${SIZES[@]}" --batch32 "${B32[@]}" --batch224 "${B224[@]}" --formats channels_last contiguous \
   --steps "$STEPS" --rounds "$ROUNDS" --results-dir "$OUT"
 phase profile_32 60 $PYTHON bench/profile_step.py --device "$DEVICE" --precision "$PRECISION" --channels-last \
   --size 32 --batch "${B32[0]}" --steps 3 "${PROFILE[@]}" --results-dir "$OUT"
-phase profile_224 60 $PYTHON bench/profile_step.py --device "$DEVICE" --precision "$PRECISION" --channels-last \
-  --size 224 --batch "${B224[0]}" --steps 3 "${PROFILE[@]}" --results-dir "$OUT"
-phase pytest_gpu "${PYTEST_LIMIT:-150}" $PYTHON -m pytest -m gpu -n 0 --dist no -p no:cacheprovider tests/gpu -q -rs \
-  --durations=10
-phase concurrent "${CONCURRENT_LIMIT:-150}" bash -c "  # their aggregate: the sum of the two steady rates
-  $PYTHON ${TRAIN[*]} --workers 4 --modes eager --tag concurrent-1 --out $RUNS/c1 ${TRAIN_ARGS[*]} & first=\$!
-  $PYTHON ${TRAIN[*]} --workers 4 --modes eager --tag concurrent-2 --out $RUNS/c2 ${TRAIN_ARGS[*]} & second=\$!
-  wait \$first; a=\$?; wait \$second; exit \$((a | \$?))"
-phase train_w8 "${TRAIN_LIMIT:-150}" $PYTHON "${TRAIN[@]}" --workers 8 --modes eager --out $RUNS/w8 \
+phase step_goals_32 "${GOALS_LIMIT:-150}" $PYTHON bench/gpu.py --device "$DEVICE" "${REFERENCE[@]}" "${COMPILE[@]}" \
+  --sizes 32 --batch32 "$GOAL32" --steps "$STEPS" --rounds "$ROUNDS" --results-dir "$OUT"
+phase train_w8 "${TRAIN_LIMIT:-150}" $PYTHON "${TRAIN[@]}" --workers 8 --modes reduce-overhead --out $RUNS/w8 \
   "${TRAIN_ARGS[@]}"
+phase concurrent "${CONCURRENT_LIMIT:-150}" bash -c "  # their aggregate: the sum of the two steady rates
+  $PYTHON ${TRAIN[*]} --workers 4 --modes reduce-overhead --tag concurrent-1 --out $RUNS/c1 ${TRAIN_ARGS[*]} & first=\$!
+  $PYTHON ${TRAIN[*]} --workers 4 --modes reduce-overhead --tag concurrent-2 --out $RUNS/c2 ${TRAIN_ARGS[*]} & second=\$!
+  wait \$first; a=\$?; wait \$second; exit \$((a | \$?))"
 rm -rf "$RUNS"
 echo "=== done in $SECONDS s; logs and results in $OUT"

@@ -274,7 +274,11 @@ def main() -> None:
         for mode in args.modes:
             measure = Measure()
             name = f"{mode}-w{workers}{'-' + args.tag if args.tag else ''}"
-            compiled = [] if mode == "eager" else ["performance.compile=true", f"performance.compile_mode={mode}"]
+            compiled = (
+                ["performance.compile=false"]
+                if mode == "eager"
+                else ["performance.compile=true", f"performance.compile_mode={mode}"]
+            )
             overrides = [
                 "experiment=alternet_r50_cifar100",
                 f"data.root={args.data_root}",

@@ -13,19 +13,20 @@ from helpers import ROOT
 
 PHASES = [
     "machine",
-    "train_w4",
-    "train_w4_graphs",
-    "step_goals",
+    "pytest_gpu",
+    "train_graphs",
+    "step_goals_224",
+    "profile_graphs",
+    "train_eager",
     "step_formats",
     "profile_32",
-    "profile_224",
-    "pytest_gpu",
-    "concurrent",
+    "step_goals_32",
     "train_w8",
+    "concurrent",
 ]
 
 
-@pytest.mark.slow  # ~6 minutes on 2 cores: ten phases, four of them training runs
+@pytest.mark.slow  # ~6 minutes on 2 cores: eleven phases, four of them training runs
 def test_every_phase_of_the_gpu_run_ends_cleanly_on_a_cpu(tmp_path):
     env = {**os.environ, "PYTHON": sys.executable, "BUDGET": "1500"}
     result = subprocess.run(
@@ -42,4 +43,4 @@ def test_every_phase_of_the_gpu_run_ends_cleanly_on_a_cpu(tmp_path):
     assert all((tmp_path / f"{phase}.log").is_file() for phase in PHASES)
     recorded = {path.name.split("-cpu")[0] for path in tmp_path.glob("*.csv")}
     assert {"gpu_train", "gpu", "profile_step"} <= recorded, recorded
-    assert "syncs" in (tmp_path / "train_w4.log").read_text()
+    assert "syncs" in (tmp_path / "train_eager.log").read_text()

@@ -45,7 +45,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "data.interpolation": ("bilinear", "bicubic"),
     "model.buildup_rules": ("warn", "off"),
     "performance.ddp_compression": ("bf16",),
-    "performance.compile_mode": ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
+    "performance.compile_mode": ("auto", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
     "trainer.precision": (
         "auto",
         "32-true",
@@ -150,6 +150,7 @@ def validate_train_config(cfg: Mapping[str, Any]) -> None:
     _require(cfg, "performance.allow_emulated_precision", lambda v: isinstance(v, bool), "must be true or false")
     _require(cfg, "performance.channels_last", lambda v: v in (True, False, "auto"), "must be auto, true or false")
     _require(cfg, "performance.async_checkpoint", lambda v: v in (True, False, "auto"), "must be auto, true or false")
+    _require(cfg, "performance.compile", lambda v: v in (True, False, "auto"), "must be auto, true or false")
     _require(cfg, "recipe.layer_decay", lambda v: 0 < v <= 1, "must be in (0, 1] (or null: no layer-wise decay)")
     # keys a constructor also takes: the constructor's own check, called here before any work
     check_batch_sizes(_get(cfg, "recipe.batch_size"), _get(cfg, "recipe.eval_batch_size"))

@@ -14,6 +14,7 @@ from torch import nn
 from .. import tracking
 from ..progress import duration
 from ..rundir import RunDir, RunSummary, best_epoch
+from ..training.builders import compile_mode
 from ..training.optim import scaled_lr
 
 __all__ = ["best_epoch", "end_summary", "evaluation_report", "robustness_lines", "start_banner", "written_files"]
@@ -49,13 +50,17 @@ def start_banner(
     batch = int(recipe["batch_size"])
     global_batch = batch * trainer.world_size * trainer.accumulate_grad_batches
     batches = f"batch {batch}" if global_batch == batch else f"batch {batch} per device, {global_batch} global"
+    device_line = f"{hardware}, precision {trainer.precision}" + (f" ({precision_reason})" * bool(precision_reason))
+    mode = compile_mode(config["performance"], config["trainer"])
+    if mode is not None:
+        device_line += f"; compiled for training ({mode}: the first steps compile)"
     pairs = [
         ("Run directory", str(run_dir)),
         ("Model", f"{config['model']['name']}{f' {layout}' if layout else ''} ({size})"),
         ("Data", data_description),
         ("Recipe", f"{recipe.get('name', '?')}: {trainer.max_epochs} epochs, {batches}"),
         ("Learning rate", learning_rate_line(recipe, global_batch)),
-        ("Device", f"{hardware}, precision {trainer.precision}" + (f" ({precision_reason})" * bool(precision_reason))),
+        ("Device", device_line),
     ]
     run = tracking.active_run()
     if run is not None:

@@ -45,9 +45,28 @@ def build_module(config: dict[str, Any], data: dict[str, Any]) -> Classification
             ) from error
     if on_a_gpu_when_auto(performance["channels_last"], config["trainer"]["accelerator"]):
         module.use_channels_last()
-    if performance["compile"]:
-        module.compile_model(mode=performance["compile_mode"])
+    mode = compile_mode(performance, config["trainer"])
+    if mode is not None:
+        module.compile_model(mode=mode)
     return module
+
+
+def compile_mode(performance: dict[str, Any], trainer: dict[str, Any]) -> str | None:
+    """The ``torch.compile`` mode a run trains with, or None to train eagerly. ``performance.compile: auto`` compiles
+    a run on one CUDA GPU, and ``compile_mode: auto`` is CUDA graphs there (``reduce-overhead``: one launch per step
+    instead of hundreds from Python; the paper's recipe at 3.0-3.3x the eager images/s on an H200, for about a minute
+    of compiling: bench/RESULTS.md) and inductor's default elsewhere. A CPU run stays eager (0.96-1.14x on a Zen 3,
+    for a minute of compiling), and so does a run of several processes, whose compiled DDP step is not yet measured."""
+    on_cuda = device_type(trainer["accelerator"]) == "cuda"
+    compile_ = performance["compile"]
+    if compile_ == "auto":
+        devices = trainer["devices"]
+        one_device = devices in (1, "1") or (isinstance(devices, list | tuple) and len(devices) == 1)
+        compile_ = on_cuda and one_device and int(trainer["num_nodes"]) == 1
+    if not compile_:
+        return None
+    mode = performance["compile_mode"]
+    return ("reduce-overhead" if on_cuda else "default") if mode == "auto" else mode
 
 
 def on_a_gpu_when_auto(setting: bool | str, accelerator: str) -> bool:

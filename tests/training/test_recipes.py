@@ -175,6 +175,35 @@ def test_compile_mode_reaches_torch_compile(mode, monkeypatch):
     assert seen == [{"dynamic": False, "mode": mode}]
 
 
+@pytest.mark.parametrize(
+    ("compile_", "mode", "trainer", "cuda", "expected"),
+    [
+        ("auto", "auto", {"accelerator": "gpu"}, True, "reduce-overhead"),  # one GPU: CUDA graphs
+        ("auto", "auto", {"accelerator": "auto"}, True, "reduce-overhead"),
+        ("auto", "auto", {"accelerator": "gpu", "devices": [3]}, True, "reduce-overhead"),
+        ("auto", "max-autotune", {"accelerator": "gpu"}, True, "max-autotune"),
+        ("auto", "auto", {"accelerator": "auto"}, False, None),  # a CPU stays eager
+        ("auto", "auto", {"accelerator": "gpu", "devices": 2}, True, None),  # DDP: not yet measured compiled
+        ("auto", "auto", {"accelerator": "gpu", "devices": "auto"}, True, None),
+        ("auto", "auto", {"accelerator": "gpu", "num_nodes": 2}, True, None),
+        (True, "auto", {"accelerator": "cpu"}, True, "default"),
+        (True, "auto", {"accelerator": "gpu", "devices": 2}, True, "reduce-overhead"),
+        (False, "reduce-overhead", {"accelerator": "gpu"}, True, None),
+    ],
+)
+def test_compile_auto_compiles_a_run_on_one_gpu_with_cuda_graphs(compile_, mode, trainer, cuda, expected, monkeypatch):
+    from alternet.training.builders import compile_mode
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    trainer = {"devices": 1, "num_nodes": 1, **trainer}
+    assert compile_mode({"compile": compile_, "compile_mode": mode}, trainer) == expected
+
+
+def test_the_banner_says_when_training_is_compiled(tmp_path, capsys):
+    train(compose_train(*FAST, "performance.compile=true", "trainer.max_steps=1", output_dir=tmp_path))
+    assert "compiled for training (default: the first steps compile)" in capsys.readouterr().out
+
+
 def test_an_unknown_compile_mode_is_refused_before_any_work(tmp_path):
     with pytest.raises(ConfigValueError, match=r"performance\.compile_mode"):
         train(compose_train(*FAST, "performance.compile_mode=fastest", output_dir=tmp_path))

@@ -52,6 +52,55 @@ def atomic_write(path: str | Path, write: Callable[[Path], Any]) -> Path:
     return path
 
 
+OUTPUT_MARKER = ".alternet-output"  # the command that writes a folder (report, shards, an evaluation's out_dir)
+
+
+def mark_output(directory: str | Path, command: str) -> None:
+    """Say in ``directory`` that ``command`` writes it: :func:`check_output_dir` lets the command write there again."""
+    write_text(Path(directory) / OUTPUT_MARKER, f"{command}\n")
+
+
+def is_output_of(directory: Path, command: str) -> bool:
+    """Whether ``directory`` holds ``command``'s own earlier output (:func:`mark_output`)."""
+    try:
+        return (Path(directory) / OUTPUT_MARKER).read_text().strip() == command
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def check_output_dir(
+    out: str | Path,
+    what: str,
+    own: Callable[[Path], bool],
+    own_name: str,
+    option: str | None = None,
+    error: type[Exception] = WriteError,
+) -> Path:
+    """Before a command reads any input: ``out`` is a directory that can be made, an empty one, or one holding the
+    command's own earlier output (``own``: a marker the command wrote, never a common file name alone), and it can
+    be written. Anything else raises ``error`` in one line, so no command writes into, or deletes from, a folder of
+    the user's. Returns ``out`` (``~`` expanded)."""
+    out = Path(out).expanduser()
+    where = f" with {option}" if option else ""
+    if out.exists() and not out.is_dir():
+        raise error(f"{what} {out} is a file; choose a directory{where}")
+    blocked = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
+    if blocked is not None:
+        raise error(f"{what} {out} cannot be made: {blocked} is a file; choose another directory{where}")
+    if out.is_dir():
+        names = sorted(path.name for path in out.iterdir())
+        if names and not own(out):
+            shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+            raise error(
+                f"{what} {out} holds files that are not {own_name} ({shown}); nothing there was changed. Choose a new "
+                f"or empty directory{where}"
+            )
+    existing = next(p for p in [out, *out.parents] if p.exists())
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise error(f"{what} {out} cannot be written: {existing} is not writable (or read-only){where}")
+    return out
+
+
 def stale_temporaries(directory: Path) -> list[Path]:
     """The temporary files :func:`atomic_write` leaves in ``directory`` when its process dies mid-write (SIGKILL, a
     power cut: no ``finally`` runs); the files they were to replace are intact. Only the directory's one writer, which

@@ -240,6 +240,17 @@ class RunDir:
         entries = yaml.safe_load(self.overrides_file.read_text()) or []
         return [str(entry) for entry in entries]
 
+    def holds_job(self, job: str) -> bool:
+        """Whether the directory is ``job``'s own (``train``, ``evaluate``): Hydra's records name that job
+        (``.hydra/hydra.yaml``), or it holds only the lock of a start that stopped before Hydra wrote them."""
+        if [path.name for path in self.path.iterdir()] == [self.lock.name]:
+            return True
+        try:
+            records = yaml.safe_load((self.hydra / "hydra.yaml").read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            return False
+        return isinstance(records, dict) and str(((records.get("hydra") or {}).get("job") or {}).get("name")) == job
+
     def swept_values(self) -> dict[str, str]:
         """The job's overrides as ``key -> value`` (``+key`` / ``~key`` as ``key``; a deletion without a value
         left out)."""

@@ -3,7 +3,10 @@ requested analyses, write and log the reports."""
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import warnings
+from collections.abc import Iterator
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -15,9 +18,9 @@ from ..analysis import parse_configs, run_analyses
 from ..data import ImageDataModule, build_datamodule
 from ..errors import CheckpointError, ConfigValueError
 from ..evaluation import Evaluator, check_settings
-from ..files import write_csv, write_json
+from ..files import OUTPUT_MARKER, check_output_dir, is_output_of, mark_output, write_csv, write_json
 from ..models.flip import FlipAveraged
-from ..rundir import METRICS_FILE
+from ..rundir import METRICS_FILE, RunDir
 from ..runs import CheckpointWeights, find_checkpoint, load_model, run_config, run_dir_of
 from .console import evaluation_report
 
@@ -127,6 +130,32 @@ def wandb_settings(config: dict[str, Any]) -> tracking.WandbSettings | None:
     return tracking.wandb_settings(section, enabled=True if enabled else None)
 
 
+EVALUATE_COMMAND = "evaluate"  # the job's name and its output marker (files.mark_output)
+
+
+def _is_evaluation(out: Path) -> bool:
+    """An evaluation's own folder: marked by an earlier evaluation, or this command's run directory."""
+    return is_output_of(out, EVALUATE_COMMAND) or RunDir(out).holds_job(EVALUATE_COMMAND)
+
+
+@contextlib.contextmanager
+def _marked(out_dir: Path) -> Iterator[None]:
+    """``out_dir`` marked as an evaluation's (unless it is this evaluation's run directory, whose records mark it);
+    a folder this made is removed again when the evaluation fails before writing anything into it."""
+    if out_dir.is_dir() and RunDir(out_dir).holds_job(EVALUATE_COMMAND):
+        yield
+        return
+    made = not out_dir.exists()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    mark_output(out_dir, EVALUATE_COMMAND)
+    try:
+        yield
+    except BaseException:
+        if made and [path.name for path in out_dir.iterdir()] == [OUTPUT_MARKER]:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+
+
 def run_evaluate(cfg: DictConfig) -> list[dict[str, Any]]:
     if cfg.get("ckpt") in (None, "???"):
         raise ConfigValueError(
@@ -137,13 +166,15 @@ def run_evaluate(cfg: DictConfig) -> list[dict[str, Any]]:
     wandb = wandb_settings(settings)
     if cfg.get("analysis"):
         parse_configs(list(cfg.analysis), OmegaConf.to_container(cfg.analysis))
+    own = "an evaluation of alternet's"
+    out_dir = check_output_dir(cfg.out_dir, "evaluation output", _is_evaluation, own, "out_dir")
     paths = checkpoint_paths(OmegaConf.to_container(cfg.ckpt) if OmegaConf.is_list(cfg.ckpt) else cfg.ckpt)
-    out_dir = Path(cfg.out_dir)
     reports = []
-    for index, ckpt in enumerate(paths):
-        target = out_dir if len(paths) == 1 else out_dir / f"{index}-{ckpt.resolve().parent.parent.name}"
-        reports.append(evaluate_checkpoint(cfg, ckpt, target, wandb))
-        print(evaluation_report(reports[-1], target), flush=True)
+    with _marked(out_dir):
+        for index, ckpt in enumerate(paths):
+            target = out_dir if len(paths) == 1 else out_dir / f"{index}-{ckpt.resolve().parent.parent.name}"
+            reports.append(evaluate_checkpoint(cfg, ckpt, target, wandb))
+            print(evaluation_report(reports[-1], target), flush=True)
     if len(reports) > 1:
         print(f"Comparison: {write_comparison(reports, out_dir / 'comparison.csv')}")
     return reports

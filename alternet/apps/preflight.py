@@ -22,6 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from ..checkpoints import checkpoint_header
 from ..errors import AlternetError, exit_with_error
+from ..files import check_output_dir
 from ..launch import check_sweep_launch, resolved_launcher, visible_gpus
 from ..rundir import RunDir, SweepDir
 from ..runs import (
@@ -119,6 +120,12 @@ def _resolved_before_it_runs(job: DictConfig) -> dict[str, Any] | None:
         return None
 
 
+RUN_DIRECTORIES = {  # job name: (what its hydra.run.dir is called, whose files it holds)
+    "train": ("run directory", "a run of alternet's"),
+    "evaluate": ("evaluation directory", "an evaluation of alternet's"),
+}
+
+
 class RunDirPreflight(Callback):
     """Registered for every command with a run directory (train, evaluate): before Hydra writes anything into
     ``hydra.run.dir``, rank 0 takes the directory's lock (:class:`alternet.runs.RunDirLock`, held for the command's
@@ -128,8 +135,11 @@ class RunDirPreflight(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         if rank_zero_only.rank != 0:  # other ranks join rank 0's run
             return
+        run_dir, job = Path(str(config.hydra.run.dir)), str(config.hydra.job.name)
+        what, own = RUN_DIRECTORIES.get(job, ("run directory", f"a {job} job's"))
         try:
-            RunDirLock(Path(str(config.hydra.run.dir))).acquire()
+            check_output_dir(run_dir, what, lambda path: RunDir(path).holds_job(job), own, "hydra.run.dir")
+            RunDirLock(run_dir).acquire()
         except AlternetError as error:
             exit_with_error(error)
 

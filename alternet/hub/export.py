@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from .. import __version__
 from ..checkpoints import DIGEST_KEY, weights_digest
 from ..data import build_datamodule
 from ..errors import AlternetError, CheckpointError
-from ..files import atomic_write, file_digest, os_error_reason, write_text
+from ..files import atomic_write, check_output_dir, file_digest, os_error_reason, write_text
 from ..models import create_model
 from ..rundir import RunDir, RunSummary
 from ..runs import find_checkpoint, run_config
@@ -34,9 +33,9 @@ KEEP_NULL = ("pool_size", "first_conv", "classifier")  # timm writes these even 
 def export(source: str | Path, out: str | Path, *, ema: bool = False) -> Path:
     """Export a run directory (its best checkpoint, else ``last``) or a Lightning checkpoint into ``out``."""
     path, out = Path(source).expanduser(), Path(out).expanduser()
+    check_destination(out)  # the output first: a wrong --out is reported before anything about the source
     if not path.exists():
         raise CheckpointError(f"{path} does not exist: pass a run directory or a Lightning checkpoint (.ckpt)")
-    check_destination(out)
     checkpoint, run_dir = find_checkpoint(path)
     opened = read_lightning(checkpoint, ema=ema, run_dir=run_dir)
     model = create_model(opened.require_architecture(), num_classes=opened.num_classes, **opened.model_args)
@@ -239,19 +238,7 @@ def check_destination(out: Path) -> None:
     export of alternet's (its ``config.json`` has the ``alternet`` section and ``model.safetensors`` is beside it),
     whose three files an export replaces. Any other folder is the user's: a ``config.json`` of their own does not
     make it an export."""
-    if out.exists() and not out.is_dir():
-        raise CheckpointError(f"export destination {out} is a file; choose a directory with --out")
-    if out.is_dir() and any(out.iterdir()) and not _is_export(out):
-        raise CheckpointError(
-            f"export destination {out} holds files that are not an alternet export; choose a new or empty directory "
-            "with --out (an earlier export there would be replaced)"
-        )
-    blocked = next((p for p in [out, *out.parents] if p.exists() and not p.is_dir()), None)
-    if blocked is not None:
-        raise CheckpointError(f"export destination {out} cannot be made: {blocked} is a file; choose another --out")
-    existing = next(p for p in [out, *out.parents] if p.exists())
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise CheckpointError(f"export destination {out} cannot be written: {existing} is not writable (or read-only)")
+    check_output_dir(out, "export destination", _is_export, "an alternet export", "--out", error=CheckpointError)
 
 
 def _is_export(out: Path) -> bool:

@@ -18,7 +18,7 @@ from typing import Any
 
 from .. import tracking
 from ..errors import ConfigValueError
-from ..files import write_csv, write_text
+from ..files import check_output_dir, is_output_of, mark_output, write_csv, write_text
 from ..rundir import RunDir, SweepDir, SweepJobs
 from . import figures
 from .runs import Run, read_sweep, swept_keys, variant_of
@@ -313,6 +313,13 @@ def sweep_wandb_settings(run_dir: Path, enabled: bool | None = None) -> tracking
     return tracking.wandb_settings(recorded, enabled=enabled, key=f"{run_dir}: logger.wandb")
 
 
+REPORT_COMMAND = "report"  # the output marker of alternet report (files.mark_output)
+
+
+def _is_report(out: Path) -> bool:
+    return is_output_of(out, REPORT_COMMAND)
+
+
 def build_report(
     sweep_dir: Path,
     out_dir: Path | None = None,
@@ -324,13 +331,16 @@ def build_report(
     wrote. ``wandb=None`` logs to W&B when the sweep's runs did, with their settings (``logger.wandb``: train's
     shape); True logs with them, or the packaged ones (conf/logger/wandb.yaml) when the runs did not use W&B."""
     sweep_dir = Path(sweep_dir)
+    out_dir = Path(out_dir) if out_dir else SweepDir(sweep_dir).report_dir
+    out_dir = check_output_dir(out_dir, "report directory", _is_report, "a report of alternet report", "--out")
     runs, jobs = read_sweep(sweep_dir)
     wandb_settings = sweep_wandb_settings(runs[0].directory, wandb)  # checked before any figure is drawn
-    out_dir = Path(out_dir) if out_dir else SweepDir(sweep_dir).report_dir
     keys = swept_keys(runs)
     variants = group_variants(runs, keys)
     base = pick_baseline(variants, baseline)
     rows = variant_rows(variants, base, settings)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    mark_output(out_dir, REPORT_COMMAND)
     files = [
         write_csv(out_dir / "runs.csv", run_rows(runs, keys)),
         write_csv(out_dir / "variants.csv", rows),

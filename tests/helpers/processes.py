@@ -49,6 +49,14 @@ def main_output(script: str, arguments: list[str], monkeypatch, capsys) -> tuple
     return code, captured.out, captured.err
 
 
+def run_command(arguments: list[str], monkeypatch, capsys) -> tuple[str, str]:
+    """(exit message or status, stderr) of ``alternet ARGUMENTS``, run in this process."""
+    from alternet.apps import cli
+
+    code = _exit_code(lambda: cli.main(arguments), ["alternet", *arguments], monkeypatch)
+    return code, capsys.readouterr().err
+
+
 def module_output(module: str, arguments: list[str], monkeypatch, capsys) -> tuple[str, str, str]:
     """``main_output`` of ``python -m MODULE ARGUMENTS``."""
     with warnings.catch_warnings():

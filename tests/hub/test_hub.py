@@ -389,7 +389,7 @@ def test_an_output_that_cannot_be_made_fails_in_one_line_before_the_source_is_re
         main([command, str(source), "--out", str(tmp_path / "a-file" / "out")])
     assert str(exited.value.code) == (
         f"error: export destination {tmp_path / 'a-file' / 'out'} cannot be made: {tmp_path / 'a-file'} is a file; "
-        "choose another --out"
+        "choose another directory with --out"
     )
 
 

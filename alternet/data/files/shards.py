@@ -24,12 +24,13 @@ import torch
 from litdata import StreamingDataLoader, StreamingDataset
 
 from ...errors import DataError
-from ...files import read_json, write_json
+from ...files import OUTPUT_MARKER, check_output_dir, is_output_of, mark_output, read_json, write_json
 from ...seeds import derive_seed
 from ..workers import StartsWorkersSafely, WorkerLedger
 from .images import FileList, SkipCounter, decode_rgb, scan_split, seed_sample
 
 CLASSES_FILE = "classes.json"
+SHARDS_COMMAND = "shards"  # the output marker of alternet shards (files.mark_output)
 
 
 def source_split(src: Path) -> Path:
@@ -67,16 +68,18 @@ def write_shards(
 ) -> dict[str, Any]:
     """Convert the class folders under ``src`` (a data set root with ``train/``, or a split directory) into LitData
     chunks in ``out``; returns what was written (images, classes, chunks, skipped)."""
-    split = source_split(Path(src).expanduser())
-    out = Path(out).expanduser()
+    out = check_output_dir(out, "shards output", _is_shards_output, "shards written by alternet shards", "OUT")
     if (out / "index.json").exists():
         raise DataError(f"{out} already holds shards (index.json); choose an empty directory or delete it first")
+    split = source_split(Path(src).expanduser())
     files: FileList = scan_split(split)
     classes = sorted({p.decode().split(os.sep, 1)[0] for p in files.paths})
     order = np.random.default_rng(seed).permutation(len(files))
     inputs = [(files.paths[i].decode(), int(files.labels[i])) for i in order]
     workers = num_workers or max(1, min(len(os.sched_getaffinity(0)), 8))
     existed = out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    mark_output(out, SHARDS_COMMAND)  # first: an interrupted writing is this command's to redo
     try:
         _optimize(split, out, inputs, chunk_bytes, workers, skip_corrupt)
     except RuntimeError as error:  # litdata re-raises a worker's error with its traceback as text
@@ -87,8 +90,10 @@ def write_shards(
     written = _count(out)
     if not written:  # every image skipped: an empty index would read as shards and fail in training
         (out / "index.json").unlink(missing_ok=True)
-        if not existed and not any(out.iterdir()):
-            out.rmdir()
+        if not existed:
+            (out / OUTPUT_MARKER).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                out.rmdir()
         raise DataError(
             f"none of the {len(inputs)} images under {split} decodes (all skipped by --skip-corrupt): no shards were "
             "written; check the folder's files"
@@ -128,6 +133,10 @@ def _optimize(split: Path, out: Path, inputs: list, chunk_bytes: str, workers: i
             verbose=False,
             start_method=WRITER_START_METHOD,
         )
+
+
+def _is_shards_output(out: Path) -> bool:
+    return is_output_of(out, SHARDS_COMMAND)
 
 
 def _count(out: Path) -> int:

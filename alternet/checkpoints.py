@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+import re
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,22 @@ def verify_digest(state_dict: dict[str, torch.Tensor], expected: str | None, pat
         )
 
 
+_REFUSED_GLOBAL = re.compile(r"unsupported (?:global: )?GLOBAL ([\w.]+)", re.IGNORECASE)
+_ENFORCE = re.compile(r"^\[enforce fail at [^\]]*\][\s.]*")
+
+
+def refused_global(error: BaseException) -> str | None:
+    """The global (``posix.system``) a pickle asked for that ``torch.load(weights_only=True)`` refused, if named."""
+    found = _REFUSED_GLOBAL.search(str(error))
+    return found[1] if found else None
+
+
+def torch_reason(error: BaseException) -> str:
+    """The first line of torch's reason for not reading a file, without its C++ source location."""
+    text = str(error).strip()
+    return _ENFORCE.sub("", text.splitlines()[0])[:200] if text else type(error).__name__
+
+
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
     """Load a Lightning/torch checkpoint without unpickling arbitrary objects."""
     path = Path(path).expanduser()
@@ -79,12 +96,14 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:
+        found = refused_global(error)
+        what = f"an object of {found}, which" if found else "objects that"
         raise CheckpointError(
-            f"checkpoint {path} holds objects that are not plain data and was refused by torch.load(weights_only=True) "
-            f"({str(error).splitlines()[0]}). Only load checkpoints from sources you trust."
-        ) from error
+            f"checkpoint {path} holds {what} torch.load(weights_only=True) refuses to unpickle: it is not a plain "
+            "checkpoint of tensors and settings. Only load checkpoints from sources you trust"
+        ) from None
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as error:
-        raise CheckpointError(f"checkpoint {path} is unreadable or truncated: {error}") from error
+        raise CheckpointError(f"checkpoint {path} is unreadable or truncated: {torch_reason(error)}") from None
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
         raise CheckpointError(f"checkpoint {path} is not a Lightning checkpoint (no 'state_dict' entry)")
     verify_digest(checkpoint["state_dict"], checkpoint.get(DIGEST_KEY), f"checkpoint {path}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import math
 import signal
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -53,6 +54,13 @@ def require(key: str, value: Any, check: Callable[[Any], Any], expectation: str)
         ok = False
     if not ok:
         raise ConfigValueError(f"{key}={value!r} is invalid: {expectation}")
+
+
+def check_option(option: str, value: object, ok: bool, what: str) -> None:
+    """A command-line option's value checked before any work: ``--OPTION VALUE is invalid: it must be WHAT``."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok or isinstance(value, bool) or (number and not math.isfinite(value)):
+        raise ConfigValueError(f"{option} {value} is invalid: it must be {what}")
 
 
 def is_integer(value: Any, minimum: int | None = None) -> bool:

@@ -242,8 +242,11 @@ class RunDir:
 
     def holds_job(self, job: str) -> bool:
         """Whether the directory is ``job``'s own (``train``, ``evaluate``): Hydra's records name that job
-        (``.hydra/hydra.yaml``), or it holds only the lock of a start that stopped before Hydra wrote them."""
+        (``.hydra/hydra.yaml``), it holds only the lock of a start that stopped before Hydra wrote them, or, for
+        ``train``, a run's own records (``environment.json``, written by every run, from Python too)."""
         if [path.name for path in self.path.iterdir()] == [self.lock.name]:
+            return True
+        if job == "train" and self.environment.is_file():
             return True
         try:
             records = yaml.safe_load((self.hydra / "hydra.yaml").read_text()) or {}

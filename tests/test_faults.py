@@ -367,13 +367,13 @@ def test_real_corruption_files_of_the_whole_test_split_are_scored_on_their_first
 
     np.save(root / "labels.npy", np.tile(np.roll(labels, 1), 5))  # not this test split's labels
     code, _ = run_main(
-        "evaluate.py", [*args, "robustness.max_images=50", f"hydra.run.dir={tmp_path}"], monkeypatch, capsys
+        "evaluate.py", [*args, "robustness.max_images=50", f"hydra.run.dir={tmp_path / 'refused'}"], monkeypatch, capsys
     )
     assert code == (
         f"error: robustness.root={root} does not corrupt this model's digits test split: their labels are not the "
         "digits test labels in order"
     )
-    assert not (tmp_path / "metrics.json").exists()
+    assert not (tmp_path / "refused" / "metrics.json").exists()
 
 
 # the licence stays MIT -------------------------------------------------------------------------------------------

@@ -39,6 +39,8 @@ def packaged_config(group: str, option: str) -> DictConfig:
 def checkpoint_paths(ckpt: str | list[str]) -> list[Path]:
     """Checkpoint files from paths to files or run directories (by :func:`alternet.runs.find_checkpoint`)."""
     sources = [ckpt] if isinstance(ckpt, str) else list(ckpt)
+    if not sources:
+        raise ConfigValueError("ckpt=[] names no checkpoint: alternet evaluate ckpt=PATH or ckpt=[PATH,PATH]")
     return [find_checkpoint(Path(source))[0] for source in sources]
 
 

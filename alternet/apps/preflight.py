@@ -137,9 +137,12 @@ class RunDirPreflight(Callback):
             return
         run_dir, job = Path(str(config.hydra.run.dir)), str(config.hydra.job.name)
         what, own = RUN_DIRECTORIES.get(job, ("run directory", f"a {job} job's"))
+        lock = RunDirLock(run_dir)
         try:
+            if lock.path.is_file():  # an alternet directory: a live run there is reported as such, first
+                lock.acquire()
             check_output_dir(run_dir, what, lambda path: RunDir(path).holds_job(job), own, "hydra.run.dir")
-            RunDirLock(run_dir).acquire()
+            lock.acquire()
         except AlternetError as error:
             exit_with_error(error)
 

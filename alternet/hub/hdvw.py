@@ -25,12 +25,12 @@ from typing import Any
 import torch
 from timm.models import get_pretrained_cfg
 
+from ..checkpoints import refused_global, torch_reason
 from ..dataset_facts import FACTS
 from ..errors import CheckpointError
 from ..models import create_model
 
 Rename = tuple[str, str | Callable[[re.Match[str]], str]]
-UNSUPPORTED_GLOBAL = re.compile(r"Unsupported global: (GLOBAL [\w.]+)")
 DATA_BY_CLASSES = {facts.num_classes: name for name, facts in FACTS.items()}  # 10, 100, 1000 classes
 
 
@@ -191,16 +191,15 @@ def read_hdvw(path: str | Path) -> tuple[str | None, dict[str, torch.Tensor]]:
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:
-        found = UNSUPPORTED_GLOBAL.search(str(error))
+        found = refused_global(error)
         if not found:  # not a refusal of an object: the bytes themselves are not a checkpoint
             raise CheckpointError(f"{not_torch}: it is unreadable or truncated") from None
         raise CheckpointError(
-            f"{path} holds pickled objects besides tensors ({found[1]}), which torch.load(weights_only=True) refuses "
+            f"{path} holds pickled objects besides tensors ({found}), which torch.load(weights_only=True) refuses "
             "to unpickle; only an HDVW checkpoint of plain tensors ({'name', 'state_dict'}) is imported"
         ) from None
     except Exception as error:  # any failure of the unpickler on foreign bytes (KeyError, ValueError, ...)
-        first = str(error).strip().splitlines()[0][:160] if str(error).strip() else type(error).__name__
-        raise CheckpointError(f"{not_torch}: it is unreadable or truncated ({first})") from None
+        raise CheckpointError(f"{not_torch}: it is unreadable or truncated ({torch_reason(error)})") from None
     name = payload.get("name") if isinstance(payload, dict) else None
     weights = payload.get("state_dict", payload) if isinstance(payload, dict) else None
     if not isinstance(weights, dict) or not weights or not all(isinstance(v, torch.Tensor) for v in weights.values()):

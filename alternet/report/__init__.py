@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from .. import tracking
-from ..errors import ConfigValueError
+from ..errors import ConfigValueError, check_option
 from ..files import check_output_dir, is_output_of, mark_output, write_csv, write_text
 from ..rundir import RunDir, SweepDir, SweepJobs
 from . import figures
 from .runs import Run, read_sweep, swept_keys, variant_of
 from .statistics import Difference, Pooled, bootstrap_variance, difference, with_holm
-from .verdicts import Rule, Summary, in_range, plateaued, verdict
+from .verdicts import Rule, Summary, plateaued, verdict
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ class Statistics:
 
     def __post_init__(self) -> None:
         ok = isinstance(self.bootstrap, int) and (self.bootstrap == 0 or self.bootstrap >= 100)
-        in_range("--bootstrap", self.bootstrap, ok, "0 (off) or at least 100 draws")
+        check_option("--bootstrap", self.bootstrap, ok, "0 (off) or at least 100 draws")
 
     def describe(self) -> str:
         spread = (

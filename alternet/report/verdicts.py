@@ -20,7 +20,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import ConfigValueError
+from ..errors import check_option
 from .statistics import Difference
 
 HELPS_OPTIMISATION = "helps optimisation"
@@ -30,12 +30,6 @@ EQUIVALENT = "equivalent"
 EARLY_TRAINING = "early-training speed"
 INCONCLUSIVE = "inconclusive"
 INSUFFICIENT = "insufficient seeds"
-
-
-def in_range(option: str, value: object, ok: bool, what: str) -> None:
-    """One report setting checked: a one-line error naming the option, its value and its range."""
-    if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and ok):
-        raise ConfigValueError(f"{option} {value} is invalid: it must be {what}")
 
 
 @dataclass(frozen=True)
@@ -50,16 +44,17 @@ class Rule:
 
     def __post_init__(self) -> None:
         """Each setting in its range, named as ``alternet report``'s option, before any run is read."""
-        in_range("--alpha", self.alpha, 0 < self.alpha <= 0.5, "a family-wise significance level in (0, 0.5]")
-        in_range(
+        check_option("--alpha", self.alpha, 0 < self.alpha <= 0.5, "a family-wise significance level in (0, 0.5]")
+        check_option(
             "--min-seeds",
             self.min_seeds,
             isinstance(self.min_seeds, int) and self.min_seeds >= 2,
             "an integer >= 2 (a variant's interval needs a spread over seeds)",
         )
-        in_range("--error-margin", self.error_margin, 0 < self.error_margin < 1, "a fraction of test error in (0, 1)")
-        in_range("--nll-margin", self.nll_margin, self.nll_margin > 0, "nats of training NLL, > 0")
-        in_range("--plateau", self.plateau, 0 < self.plateau < 1, "a fraction in (0, 1)")
+        margin = self.error_margin
+        check_option("--error-margin", margin, 0 < margin < 1, "a fraction of test error in (0, 1)")
+        check_option("--nll-margin", self.nll_margin, self.nll_margin > 0, "nats of training NLL, > 0")
+        check_option("--plateau", self.plateau, 0 < self.plateau < 1, "a fraction in (0, 1)")
 
     def describe(self) -> str:
         return (

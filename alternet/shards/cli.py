@@ -5,12 +5,22 @@ streams from (alternet/apps/cli.py dispatches to :func:`main`; ``python -m alter
 from __future__ import annotations
 
 import argparse
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from ..data.files.shards import source_split, write_shards
-from ..errors import AlternetError, exit_with_error
+from ..errors import AlternetError, check_option, exit_with_error
+
+SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)B?\s*$", re.IGNORECASE)
+UNITS = {"": 1, "K": 1000, "M": 1000**2, "G": 1000**3, "T": 1000**4}  # litdata's own (decimal) units
+
+
+def chunk_bytes(text: str) -> int:
+    """``--chunk-bytes`` as a byte count (``64MB``, ``512kb``, ``1000000``); 0 when it is no size."""
+    found = SIZE.match(text)
+    return int(float(found[1]) * UNITS[found[2].upper()]) if found else 0
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "alternet shards") -> int:
@@ -32,11 +42,16 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet shards") -> in
     args = parser.parse_args(argv)
     start = time.perf_counter()
     try:
+        check_option("--seed", args.seed, args.seed >= 0, "an integer >= 0")
+        if args.workers is not None:
+            check_option("--workers", args.workers, args.workers >= 1, "at least 1 (default: the CPUs, at most 8)")
+        chunk = chunk_bytes(args.chunk_bytes)
+        check_option("--chunk-bytes", args.chunk_bytes, chunk > 0, "a size such as 64MB, 512KB or 1GB")
         written = write_shards(
             args.src,
             args.out,
             seed=args.seed,
-            chunk_bytes=args.chunk_bytes,
+            chunk_bytes=chunk,
             num_workers=args.workers,
             skip_corrupt=args.skip_corrupt,
         )

@@ -88,7 +88,7 @@ def test_the_hydra_commands_explain_themselves(command, capsys, monkeypatch, tmp
         (["shards", "/nonexistent/images", "OUT"], "error: "),
         (
             ["cifar-c", "--export", "OUT", "--data", "nonexistent"],
-            "error: data.name='nonexistent' is not one of ['digits', 'cifar10', 'cifar100'",
+            "error: --data nonexistent is invalid: it must be cifar10 or cifar100",
         ),
     ],
 )

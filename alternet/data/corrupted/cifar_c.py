@@ -29,7 +29,7 @@ import cv2
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ...errors import AlternetError, DataError, exit_with_error
+from ...errors import AlternetError, DataError, check_option, exit_with_error
 from ...files import (
     WRITE_FIX,
     WriteError,
@@ -568,6 +568,10 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet cifar-c") -> i
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
+        check_option("--data", args.data, args.data in ("cifar10", "cifar100"), "cifar10 or cifar100")
+        check_option("--seed", args.seed, args.seed >= 0, "an integer >= 0")
+        if args.workers is not None:
+            check_option("--workers", args.workers, args.workers >= 1, "at least 1 (default: one per CPU core)")
         check_cifar_c_output(args.export, "--export")  # before the data set is read
         datamodule = build_datamodule({"name": args.data, "root": args.root}, {"batch_size": 1}, seed=0)
         datamodule.setup()

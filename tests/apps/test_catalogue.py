@@ -1,15 +1,25 @@
-"""The output catalogue (issue 51): every command that writes checks where it writes before it reads anything. A
-folder it cannot make, a file in its place, a folder of the user's (anything but the command's own earlier output,
-recognised by a marker the command wrote) or one it cannot write each stop the command in one line, with no
-traceback, no file left behind and every file that was there unchanged (hashed before and after). The inputs given
-here are missing or not even data: the output's refusal must come first."""
+"""The hostile user's catalogue (issue 51), per command, through ``alternet COMMAND`` in this process.
+
+Outputs: every command that writes checks where it writes before it reads anything. A folder it cannot make, a file
+in its place, a folder of the user's (anything but the command's own earlier output, recognised by a marker the
+command wrote) or one it cannot write each stop the command in one line, with no traceback, no file left behind and
+every file that was there unchanged (hashed before and after). The inputs given there are missing or not even data:
+the output's refusal must come first.
+
+Inputs: a file that is not a checkpoint, a truncated one, a zip of something else and a pickle that asks for a
+global are each named in one line by every command that reads checkpoints, and the pickle never runs.
+
+Options: every numeric or choice option of the argparse commands is range-checked before any work; an empty result
+(no checkpoint to score) is an error, not a success."""
 
 from __future__ import annotations
 
 import os
+import zipfile
 from pathlib import Path
 
 import pytest
+import torch
 
 from helpers.paths import fingerprint
 from helpers.processes import run_command
@@ -128,3 +138,86 @@ def test_an_evaluation_writes_again_into_its_own_out_dir(digits_run, tmp_path, m
         code, stderr = run_command(["evaluate", *arguments, "robustness.enabled=false"], monkeypatch, capsys)
         assert code == "0", code + stderr[-2000:]
     assert (out / "metrics.json").is_file()
+
+
+class _Payload:
+    """A pickle that would write a file when unpickled."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (str(self.marker), "w"))
+
+
+def bad_checkpoints(root: Path, real: Path) -> dict[str, tuple[Path, str]]:
+    """Files given where a checkpoint is expected: (path, what the error must say about it)."""
+    (root / "notes.ckpt").write_text("not a checkpoint at all\n")
+    data = real.read_bytes()
+    (root / "truncated.ckpt").write_bytes(data[: len(data) // 2])
+    with zipfile.ZipFile(root / "other.ckpt", "w") as archive:
+        archive.writestr("notes.txt", "a zip of something else")
+    torch.save({"state_dict": {}, "x": _Payload(root / "pwned")}, root / "pickle.ckpt")
+    return {
+        "not a checkpoint": (root / "notes.ckpt", "not a torch checkpoint"),
+        "truncated": (root / "truncated.ckpt", "not a torch checkpoint"),
+        "zip of something else": (root / "other.ckpt", "file in archive is not in a subdirectory: notes.txt"),
+        "pickle with a global": (root / "pickle.ckpt", "holds an object of io.open, which torch.load"),
+    }
+
+
+READERS = {  # command: arguments reading {ckpt}
+    "evaluate": ["evaluate", "ckpt={ckpt}", "hydra.run.dir={tmp}/eval"],
+    "export": ["export", "{ckpt}", "--out", "{tmp}/export"],
+    "import-hdvw": ["import-hdvw", "{ckpt}", "--out", "{tmp}/export"],
+    "train model.pretrained": ["train", "debug=fast", "model.pretrained={ckpt}", "hydra.run.dir={tmp}/run"],
+    "train ckpt_path": ["train", "debug=fast", "ckpt_path={ckpt}", "hydra.run.dir={tmp}/run"],
+}
+KINDS = ["not a checkpoint", "truncated", "zip of something else", "pickle with a global"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("reader", list(READERS))
+def test_a_file_that_is_no_checkpoint_is_named_in_one_line(reader, kind, digits_run, tmp_path, monkeypatch, capsys):
+    files = tmp_path / "files"
+    files.mkdir()
+    path, says = bad_checkpoints(files, next((digits_run / "checkpoints").glob("best-*.ckpt")))[kind]
+    if reader == "import-hdvw" and kind == "pickle with a global":
+        says = "holds pickled objects besides tensors (io.open)"
+    arguments = [a.format(ckpt=path, tmp=tmp_path) for a in READERS[reader]]
+    code, stderr = run_command(arguments, monkeypatch, capsys)
+    assert_one_line_error(code, stderr, str(path), says)
+    assert "Weights only load failed" not in code and "enforce fail" not in code
+    assert not (files / "pwned").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["files"]
+
+
+OPTIONS = [
+    (["shards", "{src}", "{tmp}/s", "--workers", "0"], "--workers 0 is invalid: it must be at least 1"),
+    (["shards", "{src}", "{tmp}/s", "--workers", "-3"], "--workers -3 is invalid: it must be at least 1"),
+    (["shards", "{src}", "{tmp}/s", "--seed", "-1"], "--seed -1 is invalid: it must be an integer >= 0"),
+    (["shards", "{src}", "{tmp}/s", "--chunk-bytes", "banana"], "--chunk-bytes banana is invalid: it must be a size"),
+    (["shards", "{src}", "{tmp}/s", "--chunk-bytes", "0MB"], "--chunk-bytes 0MB is invalid"),
+    (["cifar-c", "--export", "{tmp}/c", "--seed", "-1"], "--seed -1 is invalid: it must be an integer >= 0"),
+    (["cifar-c", "--export", "{tmp}/c", "--workers", "0"], "--workers 0 is invalid: it must be at least 1"),
+    (
+        ["cifar-c", "--export", "{tmp}/c", "--data", "digits"],
+        "--data digits is invalid: it must be cifar10 or cifar100",
+    ),
+    (["report", "{tmp}/sweep", "--alpha", "1.5"], "--alpha 1.5 is invalid"),
+    (["report", "{tmp}/sweep", "--min-seeds", "1"], "--min-seeds 1 is invalid"),
+    (["report", "{tmp}/sweep", "--bootstrap", "-5"], "--bootstrap -5 is invalid"),
+    (["report", "{tmp}/sweep", "--error-margin", "-1"], "--error-margin -1.0 is invalid"),
+    (["report", "{tmp}/sweep", "--nll-margin", "0"], "--nll-margin 0.0 is invalid"),
+    (["report", "{tmp}/sweep", "--plateau", "2"], "--plateau 2.0 is invalid"),
+    (["evaluate", "ckpt=[]", "hydra.run.dir={tmp}/eval"], "ckpt=[] names no checkpoint"),
+]
+
+
+@pytest.mark.parametrize(("arguments", "message"), OPTIONS, ids=[" ".join(a[:1] + a[2:]) for a, _ in OPTIONS])
+def test_an_option_out_of_range_is_refused_before_any_work(
+    arguments, message, image_folder, tmp_path, monkeypatch, capsys
+):
+    code, stderr = run_command([a.format(src=image_folder, tmp=tmp_path) for a in arguments], monkeypatch, capsys)
+    assert_one_line_error(code, stderr, message)
+    assert list(tmp_path.iterdir()) == []

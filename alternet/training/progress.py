@@ -36,10 +36,26 @@ def _shown(metrics: dict[str, Any]) -> dict[str, Any]:
 
 
 class TerminalBar(TQDMProgressBar):
-    """Lightning's tqdm bar without the logger version, the training loss read from the device (``RunningLoss``)."""
+    """Lightning's tqdm bar without the logger version, the training loss read from the device (``RunningLoss``),
+    its rate and ETA after a mid-epoch resume counted from the resume (tqdm counts from the bar's ``initial``)."""
+
+    _resumed: bool = False
 
     def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
         return _shown(super().get_metrics(trainer, pl_module))
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        super().on_train_start(trainer, pl_module)
+        self._resumed = True  # until the first batch says where this process starts
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if self._resumed:
+            self._resumed = False
+            bar = self.train_progress_bar
+            bar.initial = bar.n = bar.last_print_n = batch_idx  # 0 unless resumed mid-epoch
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
 
 
 class RunningLoss:
@@ -95,6 +111,7 @@ class ProgressLines(ProgressBar):
         self.stream = stream
         self._enabled = True
         self._epoch_start = self._last = self._test_start = 0.0
+        self._first_batch: int | None = None  # the first batch this process trained in this epoch
 
     def disable(self) -> None:
         self._enabled = False
@@ -116,18 +133,28 @@ class ProgressLines(ProgressBar):
         total = "" if trainer.max_epochs in (None, -1) else f"/{trainer.max_epochs}"
         return f"epoch {trainer.current_epoch + 1}{total}"
 
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        super().on_train_start(trainer, pl_module)
+        self._start_clock()  # a run resumed mid-epoch gets no on_train_epoch_start for that epoch
+
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._start_clock()
+
+    def _start_clock(self) -> None:
         self._epoch_start = self._last = time.monotonic()
+        self._first_batch = None
 
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         now = time.monotonic()
+        if self._first_batch is None:
+            self._first_batch = batch_idx  # after a mid-epoch resume, batch_idx starts where the checkpoint left off
         if now - self._last < self.interval:
             return
         self._last = now
         done, total = batch_idx + 1, self.total_train_batches
-        rate = done / max(now - self._epoch_start, 1e-9)
+        rate = (done - self._first_batch) / max(now - self._epoch_start, 1e-9)  # the batches this process trained
         eta = f", epoch ETA {duration((total - done) / rate)}" if total != float("inf") else ""
         metrics = self._metrics(trainer, pl_module)
         self.print(f"{self._epoch(trainer)}  batch {done}/{total}  {rate:.2f} batch/s{eta}  {metrics}")

@@ -135,6 +135,34 @@ def test_throughput_of_a_run_resumed_mid_epoch_counts_only_its_own_seconds():
     assert throughput.images == 8 and throughput.seconds < 5
 
 
+def test_a_run_resumed_mid_epoch_reports_its_own_rate_and_eta(monkeypatch):
+    """Resumed at batch 500 of 1000 (Lightning calls no on_train_epoch_start then), 10 batches in 1 s: the lines say
+    10 batch/s and 50 s left, and the terminal bar counts from batch 500 (they once counted the 500 batches of the
+    interrupted run as done in this process's seconds, or timed the epoch from the machine's boot)."""
+    now = [1000.0]
+    monkeypatch.setattr("alternet.training.progress.time.monotonic", lambda: now[0])
+    trainer = SimpleNamespace(num_training_batches=1000, current_epoch=0, max_epochs=3)
+    module = SimpleNamespace()
+    stream = io.StringIO()
+    lines = ProgressLines(interval=0.0, stream=stream)
+    lines._trainer = trainer
+    monkeypatch.setattr(lines, "_metrics", lambda *args: "")
+    lines.on_train_start(trainer, module)
+    for index in range(500, 510):
+        now[0] += 0.1
+        lines.on_train_batch_end(trainer, module, None, None, index)
+    last = stream.getvalue().splitlines()[-1]
+    assert last.startswith("epoch 1/3  batch 510/1000  10.00 batch/s, epoch ETA 0:49"), last
+
+    bar = TerminalBar()
+    bar._trainer = trainer
+    bar.on_train_start(trainer, module)
+    monkeypatch.setattr(bar, "get_metrics", lambda *args: {})
+    bar.on_train_batch_end(trainer, module, None, None, 500)
+    assert bar.train_progress_bar.initial == 500 and bar.train_progress_bar.n == 501
+    bar.train_progress_bar.close()
+
+
 def test_throughput_leaves_out_the_first_batch_that_compiles_and_autotunes(monkeypatch):
     """A first batch of 60 s (torch.compile on a GPU) then 9 batches of 0.1 s: 80 images/s, not 1.2."""
     clock = iter([0.0, 60.0, *(60.0 + 0.1 * step for step in range(1, 10))])

@@ -64,8 +64,10 @@ def push_to_hub(
 ) -> Pushed:
     """Upload ``source`` (an export directory, or a run directory or checkpoint, exported first) to the Hub model
     repository ``repo_id`` (created when missing) as one commit of model.safetensors, config.json and README.md."""
+    _check_repo_id(repo_id)  # what was typed first, then the credentials
+    if revision is not None and not revision.strip():
+        raise PushError("--revision '' is invalid: name the branch to commit to (or leave it out: main)")
     token = _require_token()
-    _check_repo_id(repo_id)
     path = Path(source).expanduser()
     if not path.exists():
         raise PushError(f"{path} does not exist: pass an export directory, a run directory or a checkpoint (.ckpt)")

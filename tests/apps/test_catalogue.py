@@ -211,6 +211,8 @@ OPTIONS = [
     (["report", "{tmp}/sweep", "--nll-margin", "0"], "--nll-margin 0.0 is invalid"),
     (["report", "{tmp}/sweep", "--plateau", "2"], "--plateau 2.0 is invalid"),
     (["evaluate", "ckpt=[]", "hydra.run.dir={tmp}/eval"], "ckpt=[] names no checkpoint"),
+    (["push", "{src}", "not a repo id!"], "not a repo id!"),
+    (["push", "{src}", "me/model", "--revision", ""], "--revision '' is invalid"),
 ]
 
 

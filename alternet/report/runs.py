@@ -87,6 +87,11 @@ def _curves(job: RunDir) -> dict[str, list[float]]:
 def read_sweep(sweep_dir: Path) -> tuple[list[Run], SweepJobs]:
     """The finished jobs of ``sweep_dir`` as runs, and all its jobs (finished, started and not finished, not
     started) by :meth:`SweepDir.jobs`, the rule the multirun callback's ``summary.csv`` reads it by too."""
+    if RunDir(sweep_dir).is_finished() or RunDir(sweep_dir).environment.is_file():
+        raise ConfigValueError(
+            f"{sweep_dir} is one run's directory, not a sweep's: alternet report compares the runs of a -m sweep "
+            "(its hydra.sweep.dir, e.g. multirun/DATE/TIME); alternet evaluate ckpt=RUN scores one run"
+        )
     jobs = SweepDir(sweep_dir).jobs()
     if not jobs.finished:
         raise ConfigValueError(

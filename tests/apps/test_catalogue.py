@@ -223,3 +223,9 @@ def test_an_option_out_of_range_is_refused_before_any_work(
     code, stderr = run_command([a.format(src=image_folder, tmp=tmp_path) for a in arguments], monkeypatch, capsys)
     assert_one_line_error(code, stderr, message)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_report_pointed_at_one_run_says_it_needs_a_sweep(digits_run, monkeypatch, capsys):
+    code, stderr = run_command(["report", str(digits_run)], monkeypatch, capsys)
+    assert_one_line_error(code, stderr, f"{digits_run} is one run's directory, not a sweep's")
+    assert not (digits_run / "report").exists()

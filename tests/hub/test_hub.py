@@ -377,41 +377,6 @@ def test_an_export_into_a_users_own_folder_with_a_config_json_is_refused_and_tou
     assert sorted(p.name for p in again.iterdir()) == ["README.md", "config.json", "model.safetensors"]
 
 
-@pytest.mark.parametrize("command", ["export", "import-hdvw"])
-def test_an_output_that_cannot_be_made_fails_in_one_line_before_the_source_is_read(command, tmp_path):
-    """--out under a file: one line, before the source (here not even a checkpoint) is read or converted."""
-    from alternet.hub.cli import main
-
-    source = tmp_path / "not-a-checkpoint.ckpt"
-    source.write_bytes(b"not a checkpoint at all")
-    (tmp_path / "a-file").write_text("x")
-    with pytest.raises(SystemExit) as exited:
-        main([command, str(source), "--out", str(tmp_path / "a-file" / "out")])
-    assert str(exited.value.code) == (
-        f"error: export destination {tmp_path / 'a-file' / 'out'} cannot be made: {tmp_path / 'a-file'} is a file; "
-        "choose another directory with --out"
-    )
-
-
-@pytest.mark.parametrize("command", ["export", "import-hdvw"])
-def test_an_output_in_a_read_only_folder_fails_in_one_line_before_the_source_is_read(command, tmp_path):
-    from alternet.hub.cli import main
-
-    source = tmp_path / "not-a-checkpoint.ckpt"
-    source.write_bytes(b"not a checkpoint at all")
-    read_only = tmp_path / "read-only"
-    read_only.mkdir()
-    read_only.chmod(0o555)
-    try:
-        if os.access(read_only, os.W_OK):
-            pytest.skip("this user writes into read-only folders (root)")
-        with pytest.raises(SystemExit) as exited:
-            main([command, str(source), "--out", str(read_only / "out")])
-        assert "cannot be written" in str(exited.value.code) and "\n" not in str(exited.value.code)
-    finally:
-        read_only.chmod(0o755)
-
-
 def test_a_full_disk_while_exporting_keeps_the_previous_export_and_says_so(pretrained, tmp_path, monkeypatch):
     """Exporting over an earlier export when the disk is full: one line naming the file, every file of the earlier
     export left as it was (no half-written weights)."""

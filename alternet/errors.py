@@ -7,7 +7,9 @@ import contextlib
 import difflib
 import math
 import signal
+import sys
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NoReturn
 
@@ -71,6 +73,31 @@ def is_integer(value: Any, minimum: int | None = None) -> bool:
 def error_line(error: BaseException | str) -> str:
     """The line a command prints for an error meant for the user: ``error: MESSAGE``."""
     return f"error: {error}"
+
+
+class AlternetWarning(UserWarning):
+    """A warning of alternet's about what the user asked for; a command shows it as it shows an error: one line,
+    ``warning: MESSAGE`` (:func:`warnings_on_one_line`)."""
+
+
+@contextlib.contextmanager
+def warnings_on_one_line() -> Iterator[None]:
+    """While a command runs, alternet's warnings print as ``warning: MESSAGE`` on stderr, the shape of its
+    ``error: MESSAGE`` line (Python's default adds the file, line number and source line of the call); other
+    libraries' warnings show as they do."""
+    shown = warnings.showwarning
+
+    def show(message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None, line: Any = None):
+        if issubclass(category, AlternetWarning):
+            print(f"warning: {message}", file=file or sys.stderr, flush=True)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
 
 
 def exit_with_error(error: BaseException | str) -> NoReturn:

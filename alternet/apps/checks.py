@@ -23,7 +23,7 @@ from ..data import check_name
 from ..data.augment import check_augment
 from ..data.base import check_batch_sizes, check_subset, check_val_size
 from ..data.workers import check_workers
-from ..errors import ConfigValueError, is_integer, one_of, require, suggest
+from ..errors import AlternetWarning, ConfigValueError, is_integer, one_of, require, suggest
 from ..evaluation import check_settings
 from ..models import MODEL_NAMES
 from ..models.attention import check_attention
@@ -173,6 +173,7 @@ def validate_train_config(cfg: Mapping[str, Any]) -> None:
         warnings.warn(
             f"recipe.warmup_epochs={warmup} exceeds trainer.max_epochs={epochs}: the learning rate never reaches "
             "its base value (fine for a smoke test, not for a real run)",
+            AlternetWarning,
             stacklevel=2,
         )
     mixup = _get(cfg, "recipe.mixup") or {}
@@ -286,7 +287,7 @@ def warn_buildup(cfg: Mapping[str, Any]) -> None:
         return
     layout, heads = layout_and_heads(model)
     for violation in buildup_violations(layout, heads) if layout else []:
-        warnings.warn(f"{violation} (model.buildup_rules=off for a deliberate contrast)", stacklevel=3)
+        warnings.warn(f"{violation} (model.buildup_rules=off for a deliberate contrast)", AlternetWarning, stacklevel=3)
 
 
 def check_monitor(cfg: Mapping[str, Any]) -> None:

@@ -28,7 +28,7 @@ from omegaconf import DictConfig
 
 from ..data.augment import check_override
 from ..data.corrupted import cifar_c
-from ..errors import AlternetError, ctrl_c_noted, exit_with_error
+from ..errors import AlternetError, ctrl_c_noted, exit_with_error, warnings_on_one_line
 from ..hub import cli as hub_cli
 from ..report import cli as report_cli
 from ..runs import discard_unused_run_dir
@@ -73,7 +73,7 @@ def _ends_cleanly_on_ctrl_c(message: str) -> Callable[[Callable[[], Any]], Calla
     def wrap(main: Callable[[], Any]) -> Callable[[], Any]:
         @functools.wraps(main)
         def run() -> Any:
-            with ctrl_c_noted() as ctrl_c:
+            with ctrl_c_noted() as ctrl_c, warnings_on_one_line():
                 try:
                     return main()
                 except KeyboardInterrupt:
@@ -233,4 +233,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     if name not in COMMANDS:
         hint = f" (overrides follow a command: {PROG} train {name})" if "=" in name else ""
         exit_with_error(f"unknown command {name!r}{hint}; the commands are {', '.join(COMMANDS)} ({PROG} --help)")
-    return COMMANDS[name].run(rest, [sys.argv[0], *args])
+    with warnings_on_one_line():
+        return COMMANDS[name].run(rest, [sys.argv[0], *args])

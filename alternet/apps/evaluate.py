@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from .. import tracking
 from ..analysis import parse_configs, run_analyses
 from ..data import ImageDataModule, build_datamodule
-from ..errors import CheckpointError, ConfigValueError
+from ..errors import AlternetWarning, CheckpointError, ConfigValueError
 from ..evaluation import Evaluator, check_settings
 from ..files import OUTPUT_MARKER, check_output_dir, is_output_of, mark_output, write_csv, write_json
 from ..models.flip import FlipAveraged
@@ -77,6 +77,7 @@ def check_classes(datamodule: ImageDataModule, ckpt: Path, weights: CheckpointWe
             warnings.warn(
                 f"checkpoint {ckpt} was trained with data.{key}={before} but is evaluated with {now}: its numbers "
                 "will differ from the trained model's",
+                AlternetWarning,
                 stacklevel=2,
             )
 

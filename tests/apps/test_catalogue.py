@@ -229,3 +229,14 @@ def test_a_report_pointed_at_one_run_says_it_needs_a_sweep(digits_run, monkeypat
     code, stderr = run_command(["report", str(digits_run)], monkeypatch, capsys)
     assert_one_line_error(code, stderr, f"{digits_run} is one run's directory, not a sweep's")
     assert not (digits_run / "report").exists()
+
+
+def test_a_warning_before_an_error_is_one_line_shaped_as_the_error(tmp_path, monkeypatch, capsys):
+    """A layout against the build-up rules warns, then fails on another key: both lines read the same way, with no
+    file, line number or source line of the warning's call."""
+    arguments = ["train", "model.layout=C|MC|CM", "recipe.epochs=0", f"hydra.run.dir={tmp_path / 'run'}"]
+    code, stderr = run_command(arguments, monkeypatch, capsys)
+    assert_one_line_error(code, stderr, "recipe.epochs=0 is invalid")
+    warning = next(line for line in stderr.splitlines() if "build-up" in line or "MSAs" in line)
+    assert warning.startswith("warning: stage 2 (MC): ends with a Conv block after its MSAs"), stderr
+    assert "UserWarning" not in stderr and "checks.py" not in stderr

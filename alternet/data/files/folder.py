@@ -19,7 +19,7 @@ import numpy as np
 from torch.utils.data import DataLoader
 
 from ...dataset_facts import FACTS
-from ...errors import ConfigValueError, DataError
+from ...errors import AlternetWarning, ConfigValueError, DataError
 from ..base import ImageDataModule, split_size, stratified_holdout
 from ..workers import WorkerLedger, init_loader_worker
 from .images import DecodingDataset, SkipCounter, class_folders, scan_split
@@ -99,6 +99,7 @@ class ImageFolderDataModule(ImageDataModule):
                     warnings.warn(
                         f"data.train_shards={self.train_shards} is remote: its classes.json is not checked against "
                         f"{train}; the shards must come from the same class folders",
+                        AlternetWarning,
                         stacklevel=2,
                     )
                 elif shard_classes != classes:

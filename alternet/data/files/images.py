@@ -22,7 +22,7 @@ import torch
 from PIL import Image
 from torch.utils.data import Dataset
 
-from ...errors import DataError
+from ...errors import AlternetWarning, DataError
 from ..workers import WorkerLedger
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -147,7 +147,9 @@ class SkipCounter:
     def add(self, name: Any, error: DataError) -> None:
         with self._value.get_lock():
             self._value.value += 1
-        warnings.warn(f"skipped unreadable image {name}: {str(error).split('. Replace')[0]}", stacklevel=2)
+        warnings.warn(
+            f"skipped unreadable image {name}: {str(error).split('. Replace')[0]}", AlternetWarning, stacklevel=2
+        )
 
     @property
     def count(self) -> int:

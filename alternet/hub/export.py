@@ -21,6 +21,7 @@ from ..models import create_model
 from ..rundir import RunDir, RunSummary
 from ..runs import find_checkpoint, run_config
 from .card import model_card
+from .hdvw import resolve_arch
 from .loading import apply_weights
 from .sources import CONFIG_FILE, EXPORT_FORMAT, WEIGHTS_FILE, Source, read_export, read_hdvw_source, read_lightning
 
@@ -74,6 +75,8 @@ def import_hdvw(
     strictly before this returns."""
     path, out = Path(source).expanduser(), Path(out).expanduser()
     check_destination(out)
+    if arch is not None:
+        resolve_arch(arch, None, str(path))  # a name that is no model, before the file is read
     opened = read_hdvw_source(path, arch, data)
     model = create_model(opened.require_architecture(), num_classes=opened.num_classes, **opened.model_args)
     apply_weights(model, opened, strict=True)

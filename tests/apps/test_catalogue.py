@@ -212,6 +212,7 @@ OPTIONS = [
     (["report", "{tmp}/sweep", "--plateau", "2"], "--plateau 2.0 is invalid"),
     (["evaluate", "ckpt=[]", "hydra.run.dir={tmp}/eval"], "ckpt=[] names no checkpoint"),
     (["push", "{src}", "not a repo id!"], "not a repo id!"),
+    (["import-hdvw", "{tmp}/missing.pth", "--out", "{tmp}/e", "--arch", "resnet_9000"], "--arch 'resnet_9000': pass"),
     (["push", "{src}", "me/model", "--revision", ""], "--revision '' is invalid"),
 ]
 

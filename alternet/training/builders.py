@@ -62,11 +62,22 @@ def compile_mode(performance: dict[str, Any], trainer: dict[str, Any]) -> str | 
     if compile_ == "auto":
         devices = trainer["devices"]
         one_device = devices in (1, "1") or (isinstance(devices, list | tuple) and len(devices) == 1)
-        compile_ = on_cuda and one_device and int(trainer["num_nodes"]) == 1
+        compile_ = on_cuda and one_device and int(trainer["num_nodes"]) == 1 and inductor_compiles_for_this_gpu()
     if not compile_:
         return None
     mode = performance["compile_mode"]
     return ("reduce-overhead" if on_cuda else "default") if mode == "auto" else mode
+
+
+def inductor_compiles_for_this_gpu() -> bool:
+    """Whether torch.compile's GPU code generator runs here: Triton installed and a GPU it supports (compute
+    capability 7.0 on, Volta). ``compile: auto`` trains eagerly elsewhere (a Pascal card, a build without Triton)
+    rather than failing at its first step."""
+    try:
+        from torch.utils._triton import has_triton
+    except ImportError:  # a torch without the helper: no claim that compiling works
+        return False
+    return has_triton()
 
 
 def on_a_gpu_when_auto(setting: bool | str, accelerator: str) -> bool:

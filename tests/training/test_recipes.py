@@ -192,11 +192,24 @@ def test_compile_mode_reaches_torch_compile(mode, monkeypatch):
     ],
 )
 def test_compile_auto_compiles_a_run_on_one_gpu_with_cuda_graphs(compile_, mode, trainer, cuda, expected, monkeypatch):
+    from alternet.training import builders
     from alternet.training.builders import compile_mode
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(builders, "inductor_compiles_for_this_gpu", lambda: True)
     trainer = {"devices": 1, "num_nodes": 1, **trainer}
     assert compile_mode({"compile": compile_, "compile_mode": mode}, trainer) == expected
+
+
+def test_compile_auto_trains_eagerly_on_a_gpu_that_inductor_cannot_compile_for(monkeypatch):
+    """A Pascal card or a torch without Triton: ``auto`` stays eager instead of failing at the first step."""
+    from alternet.training import builders
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(builders, "inductor_compiles_for_this_gpu", lambda: False)
+    trainer = {"accelerator": "gpu", "devices": 1, "num_nodes": 1}
+    assert builders.compile_mode({"compile": "auto", "compile_mode": "auto"}, trainer) is None
+    assert builders.compile_mode({"compile": True, "compile_mode": "auto"}, trainer) == "reduce-overhead"
 
 
 def test_the_banner_says_when_training_is_compiled(tmp_path, capsys):

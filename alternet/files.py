@@ -12,12 +12,18 @@ import hashlib
 import json
 import math
 import os
+import platform
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from .errors import AlternetError
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
 
 CHUNK = 1 << 22
 
@@ -53,6 +59,54 @@ def atomic_write(path: str | Path, write: Callable[[Path], Any]) -> Path:
 
 
 OUTPUT_MARKER = ".alternet-output"  # the command that writes a folder (report, shards, an evaluation's out_dir)
+OUTPUT_LOCK = ".alternet-writing"  # locked by the command writing the folder now (a run directory has RunDir.lock)
+
+
+class LockBusy(AlternetError):
+    """Another process holds the lock; ``owner`` is what it wrote there (its pid and host)."""
+
+    def __init__(self, owner: str):
+        super().__init__(owner)
+        self.owner = owner
+
+
+def lock_file(path: Path) -> Any:
+    """``path`` opened and locked exclusively for as long as the returned handle stays open (the OS releases it when
+    the process dies, so a killed holder leaves no stale lock), this process's pid and host written into it.
+    Raises :class:`LockBusy` when another process holds it; None where ``fcntl`` is missing (Windows: no lock)."""
+    if fcntl is None:
+        return None
+    handle = open(path, "a+")  # noqa: SIM115 - held open by the caller
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        owner = handle.read().strip() or "another process"
+        handle.close()
+        raise LockBusy(owner) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()} on {platform.node()}\n")
+    handle.flush()
+    return handle
+
+
+@contextlib.contextmanager
+def writing(directory: Path, what: str) -> Iterator[None]:
+    """Hold ``directory``'s :data:`OUTPUT_LOCK` while a command writes it: a second command into the same folder
+    stops in one line instead of writing beside the first (the folder must exist)."""
+    try:
+        handle = lock_file(Path(directory) / OUTPUT_LOCK)
+    except LockBusy as busy:
+        raise WriteError(
+            f"{what} {directory} is being written by another command ({busy.owner}); wait for it, or choose another "
+            "directory"
+        ) from None
+    try:
+        yield
+    finally:
+        if handle is not None:
+            handle.close()
 
 
 def mark_output(directory: str | Path, command: str) -> None:

@@ -9,7 +9,6 @@ The layout of a run directory, and every name in it, is :class:`alternet.rundir.
 
 from __future__ import annotations
 
-import os
 import platform
 import shlex
 import shutil
@@ -27,16 +26,11 @@ import yaml
 from hydra.core.hydra_config import HydraConfig
 from torch import nn
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - not POSIX: run directories are not locked
-    fcntl = None
-
 from .checkpoints import read_checkpoint
 from .data import DATAMODULES
 from .data.augment import upgrade_recipe
 from .errors import CheckpointError, ConfigValueError
-from .files import read_json, write_json, write_text
+from .files import LockBusy, lock_file, read_json, write_json, write_text
 from .models import create_model
 from .models.config import model_args
 from .models.zoo import spec_kwargs
@@ -238,23 +232,13 @@ class RunDirLock:
             self.created = True
         except FileExistsError:
             self.created = key in _TO_CREATE
-        if fcntl is not None:
-            handle = open(self.path, "a+")  # noqa: SIM115 - held open for the run's life
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.seek(0)
-                owner = handle.read().strip() or "another process"
-                handle.close()
-                raise ConfigValueError(
-                    f"run directory {self.run_dir} is in use by another run ({owner}); wait for it, or give this "
-                    "run its own directory (hydra.run.dir=...)"
-                ) from None
-            handle.seek(0)
-            handle.truncate()
-            handle.write(f"pid {os.getpid()} on {platform.node()}\n")
-            handle.flush()
-            self._file = handle
+        try:
+            self._file = lock_file(self.path)  # held open for the run's life
+        except LockBusy as busy:
+            raise ConfigValueError(
+                f"run directory {self.run_dir} is in use by another run ({busy.owner}); wait for it, or give this "
+                "run its own directory (hydra.run.dir=...)"
+            ) from None
         _HELD[key] = self
         return self
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from .. import tracking
 from ..errors import ConfigValueError, check_option
-from ..files import check_output_dir, is_output_of, mark_output, write_csv, write_text
+from ..files import check_output_dir, is_output_of, mark_output, write_csv, write_text, writing
 from ..rundir import RunDir, SweepDir, SweepJobs
 from . import figures
 from .runs import Run, read_sweep, swept_keys, variant_of
@@ -340,17 +340,18 @@ def build_report(
     base = pick_baseline(variants, baseline)
     rows = variant_rows(variants, base, settings)
     out_dir.mkdir(parents=True, exist_ok=True)
-    mark_output(out_dir, REPORT_COMMAND)
-    files = [
-        write_csv(out_dir / "runs.csv", run_rows(runs, keys)),
-        write_csv(out_dir / "variants.csv", rows),
-        figures.error_vs_train_nll(runs, keys, out_dir / "error_vs_train_nll.png"),
-        *(figures.metrics_vs(runs, key, keys, out_dir / f"metrics_vs_{key.replace('.', '_')}.png") for key in keys),
-        figures.train_nll_curves(runs, keys, out_dir / "train_nll_curves.png"),
-    ]
-    files = [f for f in files if f is not None]
-    summary_md = write_text(out_dir / "summary.md", markdown(sweep_dir, keys, rows, base, files, jobs, settings, runs))
-    files.append(summary_md)
+    with writing(out_dir, "report directory"):  # a second report into the same folder stops here
+        mark_output(out_dir, REPORT_COMMAND)
+        files = [
+            write_csv(out_dir / "runs.csv", run_rows(runs, keys)),
+            write_csv(out_dir / "variants.csv", rows),
+            figures.error_vs_train_nll(runs, keys, out_dir / "error_vs_train_nll.png"),
+            *(figures.metrics_vs(runs, key, keys, out_dir / f"metrics_vs_{key.replace('.', '_')}.png") for key in keys),
+            figures.train_nll_curves(runs, keys, out_dir / "train_nll_curves.png"),
+        ]
+        files = [f for f in files if f is not None]
+        markdown_text = markdown(sweep_dir, keys, rows, base, files, jobs, settings, runs)
+        files.append(write_text(out_dir / "summary.md", markdown_text))
     logged = None
     if wandb_settings is not None:
         logged = tracking.log_sweep_report(wandb_settings, sweep_dir.name, out_dir, files, rows)

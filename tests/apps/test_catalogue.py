@@ -241,3 +241,21 @@ def test_a_warning_before_an_error_is_one_line_shaped_as_the_error(tmp_path, mon
     warning = next(line for line in stderr.splitlines() if "build-up" in line or "MSAs" in line)
     assert warning.startswith("warning: stage 2 (MC): ends with a Conv block after its MSAs"), stderr
     assert "UserWarning" not in stderr and "checks.py" not in stderr
+
+
+def test_a_second_shards_into_a_folder_being_written_stops_in_one_line(image_folder, tmp_path, monkeypatch, capsys):
+    """Another process holds the folder's lock (as a first ``alternet shards`` into it does while it writes): the
+    second stops in one line naming the holder, and writes nothing beside it (``report``: tests/report)."""
+    from alternet.files import OUTPUT_LOCK, lock_file, mark_output
+
+    out = tmp_path / "out"
+    out.mkdir()
+    mark_output(out, "shards")  # the first command's own folder, which the second may rewrite once it is done
+    holder = lock_file(out / OUTPUT_LOCK)
+    try:
+        before = fingerprint(out)
+        code, stderr = run_command(["shards", str(image_folder), str(out)], monkeypatch, capsys)
+        assert_one_line_error(code, stderr, f"{out} is being written by another command (pid {os.getpid()} on")
+        assert fingerprint(out) == before
+    finally:
+        holder.close()

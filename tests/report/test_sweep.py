@@ -110,6 +110,28 @@ def test_report_of_a_sweep_writes_figures_tables_and_verdicts(sweep, tmp_path, m
     assert len(list((out / "wandb").glob("offline-run-*"))) == 1  # the sweep used W&B, so the report goes there too
 
 
+def test_a_second_report_into_a_folder_being_written_stops_in_one_line(sweep, tmp_path, monkeypatch, capsys):
+    """Another process holds the report folder's lock (as a first report into it does while it writes)."""
+    import os
+
+    from alternet.apps import cli
+    from alternet.files import OUTPUT_LOCK, OUTPUT_MARKER, lock_file, mark_output
+
+    sweep_dir, _ = sweep
+    out = tmp_path / "report"
+    out.mkdir()
+    mark_output(out, "report")
+    holder = lock_file(out / OUTPUT_LOCK)
+    try:
+        with pytest.raises(SystemExit) as exited:
+            cli.main(["report", str(sweep_dir), "--out", str(out)])
+        assert str(exited.value.code).startswith(f"error: report directory {out} is being written by another command")
+        assert f"(pid {os.getpid()} on" in str(exited.value.code)
+        assert sorted(p.name for p in out.iterdir()) == [OUTPUT_MARKER, OUTPUT_LOCK]
+    finally:
+        holder.close()
+
+
 def test_report_refuses_what_it_cannot_read(sweep, tmp_path):
     sweep_dir, _ = sweep
     with pytest.raises(ConfigValueError, match="holds no finished runs"):

@@ -24,7 +24,16 @@ import torch
 from litdata import StreamingDataLoader, StreamingDataset
 
 from ...errors import DataError
-from ...files import OUTPUT_MARKER, check_output_dir, is_output_of, mark_output, read_json, write_json
+from ...files import (
+    OUTPUT_LOCK,
+    OUTPUT_MARKER,
+    check_output_dir,
+    is_output_of,
+    mark_output,
+    read_json,
+    write_json,
+    writing,
+)
 from ...seeds import derive_seed
 from ..workers import StartsWorkersSafely, WorkerLedger
 from .images import FileList, SkipCounter, decode_rgb, scan_split, seed_sample
@@ -79,19 +88,21 @@ def write_shards(
     workers = num_workers or max(1, min(len(os.sched_getaffinity(0)), 8))
     existed = out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    mark_output(out, SHARDS_COMMAND)  # first: an interrupted writing is this command's to redo
-    try:
-        _optimize(split, out, inputs, chunk_bytes, workers, skip_corrupt)
-    except RuntimeError as error:  # litdata re-raises a worker's error with its traceback as text
-        reason = next((line for line in str(error).splitlines() if "cannot decode image" in line), None)
-        if reason is None:
-            raise
-        raise DataError(reason.split("DataError: ", 1)[-1]) from None
-    written = _count(out)
+    with writing(out, "shards output"):  # a second alternet shards into OUT stops here
+        mark_output(out, SHARDS_COMMAND)  # first: an interrupted writing is this command's to redo
+        try:
+            _optimize(split, out, inputs, chunk_bytes, workers, skip_corrupt)
+        except RuntimeError as error:  # litdata re-raises a worker's error with its traceback as text
+            reason = next((line for line in str(error).splitlines() if "cannot decode image" in line), None)
+            if reason is None:
+                raise
+            raise DataError(reason.split("DataError: ", 1)[-1]) from None
+        written = _count(out)
     if not written:  # every image skipped: an empty index would read as shards and fail in training
         (out / "index.json").unlink(missing_ok=True)
         if not existed:
-            (out / OUTPUT_MARKER).unlink(missing_ok=True)
+            for name in (OUTPUT_MARKER, OUTPUT_LOCK):
+                (out / name).unlink(missing_ok=True)
             with contextlib.suppress(OSError):
                 out.rmdir()
         raise DataError(

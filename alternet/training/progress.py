@@ -39,20 +39,20 @@ class TerminalBar(TQDMProgressBar):
     """Lightning's tqdm bar without the logger version, the training loss read from the device (``RunningLoss``),
     its rate and ETA after a mid-epoch resume counted from the resume (tqdm counts from the bar's ``initial``)."""
 
-    _resumed: bool = False
+    _first_batch_pending: bool = False
 
     def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
         return _shown(super().get_metrics(trainer, pl_module))
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         super().on_train_start(trainer, pl_module)
-        self._resumed = True  # until the first batch says where this process starts
+        self._first_batch_pending = True  # until the first batch says where this process starts
 
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        if self._resumed:
-            self._resumed = False
+        if self._first_batch_pending:
+            self._first_batch_pending = False
             bar = self.train_progress_bar
             bar.initial = bar.n = bar.last_print_n = batch_idx  # 0 unless resumed mid-epoch
         super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)

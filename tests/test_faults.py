@@ -46,7 +46,7 @@ from alternet.data.workers import (
     leave_stop_signals_to_main_process,
     stop_signals_blocked,
 )
-from alternet.evaluation.report import write_npz
+from alternet.evaluation.evaluator import write_npz
 from alternet.files import WriteError, atomic_write, write_json
 from alternet.training import builders
 from alternet.training.callbacks import AtomicCheckpointIO, PreemptionCheckpoint, StoppedWithoutSaving

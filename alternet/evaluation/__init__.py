@@ -3,9 +3,9 @@ temperature scaling, corruption robustness, report figures; :class:`Evaluator` r
 
 from __future__ import annotations
 
+from .evaluator import Evaluator, check_settings
 from .inference import choose_device, predict
 from .plots import corruption_heatmap, reliability_diagram
-from .report import Evaluator, check_settings
 from .robustness import (
     CORRUPTIONS,
     FAMILIES,

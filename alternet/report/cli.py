@@ -1,6 +1,6 @@
 """``alternet report SWEEP_DIR [--baseline "model=preresnet_tiny"] [--out DIR] [--wandb|--no-wandb]
 [--alpha 0.05] [--min-seeds 3] [--error-margin 0.005] [--nll-margin 0.02] [--plateau 0.05] [--unpaired] [--pooled]
-[--bootstrap 1000]`` (alternet/apps/cli.py dispatches to :func:`main`; ``python -m alternet.report`` is the same)."""
+[--bootstrap 1000]`` (alternet/apps/cli.py dispatches to :func:`main`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import AlternetError, exit_with_error
-from . import Statistics, build_report
+from .build import Statistics, build_report
 from .verdicts import Rule
 
 

@@ -22,9 +22,9 @@ from .callbacks import (
     PreemptionCheckpoint,
     parse_interval,
 )
+from .display import Throughput, progress_bar, quiet_lightning
 from .module import ClassificationModule
 from .precision import device_type
-from .progress import Throughput, progress_bar, quiet_lightning
 
 
 def build_module(config: dict[str, Any], data: dict[str, Any]) -> ClassificationModule:

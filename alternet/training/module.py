@@ -28,9 +28,9 @@ from ..models import create_model
 from ..models.config import model_args
 from ..models.flip import flip_averaged_logits
 from ..models.params import decay_groups
+from .display import RunningLoss
 from .guard import NonFiniteGuard, fused_optimizer_supported, uses_grad_scaler
 from .optim import build_optimizer, build_scheduler, rescale_learning_rates, scaled_lr
-from .progress import RunningLoss
 
 EVALUATED_METRICS = ("acc", "top5", "nll", "ece")  # per validation/test split, logged as "<split>/<metric>"
 

@@ -12,7 +12,7 @@ from alternet.apps.console import best_epoch, end_summary, evaluation_report, ro
 from alternet.data import build_datamodule
 from alternet.data.workers import available_cpus
 from alternet.rundir import RunSummary
-from alternet.training.progress import ProgressLines, TerminalBar, Throughput, progress_bar
+from alternet.training.display import ProgressLines, TerminalBar, Throughput, progress_bar
 
 
 def _summary(tmp_path, **extra):
@@ -140,7 +140,7 @@ def test_a_run_resumed_mid_epoch_reports_its_own_rate_and_eta(monkeypatch):
     10 batch/s and 50 s left, and the terminal bar counts from batch 500 (they once counted the 500 batches of the
     interrupted run as done in this process's seconds, or timed the epoch from the machine's boot)."""
     now = [1000.0]
-    monkeypatch.setattr("alternet.training.progress.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("alternet.training.display.time.monotonic", lambda: now[0])
     trainer = SimpleNamespace(num_training_batches=1000, current_epoch=0, max_epochs=3)
     module = SimpleNamespace()
     stream = io.StringIO()
@@ -166,7 +166,7 @@ def test_a_run_resumed_mid_epoch_reports_its_own_rate_and_eta(monkeypatch):
 def test_throughput_leaves_out_the_first_batch_that_compiles_and_autotunes(monkeypatch):
     """A first batch of 60 s (torch.compile on a GPU) then 9 batches of 0.1 s: 80 images/s, not 1.2."""
     clock = iter([0.0, 60.0, *(60.0 + 0.1 * step for step in range(1, 10))])
-    monkeypatch.setattr("alternet.training.progress.time.monotonic", lambda: next(clock))
+    monkeypatch.setattr("alternet.training.display.time.monotonic", lambda: next(clock))
     throughput = Throughput()
     trainer, module = SimpleNamespace(world_size=1), SimpleNamespace(log=lambda *args, **kwargs: None)
     throughput.on_train_start(trainer, module)

@@ -8,8 +8,8 @@ import torch
 
 from alternet.apps.train import train
 from alternet.data import build_datamodule
+from alternet.training.display import RunningLoss
 from alternet.training.module import ClassificationModule
-from alternet.training.progress import RunningLoss
 from alternet.training.syncs import HostSyncs, per_step
 
 from helpers import FAST, compose_train, resolved

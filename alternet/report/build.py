@@ -1,0 +1,358 @@
+"""The report builder: a sweep directory as the paper's figures and verdicts (:func:`build_report`).
+
+Reads every finished job of a Hydra multirun (its overrides, metrics.json and per-epoch logs), groups the jobs into
+variants by their swept values (seeds are replicates), and writes into ``SWEEP_DIR/report/``: ``runs.csv`` (one row
+per job), ``variants.csv`` (mean and sd over seeds; each metric's difference from the baseline variant with its 95%
+interval and Holm-corrected p-value; the verdict read from them, :mod:`.verdicts`), ``summary.md`` (a
+table to paste into a draft), ``error_vs_train_nll.png``, ``<metric>_vs_<key>.png`` per swept key and
+``train_nll_curves.png``; and logs the same to W&B when the sweep's runs used it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import tracking
+from ..errors import ConfigValueError, check_option
+from ..files import check_output_dir, is_output_of, mark_output, write_csv, write_text, writing
+from ..rundir import RunDir, SweepDir, SweepJobs
+from . import figures
+from .runs import Run, read_sweep, swept_keys, variant_of
+from .statistics import Difference, Pooled, bootstrap_variance, difference, with_holm
+from .verdicts import Rule, Summary, plateaued, verdict
+
+
+@dataclass(frozen=True)
+class Variant:
+    label: str
+    runs: list[Run]
+
+    def summary(self, value: Any) -> Summary | None:
+        return Summary.of([value(run) for run in self.runs])
+
+
+def group_variants(runs: Sequence[Run], keys: list[str]) -> list[Variant]:
+    labels = list(dict.fromkeys(variant_of(run, keys) for run in runs))
+    return [Variant(label, [run for run in runs if variant_of(run, keys) == label]) for label in labels]
+
+
+def pick_baseline(variants: list[Variant], baseline: str | None) -> Variant:
+    """The variant whose swept values include every ``key=value`` of ``baseline`` (default: the first variant)."""
+    if baseline is None:
+        return variants[0]
+    wanted = set(baseline.split())
+    matches = [v for v in variants if wanted <= set(v.label.split())]
+    if len(matches) != 1:
+        raise ConfigValueError(
+            f"--baseline {baseline!r} matches {len(matches)} variants; choose one of: "
+            + "; ".join(v.label for v in variants)
+        )
+    return matches[0]
+
+
+def _error(run: Run) -> float:
+    return run.test_error
+
+
+def _nll(run: Run) -> float | None:
+    return run.train_nll
+
+
+def _robustness(run: Run) -> float | None:
+    return run.robustness
+
+
+def _test_nll(run: Run) -> float | None:
+    return run.metrics.test.get("nll")
+
+
+def _test_ece(run: Run) -> float | None:
+    return run.metrics.test.get("ece")
+
+
+@dataclass(frozen=True)
+class Statistics:
+    """How variants are compared: the verdict rule, pairing by seed, a variance pooled over the sweep, and the
+    bootstrap draws over test images (0: leave the test set's own noise out)."""
+
+    rule: Rule = field(default_factory=Rule)
+    paired: bool = True
+    pooled: bool = False
+    bootstrap: int = 1000
+
+    def __post_init__(self) -> None:
+        ok = isinstance(self.bootstrap, int) and (self.bootstrap == 0 or self.bootstrap >= 100)
+        check_option("--bootstrap", self.bootstrap, ok, "0 (off) or at least 100 draws")
+
+    def describe(self) -> str:
+        spread = (
+            "variance pooled over the sweep's variants (assumes seeds scatter alike in each)"
+            if self.pooled
+            else "seed-paired differences where both variants ran the same seeds, else Welch"
+            if self.paired
+            else "Welch (unpaired)"
+        )
+        return f"{spread}; {self.rule.describe()}"
+
+
+def _by_seed(variant: Variant, value: Any) -> dict[str, float | None]:
+    return {run.seed: value(run) for run in variant.runs}
+
+
+def _differences(
+    variants: list[Variant], baseline: Variant, value: Any, settings: Statistics, test_noise: bool = False
+) -> list[Difference | None]:
+    """Each variant's difference from the baseline in one metric, Holm-corrected over the variants compared."""
+    pooled = Pooled.of([_values(v, value) for v in variants]) if settings.pooled else None
+    differences: list[Difference | None] = []
+    for variant in variants:
+        if variant is baseline:
+            differences.append(None)
+            continue
+        extra = _test_set_variance(variant, baseline, settings.bootstrap) if test_noise else 0.0
+        differences.append(
+            difference(
+                _by_seed(variant, value),
+                _by_seed(baseline, value),
+                paired=settings.paired,
+                pooled=pooled,
+                extra_variance=extra,
+            )
+        )
+    return with_holm(differences)
+
+
+def _values(variant: Variant, value: Any) -> list[float]:
+    return [v for v in (value(run) for run in variant.runs) if v is not None and math.isfinite(v)]
+
+
+def _test_set_variance(variant: Variant, baseline: Variant, draws: int) -> float:
+    """The test set's own sampling noise in a difference of mean test errors (0 when a run kept no predictions)."""
+    if draws <= 0:
+        return 0.0
+    a, b = [run.test_correct() for run in variant.runs], [run.test_correct() for run in baseline.runs]
+    if any(c is None for c in a + b):
+        return 0.0
+    return bootstrap_variance(a, b, draws)
+
+
+def _converged(variant: Variant, baseline: Variant, tolerance: float) -> bool:
+    curves = [run.curves.get("train_clean/nll") or [] for run in (*variant.runs, *baseline.runs)]
+    return plateaued(curves, tolerance)
+
+
+def variant_rows(
+    variants: list[Variant], baseline: Variant, settings: Statistics = Statistics()
+) -> list[dict[str, Any]]:
+    errors = _differences(variants, baseline, _error, settings, test_noise=True)
+    nlls = _differences(variants, baseline, _nll, settings)
+    robusts = _differences(variants, baseline, _robustness, settings)  # no verdict reads it: a description
+    rows = []
+    for variant, error_diff, nll_diff, robust_diff in zip(variants, errors, nlls, robusts):
+        error, nll, robust = variant.summary(_error), variant.summary(_nll), variant.summary(_robustness)
+        test_nll, ece = variant.summary(_test_nll), variant.summary(_test_ece)
+        if variant is baseline:
+            judged = "baseline"
+        else:
+            converged = _converged(variant, baseline, settings.rule.plateau)
+            judged = verdict(error_diff, nll_diff, converged, settings.rule)
+        rows.append(
+            {
+                "variant": variant.label,
+                "seeds": len(variant.runs),
+                "test_error": error.mean,
+                "test_error_sd": error.sd,
+                **_difference_columns("error", error_diff),
+                "train_clean_nll": nll.mean if nll else None,
+                "train_clean_nll_sd": nll.sd if nll else None,
+                **_difference_columns("nll", nll_diff),
+                "test_nll": test_nll.mean if test_nll else None,
+                "test_nll_sd": test_nll.sd if test_nll else None,
+                "test_ece": ece.mean if ece else None,
+                "test_ece_sd": ece.sd if ece else None,
+                "robustness": robust.mean if robust else None,
+                "robustness_sd": robust.sd if robust else None,
+                **_difference_columns("robustness", robust_diff),
+                "test_set_noise": variant is not baseline and _test_noise_included(variant, baseline),
+                "verdict": judged,
+            }
+        )
+    return rows
+
+
+def _test_noise_included(variant: Variant, baseline: Variant) -> bool:
+    return all(run.test_correct() is not None for run in (*variant.runs, *baseline.runs))
+
+
+def _difference_columns(name: str, diff: Difference | None) -> dict[str, Any]:
+    if diff is None:
+        return dict.fromkeys(f"{name}_{part}" for part in ("delta", "ci_low", "ci_high", "p", "p_holm", "method"))
+    return {
+        f"{name}_delta": diff.delta,
+        f"{name}_ci_low": diff.low,
+        f"{name}_ci_high": diff.high,
+        f"{name}_p": diff.p,
+        f"{name}_p_holm": diff.p_holm,
+        f"{name}_method": diff.method,
+    }
+
+
+def run_rows(runs: Sequence[Run], keys: list[str]) -> list[dict[str, Any]]:
+    return [
+        {
+            "job": run.directory.name,
+            **{key: run.overrides.get(key) for key in keys},
+            "seed": run.seed,
+            "test_acc": 1.0 - run.test_error,
+            "test_nll": _test_nll(run),
+            "test_ece": _test_ece(run),
+            "train_clean_nll": run.train_nll,
+            "train_clean_acc": (run.metrics.train_clean or {}).get("acc"),
+            "robustness": run.robustness,
+            "train_images": run.metrics.train_images,
+            "epochs": run.metrics.epochs,
+        }
+        for run in runs
+    ]
+
+
+def _cell(value: Any, sd: Any = None) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.4f}" + (f" ± {sd:.4f}" if sd else "")
+    return str(value)
+
+
+def _delta_cell(row: dict[str, Any], name: str, scale: float, unit: str) -> str:
+    """``Δ [low, high] p=…`` (Holm-corrected p), or a dash for the baseline and for runs without the metric."""
+    if row.get(f"{name}_delta") is None:
+        return "–"
+    delta, low, high = (scale * row[f"{name}_{part}"] for part in ("delta", "ci_low", "ci_high"))
+    return f"{delta:+.2f}{unit} [{low:+.2f}, {high:+.2f}] p={row[f'{name}_p_holm']:.3g}"
+
+
+def _robustness_note(runs: Sequence[Run]) -> str:
+    """What the robustness column averages (the corruption sets the runs scored after training), or nothing when no
+    run scored any."""
+    records = [run.metrics.robustness or {} for run in runs if run.robustness is not None]
+    scored = list(
+        dict.fromkeys(
+            f"{len(record.get('table') or ())} {record.get('source', '')} corruption sets"
+            + (f" of {record['images_per_condition']:,} images each" if record.get("images_per_condition") else "")
+            for record in records
+        )
+    )
+    if not scored:
+        return ""
+    what = scored[0] if len(scored) == 1 else f"the runs' corruption sets, which differ ({'; '.join(scored)})"
+    return (
+        f" Robustness: mean accuracy over {what}, scored after training (evaluate.after_training); Δ robustness in "
+        "percentage points, a description that no verdict reads."
+    )
+
+
+def markdown(
+    sweep_dir: Path,
+    keys: list[str],
+    rows: list[dict[str, Any]],
+    baseline: Variant,
+    files: list[Path],
+    jobs: SweepJobs,
+    settings: Statistics = Statistics(),
+    runs: Sequence[Run] = (),
+) -> str:
+    noise = any(row["test_set_noise"] for row in rows)
+    lines = [
+        f"## Sweep {sweep_dir.name}",
+        "",
+        f"Swept: {', '.join(keys) or 'nothing (seeds only)'}. Baseline: `{baseline.label}`. Test error on the test "
+        "split, clean training NLL on the fixed training subset in eval mode (`train_clean/nll`, last epoch), test NLL "
+        "and calibration error (ECE): mean ± "
+        "sd over seeds. Δ = variant − baseline with its 95% confidence interval and Holm-corrected p-value "
+        "(test error in percentage points, NLL in nats). "
+        + (
+            "The error intervals include the test set's own sampling noise (a paired bootstrap over test images). "
+            if noise
+            else "The test set's own sampling noise is not included (no run kept its predictions: "
+            "evaluate.after_training=true writes them). "
+        )
+        + f"Statistics: {settings.describe()}."
+        + _robustness_note(runs),
+        "",
+        "| variant | n | test error | Δ error | clean training NLL | Δ NLL | test NLL | test ECE | robustness "
+        "| Δ robustness | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['variant']} | {row['seeds']} | {_cell(row['test_error'], row['test_error_sd'])} | "
+            f"{_delta_cell(row, 'error', 100, ' pp')} | {_cell(row['train_clean_nll'], row['train_clean_nll_sd'])} | "
+            f"{_delta_cell(row, 'nll', 1, '')} | {_cell(row['test_nll'], row['test_nll_sd'])} | "
+            f"{_cell(row['test_ece'], row['test_ece_sd'])} | {_cell(row['robustness'], row['robustness_sd'])} | "
+            f"{_delta_cell(row, 'robustness', 100, ' pp')} | {row['verdict']} |"
+        )
+    if not jobs.complete:
+        lines += ["", f"A partial sweep, the unfinished jobs left out: {jobs.describe()}"]
+        lines[-1] += " Re-running the sweep's command with ckpt_path=last and the same hydra.sweep.dir completes it."
+    lines += ["", *(f"![{path.stem}]({path.name})" for path in files if path.suffix == ".png")]
+    return "\n".join(lines) + "\n"
+
+
+def sweep_wandb_settings(run_dir: Path, enabled: bool | None = None) -> tracking.WandbSettings | None:
+    """The W&B settings of a sweep's report: its run's recorded ``logger.wandb`` section (the keys of today's
+    shape: a run recorded before a key was dropped keeps working), switched by ``enabled`` (``--wandb`` /
+    ``--no-wandb``; None: as the runs did)."""
+    recorded = ((RunDir(run_dir).recorded_config() or {}).get("logger") or {}).get("wandb")
+    if recorded is not None:
+        recorded = {key: value for key, value in recorded.items() if key in tracking.WANDB_KEYS}
+    return tracking.wandb_settings(recorded, enabled=enabled, key=f"{run_dir}: logger.wandb")
+
+
+REPORT_COMMAND = "report"  # the output marker of alternet report (files.mark_output)
+
+
+def _is_report(out: Path) -> bool:
+    return is_output_of(out, REPORT_COMMAND)
+
+
+def build_report(
+    sweep_dir: Path,
+    out_dir: Path | None = None,
+    baseline: str | None = None,
+    wandb: bool | None = None,
+    settings: Statistics = Statistics(),
+) -> dict[str, Any]:
+    """Write the report of ``sweep_dir`` (into ``out_dir``, default ``SWEEP_DIR/report``); returns what it
+    wrote. ``wandb=None`` logs to W&B when the sweep's runs did, with their settings (``logger.wandb``: train's
+    shape); True logs with them, or the packaged ones (conf/logger/wandb.yaml) when the runs did not use W&B."""
+    sweep_dir = Path(sweep_dir)
+    out_dir = Path(out_dir) if out_dir else SweepDir(sweep_dir).report_dir
+    out_dir = check_output_dir(out_dir, "report directory", _is_report, "a report of alternet report", "--out")
+    runs, jobs = read_sweep(sweep_dir)
+    wandb_settings = sweep_wandb_settings(runs[0].directory, wandb)  # checked before any figure is drawn
+    keys = swept_keys(runs)
+    variants = group_variants(runs, keys)
+    base = pick_baseline(variants, baseline)
+    rows = variant_rows(variants, base, settings)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with writing(out_dir, "report directory"):  # a second report into the same folder stops here
+        mark_output(out_dir, REPORT_COMMAND)
+        files = [
+            write_csv(out_dir / "runs.csv", run_rows(runs, keys)),
+            write_csv(out_dir / "variants.csv", rows),
+            figures.error_vs_train_nll(runs, keys, out_dir / "error_vs_train_nll.png"),
+            *(figures.metrics_vs(runs, key, keys, out_dir / f"metrics_vs_{key.replace('.', '_')}.png") for key in keys),
+            figures.train_nll_curves(runs, keys, out_dir / "train_nll_curves.png"),
+        ]
+        files = [f for f in files if f is not None]
+        markdown_text = markdown(sweep_dir, keys, rows, base, files, jobs, settings, runs)
+        files.append(write_text(out_dir / "summary.md", markdown_text))
+    logged = None
+    if wandb_settings is not None:
+        logged = tracking.log_sweep_report(wandb_settings, sweep_dir.name, out_dir, files, rows)
+    return {"out_dir": out_dir, "files": files, "variants": rows, "baseline": base.label, "wandb_run": logged}

@@ -17,7 +17,6 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import metadata
-from itertools import dropwhile, takewhile
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from torch import nn
 
 from .checkpoints import read_checkpoint
 from .data import DATAMODULES
-from .data.augment import upgrade_recipe
+from .data.augment import SECTIONS
 from .errors import CheckpointError, ConfigValueError
 from .files import LockBusy, lock_file, read_json, write_json, write_text
 from .models import create_model
@@ -83,7 +82,7 @@ def environment() -> dict[str, Any]:
         "git_commit": git_commit(Path(__file__).resolve().parent),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
-        "command": sys.argv,
+        "command": command_line(),
         "packages": versions,
     }
 
@@ -96,17 +95,21 @@ def write_run_records(run_dir: Path, config: dict[str, Any]) -> None:
 
 
 def run_config(run_dir: Path | None) -> dict[str, Any] | None:
-    """The resolved config a run directory recorded, if it has one (:meth:`RunDir.recorded_config`), its recipe as
-    today's (:func:`upgrade_record`)."""
-    config = RunDir(run_dir).recorded_config() if run_dir is not None else None
-    return upgrade_record(config) if isinstance(config, dict) else config
+    """The resolved config a run directory recorded, if it has one (:meth:`RunDir.recorded_config`)."""
+    return RunDir(run_dir).recorded_config() if run_dir is not None else None
 
 
-def upgrade_record(record: dict[str, Any]) -> dict[str, Any]:
-    """A run's record (its config.yaml, a checkpoint's hyperparameters) in today's spellings: a recipe of before the
-    augment sections (one flat ``recipe.augment``) in sections (:func:`alternet.data.augment.upgrade`). Every reader
-    of a saved recipe reads it through this."""
-    return {**record, "recipe": upgrade_recipe(record["recipe"])} if "recipe" in record else dict(record)
+def saved_hyperparameters(checkpoint: dict[str, Any], source: str) -> dict[str, Any]:
+    """A training checkpoint's hyperparameters, as every reader of a saved recipe takes them. A recipe saved before
+    ``recipe.augment`` had its sections (one flat list of both stacks' keys) is refused in one line."""
+    hparams = checkpoint.get("hyper_parameters") or {}
+    augment = (hparams.get("recipe") or {}).get("augment")
+    if isinstance(augment, dict) and (flat := sorted(set(augment) - set(SECTIONS))):
+        raise CheckpointError(
+            f"{source} was saved before recipe.augment had its sections ({', '.join(SECTIONS)}): it holds "
+            f"recipe.augment.{flat[0]}, which alternet no longer reads; train it again with this version"
+        )
+    return hparams
 
 
 # which checkpoint ------------------------------------------------------------------------------
@@ -215,6 +218,7 @@ class RunDirLock:
         self.run_dir = Path(run_dir)
         self.path = RunDir(run_dir).lock
         self.created = False
+        self.parents_made: list[Path] = []  # the folders above it that acquiring it created, innermost first
         self._file: Any = None
 
     @classmethod
@@ -227,9 +231,11 @@ class RunDirLock:
         if held is not None:
             return held
         key = self.run_dir.resolve()
+        missing = [parent for parent in key.parents if not parent.exists()]
         try:
             self.run_dir.mkdir(parents=True)
             self.created = True
+            self.parents_made = missing
         except FileExistsError:
             self.created = key in _TO_CREATE
         try:
@@ -250,8 +256,9 @@ class RunDirLock:
 
 
 def discard_unused_run_dir(run_dir: Path) -> bool:
-    """Remove the directory of a run that failed before any work, when this process holds its lock and created it
-    (a directory another run holds, or one that was there before, is never touched): it holds only Hydra's records
+    """Remove the directory of a run that failed before any work, and the empty folders above it that its lock
+    created, when this process holds its lock and created it (a directory another run holds, or one that was there
+    before, is never touched): it holds only Hydra's records
     (``.hydra/``, ``*.log``), the run's setup records (the lock among them) and empty folders. Anything else in it (a
     checkpoint, metrics, W&B files, a file of the user's) keeps it."""
     lock = RunDirLock.held(run_dir)
@@ -265,6 +272,11 @@ def discard_unused_run_dir(run_dir: Path) -> bool:
             return False
     lock.release()
     shutil.rmtree(run_dir, ignore_errors=True)
+    for parent in lock.parents_made:  # outputs/runs/DATE made for it, unless another run has written there since
+        try:
+            parent.rmdir()
+        except OSError:
+            break
     return True
 
 
@@ -297,7 +309,7 @@ APPLIED_ON_RESUME = ("recipe.optimizer.lr",)
 
 
 def _model_recipe_differences(config: dict[str, Any], checkpoint: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
-    hparams = upgrade_record(checkpoint.get("hyper_parameters") or {})
+    hparams = saved_hyperparameters(checkpoint, "the checkpoint to resume")
     data = (config.get("data") or {}).get("name")
     differences = {}
     for section in ("model", "recipe"):
@@ -369,22 +381,28 @@ def record_resume(run_dir: Path, checkpoint: str, step: int, changes: dict[str, 
     write_json(path, [*history, {"global_step": step, "checkpoint": checkpoint, "changed": changes}])
 
 
-def _is_word(arg: str) -> bool:
-    """A subcommand's word (``train``), not an option (``-m``) or a Hydra override (``key=value``, ``+k=v``, ``~k``)."""
-    return not arg.startswith(("-", "+", "~")) and "=" not in arg
-
-
 def command_words() -> list[str]:
-    """How this process was started, up to its overrides: ``python SCRIPT`` (``train.py``, a console script such as
-    ``alternet``), or ``python -m MODULE`` for an alternet module run with ``-m``, then the subcommand's words
-    (``train`` of ``alternet train``: the leading words of the command line that are neither options nor
-    overrides)."""
+    """How this process was started, up to its overrides: ``python SCRIPT`` (``train.py``, the ``alternet`` console
+    script) or ``python -m alternet``, then, for the ``alternet`` command, the command word: inside a Hydra job it
+    is the job's config name (``train``, ``evaluate``), as the dispatcher hands Hydra the overrides alone
+    (:mod:`alternet.apps.cli`)."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    if spec is not None and spec.name.split(".")[0] == __name__.split(".")[0]:
+    package = __name__.split(".")[0]
+    if spec is not None and spec.name.split(".")[0] == package:
         head = ["-m", spec.name.removesuffix(".__main__")]
     else:
         head = [sys.argv[0]]
-    return [sys.executable, *head, *takewhile(_is_word, sys.argv[1:])]
+    dispatched = head[-1] == package or Path(head[-1]).stem == package
+    try:
+        word = [HydraConfig.get().job.config_name] if dispatched else []
+    except ValueError:  # not inside a Hydra job (called from Python)
+        word = []
+    return [sys.executable, *head, *word]
+
+
+def command_line() -> list[str]:
+    """The whole command this process runs, as :func:`command_words` and the arguments after them."""
+    return [*command_words(), *sys.argv[1:]]
 
 
 def resume_command(run_dir: Path, checkpoint: str | Path = "last", **changes: Any) -> str:
@@ -395,7 +413,7 @@ def resume_command(run_dir: Path, checkpoint: str | Path = "last", **changes: An
     try:
         overrides = list(HydraConfig.get().overrides.task)
     except ValueError:  # not inside a Hydra job (called from Python)
-        overrides = [a for a in dropwhile(_is_word, sys.argv[1:]) if a not in ("-m", "--multirun")]
+        overrides = [a for a in sys.argv[1:] if a not in ("-m", "--multirun")]
     dropped = ("ckpt_path=", "hydra.run.dir=", *(f"{k}=" for k in changes))
     kept = [a for a in overrides if not a.lstrip("+").startswith(dropped)]
     extra = [f"hydra.run.dir={run_dir}", f"ckpt_path={checkpoint}", *(f"{k}={v}" for k, v in changes.items())]
@@ -445,7 +463,7 @@ def read_weights(path: str | Path, *, ema: bool = False) -> CheckpointWeights:
     """The network of a checkpoint written by alternet's training (its EMA copy with ``ema``), read safely."""
     path = Path(path)
     checkpoint = read_checkpoint(path)
-    hparams = checkpoint.get("hyper_parameters") or {}
+    hparams = saved_hyperparameters(checkpoint, f"checkpoint {path}")
     if not all(isinstance(hparams.get(key), dict) for key in ("model", "data")):
         raise CheckpointError(
             f"checkpoint {path} lacks the model and data hyperparameters alternet's training saves; "
@@ -468,7 +486,7 @@ def read_weights(path: str | Path, *, ema: bool = False) -> CheckpointWeights:
         architecture=model["name"],
         num_classes=num_classes,
         model_args={k: v for k, v in args.items() if k not in TRAINING_ONLY_ARGS},
-        hyper_parameters=upgrade_record(hparams),
+        hyper_parameters=hparams,
         ema=ema,
     )
 

@@ -77,7 +77,7 @@ def wandb_settings(
     """The one parser of W&B settings: a ``logger.wandb`` section (null: ``logger=csv``, W&B off) over the packaged
     defaults, each value checked (one line naming ``key``), or None when W&B is off. ``enabled`` switches it
     explicitly: False turns it off, True on, with the packaged defaults where there is no section (the report's
-    ``--wandb``, evaluate's old ``wandb.enabled=true``)."""
+    ``--wandb``)."""
     if enabled is False or (section is None and not enabled):
         return None
     defaults = _packaged_wandb()

@@ -2,11 +2,12 @@
 logged (same name, same digest: lineage) and joins that run's group; robustness and analysis results arrive as
 interactive charts; an unreachable server costs init_timeout, then the run logs offline."""
 
-import dataclasses
 import time
 
+import pytest
 import wandb
 from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 from wandb.sdk.wandb_run import Run
 
@@ -53,7 +54,7 @@ def test_evaluation_consumes_the_training_checkpoint_artifact_joins_its_group_an
 
     overrides = [
         f"ckpt={summary['best_checkpoint']}",
-        "wandb.enabled=true",
+        "logger=wandb",
         "robustness.enabled=true",
         "robustness.max_images=24",
         "robustness.corruptions=[gaussian_noise,fog]",
@@ -126,8 +127,8 @@ def test_an_online_evaluation_uses_the_artifact_its_training_run_logged(tmp_path
 
 def test_train_evaluate_and_report_build_the_same_wandb_settings_from_the_same_values(tmp_path, monkeypatch):
     """One settings shape (conf/logger/wandb.yaml, ``logger.wandb.*``) parsed by one function for the three commands
-    that log to W&B: the same values give the same settings; the old spellings (evaluate's ``wandb.enabled=true``,
-    the report's ``--wandb``) give the packaged ones, as ``logger=wandb`` does."""
+    that log to W&B: the same values give the same settings; the report's ``--wandb`` gives the packaged ones, as
+    ``logger=wandb`` does; evaluate's retired ``wandb.*`` keys are refused by name."""
     import yaml
 
     from alternet.apps import evaluate as evaluate_app
@@ -173,9 +174,8 @@ def test_train_evaluate_and_report_build_the_same_wandb_settings_from_the_same_v
 
     packaged = train("logger=wandb")
     assert packaged == WandbSettings("alternet", None, None, None, (), False, 60.0)
-    assert evaluate("logger=wandb") == evaluate("wandb.enabled=true") == packaged  # the old spelling still works
-    old = ["wandb.enabled=true", "wandb.project=p", "wandb.entity=me", "wandb.tags=[a,b]", "wandb.offline=true"]
-    assert evaluate(*old, "wandb.init_timeout=5") == dataclasses.replace(trained, group=None)  # old keys, same settings
-    assert evaluate("wandb.project=p") is None  # as before: the old keys set W&B up, wandb.enabled turns it on
+    assert evaluate("logger=wandb") == packaged
+    with pytest.raises(ConfigCompositionException, match="wandb"):  # the retired spelling: Hydra names the key
+        evaluate("wandb.enabled=true")
     assert report(None, True) == packaged  # --wandb for a sweep that did not use W&B
     assert evaluate() is None

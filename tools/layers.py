@@ -14,7 +14,7 @@ Floors, bottom to top (docs/architecture.md explains each)::
 
 A module imports only from floors below its own (kernel modules also from each other). There are no exceptions:
 an entry point (a ``__main__.py``, an ``if __name__ == "__main__":`` block) obeys the rule of the floor its file is
-on, so ``python -m alternet.hub`` runs a command line that lives in the hub (alternet/hub/cli.py), not one in apps.
+on.
 No alternet import may hide inside a function (it would dodge the rule, or a cycle).
 """
 

@@ -1,32 +1,30 @@
 """The command line: ``alternet COMMAND [ARGS]`` (the console script of an installed alternet; ``python -m alternet``
-in a checkout), one command per job (:data:`COMMANDS`; ``alternet --help`` lists them). The old spellings are thin
-aliases that call the same functions: ``alternet-train`` and ``python train.py`` (:func:`train_main`),
-``alternet-evaluate`` and ``python evaluate.py`` (:func:`evaluate_main`), ``alternet-hub`` (:func:`hub_main`) and the
-``python -m`` modules of each library's command (docs/architecture.md has the table).
+is the same), one command per job (:data:`COMMANDS`; ``alternet --help`` lists them). In a checkout, ``python
+train.py`` and ``python evaluate.py`` run :func:`train_main` and :func:`evaluate_main` directly.
 
 ``train`` and ``evaluate`` are Hydra apps: their configs are read from the package (``pkg://alternet.conf``), so they
 work from any directory, and run directories go under the directory the command runs in (``outputs/`` by default,
 ``paths.log_dir``); ``alternet train --help`` lists the config groups and their options (template: ``hydra.help`` in
-``alternet/conf/hydra/default.yaml``). Every command ends on a user's error the same way: ``error: MESSAGE`` and
-exit status 1 (:func:`alternet.errors.exit_with_error`).
+``alternet/conf/hydra/default.yaml``). Hydra reads its overrides from ``sys.argv``, so while one runs under the
+dispatcher ``sys.argv`` is ``[argv0, *overrides]``: what the job records and repeats is rebuilt from that
+(:func:`alternet.runs.command_words`), and Lightning's DDP launcher, which re-runs ``sys.argv`` for each further
+rank, comes back through :func:`main` as a rank of ``train`` (:func:`lightning_rank`). Every command ends on a user's
+error the same way: ``error: MESSAGE`` and exit status 1 (:func:`alternet.errors.exit_with_error`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
+import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.errors import HydraException
 from omegaconf import DictConfig
 
-from ..data.augment import check_override
 from ..data.corrupted import cifar_c
 from ..errors import AlternetError, ctrl_c_noted, exit_with_error, warnings_on_one_line
 from ..hub import cli as hub_cli
@@ -38,24 +36,7 @@ from .train import train
 
 CONFIG_PATH = "pkg://alternet.conf"
 PROG = "alternet"
-
-# The whole command line while a Hydra app runs under the dispatcher: Hydra parses sys.argv[1:] as its overrides, so
-# the dispatcher hands it [argv0, *overrides]; the job itself sees the command as typed (`alternet train ...`), which
-# runs.write_run_records records, runs.resume_command repeats and Lightning's DDP launcher re-executes per rank.
-_typed: list[list[str]] = []
-
-
-@contextlib.contextmanager
-def _as_typed() -> Iterator[None]:
-    if not _typed:  # started as alternet-train / python train.py: sys.argv is the command as typed
-        yield
-        return
-    parsed, sys.argv = sys.argv, _typed[-1]
-    try:
-        yield
-    finally:
-        sys.argv = parsed
-
+DDP_JOB_NAME = "hydra.job.name=train_ddp_process_"  # what Lightning adds to a rank it launches under Hydra
 
 # A stop signal inside training steps saves and resumes (training.callbacks.PreemptionCheckpoint); Ctrl-C anywhere
 # else (Hydra composing a job, set-up, testing, scoring, between a sweep's jobs) raises KeyboardInterrupt wherever it
@@ -88,47 +69,14 @@ def _ends_cleanly_on_ctrl_c(message: str) -> Callable[[Callable[[], Any]], Calla
     return wrap
 
 
-def check_overrides(args: Sequence[str]) -> None:
-    """The overrides among ``args`` (a Hydra app's command line) whose keys their owner checks before Hydra composes
-    (:func:`alternet.data.augment.check_override`: Hydra would refuse a key the config lacks, such as the
-    ``recipe.augment.crop_padding`` of before the augment sections, in lines that name no new key). An override
-    Hydra cannot parse is left to Hydra's own message."""
-    parser = OverridesParser.create()
-    for arg in args:
-        if arg.startswith("-") or ("=" not in arg and not arg.startswith("~")):
-            continue  # an option (-m, --cfg job) or an option's value
-        try:
-            override = parser.parse_override(arg)
-        except HydraException:
-            continue
-        plain = not (override.is_delete() or override.is_sweep_override())
-        check_override(override.key_or_group, override.value() if plain else None)
-
-
-def _overrides_checked(main: Callable[[], Any]) -> Callable[[], Any]:
-    """A Hydra app that first runs :func:`check_overrides` on its command line."""
-
-    @functools.wraps(main)
-    def run() -> Any:
-        try:
-            check_overrides(sys.argv[1:])
-        except AlternetError as error:
-            exit_with_error(error)
-        return main()
-
-    return run
-
-
 @_ends_cleanly_on_ctrl_c(TRAINING_INTERRUPTED)
-@_overrides_checked
 @hydra.main(config_path=CONFIG_PATH, config_name="train", version_base="1.3")
 def train_main(cfg: DictConfig) -> float | None:
     """``alternet train [group=option ...] [key=value ...]``: train one model (or, with ``-m``, a sweep)."""
-    with _as_typed():
-        try:
-            metrics = train(cfg)
-        except AlternetError as error:
-            exit_with_error(error)
+    try:
+        metrics = train(cfg)
+    except AlternetError as error:
+        exit_with_error(error)
     optimized = metrics["optimized_metric"]  # the value a Hydra sweeper (e.g. Optuna) optimises, if configured
     return optimized["value"] if optimized else None
 
@@ -137,48 +85,40 @@ def train_main(cfg: DictConfig) -> float | None:
 @hydra.main(config_path=CONFIG_PATH, config_name="evaluate", version_base="1.3")
 def evaluate_main(cfg: DictConfig) -> None:
     """``alternet evaluate ckpt=PATH [data=...] [key=value ...]``: score checkpoints."""
-    with _as_typed():
-        try:
-            run_evaluate(cfg)
-        except AlternetError as error:
-            discard_unused_run_dir(Path(HydraConfig.get().runtime.output_dir))  # as a training run's (apps.train)
-            exit_with_error(error)
+    try:
+        run_evaluate(cfg)
+    except AlternetError as error:
+        discard_unused_run_dir(Path(HydraConfig.get().runtime.output_dir))  # as a training run's (apps.train)
+        exit_with_error(error)
 
 
-def hub_main(argv: Sequence[str] | None = None) -> None:
-    """``alternet-hub export|push|import-hdvw ...``: the same as ``alternet export|push|import-hdvw ...``."""
-    hub_cli.main(argv, prog="alternet-hub")
-
-
-def _hydra_app(main: Callable[[], Any]) -> Callable[[list[str], list[str]], int]:
-    def run(args: list[str], typed: list[str]) -> int:
-        parsed, sys.argv = sys.argv, [typed[0], *args]  # Hydra reads its arguments from sys.argv
-        _typed.append(typed)
+def _hydra_app(main: Callable[[], Any]) -> Callable[[list[str]], int]:
+    def run(args: list[str]) -> int:
+        parsed, sys.argv = sys.argv, [sys.argv[0], *args]  # Hydra reads its overrides from sys.argv[1:]
         try:
             main()
         finally:
-            _typed.pop()
             sys.argv = parsed
         return 0
 
     return run
 
 
-def _hub(command: str) -> Callable[[list[str], list[str]], int]:
-    def run(args: list[str], typed: list[str]) -> int:
+def _hub(command: str) -> Callable[[list[str]], int]:
+    def run(args: list[str]) -> int:
         hub_cli.main([command, *args], prog=PROG)
         return 0
 
     return run
 
 
-def _argparse_app(main: Callable[..., int], command: str) -> Callable[[list[str], list[str]], int]:
-    return lambda args, typed: main(args, prog=f"{PROG} {command}")
+def _argparse_app(main: Callable[..., int], command: str) -> Callable[[list[str]], int]:
+    return lambda args: main(args, prog=f"{PROG} {command}")
 
 
 class Command(NamedTuple):
     summary: str
-    run: Callable[[list[str], list[str]], int]  # (its arguments, the whole command line) -> exit status
+    run: Callable[[list[str]], int]  # its arguments -> exit status
 
 
 COMMANDS: dict[str, Command] = {
@@ -215,12 +155,15 @@ def usage() -> str:
             "",
             "commands:",
             *(f"  {name:<{width}}{command.summary}" for name, command in COMMANDS.items()),
-            "",
-            "The older spellings run the same commands: alternet-train, alternet-evaluate, alternet-hub; python -m "
-            "alternet.hub, alternet.report, alternet.shards, alternet.data.cifar_c; python train.py and evaluate.py "
-            "in a checkout.",
         ]
     )
+
+
+def lightning_rank(args: Sequence[str]) -> bool:
+    """Whether ``args`` are Lightning's re-run of a ``train`` job for one more rank: its DDP launcher starts each
+    further process with the parent's ``sys.argv`` (the job's overrides, without the command word) and its own
+    ``hydra.job.name=train_ddp_process_N``, with ``LOCAL_RANK`` set."""
+    return "LOCAL_RANK" in os.environ and any(arg.startswith(DDP_JOB_NAME) for arg in args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -230,8 +173,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(usage(), file=sys.stdout if args else sys.stderr)
         return 0 if args else 2
     name, rest = args[0], args[1:]
+    if name not in COMMANDS and lightning_rank(args):
+        name, rest = "train", args
     if name not in COMMANDS:
         hint = f" (overrides follow a command: {PROG} train {name})" if "=" in name else ""
         exit_with_error(f"unknown command {name!r}{hint}; the commands are {', '.join(COMMANDS)} ({PROG} --help)")
     with warnings_on_one_line():
-        return COMMANDS[name].run(rest, [sys.argv[0], *args])
+        return COMMANDS[name].run(rest)

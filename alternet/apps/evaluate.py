@@ -122,15 +122,9 @@ def evaluate_checkpoint(
 
 
 def wandb_settings(config: dict[str, Any]) -> tracking.WandbSettings | None:
-    """The W&B settings of an evaluation config: ``logger=wandb`` (``logger.wandb.*``, train's shape), or the old
-    spelling ``wandb.enabled=true`` (the packaged settings); None: no W&B."""
-    legacy = dict(config.get("wandb") or {})
-    enabled = bool(legacy.pop("enabled", False))
-    section = (config.get("logger") or {}).get("wandb")
-    old_values = {key: value for key, value in legacy.items() if value is not None}
-    if old_values and (section is not None or enabled):
-        section = {**(section or {}), **old_values}
-    return tracking.wandb_settings(section, enabled=True if enabled else None)
+    """The W&B settings of an evaluation config: ``logger=wandb`` (``logger.wandb.*``, train's shape); None: no
+    W&B."""
+    return tracking.wandb_settings((config.get("logger") or {}).get("wandb"))
 
 
 EVALUATE_COMMAND = "evaluate"  # the job's name and its output marker (files.mark_output)

@@ -6,10 +6,9 @@
 
 A data module reads its family's section (:attr:`~alternet.data.base.ImageDataModule.augment_section`) and nothing
 else, so a recipe sets the section of the data it is for and never cancels the other's defaults. This module owns
-every ``recipe.augment`` key: its one check (:func:`check_augment`, called by the config checks before any work and
-by :func:`section`), the spellings of before the sections (one flat list of both stacks' keys: :func:`moved`, in
-a config or on the command line) and their reading in saved hyperparameters and run records (:func:`upgrade`).
-RandAugment fills what its warps uncover with one colour in both stacks, :func:`fill_from_mean` of the mean."""
+every ``recipe.augment`` key and its one check (:func:`check_augment`, called by the config checks before any work
+and by :func:`section`). RandAugment fills what its warps uncover with one colour in both stacks,
+:func:`fill_from_mean` of the mean."""
 
 from __future__ import annotations
 
@@ -26,22 +25,11 @@ SECTIONS: dict[str, tuple[str, ...]] = {
 }
 FAMILIES = {"arrays": "in-memory arrays: CIFAR, digits", "files": "image files: folders, ImageNet, shards"}
 INTERPOLATIONS = ("bilinear", "bicubic", "random")  # recipe.augment.files.interpolation: the crop's resize
-FLAT = frozenset(key for keys in SECTIONS.values() for key in keys)  # the keys of before the sections
-
-
-def moved(name: str) -> str | None:
-    """The one-line error for ``recipe.augment.<name>``, a key of before the sections (None: not one of them)."""
-    homes = [section for section, keys in SECTIONS.items() if name in keys]
-    if not homes:
-        return None
-    where = " and ".join(f"{KEY}.{home}.{name}" for home in homes)
-    families = "; ".join(f"{section}: {family}" for section, family in FAMILIES.items())
-    return f"{KEY}.{name} moved to {where}: each data family reads its own section of {KEY} ({families})"
 
 
 def check_augment(augment: Any, key: str = KEY) -> None:
     """The one check of ``recipe.augment``: null (no augmentation) or sections of :data:`SECTIONS`, each null or
-    holding only its own keys; a key of before the sections names where it moved."""
+    holding only its own keys."""
     if augment is None:
         return
     if not isinstance(augment, Mapping):
@@ -51,9 +39,7 @@ def check_augment(augment: Any, key: str = KEY) -> None:
             check_section(value, name, key)
             continue
         raise ConfigValueError(
-            moved(name)
-            or f"{key}.{name} is not a section of {key}; its sections are {list(SECTIONS)}"
-            f"{suggest(str(name), SECTIONS)}"
+            f"{key}.{name} is not a section of {key}; its sections are {list(SECTIONS)}{suggest(str(name), SECTIONS)}"
         )
 
 
@@ -84,36 +70,6 @@ def section(augment: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
     """``name``'s section of a recipe's ``augment`` (empty: no augmentation), the whole checked first."""
     check_augment(augment)
     return dict((augment or {}).get(name) or {})
-
-
-def check_override(key: str, value: Any = None) -> None:
-    """A command-line override of ``key`` (``value``: its value, read where it is a mapping), checked by
-    :func:`check_augment` before Hydra composes: Hydra refuses a key the config lacks (``recipe.augment.crop_padding``
-    of before the sections) in lines that name no new key."""
-    parts = key.split(".")
-    if parts[:2] != KEY.split(".") or (len(parts) == 2 and not isinstance(value, Mapping)):
-        return
-    node: Any = dict(value) if isinstance(value, Mapping) else None
-    for part in reversed(parts[2:]):
-        node = {part: node}
-    check_augment(node)
-
-
-def upgrade(augment: Any) -> Any:
-    """``recipe.augment`` as a run of before the sections saved it (one flat list of both stacks' keys) in today's
-    sections, each with the keys of its stack; any other value as it is. Each stack read those keys alone, so the
-    sections augment as the flat list did."""
-    if not isinstance(augment, Mapping) or not FLAT & set(augment):
-        return augment
-    sections = {name: {key: augment[key] for key in keys if key in augment} for name, keys in SECTIONS.items()}
-    return sections | {name: value for name, value in augment.items() if name in SECTIONS}
-
-
-def upgrade_recipe(recipe: Any) -> Any:
-    """A saved recipe with its ``augment`` :func:`upgrade`d (anything else as it is)."""
-    if not isinstance(recipe, Mapping) or "augment" not in recipe:
-        return recipe
-    return {**recipe, "augment": upgrade(recipe["augment"])}
 
 
 def fill_from_mean(mean: Sequence[float]) -> tuple[int, ...]:

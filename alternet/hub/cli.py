@@ -1,7 +1,7 @@
 """The hub's command lines: ``alternet export RUN_DIR_OR_CKPT --out DIR [--ema]``,
 ``alternet push RUN_OR_EXPORT REPO_ID [--private] [--ema] [--revision R] [--commit-message M]`` and
 ``alternet import-hdvw FILE [--arch NAME] --out DIR [--data NAME] [--data-root DIR]`` (alternet/apps/cli.py
-dispatches to :func:`main`; ``alternet-hub COMMAND`` and ``python -m alternet.hub COMMAND`` are the same)."""
+dispatches to :func:`main`)."""
 
 from __future__ import annotations
 

@@ -185,7 +185,7 @@ ARCHITECTURES: dict[str, AlterNetSpec] = {
 
 # Comparison models for the paper's tables, at CIFAR settings (timm classes), each the model the paper's authors
 # trained and released for CIFAR-100 (HDVW README: ViT-Ti and Swin-Ti without q/k/v bias, timm's PiT-Ti), so their
-# checkpoints load (`alternet-hub import-hdvw`).
+# checkpoints load (`alternet import-hdvw`).
 COMPARISONS: dict[str, ResNetSpec | ViTSpec | PiTSpec | SwinSpec] = {
     "resnet50_hdvw": ResNetSpec(layers=(3, 4, 6, 3)),
     "vit_ti_cifar": ViTSpec(patch_size=2, embed_dim=192, depth=12, num_heads=3, qkv_bias=False),

@@ -1,6 +1,6 @@
 """The shard-writing command line: ``alternet shards SRC OUT [--seed 0] [--chunk-bytes 64MB] [--workers N]
 [--skip-corrupt]`` converts an image folder's training split into LitData chunks that ``data.train_shards=OUT``
-streams from (alternet/apps/cli.py dispatches to :func:`main`; ``python -m alternet.shards`` is the same)."""
+streams from (alternet/apps/cli.py dispatches to :func:`main`)."""
 
 from __future__ import annotations
 

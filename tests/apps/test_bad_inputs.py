@@ -166,7 +166,7 @@ def test_bad_evaluation_input_fails_in_one_line_before_work(
     ("script", "case"),
     [  # a fresh interpreter each (~9 s), so slow: the default suite sees a fresh interpreter end on a user's error
         # through the same exit (errors.exit_with_error) in train.py's AVX2 bf16 refusal (tests/training/
-        # test_precision.py) and `python -m alternet.hub push` to an unreachable hub (tests/hub/test_hub_card.py)
+        # test_precision.py) and `python -m alternet push` to an unreachable hub (tests/hub/test_hub_card.py)
         pytest.param("train.py", TRAIN[9], marks=pytest.mark.slow),
         pytest.param("evaluate.py", EVALUATE[0], marks=pytest.mark.slow),
     ],

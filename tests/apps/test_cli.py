@@ -1,8 +1,7 @@
-"""The installed command lines (``alternet`` and its older spellings ``alternet-train``, ``alternet-evaluate``,
-``alternet-hub``; alternet/apps/cli.py): declared as console scripts, ``--help`` listing the config groups, the
-configs packaged in the wheel and composed from ``pkg://alternet.conf`` in any directory, and (slow) a non-editable
-install into a fresh venv that trains, evaluates and exports from a directory outside the checkout. Every command
-and every old spelling: tests/apps/test_commands.py."""
+"""The installed command line (``alternet``, the one console script; alternet/apps/cli.py): ``--help`` listing the
+config groups, the configs packaged in the wheel and composed from ``pkg://alternet.conf`` in any directory, and
+(slow) a non-editable install into a fresh venv that trains, evaluates and exports from a directory outside the
+checkout. Every command and its spellings: tests/apps/test_commands.py."""
 
 from __future__ import annotations
 
@@ -20,19 +19,13 @@ from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
 from alternet.apps import cli
-from alternet.hub import cli as hub_cli
 
 from helpers import ROOT
 
 # pytest-xdist: the whole module on one worker, so that its wheel (session-scoped) is made once
 pytestmark = pytest.mark.xdist_group("test_cli")
 
-SCRIPTS = {
-    "alternet": "alternet.apps.cli:main",
-    "alternet-train": "alternet.apps.cli:train_main",
-    "alternet-evaluate": "alternet.apps.cli:evaluate_main",
-    "alternet-hub": "alternet.apps.cli:hub_main",
-}
+SCRIPTS = {"alternet": "alternet.apps.cli:main"}  # the older alternet-train, -evaluate and -hub are retired
 
 
 def package_files(root: Path = ROOT / "alternet") -> set[str]:
@@ -60,7 +53,7 @@ def wheel(tmp_path_factory) -> Path:
     return path
 
 
-def test_pyproject_declares_the_command_and_its_old_spellings():
+def test_pyproject_declares_the_one_command():
     section = (ROOT / "pyproject.toml").read_text().split("[project.scripts]\n")[1].split("\n[")[0]
     assert dict(re.findall(r'^([\w-]+) = "(\S+)"$', section, re.MULTILINE)) == SCRIPTS
     for name, target in SCRIPTS.items():
@@ -117,7 +110,7 @@ def run_help(main, argv0: str, monkeypatch, capsys) -> str:
 
 def test_help_lists_the_config_groups_their_options_and_examples(monkeypatch, capsys, tmp_path):
     monkeypatch.chdir(tmp_path)
-    text = run_help(cli.train_main, "alternet-train", monkeypatch, capsys)  # alternet train --help: test_commands
+    text = run_help(cli.train_main, "train.py", monkeypatch, capsys)  # alternet train --help: test_commands
     groups = dict(re.findall(r"^([\w/]+): (.+)$", text, re.MULTILINE))
     assert {"model", "data", "recipe", "trainer", "experiment", "experiment/paper", "debug"} <= set(groups)
     assert {"alternet_r50", "alternet_tiny", "preresnet50", "vit_ti_cifar"} <= set(groups["model"].split(", "))
@@ -125,20 +118,12 @@ def test_help_lists_the_config_groups_their_options_and_examples(monkeypatch, ca
     assert {"paper", "weak", "fast"} <= set(groups["recipe"].split(", "))
     assert "locality" in groups["experiment/paper"].split(", ")
     assert text.startswith("alternet train: train an image classifier")
-    assert "alternet train debug=fast" in text and "python train.py" in text and "alternet-train" in text
+    assert "alternet train debug=fast" in text and "python train.py" in text and "alternet-train" not in text
     assert "hydra/" not in text and not list(tmp_path.iterdir())  # Hydra's own groups left out; nothing written
 
-    text = run_help(cli.evaluate_main, "alternet-evaluate", monkeypatch, capsys)
+    text = run_help(cli.evaluate_main, "evaluate.py", monkeypatch, capsys)
     assert text.startswith("alternet evaluate: score checkpoints")
     assert re.search(r"^analysis: .*fourier", text, re.MULTILINE) and "alternet evaluate ckpt=" in text
-
-
-def test_hub_main_is_the_hub_command(monkeypatch):
-    seen = []
-    monkeypatch.setattr(hub_cli, "main", lambda argv, prog: seen.append((argv, prog)))
-    cli.hub_main(["export", "RUN", "--out", "DIR"])
-    assert seen == [(["export", "RUN", "--out", "DIR"], "alternet-hub")]
-    assert hub_cli.parse_args(["export", "RUN", "--out", "DIR"]).source == "RUN"
 
 
 @pytest.fixture(scope="session")
@@ -174,7 +159,7 @@ def test_a_non_editable_install_trains_evaluates_and_exports_from_any_directory(
     site = run_installed(installed, "python", "-c", "import alternet; print(alternet.__file__)", cwd=work)
     assert Path(site.stdout.strip()).is_relative_to(installed), site.stdout + site.stderr  # the wheel's copy
 
-    helped = run_installed(installed, "alternet-train", "--help", cwd=work)
+    helped = run_installed(installed, "alternet", "train", "--help", cwd=work)
     assert helped.returncode == 0 and re.search(r"^model: .*alternet_r50", helped.stdout, re.MULTILINE)
 
     listed = run_installed(installed, "alternet", "--help", cwd=work)
@@ -187,11 +172,11 @@ def test_a_non_editable_install_trains_evaluates_and_exports_from_any_directory(
     assert (run_dir / "train.log").is_file() and (run_dir / "checkpoints" / "last.ckpt").is_file()
     assert not list(installed.rglob("outputs"))  # nothing written inside the installed package
 
-    evaluated = run_installed(installed, "alternet-evaluate", f"ckpt={run_dir}", cwd=work)  # ... and an old spelling
+    evaluated = run_installed(installed, "python", "-m", "alternet", "evaluate", f"ckpt={run_dir}", cwd=work)
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     assert len(list(work.glob("outputs/eval/*/*/metrics.json"))) == 1
 
-    assert run_installed(installed, "alternet-hub", "--help", cwd=work).returncode == 0
+    assert not (installed / "bin" / "alternet-train").exists()  # the retired console scripts are not installed
     exported = run_installed(installed, "alternet", "export", str(run_dir), "--out", "export", cwd=work)
     assert exported.returncode == 0, exported.stderr[-3000:]
     assert (work / "export" / "model.safetensors").is_file()

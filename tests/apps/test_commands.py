@@ -1,14 +1,15 @@
-"""One command surface: ``alternet COMMAND`` (alternet/apps/cli.py) runs every command, ``--help`` works for each, a
-user's error ends every one of them in the same line, and every older spelling (``alternet-train``,
-``alternet-evaluate``, ``alternet-hub``, ``python train.py``, ``python evaluate.py``, ``python -m alternet.hub`` /
-``.report`` / ``.shards`` / ``.data.cifar_c`` / ``.apps.corruptions``) still runs the same function. In this process
-where possible (a fresh interpreter costs seconds); real ``python -m`` runs (slow) check what runpy cannot. By
-default fresh interpreters run ``python train.py`` and ``python evaluate.py`` (tests/apps/test_train.py,
-test_evaluate.py, test_bad_inputs.py)."""
+"""One command surface: ``alternet COMMAND`` (alternet/apps/cli.py; ``python -m alternet`` is the same) runs every
+command, ``--help`` works for each and a user's error ends every one of them in the same line. ``python train.py``
+and ``python evaluate.py`` in a checkout run the same jobs; the older spellings (``alternet-train``,
+``alternet-evaluate``, ``alternet-hub``, ``python -m alternet.hub`` / ``.report`` / ``.shards`` / ``.data.cifar_c`` /
+``.apps.corruptions``) are retired (issue 52). What a job records and repeats, and Lightning's re-launch of each
+further DDP rank, work from every kept spelling. In this process where possible (a fresh interpreter costs
+seconds); real ``python -m`` runs (slow) check what runpy cannot."""
 
 from __future__ import annotations
 
 import importlib.machinery
+import importlib.util
 import runpy
 import subprocess
 import sys
@@ -50,7 +51,7 @@ def test_the_command_lists_every_command_in_one_line_each(capsys):
     assert text.startswith("usage: alternet COMMAND [ARGS ...]")
     listed = [line.split()[0] for line in text.split("commands:\n")[1].split("\n\n")[0].splitlines()]
     assert listed == list(cli.COMMANDS) == [*HYDRA_COMMANDS, *ARGPARSE_COMMANDS]
-    assert "alternet-train" in text and "python train.py" in text  # the older spellings, named once
+    assert "alternet-train" not in text  # the retired spellings are not offered
 
     assert cli.main([]) == 2  # no command: the list, on stderr
     assert capsys.readouterr().err.startswith("usage: alternet COMMAND")
@@ -100,30 +101,17 @@ def test_every_command_ends_on_a_users_error_in_one_line(args, message, tmp_path
 
 
 @pytest.mark.parametrize(
-    ("command", "spellings"),
+    "module",
     [
-        ("export", ["alternet-hub", "alternet.hub"]),
-        ("push", ["alternet-hub", "alternet.hub"]),
-        ("import-hdvw", ["alternet-hub", "alternet.hub"]),
-        ("report", ["alternet.report"]),
-        ("shards", ["alternet.shards"]),
-        ("cifar-c", ["alternet.data.cifar_c", "alternet.apps.corruptions"]),
+        "alternet.hub.__main__",
+        "alternet.report.__main__",
+        "alternet.shards.__main__",
+        "alternet.data.cifar_c",
+        "alternet.apps.corruptions",
     ],
 )
-def test_every_old_spelling_runs_the_same_command(command, spellings, capsys, monkeypatch):
-    """The same parser (the same function) behind each spelling: the same help, but for the name it gives."""
-    assert exit_code(cli.main, [command, "--help"]) == 0
-    expected = capsys.readouterr().out.split("\n\n", 1)[1]  # after the usage, whose wrapping follows the name
-    hub = command in ("export", "push", "import-hdvw")
-    for spelling in spellings:
-        argv = [command, "--help"] if hub else ["--help"]
-        if spelling == "alternet-hub":  # the console script
-            prog, code = "alternet-hub", exit_code(cli.hub_main, argv)
-        else:  # python -m MODULE
-            prog, code = f"python -m {spelling}", exit_code(run_module, spelling, argv, monkeypatch)
-        assert code == 0, spelling
-        usage, rest = capsys.readouterr().out.split("\n\n", 1)
-        assert usage.startswith(f"usage: {prog} {command} " if hub else f"usage: {prog} ") and rest == expected
+def test_the_retired_python_m_spellings_are_gone(module):
+    assert importlib.util.find_spec(module) is None
 
 
 def test_python_m_alternet_is_the_command(capsys, monkeypatch):
@@ -131,36 +119,76 @@ def test_python_m_alternet_is_the_command(capsys, monkeypatch):
     assert capsys.readouterr().out.startswith("usage: alternet shards [-h]")
 
 
+ALTERNET = "/venv/bin/alternet"  # the console script, as sys.argv[0] names it
+
+
+def as_python_m_alternet(monkeypatch) -> None:
+    """This process as ``python -m alternet``: its ``__main__`` is alternet's, argv[0] is alternet/__main__.py."""
+    main = types.ModuleType("__main__")
+    main.__spec__ = importlib.machinery.ModuleSpec("alternet.__main__", None)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    monkeypatch.setattr(sys, "argv", [str(ROOT / "alternet" / "__main__.py")])
+
+
 def test_every_spelling_of_train_and_evaluate_runs_the_same_job(tmp_path, monkeypatch):
-    """``alternet train``, ``alternet-train`` and ``python train.py`` reach ``apps.train.train`` with the same
-    config (likewise for evaluate); under the dispatcher Hydra parses only the overrides, while the job sees the
-    command as typed (what the run records, a resume command repeats and DDP re-executes per rank)."""
+    """``alternet train``, ``python -m alternet train`` and ``python train.py`` reach ``apps.train.train`` with the
+    same config (likewise for evaluate), and the job records the command as typed (runs.command_line): under the
+    dispatcher Hydra parses the overrides alone, and the command word is the job's config name."""
     seen = []
 
     def job(result):
-        return lambda cfg: seen.append((cfg.get("seed"), cfg.get("ckpt"), list(sys.argv))) or result
+        return lambda cfg: seen.append((cfg.get("seed"), cfg.get("ckpt"), runs.command_line())) or result
 
     monkeypatch.setattr(cli, "train", job({"optimized_metric": None}))
     monkeypatch.setattr(cli, "run_evaluate", job([]))
     monkeypatch.chdir(tmp_path)
     train_args = ["seed=3", f"hydra.run.dir={tmp_path / 'run'}", *QUIET]
     eval_args = ["ckpt=RUN", f"hydra.run.dir={tmp_path / 'eval'}", *QUIET]
-    before = list(sys.argv)
+    exe = sys.executable
 
+    monkeypatch.setattr(sys, "argv", [ALTERNET])
     assert cli.main(["train", *train_args]) == 0
     assert cli.main(["evaluate", *eval_args]) == 0
-    assert sys.argv == before
-    for main, argv in ((cli.train_main, ["alternet-train", *train_args]), (cli.evaluate_main, ["x", *eval_args])):
-        monkeypatch.setattr(sys, "argv", argv)
-        main()
+    assert sys.argv == [ALTERNET]  # as it was
     for script, args in (("train.py", train_args), ("evaluate.py", eval_args)):
         monkeypatch.setattr(sys, "argv", [script, *args])
         runpy.run_path(str(ROOT / script), run_name="__main__")
+    as_python_m_alternet(monkeypatch)
+    assert cli.main(["train", *train_args]) == 0
 
-    assert [(seed, ckpt) for seed, ckpt, _ in seen] == [(3, None), (None, "RUN")] * 3
-    assert seen[0][2] == [before[0], "train", *train_args]  # the command as typed, subcommand included
-    assert seen[1][2] == [before[0], "evaluate", *eval_args]
-    assert seen[2][2] == ["alternet-train", *train_args] and seen[4][2][1:] == train_args
+    assert [(seed, ckpt) for seed, ckpt, _ in seen] == [(3, None), (None, "RUN")] * 2 + [(3, None)]
+    assert seen[0][2] == [exe, ALTERNET, "train", *train_args]
+    assert seen[1][2] == [exe, ALTERNET, "evaluate", *eval_args]
+    script = str(ROOT / "train.py")  # runpy.run_path, as Python does, makes argv[0] the script's path
+    assert seen[2][2] == [exe, script, *train_args] and seen[3][2] == [exe, str(ROOT / "evaluate.py"), *eval_args]
+    assert seen[4][2] == [exe, "-m", "alternet", "train", *train_args]
+
+
+def test_lightnings_relaunch_of_a_ddp_rank_reaches_the_same_job(tmp_path, monkeypatch):
+    """Lightning's DDP launcher re-runs ``sys.argv`` for each further rank (lightning.fabric's
+    ``_hydra_subprocess_cmd``, called here inside the job). Under ``python -m alternet train`` that is ``python -m
+    alternet OVERRIDES hydra.job.name=train_ddp_process_1 ...``: with LOCAL_RANK set, the command reaches ``train``
+    with the parent's overrides. (A real 2-process run of each spelling: tests/training/test_distributed.py.)"""
+    from lightning.fabric.strategies.launchers.subprocess_script import _hydra_subprocess_cmd
+
+    relaunch, seen = [], []
+
+    def parent(cfg):
+        relaunch.append(_hydra_subprocess_cmd(local_rank=1)[0])
+        return {"optimized_metric": None}
+
+    monkeypatch.setattr(cli, "train", parent)
+    monkeypatch.chdir(tmp_path)
+    as_python_m_alternet(monkeypatch)
+    cli.main(["train", "seed=3", f"hydra.run.dir={tmp_path / 'run'}", *QUIET])
+    (command,) = relaunch
+    assert command[:3] == [sys.executable, "-m", "alternet.__main__"] and command[3] == "seed=3"  # python -m's spec
+
+    monkeypatch.setattr(cli, "train", lambda cfg: seen.append(cfg.seed) or {"optimized_metric": None})
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert cli.main(command[3:]) == 0 and seen == [3]
+    monkeypatch.delenv("LOCAL_RANK")  # the same words typed by hand are not a rank: an unknown command
+    assert exit_code(cli.main, command[3:]).startswith("error: unknown command 'seed=3'")
 
 
 def test_hydras_own_options_pass_through_the_command(tmp_path, monkeypatch, capsys):
@@ -171,36 +199,32 @@ def test_hydras_own_options_pass_through_the_command(tmp_path, monkeypatch, caps
     monkeypatch.chdir(tmp_path)
     sweep = ["-m", "seed=1,2", f"hydra.sweep.dir={tmp_path / 'sweep'}", *QUIET]
     assert cli.main(["train", *sweep]) == 0
-    assert [seed for seed, _ in seen] == [1, 2] and seen[0][1][1:] == ["train", *sweep]
+    assert [seed for seed, _ in seen] == [1, 2] and seen[0][1][1:] == sweep  # Hydra's arguments: the overrides
 
     assert cli.main(["train", "--cfg", "job", "seed=5"]) == 0
     assert "\nseed: 5\n" in capsys.readouterr().out and len(seen) == 2
 
 
-def test_a_resume_command_repeats_the_command_that_started_the_run(monkeypatch):
-    monkeypatch.setattr(HydraConfig.instance(), "cfg", None)  # outside a Hydra job (one in this process left its own)
-    monkeypatch.setattr(sys, "argv", ["/venv/bin/alternet", "train", "-m", "seed=3", "ckpt_path=old"])
-    expected = "/venv/bin/alternet train seed=3 hydra.run.dir=RUN ckpt_path=last"
-    assert runs.resume_command(Path("RUN")) == f"{sys.executable} {expected}"
-
-    monkeypatch.setattr(sys, "argv", ["train.py", "seed=3"])  # the old spelling: no subcommand
-    assert runs.resume_command(Path("RUN")) == f"{sys.executable} train.py seed=3 hydra.run.dir=RUN ckpt_path=last"
-
-    main = types.ModuleType("__main__")  # python -m alternet train ...: argv[0] is alternet/__main__.py
-    main.__spec__ = importlib.machinery.ModuleSpec("alternet.__main__", None)
-    monkeypatch.setitem(sys.modules, "__main__", main)
-    monkeypatch.setattr(sys, "argv", [str(ROOT / "alternet" / "__main__.py"), "train", "seed=3"])
-    assert runs.resume_command(Path("RUN")).endswith("-m alternet train seed=3 hydra.run.dir=RUN ckpt_path=last")
-
-
-@pytest.mark.slow  # 7-10 s on 2 busy cores (the import of alternet.data); runpy covers the same module in-process
-def test_a_data_floor_module_runs_its_command_in_a_fresh_interpreter():
-    """``python -m alternet.data.cifar_c`` as a user runs it: the module of the data floor holds its command (what
-    runpy in this process cannot show: a fresh import of the package, then the module run as __main__)."""
-    helped = subprocess.run(
-        [sys.executable, "-m", "alternet.data.cifar_c", "--help"], capture_output=True, text=True, timeout=120
-    )
-    assert helped.returncode == 0 and helped.stdout.startswith("usage: python -m alternet.data.cifar_c [-h] --export")
+def test_a_resume_command_repeats_the_command_that_started_the_run(tmp_path, monkeypatch):
+    """Inside the job: the kept spelling that started it, the job's overrides, the run directory and the checkpoint."""
+    seen = []
+    done = {"optimized_metric": None}
+    monkeypatch.setattr(cli, "train", lambda cfg: seen.append(runs.resume_command(Path("RUN"))) or done)
+    monkeypatch.chdir(tmp_path)
+    args = ["seed=3", "ckpt_path=old", f"hydra.run.dir={tmp_path / 'run'}", *QUIET]
+    monkeypatch.setattr(sys, "argv", [ALTERNET])
+    cli.main(["train", *args])
+    monkeypatch.setattr(sys, "argv", ["train.py", *args])
+    runpy.run_path(str(ROOT / "train.py"), run_name="__main__")
+    tail = "seed=3 hydra.run.dir=RUN ckpt_path=last"
+    with monkeypatch.context() as outside:  # outside a Hydra job (called from Python): the command line's overrides
+        outside.setattr(HydraConfig.instance(), "cfg", None)
+        outside.setattr(sys, "argv", ["train.py", "-m", "seed=3"])
+        assert runs.resume_command(Path("RUN")) == f"{sys.executable} train.py {tail}"
+    as_python_m_alternet(monkeypatch)
+    cli.main(["train", *args])
+    heads = (f"{ALTERNET} train", ROOT / "train.py", "-m alternet train")
+    assert seen == [f"{sys.executable} {head} {tail}" for head in heads]
 
 
 @pytest.mark.slow  # ~8 s on 2 busy cores: the whole command imports every library

@@ -126,7 +126,7 @@ CHECKED = [
     (["performance.compile=maybe"], "performance.compile='maybe' is invalid: must be auto, true or false"),
     (["performance.channels_last=maybe"], "performance.channels_last='maybe' is invalid: must be auto, true or false"),
     (["recipe.augment.files.interpolation=nearest"], "recipe.augment.files.interpolation='nearest' is not one of"),
-    (["++recipe.augment.crop_padding=8"], "recipe.augment.crop_padding moved to recipe.augment.arrays.crop_padding"),
+    (["++recipe.augment.crop_padding=8"], "recipe.augment.crop_padding is not a section of recipe.augment"),
     (["data=imagefolder"], "data.root must be set"),
     (["data.name=cifar"], "data.name='cifar' is not one of ['digits', 'cifar10', 'cifar100', 'imagefolder'"),
     (["++data.interpolation=nearest"], "data.interpolation='nearest' is not one of ['bilinear', 'bicubic']"),

@@ -1,12 +1,8 @@
 """``recipe.augment`` in one section per data family (issue 37, item 1): every shipped recipe augments every data
-family as it did before the sections, the flat spellings of before fail before any work naming their new key, and
-checkpoints and run directories saved with the flat keys still evaluate, export and resume."""
+family as it did before the sections, a flat key of before (retired, issue 52) fails before any work, and a
+checkpoint saved with the flat keys is refused in one line by every reader of a saved recipe."""
 
 from __future__ import annotations
-
-import shutil
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -15,17 +11,16 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from alternet.apps import cli
-from alternet.apps import evaluate as evaluate_app
 from alternet.apps.checks import validate_train_config
 from alternet.apps.evaluate import run_evaluate
 from alternet.apps.train import train
 from alternet.data import build_datamodule
-from alternet.data.augment import SECTIONS, check_augment, fill_from_mean, upgrade
-from alternet.errors import ConfigValueError
+from alternet.data.augment import SECTIONS, check_augment, fill_from_mean
+from alternet.errors import CheckpointError, ConfigValueError
 from alternet.hub import export
-from alternet.runs import read_weights, resume_conflicts, run_config, upgrade_record
+from alternet.runs import read_weights, resume_conflicts
 
-from helpers import CONF, FAST, compose_train
+from helpers import CONF, compose_train
 
 RECIPES = sorted(p.stem for p in (CONF / "recipe").glob("*.yaml") if not p.stem.startswith("_"))
 FAMILY = {"digits": "arrays", "cifar10": "arrays", "cifar100": "arrays", "imagefolder": "files", "imagenet": "files"}
@@ -63,6 +58,11 @@ OLD_FLAT = {
     "imagenet_weak": BASE_FLAT | {"crop_padding": 0, "random_resized_crop": CROP},
 }
 FILE_RECIPES = ("imagefolder", "imagenet", "imagenet_weak")  # every other recipe is the arrays'
+
+
+def sectioned(flat: dict) -> dict:
+    """A flat recipe.augment of before in sections: each stack read its own keys of the one list."""
+    return {name: {key: flat[key] for key in keys if key in flat} for name, keys in SECTIONS.items()}
 
 
 def recipe_family(recipe: str) -> str:
@@ -152,7 +152,7 @@ def test_every_recipe_augments_every_data_family_as_before(recipe, data):
     build = arrays_steps if FAMILY[data] == "arrays" else files_steps
     assert describe(datamodule.train_transform()) == build(size, mean, **EXPECTED[recipe, FAMILY[data]])
     if (recipe, FAMILY[data]) not in REFUSED_BEFORE:  # the same section, read from the recipe's flat keys of before
-        assert datamodule.augment == upgrade(OLD_FLAT[recipe])[FAMILY[data]]
+        assert datamodule.augment == sectioned(OLD_FLAT[recipe])[FAMILY[data]]
 
 
 def test_the_recipes_pinned_values():
@@ -194,59 +194,17 @@ def test_a_null_section_turns_its_familys_augmentation_off():
 
 # the flat spellings of before and keys in the wrong section -----------------------------------------------------
 
-MOVED = "recipe.augment.crop_padding moved to recipe.augment.arrays.crop_padding: each data family reads its own"
+NOT_A_SECTION = "recipe.augment.crop_padding is not a section of recipe.augment; its sections are ['arrays', 'files']"
 
 
-@pytest.mark.parametrize(
-    ("override", "message"),
-    [
-        ("recipe.augment.crop_padding=8", MOVED),
-        ("+recipe.augment.crop_padding=8", MOVED),
-        ("recipe.augment={crop_padding: 8}", MOVED),
-        ("recipe.augment.crop_padding=4,8", MOVED),  # a sweep's values
-        ("~recipe.augment.crop_padding", MOVED),
-        (
-            "recipe.augment.hflip=false",
-            "recipe.augment.hflip moved to recipe.augment.arrays.hflip and recipe.augment.files.hflip:",
-        ),
-        (
-            "recipe.augment.random_erasing=0.25",
-            "recipe.augment.random_erasing moved to recipe.augment.files.random_erasing:",
-        ),
-        (
-            "recipe.augment.arrays.random_erasing=0.25",
-            "recipe.augment.arrays.random_erasing is not a key of recipe.augment.arrays (in-memory arrays: CIFAR, "
-            "digits); its keys are ['crop_padding', 'hflip', 'randaugment', 'cutout']; random_erasing is a key of "
-            "recipe.augment.files",
-        ),
-        ("recipe.augment.array.hflip=false", "recipe.augment.array is not a section of recipe.augment; its sections"),
-    ],
-)
-def test_an_old_spelling_on_the_command_line_fails_before_hydra_in_one_line(override, message, tmp_path, monkeypatch):
+@pytest.mark.parametrize("override", ["recipe.augment.crop_padding=8", "+recipe.augment.crop_padding=8"])
+def test_a_flat_key_on_the_command_line_fails_before_any_work(override, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    for argv in (["train", "-m", override], ["train", override, "seed=1"]):
-        with pytest.raises(SystemExit) as exited:
-            cli.main(argv)
-        line = str(exited.value.code)
-        assert line.startswith(f"error: {message}") and "\n" not in line, line
-    monkeypatch.setattr(sys, "argv", ["alternet-train", override])  # alternet-train, python train.py
     with pytest.raises(SystemExit) as exited:
-        cli.train_main()
-    assert str(exited.value.code).startswith(f"error: {message}")
-    assert list(tmp_path.iterdir()) == []  # no outputs/: Hydra never started
-
-
-def test_todays_keys_pass_the_command_line_check():
-    for override in (
-        "recipe.augment.arrays.crop_padding=8",
-        "recipe.augment.files.random_erasing=0.5",
-        "+recipe.augment.arrays.cutout={size: 8}",
-        "recipe.augment.files=null",
-        "recipe.augment=null",
-        "recipe=imagenet",
-        "recipe.augment.files.interpolation=bicubic,random",
-    ):
-        cli.check_overrides([override])
+        cli.main(["train", "debug=fast", override])
+    assert exited.value.code not in (None, 0)
+    assert "crop_padding" in f"{exited.value.code}{capsys.readouterr().err}"
+    assert not (tmp_path / "outputs").exists()  # no run directory: refused before any work
 
 
 def test_a_flat_key_in_a_users_recipe_file_fails_before_any_work(tmp_path):
@@ -257,7 +215,7 @@ def test_a_flat_key_in_a_users_recipe_file_fails_before_any_work(tmp_path):
     config = compose_train(f"hydra.searchpath=[file://{tmp_path}]", "recipe=mine", output_dir=tmp_path / "run")
     with pytest.raises(ConfigValueError) as error:
         train(config)
-    assert str(error.value).startswith(MOVED) and "\n" not in str(error.value)
+    assert str(error.value).startswith(NOT_A_SECTION) and "\n" not in str(error.value)
     assert not (tmp_path / "run").exists()
 
 
@@ -266,8 +224,16 @@ def test_the_config_checks_name_a_key_in_the_wrong_section():
         ConfigValueError, match=r"recipe\.augment\.files\.cutout is not a key of recipe\.augment\.files"
     ):
         validate_train_config(resolved("+recipe.augment.files.cutout={size: 8}"))
+    with pytest.raises(
+        ConfigValueError,
+        match=r"recipe\.augment\.arrays\.random_erasing is not a key of recipe\.augment\.arrays .* random_erasing is "
+        r"a key of recipe\.augment\.files",
+    ):
+        check_augment({"arrays": {"random_erasing": 0.25}})
     with pytest.raises(ConfigValueError, match=r"recipe\.augment\.files\.interpolation='nearest' is not one of"):
         check_augment({"files": {"interpolation": "nearest"}})
+    with pytest.raises(ConfigValueError, match=r"recipe\.augment\.array is not a section of recipe\.augment"):
+        check_augment({"array": {"hflip": False}})
 
 
 def test_a_data_module_reads_its_own_section_and_refuses_the_other_stacks_keys():
@@ -275,107 +241,41 @@ def test_a_data_module_reads_its_own_section_and_refuses_the_other_stacks_keys()
     assert build_datamodule({"name": "digits"}, recipe, seed=0).augment == {"crop_padding": 2}
     folder = build_datamodule({"name": "imagefolder", "root": "/nonexistent"}, recipe, seed=0)
     assert folder.augment == {"random_erasing": 0.5}
-    with pytest.raises(ConfigValueError, match=r"recipe\.augment\.crop_padding moved to"):
+    with pytest.raises(ConfigValueError, match=r"recipe\.augment\.crop_padding is not a section"):
         build_datamodule({"name": "digits"}, {"batch_size": 8, "augment": {"crop_padding": 2}}, seed=0)
 
 
-# checkpoints and run directories of before the sections ----------------------------------------------------------
+# checkpoints of before the sections ------------------------------------------------------------------------------
+
+SAVED_BEFORE = "was saved before recipe.augment had its sections (arrays, files): it holds recipe.augment.crop_padding"
 
 
-def test_an_old_recipe_reads_as_todays():
-    """upgrade: the flat keys of before land in the section of each stack that read them, so each family's section
-    is the one today's recipe composes."""
-    for recipe, flat in OLD_FLAT.items():
-        family = recipe_family(recipe)
-        today = resolved(f"recipe={recipe}")["recipe"]["augment"][family]
-        assert upgrade(flat)[family] == today, recipe
-    assert upgrade(None) is None and upgrade({}) == {}
-    today = {"arrays": {"crop_padding": 4}, "files": None}
-    assert upgrade(today) == today
-    record = upgrade_record({"model": {"name": "x"}, "recipe": {"name": "digits", "augment": OLD_FLAT["digits"]}})
-    assert record["recipe"]["augment"]["arrays"] == {
-        "crop_padding": 2,
-        "hflip": False,
-        "randaugment": None,
-        "cutout": None,
-    }
-    assert record["model"] == {"name": "x"}
-
-
-def test_resuming_an_old_checkpoint_sees_no_change_in_the_augmentation():
-    """The digits recipe of before flipped nothing, in one flat list: read into today's sections its files section
-    does not flip either, unlike today's base; the digits never read it, so only the arrays section is compared."""
+def test_resuming_a_checkpoint_of_before_the_sections_is_refused_in_one_line():
     config = resolved()
     checkpoint = {
         "hyper_parameters": {"model": config["model"], "recipe": config["recipe"] | {"augment": OLD_FLAT["digits"]}}
     }
-    assert resume_conflicts(config, checkpoint) == []
-    changed = resolved("recipe.augment.arrays.crop_padding=4")
-    assert resume_conflicts(changed, checkpoint) == ["recipe.augment.arrays.crop_padding: 2 -> 4"]
+    with pytest.raises(CheckpointError) as error:
+        resume_conflicts(config, checkpoint)
+    assert SAVED_BEFORE in str(error.value) and "\n" not in str(error.value)
+    today = {"hyper_parameters": {"model": config["model"], "recipe": config["recipe"]}}
+    assert resume_conflicts(config, today) == []
 
 
-@pytest.fixture(scope="session")
-def old_run(tmp_path_factory) -> Path:
-    """A digits run whose checkpoints and config.yaml hold the flat recipe.augment of before the sections."""
-    run_dir = tmp_path_factory.mktemp("old-run")
-    train(compose_train(*FAST, output_dir=run_dir))
-    for path in (run_dir / "checkpoints").glob("*.ckpt"):
-        checkpoint = torch.load(path, weights_only=True)
-        checkpoint["hyper_parameters"]["recipe"]["augment"] = dict(OLD_FLAT["digits"])
-        torch.save(checkpoint, path)  # the digest covers the weights only: they are untouched
-    config = yaml.safe_load((run_dir / "config.yaml").read_text())
-    config["recipe"]["augment"] = dict(OLD_FLAT["digits"])
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    return run_dir
-
-
-def copy_of(run_dir: Path, tmp_path: Path) -> Path:
-    return Path(shutil.copytree(run_dir, tmp_path / "run"))
-
-
-DIGITS_ARRAYS = {"crop_padding": 2, "hflip": False, "randaugment": None, "cutout": None}
-
-
-def test_an_old_checkpoint_reads_with_todays_sections(old_run):
-    assert (
-        torch.load(old_run / "checkpoints" / "last.ckpt")["hyper_parameters"]["recipe"]["augment"] == OLD_FLAT["digits"]
-    )
-    weights = read_weights(old_run / "checkpoints" / "last.ckpt")
-    assert weights.hyper_parameters["recipe"]["augment"]["arrays"] == DIGITS_ARRAYS
-    assert run_config(old_run)["recipe"]["augment"]["arrays"] == DIGITS_ARRAYS
-
-
-def test_an_old_checkpoint_evaluates_with_its_own_augmentation(old_run, tmp_path, monkeypatch):
-    """evaluate builds the data module from the checkpoint's recipe (the landscape draws augmented training images)."""
-    built = []
-    monkeypatch.setattr(
-        evaluate_app, "build_datamodule", lambda *a, **k: built.append(build_datamodule(*a, **k)) or built[-1]
-    )
-    budget = ["analysis.landscape.images=8", "analysis.landscape.points_1d=3", "analysis.landscape.points_2d=3"]
-    overrides = [
-        f"ckpt={copy_of(old_run, tmp_path)}",
-        "analysis=[landscape]",
-        *budget,
-        f"paths.output_dir={tmp_path / 'eval'}",
-    ]
-    with initialize_config_dir(str(CONF), version_base="1.3"):
-        reports = run_evaluate(compose("evaluate", overrides=overrides))
-    assert reports and "landscape" in reports[0]["analysis"]
-    assert built[0].augment == DIGITS_ARRAYS
-
-
-def test_an_old_run_exports_with_todays_sections(old_run, tmp_path):
-    out = export(copy_of(old_run, tmp_path), tmp_path / "export")
-    config = yaml.safe_load((out / "config.json").read_text())
-    assert config["alternet"]["recipe"]["augment"]["arrays"] == DIGITS_ARRAYS
-    assert "- Augmentation: crop_padding\n" in (out / "README.md").read_text()  # the digits' section: no flips
-
-
-def test_an_old_run_resumes(old_run, tmp_path):
-    """Its flat keys compare with today's sections: the same augmentation resumes, a changed one is refused."""
-    run_dir = copy_of(old_run, tmp_path)
-    resume = [*FAST, "ckpt_path=last", "trainer.max_epochs=2"]
-    with pytest.raises(ConfigValueError, match=r"recipe\.augment\.arrays\.hflip: False -> True"):
-        train(compose_train(*resume, "recipe.augment.arrays.hflip=true", output_dir=run_dir))
-    summary = train(compose_train(*resume, output_dir=run_dir))
-    assert (summary["epochs"], summary["global_step"]) == (2, 6)
+def test_a_checkpoint_of_before_the_sections_is_refused_by_every_command_that_reads_it(digits_run, tmp_path):
+    """The one reader of a saved recipe (runs.saved_hyperparameters) refuses it: evaluate, export and resume each
+    end in its line, before any output."""
+    old = tmp_path / "old.ckpt"
+    checkpoint = torch.load(digits_run / "checkpoints" / "last.ckpt", weights_only=True)
+    checkpoint["hyper_parameters"]["recipe"]["augment"] = dict(OLD_FLAT["digits"])
+    torch.save(checkpoint, old)  # the digest covers the weights only: they are untouched
+    with pytest.raises(CheckpointError) as error:
+        read_weights(old)
+    assert str(error.value).startswith(f"checkpoint {old} {SAVED_BEFORE}")
+    refused = r"saved before recipe\.augment had its sections"
+    with pytest.raises(CheckpointError, match=refused):
+        export(old, tmp_path / "export")
+    assert not (tmp_path / "export").exists()
+    overrides = [f"ckpt={old}", f"paths.output_dir={tmp_path / 'eval'}"]
+    with pytest.raises(CheckpointError, match=refused), initialize_config_dir(str(CONF), version_base="1.3"):
+        run_evaluate(compose("evaluate", overrides=overrides))

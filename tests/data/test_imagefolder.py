@@ -166,7 +166,7 @@ def test_class_names_travel_with_the_checkpoint_and_the_export(folder, tmp_path,
 def test_shards_hold_the_raw_files_shuffled_with_class_names_beside(folder, tmp_path, monkeypatch, capsys):
     out = tmp_path / "shards"
     arguments = [str(folder), str(out), "--chunk-bytes", "4KB", "--workers", "1"]
-    code, stdout, stderr = module_output("alternet.shards", arguments, monkeypatch, capsys)
+    code, stdout, stderr = module_output("alternet", ["shards", *arguments], monkeypatch, capsys)
     assert code == "0", stderr[-2000:]
     assert "wrote 40 images of 3 classes" in stdout
     assert json.loads((out / "classes.json").read_text())["classes"] == CLASSES
@@ -195,7 +195,10 @@ def test_shards_of_a_folder_where_nothing_decodes_fail_and_leave_nothing(tmp_pat
     for image in images:
         image.write_bytes(b"not an image")
     code, _, stderr = module_output(
-        "alternet.shards", [str(root), str(tmp_path / "out"), "--skip-corrupt", "--workers", "1"], monkeypatch, capsys
+        "alternet",
+        ["shards", str(root), str(tmp_path / "out"), "--skip-corrupt", "--workers", "1"],
+        monkeypatch,
+        capsys,
     )
     assert code.startswith(f"error: none of the {len(images)} images under ") and "no shards were written" in code
     assert "\n" not in code and "Traceback" not in stderr

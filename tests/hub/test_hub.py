@@ -332,7 +332,7 @@ def test_comparison_vit_exports_and_loads_through_timm(tmp_path):
 def test_export_cli_end_to_end(pretrained, tmp_path, monkeypatch, capsys):
     out = tmp_path / "cli-export"
     arguments = ["export", pretrained["run_dir"], "--out", str(out)]
-    code, stdout, stderr = module_output("alternet.hub", arguments, monkeypatch, capsys)
+    code, stdout, stderr = module_output("alternet", arguments, monkeypatch, capsys)
     assert code == "0", stderr[-3000:]
     assert f"Exported {pretrained['run_dir']} to {out}" in stdout
     assert load_file(out / "model.safetensors").keys() == load_file(export_dir(pretrained) / "model.safetensors").keys()
@@ -348,7 +348,7 @@ def test_export_cli_end_to_end(pretrained, tmp_path, monkeypatch, capsys):
     ],
 )
 def test_export_cli_errors_are_one_line_messages(pretrained, tmp_path, source, flags, message):
-    from alternet.hub.__main__ import main
+    from alternet.hub.cli import main
 
     source = pretrained["run_dir"] if source == "RUN" else source
     with pytest.raises(SystemExit) as exit_info:

@@ -34,7 +34,7 @@ from alternet.training.module import ClassificationModule
 from helpers import ROOT, compose_train
 
 push_module = importlib.import_module("alternet.hub.push")  # the module (alternet.hub.push_to_hub is the function)
-hub_main = importlib.import_module("alternet.hub.__main__").main
+hub_main = importlib.import_module("alternet.hub.cli").main
 FILES = ["README.md", "config.json", "model.safetensors"]
 REPO = "me/alternet-tiny-digits"
 
@@ -128,13 +128,13 @@ def test_config_holds_every_key_of_timms_own_export(run, tmp_path, kind):
 
 
 def push_cli(*args: str, tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess, Path]:
-    """``python -m alternet.hub push ...`` in a fresh interpreter with its own HF_HOME and TMPDIR, no token
+    """``python -m alternet push ...`` in a fresh interpreter with its own HF_HOME and TMPDIR, no token
     unless given."""
     scratch = tmp_path / "tmpdir"
     scratch.mkdir()
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING_FACE_HUB_"))}
     clean.update(HF_HOME=str(tmp_path / "hf-home"), TMPDIR=str(scratch), **env)
-    command = [sys.executable, "-m", "alternet.hub", "push", *args]
+    command = [sys.executable, "-m", "alternet", "push", *args]
     result = subprocess.run(command, cwd=ROOT, env=clean, capture_output=True, text=True, timeout=120)
     return result, scratch
 

@@ -1,5 +1,5 @@
 """Multirun: separate job directories, a W&B run per job, the sweep summary CSV, and the report of the sweep
-(``python -m alternet.report``): figures, tables and the paper's verdicts."""
+(``alternet report``): figures, tables and the paper's verdicts."""
 
 import csv
 import json
@@ -10,7 +10,7 @@ import pytest
 
 from alternet.errors import ConfigValueError
 from alternet.report import build_report
-from alternet.report.__main__ import main as report_main
+from alternet.report.cli import main as report_main
 from alternet.report.verdicts import INSUFFICIENT
 
 from helpers import main_output, module_output, script_output
@@ -68,7 +68,7 @@ def test_report_of_a_sweep_writes_figures_tables_and_verdicts(sweep, tmp_path, m
     monkeypatch.setenv("WANDB_MODE", "offline")
     out = tmp_path / "report"
     arguments = [str(sweep_dir), "--baseline", "model=preresnet_tiny", "--out", str(out)]
-    code, stdout, stderr = module_output("alternet.report", arguments, monkeypatch, capsys)
+    code, stdout, stderr = module_output("alternet", ["report", *arguments], monkeypatch, capsys)
     assert code == "0", stderr[-3000:]
     with open(out / "runs.csv") as f:
         runs = list(csv.DictReader(f))

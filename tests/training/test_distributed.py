@@ -115,3 +115,20 @@ def test_torchrun_ranks_share_one_run_directory_that_a_relaunch_resumes(tmp_path
     assert again.returncode == 0, again.stderr[-3000:]
     assert [p.name for p in (tmp_path / "runs").iterdir()] == ["torchrun-probe"]
     assert json.loads((run / "metrics.json").read_text())["epochs"] == 2
+
+
+@pytest.mark.slow  # ~40 s: a fresh interpreter and a 2-process run
+@pytest.mark.xdist_group("processes")
+def test_python_m_alternet_train_survives_lightnings_relaunch_of_rank_1(tmp_path):
+    """Lightning's DDP launcher re-runs ``sys.argv`` for rank 1; under ``python -m alternet train`` that holds the
+    overrides alone, which the command recognises as a rank of ``train`` (apps.cli.lightning_rank). ``python
+    train.py``'s re-launch: test_the_learning_rate_follows_the_global_batch_across_processes."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "alternet", "train", *DDP_CPU, "debug=fast", f"paths.log_dir={tmp_path}"]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "unknown command" not in result.stderr and "cpu x2" in result.stdout
+    (metrics,) = tmp_path.glob("runs/*/*/metrics.json")
+    assert json.loads(metrics.read_text())["epochs"] == 1

@@ -555,8 +555,7 @@ def _generate_in_pool(
 def main(argv: Sequence[str] | None = None, prog: str = "alternet cifar-c") -> int:
     """``PROG --export DIR [--data cifar100] [--root data] [--seed 0] [--workers N]``: write a complete
     CIFAR-C-layout directory generated from a data set's clean test split, for use by any CIFAR-C tool
-    (alternet/apps/cli.py dispatches ``alternet cifar-c`` here; ``python -m alternet.data.cifar_c`` and
-    ``python -m alternet.apps.corruptions`` are the same)."""
+    (alternet/apps/cli.py dispatches ``alternet cifar-c`` here)."""
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Write a complete CIFAR-C-layout directory (15 corruptions x 5 severities, labels.npy, "

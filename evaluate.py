@@ -1,5 +1,5 @@
 """Evaluate checkpoints: `python evaluate.py ckpt=PATH [data=cifar100] [robustness.root=...]`, the same as
-`alternet evaluate ...` (alternet/apps/cli.py; kept as an alias, like `alternet-evaluate`).
+`alternet evaluate ...` (alternet/apps/cli.py), kept in a checkout beside train.py.
 
 Scores calibration (accuracy, NLL, ECE, Brier, reliability diagram) on the test split and, for CIFAR,
 robustness to the 15 CIFAR-C corruptions x 5 severities (real files, or generated and cached); `--help` lists the

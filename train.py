@@ -1,5 +1,5 @@
 """Train a model: `python train.py [model=alternet_r50] [data=cifar100] [recipe=paper] [key=value ...]`, the same as
-`alternet train ...` (alternet/apps/cli.py; kept as an alias, like `alternet-train`).
+`alternet train ...` (alternet/apps/cli.py), kept in a checkout for the paper-style command line.
 
 With no arguments it trains a small AlterNet on scikit-learn's bundled digits on the CPU; `--help` lists the config
 groups.

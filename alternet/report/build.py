@@ -23,7 +23,7 @@ from ..rundir import RunDir, SweepDir, SweepJobs
 from . import figures
 from .runs import Run, read_sweep, swept_keys, variant_of
 from .statistics import Difference, Pooled, bootstrap_variance, difference, with_holm
-from .verdicts import Rule, Summary, plateaued, verdict
+from .verdicts import Rule, Summary, budget_reason, verdict
 
 
 @dataclass(frozen=True)
@@ -140,9 +140,51 @@ def _test_set_variance(variant: Variant, baseline: Variant, draws: int) -> float
     return bootstrap_variance(a, b, draws)
 
 
-def _converged(variant: Variant, baseline: Variant, tolerance: float) -> bool:
-    curves = [run.curves.get("train_clean/nll") or [] for run in (*variant.runs, *baseline.runs)]
-    return plateaued(curves, tolerance)
+EPOCHS = "recipe.epochs"  # the budget a sweep may double to check a ranking
+
+
+def _twice(variant: Variant, variants: Sequence[Variant]) -> Variant | None:
+    """The variant that differs from ``variant`` only in training twice its epochs (both swept as recipe.epochs)."""
+    own = {k: v for k, v in variant.runs[0].overrides.items() if k != "seed"}
+    epochs = _number(own.get(EPOCHS))
+    if epochs is None:
+        return None
+    for other in variants:
+        theirs = {k: v for k, v in other.runs[0].overrides.items() if k != "seed"}
+        same = theirs.keys() == own.keys() and all(theirs[k] == own[k] for k in own if k != EPOCHS)
+        if same and _number(theirs[EPOCHS]) == 2 * epochs:
+            return other
+    return None
+
+
+def _number(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _mean_delta(variant: Variant, baseline: Variant, value: Any) -> float | None:
+    a, b = _values(variant, value), _values(baseline, value)
+    return math.fsum(a) / len(a) - math.fsum(b) / len(b) if a and b else None
+
+
+def _ranking_holds_at_twice(variant: Variant, baseline: Variant, variants: Sequence[Variant]) -> bool | None:
+    """Whether the two variants rank the same (the signs of their mean differences in test error and training NLL)
+    at twice the epochs; None when the sweep has not run both at twice the epochs."""
+    doubled, doubled_baseline = _twice(variant, variants), _twice(baseline, variants)
+    if doubled is None or doubled_baseline is None:
+        return None
+    for value in (_error, _nll):
+        now, then = _mean_delta(variant, baseline, value), _mean_delta(doubled, doubled_baseline, value)
+        if now is not None and then is not None and (now > 0) != (then > 0):
+            return False
+    return True
+
+
+def _budget(variant: Variant, baseline: Variant, variants: Sequence[Variant]) -> str | None:
+    completed = all(run.completed for run in (*variant.runs, *baseline.runs))
+    return budget_reason(completed, _ranking_holds_at_twice(variant, baseline, variants))
 
 
 def variant_rows(
@@ -158,8 +200,7 @@ def variant_rows(
         if variant is baseline:
             judged = "baseline"
         else:
-            converged = _converged(variant, baseline, settings.rule.plateau)
-            judged = verdict(error_diff, nll_diff, converged, settings.rule)
+            judged = verdict(error_diff, nll_diff, _budget(variant, baseline, variants), settings.rule)
         rows.append(
             {
                 "variant": variant.label,
@@ -178,10 +219,18 @@ def variant_rows(
                 "robustness_sd": robust.sd if robust else None,
                 **_difference_columns("robustness", robust_diff),
                 "test_set_noise": variant is not baseline and _test_noise_included(variant, baseline),
+                "error_mde": _detectable(error_diff, settings.rule),
+                "nll_mde": _detectable(nll_diff, settings.rule),
+                "schedule_completed": all(run.completed for run in variant.runs),
                 "verdict": judged,
             }
         )
     return rows
+
+
+def _detectable(diff: Difference | None, rule: Rule) -> float | None:
+    """The comparison's minimum detectable effect at the rule's power (its own alpha, before Holm's correction)."""
+    return None if diff is None else diff.detectable(rule.alpha, rule.power)
 
 
 def _test_noise_included(variant: Variant, baseline: Variant) -> bool:
@@ -236,6 +285,10 @@ def _delta_cell(row: dict[str, Any], name: str, scale: float, unit: str) -> str:
     return f"{delta:+.2f}{unit} [{low:+.2f}, {high:+.2f}] p={row[f'{name}_p_holm']:.3g}"
 
 
+def _mde_cell(value: float | None, scale: float, unit: str) -> str:
+    return "–" if value is None or not math.isfinite(value) else f"{scale * value:.2f}{unit}"
+
+
 def _robustness_note(runs: Sequence[Run]) -> str:
     """What the robustness column averages (the corruption sets the runs scored after training), or nothing when no
     run scored any."""
@@ -274,7 +327,9 @@ def markdown(
         "split, clean training NLL on the fixed training subset in eval mode (`train_clean/nll`, last epoch), test NLL "
         "and calibration error (ECE): mean ± "
         "sd over seeds. Δ = variant − baseline with its 95% confidence interval and Holm-corrected p-value "
-        "(test error in percentage points, NLL in nats). "
+        "(test error in percentage points, NLL in nats); MDE: the smallest true difference the comparison would "
+        f"find with {settings.rule.power:.0%} power at alpha {settings.rule.alpha:g} (before Holm), from its own "
+        "seeds (and test-set noise where included). "
         + (
             "The error intervals include the test set's own sampling noise (a paired bootstrap over test images). "
             if noise
@@ -284,15 +339,17 @@ def markdown(
         + f"Statistics: {settings.describe()}."
         + _robustness_note(runs),
         "",
-        "| variant | n | test error | Δ error | clean training NLL | Δ NLL | test NLL | test ECE | robustness "
-        "| Δ robustness | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| variant | n | test error | Δ error | MDE error | clean training NLL | Δ NLL | MDE NLL | test NLL | test ECE "
+        "| robustness | Δ robustness | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         lines.append(
             f"| {row['variant']} | {row['seeds']} | {_cell(row['test_error'], row['test_error_sd'])} | "
-            f"{_delta_cell(row, 'error', 100, ' pp')} | {_cell(row['train_clean_nll'], row['train_clean_nll_sd'])} | "
-            f"{_delta_cell(row, 'nll', 1, '')} | {_cell(row['test_nll'], row['test_nll_sd'])} | "
+            f"{_delta_cell(row, 'error', 100, ' pp')} | {_mde_cell(row['error_mde'], 100, ' pp')} | "
+            f"{_cell(row['train_clean_nll'], row['train_clean_nll_sd'])} | "
+            f"{_delta_cell(row, 'nll', 1, '')} | {_mde_cell(row['nll_mde'], 1, '')} | "
+            f"{_cell(row['test_nll'], row['test_nll_sd'])} | "
             f"{_cell(row['test_ece'], row['test_ece_sd'])} | {_cell(row['robustness'], row['robustness_sd'])} | "
             f"{_delta_cell(row, 'robustness', 100, ' pp')} | {row['verdict']} |"
         )

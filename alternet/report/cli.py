@@ -1,5 +1,5 @@
 """``alternet report SWEEP_DIR [--baseline "model=preresnet_tiny"] [--out DIR] [--wandb|--no-wandb]
-[--alpha 0.05] [--min-seeds 3] [--error-margin 0.005] [--nll-margin 0.02] [--plateau 0.05] [--unpaired] [--pooled]
+[--alpha 0.05] [--min-seeds 3] [--error-margin 0.005] [--nll-margin 0.02] [--power 0.8] [--unpaired] [--pooled]
 [--bootstrap 1000]`` (alternet/apps/cli.py dispatches to :func:`main`)."""
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet report") -> in
         prog=prog,
         description="The paper's figures, a table and verdicts from a sweep directory (a multirun's sweep dir): each "
         "variant's difference from the baseline with its 95% interval and Holm-corrected p-value, read as helps "
-        "optimisation / regularises / hurts / equivalent / inconclusive / early-training speed / insufficient seeds.",
+        "optimisation / regularises (as the paper's claim, or at this budget) / hurts / equivalent / inconclusive / "
+        "insufficient seeds, with each comparison's minimum detectable effect.",
     )
     parser.add_argument("sweep_dir", type=Path)
     parser.add_argument(
@@ -44,10 +45,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet report") -> in
         "--nll-margin", type=float, default=rule.nll_margin, help="equivalence margin in clean training NLL (nats)"
     )
     parser.add_argument(
-        "--plateau",
-        type=float,
-        default=rule.plateau,
-        help="converged when the clean training NLL fell by less than this fraction over the last quarter of epochs",
+        "--power", type=float, default=rule.power, help="the power at which minimum detectable effects are stated"
     )
     parser.add_argument("--unpaired", action="store_true", help="Welch intervals even where seeds pair the runs")
     parser.add_argument(
@@ -59,7 +57,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet report") -> in
     args = parser.parse_args(argv)
     try:
         settings = Statistics(  # each setting range-checked before any run is read
-            Rule(args.alpha, args.min_seeds, args.error_margin, args.nll_margin, args.plateau),
+            Rule(args.alpha, args.min_seeds, args.error_margin, args.nll_margin, args.power),
             paired=not args.unpaired,
             pooled=args.pooled,
             bootstrap=args.bootstrap,

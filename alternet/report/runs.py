@@ -23,6 +23,13 @@ class Run:
     overrides: dict[str, str]
     metrics: RunSummary
     curves: dict[str, list[float]] = field(default_factory=dict)  # per-epoch train_clean/nll, val/acc...
+    schedule_epochs: int | None = None  # recipe.epochs: the epochs its learning-rate schedule was built for
+
+    @property
+    def completed(self) -> bool:
+        """The run trained every epoch of its schedule (not cut by ``trainer.max_epochs``/``max_steps``, early
+        stopping or a stop); unknown (no recorded config) counts as not."""
+        return self.schedule_epochs is not None and self.metrics.epochs >= self.schedule_epochs
 
     @property
     def seed(self) -> str:
@@ -98,8 +105,13 @@ def read_sweep(sweep_dir: Path) -> tuple[list[Run], SweepJobs]:
             f"{sweep_dir} holds no finished runs (no <job>/{METRICS_FILE}); point at a multirun's sweep directory, "
             "e.g. multirun/DATE/TIME"
         )
-    runs = [Run(job.path, job.swept_values(), job.summary(), _curves(job)) for job in jobs.finished]
+    runs = [Run(job.path, job.swept_values(), job.summary(), _curves(job), _schedule(job)) for job in jobs.finished]
     return runs, jobs
+
+
+def _schedule(job: RunDir) -> int | None:
+    epochs = ((job.recorded_config() or {}).get("recipe") or {}).get("epochs")
+    return int(epochs) if isinstance(epochs, int | float) else None
 
 
 def swept_keys(runs: list[Run]) -> list[str]:

@@ -68,6 +68,12 @@ class Difference:
     def _p(self) -> float:
         return self.p if self.p_holm is None else self.p_holm
 
+    def detectable(self, alpha: float, power: float = 0.8) -> float:
+        """The minimum detectable effect: the smallest true difference this comparison (its standard error, test-set
+        noise included where it was added, and its degrees of freedom) finds at two-sided level ``alpha`` with
+        probability ``power``, ``(t[1 - alpha/2] + t[power]) * se`` (the far tail's share of the power ignored)."""
+        return (_t_quantile(1 - alpha, self.df) + _t_quantile(2 * power - 1, self.df)) * self.se
+
 
 def _t_quantile(confidence: float, df: float) -> float:
     quantile = 0.5 + confidence / 2

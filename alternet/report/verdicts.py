@@ -7,8 +7,11 @@ A verdict is read from the differences' confidence intervals (:mod:`.statistics`
 - fewer than ``min_seeds`` seeds in either variant: *insufficient seeds*, no verdict;
 - test error significantly above the baseline's (Holm-corrected across the variants): *hurts*;
 - test error significantly below, and the clean training NLL significantly below: *helps optimisation*;
-  significantly above: *regularises* — but only once training has converged (:func:`plateaued`); before, the same
-  pattern is *early-training speed*: which model is ahead at this budget, not which bias it has;
+  significantly above: *regularises*. Both read as the paper's claims only when every run of the two variants
+  completed its schedule (the epochs its learning-rate schedule was built for) and, where the sweep also holds the
+  same two variants at twice the epochs, the ranking holds there (:func:`budget_reason`); otherwise the verdict
+  says *at this budget*: which model is ahead when this schedule ends, not which bias it has. (A gate on the
+  training NLL's recent fall cannot tell: under cosine-to-zero it falls fastest in the last epochs.);
 - test error (and the training NLL, when logged) inside the equivalence margins by TOST: *equivalent*;
 - anything else: *inconclusive*.
 """
@@ -27,7 +30,7 @@ HELPS_OPTIMISATION = "helps optimisation"
 REGULARISES = "regularises"
 HURTS = "hurts"
 EQUIVALENT = "equivalent"
-EARLY_TRAINING = "early-training speed"
+AT_THIS_BUDGET = "at this budget"
 INCONCLUSIVE = "inconclusive"
 INSUFFICIENT = "insufficient seeds"
 
@@ -40,7 +43,7 @@ class Rule:
     min_seeds: int = 3
     error_margin: float = 0.005  # 0.5 percentage points of test error
     nll_margin: float = 0.02  # nats of clean training NLL
-    plateau: float = 0.05  # relative fall of the clean training NLL over the last quarter of the epochs
+    power: float = 0.8  # the power at which each comparison's minimum detectable effect is stated
 
     def __post_init__(self) -> None:
         """Each setting in its range, named as ``alternet report``'s option, before any run is read."""
@@ -54,15 +57,16 @@ class Rule:
         margin = self.error_margin
         check_option("--error-margin", margin, 0 < margin < 1, "a fraction of test error in (0, 1)")
         check_option("--nll-margin", self.nll_margin, self.nll_margin > 0, "nats of training NLL, > 0")
-        check_option("--plateau", self.plateau, 0 < self.plateau < 1, "a fraction in (0, 1)")
+        check_option("--power", self.power, 0.5 <= self.power < 1, "a power in [0.5, 1)")
 
     def describe(self) -> str:
         return (
             f"95% intervals; significance at alpha = {self.alpha} after Holm's correction across the variants "
             f"(per metric); at least {self.min_seeds} seeds per variant; equivalence by TOST inside ±"
-            f"{self.error_margin * 100:g} pp test error and ±{self.nll_margin:g} nats training NLL; training counts "
-            f"as converged when every run's clean training NLL fell by less than {self.plateau:.0%} over its last "
-            "quarter of epochs (else optimisation/regularisation reads as early-training speed)"
+            f"{self.error_margin * 100:g} pp test error and ±{self.nll_margin:g} nats training NLL; minimum "
+            f"detectable effects at {self.power:.0%} power; optimisation/regularisation reads as the paper's claim "
+            "when every run completed its schedule and the ranking holds at twice the epochs where the sweep has "
+            "them, else as true at this budget"
         )
 
 
@@ -85,22 +89,20 @@ class Summary:
         return f"{self.mean:.4f} ± {self.sd:.4f}" if self.n > 1 else f"{self.mean:.4f}"
 
 
-def plateaued(curves: Sequence[Sequence[float]], tolerance: float) -> bool:
-    """Every run's clean training NLL fell by less than ``tolerance`` (relative to its last value) over the last
-    quarter of its epochs (at least one epoch back; a run with fewer than 4 epochs cannot tell, so it has not)."""
-    if not curves:
-        return False
-    for curve in curves:
-        if len(curve) < 4 or not all(math.isfinite(v) for v in curve):
-            return False
-        back = max(1, len(curve) // 4)
-        if (curve[-1 - back] - curve[-1]) > tolerance * abs(curve[-1]):
-            return False
-    return True
+def budget_reason(completed: bool, ranking_holds_at_twice: bool | None) -> str | None:
+    """Why an optimisation/regularisation reading holds only at this budget (None: it does not): a run that did
+    not complete its schedule, or a ranking that changes at twice the epochs (``None``: the sweep has no such
+    runs, so nothing contradicts it)."""
+    if not completed:
+        return "a run did not complete its schedule"
+    if ranking_holds_at_twice is False:
+        return "the ranking changes at twice the epochs"
+    return None
 
 
-def verdict(error: Difference | None, nll: Difference | None, converged: bool, rule: Rule = Rule()) -> str:
-    """The paper's reading of a variant's differences in test error and clean training NLL from the baseline."""
+def verdict(error: Difference | None, nll: Difference | None, budget: str | None = None, rule: Rule = Rule()) -> str:
+    """The paper's reading of a variant's differences in test error and clean training NLL from the baseline
+    (``budget``: why it holds only at this budget, :func:`budget_reason`; None: it stands as the paper's claim)."""
     if error is None or min(error.n) < rule.min_seeds:
         seeds = min(error.n) if error else 1
         return f"{INSUFFICIENT} ({seeds}; {rule.min_seeds} needed)"
@@ -111,10 +113,7 @@ def verdict(error: Difference | None, nll: Difference | None, converged: bool, r
             return f"{INCONCLUSIVE} (lower error; no clean training NLL logged)"
         if nll.below_zero(rule.alpha) or nll.above_zero(rule.alpha):
             kind = HELPS_OPTIMISATION if nll.delta < 0 else REGULARISES
-            if converged:
-                return kind
-            direction = "lower" if nll.delta < 0 else "higher"
-            return f"{EARLY_TRAINING} (lower error, {direction} training NLL; not converged)"
+            return kind if budget is None else f"{kind} {AT_THIS_BUDGET} ({budget})"
         return f"{INCONCLUSIVE} (lower error; training NLL unresolved)"
     if error.equivalent(rule.error_margin, rule.alpha) and (nll is None or nll.equivalent(rule.nll_margin, rule.alpha)):
         return EQUIVALENT

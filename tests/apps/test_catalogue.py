@@ -209,7 +209,7 @@ OPTIONS = [
     (["report", "{tmp}/sweep", "--bootstrap", "-5"], "--bootstrap -5 is invalid"),
     (["report", "{tmp}/sweep", "--error-margin", "-1"], "--error-margin -1.0 is invalid"),
     (["report", "{tmp}/sweep", "--nll-margin", "0"], "--nll-margin 0.0 is invalid"),
-    (["report", "{tmp}/sweep", "--plateau", "2"], "--plateau 2.0 is invalid"),
+    (["report", "{tmp}/sweep", "--power", "2"], "--power 2.0 is invalid"),
     (["evaluate", "ckpt=[]", "hydra.run.dir={tmp}/eval"], "ckpt=[] names no checkpoint"),
     (["push", "{src}", "not a repo id!"], "not a repo id!"),
     (["import-hdvw", "{tmp}/missing.pth", "--out", "{tmp}/e", "--arch", "resnet_9000"], "--arch 'resnet_9000': pass"),

@@ -7,6 +7,7 @@ import math
 import shutil
 
 import pytest
+from scipy import stats
 
 from alternet.errors import ConfigValueError
 from alternet.report import build_report
@@ -93,6 +94,10 @@ def test_report_of_a_sweep_writes_figures_tables_and_verdicts(sweep, tmp_path, m
     assert float(alternet["error_delta"]) == pytest.approx(sum(errors.values()) / 2 - sum(base.values()) / 2)
     assert alternet["error_method"] == "paired" and alternet["test_set_noise"] == "True"
     assert float(alternet["error_ci_low"]) < float(alternet["error_delta"]) < float(alternet["error_ci_high"])
+    half_width = (float(alternet["error_ci_high"]) - float(alternet["error_ci_low"])) / 2  # t[0.975] se, df 1
+    expected_mde = half_width * (1 + stats.t.ppf(0.8, 1) / stats.t.ppf(0.975, 1))  # (t[0.975] + t[0.8]) se
+    assert float(alternet["error_mde"]) == pytest.approx(expected_mde)  # the minimum detectable effect
+    assert alternet["schedule_completed"] == "False"  # debug=fast: 1 epoch of the recipe's schedule
     errors = list(errors.values())
     assert float(alternet["test_error"]) == pytest.approx(sum(errors) / 2)
     assert float(alternet["test_error_sd"]) == pytest.approx(abs(errors[0] - errors[1]) / math.sqrt(2))
@@ -106,6 +111,7 @@ def test_report_of_a_sweep_writes_figures_tables_and_verdicts(sweep, tmp_path, m
     assert "include the test set's own sampling noise" in summary and "Holm" in summary
     row = next(line for line in summary.splitlines() if line.startswith("| model=alternet_tiny"))
     assert " pp [" in row and "p=" in row  # delta, interval and p per row
+    assert "| MDE error |" in summary and "80% power" in summary
     assert summary in stdout
     assert len(list((out / "wandb").glob("offline-run-*"))) == 1  # the sweep used W&B, so the report goes there too
 
@@ -151,7 +157,7 @@ def test_report_refuses_what_it_cannot_read(sweep, tmp_path):
         ("--min-seeds", "1", "--min-seeds 1 is invalid: it must be an integer >= 2"),
         ("--error-margin", "-0.01", "--error-margin -0.01 is invalid: it must be a fraction of test error in (0, 1)"),
         ("--nll-margin", "0", "--nll-margin 0.0 is invalid: it must be nats of training NLL, > 0"),
-        ("--plateau", "1", "--plateau 1.0 is invalid: it must be a fraction in (0, 1)"),
+        ("--power", "1", "--power 1.0 is invalid: it must be a power in [0.5, 1)"),
         ("--bootstrap", "10", "--bootstrap 10 is invalid: it must be 0 (off) or at least 100 draws"),
     ],
 )
@@ -252,7 +258,7 @@ def test_the_report_compares_each_variants_robustness_with_the_baselines(tmp_pat
     assert "| robustness | Δ robustness | verdict |" in summary
     assert "Robustness: mean accuracy over 5 generated corruption sets of 2,000 images each" in summary
     row = next(line for line in summary.splitlines() if line.startswith("| model=b"))
-    assert f"{100 * delta:+.2f} pp [" in row.split("|")[10]  # the robustness difference in percentage points
+    assert f"{100 * delta:+.2f} pp [" in row.split("|")[12]  # the robustness difference in percentage points
 
 
 def test_the_preflight_numbers_jobs_as_hydra_launches_them(sweep):

@@ -1,5 +1,5 @@
 """The data-regime figure of docs/reproduction.md: test error and clean training NLL against the fraction of
-CIFAR-100 trained on (a fixed 1,960-step budget), one line per model through the seed means, every seed a dot.
+CIFAR-100 trained on (a fixed 1,950-step budget), one line per model through the seed means, every seed a dot.
 
     python docs/figures/data_regime.py outputs/multirun/paper/data_regime   # -> docs/figures/data_regime.png
 """
@@ -42,7 +42,7 @@ def main(sweep: str) -> None:
         axis.set_xscale("log")
         axis.set_xticks([2, 10, 50], labels=["2%", "10%", "50%"])
         axis.minorticks_off()
-        axis.set_xlabel("fraction of CIFAR-100's training set (same 1,960 steps)")
+        axis.set_xlabel("fraction of CIFAR-100's training set (same 1,950 steps)")
         axis.set_ylabel(label)
         axis.grid(alpha=0.3)
     left.legend()

@@ -62,6 +62,10 @@ def _nll(run: Run) -> float | None:
     return run.train_nll
 
 
+def _nll_epoch(run: Run) -> float | None:
+    return run.train_nll_epoch
+
+
 def _robustness(run: Run) -> float | None:
     return run.robustness
 
@@ -192,15 +196,19 @@ def variant_rows(
 ) -> list[dict[str, Any]]:
     errors = _differences(variants, baseline, _error, settings, test_noise=True)
     nlls = _differences(variants, baseline, _nll, settings)
+    epoch_nlls = _differences(variants, baseline, _nll_epoch, settings)  # HDVW's: the paper's own reading
     robusts = _differences(variants, baseline, _robustness, settings)  # no verdict reads it: a description
     rows = []
-    for variant, error_diff, nll_diff, robust_diff in zip(variants, errors, nlls, robusts):
+    for variant, error_diff, nll_diff, epoch_diff, robust_diff in zip(variants, errors, nlls, epoch_nlls, robusts):
         error, nll, robust = variant.summary(_error), variant.summary(_nll), variant.summary(_robustness)
+        epoch_nll = variant.summary(_nll_epoch)
         test_nll, ece = variant.summary(_test_nll), variant.summary(_test_ece)
         if variant is baseline:
-            judged = "baseline"
+            judged = judged_epoch = "baseline"
         else:
-            judged = verdict(error_diff, nll_diff, _budget(variant, baseline, variants), settings.rule)
+            budget = _budget(variant, baseline, variants)
+            judged = verdict(error_diff, nll_diff, budget, settings.rule)
+            judged_epoch = verdict(error_diff, epoch_diff, budget, settings.rule, "HDVW training NLL")
         rows.append(
             {
                 "variant": variant.label,
@@ -211,6 +219,9 @@ def variant_rows(
                 "train_clean_nll": nll.mean if nll else None,
                 "train_clean_nll_sd": nll.sd if nll else None,
                 **_difference_columns("nll", nll_diff),
+                "train_nll_epoch": epoch_nll.mean if epoch_nll else None,
+                "train_nll_epoch_sd": epoch_nll.sd if epoch_nll else None,
+                **_difference_columns("nll_epoch", epoch_diff),
                 "test_nll": test_nll.mean if test_nll else None,
                 "test_nll_sd": test_nll.sd if test_nll else None,
                 "test_ece": ece.mean if ece else None,
@@ -223,6 +234,7 @@ def variant_rows(
                 "nll_mde": _detectable(nll_diff, settings.rule),
                 "schedule_completed": all(run.completed for run in variant.runs),
                 "verdict": judged,
+                "verdict_hdvw_nll": judged_epoch,
             }
         )
     return rows
@@ -324,8 +336,9 @@ def markdown(
         f"## Sweep {sweep_dir.name}",
         "",
         f"Swept: {', '.join(keys) or 'nothing (seeds only)'}. Baseline: `{baseline.label}`. Test error on the test "
-        "split, clean training NLL on the fixed training subset in eval mode (`train_clean/nll`, last epoch), test NLL "
-        "and calibration error (ECE): mean ± "
+        "split, clean training NLL on the fixed training subset in eval mode (`train_clean/nll`, last epoch), HDVW's "
+        "training NLL (`train/nll_epoch`: the last epoch's mean loss on its augmented, mixed batches, as the paper "
+        "reads it; the verdict is read with each), test NLL and calibration error (ECE): mean ± "
         "sd over seeds. Δ = variant − baseline with its 95% confidence interval and Holm-corrected p-value "
         "(test error in percentage points, NLL in nats); MDE: the smallest true difference the comparison would "
         f"find with {settings.rule.power:.0%} power at alpha {settings.rule.alpha:g} (before Holm), from its own "
@@ -340,8 +353,8 @@ def markdown(
         + _robustness_note(runs),
         "",
         "| variant | n | test error | Δ error | MDE error | clean training NLL | Δ NLL | MDE NLL | test NLL | test ECE "
-        "| robustness | Δ robustness | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| robustness | Δ robustness | verdict | HDVW's training NLL | Δ | verdict by it |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         lines.append(
@@ -351,7 +364,9 @@ def markdown(
             f"{_delta_cell(row, 'nll', 1, '')} | {_mde_cell(row['nll_mde'], 1, '')} | "
             f"{_cell(row['test_nll'], row['test_nll_sd'])} | "
             f"{_cell(row['test_ece'], row['test_ece_sd'])} | {_cell(row['robustness'], row['robustness_sd'])} | "
-            f"{_delta_cell(row, 'robustness', 100, ' pp')} | {row['verdict']} |"
+            f"{_delta_cell(row, 'robustness', 100, ' pp')} | {row['verdict']} | "
+            f"{_cell(row['train_nll_epoch'], row['train_nll_epoch_sd'])} | {_delta_cell(row, 'nll_epoch', 1, '')} | "
+            f"{row['verdict_hdvw_nll']} |"
         )
     if not jobs.complete:
         lines += ["", f"A partial sweep, the unfinished jobs left out: {jobs.describe()}"]

@@ -45,6 +45,13 @@ class Run:
         value = (self.metrics.train_clean or {}).get("nll")
         return None if value is None or not math.isfinite(value) else float(value)
 
+    @property
+    def train_nll_epoch(self) -> float | None:
+        """The last epoch's HDVW training NLL (``train/nll_epoch``: the mean training loss over its augmented, mixed
+        batches), None when the run did not log it."""
+        values = self.curves.get("train/nll_epoch") or []
+        return float(values[-1]) if values and math.isfinite(values[-1]) else None
+
     def test_correct(self) -> np.ndarray | None:
         """Which test images the run classified correctly (from ``eval/predictions.npz``, written by
         ``evaluate.after_training=true``), for the test set's own noise in a comparison; None without them."""
@@ -87,7 +94,7 @@ def read_history(csv_path: Path) -> dict[str, dict[int, float]]:
 def _curves(job: RunDir) -> dict[str, list[float]]:
     path = job.metrics_csv
     history = read_history(path) if path.is_file() else {}
-    keys = ("train_clean/nll", "train_clean/acc", "val/acc", "val/nll")
+    keys = ("train_clean/nll", "train_clean/acc", "val/acc", "val/nll", "train/nll_epoch")
     return {key: list(history[key].values()) for key in keys if history.get(key)}
 
 

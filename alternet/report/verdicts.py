@@ -100,9 +100,16 @@ def budget_reason(completed: bool, ranking_holds_at_twice: bool | None) -> str |
     return None
 
 
-def verdict(error: Difference | None, nll: Difference | None, budget: str | None = None, rule: Rule = Rule()) -> str:
-    """The paper's reading of a variant's differences in test error and clean training NLL from the baseline
-    (``budget``: why it holds only at this budget, :func:`budget_reason`; None: it stands as the paper's claim)."""
+def verdict(
+    error: Difference | None,
+    nll: Difference | None,
+    budget: str | None = None,
+    rule: Rule = Rule(),
+    nll_name: str = "clean training NLL",
+) -> str:
+    """The paper's reading of a variant's differences in test error and a training NLL (``nll_name``: the clean
+    one, or HDVW's epoch mean on augmented batches) from the baseline (``budget``: why it holds only at this
+    budget, :func:`budget_reason`; None: it stands as the paper's claim)."""
     if error is None or min(error.n) < rule.min_seeds:
         seeds = min(error.n) if error else 1
         return f"{INSUFFICIENT} ({seeds}; {rule.min_seeds} needed)"
@@ -110,7 +117,7 @@ def verdict(error: Difference | None, nll: Difference | None, budget: str | None
         return HURTS
     if error.below_zero(rule.alpha):
         if nll is None:
-            return f"{INCONCLUSIVE} (lower error; no clean training NLL logged)"
+            return f"{INCONCLUSIVE} (lower error; no {nll_name} logged)"
         if nll.below_zero(rule.alpha) or nll.above_zero(rule.alpha):
             kind = HELPS_OPTIMISATION if nll.delta < 0 else REGULARISES
             return kind if budget is None else f"{kind} {AT_THIS_BUDGET} ({budget})"

@@ -77,6 +77,7 @@ class ClassificationModule(L.LightningModule):
         self.ema = self._build_ema(recipe["ema"])
         self.train_acc = MulticlassAccuracy(self.num_classes, average="micro", validate_args=False)
         self.running_loss = RunningLoss()
+        self.epoch_loss = RunningLoss(max_age=0.0)  # train/nll_epoch: the mean over an epoch's steps, read at its end
         stages = ("val", "test", "val_ema", "test_ema") if self.ema is not None else ("val", "test")
         stages += ("train_clean",)  # the training subset in eval mode, without augmentation (data.train_clean_size)
         for stage in stages:
@@ -155,6 +156,7 @@ class ClassificationModule(L.LightningModule):
         # on a 2-core CPU), the progress bar reads a running mean of the loss from the device when it refreshes, and
         # the accuracy is accumulated without argument checks (torch.unique) and logged at the epoch's end.
         self.running_loss.add(loss)
+        self.epoch_loss.add(loss)
         if self.mixup is None:
             self.train_acc.update(logits, labels)
         if self.trainer._logger_connector.should_update_logs:
@@ -191,6 +193,11 @@ class ClassificationModule(L.LightningModule):
         self.guard.settle()
         if self.mixup is None:
             self.log("train/acc", self.train_acc, on_step=False, on_epoch=True)  # computed, synced and reset once
+        # HDVW's training NLL (ops/trains.py): the epoch mean of the training loss on the augmented, mixed batches,
+        # label smoothing included; the clean one (train_clean/nll) is read in eval mode without augmentation
+        nll = self.epoch_loss.read()
+        if nll is not None:
+            self.log("train/nll_epoch", nll, on_step=False, on_epoch=True, sync_dist=True)
 
     def on_validation_start(self) -> None:
         self.guard.settle()  # a mid-epoch validation (trainer.val_check_interval) must not score a skipped step
@@ -316,6 +323,7 @@ class ClassificationModule(L.LightningModule):
     def on_train_epoch_start(self) -> None:
         """A frozen backbone also keeps its BatchNorm statistics fixed (a true linear probe). Lightning puts
         the whole module in train mode when fitting starts and restores the modes it found after validation."""
+        self.epoch_loss = RunningLoss(max_age=0.0)  # this epoch's steps only (after a mid-epoch resume: the rest)
         if self.finetune["freeze_backbone"]:
             self.model.eval()
             self.model.get_classifier().train()

@@ -12,6 +12,7 @@ from scipy import stats
 from alternet.errors import ConfigValueError
 from alternet.report import build_report
 from alternet.report.cli import main as report_main
+from alternet.report.runs import read_history
 from alternet.report.verdicts import INSUFFICIENT
 
 from helpers import main_output, module_output, script_output
@@ -98,6 +99,13 @@ def test_report_of_a_sweep_writes_figures_tables_and_verdicts(sweep, tmp_path, m
     expected_mde = half_width * (1 + stats.t.ppf(0.8, 1) / stats.t.ppf(0.975, 1))  # (t[0.975] + t[0.8]) se
     assert float(alternet["error_mde"]) == pytest.approx(expected_mde)  # the minimum detectable effect
     assert alternet["schedule_completed"] == "False"  # debug=fast: 1 epoch of the recipe's schedule
+    epoch_nlls = [  # HDVW's training NLL: each run's last train/nll_epoch, read with the clean one
+        list(read_history(sweep_dir / r["job"] / "logs" / "metrics.csv")["train/nll_epoch"].values())[-1]
+        for r in runs
+        if r["model"] == "alternet_tiny"
+    ]
+    assert float(alternet["train_nll_epoch"]) == pytest.approx(sum(epoch_nlls) / 2)
+    assert alternet["nll_epoch_method"] == "paired" and alternet["verdict_hdvw_nll"] == f"{INSUFFICIENT} (2; 3 needed)"
     errors = list(errors.values())
     assert float(alternet["test_error"]) == pytest.approx(sum(errors) / 2)
     assert float(alternet["test_error_sd"]) == pytest.approx(abs(errors[0] - errors[1]) / math.sqrt(2))
@@ -111,7 +119,7 @@ def test_report_of_a_sweep_writes_figures_tables_and_verdicts(sweep, tmp_path, m
     assert "include the test set's own sampling noise" in summary and "Holm" in summary
     row = next(line for line in summary.splitlines() if line.startswith("| model=alternet_tiny"))
     assert " pp [" in row and "p=" in row  # delta, interval and p per row
-    assert "| MDE error |" in summary and "80% power" in summary
+    assert "| MDE error |" in summary and "80% power" in summary and "| HDVW's training NLL |" in summary
     assert summary in stdout
     assert len(list((out / "wandb").glob("offline-run-*"))) == 1  # the sweep used W&B, so the report goes there too
 

@@ -64,6 +64,10 @@ def test_train_clean_metrics_are_the_training_subset_scored_in_eval_mode(tmp_pat
     assert list(history["train_clean/nll"]) == [0, 1] and list(history["val/acc"]) == [0, 1]
     assert history["train_clean/nll"][1] == pytest.approx(nll, rel=1e-5)
     assert len(history["train/lr@step"]) == 6  # 3 steps per epoch
+    # HDVW's training NLL: the epoch mean of the training loss on augmented batches, logged once per epoch
+    assert list(history["train/nll_epoch"]) == [0, 1]
+    for epoch in (0, 1):  # every step logged its loss here (debug=fast): their mean is the epoch's
+        assert history["train/nll_epoch"][epoch] == pytest.approx(history["train/loss"][epoch], rel=1e-5)
 
 
 def test_train_clean_runs_without_a_validation_split(tmp_path):

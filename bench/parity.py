@@ -619,7 +619,7 @@ def exact_max_eigenvalue(model: nn.Module, images: torch.Tensor, targets: torch.
 
 
 def hessian_parity(reference: Reference, setup: Setup) -> tuple[list[Comparison], str]:
-    """``alternet.analysis.hessian.minibatch_max_eigenvalues`` (power iteration, fp32 copy, math attention, as
+    """``alternet.analysis.hessian.minibatch_max_eigenvalues`` (Lanczos extremes, fp32 copy, math attention, as
     ``hessian.run``) vs the exact Hessian's eigenvalue of largest magnitude, per mini-batch, on a tiny AlterNet."""
     from alternet.analysis.config import parse_config
     from alternet.analysis.hessian import HessianConfig, force_math_attention, minibatch_max_eigenvalues
@@ -644,8 +644,8 @@ def hessian_parity(reference: Reference, setup: Setup) -> tuple[list[Comparison]
     batches32 = [(x.float(), t.float()) for x, t in batches]
     comparisons = []
     for label, overrides, tolerance, basis in (
-        ("power iteration run to convergence", {"power_iterations": 2000, "tol": 1e-9}, FLOAT32_TOLERANCE, "float32"),
-        ("packaged defaults (<= 100 products, tol 1e-3)", {}, 1e-2, "power iteration stopped at tol 1e-3"),
+        ("Lanczos run to convergence", {"minibatch_steps": 2000, "tol": 1e-9}, FLOAT32_TOLERANCE, "float32"),
+        ("packaged defaults (<= 100 products, tol 1e-3)", {}, 1e-2, "Lanczos stopped at residual 1e-3"),
     ):
         config = parse_config(HessianConfig, {"seed": setup.seed, "minibatches": len(batches), **overrides}, "hessian")
         objective = objective_of(ours32, setup.recipe, config)

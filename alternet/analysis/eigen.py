@@ -4,6 +4,9 @@
   orthogonal to the eigenvectors already found (deflation, as in PyHessian).
 * :func:`lanczos`: ``steps`` Lanczos iterations with full reorthogonalisation; the Ritz values approximate
   both ends of the spectrum and, with their weights, form one sample of stochastic Lanczos quadrature (SLQ).
+* :func:`extreme_eigenvalues`: Lanczos run until both ends of the spectrum converge (or a step cap), each with its
+  convergence flag: the largest and the smallest eigenvalue, and so the dominant one's sign, even where
+  ``|lambda_min| ~ |lambda_max|`` and power iteration wanders between the two.
 """
 
 from __future__ import annotations
@@ -100,6 +103,56 @@ def lanczos(operator: Operator, start: torch.Tensor, steps: int) -> LanczosResul
         basis[j + 1] = w / beta
     values, vectors = eigh_tridiagonal(np.array(alphas), np.array(betas[:-1]))
     return LanczosResult(values, vectors[0] ** 2, abs(betas[-1]) * np.abs(vectors[-1]))
+
+
+@dataclass(frozen=True)
+class Extremes:
+    """The largest and smallest eigenvalue, whether each converged (its Ritz residual within ``tol`` of the
+    spectrum's scale), and the products used."""
+
+    lambda_max: float
+    lambda_min: float
+    converged_max: bool
+    converged_min: bool
+    steps: int
+
+    @property
+    def dominant(self) -> float:
+        """The eigenvalue of largest magnitude, its sign kept (the paper's per-mini-batch statistic)."""
+        return self.lambda_max if abs(self.lambda_max) >= abs(self.lambda_min) else self.lambda_min
+
+    @property
+    def converged(self) -> bool:
+        return self.converged_max and self.converged_min
+
+
+def extreme_eigenvalues(operator: Operator, start: torch.Tensor, max_steps: int, tol: float) -> Extremes:
+    """Lanczos with full reorthogonalisation from ``start``, stopped once the largest and the smallest Ritz values
+    both have a residual ``|beta_j s_ji|`` at most ``tol`` times ``max(|lambda_max|, |lambda_min|)`` (they are
+    then eigenvalues to that accuracy), at an invariant subspace (exact), or after ``max_steps`` products, where the
+    flags say which end had not converged."""
+    dim = start.numel()
+    max_steps = min(max_steps, dim)
+    basis = torch.empty(max_steps, dim, dtype=start.dtype, device=start.device)
+    basis[0] = start / start.norm()
+    alphas: list[float] = []
+    betas: list[float] = []
+    for j in range(max_steps):
+        w = operator(basis[j])
+        alphas.append(float(torch.dot(w, basis[j])))
+        for _ in range(2):  # full reorthogonalisation, twice for numerical safety
+            w = w - basis[: j + 1].T @ (basis[: j + 1] @ w)
+        beta = float(w.norm())
+        values, vectors = eigh_tridiagonal(np.array(alphas), np.array(betas))
+        scale = max(abs(values[0]), abs(values[-1]), 1e-30)
+        exhausted = beta <= 1e-10 * scale or j + 1 == dim  # an invariant subspace: the Ritz values are exact
+        residual_min, residual_max = beta * abs(vectors[-1, 0]), beta * abs(vectors[-1, -1])
+        converged = (bool(exhausted or residual_max <= tol * scale), bool(exhausted or residual_min <= tol * scale))
+        if all(converged) or j + 1 == max_steps:
+            return Extremes(float(values[-1]), float(values[0]), converged[0], converged[1], j + 1)
+        betas.append(beta)
+        basis[j + 1] = w / beta
+    raise AssertionError("unreachable: the loop returns at its last step")
 
 
 def rademacher(dim: int, generator: torch.Generator, device: torch.device) -> torch.Tensor:

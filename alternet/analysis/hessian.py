@@ -3,12 +3,16 @@ paper's per-mini-batch maximum-eigenvalue density (Fig. 1c, Fig. 4) and a bulk s
 
 **Maximum eigenvalues** (the paper's "Hessian max eigenvalue spectra"): ``minibatches`` independent, seeded
 mini-batches of augmented training images at the training batch size (``batch_size: null``: the recipe's),
-mixed by the recipe's mixup/cutmix as training mixes them (``targets: training``); for each, the dominant
-eigenvalue of that mini-batch's Hessian by power iteration (PyHessian's method: at most ``power_iterations``
-products, stopping when the estimate changes by less than ``tol``, relative). Power iteration converges to the
-eigenvalue of largest *magnitude* and keeps its sign, which is how a ViT's densities reach negative values;
-the density of these values over mini-batches is the figure. HDVW publishes no Hessian code: this follows the
-paper's text and PyHessian, with the landscape's loss (NLL + ``regulariser``) as the objective.
+mixed by the recipe's mixup/cutmix as training mixes them (``targets: training``); for each, the largest and the
+smallest eigenvalue of that mini-batch's Hessian by Lanczos (:func:`~.eigen.extreme_eigenvalues`: at most
+``minibatch_steps`` products, stopping once both ends' Ritz residuals are within ``tol`` of the spectrum's scale),
+each with a convergence flag, and the dominant one (largest *magnitude*, sign kept), which is how a ViT's
+densities reach negative values; the density of the dominant values over mini-batches is the figure. (Power
+iteration, PyHessian's method, is unreliable exactly where ``|lambda_min| ~ |lambda_max|``, the ViT's case, and
+there the sign is the statistic.) Mini-batches whose Lanczos hit the cap are counted (``max_eig_unconverged``).
+HDVW publishes no Hessian code: this follows the paper's text, with the landscape's loss (NLL + ``regulariser``)
+as the objective. The ``hdvw`` regulariser ``wd * sum ||w||`` adds up to ``wd / ||w||`` of curvature per tensor,
+unbounded as a tensor's norm nears 0: its largest value is reported (``l2_curvature_max``).
 
 **Bulk spectrum**: one Hessian, of the mean loss over ``images`` images (in batches of ``batch_size``).
 ``method: lanczos`` (default) runs ``iterations`` Lanczos steps with full reorthogonalisation; its Ritz values
@@ -41,7 +45,7 @@ from . import plots
 from .config import ObjectiveConfig, require, require_choice
 from .context import AnalysisContext
 from .data import Batch, objective_batches
-from .eigen import Operator, SpectralDensity, lanczos, power_iteration, rademacher
+from .eigen import Extremes, Operator, SpectralDensity, extreme_eigenvalues, lanczos, power_iteration, rademacher
 from .objective import Objective, batch_size_of, objective_of
 from .tables import compact
 
@@ -53,7 +57,7 @@ class HessianConfig(ObjectiveConfig):
     analysis: ClassVar[str] = "hessian"
 
     minibatches: int
-    power_iterations: int
+    minibatch_steps: int
     k: int
     method: str
     iterations: int
@@ -63,9 +67,7 @@ class HessianConfig(ObjectiveConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         require(self.minibatches >= 0, self.analysis, f"minibatches must be >= 0, got {self.minibatches}")
-        require(
-            self.power_iterations >= 1, self.analysis, f"power_iterations must be >= 1, got {self.power_iterations}"
-        )
+        require(self.minibatch_steps >= 1, self.analysis, f"minibatch_steps must be >= 1, got {self.minibatch_steps}")
         require_choice(self.method, METHODS, self.analysis, "method")
         require(self.k >= 1, self.analysis, f"k must be >= 1, got {self.k}")
         require(self.iterations >= 1, self.analysis, f"iterations must be >= 1, got {self.iterations}")
@@ -173,23 +175,27 @@ def hessian_spectrum(operator: Operator, dim: int, config: HessianConfig, device
 
 @dataclass(frozen=True)
 class MaxEigenvalues:
-    """Per mini-batch: the dominant Hessian eigenvalue (sign kept) and the products its power iteration used."""
+    """Per mini-batch: its Hessian's extreme eigenvalues (:class:`~.eigen.Extremes`); ``values`` the dominant ones,
+    sign kept (the paper's statistic)."""
 
-    values: np.ndarray
-    products: np.ndarray
+    extremes: list[Extremes]
+
+    @property
+    def values(self) -> np.ndarray:
+        return np.array([e.dominant for e in self.extremes])
+
+    @property
+    def products(self) -> np.ndarray:
+        return np.array([e.steps for e in self.extremes])
+
+    @property
+    def unconverged(self) -> int:
+        """Mini-batches whose Lanczos hit ``minibatch_steps`` before both ends converged."""
+        return sum(not e.converged for e in self.extremes)
 
     @property
     def negative_fraction(self) -> float:
         return float(np.mean(self.values < 0))
-
-
-def dominant_eigenvalue(
-    operator: Operator, dim: int, iterations: int, tol: float, generator: torch.Generator, device: torch.device
-) -> tuple[float, int]:
-    """The eigenvalue of largest magnitude (sign kept) by power iteration from a Gaussian start, and the
-    number of products used."""
-    result = power_iteration(operator, lambda: torch.randn(dim, generator=generator).to(device), 1, iterations, tol)
-    return result.eigenvalues[0], result.iterations[0]
 
 
 def minibatch_max_eigenvalues(
@@ -199,20 +205,19 @@ def minibatch_max_eigenvalues(
     objective: Objective,
     config: HessianConfig,
 ) -> MaxEigenvalues:
-    """The dominant eigenvalue of each mini-batch's Hessian (of that mini-batch's mean loss plus the L2 term);
-    ``config.minibatches`` of them are expected (for the progress shown)."""
+    """The extreme eigenvalues of each mini-batch's Hessian (of that mini-batch's mean loss plus the L2 term) by
+    Lanczos from a Gaussian start; ``config.minibatches`` of them are expected (for the progress shown)."""
     dim = sum(p.numel() for p in params)
-    device = params[0].device
-    values, products = [], []
+    device, dtype = params[0].device, params[0].dtype
+    extremes = []
     with Progress(config.minibatches, "hessian max eigenvalues", unit="mini-batches", every=30.0) as shown:
         for index, batch in enumerate(minibatches):
             operator = model_hvp(model, params, [batch], objective.nll, objective.l2)
-            generator = torch.Generator().manual_seed(derive_seed(config.seed, "hessian-power", index))
-            value, used = dominant_eigenvalue(operator, dim, config.power_iterations, config.tol, generator, device)
-            values.append(value)
-            products.append(used)
+            generator = torch.Generator().manual_seed(derive_seed(config.seed, "hessian-lanczos", index))
+            start = torch.randn(dim, generator=generator, dtype=torch.float64).to(device, dtype)
+            extremes.append(extreme_eigenvalues(operator, start, config.minibatch_steps, config.tol))
             shown.update()
-    return MaxEigenvalues(np.array(values), np.array(products))
+    return MaxEigenvalues(extremes)
 
 
 def sample_minibatches(context: AnalysisContext, config: HessianConfig, batch_size: int) -> Iterator[Batch]:
@@ -233,10 +238,24 @@ def _rows(spectrum: Spectrum, maxima: MaxEigenvalues | None) -> list[dict[str, A
             dict(kind="ritz", run=index, rank="", value=float(v), weight=float(w), residual=float(r), products="")
             for v, w, r in zip(run.values, run.weights, run.residuals)
         ]
-    if maxima is not None:
+    for index, extremes in enumerate(maxima.extremes if maxima is not None else []):
+        ends = (
+            ("minibatch_max", extremes.dominant, extremes.converged),
+            ("minibatch_lambda_max", extremes.lambda_max, extremes.converged_max),
+            ("minibatch_lambda_min", extremes.lambda_min, extremes.converged_min),
+        )
         rows += [
-            dict(kind="minibatch_max", run=index, rank=1, value=float(v), weight="", residual="", products=int(n))
-            for index, (v, n) in enumerate(zip(maxima.values, maxima.products))
+            dict(
+                kind=kind,
+                run=index,
+                rank=1,
+                value=value,
+                weight="",
+                residual="",
+                products=extremes.steps,
+                converged=converged,
+            )
+            for kind, value, converged in ends
         ]
     return rows
 
@@ -256,6 +275,8 @@ def _max_summary(maxima: MaxEigenvalues, batch_size: int) -> dict[str, Any]:
         max_eig_max=float(maxima.values.max()),
         max_eig_negative_fraction=maxima.negative_fraction,
         max_eig_hvps=int(maxima.products.sum()),
+        max_eig_unconverged=maxima.unconverged,
+        lambda_min_median=float(np.median([e.lambda_min for e in maxima.extremes])),
         minibatches=len(maxima.values),
         minibatch_size=batch_size,
     )
@@ -305,6 +326,9 @@ def run(context: AnalysisContext, config: HessianConfig) -> dict[str, Any]:
         )
     if maxima is not None:
         summary.update(_max_summary(maxima, batch_size))
+    if config.regulariser == "hdvw" and objective.weight_decay:  # wd * ||w||: curvature wd / ||w|| across w
+        norms = [float(p.detach().norm()) for p in params]
+        summary["l2_curvature_max"] = max(objective.weight_decay / max(n, 1e-30) for n in norms)
     return compact(
         dict(
             summary,

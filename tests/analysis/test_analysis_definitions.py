@@ -20,6 +20,7 @@ from alternet.analysis import AnalysisConfigError, parse_configs
 from alternet.analysis.attention import attention_stats
 from alternet.analysis.blocks import Tap, block_sequence
 from alternet.analysis.data import mixed_batches
+from alternet.analysis.eigen import extreme_eigenvalues, power_iteration
 from alternet.analysis.fourier import delta_profiles, plotted_frequencies
 from alternet.analysis.hessian import minibatch_max_eigenvalues
 from alternet.analysis.landscape import dim0_norms, measure, normalised, random_direction
@@ -265,7 +266,7 @@ def test_minibatch_max_eigenvalues_match_eigvalsh_of_each_exact_hessian():
     model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 3)).double()
     params = list(model.parameters())
     minibatches = [(torch.randn(6, 3, dtype=torch.float64), torch.randint(0, 3, (6,))) for _ in range(4)]
-    config = parse_configs(["hessian"], {"hessian": dict(minibatches=4, power_iterations=20000, tol=1e-12)})["hessian"]
+    config = parse_configs(["hessian"], {"hessian": dict(minibatches=4, minibatch_steps=200, tol=1e-12)})["hessian"]
     objective = objective_of(model, {**RECIPE, "no_decay_norm_bias": False}, config)
     maxima = minibatch_max_eigenvalues(model, params, minibatches, objective, config)
     for value, (x, y) in zip(maxima.values, minibatches):
@@ -285,11 +286,53 @@ def test_minibatch_max_eigenvalue_keeps_a_negative_sign():
     model = nn.Linear(3, 1, bias=False).double()
     x = torch.randn(8, 3, dtype=torch.float64) * torch.tensor([3.0, 1.0, 0.5], dtype=torch.float64)
     concave = SimpleNamespace(nll=lambda out, _t: -0.5 * out.pow(2).mean(), l2=lambda: torch.zeros(()))
-    config = parse_configs(["hessian"], {"hessian": dict(minibatches=1, power_iterations=5000, tol=1e-12)})["hessian"]
+    config = parse_configs(["hessian"], {"hessian": dict(minibatches=1, minibatch_steps=200, tol=1e-12)})["hessian"]
     maxima = minibatch_max_eigenvalues(model, list(model.parameters()), [(x, torch.zeros(8))], concave, config)
     expected = float(torch.linalg.eigvalsh(-x.T @ x / 8).min())
     assert expected < 0 and maxima.values[0] == pytest.approx(expected, rel=1e-6)
     assert maxima.negative_fraction == 1.0
+
+
+def _near_tie(n: int = 80) -> torch.Tensor:
+    """A symmetric matrix whose ends nearly tie in magnitude: eigenvalues -1.0 and +0.995, the rest in (-0.5, 0.5)."""
+    generator = torch.Generator().manual_seed(0)
+    q, _ = torch.linalg.qr(torch.randn(n, n, generator=generator, dtype=torch.float64))
+    bulk = torch.rand(n - 2, generator=generator, dtype=torch.float64) - 0.5
+    return q @ torch.diag(torch.cat([torch.tensor([-1.0, 0.995], dtype=torch.float64), bulk])) @ q.T
+
+
+def test_lanczos_finds_both_ends_and_the_dominant_sign_where_they_nearly_tie():
+    """Where |lambda_min| ~ |lambda_max| (a ViT's Hessian), power iteration at PyHessian's budget (100 products,
+    tol 1e-3) stops between the two; Lanczos finds both ends to eigvalsh's digits, and so the dominant one's sign."""
+    matrix = _near_tie()
+    exact = torch.linalg.eigvalsh(matrix)
+    start = torch.randn(80, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    found = extreme_eigenvalues(lambda v: matrix @ v, start, 200, 1e-10)
+    assert (found.lambda_max, found.lambda_min) == (pytest.approx(float(exact[-1])), pytest.approx(float(exact[0])))
+    assert found.converged and found.steps < 80 and found.dominant == pytest.approx(-1.0)
+    power = power_iteration(lambda v: matrix @ v, lambda: start.clone(), 1, 100, 1e-3).eigenvalues[0]
+    assert abs(power - -1.0) > 0.05  # the reason the mini-batch statistic is no longer power iteration's
+
+    capped = extreme_eigenvalues(lambda v: matrix @ v, start, 4, 1e-10)  # the flag trips at a low cap
+    assert capped.steps == 4 and not capped.converged_max and not capped.converged_min
+
+
+def test_minibatch_extremes_of_a_model_whose_ends_nearly_tie():
+    """0.5 * mean(t * (w.x)^2) with t = +-1 per image: H = X^T diag(t) X / n = diag(1.0, -1.002, 0.3) here. The
+    dominant eigenvalue is the negative one, by 0.2%; a cap of one product leaves the mini-batch unconverged."""
+    model = nn.Linear(3, 1, bias=False).double()
+    x = torch.diag(torch.tensor([1.0, 1.002, 0.3], dtype=torch.float64).sqrt() * math.sqrt(3))
+    t = torch.tensor([1.0, -1.0, 1.0], dtype=torch.float64)
+    saddle = SimpleNamespace(
+        nll=lambda out, targets: 0.5 * (targets * out[:, 0] ** 2).mean(), l2=lambda: torch.zeros(())
+    )
+    config = parse_configs(["hessian"], {"hessian": dict(minibatches=1, minibatch_steps=50, tol=1e-10)})["hessian"]
+    maxima = minibatch_max_eigenvalues(model, list(model.parameters()), [(x, t)], saddle, config)
+    (ends,) = maxima.extremes
+    assert (ends.lambda_max, ends.lambda_min) == (pytest.approx(1.0), pytest.approx(-1.002))
+    assert maxima.values[0] == pytest.approx(-1.002) and maxima.unconverged == 0
+    capped = parse_configs(["hessian"], {"hessian": dict(minibatches=1, minibatch_steps=1, tol=1e-10)})["hessian"]
+    assert minibatch_max_eigenvalues(model, list(model.parameters()), [(x, t)], saddle, capped).unconverged == 1
 
 
 # Bad values of the new keys: one line naming the key ---------------------------------------------------------
@@ -312,7 +355,7 @@ def test_minibatch_max_eigenvalue_keeps_a_negative_sign():
             "label_smoothing applies to targets=labels only (targets=training uses the recipe's)",
         ),
         ("hessian", {"minibatches": -1}, "minibatches must be >= 0, got -1"),
-        ("hessian", {"power_iterations": 0}, "power_iterations must be >= 1, got 0"),
+        ("hessian", {"minibatch_steps": 0}, "minibatch_steps must be >= 1, got 0"),
         ("hessian", {"batch_size": 0}, "batch_size must be >= 1 or null (the recipe's), got 0"),
     ],
 )

@@ -84,7 +84,8 @@ def test_every_analysis_writes_its_files_and_a_json_summary(analysed):
     assert set(results["hessian"]) >= {"eig_1", "eig_2", "negative_fraction", "trace", "max_eig_median"}
     assert results["hessian"]["hvps"] == BUDGETS["hessian"]["iterations"]
     assert results["hessian"]["minibatches"] == 3 and results["hessian"]["minibatch_size"] == RECIPE["batch_size"]
-    assert results["hessian"]["max_eig_hvps"] <= 3 * BUDGETS["hessian"]["power_iterations"]
+    assert results["hessian"]["max_eig_hvps"] <= 3 * BUDGETS["hessian"]["minibatch_steps"]
+    assert 0 <= results["hessian"]["max_eig_unconverged"] <= 3 and results["hessian"]["l2_curvature_max"] > 0
     maxima = [r for r in csv.DictReader((out_dir / "analysis" / "hessian.csv").open()) if r["kind"] == "minibatch_max"]
     assert len(maxima) == 3
     assert len([key for key in results["noise"] if key.startswith("drop_band_")]) == 9  # the paper's nine bands
@@ -123,7 +124,7 @@ def test_landscape_origin_equals_the_models_loss_on_mixed_batches(analysed, digi
 def test_focused_linear_attention_runs_through_attention_and_hessian(tmp_path: Path, digits):
     torch.manual_seed(0)
     model = create_model("alternet_tiny", num_classes=10, img_size=16, attention="focused_linear")
-    budgets = {**BUDGETS, "hessian": dict(images=4, batch_size=4, k=2, iterations=2, minibatches=1, power_iterations=2)}
+    budgets = {**BUDGETS, "hessian": dict(images=4, batch_size=4, k=2, iterations=2, minibatches=1, minibatch_steps=2)}
     results = run_analyses(["attention", "hessian"], model, digits, RECIPE, budgets, tmp_path)
     assert results["attention"]["msa_blocks"] == 2
     assert results["hessian"]["hvps"] == 2

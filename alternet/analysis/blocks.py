@@ -43,7 +43,7 @@ from timm.models.resnet import BasicBlock, Bottleneck, ResNet
 from timm.models.vision_transformer import Attention, VisionTransformer
 from torch import nn
 
-from ..models import AlterNet, FocusedLinearAttention, WindowAttention
+from ..models import AlterNet, FocusedLinearAttention, PositionOnlyAttention, WindowAttention
 from ..models.blocks import PreActBlock
 from .errors import AnalysisError
 
@@ -167,7 +167,7 @@ def grid_positions(height: int, width: int) -> torch.Tensor:
 
 def _alternet_attention(attn: nn.Module) -> AttentionTap:
     """Window/global softmax maps use window coordinates; focused linear maps span the whole map."""
-    if isinstance(attn, WindowAttention):
+    if isinstance(attn, WindowAttention | PositionOnlyAttention):
         return AttentionTap(
             attn,
             attn.attention_map,

@@ -240,6 +240,12 @@ def check_model(cfg: Mapping[str, Any]) -> None:
     if not isinstance(name, str) or name == "???":
         return
     check_model_name(name, MODEL_NAMES)
+    attention = model.get("attention") or spec_kwargs(name).get("attention")
+    if attention is not None:
+        per_head = model.get("bias_per_head")
+        check_attention(
+            attention, "model.attention", bool(spec_kwargs(name).get("bias_per_head") if per_head is None else per_head)
+        )
     if model.get("pretrained") is True:
         require_pretrained(name)
     if name in HYBRIDS:

@@ -3,10 +3,10 @@
 * ``window``: softmax attention in non-overlapping p x p windows with a learned relative position
   bias (shared by all heads, as in the reference, or one table per head).
 * ``global``: the same attention with a single window covering the whole feature map.
-* ``position_only``: ``window`` without its content term: the kernel is softmax(B), the relative position bias
-  alone, the same for every image (data-independent, like a convolution's). Same parameters and state-dict keys
-  as ``window`` (its unused query projection is frozen), so either kind's weights load into the other: the
-  control for whether an MSA's benefit comes from its data specificity.
+* ``position_only``: ``window`` without its content term: each head's kernel is softmax(B_h), its own relative
+  position bias alone, the same for every image (data-independent, like a convolution's); the values' and output
+  projections as ``window``'s, no query or key projection. The control for whether an MSA's benefit comes from
+  its data specificity, beside ``window`` with one bias table per head (``bias_per_head``, which it requires).
 * ``focused_linear``: focused linear attention (FLatten Transformer, Han et al., ICCV 2023) over the
   whole map, with linear cost in the number of tokens.
 
@@ -28,15 +28,23 @@ import torch.nn.functional as F
 from timm.layers import use_fused_attn
 from torch import nn
 
-from ..errors import one_of
+from ..errors import ConfigValueError, one_of
 
 ATTENTION_KINDS = ("window", "global", "focused_linear", "position_only")
 
 
-def check_attention(kind: Any, key: str = "attention") -> None:
+def check_attention(kind: Any, key: str = "attention", bias_per_head: bool = True) -> None:
     """The one check of an attention kind (``model.attention``): the config checks call it before any work, the
-    AlterNet constructor too (:func:`build_attention` takes the kind it checked)."""
+    AlterNet constructor too (:func:`build_attention` takes the kind it checked). ``position_only`` needs one
+    bias table per head: its kernel softmax(B) is all a head has, so a shared table would give every head the same
+    kernel (and confound data specificity with head diversity)."""
     one_of(key, kind, ATTENTION_KINDS)
+    if kind == "position_only" and not bias_per_head:
+        prefix = key.rsplit(".", 1)[0] + "." if "." in key else ""
+        raise ConfigValueError(
+            f"{key}=position_only needs {prefix}bias_per_head=true (one kernel per head; with one shared table "
+            "every head would mix positions alike), in both arms of a comparison with window attention"
+        )
 
 
 # kinds that attend within p x p windows (the others see the whole feature map)
@@ -121,26 +129,18 @@ class _Projections(nn.Module):
         return self.to_out(x.transpose(1, 2).reshape(b, n, h * d))
 
 
-class WindowAttention(_Projections):
-    """Softmax attention in non-overlapping windows with a learned relative position bias."""
+class _Windowed:
+    """What window attention and position-only attention share: the windows, the relative position bias table
+    (``rel_pos_bias``, one or ``heads`` of them) and its index, and the heads' views of window maps."""
 
-    def __init__(
-        self,
-        dim_in: int,
-        dim_out: int,
-        *,
-        heads: int,
-        head_dim: int = 64,
-        window: tuple[int, int] = (4, 4),
-        bias_per_head: bool = False,
-        fused: bool | None = None,
-        qkv_bias: bool = False,
-    ):
-        super().__init__(dim_in, dim_out, heads, head_dim, qkv_bias)
-        self.window = tuple(window)
-        self.scale = head_dim**-0.5
-        self.fused = fused if fused is not None or use_fused_attn() else False  # None: per call, _fuses
-        table = (heads,) if bias_per_head else ()
+    heads: int
+    head_dim: int
+    window: tuple[int, int]
+    rel_pos_bias: nn.Parameter
+    rel_pos_index: torch.Tensor
+
+    def _position_table(self, bias_per_head: bool) -> None:
+        table = (self.heads,) if bias_per_head else ()
         table += (2 * self.window[0] - 1, 2 * self.window[1] - 1)
         self.rel_pos_bias = nn.Parameter(torch.randn(table) * 0.02)
         self.register_buffer("rel_pos_index", relative_position_index(self.window), persistent=False)
@@ -164,6 +164,47 @@ class WindowAttention(_Projections):
         self._windows_fit(x.shape[-2:])
         return window_partition(x, self.window)
 
+    def _heads(self, maps: torch.Tensor, b: int, n: int, parts: int) -> tuple[torch.Tensor, ...]:
+        """(B', parts * heads * head_dim, ph, pw) maps -> ``parts`` tensors (B', heads, N, head_dim), as views
+        where the memory order allows (channels_last: the tokens' own order)."""
+        if maps.is_contiguous(memory_format=torch.channels_last):
+            tokens = maps.permute(0, 2, 3, 1).reshape(b, n, parts, self.heads, self.head_dim)
+            return tokens.permute(2, 0, 3, 1, 4).unbind(0)
+        return maps.reshape(b, parts, self.heads, self.head_dim, n).transpose(-2, -1).unbind(1)
+
+    def _merged(self, out: torch.Tensor, maps: torch.Tensor, to_out: nn.Linear, size: torch.Size) -> torch.Tensor:
+        """(B', heads, N, head_dim) attended values -> the output projection -> (B, C_out, H, W), in the window
+        maps' memory format."""
+        b = maps.shape[0]
+        if maps.is_contiguous(memory_format=torch.channels_last):  # tokens (N, inner) are the NHWC memory order
+            out = out.transpose(1, 2).reshape(b, *self.window, -1).permute(0, 3, 1, 2)
+        else:
+            out = out.transpose(-2, -1).reshape(b, -1, *self.window)
+        out = F.conv2d(out, to_out.weight[..., None, None], to_out.bias)
+        return merge_window_maps(out, size)
+
+
+class WindowAttention(_Windowed, _Projections):
+    """Softmax attention in non-overlapping windows with a learned relative position bias."""
+
+    def __init__(
+        self,
+        dim_in: int,
+        dim_out: int,
+        *,
+        heads: int,
+        head_dim: int = 64,
+        window: tuple[int, int] = (4, 4),
+        bias_per_head: bool = False,
+        fused: bool | None = None,
+        qkv_bias: bool = False,
+    ):
+        super().__init__(dim_in, dim_out, heads, head_dim, qkv_bias)
+        self.window = tuple(window)
+        self.scale = head_dim**-0.5
+        self.fused = fused if fused is not None or use_fused_attn() else False  # None: per call, _fuses
+        self._position_table(bias_per_head)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Windows are cut once, as small maps, and the projections run on them as 1x1 convolutions (the conv
         layout, where oneDNN and cuDNN are fastest); the weights are the Linear modules', so the function and the
@@ -181,12 +222,7 @@ class WindowAttention(_Projections):
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=position.to(q.dtype), scale=self.scale)
         else:
             out = self._softmax(q, k, position).to(v.dtype) @ v
-        if maps.is_contiguous(memory_format=torch.channels_last):  # tokens (N, inner) are the NHWC memory order
-            out = out.transpose(1, 2).reshape(b, *self.window, -1).permute(0, 3, 1, 2)
-        else:
-            out = out.transpose(-2, -1).reshape(b, -1, *self.window)
-        out = F.conv2d(out, self.to_out.weight[..., None, None], self.to_out.bias)
-        return merge_window_maps(out, size)
+        return self._merged(out, maps, self.to_out, size)
 
     def _fuses(self, q: torch.Tensor) -> bool:
         """The fused kernel, unless left to choose on a CPU in reduced precision for windows of up to 256 tokens:
@@ -195,14 +231,6 @@ class WindowAttention(_Projections):
         if self.fused is not None:
             return self.fused
         return not (q.device.type == "cpu" and q.dtype in (torch.bfloat16, torch.float16) and q.shape[-2] <= 256)
-
-    def _heads(self, maps: torch.Tensor, b: int, n: int, parts: int) -> tuple[torch.Tensor, ...]:
-        """(B', parts * heads * head_dim, ph, pw) maps -> ``parts`` tensors (B', heads, N, head_dim), as views
-        where the memory order allows (channels_last: the tokens' own order)."""
-        if maps.is_contiguous(memory_format=torch.channels_last):
-            tokens = maps.permute(0, 2, 3, 1).reshape(b, n, parts, self.heads, self.head_dim)
-            return tokens.permute(2, 0, 3, 1, 4).unbind(0)
-        return maps.reshape(b, parts, self.heads, self.head_dim, n).transpose(-2, -1).unbind(1)
 
     def _softmax(self, q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         """Softmax of the logits plus the fp32 position bias, so in fp32 under bf16 autocast (as the reference's):
@@ -216,45 +244,47 @@ class WindowAttention(_Projections):
         return self._softmax(q, k, self.position_bias())
 
 
-class PositionOnlyAttention(WindowAttention):
-    """Window attention whose kernel is softmax(B), B the learned relative position bias: no query-key term, so
-    every image (and window) gets the same kernel, as a convolution does; only the values depend on the input.
+class PositionOnlyAttention(_Windowed, nn.Module):
+    """Window attention without its content term: each head mixes the values of a window with its own kernel
+    softmax(B_h), B_h that head's learned relative position bias, so every image (and window) gets the same
+    per-head kernels, as a convolution does; only the values depend on the input.
 
-    The parameters are ``WindowAttention``'s, with the same names and shapes, so a ``window`` checkpoint loads
-    into this kind strictly and back. The query projection has no effect here and is frozen
-    (``requires_grad=False``: no gradient, no weight decay, no unused-parameter error under DDP); the key half
-    of ``to_kv`` gets zero gradients.
+    Its parameters are the values' projection ``to_v``, one bias table per head and the output projection: no
+    query or key projection, so nothing it holds is dead (no frozen or always-zero-gradient weights). Its
+    counterpart in a comparison is window attention with one table per head too (``model.bias_per_head=true`` in
+    both arms; :func:`check_attention` refuses a shared table here).
     """
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.to_q.requires_grad_(False)
+    def __init__(
+        self,
+        dim_in: int,
+        dim_out: int,
+        *,
+        heads: int,
+        head_dim: int = 64,
+        window: tuple[int, int] = (4, 4),
+        qkv_bias: bool = False,
+    ):
+        super().__init__()
+        self.heads = heads
+        self.head_dim = head_dim
+        self.window = tuple(window)
+        self.to_v = nn.Linear(dim_in, heads * head_dim, bias=qkv_bias)
+        self.to_out = nn.Linear(heads * head_dim, dim_out)
+        self._position_table(bias_per_head=True)
 
     def kernel(self) -> torch.Tensor:
-        """(1 or heads, N, N) attention rows shared by every window of every image."""
+        """(heads, N, N) attention rows shared by every window of every image."""
         return self.position_bias().float().softmax(dim=-1)
-
-    def _values(self, maps: torch.Tensor) -> torch.Tensor:
-        """(B', C, ph, pw) window maps -> values (B', heads, N, head_dim)."""
-        inner = self.heads * self.head_dim
-        weight = self.to_kv.weight[inner:]
-        bias = None if self.to_kv.bias is None else self.to_kv.bias[inner:]
-        b, n = maps.shape[0], self.window[0] * self.window[1]
-        return self._heads(F.conv2d(maps, weight[..., None, None], bias), b, n, 1)[0]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         size = x.shape[-2:]
         self._windows_fit(size)
         maps = window_maps(x, self.window)
-        v = self._values(maps)
-        out = self.kernel().to(v.dtype) @ v  # (heads or 1, N, N) broadcast over windows and heads
-        b = maps.shape[0]
-        if maps.is_contiguous(memory_format=torch.channels_last):
-            out = out.transpose(1, 2).reshape(b, *self.window, -1).permute(0, 3, 1, 2)
-        else:
-            out = out.transpose(-2, -1).reshape(b, -1, *self.window)
-        out = F.conv2d(out, self.to_out.weight[..., None, None], self.to_out.bias)
-        return merge_window_maps(out, size)
+        b, n = maps.shape[0], self.window[0] * self.window[1]
+        v = self._heads(F.conv2d(maps, self.to_v.weight[..., None, None], self.to_v.bias), b, n, 1)[0]
+        out = self.kernel().to(v.dtype) @ v  # (heads, N, N) broadcast over windows
+        return self._merged(out, maps, self.to_out, size)
 
     @torch.no_grad()
     def attention_map(self, x: torch.Tensor) -> torch.Tensor:
@@ -358,9 +388,11 @@ def build_attention(
     ``focused_linear``); ``qkv_bias=None`` is the kind's own default (:data:`QKV_BIAS_DEFAULT`). ``kind`` is one
     of :data:`ATTENTION_KINDS`, checked by the backbone's constructor (:func:`check_attention`)."""
     bias = QKV_BIAS_DEFAULT[kind] if qkv_bias is None else bool(qkv_bias)
-    if kind in ("window", "global", "position_only"):
-        cls = PositionOnlyAttention if kind == "position_only" else WindowAttention
-        return cls(
+    if kind == "position_only":
+        check_attention(kind, bias_per_head=bias_per_head)
+        return PositionOnlyAttention(dim_in, dim_out, heads=heads, head_dim=head_dim, window=window, qkv_bias=bias)
+    if kind in ("window", "global"):
+        return WindowAttention(
             dim_in,
             dim_out,
             heads=heads,

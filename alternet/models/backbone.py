@@ -102,7 +102,7 @@ class AlterNet(nn.Module):
     ):
         super().__init__()
         check_block(block)
-        check_attention(attention)
+        check_attention(attention, bias_per_head=bias_per_head)
         check_drop_path_rate(drop_path_rate)
         stem = choose_stem(stem, img_size)
         conv_block = BLOCK_TYPES[block]

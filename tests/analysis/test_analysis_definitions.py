@@ -27,36 +27,39 @@ from alternet.analysis.landscape import dim0_norms, measure, normalised, random_
 from alternet.analysis.noise import band_mask, frequency_bands, radial_frequency
 from alternet.analysis.objective import objective_of
 from alternet.analysis.variance import mean_variances
-from alternet.apps.checks import check_choices
+from alternet.apps.checks import check_choices, validate_train_config
 from alternet.data.mixing import recipe_mixup
+from alternet.errors import ConfigValueError
 from alternet.models import ATTENTION_KINDS, PositionOnlyAttention, WindowAttention, create_model
 
 from helpers import compose_train
 
 
 def tiny(attention: str = "window", seed: int = 0) -> torch.nn.Module:
+    """alternet_tiny (two MSA blocks) with one bias table per head, as both arms of ``paper/specificity``."""
     torch.manual_seed(seed)
-    return create_model("alternet_tiny", num_classes=10, img_size=16, attention=attention)
+    return create_model("alternet_tiny", num_classes=10, img_size=16, attention=attention, bias_per_head=True)
 
 
 # position_only attention ---------------------------------------------------------------------------------------
 
 
-def test_position_only_gives_every_image_the_same_kernel_softmax_of_the_bias():
+def test_position_only_gives_every_image_the_same_kernel_per_head_softmax_of_its_bias():
     model = tiny("position_only").eval()
     modules = [m for m in model.modules() if isinstance(m, PositionOnlyAttention)]
     assert len(modules) == 2
     for module in modules:
         with torch.no_grad():
-            module.rel_pos_bias.normal_(0, 1.0)  # a kernel far from uniform
+            module.rel_pos_bias.normal_(0, 1.0)  # kernels far from uniform
     for module in modules:
-        channels = module.to_kv.in_features
+        channels = module.to_v.in_features
         one, other = (
             module.attention_map(torch.randn(2, channels, 8, 8)),
             module.attention_map(torch.randn(3, channels, 8, 8)),
         )
-        kernel = module.position_bias().softmax(dim=-1)[0]
-        assert one.shape == (2 * 4, module.heads, 16, 16)  # 4 windows of 4x4 per image
+        kernel = module.position_bias().softmax(dim=-1)
+        assert kernel.shape == (module.heads, 16, 16) and one.shape == (2 * 4, module.heads, 16, 16)
+        assert not torch.allclose(kernel[0], kernel[1])  # a kernel per head
         torch.testing.assert_close(one, kernel.expand_as(one))
         torch.testing.assert_close(other, kernel.expand_as(other))
     msa = [b for b in block_sequence(model).blocks if b.kind == "M"]
@@ -64,13 +67,27 @@ def test_position_only_gives_every_image_the_same_kernel_softmax_of_the_bias():
         assert max(stats.specificity) < 1e-9  # data specificity of a data-independent kernel: zero
 
 
+def _as_position_only(window_state: dict) -> dict:
+    """A window model's weights for its position_only twin: each attention's value half of ``to_kv`` as ``to_v``,
+    its query and key projections dropped."""
+    state = {}
+    for key, value in window_state.items():
+        if ".to_q." in key:
+            continue
+        if ".to_kv." in key:
+            state[key.replace(".to_kv.", ".to_v.")] = value[value.shape[0] // 2 :]
+        else:
+            state[key] = value
+    return state
+
+
 def test_position_only_output_equals_window_attention_with_zero_queries():
     window, position = tiny("window").eval(), tiny("position_only").eval()
     for module in window.modules():
         if isinstance(module, WindowAttention):
             with torch.no_grad():
-                module.to_q.weight.zero_()  # logits q.k = 0: softmax(0 + B)
-    position.load_state_dict(window.state_dict(), strict=True)
+                module.to_q.weight.zero_()  # logits q.k = 0: softmax(0 + B_h)
+    position.load_state_dict(_as_position_only(window.state_dict()), strict=True)
     images = torch.randn(3, 3, 16, 16)
     with torch.no_grad():
         torch.testing.assert_close(position(images), window(images), rtol=1e-5, atol=1e-6)
@@ -78,36 +95,32 @@ def test_position_only_output_equals_window_attention_with_zero_queries():
         torch.testing.assert_close(channels_last(images.contiguous(memory_format=torch.channels_last)), window(images))
 
 
-def test_position_only_and_window_state_dicts_load_into_each_other_strictly():
-    window, position = tiny("window", seed=1), tiny("position_only", seed=2)
-    assert {k: v.shape for k, v in window.state_dict().items()} == {
-        k: v.shape for k, v in position.state_dict().items()
-    }
-    position.load_state_dict(window.state_dict(), strict=True)
-    assert all(torch.equal(v, window.state_dict()[k]) for k, v in position.state_dict().items())
-    window.load_state_dict(tiny("position_only", seed=3).state_dict(), strict=True)
-
-
-def test_position_only_trains_a_step_with_its_query_projection_frozen():
-    model = tiny("position_only").train()
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    frozen = [m.to_q.weight for m in model.modules() if isinstance(m, PositionOnlyAttention)]
-    assert all(not p.requires_grad for p in frozen) and len(frozen) == 2
-    before = {name: p.detach().clone() for name, p in model.named_parameters()}
-    optimizer = torch.optim.AdamW(trainable, lr=1e-2, weight_decay=0.05)
+def test_position_only_holds_no_dead_parameter():
+    """No query or key projection: one training step moves every parameter (the per-head kernels included), and
+    the model has exactly window attention's parameters minus q and k."""
+    window, model = tiny("window"), tiny("position_only").train()
+    assert all(p.requires_grad for p in model.parameters())
+    qk = sum(
+        m.to_q.weight.numel() + m.to_kv.weight.numel() // 2 for m in window.modules() if isinstance(m, WindowAttention)
+    )
+    assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in window.parameters()) - qk
     images, labels = torch.randn(8, 3, 16, 16), torch.arange(8) % 10
-    loss = torch.nn.functional.cross_entropy(model(images), labels)
-    loss.backward()
-    optimizer.step()
-    assert torch.isfinite(loss)
-    changed = {name for name, p in model.named_parameters() if not torch.equal(p.detach(), before[name])}
-    assert any(name.endswith("rel_pos_bias") for name in changed)  # the kernel itself learns
-    assert not any(name.endswith("to_q.weight") for name in changed)
+    torch.nn.functional.cross_entropy(model(images), labels).backward()
+    dead = [name for name, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
+    assert dead == []
 
 
-def test_position_only_is_a_config_choice():
+def test_position_only_needs_a_bias_table_per_head_before_any_work():
+    shared = OmegaConf.to_container(compose_train("model=alternet_tiny", "model.attention=position_only"))
+    with pytest.raises(ConfigValueError) as error:
+        validate_train_config(shared)
+    assert str(error.value).startswith("model.attention=position_only needs model.bias_per_head=true")
+    check_choices(
+        OmegaConf.to_container(
+            compose_train("model=alternet_tiny", "model.attention=position_only", "model.bias_per_head=true")
+        )
+    )
     assert "position_only" in ATTENTION_KINDS
-    check_choices(OmegaConf.to_container(compose_train("model=alternet_tiny", "model.attention=position_only")))
 
 
 # Defaults and their alternatives, on inputs where they differ ----------------------------------------------------

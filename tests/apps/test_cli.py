@@ -43,7 +43,7 @@ def wheel(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("wheel")
     source = tmp / "src"
     source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE", "NOTICE"):
         shutil.copy2(ROOT / name, source / name)
     shutil.copytree(ROOT / "alternet", source / "alternet", ignore=shutil.ignore_patterns("__pycache__", ".*"))
     command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q"]
@@ -74,6 +74,10 @@ def test_the_wheel_holds_every_file_of_the_package_and_the_entry_points(wheel):
         names = set(archive.namelist())
         (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
         declared = archive.read(entry_points).decode()
+        (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+        headers = archive.read(metadata).decode().split("\n\n")[0]
+    assert "License-Expression: MIT" in headers  # PEP 639, and the notices of the Apache-2.0 sources it ports
+    assert {n.rsplit("/", 1)[-1] for n in names if "/licenses/" in n} == {"LICENSE", "NOTICE"}
     expected = package_files()
     assert {n for n in expected if n.startswith("alternet/conf/")} >= {
         "alternet/conf/train.yaml",

@@ -240,6 +240,13 @@ def test_alexnet_baseline_gives_the_mce_formula_value():
     assert len(builtin_baseline("alexnet", "imagenet-c").rows) == 75
 
 
+def test_the_packaged_alexnet_cifar100c_table_reproduces_hdvws_mean_accuracy():
+    """An acceptance number of docs/reproduction.md: HDVW's AlexNet averages 41.01% over CIFAR-100-C's 15
+    corruptions x 5 severities (resources/results/cifar100_alexnet_dnn_corrupted.csv, the four extras left out)."""
+    rows = [r for r in builtin_baseline("alexnet", "cifar100-c").rows if r.corruption in CORRUPTIONS]
+    assert len(rows) == 75 and sum(r.acc for r in rows) / 75 == pytest.approx(0.4101, abs=5e-5)
+
+
 def test_settings_that_cannot_work_fail_before_any_work(tmp_path):
     with pytest.raises(ConfigValueError, match="none of the 15 benchmark corruptions"):
         open_corrupted_sets(settings(root=str(tmp_path), corruptions=["spatter"])["robustness"], datamodule())

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from alternet.report.statistics import difference
+from alternet.report.statistics import difference, with_holm
 from alternet.rundir import RunDir, SweepDir
 
 KIND_STYLE = {"stem": ("grey", "o"), "C": ("tab:blue", "o"), "M": ("tab:red", "s")}
@@ -78,12 +78,21 @@ def block_changes(taps: list[tuple], projection: set[str], log_ratio: bool) -> d
     return changes
 
 
-def interval(values: dict[str, float]) -> str:
-    """mean [95% CI] over seeds: a one-sample t interval (the seed-paired difference from 0)."""
-    found = difference(values, {seed: 0.0 for seed in values})
-    if found is None:
-        return f"{statistics.fmean(values.values()):+.3f} (n={len(values)})"
-    return f"{found.delta:+.3f} [{found.low:+.3f}, {found.high:+.3f}] (n={len(values)}, p {found.p:.3f})"
+def intervals(per_block: dict[str, dict[str, float]]) -> dict[str, str]:
+    """Each block's mean [95% CI] over seeds (a one-sample t interval: the seed-paired difference from 0), its
+    p-value Holm-corrected over the blocks of the model (one family per model and instrument)."""
+    found = with_holm([difference(values, {seed: 0.0 for seed in values}) for values in per_block.values()])
+    tests = sum(d is not None for d in found)
+    lines = {}
+    for (name, values), d in zip(per_block.items(), found):
+        if d is None:
+            lines[name] = f"{statistics.fmean(values.values()):+.3f} (n={len(values)})"
+        else:
+            lines[name] = (
+                f"{d.delta:+.3f} [{d.low:+.3f}, {d.high:+.3f}] (n={len(values)}, p {d.p:.3f}, "
+                f"Holm over {tests} blocks {d.p_holm:.3f})"
+            )
+    return lines
 
 
 def summarise(found: dict[str, dict[str, dict]], instrument: str, log_ratio: bool, label: str) -> dict:
@@ -97,26 +106,31 @@ def summarise(found: dict[str, dict[str, dict]], instrument: str, log_ratio: boo
                 per_block[name][seed] = change
                 kinds[name] = kind
         per_model[model] = (per_block, kinds)
-        for name, values in per_block.items():
-            print(f"{model:18s} {name:14s} {kinds[name]:4s} {interval(values)}")
+        for name, line in intervals(per_block).items():
+            print(f"{model:18s} {name:14s} {kinds[name]:4s} {line}")
     return per_model
 
 
 def summarise_lesion(found: dict[str, dict[str, dict]]) -> dict:
-    """Accuracy lost (pp) with each identity-shortcut block's residual branch removed, over seeds."""
+    """Accuracy lost (pp) with each block's residual branch removed, over seeds: the identity-shortcut blocks (the
+    comparisons read), then, apart, the projection blocks (a stage's first block in a CNN: its shortcut is a strided
+    1x1 convolution, so removing its branch does not leave the identity)."""
     per_model = {}
     print("\n## lesion: accuracy lost with the block's residual branch removed (pp)")
     for model, seeds in found.items():
         per_block: dict[str, dict[str, float]] = defaultdict(dict)
+        projection: dict[str, dict[str, float]] = defaultdict(dict)
         kinds = {}
         for seed, data in seeds.items():
             for row in data["lesion"]:
-                if row["projection_shortcut"] != "True":
-                    per_block[row["name"]][seed] = 100 * float(row["drop"])
-                    kinds[row["name"]] = row["kind"]
+                into = projection if row["projection_shortcut"] == "True" else per_block
+                into[row["name"]][seed] = 100 * float(row["drop"])
+                kinds[row["name"]] = row["kind"]
         per_model[model] = (per_block, kinds)
-        for name, values in per_block.items():
-            print(f"{model:18s} {name:14s} {kinds[name]:4s} {interval(values)}")
+        for name, line in intervals(per_block).items():
+            print(f"{model:18s} {name:14s} {kinds[name]:4s} {line}")
+        for name, line in intervals(projection).items():
+            print(f"{model:18s} {name:14s} {kinds[name]:4s} {line}  (projection block, apart)")
     return per_model
 
 

@@ -96,7 +96,8 @@ class Statistics:
         spread = (
             "variance pooled over the sweep's variants (assumes seeds scatter alike in each)"
             if self.pooled
-            else "seed-paired differences where both variants ran the same seeds, else Welch"
+            else "seed-paired differences where both variants ran the same seeds and differ in no model setting "
+            "(a seed then fixes their data order, augmentation and initial weights), else Welch"
             if self.paired
             else "Welch (unpaired)"
         )
@@ -122,12 +123,22 @@ def _differences(
             difference(
                 _by_seed(variant, value),
                 _by_seed(baseline, value),
-                paired=settings.paired,
+                paired=settings.paired and same_initialisation(variant, baseline),
                 pooled=pooled,
                 extra_variance=extra,
             )
         )
     return with_holm(differences)
+
+
+def same_initialisation(variant: Variant, baseline: Variant) -> bool:
+    """Whether a seed gives both variants the same initial weights, so that seed-pairing is valid: they differ in no
+    ``model`` setting (the architecture, its attention, a pretrained start...). The rule is fixed here, before
+    any run is read: arms of different architectures are compared unpaired (Welch), never paired because their
+    seeds happen to match."""
+    own, theirs = variant.runs[0].overrides, baseline.runs[0].overrides
+    differing = {k for k in own.keys() | theirs.keys() if own.get(k) != theirs.get(k)}
+    return not any(k == "model" or k.startswith(("model.", "+model.", "++model.")) for k in differing)
 
 
 def _values(variant: Variant, value: Any) -> list[float]:

@@ -206,3 +206,24 @@ def test_where_the_sweep_doubles_the_epochs_the_ranking_must_hold_there(nll_at_t
     runs += _runs("twin", 0.38, 1.35, 20, 20, True) + _runs("alternet", 0.37, nll_at_twice, 20, 20, True)
     judged = _verdicts(runs, "model=twin recipe.epochs=10")["model=alternet recipe.epochs=10"]
     assert judged.startswith(HELPS_OPTIMISATION + expected), judged
+
+
+def test_seeds_pair_variants_only_where_they_share_initialisation():
+    """A seed fixes data order and augmentation for every variant, but initial weights only for one architecture:
+    variants that differ in a model setting are compared by Welch, fixed before any run is read."""
+    from alternet.report.build import Statistics, group_variants, pick_baseline, variant_rows
+    from alternet.report.runs import swept_keys
+
+    def methods(runs, baseline):
+        variants = group_variants(runs, swept_keys(runs))
+        rows = variant_rows(variants, pick_baseline(variants, baseline), Statistics(bootstrap=0))
+        return {row["variant"]: row["error_method"] for row in rows if row["error_method"]}
+
+    subset = []
+    for fraction, error in (("0.5", 0.40), ("0.1", 0.55)):
+        for run in _runs("twin", error, 1.3, 10, 10):
+            run.overrides["data.subset"] = fraction
+            subset.append(run)
+    assert methods(subset, "data.subset=0.5") == {"data.subset=0.1": "paired"}  # one architecture at two fractions
+    models = _runs("twin", 0.42, 1.40, 10, 10) + _runs("alternet", 0.40, 1.30, 10, 10)
+    assert methods(models, "model=twin") == {"model=alternet": "welch"}

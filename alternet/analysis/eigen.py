@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -84,25 +84,39 @@ class LanczosResult:
         return self.values[order], self.residuals[order]
 
 
-def lanczos(operator: Operator, start: torch.Tensor, steps: int) -> LanczosResult:
-    """``steps`` Lanczos iterations from ``start`` (stops early on an invariant subspace)."""
+def _lanczos_steps(
+    operator: Operator, start: torch.Tensor, steps: int
+) -> Iterator[tuple[list[float], list[float], float]]:
+    """Lanczos with full reorthogonalisation from ``start``, for at most ``steps`` steps (and the dimension): after
+    each, the tridiagonal's diagonal so far, its off-diagonal so far, and the new residual norm (the next
+    off-diagonal entry; the iteration ends when it vanishes, an invariant subspace)."""
     dim = start.numel()
     steps = min(steps, dim)
     basis = torch.empty(steps, dim, dtype=start.dtype, device=start.device)
     basis[0] = start / start.norm()
-    alphas, betas = [], []
+    alphas: list[float] = []
+    betas: list[float] = []
     for j in range(steps):
         w = operator(basis[j])
         alphas.append(float(torch.dot(w, basis[j])))
         for _ in range(2):  # full reorthogonalisation, twice for numerical safety
             w = w - basis[: j + 1].T @ (basis[: j + 1] @ w)
         beta = float(w.norm())
+        yield alphas, betas, beta
+        if j + 1 == steps or beta == 0:
+            return
         betas.append(beta)
-        if j + 1 == steps or beta <= 1e-10 * max(abs(a) for a in alphas):
-            break
         basis[j + 1] = w / beta
-    values, vectors = eigh_tridiagonal(np.array(alphas), np.array(betas[:-1]))
-    return LanczosResult(values, vectors[0] ** 2, abs(betas[-1]) * np.abs(vectors[-1]))
+
+
+def lanczos(operator: Operator, start: torch.Tensor, steps: int) -> LanczosResult:
+    """``steps`` Lanczos iterations from ``start`` (stops early on an invariant subspace)."""
+    for step in _lanczos_steps(operator, start, steps):
+        if step[2] <= 1e-10 * max(abs(a) for a in step[0]):
+            break
+    alphas, betas, beta = step
+    values, vectors = eigh_tridiagonal(np.array(alphas), np.array(betas))
+    return LanczosResult(values, vectors[0] ** 2, abs(beta) * np.abs(vectors[-1]))
 
 
 @dataclass(frozen=True)
@@ -131,28 +145,16 @@ def extreme_eigenvalues(operator: Operator, start: torch.Tensor, max_steps: int,
     both have a residual ``|beta_j s_ji|`` at most ``tol`` times ``max(|lambda_max|, |lambda_min|)`` (they are
     then eigenvalues to that accuracy), at an invariant subspace (exact), or after ``max_steps`` products, where the
     flags say which end had not converged."""
-    dim = start.numel()
-    max_steps = min(max_steps, dim)
-    basis = torch.empty(max_steps, dim, dtype=start.dtype, device=start.device)
-    basis[0] = start / start.norm()
-    alphas: list[float] = []
-    betas: list[float] = []
-    for j in range(max_steps):
-        w = operator(basis[j])
-        alphas.append(float(torch.dot(w, basis[j])))
-        for _ in range(2):  # full reorthogonalisation, twice for numerical safety
-            w = w - basis[: j + 1].T @ (basis[: j + 1] @ w)
-        beta = float(w.norm())
+    dim, last = start.numel(), min(max_steps, start.numel())
+    for alphas, betas, beta in _lanczos_steps(operator, start, max_steps):
         values, vectors = eigh_tridiagonal(np.array(alphas), np.array(betas))
         scale = max(abs(values[0]), abs(values[-1]), 1e-30)
-        exhausted = beta <= 1e-10 * scale or j + 1 == dim  # an invariant subspace: the Ritz values are exact
+        exhausted = beta <= 1e-10 * scale or len(alphas) == dim  # an invariant subspace: the Ritz values are exact
         residual_min, residual_max = beta * abs(vectors[-1, 0]), beta * abs(vectors[-1, -1])
         converged = (bool(exhausted or residual_max <= tol * scale), bool(exhausted or residual_min <= tol * scale))
-        if all(converged) or j + 1 == max_steps:
-            return Extremes(float(values[-1]), float(values[0]), converged[0], converged[1], j + 1)
-        betas.append(beta)
-        basis[j + 1] = w / beta
-    raise AssertionError("unreachable: the loop returns at its last step")
+        if all(converged) or len(alphas) == last:
+            return Extremes(float(values[-1]), float(values[0]), converged[0], converged[1], len(alphas))
+    raise ValueError(f"max_steps must be >= 1, got {max_steps}")
 
 
 def rademacher(dim: int, generator: torch.Generator, device: torch.device) -> torch.Tensor:

@@ -201,7 +201,8 @@ NOT_A_SECTION = "recipe.augment.crop_padding is not a section of recipe.augment;
 def test_a_flat_key_on_the_command_line_fails_before_any_work(override, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exited:
-        cli.main(["train", "debug=fast", override])
+        # Hydra's logging off: a job's handlers on this test's captured streams would outlive it (closed streams)
+        cli.main(["train", "debug=fast", override, "hydra/job_logging=none", "hydra/hydra_logging=none"])
     assert exited.value.code not in (None, 0)
     assert "crop_padding" in f"{exited.value.code}{capsys.readouterr().err}"
     assert not (tmp_path / "outputs").exists()  # no run directory: refused before any work

@@ -1,6 +1,8 @@
 """Fourier analysis of feature maps (the paper's Fig. 2a and Fig. 8).
 
-For the stem (depth 0) and every block's output on clean test images, with the model in eval mode:
+For the stem (depth 0) and every block's output on clean test images, with the model in eval mode (``bn_mode:
+eval``; ``batch``: BatchNorm normalises each batch with its own statistics, as HDVW's notebook, which runs timm's
+models without ``.eval()`` on one image, so ``bn_mode=batch batch_size=1`` is its protocol):
 log(|FFT2| + 1e-6) per sample and channel, zero frequency centred, averaged over samples and channels; its
 half-diagonal from frequency 0 upwards, minus the value at 0 ("delta log amplitude"). Fig. 8 plots the last
 point of each profile against depth.
@@ -16,7 +18,8 @@ point of each profile against depth.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -35,6 +38,7 @@ from .tables import compact, tap_summary
 
 AMPLITUDE_EPS = 1e-6  # added to |FFT| before the log, as in the paper's notebook
 HIGH_FREQUENCY = ("hdvw", "nyquist")
+BN_MODES = ("eval", "batch")
 
 
 @dataclass(frozen=True)
@@ -42,10 +46,35 @@ class FourierConfig(SampleConfig):
     analysis: ClassVar[str] = "fourier"
 
     high_frequency: str
+    bn_mode: str
 
     def __post_init__(self) -> None:
         super().__post_init__()
         require_choice(self.high_frequency, HIGH_FREQUENCY, self.analysis, "high_frequency")
+        require_choice(self.bn_mode, BN_MODES, self.analysis, "bn_mode")
+
+
+@contextlib.contextmanager
+def batch_statistics(model: torch.nn.Module) -> Iterator[None]:
+    """Within the context, every BatchNorm layer of ``model`` normalises with the statistics of the batch it sees
+    (training mode) while its running statistics stay as they were (momentum 0, counters restored); every other
+    layer keeps its mode."""
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    saved = [
+        (m.training, m.momentum, None if m.num_batches_tracked is None else m.num_batches_tracked.clone())
+        for m in norms
+    ]
+    for norm in norms:
+        norm.train()
+        norm.momentum = 0.0
+    try:
+        yield
+    finally:
+        for norm, (training, momentum, tracked) in zip(norms, saved):
+            norm.train(training)
+            norm.momentum = momentum
+            if tracked is not None:
+                norm.num_batches_tracked.copy_(tracked)
 
 
 def log_amplitude(maps: torch.Tensor) -> torch.Tensor:
@@ -88,7 +117,8 @@ def delta_profiles(
 def run(context: AnalysisContext, config: FourierConfig) -> dict[str, Any]:
     sequence = context.blocks
     batches = clean_batches(context.datamodule, config.images, config.batch_size, config.seed, context.device)
-    profiles = delta_profiles(context.model, sequence.taps, [x for x, _ in batches], config.high_frequency)
+    with batch_statistics(context.model) if config.bn_mode == "batch" else contextlib.nullcontext():
+        profiles = delta_profiles(context.model, sequence.taps, [x for x, _ in batches], config.high_frequency)
     depth_rows = sequence.depth_rows()
     rows, high = [], []
     for info, (frequencies, delta) in zip(depth_rows, profiles):
@@ -122,6 +152,7 @@ def run(context: AnalysisContext, config: FourierConfig) -> dict[str, Any]:
         dict(
             images=sum(len(y) for _, y in batches),
             high_frequency=config.high_frequency,
+            bn_mode=config.bn_mode,
             **tap_summary("high_freq", high, depth_rows),
             files=[str(f) for f in files],
         )

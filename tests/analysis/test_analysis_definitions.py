@@ -4,6 +4,7 @@ where HDVW's definition and the alternative differ, the per-mini-batch maximum H
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import replace
 from types import SimpleNamespace
@@ -21,7 +22,7 @@ from alternet.analysis.attention import attention_stats
 from alternet.analysis.blocks import Tap, block_sequence
 from alternet.analysis.data import mixed_batches
 from alternet.analysis.eigen import extreme_eigenvalues, power_iteration
-from alternet.analysis.fourier import delta_profiles, plotted_frequencies
+from alternet.analysis.fourier import batch_statistics, delta_profiles, plotted_frequencies
 from alternet.analysis.hessian import minibatch_max_eigenvalues
 from alternet.analysis.landscape import dim0_norms, measure, normalised, random_direction
 from alternet.analysis.noise import band_mask, frequency_bands, radial_frequency
@@ -128,6 +129,33 @@ def test_position_only_needs_a_bias_table_per_head_before_any_work():
 
 def defaults(name: str):
     return parse_configs([name], {})[name]
+
+
+def test_fourier_bn_mode_batch_normalises_each_batch_with_its_own_statistics_and_leaves_the_model_as_it_was():
+    """HDVW's notebook runs timm's models without .eval() (BatchNorm on the batch's statistics, one image);
+    bn_mode=batch does the same on the analysed model, which ends in eval mode with its running statistics."""
+    model = tiny().eval()
+    with torch.no_grad():  # running statistics far from any batch's own
+        for module in model.modules():
+            if isinstance(module, nn.BatchNorm2d):
+                module.running_mean.fill_(3.0)
+                module.running_var.fill_(9.0)
+    before = {key: value.clone() for key, value in model.state_dict().items()}
+    images = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        expected = copy.deepcopy(model).train()(
+            images
+        )  # every layer in training mode, as timm's create_model leaves it
+        with batch_statistics(model):
+            found = model(images)
+        evaluated = model(images)
+    torch.testing.assert_close(found, expected)
+    assert not torch.allclose(evaluated, found)
+    assert all(torch.equal(value, before[key]) for key, value in model.state_dict().items())
+    assert not any(module.training for module in model.modules())
+    assert defaults("fourier").bn_mode == "eval"
+    with pytest.raises(AnalysisConfigError, match="bn_mode"):
+        parse_configs(["fourier"], {"fourier": {"bn_mode": "train"}})
 
 
 def test_fourier_default_ends_a_4x4_map_at_half_pi_and_nyquist_at_pi():

@@ -5,6 +5,7 @@ session-wide data are made once for all workers (a file lock; each worker has it
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +26,20 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # one share of the CPUs per worker, f
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 from helpers import DIGITS_RUN, SHARED_DATA, compose_train, fingerprint
+
+
+@pytest.fixture(autouse=True)
+def _no_logging_handler_outlives_its_test():
+    """A Hydra job run in this process configures the root logger with handlers on the streams of that moment
+    (a test's captured ones, which pytest closes after it); a later command in the same worker that logs would then
+    print ``--- Logging error ---`` and a traceback into its own test. Handlers a test added are closed and removed
+    at its end (pytest's own logging handlers excepted)."""
+    root = logging.getLogger()
+    before = set(root.handlers)
+    yield
+    for handler in [h for h in root.handlers if h not in before and not type(h).__module__.startswith("_pytest")]:
+        root.removeHandler(handler)
+        handler.close()
 
 
 def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], object]) -> Path:

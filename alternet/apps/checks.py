@@ -240,12 +240,9 @@ def check_model(cfg: Mapping[str, Any]) -> None:
     if not isinstance(name, str) or name == "???":
         return
     check_model_name(name, MODEL_NAMES)
-    attention = model.get("attention") or spec_kwargs(name).get("attention")
-    if attention is not None:
-        per_head = model.get("bias_per_head")
-        check_attention(
-            attention, "model.attention", bool(spec_kwargs(name).get("bias_per_head") if per_head is None else per_head)
-        )
+    built = spec_kwargs(name) | _overrides(model)  # the architecture as this config builds it
+    if built.get("attention") is not None:  # a kind and its bias tables, named by their full keys
+        check_attention(built["attention"], "model.attention", bool(built.get("bias_per_head")))
     if model.get("pretrained") is True:
         require_pretrained(name)
     if name in HYBRIDS:

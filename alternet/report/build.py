@@ -136,9 +136,14 @@ def same_initialisation(variant: Variant, baseline: Variant) -> bool:
     ``model`` setting (the architecture, its attention, a pretrained start...). The rule is fixed here, before
     any run is read: arms of different architectures are compared unpaired (Welch), never paired because their
     seeds happen to match."""
-    own, theirs = variant.runs[0].overrides, baseline.runs[0].overrides
-    differing = {k for k in own.keys() | theirs.keys() if own.get(k) != theirs.get(k)}
+    differing = _differing(variant, baseline)
     return not any(k == "model" or k.startswith(("model.", "+model.", "++model.")) for k in differing)
+
+
+def _differing(variant: Variant, other: Variant) -> set[str]:
+    """The override keys whose values differ between two variants (a key one of them lacks included), seed aside."""
+    own, theirs = variant.runs[0].overrides, other.runs[0].overrides
+    return {k for k in own.keys() | theirs.keys() if k != "seed" and own.get(k) != theirs.get(k)}
 
 
 def _values(variant: Variant, value: Any) -> list[float]:
@@ -160,14 +165,11 @@ EPOCHS = "recipe.epochs"  # the budget a sweep may double to check a ranking
 
 def _twice(variant: Variant, variants: Sequence[Variant]) -> Variant | None:
     """The variant that differs from ``variant`` only in training twice its epochs (both swept as recipe.epochs)."""
-    own = {k: v for k, v in variant.runs[0].overrides.items() if k != "seed"}
-    epochs = _number(own.get(EPOCHS))
+    epochs = _number(variant.runs[0].overrides.get(EPOCHS))
     if epochs is None:
         return None
     for other in variants:
-        theirs = {k: v for k, v in other.runs[0].overrides.items() if k != "seed"}
-        same = theirs.keys() == own.keys() and all(theirs[k] == own[k] for k in own if k != EPOCHS)
-        if same and _number(theirs[EPOCHS]) == 2 * epochs:
+        if _differing(variant, other) == {EPOCHS} and _number(other.runs[0].overrides.get(EPOCHS)) == 2 * epochs:
             return other
     return None
 

@@ -70,10 +70,11 @@ class LockBusy(AlternetError):
         self.owner = owner
 
 
-def lock_file(path: Path) -> Any:
+def lock_file(path: Path, wait: Callable[[str], None] | None = None) -> Any:
     """``path`` opened and locked exclusively for as long as the returned handle stays open (the OS releases it when
     the process dies, so a killed holder leaves no stale lock), this process's pid and host written into it.
-    Raises :class:`LockBusy` when another process holds it; None where ``fcntl`` is missing (Windows: no lock)."""
+    When another process holds it: raises :class:`LockBusy`, or with ``wait`` calls ``wait(owner)`` once and blocks
+    until the holder is done. None where ``fcntl`` is missing (Windows: no lock)."""
     if fcntl is None:
         return None
     handle = open(path, "a+")  # noqa: SIM115 - held open by the caller
@@ -82,8 +83,11 @@ def lock_file(path: Path) -> Any:
     except BlockingIOError:
         handle.seek(0)
         owner = handle.read().strip() or "another process"
-        handle.close()
-        raise LockBusy(owner) from None
+        if wait is None:
+            handle.close()
+            raise LockBusy(owner) from None
+        wait(owner)
+        fcntl.flock(handle, fcntl.LOCK_EX)
     handle.seek(0)
     handle.truncate()
     handle.write(f"pid {os.getpid()} on {platform.node()}\n")
@@ -92,11 +96,12 @@ def lock_file(path: Path) -> Any:
 
 
 @contextlib.contextmanager
-def writing(directory: Path, what: str) -> Iterator[None]:
+def writing(directory: Path, what: str, wait: Callable[[str], None] | None = None) -> Iterator[None]:
     """Hold ``directory``'s :data:`OUTPUT_LOCK` while a command writes it: a second command into the same folder
-    stops in one line instead of writing beside the first (the folder must exist)."""
+    stops in one line instead of writing beside the first, or with ``wait`` (a cache both may fill) waits for the
+    first to finish, ``wait(owner)`` called once (the folder must exist)."""
     try:
-        handle = lock_file(Path(directory) / OUTPUT_LOCK)
+        handle = lock_file(Path(directory) / OUTPUT_LOCK, wait)
     except LockBusy as busy:
         raise WriteError(
             f"{what} {directory} is being written by another command ({busy.owner}); wait for it, or choose another "
@@ -142,7 +147,7 @@ def check_output_dir(
     if blocked is not None:
         raise error(f"{what} {out} cannot be made: {blocked} is a file; choose another directory{where}")
     if out.is_dir():
-        names = sorted(path.name for path in out.iterdir())
+        names = sorted(path.name for path in out.iterdir() if path.name != OUTPUT_LOCK)  # the lock: a writer's own
         if names and not own(out):
             shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
             raise error(

@@ -13,6 +13,7 @@ import hashlib
 import io
 import itertools
 import json
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +37,7 @@ from alternet.data.corrupted.corruptions import (
     motion_blur_batch,
 )
 from alternet.errors import DataError
-from alternet.files import WriteError
+from alternet.files import OUTPUT_LOCK, WriteError, lock_file
 
 RANDOM = {
     "gaussian_noise",
@@ -454,7 +455,8 @@ def sha256(path: Path) -> str:
 
 
 def mtimes(root: Path) -> dict[str, int]:
-    return {path.name: path.stat().st_mtime_ns for path in root.iterdir()}
+    """The modification times of ``root``'s files (the lock excepted: each writer records itself in it)."""
+    return {path.name: path.stat().st_mtime_ns for path in root.iterdir() if path.name != OUTPUT_LOCK}
 
 
 NAMES = ("gaussian_noise", "frost", "pixelate")
@@ -463,7 +465,7 @@ NAMES = ("gaussian_noise", "frost", "pixelate")
 def test_generate_writes_the_cifar_c_layout(tmp_path: Path, images: np.ndarray) -> None:
     clean, labels = images[:12], np.arange(12) % 7
     out = generate_cifar_c(clean, labels, tmp_path, corruptions=NAMES, seed=3, workers=1)
-    expected_files = [*(f"{name}.npy" for name in NAMES), "labels.npy", "manifest.json"]
+    expected_files = [*(f"{name}.npy" for name in NAMES), "labels.npy", "manifest.json", OUTPUT_LOCK]
     assert sorted(p.name for p in out.iterdir()) == sorted(expected_files)
     for name in NAMES:
         data = np.load(out / f"{name}.npy")
@@ -513,6 +515,32 @@ def test_generate_reuses_then_invalidates_the_cache(
     assert mtimes(tmp_path)["pixelate.npy"] != before["pixelate.npy"]
 
 
+def test_a_second_generation_into_the_same_cache_waits_for_the_first(
+    tmp_path: Path, images: np.ndarray, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two evaluations sharing a CIFAR-C cache: the second waits while the first writes (both would fill the same
+    partial files and rewrite each other's manifest), then finds the files written and generates nothing."""
+    clean, labels = images[:6], np.arange(6)
+    tmp_path.mkdir(exist_ok=True)
+    holder = lock_file(tmp_path / OUTPUT_LOCK)  # the first generation, mid-write
+    waiting = threading.Event()
+    monkeypatch.setattr(cifar_c, "_wait_for", lambda out, owner: waiting.set())
+    second = threading.Thread(
+        target=generate_cifar_c, args=(clean, labels, tmp_path), kwargs={"corruptions": NAMES[:1], "workers": 1}
+    )
+    second.start()
+    assert waiting.wait(30) and second.is_alive()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [OUTPUT_LOCK]  # nothing written while the first holds it
+    generate_cifar_c(clean, labels, tmp_path / "first", corruptions=NAMES[:1], workers=1)  # stand-in for its work
+    for path in (tmp_path / "first").glob("*.*"):
+        path.rename(tmp_path / path.name)
+    before = mtimes(tmp_path)
+    monkeypatch.setattr(cifar_c, "_generate_files", lambda *args: pytest.fail("the first one's files were redone"))
+    holder.close()
+    second.join(30)
+    assert not second.is_alive() and mtimes(tmp_path) == before
+
+
 def test_generate_in_worker_processes_matches_serial(tmp_path: Path, images: np.ndarray) -> None:
     clean, labels = images[:10], np.arange(10)
     serial = generate_cifar_c(clean, labels, tmp_path / "serial", corruptions=NAMES, severities=(2, 5), workers=1)
@@ -537,15 +565,15 @@ def test_interrupted_generation_resumes(tmp_path: Path, images: np.ndarray, monk
         with pytest.raises(RuntimeError, match="boom"):
             generate_cifar_c(clean, labels, tmp_path, corruptions=NAMES, workers=1)
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["frost.npy", "gaussian_noise.npy", "labels.npy", "manifest.json"]  # no partial file
-    assert sorted(json.loads((tmp_path / "manifest.json").read_text())["files"]) == names[:3]
+    assert names == [OUTPUT_LOCK, "frost.npy", "gaussian_noise.npy", "labels.npy", "manifest.json"]  # no partial file
+    assert sorted(json.loads((tmp_path / "manifest.json").read_text())["files"]) == names[1:4]
     with pytest.raises(DataError, match=r"missing .*pixelate\.npy"):
         load_cifar_c(tmp_path, corruptions=NAMES)
 
     before = mtimes(tmp_path)
     generate_cifar_c(clean, labels, tmp_path, corruptions=NAMES, workers=1)
     after = mtimes(tmp_path)
-    assert all(after[name] == before[name] for name in names[:3]) and "pixelate.npy" in after
+    assert all(after[name] == before[name] for name in names[1:4]) and "pixelate.npy" in after
     assert load_cifar_c(tmp_path, corruptions=NAMES).corruptions == NAMES
 
 

@@ -25,6 +25,10 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # one share of the CPUs per worker, f
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
+# Lightning now: the log handler it adds at import then writes to the session's stderr, not to the captured stream
+# of the first test that imports it (closed after that test: "Logging error" tracebacks in later tests' output)
+import lightning.pytorch  # noqa: F401
+
 from helpers import DIGITS_RUN, SHARED_DATA, compose_train, fingerprint
 
 

@@ -31,6 +31,7 @@ from ..hub import cli as hub_cli
 from ..report import cli as report_cli
 from ..runs import discard_unused_run_dir
 from ..shards import cli as shards_cli
+from .composition import one_line_composition_errors
 from .evaluate import run_evaluate
 from .train import train
 
@@ -50,11 +51,11 @@ TRAINING_INTERRUPTED = (
 EVALUATION_INTERRUPTED = "stopped by SIGINT; the files already written are kept: run the same command to score again"
 
 
-def _ends_cleanly_on_ctrl_c(message: str) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+def _ends_cleanly_on_ctrl_c(message: str, command: str) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
     def wrap(main: Callable[[], Any]) -> Callable[[], Any]:
         @functools.wraps(main)
         def run() -> Any:
-            with ctrl_c_noted() as ctrl_c, warnings_on_one_line():
+            with ctrl_c_noted() as ctrl_c, warnings_on_one_line(), one_line_composition_errors(command):
                 try:
                     return main()
                 except KeyboardInterrupt:
@@ -69,7 +70,7 @@ def _ends_cleanly_on_ctrl_c(message: str) -> Callable[[Callable[[], Any]], Calla
     return wrap
 
 
-@_ends_cleanly_on_ctrl_c(TRAINING_INTERRUPTED)
+@_ends_cleanly_on_ctrl_c(TRAINING_INTERRUPTED, "train")
 @hydra.main(config_path=CONFIG_PATH, config_name="train", version_base="1.3")
 def train_main(cfg: DictConfig) -> float | None:
     """``alternet train [group=option ...] [key=value ...]``: train one model (or, with ``-m``, a sweep)."""
@@ -81,7 +82,7 @@ def train_main(cfg: DictConfig) -> float | None:
     return optimized["value"] if optimized else None
 
 
-@_ends_cleanly_on_ctrl_c(EVALUATION_INTERRUPTED)
+@_ends_cleanly_on_ctrl_c(EVALUATION_INTERRUPTED, "evaluate")
 @hydra.main(config_path=CONFIG_PATH, config_name="evaluate", version_base="1.3")
 def evaluate_main(cfg: DictConfig) -> None:
     """``alternet evaluate ckpt=PATH [data=...] [key=value ...]``: score checkpoints."""

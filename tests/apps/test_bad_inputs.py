@@ -20,8 +20,17 @@ TRAIN = [
         ["model.name=alternet_r9000"],
         "error: unknown model 'alternet_r9000'. alternet models: alternet_laptop, alternet_r101",
     ),
-    (["model=alternet_r9000"], "Available options in 'model':"),
-    (["data=imagenet_21k"], "Available options in 'data':"),
+    (["model=alternet_r9000"], "error: model=alternet_r9000 is not an option of model (did you mean 'alternet_r50'?)"),
+    (
+        ["data=imagenet_21k"],
+        "error: data=imagenet_21k is not an option of data (did you mean 'imagenet'?); the options",
+    ),
+    (
+        ["experiment=paper/localty"],
+        "experiment=paper/localty is not an option of experiment (did you mean 'paper/locali",
+    ),
+    (["recipe.optimizer.lrx=1"], "error: recipe.optimizer.lrx is not a key of recipe.optimizer (did you mean 'lr'?)"),
+    (["recipe.lr=["], "error: cannot read the override 'recipe.lr=[': no viable alternative at input '['"),
     (["model.window=3"], "error: stage 2 ('CM'): window 3 does not divide the stage's 8x8 feature map"),
     (["data=cifar100", "data.root=/nonexistent"], "error: cifar100 not found: looked in /nonexistent/cifar-100-python"),
     (["ckpt_path=/nonexistent.ckpt"], "error: checkpoint /nonexistent.ckpt does not exist"),
@@ -78,6 +87,7 @@ EVALUATE = [
     (["ckpt={run}", "calibration.n_bins=0"], "calibration.n_bins=0 is invalid: must be an integer >= 1"),
     (["ckpt={run}", "precision=17"], "error: precision=17 is not one of ['32', 'bf16', '16']"),
     (["ckpt={run}", "batch_size=0"], "error: batch_size=0 is invalid: must be an integer >= 1"),
+    (["ckpt={run}", "analysis=[fourier,fourir]"], "error: analysis=fourir is not an option of analysis (did you mean"),
     (["ckpt={run}", "robustness.root=/nonexistent"], "CIFAR-C directory /nonexistent does not exist"),
 ]
 

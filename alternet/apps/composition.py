@@ -1,0 +1,86 @@
+"""Hydra's composition failures as the one ``error:`` line every command ends on.
+
+Hydra reports a bad override, an unknown key, a value of the wrong type or an unknown config option in several lines
+of its own (and with its stack trace under ``HYDRA_FULL_ERROR=1``). :func:`one_line_composition_errors` asks Hydra
+to raise them instead, through its documented ``HYDRA_FULL_ERROR`` switch, and words each as one line naming the full
+key and what to type instead. A user who set ``HYDRA_FULL_ERROR`` gets Hydra's own report, as Hydra documents.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
+from importlib import resources
+from pathlib import Path
+
+from hydra.errors import CompactHydraException, MissingConfigException, OverrideParseException
+from omegaconf.errors import ConfigKeyError, ValidationError
+
+from ..errors import exit_with_error, suggest
+
+FULL_ERROR = "HYDRA_FULL_ERROR"
+SHOWN_OPTIONS = 12  # a group with more options points to --help instead of listing them
+
+
+@contextlib.contextmanager
+def one_line_composition_errors(command: str) -> Iterator[None]:
+    """Run a Hydra app (``command``: ``train`` or ``evaluate``) so that a config it cannot compose ends the command
+    on one ``error:`` line (:func:`composition_error`), with nothing written."""
+    if os.environ.get(FULL_ERROR):
+        yield
+        return
+    os.environ[FULL_ERROR] = "1"
+    try:
+        yield
+    except CompactHydraException as error:
+        exit_with_error(composition_error(error, command))
+    finally:
+        os.environ.pop(FULL_ERROR, None)
+
+
+def composition_error(error: CompactHydraException, command: str) -> str:
+    """What went wrong in one line, the full key or option named, with the closest spelling where there is one."""
+    cause = error.__cause__
+    if isinstance(error, MissingConfigException) and error.missing_cfg_file:
+        return _unknown_option(error.missing_cfg_file, error.options, command)
+    if isinstance(error, OverrideParseException):
+        reason = next(line for line in str(error).splitlines() if not line.startswith(("Error parsing", "See ")))
+        return f"cannot read the override {error.override!r}: {reason}; overrides are KEY=VALUE or GROUP=OPTION"
+    if isinstance(cause, ConfigKeyError | AttributeError) and getattr(cause, "full_key", None):
+        key = str(cause.full_key)
+        parent, _, name = key.rpartition(".")
+        node = getattr(cause, "parent_node", None)
+        known = list(node.keys()) if node is not None and hasattr(node, "keys") else []
+        where = f"of {parent}" if parent else "at the top level"
+        return f"{key} is not a key {where}{suggest(name, known)}; `alternet {command} --cfg job` prints the keys"
+    if isinstance(cause, ValidationError) and getattr(cause, "full_key", None):
+        reason = str(cause).splitlines()[0]
+        return f"{cause.full_key}={getattr(cause, 'value', '?')} is invalid: {reason}"
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if cause is not None:
+        lines.append(str(cause).splitlines()[0])
+    return "; ".join(lines)
+
+
+def _unknown_option(missing: str, found: Sequence[str] | None, command: str) -> str:
+    """``GROUP=NAME is not an option of GROUP`` with the group's options (or the closest, for a long list): ours,
+    nested folders included (experiment=paper/locality), or for Hydra's own groups what Hydra ``found`` (its plugins'
+    launchers among them)."""
+    parts = missing.split("/")
+    ours = parts[0] != "hydra"
+    depth = 1 if ours else 2  # hydra/launcher is a group; experiment/paper/x an option of experiment
+    group, name = "/".join(parts[:depth]), "/".join(parts[depth:])
+    folder = Path(str(resources.files("alternet.conf"))) / group
+    options = sorted(
+        [str(path.relative_to(folder).with_suffix("")) for path in folder.rglob("*.yaml")] if ours else found or []
+    )
+    options = [option for option in options if not any(part.startswith("_") for part in option.split("/"))]
+    if not name or not options:
+        return f"config {missing!r} not found; `alternet {command} --help` lists the config groups and options"
+    listed = (
+        f"the options are {', '.join(options)}"
+        if len(options) <= SHOWN_OPTIONS
+        else f"`alternet {command} --help` lists its {len(options)} options"
+    )
+    return f"{group}={name} is not an option of {group}{suggest(name, options)}; {listed}"

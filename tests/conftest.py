@@ -29,6 +29,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # one share of the CPUs per worker, f
 # of the first test that imports it (closed after that test: "Logging error" tracebacks in later tests' output)
 import lightning.pytorch  # noqa: F401
 
+import alternet.apps.config  # noqa: F401 - the schemas of train.yaml and evaluate.yaml, as the commands register them
+
 from helpers import DIGITS_RUN, SHARED_DATA, compose_train, fingerprint
 
 

@@ -47,7 +47,7 @@ from alternet.data.workers import (
     stop_signals_blocked,
 )
 from alternet.evaluation.evaluator import write_npz
-from alternet.files import WriteError, atomic_write, write_json
+from alternet.files import OUTPUT_LOCK, WriteError, atomic_write, write_json
 from alternet.training import builders
 from alternet.training.callbacks import AtomicCheckpointIO, PreemptionCheckpoint, StoppedWithoutSaving
 
@@ -586,7 +586,7 @@ def test_a_full_disk_while_the_corruption_cache_is_written_keeps_the_finished_fi
         f"could not write the CIFAR-C cache {out}: No space left on device (ENOSPC); the files it completed before "
         "are kept and reused. Free space, or make the directory writable"
     )
-    assert sorted(p.name for p in out.iterdir()) == ["gaussian_noise.npy", "labels.npy", "manifest.json"]
+    assert sorted(p.name for p in out.iterdir()) == [OUTPUT_LOCK, "gaussian_noise.npy", "labels.npy", "manifest.json"]
     monkeypatch.undo()
     finished = (out / "gaussian_noise.npy").stat().st_mtime_ns
     cifar_c.generate_cifar_c(images, labels, out, corruptions=names, severities=(1,), workers=1)
@@ -709,8 +709,8 @@ def test_ctrl_c_while_a_sweep_sets_up_a_job_stops_it_in_one_line_and_the_same_co
 
 def test_ctrl_c_that_hydra_reports_as_another_error_still_ends_on_the_one_line(tmp_path, monkeypatch, capsys):
     """Ctrl-C inside Hydra's composition of a sweep's job: a clean-up in OmegaConf raised an AttributeError in the
-    KeyboardInterrupt's place, which Hydra printed as its own error before exiting 1 (seen under load, the test
-    above); the command now ends on its stop line all the same."""
+    KeyboardInterrupt's place, which Hydra raises (the command asks it to, alternet.apps.composition) or printed as
+    its own error (seen under load, the test above); the command ends on its stop line all the same."""
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
 
     def interrupted_while_composing(self, *args, **kwargs):
@@ -729,7 +729,7 @@ def test_ctrl_c_that_hydra_reports_as_another_error_still_ends_on_the_one_line(t
         )
     finally:
         signal.signal(signal.SIGINT, handler)
-    assert "_invalidate_flags_cache" in stderr  # what Hydra printed
+    assert "Traceback" not in stderr
     assert code.startswith("error: stopped by SIGINT outside the training steps") and "ckpt_path=last" in code
 
 

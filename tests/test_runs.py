@@ -84,7 +84,7 @@ def test_streaming_ece_equals_the_whole_split_definition():
 def test_optimized_metric_names_a_metric_the_run_reports():
     validate_train_config(resolved("optimized_metric=val/nll"))  # digits holds out a validation split
     validate_train_config(resolved("optimized_metric=test/acc", "data.val_size=0"))
-    assert "test_ema/acc" in reported_metrics(resolved("+recipe.ema.decay=0.99"))
+    assert "test_ema/acc" in reported_metrics(validate_train_config(resolved("+recipe.ema.decay=0.99")))
     with pytest.raises(ConfigValueError, match=r"optimized_metric=val/nll .*data\.val_size > 0"):
         validate_train_config(resolved("optimized_metric=val/nll", "data.val_size=0"))
     with pytest.raises(ConfigValueError, match=r"optimized_metric=test/accuracy is not a metric .*'test/acc'"):

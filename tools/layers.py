@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 FLOORS: tuple[tuple[str, ...], ...] = (
     (
         "errors",
+        "typed",
         "files",
         "seeds",
         "checkpoints",

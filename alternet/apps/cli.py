@@ -31,6 +31,7 @@ from ..hub import cli as hub_cli
 from ..report import cli as report_cli
 from ..runs import discard_unused_run_dir
 from ..shards import cli as shards_cli
+from . import config as _schemas  # noqa: F401 - registers train.yaml's and evaluate.yaml's schemas
 from .composition import one_line_composition_errors
 from .evaluate import run_evaluate
 from .train import train
@@ -61,7 +62,11 @@ def _ends_cleanly_on_ctrl_c(message: str, command: str) -> Callable[[Callable[[]
                 except KeyboardInterrupt:
                     exit_with_error(message)
                 except SystemExit as exited:
-                    if ctrl_c.came and exited.code not in (None, 0):  # Hydra's report of what Ctrl-C broke in it
+                    if ctrl_c.came and exited.code not in (None, 0):
+                        exit_with_error(message)
+                    raise
+                except Exception:
+                    if ctrl_c.came:  # what Ctrl-C broke inside Hydra, raised in its place
                         exit_with_error(message)
                     raise
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterator, Sequence
 from importlib import resources
 from pathlib import Path
@@ -21,6 +22,7 @@ from ..errors import exit_with_error, suggest
 
 FULL_ERROR = "HYDRA_FULL_ERROR"
 SHOWN_OPTIONS = 12  # a group with more options points to --help instead of listing them
+TYPES = {"Float": "a number", "Integer": "an integer", "Boolean": "true or false", "String": "a string"}
 
 
 @contextlib.contextmanager
@@ -55,12 +57,25 @@ def composition_error(error: CompactHydraException, command: str) -> str:
         where = f"of {parent}" if parent else "at the top level"
         return f"{key} is not a key {where}{suggest(name, known)}; `alternet {command} --cfg job` prints the keys"
     if isinstance(cause, ValidationError) and getattr(cause, "full_key", None):
-        reason = str(cause).splitlines()[0]
-        return f"{cause.full_key}={getattr(cause, 'value', '?')} is invalid: {reason}"
+        merging = str(error).partition("Error merging override ")[2].strip()
+        return f"{merging or cause.full_key} is invalid: {_expected(str(cause).splitlines()[0])}"
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     if cause is not None:
         lines.append(str(cause).splitlines()[0])
     return "; ".join(lines)
+
+
+def _expected(reason: str) -> str:
+    """What a typed key takes, from OmegaConf's reason (``Value 'abc' of type 'str' could not be converted to
+    Float``)."""
+    converted = re.search(r"could not be converted to (\w+)", reason)
+    if converted:
+        return "must be " + TYPES.get(converted.group(1), converted.group(1).lower())
+    if "is not a valid bool" in reason:
+        return "must be true or false"
+    if "is not a subclass of" in reason:
+        return "it is a section of keys (KEY.NAME=VALUE sets one of them)"
+    return reason
 
 
 def _unknown_option(missing: str, found: Sequence[str] | None, command: str) -> str:

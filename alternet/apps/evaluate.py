@@ -17,11 +17,12 @@ from .. import tracking
 from ..analysis import parse_configs, run_analyses
 from ..data import ImageDataModule, build_datamodule
 from ..errors import AlternetWarning, CheckpointError, ConfigValueError
-from ..evaluation import Evaluator, check_settings
+from ..evaluation import Evaluator
 from ..files import OUTPUT_MARKER, check_output_dir, is_output_of, mark_output, write_csv, write_json
 from ..models.flip import FlipAveraged
 from ..rundir import METRICS_FILE, RunDir
 from ..runs import CheckpointWeights, find_checkpoint, load_model, run_config, run_dir_of
+from .config import evaluate_config
 from .console import evaluation_report
 
 
@@ -159,7 +160,7 @@ def run_evaluate(cfg: DictConfig) -> list[dict[str, Any]]:
             "ckpt is required: alternet evaluate ckpt=PATH (a .ckpt file, a run directory, or a list)"
         )
     settings = OmegaConf.to_container(cfg, resolve=True)
-    check_settings(settings)  # every setting before any work starts: the evaluation's, W&B's, each analysis budget
+    evaluate_config(settings)  # every setting before any work starts: the evaluation's, W&B's
     wandb = wandb_settings(settings)
     if cfg.get("analysis"):
         parse_configs(list(cfg.analysis), OmegaConf.to_container(cfg.analysis))

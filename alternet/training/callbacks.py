@@ -148,18 +148,14 @@ def _say(line: str) -> None:
     os.write(2, f"\n{line}\n".encode())
 
 
-def check_preemption(signals: Sequence[Any], sync_every_n_steps: Any) -> None:
-    """The one check of ``callbacks.preemption``: the config checks call it before any work,
-    :class:`PreemptionCheckpoint` too."""
+def check_preemption(signals: Sequence[Any], sync_every_n_steps: Any, key: str = "callbacks.preemption.") -> None:
+    """The one check of ``callbacks.preemption`` (``key``: where its keys sit): its typed section
+    (:class:`alternet.training.config.PreemptionConfig`) calls it, :class:`PreemptionCheckpoint` too."""
     if isinstance(sync_every_n_steps, bool) or not isinstance(sync_every_n_steps, int) or sync_every_n_steps < 1:
-        raise ConfigValueError(
-            f"callbacks.preemption.sync_every_n_steps must be a positive integer, got {sync_every_n_steps!r}"
-        )
-    unknown = [name for name in signals if not isinstance(getattr(signal, str(name), None), signal.Signals)]
+        raise ConfigValueError(f"{key}sync_every_n_steps must be a positive integer, got {sync_every_n_steps!r}")
+    unknown = [name for name in signals or [] if not isinstance(getattr(signal, str(name), None), signal.Signals)]
     if unknown:
-        raise ConfigValueError(
-            f"callbacks.preemption.signals has unknown signal names {unknown}; use names such as SIGUSR1, SIGTERM"
-        )
+        raise ConfigValueError(f"{key}signals has unknown signal names {unknown}; use names such as SIGUSR1, SIGTERM")
 
 
 class PreemptionCheckpoint(L.Callback):

@@ -28,7 +28,7 @@ from alternet.analysis.landscape import dim0_norms, measure, normalised, random_
 from alternet.analysis.noise import band_mask, frequency_bands, radial_frequency
 from alternet.analysis.objective import objective_of
 from alternet.analysis.variance import mean_variances
-from alternet.apps.checks import check_choices, validate_train_config
+from alternet.apps.checks import validate_train_config
 from alternet.data.mixing import recipe_mixup
 from alternet.errors import ConfigValueError
 from alternet.models import ATTENTION_KINDS, PositionOnlyAttention, WindowAttention, create_model
@@ -116,9 +116,10 @@ def test_position_only_needs_a_bias_table_per_head_before_any_work():
     with pytest.raises(ConfigValueError) as error:
         validate_train_config(shared)
     assert str(error.value).startswith("model.attention=position_only needs model.bias_per_head=true")
-    check_choices(
+    validate_train_config(
         OmegaConf.to_container(
-            compose_train("model=alternet_tiny", "model.attention=position_only", "model.bias_per_head=true")
+            compose_train("model=alternet_tiny", "model.attention=position_only", "model.bias_per_head=true"),
+            resolve=True,
         )
     )
     assert "position_only" in ATTENTION_KINDS

@@ -235,9 +235,10 @@ def test_a_report_pointed_at_one_run_says_it_needs_a_sweep(digits_run, monkeypat
 def test_a_warning_before_an_error_is_one_line_shaped_as_the_error(tmp_path, monkeypatch, capsys):
     """A layout against the build-up rules warns, then fails on another key: both lines read the same way, with no
     file, line number or source line of the warning's call."""
-    arguments = ["train", "model.layout=C|MC|CM", "recipe.epochs=0", f"hydra.run.dir={tmp_path / 'run'}"]
+    monitor = "callbacks.checkpoint.monitor=val/foo"  # checked after the layout's warnings
+    arguments = ["train", "model.layout=C|MC|CM", monitor, f"hydra.run.dir={tmp_path / 'run'}"]
     code, stderr = run_command(arguments, monkeypatch, capsys)
-    assert_one_line_error(code, stderr, "recipe.epochs=0 is invalid")
+    assert_one_line_error(code, stderr, f"{monitor} is not a metric the run logs")
     warning = next(line for line in stderr.splitlines() if "build-up" in line or "MSAs" in line)
     assert warning.startswith("warning: stage 2 (MC): ends with a Conv block after its MSAs"), stderr
     assert "UserWarning" not in stderr and "checks.py" not in stderr

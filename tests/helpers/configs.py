@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from helpers.paths import CONF
-
 # A run that touches every stage but costs seconds: a few batches per loop (alternet/conf/debug/fast.yaml).
 FAST = ["debug=fast"]
 # A laptop-scale preset's jobs (CIFAR-100, experiment=paper/NAME or hybrids) cut to two training batches of 16 in fp32
@@ -55,9 +53,9 @@ TINY_ANALYSIS_BUDGETS = {
 
 def compose_train(*overrides: str, output_dir: Path | str = "unused"):
     """The training config as ``train.py`` would compose it, with the run directory set explicitly."""
-    from hydra import compose, initialize_config_dir
+    from hydra import compose, initialize_config_module
 
-    with initialize_config_dir(str(CONF), version_base="1.3"):
+    with initialize_config_module("alternet.conf", version_base="1.3"):  # as the app reads them: schemas registered
         return compose("train", overrides=[*overrides, f"paths.output_dir={output_dir}"])
 
 

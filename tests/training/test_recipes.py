@@ -304,7 +304,7 @@ def test_progressive_resizing_trains_small_first_then_at_full_size(tmp_path, mon
     [
         ("{size: 8, epochs: 1}", "recipe.progressive_resize.size=8: the model cannot run at 8x8 px (WindowAttention:"),
         ("{size: 16, epochs: 1}", "recipe.progressive_resize.size=16 is invalid: an integer below the training size"),
-        ("{size: 8, epochs: -1}", "recipe.progressive_resize.epochs=-1 is invalid: an integer >= 0"),
+        ("{size: 8, epochs: -1}", "recipe.progressive_resize.epochs=-1 is invalid: must be an integer >= 0"),
     ],
 )
 def test_a_progressive_size_the_model_cannot_run_is_refused_before_training(setting, message, tmp_path):

@@ -1,0 +1,100 @@
+"""The schemas of ``train.yaml`` and ``evaluate.yaml``, composed from the typed sections each library declares.
+
+Registered in Hydra's ConfigStore when this module is imported (the apps import it before Hydra reads
+``alternet/conf``), so composing refuses an
+unknown key or a value of the wrong type (:mod:`alternet.apps.composition` words it in one line); :func:`train_config`
+and :func:`evaluate_config` then make the objects, each section's rules checked as it is made.
+
+``data``, ``model`` and ``trainer`` stay open mappings here: their keys depend on the option chosen (a data family,
+a model family, Lightning's Trainer), and the constructor each is passed to checks them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+
+from .. import tracking
+from ..evaluation.config import EvaluationConfig
+from ..training.config import CallbacksConfig, ExportConfig, PerformanceConfig, RecipeConfig
+from ..typed import Section, build
+
+TRAIN_SCHEMA = "train_schema"
+EVALUATE_SCHEMA = "evaluate_schema"
+
+
+@dataclass(kw_only=True)
+class LoggerConfig(Section):
+    wandb: Any  # the W&B settings (logger=wandb), or null: CSV only
+
+    def check(self) -> None:
+        tracking.wandb_settings(self.wandb, key="wandb")
+
+
+@dataclass(kw_only=True)
+class PathsConfig(Section):
+    data_dir: str
+    log_dir: str
+    output_dir: str
+
+
+@dataclass(kw_only=True)
+class TrainingEvaluation(EvaluationConfig):
+    after_training: bool  # score the tested weights with alternet evaluate's metrics at the end of training
+
+
+@dataclass(kw_only=True)
+class TrainConfig(Section):
+    """``alternet train``'s config (train.yaml)."""
+
+    data: dict[str, Any]
+    model: dict[str, Any]
+    recipe: RecipeConfig
+    trainer: dict[str, Any]
+    logger: LoggerConfig
+    callbacks: CallbacksConfig
+    paths: PathsConfig
+    evaluate: TrainingEvaluation
+    seed: int
+    optimized_metric: str | None
+    ckpt_path: str | None
+    reuse_run_dir: bool
+    export: ExportConfig
+    performance: PerformanceConfig
+
+
+@dataclass(kw_only=True)
+class EvaluateConfig(EvaluationConfig):
+    """``alternet evaluate``'s config (evaluate.yaml): the evaluation settings at its root."""
+
+    ckpt: Any  # a .ckpt, a run directory, or a list of them
+    data_root: str | None
+    use_ema: bool
+    out_dir: str
+    logger: LoggerConfig
+    paths: PathsConfig
+    data: Any = None  # the data group when one is chosen (default: the checkpoint's data)
+    analysis: Any = None  # the analyses chosen (analysis=[...]), their budgets checked by alternet.analysis.config
+
+
+def register() -> None:
+    """The two schemas in Hydra's ConfigStore (train.yaml and evaluate.yaml name them first in their defaults)."""
+    store = ConfigStore.instance()
+    store.store(name=TRAIN_SCHEMA, node=TrainConfig)
+    store.store(name=EVALUATE_SCHEMA, node=EvaluateConfig)
+
+
+register()
+
+
+def train_config(values: Mapping[str, Any]) -> TrainConfig:
+    """A composed, resolved training config (Hydra's own section aside) as objects, every section checked."""
+    return build(TrainConfig, {k: v for k, v in values.items() if k != "hydra"})
+
+
+def evaluate_config(values: Mapping[str, Any]) -> EvaluateConfig:
+    """A composed, resolved evaluation config (Hydra's own section aside) as objects, every section checked."""
+    return build(EvaluateConfig, {k: v for k, v in values.items() if k != "hydra"})

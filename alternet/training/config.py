@@ -1,0 +1,228 @@
+"""The typed sections training takes: the recipe (``recipe=``), the callbacks, the performance switches and the
+export after training. Keys and types only; every default is in ``alternet/conf`` (:mod:`alternet.typed`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..data.augment import check_augment
+from ..models.backbone import check_drop_path_rate
+from ..typed import SECTION, Section, integer
+from .callbacks import check_preemption, parse_interval
+from .optim import LR_SCALE_RULES, OPTIMIZERS, SCHEDULES
+
+AUTO_SWITCH = "must be auto, true or false"
+COMPILE_MODES = ("auto", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+DDP_COMPRESSIONS = ("bf16",)
+
+
+@dataclass(kw_only=True)
+class OptimizerConfig(Section):
+    """``{name: adamw, lr, weight_decay, betas}`` or ``{name: sgd, lr, momentum, nesterov, weight_decay}``."""
+
+    name: str
+    lr: float
+    weight_decay: float
+    betas: list[float] | None = None  # adamw's
+    momentum: float | None = None  # sgd's
+    nesterov: bool | None = None  # sgd's
+
+    def check(self) -> None:
+        self.one_of("name", OPTIMIZERS)
+        self.require("lr", lambda v: v > 0, "must be > 0")
+        self.require("weight_decay", lambda v: v >= 0, "must be >= 0")
+        self.require("momentum", lambda v: 0 <= v < 1, "must be in [0, 1)")
+
+
+@dataclass(kw_only=True)
+class ScheduleConfig(Section):
+    """``{name: cosine, min_lr}`` (per step, to min_lr at the last step), ``{name: step, milestones, gamma}`` or
+    ``{name: constant}``."""
+
+    name: str
+    min_lr: float | None = None  # cosine's
+    milestones: list[int] | None = None  # step's
+    gamma: float | None = None  # step's
+
+    def check(self) -> None:
+        self.one_of("name", SCHEDULES)
+        self.require("min_lr", lambda v: v >= 0, "must be >= 0")
+        self.require("gamma", lambda v: 0 < v <= 1, "must be in (0, 1]")
+
+
+@dataclass(kw_only=True)
+class EmaConfig(Section):
+    """An exponential moving average of the weights, updated once per optimizer step."""
+
+    decay: float
+    warmup: bool = False  # decay min(decay, (1 + t) / (10 + t)): timm's ModelEmaV3 warm-up
+
+    def check(self) -> None:
+        self.require("decay", lambda v: 0 < v < 1, "must be in (0, 1)")
+
+
+@dataclass(kw_only=True)
+class MixupConfig(Section):
+    """timm's ``Mixup`` arguments (label smoothing comes from the recipe)."""
+
+    mixup_alpha: float = 0.0
+    cutmix_alpha: float = 0.0
+    prob: float = 1.0
+    switch_prob: float = 0.5
+    mode: str = "batch"
+
+    def check(self) -> None:
+        self.require("mixup_alpha", lambda v: v >= 0, "must be >= 0")
+        self.require("cutmix_alpha", lambda v: v >= 0, "must be >= 0")
+        self.require("prob", lambda v: 0 <= v <= 1, "must be in [0, 1]")
+        self.require("switch_prob", lambda v: 0 <= v <= 1, "must be in [0, 1]")
+        self.one_of("mode", ("batch", "pair", "elem"))
+
+
+@dataclass(kw_only=True)
+class ProgressiveResizeConfig(Section):
+    """The first ``epochs`` epochs train on batches downsampled to ``size`` px (checked against the model and the
+    training size when the module is built)."""
+
+    size: int
+    epochs: int
+
+    def check(self) -> None:
+        self.require("size", integer(1), "must be an integer >= 1")
+        self.require("epochs", integer(0), "must be an integer >= 0")
+
+
+@dataclass(kw_only=True)
+class FinetuneConfig(Section):
+    """With ``model.pretrained=SOURCE``: a linear probe, or the backbone at a fraction of the head's rate."""
+
+    freeze_backbone: bool
+    backbone_lr_scale: float
+
+    def check(self) -> None:
+        self.require("backbone_lr_scale", lambda v: v >= 0, "must be >= 0")
+
+
+@dataclass(kw_only=True)
+class RecipeConfig(Section):
+    """A training recipe (``recipe=``): conf/recipe/_base.yaml says what each key does."""
+
+    name: str
+    epochs: int
+    warmup_epochs: float
+    batch_size: int  # per device
+    eval_batch_size: int | None
+    optimizer: OptimizerConfig
+    lr_scale_batch: int
+    lr_scale_rule: str
+    no_decay_norm_bias: bool
+    schedule: ScheduleConfig
+    grad_clip: float | None
+    drop_path_rate: float
+    label_smoothing: float
+    mixup: Any = field(metadata={SECTION: MixupConfig})
+    augment: Any  # sections per data family, checked by alternet.data.augment (their keys are the stacks')
+    ema: Any = field(metadata={SECTION: EmaConfig})
+    progressive_resize: Any = field(metadata={SECTION: ProgressiveResizeConfig})
+    test_flip: bool
+    layer_decay: float | None
+    finetune: FinetuneConfig
+
+    def check(self) -> None:
+        self.require("epochs", integer(1), "must be an integer >= 1")
+        self.require("warmup_epochs", lambda v: v >= 0, "must be >= 0")
+        self.require("batch_size", integer(1), "must be an integer >= 1")
+        self.require("eval_batch_size", integer(1), "must be an integer >= 1")
+        self.require(
+            "lr_scale_batch", integer(1), "must be an integer >= 1: the global batch recipe.optimizer.lr was tuned for"
+        )
+        self.one_of("lr_scale_rule", LR_SCALE_RULES)
+        self.require("grad_clip", lambda v: v > 0, "must be > 0 (or null to disable clipping)")
+        check_drop_path_rate(self.drop_path_rate, "drop_path_rate")  # the AlterNet constructor's own rule
+        self.require("label_smoothing", lambda v: 0 <= v < 1, "must be in [0, 1)")
+        self.require("layer_decay", lambda v: 0 < v <= 1, "must be in (0, 1] (or null: no layer-wise decay)")
+        check_augment(self.augment)  # its messages name recipe.augment's keys in full
+        mixes = self.mixup is not None and (self.mixup.mixup_alpha or self.mixup.cutmix_alpha)
+        self.require("batch_size", lambda v: not mixes or v % 2 == 0, "mixup/cutmix needs an even batch size")
+
+
+@dataclass(kw_only=True)
+class CheckpointConfig(Section):
+    """Lightning's ``ModelCheckpoint`` settings (``best`` needs a validation split)."""
+
+    monitor: str | None
+    mode: str
+    save_top_k: int
+    save_last: bool
+    every_n_epochs: int
+    every_n_train_steps: int | None
+    train_time_interval: Any  # seconds or "DD:HH:MM:SS"
+
+    def check(self) -> None:
+        self.one_of("mode", ("min", "max"))
+        self.require("every_n_epochs", integer(1), "must be an integer >= 1")
+        self.require(
+            "every_n_train_steps", integer(1), "must be an integer >= 1 (or null: checkpoints at epoch ends only)"
+        )
+        self.require(
+            "train_time_interval",
+            lambda v: parse_interval(v) > 0,
+            'must be seconds or "DD:HH:MM:SS", e.g. "00:00:30:00" (or null)',
+        )
+
+
+@dataclass(kw_only=True)
+class PreemptionConfig(Section):
+    """On these signals: finish the step, save a resumable ``last.ckpt``, stop (and requeue under SLURM)."""
+
+    signals: list[str]
+    requeue: bool
+    sync_every_n_steps: int
+
+    def check(self) -> None:
+        check_preemption(self.signals, self.sync_every_n_steps, key="")
+
+
+@dataclass(kw_only=True)
+class ProgressConfig(Section):
+    interval: float  # seconds between progress lines when the output is not a terminal
+
+    def check(self) -> None:
+        self.require("interval", lambda v: v >= 0, "must be seconds >= 0 (0: a line after every step)")
+
+
+@dataclass(kw_only=True)
+class CallbacksConfig(Section):
+    checkpoint: CheckpointConfig
+    early_stopping: Any  # Lightning's EarlyStopping arguments, or null
+    preemption: PreemptionConfig | None
+    progress: ProgressConfig
+
+
+@dataclass(kw_only=True)
+class PerformanceConfig(Section):
+    """How a run computes, never what (train.yaml says what each switch does)."""
+
+    grad_checkpointing: bool
+    channels_last: Any  # auto | true | false
+    allow_emulated_precision: bool
+    compile: Any  # auto | true | false
+    compile_mode: str
+    matmul_precision: str | None
+    ddp_compression: str | None
+    async_checkpoint: Any  # auto | true | false
+
+    def check(self) -> None:
+        for key in ("channels_last", "compile", "async_checkpoint"):
+            self.require(key, lambda v: v == "auto" or isinstance(v, bool), AUTO_SWITCH)
+        self.one_of("compile_mode", COMPILE_MODES)
+        self.one_of("matmul_precision", ("highest", "high", "medium"))
+        self.one_of("ddp_compression", DDP_COMPRESSIONS)
+
+
+@dataclass(kw_only=True)
+class ExportConfig(Section):
+    after_training: bool
+    ema: bool
+    wandb_artifacts: bool

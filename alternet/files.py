@@ -47,6 +47,7 @@ def atomic_write(path: str | Path, write: Callable[[Path], Any]) -> Path:
     tmp = Path(name)
     try:
         write(tmp)
+        os.chmod(tmp, _mode(path))  # mkstemp's file is private (0600); the file it replaces, or a new one, is not
         os.replace(tmp, path)
     except WriteError:
         raise
@@ -56,6 +57,25 @@ def atomic_write(path: str | Path, write: Callable[[Path], Any]) -> Path:
         with contextlib.suppress(OSError):  # a directory that turned read-only keeps its temporary file
             tmp.unlink(missing_ok=True)
     return path
+
+
+def _mode(path: Path) -> int:
+    """The permissions ``path`` keeps (a new file: what ``open`` gives it under this process's umask, 0644 under
+    the usual 022), so an export or a report stays readable by the others on a shared machine."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        return 0o666 & ~_UMASK
+
+
+def _read_umask() -> int:
+    """The process's umask, read once at import (reading it means setting it: no thread may create a file then)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
 
 
 OUTPUT_MARKER = ".alternet-output"  # the command that writes a folder (report, shards, an evaluation's out_dir)

@@ -4,6 +4,7 @@ metric a sweep optimises."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import numpy as np
@@ -123,6 +124,20 @@ def test_atomic_write_leaves_the_old_file_and_no_temporary_on_failure(tmp_path):
     assert read_json(path) == {"x": None, "y": 1.5} and [p.name for p in tmp_path.iterdir()] == ["a.json"]
     write_csv(tmp_path / "t.csv", [{"a": 1}, {"a": 2, "b": 3}])
     assert (tmp_path / "t.csv").read_text().splitlines() == ["a,b", "1,", "2,3"]
+
+
+def test_atomic_write_gives_a_new_file_the_umasks_permissions_and_keeps_an_old_files(tmp_path):
+    """A temporary file is private (0600); the file it becomes is not: exports, metrics and reports were 0600,
+    unreadable by the others on a shared machine, while checkpoints were 0644."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    new = atomic_write(tmp_path / "new.json", lambda tmp: tmp.write_text("{}"))
+    assert new.stat().st_mode & 0o777 == 0o666 & ~mask
+    old = tmp_path / "old.json"
+    old.write_text("{}")
+    old.chmod(0o640)
+    write_json(old, {"a": 1})
+    assert old.stat().st_mode & 0o777 == 0o640
 
 
 def test_seed_streams_are_distinct_and_stable():

@@ -22,7 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from ..checkpoints import checkpoint_header
 from ..errors import AlternetError, exit_with_error
-from ..files import check_output_dir
+from ..files import check_output_dir, os_error_reason
 from ..launch import check_sweep_launch, resolved_launcher, visible_gpus
 from ..rundir import RunDir, SweepDir
 from ..runs import (
@@ -145,6 +145,10 @@ class RunDirPreflight(Callback):
             lock.acquire()
         except AlternetError as error:
             exit_with_error(error)
+        except OSError as error:  # a name too long for the file system (ENAMETOOLONG) ...
+            exit_with_error(
+                f"{what} {run_dir} cannot be made: {os_error_reason(error)}; give it another one (hydra.run.dir=...)"
+            )
 
 
 class RunPreflight(RunDirPreflight):

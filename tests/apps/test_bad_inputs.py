@@ -106,6 +106,14 @@ def test_bad_training_input_fails_in_one_line_before_work(arguments, message, tm
     assert not run_dir.exists()  # no training, and no run directory holding only Hydra's records left behind
 
 
+def test_a_run_directory_that_cannot_be_made_is_one_line(tmp_path, monkeypatch, capsys):
+    """A name longer than the file system allows (ENAMETOOLONG): two chained tracebacks after a Hydra warning."""
+    run_dir = tmp_path / ("x" * 300)
+    code, stderr = run_main("train.py", [f"hydra.run.dir={run_dir}"], monkeypatch, capsys)
+    assert code.startswith(f"error: run directory {run_dir} cannot be made: File name too long (ENAMETOOLONG)")
+    assert "Traceback" not in stderr and "\n" not in code and list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     ("sweep", "message"),
     [

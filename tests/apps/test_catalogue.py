@@ -15,6 +15,7 @@ Options: every numeric or choice option of the argparse commands is range-checke
 from __future__ import annotations
 
 import os
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -242,6 +243,17 @@ def test_a_warning_before_an_error_is_one_line_shaped_as_the_error(tmp_path, mon
     warning = next(line for line in stderr.splitlines() if "build-up" in line or "MSAs" in line)
     assert warning.startswith("warning: stage 2 (MC): ends with a Conv block after its MSAs"), stderr
     assert "UserWarning" not in stderr and "checks.py" not in stderr
+
+
+def test_shards_into_their_own_source_stop_before_writing(image_folder, tmp_path, monkeypatch, capsys):
+    """OUT inside SRC (its train/ split): the shards became a class folder of the data set they were written from,
+    and the training command printed next failed on a class count that loops back to the same advice."""
+    src = tmp_path / "src"
+    shutil.copytree(image_folder, src)
+    before = fingerprint(src)
+    code, stderr = run_command(["shards", str(src), str(src / "train" / "shards")], monkeypatch, capsys)
+    assert_one_line_error(code, stderr, f"OUT {src / 'train' / 'shards'} is inside the source {src}")
+    assert fingerprint(src) == before and not (src / "train" / "shards").exists()
 
 
 def test_a_second_shards_into_a_folder_being_written_stops_in_one_line(image_folder, tmp_path, monkeypatch, capsys):

@@ -77,6 +77,12 @@ def write_shards(
 ) -> dict[str, Any]:
     """Convert the class folders under ``src`` (a data set root with ``train/``, or a split directory) into LitData
     chunks in ``out``; returns what was written (images, classes, chunks, skipped)."""
+    source = Path(src).expanduser().resolve()
+    if Path(out).expanduser().resolve().is_relative_to(source):
+        raise DataError(
+            f"OUT {out} is inside the source {src}: the shards would become a class folder of the data set they are "
+            "written from; choose a directory outside it"
+        )
     out = check_output_dir(out, "shards output", _is_shards_output, "shards written by alternet shards", "OUT")
     if (out / "index.json").exists():
         raise DataError(f"{out} already holds shards (index.json); choose an empty directory or delete it first")

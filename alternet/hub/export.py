@@ -15,7 +15,7 @@ from torch import nn
 from .. import __version__
 from ..checkpoints import DIGEST_KEY, weights_digest
 from ..data import build_datamodule
-from ..errors import AlternetError, CheckpointError
+from ..errors import AlternetError, CheckpointError, DataError
 from ..files import atomic_write, check_output_dir, file_digest, os_error_reason, write_text
 from ..models import create_model
 from ..rundir import RunDir, RunSummary
@@ -78,12 +78,17 @@ def import_hdvw(
     if arch is not None:
         resolve_arch(arch, None, str(path))  # a name that is no model, before the file is read
     opened = read_hdvw_source(path, arch, data)
-    model = create_model(opened.require_architecture(), num_classes=opened.num_classes, **opened.model_args)
-    apply_weights(model, opened, strict=True)
     data_config = {**opened.hyper_parameters["data"], "root": str(data_root) if data_root else "/nonexistent"}
     labels, label_note = label_names({"data": data_config, "recipe": {}}, opened.num_classes)
+    if data_root and label_note:  # asked for the names, and they cannot be read: not an export of indices
+        raise DataError(
+            f"--data-root {data_root}: {label_note.removeprefix('class indices: ')}; fix the path, or "
+            "leave --data-root out to label the classes by index"
+        )
     if not data_root:
         label_note = "class indices: pass --data-root with the data set's files for its class names"
+    model = create_model(opened.require_architecture(), num_classes=opened.num_classes, **opened.model_args)
+    apply_weights(model, opened, strict=True)
     facts = opened.hyper_parameters["data"]
     description = f"{opened.architecture} trained on {facts['name']} by the paper's authors (HDVW), imported"
     config = export_config(opened, model, {"data": {}, "recipe": {}}, labels, label_note, None, description=description)

@@ -170,6 +170,16 @@ def test_the_arch_defaults_to_the_checkpoint_name_and_hdvw_files_load_as_a_sourc
     torch.testing.assert_close(logits(hub.load(f"hdvw:{file}")), logits(original), rtol=0, atol=0)
 
 
+def test_a_data_root_without_the_class_names_is_refused_not_exported_with_indices(tmp_path):
+    """--data-root asks for the names: a folder without them exported class indices, exit 0, a note in README."""
+    file = save_as_hdvw(tmp_path / "pit.pth", "pit_ti", dict(randomized("pit_ti_cifar").state_dict()))
+    with pytest.raises(SystemExit) as refused:
+        hub_cli(["import-hdvw", str(file), "--data-root", str(tmp_path / "nowhere"), "--out", str(tmp_path / "ex")])
+    message = str(refused.value.code)
+    assert message.startswith(f"error: --data-root {tmp_path / 'nowhere'}: the data set's class names are unavailable")
+    assert "\n" not in message and "leave --data-root out" in message and not (tmp_path / "ex").exists()
+
+
 def test_a_checkpoint_that_needs_unpickling_is_refused_in_one_line(tmp_path, capsys):
     weights = vit_to_hdvw(create_model("vit_mini_cifar", num_classes=100))
     file = save_as_hdvw(tmp_path / "vit.pth.tar", "vit_ti", weights, args=argparse.Namespace(lr=0.1))

@@ -68,6 +68,7 @@ def check_classes(datamodule: ImageDataModule, ckpt: Path, weights: CheckpointWe
             f"data={datamodule.name} has {datamodule.num_classes}; evaluate it on a data set with the same classes"
         )
     trained = weights.data
+    check_class_names(trained.get("class_names"), datamodule, ckpt)
     for key, now in (
         ("image_size", datamodule.image_size),
         ("mean", list(datamodule.mean)),
@@ -81,6 +82,28 @@ def check_classes(datamodule: ImageDataModule, ckpt: Path, weights: CheckpointWe
                 AlternetWarning,
                 stacklevel=2,
             )
+
+
+def check_class_names(saved: list[Any] | None, datamodule: ImageDataModule, ckpt: Path) -> None:
+    """The data's classes are the checkpoint's, in its order: the same names in another order are refused (every
+    label would be scored as another class); other names warn (a relabelled copy, or the wrong data set)."""
+    if not saved or len(saved) != datamodule.num_classes:
+        return
+    trained, now = [str(name) for name in saved], [str(name) for name in datamodule.class_names]
+    if trained == now:
+        return
+    label = next(i for i, (a, b) in enumerate(zip(trained, now)) if a != b)
+    where = f"label {label} is {trained[label]!r} in the checkpoint {ckpt} but {now[label]!r} in data={datamodule.name}"
+    if sorted(trained) == sorted(now):
+        raise CheckpointError(
+            f"the data's classes are the checkpoint's in another order ({where}): its predictions would be scored "
+            "against other classes; give the class folders the order the model was trained on"
+        )
+    warnings.warn(
+        f"the data's class names are not the checkpoint's ({where}): it is scored by label position",
+        AlternetWarning,
+        stacklevel=2,
+    )
 
 
 def evaluate_checkpoint(

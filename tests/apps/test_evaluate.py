@@ -183,3 +183,22 @@ def test_test_flip_predicts_alike_in_training_and_in_evaluate(tmp_path):
     assert report["test_flip"] is True
     assert report["test"]["nll"] == pytest.approx(flipped["test"]["nll"], rel=1e-5)
     assert report["test"]["acc"] == pytest.approx(flipped["test"]["acc"], abs=1e-6)
+
+
+def test_a_data_set_of_other_class_names_warns_and_the_same_ones_in_another_order_are_refused(tmp_path):
+    """Only the class count was compared: a folder of cat/dog scored a model trained on a/b by position, silently."""
+    from PIL import Image
+
+    from alternet.apps.evaluate import check_class_names
+    from alternet.data import build_datamodule
+    from alternet.errors import AlternetWarning, CheckpointError
+
+    for name in ("cat", "dog"):
+        (tmp_path / "train" / name).mkdir(parents=True)
+        Image.new("RGB", (8, 8)).save(tmp_path / "train" / name / "0.png")
+    data = build_datamodule({"name": "imagefolder", "root": str(tmp_path), "image_size": 8}, {"batch_size": 1}, seed=0)
+    check_class_names(["cat", "dog"], data, tmp_path / "x.ckpt")
+    with pytest.warns(AlternetWarning, match="label 0 is 'a' in the checkpoint .* but 'cat' in data=imagefolder"):
+        check_class_names(["a", "b"], data, tmp_path / "x.ckpt")
+    with pytest.raises(CheckpointError, match="the data's classes are the checkpoint's in another order"):
+        check_class_names(["dog", "cat"], data, tmp_path / "x.ckpt")

@@ -48,7 +48,15 @@ def composition_error(error: CompactHydraException, command: str) -> str:
         return _unknown_option(error.missing_cfg_file, error.options, command)
     if isinstance(error, OverrideParseException):
         reason = next(line for line in str(error).splitlines() if not line.startswith(("Error parsing", "See ")))
-        return f"cannot read the override {error.override!r}: {reason}; overrides are KEY=VALUE or GROUP=OPTION"
+        reason = reason.split(": ", 1)[-1] if reason.startswith("LexerNoViableAltException") else reason
+        key, equals, value = error.override.partition("=")
+        hint = (
+            f"quote a value holding spaces, symbols or non-ASCII letters: {key}='{value}' (in the shell: \"{key}='{value}'\")"
+            if equals and key and (not value.isascii() or any(c in value for c in " ()[]{},:=!'\""))
+            else "overrides are KEY=VALUE or GROUP=OPTION"
+        )
+        said = "" if reason.strip() == error.override else f": {reason}"  # the lexer just repeats it
+        return f"cannot read the override {error.override!r}{said}; {hint}"
     if isinstance(cause, ConfigKeyError | AttributeError) and getattr(cause, "full_key", None):
         key = str(cause.full_key)
         parent, _, name = key.rpartition(".")

@@ -31,6 +31,7 @@ TRAIN = [
     ),
     (["recipe.optimizer.lrx=1"], "error: recipe.optimizer.lrx is not a key of recipe.optimizer (did you mean 'lr'?)"),
     (["recipe.lr=["], "error: cannot read the override 'recipe.lr=[': no viable alternative at input '['"),
+    (["data.root=/data/über"], "error: cannot read the override 'data.root=/data/über'; quote a value holding spaces"),
     (["model.window=3"], "error: stage 2 ('CM'): window 3 does not divide the stage's 8x8 feature map"),
     (["data=cifar100", "data.root=/nonexistent"], "error: cifar100 not found: looked in /nonexistent/cifar-100-python"),
     (["ckpt_path=/nonexistent.ckpt"], "error: checkpoint /nonexistent.ckpt does not exist"),

@@ -169,9 +169,12 @@ def find_checkpoint(path: Path) -> tuple[Path, Path | None]:
     ckpts = sorted(path.glob("*.ckpt"))
     if len(ckpts) == 1:
         return ckpts[0], None
+    export = (path / "config.json").is_file() and (path / "model.safetensors").is_file()
     raise CheckpointError(
-        f"{path} is neither a run directory (no {RunDir.CHECKPOINTS}/ folder), an export directory (no config.json) "
-        "nor a folder with a single .ckpt file"
+        f"{path} is an export (model.safetensors, config.json: weights without the run that trained them), not a "
+        "checkpoint; give its run directory or a .ckpt file (alternet.hub.load reads the export)"
+        if export
+        else f"{path} is neither a run directory (no {RunDir.CHECKPOINTS}/ folder) nor a folder with one .ckpt file"
     )
 
 

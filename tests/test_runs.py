@@ -161,3 +161,14 @@ def test_a_run_resumed_twice_records_both_resumes(tmp_path):
         "checkpoint": "second.ckpt",
         "changed": {"recipe.optimizer.lr": [0.2, 0.1]},
     }
+
+
+def test_an_export_given_where_a_checkpoint_is_needed_is_named_as_an_export(digits_run, tmp_path):
+    """The message listed "an export directory (no config.json)" among what a checkpoint path may be, for a folder
+    that held a config.json, and export and evaluate take none."""
+    from alternet.runs import find_checkpoint
+
+    with pytest.raises(CheckpointError, match=r"is an export \(model.safetensors, config.json: weights without"):
+        find_checkpoint(digits_run / "export")
+    with pytest.raises(CheckpointError, match=r"is neither a run directory \(no checkpoints/ folder\) nor a folder with one"):
+        find_checkpoint(tmp_path)

@@ -51,7 +51,8 @@ def composition_error(error: CompactHydraException, command: str) -> str:
         reason = reason.split(": ", 1)[-1] if reason.startswith("LexerNoViableAltException") else reason
         key, equals, value = error.override.partition("=")
         hint = (
-            f"quote a value holding spaces, symbols or non-ASCII letters: {key}='{value}' (in the shell: \"{key}='{value}'\")"
+            "quote a value holding spaces, symbols or non-ASCII letters: "
+            f"{key}='{value}' (in the shell: \"{key}='{value}'\")"
             if equals and key and (not value.isascii() or any(c in value for c in " ()[]{},:=!'\""))
             else "overrides are KEY=VALUE or GROUP=OPTION"
         )

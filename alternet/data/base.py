@@ -304,6 +304,18 @@ class ImageDataModule(L.LightningDataModule):
         """A fixed, class-stratified subset of the training split (``data.train_clean_size`` images at most)."""
         return stratified_holdout(labels, min(self.train_clean_size, len(labels)), self.split_seed + 2)
 
+    def check_batch_fits(self) -> None:
+        """A batch the training split can fill: the learning rate follows the recipe's batch size
+        (``recipe.lr_scale_batch``), so a batch larger than the split trains at a rate scaled for images that are
+        not there (recipe.batch_size=100000000 on 1,257 images: lr 3125, NaN weights, and a run that "finished")."""
+        self.setup("fit")
+        images = len(self.splits["train"])
+        if self.batch_size > images:
+            raise ConfigValueError(
+                f"recipe.batch_size={self.batch_size} is larger than the {images} training images: the learning rate "
+                f"is scaled for {self.batch_size} images a step; choose recipe.batch_size <= {images}"
+            )
+
     def train_batches(self) -> int:
         """Batches per epoch on this rank, known without building a loader: the learning-rate schedule needs it
         before a resumed run restores the loader's position (building the loader first would drop it, Lightning

@@ -170,5 +170,5 @@ def test_an_export_given_where_a_checkpoint_is_needed_is_named_as_an_export(digi
 
     with pytest.raises(CheckpointError, match=r"is an export \(model.safetensors, config.json: weights without"):
         find_checkpoint(digits_run / "export")
-    with pytest.raises(CheckpointError, match=r"is neither a run directory \(no checkpoints/ folder\) nor a folder with one"):
+    with pytest.raises(CheckpointError, match=r"is neither a run directory .* nor a folder with one .ckpt file"):
         find_checkpoint(tmp_path)

@@ -108,8 +108,7 @@ def _train(
 
     L.seed_everything(int(config["seed"]), workers=True, verbose=False)
     datamodule = build_datamodule(config["data"], config["recipe"], seed=int(config["seed"]))
-    datamodule.setup("fit")  # the data's own refusals (a split too small, an empty class) before the Trainer starts
-    datamodule.check_batch_fits()
+    datamodule.check_before_fit()
     module = build_module(config, datamodule.facts())
     if config["model"]["pretrained"] is True and not resume:  # timm's own weights for model.name
         facts = datamodule.facts()

@@ -304,10 +304,11 @@ class ImageDataModule(L.LightningDataModule):
         """A fixed, class-stratified subset of the training split (``data.train_clean_size`` images at most)."""
         return stratified_holdout(labels, min(self.train_clean_size, len(labels)), self.split_seed + 2)
 
-    def check_batch_fits(self) -> None:
-        """A batch the training split can fill: the learning rate follows the recipe's batch size
-        (``recipe.lr_scale_batch``), so a batch larger than the split trains at a rate scaled for images that are
-        not there (recipe.batch_size=100000000 on 1,257 images: lr 3125, NaN weights, and a run that "finished")."""
+    def check_before_fit(self) -> None:
+        """The data set up and checked before the Trainer starts (a split too small, an empty class: refused before
+        any of Lightning's output), and a batch the training split can fill: the learning rate follows the recipe's
+        batch size (``recipe.lr_scale_batch``), so a larger batch trains at a rate scaled for images that are not
+        there (recipe.batch_size=100000000 on 1,257 images: lr 3125, NaN weights, and a run that "finished")."""
         self.setup("fit")
         images = len(self.splits["train"])
         if self.batch_size > images:

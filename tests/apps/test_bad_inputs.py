@@ -16,7 +16,7 @@ TRAIN = [
     (["recipe.epochs=-1"], "error: recipe.epochs=-1 is invalid: must be an integer >= 1"),
     (["recipe.batch_size=0"], "error: recipe.batch_size=0 is invalid: must be an integer >= 1"),
     (["data.val_size=5000"], "error: data.val_size=5000 is not smaller than the 1437 training images"),
-    (["recipe.batch_size=100000"], "error: recipe.batch_size=100000 is larger than the 1437 training images"),
+    (["recipe.batch_size=100000"], "error: recipe.batch_size=100000 is larger than the 1257 training images"),
     (
         ["model.name=alternet_r9000"],
         "error: unknown model 'alternet_r9000'. alternet models: alternet_laptop, alternet_r101",

@@ -172,6 +172,10 @@ class ImageFolderDataModule(ImageDataModule):
             return super().train_dataloader()
         return self._shards_loader()
 
+    def check_before_fit(self) -> None:
+        if not self.train_shards:  # streamed shards are opened inside the run: LitData reads its ranks there
+            super().check_before_fit()
+
     def train_batches(self) -> int:
         if not self.train_shards:
             return super().train_batches()

@@ -68,6 +68,14 @@ def composition_error(error: CompactHydraException, command: str) -> str:
     if isinstance(cause, ValidationError) and getattr(cause, "full_key", None):
         merging = str(error).partition("Error merging override ")[2].strip()
         return f"{merging or cause.full_key} is invalid: {_expected(str(cause).splitlines()[0])}"
+    placed = re.search(r"Could not override '([\w/]+)'\.\s+Did you mean to override \1@(\w+)", str(error))
+    if placed:  # a group the command's config places under a key of its own (evaluation@evaluate)
+        group, where = placed.groups()
+        keys = "at the top level (KEY=VALUE)" if where.startswith("_") else f"under {where} ({where}.KEY=VALUE)"
+        return (
+            f"{group}= is not chosen on the command line: its settings sit {keys} and are set one by one; "
+            f"`alternet {command} --cfg job` prints them"
+        )
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     if cause is not None:
         lines.append(str(cause).splitlines()[0])

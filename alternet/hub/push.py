@@ -1,7 +1,8 @@
 """Publish an export on the Hugging Face Hub, where ``timm.create_model("hf-hub:REPO_ID", pretrained=True)``
 loads it (after ``import alternet``).
 
-Nothing remote happens until the files are complete: the token is checked first, the export is staged and
+Nothing remote happens until the files are complete: what was typed is checked first (the repository id, the
+branch, the source), then the token; the export is staged and
 verified in a temporary directory (removed whatever happens), and only then is the repository created and the
 three files uploaded as one commit.
 """
@@ -65,12 +66,12 @@ def push_to_hub(
     """Upload ``source`` (an export directory, or a run directory or checkpoint, exported first) to the Hub model
     repository ``repo_id`` (created when missing) as one commit of model.safetensors, config.json and README.md."""
     _check_repo_id(repo_id)  # what was typed first, then the credentials
-    if revision is not None and not revision.strip():
-        raise PushError("--revision '' is invalid: name the branch to commit to (or leave it out: main)")
-    token = _require_token()
+    if revision is not None:
+        _check_revision(revision)
     path = Path(source).expanduser()
     if not path.exists():
         raise PushError(f"{path} does not exist: pass an export directory, a run directory or a checkpoint (.ckpt)")
+    token = _require_token()
     with tempfile.TemporaryDirectory(prefix="alternet-push-") as tmp:
         folder = stage(path, Path(tmp) / "upload", repo_id=repo_id, ema=ema)
         api = HfApi(token=token, library_name="alternet", library_version=__version__)
@@ -132,6 +133,23 @@ def _require_token() -> str:
     if not token:
         raise PushError(f"no Hugging Face token found: {LOGIN} with a token that has write access, then run it again")
     return token
+
+
+def _check_revision(revision: str) -> None:
+    """A branch name git accepts (its check-ref-format rules), before the token is asked for or the Hub reached."""
+    bad = (
+        not revision.strip()
+        or revision.startswith(("-", "/", "."))
+        or revision.endswith(("/", ".", ".lock"))
+        or any(part in revision for part in ("..", "@{", "//", "/."))
+        or any(c in revision for c in " ~^:?*[\\")
+        or not revision.isprintable()
+    )
+    if bad:
+        raise PushError(
+            f"--revision {revision!r} is invalid: a git branch name (letters, digits, '-', '_', '.', '/'; no '..', "
+            "spaces or ~^:?*[\\), e.g. --revision v1 (or leave it out: main)"
+        )
 
 
 def _check_repo_id(repo_id: str) -> None:

@@ -205,6 +205,7 @@ OPTIONS = [
         ["cifar-c", "--export", "{tmp}/c", "--data", "digits"],
         "--data digits is invalid: it must be cifar10 or cifar100",
     ),
+    (["cifar-c", "--export", "{tmp}/c", "--root", "{tmp}/none"], "holds no cifar-100-python/: point --root at"),
     (["report", "{tmp}/sweep", "--alpha", "1.5"], "--alpha 1.5 is invalid"),
     (["report", "{tmp}/sweep", "--min-seeds", "1"], "--min-seeds 1 is invalid"),
     (["report", "{tmp}/sweep", "--bootstrap", "-5"], "--bootstrap -5 is invalid"),
@@ -215,6 +216,8 @@ OPTIONS = [
     (["push", "{src}", "not a repo id!"], "not a repo id!"),
     (["import-hdvw", "{tmp}/missing.pth", "--out", "{tmp}/e", "--arch", "resnet_9000"], "--arch 'resnet_9000': pass"),
     (["push", "{src}", "me/model", "--revision", ""], "--revision '' is invalid"),
+    (["push", "{src}", "me/model", "--revision", "bad..rev~^"], "--revision 'bad..rev~^' is invalid: a git branch"),
+    (["push", "{tmp}/missing", "me/model"], "missing does not exist: pass an export directory"),  # before the token
 ]
 
 

@@ -180,7 +180,7 @@ def test_push_without_a_token_fails_before_any_work(fake_hub, tmp_path, monkeypa
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     monkeypatch.setattr(hf_constants, "HF_TOKEN_PATH", str(tmp_path / "hf-home" / "token"))  # no cached login
     with pytest.raises(SystemExit) as exit_info:
-        hub_main(["push", "/nonexistent/run", REPO])  # the token is checked before the source
+        hub_main(["push", str(tmp_path), REPO])  # a source that exists (a missing one is named before the token)
     message = str(exit_info.value.code)
     assert message.startswith("error: no Hugging Face token") and "\n" not in message
     assert "hf auth login" in message and "HF_TOKEN" in message

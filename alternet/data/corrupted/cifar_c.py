@@ -43,7 +43,7 @@ from ...files import (
 )
 from ...progress import Progress
 from ...seeds import derive_seed
-from .. import build_datamodule  # alternet.data never imports this subpackage, so it is complete by now
+from .. import DATAMODULES, build_datamodule  # alternet.data never imports this subpackage, so it is complete by now
 from .corruptions import (
     CONSTANTS_VERSION,
     CORRUPTIONS,
@@ -582,6 +582,12 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet cifar-c") -> i
         if args.workers is not None:
             check_option("--workers", args.workers, args.workers >= 1, "at least 1 (default: one per CPU core)")
         check_cifar_c_output(args.export, "--export")  # before the data set is read
+        folder = DATAMODULES[args.data].folder
+        if not (Path(args.root).expanduser() / folder).is_dir():  # the data module's message names train's keys
+            raise DataError(
+                f"--root {args.root} holds no {folder}/: point --root at the directory containing it (alternet "
+                f"train data={args.data} data.download=true downloads it into data/)"
+            )
         datamodule = build_datamodule({"name": args.data, "root": args.root}, {"batch_size": 1}, seed=0)
         datamodule.setup()
         test = datamodule.splits["test"]

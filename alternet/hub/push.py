@@ -2,9 +2,8 @@
 loads it (after ``import alternet``).
 
 Nothing remote happens until the files are complete: what was typed is checked first (the repository id, the
-branch, the source), then the token; the export is staged and
-verified in a temporary directory (removed whatever happens), and only then is the repository created and the
-three files uploaded as one commit.
+branch, the source), then the token; the export is staged and verified in a temporary directory (removed whatever
+happens), and only then is the repository created and the three files uploaded as one commit.
 """
 
 from __future__ import annotations

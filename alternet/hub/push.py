@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -139,7 +140,7 @@ def _check_revision(revision: str) -> None:
     bad = (
         not revision.strip()
         or revision.startswith(("-", "/", "."))
-        or revision.endswith(("/", ".", ".lock"))
+        or re.search(r"(/|\.|\.lock)$", revision)  # git's rules: no trailing slash, dot, or .lock
         or any(part in revision for part in ("..", "@{", "//", "/."))
         or any(c in revision for c in " ~^:?*[\\")
         or not revision.isprintable()

@@ -27,14 +27,6 @@ SECTION = "section"  # the metadata key of a nullable sub-section's class
 MISSING = "???"
 
 
-class FieldError(ConfigValueError):
-    """A rule of a section broken: ``key`` relative to the section, ``text`` what follows it in the message."""
-
-    def __init__(self, key: str, text: str):
-        super().__init__(f"{key}{text}")
-        self.key, self.text = key, text
-
-
 @dataclasses.dataclass(kw_only=True)
 class Section:
     """Base of typed sections: :meth:`check` runs once the values are in (also for a section made in Python)."""
@@ -56,13 +48,13 @@ class Section:
         except (TypeError, ValueError):
             passed = False
         if not passed:
-            raise FieldError(key, f"={shown(value)} is invalid: {expectation}")
+            raise ConfigValueError(f"{key}={shown(value)} is invalid: {expectation}")
 
     def one_of(self, key: str, choices: Iterable[Any]) -> None:
         """``KEY=VALUE is not one of [...]`` (with the closest) unless the value, as typed, is one of ``choices``."""
         value, choices = getattr(self, key), list(choices)
         if value is not None and str(value) not in [str(c) for c in choices]:
-            raise FieldError(key, f"={shown(value)} is not one of {choices}{suggest(value, choices)}")
+            raise ConfigValueError(f"{key}={shown(value)} is not one of {choices}{suggest(value, choices)}")
 
 
 def shown(value: Any) -> str:

@@ -1,4 +1,4 @@
-"""Evaluate checkpoints: `python evaluate.py ckpt=PATH [data=cifar100] [robustness.root=...]`, the same as
+"""Evaluate models: `python evaluate.py ckpt=SOURCE [data=cifar100] [robustness.root=...]`, the same as
 `alternet evaluate ...` (alternet/apps/cli.py), kept in a checkout beside train.py.
 
 Scores calibration (accuracy, NLL, ECE, Brier, reliability diagram) on the test split and, for CIFAR,

@@ -84,30 +84,36 @@ def torch_reason(error: BaseException) -> str:
 
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
     """Load a Lightning/torch checkpoint without unpickling arbitrary objects."""
-    path = Path(path).expanduser()
-    if not path.is_file():
-        hint = f" (a directory; pass a .ckpt inside it, e.g. {RunDir(path).last_checkpoint})" if path.is_dir() else ""
-        raise CheckpointError(f"checkpoint {path} does not exist{hint}")
-    if not zipfile.is_zipfile(path):
-        raise CheckpointError(
-            f"checkpoint {path} is unreadable or truncated: not a torch checkpoint archive "
-            f"({path.stat().st_size} bytes); it may be an interrupted copy or download"
-        )
-    try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as error:
-        found = refused_global(error)
-        what = f"an object of {found}, which" if found else "objects that"
-        raise CheckpointError(
-            f"checkpoint {path} holds {what} torch.load(weights_only=True) refuses to unpickle: it is not a plain "
-            "checkpoint of tensors and settings. Only load checkpoints from sources you trust"
-        ) from None
-    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as error:
-        raise CheckpointError(f"checkpoint {path} is unreadable or truncated: {torch_reason(error)}") from None
+    checkpoint = read_torch_file(path, "checkpoint")
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
         raise CheckpointError(f"checkpoint {path} is not a Lightning checkpoint (no 'state_dict' entry)")
     verify_digest(checkpoint["state_dict"], checkpoint.get(DIGEST_KEY), f"checkpoint {path}")
     return checkpoint
+
+
+def read_torch_file(path: str | Path, what: str) -> Any:
+    """A file written by ``torch.save`` (``what``: how messages name it), read with ``weights_only=True``: a file
+    that needs arbitrary objects unpickled is refused, naming the first one."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        hint = f" (a directory; pass a .ckpt inside it, e.g. {RunDir(path).last_checkpoint})" if path.is_dir() else ""
+        raise CheckpointError(f"{what} {path} does not exist{hint}")
+    if not zipfile.is_zipfile(path):
+        raise CheckpointError(
+            f"{what} {path} is unreadable or truncated: not a torch checkpoint archive "
+            f"({path.stat().st_size} bytes); it may be an interrupted copy or download"
+        )
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        found = refused_global(error)
+        objects = f"an object of {found}, which" if found else "objects that"
+        raise CheckpointError(
+            f"{what} {path} holds {objects} torch.load(weights_only=True) refuses to unpickle: it is not a plain "
+            "checkpoint of tensors and settings. Only load checkpoints from sources you trust"
+        ) from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as error:
+        raise CheckpointError(f"{what} {path} is unreadable or truncated: {torch_reason(error)}") from None
 
 
 def checkpoint_header(path: str | Path) -> dict[str, Any]:

@@ -117,6 +117,18 @@ def digits_summary(digits_run):
     return RunSummary.from_json(digits_run / "metrics.json")
 
 
+@pytest.fixture
+def hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty Hugging Face cache, offline: hub and timm loads read only what a test writes into it
+    (``helpers.cached_repo``)."""
+    from huggingface_hub import constants
+
+    cache = tmp_path / "hf-cache"
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    return cache
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Refuse the one pairing that silently drops this suite's xdist groups: pytest 9.2 ignores the group suffix
     pytest-xdist 3.8 writes into node ids (pytest-dev/pytest-xdist#1386), so every worker would build each shared

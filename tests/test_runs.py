@@ -12,7 +12,6 @@ import pytest
 import torch
 
 from alternet.apps.checks import reported_metrics, validate_train_config
-from alternet.apps.evaluate import checkpoint_paths
 from alternet.apps.train import train
 from alternet.data.corrupted.cifar_c import task_seed
 from alternet.errors import CheckpointError, ConfigValueError
@@ -34,7 +33,6 @@ def test_a_copied_run_directory_stands_for_its_own_checkpoints(digits_summary, t
     best = copy / "checkpoints" / f"{digits_summary['best_checkpoint'].rsplit('/', 1)[-1]}"
     assert select_checkpoint(copy) == best
     assert find_checkpoint(copy) == (best, copy)
-    assert checkpoint_paths(str(copy)) == [best]  # evaluate.py
     assert open_source(copy).checkpoint == best  # export, load, fine-tune
 
 

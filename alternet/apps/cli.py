@@ -90,7 +90,7 @@ def train_main(cfg: DictConfig) -> float | None:
 @_ends_cleanly_on_ctrl_c(EVALUATION_INTERRUPTED, "evaluate")
 @hydra.main(config_path=CONFIG_PATH, config_name="evaluate", version_base="1.3")
 def evaluate_main(cfg: DictConfig) -> None:
-    """``alternet evaluate ckpt=PATH [data=...] [key=value ...]``: score checkpoints."""
+    """``alternet evaluate ckpt=SOURCE [data=...] [key=value ...]``: score models."""
     try:
         run_evaluate(cfg)
     except AlternetError as error:
@@ -132,7 +132,8 @@ COMMANDS: dict[str, Command] = {
         "train a model, or a sweep with -m (Hydra overrides: model=... data=... key=value)", _hydra_app(train_main)
     ),
     "evaluate": Command(
-        "score checkpoints: calibration, corruption robustness, analyses (ckpt=RUN ...)", _hydra_app(evaluate_main)
+        "score models: calibration, corruption robustness, analyses (ckpt=RUN, timm:NAME ...)",
+        _hydra_app(evaluate_main),
     ),
     "export": Command("a run or checkpoint as a timm-loadable directory with a model card", _hub("export")),
     "push": Command("upload an export (or a run, exported first) to the Hugging Face Hub", _hub("push")),

@@ -4,88 +4,116 @@ requested analyses, write and log the reports."""
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 import warnings
 from collections.abc import Iterator
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from hydra import compose, initialize_config_module
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 from .. import tracking
 from ..analysis import parse_configs, run_analyses
-from ..data import ImageDataModule, build_datamodule
+from ..data import DATAMODULES, ImageDataModule, build_datamodule
 from ..errors import AlternetWarning, CheckpointError, ConfigValueError
 from ..evaluation import Evaluator
 from ..files import OUTPUT_MARKER, check_output_dir, is_output_of, mark_output, write_csv, write_json
+from ..hub.loading import build_model
+from ..hub.sources import Source, check_reference, open_source, preprocessing
 from ..models.flip import FlipAveraged
 from ..rundir import METRICS_FILE, RunDir
-from ..runs import CheckpointWeights, find_checkpoint, load_model, run_config, run_dir_of
+from ..runs import run_config
 from .config import evaluate_config
 from .console import evaluation_report
 
 
-def packaged_config(group: str, option: str) -> DictConfig:
-    """One option of a config group as packaged with alternet (``alternet/conf/<group>/<option>.yaml``), with its
-    defaults list from the same group merged in order (e.g. ``data/cifar100`` on ``data/_base``), as Hydra would."""
-    node = OmegaConf.load(files("alternet.conf").joinpath(group, f"{option}.yaml"))
-    defaults = list(node.pop("defaults", None) or [])
-    merged = OmegaConf.create()
-    for entry in defaults if "_self_" in defaults else [*defaults, "_self_"]:
-        merged = OmegaConf.merge(merged, node if entry == "_self_" else packaged_config(group, str(entry)))
-    return merged
-
-
-def checkpoint_paths(ckpt: str | list[str]) -> list[Path]:
-    """Checkpoint files from paths to files or run directories (by :func:`alternet.runs.find_checkpoint`)."""
-    sources = [ckpt] if isinstance(ckpt, str) else list(ckpt)
+def model_sources(ckpt: str | list[str]) -> list[str]:
+    """The models ``ckpt=`` names (one, or a list), each checked as far as it can be without reading weights."""
+    sources = [str(ckpt)] if isinstance(ckpt, (str, Path)) else [str(source) for source in ckpt]
     if not sources:
-        raise ConfigValueError("ckpt=[] names no checkpoint: alternet evaluate ckpt=PATH or ckpt=[PATH,PATH]")
-    return [find_checkpoint(Path(source))[0] for source in sources]
+        raise ConfigValueError("ckpt=[] names no model: alternet evaluate ckpt=SOURCE or ckpt=[SOURCE,SOURCE]")
+    for source in sources:
+        check_reference(source)
+    return sources
 
 
-def data_config(cfg: DictConfig, ckpt: Path, weights: CheckpointWeights) -> dict[str, Any]:
-    """The data to evaluate on: ``data=...`` if given, else the training run's, else the data set's packaged
-    defaults."""
+def command_line_keys() -> set[str]:
+    """The keys this command's line set (Hydra's overrides: ``data.image_size=256`` -> ``data.image_size``)."""
+    if not HydraConfig.initialized():
+        return set()
+    overrides = OverridesParser.create().parse_overrides(list(HydraConfig.get().overrides.task))
+    return {override.key_or_group for override in overrides}
+
+
+def packaged_data(name: str, data_dir: str) -> dict[str, Any]:
+    """``data=NAME`` as Hydra composes it for this command (its defaults list merged), with ``paths.data_dir``."""
+    overrides = [f"data={name}", f"paths.data_dir={data_dir}"]
+    if GlobalHydra.instance().is_initialized():
+        cfg = compose("evaluate", overrides=overrides)
+    else:  # called as a library
+        with initialize_config_module("alternet.conf", version_base="1.3"):
+            cfg = compose("evaluate", overrides=overrides)
+    return OmegaConf.to_container(cfg.data, resolve=True)
+
+
+def data_config(cfg: DictConfig, source: Source, set_keys: set[str]) -> dict[str, Any]:
+    """The data to evaluate on: ``data=...`` if given, else the training run's, else the packaged data set the
+    model records. The model's own preprocessing (:func:`alternet.hub.sources.preprocessing`) replaces the data
+    set's, except for a key the command line set."""
+    model_input = preprocessing(source)
+    trained = run_config(source.run_dir)
     if cfg.get("data"):
         data = OmegaConf.to_container(cfg.data, resolve=True)
-    elif (trained := run_config(run_dir_of(ckpt))) is not None:
+    elif trained is not None:
         data = trained["data"]
     else:
-        defaults = OmegaConf.create({"paths": {"data_dir": cfg.paths.data_dir}})
-        defaults.data = packaged_config("data", weights.data["name"])
-        data = OmegaConf.to_container(defaults, resolve=True)["data"]
+        name = (source.hyper_parameters.get("data") or {}).get("name")
+        if name not in DATAMODULES:
+            recorded = f" (it records {name!r})" if name else ""
+            raise ConfigValueError(
+                f"{source.location} does not say which of alternet's data sets it was trained on{recorded}: give "
+                f"data=NAME ({', '.join(sorted(DATAMODULES))}), e.g. data=imagenet data.root=DIR"
+            )
+        data = packaged_data(name, cfg.paths.data_dir)
+    if trained is None or cfg.get("data"):
+        data |= {key: value for key, value in model_input.items() if key in data and f"data.{key}" not in set_keys}
     if cfg.data_root:
         data["root"] = cfg.data_root
     return data
 
 
-def check_classes(datamodule: ImageDataModule, ckpt: Path, weights: CheckpointWeights) -> None:
-    if datamodule.num_classes != weights.num_classes:
+def class_names(source: Source) -> list[Any] | None:
+    """The names of the model's classes, in its label order, where it records them."""
+    return (source.hyper_parameters.get("data") or {}).get("class_names") or source.pretrained_cfg.get("label_names")
+
+
+def check_classes(datamodule: ImageDataModule, source: Source) -> None:
+    trained_on = (source.hyper_parameters.get("data") or {}).get("name")
+    if source.num_classes is not None and datamodule.num_classes != source.num_classes:
         raise CheckpointError(
-            f"checkpoint {ckpt} was trained on {weights.num_classes} classes ({weights.data['name']}) but "
-            f"data={datamodule.name} has {datamodule.num_classes}; evaluate it on a data set with the same classes"
+            f"{source.location} predicts {source.num_classes} classes"
+            f"{f' ({trained_on})' if trained_on else ''} but data={datamodule.name} has {datamodule.num_classes}; "
+            "evaluate it on a data set with the same classes"
         )
-    trained = weights.data
-    check_class_names(trained.get("class_names"), datamodule, ckpt)
-    for key, now in (
-        ("image_size", datamodule.image_size),
-        ("mean", list(datamodule.mean)),
-        ("std", list(datamodule.std)),
-    ):
-        before = trained.get(key)
-        if before is not None and (list(before) if isinstance(before, (list, tuple)) else before) != now:
+    check_class_names(class_names(source), datamodule, source.location)
+    for key, before in preprocessing(source).items():
+        now = getattr(datamodule, key, None)
+        if now is not None and (list(now) if isinstance(now, (list, tuple)) else now) != before:
             warnings.warn(
-                f"checkpoint {ckpt} was trained with data.{key}={before} but is evaluated with {now}: its numbers "
-                "will differ from the trained model's",
+                f"{source.location} expects data.{key}={before} but is evaluated with {now}: its numbers will "
+                "differ from the model's own",
                 AlternetWarning,
                 stacklevel=2,
             )
 
 
-def check_class_names(saved: list[Any] | None, datamodule: ImageDataModule, ckpt: Path) -> None:
-    """The data's classes are the checkpoint's, in its order: the same names in another order are refused (every
+def check_class_names(saved: list[Any] | None, datamodule: ImageDataModule, location: str) -> None:
+    """The data's classes are the model's, in its order: the same names in another order are refused (every
     label would be scored as another class); other names warn (a relabelled copy, or the wrong data set)."""
     if not saved or len(saved) != datamodule.num_classes:
         return
@@ -93,52 +121,66 @@ def check_class_names(saved: list[Any] | None, datamodule: ImageDataModule, ckpt
     if trained == now:
         return
     label = next(i for i, (a, b) in enumerate(zip(trained, now)) if a != b)
-    where = f"label {label} is {trained[label]!r} in the checkpoint {ckpt} but {now[label]!r} in data={datamodule.name}"
+    where = f"label {label} is {trained[label]!r} in {location} but {now[label]!r} in data={datamodule.name}"
     if sorted(trained) == sorted(now):
         raise CheckpointError(
-            f"the data's classes are the checkpoint's in another order ({where}): its predictions would be scored "
+            f"the data's classes are the model's in another order ({where}): its predictions would be scored "
             "against other classes; give the class folders the order the model was trained on"
         )
     warnings.warn(
-        f"the data's class names are not the checkpoint's ({where}): it is scored by label position",
+        f"the data's class names are not the model's ({where}): it is scored by label position",
         AlternetWarning,
         stacklevel=2,
     )
 
 
-def evaluate_checkpoint(
-    cfg: DictConfig, ckpt: Path, out_dir: Path, wandb: tracking.WandbSettings | None = None
+def evaluate_model(
+    cfg: DictConfig,
+    reference: str,
+    out_dir: Path,
+    wandb: tracking.WandbSettings | None = None,
+    set_keys: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
-    """Score ``ckpt`` into ``out_dir`` (``wandb``: the W&B settings of :func:`wandb_settings`, None: no W&B)."""
-    model, weights = load_model(ckpt, ema=bool(cfg.use_ema))
-    hparams = weights.hyper_parameters
-    recipe = hparams["recipe"]  # its augmentation feeds the analyses that use training batches
+    """Score the model ``reference`` names (any source :func:`alternet.hub.load` reads) into ``out_dir``
+    (``wandb``: the W&B settings of :func:`wandb_settings`, None: no W&B; ``set_keys``: the command line's)."""
+    source = open_source(reference, ema=bool(cfg.use_ema))
+    model = build_model(source, strict=True)
+    recipe = source.hyper_parameters.get("recipe") or {}  # its augmentation feeds the analyses of training batches
     datamodule = build_datamodule(
-        data_config(cfg, ckpt, weights), {"batch_size": cfg.batch_size, "augment": recipe.get("augment")}, seed=0
+        data_config(cfg, source, set(set_keys)),
+        {"batch_size": cfg.batch_size, "augment": recipe.get("augment")},
+        seed=0,
     )
-    check_classes(datamodule, ckpt, weights)
+    check_classes(datamodule, source)
     datamodule.setup()
-    print(f"Evaluating {ckpt}", flush=True)
-    settings = OmegaConf.to_container(cfg, resolve=True) | {"label": weights.architecture}
-    meta = {"checkpoint": str(ckpt), "model": weights.architecture, "data": datamodule.name, "ema": cfg.use_ema}
+    print(f"Evaluating {source.location}", flush=True)
+    architecture = source.require_architecture()
+    settings = OmegaConf.to_container(cfg, resolve=True) | {"label": architecture}
+    checkpoint = str(source.checkpoint) if source.checkpoint is not None else source.location
+    meta = {"checkpoint": checkpoint, "source": reference, "model": architecture, "data": datamodule.name}
+    meta["ema"] = cfg.use_ema
     predictor = model
     if recipe.get("test_flip"):  # predict as the run's own validation and test did
         predictor, meta["test_flip"] = FlipAveraged(model), True
-    class_names = weights.data.get("class_names")  # absent in older checkpoints: only the count is checked
     with datamodule.dead_workers_named():
-        report = Evaluator(predictor, datamodule, settings, out_dir, class_names=class_names).run(meta)
+        report = Evaluator(predictor, datamodule, settings, out_dir, class_names=class_names(source)).run(meta)
     if cfg.get("analysis"):
         report["analysis"] = run_analyses(
             list(cfg.analysis), model, datamodule, recipe, OmegaConf.to_container(cfg.analysis), out_dir
         )
         write_json(out_dir / METRICS_FILE, report)
     if wandb is not None:
-        label = f"{weights.architecture}-{ckpt.resolve().parent.parent.name}"
-        config = {"checkpoint": dict(hparams), "evaluation": OmegaConf.to_container(cfg, resolve=True)}
-        training = tracking.training_run(run_dir_of(ckpt))  # its W&B id and group, when it logged to W&B
-        run = tracking.start_evaluation_run(wandb, f"eval-{label}", config, out_dir, group=training.get("group"))
+        config = {
+            "checkpoint": dict(source.hyper_parameters),
+            "source": reference,
+            "evaluation": OmegaConf.to_container(cfg, resolve=True),
+        }
+        training = tracking.training_run(source.run_dir)  # its W&B id and group, when it logged to W&B
+        name = f"eval-{architecture}-{short_name(reference)}"
+        run = tracking.start_evaluation_run(wandb, name, config, out_dir, group=training.get("group"))
         try:
-            tracking.use_checkpoint(run, ckpt, training.get("id"))
+            if source.checkpoint is not None and source.checkpoint.suffix == ".ckpt":
+                tracking.use_checkpoint(run, source.checkpoint, training.get("id"))
             tracking.log_report(run, report)
         finally:
             tracking.finish()
@@ -180,7 +222,8 @@ def _marked(out_dir: Path) -> Iterator[None]:
 def run_evaluate(cfg: DictConfig) -> list[dict[str, Any]]:
     if cfg.get("ckpt") in (None, "???"):
         raise ConfigValueError(
-            "ckpt is required: alternet evaluate ckpt=PATH (a .ckpt file, a run directory, or a list)"
+            "ckpt is required: alternet evaluate ckpt=SOURCE (a run directory, a .ckpt, an export directory, "
+            "hdvw:FILE, timm:NAME, hf-hub:REPO, local-dir:DIR) or a list [A,B]"
         )
     settings = OmegaConf.to_container(cfg, resolve=True)
     evaluate_config(settings)  # every setting before any work starts: the evaluation's, W&B's
@@ -189,16 +232,28 @@ def run_evaluate(cfg: DictConfig) -> list[dict[str, Any]]:
         parse_configs(list(cfg.analysis), OmegaConf.to_container(cfg.analysis))
     own = "an evaluation of alternet's"
     out_dir = check_output_dir(cfg.out_dir, "evaluation output", _is_evaluation, own, "out_dir")
-    paths = checkpoint_paths(OmegaConf.to_container(cfg.ckpt) if OmegaConf.is_list(cfg.ckpt) else cfg.ckpt)
+    sources = model_sources(OmegaConf.to_container(cfg.ckpt) if OmegaConf.is_list(cfg.ckpt) else cfg.ckpt)
+    set_keys = frozenset(command_line_keys())
     reports = []
     with _marked(out_dir):
-        for index, ckpt in enumerate(paths):
-            target = out_dir if len(paths) == 1 else out_dir / f"{index}-{ckpt.resolve().parent.parent.name}"
-            reports.append(evaluate_checkpoint(cfg, ckpt, target, wandb))
+        for index, source in enumerate(sources):
+            target = out_dir if len(sources) == 1 else out_dir / f"{index}-{short_name(source)}"
+            reports.append(evaluate_model(cfg, source, target, wandb, set_keys))
             print(evaluation_report(reports[-1], target), flush=True)
     if len(reports) > 1:
         print(f"Comparison: {write_comparison(reports, out_dir / 'comparison.csv')}")
     return reports
+
+
+def short_name(source: str) -> str:
+    """A name for a scored model (its folder among several, its W&B run): a checkpoint's run directory, another
+    folder's own name, else the source spelled as a file name."""
+    path = Path(source).expanduser()
+    if path.suffix == ".ckpt":
+        return path.resolve().parent.parent.name
+    if path.is_dir():
+        return path.resolve().name
+    return re.sub(r"[^\w.-]+", "-", source).strip("-")[-80:]
 
 
 def write_comparison(reports: list[dict[str, Any]], path: Path) -> Path:

@@ -14,8 +14,9 @@ fine-tune from them, and move them through W&B artifacts.
   paper's authors (HDVW: ``resnet_dnn_50``, ``vit_ti``, ``pit_ti``, ``swin_ti``, ``alternet_50``...) as the same
   export directory, converted to alternet's names (:mod:`alternet.hub.hdvw`).
 - :func:`load`: a model (or a ``FeatureListNet``) from an export, a run directory, a Lightning checkpoint, a
-  W&B artifact reference ``entity/project/name:version`` or ``hdvw:[ARCH:]FILE``; a new ``num_classes`` gives a
-  new head.
+  W&B artifact reference ``entity/project/name:version``, ``hdvw:[ARCH:]FILE``, or timm's ``timm:NAME``,
+  ``hf-hub:REPO`` and ``local-dir:DIR``; a new ``num_classes`` gives a new head. ``alternet evaluate`` scores
+  any of them.
 - :func:`load_pretrained`: the same weights into an existing model (``model.pretrained=SOURCE`` in training).
 """
 

@@ -182,8 +182,9 @@ def load(
     """A model rebuilt from ``source`` with its weights, in eval mode.
 
     Args:
-        source: an export directory, a run directory (its best checkpoint), a Lightning checkpoint, or a W&B
-            artifact reference ``entity/project/name:version``.
+        source: an export directory, a run directory (its best checkpoint), a Lightning checkpoint, a W&B
+            artifact reference ``entity/project/name:version``, ``hdvw:[ARCH:]FILE``, ``timm:NAME``,
+            ``hf-hub:REPO`` or ``local-dir:DIR`` (:data:`alternet.hub.sources.KINDS`).
         num_classes: a new class count (the head is then new; every other tensor is loaded).
         features_only: a timm ``FeatureListNet`` returning one feature map per stage (``out_indices=`` selects).
         ema: the EMA weights of a Lightning checkpoint.
@@ -192,9 +193,18 @@ def load(
 
     The load report is logged and kept as ``model.load_report``.
     """
-    opened = open_source(source, ema=ema)
+    return build_model(open_source(source, ema=ema), num_classes, features_only, strict=strict, **kwargs)
+
+
+def build_model(
+    opened: Source, num_classes: int | None = None, features_only: bool = False, *, strict: bool = False, **kwargs: Any
+) -> nn.Module:
+    """The model of an opened source with its weights, in eval mode (:func:`load`'s arguments)."""
     if features_only and num_classes is not None:
         raise ConfigValueError("num_classes has no effect with features_only=True (feature models have no head)")
+    if opened.model is not None and not features_only and not kwargs and num_classes in (None, opened.num_classes):
+        opened.model.load_report = LoadReport(source=opened.location, loaded=len(opened.state_dict))
+        return opened.model.eval()  # timm built it with these weights
     out_indices = kwargs.pop("out_indices", None)
     args = {**opened.model_args, **kwargs}
     classes = 0 if features_only else (opened.num_classes if num_classes is None else num_classes)

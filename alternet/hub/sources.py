@@ -1,8 +1,10 @@
 """Where weights come from: an export directory, a Lightning checkpoint or run directory, a bare safetensors
-file, a W&B artifact reference, or a checkpoint of the paper's authors (``hdvw:[ARCH:]FILE``). Everything is read
-without unpickling code: safetensors, or ``torch.load(weights_only=True)`` through :func:`alternet.runs.read_weights`
-and :func:`alternet.hub.hdvw.read_hdvw`; a run directory stands for the checkpoint
-:func:`alternet.runs.find_checkpoint` picks, as for every other command.
+file, a W&B artifact reference, a checkpoint of the paper's authors (``hdvw:[ARCH:]FILE``), or one of timm's:
+``timm:NAME`` (its registry's pretrained weights), ``hf-hub:REPO`` and ``local-dir:DIR`` (a folder in the format of
+timm's ``save_for_hf``, which is also an export's). Everything is read without unpickling code: safetensors, or
+``torch.load(weights_only=True)``; a run directory stands for the checkpoint :func:`alternet.runs.find_checkpoint`
+picks, as for every other command. Hub downloads go through the Hugging Face cache, so a model fetched once loads
+offline.
 """
 
 from __future__ import annotations
@@ -13,25 +15,40 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from huggingface_hub import constants as hub_constants
+from huggingface_hub import hf_hub_download
+from huggingface_hub.errors import EntryNotFoundError
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
+from timm.data import resolve_data_config
 from timm.models import get_pretrained_cfg
+from torch import nn
 
-from ..checkpoints import DIGEST_KEY, verify_digest
+from ..checkpoints import DIGEST_KEY, read_torch_file, verify_digest
 from ..dataset_facts import FACTS
 from ..errors import CheckpointError
 from ..files import read_json
+from ..models import MODEL_NAMES, create_model
+from ..models.external import check_name
 from ..models.zoo import spec_kwargs
 from ..runs import find_checkpoint, read_weights
 from ..tracking import download_artifact
 from .hdvw import ALIASES, ARCHS, read_converted
 
 WEIGHTS_FILE = "model.safetensors"
+TORCH_WEIGHTS_FILE = "pytorch_model.bin"  # what timm's save_for_hf writes by default, read with weights_only=True
 CONFIG_FILE = "config.json"
 EXPORT_FORMAT = 1
 # entity/project/name:version (or project/name:version with the default entity)
 ARTIFACT_REF = re.compile(r"^(?:[\w.-]+/){1,2}[\w.-]+:[\w.-]+$")
 HDVW_PREFIX = "hdvw:"  # hdvw:FILE or hdvw:ARCH:FILE, a checkpoint saved by the paper's code (alternet.hub.hdvw)
+TIMM_PREFIX = "timm:"  # timm:NAME[.TAG], e.g. timm:resnet50.a1_in1k
+HF_HUB_PREFIX = "hf-hub:"  # hf-hub:OWNER/REPO[@REVISION], timm's spelling
+LOCAL_DIR_PREFIX = "local-dir:"  # local-dir:DIR, timm's spelling
+KINDS = (
+    "a run directory, a checkpoint (.ckpt), an export directory, a .safetensors file, "
+    "a W&B artifact reference entity/project/name:version, hdvw:[ARCH:]FILE, timm:NAME, hf-hub:REPO or local-dir:DIR"
+)
 
 
 @dataclass
@@ -48,6 +65,7 @@ class Source:
     checkpoint: Path | None = None
     run_dir: Path | None = None
     ema: bool = False
+    model: nn.Module | None = None  # already built with these weights (timm:NAME, which timm builds to load)
 
     def require_architecture(self) -> str:
         if not self.architecture:
@@ -60,9 +78,15 @@ class Source:
 
 
 def open_source(source: str | Path, *, ema: bool = False) -> Source:
-    """Read ``source``: an export directory, run directory, checkpoint, safetensors file or W&B artifact ref."""
-    if isinstance(source, str) and source.startswith(HDVW_PREFIX):
-        return _refuse_ema(read_hdvw_source(*split_hdvw_reference(source)), ema)
+    """Read ``source``: any of :data:`KINDS`."""
+    if isinstance(source, str) and source.startswith((HDVW_PREFIX, TIMM_PREFIX, HF_HUB_PREFIX, LOCAL_DIR_PREFIX)):
+        if source.startswith(HDVW_PREFIX):
+            return _refuse_ema(read_hdvw_source(*split_hdvw_reference(source)), ema)
+        if source.startswith(TIMM_PREFIX):
+            return _refuse_ema(read_timm(source.removeprefix(TIMM_PREFIX)), ema)
+        if source.startswith(HF_HUB_PREFIX):
+            return _refuse_ema(read_hf_hub(source.removeprefix(HF_HUB_PREFIX)), ema)
+        return _refuse_ema(read_local_dir(Path(source.removeprefix(LOCAL_DIR_PREFIX)).expanduser()), ema)
     path = Path(source).expanduser()
     if not path.exists() and isinstance(source, str) and ARTIFACT_REF.match(source):
         return _with_location(open_source(download_artifact(source), ema=ema), f"W&B artifact {source}")
@@ -73,10 +97,30 @@ def open_source(source: str | Path, *, ema: bool = False) -> Source:
     if path.is_dir() or path.is_file():
         checkpoint, run_dir = find_checkpoint(path)
         return read_lightning(checkpoint, ema=ema, run_dir=run_dir)
-    raise CheckpointError(
-        f"{source} does not exist: expected an export directory, a run directory, a checkpoint (.ckpt), "
-        "a .safetensors file, a W&B artifact reference entity/project/name:version or hdvw:[ARCH:]FILE"
-    )
+    raise CheckpointError(f"{source} does not exist: expected {KINDS}")
+
+
+def check_reference(source: str | Path) -> None:
+    """Refuse ``source`` when it can be told without reading or downloading weights that it names nothing (so
+    a list of models fails before the first is scored): a path that does not exist and is no reference, a run
+    directory without checkpoints, an unknown timm model or tag."""
+    text = str(source)
+    if text.startswith(TIMM_PREFIX):
+        return check_timm_weights(text.removeprefix(TIMM_PREFIX))
+    if text.startswith(HF_HUB_PREFIX):
+        if "/" not in text.removeprefix(HF_HUB_PREFIX):
+            raise CheckpointError(f"{text} names no repository: expected hf-hub:OWNER/REPO[@REVISION]")
+        return
+    if text.startswith((HDVW_PREFIX, LOCAL_DIR_PREFIX)):
+        path = Path(split_hdvw_reference(text)[0] if text.startswith(HDVW_PREFIX) else text.partition(":")[2])
+        if not path.expanduser().exists():
+            raise CheckpointError(f"{text}: {path} does not exist")
+        return
+    path = Path(source).expanduser()
+    if path.exists() and not (path / CONFIG_FILE).is_file() and path.suffix != ".safetensors":
+        find_checkpoint(path)  # a run directory without checkpoints, or a folder of several
+    elif not path.exists() and not ARTIFACT_REF.match(text):
+        raise CheckpointError(f"{source} does not exist: expected {KINDS}")
 
 
 def _with_location(source: Source, location: str) -> Source:
@@ -112,6 +156,26 @@ def read_lightning(path: Path, *, ema: bool = False, run_dir: Path | None = None
         run_dir=run_dir,
         ema=ema,
     )
+
+
+PREPROCESSING_KEYS = ("image_size", "mean", "std", "crop_pct", "interpolation")  # as the data sections name them
+
+
+def preprocessing(source: Source) -> dict[str, Any]:
+    """The input the model expects, in the data section's keys: its training data's (a model alternet trained
+    records them), else what timm resolves from its ``pretrained_cfg``. A non-square input size is left out."""
+    data = source.hyper_parameters.get("data") or {}
+    if data.get("image_size") is not None:
+        return {key: data[key] for key in PREPROCESSING_KEYS if data.get(key) is not None}
+    resolved = resolve_data_config(pretrained_cfg=source.pretrained_cfg)
+    height, width = resolved["input_size"][1:]
+    return {
+        **({"image_size": int(height)} if height == width else {}),
+        "mean": [float(v) for v in resolved["mean"]],
+        "std": [float(v) for v in resolved["std"]],
+        "crop_pct": float(resolved["crop_pct"]),
+        "interpolation": str(resolved["interpolation"]),
+    }
 
 
 def data_pretrained_cfg(architecture: str, data: dict[str, Any], *, in_chans: int = 3) -> dict[str, Any]:
@@ -158,24 +222,114 @@ def read_safetensors_source(path: Path) -> Source:
     return Source(location=str(path), state_dict=read_safetensors(path))
 
 
-def read_export(directory: Path) -> Source:
-    """A directory written by :func:`alternet.hub.export`: ``config.json`` and ``model.safetensors``."""
+def read_export(directory: Path, location: str | None = None) -> Source:
+    """A directory in the format of timm's ``save_for_hf``: ``config.json`` and ``model.safetensors`` (or
+    ``pytorch_model.bin``). Written by :func:`alternet.hub.export`, its ``alternet`` section also says what the
+    model was trained on and how."""
     config = read_json(directory / CONFIG_FILE, error=CheckpointError)
     missing = [key for key in ("architecture", "num_classes", "pretrained_cfg") if key not in config]
     if missing:
         raise CheckpointError(f"{directory / CONFIG_FILE} lacks {missing}; it is not a timm/alternet model config")
     alternet = config.get("alternet") or {}
     pretrained_cfg = dict(config["pretrained_cfg"])
-    if config.get("label_names"):
-        pretrained_cfg["label_names"] = list(config["label_names"])
+    if labels := label_list(config.get("label_names")):
+        pretrained_cfg["label_names"] = labels
     return Source(
-        location=str(directory),
-        state_dict=read_safetensors(directory / WEIGHTS_FILE),
+        location=location or str(directory),
+        state_dict=read_export_weights(directory),
         architecture=str(config["architecture"]),
         num_classes=int(config["num_classes"]),
-        model_args=dict(config.get("model_args") or {}),
+        model_args={k: v for k, v in (config.get("model_args") or {}).items() if k != "num_classes"},  # top level
         pretrained_cfg=pretrained_cfg,
+        hyper_parameters={key: alternet[key] for key in ("model", "data", "recipe") if alternet.get(key)},
         ema=bool(alternet.get("ema", False)),
+    )
+
+
+def read_export_weights(directory: Path) -> dict[str, torch.Tensor]:
+    if (directory / WEIGHTS_FILE).is_file() or not (directory / TORCH_WEIGHTS_FILE).is_file():
+        return read_safetensors(directory / WEIGHTS_FILE)
+    tensors = read_torch_file(directory / TORCH_WEIGHTS_FILE, "weights file")
+    if not isinstance(tensors, dict) or not all(isinstance(v, torch.Tensor) for v in tensors.values()):
+        raise CheckpointError(f"{directory / TORCH_WEIGHTS_FILE} is not a state dict (names to tensors)")
+    return tensors
+
+
+def label_list(names: Any) -> list[str] | None:
+    """timm's ``label_names``: a list, or a dict from class index to name when indices have gaps (then None: no
+    name for every class)."""
+    if isinstance(names, dict):
+        indices = sorted(int(k) for k in names)
+        return [str(names.get(i, names.get(str(i)))) for i in indices] if indices == list(range(len(indices))) else None
+    return [str(name) for name in names] if names else None
+
+
+# timm's sources: the registry, the Hugging Face hub, a local folder ---------------------------------
+
+
+def read_local_dir(directory: Path) -> Source:
+    if not (directory / CONFIG_FILE).is_file():
+        raise CheckpointError(
+            f"{LOCAL_DIR_PREFIX}{directory} has no {CONFIG_FILE}: expected a folder as timm's save_for_hf or "
+            f"alternet export writes it ({CONFIG_FILE} and {WEIGHTS_FILE} or {TORCH_WEIGHTS_FILE})"
+        )
+    return read_export(directory, f"{LOCAL_DIR_PREFIX}{directory}")
+
+
+def _hub_reason(reference: str, error: BaseException) -> CheckpointError:
+    reason = " ".join(str(error).split()) or type(error).__name__
+    return CheckpointError(
+        f"{reference} could not be read: {reason[:300]}. Offline, it must be in the Hugging Face cache "
+        f"({hub_constants.HF_HUB_CACHE}, HF_HOME moves it): load it once with network access"
+    )
+
+
+def read_hf_hub(repo: str) -> Source:
+    """``hf-hub:OWNER/REPO[@REVISION]``: its ``config.json`` and weights, through the Hugging Face cache."""
+    repo_id, _, revision = repo.partition("@")
+    reference = f"{HF_HUB_PREFIX}{repo}"
+    try:
+        config = Path(hf_hub_download(repo_id, CONFIG_FILE, revision=revision or None))
+        try:
+            hf_hub_download(repo_id, WEIGHTS_FILE, revision=revision or None)
+        except EntryNotFoundError:  # an older repository: pytorch_model.bin only
+            hf_hub_download(repo_id, TORCH_WEIGHTS_FILE, revision=revision or None)
+    except (OSError, ValueError) as error:
+        raise _hub_reason(reference, error) from None
+    return read_export(config.parent, reference)
+
+
+def check_timm_weights(name: str) -> None:
+    """``timm:NAME`` names a model timm knows and a tag with weights in timm's registry (nothing is read)."""
+    check_name(name, MODEL_NAMES)
+    reference = f"{TIMM_PREFIX}{name}"
+    listing = f"timm.list_pretrained('{name.partition('.')[0]}*') lists the weights timm has for it"
+    try:
+        cfg = get_pretrained_cfg(name)
+    except RuntimeError as error:  # an unknown tag
+        raise CheckpointError(f"{reference}: {error} {listing}") from None
+    if cfg is None or not (cfg.hf_hub_id or cfg.url or cfg.file):
+        raise CheckpointError(f"{reference} has no pretrained weights in timm's registry; {listing}")
+
+
+def read_timm(name: str) -> Source:
+    """``timm:NAME``: timm builds the model and loads its registry's pretrained weights (from the Hugging Face
+    cache or the torch hub cache when offline)."""
+    check_timm_weights(name)
+    try:
+        model = create_model(name, pretrained=True)
+    except (OSError, RuntimeError, ValueError) as error:
+        raise _hub_reason(f"{TIMM_PREFIX}{name}", error) from None
+    cfg = dict(model.pretrained_cfg)
+    if labels := label_list(cfg.get("label_names")):
+        cfg["label_names"] = labels
+    return Source(
+        location=f"{TIMM_PREFIX}{name}",
+        state_dict=model.state_dict(),
+        architecture=str(cfg.get("architecture") or name.partition(".")[0]),
+        num_classes=int(model.num_classes),
+        pretrained_cfg=cfg,
+        model=model.eval(),
     )
 
 

@@ -67,7 +67,7 @@ TRAIN = [
     (["callbacks.preemption.sync_every_n_steps=0"], "callbacks.preemption.sync_every_n_steps must be a positive"),
     (["evaluate.calibration.n_bins=0"], "evaluate.calibration.n_bins=0 is invalid: must be an integer >= 1"),
     (["evaluate.precision=8"], "evaluate.precision='8' is not one of ['32', 'bf16', '16']"),
-    (["model.pretrained=/nonexistent"], "error: /nonexistent does not exist: expected an export directory"),
+    (["model.pretrained=/nonexistent"], "error: /nonexistent does not exist: expected a run directory"),
     (["data=imagefolder", "data.root=/nonexistent"], "imagefolder: /nonexistent/train not found"),
     (["recipe.label_smoothing=1.5"], "recipe.label_smoothing=1.5 is invalid: must be in [0, 1)"),
     (["model.layout=[C,M]"], "layout must be a non-empty string such as 'CC|CM|CM|CM'"),
@@ -77,8 +77,8 @@ TRAIN = [
 ]
 
 EVALUATE = [
-    (["ckpt=/nonexistent/model.ckpt"], "error: checkpoint /nonexistent/model.ckpt does not exist"),
-    (["ckpt={run}", "data=cifar100"], "was trained on 10 classes (digits) but data=cifar100 has 100"),
+    (["ckpt=/nonexistent/model.ckpt"], "error: /nonexistent/model.ckpt does not exist: expected a run directory"),
+    (["ckpt={run}", "data=cifar100"], "predicts 10 classes (digits) but data=cifar100 has 100"),
     ([], "ckpt is required"),
     pytest.param(
         ["ckpt={run}", "device=cuda"],

@@ -23,7 +23,7 @@ import pytest
 import torch
 
 from helpers.paths import fingerprint
-from helpers.processes import run_command
+from helpers.processes import assert_one_line_error, run_command
 
 # (command, its arguments with {out} for the output folder, what its refusal of a user's folder names)
 COMMANDS = [
@@ -62,13 +62,6 @@ def run(arguments: list[str], out: Path, tmp_path: Path, monkeypatch, capsys) ->
     missing = tmp_path / "not-there"
     filled = [a.format(out=out, missing=missing, tmp=tmp_path) for a in arguments]
     return run_command(filled, monkeypatch, capsys)
-
-
-def assert_one_line_error(code: str, stderr: str, *fragments: str) -> None:
-    assert code.startswith("error: ") and "\n" not in code, code
-    assert "Traceback" not in stderr, stderr[-2000:]
-    for fragment in fragments:
-        assert fragment in code, code
 
 
 @pytest.mark.parametrize(("command", "arguments", "own"), COMMANDS, ids=IDS)
@@ -212,7 +205,7 @@ OPTIONS = [
     (["report", "{tmp}/sweep", "--error-margin", "-1"], "--error-margin -1.0 is invalid"),
     (["report", "{tmp}/sweep", "--nll-margin", "0"], "--nll-margin 0.0 is invalid"),
     (["report", "{tmp}/sweep", "--power", "2"], "--power 2.0 is invalid"),
-    (["evaluate", "ckpt=[]", "hydra.run.dir={tmp}/eval"], "ckpt=[] names no checkpoint"),
+    (["evaluate", "ckpt=[]", "hydra.run.dir={tmp}/eval"], "ckpt=[] names no model"),
     (["push", "{src}", "not a repo id!"], "not a repo id!"),
     (["import-hdvw", "{tmp}/missing.pth", "--out", "{tmp}/e", "--arch", "resnet_9000"], "--arch 'resnet_9000': pass"),
     (["push", "{src}", "me/model", "--revision", ""], "--revision '' is invalid"),

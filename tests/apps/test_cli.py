@@ -126,7 +126,7 @@ def test_help_lists_the_config_groups_their_options_and_examples(monkeypatch, ca
     assert "hydra/" not in text and not list(tmp_path.iterdir())  # Hydra's own groups left out; nothing written
 
     text = run_help(cli.evaluate_main, "evaluate.py", monkeypatch, capsys)
-    assert text.startswith("alternet evaluate: score checkpoints")
+    assert text.startswith("alternet evaluate: score models")
     assert re.search(r"^analysis: .*fourier", text, re.MULTILINE) and "alternet evaluate ckpt=" in text
 
 

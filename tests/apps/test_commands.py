@@ -83,7 +83,7 @@ def test_the_hydra_commands_explain_themselves(command, capsys, monkeypatch, tmp
     ("args", "message"),
     [
         (["train", "recipe.epochs=-1"], "error: recipe.epochs=-1 is invalid: must be an integer >= 1"),
-        (["evaluate", "ckpt=/nonexistent/model.ckpt"], "error: checkpoint /nonexistent/model.ckpt does not exist"),
+        (["evaluate", "ckpt=/nonexistent/model.ckpt"], "error: /nonexistent/model.ckpt does not exist: expected"),
         (["export", "/nonexistent/run", "--out", "OUT"], "error: /nonexistent/run does not exist"),
         (["report", "/nonexistent/sweep"], "error: sweep directory /nonexistent/sweep does not exist"),
         (["shards", "/nonexistent/images", "OUT"], "error: "),

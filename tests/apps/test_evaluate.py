@@ -6,13 +6,22 @@ import re
 
 import numpy as np
 import pytest
+import timm
+import torch
 from hydra import compose, initialize_config_dir
+from PIL import Image
+from timm.models import save_for_hf
 
+from alternet import hub
 from alternet.apps.evaluate import run_evaluate
 from alternet.apps.train import train
+from alternet.data import build_datamodule
+from alternet.dataset_facts import FACTS
 from alternet.metrics import calibration_metrics
 
-from helpers import CONF, FAST, compose_train, run_main, run_script
+from helpers import CONF, FAST, assert_one_line_error, cached_repo, compose_train, run_main, run_script
+from helpers.hdvw import alternet_to_hdvw, randomized, save_as_hdvw
+from helpers.imagefolders import COLOURS, make_image_folder
 
 FEW = ["robustness.max_images=24", "robustness.workers=1"]
 
@@ -197,8 +206,134 @@ def test_a_data_set_of_other_class_names_warns_and_the_same_ones_in_another_orde
         (tmp_path / "train" / name).mkdir(parents=True)
         Image.new("RGB", (8, 8)).save(tmp_path / "train" / name / "0.png")
     data = build_datamodule({"name": "imagefolder", "root": str(tmp_path), "image_size": 8}, {"batch_size": 1}, seed=0)
-    check_class_names(["cat", "dog"], data, tmp_path / "x.ckpt")
-    with pytest.warns(AlternetWarning, match="label 0 is 'a' in the checkpoint .* but 'cat' in data=imagefolder"):
-        check_class_names(["a", "b"], data, tmp_path / "x.ckpt")
-    with pytest.raises(CheckpointError, match="the data's classes are the checkpoint's in another order"):
-        check_class_names(["dog", "cat"], data, tmp_path / "x.ckpt")
+    check_class_names(["cat", "dog"], data, "x.ckpt")
+    with pytest.warns(AlternetWarning, match="label 0 is 'a' in x.ckpt but 'cat' in data=imagefolder"):
+        check_class_names(["a", "b"], data, "x.ckpt")
+    with pytest.raises(CheckpointError, match="the data's classes are the model's in another order"):
+        check_class_names(["dog", "cat"], data, "x.ckpt")
+
+
+# any model: every source alternet.hub.load reads ---------------------------------------------------
+
+
+def direct_predictions(model: torch.nn.Module, **data) -> np.ndarray:
+    """The test split's class probabilities, computed here without the evaluator."""
+    datamodule = build_datamodule({"name": "digits", "num_workers": 0} | data, {"batch_size": 64}, seed=0)
+    datamodule.setup()
+    with torch.no_grad():
+        return np.concatenate([model.eval()(x).softmax(1).numpy() for x, _ in datamodule.test_dataloader()])
+
+
+def scored_predictions(out) -> np.ndarray:
+    return np.load(out / "predictions.npz")["probs"]
+
+
+def test_an_export_is_scored_as_its_checkpoint(digits_run, tmp_path):
+    export = hub.export(digits_run, tmp_path / "export")
+    from_export = evaluate_in_process(f"ckpt={export}", out=tmp_path / "a")[0]
+    from_run = evaluate_in_process(f"ckpt={digits_run}", out=tmp_path / "b")[0]
+    assert from_export["source"] == str(export) and from_export["model"] == from_run["model"]
+    assert {k: from_export["test"][k] for k in ("acc", "nll")} == {k: from_run["test"][k] for k in ("acc", "nll")}
+    np.testing.assert_array_equal(scored_predictions(tmp_path / "a"), scored_predictions(tmp_path / "b"))
+
+
+def test_an_hdvw_checkpoint_is_scored_with_its_own_preprocessing(tmp_path):
+    """HDVW's AlterNet-18 with ten classes is a CIFAR-10 model: on digits it gets CIFAR-10's 32 px and statistics."""
+    model = randomized("alternet_r18", num_classes=10)
+    file = save_as_hdvw(tmp_path / "alternet_18_cifar10.pth.tar", "alternet_18", alternet_to_hdvw(model))
+    report = evaluate_in_process(f"ckpt=hdvw:{file}", "data=digits", out=tmp_path / "eval")[0]
+    assert report["model"] == "alternet_r18" and report["source"] == f"hdvw:{file}"
+    cifar10 = FACTS["cifar10"]
+    expected = direct_predictions(model, image_size=32, mean=list(cifar10.mean), std=list(cifar10.std))
+    np.testing.assert_allclose(scored_predictions(tmp_path / "eval"), expected, atol=1e-5)
+
+
+def test_a_timm_save_is_scored_with_the_preprocessing_it_records_unless_the_command_line_sets_it(
+    tmp_path, monkeypatch, capsys
+):
+    torch.manual_seed(0)
+    preprocessing = {"input_size": (3, 24, 24), "mean": (0.4, 0.4, 0.4), "std": (0.3, 0.3, 0.3), "crop_pct": 1.0}
+    model = timm.create_model("test_resnet", num_classes=10, pretrained_cfg_overlay=preprocessing).eval()
+    saved = tmp_path / "saved"
+    save_for_hf(model, saved)  # timm's default: pytorch_model.bin, read with weights_only=True
+    assert sorted(p.name for p in saved.iterdir()) == ["config.json", "pytorch_model.bin"]
+    report = evaluate_in_process(f"ckpt=local-dir:{saved}", "data=digits", out=tmp_path / "own")[0]
+    assert report["model"] == "test_resnet"
+    own = direct_predictions(model, image_size=24, mean=[0.4] * 3, std=[0.3] * 3)
+    np.testing.assert_allclose(scored_predictions(tmp_path / "own"), own, atol=1e-5)
+
+    out = tmp_path / "set"
+    args = [f"ckpt=local-dir:{saved}", "data=digits", "data.image_size=16", f"hydra.run.dir={out}"]
+    code, stderr = run_main("evaluate.py", args, monkeypatch, capsys)
+    assert code == "0" and "expects data.image_size=24 but is evaluated with 16" in stderr
+    set_here = direct_predictions(model, image_size=16, mean=[0.4] * 3, std=[0.3] * 3)
+    np.testing.assert_allclose(scored_predictions(out), set_here, atol=1e-5)
+
+
+def test_a_hub_model_gets_imagenet_c_and_mce_on_an_image_folder(hub_cache, tmp_path):
+    """A model alternet did not train, from the Hugging Face cache offline, on class folders with ImageNet-C files
+    of the same classes: scored clean and corrupted, with mCE against AlexNet."""
+    torch.manual_seed(0)
+    model = timm.create_model("test_resnet", num_classes=3, pretrained_cfg_overlay={"input_size": (3, 16, 16)})
+    save_for_hf(
+        model,
+        cached_repo(hub_cache, "someone/tiny"),
+        safe_serialization=True,
+        model_config={"label_names": sorted(COLOURS)},
+    )
+    folder = make_image_folder(tmp_path / "images", splits={"train": 2, "test": 4}, odd_formats=False, size=20)
+    tree = write_imagenet_c(tmp_path / "ImageNet-C", sorted(COLOURS), corruptions=["fog"])
+    report = evaluate_in_process(
+        "ckpt=hf-hub:someone/tiny",
+        "data=imagefolder",
+        f"data.root={folder}",
+        "data.num_workers=0",
+        f"robustness.root={tree}",
+        "robustness.corruptions=[fog]",
+        "robustness.baseline=alexnet",
+        out=tmp_path / "eval",
+    )[0]
+    assert report["model"] == "test_resnet" and report["data"] == "imagefolder"
+    robustness = report["robustness"]
+    assert robustness["layout"] == "imagenet-c" and robustness["source"] == "real"
+    assert [row["n"] for row in robustness["table"]] == [3] * 5
+    assert robustness["summary"]["mce"] is not None
+
+
+def write_imagenet_c(root, classes, corruptions, per_class=1):
+    """<root>/<corruption>/<severity>/<class>/<i>.JPEG, 20 px."""
+    rng = np.random.default_rng(0)
+    for corruption in corruptions:
+        for severity in range(1, 6):
+            for name in classes:
+                folder = root / corruption / str(severity) / name
+                folder.mkdir(parents=True)
+                for i in range(per_class):
+                    Image.fromarray(rng.integers(0, 256, (20, 20, 3), dtype=np.uint8)).save(folder / f"{i}.JPEG")
+    return root
+
+
+def test_a_source_that_names_nothing_is_one_line_listing_what_is_accepted(tmp_path, monkeypatch, capsys):
+    for source, says in [
+        (tmp_path / "missing", "does not exist: expected a run directory, a checkpoint (.ckpt), an export directory"),
+        ("timm:resnet50.nope", "timm:resnet50.nope: Invalid pretrained tag (nope) for resnet50."),
+        ("timm:alternet_tiny", "timm:alternet_tiny has no pretrained weights in timm's registry"),
+        ("timm:resnet5O", "unknown model 'resnet5O'"),
+        ("hf-hub:tiny", "hf-hub:tiny names no repository: expected hf-hub:OWNER/REPO[@REVISION]"),
+        (f"local-dir:{tmp_path}", "has no config.json: expected a folder as timm's save_for_hf"),
+    ]:
+        code, stderr = run_main(
+            "evaluate.py", [f"ckpt={source}", f"hydra.run.dir={tmp_path / 'out'}"], monkeypatch, capsys
+        )
+        assert_one_line_error(code, stderr, says)
+        assert not (tmp_path / "out").exists()
+
+
+def test_a_model_that_records_no_data_set_asks_for_one(hub_cache, tmp_path, monkeypatch, capsys):
+    model = timm.create_model("test_resnet", num_classes=3)
+    save_for_hf(model, cached_repo(hub_cache, "someone/tiny"), safe_serialization=True)
+    args = ["ckpt=hf-hub:someone/tiny", f"hydra.run.dir={tmp_path / 'out'}"]
+    code, stderr = run_main("evaluate.py", args, monkeypatch, capsys)
+    assert_one_line_error(
+        code, stderr, "hf-hub:someone/tiny does not say which of alternet's data sets it was trained on"
+    )

@@ -12,8 +12,17 @@ from helpers.configs import (
     compose_train,
     resolved,
 )
+from helpers.models import cached_repo
 from helpers.paths import CONF, ROOT, SHARED_DATA, fingerprint
-from helpers.processes import main_output, module_output, run_main, run_script, run_warm, script_output
+from helpers.processes import (
+    assert_one_line_error,
+    main_output,
+    module_output,
+    run_main,
+    run_script,
+    run_warm,
+    script_output,
+)
 
 __all__ = [
     "CONF",
@@ -25,6 +34,8 @@ __all__ = [
     "ROOT",
     "SHARED_DATA",
     "TINY_ANALYSIS_BUDGETS",
+    "assert_one_line_error",
+    "cached_repo",
     "compose_train",
     "fingerprint",
     "main_output",

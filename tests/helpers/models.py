@@ -1,6 +1,9 @@
-"""Models and weights: parameter counts, the model a config builds, exact equality of two state dicts."""
+"""Models and weights: parameter counts, the model a config builds, exact equality of two state dicts, a
+repository in the Hugging Face cache."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import torch
 
@@ -29,3 +32,14 @@ def assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) 
     assert a.keys() == b.keys()
     different = [k for k in a if not torch.equal(a[k], b[k])]
     assert not different, f"{len(different)} tensors differ, e.g. {different[:3]}"
+
+
+def cached_repo(cache: Path, repo_id: str) -> Path:
+    """The snapshot folder of ``repo_id`` as huggingface_hub caches a download (``models--OWNER--NAME/refs/main``
+    naming ``snapshots/COMMIT``), where offline loads find its files: write them into the returned folder."""
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    base = cache / f"models--{repo_id.replace('/', '--')}"
+    (base / "refs").mkdir(parents=True)
+    (base / "refs" / "main").write_text(commit)
+    (base / "snapshots" / commit).mkdir(parents=True)
+    return base / "snapshots" / commit

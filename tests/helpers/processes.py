@@ -39,6 +39,14 @@ def run_main(script: str, arguments: list[str], monkeypatch, capsys) -> tuple[st
     return code, stderr
 
 
+def assert_one_line_error(code: str, stderr: str, *fragments: str) -> None:
+    """A command ended on one ``error:`` line holding every fragment, with no traceback."""
+    assert code.startswith("error: ") and "\n" not in code, code
+    assert "Traceback" not in stderr, stderr[-2000:]
+    for fragment in fragments:
+        assert fragment in code, code
+
+
 def main_output(script: str, arguments: list[str], monkeypatch, capsys) -> tuple[str, str, str]:
     """(exit message or status, stdout, stderr) of ``python SCRIPT ARGUMENTS``, run in this process: the same entry
     point without a fresh interpreter's ~8 s of imports. A script that returns exits with "0"."""

@@ -17,6 +17,7 @@ import timm
 import torch
 from omegaconf import OmegaConf
 from safetensors.torch import load_file, save_file
+from timm.models import save_for_hf
 
 import alternet
 import alternet.hub as hub
@@ -24,12 +25,14 @@ from alternet.apps.train import train
 from alternet.data import build_datamodule
 from alternet.errors import CheckpointError, ConfigValueError
 from alternet.evaluation.robustness import RobustnessRow, robustness_record, robustness_summary, update_metrics_json
+from alternet.hub.sources import open_source, preprocessing
 from alternet.models import create_model
 from alternet.tracking import artifact_notice, log_model_artifacts
 from alternet.training import build_module
 from alternet.training.module import ClassificationModule
 
-from helpers import FAST, compose_train, main_output, module_output
+from helpers import FAST, cached_repo, compose_train, main_output, module_output
+from helpers.models import assert_same_weights
 
 # pytest-xdist: the whole module on one worker, so that its pretrained run (session-scoped) is made once
 pytestmark = pytest.mark.xdist_group("test_hub")
@@ -494,3 +497,42 @@ def test_linear_probe_example_runs(pretrained, monkeypatch, capsys):
     assert code == "0", stderr[-3000:]
     found = re.search(r"on digits: train 1437, test 360 images, test accuracy ([0-9.]+)", stdout)
     assert found and float(found.group(1)) > 0.8, stdout
+
+
+def test_timm_and_hub_sources_load_from_the_cache_offline_and_name_it_when_absent(hub_cache):
+    """timm:NAME (the registry's weights) and hf-hub:REPO (a repository in timm's format) read the Hugging Face
+    cache, as an offline user has it; absent, one line says where they were looked for."""
+    for source in ("timm:test_resnet.r160_in1k", "hf-hub:someone/tiny"):
+        with pytest.raises(
+            CheckpointError, match=rf"^{source} could not be read: .*cache \({re.escape(str(hub_cache))}"
+        ):
+            hub.load(source)
+    torch.manual_seed(0)
+    registry = timm.create_model("test_resnet")
+    save_file(registry.state_dict(), cached_repo(hub_cache, "timm/test_resnet.r160_in1k") / "model.safetensors")
+    loaded = hub.load("timm:test_resnet.r160_in1k")
+    assert loaded.pretrained_cfg["tag"] == "r160_in1k" and loaded.load_report.loaded == len(registry.state_dict())
+    assert_same_weights(loaded.state_dict(), registry.state_dict())
+    assert hub.load("timm:test_resnet.r160_in1k", num_classes=3).num_classes == 3  # a new head, as for any source
+
+    three = timm.create_model("test_resnet", num_classes=3, pretrained_cfg_overlay={"mean": (0.1, 0.2, 0.3)})
+    save_for_hf(
+        three,
+        cached_repo(hub_cache, "someone/tiny"),
+        safe_serialization=True,
+        model_config={"label_names": ["a", "b", "c"]},
+    )
+    opened = open_source("hf-hub:someone/tiny")
+    assert opened.architecture == "test_resnet" and opened.pretrained_cfg["label_names"] == ["a", "b", "c"]
+    assert preprocessing(opened)["mean"] == [0.1, 0.2, 0.3]
+    torch.testing.assert_close(hub.load("hf-hub:someone/tiny")(digits_batch()), three.eval()(digits_batch()))
+
+
+def test_a_timm_save_loads_as_local_dir_in_either_weights_format(tmp_path):
+    torch.manual_seed(0)
+    model = timm.create_model("test_vit", num_classes=4).eval()
+    for safe in (False, True):
+        save_for_hf(model, tmp_path / str(safe), safe_serialization=safe)
+        loaded = hub.load(f"local-dir:{tmp_path / str(safe)}", strict=True)
+        x = torch.randn(1, 3, 160, 160)
+        torch.testing.assert_close(loaded(x), model(x))

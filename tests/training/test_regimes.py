@@ -280,9 +280,10 @@ def test_the_presets_transformers_train_through_train_py(model, tmp_path):
 
 def test_evaluate_reads_packaged_data_options_with_their_defaults_lists():
     """evaluate.py falls back to a data set's packaged option; it must see the keys that option inherits."""
-    from alternet.apps.evaluate import packaged_config
+    from alternet.apps.evaluate import packaged_data
 
-    imagenet = packaged_config("data", "imagenet")
-    assert imagenet.name == "imagenet" and imagenet.crop_pct == 0.875  # from data/imagefolder
-    assert imagenet.train_clean_size == 2000 and "defaults" not in imagenet  # from data/_base
-    assert packaged_config("data", "cifar100").val_size == 0
+    imagenet = packaged_data("imagenet", "/data")
+    assert imagenet["name"] == "imagenet" and imagenet["crop_pct"] == 0.875  # from data/imagefolder
+    assert imagenet["train_clean_size"] == 2000 and "defaults" not in imagenet  # from data/_base
+    assert packaged_data("cifar100", "/data")["val_size"] == 0
+    assert packaged_data("cifar100", "/data")["root"] == "/data"

@@ -70,7 +70,7 @@ class TrainConfig(Section):
 class EvaluateConfig(EvaluationConfig):
     """``alternet evaluate``'s config (evaluate.yaml): the evaluation settings at its root."""
 
-    ckpt: Any  # a .ckpt, a run directory, or a list of them
+    ckpt: Any  # any source alternet.hub.load reads, or a list of them
     data_root: str | None
     use_ema: bool
     out_dir: str
@@ -78,6 +78,7 @@ class EvaluateConfig(EvaluationConfig):
     paths: PathsConfig
     data: Any = None  # the data group when one is chosen (default: the checkpoint's data)
     analysis: Any = None  # the analyses chosen (analysis=[...]), their budgets checked by alternet.analysis.config
+    recipe: Any = None  # recipe=NAME: the training recipe of a model that records none (the objective analyses)
 
 
 def register() -> None:

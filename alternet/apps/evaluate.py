@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from .. import tracking
 from ..analysis import parse_configs, run_analyses
+from ..analysis.config import ObjectiveConfig
 from ..data import DATAMODULES, ImageDataModule, build_datamodule
 from ..errors import AlternetWarning, CheckpointError, ConfigValueError
 from ..evaluation import Evaluator
@@ -134,6 +135,24 @@ def check_class_names(saved: list[Any] | None, datamodule: ImageDataModule, loca
     )
 
 
+def training_recipe(cfg: DictConfig, source: Source) -> dict[str, Any]:
+    """The recipe the model was trained with: ``recipe=NAME`` if given, else the one it records. The analyses of
+    the training objective (loss, weight decay, batch size, augmentation) need one: refused before any work when
+    there is none."""
+    if cfg.get("recipe"):
+        return OmegaConf.to_container(cfg.recipe, resolve=True)
+    recipe = source.hyper_parameters.get("recipe") or {}
+    configs = parse_configs(list(cfg.analysis), OmegaConf.to_container(cfg.analysis)) if cfg.get("analysis") else {}
+    needing = [name for name, config in configs.items() if isinstance(config, ObjectiveConfig)]
+    if needing and not recipe:
+        raise ConfigValueError(
+            f"analysis={needing[0]} measures the training objective (loss, weight decay, batch size, augmentation) "
+            f"and {source.location} records no training recipe: give the one it was trained with, e.g. "
+            "recipe=imagenet (alternet/conf/recipe/)"
+        )
+    return recipe
+
+
 def evaluate_model(
     cfg: DictConfig,
     reference: str,
@@ -144,8 +163,8 @@ def evaluate_model(
     """Score the model ``reference`` names (any source :func:`alternet.hub.load` reads) into ``out_dir``
     (``wandb``: the W&B settings of :func:`wandb_settings`, None: no W&B; ``set_keys``: the command line's)."""
     source = open_source(reference, ema=bool(cfg.use_ema))
+    recipe = training_recipe(cfg, source)  # its augmentation and loss feed the analyses of the training objective
     model = build_model(source, strict=True)
-    recipe = source.hyper_parameters.get("recipe") or {}  # its augmentation feeds the analyses of training batches
     datamodule = build_datamodule(
         data_config(cfg, source, set(set_keys)),
         {"batch_size": cfg.batch_size, "augment": recipe.get("augment")},

@@ -337,3 +337,22 @@ def test_a_model_that_records_no_data_set_asks_for_one(hub_cache, tmp_path, monk
     assert_one_line_error(
         code, stderr, "hf-hub:someone/tiny does not say which of alternet's data sets it was trained on"
     )
+
+
+def test_the_analyses_take_a_timm_model_and_ask_for_its_recipe_where_they_measure_the_training_loss(
+    tmp_path, monkeypatch, capsys
+):
+    torch.manual_seed(0)
+    saved = tmp_path / "saved"
+    save_for_hf(timm.create_model("test_vit", num_classes=10, img_size=16), saved, model_args={"img_size": 16})
+    hessian = ["analysis.hessian.images=8", "analysis.hessian.k=1", "analysis.hessian.iterations=2"]
+    budgets = ["analysis.attention.images=8", *hessian, "analysis.hessian.minibatches=0"]
+    args = [f"ckpt=local-dir:{saved}", "data=digits", "analysis=[attention,hessian]", *budgets]
+    code, stderr = run_main("evaluate.py", [*args, f"hydra.run.dir={tmp_path / 'no-recipe'}"], monkeypatch, capsys)
+    assert_one_line_error(code, stderr, "analysis=hessian measures the training objective", "recipe=imagenet")
+    assert not (tmp_path / "no-recipe").exists()
+    code, _ = run_main(
+        "evaluate.py", [*args, "recipe=digits", f"hydra.run.dir={tmp_path / 'out'}"], monkeypatch, capsys
+    )
+    analysis = json.loads((tmp_path / "out" / "metrics.json").read_text())["analysis"]
+    assert code == "0" and set(analysis) == {"attention", "hessian"}

@@ -278,7 +278,16 @@ Section = dict[str, Any]  # a split's metrics (``{"acc": ..., "nll": ...}``) or 
 
 # keys written only when the run has them (older runs and runs without EMA, a clean training subset, skipped images
 # or an evaluation after training leave them out)
-_WRITTEN_WHEN_SET = ("test_ema", "train_clean", "skipped_images", "calibration", "robustness", "evaluation_dir")
+_WRITTEN_WHEN_SET = (
+    "test_ema",
+    "train_clean",
+    "skipped_images",
+    "calibration",
+    "selective",
+    "ood",
+    "robustness",
+    "evaluation_dir",
+)
 _REQUIRED = ("model", "data", "test", "epochs", "global_step")  # every training summary ever written has them
 
 
@@ -311,6 +320,8 @@ class RunSummary(Mapping[str, Any]):
     skipped_images: int | None = None  # unreadable files skipped (data.skip_corrupt)
     optimized_metric: OptimizedMetric | None = None
     calibration: Section | None = None  # evaluate.after_training: the evaluation's test record
+    selective: Section | None = None  # evaluate.after_training: selective classification (AURC, AUGRC, ...)
+    ood: Section | None = None  # evaluate.after_training with evaluate.ood.root: the OOD record
     robustness: Section | None = None  # evaluate.after_training: the robustness record
     evaluation_dir: str | None = None
     curves: str | None = None

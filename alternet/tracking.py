@@ -355,8 +355,8 @@ def log_report(run: Any, report: Mapping[str, Any], prefix: str = "eval") -> Non
     """Put an evaluation report (its metrics.json) into ``run``: summary numbers, the robustness table, images."""
     import wandb
 
-    for section in ("test", "temperature_scaling"):
-        if section in report:
+    for section in ("test", "temperature_scaling", "selective", "ood"):
+        if report.get(section):
             run.summary.update(flatten(report[section], f"{prefix}/{section}"))
     payload: dict[str, Any] = {}
     robustness = report.get("robustness")

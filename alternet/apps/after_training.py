@@ -20,7 +20,8 @@ def evaluate_after_training(
     model: nn.Module, datamodule: ImageDataModule, config: dict[str, Any], run_dir: Path
 ) -> dict[str, Any]:
     """Score ``model`` into the run's ``eval/`` and its own W&B run; returns the summary's fields it fills
-    (:class:`~alternet.rundir.RunSummary`: ``calibration``, ``robustness``, ``evaluation_dir``)."""
+    (:class:`~alternet.rundir.RunSummary`: ``calibration``, ``selective``, ``ood``, ``robustness``,
+    ``evaluation_dir``)."""
     settings = config["evaluate"] | {"label": config["model"]["name"]}
     meta = {"model": config["model"]["name"], "data": config["data"]["name"]}
     eval_dir = RunDir(run_dir).eval_dir
@@ -28,7 +29,13 @@ def evaluate_after_training(
     report = evaluator.run(meta)
     if config["logger"]["wandb"] and (run := tracking.active_run()) is not None:
         tracking.log_report(run, report)
-    return {"calibration": report["test"], "robustness": report.get("robustness"), "evaluation_dir": str(eval_dir)}
+    return {
+        "calibration": report["test"],
+        "selective": report.get("selective"),
+        "ood": report.get("ood"),
+        "robustness": report.get("robustness"),
+        "evaluation_dir": str(eval_dir),
+    }
 
 
 def export_after_training(config: dict[str, Any], summary: RunSummary) -> Path | None:

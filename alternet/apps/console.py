@@ -163,6 +163,20 @@ def evaluation_report(report: Mapping[str, Any], out_dir: Path) -> str:
         f"\n{report['model']} on {report['data']} ({report['checkpoint']})",
         "  test: " + "  ".join(f"{k} {test[k]:.4f}" for k in ("acc", "top5", "nll", "ece", "brier")),
     ]
+    if "ece_adaptive" in test:
+        lines.append(f"  calibration: ece equal-mass {test['ece_adaptive']:.4f}  classwise {test['ece_classwise']:.4f}")
+    if report.get("selective"):
+        selective = report["selective"]
+        lines.append(
+            f"  selective: aurc {selective['aurc']:.4f}  augrc {selective['augrc']:.4f}  "
+            f"acc at 90% coverage {selective['acc_cov90']:.4f}  at 95% {selective['acc_cov95']:.4f}"
+        )
+    if report.get("ood"):
+        ood = report["ood"]
+        scores = "  ".join(
+            f"{name}: auroc {ood[name]['auroc']:.4f} fpr95 {ood[name]['fpr95']:.4f}" for name in ("msp", "energy")
+        )
+        lines.append(f"  ood ({ood['n_out']} images of {ood['root']}): {scores}")
     if "temperature_scaling" in report:
         scaled = report["temperature_scaling"]
         after = scaled["test"]

@@ -18,6 +18,14 @@ class CalibrationConfig(Section):
 
 
 @dataclass(kw_only=True)
+class OodConfig(Section):
+    """Out-of-distribution images scored against the test split (:mod:`alternet.evaluation.ood`)."""
+
+    root: str | None
+    max_images: int | None
+
+
+@dataclass(kw_only=True)
 class RobustnessConfig(Section):
     """Corruption robustness: real files (``root``) or corruptions generated into ``cache_dir``."""
 
@@ -44,6 +52,7 @@ class EvaluationConfig(Section):
     batch_size: int
     num_workers: Any  # auto | an integer >= 0
     calibration: CalibrationConfig
+    ood: OodConfig
     robustness: RobustnessConfig
 
     def check(self) -> None:

@@ -1,4 +1,5 @@
-"""Score one model: calibration on the test split, optional temperature scaling, corruption robustness;
+"""Score one model: calibration and selective classification on the test split, optional temperature scaling,
+out-of-distribution detection, corruption robustness;
 write metrics.json, predictions.npz, CSV tables and plots, and log them to W&B when a run is active."""
 
 from __future__ import annotations
@@ -16,12 +17,21 @@ from ..data.workers import check_workers, loader_workers
 from ..errors import ConfigValueError, is_integer, one_of, require
 from ..files import atomic_write, write_json
 from ..metrics import apply_temperature, calibration_metrics, fit_temperature, reliability_bins, softmax
+from ..metrics.uncertainty import (
+    adaptive_ece,
+    classwise_ece,
+    ood_metrics,
+    ood_scores,
+    risk_coverage,
+    selective_metrics,
+)
 from ..progress import Progress
 from ..rundir import METRICS_FILE, PREDICTIONS_FILE
 from .baselines import resolve_baseline
 from .corrupted import CorruptedSets, check_robustness, is_benchmark, open_corrupted_sets, source_and_benchmark
 from .inference import AUTOCAST, choose_device, device_count, fast_precision, predict_sets
-from .plots import corruption_heatmap, reliability_diagram
+from .ood import OodSet, check_ood, open_ood_set
+from .plots import corruption_heatmap, ood_histograms, reliability_diagram, risk_coverage_plot
 from .robustness import (
     FAMILY_OF,
     RobustnessBaseline,
@@ -51,6 +61,8 @@ def check_settings(settings: Mapping[str, Any], prefix: str = "") -> None:
     check_workers(settings.get("num_workers"), f"{prefix}num_workers")
     if robustness:
         check_robustness(robustness, f"{prefix}robustness.")
+    if settings.get("ood"):
+        check_ood(settings["ood"], f"{prefix}ood.")
 
 
 INTEGER_1 = "must be an integer >= 1"
@@ -112,14 +124,27 @@ class Evaluator:
     # calibration ----------------------------------------------------------------------------
 
     def calibration(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The test split: calibration (equal-width, equal-mass and classwise ECE among them), selective
+        classification, and temperature scaling when asked."""
         logits, labels = self._predict("test")
         probs = softmax(logits)
-        metrics: dict[str, Any] = {"test": calibration_metrics(probs, labels, self.n_bins, logits=logits)}
+        metrics: dict[str, Any] = {"test": self._split_metrics(probs, labels, logits)}
         bins = reliability_bins(probs, labels, self.n_bins)
         reliability_diagram(bins, self._file(self.out_dir / "reliability.png"), title=self._title("test"))
+        metrics["selective"] = selective_metrics(probs, labels)
+        curve = risk_coverage(probs, labels)
+        risk_coverage_plot(
+            *curve, metrics["selective"], self._file(self.out_dir / "risk_coverage.png"), self._title("test")
+        )
         if self.settings["calibration"]["temperature_scaling"]:
             metrics["temperature_scaling"] = self._temperature(logits, labels)
         return metrics, {"logits": logits, "probs": probs.astype(np.float32), "labels": labels}
+
+    def _split_metrics(self, probs: np.ndarray, labels: np.ndarray, logits: np.ndarray) -> dict[str, float]:
+        return calibration_metrics(probs, labels, self.n_bins, logits=logits) | {
+            "ece_adaptive": adaptive_ece(probs, labels, self.n_bins),
+            "ece_classwise": classwise_ece(probs, labels, self.n_bins),
+        }
 
     def _temperature(self, logits: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
         if "val" not in self.datamodule.splits:
@@ -133,8 +158,23 @@ class Evaluator:
         bins = reliability_bins(scaled, labels, self.n_bins)
         title = self._title(f"test, T={temperature:.3f}")
         reliability_diagram(bins, self._file(self.out_dir / "reliability_temperature.png"), title=title)
-        scaled_metrics = calibration_metrics(scaled, labels, self.n_bins, logits=logits / temperature)
-        return {"temperature": temperature, "test": scaled_metrics}
+        return {"temperature": temperature, "test": self._split_metrics(scaled, labels, logits / temperature)}
+
+    # out of distribution --------------------------------------------------------------------
+
+    def open_ood(self) -> OodSet | None:
+        cfg = self.settings.get("ood") or {}
+        return open_ood_set(cfg, self.datamodule) if cfg.get("root") else None
+
+    def ood(self, ood_set: OodSet, logits: np.ndarray) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The test split's scores against the out-of-distribution images'."""
+        ((outside_logits, _),) = self._predict_sets([ood_set.dataset], ["ood"])
+        inside, outside = ood_scores(logits), ood_scores(outside_logits)
+        record: dict[str, Any] = ood_set.record() | {"n_in": len(logits)}
+        record |= {name: ood_metrics(inside[name], outside[name]) for name in inside}
+        path = self._file(self.out_dir / "ood_scores.png")
+        ood_histograms(inside, outside, record, path, self._title(f"vs {ood_set.root.name}"))
+        return record, {f"ood/{name}": scores.astype(np.float32) for name, scores in outside.items()}
 
     def _title(self, what: str) -> str:
         return f"{self.settings['label']} on {self.datamodule.name} ({what})"
@@ -208,10 +248,14 @@ class Evaluator:
 
     def run(self, meta: Mapping[str, Any]) -> dict[str, Any]:
         robust = self.open_robustness() if self.robustness_enabled() else None  # errors before any work
+        ood = self.open_ood()
         self.out_dir.mkdir(parents=True, exist_ok=True)
         metrics, arrays = self.calibration()
         report: dict[str, Any] = dict(meta) | metrics
         report["loader"] = {"num_workers": self.num_workers, "devices": device_count(self.device)}
+        if ood is not None:
+            report["ood"], scores = self.ood(ood, arrays["logits"])
+            arrays |= scores
         if robust is not None:
             report["robustness"], corrupted = self.robustness(*robust, arrays["probs"], arrays["labels"])
             arrays |= corrupted

@@ -1,4 +1,4 @@
-"""Figures for evaluation reports: reliability diagram and corruption heatmap.
+"""Figures for evaluation reports: reliability diagram, corruption heatmap, risk-coverage curve, OOD score histograms.
 
 Figures are built on :class:`matplotlib.figure.Figure` and rendered with the Agg canvas, so nothing touches
 pyplot's global state or opens a window; every function writes a PNG and returns its path.
@@ -167,3 +167,43 @@ def _label_families(ax: Axes, rows: Sequence[RobustnessRow], corruptions: list[s
             clip_on=False,
         )
         start = index
+
+
+def risk_coverage_plot(
+    coverage: np.ndarray, risk: np.ndarray, generalised: np.ndarray, areas: dict, path: str | Path, title: str
+) -> Path:
+    """Selective risk and generalised risk against coverage (the model abstains on its least confident), with the
+    error rate a random ranker would keep at every coverage; ``areas``: ``aurc`` and ``augrc``."""
+    fig = Figure(figsize=(5.6, 4.2), layout="constrained")
+    ax = fig.subplots()
+    ax.plot(coverage, risk, color=ACCURACY_COLOR, label=f"selective risk (AURC {areas['aurc']:.4f})")
+    ax.plot(coverage, generalised, color=GAP_COLOR, label=f"generalised risk (AUGRC {areas['augrc']:.4f})")
+    ax.axhline(risk[-1], linestyle="--", color="0.4", linewidth=1, label="error rate (no abstention)")
+    ax.set(xlabel="coverage", ylabel="risk", xlim=(0, 1), ylim=(0, max(0.05, float(risk.max()) * 1.05)))
+    ax.xaxis.set_major_formatter(PercentFormatter(1.0))
+    ax.legend(fontsize=8)
+    fig.suptitle(title, fontsize=11)
+    return save_figure(fig, path)
+
+
+def ood_histograms(
+    inside: dict[str, np.ndarray],
+    outside: dict[str, np.ndarray],
+    metrics: dict[str, dict],
+    path: str | Path,
+    title: str,
+) -> Path:
+    """One panel per score: its histogram on the test split and on the out-of-distribution images."""
+    fig = Figure(figsize=(5.2 * len(inside), 3.8), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(1, len(inside)))
+    for ax, name in zip(axes, inside):
+        both = np.r_[inside[name], outside[name]]
+        edges = np.histogram_bin_edges(both, bins=40)
+        ax.hist(inside[name], bins=edges, alpha=0.6, density=True, color=ACCURACY_COLOR, label="test (in)")
+        ax.hist(outside[name], bins=edges, alpha=0.6, density=True, color=GAP_COLOR, label="out of distribution")
+        scores = metrics[name]
+        ax.set(xlabel=name, ylabel="density")
+        ax.set_title(f"AUROC {scores['auroc']:.3f}  ·  FPR95 {_percent(scores['fpr95'])}", fontsize=9)
+        ax.legend(fontsize=8)
+    fig.suptitle(title, fontsize=11)
+    return save_figure(fig, path)

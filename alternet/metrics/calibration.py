@@ -108,7 +108,7 @@ def _check_probabilities(probs: np.ndarray, tolerance: float) -> None:
         )
 
 
-def _confidence_and_correct(probs: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def confidence_and_correct(probs: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     confidence = np.clip(probs.max(axis=1), 0.0, 1.0)
     return confidence, probs.argmax(axis=1) == labels
 
@@ -123,7 +123,7 @@ def reliability_bins(probs: np.ndarray, labels: np.ndarray, n_bins: int = 10) ->
     if n_bins < 1:
         raise ValueError(f"n_bins must be >= 1, got {n_bins}")
     probs, labels = check_inputs(probs, labels)
-    confidence, correct = _confidence_and_correct(probs, labels)
+    confidence, correct = confidence_and_correct(probs, labels)
     edges = np.arange(n_bins + 1) / n_bins  # exactly i / n_bins, so a confidence of 0.9 sits on an edge
     index = bin_index(confidence, edges)
     counts = np.bincount(index, minlength=n_bins)
@@ -161,7 +161,7 @@ def confidence_cutoff_metrics(
     """``acc`` among confident predictions (> cutoff, NaN if none), ``unc`` share of errors that are not confident
     (<= cutoff, NaN if no errors), ``freq`` share of confident predictions."""
     probs, labels = check_inputs(probs, labels)
-    confidence, correct = _confidence_and_correct(probs, labels)
+    confidence, correct = confidence_and_correct(probs, labels)
     confident = confidence > cutoff
     errors = ~correct
     return {

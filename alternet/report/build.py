@@ -78,6 +78,10 @@ def _test_ece(run: Run) -> float | None:
     return run.metrics.test.get("ece")
 
 
+def _aurc(run: Run) -> float | None:
+    return run.aurc
+
+
 @dataclass(frozen=True)
 class Statistics:
     """How variants are compared: the verdict rule, pairing by seed, a variance pooled over the sweep, and the
@@ -215,7 +219,7 @@ def variant_rows(
     for variant, error_diff, nll_diff, epoch_diff, robust_diff in zip(variants, errors, nlls, epoch_nlls, robusts):
         error, nll, robust = variant.summary(_error), variant.summary(_nll), variant.summary(_robustness)
         epoch_nll = variant.summary(_nll_epoch)
-        test_nll, ece = variant.summary(_test_nll), variant.summary(_test_ece)
+        test_nll, ece, aurc = variant.summary(_test_nll), variant.summary(_test_ece), variant.summary(_aurc)
         if variant is baseline:
             judged = judged_epoch = "baseline"
         else:
@@ -239,6 +243,8 @@ def variant_rows(
                 "test_nll_sd": test_nll.sd if test_nll else None,
                 "test_ece": ece.mean if ece else None,
                 "test_ece_sd": ece.sd if ece else None,
+                "test_aurc": aurc.mean if aurc else None,
+                "test_aurc_sd": aurc.sd if aurc else None,
                 "robustness": robust.mean if robust else None,
                 "robustness_sd": robust.sd if robust else None,
                 **_difference_columns("robustness", robust_diff),
@@ -284,6 +290,7 @@ def run_rows(runs: Sequence[Run], keys: list[str]) -> list[dict[str, Any]]:
             "test_acc": 1.0 - run.test_error,
             "test_nll": _test_nll(run),
             "test_ece": _test_ece(run),
+            "test_aurc": run.aurc,
             "train_clean_nll": run.train_nll,
             "train_clean_acc": (run.metrics.train_clean or {}).get("acc"),
             "robustness": run.robustness,
@@ -351,7 +358,8 @@ def markdown(
         f"Swept: {', '.join(keys) or 'nothing (seeds only)'}. Baseline: `{baseline.label}`. Test error on the test "
         "split, clean training NLL on the fixed training subset in eval mode (`train_clean/nll`, last epoch), HDVW's "
         "training NLL (`train/nll_epoch`: the last epoch's mean loss on its augmented, mixed batches, as the paper "
-        "reads it; the verdict is read with each), test NLL and calibration error (ECE): mean ± "
+        "reads it; the verdict is read with each), test NLL, calibration error (ECE) and the area under the "
+        "risk-coverage curve (AURC, scored after training): mean ± "
         "sd over seeds. Δ = variant − baseline with its 95% confidence interval and Holm-corrected p-value "
         "(test error in percentage points, NLL in nats); MDE: the smallest true difference the comparison would "
         f"find with {settings.rule.power:.0%} power at alpha {settings.rule.alpha:g} (before Holm), from its own "
@@ -366,8 +374,8 @@ def markdown(
         + _robustness_note(runs),
         "",
         "| variant | n | test error | Δ error | MDE error | clean training NLL | Δ NLL | MDE NLL | test NLL | test ECE "
-        "| robustness | Δ robustness | verdict | HDVW's training NLL | Δ | verdict by it |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| test AURC | robustness | Δ robustness | verdict | HDVW's training NLL | Δ | verdict by it |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         lines.append(
@@ -376,7 +384,8 @@ def markdown(
             f"{_cell(row['train_clean_nll'], row['train_clean_nll_sd'])} | "
             f"{_delta_cell(row, 'nll', 1, '')} | {_mde_cell(row['nll_mde'], 1, '')} | "
             f"{_cell(row['test_nll'], row['test_nll_sd'])} | "
-            f"{_cell(row['test_ece'], row['test_ece_sd'])} | {_cell(row['robustness'], row['robustness_sd'])} | "
+            f"{_cell(row['test_ece'], row['test_ece_sd'])} | {_cell(row['test_aurc'], row['test_aurc_sd'])} | "
+            f"{_cell(row['robustness'], row['robustness_sd'])} | "
             f"{_delta_cell(row, 'robustness', 100, ' pp')} | {row['verdict']} | "
             f"{_cell(row['train_nll_epoch'], row['train_nll_epoch_sd'])} | {_delta_cell(row, 'nll_epoch', 1, '')} | "
             f"{row['verdict_hdvw_nll']} |"

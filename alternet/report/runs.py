@@ -58,6 +58,12 @@ class Run:
         return _correct(RunDir(self.directory).predictions)
 
     @property
+    def aurc(self) -> float | None:
+        """The area under the test risk-coverage curve, when the run was scored after training."""
+        value = (self.metrics.selective or {}).get("aurc")
+        return None if value is None else float(value)
+
+    @property
     def robustness(self) -> float | None:
         """Mean accuracy over the corruption sets, when the run scored them after training."""
         section = self.metrics.robustness or {}

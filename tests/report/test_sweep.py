@@ -247,9 +247,9 @@ def test_the_report_compares_each_variants_robustness_with_the_baselines(tmp_pat
             table = [{"corruption": "fog", "severity": s} for s in range(1, 6)]
             summary = {"robustness": robustness[model][seed]}
             scored = {"source": "generated", "table": table, "summary": summary, "images_per_condition": 2000}
-        run.write_summary(
-            RunSummary(model=model, data="cifar100", test={"acc": 0.6 + 0.01 * seed, "nll": 1.5}, robustness=scored)
-        )
+        selective = {"aurc": 0.1 + 0.01 * seed} if model == "b" else None  # the risk-coverage area, for b alone
+        test = {"acc": 0.6 + 0.01 * seed, "nll": 1.5}
+        run.write_summary(RunSummary(model=model, data="cifar100", test=test, robustness=scored, selective=selective))
     report = build_report(tmp_path / "sweep", tmp_path / "report", baseline="model=a", wandb=False)
     rows = {row["variant"]: row for row in report["variants"]}
     assert rows["model=b"]["robustness"] == pytest.approx(sum(robustness["b"]) / 3)
@@ -259,13 +259,14 @@ def test_the_report_compares_each_variants_robustness_with_the_baselines(tmp_pat
     assert rows["model=b"]["robustness_ci_low"] < delta < rows["model=b"]["robustness_ci_high"]
     assert rows["model=a"]["robustness_delta"] is None and rows["model=c"]["robustness"] is None
     assert rows["model=c"]["robustness_delta"] is None
+    assert rows["model=b"]["test_aurc"] == pytest.approx(0.11) and rows["model=a"]["test_aurc"] is None
     with open(tmp_path / "report" / "runs.csv") as f:
         assert [r["robustness"] for r in csv.DictReader(f)][:3] == ["0.3", "0.31", "0.32"]
     summary = (tmp_path / "report" / "summary.md").read_text()
     assert "| robustness | Δ robustness | verdict |" in summary
     assert "Robustness: mean accuracy over 5 generated corruption sets of 2,000 images each" in summary
     row = next(line for line in summary.splitlines() if line.startswith("| model=b"))
-    assert f"{100 * delta:+.2f} pp [" in row.split("|")[12]  # the robustness difference in percentage points
+    assert f"{100 * delta:+.2f} pp [" in row.split("|")[13]  # the robustness difference in percentage points
 
 
 def test_the_preflight_numbers_jobs_as_hydra_launches_them(sweep):

@@ -187,13 +187,18 @@ def check_preprocess(preprocess: Any, key: str = "robustness.preprocess") -> Non
 
 
 def crop_transform(
-    mean: Sequence[float], std: Sequence[float], image_size: int, preprocess: str = "center_crop"
+    mean: Sequence[float],
+    std: Sequence[float],
+    image_size: int,
+    preprocess: str = "center_crop",
+    crop_pct: float = CROP_PCT,
 ) -> A.Compose:
-    """The reference preprocessing of ImageNet-C images (see the module docstring), then normalisation."""
+    """The reference preprocessing of ImageNet-C images (see the module docstring), then normalisation;
+    ``resize_center_crop`` resizes the shorter side to ``image_size / crop_pct`` first."""
     check_preprocess(preprocess)
     ops: list[A.BasicTransform] = []
     if preprocess == "resize_center_crop":
-        ops.append(A.SmallestMaxSize(max_size=round(image_size / CROP_PCT), interpolation=cv2.INTER_LINEAR))
+        ops.append(A.SmallestMaxSize(max_size=round(image_size / crop_pct), interpolation=cv2.INTER_LINEAR))
     ops += [
         A.CenterCrop(image_size, image_size),
         A.Normalize(mean=tuple(mean), std=tuple(std), max_pixel_value=255.0),

@@ -1,0 +1,87 @@
+"""The out-of-distribution pass (``ood.root``): images of classes the model never saw, scored against the test
+split with :func:`alternet.metrics.uncertainty.ood_scores` (MSP, energy). ``ood.root`` is any folder of images
+(searched recursively, in sorted order; resized to the model's input and centre-cropped as the data's evaluation
+does) or a CIFAR-format set (the folder holding ``cifar-10-batches-py/`` or ``cifar-100-python/``, or that folder:
+its test split, resized to the model's input when it is not 32 px)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import albumentations as A
+import cv2
+import numpy as np
+from albumentations.pytorch import ToTensorV2
+from torch.utils.data import Dataset
+
+from ..data import ArrayDataset, ImageDataModule, build_datamodule
+from ..data.corrupted.imagenet_c import ImageFileDataset, crop_transform
+from ..data.files.images import IMAGE_EXTENSIONS
+from ..errors import DataError, is_integer, require
+
+CIFAR_FOLDERS = {"cifar-10-batches-py": "cifar10", "cifar-100-python": "cifar100"}
+
+
+@dataclass(frozen=True)
+class OodSet:
+    root: Path
+    layout: str  # "folder" | "cifar10" | "cifar100"
+    dataset: Dataset
+
+    def record(self) -> dict[str, Any]:
+        return {"root": str(self.root), "layout": self.layout, "n_out": len(self.dataset)}  # type: ignore[arg-type]
+
+
+def check_ood(cfg: Mapping[str, Any], prefix: str = "ood.") -> None:
+    """The settings alone (``max_images``); the folder is read by :func:`open_ood_set`."""
+    require(
+        f"{prefix}max_images", cfg.get("max_images"), lambda v: v is None or is_integer(v, 1), "must be >= 1 or null"
+    )
+
+
+def open_ood_set(cfg: Mapping[str, Any], datamodule: ImageDataModule) -> OodSet:
+    """The images of ``cfg["root"]`` as the model's input, checked before any inference."""
+    root = Path(cfg["root"]).expanduser()
+    if not root.is_dir():
+        raise DataError(f"ood.root={root} is not a directory: give a folder of images or a CIFAR-format set")
+    limit = cfg.get("max_images")
+    cifar = _cifar_layout(root)
+    if cifar is not None:
+        folder = root if root.name in CIFAR_FOLDERS else root / next(k for k, v in CIFAR_FOLDERS.items() if v == cifar)
+        arrays = build_datamodule({"name": cifar, "root": str(folder)}, {"batch_size": 1}, seed=0)
+        images, _ = arrays.load_split(train=False)
+        images = images[:limit]
+        return OodSet(root, cifar, ArrayDataset(images, np.zeros(len(images), np.int64), _array_transform(datamodule)))
+    paths = _images_under(root)[:limit]
+    if not paths:
+        raise DataError(f"ood.root={root} holds no images ({', '.join(IMAGE_EXTENSIONS)}) and no CIFAR-format set")
+    crop_pct = float(getattr(datamodule, "crop_pct", 1.0))  # arrays (CIFAR, digits): the whole image
+    transform = crop_transform(datamodule.mean, datamodule.std, datamodule.image_size, "resize_center_crop", crop_pct)
+    return OodSet(root, "folder", ImageFileDataset(np.array(paths), np.zeros(len(paths), np.int64), transform))
+
+
+def _cifar_layout(root: Path) -> str | None:
+    if root.name in CIFAR_FOLDERS:
+        return CIFAR_FOLDERS[root.name]
+    found = [name for folder, name in CIFAR_FOLDERS.items() if (root / folder).is_dir()]
+    if len(found) > 1:
+        raise DataError(f"ood.root={root} holds both CIFAR sets: point it at one of {sorted(CIFAR_FOLDERS)} inside")
+    return found[0] if found else None
+
+
+def _images_under(root: Path) -> list[str]:
+    found = []
+    for parent, dirs, files in os.walk(root):
+        dirs.sort()
+        found += [os.path.join(parent, f) for f in sorted(files) if f.lower().endswith(IMAGE_EXTENSIONS)]
+    return found
+
+
+def _array_transform(datamodule: ImageDataModule) -> A.Compose:
+    size = datamodule.image_size
+    resize = [] if size == 32 else [A.Resize(size, size, interpolation=cv2.INTER_LINEAR)]
+    return A.Compose([*resize, A.Normalize(datamodule.mean, datamodule.std, max_pixel_value=255.0), ToTensorV2()])

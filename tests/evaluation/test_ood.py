@@ -1,0 +1,69 @@
+"""The out-of-distribution pass and selective classification, end to end on the shared digits run: an image folder
+and a CIFAR-format set as ood.root, the metrics recomputed from the saved predictions, bad settings refused."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+from hydra import compose, initialize_config_dir
+
+from alternet.apps.evaluate import run_evaluate
+from alternet.metrics.uncertainty import ood_metrics, ood_scores, selective_metrics
+
+from helpers import CONF, assert_one_line_error, run_main
+from helpers.imagefolders import make_image_folder
+
+
+def evaluate(*overrides: str, out) -> dict:
+    with initialize_config_dir(str(CONF), version_base="1.3"):
+        return run_evaluate(compose("evaluate", overrides=[*overrides, f"paths.output_dir={out}"]))[0]
+
+
+def cifar_format(root, n: int = 40):
+    """A CIFAR-10-format test batch of random images (the test split is read without its checksums)."""
+    folder = root / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    batch = {"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8), "labels": list(rng.integers(0, 10, n))}
+    with open(folder / "test_batch", "wb") as f:
+        pickle.dump(batch, f)
+    return root
+
+
+@pytest.mark.parametrize("layout", ["folder", "cifar10"])
+def test_ood_and_selective_metrics_are_those_of_the_saved_predictions(digits_run, tmp_path, layout):
+    if layout == "folder":
+        root = make_image_folder(tmp_path / "ood", per_class=5, size=24, odd_formats=False)
+    else:
+        root = cifar_format(tmp_path / "ood")
+    out = tmp_path / "eval"
+    report = evaluate(f"ckpt={digits_run}", f"ood.root={root}", "ood.max_images=12", out=out)
+    ood = report["ood"]
+    assert ood["layout"] == layout and ood["n_out"] == 12 and ood["n_in"] == 360
+    saved = np.load(out / "predictions.npz")
+    inside = ood_scores(saved["logits"])
+    for name in ("msp", "energy"):
+        assert ood[name] == pytest.approx(ood_metrics(inside[name], saved[f"ood/{name}"]))
+    assert report["selective"] == pytest.approx(selective_metrics(saved["probs"], saved["labels"]), abs=1e-6)
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["ood"]["msp"]["auroc"] == ood["msp"]["auroc"] and "ece_classwise" in metrics["test"]
+    assert (out / "ood_scores.png").is_file() and (out / "risk_coverage.png").is_file()
+
+
+@pytest.mark.parametrize(
+    ("setting", "says"),
+    [
+        ("ood.root={tmp}/missing", "ood.root={tmp}/missing is not a directory"),
+        ("ood.root={tmp}", "holds no images"),
+        ("ood.max_images=0", "ood.max_images=0 is invalid: must be >= 1 or null"),
+    ],
+)
+def test_bad_ood_settings_are_one_line_before_any_work(digits_run, tmp_path, monkeypatch, capsys, setting, says):
+    (tmp_path / "empty.txt").write_text("not an image")
+    args = [f"ckpt={digits_run}", setting.format(tmp=tmp_path), f"hydra.run.dir={tmp_path / 'out'}"]
+    code, stderr = run_main("evaluate.py", args, monkeypatch, capsys)
+    assert_one_line_error(code, stderr, says.format(tmp=tmp_path))
+    assert not (tmp_path / "out").exists()

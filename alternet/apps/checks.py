@@ -33,6 +33,7 @@ from ..models.maxxvit import check_maxxvit
 from ..models.zoo import HYBRIDS, hybrid_spec, spec_kwargs
 from ..training import EVALUATED_METRICS
 from .config import TrainConfig, train_config
+from .extensions import check_targets, import_modules
 
 # enumerated keys of the open sections (their keys depend on the option chosen), the choices the code's own
 CHOICES: dict[str, tuple[str, ...]] = {
@@ -101,12 +102,15 @@ def missing_values(cfg: Any, prefix: str = "") -> list[str]:
 def validate_train_config(cfg: Mapping[str, Any]) -> TrainConfig:
     """A resolved training config as objects, every static check made (the checks that need the data happen in
     the DataModule)."""
+    import_modules(cfg.get("imports"))  # first: what they register is known to every check below
     missing = [key for key in missing_values(cfg) if not key.startswith("hydra")]
     if missing:
         raise ConfigValueError(
             f"{', '.join(missing)} must be set: e.g. alternet train {' '.join(f'{k}=...' for k in missing)}"
         )
     config = train_config(cfg)
+    check_targets(config.callbacks.extra, "callbacks.extra")
+    check_targets(config.logger.extra, "logger.extra")
     check_choices(config)
     check_model(config)
     warn_buildup(config)

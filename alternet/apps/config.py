@@ -29,6 +29,7 @@ EVALUATE_SCHEMA = "evaluate_schema"
 @dataclass(kw_only=True)
 class LoggerConfig(Section):
     wandb: Any  # the W&B settings (logger=wandb), or null: CSV only
+    extra: list[Any]  # more Lightning loggers, each a _target_ (apps.extensions; logger=tensorboard is one)
 
     def check(self) -> None:
         tracking.wandb_settings(self.wandb, key="wandb")
@@ -59,6 +60,7 @@ class TrainConfig(Section):
     paths: PathsConfig
     evaluate: TrainingEvaluation
     seed: int
+    imports: list[str]  # the user's modules, imported before the checks (apps.extensions)
     optimized_metric: str | None
     ckpt_path: str | None
     reuse_run_dir: bool
@@ -71,6 +73,7 @@ class EvaluateConfig(EvaluationConfig):
     """``alternet evaluate``'s config (evaluate.yaml): the evaluation settings at its root."""
 
     ckpt: Any  # any source alternet.hub.load reads, or a list of them
+    imports: list[str]  # the user's modules, imported before the checks (apps.extensions)
     data_root: str | None
     use_ema: bool
     out_dir: str

@@ -31,6 +31,7 @@ from ..rundir import METRICS_FILE, RunDir
 from ..runs import run_config
 from .config import evaluate_config
 from .console import evaluation_report
+from .extensions import import_modules
 
 
 def model_sources(ckpt: str | list[str]) -> list[str]:
@@ -245,7 +246,13 @@ def run_evaluate(cfg: DictConfig) -> list[dict[str, Any]]:
             "hdvw:FILE, timm:NAME, hf-hub:REPO, local-dir:DIR) or a list [A,B]"
         )
     settings = OmegaConf.to_container(cfg, resolve=True)
-    evaluate_config(settings)  # every setting before any work starts: the evaluation's, W&B's
+    import_modules(settings.get("imports"))  # first: the models and data modules they register
+    config = evaluate_config(settings)  # every setting before any work starts: the evaluation's, W&B's
+    if config.logger.extra:
+        raise ConfigValueError(
+            "logger.extra (and logger=tensorboard) apply to alternet train; an evaluation writes its numbers into "
+            "its output folder, and to W&B with logger=wandb"
+        )
     wandb = wandb_settings(settings)
     if cfg.get("analysis"):
         parse_configs(list(cfg.analysis), OmegaConf.to_container(cfg.analysis))

@@ -13,7 +13,8 @@ from typing import Any
 import lightning as L
 import torch
 from lightning.fabric.utilities.exceptions import MisconfigurationException
-from lightning.pytorch.callbacks import LambdaCallback
+from lightning.pytorch.callbacks import Callback, LambdaCallback
+from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
@@ -48,6 +49,7 @@ from ..training import (
 from .after_training import evaluate_after_training, export_after_training
 from .checks import validate_train_config
 from .console import end_summary, start_banner
+from .extensions import build_extra
 
 
 def train(cfg: DictConfig) -> RunSummary:
@@ -123,8 +125,10 @@ def _train(
         load_pretrained(module.model, config["model"]["pretrained"])  # a different class count resets the head
     has_val = datamodule.has_validation
     loggers = tracking.build_loggers(config["logger"], run_dir, config, resume_step=resume_step)
+    loggers += build_extra(config["logger"]["extra"], "logger.extra", Logger)
+    extra = build_extra(config["callbacks"]["extra"], "callbacks.extra", Callback)
     try:
-        trainer = build_trainer(config, run_dir, has_val, loggers, datamodule.runs_validation_loop)
+        trainer = build_trainer(config, run_dir, has_val, loggers, datamodule.runs_validation_loop, extra)
     except AlternetError:
         raise
     except (MisconfigurationException, TypeError, ValueError) as error:  # Lightning's checks of trainer.* values

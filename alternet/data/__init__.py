@@ -22,6 +22,21 @@ DATAMODULES: dict[str, type[ImageDataModule]] = {
     "imagenet": ImageNetDataModule,
 }
 
+
+def register_datamodule(cls: type[ImageDataModule]) -> type[ImageDataModule]:
+    """Make ``cls`` the data set that ``data.name=<cls.name>`` builds (a class decorator, for a user's module that
+    ``imports=[...]`` imports before the config is checked). Its keyword arguments are the data section's keys."""
+    if not (isinstance(cls, type) and issubclass(cls, ImageDataModule)):
+        raise TypeError(f"register_datamodule takes an ImageDataModule subclass, not {cls!r}")
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"{cls.__name__} needs a class attribute name: the data.name that selects it")
+    if name in DATAMODULES and DATAMODULES[name] is not cls:
+        raise ValueError(f"data.name={name!r} is {DATAMODULES[name].__qualname__} already: give {cls.__name__} another")
+    DATAMODULES[name] = cls
+    return cls
+
+
 # Keys of a data config that describe the data set rather than configure the loader.
 _DESCRIPTIVE_KEYS = ("name", "num_classes", "in_chans")
 
@@ -64,4 +79,5 @@ __all__ = [
     "ImageFolderDataModule",
     "ImageNetDataModule",
     "build_datamodule",
+    "register_datamodule",
 ]

@@ -51,6 +51,7 @@ class CorruptedSets:
     clean_images: int | None  # the clean reference: the first N test images; None: the whole test split
     benchmark: str | None  # the built-in baselines' name for it (cifar10-c, cifar100-c, imagenet-c), if any
     synthetic_frost: bool = False
+    frost_source: str | None = None  # generated frost: photographs (the reference's) or synthetic
     preprocess: str | None = None  # ImageNet-C only
     max_images: int | None = None  # robustness.max_images: only the first N images of each severity are scored
 
@@ -62,6 +63,7 @@ class CorruptedSets:
             "benchmark": self.benchmark,
             "preprocess": self.preprocess,
             "synthetic_frost": self.synthetic_frost,
+            "frost_source": self.frost_source,
             "max_images": self.max_images,
             "images_per_condition": self.clean_images,
         }
@@ -150,6 +152,7 @@ def open_corrupted_sets(
         clean_images=scored,
         benchmark=CIFAR_BENCHMARKS.get(datamodule.name),
         synthetic_frost=sets.synthetic_frost,
+        frost_source=sets.frost_source,
         max_images=max_images,
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -129,11 +130,17 @@ def build_callbacks(config: dict[str, Any], run_dir: Path, has_val: bool) -> lis
 
 
 def build_trainer(
-    config: dict[str, Any], run_dir: Path, has_val: bool, loggers: list[Logger], validation_loop: bool | None = None
+    config: dict[str, Any],
+    run_dir: Path,
+    has_val: bool,
+    loggers: list[Logger],
+    validation_loop: bool | None = None,
+    extra_callbacks: Sequence[Callback] = (),
 ) -> L.Trainer:
     """``lightning.Trainer`` from the ``trainer`` section; checkpoints written atomically; the data modules shard
     their own samplers (no distributed sampler). The validation loop runs when there is a validation split or
-    ``validation_loop`` says so (the clean training subset); the best checkpoint needs a validation split."""
+    ``validation_loop`` says so (the clean training subset); the best checkpoint needs a validation split.
+    ``extra_callbacks`` (the user's, ``callbacks.extra``) run beside alternet's, ordered by Lightning as any."""
     trainer_args = dict(config["trainer"])
     if not (has_val if validation_loop is None else validation_loop):  # skip the loop instead of running it empty
         trainer_args["limit_val_batches"] = 0
@@ -144,7 +151,7 @@ def build_trainer(
     if SLURMEnvironment.detect():  # pre-emption is ours (PreemptionCheckpoint): exact, mid-epoch, after the step
         plugins.append(SLURMEnvironment(auto_requeue=False))
     quiet_lightning()
-    callbacks = build_callbacks(config, run_dir, has_val)
+    callbacks = [*build_callbacks(config, run_dir, has_val), *extra_callbacks]
     if loggers:  # every parameter group's learning rate, per step (layer decay and fine-tuning give several)
         callbacks.append(LearningRateMonitor(logging_interval="step"))
     return L.Trainer(

@@ -198,6 +198,7 @@ class CallbacksConfig(Section):
     early_stopping: Any  # Lightning's EarlyStopping arguments, or null
     preemption: PreemptionConfig | None
     progress: ProgressConfig
+    extra: list[Any]  # the user's Lightning callbacks, each a _target_ (apps.extensions)
 
 
 @dataclass(kw_only=True)

@@ -275,6 +275,15 @@ class ClassificationModule(L.LightningModule):
         return dict(self.recipe["finetune"])
 
     def _head_parameter_names(self) -> set[str]:
+        """The classifier's parameters (timm's ``get_classifier``). A model without it (a user's module that does
+        not follow timm's interface) has no head apart, which only fine-tuning needs."""
+        if not hasattr(self.model, "get_classifier"):
+            if self.finetune["freeze_backbone"] or float(self.finetune["backbone_lr_scale"]) != 1.0:
+                raise ConfigValueError(
+                    f"recipe.finetune treats the classifier apart, and {type(self.model).__name__} has no "
+                    "get_classifier() (timm's interface) to say which it is: add one to the model"
+                )
+            return set()
         head = self.model.get_classifier()
         return {name for name, p in self.model.named_parameters() if any(p is q for q in head.parameters())}
 

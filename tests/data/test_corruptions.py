@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import colorsys
 import hashlib
+import importlib
 import io
 import itertools
 import json
+import sys
 import threading
 from pathlib import Path
 
@@ -21,15 +23,15 @@ import pytest
 from PIL import Image
 from scipy import ndimage
 
-from alternet.data.corrupted import cifar_c
+from alternet.data.corrupted import cifar_c, corruptions
 from alternet.data.corrupted.cifar_c import CifarC, generate_cifar_c, load_cifar_c, task_seed
 from alternet.data.corrupted.corruptions import (
     CORRUPTIONS,
     EXTRA_CORRUPTIONS,
     FAMILIES,
+    FROST_PHOTOGRAPHS,
     SEVERITIES,
     SEVERITY_PARAMS,
-    SYNTHETIC_FROST,
     corrupt,
     defocus_kernel,
     elastic_fields,
@@ -126,7 +128,6 @@ def test_constants_cover_the_fifteen_in_four_families() -> None:
     assert [name for family in FAMILIES.values() for name in family] == list(CORRUPTIONS)
     assert set(FAMILIES) == {"noise", "blur", "weather", "digital"}
     assert all(len(SEVERITY_PARAMS[name]) == 5 for name in CORRUPTIONS)
-    assert SYNTHETIC_FROST is True
     assert not set(EXTRA_CORRUPTIONS) & set(CORRUPTIONS)
 
 
@@ -348,7 +349,45 @@ def test_noise_strength_matches_constants(name: str) -> None:
             assert (np.abs(noise) > 0.4).mean() == pytest.approx(c, rel=0.1)
 
 
-def test_frost_blends_the_synthetic_texture() -> None:
+FROST_COLOUR = (100, 150, 200)
+
+
+@pytest.fixture
+def no_frost_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(corruptions, "frost_folder", lambda: None)
+
+
+@pytest.fixture
+def frost_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A package named imagecorruptions laid out as its wheel (frost/frost1.png ... frost5.jpg), each photograph one
+    colour; importing it fails, as the real one does without scikit-image: the photographs must be read, not
+    imported."""
+    package = tmp_path / "site" / "imagecorruptions"
+    (package / "frost").mkdir(parents=True)
+    (package / "__init__.py").write_text("raise ImportError('needs scikit-image')\n")
+    for name in FROST_PHOTOGRAPHS:
+        Image.new("RGB", (400, 300), FROST_COLOUR).save(package / "frost" / name, quality=100)
+    monkeypatch.syspath_prepend(str(package.parent))
+    importlib.invalidate_caches()
+    corruptions.frost_photographs.cache_clear()
+    yield package
+    corruptions.frost_photographs.cache_clear()
+
+
+def test_frost_blends_the_references_photographs_when_imagecorruptions_is_installed(frost_package: Path) -> None:
+    assert corruptions.frost_source() == "photographs" and corruptions.frost_folder() == frost_package / "frost"
+    assert {p.shape for p in corruptions.frost_photographs()} == {(60, 80, 3)}  # shrunk to a fifth, as make_cifar_c
+    black = np.zeros((8, 32, 32, 3), np.uint8)
+    for severity in SEVERITIES:
+        weight = SEVERITY_PARAMS["frost"][severity - 1][1]
+        frost = corrupt(black, "frost", severity, seed=3).astype(int)
+        expected = np.floor(weight * np.array(FROST_COLOUR))  # RGB in, RGB out: the BGR decode is turned back
+        assert np.abs(frost - expected).max() <= 1
+    assert "imagecorruptions" not in sys.modules
+
+
+def test_frost_blends_the_synthetic_texture(no_frost_package: None) -> None:
+    assert corruptions.frost_source() == "synthetic"
     black = np.zeros((16, 32, 32, 3), np.uint8)
     weight = SEVERITY_PARAMS["frost"][4][1]
     frost = corrupt(black, "frost", 5, seed=1)
@@ -598,3 +637,20 @@ def test_generate_rejects_bad_arguments(tmp_path: Path, images: np.ndarray, kwar
     arguments = {"images": images[:4], "labels": np.zeros(4, int), "out_dir": tmp_path, **kwargs}
     with pytest.raises(ValueError, match=match):
         generate_cifar_c(**arguments)
+
+
+def test_a_cache_with_synthetic_frost_regenerates_frost_alone_once_the_photographs_are_installed(
+    tmp_path: Path, images: np.ndarray, frost_package: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out, labels = tmp_path / "c", np.arange(len(images)) % 10
+    installed = corruptions.frost_folder
+    monkeypatch.setattr(corruptions, "frost_folder", lambda: None)
+    generate_cifar_c(images, labels, out, corruptions=("frost", "fog"), severities=(1,), workers=1)
+    before = mtimes(out)
+    assert load_cifar_c(out, ("frost", "fog")).frost_source == "synthetic"
+    monkeypatch.setattr(corruptions, "frost_folder", installed)
+    generate_cifar_c(images, labels, out, corruptions=("frost", "fog"), severities=(1,), workers=1)
+    after = mtimes(out)
+    assert after["fog.npy"] == before["fog.npy"] and after["frost.npy"] != before["frost.npy"]
+    loaded = load_cifar_c(out, ("frost", "fog"))
+    assert loaded.frost_source == "photographs" and not loaded.synthetic_frost

@@ -50,10 +50,10 @@ from .corruptions import (
     EXTRA_CORRUPTIONS,
     IMPLEMENTATION_VERSION,
     SEVERITIES,
-    SYNTHETIC_FROST,
     check_corruption,
     check_images,
     corrupt,
+    frost_source,
 )
 
 log = logging.getLogger(__name__)
@@ -82,6 +82,7 @@ class CifarC:
     n_per_severity: int
     image_shape: tuple[int, int, int]
     synthetic_frost: bool
+    frost_source: str | None  # generated frost: "photographs" (the reference's) or "synthetic"; None otherwise
     manifest: Mapping[str, Any] | None = field(repr=False)
     labels: np.ndarray = field(repr=False)
     arrays: Mapping[str, np.ndarray] = field(repr=False)
@@ -131,6 +132,7 @@ def load_cifar_c(
         n_per_severity=rows // len(severities),
         image_shape=tuple(image_shape),
         synthetic_frost=bool(manifest and manifest.get("synthetic_frost") and "frost" in names),
+        frost_source=manifest.get("frost_source", "synthetic") if manifest and "frost" in names else None,
         manifest=manifest,
         labels=labels,
         arrays=arrays,
@@ -371,13 +373,17 @@ def _cache_key(images: np.ndarray, labels: np.ndarray, severities: tuple[int, ..
 
 
 def _reusable_files(out: Path, manifest: Mapping[str, Any] | None, key: Mapping[str, Any]) -> dict[str, Any]:
-    """Manifest entries of files that are still valid: same key, file present with the recorded size."""
+    """Manifest entries of files that are still valid: same key, file present with the recorded size, and frost
+    made of what frost is made of now (photographs installed since a synthetic frost was written replace it)."""
     if manifest is None or any(manifest.get(k) != v for k, v in key.items()):
         return {}
+    stale_frost = manifest.get("frost_source", "synthetic") != frost_source()
     return {
         name: entry
         for name, entry in manifest.get("files", {}).items()
-        if (out / name).is_file() and (out / name).stat().st_size == entry.get("bytes")
+        if (out / name).is_file()
+        and (out / name).stat().st_size == entry.get("bytes")
+        and not (name == "frost.npy" and stale_frost)
     }
 
 
@@ -394,8 +400,10 @@ def _file_entry(path: Path) -> dict[str, Any]:
 
 
 def _write_manifest(out: Path, manifest: dict[str, Any]) -> None:
-    """Write manifest.json atomically; ``synthetic_frost`` says whether a frost file is listed."""
-    manifest["synthetic_frost"] = SYNTHETIC_FROST and "frost.npy" in manifest["files"]
+    """Write manifest.json atomically; ``frost_source`` says what its frost file is made of, ``synthetic_frost``
+    whether it is the stand-in texture."""
+    manifest["frost_source"] = frost_source()
+    manifest["synthetic_frost"] = manifest["frost_source"] == "synthetic" and "frost.npy" in manifest["files"]
     write_json(out / MANIFEST, manifest, sort_keys=True)
 
 

@@ -18,8 +18,10 @@ Deviations from the reference, all documented at the function:
 
 - motion blur (and the streaks of snow): ImageMagick's ``MotionBlurImage`` re-implemented in numpy (one-sided
   Gaussian line kernel, same radius/sigma/angle semantics, edge pixels replicated, rounded to 8 bits);
-- frost: the reference crops six photographs that cannot be shipped; a seeded procedural ice texture stands in
-  (``SYNTHETIC_FROST``), so frost numbers are not comparable with real CIFAR-C frost;
+- frost: the reference crops its frost photographs, which alternet does not ship; they are read from the
+  ``imagecorruptions`` package when it is installed (``pip install "alternet[frost]"``; its wheel ships the same
+  files under Apache-2.0, NOTICE), else a seeded procedural ice texture stands in (:func:`frost_source` says which;
+  synthetic frost numbers are not comparable with real CIFAR-C frost);
 - glass blur: the reference's "swap" of two numpy views copies the neighbour into the pixel and leaves the
   neighbour unchanged; we reproduce that (what CIFAR-C contains) in one vectorised gather per iteration;
 - random numbers come from ``numpy.random.Generator``, so images match the reference in distribution, not bit for bit.
@@ -28,8 +30,10 @@ Deviations from the reference, all documented at the function:
 from __future__ import annotations
 
 import functools
+import importlib.util
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import cv2
@@ -38,8 +42,10 @@ from scipy import ndimage
 
 CONSTANTS_VERSION = "hendrycks/robustness@ca360085d57889288c4143fddd8a707bbcae01bd:ImageNet-C/create_c/make_cifar_c.py"
 IMPLEMENTATION_VERSION = 1  # bump whenever generated images would change; part of the cache key
-SYNTHETIC_FROST = True  # frost uses a procedural texture instead of the reference's photographs
 FROST_TEXTURE_SEED = 2019
+FROST_PACKAGE = "imagecorruptions"  # its wheel ships the reference's frost photographs (frost/frost1.png ...)
+FROST_PHOTOGRAPHS = ("frost1.png", "frost2.png", "frost3.png", "frost4.jpg", "frost5.jpg")  # the five it draws from
+FROST_SCALE = 0.2  # make_cifar_c shrinks each photograph to a fifth before cropping
 SEVERITIES = (1, 2, 3, 4, 5)
 
 CORRUPTIONS = (
@@ -342,6 +348,38 @@ def _snow(images: np.ndarray, params: tuple[float, ...], rng: np.random.Generato
     return _to_uint8(x + flakes + flakes[:, ::-1, ::-1])
 
 
+def frost_folder() -> Path | None:
+    """The folder of the reference's frost photographs inside the installed ``imagecorruptions`` package, found
+    without importing it (its import needs scikit-image); None when it is not installed or lacks them."""
+    spec = importlib.util.find_spec(FROST_PACKAGE)
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        folder = Path(location) / "frost"
+        if all((folder / name).is_file() for name in FROST_PHOTOGRAPHS):
+            return folder
+    return None
+
+
+def frost_source() -> str:
+    """What generated frost is made of: ``photographs`` (the reference's) or ``synthetic`` (the stand-in)."""
+    return "photographs" if frost_folder() is not None else "synthetic"
+
+
+@functools.lru_cache(maxsize=1)
+def frost_photographs() -> tuple[np.ndarray, ...]:
+    """The five photographs as the reference reads them: decoded, shrunk by FROST_SCALE (OpenCV's bilinear
+    resize), RGB."""
+    folder = frost_folder()
+    if folder is None:
+        raise FileNotFoundError(f"the {FROST_PACKAGE} package and its frost photographs are not installed")
+    photographs = []
+    for name in FROST_PHOTOGRAPHS:
+        image = cv2.imread(str(folder / name), cv2.IMREAD_COLOR)
+        if image is None:
+            raise OSError(f"{folder / name} cannot be decoded: reinstall {FROST_PACKAGE}")
+        photographs.append(cv2.resize(image, (0, 0), fx=FROST_SCALE, fy=FROST_SCALE)[..., ::-1].copy())
+    return tuple(photographs)
+
+
 @functools.lru_cache(maxsize=4)
 def frost_textures(size: int) -> np.ndarray:
     """(5, size, size, 3) uint8 procedural frost textures, the same on every call (seeded by FROST_TEXTURE_SEED).
@@ -387,15 +425,25 @@ def _draw_line(canvas: np.ndarray, start: np.ndarray, angle: float, length: floa
 
 
 def _frost(images: np.ndarray, params: tuple[float, float], rng: np.random.Generator) -> np.ndarray:
-    """``image_weight * image + frost_weight * frost`` in 0..255, with a random crop of a random frost texture."""
+    """``image_weight * image + frost_weight * frost`` in 0..255, with a random crop of a random frost photograph
+    (the reference's, when installed: :func:`frost_source`) or procedural texture."""
     image_weight, frost_weight = params
     n, h, w = images.shape[:3]
-    textures = frost_textures(max(128, 2 * max(h, w)))
-    size = textures.shape[1]
-    choice = rng.integers(_FROST_TEXTURES, size=n)[:, None, None]
-    top = rng.integers(0, size - h, size=n)[:, None, None]
-    left = rng.integers(0, size - w, size=n)[:, None, None]
-    frost = textures[choice, top + np.arange(h)[None, :, None], left + np.arange(w)[None, None, :]]
+    if frost_source() == "photographs":
+        photographs = frost_photographs()
+        choice = rng.integers(len(photographs), size=n)
+        frost = np.empty_like(images)
+        for i, index in enumerate(choice):
+            photograph = photographs[index]
+            top, left = rng.integers(0, photograph.shape[0] - h), rng.integers(0, photograph.shape[1] - w)
+            frost[i] = photograph[top : top + h, left : left + w]
+    else:
+        textures = frost_textures(max(128, 2 * max(h, w)))
+        size = textures.shape[1]
+        choice = rng.integers(_FROST_TEXTURES, size=n)[:, None, None]
+        top = rng.integers(0, size - h, size=n)[:, None, None]
+        left = rng.integers(0, size - w, size=n)[:, None, None]
+        frost = textures[choice, top + np.arange(h)[None, :, None], left + np.arange(w)[None, None, :]]
     return np.clip(image_weight * images + frost_weight * frost, 0, 255).astype(np.uint8)
 
 

@@ -1,0 +1,69 @@
+"""What a user plugs in from the command line without changing alternet, none of it stored in a checkpoint:
+
+- ``imports=[my_pkg.models, ...]``: modules imported before the config is checked, so that what they register is
+  known to the checks and the builders: a timm ``@register_model`` (``model=timm model.name=NAME``), a data module
+  (:func:`alternet.data.register_datamodule`, ``data.name=NAME``; its config options through
+  ``hydra.searchpath=[pkg://my_pkg.conf]``), an analysis.
+- ``callbacks.extra`` and ``logger.extra``: lists of Lightning callbacks and loggers, each a ``_target_`` with its
+  arguments, built by ``hydra.utils.instantiate`` for the run (a callback's ``state_dict``, if it has one, is
+  saved in checkpoints by Lightning as for any callback: keep it to plain values).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hydra.errors import InstantiationException
+from hydra.utils import get_object, instantiate
+
+from ..errors import ConfigValueError
+
+
+def import_modules(names: Sequence[Any] | None) -> None:
+    """Import each of ``imports``; one line naming the module and why when one cannot be."""
+    for name in names or ():
+        if not isinstance(name, str) or not name:
+            raise ConfigValueError(f"imports: {name!r} is not a module name: e.g. imports=[my_pkg.models]")
+        try:
+            importlib.import_module(name)
+        except Exception as error:  # whatever the module raises on import: its own code
+            reason = " ".join(str(error).split())
+            raise ConfigValueError(
+                f"imports: {name} cannot be imported ({type(error).__name__}: {reason}); is its package installed, or "
+                "its folder on PYTHONPATH?"
+            ) from None
+
+
+def check_targets(entries: Sequence[Any] | None, key: str) -> None:
+    """Every entry of ``key`` (``callbacks.extra``, ``logger.extra``) names an importable ``_target_``."""
+    for index, entry in enumerate(entries or ()):
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("_target_"), str):
+            raise ConfigValueError(
+                f"{key}[{index}] needs a _target_: e.g. '{key}=[{{_target_: my_pkg.MyClass, arg: 1}}]'"
+            )
+        try:
+            get_object(entry["_target_"])
+        except Exception as error:  # ImportError, AttributeError, or the module's own error on import
+            reason = " ".join(str(error).split())
+            raise ConfigValueError(
+                f"{key}[{index}]._target_={entry['_target_']} cannot be imported ({type(error).__name__}: {reason})"
+            ) from None
+
+
+def build_extra(entries: Sequence[Mapping[str, Any]] | None, key: str, kind: type) -> list[Any]:
+    """The objects of ``key``'s entries, each checked to be a ``kind`` (Lightning's Callback or Logger)."""
+    built = []
+    for index, entry in enumerate(entries or ()):
+        try:
+            made = instantiate(dict(entry))
+        except InstantiationException as error:
+            reason = " ".join(str(error).split())
+            raise ConfigValueError(f"{key}[{index}] ({entry['_target_']}) cannot be built: {reason}") from None
+        if not isinstance(made, kind):
+            raise ConfigValueError(
+                f"{key}[{index}] built {type(made).__qualname__}, not a Lightning {kind.__name__}: check its _target_"
+            )
+        built.append(made)
+    return built

@@ -23,8 +23,9 @@ from alternet.checkpoints import read_checkpoint
 from alternet.data import build_datamodule
 from alternet.errors import CheckpointError, ConfigValueError
 from alternet.hub import export, load_pretrained
+from alternet.hub.sources import open_source
 from alternet.models import create_model
-from alternet.runs import RunDirLock, read_weights
+from alternet.runs import RunDirLock
 
 from helpers import DIGITS_RUN, FAST, compose_train, fingerprint, main_output, run_main
 
@@ -209,10 +210,10 @@ def test_resuming_from_another_architecture_names_both_models(digits_summary, tm
 
 
 def test_evaluating_at_another_input_size_warns_naming_both(digits_summary):
-    weights = read_weights(digits_summary["last_checkpoint"])
+    source = open_source(digits_summary["last_checkpoint"])
     datamodule = build_datamodule({"name": "digits", "image_size": 32}, {"batch_size": 8}, seed=0)
-    with pytest.warns(UserWarning, match=r"trained with data\.image_size=16 but is evaluated with 32"):
-        check_classes(datamodule, Path(digits_summary["last_checkpoint"]), weights)
+    with pytest.warns(UserWarning, match=r"last\.ckpt expects data\.image_size=16 but is evaluated with 32"):
+        check_classes(datamodule, source)
 
 
 def test_only_a_run_directory_this_process_created_holds_and_left_unused_is_discarded(tmp_path):

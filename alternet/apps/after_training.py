@@ -13,6 +13,7 @@ from .. import tracking
 from ..data import ImageDataModule
 from ..evaluation import Evaluator
 from ..hub import export
+from ..models.flip import FlipAveraged
 from ..rundir import RunDir, RunSummary
 
 
@@ -24,6 +25,8 @@ def evaluate_after_training(
     ``evaluation_dir``)."""
     settings = config["evaluate"] | {"label": config["model"]["name"]}
     meta = {"model": config["model"]["name"], "data": config["data"]["name"]}
+    if config["recipe"].get("test_flip"):  # predict as the run's own test did, and as alternet evaluate does
+        model, meta["test_flip"] = FlipAveraged(model), True
     eval_dir = RunDir(run_dir).eval_dir
     evaluator = Evaluator(model, datamodule, settings, eval_dir, class_names=datamodule.class_names)
     report = evaluator.run(meta)

@@ -183,11 +183,13 @@ def test_evaluate_runs_analyses_with_budgets_from_the_command_line(digits_run, t
 
 def test_test_flip_predicts_alike_in_training_and_in_evaluate(tmp_path):
     """recipe.test_flip averages the logits of each test image and its mirror: the same seeded weights score
-    differently with it, and evaluate.py reproduces the training run's flipped test numbers."""
+    differently with it, and evaluate.py and the evaluation after training reproduce the run's flipped test numbers."""
     fp32 = ["trainer.max_epochs=2", "trainer.precision=32-true"]  # evaluate.py scores at precision 32, as this
     plain = train(compose_train(*FAST, *fp32, output_dir=tmp_path / "plain"))
-    flipped = train(compose_train(*FAST, *fp32, "recipe.test_flip=true", output_dir=tmp_path / "flip"))
+    flip = ["recipe.test_flip=true", "evaluate.after_training=true"]
+    flipped = train(compose_train(*FAST, *fp32, *flip, output_dir=tmp_path / "flip"))
     assert flipped["test"]["nll"] != pytest.approx(plain["test"]["nll"], rel=1e-4)
+    assert flipped["calibration"]["nll"] == pytest.approx(flipped["test"]["nll"], rel=1e-5)  # after training too
     (report,) = evaluate_in_process(f"ckpt={tmp_path / 'flip'}", out=tmp_path / "eval")
     assert report["test_flip"] is True
     assert report["test"]["nll"] == pytest.approx(flipped["test"]["nll"], rel=1e-5)

@@ -37,12 +37,13 @@ def test_evaluation_consumes_the_training_checkpoint_artifact_joins_its_group_an
     _spy(monkeypatch, "log", payloads)
     finish = wandb.finish
 
-    configs = []
+    configs, summaries = [], []
 
     def record_group_then_finish(*args, **kwargs):
         if wandb.run is not None:
             groups.append((wandb.run.job_type, wandb.run.group))
             configs.append(dict(wandb.run.config))
+            summaries.append(dict(wandb.run.summary))
         return finish(*args, **kwargs)
 
     monkeypatch.setattr(wandb, "finish", record_group_then_finish)
@@ -75,6 +76,8 @@ def test_evaluation_consumes_the_training_checkpoint_artifact_joins_its_group_an
         assert type(charts[key]).__name__ == "CustomChart", key  # interactive, not a picture
     assert isinstance(charts["eval/analysis/lesion/lesion_table"], wandb.Table)
     assert isinstance(charts["eval/robustness_heatmap"], wandb.Image)  # the static figures still come along
+    assert isinstance(charts["eval/risk_coverage"], wandb.Image)
+    assert {"eval/selective/aurc", "eval/selective/augrc", "eval/test/ece_adaptive"} <= set(summaries[-1])
 
 
 def test_an_unreachable_server_falls_back_to_offline_within_init_timeout(tmp_path, monkeypatch, caplog):

@@ -29,7 +29,7 @@ from ..dataset_facts import FACTS
 from ..errors import CheckpointError
 from ..files import read_json
 from ..models import MODEL_NAMES, create_model
-from ..models.external import check_name
+from ..models.external import check_name, require_pretrained, weights_location
 from ..models.zoo import spec_kwargs
 from ..runs import find_checkpoint, read_weights
 from ..tracking import download_artifact
@@ -106,7 +106,8 @@ def check_reference(source: str | Path) -> None:
     directory without checkpoints, an unknown timm model or tag."""
     text = str(source)
     if text.startswith(TIMM_PREFIX):
-        return check_timm_weights(text.removeprefix(TIMM_PREFIX))
+        check_timm_weights(text.removeprefix(TIMM_PREFIX))
+        return
     if text.startswith(HF_HUB_PREFIX):
         if "/" not in text.removeprefix(HF_HUB_PREFIX):
             raise CheckpointError(f"{text} names no repository: expected hf-hub:OWNER/REPO[@REVISION]")
@@ -299,23 +300,21 @@ def read_hf_hub(repo: str) -> Source:
     return read_export(config.parent, reference)
 
 
-def check_timm_weights(name: str) -> None:
-    """``timm:NAME`` names a model timm knows and a tag with weights in timm's registry (nothing is read)."""
+TIMM_ADVICE = "timm.list_pretrained() lists the weights timm has"
+
+
+def check_timm_weights(name: str) -> str:
+    """``timm:NAME`` names a model timm knows and a tag with weights in timm's registry (nothing is read); returns
+    where they come from."""
     check_name(name, MODEL_NAMES)
-    reference = f"{TIMM_PREFIX}{name}"
-    listing = f"timm.list_pretrained('{name.partition('.')[0]}*') lists the weights timm has for it"
-    try:
-        cfg = get_pretrained_cfg(name)
-    except RuntimeError as error:  # an unknown tag
-        raise CheckpointError(f"{reference}: {error} {listing}") from None
-    if cfg is None or not (cfg.hf_hub_id or cfg.url or cfg.file):
-        raise CheckpointError(f"{reference} has no pretrained weights in timm's registry; {listing}")
+    return weights_location(name, f"{TIMM_PREFIX}{name}", TIMM_ADVICE)
 
 
 def read_timm(name: str) -> Source:
     """``timm:NAME``: timm builds the model and loads its registry's pretrained weights (from the Hugging Face
     cache or the torch hub cache when offline)."""
-    check_timm_weights(name)
+    check_name(name, MODEL_NAMES)
+    require_pretrained(name, f"{TIMM_PREFIX}{name}", TIMM_ADVICE)  # in the cache, or reachable: else one line
     try:
         model = create_model(name, pretrained=True)
     except (OSError, RuntimeError, ValueError) as error:

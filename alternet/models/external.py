@@ -86,19 +86,24 @@ def constructor_args(name: str, args: Mapping[str, Any], given: tuple[str, ...] 
     return {k: v for k, v in args.items() if k in accepted or (k in given and k not in INJECTED)}
 
 
-def weights_location(name: str) -> str:
+PRETRAINED = "model.pretrained=true"  # what asked for timm's weights, in messages (alternet evaluate: timm:NAME)
+NO_WEIGHTS_ADVICE = "train from scratch, or set model.pretrained to an export, checkpoint or run directory"
+
+
+def weights_location(name: str, asked: str = PRETRAINED, advice: str = NO_WEIGHTS_ADVICE) -> str:
     """Where timm fetches ``name``'s pretrained weights from: ``hf-hub:ID``, a URL or a file (what its
-    ``pretrained_cfg`` names); one line when it names none."""
+    ``pretrained_cfg`` names); one line when it names none (``asked``: what asked for them, ``advice``: what to do
+    instead)."""
     try:
         cfg = get_pretrained_cfg(name, allow_unregistered=False)
     except RuntimeError as error:
         raise ConfigValueError(
-            f"model.pretrained=true: {error} (pick a tag from timm.list_pretrained('{architecture(name)}*'))"
+            f"{asked}: {error} (pick a tag from timm.list_pretrained('{architecture(name)}*'))"
         ) from None
     if cfg is None or not (cfg.hf_hub_id or cfg.url or cfg.file):
         raise ConfigValueError(
-            f"model.pretrained=true: timm has no pretrained weights for {name!r} (its pretrained_cfg names no hub id, "
-            "URL or file); train from scratch, or set model.pretrained to an export, checkpoint or run directory"
+            f"{asked}: timm has no pretrained weights for {name!r} (its pretrained_cfg names no hub id, URL or "
+            f"file); {advice}"
         )
     if cfg.file:
         return str(cfg.file)
@@ -129,15 +134,16 @@ def _reachable(location: str, timeout: float = 3.0) -> bool:
         socket.setdefaulttimeout(None)
 
 
-def require_pretrained(name: str) -> str:
+def require_pretrained(name: str, asked: str = PRETRAINED, advice: str = NO_WEIGHTS_ADVICE) -> str:
     """Before any work: timm's weights for ``name`` are cached here or their source can be reached; else one line
-    naming what would be fetched. Returns the location."""
-    location = weights_location(name)
+    naming what would be fetched (``asked``, ``advice``: as :func:`weights_location`). Returns the location."""
+    location = weights_location(name, asked, advice)
     if not _cached(location) and not _reachable(location):
         raise CheckpointError(
-            f"model.pretrained=true: timm's weights for {name} come from {location}, which is not in the local cache "
+            f"{asked}: timm's weights for {name} come from {location}, which is not in the local cache "
             "and cannot be reached (offline?); fetch them once with network access "
-            f"(python -c \"import timm; timm.create_model('{name}', pretrained=True)\") or drop model.pretrained"
+            f"(python -c \"import timm; timm.create_model('{name}', pretrained=True)\")"
+            + (" or drop model.pretrained" if asked == PRETRAINED else "")
         )
     return location
 

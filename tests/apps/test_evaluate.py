@@ -319,7 +319,7 @@ def test_a_source_that_names_nothing_is_one_line_listing_what_is_accepted(tmp_pa
     for source, says in [
         (tmp_path / "missing", "does not exist: expected a run directory, a checkpoint (.ckpt), an export directory"),
         ("timm:resnet50.nope", "timm:resnet50.nope: Invalid pretrained tag (nope) for resnet50."),
-        ("timm:alternet_tiny", "timm:alternet_tiny has no pretrained weights in timm's registry"),
+        ("timm:alternet_tiny", "timm:alternet_tiny: timm has no pretrained weights for 'alternet_tiny'"),
         ("timm:resnet5O", "unknown model 'resnet5O'"),
         ("hf-hub:tiny", "hf-hub:tiny names no repository: expected hf-hub:OWNER/REPO[@REVISION]"),
         (f"local-dir:{tmp_path}", "has no config.json: expected a folder as timm's save_for_hf"),

@@ -70,6 +70,11 @@ def is_integer(value: Any, minimum: int | None = None) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and (minimum is None or value >= minimum)
 
 
+def one_line(text: object) -> str:
+    """``text`` (e.g. a library's exception) on one line: its runs of whitespace and line breaks as single spaces."""
+    return " ".join(str(text).split())
+
+
 def error_line(error: BaseException | str) -> str:
     """The line a command prints for an error meant for the user: ``error: MESSAGE``."""
     return f"error: {error}"

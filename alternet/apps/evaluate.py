@@ -175,7 +175,8 @@ def evaluate_model(
     datamodule.setup()
     print(f"Evaluating {source.location}", flush=True)
     architecture = source.require_architecture()
-    settings = OmegaConf.to_container(cfg, resolve=True) | {"label": architecture}
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    settings = resolved | {"label": architecture}
     checkpoint = str(source.checkpoint) if source.checkpoint is not None else source.location
     meta = {"checkpoint": checkpoint, "source": reference, "model": architecture, "data": datamodule.name}
     meta["ema"] = cfg.use_ema
@@ -193,7 +194,7 @@ def evaluate_model(
         config = {
             "checkpoint": dict(source.hyper_parameters),
             "source": reference,
-            "evaluation": OmegaConf.to_container(cfg, resolve=True),
+            "evaluation": resolved,
         }
         training = tracking.training_run(source.run_dir)  # its W&B id and group, when it logged to W&B
         name = f"eval-{architecture}-{short_name(reference)}"

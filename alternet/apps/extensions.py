@@ -18,7 +18,7 @@ from typing import Any
 from hydra.errors import InstantiationException
 from hydra.utils import get_object, instantiate
 
-from ..errors import ConfigValueError
+from ..errors import ConfigValueError, one_line
 
 
 def import_modules(names: Sequence[Any] | None) -> None:
@@ -29,10 +29,9 @@ def import_modules(names: Sequence[Any] | None) -> None:
         try:
             importlib.import_module(name)
         except Exception as error:  # whatever the module raises on import: its own code
-            reason = " ".join(str(error).split())
             raise ConfigValueError(
-                f"imports: {name} cannot be imported ({type(error).__name__}: {reason}); is its package installed, or "
-                "its folder on PYTHONPATH?"
+                f"imports: {name} cannot be imported ({type(error).__name__}: {one_line(error)}); is its package "
+                "installed, or its folder on PYTHONPATH?"
             ) from None
 
 
@@ -46,9 +45,9 @@ def check_targets(entries: Sequence[Any] | None, key: str) -> None:
         try:
             get_object(entry["_target_"])
         except Exception as error:  # ImportError, AttributeError, or the module's own error on import
-            reason = " ".join(str(error).split())
             raise ConfigValueError(
-                f"{key}[{index}]._target_={entry['_target_']} cannot be imported ({type(error).__name__}: {reason})"
+                f"{key}[{index}]._target_={entry['_target_']} cannot be imported "
+                f"({type(error).__name__}: {one_line(error)})"
             ) from None
 
 
@@ -59,8 +58,7 @@ def build_extra(entries: Sequence[Mapping[str, Any]] | None, key: str, kind: typ
         try:
             made = instantiate(dict(entry))
         except InstantiationException as error:
-            reason = " ".join(str(error).split())
-            raise ConfigValueError(f"{key}[{index}] ({entry['_target_']}) cannot be built: {reason}") from None
+            raise ConfigValueError(f"{key}[{index}] ({entry['_target_']}) cannot be built: {one_line(error)}") from None
         if not isinstance(made, kind):
             raise ConfigValueError(
                 f"{key}[{index}] built {type(made).__qualname__}, not a Lightning {kind.__name__}: check its _target_"

@@ -6,7 +6,6 @@ its test split, resized to the model's input when it is not 32 px)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,12 +17,12 @@ import numpy as np
 from albumentations.pytorch import ToTensorV2
 from torch.utils.data import Dataset
 
-from ..data import ArrayDataset, ImageDataModule, build_datamodule
+from ..data import ArrayDataset, CIFAR10DataModule, CIFAR100DataModule, ImageDataModule, build_datamodule
 from ..data.corrupted.imagenet_c import ImageFileDataset, crop_transform
-from ..data.files.images import IMAGE_EXTENSIONS
+from ..data.files.images import IMAGE_EXTENSIONS, images_under
 from ..errors import DataError, is_integer, require
 
-CIFAR_FOLDERS = {"cifar-10-batches-py": "cifar10", "cifar-100-python": "cifar100"}
+CIFAR_FOLDERS = {cls.folder: cls.name for cls in (CIFAR10DataModule, CIFAR100DataModule)}  # folder -> data.name
 
 
 @dataclass(frozen=True)
@@ -50,13 +49,12 @@ def open_ood_set(cfg: Mapping[str, Any], datamodule: ImageDataModule) -> OodSet:
         raise DataError(f"ood.root={root} is not a directory: give a folder of images or a CIFAR-format set")
     limit = cfg.get("max_images")
     cifar = _cifar_layout(root)
-    if cifar is not None:
-        folder = root if root.name in CIFAR_FOLDERS else root / next(k for k, v in CIFAR_FOLDERS.items() if v == cifar)
-        arrays = build_datamodule({"name": cifar, "root": str(folder)}, {"batch_size": 1}, seed=0)
+    if cifar is not None:  # its data module takes the folder or the directory holding it
+        arrays = build_datamodule({"name": cifar, "root": str(root)}, {"batch_size": 1}, seed=0)
         images, _ = arrays.load_split(train=False)
         images = images[:limit]
         return OodSet(root, cifar, ArrayDataset(images, np.zeros(len(images), np.int64), _array_transform(datamodule)))
-    paths = _images_under(root)[:limit]
+    paths = [str(root.parent / path) for path in images_under(root)][:limit]
     if not paths:
         raise DataError(f"ood.root={root} holds no images ({', '.join(IMAGE_EXTENSIONS)}) and no CIFAR-format set")
     crop_pct = float(getattr(datamodule, "crop_pct", 1.0))  # arrays (CIFAR, digits): the whole image
@@ -71,14 +69,6 @@ def _cifar_layout(root: Path) -> str | None:
     if len(found) > 1:
         raise DataError(f"ood.root={root} holds both CIFAR sets: point it at one of {sorted(CIFAR_FOLDERS)} inside")
     return found[0] if found else None
-
-
-def _images_under(root: Path) -> list[str]:
-    found = []
-    for parent, dirs, files in os.walk(root):
-        dirs.sort()
-        found += [os.path.join(parent, f) for f in sorted(files) if f.lower().endswith(IMAGE_EXTENSIONS)]
-    return found
 
 
 def _array_transform(datamodule: ImageDataModule) -> A.Compose:

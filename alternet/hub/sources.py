@@ -26,7 +26,7 @@ from torch import nn
 
 from ..checkpoints import DIGEST_KEY, read_torch_file, verify_digest
 from ..dataset_facts import FACTS
-from ..errors import CheckpointError
+from ..errors import CheckpointError, one_line
 from ..files import read_json
 from ..models import MODEL_NAMES, create_model
 from ..models.external import check_name, require_pretrained, weights_location
@@ -278,7 +278,7 @@ def read_local_dir(directory: Path) -> Source:
 
 
 def _hub_reason(reference: str, error: BaseException) -> CheckpointError:
-    reason = " ".join(str(error).split()) or type(error).__name__
+    reason = one_line(error) or type(error).__name__
     return CheckpointError(
         f"{reference} could not be read: {reason[:300]}. Offline, it must be in the Hugging Face cache "
         f"({hub_constants.HF_HUB_CACHE}, HF_HOME moves it): load it once with network access"

@@ -61,7 +61,8 @@ def class_folders(directory: Path) -> list[str]:
     return names
 
 
-def _images_under(folder: Path) -> list[str]:
+def images_under(folder: Path) -> list[str]:
+    """Every image file under ``folder`` (any depth), in sorted order, as paths relative to ``folder``'s parent."""
     found = []
     for parent, dirs, files in os.walk(folder):
         dirs.sort()
@@ -85,7 +86,7 @@ def scan_split(directory: Path, classes: Sequence[str] | None = None) -> FileLis
     paths: list[str] = []
     labels: list[int] = []
     for name in folders:
-        files = _images_under(directory / name)
+        files = images_under(directory / name)
         if not files:
             raise DataError(
                 f"class folder {directory / name} holds no images ({', '.join(IMAGE_EXTENSIONS)}): "

@@ -91,12 +91,15 @@ def merge_window_maps(x: torch.Tensor, size: tuple[int, int] | torch.Size) -> to
     return x.reshape(-1, c, h, w)
 
 
-def relative_position_index(window: tuple[int, int]) -> torch.Tensor:
-    """Index of (pos_j - pos_i) into a flattened (2ph-1) x (2pw-1) table, shape (ph*pw, ph*pw)."""
+def relative_position_index(window: tuple[int, int], table: tuple[int, int] | None = None) -> torch.Tensor:
+    """Index of (pos_j - pos_i) within a ph x pw window into the flattened (2th-1) x (2tw-1) table of a th x tw
+    window (``table``: ``window`` itself, or a larger window whose table holds every offset of this one), shape
+    (ph*pw, ph*pw)."""
     ph, pw = window
+    th, tw = table or window
     coords = torch.stack(torch.meshgrid(torch.arange(ph), torch.arange(pw), indexing="ij")).flatten(1)
     delta = coords[:, None, :] - coords[:, :, None]  # delta[:, i, j] = pos_j - pos_i
-    return (delta[0] + ph - 1) * (2 * pw - 1) + (delta[1] + pw - 1)
+    return (delta[0] + th - 1) * (2 * tw - 1) + (delta[1] + tw - 1)
 
 
 # whether the q/k/v projections have a bias when the model does not say (qkv_bias=None): none in the reference's
@@ -131,7 +134,11 @@ class _Projections(nn.Module):
 
 class _Windowed:
     """What window attention and position-only attention share: the windows, the relative position bias table
-    (``rel_pos_bias``, one or ``heads`` of them) and its index, and the heads' views of window maps."""
+    (``rel_pos_bias``, one or ``heads`` of them) and its index, and the heads' views of window maps.
+
+    A feature map smaller than the window along a side is one window along that side (Swin's clipping, done per
+    call): the clipped window's offsets are a centred part of the table, so a model built for 32 px also runs at
+    24 or 16 px (``recipe.progressive_resize``) with the same parameters."""
 
     heads: int
     head_dim: int
@@ -145,24 +152,30 @@ class _Windowed:
         self.rel_pos_bias = nn.Parameter(torch.randn(table) * 0.02)
         self.register_buffer("rel_pos_index", relative_position_index(self.window), persistent=False)
 
-    def position_bias(self) -> torch.Tensor:
-        """(1 or heads, N, N) bias added to the attention logits of every window."""
+    def position_bias(self, window: tuple[int, int] | None = None) -> torch.Tensor:
+        """(1 or heads, N, N) bias added to the attention logits of every window (``window``: a clipped one)."""
         table = self.rel_pos_bias.flatten(-2)
-        bias = table[..., self.rel_pos_index]
+        if window is None or window == self.window:
+            index = self.rel_pos_index
+        else:
+            index = relative_position_index(window, self.window).to(table.device)
+        bias = table[..., index]
         return bias if bias.dim() == 3 else bias.unsqueeze(0)
 
-    def _windows_fit(self, size: tuple[int, int] | torch.Size) -> None:
+    def window_for(self, size: tuple[int, int] | torch.Size) -> tuple[int, int]:
+        """The window a feature map of ``size`` is cut into: the model's, clipped to the map's sides."""
         h, w = size
-        ph, pw = self.window
+        ph, pw = min(self.window[0], h), min(self.window[1], w)
         if h % ph or w % pw:
             raise ValueError(
                 f"{type(self).__name__}: feature map {h}x{w} is not divisible by the attention window {ph}x{pw}; "
                 "use an input size whose stage maps are multiples of the window, or change model.window"
             )
+        return ph, pw
 
-    def _windows(self, x: torch.Tensor) -> torch.Tensor:
-        self._windows_fit(x.shape[-2:])
-        return window_partition(x, self.window)
+    def _windows(self, x: torch.Tensor) -> tuple[torch.Tensor, tuple[int, int]]:
+        window = self.window_for(x.shape[-2:])
+        return window_partition(x, window), window
 
     def _heads(self, maps: torch.Tensor, b: int, n: int, parts: int) -> tuple[torch.Tensor, ...]:
         """(B', parts * heads * head_dim, ph, pw) maps -> ``parts`` tensors (B', heads, N, head_dim), as views
@@ -175,11 +188,11 @@ class _Windowed:
     def _merged(self, out: torch.Tensor, maps: torch.Tensor, to_out: nn.Linear, size: torch.Size) -> torch.Tensor:
         """(B', heads, N, head_dim) attended values -> the output projection -> (B, C_out, H, W), in the window
         maps' memory format."""
-        b = maps.shape[0]
+        b, window = maps.shape[0], maps.shape[-2:]
         if maps.is_contiguous(memory_format=torch.channels_last):  # tokens (N, inner) are the NHWC memory order
-            out = out.transpose(1, 2).reshape(b, *self.window, -1).permute(0, 3, 1, 2)
+            out = out.transpose(1, 2).reshape(b, *window, -1).permute(0, 3, 1, 2)
         else:
-            out = out.transpose(-2, -1).reshape(b, -1, *self.window)
+            out = out.transpose(-2, -1).reshape(b, -1, *window)
         out = F.conv2d(out, to_out.weight[..., None, None], to_out.bias)
         return merge_window_maps(out, size)
 
@@ -210,12 +223,12 @@ class WindowAttention(_Windowed, _Projections):
         layout, where oneDNN and cuDNN are fastest); the weights are the Linear modules', so the function and the
         checkpoints are those of token-wise linear projections."""
         size = x.shape[-2:]
-        self._windows_fit(size)
-        maps = window_maps(x, self.window)  # (B * windows, C, ph, pw), in the input's memory format
-        b, n = maps.shape[0], self.window[0] * self.window[1]
+        window = self.window_for(size)
+        maps = window_maps(x, window)  # (B * windows, C, ph, pw), in the input's memory format
+        b, n = maps.shape[0], window[0] * window[1]
         q = self._heads(F.conv2d(maps, self.to_q.weight[..., None, None], self.to_q.bias), b, n, 1)[0]
         k, v = self._heads(F.conv2d(maps, self.to_kv.weight[..., None, None], self.to_kv.bias), b, n, 2)
-        position = self.position_bias()
+        position = self.position_bias(window)
         if self._fuses(q):
             if q.stride(-1) != 1:  # the contiguous layout's head views: CUDA's fused kernels need unit stride and
                 q, k, v = q.contiguous(), k.contiguous(), v.contiguous()  # would silently fall back to math
@@ -240,8 +253,9 @@ class WindowAttention(_Windowed, _Projections):
     @torch.no_grad()
     def attention_map(self, x: torch.Tensor) -> torch.Tensor:
         """Attention probabilities, (B * num_windows, heads, N, N), rows summing to 1."""
-        q, k, _ = self.qkv(self._windows(x))
-        return self._softmax(q, k, self.position_bias())
+        tokens, window = self._windows(x)
+        q, k, _ = self.qkv(tokens)
+        return self._softmax(q, k, self.position_bias(window))
 
 
 class PositionOnlyAttention(_Windowed, nn.Module):
@@ -273,25 +287,25 @@ class PositionOnlyAttention(_Windowed, nn.Module):
         self.to_out = nn.Linear(heads * head_dim, dim_out)
         self._position_table(bias_per_head=True)
 
-    def kernel(self) -> torch.Tensor:
+    def kernel(self, window: tuple[int, int] | None = None) -> torch.Tensor:
         """(heads, N, N) attention rows shared by every window of every image."""
-        return self.position_bias().float().softmax(dim=-1)
+        return self.position_bias(window).float().softmax(dim=-1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         size = x.shape[-2:]
-        self._windows_fit(size)
-        maps = window_maps(x, self.window)
-        b, n = maps.shape[0], self.window[0] * self.window[1]
+        window = self.window_for(size)
+        maps = window_maps(x, window)
+        b, n = maps.shape[0], window[0] * window[1]
         v = self._heads(F.conv2d(maps, self.to_v.weight[..., None, None], self.to_v.bias), b, n, 1)[0]
-        out = self.kernel().to(v.dtype) @ v  # (heads, N, N) broadcast over windows
+        out = self.kernel(window).to(v.dtype) @ v  # (heads, N, N) broadcast over windows
         return self._merged(out, maps, self.to_out, size)
 
     @torch.no_grad()
     def attention_map(self, x: torch.Tensor) -> torch.Tensor:
         """The kernel for every window of ``x``: (B * num_windows, heads, N, N), identical rows across images."""
-        windows = self._windows(x).shape[0]
-        n = self.window[0] * self.window[1]
-        return self.kernel().expand(windows, self.heads, n, n)
+        tokens, window = self._windows(x)
+        n = window[0] * window[1]
+        return self.kernel(window).expand(tokens.shape[0], self.heads, n, n)
 
 
 class FocusedLinearAttention(_Projections):

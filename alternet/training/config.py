@@ -3,10 +3,12 @@ export after training. Keys and types only; every default is in ``alternet/conf`
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..data.augment import check_augment
+from ..errors import ConfigValueError, is_integer
 from ..models.backbone import check_drop_path_rate
 from ..typed import SECTION, Section, integer
 from .callbacks import check_preemption, parse_interval
@@ -82,15 +84,24 @@ class MixupConfig(Section):
 
 @dataclass(kw_only=True)
 class ProgressiveResizeConfig(Section):
-    """The first ``epochs`` epochs train on batches downsampled to ``size`` px (checked against the model and the
-    training size when the module is built)."""
+    """Training in stages of growing size: the first ``epochs[0]`` epochs on batches downsampled to ``sizes[0]``
+    px, the next ``epochs[1]`` at ``sizes[1]`` ..., the rest at the data's own size (checked against the model and
+    the training size when the module is built)."""
 
-    size: int
-    epochs: int
+    sizes: list[int]
+    epochs: list[int]
 
     def check(self) -> None:
-        self.require("size", integer(1), "must be an integer >= 1")
-        self.require("epochs", integer(0), "must be an integer >= 0")
+        self.require("sizes", _ascending_sizes, "a list of integers >= 1, each larger than the one before")
+        self.require("epochs", lambda v: v and all(is_integer(e, 1) for e in v), "a list of integers >= 1")
+        if len(self.sizes) != len(self.epochs):
+            raise ConfigValueError(
+                f"epochs={list(self.epochs)!r} is invalid: one number of epochs per size in sizes={list(self.sizes)!r}"
+            )
+
+
+def _ascending_sizes(sizes: list[int]) -> bool:
+    return bool(sizes) and all(is_integer(s, 1) for s in sizes) and all(a < b for a, b in itertools.pairwise(sizes))
 
 
 @dataclass(kw_only=True)

@@ -7,6 +7,7 @@ It knows nothing of a specific architecture: the backbone is built by name from 
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -141,11 +142,19 @@ class ClassificationModule(L.LightningModule):
         compiled = self.__dict__.get("_compiled_model")
         return (compiled if compiled is not None and self.training else self.model)(x)
 
+    def training_size(self) -> int | None:
+        """The size this epoch's training batches are downsampled to (``recipe.progressive_resize``), or None."""
+        for size, until in self.progressive or ():
+            if self.current_epoch < until:
+                return size
+        return None
+
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
         images, labels = batch
         targets = labels
-        if self.progressive is not None and self.current_epoch < self.progressive[1]:
-            images = F.interpolate(images, size=self.progressive[0], mode="area")  # progressive resizing
+        size = self.training_size()
+        if size is not None:
+            images = F.interpolate(images, size=size, mode="area")  # progressive resizing
         if self.mixup is not None:
             images, targets = self.mixup(images, labels)
         logits = self(images)
@@ -379,31 +388,33 @@ class ClassificationModule(L.LightningModule):
 
 def _progressive_resize(
     setting: Mapping[str, Any] | None, model: nn.Module, image_size: int, channels: int
-) -> tuple[int, int] | None:
-    """``(size, epochs)`` of ``recipe.progressive_resize``: the first ``epochs`` epochs train on batches
-    downsampled to ``size`` px (an area average on the device; a step at half the side costs about a quarter),
-    the rest at the data's own size. The model must run at that size: checked here, before any training, with one
-    image, so a window that does not divide a feature map is refused now rather than at the first step."""
+) -> list[tuple[int, int]] | None:
+    """``[(size, until_epoch), ...]`` of ``recipe.progressive_resize``: epochs before ``until_epoch`` (and after
+    the stage before) train on batches downsampled to ``size`` px (an area average on the device; a step at half
+    the side costs about a quarter), the rest at the data's own size. The model must run at every size: checked
+    here, before any training, with one image, so a window that does not divide a feature map is refused now
+    rather than at the first step."""
     if not setting:
         return None
-    size, epochs = setting.get("size"), setting.get("epochs")
-    if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size < image_size:
+    sizes, epochs = list(setting["sizes"]), list(setting["epochs"])
+    if sizes[-1] >= image_size:
         raise ConfigValueError(
-            f"recipe.progressive_resize.size={size!r} is invalid: an integer below the training size {image_size}"
+            f"recipe.progressive_resize.sizes={sizes!r} is invalid: sizes below the training size {image_size}"
         )
-    if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 0:
-        raise ConfigValueError(f"recipe.progressive_resize.epochs={epochs!r} is invalid: an integer >= 0")
     parameter = next(model.parameters())
     was_training = model.training
     try:
-        with torch.no_grad():
-            model.eval()(torch.zeros(1, channels, size, size, dtype=parameter.dtype, device=parameter.device))
-    except (ValueError, RuntimeError) as error:
-        first_line = str(error).strip().splitlines()[0]
-        raise ConfigValueError(
-            f"recipe.progressive_resize.size={size}: the model cannot run at {size}x{size} px ({first_line}); "
-            "choose a size its feature maps allow (e.g. half the training size) or recipe.progressive_resize=null"
-        ) from None
+        for size in sizes:
+            image = torch.zeros(1, channels, size, size, dtype=parameter.dtype, device=parameter.device)
+            try:
+                with torch.no_grad():
+                    model.eval()(image)
+            except (ValueError, RuntimeError) as error:
+                first_line = str(error).strip().splitlines()[0]
+                raise ConfigValueError(
+                    f"recipe.progressive_resize.sizes: the model cannot run at {size}x{size} px ({first_line}); "
+                    "choose sizes its feature maps allow or recipe.progressive_resize=null"
+                ) from None
     finally:
         model.train(was_training)
-    return size, epochs
+    return list(zip(sizes, itertools.accumulate(epochs)))

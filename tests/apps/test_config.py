@@ -172,7 +172,7 @@ CHECKED = [
     (["recipe=paper", "recipe.mixup.prob=2"], "recipe.mixup.prob=2 is invalid: must be in [0, 1]"),
     (["recipe.optimizer.momentum=1"], "recipe.optimizer.momentum=1 is invalid: must be in [0, 1)"),
     (["recipe.schedule.gamma=0"], "recipe.schedule.gamma=0 is invalid: must be in (0, 1]"),
-    (["+recipe.progressive_resize={size: 0, epochs: 1}"], "recipe.progressive_resize.size=0 is invalid: must be"),
+    (["+recipe.progressive_resize={sizes: [0], epochs: [1]}"], "recipe.progressive_resize.sizes=[0] is invalid: a"),
     (["callbacks.checkpoint.mode=up"], "callbacks.checkpoint.mode='up' is not one of ['min', 'max']"),
     (["callbacks.progress.interval=-1"], "callbacks.progress.interval=-1 is invalid: must be seconds >= 0"),
     (["performance.matmul_precision=low"], "performance.matmul_precision='low' is not one of ['highest', 'high'"),

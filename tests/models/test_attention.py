@@ -5,7 +5,13 @@ import torch
 import torch.nn.functional as F
 
 from alternet.models import FocusedLinearAttention, WindowAttention, create_model
-from alternet.models.attention import merge_window_maps, window_maps, window_merge, window_partition
+from alternet.models.attention import (
+    build_attention,
+    merge_window_maps,
+    window_maps,
+    window_merge,
+    window_partition,
+)
 
 
 @pytest.mark.parametrize("bias_per_head", [False, True])
@@ -29,6 +35,32 @@ def test_relative_position_bias_is_shared_by_heads_and_translation_invariant():
     # (0,0)->(0,1) and (1,1)->(1,2) have the same offset, so the same bias
     assert bias[0, 1] == bias[4, 5]
     assert attn.rel_pos_bias.shape == (5, 5)
+
+
+@pytest.mark.parametrize("kind", ["window", "position_only"])
+@pytest.mark.parametrize(("size", "clipped"), [((3, 3), (3, 3)), ((2, 8), (2, 4))])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_a_map_smaller_than_the_window_is_one_window_with_the_centred_part_of_the_table(
+    kind, size, clipped, channels_last
+):
+    """A 4x4-window MSA on a 3x3 map (or 2 rows of a 2x8 map) is the same MSA built for the clipped window with
+    the centred (2h-1)x(2w-1) part of its relative position table: the offsets mean what they meant."""
+    torch.manual_seed(0)
+    common = {"heads": 2, "head_dim": 4, "bias_per_head": kind == "position_only"}
+    big = build_attention(kind, 8, 8, window=(4, 4), **common)
+    small = build_attention(kind, 8, 8, window=clipped, **common)
+    with torch.no_grad():
+        big.rel_pos_bias.normal_(0, 1.0)
+        rows, cols = slice(4 - clipped[0], 3 + clipped[0]), slice(4 - clipped[1], 3 + clipped[1])
+        state = {k: v for k, v in big.state_dict().items() if k != "rel_pos_bias"}
+        small.load_state_dict({**state, "rel_pos_bias": big.rel_pos_bias[..., rows, cols]})
+    x = torch.randn(2, 8, *size)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(big(x), small(x))
+    torch.testing.assert_close(big.attention_map(x), small.attention_map(x))
+    with pytest.raises(ValueError, match="feature map 6x6 is not divisible by the attention window 4x4"):
+        big(torch.randn(1, 8, 6, 6))
 
 
 def test_math_path_supports_double_backward():

@@ -246,7 +246,7 @@ def test_torch_compile_trains_through_a_progressive_resize(tmp_path):
     """A compiled backbone meets a second input size (progressive resizing, evaluation): each size compiles its own
     graph, since inductor failed on window attention over symbolic sizes ('cannot determine truth value of
     Relational') when torch.compile's default turned the second size dynamic."""
-    overrides = ["trainer.max_epochs=2", "recipe.progressive_resize={size: 8, epochs: 1}", "model.window=2"]
+    overrides = ["trainer.max_epochs=2", "recipe.progressive_resize={sizes: [8], epochs: [1]}", "model.window=2"]
     summary = train(compose_train(*FAST, *overrides, "performance.compile=true", output_dir=tmp_path))
     assert summary["global_step"] == 6 and math.isfinite(summary["test"]["nll"])
 
@@ -282,8 +282,9 @@ def test_ema_updates_once_per_optimizer_step_with_gradient_accumulation(tmp_path
 
 
 def test_progressive_resizing_trains_small_first_then_at_full_size(tmp_path, monkeypatch):
-    """recipe.progressive_resize={size, epochs}: the first epochs' batches reach the model downsampled, the rest
-    at the data's size (digits: 16 px), and evaluation always sees full-size images."""
+    """recipe.progressive_resize={sizes, epochs}: each stage's batches reach the model downsampled to its size,
+    the epochs after the last stage at the data's size (digits: 16 px), and evaluation always sees full-size
+    images; the MSA's window (4) is clipped to the 2x2 map of the smallest size."""
     seen: list[tuple[bool, int]] = []
     forward = ClassificationModule.forward
 
@@ -292,19 +293,21 @@ def test_progressive_resizing_trains_small_first_then_at_full_size(tmp_path, mon
         return forward(self, x)
 
     monkeypatch.setattr(ClassificationModule, "forward", recording_forward)
-    overrides = ["trainer.max_epochs=2", "recipe.progressive_resize={size: 8, epochs: 1}", "model.window=2"]
+    overrides = ["trainer.max_epochs=3", "recipe.progressive_resize={sizes: [4, 8], epochs: [1, 1]}"]
     summary = train(compose_train(*FAST, *overrides, output_dir=tmp_path))
-    assert summary["global_step"] == 6
-    assert [size for training, size in seen if training] == [8, 8, 8, 16, 16, 16]
+    assert summary["global_step"] == 9
+    assert [size for training, size in seen if training] == [4] * 3 + [8] * 3 + [16] * 3
     assert {size for training, size in seen if not training} == {16}
 
 
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
-        ("{size: 8, epochs: 1}", "recipe.progressive_resize.size=8: the model cannot run at 8x8 px (WindowAttention:"),
-        ("{size: 16, epochs: 1}", "recipe.progressive_resize.size=16 is invalid: an integer below the training size"),
-        ("{size: 8, epochs: -1}", "recipe.progressive_resize.epochs=-1 is invalid: must be an integer >= 0"),
+        ("{sizes: [12], epochs: [1]}", "progressive_resize.sizes: the model cannot run at 12x12 px (WindowAttention"),
+        ("{sizes: [8, 16], epochs: [1, 1]}", "progressive_resize.sizes=[8, 16] is invalid: sizes below the training"),
+        ("{sizes: [8], epochs: [0]}", "recipe.progressive_resize.epochs=[0] is invalid: a list of integers >= 1"),
+        ("{sizes: [12, 8], epochs: [1, 1]}", "progressive_resize.sizes=[12, 8] is invalid: a list of integers >= 1, e"),
+        ("{sizes: [8, 12], epochs: [1]}", "progressive_resize.epochs=[1] is invalid: one number of epochs per size in"),
     ],
 )
 def test_a_progressive_size_the_model_cannot_run_is_refused_before_training(setting, message, tmp_path):

@@ -6,9 +6,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import math
-import signal
 import sys
-import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NoReturn
@@ -112,38 +110,3 @@ def exit_with_error(error: BaseException | str) -> NoReturn:
     (alternet/apps/cli.py and the commands it dispatches to); before a command's code has been imported, the
     licence check prints the same line itself (alternet/data/licence.py)."""
     raise SystemExit(error_line(error)) from None
-
-
-class NotedCtrlC:
-    """Python's own Ctrl-C (raise KeyboardInterrupt), remembering that it came: a command tells by it a failure that
-    Ctrl-C caused (e.g. inside Hydra, which reports it as another error) from any other (:func:`ctrl_c_noted`)."""
-
-    def __init__(self) -> None:
-        self.came = False
-
-    def __call__(self, signum: int, frame: object) -> None:
-        self.came = True
-        raise KeyboardInterrupt
-
-
-def is_pythons_ctrl_c(handler: object) -> bool:
-    """Whether a SIGINT handler is Python's own, or the :class:`NotedCtrlC` that stands in for it (nothing for a
-    pre-emption stop to forward the signal to)."""
-    return handler is signal.default_int_handler or isinstance(handler, NotedCtrlC)
-
-
-@contextlib.contextmanager
-def ctrl_c_noted() -> Iterator[NotedCtrlC]:
-    """Ctrl-C as Python handles it, noted, for the duration; where SIGINT is ignored or someone else's (a background
-    job, a test harness) or outside the main thread it stays as it is, and nothing is noted."""
-    noted = NotedCtrlC()
-    in_main_thread = threading.current_thread() is threading.main_thread()
-    if not in_main_thread or not is_pythons_ctrl_c(signal.getsignal(signal.SIGINT)):
-        yield noted
-        return
-    previous = signal.signal(signal.SIGINT, noted)
-    try:
-        yield noted
-    finally:
-        if signal.getsignal(signal.SIGINT) is noted:
-            signal.signal(signal.SIGINT, previous)

@@ -49,7 +49,8 @@ from alternet.data.workers import (
 from alternet.evaluation.evaluator import write_npz
 from alternet.files import OUTPUT_LOCK, WriteError, atomic_write, write_json
 from alternet.training import builders
-from alternet.training.callbacks import AtomicCheckpointIO, PreemptionCheckpoint, StoppedWithoutSaving
+from alternet.training.callbacks import AtomicCheckpointIO
+from alternet.training.stopping import PreemptionCheckpoint, StoppedWithoutSaving
 
 from helpers import FAST, ROOT, compose_train, run_main, run_warm, warm
 from helpers.models import assert_same_weights
@@ -735,8 +736,8 @@ def test_ctrl_c_that_hydra_reports_as_another_error_still_ends_on_the_one_line(t
 
 def test_ctrl_c_in_a_training_step_saves_and_says_where_to_resume(tmp_path, monkeypatch, capsys):
     """Ctrl-C (in this process, as a terminal sends it) during training steps stops after the step with a resumable
-    checkpoint, even where the command holds Python's Ctrl-C handler to note it (errors.ctrl_c_noted): forwarding the
-    signal to that handler raised KeyboardInterrupt and ended on the outside-the-steps line instead."""
+    checkpoint, even where the command holds Python's Ctrl-C handler to note it (training.stopping.ctrl_c_noted):
+    forwarding the signal to that handler raised KeyboardInterrupt and ended on the outside-the-steps line instead."""
     from alternet.training.module import ClassificationModule
 
     step = ClassificationModule.training_step

@@ -26,11 +26,12 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from ..data.corrupted import cifar_c
-from ..errors import AlternetError, ctrl_c_noted, exit_with_error, warnings_on_one_line
+from ..errors import AlternetError, exit_with_error, warnings_on_one_line
 from ..hub import cli as hub_cli
 from ..report import cli as report_cli
 from ..runs import discard_unused_run_dir
 from ..shards import cli as shards_cli
+from ..training.stopping import EVALUATION_INTERRUPTED, TRAINING_INTERRUPTED, ends_on_its_stop_line
 from . import config as _schemas  # noqa: F401 - registers train.yaml's and evaluate.yaml's schemas
 from .composition import one_line_composition_errors
 from .evaluate import run_evaluate
@@ -40,42 +41,24 @@ CONFIG_PATH = "pkg://alternet.conf"
 PROG = "alternet"
 DDP_JOB_NAME = "hydra.job.name=train_ddp_process_"  # what Lightning adds to a rank it launches under Hydra
 
-# A stop signal inside training steps saves and resumes (training.callbacks.PreemptionCheckpoint); Ctrl-C anywhere
-# else (Hydra composing a job, set-up, testing, scoring, between a sweep's jobs) raises KeyboardInterrupt wherever it
-# lands: the command ends on one line instead of that traceback. When it lands inside Hydra's own code (composing a
-# job's config), a clean-up there can raise another error in its place, which Hydra reports as its own and exits 1;
-# the command notes that Ctrl-C came (errors.ctrl_c_noted) and ends on the same line.
-TRAINING_INTERRUPTED = (
-    "stopped by SIGINT outside the training steps (set-up, testing, or between a sweep's jobs); the checkpoints and "
-    "finished runs already written are kept: run the same command with ckpt_path=last to continue"
-)
-EVALUATION_INTERRUPTED = "stopped by SIGINT; the files already written are kept: run the same command to score again"
 
+def _command_main(message: str, command: str) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+    """A Hydra app's main as a command runs it: warnings and composition errors on one line, and Ctrl-C ending on
+    the command's stop line (``message``; the policy: :mod:`alternet.training.stopping`)."""
 
-def _ends_cleanly_on_ctrl_c(message: str, command: str) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
     def wrap(main: Callable[[], Any]) -> Callable[[], Any]:
+        @ends_on_its_stop_line(message)
         @functools.wraps(main)
         def run() -> Any:
-            with ctrl_c_noted() as ctrl_c, warnings_on_one_line(), one_line_composition_errors(command):
-                try:
-                    return main()
-                except KeyboardInterrupt:
-                    exit_with_error(message)
-                except SystemExit as exited:
-                    if ctrl_c.came and exited.code not in (None, 0):
-                        exit_with_error(message)
-                    raise
-                except Exception:
-                    if ctrl_c.came:  # what Ctrl-C broke inside Hydra, raised in its place
-                        exit_with_error(message)
-                    raise
+            with warnings_on_one_line(), one_line_composition_errors(command):
+                return main()
 
         return run
 
     return wrap
 
 
-@_ends_cleanly_on_ctrl_c(TRAINING_INTERRUPTED, "train")
+@_command_main(TRAINING_INTERRUPTED, "train")
 @hydra.main(config_path=CONFIG_PATH, config_name="train", version_base="1.3")
 def train_main(cfg: DictConfig) -> float | None:
     """``alternet train [group=option ...] [key=value ...]``: train one model (or, with ``-m``, a sweep)."""
@@ -87,7 +70,7 @@ def train_main(cfg: DictConfig) -> float | None:
     return optimized["value"] if optimized else None
 
 
-@_ends_cleanly_on_ctrl_c(EVALUATION_INTERRUPTED, "evaluate")
+@_command_main(EVALUATION_INTERRUPTED, "evaluate")
 @hydra.main(config_path=CONFIG_PATH, config_name="evaluate", version_base="1.3")
 def evaluate_main(cfg: DictConfig) -> None:
     """``alternet evaluate ckpt=SOURCE [data=...] [key=value ...]``: score models."""

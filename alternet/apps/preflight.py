@@ -6,12 +6,12 @@ lock taken (:class:`RunDirPreflight`, train and evaluate) and the run directory 
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -34,19 +34,28 @@ from ..runs import (
 )
 from .checks import validate_train_config
 
-GRID_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+GRID_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"  # its name in a config, not an import
 
 
 def grid_jobs(config: DictConfig) -> list[list[str]] | None:
     """The overrides of every job of a multirun, as Hydra's grid sweeper expands them (its ``params`` and the
-    command line's sweeps, the cartesian product in launch order); ``None`` for a sweeper that chooses its jobs as
-    it goes (Optuna, Ax ...)."""
+    command line's sweeps, a later override of a key replacing an earlier one, the cartesian product in launch
+    order); ``None`` for a sweeper that chooses its jobs as it goes (Optuna, Ax ...), and for an interval sweep,
+    which the grid sweeper refuses in its own words."""
     if config.hydra.sweeper.get("_target_") != GRID_SWEEPER:
         return None
     raw = OmegaConf.to_container(config.hydra, resolve=False)  # an override's ${...} stays text, as Hydra reads it
     params = [f"{key}={value}" for key, value in (raw["sweeper"].get("params") or {}).items()]
-    overrides = OverridesParser.create().parse_overrides([*params, *raw["overrides"]["task"]])
-    return [list(job) for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
+    choices: dict[str, list[str]] = {}
+    for override in OverridesParser.create().parse_overrides([*params, *raw["overrides"]["task"]]):
+        key = override.get_key_element()
+        if not override.is_sweep_override():
+            choices[key] = [f"{key}={override.get_value_element_as_str()}"]
+        elif override.is_discrete_sweep():
+            choices[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
+        else:
+            return None
+    return [list(job) for job in itertools.product(*choices.values())]
 
 
 class SweepPreflight(Callback):

@@ -3,10 +3,8 @@ what follows training (evaluation, export, W&B artifacts)."""
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +44,7 @@ from ..training import (
     choose_precision,
     throughput_callback,
 )
+from ..training.stopping import lightning_ctrl_c_raised
 from .after_training import evaluate_after_training, export_after_training
 from .checks import validate_train_config
 from .console import end_summary, start_banner
@@ -146,12 +145,12 @@ def _train(
 
     exit_code = 1
     try:
-        with datamodule.dead_workers_named(), _ctrl_c_raised(trainer):
+        with datamodule.dead_workers_named(), lightning_ctrl_c_raised(trainer):
             trainer.fit(module, datamodule=datamodule, ckpt_path=resume)
         checkpoint = checkpoint_callback(trainer)  # read before testing: test() restores its state from `best`
         best, last = checkpoint.best_model_path or None, checkpoint.last_model_path or None
         clean = by_split({k: v for k, v in trainer.callback_metrics.items() if k.startswith("train_clean/")})
-        with datamodule.dead_workers_named(), _ctrl_c_raised(trainer):
+        with datamodule.dead_workers_named(), lightning_ctrl_c_raised(trainer):
             tested = by_split(trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False)[0])
         summary = RunSummary(
             model=config["model"]["name"],
@@ -187,19 +186,6 @@ def _train(
         return summary
     finally:
         tracking.finish(exit_code)
-
-
-@contextlib.contextmanager
-def _ctrl_c_raised(trainer: L.Trainer) -> Iterator[None]:
-    """Lightning answers Ctrl-C inside ``fit`` or ``test`` where the pre-emption callback does not hold SIGINT (set-up,
-    the sanity check, testing) with its own line and ``sys.exit(1)``; raise it on as the KeyboardInterrupt it was,
-    so the command ends on its one-line stop message with the way to continue (apps/cli.TRAINING_INTERRUPTED)."""
-    try:
-        yield
-    except SystemExit:
-        if not trainer.interrupted:
-            raise
-        raise KeyboardInterrupt from None
 
 
 def _trained_to_the_end(finished: RunSummary, trainer: dict[str, Any]) -> bool:

@@ -15,17 +15,11 @@ from lightning.pytorch.strategies import DDPStrategy
 
 from ..errors import ConfigValueError
 from ..rundir import RunDir
-from .callbacks import (
-    AtomicCheckpointIO,
-    BatchSeed,
-    BestAndLastCheckpoint,
-    MidEpochCheckpoint,
-    PreemptionCheckpoint,
-    parse_interval,
-)
+from .callbacks import AtomicCheckpointIO, BatchSeed, BestAndLastCheckpoint, MidEpochCheckpoint, parse_interval
 from .display import Throughput, progress_bar, quiet_lightning
 from .module import ClassificationModule
 from .precision import device_type
+from .stopping import PreemptionCheckpoint
 
 
 def build_module(config: dict[str, Any], data: dict[str, Any]) -> ClassificationModule:

@@ -11,8 +11,9 @@ from ..data.augment import check_augment
 from ..errors import ConfigValueError, is_integer
 from ..models.backbone import check_drop_path_rate
 from ..typed import SECTION, Section, integer
-from .callbacks import check_preemption, parse_interval
+from .callbacks import parse_interval
 from .optim import LR_SCALE_RULES, OPTIMIZERS, SCHEDULES
+from .stopping import check_preemption
 
 AUTO_SWITCH = "must be auto, true or false"
 COMPILE_MODES = ("auto", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")

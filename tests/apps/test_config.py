@@ -240,6 +240,20 @@ def test_the_speedrun_preset_is_an_alternet_that_follows_the_buildup_rules(recwa
     assert config["recipe"]["test_flip"] is True
 
 
+def test_the_speedrun_grows_from_sizes_its_model_runs_at():
+    """4 epochs at 16 px, 6 at 24, the rest at 32: the MSA's 4x4 window is clipped to the last stage's 2x2 and 3x3
+    maps, and the module's own check at construction passes."""
+    config = resolved("experiment=cifar100_speedrun", "data.root=/data")
+    assert config["recipe"]["progressive_resize"] == {"sizes": [16, 24], "epochs": [4, 6]}
+    assert config["recipe"]["epochs"] == 15
+    data = {"num_classes": 100, "image_size": 32, "mean": [0.5] * 3, "std": [0.25] * 3}
+    module = ClassificationModule(model=config["model"], recipe=config["recipe"], data=data)
+    assert module.progressive == [(16, 4), (24, 10)]
+    with torch.no_grad():
+        for size in (16, 24, 32):
+            assert module.model(torch.zeros(2, 3, size, size)).shape == (2, 100)
+
+
 def test_warmup_longer_than_the_run_is_a_warning():
     with pytest.warns(UserWarning, match="recipe.warmup_epochs=5 exceeds trainer.max_epochs=1"):
         validate_train_config(resolved("recipe=paper", "trainer.max_epochs=1"))

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: helpers
 
 from alternet.apps.train import train
 from alternet.training import builders
-from alternet.training.callbacks import Preempted
+from alternet.training.stopping import Preempted
 
 from helpers import DDP_CPU, compose_train
 

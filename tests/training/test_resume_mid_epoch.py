@@ -5,18 +5,13 @@ train loader before the checkpoint was restored, the loader's saved position wou
 
 import csv
 import json
-import os
-import signal
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
 
 from alternet.data.base import EpochSampler, ResumableLoader
-from alternet.errors import ConfigValueError
 from alternet.tracking import build_loggers, finish
-from alternet.training.callbacks import Preempted, PreemptionCheckpoint, requeue_slurm_job
 
 from helpers import run_script
 from helpers.models import assert_same_weights
@@ -136,72 +131,6 @@ def test_resumable_loader_continues_where_the_saved_position_left_off():
     rest = [batch.tolist() for batch in resumed]
     assert seen + rest == full
     assert [batch.tolist() for batch in resumed] == full  # the skip applies to the resumed epoch only
-
-
-def test_preemption_under_slurm_requeues_the_job_with_scontrol(tmp_path, monkeypatch):
-    """The cluster's own ``scontrol`` is called as ``scontrol requeue <job>`` (a recording stand-in here)."""
-    calls = tmp_path / "calls"
-    scontrol = tmp_path / "scontrol"
-    scontrol.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
-    scontrol.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
-    monkeypatch.setenv("SLURM_JOB_ID", "4242")
-    assert requeue_slurm_job()
-    monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "4200")
-    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "7")
-    assert requeue_slurm_job()
-    assert calls.read_text().splitlines() == ["requeue 4242", "requeue 4200_7"]
-    monkeypatch.delenv("SLURM_JOB_ID")
-    assert not requeue_slurm_job()  # not under SLURM: nothing to requeue
-
-
-class _Ranks:
-    """A two-rank trainer's surface as PreemptionCheckpoint sees it, recording the steps that ran a collective."""
-
-    def __init__(self, tmp_path: Path):
-        self.world_size, self.global_step, self.accumulate_grad_batches = 2, 0, 1
-        self.default_root_dir, self.current_epoch, self.is_global_zero = str(tmp_path), 0, True
-        self.collectives, self.saved = [], []
-        self.strategy = SimpleNamespace(reduce_boolean_decision=self._agree)
-
-    def _agree(self, decision: bool, all: bool) -> bool:
-        self.collectives.append(self.global_step)
-        return decision
-
-    def save_checkpoint(self, path: Path, weights_only: bool | None = None) -> None:
-        self.saved.append((self.global_step, Path(path).name))
-
-
-def test_ddp_ranks_agree_on_a_preemption_every_n_steps_not_every_step(tmp_path):
-    """Agreeing is a collective and a host sync: under DDP it must not run on every optimizer step."""
-    callback = PreemptionCheckpoint(tmp_path, ["SIGUSR1"], requeue=False, sync_every_n_steps=10)
-    trainer = _Ranks(tmp_path)
-    with pytest.raises(Preempted, match="stopped by SIGUSR1 at global step 20"):
-        for step in range(1, 31):
-            trainer.global_step = step
-            if step == 13:
-                callback.received = signal.SIGUSR1
-            callback.on_train_batch_end(trainer, None, None, None, step - 1)
-    assert trainer.collectives == [10, 20]
-    assert trainer.saved == [(20, "last.ckpt")]
-
-
-@pytest.mark.parametrize("every", [0, -3, 2.5, True, "10"])
-def test_a_bad_sync_interval_is_refused_when_the_callback_is_built(tmp_path, every):
-    with pytest.raises(ConfigValueError, match=r"callbacks\.preemption\.sync_every_n_steps must be a positive integer"):
-        PreemptionCheckpoint(tmp_path, ["SIGUSR1"], sync_every_n_steps=every)
-
-
-@pytest.mark.slow
-def test_two_ddp_ranks_stop_together_when_one_rank_is_signalled(tmp_path):
-    """Only rank 1 gets SIGUSR1 (after step 2); both ranks stop at the next agreement (step 4), rank 0 saying the
-    signal came to another rank, and the checkpoint holds step 4 (a hang or a rank training on would fail)."""
-    result = run_script("tests/scripts/ddp_preemption_probe.py", str(tmp_path / "run"), timeout=240)
-    assert result.returncode == 0, result.stderr[-3000:]
-    errors = [json.loads((tmp_path / "run" / f"rank{rank}.json").read_text())["error"] for rank in (0, 1)]
-    assert "stopped by a signal on another rank at global step 4" in errors[0]
-    assert "stopped by SIGUSR1 at global step 4" in errors[1]
-    assert torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 4
 
 
 def test_a_resumed_run_continues_its_wandb_run(tmp_path):

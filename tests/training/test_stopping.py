@@ -1,0 +1,176 @@
+"""How a run stops (alternet/training/stopping.py): the pre-emption callback's requeue and its agreement across
+ranks, Ctrl-C noted and ended on a command's stop line, and Lightning's own Ctrl-C exit raised on. The end-to-end
+stops of real runs (signals to a training process and its workers, resume after them) are tests/test_faults.py's
+and tests/training/test_resume_mid_epoch.py's."""
+
+import json
+import os
+import signal
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from alternet.errors import ConfigValueError
+from alternet.training.stopping import (
+    Preempted,
+    PreemptionCheckpoint,
+    ctrl_c_noted,
+    ends_on_its_stop_line,
+    lightning_ctrl_c_raised,
+    requeue_slurm_job,
+)
+
+from helpers import run_script
+
+# the DDP probe starts processes of its own: on the worker of the other tests that do (pytest-xdist)
+pytestmark = pytest.mark.xdist_group("processes")
+
+
+@pytest.fixture
+def pythons_ctrl_c():
+    """SIGINT handled as Python does by default (a test runner's worker may have set it otherwise)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def _ctrl_c() -> None:
+    signal.raise_signal(signal.SIGINT)
+
+
+def test_ctrl_c_in_a_command_ends_on_its_stop_line(pythons_ctrl_c):
+    @ends_on_its_stop_line("stopped by SIGINT; run it again")
+    def main():
+        _ctrl_c()
+
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == "error: stopped by SIGINT; run it again"
+
+
+def test_an_error_that_ctrl_c_caused_ends_on_the_stop_line_too(pythons_ctrl_c):
+    """Where Ctrl-C lands inside Hydra's code, its clean-up may raise another error (or exit 1) in its place."""
+
+    @ends_on_its_stop_line("stopped")
+    def broken():
+        try:
+            _ctrl_c()
+        except KeyboardInterrupt:
+            raise RuntimeError("a library's clean-up failed") from None
+
+    @ends_on_its_stop_line("stopped")
+    def exits():
+        try:
+            _ctrl_c()
+        except KeyboardInterrupt:
+            raise SystemExit(1) from None
+
+    for main in (broken, exits):
+        with pytest.raises(SystemExit) as exited:
+            main()
+        assert exited.value.code == "error: stopped"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Python's handler is back
+
+
+def test_other_errors_and_exits_pass_through_when_no_ctrl_c_came(pythons_ctrl_c):
+    @ends_on_its_stop_line("stopped")
+    def broken():
+        raise RuntimeError("a real failure")
+
+    @ends_on_its_stop_line("stopped")
+    def exits():
+        raise SystemExit("error: a bad key")
+
+    with pytest.raises(RuntimeError, match="a real failure"):
+        broken()
+    with pytest.raises(SystemExit, match="error: a bad key"):
+        exits()
+
+
+def test_a_sigint_that_was_ignored_stays_ignored_and_unnoted():
+    """A shell's background job starts with SIGINT ignored: the command leaves it so."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with ctrl_c_noted() as noted:
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            _ctrl_c()  # ignored: nothing raised
+        assert not noted.came
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_lightnings_ctrl_c_exit_is_raised_on_as_the_ctrl_c_it_was():
+    """Lightning answers Ctrl-C inside fit/test with sys.exit(1) and marks the trainer interrupted; any other exit
+    passes unchanged."""
+    with pytest.raises(KeyboardInterrupt), lightning_ctrl_c_raised(SimpleNamespace(interrupted=True)):
+        raise SystemExit(1)
+    with pytest.raises(SystemExit), lightning_ctrl_c_raised(SimpleNamespace(interrupted=False)):
+        raise SystemExit(1)
+
+
+def test_preemption_under_slurm_requeues_the_job_with_scontrol(tmp_path, monkeypatch):
+    """The cluster's own ``scontrol`` is called as ``scontrol requeue <job>`` (a recording stand-in here)."""
+    calls = tmp_path / "calls"
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    scontrol.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    assert requeue_slurm_job()
+    monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "4200")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "7")
+    assert requeue_slurm_job()
+    assert calls.read_text().splitlines() == ["requeue 4242", "requeue 4200_7"]
+    monkeypatch.delenv("SLURM_JOB_ID")
+    assert not requeue_slurm_job()  # not under SLURM: nothing to requeue
+
+
+class _Ranks:
+    """A two-rank trainer's surface as PreemptionCheckpoint sees it, recording the steps that ran a collective."""
+
+    def __init__(self, tmp_path: Path):
+        self.world_size, self.global_step, self.accumulate_grad_batches = 2, 0, 1
+        self.default_root_dir, self.current_epoch, self.is_global_zero = str(tmp_path), 0, True
+        self.collectives, self.saved = [], []
+        self.strategy = SimpleNamespace(reduce_boolean_decision=self._agree)
+
+    def _agree(self, decision: bool, all: bool) -> bool:
+        self.collectives.append(self.global_step)
+        return decision
+
+    def save_checkpoint(self, path: Path, weights_only: bool | None = None) -> None:
+        self.saved.append((self.global_step, Path(path).name))
+
+
+def test_ddp_ranks_agree_on_a_preemption_every_n_steps_not_every_step(tmp_path):
+    """Agreeing is a collective and a host sync: under DDP it must not run on every optimizer step."""
+    callback = PreemptionCheckpoint(tmp_path, ["SIGUSR1"], requeue=False, sync_every_n_steps=10)
+    trainer = _Ranks(tmp_path)
+    with pytest.raises(Preempted, match="stopped by SIGUSR1 at global step 20"):
+        for step in range(1, 31):
+            trainer.global_step = step
+            if step == 13:
+                callback.received = signal.SIGUSR1
+            callback.on_train_batch_end(trainer, None, None, None, step - 1)
+    assert trainer.collectives == [10, 20]
+    assert trainer.saved == [(20, "last.ckpt")]
+
+
+@pytest.mark.parametrize("every", [0, -3, 2.5, True, "10"])
+def test_a_bad_sync_interval_is_refused_when_the_callback_is_built(tmp_path, every):
+    with pytest.raises(ConfigValueError, match=r"callbacks\.preemption\.sync_every_n_steps must be a positive integer"):
+        PreemptionCheckpoint(tmp_path, ["SIGUSR1"], sync_every_n_steps=every)
+
+
+@pytest.mark.slow
+def test_two_ddp_ranks_stop_together_when_one_rank_is_signalled(tmp_path):
+    """Only rank 1 gets SIGUSR1 (after step 2); both ranks stop at the next agreement (step 4), rank 0 saying the
+    signal came to another rank, and the checkpoint holds step 4 (a hang or a rank training on would fail)."""
+    result = run_script("tests/scripts/ddp_preemption_probe.py", str(tmp_path / "run"), timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    errors = [json.loads((tmp_path / "run" / f"rank{rank}.json").read_text())["error"] for rank in (0, 1)]
+    assert "stopped by a signal on another rank at global step 4" in errors[0]
+    assert "stopped by SIGUSR1 at global step 4" in errors[1]
+    assert torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 4

@@ -91,15 +91,12 @@ def merge_window_maps(x: torch.Tensor, size: tuple[int, int] | torch.Size) -> to
     return x.reshape(-1, c, h, w)
 
 
-def relative_position_index(window: tuple[int, int], table: tuple[int, int] | None = None) -> torch.Tensor:
-    """Index of (pos_j - pos_i) within a ph x pw window into the flattened (2th-1) x (2tw-1) table of a th x tw
-    window (``table``: ``window`` itself, or a larger window whose table holds every offset of this one), shape
-    (ph*pw, ph*pw)."""
+def relative_position_index(window: tuple[int, int]) -> torch.Tensor:
+    """Index of (pos_j - pos_i) into a flattened (2ph-1) x (2pw-1) table, shape (ph*pw, ph*pw)."""
     ph, pw = window
-    th, tw = table or window
     coords = torch.stack(torch.meshgrid(torch.arange(ph), torch.arange(pw), indexing="ij")).flatten(1)
     delta = coords[:, None, :] - coords[:, :, None]  # delta[:, i, j] = pos_j - pos_i
-    return (delta[0] + th - 1) * (2 * tw - 1) + (delta[1] + tw - 1)
+    return (delta[0] + ph - 1) * (2 * pw - 1) + (delta[1] + pw - 1)
 
 
 # whether the q/k/v projections have a bias when the model does not say (qkv_bias=None): none in the reference's
@@ -155,10 +152,10 @@ class _Windowed:
     def position_bias(self, window: tuple[int, int] | None = None) -> torch.Tensor:
         """(1 or heads, N, N) bias added to the attention logits of every window (``window``: a clipped one)."""
         table = self.rel_pos_bias.flatten(-2)
-        if window is None or window == self.window:
-            index = self.rel_pos_index
-        else:
-            index = relative_position_index(window, self.window).to(table.device)
+        index = self.rel_pos_index
+        if window is not None and window != self.window:  # a clipped window: the full window's top-left ph x pw
+            ph, pw = window  # positions, whose offsets the full index already holds (a view: nothing computed)
+            index = index.view(*self.window, *self.window)[:ph, :pw, :ph, :pw].reshape(ph * pw, ph * pw)
         bias = table[..., index]
         return bias if bias.dim() == 3 else bias.unsqueeze(0)
 

@@ -9,7 +9,7 @@ check, which is why each mode runs in its own process. Timings are the best of `
 the child; the two modes cannot be interleaved in one process (each needs a peak RSS of its own), so they run one
 child after the other.
 
-    python bench/activation_memory.py [--model alternet_r101] [--img-size 224] [--batch 8] [--threads N] [--no-record]
+    python -m bench.activation_memory [--model alternet_r101] [--img-size 224] [--batch 8] [--threads N] [--no-record]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 
-from harness import add_harness_arguments, begin, finish, interleave, row, timing_row
+from .harness import add_harness_arguments, begin, finish, interleave, row, timing_row
 
 MODES = ("plain", "checkpointed")
 
@@ -85,7 +85,17 @@ def measure(model_name: str, img_size: int, batch: int, checkpointed: bool, repe
 
 
 def run_child(args: argparse.Namespace, mode: str) -> dict:
-    command = [sys.executable, __file__, "--child", mode, "--model", args.model, "--img-size", str(args.img_size)]
+    command = [
+        sys.executable,
+        "-m",
+        __spec__.name,
+        "--child",
+        mode,
+        "--model",
+        args.model,
+        "--img-size",
+        str(args.img_size),
+    ]
     command += ["--batch", str(args.batch), "--rounds", str(args.rounds), "--warmup", str(args.warmup)]
     command += ["--threads", str(args.threads)]
     result = subprocess.run(command, capture_output=True, text=True, check=True)

@@ -2,7 +2,7 @@
 budgets of ``conf/analysis/*.yaml`` (printed alongside). Data: the real CIFAR-100 with the paper's recipe
 (augmented batches use crop + flip + RandAugment).
 
-    python bench/analysis.py [--root /work/shared/data] [--threads 2] [--only hessian,landscape] [--no-record]
+    python -m bench.analysis [--root /work/shared/data] [--threads 2] [--only hessian,landscape] [--no-record]
 
 Each analysis is one case of ``bench/harness.py``'s ``interleave`` (``--rounds`` rounds, 1 by default: an analysis
 takes minutes; no warm-up by default), printed as it finishes; the table gives the median.
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 from pathlib import Path
 
@@ -27,9 +26,7 @@ from alternet.analysis import ANALYSES, run_analyses
 from alternet.data import build_datamodule
 from alternet.models import create_model
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from harness import add_harness_arguments, begin, finish, interleave, summarise, timing_row
+from .harness import add_harness_arguments, begin, finish, interleave, summarise, timing_row
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data"

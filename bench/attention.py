@@ -1,6 +1,6 @@
 """Fused attention kernel vs the math path on this machine: what ``fused_attn=None`` (the default) chooses from.
 
-    python bench/attention.py [--model alternet_r50_hdvw] [--rounds 6] [--threads N] [--no-record]
+    python -m bench.attention [--model alternet_r50_hdvw] [--rounds 6] [--threads N] [--no-record]
 
 Two measurements, each path timed alternately with the other in one process (``bench/harness.py``'s
 ``interleave``; best or median of ``--rounds``, also spelt ``--repeats``):
@@ -12,18 +12,14 @@ Two measurements, each path timed alternately with the other in one process (``b
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import torch
 
 import alternet
 from alternet.models.attention import WindowAttention
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from harness import add_harness_arguments, begin, finish, interleave, row, summarise, switched, timing_row
-from step import training_step
+from .harness import add_harness_arguments, begin, finish, interleave, row, summarise, switched, timing_row
+from .step import training_step
 
 WINDOWS = ((16, 4), (14, 7), (8, 8), (14, 14), (28, 28))  # (map side, window side)
 PATHS = ("fused", "math")

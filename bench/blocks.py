@@ -3,7 +3,7 @@ beside the bottleneck a Conv block would put in its place (same input, same outp
 backward on the input the block sees in a real step, batch 32 at 32x32), with its FLOPs and the GFLOP/s it
 reaches. (``preresnet50`` is not quite that twin: its last stage has 3 blocks, AlterNet-50's has 4.)
 
-    python bench/blocks.py [--precision bf16|fp32] [--contiguous] [--batch 32] [--rounds 10] [--profile] [--no-record]
+    python -m bench.blocks [--precision bf16|fp32] [--contiguous] [--batch 32] [--rounds 10] [--profile] [--no-record]
 
 ``--profile`` adds, per pair, the self CPU ms of each operator category (``bench/profile_step.py``'s).
 
@@ -15,9 +15,7 @@ does more FLOPs at fewer GFLOP/s than its twin is what the step-time ratio in ``
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import defaultdict
-from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -26,10 +24,8 @@ from torch.utils.flop_counter import FlopCounterMode
 import alternet
 from alternet.models.blocks import Bottleneck
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from harness import add_harness_arguments, begin, finish, interleave, row, summarise, timing_row
-from profile_step import CATEGORIES, category
+from .harness import add_harness_arguments, begin, finish, interleave, row, summarise, timing_row
+from .profile_step import CATEGORIES, category
 
 
 def block_inputs(model: torch.nn.Module, images: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -1,7 +1,7 @@
 """Whether a 3x3 convolution's weight gradient computed another way beats oneDNN's on this CPU (issue 55: on AVX2,
 oneDNN's weight gradients run at about half the rate of its forward).
 
-    python bench/conv_wgrad.py [--model alternet_laptop] [--batch 256] [--rounds 5]
+    python -m bench.conv_wgrad [--model alternet_laptop] [--batch 256] [--rounds 5]
 
 For every distinct stride-1, padding-1 3x3 convolution shape of ``--model`` at 32 px (channels_last, fp32), times
 in one interleaved run (``bench/harness.py``):
@@ -19,17 +19,13 @@ is checked against oneDNN's gradient first (max |diff| / max |grad|).
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 import alternet
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from harness import add_harness_arguments, begin, finish, interleave, row, summarise, timing_row
+from .harness import add_harness_arguments, begin, finish, interleave, row, summarise, timing_row
 
 
 def conv_shapes(model: torch.nn.Module, size: int) -> list[tuple[int, int, int]]:

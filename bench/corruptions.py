@@ -1,6 +1,6 @@
 """Benchmark generated CIFAR-C on the CIFAR-100 test set: per-corruption speed and the total for 75 sets.
 
-    python bench/corruptions.py [--root /work/shared/data] [--images 1000] [--workers N] [--full OUT_DIR] [--no-record]
+    python -m bench.corruptions [--root /work/shared/data] [--images 1000] [--workers N] [--full OUT_DIR] [--no-record]
 
 Times ``corrupt`` on ``--images`` test images per corruption and severity in this process (each of the 75 a case
 of ``bench/harness.py``'s ``interleave``: ``--rounds`` rounds, 1 by default, median), prints ms per 1000 images and
@@ -26,9 +26,7 @@ from threadpoolctl import threadpool_limits
 from alternet.data.corrupted.cifar_c import generate_cifar_c
 from alternet.data.corrupted.corruptions import CORRUPTIONS, SEVERITIES, corrupt
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from harness import add_harness_arguments, begin, finish, interleave, row, summarise, timing_row
+from .harness import add_harness_arguments, begin, finish, interleave, row, summarise, timing_row
 
 DEFAULT_ROOT = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

@@ -21,15 +21,14 @@ For each: the single-process per-sample rate (what one worker can sustain) and t
 ``interleave``: ``--rounds`` rounds (also spelt ``--repeats``), the median reported, no warm-up by default (a
 loader pass includes its start-up on purpose).
 
-    python bench/dataloader.py [--root ../shared/data] [--num-images 10000] [--rounds 3] [--no-record]
-    python bench/dataloader.py --batch-size 256 --workers 1 --skip-timm --step-model alternet_laptop
+    python -m bench.dataloader [--root ../shared/data] [--num-images 10000] [--rounds 3] [--no-record]
+    python -m bench.dataloader --batch-size 256 --workers 1 --skip-timm --step-model alternet_laptop
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -51,10 +50,8 @@ from alternet.data.arrays.transforms import augmentation_ops
 from alternet.data.augment import fill_from_mean
 from alternet.seeds import derive_seed
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from harness import add_harness_arguments, begin, finish, interleave, summarise, summary_row, timing_row
-from step import batch_step
+from .harness import add_harness_arguments, begin, finish, interleave, summarise, summary_row, timing_row
+from .step import batch_step
 
 SPEC = "rand-m9-n2-mstd1.0"
 DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -1,6 +1,6 @@
 """CPU time of one training epoch through the real Trainer, measured on a slice and extrapolated.
 
-    python bench/epoch.py [--model alternet_r18] [--data cifar100] [--root ../shared/data] [--batches 20] [--no-record]
+    python -m bench.epoch [--model alternet_r18] [--data cifar100] [--root ../shared/data] [--batches 20] [--no-record]
 
 Runs `--batches` steps of the paper recipe (augmentation, mixup, AdamW) for each precision, times the steps after
 the first ``--warmup`` (3), and extrapolates the mean step to a full epoch of the training set. The clock is a
@@ -13,16 +13,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import lightning as L
 from omegaconf import OmegaConf
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from harness import add_harness_arguments, begin, finish, row, summarise, timing_row
+from .harness import add_harness_arguments, begin, finish, row, summarise, timing_row
 
 
 class StepTimer(L.Callback):

@@ -1,7 +1,7 @@
 """Evaluation speed on CIFAR-100: generating the 75 CIFAR-100-C sets, then scoring a checkpoint on them, at full
 precision and at the robustness pass's default (``robustness.precision=auto``), side by side.
 
-    python bench/evaluate.py --root ../shared/data [--ckpt RUN_OR_CKPT] [--cache DIR] [--workers N] [--sets N]
+    python -m bench.evaluate --root ../shared/data [--ckpt RUN_OR_CKPT] [--cache DIR] [--workers N] [--sets N]
                              [--no-record]
 
 Without --ckpt, a randomly initialised alternet_tiny is scored (inference cost is what is measured). The generation
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,9 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from harness import add_harness_arguments, begin, device_sync, finish, interleave, row, summarise
+from .harness import add_harness_arguments, begin, device_sync, finish, interleave, row, summarise
 
 
 def main() -> None:

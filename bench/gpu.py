@@ -3,7 +3,7 @@ stem) and 224 px (ImageNet stem), bf16 autocast, in either memory format, eager 
 beside the reference implementation (``--reference PATH``, a how-do-vits-work checkout; eager, as it was written to
 run).
 
-    python bench/gpu.py [--reference ../how-do-vits-work] [--batch32 96 256 1024] [--batch224 256]
+    python -m bench.gpu [--reference ../how-do-vits-work] [--batch32 96 256 1024] [--batch224 256]
                         [--formats channels_last contiguous] [--compile-mode reduce-overhead] [--no-compile]
                         [--peak-tflops N] [--sizes 32 224] [--steps 20] [--rounds 3] [--no-record]
 
@@ -23,17 +23,13 @@ of ``--rounds`` rounds times ``--steps`` steps of every run, between CUDA syncs;
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from harness import (
+from .harness import (
     add_formats_argument,
     add_harness_arguments,
     begin,
@@ -46,7 +42,7 @@ from harness import (
     summarise,
     timing_row,
 )
-from step import training_step
+from .step import training_step
 
 MODEL_NAMES = {"ours": "alternet_r50", "reference": "reference dnn_50"}
 PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "GH200": 989.0, "A100": 312.0, "L40S": 362.0, "A10G": 125.0}
@@ -178,7 +174,7 @@ def main() -> None:
     add_harness_arguments(parser, rounds=3, round_help="timed rounds of --steps steps, every run once per round")
     args = parser.parse_args()
     on_gpu = args.device == "cuda"
-    facts = begin(args, "gpu", device=args.device, no_gpu="the CPU benchmarks are bench/models.py")
+    facts = begin(args, "gpu", device=args.device, no_gpu="the CPU benchmarks are python -m bench.models")
     name = torch.cuda.get_device_name() if on_gpu else "CPU (smoke test)"
     peak = peak_tflops(name, args.peak_tflops) if on_gpu else None
     torch.backends.cudnn.benchmark = True

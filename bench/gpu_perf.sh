@@ -10,7 +10,7 @@
 # $OUT/gpu_perf.tgz -C /tmp gp` (carry .whl and .hdvw).
 #
 # Phases, most valuable first (what a short lease must not miss): the machine; pytest -m gpu; the real run
-# (bench/gpu_train.py: experiment=alternet_r50_cifar100 on 50,000 synthesized CIFAR-100 images, whole epochs, 4
+# (python -m bench.gpu_train: experiment=alternet_r50_cifar100 on 50,000 synthesized CIFAR-100 images, whole epochs, 4
 # workers) with CUDA graphs (reduce-overhead, as performance.compile=auto trains on one GPU); the bare step at 224 px
 # batch 256 compiled, beside the reference; where the host's time goes in the 32 px batch-96 step with CUDA graphs;
 # the real run eager; the bare step eager at batches 96/256/1024 (32 px) and
@@ -60,7 +60,7 @@ else  # a smoke test: tiny sizes, the laptop model, fp32 on the CPU
     data.train_clean_size=32 recipe.eval_batch_size=64)
   REFERENCE=()
 fi
-TRAIN=(bench/gpu_train.py --synthesize --data-root "$DATA" --images "$IMAGES" --epochs "$EPOCHS" --results-dir "$OUT")
+TRAIN=(-m bench.gpu_train --synthesize --data-root "$DATA" --images "$IMAGES" --epochs "$EPOCHS" --results-dir "$OUT")
 PRECISION=bf16
 [ "$DEVICE" = cpu ] && PRECISION=fp32
 
@@ -72,19 +72,19 @@ phase pytest_gpu "${PYTEST_LIMIT:-170}" $PYTHON -m pytest -m gpu -n 0 --dist no 
   --durations=10
 phase train_graphs "${COMPILED_LIMIT:-210}" $PYTHON "${TRAIN[@]}" --workers 4 --modes reduce-overhead \
   --out $RUNS/graphs "${TRAIN_ARGS[@]}"
-phase step_goals_224 "${GOALS_LIMIT:-180}" $PYTHON bench/gpu.py --device "$DEVICE" "${REFERENCE[@]}" "${COMPILE[@]}" \
+phase step_goals_224 "${GOALS_LIMIT:-180}" $PYTHON -m bench.gpu --device "$DEVICE" "${REFERENCE[@]}" "${COMPILE[@]}" \
   "${SIZES_224[@]}" --batch32 "$GOAL32" --batch224 "$GOAL224" --steps "$STEPS" --rounds "$ROUNDS" \
   --results-dir "$OUT"
-phase profile_graphs 120 $PYTHON bench/profile_step.py --device "$DEVICE" --precision "$PRECISION" --channels-last \
+phase profile_graphs 120 $PYTHON -m bench.profile_step --device "$DEVICE" --precision "$PRECISION" --channels-last \
   --size 32 --batch "${B32[0]}" --steps 3 "${PROFILE[@]}" "${PROFILE_COMPILE[@]}" --results-dir "$OUT"
 phase train_eager "${TRAIN_LIMIT:-150}" $PYTHON "${TRAIN[@]}" --workers 4 --modes eager --out $RUNS/eager \
   "${TRAIN_ARGS[@]}"
-phase step_formats "${FORMATS_LIMIT:-120}" $PYTHON bench/gpu.py --device "$DEVICE" --no-compile \
+phase step_formats "${FORMATS_LIMIT:-120}" $PYTHON -m bench.gpu --device "$DEVICE" --no-compile \
   "${SIZES[@]}" --batch32 "${B32[@]}" --batch224 "${B224[@]}" --formats channels_last contiguous \
   --steps "$STEPS" --rounds "$ROUNDS" --results-dir "$OUT"
-phase profile_32 60 $PYTHON bench/profile_step.py --device "$DEVICE" --precision "$PRECISION" --channels-last \
+phase profile_32 60 $PYTHON -m bench.profile_step --device "$DEVICE" --precision "$PRECISION" --channels-last \
   --size 32 --batch "${B32[0]}" --steps 3 "${PROFILE[@]}" --results-dir "$OUT"
-phase step_goals_32 "${GOALS_LIMIT:-150}" $PYTHON bench/gpu.py --device "$DEVICE" "${REFERENCE[@]}" "${COMPILE[@]}" \
+phase step_goals_32 "${GOALS_LIMIT:-150}" $PYTHON -m bench.gpu --device "$DEVICE" "${REFERENCE[@]}" "${COMPILE[@]}" \
   --sizes 32 --batch32 "$GOAL32" --steps "$STEPS" --rounds "$ROUNDS" --results-dir "$OUT"
 phase train_w8 "${TRAIN_LIMIT:-150}" $PYTHON "${TRAIN[@]}" --workers 8 --modes reduce-overhead --out $RUNS/w8 \
   "${TRAIN_ARGS[@]}"

@@ -12,7 +12,7 @@ real Trainer, data module, augmentation, guard, checkpoints, validation). Report
     CPU the calls ``alternet.training.syncs.HostSyncs`` counts, between consecutive batch starts;
   * peak GPU memory and the whole run's wall time.
 
-    python bench/gpu_train.py --data-root DIR [--epochs 3] [--workers 4 8] [--modes eager reduce-overhead]
+    python -m bench.gpu_train --data-root DIR [--epochs 3] [--workers 4 8] [--modes eager reduce-overhead]
                               [--synthesize] [--no-record] [-- more overrides]
 
 ``--synthesize`` writes CIFAR-100-format files (the original pickles' layout: 50,000 + 10,000 uint8 images, fine and
@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import os
 import pickle
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -36,11 +35,9 @@ import lightning as L
 import numpy as np
 from lightning.pytorch.profilers import Profiler
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from harness import add_harness_arguments, begin, finish, row
-
 from alternet.files import file_digest
+
+from .harness import add_harness_arguments, begin, finish, row
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")

@@ -5,7 +5,7 @@ step without a guard. Modes alternate step by step (``bench/harness.py``'s ``int
 each clock on a GPU), so machine noise hits them alike; prints the median step time and the guard's ratio. On a CPU a
 sync is free, so expect ~1.0x for both; the deferred guard exists for GPUs.
 
-    python bench/guard.py [--model alternet_tiny] [--batch 128] [--steps 30] [--device auto] [--no-record]
+    python -m bench.guard [--model alternet_tiny] [--batch 128] [--steps 30] [--device auto] [--no-record]
 
 ``--steps`` (= ``--rounds``) timed runs of each mode after ``--warmup`` untimed ones; a run is one step on a CPU and
 5 on a GPU, where a run of steps shows the queue draining.
@@ -14,17 +14,13 @@ sync is free, so expect ~1.0x for both; the deferred guard exists for GPUs.
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import torch
 
 import alternet
 from alternet.training.guard import HostFlags, non_finite_flag
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from harness import add_harness_arguments, begin, device_sync, finish, interleave, ratio, row, summarise, timing_row
+from .harness import add_harness_arguments, begin, device_sync, finish, interleave, ratio, row, summarise, timing_row
 
 MODES = ("none, multi-tensor", "synchronous guard", "none, fused", "deferred guard")
 

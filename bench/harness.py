@@ -2,7 +2,7 @@
 and appends its numbers to CSVs of one schema, so that a number is never read apart from the machine, commit and
 command that produced it.
 
-    from harness import add_harness_arguments, begin, finish, interleave, summarise, timing_row
+    from .harness import add_harness_arguments, begin, finish, interleave, summarise, timing_row
 
     add_harness_arguments(parser, rounds=6)         # --rounds --warmup --threads --no-record --results-dir
     facts = begin(args, "attention")                # applies --threads, prints the header, returns the facts
@@ -77,6 +77,13 @@ def hardware_facts() -> dict[str, Any]:
     return facts()
 
 
+def command_line() -> str:
+    """The command as typed: ``python -m bench.NAME ARGS`` for a bench (Python puts the module's path in argv[0])."""
+    spec = getattr(sys.modules["__main__"], "__spec__", None)
+    program = ["-m", spec.name] if spec is not None else sys.argv[:1]
+    return shlex.join(["python", *program, *sys.argv[1:]])
+
+
 def machine_facts(device: str | None = None, data_root: str | Path | None = None) -> dict[str, Any]:
     """What a result holds for: the package's machine facts plus the env overrides, the date (UTC), the commit and
     the command line. ``device`` (``cpu``/``cuda``) is what the bench's numbers ran on, so a CPU bench on a GPU host
@@ -85,7 +92,7 @@ def machine_facts(device: str | None = None, data_root: str | Path | None = None
         "env": code_path_env(),
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "commit": git_commit(),
-        "command": shlex.join(["python", *sys.argv]),
+        "command": command_line(),
         "device": device,
         "data_root": str(data_root) if data_root is not None else None,
     }
@@ -382,7 +389,7 @@ def begin(
     import torch
 
     if device == "cuda" and not torch.cuda.is_available():
-        raise SystemExit(f"bench/{bench}.py --device cuda: no CUDA GPU is visible ({no_gpu})")
+        raise SystemExit(f"python -m bench.{bench} --device cuda: no CUDA GPU is visible ({no_gpu})")
     if args.threads:
         torch.set_num_threads(args.threads)
     facts = machine_facts(device, data_root)

@@ -8,7 +8,7 @@ At 32 px every model has its stride-1 CIFAR stem; at 224 px the same models take
 ``stem=auto``), with the two knobs a 7x7 last stage needs (HaloNet ``block_size=7``, MaxViT ``window=7``). The
 laptop models are timed at 32 px only: the laptop AlterNet's fixed 2x2 stem is for CIFAR-sized images.
 
-    python bench/hybrids.py [--sizes 32 224] [--models botnet_cifar coatnet_cifar] [--batch 32] [--batch-224 8]
+    python -m bench.hybrids [--sizes 32 224] [--models botnet_cifar coatnet_cifar] [--batch 32] [--batch-224 8]
                             [--precision fp32 bf16] [--device cpu|cuda] [--rounds 5] [--warmup 1] [--threads N]
                             [--no-record]
 
@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import argparse
 
-from harness import add_harness_arguments, begin, device_sync, finish, interleave, row, summarise, timing_row
-from step import training_step
+from .harness import add_harness_arguments, begin, device_sync, finish, interleave, row, summarise, timing_row
+from .step import training_step
 
 FAMILIES = {  # model -> family
     "alternet_tiny": "AlterNet",

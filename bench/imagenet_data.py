@@ -34,7 +34,7 @@ after the workers' start-up batches inside each epoch (a whole-call timing would
 interleaved order; the cost split times the steps inside one sample's pipeline, each feeding the next, so it is
 not a repeated callable either; the memory probes run in child processes.
 
-    python bench/imagenet_data.py [--images 2000] [--root DIR] [--rounds 3] [--batch-size 64] [--no-record]
+    python -m bench.imagenet_data [--images 2000] [--root DIR] [--rounds 3] [--batch-size 64] [--no-record]
 """
 
 from __future__ import annotations
@@ -60,9 +60,7 @@ import torch
 from omegaconf import OmegaConf
 from PIL import Image
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from harness import add_harness_arguments, begin, finish, interleave, row, summarise, summary_row
+from .harness import add_harness_arguments, begin, finish, interleave, row, summarise, summary_row
 
 CONF = Path(__file__).resolve().parents[1] / "alternet" / "conf"
 HEIGHT, WIDTH = 375, 500
@@ -362,7 +360,7 @@ def memory_probe(kind: str) -> dict[str, Any]:
 
 def probe_in_fresh_process(kind: str) -> dict[str, Any]:
     result = subprocess.run(
-        [sys.executable, __file__, "--memory-probe", kind], check=True, capture_output=True, text=True
+        [sys.executable, "-m", __spec__.name, "--memory-probe", kind], check=True, capture_output=True, text=True
     )
     return json.loads(result.stdout.strip().splitlines()[-1])
 

@@ -8,8 +8,8 @@ fastest setting reaches, a ceiling for any speed-up):
   * alternet_r50, bf16 autocast + channels_last >= 2x its fp32 contiguous throughput;
   * an AlterNet step costs <= 1.1x a preresnet50 step (same precision and format; the FLOP ratio is printed beside).
 
-    python bench/models.py [--models alternet_r50 preresnet50] [--batch 32] [--steps 10] [--threads N] [--no-record]
-    python bench/models.py --reference ../how-do-vits-work   # adds alternet_r50_hdvw and the reference's dnn_50
+    python -m bench.models [--models alternet_r50 preresnet50] [--batch 32] [--steps 10] [--threads N] [--no-record]
+    python -m bench.models --reference ../how-do-vits-work   # adds alternet_r50_hdvw and the reference's dnn_50
 
 Timing goes through ``bench/harness.py``: within a child, ``interleave`` over its one training step (``--steps``,
 also spelt ``--rounds``, timed steps after ``--warmup`` ones; the median step is reported); the configurations
@@ -25,8 +25,8 @@ import resource
 import subprocess
 import sys
 
-from harness import add_harness_arguments, begin, finish, interleave, row, summarise, timing_row
-from step import training_step
+from .harness import add_harness_arguments, begin, finish, interleave, row, summarise, timing_row
+from .step import training_step
 
 CONFIGS = [("fp32", False), ("fp32", True), ("bf16", False), ("bf16", True)]
 
@@ -91,7 +91,8 @@ def gemm_peak_gflops(dtype_name: str, size: int = 2048, repeats: int = 5) -> flo
 def run_child(args: argparse.Namespace, model: str, precision: str, channels_last: bool) -> dict:
     command = [
         sys.executable,
-        __file__,
+        "-m",
+        __spec__.name,
         "--child",
         model,
         precision,

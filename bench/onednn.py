@@ -1,8 +1,8 @@
 """Where a CPU training step's convolution time goes, by oneDNN primitive, and whether 1x1 weight gradients computed
 as a matrix product would win it back.
 
-    python bench/onednn.py [--model alternet_r50_hdvw] [--precision bf16] [--batch 32] [--rounds 6] [--max-pixels 64]
-    python bench/onednn.py --model alternet_laptop --precision fp32 --batch 256   # the speedrun's step
+    python -m bench.onednn [--model alternet_r50_hdvw] [--precision bf16] [--batch 32] [--rounds 6] [--max-pixels 64]
+    python -m bench.onednn --model alternet_laptop --precision fp32 --batch 256   # the speedrun's step
 
 Two measurements, batch ``--batch`` (32), 32 px, channels_last:
   * one training step under oneDNN's verbose mode, its primitive executions summed by kind, implementation and
@@ -22,7 +22,6 @@ import re
 import sys
 import tempfile
 import types
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -30,10 +29,8 @@ import torch.nn.functional as F
 import alternet
 import alternet.models.attention as window_attention
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from harness import add_harness_arguments, begin, finish, interleave, ratio, row, summarise, switched, timing_row
-from step import training_step
+from .harness import add_harness_arguments, begin, finish, interleave, ratio, row, summarise, switched, timing_row
+from .step import training_step
 
 
 class _MatmulWeightGrad1x1(torch.autograd.Function):

@@ -1,7 +1,7 @@
 """The framework's host time per training step, on any machine (issue 49 item 7): what a step costs around its
 compute, and how many host syncs a step that logs nothing makes.
 
-    python bench/overhead.py [--size 16] [--batch 2] [--steps 100] [--rounds 5]
+    python -m bench.overhead [--size 16] [--batch 2] [--steps 100] [--rounds 5]
 
 One model whose compute is negligible (a linear classifier on the flattened pixels: ~0.1 ms a step, where the
 smallest convolutional models take 15-25 ms on 2 CPU cores, mostly oneDNN's per-call cost), trained three ways,
@@ -45,9 +45,7 @@ import alternet
 from alternet.training.builders import build_module, build_trainer
 from alternet.training.syncs import HostSyncs, per_step
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from harness import add_harness_arguments, begin, finish, row, summarise, timing_row
+from .harness import add_harness_arguments, begin, finish, row, summarise, timing_row
 
 CONF = Path(alternet.__file__).resolve().parent / "conf"
 CLASSES = 10

@@ -2,7 +2,7 @@
 categories issue 16 asks about (convolutions, BatchNorm, attention matmuls, softmax, layout copies, elementwise,
 optimizer), for our AlterNet-50 and, given ``--reference PATH``, the reference implementation's.
 
-    python bench/profile_step.py [--model alternet_r50_hdvw] [--precision fp32|bf16] [--channels-last]
+    python -m bench.profile_step [--model alternet_r50_hdvw] [--precision fp32|bf16] [--channels-last]
                                  [--batch 32] [--size 32] [--device cpu|cuda] [--steps 3]
                                  [--reference ../how-do-vits-work] [--compile-mode reduce-overhead] [--no-record]
 
@@ -18,18 +18,14 @@ the recorded rows (ms per step of each category, the total and the top operators
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import defaultdict
-from pathlib import Path
 
 import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from harness import add_harness_arguments, begin, finish, row
-from step import training_step
+from .harness import add_harness_arguments, begin, finish, row
+from .step import training_step
 
 CATEGORIES = (  # first match wins: (category, operator-name fragments)
     ("convolution", ("conv", "mkldnn_convolution", "slow_conv", "xmma", "implicit_gemm", "wgrad", "dgrad", "fprop")),

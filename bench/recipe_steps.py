@@ -2,11 +2,11 @@
 ``recipe.progressive_resize``), eager and ``torch.compile``d, channels_last and contiguous, in fp32 or bf16,
 interleaved in one process.
 
-    python bench/recipe_steps.py                                   # the speedrun's model, 16 and 32 px, batch 256
-    python bench/recipe_steps.py --sizes 16 32 --compile           # add compiled cases (compile time printed apart)
-    python bench/recipe_steps.py --sizes 32 --variants "stem=cifar" "stem=patch2;widths=[64,128,256]"
-    python bench/recipe_steps.py --model alternet_laptop --sizes 32 --formats channels_last contiguous --compile
-    ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 python bench/recipe_steps.py
+    python -m bench.recipe_steps                                   # the speedrun's model, 16 and 32 px, batch 256
+    python -m bench.recipe_steps --sizes 16 32 --compile           # add compiled cases (compile time printed apart)
+    python -m bench.recipe_steps --sizes 32 --variants "stem=cifar" "stem=patch2;widths=[64,128,256]"
+    python -m bench.recipe_steps --model alternet_laptop --sizes 32 --formats channels_last contiguous --compile
+    ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 python -m bench.recipe_steps
 
 Each row is a median step; the epoch column is that step times the batches of a 50,000-image epoch, which is what
 the choice between sizes and epochs trades. Compilation time (first call per size) is printed apart: a run pays it
@@ -18,10 +18,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from harness import add_formats_argument, add_harness_arguments, begin, finish, interleave, row, summarise, timing_row
-from step import training_step
-
 import alternet  # noqa: F401  (registers the zoo with timm)
+
+from .harness import add_formats_argument, add_harness_arguments, begin, finish, interleave, row, summarise, timing_row
+from .step import training_step
 
 
 def parse_variant(text: str) -> dict:

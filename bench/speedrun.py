@@ -1,9 +1,9 @@
 """The CIFAR-100 speedrun as a user runs it: the whole command per seed, one at a time, wall time from before the
 interpreter starts to after the test pass, and the test numbers its metrics.json holds.
 
-    python bench/speedrun.py --data-root DIR [--seeds 0 1 2] [--out-dir DIR] [-- extra overrides ...]
+    python -m bench.speedrun --data-root DIR [--seeds 0 1 2] [--out-dir DIR] [-- extra overrides ...]
     ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 \
-        python bench/speedrun.py --data-root DIR   # as an AVX2 machine
+        python -m bench.speedrun --data-root DIR   # as an AVX2 machine
 
 The code-path variables pass to the command, so on an AVX-512 machine the second line measures the AVX2 code paths
 (the header's ``env`` line and the results file, ``speedrun-cpu-avx2.csv``, say so). A seed whose run directory
@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import ROOT, add_harness_arguments, begin, finish, row
+from .harness import ROOT, add_harness_arguments, begin, finish, row
 
 METRICS = ("acc", "top5", "nll", "ece")
 

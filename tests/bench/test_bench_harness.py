@@ -6,17 +6,17 @@ from __future__ import annotations
 import argparse
 import ast
 import csv
+import importlib.machinery
 import re
 import sys
+import types
 
 import pytest
 import torch
 
+from bench import harness
+
 from helpers import ROOT
-
-sys.path.insert(0, str(ROOT / "bench"))
-
-import harness
 
 HEADER = (
     "date,commit,command,cpu,cores,isa,native_bf16,gpu,torch,threads,env,case,metric,value,unit,spread,rounds,notes"
@@ -36,7 +36,7 @@ def stub_facts(**changes) -> dict:
         "env": "",
         "date": "2026-01-01T00:00:00Z",
         "commit": "abc1234",
-        "command": "python bench/models.py --steps 2",
+        "command": "python -m bench.models --steps 2",
         "device": None,
         "data_root": None,
     }
@@ -186,7 +186,7 @@ def test_record_appends_to_one_csv_per_bench_and_machine_class(tmp_path):
     assert first == {
         "date": "2026-01-01T00:00:00Z",
         "commit": "abc1234",
-        "command": "python bench/models.py --steps 2",
+        "command": "python -m bench.models --steps 2",
         "cpu": "Test CPU",
         "cores": "4",
         "isa": "AVX512",
@@ -264,16 +264,32 @@ def test_machine_facts_add_env_date_command_and_data_root_to_the_package_facts(m
     package = {key: stub_facts()[key] for key in ("cpu", "cores", "isa", "native_bf16", "gpu", "torch", "threads")}
     monkeypatch.setattr(harness, "hardware_facts", lambda: dict(package))
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
-    monkeypatch.setattr(sys, "argv", ["bench/guard.py", "--steps", "2"])
+    as_run(monkeypatch, "bench.guard", str(ROOT / "bench" / "guard.py"), "--steps", "2")
 
     facts = harness.machine_facts("cpu", ROOT.parent / "shared" / "data")
 
     assert set(harness.FACT_COLUMNS) <= set(facts)
     assert {key: facts[key] for key in package} == package
-    assert facts["command"] == "python bench/guard.py --steps 2"
+    assert facts["command"] == "python -m bench.guard --steps 2"
     assert "ONEDNN_MAX_CPU_ISA=AVX2" in facts["env"]
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", facts["date"])
     assert (facts["device"], facts["data_root"]) == ("cpu", str(ROOT.parent / "shared" / "data"))
+
+
+def as_run(monkeypatch, module: str | None, *argv: str) -> None:
+    """This process as ``python -m MODULE`` (Python's argv[0] is then the module's path), or as ``python ARGV``."""
+    main = types.ModuleType("__main__")
+    main.__spec__ = importlib.machinery.ModuleSpec(module, None) if module else None
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    monkeypatch.setattr(sys, "argv", list(argv))
+
+
+def test_the_command_is_recorded_as_typed_module_or_script(monkeypatch):
+    as_run(monkeypatch, "bench.models", str(ROOT / "bench" / "models.py"), "--batch", "8 16")
+    assert harness.command_line() == "python -m bench.models --batch '8 16'"
+
+    as_run(monkeypatch, None, "my_bench.py", "--steps", "2")
+    assert harness.command_line() == "python my_bench.py --steps 2"
 
 
 def test_the_package_facts_are_the_csv_fact_columns():
@@ -290,13 +306,15 @@ def test_the_package_facts_are_the_csv_fact_columns():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA GPU is visible: nothing to refuse")
 @pytest.mark.parametrize(
     ("bench", "no_gpu"),
-    [("hybrids", {}), ("gpu", {"no_gpu": "the CPU benchmarks are bench/models.py"})],
+    [("hybrids", {}), ("gpu", {"no_gpu": "the CPU benchmarks are python -m bench.models"})],
 )
 def test_begin_refuses_cuda_where_no_gpu_is_visible_in_one_line_before_any_header(bench, no_gpu, capsys):
     args = argparse.Namespace(threads=None, no_record=True, results_dir=None)
     with pytest.raises(SystemExit) as refused:
         harness.begin(args, bench, device="cuda", **no_gpu)
     message = str(refused.value.code)
-    assert message.startswith(f"bench/{bench}.py --device cuda: no CUDA GPU is visible (") and "\n" not in message
+    assert (
+        message.startswith(f"python -m bench.{bench} --device cuda: no CUDA GPU is visible (") and "\n" not in message
+    )
     assert message.endswith(f"({no_gpu.get('no_gpu', 'run it on a GPU machine, or leave --device out')})")
     assert capsys.readouterr().out == ""  # refused before the header

@@ -1,15 +1,16 @@
-"""bench/overhead.py runs end to end on a CPU and ends on its summary line (the numbers are the bench's to judge)."""
+"""``python -m bench.overhead`` runs end to end on a CPU and ends on its summary line (the numbers are the bench's
+to judge)."""
 
 import re
 
 import pytest
 
-from helpers import run_warm
+from helpers.processes import run_module
 
 
 @pytest.mark.slow  # 15 s: the default suite's budget goes to the package; the bench's counting is tests/training's
 def test_overhead_bench_ends_on_the_ms_and_syncs_line():
-    result = run_warm("bench/overhead.py", "--rounds", "1", "--warmup", "0", "--steps", "12", "--no-record")
+    result = run_module("bench.overhead", "--rounds", "1", "--warmup", "0", "--steps", "12", "--no-record")
     assert result.returncode == 0, result.stderr[-3000:]
     last = result.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r"alternet over plain Lightning: -?[0-9.]+ ms/step, 0 syncs per non-logging step", last), last

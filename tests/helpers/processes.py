@@ -25,6 +25,14 @@ def run_script(script: str, *args: str, cwd=ROOT, timeout: int = 300) -> subproc
     )
 
 
+def run_module(module: str, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    """``python -m MODULE ARGS`` from the repository's root in a fresh interpreter (``bench.NAME``, ``tools.NAME``)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", module, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
 def run_warm(script: str, *args: str, cwd=ROOT, timeout: int = 300) -> subprocess.CompletedProcess:
     """:func:`run_script` in a process of its own forked from a warm interpreter (:mod:`helpers.warm`): the same
     command, exit status and streams, without ~8 s of imports (nor a fresh interpreter's import-time reads)."""

@@ -144,7 +144,7 @@ def _how_to_get() -> str:
     links = ", ".join(f"{name}: {url}" for name, url in DOWNLOADS.items())
     return (
         f"Download and untar the real files ({links}) and point at the folder holding the .npy files, "
-        "or generate them with alternet.data.corrupted.cifar_c.generate_cifar_c (bench/corruptions.py --full DIR)."
+        "or generate them: alternet cifar-c --data cifar10|cifar100 --root DATA_DIR --export DIR."
     )
 
 

@@ -2,7 +2,7 @@
 xxxnell/how-do-vits-work), read from a checkout the user gives by path; nothing of it is copied here. Each
 instrument is computed both ways on the same model, weights and inputs, and the largest difference is printed.
 
-    python bench/parity.py --reference ../how-do-vits-work [--instruments fourier variance landscape noise hessian]
+    python -m tools.parity --reference ../how-do-vits-work [--instruments fourier variance landscape noise hessian]
                            [--seed 0] [--images 16] [--threads 1] [--no-record]
 
 How HDVW's side is obtained:
@@ -56,9 +56,7 @@ import torch
 import yaml
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from harness import RESULTS_DIR, begin, finish, row
+from bench.harness import RESULTS_DIR, begin, finish, row
 
 INSTRUMENTS = ("fourier", "variance", "landscape", "noise", "hessian")
 CONFIG = "configs/cifar100_vit.yaml"  # the config HDVW's notebooks load (weight decay, mixup, normalisation)

@@ -19,10 +19,10 @@ os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 
 import torch
 import yaml
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from alternet.analysis import ANALYSES, run_analyses
+from alternet.apps.config import compose
 from alternet.data import build_datamodule
 from alternet.models import create_model
 
@@ -41,8 +41,7 @@ def main() -> None:
     args = parser.parse_args()
     facts = begin(args, "analysis", data_root=args.root)
 
-    with initialize_config_dir(str(ROOT / "alternet" / "conf"), version_base="1.3"):
-        config = compose("train", overrides=["data=cifar100", f"data.root={args.root}", "recipe=paper"])
+    config = compose("train", ["data=cifar100", f"data.root={args.root}", "recipe=paper"])
     data = OmegaConf.to_container(config.data, resolve=True)
     recipe = OmegaConf.to_container(config.recipe, resolve=True)
     datamodule = build_datamodule(data, recipe, seed=0)

@@ -49,12 +49,10 @@ def main() -> None:
     args = parser.parse_args()
     facts = begin(args, "epoch", data_root=args.root)
 
-    from hydra import compose, initialize_config_dir
-
+    from alternet.apps.config import compose
     from alternet.data import build_datamodule
     from alternet.training import build_module
 
-    conf = Path(__file__).resolve().parents[1] / "alternet" / "conf"
     overrides = [
         f"model={args.model}",
         f"data={args.data}",
@@ -63,8 +61,7 @@ def main() -> None:
         f"data.num_workers={args.workers}",
         "paths.output_dir=unused",
     ]
-    with initialize_config_dir(str(conf), version_base="1.3"):
-        config = OmegaConf.to_container(compose("train", overrides=overrides), resolve=True)
+    config = OmegaConf.to_container(compose("train", overrides), resolve=True)
     datamodule = build_datamodule(config["data"], config["recipe"], seed=0)
     datamodule.setup()
     steps_per_epoch = len(datamodule.splits["train"]) // config["recipe"]["batch_size"]

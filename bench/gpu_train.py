@@ -39,7 +39,6 @@ from alternet.files import file_digest
 
 from .harness import add_harness_arguments, begin, finish, row
 
-ROOT = Path(__file__).resolve().parents[1]
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
@@ -206,8 +205,8 @@ class SyncCount:
 
 def train_once(overrides: list[str], measure: Measure) -> tuple[dict, float]:
     import torch
-    from hydra import compose, initialize_config_dir
 
+    from alternet.apps.config import compose
     from alternet.apps.train import train
     from alternet.training import builders
 
@@ -221,8 +220,7 @@ def train_once(overrides: list[str], measure: Measure) -> tuple[dict, float]:
     if on_gpu:
         torch.cuda.reset_peak_memory_stats()
     try:
-        with initialize_config_dir(str(ROOT / "alternet" / "conf"), version_base="1.3"):
-            cfg = compose("train", overrides=overrides)
+        cfg = compose("train", overrides)
         with SyncCount(on_gpu) as syncs:
             measure.count = syncs.count
             summary = train(cfg)

@@ -36,18 +36,16 @@ from pathlib import Path
 import lightning as L
 import torch
 import torch.nn.functional as F
-from hydra import compose, initialize_config_dir
 from lightning.pytorch.loggers import CSVLogger
 from omegaconf import OmegaConf
 from torch.utils.data import DataLoader
 
-import alternet
+from alternet.apps.config import compose
 from alternet.training.builders import build_module, build_trainer
 from alternet.training.syncs import HostSyncs, per_step
 
 from .harness import add_harness_arguments, begin, finish, row, summarise, timing_row
 
-CONF = Path(alternet.__file__).resolve().parent / "conf"
 CLASSES = 10
 
 
@@ -106,24 +104,23 @@ def batches(args: argparse.Namespace) -> DataLoader:
 
 
 def alternet_config(args: argparse.Namespace, log_every: int) -> dict:
-    with initialize_config_dir(str(CONF), version_base="1.3"):
-        config = compose(
-            "train",
-            overrides=[
-                "model=alternet_tiny",  # built, then replaced by the linear model
-                "recipe=paper",
-                "recipe.ema={decay: 0.9999}",
-                f"recipe.batch_size={args.batch}",
-                "recipe.warmup_epochs=0",
-                "trainer.accelerator=cpu",
-                "trainer.precision=32-true",
-                "trainer.max_epochs=1",
-                f"trainer.log_every_n_steps={log_every}",
-                "callbacks.checkpoint.save_top_k=0",
-                "callbacks.checkpoint.monitor=null",
-                "paths.output_dir=unused",
-            ],
-        )
+    config = compose(
+        "train",
+        [
+            "model=alternet_tiny",  # built, then replaced by the linear model
+            "recipe=paper",
+            "recipe.ema={decay: 0.9999}",
+            f"recipe.batch_size={args.batch}",
+            "recipe.warmup_epochs=0",
+            "trainer.accelerator=cpu",
+            "trainer.precision=32-true",
+            "trainer.max_epochs=1",
+            f"trainer.log_every_n_steps={log_every}",
+            "callbacks.checkpoint.save_top_k=0",
+            "callbacks.checkpoint.monitor=null",
+            "paths.output_dir=unused",
+        ],
+    )
     return OmegaConf.to_container(config, resolve=True)
 
 

@@ -11,11 +11,14 @@ a model family, Lightning's Trainer), and the constructor each is passed to chec
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import hydra
 from hydra.core.config_store import ConfigStore
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import DictConfig
 
 from .. import tracking
 from ..evaluation.config import EvaluationConfig
@@ -92,6 +95,16 @@ def register() -> None:
 
 
 register()
+
+
+def compose(name: str, overrides: Sequence[str] = ()) -> DictConfig:
+    """``train.yaml`` or ``evaluate.yaml`` (``name``) composed with ``overrides`` from Python, as the command composes
+    it: against its schema (registered by this module), from the packaged configs, or within a running Hydra app
+    from that app's. Not resolved; :func:`train_config` / :func:`evaluate_config` make the checked objects."""
+    if GlobalHydra.instance().is_initialized():
+        return hydra.compose(name, overrides=list(overrides))
+    with hydra.initialize_config_module("alternet.conf", version_base="1.3"):
+        return hydra.compose(name, overrides=list(overrides))
 
 
 def train_config(values: Mapping[str, Any]) -> TrainConfig:

@@ -11,8 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from hydra import compose, initialize_config_module
-from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
@@ -29,7 +27,7 @@ from ..hub.sources import Source, check_reference, open_source, preprocessing
 from ..models.flip import FlipAveraged
 from ..rundir import METRICS_FILE, RunDir
 from ..runs import run_config
-from .config import evaluate_config
+from .config import compose, evaluate_config
 from .console import evaluation_report
 from .extensions import import_modules
 
@@ -54,12 +52,7 @@ def command_line_keys() -> set[str]:
 
 def packaged_data(name: str, data_dir: str) -> dict[str, Any]:
     """``data=NAME`` as Hydra composes it for this command (its defaults list merged), with ``paths.data_dir``."""
-    overrides = [f"data={name}", f"paths.data_dir={data_dir}"]
-    if GlobalHydra.instance().is_initialized():
-        cfg = compose("evaluate", overrides=overrides)
-    else:  # called as a library
-        with initialize_config_module("alternet.conf", version_base="1.3"):
-            cfg = compose("evaluate", overrides=overrides)
+    cfg = compose("evaluate", [f"data={name}", f"paths.data_dir={data_dir}"])
     return OmegaConf.to_container(cfg.data, resolve=True)
 
 

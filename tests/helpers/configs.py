@@ -53,10 +53,9 @@ TINY_ANALYSIS_BUDGETS = {
 
 def compose_train(*overrides: str, output_dir: Path | str = "unused"):
     """The training config as ``train.py`` would compose it, with the run directory set explicitly."""
-    from hydra import compose, initialize_config_module
+    from alternet.apps.config import compose
 
-    with initialize_config_module("alternet.conf", version_base="1.3"):  # as the app reads them: schemas registered
-        return compose("train", overrides=[*overrides, f"paths.output_dir={output_dir}"])
+    return compose("train", [*overrides, f"paths.output_dir={output_dir}"])
 
 
 # The suite's shared digits run (the ``digits_run`` / ``digits_summary`` fixtures in tests/conftest.py): debug=fast,

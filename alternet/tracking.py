@@ -25,9 +25,10 @@ from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 
-from .errors import AlternetError, ConfigValueError, require, suggest
+from .errors import AlternetError, ConfigValueError
 from .files import write_text
 from .rundir import RunDir
+from .typed import Section, build, shown
 
 WANDB_HOST = "api.wandb.ai"
 ARTIFACT_ALIASES = ("best", "latest")
@@ -42,24 +43,34 @@ class ArtifactError(AlternetError, RuntimeError):
 WANDB_SECTION = "logger.wandb"  # where the settings sit in train's and evaluate's configs (logger=wandb)
 
 
-@dataclass(frozen=True)
-class WandbSettings:
-    """The one shape of W&B settings, for ``alternet train``, ``alternet evaluate`` and ``alternet report``:
-    ``logger=wandb`` (alternet/conf/logger/wandb.yaml, which holds every default) in train's and evaluate's configs;
-    the report reads its sweep's runs' section. ``name`` and ``group`` name the run the command starts (null: the
-    command's own choice); the report names its run itself."""
+@dataclass(kw_only=True)
+class WandbSettings(Section):
+    """The one shape of W&B settings (the typed ``logger.wandb`` section), for ``alternet train``, ``alternet
+    evaluate`` and ``alternet report``: ``logger=wandb`` (alternet/conf/logger/wandb.yaml, which holds every default)
+    in train's and evaluate's configs; the report reads its sweep's runs' section (:func:`wandb_settings`). ``name``
+    and ``group`` name the run the command starts (null: the command's own choice); the report names its run
+    itself."""
 
     project: str
     entity: str | None
     group: str | None
     name: str | None
-    tags: tuple[str, ...]
+    tags: list[str]
     offline: bool
     init_timeout: float
 
+    def check(self) -> None:
+        self.require("project", lambda v: isinstance(v, str) and v, "must be a project name")
+        for key in ("entity", "group", "name"):
+            self.require(key, lambda v: isinstance(v, str), "must be a string (or null)")
+        self.require("tags", lambda v: isinstance(v, Sequence) and not isinstance(v, str), "must be a list")
+        if not isinstance(self.offline, bool):  # a null here is no default: it must be said
+            raise ConfigValueError(f"offline={shown(self.offline)} is invalid: must be true or false")
+        self.require("init_timeout", lambda v: not isinstance(v, bool) and v > 0, "must be seconds > 0")
+
     def init_args(self) -> dict[str, Any]:
         """What every run of these settings passes to ``wandb.init`` (the run's own name, group and job go apart)."""
-        return {"project": self.project, "entity": self.entity, "tags": list(self.tags)}
+        return {"project": self.project, "entity": self.entity, "tags": [str(tag) for tag in self.tags or []]}
 
 
 WANDB_KEYS = tuple(f.name for f in fields(WandbSettings))
@@ -74,38 +85,14 @@ def _packaged_wandb() -> dict[str, Any]:
 def wandb_settings(
     section: Mapping[str, Any] | None, enabled: bool | None = None, key: str = WANDB_SECTION
 ) -> WandbSettings | None:
-    """The one parser of W&B settings: a ``logger.wandb`` section (null: ``logger=csv``, W&B off) over the packaged
-    defaults, each value checked (one line naming ``key``), or None when W&B is off. ``enabled`` switches it
-    explicitly: False turns it off, True on, with the packaged defaults where there is no section (the report's
-    ``--wandb``)."""
+    """W&B settings from a section that need not hold every key (a sweep's recorded ``logger.wandb``, for the
+    report): the section over the packaged defaults, checked as the typed section (one line naming ``key``), or
+    None when W&B is off (a null section). ``enabled`` switches it explicitly: False turns it off, True on, with the
+    packaged defaults where there is no section (the report's ``--wandb``). Train and evaluate get theirs composed
+    (``logger.wandb`` of their typed configs)."""
     if enabled is False or (section is None and not enabled):
         return None
-    defaults = _packaged_wandb()
-    values = {**defaults, **(section or {})}
-    unknown = sorted(set(values) - set(WANDB_KEYS))
-    if unknown:
-        raise ConfigValueError(
-            f"{key}.{unknown[0]} is not a W&B setting{suggest(unknown[0], WANDB_KEYS)}; the settings are "
-            f"{list(WANDB_KEYS)}"
-        )
-    text = "must be a string (or null)"
-    require(f"{key}.project", values["project"], lambda v: isinstance(v, str) and v, "must be a project name")
-    for name in ("entity", "group", "name"):
-        require(f"{key}.{name}", values[name], lambda v: v is None or isinstance(v, str), text)
-    tags = values["tags"] or []
-    require(f"{key}.tags", tags, lambda v: isinstance(v, Sequence) and not isinstance(v, str), "must be a list")
-    require(f"{key}.offline", values["offline"], lambda v: isinstance(v, bool), "must be true or false")
-    timeout = values["init_timeout"]
-    require(f"{key}.init_timeout", timeout, lambda v: not isinstance(v, bool) and v > 0, "must be seconds > 0")
-    return WandbSettings(
-        project=values["project"],
-        entity=values["entity"],
-        group=values["group"],
-        name=values["name"],
-        tags=tuple(str(tag) for tag in tags),
-        offline=values["offline"],
-        init_timeout=float(timeout),
-    )
+    return build(WandbSettings, {**_packaged_wandb(), **(section or {})}, prefix=f"{key}.")
 
 
 # offline detection -----------------------------------------------------------------------------
@@ -221,12 +208,11 @@ def training_run(run_dir: Path | None) -> dict[str, str]:
 
 
 def build_loggers(
-    config: Mapping[str, Any], run_dir: Path, run_config: dict, resume_step: int | None = None
+    settings: WandbSettings | None, run_dir: Path, run_config: dict, resume_step: int | None = None
 ) -> list[Logger]:
-    """CSV logger into ``<run_dir>/logs``, plus W&B when ``config.wandb`` (the ``logger`` group) is set. A resumed
+    """CSV logger into ``<run_dir>/logs``, plus W&B with ``settings`` (``logger.wandb``; None: W&B off). A resumed
     run (``resume_step``: the checkpoint's global step) keeps the CSV rows logged before it and its W&B run."""
     loggers: list[Logger] = [HistoryCSVLogger(run_dir, resume_step=resume_step)]
-    settings = wandb_settings(config["wandb"])
     if settings is None:
         return loggers
     run_id = wandb_run_id(run_dir)

@@ -148,7 +148,7 @@ def test_train_evaluate_and_report_build_the_same_wandb_settings_from_the_same_v
 
     def train(*values: str) -> WandbSettings:
         config = OmegaConf.to_container(compose_train(*values, output_dir=tmp_path / "run"), resolve=True)
-        build_loggers(config["logger"], tmp_path / "run", {})
+        build_loggers(wandb_settings(config["logger"]["wandb"]), tmp_path / "run", {})
         return seen.pop()
 
     def evaluate(*values: str) -> WandbSettings | None:
@@ -169,14 +169,18 @@ def test_train_evaluate_and_report_build_the_same_wandb_settings_from_the_same_v
     values = ["logger=wandb", "logger.wandb.project=p", "logger.wandb.entity=me", "logger.wandb.tags=[a,b]"]
     values += ["logger.wandb.offline=true", "logger.wandb.init_timeout=5", "logger.wandb.group=g"]
     trained = train(*values)
-    assert trained == WandbSettings("p", "me", "g", None, ("a", "b"), True, 5.0)
+    assert trained == WandbSettings(
+        project="p", entity="me", group="g", name=None, tags=["a", "b"], offline=True, init_timeout=5
+    )
     assert evaluate(*values) == trained
     recorded = OmegaConf.to_container(compose_train(*values), resolve=True)["logger"]["wandb"]
     assert report(recorded) == trained  # the report logs where its sweep's runs did
     assert report(recorded, False) is None and report(None) is None  # --no-wandb; runs without W&B
 
     packaged = train("logger=wandb")
-    assert packaged == WandbSettings("alternet", None, None, None, (), False, 60.0)
+    assert packaged == WandbSettings(
+        project="alternet", entity=None, group=None, name=None, tags=[], offline=False, init_timeout=60
+    )
     assert evaluate("logger=wandb") == packaged
     with pytest.raises(ConfigCompositionException, match="wandb"):  # the retired spelling: Hydra names the key
         evaluate("wandb.enabled=true")

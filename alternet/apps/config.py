@@ -12,7 +12,7 @@ a model family, Lightning's Trainer), and the constructor each is passed to chec
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import hydra
@@ -20,10 +20,10 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
-from .. import tracking
 from ..evaluation.config import EvaluationConfig
+from ..tracking import WandbSettings
 from ..training.config import CallbacksConfig, ExportConfig, PerformanceConfig, RecipeConfig
-from ..typed import Section, build
+from ..typed import SECTION, Section, build
 
 TRAIN_SCHEMA = "train_schema"
 EVALUATE_SCHEMA = "evaluate_schema"
@@ -31,11 +31,8 @@ EVALUATE_SCHEMA = "evaluate_schema"
 
 @dataclass(kw_only=True)
 class LoggerConfig(Section):
-    wandb: Any  # the W&B settings (logger=wandb), or null: CSV only
+    wandb: Any = field(metadata={SECTION: WandbSettings})  # the W&B settings (logger=wandb), or null: CSV only
     extra: list[Any]  # more Lightning loggers, each a _target_ (apps.extensions; logger=tensorboard is one)
-
-    def check(self) -> None:
-        tracking.wandb_settings(self.wandb, key="wandb")
 
 
 @dataclass(kw_only=True)

@@ -155,7 +155,7 @@ def evaluate_model(
     set_keys: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """Score the model ``reference`` names (any source :func:`alternet.hub.load` reads) into ``out_dir``
-    (``wandb``: the W&B settings of :func:`wandb_settings`, None: no W&B; ``set_keys``: the command line's)."""
+    (``wandb``: the W&B settings, ``logger.wandb``, None: no W&B; ``set_keys``: the command line's)."""
     source = open_source(reference, ema=bool(cfg.use_ema))
     recipe = training_recipe(cfg, source)  # its augmentation and loss feed the analyses of the training objective
     model = build_model(source, strict=True)
@@ -201,12 +201,6 @@ def evaluate_model(
     return report
 
 
-def wandb_settings(config: dict[str, Any]) -> tracking.WandbSettings | None:
-    """The W&B settings of an evaluation config: ``logger=wandb`` (``logger.wandb.*``, train's shape); None: no
-    W&B."""
-    return tracking.wandb_settings((config.get("logger") or {}).get("wandb"))
-
-
 EVALUATE_COMMAND = "evaluate"  # the job's name and its output marker (files.mark_output)
 
 
@@ -247,7 +241,7 @@ def run_evaluate(cfg: DictConfig) -> list[dict[str, Any]]:
             "logger.extra (and logger=tensorboard) apply to alternet train; an evaluation writes its numbers into "
             "its output folder, and to W&B with logger=wandb"
         )
-    wandb = wandb_settings(settings)
+    wandb = config.logger.wandb
     if cfg.get("analysis"):
         parse_configs(list(cfg.analysis), OmegaConf.to_container(cfg.analysis))
     own = "an evaluation of alternet's"

@@ -47,6 +47,7 @@ from ..training import (
 from ..training.stopping import lightning_ctrl_c_raised
 from .after_training import evaluate_after_training, export_after_training
 from .checks import validate_train_config
+from .config import TrainConfig
 from .console import end_summary, start_banner
 from .extensions import build_extra
 
@@ -69,7 +70,7 @@ def train(cfg: DictConfig) -> RunSummary:
 
 
 def _owned_train(config: dict[str, Any], run_dir: Path, lock: RunDirLock | None) -> RunSummary:
-    validate_train_config(config)
+    typed = validate_train_config(config)
     performance = config["performance"]
     trainer_section = config["trainer"]
     precision = choose_precision(
@@ -97,11 +98,17 @@ def _owned_train(config: dict[str, Any], run_dir: Path, lock: RunDirLock | None)
         if resume:
             record_resume(run_dir, resume, int(header.get("global_step", 0)), changes)
         RunDir(run_dir).remove_stale_temporaries()
-    return _train(config, run_dir, resume, int(header.get("global_step", 0)) if resume else None, precision)
+    resume_step = int(header.get("global_step", 0)) if resume else None
+    return _train(config, typed, run_dir, resume, resume_step, precision)
 
 
 def _train(
-    config: dict[str, Any], run_dir: Path, resume: str | None, resume_step: int | None, precision: PrecisionChoice
+    config: dict[str, Any],
+    typed: TrainConfig,
+    run_dir: Path,
+    resume: str | None,
+    resume_step: int | None,
+    precision: PrecisionChoice,
 ) -> RunSummary:
     started = time.monotonic()
     if config["performance"]["matmul_precision"]:
@@ -123,7 +130,7 @@ def _train(
     elif config["model"]["pretrained"] and not resume:
         load_pretrained(module.model, config["model"]["pretrained"])  # a different class count resets the head
     has_val = datamodule.has_validation
-    loggers = tracking.build_loggers(config["logger"], run_dir, config, resume_step=resume_step)
+    loggers = tracking.build_loggers(typed.logger.wandb, run_dir, config, resume_step=resume_step)
     loggers += build_extra(config["logger"]["extra"], "logger.extra", Logger)
     extra = build_extra(config["callbacks"]["extra"], "callbacks.extra", Callback)
     try:

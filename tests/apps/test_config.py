@@ -176,7 +176,9 @@ CHECKED = [
     (["callbacks.checkpoint.mode=up"], "callbacks.checkpoint.mode='up' is not one of ['min', 'max']"),
     (["callbacks.progress.interval=-1"], "callbacks.progress.interval=-1 is invalid: must be seconds >= 0"),
     (["performance.matmul_precision=low"], "performance.matmul_precision='low' is not one of ['highest', 'high'"),
-    (["logger=wandb", "+logger.wandb.mode=offline"], "logger.wandb.mode is not a W&B setting; the settings are"),
+    (["logger=wandb", "+logger.wandb.mode=offline"], "logger.wandb.mode is not a key of logger.wandb"),
+    (["logger=wandb", "logger.wandb.project=???"], "logger.wandb.project must be set"),
+    (["logger=wandb", "logger.wandb.tags=abc"], "logger.wandb.tags='abc' is invalid: must be a list"),
 ]
 
 

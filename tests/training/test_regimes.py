@@ -212,26 +212,38 @@ def test_paper_presets_are_multiruns_of_real_configs(preset):
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from alternet.apps.checks import validate_train_config
-
     from helpers import CONF
 
     config, jobs = preset_jobs(preset)
     assert str(config.hydra.mode) == "RunMode.MULTIRUN" and len(jobs) > 1
+    # the jobs that differ in their seed alone are one composition with the seed set after it, as Hydra sets an
+    # override's value (interpolations of ${seed} resolve to each job's): a third of the compositions
+    seeds: dict[tuple[str, ...], list[int]] = {}
+    for job_overrides in jobs:
+        rest = tuple(o for o in job_overrides if not o.startswith("seed="))
+        seeds.setdefault(rest, []).extend(int(o.split("=")[1]) for o in job_overrides if o.startswith("seed="))
     with initialize_config_dir(str(CONF), version_base="1.3"):
-        for job_overrides in jobs:
+        for job_overrides, job_seeds in seeds.items():
             overrides = [f"experiment=paper/{preset}", "data.root=/data", *job_overrides]
             if preset.endswith("_full") and not torch.cuda.is_available():
                 overrides.append("trainer.accelerator=cpu")  # the paper's scale asks for a GPU, which CI lacks
-            job = compose("train", overrides=[*overrides, "paths.output_dir=unused"])
-            plain = OmegaConf.to_container(job, resolve=True)
-            validate_train_config(plain)
-            assert plain["data"]["name"] == "cifar100" and plain["data"]["train_clean_size"] > 0
-            assert (plain["recipe"]["name"] == "paper") == preset.endswith("_full")  # the paper's scale, its recipe
-            if not preset.endswith("_full"):  # the laptop scale: all of CIFAR-100 (or a fraction), the speedrun's
-                assert plain["recipe"]["name"] == "speedrun" and plain["trainer"]["precision"] == "auto"
-                assert plain["evaluate"]["after_training"] is True  # predictions.npz: the test set's noise in a CI
-            assert plain["model"].get("window") != 1  # a softmax over one key is not attention
+            composed = compose("train", overrides=[*overrides, "paths.output_dir=unused"])
+            for seed in job_seeds or [composed.seed]:
+                composed.seed = seed
+                check_job(preset, OmegaConf.to_container(composed, resolve=True))
+
+
+def check_job(preset: str, plain: dict) -> None:
+    """One job of a paper preset's grid: a config train.py accepts, at the preset's scale."""
+    from alternet.apps.checks import validate_train_config
+
+    validate_train_config(plain)
+    assert plain["data"]["name"] == "cifar100" and plain["data"]["train_clean_size"] > 0
+    assert (plain["recipe"]["name"] == "paper") == preset.endswith("_full")  # the paper's scale, its recipe
+    if not preset.endswith("_full"):  # the laptop scale: all of CIFAR-100 (or a fraction), the speedrun's
+        assert plain["recipe"]["name"] == "speedrun" and plain["trainer"]["precision"] == "auto"
+        assert plain["evaluate"]["after_training"] is True  # predictions.npz: the test set's noise in a CI
+    assert plain["model"].get("window") != 1  # a softmax over one key is not attention
 
 
 def test_the_laptop_presets_seed_every_arm_three_times_seeds_outermost():

@@ -2,8 +2,9 @@
 xxxnell/how-do-vits-work), read from a checkout the user gives by path; nothing of it is copied here. Each
 instrument is computed both ways on the same model, weights and inputs, and the largest difference is printed.
 
-    python -m tools.parity --reference ../how-do-vits-work [--instruments fourier variance landscape noise hessian]
-                           [--seed 0] [--images 16] [--threads 1] [--no-record]
+    python -m tools.parity --reference ../how-do-vits-work
+        [--instruments fourier variance landscape noise hessian fourier_timm]
+        [--seed 0] [--images 16] [--threads 1] [--no-record]
 
 How HDVW's side is obtained:
 
@@ -18,10 +19,17 @@ How HDVW's side is obtained:
   replaced by the Gaussian draws our ``random_direction`` makes, renamed to HDVW's keys: the same raw directions
   go through both normalisations. The mixed batches come from the notebook's ``mixup_function`` (timm's Mixup
   with the config's arguments), drawn once and given to both sides.
-* Noise bands, Hessian maximum eigenvalue: HDVW publishes no code. They are re-typed here from their definitions:
-  the bands as exact integer conditions on the FFT bin indices and the noise by an FFT mask in numpy; the
-  statistic as the eigenvalue of largest magnitude of the exact Hessian (``torch.autograd.functional.hessian`` on
-  a 1,847-parameter AlterNet, ``torch.linalg.eigvalsh``) of NLL + wd * sum ||w||, per mixed mini-batch.
+* Fourier on timm's ResNet-50 and ViT-Ti (``fourier_timm``, the models of Fig. 2a and Fig. 8): the notebook's own
+  ``model -> blocks`` cells for them (cells 5 and 6, the statements after their ``timm.create_model``), its latents
+  and Fourier cells, on timm's models with seeded random weights at 224 px, against our taps
+  (``alternet.analysis.blocks``), in both modes: eval (our default) and HDVW's (its notebook never calls ``.eval()``:
+  BatchNorm on the batch's own statistics, one image; our ``bn_mode=batch batch_size=1``).
+* Noise bands, Hessian maximum eigenvalue: HDVW publishes no code, so these rows are **self-checks**, printed in a
+  table of their own: our code against our reading of the paper, not against HDVW's. They are re-typed here from
+  their definitions: the bands as exact integer conditions on the FFT bin indices and the noise by an FFT mask in
+  numpy; the statistic as the eigenvalue of largest magnitude of the exact Hessian
+  (``torch.autograd.functional.hessian`` on a 1,847-parameter AlterNet, ``torch.linalg.eigvalsh``) of NLL + wd *
+  sum ||w||, per mixed mini-batch.
 
 Models and inputs are float64; HDVW's code computes in float64 except where it casts itself (its directions and its
 ``l2`` are float32), ours reduces in float32, so the tolerance is float32's: relative differences (to the largest
@@ -58,7 +66,13 @@ from torch import nn
 
 from bench.harness import RESULTS_DIR, begin, finish, row
 
-INSTRUMENTS = ("fourier", "variance", "landscape", "noise", "hessian")
+INSTRUMENTS = ("fourier", "variance", "landscape", "noise", "hessian", "fourier_timm")
+# HDVW publishes no code for these: its definitions are re-typed here, so their rows check our code against our
+# reading of the paper (a self-check), not against HDVW's code
+SELF_CHECKS = ("noise", "hessian")
+# timm's models of the paper's Fig. 2a and Fig. 8, with the block lists of fourier_analysis.ipynb (cells 5 and 6)
+TIMM_MODELS = ("resnet50", "vit_tiny_patch16_224")
+TIMM_IMAGES = 2  # 224 px images in eval mode; HDVW's own protocol (training-mode BatchNorm) runs on one
 CONFIG = "configs/cifar100_vit.yaml"  # the config HDVW's notebooks load (weight decay, mixup, normalisation)
 FLOAT32_TOLERANCE = 1e-5  # relative: our instruments reduce in float32, HDVW's side here in float64
 NUM_CLASSES = 100  # HDVW's config mixes for 100 classes
@@ -81,6 +95,11 @@ class Comparison:
     @property
     def agrees(self) -> bool:
         return self.relative <= self.tolerance
+
+    @property
+    def against(self) -> str:
+        """What the row compares our code with: HDVW's own code, or HDVW's definitions re-typed here."""
+        return "self-check" if self.instrument in SELF_CHECKS else "HDVW's code"
 
     @property
     def verdict(self) -> str:
@@ -335,6 +354,59 @@ def fourier_parity(reference: Reference, setup: Setup) -> tuple[list[Comparison]
         ),
     ]
     return comparisons, f"lifted: {blocks_origin}; {collect}; {reduce}"
+
+
+def timm_model(name: str, seed: int) -> nn.Module:
+    """timm's ``name`` with seeded random weights (its BatchNorm layers' too: timm zeroes each ResNet block's last
+    BN scale, which would leave every residual branch silent), float64."""
+    import timm
+
+    torch.manual_seed(seed)
+    model = timm.create_model(name, pretrained=False)
+    return randomise_norms(model, torch.Generator().manual_seed(seed)).double()
+
+
+def hdvw_timm_profiles(reference: Reference, name: str, model: nn.Module, images: torch.Tensor) -> tuple[list, str]:
+    """fourier_analysis.ipynb on timm's ``name``: its ``model -> blocks`` cell (cell 5 for ResNet-50, 6 for ViT-Ti;
+    the statements after its ``timm.create_model``, given ``model``), its latents cell (CLS token and logits dropped)
+    and its Fourier cell up to the plots."""
+    import einops
+
+    start = "class PatchEmbed" if name.startswith("vit") else "blocks = ["
+    namespace: dict[str, Any] = {"model": model, "nn": nn, "torch": torch, "copy": copy}
+    blocks = lift(reference, "fourier_analysis.ipynb", f'name = "{name}"', namespace, start=start, stop=None)
+    namespace.update(np=np, rearrange=einops.rearrange, xs=images, name=name)
+    collect = lift(reference, "fourier_analysis.ipynb", "latents.append", namespace, start="latents = []", stop=None)
+    reduce = lift(reference, "fourier_analysis.ipynb", "def fourier(", namespace)
+    return [latent.numpy() for latent in namespace["fourier_latents"]], f"{blocks}; {collect}; {reduce}"
+
+
+def fourier_timm_parity(reference: Reference, setup: Setup) -> tuple[list[Comparison], str]:
+    """The Fourier profiles of timm's ResNet-50 and ViT-Ti at 224 px with our taps (``analysis.blocks``) vs
+    fourier_analysis.ipynb's block lists, in both BatchNorm modes: eval (our default) and HDVW's (its notebook never
+    calls ``.eval()``: BatchNorm on the batch's own statistics, one image; ``bn_mode=batch batch_size=1``)."""
+    from alternet.analysis.blocks import block_sequence
+    from alternet.analysis.fourier import batch_statistics, delta_profiles
+
+    images = synthetic_images(TIMM_IMAGES, 224, setup.seed)
+    comparisons, origins = [], {}
+    for name in TIMM_MODELS:
+        model = timm_model(name, setup.seed)
+        for mode, inputs in (("eval mode", images), ("training mode (HDVW's), one image", images[:1])):
+            hdvw_model = copy.deepcopy(model)  # training mode moves the running statistics: a copy per side
+            hdvw_model.train(mode != "eval mode")
+            hdvw, origin = hdvw_timm_profiles(reference, name, hdvw_model, inputs.clone())
+            ours_model = copy.deepcopy(model).eval()
+            taps = block_sequence(ours_model).taps
+            with batch_statistics(ours_model) if mode != "eval mode" else contextlib.nullcontext():
+                ours = [values for _, values in delta_profiles(ours_model, taps, [inputs.clone()], "hdvw")]
+            points = sum(len(h) for h in hdvw)
+            compared = f"{name} {mode}: profiles ({len(hdvw)} taps, {points} points)"
+            comparisons.append(compare("fourier", compared, hdvw, ours))
+            origins[name] = origin
+    lifted = "; ".join(f"{name}: {origin}" for name, origin in origins.items())
+    inputs = f"timm's models with seeded random weights, {TIMM_IMAGES} seeded 224 px images"
+    return comparisons, f"{inputs}; lifted: {lifted}"
 
 
 def variance_parity(reference: Reference, setup: Setup) -> tuple[list[Comparison], str]:
@@ -721,23 +793,34 @@ RUNNERS: dict[str, Callable[[Reference, Setup], tuple[list[Comparison], str]]] =
     "landscape": landscape_parity,
     "noise": noise_parity,
     "hessian": hessian_parity,
+    "fourier_timm": fourier_timm_parity,
 }
 
 
 def print_table(comparisons: Sequence[Comparison]) -> None:
+    """Two tables: the rows against HDVW's code, then the self-checks against its definitions re-typed here."""
     header = ("instrument", "compared", "max |diff|", "relative", "verdict")
     lines = [(c.instrument, c.compared, f"{c.absolute:.3g}", f"{c.relative:.3g}", c.verdict) for c in comparisons]
     widths = [max(len(str(line[i])) for line in [header, *lines]) for i in range(len(header))]
-    for line in [header, tuple("-" * w for w in widths), *lines]:
-        print("  ".join(str(cell).ljust(width) for cell, width in zip(line, widths)).rstrip())
+    titles = {
+        "HDVW's code": "Against HDVW's code (its notebooks' cells and ops/, run here):",
+        "self-check": "Self-checks (HDVW publishes no code for these: its definitions re-typed here):",
+    }
+    for against, title in titles.items():
+        rows = [line for line, c in zip(lines, comparisons) if c.against == against]
+        if rows:
+            print(title)
+            for line in [header, tuple("-" * w for w in widths), *rows]:
+                print("  ".join(str(cell).ljust(width) for cell, width in zip(line, widths)).rstrip())
 
 
 def rows_of(comparisons: Sequence[Comparison]) -> list[dict[str, Any]]:
     rows = []
     for c in comparisons:
         case = f"{c.instrument}: {c.compared}"
-        rows.append(row(case, "max_abs_diff", c.absolute, "", notes=c.verdict))
-        rows.append(row(case, "max_rel_diff", c.relative, "", notes=c.verdict))
+        notes = f"{c.against}: {c.verdict}"
+        rows.append(row(case, "max_abs_diff", c.absolute, "", notes=notes))
+        rows.append(row(case, "max_rel_diff", c.relative, "", notes=notes))
     return rows
 
 

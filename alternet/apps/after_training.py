@@ -11,24 +11,25 @@ from torch import nn
 
 from .. import tracking
 from ..data import ImageDataModule
-from ..evaluation import Evaluator
+from ..evaluation import EvaluationConfig, Evaluator
 from ..hub import export
 from ..models.flip import FlipAveraged
 from ..rundir import RunDir, RunSummary
 
 
 def evaluate_after_training(
-    model: nn.Module, datamodule: ImageDataModule, config: dict[str, Any], run_dir: Path
+    model: nn.Module, datamodule: ImageDataModule, config: dict[str, Any], evaluation: EvaluationConfig, run_dir: Path
 ) -> dict[str, Any]:
-    """Score ``model`` into the run's ``eval/`` and its own W&B run; returns the summary's fields it fills
+    """Score ``model`` with ``evaluation`` (the run's ``evaluate`` settings) into the run's ``eval/`` and its own W&B
+    run; returns the summary's fields it fills
     (:class:`~alternet.rundir.RunSummary`: ``calibration``, ``selective``, ``ood``, ``robustness``,
     ``evaluation_dir``)."""
-    settings = config["evaluate"] | {"label": config["model"]["name"]}
     meta = {"model": config["model"]["name"], "data": config["data"]["name"]}
     if config["recipe"].get("test_flip"):  # predict as the run's own test did, and as alternet evaluate does
         model, meta["test_flip"] = FlipAveraged(model), True
     eval_dir = RunDir(run_dir).eval_dir
-    evaluator = Evaluator(model, datamodule, settings, eval_dir, class_names=datamodule.class_names)
+    label = config["model"]["name"]
+    evaluator = Evaluator(model, datamodule, evaluation, eval_dir, label, class_names=datamodule.class_names)
     report = evaluator.run(meta)
     if config["logger"]["wandb"] and (run := tracking.active_run()) is not None:
         tracking.log_report(run, report)

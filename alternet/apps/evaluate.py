@@ -27,7 +27,7 @@ from ..hub.sources import Source, check_reference, open_source, preprocessing
 from ..models.flip import FlipAveraged
 from ..rundir import METRICS_FILE, RunDir
 from ..runs import run_config
-from .config import compose, evaluate_config
+from .config import EvaluateConfig, compose, evaluate_config
 from .console import evaluation_report
 from .extensions import import_modules
 
@@ -149,13 +149,13 @@ def training_recipe(cfg: DictConfig, source: Source) -> dict[str, Any]:
 
 def evaluate_model(
     cfg: DictConfig,
+    config: EvaluateConfig,
     reference: str,
     out_dir: Path,
-    wandb: tracking.WandbSettings | None = None,
     set_keys: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
-    """Score the model ``reference`` names (any source :func:`alternet.hub.load` reads) into ``out_dir``
-    (``wandb``: the W&B settings, ``logger.wandb``, None: no W&B; ``set_keys``: the command line's)."""
+    """Score the model ``reference`` names (any source :func:`alternet.hub.load` reads) into ``out_dir`` with the
+    evaluation settings of ``config`` (its W&B settings: ``logger.wandb``; ``set_keys``: the command line's)."""
     source = open_source(reference, ema=bool(cfg.use_ema))
     recipe = training_recipe(cfg, source)  # its augmentation and loss feed the analyses of the training objective
     model = build_model(source, strict=True)
@@ -168,8 +168,6 @@ def evaluate_model(
     datamodule.setup()
     print(f"Evaluating {source.location}", flush=True)
     architecture = source.require_architecture()
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    settings = resolved | {"label": architecture}
     checkpoint = str(source.checkpoint) if source.checkpoint is not None else source.location
     meta = {"checkpoint": checkpoint, "source": reference, "model": architecture, "data": datamodule.name}
     meta["ema"] = cfg.use_ema
@@ -177,21 +175,23 @@ def evaluate_model(
     if recipe.get("test_flip"):  # predict as the run's own validation and test did
         predictor, meta["test_flip"] = FlipAveraged(model), True
     with datamodule.dead_workers_named():
-        report = Evaluator(predictor, datamodule, settings, out_dir, class_names=class_names(source)).run(meta)
+        evaluator = Evaluator(predictor, datamodule, config, out_dir, architecture, class_names=class_names(source))
+        report = evaluator.run(meta)
     if cfg.get("analysis"):
         report["analysis"] = run_analyses(
             list(cfg.analysis), model, datamodule, recipe, OmegaConf.to_container(cfg.analysis), out_dir
         )
         write_json(out_dir / METRICS_FILE, report)
-    if wandb is not None:
-        config = {
+    if config.logger.wandb is not None:
+        recorded = {
             "checkpoint": dict(source.hyper_parameters),
             "source": reference,
-            "evaluation": resolved,
+            "evaluation": OmegaConf.to_container(cfg, resolve=True),
         }
         training = tracking.training_run(source.run_dir)  # its W&B id and group, when it logged to W&B
         name = f"eval-{architecture}-{short_name(reference)}"
-        run = tracking.start_evaluation_run(wandb, name, config, out_dir, group=training.get("group"))
+        group = training.get("group")
+        run = tracking.start_evaluation_run(config.logger.wandb, name, recorded, out_dir, group=group)
         try:
             if source.checkpoint is not None and source.checkpoint.suffix == ".ckpt":
                 tracking.use_checkpoint(run, source.checkpoint, training.get("id"))
@@ -241,7 +241,6 @@ def run_evaluate(cfg: DictConfig) -> list[dict[str, Any]]:
             "logger.extra (and logger=tensorboard) apply to alternet train; an evaluation writes its numbers into "
             "its output folder, and to W&B with logger=wandb"
         )
-    wandb = config.logger.wandb
     if cfg.get("analysis"):
         parse_configs(list(cfg.analysis), OmegaConf.to_container(cfg.analysis))
     own = "an evaluation of alternet's"
@@ -252,7 +251,7 @@ def run_evaluate(cfg: DictConfig) -> list[dict[str, Any]]:
     with _marked(out_dir):
         for index, source in enumerate(sources):
             target = out_dir if len(sources) == 1 else out_dir / f"{index}-{short_name(source)}"
-            reports.append(evaluate_model(cfg, source, target, wandb, set_keys))
+            reports.append(evaluate_model(cfg, config, source, target, set_keys))
             print(evaluation_report(reports[-1], target), flush=True)
     if len(reports) > 1:
         print(f"Comparison: {write_comparison(reports, out_dir / 'comparison.csv')}")

@@ -182,8 +182,9 @@ def _train(
         )
         summary = summary.with_(optimized_metric=optimized_metric(config["optimized_metric"], summary))
         if trainer.is_global_zero:
-            if config["evaluate"]["after_training"]:
-                summary = summary.with_(**evaluate_after_training(module.model, datamodule, config, run_dir))
+            if typed.evaluate.after_training:
+                scored = evaluate_after_training(module.model, datamodule, config, typed.evaluate, run_dir)
+                summary = summary.with_(**scored)
             curves = training_curves(run_dir)
             summary = summary.with_(curves=str(curves) if curves else None, wall_seconds=time.monotonic() - started)
             RunDir(run_dir).write_summary(summary)

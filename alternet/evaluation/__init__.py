@@ -3,7 +3,8 @@ temperature scaling, corruption robustness, report figures; :class:`Evaluator` r
 
 from __future__ import annotations
 
-from .evaluator import Evaluator, check_settings
+from .config import EvaluationConfig
+from .evaluator import Evaluator
 from .inference import choose_device, predict
 from .plots import corruption_heatmap, reliability_diagram
 from .robustness import (
@@ -27,11 +28,11 @@ __all__ = [
     "FAMILIES",
     "SEVERITIES",
     "SOURCES",
+    "EvaluationConfig",
     "Evaluator",
     "RobustnessBaseline",
     "RobustnessError",
     "RobustnessRow",
-    "check_settings",
     "choose_device",
     "corruption_heatmap",
     "load_baseline",

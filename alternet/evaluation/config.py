@@ -1,20 +1,29 @@
 """The typed evaluation settings (conf/evaluation/default.yaml): ``alternet evaluate``'s root, and ``evaluate:`` in a
-training config. Keys and types only; every default is in the YAML (:mod:`alternet.typed`)."""
+training config. Keys and types, and each key's rule beside it; every default is in the YAML (:mod:`alternet.typed`).
+:class:`alternet.evaluation.Evaluator` takes an :class:`EvaluationConfig`, checked once, when it is made."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from ..typed import Section
-from .evaluator import check_settings
+from ..data.corrupted.imagenet_c import check_preprocess
+from ..data.workers import check_workers
+from ..errors import is_integer
+from ..typed import Section, integer
+from .corrupted import max_images_to_score, requested
+from .inference import AUTOCAST, choose_device
+
+INTEGER_1 = "must be an integer >= 1"
 
 
 @dataclass(kw_only=True)
 class CalibrationConfig(Section):
     n_bins: int
     temperature_scaling: bool  # fitted on the validation split
+
+    def check(self) -> None:
+        self.require("n_bins", integer(1), INTEGER_1)
 
 
 @dataclass(kw_only=True)
@@ -23,6 +32,9 @@ class OodConfig(Section):
 
     root: str | None
     max_images: int | None
+
+    def check(self) -> None:
+        self.require("max_images", integer(1), "must be >= 1 or null")
 
 
 @dataclass(kw_only=True)
@@ -34,18 +46,24 @@ class RobustnessConfig(Section):
     cache_dir: str
     corruptions: list[str] | None
     severities: list[int]
-    preprocess: str
+    preprocess: str  # ImageNet-C's only
     seed: int
-    precision: str
+    precision: str  # auto: the device's fast precision
     workers: int | None
     max_images: int | None
     baseline: str | None
 
+    def check(self) -> None:
+        """The settings that need no files; opening the sets (:mod:`alternet.evaluation.corrupted`) reads the rest."""
+        requested(self, generated=not self.root, prefix="")
+        max_images_to_score(self.max_images, "max_images")
+        check_preprocess(self.preprocess, "preprocess")
+        self.one_of("precision", (*AUTOCAST, "auto"))
+
 
 @dataclass(kw_only=True)
 class EvaluationConfig(Section):
-    """Where and how checkpoints are scored; checked by :func:`alternet.evaluation.check_settings`, the one rule
-    :class:`alternet.evaluation.Evaluator` also applies."""
+    """Where and how checkpoints are scored: :class:`alternet.evaluation.Evaluator`'s settings."""
 
     device: str
     precision: str
@@ -56,8 +74,7 @@ class EvaluationConfig(Section):
     robustness: RobustnessConfig
 
     def check(self) -> None:
-        check_settings({f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(EvaluationConfig)})
-
-
-def _plain(value: Any) -> Any:
-    return dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+        choose_device(self.device, "device")
+        self.one_of("precision", AUTOCAST)
+        self.require("batch_size", lambda v: is_integer(v, 1), INTEGER_1)
+        check_workers(self.num_workers, "num_workers")

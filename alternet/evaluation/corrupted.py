@@ -9,10 +9,10 @@ shipped in the public CIFAR-C archives and ImageNet-C's extra set) are scored to
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from torch.utils.data import Dataset
@@ -24,12 +24,14 @@ from ..data.corrupted.corruptions import CORRUPTIONS, EXTRA_CORRUPTIONS, SEVERIT
 from ..data.corrupted.imagenet_c import (
     ImageFileDataset,
     check_image_size,
-    check_preprocess,
     crop_transform,
     is_image_tree,
     load_imagenet_c,
 )
 from ..errors import ConfigValueError, DataError
+
+if TYPE_CHECKING:  # the typed section holds these functions as its rules: a name for the annotations only
+    from .config import RobustnessConfig
 
 CIFAR_BENCHMARKS = {"cifar10": "cifar10-c", "cifar100": "cifar100-c"}  # data set -> its built-in baseline tables
 
@@ -74,21 +76,12 @@ class CorruptedSets:
         return f"{self.source} corruptions" + (subset if self.max_images else "")
 
 
-def check_robustness(cfg: Mapping[str, Any], prefix: str = "robustness.") -> None:
-    """The one check of the ``robustness`` settings that need no files (``prefix``: where they sit, e.g.
-    ``evaluate.robustness.`` in a training config): corruptions, severities, max_images, preprocess. The evaluation
-    settings' check calls it before any work; opening the sets calls the same functions."""
-    requested(cfg, generated=not cfg.get("root"), prefix=prefix)
-    _max_images(cfg.get("max_images"), f"{prefix}max_images")
-    if "preprocess" in cfg:  # ImageNet-C's only
-        check_preprocess(cfg["preprocess"], f"{prefix}preprocess")
-
-
 def requested(
-    cfg: Mapping[str, Any], generated: bool, prefix: str = "robustness."
+    cfg: RobustnessConfig, generated: bool, prefix: str = "robustness."
 ) -> tuple[tuple[str, ...], tuple[int, ...]]:
-    """``robustness.corruptions`` (null: the 15) and ``robustness.severities``, checked."""
-    corruptions = tuple(dict.fromkeys(cfg["corruptions"] or CORRUPTIONS))
+    """``robustness.corruptions`` (null: the 15) and ``robustness.severities``, checked (by the typed section as it
+    is made, and as the sets are opened)."""
+    corruptions = tuple(dict.fromkeys(cfg.corruptions or CORRUPTIONS))
     allowed = CORRUPTIONS if generated else CORRUPTIONS + EXTRA_CORRUPTIONS
     unknown = [name for name in corruptions if name not in allowed]
     if unknown:
@@ -99,16 +92,16 @@ def requested(
             f"{prefix}corruptions={list(corruptions)} has none of the 15 benchmark corruptions; the extra ones "
             "found in real files are scored anyway, next to them"
         )
-    severities = tuple(sorted(set(cfg["severities"] or ())))
+    severities = tuple(sorted(set(cfg.severities or ())))
     if not severities or not set(severities) <= set(SEVERITIES):
-        raise ConfigValueError(f"{prefix}severities={list(cfg['severities'] or [])} must be a non-empty subset of 1..5")
+        raise ConfigValueError(f"{prefix}severities={list(cfg.severities or [])} must be a non-empty subset of 1..5")
     return corruptions, severities
 
 
-def source_and_benchmark(cfg: Mapping[str, Any], datamodule: ImageDataModule) -> tuple[str, str | None]:
+def source_and_benchmark(cfg: RobustnessConfig, datamodule: ImageDataModule) -> tuple[str, str | None]:
     """Where the corrupted images will come from (real or generated) and the built-in baselines' name for them —
     known before anything is opened or generated, so a baseline is checked first."""
-    root = cfg["root"]
+    root = cfg.root
     if not root:
         return "generated", None
     if is_image_tree(root):
@@ -120,15 +113,15 @@ def source_and_benchmark(cfg: Mapping[str, Any], datamodule: ImageDataModule) ->
 
 
 def open_corrupted_sets(
-    cfg: Mapping[str, Any], datamodule: ImageDataModule, class_names: Sequence[str] | None = None
+    cfg: RobustnessConfig, datamodule: ImageDataModule, class_names: Sequence[str] | None = None
 ) -> CorruptedSets:
     """The conditions of ``cfg`` (the ``robustness`` settings) for a model trained on ``datamodule``'s classes;
     ``class_names`` (the model's, in order) are checked against an ImageNet-C tree's class folders."""
-    root = cfg["root"]
+    root = cfg.root
     corruptions, severities = requested(cfg, generated=not root)
     if root and is_image_tree(root):
         return _imagenet_c(cfg, Path(root).expanduser(), corruptions, severities, datamodule, class_names)
-    max_images = _max_images(cfg["max_images"])
+    max_images = max_images_to_score(cfg.max_images)
     if root:
         _require_cifar_c(Path(root).expanduser())
         sets = load_cifar_c(root, corruptions, num_classes=datamodule.num_classes)
@@ -157,7 +150,7 @@ def open_corrupted_sets(
     )
 
 
-def _max_images(value: Any, key: str = "robustness.max_images") -> int | None:
+def max_images_to_score(value: Any, key: str = "robustness.max_images") -> int | None:
     """``robustness.max_images``, checked: null (every image) or a count >= 1."""
     if value is None:
         return None
@@ -201,7 +194,7 @@ def _require_cifar_c(root: Path) -> None:
 
 
 def _generated(
-    cfg: Mapping[str, Any], datamodule: ImageDataModule, corruptions: tuple[str, ...], severities: tuple[int, ...]
+    cfg: RobustnessConfig, datamodule: ImageDataModule, corruptions: tuple[str, ...], severities: tuple[int, ...]
 ):
     """CIFAR-C corruptions of the test split (its first ``max_images``), generated once and cached."""
     test = datamodule.splits["test"]
@@ -212,23 +205,22 @@ def _generated(
             "robustness.enabled=false"
         )
     images, labels = test.images, test.labels
-    if cfg["max_images"]:
-        images, labels = images[: _max_images(cfg["max_images"])], labels[: _max_images(cfg["max_images"])]
-    seed = int(cfg["seed"])
-    cache = Path(cfg["cache_dir"]) / f"{datamodule.name}-c-seed{seed}-n{len(images)}"
-    generate_cifar_c(images, labels, cache, corruptions, severities, seed=seed, workers=cfg["workers"])
+    if cfg.max_images:
+        images, labels = images[: cfg.max_images], labels[: cfg.max_images]
+    cache = Path(cfg.cache_dir) / f"{datamodule.name}-c-seed{cfg.seed}-n{len(images)}"
+    generate_cifar_c(images, labels, cache, corruptions, severities, seed=cfg.seed, workers=cfg.workers)
     return load_cifar_c(cache, corruptions, num_classes=datamodule.num_classes)
 
 
 def _imagenet_c(
-    cfg: Mapping[str, Any],
+    cfg: RobustnessConfig,
     root: Path,
     corruptions: tuple[str, ...],
     severities: tuple[int, ...],
     datamodule: ImageDataModule,
     class_names: Sequence[str] | None,
 ) -> CorruptedSets:
-    preprocess = str(cfg["preprocess"])
+    preprocess = cfg.preprocess
     transform = crop_transform(datamodule.mean, datamodule.std, datamodule.image_size, preprocess)
     tree = load_imagenet_c(root, corruptions, severities, class_names=class_names, num_classes=datamodule.num_classes)
     conditions, datasets = [], []

@@ -13,8 +13,8 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from ..data import ImageDataModule
-from ..data.workers import check_workers, loader_workers
-from ..errors import ConfigValueError, is_integer, one_of, require
+from ..data.workers import loader_workers
+from ..errors import ConfigValueError
 from ..files import atomic_write, write_json
 from ..metrics import apply_temperature, calibration_metrics, fit_temperature, reliability_bins, softmax
 from ..metrics.uncertainty import (
@@ -28,9 +28,10 @@ from ..metrics.uncertainty import (
 from ..progress import Progress
 from ..rundir import METRICS_FILE, PREDICTIONS_FILE
 from .baselines import resolve_baseline
-from .corrupted import CorruptedSets, check_robustness, is_benchmark, open_corrupted_sets, source_and_benchmark
+from .config import EvaluationConfig
+from .corrupted import CorruptedSets, is_benchmark, open_corrupted_sets, source_and_benchmark
 from .inference import AUTOCAST, choose_device, device_count, fast_precision, predict_sets
-from .ood import OodSet, check_ood, open_ood_set
+from .ood import OodSet, open_ood_set
 from .plots import corruption_heatmap, ood_histograms, reliability_diagram, risk_coverage_plot
 from .robustness import (
     FAMILY_OF,
@@ -46,28 +47,6 @@ from .robustness import (
 ROBUST_DATA = ("cifar10", "cifar100")
 
 
-def check_settings(settings: Mapping[str, Any], prefix: str = "") -> None:
-    """The one check of the evaluation settings (conf/evaluation/default.yaml: ``evaluate.yaml``'s root, or
-    ``evaluate.`` in a training config, the ``prefix``), each key by its own rule, before any checkpoint or data is
-    opened: ``alternet evaluate`` and the training config's checks call it, :class:`Evaluator` too."""
-    choose_device(settings.get("device"), f"{prefix}device")
-    one_of(f"{prefix}precision", settings.get("precision"), AUTOCAST)
-    robustness = settings.get("robustness") or {}
-    if "precision" in robustness:  # absent: the clean pass's precision
-        one_of(f"{prefix}robustness.precision", robustness["precision"], (*AUTOCAST, "auto"))
-    calibration = settings.get("calibration") or {}
-    require(f"{prefix}calibration.n_bins", calibration.get("n_bins"), lambda v: is_integer(v, 1), INTEGER_1)
-    require(f"{prefix}batch_size", settings.get("batch_size"), lambda v: is_integer(v, 1), INTEGER_1)
-    check_workers(settings.get("num_workers"), f"{prefix}num_workers")
-    if robustness:
-        check_robustness(robustness, f"{prefix}robustness.")
-    if settings.get("ood"):
-        check_ood(settings["ood"], f"{prefix}ood.")
-
-
-INTEGER_1 = "must be an integer >= 1"
-
-
 class Evaluator:
     """Runs every requested evaluation of one model against one data module."""
 
@@ -75,8 +54,9 @@ class Evaluator:
         self,
         model: nn.Module,
         datamodule: ImageDataModule,
-        settings: Mapping[str, Any],
+        config: EvaluationConfig,
         out_dir: Path,
+        label: str,
         class_names: Sequence[str] | None = None,
     ):
         """``class_names``: the model's classes in its order (a checkpoint's ``data.class_names``), checked against
@@ -84,16 +64,15 @@ class Evaluator:
         self.model = model.eval()
         self.class_names = class_names
         self.datamodule = datamodule
-        self.settings = settings
+        self.config, self.label = config, label
         self.out_dir = Path(out_dir)
-        check_settings(settings)
-        self.device = choose_device(settings["device"])
-        self.autocast = AUTOCAST[str(settings["precision"])]
-        robust_precision = str(settings["robustness"].get("precision", settings["precision"]))
+        self.device = choose_device(config.device)
+        self.autocast = AUTOCAST[str(config.precision)]
+        robust_precision = str(config.robustness.precision)
         self.robust_precision = fast_precision(self.device) if robust_precision == "auto" else robust_precision
         self.robust_autocast = AUTOCAST[self.robust_precision]
-        self.n_bins = settings["calibration"]["n_bins"]
-        self.num_workers = loader_workers(settings["num_workers"])
+        self.n_bins = config.calibration.n_bins
+        self.num_workers = loader_workers(config.num_workers)
         self.files: list[Path] = []
 
     def _predict_sets(
@@ -105,7 +84,7 @@ class Evaluator:
             self.model,
             datasets,
             device=self.device,
-            batch_size=int(self.settings["batch_size"]),
+            batch_size=self.config.batch_size,
             autocast=autocast,
             num_workers=self.num_workers,
             labels=names,
@@ -136,7 +115,7 @@ class Evaluator:
         risk_coverage_plot(
             *curve, metrics["selective"], self._file(self.out_dir / "risk_coverage.png"), self._title("test")
         )
-        if self.settings["calibration"]["temperature_scaling"]:
+        if self.config.calibration.temperature_scaling:
             metrics["temperature_scaling"] = self._temperature(logits, labels)
         return metrics, {"logits": logits, "probs": probs.astype(np.float32), "labels": labels}
 
@@ -163,8 +142,7 @@ class Evaluator:
     # out of distribution --------------------------------------------------------------------
 
     def open_ood(self) -> OodSet | None:
-        cfg = self.settings.get("ood") or {}
-        return open_ood_set(cfg, self.datamodule) if cfg.get("root") else None
+        return open_ood_set(self.config.ood, self.datamodule) if self.config.ood.root else None
 
     def ood(self, ood_set: OodSet, logits: np.ndarray) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """The test split's scores against the out-of-distribution images'."""
@@ -177,22 +155,22 @@ class Evaluator:
         return record, {f"ood/{name}": scores.astype(np.float32) for name, scores in outside.items()}
 
     def _title(self, what: str) -> str:
-        return f"{self.settings['label']} on {self.datamodule.name} ({what})"
+        return f"{self.label} on {self.datamodule.name} ({what})"
 
     # robustness -----------------------------------------------------------------------------
 
     def robustness_enabled(self) -> bool:
-        cfg = self.settings["robustness"]
-        enabled = cfg["enabled"]
+        cfg = self.config.robustness
+        enabled = cfg.enabled
         if enabled == "auto":  # CIFAR, or any data set whose corrupted files are given
-            return self.datamodule.name in ROBUST_DATA or bool(cfg["root"])
+            return self.datamodule.name in ROBUST_DATA or bool(cfg.root)
         return bool(enabled)
 
     def open_robustness(self) -> tuple[CorruptedSets, RobustnessBaseline | None]:
         """The corrupted sets and the baseline, opened and checked against each other before any inference."""
-        cfg = self.settings["robustness"]
+        cfg = self.config.robustness
         source, benchmark = source_and_benchmark(cfg, self.datamodule)
-        baseline = resolve_baseline(cfg["baseline"], benchmark, source)
+        baseline = resolve_baseline(cfg.baseline, benchmark, source)
         if baseline is not None and baseline.source != source:
             raise RobustnessError(
                 f"baseline {baseline.name!r} was evaluated on {baseline.source} corruptions, these are {source}; "

@@ -6,10 +6,9 @@ its test split, resized to the model's input when it is not 32 px)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import albumentations as A
 import cv2
@@ -20,7 +19,10 @@ from torch.utils.data import Dataset
 from ..data import ArrayDataset, CIFAR10DataModule, CIFAR100DataModule, ImageDataModule, build_datamodule
 from ..data.corrupted.imagenet_c import ImageFileDataset, crop_transform
 from ..data.files.images import IMAGE_EXTENSIONS, images_under
-from ..errors import DataError, is_integer, require
+from ..errors import DataError
+
+if TYPE_CHECKING:
+    from .config import OodConfig
 
 CIFAR_FOLDERS = {cls.folder: cls.name for cls in (CIFAR10DataModule, CIFAR100DataModule)}  # folder -> data.name
 
@@ -35,19 +37,12 @@ class OodSet:
         return {"root": str(self.root), "layout": self.layout, "n_out": len(self.dataset)}  # type: ignore[arg-type]
 
 
-def check_ood(cfg: Mapping[str, Any], prefix: str = "ood.") -> None:
-    """The settings alone (``max_images``); the folder is read by :func:`open_ood_set`."""
-    require(
-        f"{prefix}max_images", cfg.get("max_images"), lambda v: v is None or is_integer(v, 1), "must be >= 1 or null"
-    )
-
-
-def open_ood_set(cfg: Mapping[str, Any], datamodule: ImageDataModule) -> OodSet:
-    """The images of ``cfg["root"]`` as the model's input, checked before any inference."""
-    root = Path(cfg["root"]).expanduser()
+def open_ood_set(cfg: OodConfig, datamodule: ImageDataModule) -> OodSet:
+    """The images of ``cfg.root`` as the model's input, checked before any inference."""
+    root = Path(cfg.root).expanduser()
     if not root.is_dir():
         raise DataError(f"ood.root={root} is not a directory: give a folder of images or a CIFAR-format set")
-    limit = cfg.get("max_images")
+    limit = cfg.max_images
     cifar = _cifar_layout(root)
     if cifar is not None:  # its data module takes the folder or the directory holding it
         arrays = build_datamodule({"name": cifar, "root": str(root)}, {"batch_size": 1}, seed=0)

@@ -20,10 +20,12 @@ from alternet.data.workers import available_cpus, loader_workers
 from alternet.errors import ConfigValueError, DataError
 from alternet.evaluation import Evaluator, RobustnessError, RobustnessRow, robustness_summary
 from alternet.evaluation.baselines import builtin_baseline
+from alternet.evaluation.config import EvaluationConfig
 from alternet.evaluation.corrupted import open_corrupted_sets
 from alternet.evaluation.inference import device_count, fast_precision, memory_format, on_devices
 from alternet.models import create_model
 from alternet.progress import Progress, progress
+from alternet.typed import build
 
 from helpers import CONF, run_script
 
@@ -67,13 +69,14 @@ def model(num_classes: int) -> torch.nn.Module:
     return create_model("preresnet_tiny", num_classes=num_classes, img_size=SIZE)
 
 
-def settings(**robustness) -> dict:
-    """The packaged evaluation defaults (num_workers=auto: real loader workers) with robustness overrides."""
+def settings(**robustness) -> EvaluationConfig:
+    """The packaged evaluation defaults (num_workers=auto: real loader workers) with robustness overrides, as the
+    typed settings (each section checked as it is made)."""
     cfg = OmegaConf.load(CONF / "evaluation" / "default.yaml")
     cfg.robustness.cache_dir = "unused"
     base = OmegaConf.to_container(cfg, resolve=True)
     base["robustness"] |= {"enabled": True, **robustness}
-    return base | {"batch_size": 16, "label": "preresnet_tiny"}
+    return build(EvaluationConfig, base | {"batch_size": 16})
 
 
 def write_tree(root, classes=WNIDS, corruptions=(*PICKED, "spatter"), family=False, per_class=2):
@@ -110,7 +113,9 @@ def test_imagenet_c_tree_is_scored_with_extras_apart_and_alexnet_mce(tmp_path, f
     root = write_tree(tmp_path / "ImageNet-C", family=family)
     cfg = settings(root=str(root), corruptions=list(PICKED), baseline="alexnet")
     out = tmp_path / "eval"
-    report = Evaluator(model(3), datamodule(), cfg, out, class_names=WNIDS).run({"model": "preresnet_tiny"})
+    report = Evaluator(model(3), datamodule(), cfg, out, "preresnet_tiny", class_names=WNIDS).run(
+        {"model": "preresnet_tiny"}
+    )
     robustness = report["robustness"]
     assert robustness["layout"] == "imagenet-c" and robustness["source"] == "real"
     assert robustness["preprocess"] == "center_crop" and robustness["benchmark"] == "imagenet-c"
@@ -140,7 +145,7 @@ def test_imagenet_c_preprocessing_crops_or_resizes_then_crops(tmp_path):
     root = write_tree(tmp_path / "C", corruptions=("fog",), per_class=1)
     module = datamodule()
     crop, resized = (
-        open_corrupted_sets(settings(root=str(root), corruptions=["fog"], preprocess=p)["robustness"], module)
+        open_corrupted_sets(settings(root=str(root), corruptions=["fog"], preprocess=p).robustness, module)
         for p in ("center_crop", "resize_center_crop")
     )
     image = np.asarray(Image.open(sorted((root / "fog" / "1" / WNIDS[0]).iterdir())[0]).convert("RGB"))
@@ -149,9 +154,8 @@ def test_imagenet_c_preprocessing_crops_or_resizes_then_crops(tmp_path):
     np.testing.assert_allclose(first.permute(1, 2, 0).numpy(), expected, atol=1e-5)
     assert resized.datasets[0][0][0].shape == first.shape and resized.preprocess == "resize_center_crop"
     assert not torch.allclose(resized.datasets[0][0][0], first)
-    bad = settings(root=str(root), corruptions=["fog"], preprocess="resize")["robustness"]
     with pytest.raises(ConfigValueError, match=r"robustness.preprocess='resize' is not one of \['center_crop', "):
-        open_corrupted_sets(bad, module)
+        settings(root=str(root), corruptions=["fog"], preprocess="resize")  # refused as the settings are made
 
 
 def test_class_order_mismatch_is_one_clear_line_before_any_work(tmp_path):
@@ -160,7 +164,7 @@ def test_class_order_mismatch_is_one_clear_line_before_any_work(tmp_path):
     other = (*WNIDS[:2], "n09999999")
     out = tmp_path / "eval"
     with pytest.raises(DataError, match=r"missing n09999999; not the model's n01484850") as error:
-        Evaluator(model(3), datamodule(), cfg, out, class_names=other).run({})
+        Evaluator(model(3), datamodule(), cfg, out, "preresnet_tiny", class_names=other).run({})
     assert "\n" not in str(error.value) and not out.exists()
     with pytest.raises(DataError, match=r"another order: sorted folder 0 is 'n01440764' but the model's class 0 is"):
         load_imagenet_c(root, ["fog"], class_names=list(reversed(WNIDS)))
@@ -185,8 +189,8 @@ def test_nineteen_file_cifar_c_folder_reports_the_extras_apart(tmp_path):
     root = cifar_c_folder(tmp_path / "CIFAR-10-C", n=4, num_classes=10)
     out = tmp_path / "eval"
     cfg = settings(root=str(root), baseline="alexnet", max_images=4)  # the first 4 of the 12 test images
-    cfg["num_workers"] = 0  # 95 sets: loader worker start-ups would dominate (workers are exercised elsewhere)
-    report = Evaluator(model(10), datamodule(TinyCifar10), cfg, out).run({})
+    cfg.num_workers = 0  # 95 sets: loader worker start-ups would dominate (workers are exercised elsewhere)
+    report = Evaluator(model(10), datamodule(TinyCifar10), cfg, out, "preresnet_tiny").run({})
     robustness = report["robustness"]
     assert robustness["layout"] == "cifar-c" and robustness["benchmark"] == "cifar10-c"
     assert {r["corruption"] for r in robustness["table"]} == set(CORRUPTIONS) and len(robustness["table"]) == 75
@@ -207,26 +211,26 @@ def test_real_cifar_c_files_of_the_whole_test_split_score_the_first_max_images(t
     be of this test split are still refused."""
     root = cifar_c_folder(tmp_path / "CIFAR-10-C", n=12, num_classes=10)  # all 12 test images, 5 times
     cfg = settings(root=str(root), corruptions=list(PICKED), max_images=5)
-    cfg["num_workers"] = 0
-    sets = open_corrupted_sets(cfg["robustness"], datamodule(TinyCifar10))
+    cfg.num_workers = 0
+    sets = open_corrupted_sets(cfg.robustness, datamodule(TinyCifar10))
     assert sets.clean_images == 5 and {len(dataset) for dataset in sets.datasets} == {5}
     severity_3 = sets.datasets[sets.conditions.index(("gaussian_noise", 3))]
     assert np.array_equal(severity_3.images, np.load(root / "gaussian_noise.npy")[24:29])  # rows 2*12 .. 2*12+5
     assert np.array_equal(severity_3.labels, np.arange(5))
     assert sets.record()["max_images"] == 5 and "the first 5 images of each, robustness.max_images=5" in sets.describe()
-    report = Evaluator(model(10), datamodule(TinyCifar10), cfg, tmp_path / "eval").run({})
+    report = Evaluator(model(10), datamodule(TinyCifar10), cfg, tmp_path / "eval", "preresnet_tiny").run({})
     assert {row["n"] for row in report["robustness"]["table"]} == {5} and report["robustness"]["max_images"] == 5
 
     labels = np.load(root / "labels.npy")
     labels[7] = (labels[7] + 1) % 10  # beyond the first 5: the files are still not this test split's
     np.save(root / "labels.npy", labels)
     with pytest.raises(DataError, match="their labels are not the cifar10 test labels in order"):
-        open_corrupted_sets(cfg["robustness"], datamodule(TinyCifar10))
+        open_corrupted_sets(cfg.robustness, datamodule(TinyCifar10))
     eight = cifar_c_folder(tmp_path / "eight", n=8, num_classes=10)
     with pytest.raises(DataError, match=r"8 images per severity, the test split has 12 and robustness.max_images=5"):
-        open_corrupted_sets(settings(root=str(eight), max_images=5)["robustness"], datamodule(TinyCifar10))
+        open_corrupted_sets(settings(root=str(eight), max_images=5).robustness, datamodule(TinyCifar10))
     with pytest.raises(ConfigValueError, match=r"robustness.max_images=0 is invalid"):
-        open_corrupted_sets(settings(root=str(root), max_images=0)["robustness"], datamodule(TinyCifar10))
+        settings(root=str(root), max_images=0)
 
 
 def test_alexnet_baseline_gives_the_mce_formula_value():
@@ -249,15 +253,15 @@ def test_the_packaged_alexnet_cifar100c_table_reproduces_hdvws_mean_accuracy():
 
 def test_settings_that_cannot_work_fail_before_any_work(tmp_path):
     with pytest.raises(ConfigValueError, match="none of the 15 benchmark corruptions"):
-        open_corrupted_sets(settings(root=str(tmp_path), corruptions=["spatter"])["robustness"], datamodule())
+        settings(root=str(tmp_path), corruptions=["spatter"])
     out = tmp_path / "eval"
     generated = settings(baseline="alexnet", max_images=4, workers=1, cache_dir=str(tmp_path / "cache"))
     with pytest.raises(RobustnessError, match="real corruption files, and these corruptions are generated"):
-        Evaluator(model(3), datamodule(), generated, out).run({})
+        Evaluator(model(3), datamodule(), generated, out, "preresnet_tiny").run({})
     assert not out.exists()
     root = cifar_c_folder(tmp_path / "DIGITS-C", n=2, num_classes=3)
     with pytest.raises(RobustnessError, match="alexnet has tables for cifar10-c, cifar100-c, imagenet-c only"):
-        Evaluator(model(3), datamodule(), settings(root=str(root), baseline="alexnet"), out).run({})
+        Evaluator(model(3), datamodule(), settings(root=str(root), baseline="alexnet"), out, "preresnet_tiny").run({})
 
 
 def test_inference_uses_every_visible_gpu_and_needs_none(monkeypatch):
@@ -336,8 +340,10 @@ def test_the_corruption_pass_runs_at_the_fast_precision_with_the_same_accuracies
     reports = {}
     for precision in ("32", "auto"):
         cfg = settings(root=str(root), corruptions=list(PICKED), precision=precision, max_images=4)
-        cfg["num_workers"] = 0
-        reports[precision] = Evaluator(model(10), datamodule(TinyCifar10), cfg, tmp_path / precision).run({})
+        cfg.num_workers = 0
+        reports[precision] = Evaluator(
+            model(10), datamodule(TinyCifar10), cfg, tmp_path / precision, "preresnet_tiny"
+        ).run({})
     expected = fast_precision(torch.device("cpu"))
     assert reports["auto"]["robustness"]["precision"] == expected and reports["32"]["robustness"]["precision"] == "32"
     assert json.dumps(reports["auto"]["test"]) == json.dumps(reports["32"]["test"])  # the clean pass: untouched
@@ -347,7 +353,6 @@ def test_the_corruption_pass_runs_at_the_fast_precision_with_the_same_accuracies
     with memory_format(net, channels_last=True):
         assert net.stem.conv.weight.is_contiguous(memory_format=torch.channels_last)
     assert net.stem.conv.weight.is_contiguous()  # the model is handed back as it came
-    bad = settings(root=str(root), precision="fp8")
     expected = r"robustness.precision='fp8' is not one of \['32', 'bf16', '16', 'auto'\]"
     with pytest.raises(ConfigValueError, match=expected):
-        Evaluator(model(3), datamodule(), bad, tmp_path / "bad")
+        settings(root=str(root), precision="fp8")

@@ -3,7 +3,7 @@ xxxnell/how-do-vits-work), read from a checkout the user gives by path; nothing 
 instrument is computed both ways on the same model, weights and inputs, and the largest difference is printed.
 
     python -m tools.parity --reference ../how-do-vits-work
-        [--instruments fourier variance landscape noise hessian fourier_timm]
+        [--instruments fourier variance landscape noise hessian fourier_timm variance_vit]
         [--seed 0] [--images 16] [--threads 1] [--no-record]
 
 How HDVW's side is obtained:
@@ -24,6 +24,9 @@ How HDVW's side is obtained:
   and Fourier cells, on timm's models with seeded random weights at 224 px, against our taps
   (``alternet.analysis.blocks``), in both modes: eval (our default) and HDVW's (its notebook never calls ``.eval()``:
   BatchNorm on the batch's own statistics, one image; our ``bn_mode=batch batch_size=1``).
+* Variance on Fig. 9's ViT (``variance_vit``): featuremap_variance.ipynb's CIFAR ViT-Ti, built by the notebook's own
+  statement (cell 10) with seeded random weights, its block list and its latents and variance cells, against our
+  ViT taps.
 * Noise bands, Hessian maximum eigenvalue: HDVW publishes no code, so these rows are **self-checks**, printed in a
   table of their own: our code against our reading of the paper, not against HDVW's. They are re-typed here from
   their definitions: the bands as exact integer conditions on the FFT bin indices and the noise by an FFT mask in
@@ -66,7 +69,7 @@ from torch import nn
 
 from bench.harness import RESULTS_DIR, begin, finish, row
 
-INSTRUMENTS = ("fourier", "variance", "landscape", "noise", "hessian", "fourier_timm")
+INSTRUMENTS = ("fourier", "variance", "landscape", "noise", "hessian", "fourier_timm", "variance_vit")
 # HDVW publishes no code for these: its definitions are re-typed here, so their rows check our code against our
 # reading of the paper (a self-check), not against HDVW's code
 SELF_CHECKS = ("noise", "hessian")
@@ -442,6 +445,30 @@ def variance_parity(reference: Reference, setup: Setup) -> tuple[list[Comparison
     return comparisons, f"lifted: {blocks_origin}; {collect}; {reduce}"
 
 
+def variance_vit_parity(reference: Reference, setup: Setup) -> tuple[list[Comparison], str]:
+    """Fig. 9's ViT: featuremap_variance.ipynb's CIFAR ViT-Ti, built by its own statement (cell 10, seeded random
+    weights), its block list (patch embedding, each attention and MLP residual), latents and variance cells, vs our
+    ViT taps and ``mean_variances``."""
+    from alternet.analysis.variance import mean_variances
+
+    notebook = "featuremap_variance.ipynb"
+    torch.manual_seed(setup.seed)
+    namespace: dict[str, Any] = {"timm": __import__("timm"), "torch": torch, "nn": nn, "copy": copy}
+    built = lift(
+        reference, notebook, 'model.name = "vit_ti"', namespace, start="model = timm.models", stop="model.name"
+    )
+    lift(reference, notebook, 'model.name = "vit_ti"', namespace, start='model.name = "vit_ti"', stop="models.stats")
+    model = namespace["model"].double().eval()
+    blocks = lift(reference, notebook, 'model.name = "vit_ti"', namespace, start="class PatchEmbed", stop=None)
+    namespace["dataset_test"] = [(setup.images, setup.labels)]
+    collect = lift(reference, notebook, "latents.append", namespace, stop=None)
+    reduce = lift(reference, notebook, "variances.append", namespace, stop="model.name ==")
+    hdvw = [float(v) for v in namespace["variances"]]
+    ours = mean_variances(model, our_taps(model), setup.batches, "unbiased")
+    compared = f"CIFAR ViT-Ti (HDVW's cell 10): feature-map variance per tap ({len(hdvw)} taps)"
+    return [compare("variance", compared, hdvw, ours)], f"lifted: {built}; {blocks}; {collect}; {reduce}"
+
+
 # loss landscape -----------------------------------------------------------------------------------------------------
 
 GRID = (-1.0, 0.0, 1.0)  # per axis: HDVW's notebook uses 21 points over [-1, 1]; 3 of them here
@@ -794,6 +821,7 @@ RUNNERS: dict[str, Callable[[Reference, Setup], tuple[list[Comparison], str]]] =
     "noise": noise_parity,
     "hessian": hessian_parity,
     "fourier_timm": fourier_timm_parity,
+    "variance_vit": variance_vit_parity,
 }
 
 

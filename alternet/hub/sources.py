@@ -314,7 +314,7 @@ def read_timm(name: str) -> Source:
     """``timm:NAME``: timm builds the model and loads its registry's pretrained weights (from the Hugging Face
     cache or the torch hub cache when offline)."""
     check_name(name, MODEL_NAMES)
-    require_pretrained(name, f"{TIMM_PREFIX}{name}", TIMM_ADVICE)  # in the cache, or reachable: else one line
+    require_pretrained(name, f"{TIMM_PREFIX}{name}", TIMM_ADVICE, or_else=None)  # cached or reachable, or one line
     try:
         model = create_model(name, pretrained=True)
     except (OSError, RuntimeError, ValueError) as error:

@@ -134,16 +134,19 @@ def _reachable(location: str, timeout: float = 3.0) -> bool:
         socket.setdefaulttimeout(None)
 
 
-def require_pretrained(name: str, asked: str = PRETRAINED, advice: str = NO_WEIGHTS_ADVICE) -> str:
+def require_pretrained(
+    name: str, asked: str = PRETRAINED, advice: str = NO_WEIGHTS_ADVICE, or_else: str | None = "drop model.pretrained"
+) -> str:
     """Before any work: timm's weights for ``name`` are cached here or their source can be reached; else one line
-    naming what would be fetched (``asked``, ``advice``: as :func:`weights_location`). Returns the location."""
+    naming what would be fetched (``asked``, ``advice``: as :func:`weights_location`) and, after the fetch command,
+    ``or_else`` (what else the user may do; None: nothing). Returns the location."""
     location = weights_location(name, asked, advice)
     if not _cached(location) and not _reachable(location):
         raise CheckpointError(
             f"{asked}: timm's weights for {name} come from {location}, which is not in the local cache "
             "and cannot be reached (offline?); fetch them once with network access "
             f"(python -c \"import timm; timm.create_model('{name}', pretrained=True)\")"
-            + (" or drop model.pretrained" if asked == PRETRAINED else "")
+            + (f" or {or_else}" if or_else else "")
         )
     return location
 

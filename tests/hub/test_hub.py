@@ -512,6 +512,9 @@ def test_timm_and_hub_sources_load_from_the_cache_offline_and_name_it_when_absen
         r"hf-hub:timm/test_resnet.r160_in1k, which is not in the local cache and cannot be reached",
     ):
         hub.load("timm:test_resnet.r160_in1k")
+    with pytest.raises(CheckpointError) as refused:
+        hub.load("timm:test_resnet.r160_in1k")
+    assert "model.pretrained" not in str(refused.value)  # a source is not a training config: no key to drop
     torch.manual_seed(0)
     registry = timm.create_model("test_resnet")
     save_file(registry.state_dict(), cached_repo(hub_cache, "timm/test_resnet.r160_in1k") / "model.safetensors")

@@ -31,7 +31,12 @@ from ..hub import cli as hub_cli
 from ..report import cli as report_cli
 from ..runs import discard_unused_run_dir
 from ..shards import cli as shards_cli
-from ..training.stopping import EVALUATION_INTERRUPTED, TRAINING_INTERRUPTED, ends_on_its_stop_line
+from ..training.stopping import (
+    EVALUATION_INTERRUPTED,
+    TRAINING_INTERRUPTED,
+    ends_on_its_stop_line,
+    raised_by_a_stop,
+)
 from . import config as _schemas  # noqa: F401 - registers train.yaml's and evaluate.yaml's schemas
 from .composition import one_line_composition_errors
 from .evaluate import run_evaluate
@@ -66,6 +71,10 @@ def train_main(cfg: DictConfig) -> float | None:
         metrics = train(cfg)
     except AlternetError as error:
         exit_with_error(error)
+    except Exception as error:  # a stop signal's error, raised inside code that put another in its place
+        if (stop := raised_by_a_stop(error)) is None:
+            raise
+        exit_with_error(stop)
     optimized = metrics["optimized_metric"]  # the value a Hydra sweeper (e.g. Optuna) optimises, if configured
     return optimized["value"] if optimized else None
 

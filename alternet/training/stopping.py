@@ -5,6 +5,9 @@
   :class:`PreemptionCheckpoint` lets the step finish, saves a resumable ``last.ckpt`` (mid-epoch), requeues a SLURM
   job, and ends the command on one line (:class:`Preempted`) with the command that resumes. A second signal before
   that checkpoint is safe stops at once (:class:`StoppedWithoutSaving`); the previous ``last.ckpt`` stays whole.
+  Either error is raised by the signal handler wherever the step is; where code there put its own error in its
+  place (Lightning's step calls ``inspect``, which does), the command still ends on the stop's line
+  (:func:`raised_by_a_stop`).
 * **Ctrl-C anywhere else** (Hydra composing a job, set-up, the sanity check, testing, scoring, between a sweep's
   jobs) raises KeyboardInterrupt wherever it lands; Lightning's own answer inside ``fit`` and ``test`` (a line and
   ``sys.exit(1)``) is raised on as one (:func:`lightning_ctrl_c_raised`). The command ends on its stop line
@@ -52,6 +55,20 @@ class Preempted(AlternetError):
 
 class StoppedWithoutSaving(AlternetError):
     """A second stop signal came before the pre-emption checkpoint was safe: the run stopped at once."""
+
+
+def raised_by_a_stop(error: BaseException | None) -> AlternetError | None:
+    """The stop (:class:`Preempted`, :class:`StoppedWithoutSaving`) that ``error`` stands in for, if any. A stop
+    signal's handler raises wherever the main thread is, and code there that catches every exception raises another
+    in its place, chained to it (``inspect.getfullargspec``, which Lightning calls in every step, turns it into
+    ``TypeError: unsupported callable``): the command ends on the stop's own line all the same."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, (Preempted, StoppedWithoutSaving)):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def _say(line: str) -> None:

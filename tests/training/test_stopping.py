@@ -3,6 +3,7 @@ ranks, Ctrl-C noted and ended on a command's stop line, and Lightning's own Ctrl
 stops of real runs (signals to a training process and its workers, resume after them) are tests/test_faults.py's
 and tests/training/test_resume_mid_epoch.py's."""
 
+import inspect
 import json
 import os
 import signal
@@ -16,13 +17,16 @@ from alternet.errors import ConfigValueError
 from alternet.training.stopping import (
     Preempted,
     PreemptionCheckpoint,
+    StoppedWithoutSaving,
     ctrl_c_noted,
     ends_on_its_stop_line,
     lightning_ctrl_c_raised,
+    raised_by_a_stop,
     requeue_slurm_job,
 )
 
 from helpers import run_script
+from helpers.processes import run_command
 
 # the DDP probe starts processes of its own: on the worker of the other tests that do (pytest-xdist)
 pytestmark = pytest.mark.xdist_group("processes")
@@ -108,6 +112,41 @@ def test_lightnings_ctrl_c_exit_is_raised_on_as_the_ctrl_c_it_was():
         raise SystemExit(1)
     with pytest.raises(SystemExit), lightning_ctrl_c_raised(SimpleNamespace(interrupted=False)):
         raise SystemExit(1)
+
+
+def a_second_signal_inside_getfullargspec(tmp_path: Path) -> BaseException:
+    """What a CI run met (a race): the second stop signal lands while Lightning's step is inside
+    ``inspect.getfullargspec``, which raises ``TypeError: unsupported callable`` in place of the stop."""
+    callback = PreemptionCheckpoint(tmp_path, ["SIGTERM"], requeue=False)
+    callback._handle(signal.SIGTERM, None)  # the first: save after this step
+
+    class Hook:
+        @property
+        def __signature__(self):
+            callback._handle(signal.SIGINT, None)  # the second, arriving here
+
+        def __call__(self, batch):
+            return batch
+
+    try:
+        inspect.getfullargspec(Hook())
+    except TypeError as error:
+        return error
+    raise AssertionError("getfullargspec did not raise")
+
+
+def test_a_stop_that_other_code_replaced_with_its_own_error_still_ends_on_the_stop_line(tmp_path, monkeypatch, capsys):
+    error = a_second_signal_inside_getfullargspec(tmp_path)
+    assert str(error) == "unsupported callable" and isinstance(raised_by_a_stop(error), StoppedWithoutSaving)
+    assert raised_by_a_stop(ValueError("no stop in its chain")) is None
+
+    def train(cfg):
+        raise a_second_signal_inside_getfullargspec(tmp_path)
+
+    monkeypatch.setattr("alternet.apps.cli.train", train)
+    code, stderr = run_command(["train", f"hydra.run.dir={tmp_path / 'run'}"], monkeypatch, capsys)
+    assert code.startswith("error: stopped at once by a second signal (SIGINT) before the pre-emption checkpoint")
+    assert "Traceback" not in stderr and "unsupported callable" not in code
 
 
 def test_preemption_under_slurm_requeues_the_job_with_scontrol(tmp_path, monkeypatch):

@@ -19,13 +19,19 @@ def reference_alternet_50(path: str | Path, num_classes: int = 100, image_size: 
     root = Path(path).expanduser().resolve()
     if not (root / "models" / "alternet.py").is_file():
         raise SystemExit(f"--reference {root}: not a how-do-vits-work checkout (no models/alternet.py)")
+    alternet = import_reference(root, "models.alternet")
+    small = image_size < 128
+    return alternet.dnn_50(num_classes=num_classes, stem=not small, window_size=4 if small else 7)
+
+
+def import_reference(root: Path, module: str) -> types.ModuleType:
+    """A module of the checkout at ``root`` (``models.alternet``, ``ops.loss_landscapes``), its ``models`` package
+    registered without running its ``__init__``; a missing dependency ends the bench in one line."""
     if "models" not in sys.modules:
         package = types.ModuleType("models")
         package.__path__ = [str(root / "models")]
         sys.modules["models"] = package
     try:
-        alternet = importlib.import_module("models.alternet")
+        return importlib.import_module(module)
     except ModuleNotFoundError as error:
         raise SystemExit(f"the reference implementation needs {error.name}: pip install {error.name}") from None
-    small = image_size < 128
-    return alternet.dnn_50(num_classes=num_classes, stem=not small, window_size=4 if small else 7)

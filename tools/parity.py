@@ -51,7 +51,6 @@ import argparse
 import ast
 import contextlib
 import copy
-import importlib
 import io
 import json
 import math
@@ -68,6 +67,7 @@ import yaml
 from torch import nn
 
 from bench.harness import RESULTS_DIR, begin, finish, row
+from bench.reference import import_reference
 
 INSTRUMENTS = ("fourier", "variance", "landscape", "noise", "hessian", "fourier_timm", "variance_vit")
 # HDVW publishes no code for these: its definitions are re-typed here, so their rows check our code against our
@@ -161,7 +161,7 @@ class Reference:
 
 def load_reference(path: str | Path) -> Reference:
     """Import HDVW's ``models.alternet`` (its ``models/__init__.py`` imports every family and ``requests``, so the
-    package is registered without running it, as ``bench/reference.py`` does) and ``ops.loss_landscapes``."""
+    package is registered without running it: :func:`bench.reference.import_reference`) and ``ops.loss_landscapes``."""
     import matplotlib
 
     matplotlib.use("Agg")  # ops/tests.py and the notebooks' cells import pyplot
@@ -172,15 +172,8 @@ def load_reference(path: str | Path) -> Reference:
         raise SystemExit(f"--reference {root}: not a how-do-vits-work checkout (no {', '.join(missing)})")
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
-    if "models" not in sys.modules:
-        package = types.ModuleType("models")
-        package.__path__ = [str(root / "models")]
-        sys.modules["models"] = package
-    try:
-        alternet = importlib.import_module("models.alternet")
-        loss_landscapes = importlib.import_module("ops.loss_landscapes")
-    except ModuleNotFoundError as error:
-        raise SystemExit(f"the reference implementation needs {error.name}: pip install {error.name}") from None
+    alternet = import_reference(root, "models.alternet")
+    loss_landscapes = import_reference(root, "ops.loss_landscapes")
     config = yaml.safe_load((root / CONFIG).read_text())  # the notebooks' yaml.load(f) needs PyYAML < 6
     return Reference(root, config, alternet, loss_landscapes)
 

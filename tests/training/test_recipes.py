@@ -138,7 +138,8 @@ def test_cpu_bf16_mixed_precision_trains_with_a_fused_optimizer_and_clipped_grad
             "trainer.precision=bf16-mixed",
             "performance.allow_emulated_precision=true",  # the clipping path is the point, on any CPU
             "recipe.grad_clip=0.01",
-            "recipe.batch_size=8",  # bf16 may be emulated on this CPU (~15x slower): a small batch still clips
+            "recipe.batch_size=8",  # bf16 may be emulated on this CPU (~15x slower): small batches still clip
+            "recipe.eval_batch_size=16",
             output_dir=tmp_path / "run",
         )
     )

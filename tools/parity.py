@@ -308,6 +308,28 @@ def hdvw_blocks(reference: Reference, model: nn.Module) -> tuple[list[nn.Module]
     return namespace["blocks"], origin
 
 
+def hdvw_fourier(reference: Reference, namespace: dict[str, Any]) -> tuple[list[np.ndarray], str]:
+    """fourier_analysis.ipynb's latents cell (from ``latents = []``) and its Fourier cell (up to the plots), run in
+    ``namespace`` (which holds ``blocks``, the images ``xs`` and the model's ``name``): the profiles and their
+    origin."""
+    import einops
+
+    namespace.update(torch=torch, np=np, rearrange=einops.rearrange)
+    collect = lift(reference, "fourier_analysis.ipynb", "latents.append", namespace, start="latents = []", stop=None)
+    reduce = lift(reference, "fourier_analysis.ipynb", "def fourier(", namespace)
+    return [latent.numpy() for latent in namespace["fourier_latents"]], f"{collect}; {reduce}"
+
+
+def hdvw_variances(reference: Reference, namespace: dict[str, Any]) -> tuple[list[float], str]:
+    """featuremap_variance.ipynb's latents cell and its variance cell, up to the plot's settings (``if model.name ==
+    "resnet_50": ...``, which warns for other models), run in ``namespace`` (which holds ``blocks``, ``model`` and
+    ``dataset_test``): the variances and their origin."""
+    namespace["torch"] = torch
+    collect = lift(reference, "featuremap_variance.ipynb", "latents.append", namespace, stop=None)
+    reduce = lift(reference, "featuremap_variance.ipynb", "variances.append", namespace, stop="model.name ==")
+    return [float(v) for v in namespace["variances"]], f"{collect}; {reduce}"
+
+
 def our_taps(model: nn.Module) -> list[Any]:
     from alternet.analysis.blocks import block_sequence
 
@@ -317,23 +339,11 @@ def our_taps(model: nn.Module) -> list[Any]:
 def fourier_parity(reference: Reference, setup: Setup) -> tuple[list[Comparison], str]:
     """fourier_analysis.ipynb's latents (cell collecting them, from ``latents = []``) and its Fourier cell (up to
     the plots) vs ``alternet.analysis.fourier.delta_profiles`` (``high_frequency: hdvw``)."""
-    import einops
-
     from alternet.analysis.fourier import delta_profiles
 
-    pair, images = setup.pair, setup.images
+    pair = setup.pair
     blocks, blocks_origin = hdvw_blocks(reference, pair.hdvw)
-    namespace: dict[str, Any] = {
-        "torch": torch,
-        "np": np,
-        "rearrange": einops.rearrange,
-        "blocks": blocks,
-        "xs": images,
-        "name": pair.hdvw.name,
-    }
-    collect = lift(reference, "fourier_analysis.ipynb", "latents.append", namespace, start="latents = []", stop=None)
-    reduce = lift(reference, "fourier_analysis.ipynb", "def fourier(", namespace)
-    hdvw = [latent.numpy() for latent in namespace["fourier_latents"]]
+    hdvw, origin = hdvw_fourier(reference, {"blocks": blocks, "xs": setup.images, "name": pair.hdvw.name})
     taps = our_taps(pair.ours)
     ours = [values for _, values in delta_profiles(pair.ours, taps, setup.batches, "hdvw")]
     nyquist = [values for _, values in delta_profiles(pair.ours, taps, setup.batches, "nyquist")]
@@ -349,7 +359,7 @@ def fourier_parity(reference: Reference, setup: Setup) -> tuple[list[Comparison]
             declared="its last point is the (π, π) bin, HDVW's (1 - 2/h)π",
         ),
     ]
-    return comparisons, f"lifted: {blocks_origin}; {collect}; {reduce}"
+    return comparisons, f"lifted: {blocks_origin}; {origin}"
 
 
 def timm_model(name: str, seed: int) -> nn.Module:
@@ -366,22 +376,18 @@ def hdvw_timm_profiles(reference: Reference, name: str, model: nn.Module, images
     """fourier_analysis.ipynb on timm's ``name``: its ``model -> blocks`` cell (cell 5 for ResNet-50, 6 for ViT-Ti;
     the statements after its ``timm.create_model``, given ``model``), its latents cell (CLS token and logits dropped)
     and its Fourier cell up to the plots."""
-    import einops
-
     start = "class PatchEmbed" if name.startswith("vit") else "blocks = ["
     namespace: dict[str, Any] = {"model": model, "nn": nn, "torch": torch, "copy": copy}
     blocks = lift(reference, "fourier_analysis.ipynb", f'name = "{name}"', namespace, start=start, stop=None)
-    namespace.update(np=np, rearrange=einops.rearrange, xs=images, name=name)
-    collect = lift(reference, "fourier_analysis.ipynb", "latents.append", namespace, start="latents = []", stop=None)
-    reduce = lift(reference, "fourier_analysis.ipynb", "def fourier(", namespace)
-    return [latent.numpy() for latent in namespace["fourier_latents"]], f"{blocks}; {collect}; {reduce}"
+    namespace.update(xs=images, name=name)
+    profiles, origin = hdvw_fourier(reference, namespace)
+    return profiles, f"{blocks}; {origin}"
 
 
 def fourier_timm_parity(reference: Reference, setup: Setup) -> tuple[list[Comparison], str]:
     """The Fourier profiles of timm's ResNet-50 and ViT-Ti at 224 px with our taps (``analysis.blocks``) vs
     fourier_analysis.ipynb's block lists, in both BatchNorm modes: eval (our default) and HDVW's (its notebook never
     calls ``.eval()``: BatchNorm on the batch's own statistics, one image; ``bn_mode=batch batch_size=1``)."""
-    from alternet.analysis.blocks import block_sequence
     from alternet.analysis.fourier import batch_statistics, delta_profiles
 
     images = synthetic_images(TIMM_IMAGES, 224, setup.seed)
@@ -393,7 +399,7 @@ def fourier_timm_parity(reference: Reference, setup: Setup) -> tuple[list[Compar
             hdvw_model.train(mode != "eval mode")
             hdvw, origin = hdvw_timm_profiles(reference, name, hdvw_model, inputs.clone())
             ours_model = copy.deepcopy(model).eval()
-            taps = block_sequence(ours_model).taps
+            taps = our_taps(ours_model)
             with batch_statistics(ours_model) if mode != "eval mode" else contextlib.nullcontext():
                 ours = [values for _, values in delta_profiles(ours_model, taps, [inputs.clone()], "hdvw")]
             points = sum(len(h) for h in hdvw)
@@ -410,18 +416,10 @@ def variance_parity(reference: Reference, setup: Setup) -> tuple[list[Comparison
     ``alternet.analysis.variance.mean_variances`` (``estimator: unbiased``)."""
     from alternet.analysis.variance import mean_variances
 
-    pair, images = setup.pair, setup.images
+    pair = setup.pair
     blocks, blocks_origin = hdvw_blocks(reference, pair.hdvw)
-    namespace: dict[str, Any] = {
-        "torch": torch,
-        "blocks": blocks,
-        "model": pair.hdvw,
-        "dataset_test": [(images, setup.labels)],
-    }
-    collect = lift(reference, "featuremap_variance.ipynb", "latents.append", namespace, stop=None)
-    # up to the plot's settings (``if model.name == "resnet_50": ...``, which warns for other models)
-    reduce = lift(reference, "featuremap_variance.ipynb", "variances.append", namespace, stop="model.name ==")
-    hdvw = [float(v) for v in namespace["variances"]]
+    namespace = {"blocks": blocks, "model": pair.hdvw, "dataset_test": [(setup.images, setup.labels)]}
+    hdvw, origin = hdvw_variances(reference, namespace)
     taps = our_taps(pair.ours)
     ours = mean_variances(pair.ours, taps, setup.batches, "unbiased")
     population = mean_variances(pair.ours, taps, setup.batches, "population")
@@ -435,31 +433,29 @@ def variance_parity(reference: Reference, setup: Setup) -> tuple[list[Comparison
             declared="divisor H·W, not H·W - 1: 1/16 less on 4x4 maps",
         ),
     ]
-    return comparisons, f"lifted: {blocks_origin}; {collect}; {reduce}"
+    return comparisons, f"lifted: {blocks_origin}; {origin}"
 
 
 def variance_vit_parity(reference: Reference, setup: Setup) -> tuple[list[Comparison], str]:
     """Fig. 9's ViT: featuremap_variance.ipynb's CIFAR ViT-Ti, built by its own statement (cell 10, seeded random
     weights), its block list (patch embedding, each attention and MLP residual), latents and variance cells, vs our
     ViT taps and ``mean_variances``."""
+    import timm
+
     from alternet.analysis.variance import mean_variances
 
-    notebook = "featuremap_variance.ipynb"
+    notebook, cell = "featuremap_variance.ipynb", 'model.name = "vit_ti"'
     torch.manual_seed(setup.seed)
-    namespace: dict[str, Any] = {"timm": __import__("timm"), "torch": torch, "nn": nn, "copy": copy}
-    built = lift(
-        reference, notebook, 'model.name = "vit_ti"', namespace, start="model = timm.models", stop="model.name"
-    )
-    lift(reference, notebook, 'model.name = "vit_ti"', namespace, start='model.name = "vit_ti"', stop="models.stats")
+    namespace: dict[str, Any] = {"timm": timm, "torch": torch, "nn": nn, "copy": copy}
+    built = lift(reference, notebook, cell, namespace, start="model = timm.models", stop="model.name")
+    lift(reference, notebook, cell, namespace, start=cell, stop="models.stats")  # model.name, which cell 12 reads
     model = namespace["model"].double().eval()
-    blocks = lift(reference, notebook, 'model.name = "vit_ti"', namespace, start="class PatchEmbed", stop=None)
+    blocks = lift(reference, notebook, cell, namespace, start="class PatchEmbed", stop=None)
     namespace["dataset_test"] = [(setup.images, setup.labels)]
-    collect = lift(reference, notebook, "latents.append", namespace, stop=None)
-    reduce = lift(reference, notebook, "variances.append", namespace, stop="model.name ==")
-    hdvw = [float(v) for v in namespace["variances"]]
+    hdvw, origin = hdvw_variances(reference, namespace)
     ours = mean_variances(model, our_taps(model), setup.batches, "unbiased")
     compared = f"CIFAR ViT-Ti (HDVW's cell 10): feature-map variance per tap ({len(hdvw)} taps)"
-    return [compare("variance", compared, hdvw, ours)], f"lifted: {built}; {blocks}; {collect}; {reduce}"
+    return [compare("variance", compared, hdvw, ours)], f"lifted: {built}; {blocks}; {origin}"
 
 
 # loss landscape -----------------------------------------------------------------------------------------------------

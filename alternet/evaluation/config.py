@@ -9,9 +9,8 @@ from typing import Any
 
 from ..data.corrupted.imagenet_c import check_preprocess
 from ..data.workers import check_workers
-from ..errors import is_integer
 from ..typed import Section, integer
-from .corrupted import max_images_to_score, requested
+from .corrupted import requested
 from .inference import AUTOCAST, choose_device
 
 INTEGER_1 = "must be an integer >= 1"
@@ -56,7 +55,7 @@ class RobustnessConfig(Section):
     def check(self) -> None:
         """The settings that need no files; opening the sets (:mod:`alternet.evaluation.corrupted`) reads the rest."""
         requested(self, generated=not self.root, prefix="")
-        max_images_to_score(self.max_images, "max_images")
+        self.require("max_images", integer(1), "null (every image) or a count >= 1")
         check_preprocess(self.preprocess, "preprocess")
         self.one_of("precision", (*AUTOCAST, "auto"))
 
@@ -76,5 +75,5 @@ class EvaluationConfig(Section):
     def check(self) -> None:
         choose_device(self.device, "device")
         self.one_of("precision", AUTOCAST)
-        self.require("batch_size", lambda v: is_integer(v, 1), INTEGER_1)
+        self.require("batch_size", integer(1), INTEGER_1)
         check_workers(self.num_workers, "num_workers")

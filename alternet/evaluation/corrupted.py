@@ -121,7 +121,7 @@ def open_corrupted_sets(
     corruptions, severities = requested(cfg, generated=not root)
     if root and is_image_tree(root):
         return _imagenet_c(cfg, Path(root).expanduser(), corruptions, severities, datamodule, class_names)
-    max_images = max_images_to_score(cfg.max_images)
+    max_images = cfg.max_images
     if root:
         _require_cifar_c(Path(root).expanduser())
         sets = load_cifar_c(root, corruptions, num_classes=datamodule.num_classes)
@@ -148,15 +148,6 @@ def open_corrupted_sets(
         frost_source=sets.frost_source,
         max_images=max_images,
     )
-
-
-def max_images_to_score(value: Any, key: str = "robustness.max_images") -> int | None:
-    """``robustness.max_images``, checked: null (every image) or a count >= 1."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigValueError(f"{key}={value!r} is invalid: null (every image) or a count >= 1")
-    return value
 
 
 def _images_to_score(sets: Any, datamodule: ImageDataModule, root: str | Path, max_images: int | None) -> int:

@@ -5,7 +5,7 @@
   :class:`PreemptionCheckpoint` lets the step finish, saves a resumable ``last.ckpt`` (mid-epoch), requeues a SLURM
   job, and ends the command on one line (:class:`Preempted`) with the command that resumes. A second signal before
   that checkpoint is safe stops at once (:class:`StoppedWithoutSaving`); the previous ``last.ckpt`` stays whole.
-  Either error is raised by the signal handler wherever the step is; where code there put its own error in its
+  The second signal's handler raises that error wherever the step is; where code there put its own error in its
   place (Lightning's step calls ``inspect``, which does), the command still ends on the stop's line
   (:func:`raised_by_a_stop`).
 * **Ctrl-C anywhere else** (Hydra composing a job, set-up, the sanity check, testing, scoring, between a sweep's
@@ -57,14 +57,15 @@ class StoppedWithoutSaving(AlternetError):
     """A second stop signal came before the pre-emption checkpoint was safe: the run stopped at once."""
 
 
-def raised_by_a_stop(error: BaseException | None) -> AlternetError | None:
-    """The stop (:class:`Preempted`, :class:`StoppedWithoutSaving`) that ``error`` stands in for, if any. A stop
-    signal's handler raises wherever the main thread is, and code there that catches every exception raises another
-    in its place, chained to it (``inspect.getfullargspec``, which Lightning calls in every step, turns it into
-    ``TypeError: unsupported callable``): the command ends on the stop's own line all the same."""
+def raised_by_a_stop(error: BaseException | None) -> StoppedWithoutSaving | None:
+    """The :class:`StoppedWithoutSaving` that ``error`` stands in for, if any. A second stop signal's handler raises
+    it wherever the main thread is, and code there that catches every exception raises another in its place,
+    chained to it (``inspect.getfullargspec``, which Lightning calls in every step, turns it into ``TypeError:
+    unsupported callable``): the command ends on the stop's own line all the same. (:class:`Preempted` is raised
+    from a callback hook, after the step, where nothing stands in for it.)"""
     seen: set[int] = set()
     while error is not None and id(error) not in seen:
-        if isinstance(error, (Preempted, StoppedWithoutSaving)):
+        if isinstance(error, StoppedWithoutSaving):
             return error
         seen.add(id(error))
         error = error.__cause__ or error.__context__

@@ -257,6 +257,47 @@ def test_the_laptop_presets_seed_every_arm_three_times_seeds_outermost():
         assert keys[0] == "seed" and str(config.hydra.sweeper.params.seed) == "0,1,2", preset
 
 
+def test_the_pre_declared_run_is_inductive_bias_with_fresh_seeds_and_a_fixed_precision():
+    """paper/alternet_vs_twin (docs/reproduction.md's pre-declared test): the AlterNet and its twin, 7 seeds an arm
+    outermost, none of the pilot's, on exactly inductive_bias's recipe but for the precision, fixed so that a
+    resumed sweep cannot change it on a CPU without native bf16."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from helpers import CONF
+
+    config, jobs = preset_jobs("alternet_vs_twin")
+    pilot, _ = preset_jobs("inductive_bias")
+    params = config.hydra.sweeper.params
+    assert list(params) == ["seed", "model"] and str(params.model) == "preresnet_laptop,alternet_laptop"
+    seeds = [int(s) for s in str(params.seed).split(",")]
+    assert len(seeds) == 7 == len(set(seeds)) and not set(seeds) & {
+        int(s) for s in str(pilot.hydra.sweeper.params.seed).split(",")
+    }
+    assert len(jobs) == 14 and jobs[0] == ["seed=10", "model=preresnet_laptop"]
+    with initialize_config_dir(str(CONF), version_base="1.3"):
+        for model in ("preresnet_laptop", "alternet_laptop"):
+            run, reference = (
+                OmegaConf.to_container(
+                    compose(
+                        "train",
+                        [
+                            f"experiment=paper/{name}",
+                            "data.root=/data",
+                            f"model={model}",
+                            "seed=10",
+                            "paths.output_dir=unused",
+                        ],
+                    ),
+                    resolve=True,
+                )
+                for name in ("alternet_vs_twin", "inductive_bias")
+            )
+            assert run["trainer"].pop("precision") == "bf16-mixed" and reference["trainer"].pop("precision") == "auto"
+            check_job("alternet_vs_twin", {**run, "trainer": {**run["trainer"], "precision": "auto"}})
+            assert run == reference
+
+
 def test_the_data_regime_gives_every_fraction_the_same_steps():
     config, jobs = preset_jobs("data_regime")
     assert config.data.subset_repeat is True

@@ -20,6 +20,7 @@ from .. import tracking
 from ..checkpoints import checkpoint_header
 from ..data import build_datamodule
 from ..errors import AlternetError, ConfigValueError
+from ..evaluation.evaluator import check_evaluation_files
 from ..files import plain
 from ..hub import load_pretrained
 from ..models.config import model_args
@@ -117,6 +118,8 @@ def _train(
     L.seed_everything(int(config["seed"]), workers=True, verbose=False)
     datamodule = build_datamodule(config["data"], config["recipe"], seed=int(config["seed"]))
     datamodule.check_before_fit()
+    if typed.evaluate.after_training:  # its real corruption and OOD files checked now, not after training
+        check_evaluation_files(typed.evaluate, datamodule, datamodule.class_names)
     module = build_module(config, datamodule.facts())
     if config["model"]["pretrained"] is True and not resume:  # timm's own weights for model.name
         facts = datamodule.facts()

@@ -141,9 +141,6 @@ class Evaluator:
 
     # out of distribution --------------------------------------------------------------------
 
-    def open_ood(self) -> OodSet | None:
-        return open_ood_set(self.config.ood, self.datamodule) if self.config.ood.root else None
-
     def ood(self, ood_set: OodSet, logits: np.ndarray) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """The test split's scores against the out-of-distribution images'."""
         ((outside_logits, _),) = self._predict_sets([ood_set.dataset], ["ood"])
@@ -158,31 +155,6 @@ class Evaluator:
         return f"{self.label} on {self.datamodule.name} ({what})"
 
     # robustness -----------------------------------------------------------------------------
-
-    def robustness_enabled(self) -> bool:
-        cfg = self.config.robustness
-        enabled = cfg.enabled
-        if enabled == "auto":  # CIFAR, or any data set whose corrupted files are given
-            return self.datamodule.name in ROBUST_DATA or bool(cfg.root)
-        return bool(enabled)
-
-    def open_robustness(self) -> tuple[CorruptedSets, RobustnessBaseline | None]:
-        """The corrupted sets and the baseline, opened and checked against each other before any inference."""
-        cfg = self.config.robustness
-        source, benchmark = source_and_benchmark(cfg, self.datamodule)
-        baseline = resolve_baseline(cfg.baseline, benchmark, source)
-        if baseline is not None and baseline.source != source:
-            raise RobustnessError(
-                f"baseline {baseline.name!r} was evaluated on {baseline.source} corruptions, these are {source}; "
-                "mCE needs both on the same source"
-            )
-        sets = open_corrupted_sets(cfg, self.datamodule, self.class_names)
-        if baseline is not None:
-            held = {row.key for row in baseline.rows}
-            missing = [f"{c}/{s}" for c, s in sets.conditions if is_benchmark(c) and (c, s) not in held]
-            if missing:
-                raise RobustnessError(f"baseline {baseline.name!r} lacks results for {', '.join(missing[:5])}")
-        return sets, baseline
 
     def robustness(
         self,
@@ -225,8 +197,7 @@ class Evaluator:
     # everything -----------------------------------------------------------------------------
 
     def run(self, meta: Mapping[str, Any]) -> dict[str, Any]:
-        robust = self.open_robustness() if self.robustness_enabled() else None  # errors before any work
-        ood = self.open_ood()
+        robust, ood = open_sources(self.config, self.datamodule, self.class_names)  # errors before any work
         self.out_dir.mkdir(parents=True, exist_ok=True)
         metrics, arrays = self.calibration()
         report: dict[str, Any] = dict(meta) | metrics
@@ -242,6 +213,55 @@ class Evaluator:
         report["files"] = [str(path) for path in self.files]
         write_json(metrics_path, report)
         return report
+
+
+def robustness_enabled(config: EvaluationConfig, datamodule: ImageDataModule) -> bool:
+    enabled = config.robustness.enabled
+    if enabled == "auto":  # CIFAR, or any data set whose corrupted files are given
+        return datamodule.name in ROBUST_DATA or bool(config.robustness.root)
+    return bool(enabled)
+
+
+def open_robustness(
+    config: EvaluationConfig, datamodule: ImageDataModule, class_names: Sequence[str] | None
+) -> tuple[CorruptedSets, RobustnessBaseline | None]:
+    """The corrupted sets and the baseline, opened and checked against each other before any inference."""
+    cfg = config.robustness
+    source, benchmark = source_and_benchmark(cfg, datamodule)
+    baseline = resolve_baseline(cfg.baseline, benchmark, source)
+    if baseline is not None and baseline.source != source:
+        raise RobustnessError(
+            f"baseline {baseline.name!r} was evaluated on {baseline.source} corruptions, these are {source}; "
+            "mCE needs both on the same source"
+        )
+    sets = open_corrupted_sets(cfg, datamodule, class_names)
+    if baseline is not None:
+        held = {row.key for row in baseline.rows}
+        missing = [f"{c}/{s}" for c, s in sets.conditions if is_benchmark(c) and (c, s) not in held]
+        if missing:
+            raise RobustnessError(f"baseline {baseline.name!r} lacks results for {', '.join(missing[:5])}")
+    return sets, baseline
+
+
+def open_sources(
+    config: EvaluationConfig, datamodule: ImageDataModule, class_names: Sequence[str] | None
+) -> tuple[tuple[CorruptedSets, RobustnessBaseline | None] | None, OodSet | None]:
+    """What the evaluation reads besides the model's own test split, opened and checked: the corrupted sets and
+    their baseline (when robustness is on), and the OOD set (when ``ood.root`` is set)."""
+    robust = open_robustness(config, datamodule, class_names) if robustness_enabled(config, datamodule) else None
+    return robust, open_ood_set(config.ood, datamodule) if config.ood.root else None
+
+
+def check_evaluation_files(
+    config: EvaluationConfig, datamodule: ImageDataModule, class_names: Sequence[str] | None
+) -> None:
+    """The evaluation's files (real corruption sets, their baseline, the OOD set) opened and checked without
+    scoring anything, so that training with ``evaluate.after_training`` refuses a wrong ``robustness.root`` or
+    ``ood.root`` before it trains rather than after. Generated corruptions are made when scored, not here."""
+    if config.robustness.root and robustness_enabled(config, datamodule):
+        open_robustness(config, datamodule, class_names)
+    if config.ood.root:
+        open_ood_set(config.ood, datamodule)
 
 
 def _compact(key: str, probs: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:

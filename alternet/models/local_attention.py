@@ -1,11 +1,14 @@
 """Sliding k x k local attention for timm's ViT: the paper's locality instrument (section 4, HDVW models/convit.py).
 
-Each patch token attends to the patch tokens of the k x k neighbourhood around it on the token grid, the class
-token to every token (it reads the whole map, as the reference's global-average-pooling head does), and no patch
-token to the class token. ``local_kernel=None`` is ordinary global attention. Two differences from the reference's
-``ConvAttention2d``: at the border the neighbourhood is cut by the mask instead of zero-padded (zero keys would
-take softmax weight for nothing), and the model keeps timm's class token. The parameters and state-dict keys are
-those of the plain ViT, so weights move between kernels.
+Each patch token attends to the patch tokens of the k x k neighbourhood around it on the token grid: offsets
+-(k-1)//2 to k//2 in each direction, the window a convolution with ``padding="same"`` reads, so an even kernel (the
+paper's 8 x 8) reaches one token further down and right than up and left. A class token, where the model has one,
+attends to every token (it reads the whole map, as the reference's global-average-pooling head does) and no patch
+token attends to it; ``model.class_token=false model.global_pool=avg`` gives HDVW's ConViT head instead (no class
+token; average pooling, LayerNorm, linear). ``local_kernel=None`` is ordinary global attention. One difference from
+the reference's ``ConvAttention2d``: at the border the neighbourhood is cut by the mask instead of zero-padded (zero
+keys would take softmax weight for nothing). The parameters and state-dict keys are those of the plain ViT, so
+weights move between kernels.
 """
 
 from __future__ import annotations
@@ -23,8 +26,13 @@ def local_attention_mask(grid: tuple[int, int], kernel: int, prefix_tokens: int 
     """(N, N) boolean mask, True where a query may attend to a key: N = prefix tokens + grid cells (row-major)."""
     rows, cols = torch.meshgrid(torch.arange(grid[0]), torch.arange(grid[1]), indexing="ij")
     rows, cols = rows.flatten(), cols.flatten()
-    reach = kernel // 2
-    near = ((rows[:, None] - rows[None, :]).abs() <= reach) & ((cols[:, None] - cols[None, :]).abs() <= reach)
+    before, after = (kernel - 1) // 2, kernel // 2  # a "same" convolution's window: [i - before, i + after]
+
+    def within(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+        offset = key[None, :] - query[:, None]
+        return (offset >= -before) & (offset <= after)
+
+    near = within(rows, rows) & within(cols, cols)
     n = prefix_tokens + near.shape[0]
     mask = torch.zeros(n, n, dtype=torch.bool)
     mask[:prefix_tokens, :] = True  # the class token reads every token
@@ -47,9 +55,9 @@ def localise_attention(vit: nn.Module, kernel: int | None) -> nn.Module:
     if kernel is None:
         return vit
     grid = tuple(vit.patch_embed.grid_size)
-    if isinstance(kernel, bool) or not isinstance(kernel, int) or kernel < 3 or kernel % 2 == 0:
+    if isinstance(kernel, bool) or not isinstance(kernel, int) or kernel < 2:
         raise ConfigValueError(
-            f"model.local_kernel={kernel!r} is invalid: an odd window side >= 3 (1 would be a softmax over one key, "
+            f"model.local_kernel={kernel!r} is invalid: a window side >= 2 (1 would be a softmax over one key, "
             "not attention), or null for global attention"
         )
     if kernel >= 2 * max(grid) - 1:

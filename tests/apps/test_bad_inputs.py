@@ -74,6 +74,9 @@ TRAIN = [
     (["model.layout=C|MC|CM"], "stage 2 ('MC'): the first block of a stage changes resolution/width"),
     (["data.subset=1.5"], "data.subset=1.5 is invalid: a fraction of the training split in (0, 1]"),
     (["data.train_clean_size=-1"], "data.train_clean_size=-1 is invalid: an image count >= 0"),
+    # the after-training evaluation's files, checked before training rather than at its end
+    (["evaluate.after_training=true", "evaluate.robustness.root=/nonexistent"], "CIFAR-C directory /nonexistent does"),
+    (["evaluate.after_training=true", "evaluate.ood.root=/nonexistent"], "ood.root=/nonexistent is not a directory"),
 ]
 
 EVALUATE = [

@@ -51,11 +51,45 @@ def test_local_and_global_share_weights_and_the_fused_and_math_paths_agree():
         assert not torch.allclose(plain(images), fused, atol=1e-3)
 
 
+@pytest.mark.parametrize("kernel", [2, 3, 4, 5, 8])
+def test_each_token_sees_the_window_a_same_convolution_reads(kernel):
+    """Odd and even kernels (the paper's 8 x 8): the keys of a query are the positions a k x k convolution with
+    padding="same" reads for that output, computed here by torch's own convolution of one impulse per key."""
+    grid = (6, 7)
+    mask = local_attention_mask(grid, kernel, prefix_tokens=0)
+    impulses = torch.eye(grid[0] * grid[1]).reshape(-1, 1, *grid)
+    reach = torch.nn.functional.conv2d(impulses, torch.ones(1, 1, kernel, kernel), padding="same")
+    reached = reach.reshape(grid[0] * grid[1], -1).T > 0  # [query, key]: the output at query reads the key
+    assert torch.equal(mask, reached)
+    assert mask.sum(1).max() == min(kernel, grid[0]) * min(kernel, grid[1])  # an inner query: the whole window
+
+
+def test_hdvw_convit_head_without_a_class_token():
+    """model.class_token=false model.global_pool=avg: HDVW's ConViT (no class token; average pooling, LayerNorm,
+    linear), with an even (4 x 4) local window on the mini ViT's 8 x 8 grid; no mask row for a class token."""
+    torch.manual_seed(0)
+    model = timm.create_model(
+        "vit_mini_cifar", num_classes=10, local_kernel=4, class_token=False, global_pool="avg"
+    ).eval()
+    assert model.num_prefix_tokens == 0 and model.cls_token is None
+    assert isinstance(model.fc_norm, torch.nn.LayerNorm) and isinstance(model.norm, torch.nn.Identity)
+    assert model.blocks[0].attn.local_mask.shape == (64, 64)
+    images = torch.randn(1, 3, 32, 32)
+    nudged = images.clone()
+    nudged[..., 28:, 28:] += 1.0  # token (7, 7): the queries whose window [i - 1, i + 2] holds row and column 7
+    with torch.no_grad():
+        changed = (_first_block_tokens(model, images) - _first_block_tokens(model, nudged)).abs().amax(-1)[0]
+    expected = torch.zeros(8, 8, dtype=torch.bool)
+    expected[5:, 5:] = True
+    assert torch.equal(changed.reshape(8, 8) > 1e-6, expected)
+    assert model(images).shape == (1, 10)
+
+
 @pytest.mark.parametrize(
     ("kernel", "message"),
     [
-        (1, r"model.local_kernel=1 is invalid: an odd window side >= 3 \(1 would be a softmax over one key"),
-        (4, r"model.local_kernel=4 is invalid: an odd window side >= 3"),
+        (1, r"model.local_kernel=1 is invalid: a window side >= 2 \(1 would be a softmax over one key"),
+        (True, r"model.local_kernel=True is invalid: a window side >= 2"),
         (15, r"model.local_kernel=15 covers the whole 8x8 token grid .* use model.local_kernel=null"),
     ],
 )

@@ -4,7 +4,11 @@
 * timm ``resnet*``: every BasicBlock / Bottleneck is a ``C`` block; lesion by zeroing the branch's last BN.
 * timm ``vit_*``: each transformer block gives two residual blocks, attention (``M``) then MLP (``C``);
   tokens become (B, C, H, W) maps with the prefix (class/register) tokens dropped; lesion by zeroing the
-  residual's ``ls1`` / ``ls2`` output.
+  residual's ``ls1`` / ``ls2`` output. A sliding-window ViT (``model.local_kernel``) maps its masked attention.
+* timm PiT (``pit_*``): the same two residual blocks per transformer block, stage by stage, each stage's tokens
+  on its own (pooled) grid; the stem is the embedded, position-encoded map.
+* timm Swin (``swin_*``): each Swin block gives its (shifted) window attention residual (``M``) and its MLP
+  residual (``C``); attention maps per window with the relative position bias and the shift's mask.
 * timm ByobNet (BoTNet, HaloNet, LambdaNet; ``model=byob``): a ``SelfAttnBlock`` is ``M``, every other block
   ``C``; attention maps of bottleneck (BoTNet) and halo attention; a lambda layer has none (the block says so).
 * timm MaxxVit (CoAtNet, MaxViT; ``model=maxxvit``): MBConv / ConvNeXt blocks are ``C``, transformer and MaxViT
@@ -39,8 +43,12 @@ from timm.models.maxxvit import (
     ParallelMaxxVitBlock,
     TransformerBlock2d,
 )
+from timm.models.pit import PoolingVisionTransformer
 from timm.models.resnet import BasicBlock, Bottleneck, ResNet
+from timm.models.swin_transformer import SwinTransformer, SwinTransformerBlock
+from timm.models.swin_transformer import WindowAttention as SwinWindowAttention
 from timm.models.vision_transformer import Attention, VisionTransformer
+from timm.models.vision_transformer import Block as VitBlock
 from torch import nn
 
 from ..models import AlterNet, FocusedLinearAttention, PositionOnlyAttention, WindowAttention
@@ -49,6 +57,7 @@ from .errors import AnalysisError
 
 SUPPORTED = (
     "alternet backbones (alternet_*, preresnet_*), timm ResNet (resnet*), timm VisionTransformer (vit_*), "
+    "timm PiT (pit_*), timm Swin (swin_*), "
     "timm ByobNet (botnet*, halonet*, lambda_resnet*, model=byob) and timm MaxxVit (coatnet*, maxvit*, model=maxxvit)"
 )
 
@@ -212,8 +221,11 @@ def _resnet_blocks(model: ResNet) -> BlockSequence:
 
 
 def _vit_token_map(model: VisionTransformer) -> Callable[[torch.Tensor], torch.Tensor]:
-    prefix = model.num_prefix_tokens
-    height, width = model.patch_embed.grid_size
+    return token_map(model.num_prefix_tokens, *model.patch_embed.grid_size)
+
+
+def token_map(prefix: int, height: int, width: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    """(B, prefix + H*W, C) tokens to the (B, C, H, W) map of their patch tokens."""
 
     def to_map(tokens: torch.Tensor) -> torch.Tensor:
         patches = tokens[:, prefix:]
@@ -230,30 +242,112 @@ def _vit_token_map(model: VisionTransformer) -> Callable[[torch.Tensor], torch.T
 @torch.no_grad()
 def vit_attention_map(attn: Attention, tokens: torch.Tensor, prefix: int) -> torch.Tensor:
     """Softmax attention among the patch tokens of a timm ViT block, rows renormalised after dropping the
-    prefix tokens: (B, heads, N_patches, N_patches)."""
+    prefix tokens: (B, heads, N_patches, N_patches). A sliding-window block's mask (``local_mask``) applies."""
     b, n, _ = tokens.shape
     qkv = attn.qkv(tokens).reshape(b, n, 3, attn.num_heads, attn.head_dim).permute(2, 0, 3, 1, 4)
     q, k = attn.q_norm(qkv[0]), attn.k_norm(qkv[1])
-    probs = ((q * attn.scale) @ k.transpose(-2, -1)).softmax(dim=-1)[..., prefix:, prefix:]
+    logits = (q * attn.scale) @ k.transpose(-2, -1)
+    if (mask := getattr(attn, "local_mask", None)) is not None:
+        logits = logits.masked_fill(~mask, float("-inf"))
+    probs = logits.softmax(dim=-1)[..., prefix:, prefix:]
     return probs / probs.sum(dim=-1, keepdim=True)
 
 
-def _vit_blocks(model: VisionTransformer) -> BlockSequence:
-    to_map = _vit_token_map(model)
-    positions = grid_positions(*model.patch_embed.grid_size)
+def _transformer_blocks(
+    modules: nn.Sequential, name: str, stage: int, prefix: int, grid: tuple[int, int]
+) -> list[Block]:
+    """Two residual blocks per timm ViT block (attention ``M``, then MLP ``C``), tokens on ``grid``."""
+    to_map = token_map(prefix, *grid)
+    positions = grid_positions(*grid)
     blocks = []
-    for index, module in enumerate(model.blocks):
-        if not isinstance(module.attn, Attention):
-            raise AnalysisError(f"unsupported attention {type(module.attn).__name__} in ViT block {index}")
-        probabilities = partial(vit_attention_map, module.attn, prefix=model.num_prefix_tokens)
+    for index, module in enumerate(modules):
+        if not isinstance(module, VitBlock) or not isinstance(module.attn, Attention):
+            raise AnalysisError(f"unsupported block or attention {type(module).__name__} at {name}.{index}")
+        probabilities = partial(vit_attention_map, module.attn, prefix=prefix)
         attention = AttentionTap(module.attn, probabilities, lambda _x: positions)
         # The attention residual's output is the input of norm2; the MLP residual's output is the block's.
         attn_out = Tap(module.norm2, on_input=True, to_map=to_map)
-        blocks.append(Block(f"blocks.{index}.attn", "M", 0, attn_out, partial(zero_output, module.ls1), attention))
-        blocks.append(
-            Block(f"blocks.{index}.mlp", "C", 0, Tap(module, to_map=to_map), partial(zero_output, module.ls2))
-        )
-    return BlockSequence(Tap(model.blocks, on_input=True, to_map=to_map), tuple(blocks))
+        lesion = partial(zero_output, module.ls1)
+        blocks.append(Block(f"{name}.{index}.attn", "M", stage, attn_out, lesion, attention))
+        mlp_out = Tap(module, to_map=to_map)
+        blocks.append(Block(f"{name}.{index}.mlp", "C", stage, mlp_out, partial(zero_output, module.ls2)))
+    return blocks
+
+
+def _vit_blocks(model: VisionTransformer) -> BlockSequence:
+    grid = tuple(model.patch_embed.grid_size)
+    blocks = _transformer_blocks(model.blocks, "blocks", 0, model.num_prefix_tokens, grid)
+    return BlockSequence(Tap(model.blocks, on_input=True, to_map=_vit_token_map(model)), tuple(blocks))
+
+
+# timm PiT ------------------------------------------------------------------------------------
+
+
+def _pit_blocks(model: PoolingVisionTransformer) -> BlockSequence:
+    """Each stage's transformer blocks on the stage's grid: the first stage's is the patch grid, each later one's
+    that of its pooling convolution's output."""
+    height, width = model.patch_embed.grid_size
+    blocks = []
+    for index, stage in enumerate(model.transformers):
+        if stage.pool is not None:
+            conv = stage.pool.conv
+            (kh, kw), (sh, sw), (ph, pw) = conv.kernel_size, conv.stride, conv.padding
+            height, width = (height + 2 * ph - kh) // sh + 1, (width + 2 * pw - kw) // sw + 1
+        name = f"transformers.{index}.blocks"
+        blocks += _transformer_blocks(stage.blocks, name, index, model.num_tokens, (height, width))
+    return BlockSequence(Tap(model.pos_drop), tuple(blocks))
+
+
+# timm Swin -----------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def swin_attention_map(block: SwinTransformerBlock, windows: torch.Tensor) -> torch.Tensor:
+    """A Swin block's window attention over its (B * windows, N, C) input, with the relative position bias and,
+    in a shifted block, the shift's mask (its entries between regions the roll brought together are 0):
+    (B * windows, heads, N, N)."""
+    attn = block.attn
+    b, n, _ = windows.shape
+    q, k, _ = attn.qkv(windows).reshape(b, n, 3, attn.num_heads, -1).permute(2, 0, 3, 1, 4).unbind(0)
+    logits = (q * attn.scale) @ k.transpose(-2, -1) + attn._get_rel_pos_bias()
+    mask = block.attn_mask
+    if mask is not None:
+        logits = (logits.view(-1, mask.shape[0], attn.num_heads, n, n) + mask[None, :, None]).view(b, -1, n, n)
+    return logits.softmax(dim=-1)
+
+
+def _swin_blocks(model: SwinTransformer) -> BlockSequence:
+    blocks = []
+    for stage_index, stage in enumerate(model.layers):
+        for position, module in enumerate(stage.blocks):
+            if not isinstance(module, SwinTransformerBlock) or not isinstance(module.attn, SwinWindowAttention):
+                raise AnalysisError(f"unsupported Swin block {type(module).__name__} in stage {stage_index}")
+            if getattr(module, "dynamic_mask", False):
+                raise AnalysisError("a Swin with dynamic_mask=True computes its shift mask per input; build it without")
+            name = f"layers.{stage_index}.blocks.{position}"
+            window = tuple(module.window_size)
+            attention = AttentionTap(
+                module.attn,
+                partial(swin_attention_map, module),
+                lambda _x, window=window: grid_positions(*window),
+                lambda attn=module.attn: attn._get_rel_pos_bias()[0].float().softmax(dim=-1),
+            )
+            # The attention residual's output is the input of norm2, (B, H*W, C) tokens; the block's is (B, H, W, C).
+            attn_out = Tap(module.norm2, on_input=True, to_map=partial(_swin_tokens_to_map, module))
+            lesion = partial(zero_output, module.drop_path1)
+            blocks.append(Block(f"{name}.attn", "M", stage_index, attn_out, lesion, attention))
+            mlp_out = Tap(module, to_map=_channels_last_to_map)
+            blocks.append(Block(f"{name}.mlp", "C", stage_index, mlp_out, partial(zero_output, module.drop_path2)))
+    return BlockSequence(Tap(model.patch_embed, to_map=_channels_last_to_map), tuple(blocks))
+
+
+def _channels_last_to_map(x: torch.Tensor) -> torch.Tensor:
+    return x.permute(0, 3, 1, 2)
+
+
+def _swin_tokens_to_map(block: SwinTransformerBlock, tokens: torch.Tensor) -> torch.Tensor:
+    height, width = block.input_resolution
+    return tokens.transpose(1, 2).reshape(tokens.shape[0], -1, height, width)
 
 
 # timm hybrids: ByobNet (BoTNet, HaloNet, LambdaNet) and MaxxVit (CoAtNet, MaxViT) ---------------
@@ -416,6 +510,10 @@ def block_sequence(model: nn.Module) -> BlockSequence:
         return _resnet_blocks(model)
     if isinstance(model, VisionTransformer):
         return _vit_blocks(model)
+    if isinstance(model, PoolingVisionTransformer):
+        return _pit_blocks(model)
+    if isinstance(model, SwinTransformer):
+        return _swin_blocks(model)
     if isinstance(model, ByobNet):
         return _byob_blocks(model)
     if isinstance(model, MaxxVit):

@@ -19,9 +19,12 @@ def mean_or_none(values: Sequence[float]) -> float | None:
 
 
 def kind_means(prefix: str, values: Sequence[float], kinds: Sequence[str]) -> dict[str, float | None]:
-    """``{prefix}_conv_mean`` and ``{prefix}_msa_mean``: the mean of ``values`` over the Conv and the MSA blocks."""
+    """``{prefix}_conv_mean`` and ``{prefix}_msa_mean``: the mean of ``values`` over the Conv and the MSA blocks
+    where it is defined (a 1x1 map has no spatial variance: NaN, left out; the per-block table keeps it)."""
     return {
-        f"{prefix}_{label}_mean": mean_or_none([v for v, k in zip(values, kinds, strict=True) if k == kind])
+        f"{prefix}_{label}_mean": mean_or_none(
+            [v for v, k in zip(values, kinds, strict=True) if k == kind and math.isfinite(v)]
+        )
         for kind, label in (("C", "conv"), ("M", "msa"))
     }
 
@@ -29,8 +32,8 @@ def kind_means(prefix: str, values: Sequence[float], kinds: Sequence[str]) -> di
 def tap_summary(prefix: str, values: Sequence[float], depth_rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """``{prefix}_stem``, ``{prefix}_last`` and the Conv/MSA means of one value per tap (the stem's first)."""
     return {
-        f"{prefix}_stem": values[0],
-        f"{prefix}_last": values[-1],
+        f"{prefix}_stem": finite_or_none(values[0]),
+        f"{prefix}_last": finite_or_none(values[-1]),
         **kind_means(prefix, values, [row["kind"] for row in depth_rows]),
     }
 

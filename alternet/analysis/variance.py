@@ -4,6 +4,8 @@ stem, then each residual block's output; a ViT's class token dropped), clean tes
 
 ``estimator``: ``unbiased`` (default; HDVW's ``latent.var(dim=[-1, -2])``, torch's default divisor H*W - 1) or
 ``population`` (divisor H*W). They differ by the factor H*W / (H*W - 1): 16/15 on a 4x4 map, 1.016 on 8x8.
+A 1x1 map (a timm ResNet's last stage at 32 px, a PiT's at 16 px) has no spatial variance: its row in the table
+reads NaN, and the summary's means and last value leave it out.
 """
 
 from __future__ import annotations

@@ -166,6 +166,100 @@ def test_vit_adapter_splits_attention_and_mlp_residuals_into_maps():
     torch.testing.assert_close(after, before)
 
 
+def _own_softmaxes(monkeypatch) -> list[torch.Tensor]:
+    """Every softmax a forward computes: the layers' own attention maps on their math paths."""
+    seen, original = [], torch.Tensor.softmax
+
+    def recording(self, *args, **kwargs):
+        seen.append(original(self, *args, **kwargs))
+        return seen[-1]
+
+    monkeypatch.setattr(torch.Tensor, "softmax", recording)
+    return seen
+
+
+def _attention_maps(model: nn.Module, block, images: torch.Tensor) -> torch.Tensor:
+    """The adapter's attention map of ``block`` on the input its attention layer receives from ``images``."""
+    inputs = []
+    handle = block.attention.module.register_forward_pre_hook(lambda _m, args: inputs.append(args[0]))
+    with torch.no_grad():
+        model(images)
+    handle.remove()
+    return block.attention.probabilities(inputs[0])
+
+
+def _use_math_attention(model: nn.Module) -> None:
+    for module in model.modules():
+        if hasattr(module, "fused_attn"):
+            module.fused_attn = False
+
+
+def test_pit_adapter_follows_each_stage_on_its_pooled_grid(monkeypatch):
+    """PiT: two residual blocks per transformer block, each stage on its own grid (the pooling convolution's
+    output), the stem the embedded map; the attention maps are the layers' own over the patch tokens."""
+    torch.manual_seed(0)
+    model = create_model("pit_mini_cifar", num_classes=10).eval()
+    _use_math_attention(model)
+    sequence = block_sequence(model)
+    depths = [len(stage.blocks) for stage in model.transformers]
+    assert "".join(b.kind for b in sequence.blocks) == "MC" * sum(depths)
+    assert [b.stage for b in sequence.blocks] == [s for s, d in enumerate(depths) for _ in range(2 * d)]
+    images = torch.randn(2, 3, 32, 32)
+    maps = next(feature_maps(model, sequence.taps, [images]))
+    grids = [m.shape[-2:] for m in maps]
+    stem = model.patch_embed.grid_size
+    assert grids[0] == stem and grids[-1] == tuple(-(-side // 2 ** (len(depths) - 1)) for side in stem)
+    assert [m.shape[1] for m in maps[1:]] == [
+        stage.blocks[0].norm1.normalized_shape[0] for stage in model.transformers for _ in range(2 * len(stage.blocks))
+    ]
+    last = [b for b in sequence.blocks if b.kind == "M"][-1]
+    seen = _own_softmaxes(monkeypatch)
+    ours = _attention_maps(model, last, images)
+    own = seen[-1][..., model.num_tokens :, model.num_tokens :]  # the last softmax of the forward: the last block's
+    torch.testing.assert_close(ours, own / own.sum(-1, keepdim=True))
+    with sequence.blocks[4].lesion():  # stage 1's second attention residual removed: its output is its input
+        before, after = next(feature_maps(model, sequence.taps[4:6], [images]))
+    torch.testing.assert_close(after, before)
+
+
+def test_swin_adapter_maps_shifted_window_attention_with_its_mask(monkeypatch):
+    """Swin: each block's window attention (M) and MLP (C) residuals; a shifted block's maps are its own softmax
+    with the relative position bias and the shift's mask, so tokens the roll brought together get ~0."""
+    torch.manual_seed(0)
+    model = create_model("swin_mini_cifar", num_classes=10, depths=(2, 1, 2, 1)).eval()  # a shifted first stage
+    _use_math_attention(model)
+    sequence = block_sequence(model)
+    swin_blocks = [block for stage in model.layers for block in stage.blocks]
+    assert "".join(b.kind for b in sequence.blocks) == "MC" * len(swin_blocks)
+    images = torch.randn(2, 3, 32, 32)
+    maps = next(feature_maps(model, sequence.taps, [images]))
+    assert [tuple(m.shape[-2:]) for m in maps[1::2]] == [tuple(b.input_resolution) for b in swin_blocks]
+    shifted = next(i for i, b in enumerate(swin_blocks) if b.attn_mask is not None)
+    block = [b for b in sequence.blocks if b.kind == "M"][shifted]
+    seen = _own_softmaxes(monkeypatch)
+    ours = _attention_maps(model, block, images)
+    torch.testing.assert_close(ours, seen[shifted])  # one softmax per Swin block, in order
+    blocked = swin_blocks[shifted].attn_mask < 0  # (windows, N, N): pairs from regions the roll brought together
+    per_window = ours.view(2, blocked.shape[0], *ours.shape[1:]).transpose(1, 2)  # (B, heads, windows, N, N)
+    assert blocked.any() and (per_window[..., blocked] < 1e-30).all()  # timm's mask adds -100 to the logit
+
+
+def test_sliding_window_vit_maps_are_masked_like_its_attention(monkeypatch):
+    """model.local_kernel: the maps the instruments read are the masked ones the layer computes (0 outside the
+    window), not the unmasked softmax."""
+    torch.manual_seed(0)
+    model = create_model("vit_mini_cifar", num_classes=10, local_kernel=3).eval()
+    _use_math_attention(model)
+    block = next(b for b in block_sequence(model).blocks if b.kind == "M")
+    images = torch.randn(2, 3, 32, 32)
+    seen = _own_softmaxes(monkeypatch)
+    ours = _attention_maps(model, block, images)
+    own = seen[0][..., 1:, 1:]
+    torch.testing.assert_close(ours, own / own.sum(-1, keepdim=True))
+    outside = ~model.blocks[0].attn.local_mask[1:, 1:]
+    assert outside.any() and (ours[..., outside] == 0).all()
+
+
 def test_unsupported_models_are_named_in_the_error():
     with pytest.raises(AnalysisError, match="supported") as error:
         block_sequence(nn.Linear(2, 2))

@@ -128,3 +128,19 @@ def test_focused_linear_attention_runs_through_attention_and_hessian(tmp_path: P
     results = run_analyses(["attention", "hessian"], model, digits, RECIPE, budgets, tmp_path)
     assert results["attention"]["msa_blocks"] == 2
     assert results["hessian"]["hvps"] == 2
+
+
+@pytest.mark.parametrize(("name", "msa_blocks"), [("pit_mini_cifar", 4), ("swin_mini_cifar", 4)])
+def test_every_analysis_runs_on_pit_and_swin_and_leaves_the_model_as_it_was(name, msa_blocks, tmp_path, digits):
+    """The paper's instruments on the presets' PiT and Swin (their taps: alternet/analysis/blocks.py)."""
+    torch.manual_seed(0)
+    shorter = {"depths": (1, 1, 1, 1)} if name == "swin_mini_cifar" else {}  # one block a stage: the suite's time
+    model = create_model(name, num_classes=10, img_size=16, **shorter)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    results = run_analyses(ANALYSES, model, digits, RECIPE, BUDGETS, tmp_path)
+    assert list(results) == list(ANALYSES)
+    json.dumps(results, allow_nan=False)
+    assert results["attention"]["msa_blocks"] == msa_blocks
+    if name == "pit_mini_cifar":  # its last stage is 1x1 at 16 px: no spatial variance, left out of the summary
+        assert "variance_last" not in results["variance"] and results["variance"]["variance_msa_mean"] > 0
+    assert model.training and all(torch.equal(state[k], v) for k, v in model.state_dict().items())

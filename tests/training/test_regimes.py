@@ -3,6 +3,7 @@ data-regime runs on a seeded, class-stratified fraction of the training split (d
 
 import csv
 import json
+import pickle
 
 import numpy as np
 import pytest
@@ -322,6 +323,49 @@ def test_every_laptop_preset_job_trains_two_steps_on_real_cifar100(preset, cifar
     assert result.returncode == 0, result.stderr[-3000:]
     for index in range(len(jobs)):
         assert (tmp_path / str(index) / "metrics.json").is_file(), f"job {index}: {jobs[index]}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", [f"{name}_full" for name in CPU_PRESETS])
+def test_every_paper_scale_preset_first_job_trains_two_steps_on_cpu(preset, cifar100_root, tmp_path):
+    """One command per claim at the paper's scale: the first job of each _full grid (its model at full size, the
+    paper's recipe, bf16 set aside for the CPU) trains two steps. inductive_bias_full also scores the tested weights
+    as every _full job does after training, against CIFAR-100-C files of the first 16 test images in Hendrycks'
+    layout (the real files are 2.9 GB), so the scoring paper/_gpu.yaml asks for runs end to end."""
+    from alternet.data.corrupted.corruptions import CORRUPTIONS
+
+    from helpers import PRESET_TWO_STEPS, run_script
+
+    _, jobs = preset_jobs(preset)
+    scoring = preset == "inductive_bias_full"
+    if scoring:
+        batch = pickle.loads((cifar100_root / "cifar-100-python" / "test").read_bytes(), encoding="latin1")
+        images = batch["data"][:16].reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+        corrupted = tmp_path / "CIFAR-100-C"
+        corrupted.mkdir()
+        for name in CORRUPTIONS:
+            np.save(corrupted / f"{name}.npy", np.concatenate([images] * 5))
+        np.save(corrupted / "labels.npy", np.concatenate([np.asarray(batch["fine_labels"][:16], np.uint8)] * 5))
+        evaluation = [f"evaluate.robustness.root={corrupted}", "evaluate.robustness.max_images=16"]
+    else:
+        evaluation = ["evaluate.after_training=false"]
+    result = run_script(
+        "train.py",
+        f"experiment=paper/{preset}",
+        "hydra.mode=RUN",
+        *jobs[0],
+        f"data.root={cifar100_root}",
+        f"hydra.run.dir={tmp_path / 'job'}",
+        "trainer.accelerator=cpu",
+        *PRESET_TWO_STEPS,
+        *evaluation,
+        timeout=1800,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((tmp_path / "job" / "metrics.json").read_text())
+    assert summary["global_step"] == 2
+    if scoring:
+        assert summary["robustness"]["source"] == "real" and (tmp_path / "job" / "eval" / "predictions.npz").is_file()
 
 
 @pytest.mark.parametrize("model", ["vit_mini_cifar", "pit_mini_cifar", "swin_mini_cifar"])

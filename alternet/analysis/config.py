@@ -26,6 +26,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "float": (int, float),
     "str": (str,),
     "int | None": (int, type(None)),
+    "float | None": (int, float, type(None)),
+    "bool": (bool,),
 }
 
 
@@ -56,9 +58,10 @@ def parse_config(cls: type[C], values: Mapping[str, Any] | None, analysis: str) 
         raise AnalysisConfigError(f"analysis {analysis!r}: missing config key(s) {missing} (no packaged default)")
     for key, value in values.items():
         accepted = _TYPES[types[key]]
-        if isinstance(value, bool) or not isinstance(value, accepted):
+        if isinstance(value, bool) != (types[key] == "bool") or not isinstance(value, accepted):
             raise AnalysisConfigError(f"analysis {analysis!r}: {key} must be {types[key]}, got {value!r}")
-    return cls(**{key: float(v) if types[key] == "float" else v for key, v in values.items()})
+    floats = ("float", "float | None")
+    return cls(**{key: float(v) if types[key] in floats and v is not None else v for key, v in values.items()})
 
 
 def require(condition: bool, analysis: str, message: str) -> None:

@@ -20,6 +20,13 @@ Either way tensors of one dimension or fewer (norm scales and shifts, biases) st
 as do frozen parameters. Evaluated: a 1-D slice along the first direction and the 2-D grid over both (HDVW's
 21 x 21 over [-1, 1]^2), every point on the same images and the same mixing draws. The weights are restored
 bit for bit afterwards.
+
+HDVW's own protocol, as options: ``redraw: true`` draws every point's images, augmentations and mixing afresh
+(seeded per point; HDVW iterates its shuffled, augmenting training loader at every point), with ``images`` at the
+training split's size or more for all of it; ``nll: log_of_softmax`` takes HDVW's ``torch.log(softmax(z))``
+(:meth:`.objective.Objective.nll`: infinite where a probability underflows); ``clip: 42`` leaves out of the 2-D
+figure the points more than 42 above the surface's finite minimum, as its notebook's surface plot does. The table
+keeps every value; the summary's values are null where they are not finite.
 """
 
 from __future__ import annotations
@@ -35,18 +42,20 @@ from torch import nn
 
 from ..files import write_csv
 from ..progress import Progress
+from ..seeds import derive_seed
 from . import plots
 from .config import ObjectiveConfig, require, require_choice
 from .context import AnalysisContext
-from .data import Batch, objective_batches
+from .data import Batch, objective_batches, split
 from .objective import Objective, batch_size_of, nll_accuracy, objective_of
-from .tables import compact
+from .tables import compact, finite_or_none
 
 # Parameter names holding positions rather than filters: HDVW's ``kws`` and our names for the same tables.
 HDVW_POSITION_KEYWORDS = ("pos_embed", "relative_position", "rel_pos", "positional_encoding")
 # ... and, for filter normalisation, the learned tokens too.
 POSITION_KEYWORDS = (*HDVW_POSITION_KEYWORDS, "cls_token", "reg_token", "dist_token")
 NORMALISATIONS = ("hdvw", "filter")
+NLL_FORMS = ("log_softmax", "log_of_softmax")
 HDVW_EPS = 1e-7  # HDVW's normalize_filter: ws_norm / (bs_norm + 1e-7)
 
 Direction = dict[str, torch.Tensor]
@@ -60,6 +69,9 @@ class LandscapeConfig(ObjectiveConfig):
     points_1d: int
     points_2d: int
     normalisation: str
+    redraw: bool
+    nll: str
+    clip: float | None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -68,6 +80,8 @@ class LandscapeConfig(ObjectiveConfig):
             points = getattr(self, key)
             require(points >= 3 and points % 2 == 1, self.analysis, f"{key} must be odd and >= 3 (to include 0)")
         require_choice(self.normalisation, NORMALISATIONS, self.analysis, "normalisation")
+        require_choice(self.nll, NLL_FORMS, self.analysis, "nll")
+        require(self.clip is None or self.clip > 0, self.analysis, f"clip must be > 0 or null, got {self.clip}")
 
 
 def has_direction(name: str, param: nn.Parameter, normalisation: str, excluded: set[str]) -> bool:
@@ -144,24 +158,28 @@ def measure(model: nn.Module, batches: Sequence[Batch], objective: Objective) ->
 def run(context: AnalysisContext, config: LandscapeConfig) -> dict[str, Any]:
     model = context.model
     objective = objective_of(model, context.recipe, config)
+    objective.log_of_softmax = config.nll == "log_of_softmax"
     batch_size = batch_size_of(config, context.recipe)
-    batches = objective_batches(context, config, config.images, batch_size, config.seed)
+    fixed = None if config.redraw else objective_batches(context, config, config.images, batch_size, config.seed)
+
+    def batches(point: int) -> list[Batch]:
+        """The point's images: the one fixed sample, or (``redraw``) a draw of its own."""
+        if fixed is not None:
+            return fixed
+        return objective_batches(context, config, config.images, batch_size, derive_seed(config.seed, "point", point))
+
     generator = torch.Generator().manual_seed(config.seed)
     directions = [random_direction(model, generator, config.normalisation) for _ in range(2)]
     alphas = np.linspace(-config.span, config.span, config.points_1d)
     grid = np.linspace(-config.span, config.span, config.points_2d)
+    coordinates = [("1d", (float(a),)) for a in alphas] + [("2d", (float(a), float(b))) for b in grid for a in grid]
     rows = []
-    points = len(alphas) + len(grid) ** 2
-    with weight_offsets(model) as move, Progress(points, "landscape", unit="points", every=30.0) as shown:
-        for a in alphas:
-            move([a], directions[:1])
-            rows.append(dict(slice="1d", x=float(a), y=0.0, **measure(model, batches, objective)))
+    with weight_offsets(model) as move, Progress(len(coordinates), "landscape", unit="points", every=30.0) as shown:
+        for point, (kind, where) in enumerate(coordinates):
+            move(where, directions[: len(where)])
+            x, y = where if len(where) == 2 else (where[0], 0.0)
+            rows.append(dict(slice=kind, x=x, y=y, **measure(model, batches(point), objective)))
             shown.update()
-        for b in grid:
-            for a in grid:
-                move([a, b], directions)
-                rows.append(dict(slice="2d", x=float(a), y=float(b), **measure(model, batches, objective)))
-                shown.update()
     one = [r for r in rows if r["slice"] == "1d"]
     two = [r for r in rows if r["slice"] == "2d"]
     shape = (config.points_2d, config.points_2d)
@@ -180,25 +198,32 @@ def run(context: AnalysisContext, config: LandscapeConfig) -> dict[str, Any]:
                 objective.describe(): np.array([r["loss"] for r in two]).reshape(shape),
             },
             context.path("landscape_2d.png"),
+            clip=config.clip,
         ),
     ]
     origin = one[config.points_1d // 2]
     edges = (one[0], one[-1])
+    values = dict(
+        nll_origin=origin["nll"],
+        loss_origin=origin["loss"],
+        l2_origin=origin["l2"],
+        acc_origin=origin["acc"],
+        nll_rise_1d=sum(e["nll"] for e in edges) / 2 - origin["nll"],
+        loss_rise_1d=sum(e["loss"] for e in edges) / 2 - origin["loss"],
+        nll_max_2d=max(r["nll"] for r in two),
+        loss_max_2d=max(r["loss"] for r in two),
+    )
     return compact(
         dict(
-            images=sum(len(y) for _, y in batches),
+            images=min(config.images, len(split(context.datamodule, "train"))),  # per point
             batch_size=batch_size,
             targets=config.targets,
             regulariser=config.regulariser,
             normalisation=config.normalisation,
-            nll_origin=origin["nll"],
-            loss_origin=origin["loss"],
-            l2_origin=origin["l2"],
-            acc_origin=origin["acc"],
-            nll_rise_1d=sum(e["nll"] for e in edges) / 2 - origin["nll"],
-            loss_rise_1d=sum(e["loss"] for e in edges) / 2 - origin["loss"],
-            nll_max_2d=max(r["nll"] for r in two),
-            loss_max_2d=max(r["loss"] for r in two),
+            redraw=config.redraw,
+            nll=config.nll,
+            nonfinite_points=sum(not np.isfinite(r["loss"]) for r in rows),
+            **{key: finite_or_none(value) for key, value in values.items()},
             files=[str(f) for f in files],
         )
     )

@@ -63,6 +63,7 @@ class Objective:
     penalised: Sequence[nn.Parameter]
     regulariser: str
     label_smoothing: float = 0.0
+    log_of_softmax: bool = False  # HDVW's landscape: torch.log(softmax(z)) in place of the logits (see nll)
 
     @classmethod
     def from_recipe(
@@ -72,10 +73,14 @@ class Objective:
         return cls(weight_decay, penalised_parameters(model, recipe, regulariser), regulariser, label_smoothing)
 
     def nll(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """Mean cross-entropy; soft targets (B, classes) as timm's SoftTargetCrossEntropy."""
+        """Mean cross-entropy; soft targets (B, classes) as timm's SoftTargetCrossEntropy. With
+        ``log_of_softmax``, HDVW's ``ops/tests.py`` form: the loss of ``torch.log(softmax(z))``, which equals it
+        until a probability underflows float32 to 0 far from the trained weights; then it is infinite (NaN under
+        a zero soft target), where the stable form stays finite."""
+        inputs = torch.log(F.softmax(logits.float(), dim=-1)) if self.log_of_softmax else logits.float()
         if targets.ndim == 2:
-            return -(targets.float() * F.log_softmax(logits.float(), dim=-1)).sum(dim=-1).mean()
-        return F.cross_entropy(logits.float(), targets, label_smoothing=self.label_smoothing)
+            return -(targets.float() * F.log_softmax(inputs, dim=-1)).sum(dim=-1).mean()
+        return F.cross_entropy(inputs, targets, label_smoothing=self.label_smoothing)
 
     def l2(self) -> torch.Tensor:
         """The L2 term at the current weights (differentiable)."""

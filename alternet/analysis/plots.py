@@ -118,11 +118,19 @@ def landscape_1d(alphas: np.ndarray, curves: dict[str, np.ndarray], path: Path) 
     return save_figure(fig, path)
 
 
-def landscape_2d(xs: np.ndarray, ys: np.ndarray, surfaces: dict[str, np.ndarray], path: Path) -> Path:
-    """Filled contours of each loss surface over two normalised random directions, the trained weights marked."""
+def landscape_2d(
+    xs: np.ndarray, ys: np.ndarray, surfaces: dict[str, np.ndarray], path: Path, clip: float | None = None
+) -> Path:
+    """Filled contours of each loss surface over two normalised random directions, the trained weights marked.
+    ``clip``: points more than ``clip`` above the surface's finite minimum are left blank (HDVW's notebook's
+    ``zs[zs > 42] = nan``); non-finite points are always blank."""
     fig = Figure(figsize=(4.6 * len(surfaces), 4), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, len(surfaces)))
     for ax, (label, surface) in zip(axes, surfaces.items()):
+        surface = np.where(np.isfinite(surface), surface, np.nan)
+        if clip is not None and np.isfinite(surface).any():
+            surface = np.where(surface - np.nanmin(surface) > clip, np.nan, surface)
+            label = f"{label} (clipped at min + {clip:g})"
         filled = ax.contourf(xs, ys, surface, levels=20, cmap="viridis")
         ax.contour(xs, ys, surface, levels=20, colors="white", linewidths=0.4)
         ax.plot([0], [0], marker="*", color="red", markersize=10)

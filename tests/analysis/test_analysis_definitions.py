@@ -234,6 +234,20 @@ def test_soft_targets_take_the_soft_target_cross_entropy():
     assert float(objective.nll(logits, soft)) == pytest.approx(float(expected))
 
 
+def test_hdvws_log_of_softmax_equals_the_stable_nll_until_a_probability_underflows():
+    """landscape.nll=log_of_softmax (HDVW's ops/tests.py: the loss of torch.log(softmax(z))): the same NLL for
+    moderate logits, hard and soft targets; infinite once the target class's probability underflows float32 (a
+    logit 200 below: e^-200 < 1e-45), where log_softmax stays finite (200)."""
+    stable = objective_of(linear_with(1.0, 0.0), RECIPE, defaults("landscape"))
+    hdvw = replace(stable, log_of_softmax=True)
+    logits, soft = torch.tensor([[2.0, 0.0, -1.0]]), torch.tensor([[0.7, 0.2, 0.1]])
+    for targets in (torch.tensor([1]), soft):
+        assert float(hdvw.nll(logits, targets)) == pytest.approx(float(stable.nll(logits, targets)), rel=1e-6)
+    far = torch.tensor([[0.0, -200.0]])
+    assert float(stable.nll(far, torch.tensor([1]))) == pytest.approx(200.0)
+    assert float(hdvw.nll(far, torch.tensor([1]))) == math.inf
+
+
 def test_landscape_default_normalisation_is_hdvws_norm_over_dim_0():
     """d = ones(2, 2), w = [[3, 0], [4, 1]]: HDVW scales each column to w's column norms (5, 1); Li et al.'s
     filter normalisation each row to w's row norms (3, sqrt 17)."""
@@ -391,6 +405,11 @@ def test_minibatch_extremes_of_a_model_whose_ends_nearly_tie():
         ("landscape", {"normalisation": "layer"}, "normalisation must be one of ['hdvw', 'filter'], got 'layer'"),
         ("landscape", {"regulariser": "l1"}, "regulariser must be one of ['hdvw', 'decay_squared', 'none'], got 'l1'"),
         ("landscape", {"targets": "clean"}, "targets must be one of ['training', 'labels'], got 'clean'"),
+        ("landscape", {"nll": "log"}, "nll must be one of ['log_softmax', 'log_of_softmax'], got 'log'"),
+        ("landscape", {"redraw": "yes"}, "redraw must be bool, got 'yes'"),
+        ("landscape", {"redraw": 1}, "redraw must be bool, got 1"),
+        ("landscape", {"clip": 0}, "clip must be > 0 or null, got 0.0"),
+        ("landscape", {"clip": True}, "clip must be float | None, got True"),
         (
             "landscape",
             {"label_smoothing": 0.1},

@@ -144,3 +144,20 @@ def test_every_analysis_runs_on_pit_and_swin_and_leaves_the_model_as_it_was(name
     if name == "pit_mini_cifar":  # its last stage is 1x1 at 16 px: no spatial variance, left out of the summary
         assert "variance_last" not in results["variance"] and results["variance"]["variance_msa_mean"] > 0
     assert model.training and all(torch.equal(state[k], v) for k, v in model.state_dict().items())
+
+
+def test_landscape_redraw_gives_each_point_its_own_images_and_the_options_reach_the_summary(tmp_path, digits):
+    """The 1-D slice's and the 2-D grid's centres are both the trained weights: on one fixed sample they measure
+    the same loss; with redraw=true (HDVW's protocol: a fresh draw at every point) two different draws."""
+    torch.manual_seed(0)
+    model = create_model("alternet_tiny", num_classes=10, img_size=16)
+    budget = BUDGETS["landscape"]
+    centres = {}
+    for redraw in (False, True):
+        options = {**budget, "redraw": redraw, "nll": "log_of_softmax", "clip": 1.0}
+        out = tmp_path / str(redraw)
+        summary = run_analyses(["landscape"], model, digits, RECIPE, {"landscape": options}, out)["landscape"]
+        assert (summary["redraw"], summary["nll"], summary["images"]) == (redraw, "log_of_softmax", budget["images"])
+        rows = list(csv.DictReader((out / "analysis" / "landscape.csv").open()))
+        centres[redraw] = {float(r["nll"]) for r in rows if float(r["x"]) == 0.0 and float(r["y"]) == 0.0}
+    assert len(centres[False]) == 1 and len(centres[True]) == 2

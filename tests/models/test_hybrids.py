@@ -360,10 +360,13 @@ def test_the_hybrids_preset_sweeps_alternet_its_twin_and_both_families_on_one_re
             recipes.add(repr(job["recipe"]))
             assert job["evaluate"]["after_training"] is True  # every model scored on CIFAR-100-C after training
             assert job["data"]["name"] == "cifar100" and job["evaluate"]["robustness"]["enabled"] in (True, "auto")
+            if preset.endswith("_full"):  # the real CIFAR-100-C beside the data (paper/_gpu)
+                assert job["evaluate"]["robustness"]["root"] == "/data/CIFAR-100-C"
     assert len(recipes) == 1  # one recipe and budget for every model
     assert {type(build_from_config(f"model={m}")).__name__ for m in models} == {"AlterNet", "ByobNet", "MaxxVit"}
-    if preset == "hybrids":  # the laptop scale: seeds outermost, the four arms at one size, a corruption subset
-        assert list(params) == ["seed", "model"] and models == list(LAPTOP_ARMS)
+    assert list(params) == ["seed", "model"]  # seeds outermost: a sweep cut short holds every arm at its first seeds
+    if preset == "hybrids":  # the laptop scale: the four arms at one size, a corruption subset
+        assert models == list(LAPTOP_ARMS)
         assert job["recipe"]["name"] == "speedrun" and job["recipe"]["epochs"] == 10
         assert job["evaluate"]["robustness"]["max_images"] == 2000
         assert job["evaluate"]["robustness"]["corruptions"] is None  # all 15, at all 5 severities

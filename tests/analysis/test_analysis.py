@@ -27,6 +27,8 @@ from alternet.analysis.objective import Objective, accuracy
 from alternet.analysis.variance import mean_variances, spatial_variance
 from alternet.models import WindowAttention, create_model
 
+from helpers.models import record_softmaxes
+
 CPU = torch.device("cpu")
 
 
@@ -166,18 +168,6 @@ def test_vit_adapter_splits_attention_and_mlp_residuals_into_maps():
     torch.testing.assert_close(after, before)
 
 
-def _own_softmaxes(monkeypatch) -> list[torch.Tensor]:
-    """Every softmax a forward computes: the layers' own attention maps on their math paths."""
-    seen, original = [], torch.Tensor.softmax
-
-    def recording(self, *args, **kwargs):
-        seen.append(original(self, *args, **kwargs))
-        return seen[-1]
-
-    monkeypatch.setattr(torch.Tensor, "softmax", recording)
-    return seen
-
-
 def _attention_maps(model: nn.Module, block, images: torch.Tensor) -> torch.Tensor:
     """The adapter's attention map of ``block`` on the input its attention layer receives from ``images``."""
     inputs = []
@@ -213,7 +203,7 @@ def test_pit_adapter_follows_each_stage_on_its_pooled_grid(monkeypatch):
         stage.blocks[0].norm1.normalized_shape[0] for stage in model.transformers for _ in range(2 * len(stage.blocks))
     ]
     last = [b for b in sequence.blocks if b.kind == "M"][-1]
-    seen = _own_softmaxes(monkeypatch)
+    seen = record_softmaxes(monkeypatch)
     ours = _attention_maps(model, last, images)
     own = seen[-1][..., model.num_tokens :, model.num_tokens :]  # the last softmax of the forward: the last block's
     torch.testing.assert_close(ours, own / own.sum(-1, keepdim=True))
@@ -236,7 +226,7 @@ def test_swin_adapter_maps_shifted_window_attention_with_its_mask(monkeypatch):
     assert [tuple(m.shape[-2:]) for m in maps[1::2]] == [tuple(b.input_resolution) for b in swin_blocks]
     shifted = next(i for i, b in enumerate(swin_blocks) if b.attn_mask is not None)
     block = [b for b in sequence.blocks if b.kind == "M"][shifted]
-    seen = _own_softmaxes(monkeypatch)
+    seen = record_softmaxes(monkeypatch)
     ours = _attention_maps(model, block, images)
     torch.testing.assert_close(ours, seen[shifted])  # one softmax per Swin block, in order
     blocked = swin_blocks[shifted].attn_mask < 0  # (windows, N, N): pairs from regions the roll brought together
@@ -252,7 +242,7 @@ def test_sliding_window_vit_maps_are_masked_like_its_attention(monkeypatch):
     _use_math_attention(model)
     block = next(b for b in block_sequence(model).blocks if b.kind == "M")
     images = torch.randn(2, 3, 32, 32)
-    seen = _own_softmaxes(monkeypatch)
+    seen = record_softmaxes(monkeypatch)
     ours = _attention_maps(model, block, images)
     own = seen[0][..., 1:, 1:]
     torch.testing.assert_close(ours, own / own.sum(-1, keepdim=True))

@@ -1,5 +1,5 @@
 """Models and weights: parameter counts, the model a config builds, exact equality of two state dicts, a
-repository in the Hugging Face cache."""
+repository in the Hugging Face cache, the attention maps a layer computes itself."""
 
 from __future__ import annotations
 
@@ -43,3 +43,16 @@ def cached_repo(cache: Path, repo_id: str) -> Path:
     (base / "refs" / "main").write_text(commit)
     (base / "snapshots" / commit).mkdir(parents=True)
     return base / "snapshots" / commit
+
+
+def record_softmaxes(monkeypatch) -> list[torch.Tensor]:
+    """Every ``Tensor.softmax`` a forward computes from now on (the attention layers' own maps on their math paths,
+    ``F.softmax`` included), in order."""
+    seen, original = [], torch.Tensor.softmax
+
+    def recording(self, *args, **kwargs):
+        seen.append(original(self, *args, **kwargs))
+        return seen[-1]
+
+    monkeypatch.setattr(torch.Tensor, "softmax", recording)
+    return seen

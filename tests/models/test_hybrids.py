@@ -33,7 +33,7 @@ from alternet.models.external import load_timm_pretrained, require_pretrained
 from alternet.models.zoo import HYBRIDS, TIMM_TWINS, build_twin
 
 from helpers import FAST, PAPER_RECIPE_IN_MINIATURE, TINY_ANALYSIS_BUDGETS, compose_train, resolved
-from helpers.models import build_from_config, n_params
+from helpers.models import build_from_config, n_params, record_softmaxes
 
 BYOB, MAXXVIT = "botnet_cifar", "coatnet_cifar"  # one model of each family for the default suite
 RECIPE = PAPER_RECIPE_IN_MINIATURE
@@ -233,18 +233,6 @@ def test_a_cifar_variant_trains_two_steps_and_resumes_exactly(tmp_path, name):
 # the instruments -----------------------------------------------------------------------------------------------
 
 
-def _softmax_rows(monkeypatch) -> list[torch.Tensor]:
-    """Every softmax a forward computes (the layers' own attention maps)."""
-    seen, original = [], torch.Tensor.softmax
-
-    def recording(self, *args, **kwargs):
-        seen.append(original(self, *args, **kwargs))
-        return seen[-1]
-
-    monkeypatch.setattr(torch.Tensor, "softmax", recording)
-    return seen
-
-
 def test_attention_maps_are_the_layers_own(monkeypatch):
     torch.manual_seed(0)
     x = torch.randn(2, 64, 8, 8)
@@ -253,7 +241,7 @@ def test_attention_maps_are_the_layers_own(monkeypatch):
     coat = create_model(MAXXVIT, num_classes=10).stages[2].blocks[1].attn.eval()
     maxvit = create_model("maxvit_cifar", num_classes=10).stages[3].blocks[0].attn_block.attn.eval()
     coat.fused_attn = maxvit.fused_attn = False
-    seen = _softmax_rows(monkeypatch)
+    seen = record_softmaxes(monkeypatch)
     with torch.no_grad():
         cases = [
             (bot, torch.randn(2, 128, 4, 4), bottleneck_attention_map),

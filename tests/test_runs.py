@@ -60,8 +60,12 @@ def test_the_bare_model_of_a_checkpoint_gives_the_trained_logits(digits_summary)
 def test_training_and_evaluation_record_the_same_metric_names_and_ece(digits_summary):
     summary = digits_summary  # evaluated after training
     assert set(summary["test"]) == {"acc", "top5", "nll", "ece"} <= set(summary["calibration"])
-    for name in ("acc", "top5", "ece"):  # one definition, computed batch by batch and on the whole split
-        assert summary["test"][name] == pytest.approx(summary["calibration"][name], abs=1e-5), name
+    for name in ("acc", "top5"):  # one definition, computed batch by batch and on the whole split: counts (float32)
+        assert summary["test"][name] == pytest.approx(summary["calibration"][name], abs=1e-6), name
+    # ECE sums float32 confidences per bin, batch by batch against the whole split at once: the two orders of
+    # summation differ by ~1e-5 on an AVX-512 CPU (1.1e-5 measured on a Zen 4), while another binning or
+    # definition would differ by ~1e-3 (one image of 360 moving bins)
+    assert summary["test"]["ece"] == pytest.approx(summary["calibration"]["ece"], abs=1e-4)
     assert summary["test"]["nll"] == pytest.approx(summary["calibration"]["nll"], rel=1e-4)
 
 

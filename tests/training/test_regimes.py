@@ -50,8 +50,9 @@ def test_train_clean_metrics_are_the_training_subset_scored_in_eval_mode(tmp_pat
     model, _ = load_model(run / "checkpoints" / "last.ckpt")
     with torch.no_grad():
         nll = F.cross_entropy(model.eval()(images), labels).item()
-    assert float(rows[-1]["train_clean/nll"]) == pytest.approx(nll, rel=1e-5)
-    assert summary["train_clean"]["nll"] == pytest.approx(nll, rel=1e-5)
+    # float32 means over other batchings: 1.2e-5 apart on an AVX-512 Zen 4; another definition would be far more
+    assert float(rows[-1]["train_clean/nll"]) == pytest.approx(nll, rel=1e-4)
+    assert summary["train_clean"]["nll"] == pytest.approx(nll, rel=1e-4)
 
     # the run's curves: a real PNG of the same per-epoch numbers
     from PIL import Image

@@ -64,7 +64,7 @@ def test_train_clean_metrics_are_the_training_subset_scored_in_eval_mode(tmp_pat
         assert image.format == "PNG" and image.width > 1000
     history = read_history(run / "logs" / "metrics.csv")
     assert list(history["train_clean/nll"]) == [0, 1] and list(history["val/acc"]) == [0, 1]
-    assert history["train_clean/nll"][1] == pytest.approx(nll, rel=1e-5)
+    assert history["train_clean/nll"][1] == pytest.approx(nll, rel=1e-4)  # float32 batchings (see above)
     assert len(history["train/lr@step"]) == 6  # 3 steps per epoch
     # HDVW's training NLL: the epoch mean of the training loss on augmented batches, logged once per epoch
     assert list(history["train/nll_epoch"]) == [0, 1]

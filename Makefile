@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export NO_ALBUMENTATIONS_UPDATE := 1
 
-.PHONY: install train test test-all lint docs clean
+.PHONY: install train test test-all test-lowest lint docs clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ test: install
 
 test-all: install
 	$(BIN)/python -m pytest -m "" $(ARGS)
+
+# the lowest versions pyproject.toml declares, in a second environment (.venv-lowest), with a smoke subset of the tests
+test-lowest:
+	bash tools/lowest.sh $(ARGS)
 
 lint: install
 	$(BIN)/ruff check .

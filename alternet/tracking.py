@@ -1,4 +1,5 @@
-"""Experiment tracking: every call into Weights & Biases, and the loggers a training run writes through.
+"""Experiment tracking: every call into Weights & Biases (the Lightning loggers a training run writes through are
+:mod:`alternet.training.loggers`).
 
 CSV always; W&B on request, falling back to offline mode (``wandb sync`` later) when it cannot reach its server.
 W&B is imported only where it is used, so commands that do not track pay nothing for it.
@@ -7,6 +8,7 @@ W&B is imported only where it is used, so commands that do not track pay nothing
 from __future__ import annotations
 
 import csv
+import logging
 import netrc
 import os
 import uuid
@@ -21,14 +23,13 @@ from urllib.parse import urlparse
 import yaml
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
-from lightning.pytorch.loggers.logger import rank_zero_experiment
-from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 
 from .errors import AlternetError, ConfigValueError
 from .files import write_text
 from .rundir import RunDir
 from .typed import Section, build, shown
+
+log = logging.getLogger(__name__)
 
 WANDB_HOST = "api.wandb.ai"
 ARTIFACT_ALIASES = ("best", "latest")
@@ -137,44 +138,11 @@ def start_run(settings: WandbSettings, **init: Any) -> Any:
             reason = f"the W&B server did not accept the run ({str(error).splitlines()[0]})"
     run = wandb.init(mode="offline", **init)
     if reason != "requested":
-        rank_zero_info(f"W&B: {reason}; logging offline to {offline_directory(run)} (upload later: `wandb sync`).")
+        log.info(f"W&B: {reason}; logging offline to {offline_directory(run)} (upload later: `wandb sync`).")
     return run
 
 
 # training runs ---------------------------------------------------------------------------------
-
-
-class HistoryCSVLogger(CSVLogger):
-    """Lightning's CSV logger into a run directory's ``logs/``, except that a resumed run keeps the rows the
-    interrupted run wrote before the checkpoint it resumes from (Lightning's writer deletes ``metrics.csv``); rows
-    from that step on are dropped, because the resumed run logs them again."""
-
-    def __init__(self, run_dir: Path, resume_step: int | None = None):
-        run = RunDir(run_dir)
-        super().__init__(save_dir=str(run.path), name="", version=run.LOGS)
-        self.history = run.metrics_csv
-        self.resume_step = resume_step
-
-    @property
-    @rank_zero_experiment
-    def experiment(self) -> Any:
-        if self._experiment is not None:
-            return self._experiment
-        path = self.history
-        kept, keys = [], []
-        if self.resume_step is not None and path.is_file():
-            with open(path, newline="") as file:
-                reader = csv.DictReader(file)
-                keys = list(reader.fieldnames or [])
-                kept = [row for row in reader if row.get("step") and int(float(row["step"])) < self.resume_step]
-        writer = super().experiment  # Lightning's writer; it removes the old file
-        if keys:
-            with open(path, "w", newline="") as file:
-                out = csv.DictWriter(file, fieldnames=sorted(keys))
-                out.writeheader()
-                out.writerows(kept)
-            writer.metrics_keys = sorted(keys)
-        return writer
 
 
 def wandb_run_id(run_dir: Path) -> str:
@@ -207,31 +175,6 @@ def training_run(run_dir: Path | None) -> dict[str, str]:
     return {key: path.read_text().strip() for key, path in files.items() if path.is_file()}
 
 
-def build_loggers(
-    settings: WandbSettings | None, run_dir: Path, run_config: dict, resume_step: int | None = None
-) -> list[Logger]:
-    """CSV logger into ``<run_dir>/logs``, plus W&B with ``settings`` (``logger.wandb``; None: W&B off). A resumed
-    run (``resume_step``: the checkpoint's global step) keeps the CSV rows logged before it and its W&B run."""
-    loggers: list[Logger] = [HistoryCSVLogger(run_dir, resume_step=resume_step)]
-    if settings is None:
-        return loggers
-    run_id = wandb_run_id(run_dir)
-    init = dict(
-        group=wandb_group(run_dir, settings.group or sweep_group() or run_id),
-        name=settings.name or run_name(run_config, run_dir),
-        dir=str(run_dir),
-        config=run_config,
-        id=run_id,
-        resume="allow",
-    )
-    # rank zero starts the run (online, else offline: start_run); the other ranks' loggers stay silent
-    run = start_run(settings, **init) if rank_zero_only.rank == 0 else None
-    init = settings.init_args() | init
-    init["save_dir"] = init.pop("dir")
-    loggers.append(WandbLogger(experiment=run, **init))  # model artifacts: log_model_artifacts, one naming scheme
-    return loggers
-
-
 def run_name(run_config: Mapping[str, Any], run_dir: Path) -> str:
     """What ran, for the W&B runs table: ``<model>-<data>-s<seed>`` (the run directory's name without them)."""
     try:
@@ -247,20 +190,6 @@ def sweep_group() -> str | None:
     except ValueError:  # not inside a Hydra job
         return None
     return Path(hydra.sweep.dir).name if hydra.mode == RunMode.MULTIRUN else None
-
-
-# the direction of each validation metric, so the W&B runs table shows its best value (max or min) per run
-BEST_OF = {"val/acc": "max", "val/top5": "max", "val/nll": "min", "val/ece": "min", "train_clean/nll": "min"}
-
-
-def define_best_metrics(loggers: list[Logger]) -> None:
-    """``define_metric`` for :data:`BEST_OF` on each W&B logger's run (rank zero's; other ranks have none)."""
-    for logger in loggers:
-        if isinstance(logger, WandbLogger):
-            experiment = logger.experiment
-            if hasattr(experiment, "define_metric"):
-                for name, goal in BEST_OF.items():
-                    experiment.define_metric(name, summary=goal)
 
 
 def active_run() -> Any:

@@ -4,7 +4,8 @@ package-level import graph and every import that breaks the rule (exit status 1 
 Floors, bottom to top (docs/architecture.md explains each)::
 
     kernel       errors, files, seeds, checkpoints, tracking,  (may import each other)
-                 progress, dataset_facts, hardware, rundir
+                 progress, dataset_facts, hardware, rundir,
+                 typed, launch, lazy
     foundations  models, data, metrics                         (the kernel)
     run records  runs, and the package root's facade           (kernel, foundations)
     libraries    training, evaluation, analysis, hub, report,  (anything below, never each other)
@@ -15,7 +16,9 @@ Floors, bottom to top (docs/architecture.md explains each)::
 A module imports only from floors below its own (kernel modules also from each other). There are no exceptions:
 an entry point (a ``__main__.py``, an ``if __name__ == "__main__":`` block) obeys the rule of the floor its file is
 on.
-No alternet import may hide inside a function (it would dodge the rule, or a cycle).
+No alternet import may hide inside a function (it would dodge the rule, or a cycle), except one marked
+``# deferred`` on its line: an import put off until it is needed, so that ``import alternet``, the typed configs and
+the commands' ``--help`` stay free of torch (alternet/lazy.py says why). A deferred import obeys the floors too.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "hardware",
         "rundir",
         "launch",
+        "lazy",
     ),
     ("models", "data", "metrics"),
     ("runs", ""),  # "" is the package root, alternet/__init__.py (the facade: create_model, list_models)
@@ -59,6 +63,7 @@ class Import:
     importer: str  # unit: the first name below alternet ("" for the root)
     imported: str
     in_function: bool
+    deferred: bool = False  # marked "# deferred" on its line: allowed inside a function
 
     def __str__(self) -> str:
         where = f"{PACKAGE}/{self.source.as_posix().rsplit(f'/{PACKAGE}/', 1)[-1]}:{self.line}"
@@ -97,10 +102,13 @@ def imports_of(path: Path, root: Path = ROOT) -> list[Import]:
                     imported = target[1] if len(target) > 1 else ""
                     if imported not in FLOOR_OF and len(target) > 1:
                         imported = ""  # `from alternet import create_model`: the root
-                    found.append(Import(path, child.lineno, _unit(module), imported, child_function))
+                    deferred = "# deferred" in lines[child.lineno - 1]
+                    found.append(Import(path, child.lineno, _unit(module), imported, child_function, deferred))
             visit(child, child_function)
 
-    visit(ast.parse(path.read_text()), False)
+    source = path.read_text()
+    lines = source.splitlines()
+    visit(ast.parse(source), False)
     return found
 
 
@@ -117,8 +125,8 @@ def violation(item: Import) -> str | None:
         return f"{item}: {item.importer!r} is on no floor; add it to FLOORS in tools/layers.py"
     if item.imported not in FLOOR_OF:
         return f"{item}: {item.imported!r} is on no floor; add it to FLOORS in tools/layers.py"
-    if item.in_function:
-        return f"{item}: imports inside functions are not allowed (move it to the top of the module)"
+    if item.in_function and not item.deferred:
+        return f"{item}: imports inside functions are not allowed (move it to the top, or mark it # deferred)"
     floor, target = FLOOR_OF[item.importer], FLOOR_OF[item.imported]
     if target < floor or (floor == target == KERNEL):
         return None

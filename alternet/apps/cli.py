@@ -15,6 +15,7 @@ error the same way: ``error: MESSAGE`` and exit status 1 (:func:`alternet.errors
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -25,12 +26,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from ..data.corrupted import cifar_c
 from ..errors import AlternetError, exit_with_error, warnings_on_one_line
-from ..hub import cli as hub_cli
-from ..report import cli as report_cli
-from ..runs import discard_unused_run_dir
-from ..shards import cli as shards_cli
 from ..training.stopping import (
     EVALUATION_INTERRUPTED,
     TRAINING_INTERRUPTED,
@@ -39,8 +35,6 @@ from ..training.stopping import (
 )
 from . import config as _schemas  # noqa: F401 - registers train.yaml's and evaluate.yaml's schemas
 from .composition import one_line_composition_errors
-from .evaluate import run_evaluate
-from .train import train
 
 CONFIG_PATH = "pkg://alternet.conf"
 PROG = "alternet"
@@ -67,6 +61,8 @@ def _command_main(message: str, command: str) -> Callable[[Callable[[], Any]], C
 @hydra.main(config_path=CONFIG_PATH, config_name="train", version_base="1.3")
 def train_main(cfg: DictConfig) -> float | None:
     """``alternet train [group=option ...] [key=value ...]``: train one model (or, with ``-m``, a sweep)."""
+    from .train import train  # deferred: `alternet train --help` answers without torch
+
     try:
         metrics = train(cfg)
     except AlternetError as error:
@@ -83,6 +79,9 @@ def train_main(cfg: DictConfig) -> float | None:
 @hydra.main(config_path=CONFIG_PATH, config_name="evaluate", version_base="1.3")
 def evaluate_main(cfg: DictConfig) -> None:
     """``alternet evaluate ckpt=SOURCE [data=...] [key=value ...]``: score models."""
+    from ..runs import discard_unused_run_dir  # deferred: `alternet evaluate --help` answers without torch
+    from .evaluate import run_evaluate  # deferred: as above
+
     try:
         run_evaluate(cfg)
     except AlternetError as error:
@@ -104,14 +103,16 @@ def _hydra_app(main: Callable[[], Any]) -> Callable[[list[str]], int]:
 
 def _hub(command: str) -> Callable[[list[str]], int]:
     def run(args: list[str]) -> int:
-        hub_cli.main([command, *args], prog=PROG)
+        importlib.import_module("alternet.hub.cli").main([command, *args], prog=PROG)
         return 0
 
     return run
 
 
-def _argparse_app(main: Callable[..., int], command: str) -> Callable[[list[str]], int]:
-    return lambda args: main(args, prog=f"{PROG} {command}")
+def _argparse_app(module: str, command: str) -> Callable[[list[str]], int]:
+    """A command whose ``main(args, prog)`` is in ``module``, imported when the command runs: the list of commands
+    (``alternet --help``) imports none of them."""
+    return lambda args: importlib.import_module(module).main(args, prog=f"{PROG} {command}")
 
 
 class Command(NamedTuple):
@@ -131,13 +132,14 @@ COMMANDS: dict[str, Command] = {
     "push": Command("upload an export (or a run, exported first) to the Hugging Face Hub", _hub("push")),
     "import-hdvw": Command("a checkpoint of the paper's authors (HDVW) as an export directory", _hub("import-hdvw")),
     "report": Command(
-        "a sweep directory as the paper's figures, a table and verdicts", _argparse_app(report_cli.main, "report")
+        "a sweep directory as the paper's figures, a table and verdicts", _argparse_app("alternet.report.cli", "report")
     ),
     "shards": Command(
-        "an image folder as LitData shards for streaming training", _argparse_app(shards_cli.main, "shards")
+        "an image folder as LitData shards for streaming training", _argparse_app("alternet.shards.cli", "shards")
     ),
     "cifar-c": Command(
-        "a CIFAR-C-layout directory generated from a data set's test split", _argparse_app(cifar_c.main, "cifar-c")
+        "a CIFAR-C-layout directory generated from a data set's test split",
+        _argparse_app("alternet.data.corrupted.cli", "cifar-c"),
     ),
 }
 

@@ -45,6 +45,7 @@ from ..training import (
     choose_precision,
     throughput_callback,
 )
+from ..training.loggers import build_loggers, define_best_metrics
 from ..training.stopping import lightning_ctrl_c_raised
 from .after_training import evaluate_after_training, export_after_training
 from .checks import validate_train_config
@@ -133,7 +134,7 @@ def _train(
     elif config["model"]["pretrained"] and not resume:
         load_pretrained(module.model, config["model"]["pretrained"])  # a different class count resets the head
     has_val = datamodule.has_validation
-    loggers = tracking.build_loggers(typed.logger.wandb, run_dir, config, resume_step=resume_step)
+    loggers = build_loggers(typed.logger.wandb, run_dir, config, resume_step=resume_step)
     loggers += build_extra(config["logger"]["extra"], "logger.extra", Logger)
     extra = build_extra(config["callbacks"]["extra"], "callbacks.extra", Callback)
     try:
@@ -144,7 +145,7 @@ def _train(
         raise ConfigValueError(f"trainer settings rejected by Lightning: {error}") from None
     if trainer.is_global_zero:
         write_run_records(run_dir, config)
-        tracking.define_best_metrics(loggers)
+        define_best_metrics(loggers)
 
     def announce(trainer: L.Trainer, _: L.LightningModule) -> None:  # after setup: the splits are known, on every rank
         if trainer.is_global_zero:

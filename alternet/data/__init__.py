@@ -4,80 +4,24 @@ corrupted test sets that evaluation scores (:mod:`.corrupted`: CIFAR-C, ImageNet
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from ..errors import ConfigValueError, DataError, one_of
+from ..lazy import exports
 from . import licence  # noqa: F401  (first: refuses an AGPL or untested albumentations before it is imported)
-from .arrays import ArrayDataModule, ArrayDataset, CIFAR10DataModule, CIFAR100DataModule, DigitsDataModule
-from .augment import section
-from .base import EpochSampler, ImageDataModule
-from .files import ImageFolderDataModule, ImageNetDataModule
 
-DATAMODULES: dict[str, type[ImageDataModule]] = {
-    "digits": DigitsDataModule,
-    "cifar10": CIFAR10DataModule,
-    "cifar100": CIFAR100DataModule,
-    "imagefolder": ImageFolderDataModule,
-    "imagenet": ImageNetDataModule,
-}
-
-
-def register_datamodule(cls: type[ImageDataModule]) -> type[ImageDataModule]:
-    """Make ``cls`` the data set that ``data.name=<cls.name>`` builds (a class decorator, for a user's module that
-    ``imports=[...]`` imports before the config is checked). Its keyword arguments are the data section's keys."""
-    if not (isinstance(cls, type) and issubclass(cls, ImageDataModule)):
-        raise TypeError(f"register_datamodule takes an ImageDataModule subclass, not {cls!r}")
-    name = getattr(cls, "name", None)
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"{cls.__name__} needs a class attribute name: the data.name that selects it")
-    if name in DATAMODULES and DATAMODULES[name] is not cls:
-        raise ValueError(f"data.name={name!r} is {DATAMODULES[name].__qualname__} already: give {cls.__name__} another")
-    DATAMODULES[name] = cls
-    return cls
-
-
-# Keys of a data config that describe the data set rather than configure the loader.
-_DESCRIPTIVE_KEYS = ("name", "num_classes", "in_chans")
-
-
-def check_name(name: Any, key: str = "data.name") -> None:
-    """The one check of ``data.name`` (the config checks call it before any work, :func:`build_datamodule` too)."""
-    one_of(key, name, DATAMODULES)
-
-
-def build_datamodule(data: Mapping[str, Any], recipe: Mapping[str, Any], *, seed: int) -> ImageDataModule:
-    """The DataModule named by ``data.name``: loader settings from ``data``, batch sizes and augmentation
-    from the ``recipe`` (of its ``augment``, the section its family reads)."""
-    name = data.get("name")
-    check_name(name)
-    cls = DATAMODULES[name]
-    declared = cls.num_classes if isinstance(cls.num_classes, int) else None  # folders find theirs
-    if data.get("num_classes") is not None and declared is not None and data["num_classes"] != declared:
-        raise ConfigValueError(f"data.num_classes={data['num_classes']} but {name} has {cls.num_classes} classes")
-    kwargs = {k: v for k, v in data.items() if k not in _DESCRIPTIVE_KEYS}
-    return cls(
-        **kwargs,
-        batch_size=recipe["batch_size"],
-        eval_batch_size=recipe.get("eval_batch_size"),
-        augment=section(recipe.get("augment"), cls.augment_section),
-        seed=seed,
-    )
-
-
-__all__ = [
-    "DATAMODULES",
-    "ArrayDataModule",
-    "ArrayDataset",
-    "CIFAR10DataModule",
-    "CIFAR100DataModule",
-    "ConfigValueError",
-    "DataError",
-    "DigitsDataModule",
-    "EpochSampler",
-    "ImageDataModule",
-    "ImageFolderDataModule",
-    "ImageNetDataModule",
-    "build_datamodule",
-    "register_datamodule",
-]
+__getattr__, __dir__ = exports(
+    __name__,
+    {
+        "DATAMODULES": "registry",
+        "ArrayDataModule": "arrays",
+        "ArrayDataset": "arrays",
+        "CIFAR10DataModule": "arrays",
+        "CIFAR100DataModule": "arrays",
+        "DigitsDataModule": "arrays",
+        "EpochSampler": "base",
+        "ImageDataModule": "base",
+        "ImageFolderDataModule": "files",
+        "ImageNetDataModule": "files",
+        "build_datamodule": "registry",
+        "check_name": "registry",
+        "register_datamodule": "registry",
+    },
+)

@@ -3,44 +3,29 @@ temperature scaling, corruption robustness, report figures; :class:`Evaluator` r
 
 from __future__ import annotations
 
-from .config import EvaluationConfig
-from .evaluator import Evaluator
-from .inference import choose_device, predict
-from .plots import corruption_heatmap, reliability_diagram
-from .robustness import (
-    CORRUPTIONS,
-    FAMILIES,
-    SEVERITIES,
-    SOURCES,
-    RobustnessBaseline,
-    RobustnessError,
-    RobustnessRow,
-    load_baseline,
-    robustness_record,
-    robustness_summary,
-    update_metrics_json,
-    write_accuracy_csv,
-    write_table_csv,
-)
+from ..lazy import exports
 
-__all__ = [
-    "CORRUPTIONS",
-    "FAMILIES",
-    "SEVERITIES",
-    "SOURCES",
-    "EvaluationConfig",
-    "Evaluator",
-    "RobustnessBaseline",
-    "RobustnessError",
-    "RobustnessRow",
-    "choose_device",
-    "corruption_heatmap",
-    "load_baseline",
-    "predict",
-    "reliability_diagram",
-    "robustness_record",
-    "robustness_summary",
-    "update_metrics_json",
-    "write_accuracy_csv",
-    "write_table_csv",
-]
+__getattr__, __dir__ = exports(
+    __name__,
+    {
+        "CORRUPTIONS": "robustness",
+        "FAMILIES": "robustness",
+        "SEVERITIES": "robustness",
+        "SOURCES": "robustness",
+        "EvaluationConfig": "config",
+        "Evaluator": "evaluator",
+        "RobustnessBaseline": "robustness",
+        "RobustnessError": "robustness",
+        "RobustnessRow": "robustness",
+        "choose_device": "inference",
+        "corruption_heatmap": "plots",
+        "load_baseline": "robustness",
+        "predict": "inference",
+        "reliability_diagram": "plots",
+        "robustness_record": "robustness",
+        "robustness_summary": "robustness",
+        "update_metrics_json": "robustness",
+        "write_accuracy_csv": "robustness",
+        "write_table_csv": "robustness",
+    },
+)

@@ -1,17 +1,16 @@
 """The typed evaluation settings (conf/evaluation/default.yaml): ``alternet evaluate``'s root, and ``evaluate:`` in a
 training config. Keys and types, and each key's rule beside it; every default is in the YAML (:mod:`alternet.typed`).
-:class:`alternet.evaluation.Evaluator` takes an :class:`EvaluationConfig`, checked once, when it is made."""
+:class:`alternet.evaluation.Evaluator` takes an :class:`EvaluationConfig`, checked once, when it is made.
+
+The schema imports no torch, so that the command line's help answers at once: a rule whose home imports torch is
+imported by ``check`` as a section is made (``# deferred``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from ..data.corrupted.imagenet_c import check_preprocess
-from ..data.workers import check_workers
 from ..typed import Section, integer
-from .corrupted import requested
-from .inference import AUTOCAST, choose_device
 
 INTEGER_1 = "must be an integer >= 1"
 
@@ -54,6 +53,10 @@ class RobustnessConfig(Section):
 
     def check(self) -> None:
         """The settings that need no files; opening the sets (:mod:`alternet.evaluation.corrupted`) reads the rest."""
+        from ..data.corrupted.imagenet_c import check_preprocess  # deferred
+        from .corrupted import requested  # deferred
+        from .inference import AUTOCAST  # deferred
+
         requested(self, generated=not self.root, prefix="")
         self.require("max_images", integer(1), "null (every image) or a count >= 1")
         check_preprocess(self.preprocess, "preprocess")
@@ -73,6 +76,9 @@ class EvaluationConfig(Section):
     robustness: RobustnessConfig
 
     def check(self) -> None:
+        from ..data.workers import check_workers  # deferred
+        from .inference import AUTOCAST, choose_device  # deferred
+
         choose_device(self.device, "device")
         self.one_of("precision", AUTOCAST)
         self.require("batch_size", integer(1), INTEGER_1)

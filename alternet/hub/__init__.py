@@ -20,18 +20,20 @@ fine-tune from them, and move them through W&B artifacts.
 - :func:`load_pretrained`: the same weights into an existing model (``model.pretrained=SOURCE`` in training).
 """
 
-from ..tracking import ArtifactError
-from .export import export, import_hdvw
-from .loading import LoadReport, load, load_pretrained
-from .push import PushError, push_to_hub
+from __future__ import annotations
 
-__all__ = [
-    "ArtifactError",
-    "LoadReport",
-    "PushError",
-    "export",
-    "import_hdvw",
-    "load",
-    "load_pretrained",
-    "push_to_hub",
-]
+from ..lazy import exports
+from ..tracking import ArtifactError  # noqa: F401  (re-exported: what load raises for a W&B reference)
+
+__getattr__, __dir__ = exports(
+    __name__,
+    {
+        "LoadReport": "loading",
+        "PushError": "push",
+        "export": "export",
+        "import_hdvw": "export",
+        "load": "loading",
+        "load_pretrained": "loading",
+        "push_to_hub": "push",
+    },
+)

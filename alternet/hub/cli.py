@@ -11,9 +11,6 @@ from collections.abc import Sequence
 
 from ..dataset_facts import FACTS
 from ..errors import AlternetError, exit_with_error
-from .export import export, import_hdvw
-from .hdvw import ARCHS
-from .push import push_to_hub
 
 
 def parse_args(argv: Sequence[str] | None = None, prog: str = "alternet") -> argparse.Namespace:
@@ -59,7 +56,8 @@ def _add_import_hdvw(commands: argparse._SubParsersAction) -> None:
     importer.add_argument("source", help="the HDVW checkpoint (.pth.tar or .pth)")
     importer.add_argument(
         "--arch",
-        help=f"HDVW's model: {', '.join(sorted(ARCHS))} (or alternet's zoo name; default: the file's 'name' entry)",
+        help="HDVW's model (resnet_dnn_50, vit_ti, pit_ti, swin_ti, alternet_50 ...; a name it does not know lists "
+        "them all) or alternet's zoo name; default: the file's 'name' entry",
     )
     importer.add_argument("--out", required=True, help="the export directory (created; an earlier export is replaced)")
     importer.add_argument(
@@ -86,18 +84,24 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet") -> None:
 
 
 def _export(args: argparse.Namespace) -> None:
+    from .export import export  # deferred: --help answers at once
+
     out = export(args.source, args.out, ema=args.ema)
     print(f"Exported {args.source} to {out}: model.safetensors, config.json, README.md")
     print(f'Load: alternet.hub.load("{out}") or timm.create_model("local-dir:{out}", pretrained=True)')
 
 
 def _import_hdvw(args: argparse.Namespace) -> None:
+    from .export import import_hdvw  # deferred: --help answers at once
+
     out = import_hdvw(args.source, args.out, arch=args.arch, data=args.data, data_root=args.data_root)
     print(f"Imported {args.source} to {out}: model.safetensors, config.json, README.md (read back strictly)")
     print(f'Load: alternet.hub.load("{out}"); fine-tune: alternet train model=... model.pretrained={out}')
 
 
 def _push(args: argparse.Namespace) -> None:
+    from .push import push_to_hub  # deferred: --help answers at once
+
     pushed = push_to_hub(
         args.source,
         args.repo_id,

@@ -2,6 +2,6 @@
 is :mod:`.build`; a sweep's jobs are read by :mod:`.runs`, compared by :mod:`.statistics`, judged by
 :mod:`.verdicts` and drawn by :mod:`.figures`."""
 
-from .build import Statistics, build_report
+from ..lazy import exports
 
-__all__ = ["Statistics", "build_report"]
+__getattr__, __dir__ = exports(__name__, {"Statistics": "build", "build_report": "build"})

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import AlternetError, exit_with_error
-from .build import Statistics, build_report
 from .verdicts import Rule
 
 
@@ -55,6 +54,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet report") -> in
         "--bootstrap", type=int, default=1000, help="draws over test images for the test set's own noise (0: off)"
     )
     args = parser.parse_args(argv)
+    from .build import Statistics, build_report  # deferred: --help answers at once
+
     try:
         settings = Statistics(  # each setting range-checked before any run is read
             Rule(args.alpha, args.min_seeds, args.error_margin, args.nll_margin, args.power),

@@ -22,9 +22,12 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import check_option
-from .statistics import Difference
+
+if TYPE_CHECKING:  # numpy and scipy: `alternet report --help` reads this module's defaults without them
+    from .statistics import Difference
 
 HELPS_OPTIMISATION = "helps optimisation"
 REGULARISES = "regularises"

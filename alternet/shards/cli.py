@@ -10,7 +10,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..data.files.shards import source_split, write_shards
 from ..errors import AlternetError, check_option, exit_with_error
 
 SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)B?\s*$", re.IGNORECASE)
@@ -40,6 +39,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet shards") -> in
         "--skip-corrupt", action="store_true", help="leave out images that do not decode (counted) instead of failing"
     )
     args = parser.parse_args(argv)
+    from ..data.files.shards import source_split, write_shards  # deferred: --help and bad options answer at once
+
     start = time.perf_counter()
     try:
         check_option("--seed", args.seed, args.seed >= 0, "an integer >= 0")

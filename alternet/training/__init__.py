@@ -2,20 +2,22 @@
 composed config into Lightning objects. The training *application* (data + model + trainer + records + what runs
 after training) is :mod:`alternet.apps.train`."""
 
-from .builders import build_callbacks, build_module, build_trainer, checkpoint_callback, throughput_callback
-from .guard import NonFiniteLossError
-from .module import EVALUATED_METRICS, ClassificationModule
-from .precision import PrecisionChoice, choose_precision
+from __future__ import annotations
 
-__all__ = [
-    "EVALUATED_METRICS",
-    "ClassificationModule",
-    "NonFiniteLossError",
-    "PrecisionChoice",
-    "build_callbacks",
-    "build_module",
-    "build_trainer",
-    "checkpoint_callback",
-    "choose_precision",
-    "throughput_callback",
-]
+from ..lazy import exports
+
+__getattr__, __dir__ = exports(
+    __name__,
+    {
+        "EVALUATED_METRICS": "module",
+        "ClassificationModule": "module",
+        "NonFiniteLossError": "guard",
+        "PrecisionChoice": "precision",
+        "build_callbacks": "builders",
+        "build_module": "builders",
+        "build_trainer": "builders",
+        "checkpoint_callback": "builders",
+        "choose_precision": "precision",
+        "throughput_callback": "builders",
+    },
+)

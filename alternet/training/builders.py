@@ -15,7 +15,8 @@ from lightning.pytorch.strategies import DDPStrategy
 
 from ..errors import ConfigValueError
 from ..rundir import RunDir
-from .callbacks import AtomicCheckpointIO, BatchSeed, BestAndLastCheckpoint, MidEpochCheckpoint, parse_interval
+from .callbacks import AtomicCheckpointIO, BatchSeed, BestAndLastCheckpoint, MidEpochCheckpoint
+from .config import parse_interval
 from .display import Throughput, progress_bar, quiet_lightning
 from .module import ClassificationModule
 from .precision import device_type

@@ -50,17 +50,6 @@ def seed_torch(seed: int, device: torch.device) -> None:
         torch.manual_seed(seed)
 
 
-def parse_interval(value: float | str | None) -> float | None:
-    """Seconds from a number or ``"DD:HH:MM:SS"`` / ``"HH:MM:SS"`` (Lightning's ``max_time`` format)."""
-    if value is None or isinstance(value, (int, float)):
-        return None if value is None else float(value)
-    parts = [float(p) for p in str(value).split(":")]
-    seconds = 0.0
-    for part, unit in zip(reversed(parts), (1, 60, 3600, 86400)):
-        seconds += part * unit
-    return seconds
-
-
 def ends_optimizer_step(trainer: L.Trainer, batch_idx: int) -> bool:
     """A checkpoint taken mid-accumulation would lose the accumulated gradients: save only after a step."""
     return (batch_idx + 1) % trainer.accumulate_grad_batches == 0

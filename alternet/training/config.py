@@ -1,5 +1,8 @@
 """The typed sections training takes: the recipe (``recipe=``), the callbacks, the performance switches and the
-export after training. Keys and types only; every default is in ``alternet/conf`` (:mod:`alternet.typed`)."""
+export after training. Keys and types only; every default is in ``alternet/conf`` (:mod:`alternet.typed`).
+
+The schema imports no torch, so that the command line's help answers at once: a rule whose home imports torch is
+imported by ``check`` as a section is made (``# deferred``)."""
 
 from __future__ import annotations
 
@@ -9,11 +12,24 @@ from typing import Any
 
 from ..data.augment import check_augment
 from ..errors import ConfigValueError, is_integer
-from ..models.backbone import check_drop_path_rate
 from ..typed import SECTION, Section, integer
-from .callbacks import parse_interval
-from .optim import LR_SCALE_RULES, OPTIMIZERS, SCHEDULES
 from .stopping import check_preemption
+
+OPTIMIZERS = ("adamw", "sgd")  # lower case, as written in the recipes (built by alternet.training.optim)
+SCHEDULES = ("cosine", "step", "constant")
+LR_SCALE_RULES = ("linear", "sqrt", "none")
+
+
+def parse_interval(value: float | str | None) -> float | None:
+    """Seconds from a number or ``"DD:HH:MM:SS"`` / ``"HH:MM:SS"`` (Lightning's ``max_time`` format)."""
+    if value is None or isinstance(value, (int, float)):
+        return None if value is None else float(value)
+    parts = [float(p) for p in str(value).split(":")]
+    seconds = 0.0
+    for part, unit in zip(reversed(parts), (1, 60, 3600, 86400)):
+        seconds += part * unit
+    return seconds
+
 
 AUTO_SWITCH = "must be auto, true or false"
 COMPILE_MODES = ("auto", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -151,6 +167,8 @@ class RecipeConfig(Section):
         )
         self.one_of("lr_scale_rule", LR_SCALE_RULES)
         self.require("grad_clip", lambda v: v > 0, "must be > 0 (or null to disable clipping)")
+        from ..models.backbone import check_drop_path_rate  # deferred
+
         check_drop_path_rate(self.drop_path_rate, "drop_path_rate")  # the AlterNet constructor's own rule
         self.require("label_smoothing", lambda v: 0 <= v < 1, "must be in [0, 1)")
         self.require("layer_decay", lambda v: 0 < v <= 1, "must be in (0, 1] (or null: no layer-wise decay)")

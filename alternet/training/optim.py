@@ -10,10 +10,7 @@ from typing import Any
 import torch
 
 from ..errors import one_of
-
-OPTIMIZERS = ("adamw", "sgd")  # lower case, as written in the recipes
-SCHEDULES = ("cosine", "step", "constant")
-LR_SCALE_RULES = ("linear", "sqrt", "none")
+from .config import LR_SCALE_RULES, OPTIMIZERS, SCHEDULES
 
 
 def check_optimizer(name: Any, key: str = "recipe.optimizer.name") -> None:

@@ -5,6 +5,7 @@ checkout. Every command and its spellings: tests/apps/test_commands.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -184,3 +185,27 @@ def test_a_non_editable_install_trains_evaluates_and_exports_from_any_directory(
     exported = run_installed(installed, "alternet", "export", str(run_dir), "--out", "export", cwd=work)
     assert exported.returncode == 0, exported.stderr[-3000:]
     assert (work / "export" / "model.safetensors").is_file()
+
+
+def test_every_help_answers_without_torch():
+    """``alternet --help`` and every ``alternet COMMAND --help`` import no torch, Lightning, timm or the image
+    libraries (issue 54: under 2 s; the times themselves, as ratios to ``python -c pass``: ``python -m bench.help``).
+    One fresh interpreter: a help that loaded any of them would leave it in ``sys.modules`` for the check after it."""
+    heavy = ("torch", "lightning", "timm", "torchvision", "scipy", "matplotlib", "cv2", "albumentations", "wandb")
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from alternet.apps import cli\n"
+        "seen = {}\n"
+        f"for args in [[], *([name] for name in cli.COMMANDS)]:\n"
+        "    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.suppress(SystemExit):\n"
+        "        cli.main([*args, '--help'])\n"
+        f"    loaded = sorted(m for m in {heavy!r} if m in sys.modules)\n"
+        "    seen[' '.join(args) or '-'] = [out.getvalue().count('\\n'), loaded]\n"
+        "print(json.dumps(seen))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert list(seen) == ["-", *cli.COMMANDS]
+    assert {command: loaded for command, (_, loaded) in seen.items() if loaded} == {}
+    assert all(lines >= 5 for lines, _ in seen.values()), seen  # each printed its help

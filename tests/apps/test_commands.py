@@ -139,8 +139,8 @@ def test_every_spelling_of_train_and_evaluate_runs_the_same_job(tmp_path, monkey
     def job(result):
         return lambda cfg: seen.append((cfg.get("seed"), cfg.get("ckpt"), runs.command_line())) or result
 
-    monkeypatch.setattr(cli, "train", job({"optimized_metric": None}))
-    monkeypatch.setattr(cli, "run_evaluate", job([]))
+    monkeypatch.setattr("alternet.apps.train.train", job({"optimized_metric": None}))
+    monkeypatch.setattr("alternet.apps.evaluate.run_evaluate", job([]))
     monkeypatch.chdir(tmp_path)
     train_args = ["seed=3", f"hydra.run.dir={tmp_path / 'run'}", *QUIET]
     eval_args = ["ckpt=RUN", f"hydra.run.dir={tmp_path / 'eval'}", *QUIET]
@@ -177,14 +177,14 @@ def test_lightnings_relaunch_of_a_ddp_rank_reaches_the_same_job(tmp_path, monkey
         relaunch.append(_hydra_subprocess_cmd(local_rank=1)[0])
         return {"optimized_metric": None}
 
-    monkeypatch.setattr(cli, "train", parent)
+    monkeypatch.setattr("alternet.apps.train.train", parent)
     monkeypatch.chdir(tmp_path)
     as_python_m_alternet(monkeypatch)
     cli.main(["train", "seed=3", f"hydra.run.dir={tmp_path / 'run'}", *QUIET])
     (command,) = relaunch
     assert command[:3] == [sys.executable, "-m", "alternet.__main__"] and command[3] == "seed=3"  # python -m's spec
 
-    monkeypatch.setattr(cli, "train", lambda cfg: seen.append(cfg.seed) or {"optimized_metric": None})
+    monkeypatch.setattr("alternet.apps.train.train", lambda cfg: seen.append(cfg.seed) or {"optimized_metric": None})
     monkeypatch.setenv("LOCAL_RANK", "1")
     assert cli.main(command[3:]) == 0 and seen == [3]
     monkeypatch.delenv("LOCAL_RANK")  # the same words typed by hand are not a rank: an unknown command
@@ -195,7 +195,9 @@ def test_hydras_own_options_pass_through_the_command(tmp_path, monkeypatch, caps
     """``alternet train -m ...`` sweeps (one job per value, each seeing the command as typed) and
     ``alternet train --cfg job`` prints the composed config without running a job."""
     seen = []
-    monkeypatch.setattr(cli, "train", lambda cfg: seen.append((cfg.seed, list(sys.argv))) or {"optimized_metric": None})
+    monkeypatch.setattr(
+        "alternet.apps.train.train", lambda cfg: seen.append((cfg.seed, list(sys.argv))) or {"optimized_metric": None}
+    )
     monkeypatch.chdir(tmp_path)
     sweep = ["-m", "seed=1,2", f"hydra.sweep.dir={tmp_path / 'sweep'}", *QUIET]
     assert cli.main(["train", *sweep]) == 0
@@ -209,7 +211,7 @@ def test_a_resume_command_repeats_the_command_that_started_the_run(tmp_path, mon
     """Inside the job: the kept spelling that started it, the job's overrides, the run directory and the checkpoint."""
     seen = []
     done = {"optimized_metric": None}
-    monkeypatch.setattr(cli, "train", lambda cfg: seen.append(runs.resume_command(Path("RUN"))) or done)
+    monkeypatch.setattr("alternet.apps.train.train", lambda cfg: seen.append(runs.resume_command(Path("RUN"))) or done)
     monkeypatch.chdir(tmp_path)
     args = ["seed=3", "ckpt_path=old", f"hydra.run.dir={tmp_path / 'run'}", *QUIET]
     monkeypatch.setattr(sys, "argv", [ALTERNET])

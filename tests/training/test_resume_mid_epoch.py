@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from alternet.data.base import EpochSampler, ResumableLoader
-from alternet.tracking import WandbSettings, build_loggers, finish
+from alternet.tracking import WandbSettings, finish
+from alternet.training.loggers import build_loggers
 
 from helpers import run_script
 from helpers.models import assert_same_weights
@@ -153,7 +154,7 @@ def test_wandb_runs_say_what_ran_and_show_best_validation_values(tmp_path, monke
     from wandb.sdk.wandb_run import Run
 
     from alternet.apps.train import train
-    from alternet.tracking import BEST_OF
+    from alternet.training.loggers import BEST_OF
 
     from helpers import FAST, compose_train
 

@@ -1,4 +1,4 @@
-"""How a run stops (alternet/training/stopping.py): the pre-emption callback's requeue and its agreement across
+"""How a run stops (alternet/training/stopping/): the pre-emption callback's requeue and its agreement across
 ranks, Ctrl-C noted and ended on a command's stop line, and Lightning's own Ctrl-C exit raised on. The end-to-end
 stops of real runs (signals to a training process and its workers, resume after them) are tests/test_faults.py's
 and tests/training/test_resume_mid_epoch.py's."""
@@ -143,7 +143,7 @@ def test_a_stop_that_other_code_replaced_with_its_own_error_still_ends_on_the_st
     def train(cfg):
         raise a_second_signal_inside_getfullargspec(tmp_path)
 
-    monkeypatch.setattr("alternet.apps.cli.train", train)
+    monkeypatch.setattr("alternet.apps.train.train", train)
     code, stderr = run_command(["train", f"hydra.run.dir={tmp_path / 'run'}"], monkeypatch, capsys)
     assert code.startswith("error: stopped at once by a second signal (SIGINT) before the pre-emption checkpoint")
     assert "Traceback" not in stderr and "unsupported callable" not in code

@@ -12,7 +12,6 @@ Real archives: CIFAR-10-C https://zenodo.org/record/2535967, CIFAR-100-C https:/
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import json
@@ -29,7 +28,7 @@ import cv2
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ...errors import AlternetError, DataError, check_option, exit_with_error
+from ...errors import DataError
 from ...files import (
     WRITE_FIX,
     WriteError,
@@ -43,7 +42,6 @@ from ...files import (
 )
 from ...progress import Progress
 from ...seeds import derive_seed
-from .. import DATAMODULES, build_datamodule  # alternet.data never imports this subpackage, so it is complete by now
 from .corruptions import (
     CONSTANTS_VERSION,
     CORRUPTIONS,
@@ -563,44 +561,3 @@ def _generate_in_pool(
                     _finish(out, name, on_file)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-
-
-# ---------------------------------------------------------------- the command line
-
-
-def main(argv: Sequence[str] | None = None, prog: str = "alternet cifar-c") -> int:
-    """``PROG --export DIR [--data cifar100] [--root data] [--seed 0] [--workers N]``: write a complete
-    CIFAR-C-layout directory generated from a data set's clean test split, for use by any CIFAR-C tool
-    (alternet/apps/cli.py dispatches ``alternet cifar-c`` here)."""
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description="Write a complete CIFAR-C-layout directory (15 corruptions x 5 severities, labels.npy, "
-        "manifest.json) generated from a data set's clean test split, for use by any CIFAR-C tool.",
-    )
-    parser.add_argument("--export", required=True, type=Path, help="output directory")
-    parser.add_argument("--data", default="cifar100", help="cifar10 or cifar100 (default: cifar100)")
-    parser.add_argument("--root", default="data", help="directory holding the data set (default: data)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workers", type=int, default=None, help="processes (default: one per CPU core)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    try:
-        check_option("--data", args.data, args.data in ("cifar10", "cifar100"), "cifar10 or cifar100")
-        check_option("--seed", args.seed, args.seed >= 0, "an integer >= 0")
-        if args.workers is not None:
-            check_option("--workers", args.workers, args.workers >= 1, "at least 1 (default: one per CPU core)")
-        check_cifar_c_output(args.export, "--export")  # before the data set is read
-        folder = DATAMODULES[args.data].folder
-        if not (Path(args.root).expanduser() / folder).is_dir():  # the data module's message names train's keys
-            raise DataError(
-                f"--root {args.root} holds no {folder}/: point --root at the directory containing it (alternet "
-                f"train data={args.data} data.download=true downloads it into data/)"
-            )
-        datamodule = build_datamodule({"name": args.data, "root": args.root}, {"batch_size": 1}, seed=0)
-        datamodule.setup()
-        test = datamodule.splits["test"]
-        out = generate_cifar_c(test.images, test.labels, args.export, seed=args.seed, workers=args.workers)
-    except (AlternetError, ValueError) as error:
-        exit_with_error(error)
-    print(f"{args.data}-C ({len(CORRUPTIONS)} corruptions x {len(SEVERITIES)} severities, generated): {out}")
-    return 0

@@ -1,0 +1,84 @@
+"""What ``import alternet`` costs and what it still does (alternet/__init__.py, alternet/lazy.py): no torch, Lightning
+or timm until something needs them, the package facades importing on first use, and the zoo registered with timm
+whichever of the two is imported first. Each case in a fresh interpreter (what is imported is process state)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import timm.data
+
+import alternet
+from alternet import training
+from alternet.dataset_facts import FACTS
+
+from helpers import ROOT
+
+HEAVY = (
+    "torch",
+    "lightning",
+    "timm",
+    "torchvision",
+    "scipy",
+    "matplotlib",
+    "cv2",
+    "albumentations",
+    "wandb",
+    "litdata",
+)
+
+
+def fresh(code: str) -> dict:
+    """Run ``code`` in a fresh interpreter; it prints one JSON value, returned."""
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+HEAVY_LOADED = f"sorted(m for m in {HEAVY!r} if m in sys.modules)"
+
+
+def test_import_alternet_and_the_schemas_load_no_torch():
+    loaded = fresh(
+        "import json, sys, alternet, alternet.apps.config, alternet.training, alternet.evaluation, alternet.data; "
+        f"print(json.dumps({HEAVY_LOADED}))"
+    )
+    assert loaded == []
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        "import alternet; import timm",  # alternet first: the zoo comes with timm
+        "import timm; import alternet",  # timm first: the zoo comes with alternet
+        "import alternet.data as d; d.DATAMODULES",  # timm imported by an alternet module as it loads
+        "from alternet.models.backbone import AlterNet",  # ... by alternet.models itself
+        "import alternet; from timm.models import create_model",  # timm reached through a submodule
+    ],
+)
+def test_the_zoo_is_registered_with_timm_in_any_import_order(first):
+    registered = fresh(f"{first}\nimport json, timm\nprint(json.dumps(timm.is_model('alternet_r50')))")
+    assert registered is True
+
+
+def test_create_model_and_list_models_load_the_models_on_first_use():
+    assert fresh(
+        "import json, sys, alternet\nbefore = 'torch' in sys.modules\nmodel = alternet.create_model('alternet_tiny')\n"
+        "print(json.dumps([before, type(model).__name__, 'alternet_r50' in alternet.list_models()]))"
+    ) == [False, "AlterNet", True]
+
+
+def test_a_facade_offers_its_names_and_refuses_others_by_name():
+    assert "ClassificationModule" in dir(training) and training.ClassificationModule.__name__ == "ClassificationModule"
+    with pytest.raises(AttributeError, match=r"module 'alternet\.training' has no attribute 'Missing'"):
+        training.Missing  # noqa: B018
+    with pytest.raises(AttributeError, match=r"module 'alternet' has no attribute 'Missing'"):
+        alternet.Missing  # noqa: B018
+
+
+def test_imagenet_statistics_are_timms():
+    """dataset_facts writes timm's ImageNet mean and std down (it is imported before timm: alternet/__init__.py)."""
+    assert FACTS["in1k"].mean == timm.data.IMAGENET_DEFAULT_MEAN and FACTS["in1k"].std == timm.data.IMAGENET_DEFAULT_STD

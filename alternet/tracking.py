@@ -138,7 +138,7 @@ def start_run(settings: WandbSettings, **init: Any) -> Any:
             reason = f"the W&B server did not accept the run ({str(error).splitlines()[0]})"
     run = wandb.init(mode="offline", **init)
     if reason != "requested":
-        log.info(f"W&B: {reason}; logging offline to {offline_directory(run)} (upload later: `wandb sync`).")
+        log.warning(f"W&B: {reason}; logging offline to {offline_directory(run)} (upload later: `wandb sync`).")
     return run
 
 

@@ -4,6 +4,7 @@ whichever of the two is imported first. Each case in a fresh interpreter (what i
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -82,3 +83,35 @@ def test_a_facade_offers_its_names_and_refuses_others_by_name():
 def test_imagenet_statistics_are_timms():
     """dataset_facts writes timm's ImageNet mean and std down (it is imported before timm: alternet/__init__.py)."""
     assert FACTS["in1k"].mean == timm.data.IMAGENET_DEFAULT_MEAN and FACTS["in1k"].std == timm.data.IMAGENET_DEFAULT_STD
+
+
+def facade_tables() -> dict[str, dict[str, str]]:
+    """Each package ``__init__`` that calls ``exports(__name__, {...})``: its table, read from the source."""
+    tables = {}
+    for init in sorted((ROOT / "alternet").rglob("__init__.py")):
+        for node in ast.walk(ast.parse(init.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "exports":
+                tables[init.parent.relative_to(ROOT).as_posix().replace("/", ".")] = ast.literal_eval(node.args[1])
+    return tables
+
+
+def test_no_facade_name_is_also_a_submodule_name():
+    """``alternet.hub.export`` was both the export function and its module: whichever was imported first won, so
+    ``from alternet.hub import export`` gave the module once another module had imported it (found by the
+    lowest-versions run, whose import order differed). A name a facade offers must not be one of its submodules."""
+    tables = facade_tables()
+    facades = {"alternet.data", "alternet.training", "alternet.evaluation", "alternet.hub", "alternet.report"}
+    assert facades <= set(tables)
+    clashes = {
+        f"{package}.{name}"
+        for package, table in tables.items()
+        for name in table
+        if (ROOT / package.replace(".", "/") / f"{name}.py").is_file()
+        or (ROOT / package.replace(".", "/") / name).is_dir()
+    }
+    assert clashes == set()
+    for package, table in tables.items():  # and each name is where the table says
+        for name, module in table.items():
+            path = ROOT / package.replace(".", "/") / module
+            source = (path / "__init__.py" if path.is_dir() else path.with_suffix(".py")).read_text()
+            assert f" {name}" in source or f"{name} =" in source, f"{package}.{module} does not define {name}"

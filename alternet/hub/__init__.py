@@ -30,8 +30,8 @@ __getattr__, __dir__ = exports(
     {
         "LoadReport": "loading",
         "PushError": "push",
-        "export": "export",
-        "import_hdvw": "export",
+        "export": "exporting",
+        "import_hdvw": "exporting",
         "load": "loading",
         "load_pretrained": "loading",
         "push_to_hub": "push",

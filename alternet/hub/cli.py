@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet") -> None:
 
 
 def _export(args: argparse.Namespace) -> None:
-    from .export import export  # deferred: --help answers at once
+    from .exporting import export  # deferred: --help answers at once
 
     out = export(args.source, args.out, ema=args.ema)
     print(f"Exported {args.source} to {out}: model.safetensors, config.json, README.md")
@@ -92,7 +92,7 @@ def _export(args: argparse.Namespace) -> None:
 
 
 def _import_hdvw(args: argparse.Namespace) -> None:
-    from .export import import_hdvw  # deferred: --help answers at once
+    from .exporting import import_hdvw  # deferred: --help answers at once
 
     out = import_hdvw(args.source, args.out, arch=args.arch, data=args.data, data_root=args.data_root)
     print(f"Imported {args.source} to {out}: model.safetensors, config.json, README.md (read back strictly)")

@@ -24,7 +24,7 @@ from .. import __version__
 from ..errors import AlternetError
 from ..files import read_json, write_text
 from .card import model_card
-from .export import export
+from .exporting import export
 from .sources import CONFIG_FILE, WEIGHTS_FILE, read_export
 
 log = logging.getLogger("alternet.hub")

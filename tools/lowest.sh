@@ -32,4 +32,4 @@ grep -E "^($(sed -n '/^dependencies = \[/,/^\]/p' pyproject.toml | grep -o '^   
     tests/apps/test_commands.py tests/models/test_models.py tests/models/test_model_configs.py \
     tests/models/test_local_attention.py tests/data/test_data.py tests/data/test_randaugment.py tests/evaluation \
     tests/metrics tests/report/test_verdicts.py tests/hub/test_hub.py tests/hub/test_hub_card.py tests/test_wandb.py \
-    tests/helpers/test_warm.py tests/test_lazy.py "$@"
+    tests/helpers/test_warm.py tests/apps/test_extensions.py tests/test_lazy.py "$@"

@@ -158,6 +158,8 @@ class RecipeConfig(Section):
     finetune: FinetuneConfig
 
     def check(self) -> None:
+        from ..models.backbone import check_drop_path_rate  # deferred
+
         self.require("epochs", integer(1), "must be an integer >= 1")
         self.require("warmup_epochs", lambda v: v >= 0, "must be >= 0")
         self.require("batch_size", integer(1), "must be an integer >= 1")
@@ -167,8 +169,6 @@ class RecipeConfig(Section):
         )
         self.one_of("lr_scale_rule", LR_SCALE_RULES)
         self.require("grad_clip", lambda v: v > 0, "must be > 0 (or null to disable clipping)")
-        from ..models.backbone import check_drop_path_rate  # deferred
-
         check_drop_path_rate(self.drop_path_rate, "drop_path_rate")  # the AlterNet constructor's own rule
         self.require("label_smoothing", lambda v: 0 <= v < 1, "must be in [0, 1)")
         self.require("layer_decay", lambda v: 0 < v <= 1, "must be in (0, 1] (or null: no layer-wise decay)")

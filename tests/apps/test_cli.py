@@ -78,6 +78,8 @@ def test_the_wheel_holds_every_file_of_the_package_and_the_entry_points(wheel):
         (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
         headers = archive.read(metadata).decode().split("\n\n")[0]
     assert "License-Expression: MIT" in headers  # PEP 639, and the notices of the Apache-2.0 sources it ports
+    assert "Project-URL: Paper, https://arxiv.org/abs/2202.06709" in headers
+    assert "Classifier: Topic :: Scientific/Engineering :: Image Recognition" in headers
     assert {n.rsplit("/", 1)[-1] for n in names if "/licenses/" in n} == {"LICENSE", "NOTICE"}
     expected = package_files()
     assert {n for n in expected if n.startswith("alternet/conf/")} >= {

@@ -16,6 +16,7 @@ from typing import Any
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")  # albumentations checks for updates on import otherwise
 
 from .launch import register_resolvers
+from .lazy import exports
 
 register_resolvers()  # ${alternet.run_stamp:} in hydra.run.dir: one run directory for every rank of a job
 
@@ -24,11 +25,7 @@ __all__ = ["__version__", "create_model", "list_models"]
 
 MODELS = "alternet.models"  # imported, it registers the zoo with timm
 
-
-def __getattr__(name: str) -> Any:
-    if name in ("create_model", "list_models"):
-        return getattr(importlib.import_module(MODELS), name)
-    raise AttributeError(f"module 'alternet' has no attribute {name!r}")
+__getattr__, __dir__ = exports(__name__, {"create_model": "models", "list_models": "models"})
 
 
 class _ZooAfterTimm(importlib.abc.MetaPathFinder):
@@ -54,5 +51,5 @@ class _ZooAfterTimm(importlib.abc.MetaPathFinder):
 
 if "timm" in sys.modules:
     importlib.import_module(MODELS)
-elif not any(isinstance(finder, _ZooAfterTimm) for finder in sys.meta_path):
+else:
     sys.meta_path.insert(0, _ZooAfterTimm())

@@ -16,20 +16,7 @@ import alternet
 from alternet import training
 from alternet.dataset_facts import FACTS
 
-from helpers import ROOT
-
-HEAVY = (
-    "torch",
-    "lightning",
-    "timm",
-    "torchvision",
-    "scipy",
-    "matplotlib",
-    "cv2",
-    "albumentations",
-    "wandb",
-    "litdata",
-)
+from helpers import HEAVY_IMPORTS, ROOT
 
 
 def fresh(code: str) -> dict:
@@ -39,7 +26,7 @@ def fresh(code: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-HEAVY_LOADED = f"sorted(m for m in {HEAVY!r} if m in sys.modules)"
+HEAVY_LOADED = f"sorted(m for m in {HEAVY_IMPORTS!r} if m in sys.modules)"
 
 
 def test_import_alternet_and_the_schemas_load_no_torch():

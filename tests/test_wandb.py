@@ -141,9 +141,7 @@ def test_train_evaluate_and_report_build_the_same_wandb_settings_from_the_same_v
     from alternet.training.loggers import build_loggers
 
     seen: list[WandbSettings] = []
-    no_run = lambda settings, **init: seen.append(settings)  # noqa: E731  (no W&B run)
-    monkeypatch.setattr(tracking, "start_run", no_run)
-    monkeypatch.setattr("alternet.training.loggers.start_run", no_run)
+    monkeypatch.setattr(tracking, "start_run", lambda settings, **init: seen.append(settings))  # no W&B run
     monkeypatch.setattr(evaluate_app, "model_sources", lambda ckpt: ["model.ckpt"])
     monkeypatch.setattr(
         evaluate_app, "evaluate_model", lambda cfg, config, *rest: seen.append(config.logger.wandb) or {}

@@ -15,8 +15,9 @@ export NO_ALBUMENTATIONS_UPDATE=1
 rm -rf "$VENV"
 "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q torch==2.14.1 torchvision==0.29.1 uv
-printf 'torch==2.14.1\ntorchvision==0.29.1\n' > "$VENV/pinned.txt"
+PINNED=(torch==2.14.1 torchvision==0.29.1)  # the README's build
+"$VENV/bin/python" -m pip install -q "${PINNED[@]}" uv
+printf '%s\n' "${PINNED[@]}" > "$VENV/pinned.txt"
 "$VENV/bin/uv" pip compile -q pyproject.toml --extra dev --resolution lowest-direct --constraint "$VENV/pinned.txt" \
     --python "$VENV/bin/python" --output-file "$VENV/lowest.txt"
 # the dependencies as resolved, the package itself without them (they are all in the list)

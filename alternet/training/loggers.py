@@ -11,8 +11,8 @@ from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 from lightning.pytorch.utilities import rank_zero_only
 
+from .. import tracking
 from ..rundir import RunDir
-from ..tracking import WandbSettings, run_name, start_run, sweep_group, wandb_group, wandb_run_id
 
 
 class HistoryCSVLogger(CSVLogger):
@@ -49,24 +49,24 @@ class HistoryCSVLogger(CSVLogger):
 
 
 def build_loggers(
-    settings: WandbSettings | None, run_dir: Path, run_config: dict, resume_step: int | None = None
+    settings: tracking.WandbSettings | None, run_dir: Path, run_config: dict, resume_step: int | None = None
 ) -> list[Logger]:
     """CSV logger into ``<run_dir>/logs``, plus W&B with ``settings`` (``logger.wandb``; None: W&B off). A resumed
     run (``resume_step``: the checkpoint's global step) keeps the CSV rows logged before it and its W&B run."""
     loggers: list[Logger] = [HistoryCSVLogger(run_dir, resume_step=resume_step)]
     if settings is None:
         return loggers
-    run_id = wandb_run_id(run_dir)
+    run_id = tracking.wandb_run_id(run_dir)
     init = dict(
-        group=wandb_group(run_dir, settings.group or sweep_group() or run_id),
-        name=settings.name or run_name(run_config, run_dir),
+        group=tracking.wandb_group(run_dir, settings.group or tracking.sweep_group() or run_id),
+        name=settings.name or tracking.run_name(run_config, run_dir),
         dir=str(run_dir),
         config=run_config,
         id=run_id,
         resume="allow",
     )
     # rank zero starts the run (online, else offline: start_run); the other ranks' loggers stay silent
-    run = start_run(settings, **init) if rank_zero_only.rank == 0 else None
+    run = tracking.start_run(settings, **init) if rank_zero_only.rank == 0 else None
     init = settings.init_args() | init
     init["save_dir"] = init.pop("dir")
     loggers.append(WandbLogger(experiment=run, **init))  # model artifacts: log_model_artifacts, one naming scheme

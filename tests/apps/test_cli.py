@@ -21,7 +21,7 @@ from omegaconf import OmegaConf
 
 from alternet.apps import cli
 
-from helpers import ROOT
+from helpers import HEAVY_IMPORTS, ROOT
 
 # pytest-xdist: the whole module on one worker, so that its wheel (session-scoped) is made once
 pytestmark = pytest.mark.xdist_group("test_cli")
@@ -193,7 +193,6 @@ def test_every_help_answers_without_torch():
     """``alternet --help`` and every ``alternet COMMAND --help`` import no torch, Lightning, timm or the image
     libraries (issue 54: under 2 s; the times themselves, as ratios to ``python -c pass``: ``python -m bench.help``).
     One fresh interpreter: a help that loaded any of them would leave it in ``sys.modules`` for the check after it."""
-    heavy = ("torch", "lightning", "timm", "torchvision", "scipy", "matplotlib", "cv2", "albumentations", "wandb")
     code = (
         "import contextlib, io, json, sys\n"
         "from alternet.apps import cli\n"
@@ -201,7 +200,7 @@ def test_every_help_answers_without_torch():
         f"for args in [[], *([name] for name in cli.COMMANDS)]:\n"
         "    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.suppress(SystemExit):\n"
         "        cli.main([*args, '--help'])\n"
-        f"    loaded = sorted(m for m in {heavy!r} if m in sys.modules)\n"
+        f"    loaded = sorted(m for m in {HEAVY_IMPORTS!r} if m in sys.modules)\n"
         "    seen[' '.join(args) or '-'] = [out.getvalue().count('\\n'), loaded]\n"
         "print(json.dumps(seen))\n"
     )

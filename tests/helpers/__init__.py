@@ -15,6 +15,7 @@ from helpers.configs import (
 from helpers.models import cached_repo
 from helpers.paths import CONF, ROOT, SHARED_DATA, fingerprint
 from helpers.processes import (
+    HEAVY_IMPORTS,
     assert_one_line_error,
     main_output,
     module_output,
@@ -29,6 +30,7 @@ __all__ = [
     "DDP_CPU",
     "DIGITS_RUN",
     "FAST",
+    "HEAVY_IMPORTS",
     "PAPER_RECIPE_IN_MINIATURE",
     "PRESET_TWO_STEPS",
     "ROOT",

@@ -16,6 +16,21 @@ import pytest
 
 from helpers.paths import ROOT
 
+# what `import alternet`, the typed config and every `--help` must not load (seconds of imports: tests/test_lazy.py,
+# tests/apps/test_cli.py)
+HEAVY_IMPORTS = (
+    "torch",
+    "lightning",
+    "timm",
+    "torchvision",
+    "scipy",
+    "matplotlib",
+    "cv2",
+    "albumentations",
+    "wandb",
+    "litdata",
+)
+
 
 def run_script(script: str, *args: str, cwd=ROOT, timeout: int = 300) -> subprocess.CompletedProcess:
     """Run one of the repository's scripts in a fresh interpreter, as a user would."""

@@ -31,7 +31,8 @@ from .data.augment import SECTIONS
 from .errors import CheckpointError, ConfigValueError
 from .files import LockBusy, lock_file, read_json, write_json, write_text
 from .models import create_model
-from .models.config import model_args
+from .models.config import model_config
+from .models.factory import model_args
 from .models.zoo import spec_kwargs
 from .rundir import RunDir
 
@@ -477,16 +478,16 @@ def read_weights(path: str | Path, *, ema: bool = False) -> CheckpointWeights:
     if not state_dict:
         what = "EMA weights (the run had no recipe.ema)" if ema else "model weights (no 'model.' keys)"
         raise CheckpointError(f"checkpoint {path} has no {what}")
-    model, data = hparams["model"], hparams["data"]
+    model, data = model_config(hparams["model"]), hparams["data"]
     num_classes = int(data["num_classes"])
     # the full architecture (the zoo's spec under the run's overrides), so the record does not depend on the zoo
-    args = spec_kwargs(model["name"]) | model_args(
+    args = spec_kwargs(model.name) | model_args(
         model, num_classes=num_classes, img_size=data["image_size"], drop_path_rate=0.0
     )
     return CheckpointWeights(
         path=path,
         state_dict=state_dict,
-        architecture=model["name"],
+        architecture=model.name,
         num_classes=num_classes,
         model_args={k: v for k, v in args.items() if k not in TRAINING_ONLY_ARGS},
         hyper_parameters=hparams,

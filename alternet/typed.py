@@ -9,16 +9,21 @@ the full key in one line (``recipe.optimizer.lr=0 is invalid: must be > 0``).
 
 A sub-section that may be null (``recipe.ema``, ``recipe.mixup`` ...) is declared ``Any`` with its class in the
 field's metadata, ``field(metadata={SECTION: EmaConfig})``: OmegaConf 2.3 cannot set a key below a null typed node
-from the command line, and ``+recipe.ema.decay=0.9999`` must stay the way to switch one on.
+from the command line, and ``+recipe.ema.decay=0.9999`` must stay the way to switch one on. A section whose keys
+depend on a value in it (``data`` on ``data.name``, ``model`` on ``model.name``: a family's keys, a user's registered
+data set) names a function of its values instead, which returns the class; :func:`build` then types each value
+against its field's annotation as Hydra does for the others. A section with ``OPEN = True`` keeps the keys it does
+not declare in its ``extra`` field (any timm model's own keywords, ``+model.drop_rate=0.1``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from .errors import ConfigValueError, is_integer, suggest
 
@@ -30,6 +35,8 @@ MISSING = "???"
 @dataclasses.dataclass(kw_only=True)
 class Section:
     """Base of typed sections: :meth:`check` runs once the values are in (also for a section made in Python)."""
+
+    OPEN: ClassVar[bool] = False  # True: keys the section does not declare are kept in its ``extra`` field
 
     def __post_init__(self) -> None:
         self.check()
@@ -72,10 +79,12 @@ def build(cls: type[S], values: Mapping[str, Any], prefix: str = "") -> S:
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     unknown = [key for key in values if key not in names]
-    if unknown:
+    kwargs: dict[str, Any] = {}
+    if unknown and cls.OPEN:
+        kwargs["extra"] = {key: values[key] for key in unknown}
+    elif unknown:
         where = f"of {prefix.rstrip('.')}" if prefix else "at the top level"
         raise ConfigValueError(f"{prefix}{unknown[0]} is not a key {where}{suggest(unknown[0], names)}")
-    kwargs: dict[str, Any] = {}
     for field in dataclasses.fields(cls):
         key = f"{prefix}{field.name}"
         if field.name not in values:
@@ -88,14 +97,56 @@ def build(cls: type[S], values: Mapping[str, Any], prefix: str = "") -> S:
         section = field.metadata.get(SECTION) or _section_type(hints[field.name])
         if section is not None and value is not None:
             if not isinstance(value, Mapping):
-                raise ConfigValueError(f"{key}={value!r} is invalid: a section of keys {_keys(section)} (or null)")
+                shape = f"a section of keys {_keys(section)}" if isinstance(section, type) else "a section of keys"
+                raise ConfigValueError(f"{key}={value!r} is invalid: {shape} (or null)")
+            if not isinstance(section, type):  # chosen by its values (the data set, the model family)
+                section = section(value)
             value = build(section, value, f"{key}.")
+        elif section is None and value is not None and not conforms(value, hints[field.name]):
+            raise ConfigValueError(f"{key}={shown(value)} is invalid: must be {described(hints[field.name])}")
         kwargs[field.name] = value
     try:
         return cls(**kwargs)
-    except ConfigValueError as error:  # the section's own check: its messages begin with the key in the section
-        message = str(error)
-        raise ConfigValueError(message if message.startswith(prefix) else f"{prefix}{message}") from None
+    except ConfigValueError as error:  # the section's own check: a message naming one of its keys gets its place
+        message, key = str(error), re.match(r"\w+", str(error))
+        if prefix and key is not None and key.group() in names and not message.startswith(prefix):
+            raise type(error)(f"{prefix}{message}") from None
+        raise
+
+
+NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def conforms(value: Any, hint: Any) -> bool:
+    """Whether a plain value (as composed or read from JSON) is of an annotation's type: the scalars, ``X | None``,
+    lists and tuples of them, mappings; anything else (``Any``, a class) is not checked here."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if isinstance(hint, types.UnionType) or origin is typing.Union:
+        return any(conforms(value, option) for option in args)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint in (int, float):  # a JSON integer is a number too; a boolean is neither
+        return isinstance(value, int if hint is int else int | float) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if origin in (list, tuple):
+        return isinstance(value, list | tuple) and all(conforms(item, args[0]) for item in value)
+    if origin is dict:
+        return isinstance(value, Mapping)
+    return True
+
+
+def described(hint: Any) -> str:
+    """An annotation in words, for ``must be ...``: ``int | list[int] | None`` -> ``an integer or a list of
+    integers``."""
+    args = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        return " or ".join(described(arg) for arg in args)
+    if typing.get_origin(hint) in (list, tuple):
+        return {int: "a list of integers", float: "a list of numbers", str: "a list of strings"}.get(args[0], "a list")
+    return NAMES.get(hint, "a section of keys" if typing.get_origin(hint) is dict else str(hint))
 
 
 def _section_type(hint: Any) -> type[Section] | None:

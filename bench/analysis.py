@@ -23,7 +23,7 @@ from omegaconf import OmegaConf
 
 from alternet.analysis import ANALYSES, run_analyses
 from alternet.apps.config import compose
-from alternet.data import build_datamodule
+from alternet.data import build_datamodule, data_config
 from alternet.models import create_model
 
 from .harness import add_harness_arguments, begin, finish, interleave, summarise, timing_row
@@ -42,9 +42,9 @@ def main() -> None:
     facts = begin(args, "analysis", data_root=args.root)
 
     config = compose("train", ["data=cifar100", f"data.root={args.root}", "recipe=paper"])
-    data = OmegaConf.to_container(config.data, resolve=True)
+    data = data_config(OmegaConf.to_container(config.data, resolve=True))
     recipe = OmegaConf.to_container(config.recipe, resolve=True)
-    datamodule = build_datamodule(data, recipe, seed=0)
+    datamodule = build_datamodule(data, batch_size=recipe["batch_size"], augment=recipe["augment"], seed=0)
     datamodule.setup()
     torch.manual_seed(0)
     model = create_model("alternet_r18", num_classes=100, img_size=32)

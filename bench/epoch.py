@@ -50,7 +50,7 @@ def main() -> None:
     facts = begin(args, "epoch", data_root=args.root)
 
     from alternet.apps.config import compose
-    from alternet.data import build_datamodule
+    from alternet.data import build_datamodule, data_config
     from alternet.training import build_module
 
     overrides = [
@@ -62,7 +62,14 @@ def main() -> None:
         "paths.output_dir=unused",
     ]
     config = OmegaConf.to_container(compose("train", overrides), resolve=True)
-    datamodule = build_datamodule(config["data"], config["recipe"], seed=0)
+    recipe = config["recipe"]
+    datamodule = build_datamodule(
+        data_config(config["data"]),
+        batch_size=recipe["batch_size"],
+        eval_batch_size=recipe["eval_batch_size"],
+        augment=recipe["augment"],
+        seed=0,
+    )
     datamodule.setup()
     steps_per_epoch = len(datamodule.splits["train"]) // config["recipe"]["batch_size"]
     print(

@@ -134,7 +134,7 @@ def recipe() -> dict[str, Any]:
 
 
 def our_module(root: Path, workers: int, batch_size: int, shards: Path | None) -> Any:
-    from alternet.data import build_datamodule
+    from alternet.data import build_datamodule, data_config
 
     data = packaged("data", "imagefolder")
     data |= {
@@ -145,7 +145,7 @@ def our_module(root: Path, workers: int, batch_size: int, shards: Path | None) -
         "val_size": 0,
         "train_shards": str(shards) if shards else None,
     }
-    module = build_datamodule(data, recipe() | {"batch_size": batch_size}, seed=0)
+    module = build_datamodule(data_config(data), batch_size=batch_size, augment=recipe()["augment"], seed=0)
     module.setup("fit")
     return module
 

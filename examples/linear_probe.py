@@ -21,7 +21,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, Subset
 
 import alternet.hub
-from alternet.data import DATAMODULES, build_datamodule
+from alternet.data import DATAMODULES
 from alternet.errors import AlternetError, exit_with_error
 
 
@@ -54,9 +54,14 @@ def main() -> None:
     start = time.perf_counter()
     model = alternet.hub.load(args.source, num_classes=0)  # no head: forward returns pooled features
     cfg = model.pretrained_cfg
-    data = {"name": args.data, "root": args.root, "image_size": cfg["input_size"][-1], "mean": cfg["mean"]}
-    data.update(std=cfg["std"], val_size=0)
-    datamodule = build_datamodule(data, {"batch_size": args.batch_size, "augment": None}, seed=0)
+    datamodule = DATAMODULES[args.data](
+        root=args.root,
+        image_size=cfg["input_size"][-1],
+        mean=cfg["mean"],
+        std=cfg["std"],
+        val_size=0,
+        batch_size=args.batch_size,
+    )
     datamodule.setup()
     train_x, train_y = extract(model, limited(datamodule.splits["train"], args.limit), args.batch_size)
     test_x, test_y = extract(model, limited(datamodule.splits["test"], args.limit), args.batch_size)

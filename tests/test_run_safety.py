@@ -20,7 +20,7 @@ from alternet import hub
 from alternet.apps.evaluate import check_classes
 from alternet.apps.train import train
 from alternet.checkpoints import read_checkpoint
-from alternet.data import build_datamodule
+from alternet.data import DigitsDataModule
 from alternet.errors import CheckpointError, ConfigValueError
 from alternet.hub import export, load_pretrained
 from alternet.hub.sources import open_source
@@ -211,7 +211,7 @@ def test_resuming_from_another_architecture_names_both_models(digits_summary, tm
 
 def test_evaluating_at_another_input_size_warns_naming_both(digits_summary):
     source = open_source(digits_summary["last_checkpoint"])
-    datamodule = build_datamodule({"name": "digits", "image_size": 32}, {"batch_size": 8}, seed=0)
+    datamodule = DigitsDataModule(image_size=32, batch_size=8)
     with pytest.warns(UserWarning, match=r"last\.ckpt expects data\.image_size=16 but is evaluated with 32"):
         check_classes(datamodule, source)
 

@@ -1,95 +1,50 @@
-"""The checks of a composed training config that its typed sections cannot make alone, before any work.
+"""The checks of a composed training config across its sections, before any work.
 
-A section with fixed keys checks its own values as it is made (:mod:`alternet.apps.config`, one line naming the
-key). What remains here: the sections whose keys depend on the option chosen (``data``, ``model``, ``trainer``:
-their enumerated keys in :data:`CHOICES` and :data:`DELEGATED`, the code's own tables and checks), and the rules
-across sections (the monitor names a metric the recipe logs, EMA export needs EMA weights ...).
+Each section checks its own keys as it is made (:mod:`alternet.apps.config`, one line naming the key): the fixed
+sections and the ``data`` and ``model`` sections their names choose. What remains here: the ``trainer`` section
+(Lightning's arguments), and the rules across sections (the monitor names a metric the recipe logs, EMA export needs
+EMA weights, a hybrid's windows fit the data's image size ...).
 """
 
 from __future__ import annotations
 
 import inspect
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import lightning as L
 import torch
 
-from ..data import check_name
-from ..data.base import check_subset, check_val_size
-from ..data.workers import check_workers
 from ..errors import AlternetWarning, ConfigValueError, is_integer, one_of, require, suggest
-from ..models import MODEL_NAMES
-from ..models.attention import check_attention
 from ..models.backbone import choose_stem
-from ..models.blocks import check_block, check_stem
 from ..models.byob import ByobSpec, check_byob
-from ..models.config import check_builds
-from ..models.external import check_name as check_model_name
+from ..models.config import LayoutModel, ModelConfig
 from ..models.external import require_pretrained
+from ..models.factory import check_builds
 from ..models.layout import buildup_violations
 from ..models.maxxvit import check_maxxvit
 from ..models.zoo import HYBRIDS, hybrid_spec, spec_kwargs
 from ..training import EVALUATED_METRICS
+from ..training.precision import PRECISIONS
 from .config import TrainConfig, train_config
 from .extensions import check_targets, import_modules
 
-# enumerated keys of the open sections (their keys depend on the option chosen), the choices the code's own
-CHOICES: dict[str, tuple[str, ...]] = {
-    "data.interpolation": ("bilinear", "bicubic"),
-    "model.buildup_rules": ("warn", "off"),
-    "trainer.precision": (
-        "auto",
-        "32-true",
-        "32",
-        "16-mixed",
-        "bf16-mixed",
-        "16-true",
-        "bf16-true",
-        "64-true",
-        "64",
-        "transformer-engine",
-        "16",
-        "bf16",
-    ),
-}
-# ... and those a constructor also takes as a Python API: checked by that code's own function (a hybrid family's
-# own choices, model.self_attn_layer, model.msa_block ..., by check_model)
-DELEGATED: dict[str, Callable[[Any, str], None]] = {
-    "data.name": check_name,
-    "model.attention": check_attention,
-    "model.block": check_block,
-    "model.stem": check_stem,
-}
 TRAINER_ARGS = frozenset(inspect.signature(L.Trainer.__init__).parameters) - {"self"}
 INTEGER_1 = "must be an integer >= 1"
 
 
-def check_choices(config: TrainConfig) -> None:
-    """Each enumerated key of the open sections holds one of its values, and the trainer section only Trainer
-    arguments."""
-    for key, choices in CHOICES.items():
-        value = _open(config, key)
-        if value is not None:
-            one_of(key, value, choices)
-    for key, check in DELEGATED.items():
-        value = _open(config, key)
-        if value is not None:
-            check(value, key)
-    unknown = sorted(set(config.trainer) - TRAINER_ARGS)
+def check_trainer(trainer: Mapping[str, Any]) -> None:
+    """The trainer section holds only Trainer arguments, a precision Lightning (or ``auto``) knows, and epochs."""
+    unknown = sorted(set(trainer) - TRAINER_ARGS)
     if unknown:
         key = unknown[0]
         raise ConfigValueError(
             f"trainer.{key} is not an argument of lightning.Trainer{suggest(key, TRAINER_ARGS)}; "
             "see https://lightning.ai/docs/pytorch/stable/common/trainer.html#trainer-flags"
         )
-
-
-def _open(config: TrainConfig, dotted: str) -> Any:
-    """A key of an open section (``data.name``): its value, or None where the option has no such key."""
-    section, _, key = dotted.partition(".")
-    return getattr(config, section).get(key)
+    one_of("trainer.precision", trainer.get("precision"), PRECISIONS)
+    require("trainer.max_epochs", trainer.get("max_epochs"), lambda v: is_integer(v, 1), INTEGER_1)
 
 
 def missing_values(cfg: Any, prefix: str = "") -> list[str]:
@@ -111,18 +66,10 @@ def validate_train_config(cfg: Mapping[str, Any]) -> TrainConfig:
     config = train_config(cfg)
     check_targets(config.callbacks.extra, "callbacks.extra")
     check_targets(config.logger.extra, "logger.extra")
-    check_choices(config)
+    check_trainer(config.trainer)
     check_model(config)
-    warn_buildup(config)
-    trainer, data = config.trainer, config.data
-    require("trainer.max_epochs", trainer.get("max_epochs"), lambda v: is_integer(v, 1), INTEGER_1)
-    if data.get("image_size") is not None:
-        require("data.image_size", data["image_size"], lambda v: is_integer(v, 1), INTEGER_1)
-    if data.get("val_size") is not None:
-        check_val_size(data["val_size"])
-    check_subset(data.get("subset"), data.get("subset_repeat", False), data.get("train_clean_size", 0))
-    check_workers(data.get("num_workers"), "data.num_workers")
-    epochs, warmup = trainer.get("max_epochs"), config.recipe.warmup_epochs
+    warn_buildup(config.model)
+    epochs, warmup = config.trainer.get("max_epochs"), config.recipe.warmup_epochs
     if warmup and epochs and warmup > epochs:
         warnings.warn(
             f"recipe.warmup_epochs={warmup:g} exceeds trainer.max_epochs={epochs}: the learning rate never reaches "
@@ -147,7 +94,7 @@ def reported_metrics(config: TrainConfig) -> list[str]:
     splits = ["test", "test_ema"] if config.recipe.ema else ["test"]
     names = [f"{split}/{metric}" for split in splits for metric in EVALUATED_METRICS]
     monitor = config.callbacks.checkpoint.monitor
-    if config.data.get("val_size") and monitor:
+    if config.data.val_size and monitor:
         names.insert(0, monitor)
     return names
 
@@ -169,61 +116,43 @@ def check_optimized_metric(config: TrainConfig) -> None:
 
 
 def check_model(config: TrainConfig) -> None:
-    """Before any work: a model name alternet or timm knows (with the closest names), a hybrid family's own hard
-    constraints at the data's image size (one line each), and, with ``model.pretrained=true``, timm's weights
-    cached here or reachable."""
+    """Before any work: a hybrid family's own hard constraints at the data's image size (one line each), and, with
+    ``model.pretrained=true``, timm's weights cached here or reachable."""
     model = config.model
-    name = model.get("name")
-    if not isinstance(name, str):
-        return
-    check_model_name(name, MODEL_NAMES)
-    built = spec_kwargs(name) | _overrides(model)  # the architecture as this config builds it
-    if built.get("attention") is not None:  # a kind and its bias tables, named by their full keys
-        check_attention(built["attention"], "model.attention", bool(built.get("bias_per_head")))
-    if model.get("pretrained") is True:
-        require_pretrained(name)
-    if name in HYBRIDS:
-        spec = hybrid_spec(HYBRIDS[name], _overrides(model))
-        img_size = int(config.data.get("image_size") or 32)
+    if model.pretrained is True:
+        require_pretrained(model.name)
+    if model.name in HYBRIDS:
+        spec = hybrid_spec(HYBRIDS[model.name], model.arguments())
         check = check_byob if isinstance(spec, ByobSpec) else check_maxxvit
-        check(spec, img_size, choose_stem(spec.stem, img_size))
+        check(spec, config.data.image_size, choose_stem(spec.stem, config.data.image_size))
 
 
 def check_model_builds(config: TrainConfig) -> None:
     """Last, once the keys it reads are checked: one of our architectures built as this config builds it, on the
-    meta device (:func:`alternet.models.config.check_builds`). The class count is the data's, unknown before they
+    meta device (:func:`alternet.models.factory.check_builds`). The class count is the data's, unknown before they
     are read; it sizes only the head, so any count does here."""
-    model = config.model
-    if not isinstance(model.get("name"), str):
-        return
     check_builds(
-        model,
-        num_classes=int(model.get("num_classes") or 2),
-        img_size=int(config.data.get("image_size") or 32),
+        config.model,
+        num_classes=config.data.num_classes or 2,
+        img_size=config.data.image_size,
         drop_path_rate=config.recipe.drop_path_rate,
     )
 
 
-def _overrides(model: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in model.items() if k not in ("name", "pretrained", "buildup_rules") and v is not None}
-
-
-def layout_and_heads(model: Mapping[str, Any]) -> tuple[str | None, Any]:
+def layout_and_heads(model: ModelConfig) -> tuple[str | None, Any]:
     """The layout a model config builds and its heads per stage (a hybrid's from its family: MaxxVit's are width /
     dim_head), for the build-up rules; ``(None, None)`` for a model without a layout."""
-    name = str(model.get("name"))
-    if name in HYBRIDS:
-        spec = hybrid_spec(HYBRIDS[name], _overrides(model))
+    if model.name in HYBRIDS:
+        spec = hybrid_spec(HYBRIDS[model.name], model.arguments())
         return spec.layout, spec.msa_heads()
-    zoo = spec_kwargs(name)
-    return model.get("layout") or zoo.get("layout"), model.get("heads") or zoo.get("heads")
+    built = spec_kwargs(model.name) | model.arguments()
+    return built.get("layout"), built.get("heads")
 
 
-def warn_buildup(config: TrainConfig) -> None:
+def warn_buildup(model: ModelConfig) -> None:
     """One warning per build-up rule the layout breaks (AlterNet's and every hybrid family's), unless
     ``model.buildup_rules=off``."""
-    model = config.model
-    if model.get("buildup_rules", "off") != "warn":
+    if not isinstance(model, LayoutModel) or model.buildup_rules != "warn":
         return
     layout, heads = layout_and_heads(model)
     for violation in buildup_violations(layout, heads) if layout else []:

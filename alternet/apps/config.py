@@ -5,8 +5,11 @@ Registered in Hydra's ConfigStore when this module is imported (the apps import 
 unknown key or a value of the wrong type (:mod:`alternet.apps.composition` words it in one line); :func:`train_config`
 and :func:`evaluate_config` then make the objects, each section's rules checked as it is made.
 
-``data``, ``model`` and ``trainer`` stay open mappings here: their keys depend on the option chosen (a data family,
-a model family, Lightning's Trainer), and the constructor each is passed to checks them.
+``data`` and ``model`` are typed by the section their name chooses (:func:`alternet.data.config.data_section`,
+:func:`alternet.models.config.model_section`): a family's keys, a user's registered data set, any timm model's own
+keywords. Hydra composes them as open mappings; :func:`train_config` types and checks them, before any work, with the
+same one-line messages. ``trainer`` is Lightning's Trainer arguments, checked against its signature
+(:mod:`alternet.apps.checks`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
+from ..data.config import data_section
 from ..evaluation.config import EvaluationConfig
 from ..tracking import WandbSettings
 from ..training.config import CallbacksConfig, ExportConfig, PerformanceConfig, RecipeConfig
@@ -47,12 +51,20 @@ class TrainingEvaluation(EvaluationConfig):
     after_training: bool  # score the tested weights with alternet evaluate's metrics at the end of training
 
 
+def model_section(values: Mapping[str, Any]) -> type[Section]:
+    """The model family's section (:func:`alternet.models.config.model_section`: it imports the zoo, so torch, which
+    the help composing this schema does not need)."""
+    from ..models.config import model_section  # deferred
+
+    return model_section(values)
+
+
 @dataclass(kw_only=True)
 class TrainConfig(Section):
     """``alternet train``'s config (train.yaml)."""
 
-    data: dict[str, Any]
-    model: dict[str, Any]
+    data: Any = field(metadata={SECTION: data_section})  # its data set's DataConfig, once built
+    model: Any = field(metadata={SECTION: model_section})  # its family's ModelConfig, once built
     recipe: RecipeConfig
     trainer: dict[str, Any]
     logger: LoggerConfig

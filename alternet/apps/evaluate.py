@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from .. import tracking
 from ..analysis import parse_configs, run_analyses
 from ..analysis.config import ObjectiveConfig
-from ..data import DATAMODULES, ImageDataModule, build_datamodule
+from ..data import DATAMODULES, ImageDataModule, build_datamodule, data_config
 from ..errors import AlternetWarning, CheckpointError, ConfigValueError
 from ..evaluation import Evaluator
 from ..files import OUTPUT_MARKER, check_output_dir, is_output_of, mark_output, write_csv, write_json
@@ -56,7 +56,7 @@ def packaged_data(name: str, data_dir: str) -> dict[str, Any]:
     return OmegaConf.to_container(cfg.data, resolve=True)
 
 
-def data_config(cfg: DictConfig, source: Source, set_keys: set[str]) -> dict[str, Any]:
+def evaluation_data(cfg: DictConfig, source: Source, set_keys: set[str]) -> dict[str, Any]:
     """The data to evaluate on: ``data=...`` if given, else the training run's, else the packaged data set the
     model records. The model's own preprocessing (:func:`alternet.hub.sources.preprocessing`) replaces the data
     set's, except for a key the command line set."""
@@ -159,11 +159,8 @@ def evaluate_model(
     source = open_source(reference, ema=bool(cfg.use_ema))
     recipe = training_recipe(cfg, source)  # its augmentation and loss feed the analyses of the training objective
     model = build_model(source, strict=True)
-    datamodule = build_datamodule(
-        data_config(cfg, source, set(set_keys)),
-        {"batch_size": cfg.batch_size, "augment": recipe.get("augment")},
-        seed=0,
-    )
+    data = data_config(evaluation_data(cfg, source, set(set_keys)))
+    datamodule = build_datamodule(data, batch_size=cfg.batch_size, augment=recipe.get("augment"), seed=0)
     check_classes(datamodule, source)
     datamodule.setup()
     print(f"Evaluating {source.location}", flush=True)

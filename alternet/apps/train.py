@@ -23,8 +23,8 @@ from ..errors import AlternetError, ConfigValueError
 from ..evaluation.evaluator import check_evaluation_files
 from ..files import plain
 from ..hub import load_pretrained
-from ..models.config import model_args
 from ..models.external import load_timm_pretrained
+from ..models.factory import model_args
 from ..report.figures import training_curves
 from ..rundir import OptimizedMetric, RunDir, RunSummary, best_epoch
 from ..runs import (
@@ -117,22 +117,30 @@ def _train(
         torch.set_float32_matmul_precision(config["performance"]["matmul_precision"])
 
     L.seed_everything(int(config["seed"]), workers=True, verbose=False)
-    datamodule = build_datamodule(config["data"], config["recipe"], seed=int(config["seed"]))
+    recipe = typed.recipe
+    datamodule = build_datamodule(
+        typed.data,
+        batch_size=recipe.batch_size,
+        eval_batch_size=recipe.eval_batch_size,
+        augment=recipe.augment,
+        seed=typed.seed,
+    )
     datamodule.check_before_fit()
     if typed.evaluate.after_training:  # its real corruption and OOD files checked now, not after training
         check_evaluation_files(typed.evaluate, datamodule, datamodule.class_names)
     module = build_module(config, datamodule.facts())
-    if config["model"]["pretrained"] is True and not resume:  # timm's own weights for model.name
+    pretrained = typed.model.pretrained
+    if pretrained is True and not resume:  # timm's own weights for model.name
         facts = datamodule.facts()
         args = model_args(
-            config["model"],
+            typed.model,
             num_classes=facts["num_classes"],
             img_size=facts["image_size"],
-            drop_path_rate=config["recipe"]["drop_path_rate"],
+            drop_path_rate=recipe.drop_path_rate,
         )
-        load_timm_pretrained(module.model, config["model"]["name"], **args)
-    elif config["model"]["pretrained"] and not resume:
-        load_pretrained(module.model, config["model"]["pretrained"])  # a different class count resets the head
+        load_timm_pretrained(module.model, typed.model.name, **args)
+    elif pretrained and not resume:
+        load_pretrained(module.model, pretrained)  # a different class count resets the head
     has_val = datamodule.has_validation
     loggers = build_loggers(typed.logger.wandb, run_dir, config, resume_step=resume_step)
     loggers += build_extra(config["logger"]["extra"], "logger.extra", Logger)
@@ -164,13 +172,13 @@ def _train(
         with datamodule.dead_workers_named(), lightning_ctrl_c_raised(trainer):
             tested = by_split(trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False)[0])
         summary = RunSummary(
-            model=config["model"]["name"],
-            data=config["data"]["name"],
+            model=typed.model.name,
+            data=typed.data.name,
             test=tested.pop("test", {}),
             test_ema=tested.pop("test_ema", None),
             train_clean=clean.get("train_clean"),  # the last epoch's (data.train_clean_size)
             train_images=len(datamodule.splits["train"]),
-            data_subset=config["data"].get("subset"),
+            data_subset=typed.data.subset,
             epochs=trainer.current_epoch,
             global_step=trainer.global_step,
             best_val_score=plain(checkpoint.best_model_score),
@@ -181,7 +189,7 @@ def _train(
             last_checkpoint=last,
             run_dir=str(run_dir),
             train_images_per_sec=throughput_callback(trainer).images_per_sec,
-            skipped_images=datamodule.skipped_images if config["data"].get("skip_corrupt") else None,
+            skipped_images=datamodule.skipped_images,
             extra=tested,  # any other split the test loop logged
         )
         summary = summary.with_(optimized_metric=optimized_metric(config["optimized_metric"], summary))

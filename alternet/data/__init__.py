@@ -13,6 +13,7 @@ __getattr__, __dir__ = exports(
     __name__,
     {
         "DATAMODULES": "registry",
+        "DataConfig": "config",
         "ArrayDataModule": "arrays",
         "ArrayDataset": "arrays",
         "CIFAR10DataModule": "arrays",
@@ -24,6 +25,7 @@ __getattr__, __dir__ = exports(
         "ImageNetDataModule": "files",
         "build_datamodule": "registry",
         "check_name": "registry",
+        "data_config": "config",
         "register_datamodule": "registry",
     },
 )

@@ -22,6 +22,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from ..errors import ConfigValueError, DataError, is_integer, require
 from ..seeds import derive_seed
 from .augment import check_section
+from .config import DataConfig, check_subset, check_val_size
 from .workers import (
     PlainLoader,
     StartsWorkersSafely,
@@ -115,17 +116,6 @@ class ResumableLoader(StartsWorkersSafely, DataLoader):
         self._resume = {"epoch": int(state["epoch"]), "batches": int(state["batches"])}
 
 
-def check_val_size(val_size: Any, key: str = "data.val_size") -> None:
-    """The one check of ``data.val_size`` on its own (the config checks call it before any work,
-    :func:`split_size` too, which also compares it with the images there are)."""
-    require(
-        key,
-        val_size,
-        lambda v: is_integer(v, 0) or (isinstance(v, float) and 0 < v < 1),
-        "must be a count >= 0 or a fraction in (0, 1)",
-    )
-
-
 def check_batch_sizes(batch_size: Any, eval_batch_size: Any = None, prefix: str = "recipe.") -> None:
     """The one check of ``recipe.batch_size`` and ``recipe.eval_batch_size`` (null: the batch size): the config
     checks call it before any work, the data module's constructor too."""
@@ -161,20 +151,6 @@ def stratified_holdout(labels: np.ndarray, size: int, seed: int) -> np.ndarray:
     return mask
 
 
-def check_subset(fraction: Any, repeat: Any = False, train_clean_size: Any = 0) -> None:
-    """The one check of ``data.subset``, ``data.subset_repeat`` and ``data.train_clean_size``: the config checks call
-    it before any work (a sweep's for every job before the first), the data module's constructor too."""
-    if fraction is not None and (
-        isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 < fraction <= 1
-    ):
-        raise ConfigValueError(f"data.subset={fraction!r} is invalid: a fraction of the training split in (0, 1]")
-    require("data.subset_repeat", repeat, lambda v: isinstance(v, bool), "true or false")
-    if isinstance(train_clean_size, bool) or not isinstance(train_clean_size, int) or train_clean_size < 0:
-        raise ConfigValueError(
-            f"data.train_clean_size={train_clean_size!r} is invalid: an image count >= 0 (0: no train_clean metrics)"
-        )
-
-
 def subset_size(fraction: float | None, pool: int) -> int:
     """How many of ``pool`` training images ``data.subset`` (checked by :func:`check_subset`) keeps (null: all)."""
     return pool if fraction is None else max(1, round(fraction * pool))
@@ -189,6 +165,7 @@ class ImageDataModule(L.LightningDataModule):
 
     name: ClassVar[str]
     augment_section: ClassVar[str]  # the section of recipe.augment this family reads (alternet.data.augment)
+    settings: ClassVar[type[DataConfig]] = DataConfig  # the data section's keys: its keyword arguments (data.config)
     num_classes: ClassVar[int]
     default_mean: ClassVar[tuple[float, float, float]]  # the data set's per-channel statistics (0-1 pixels)
     default_std: ClassVar[tuple[float, float, float]]
@@ -326,9 +303,9 @@ class ImageDataModule(L.LightningDataModule):
         return per_rank // self.batch_size if self._drop_last(per_rank) else -(-per_rank // self.batch_size)
 
     @property
-    def skipped_images(self) -> int:
-        """Unreadable images skipped so far (``data.skip_corrupt``); arrays have none."""
-        return 0
+    def skipped_images(self) -> int | None:
+        """Unreadable images skipped so far, where they are skipped (``data.skip_corrupt``); None elsewhere."""
+        return None
 
     def dead_worker_error(self, error: BaseException) -> DataError | None:
         """``error``, torch's report of a loader worker that died, as one line naming the sample it was reading

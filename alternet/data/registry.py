@@ -10,6 +10,7 @@ from ..errors import ConfigValueError, one_of
 from .arrays import CIFAR10DataModule, CIFAR100DataModule, DigitsDataModule
 from .augment import section
 from .base import ImageDataModule
+from .config import DataConfig
 from .files import ImageFolderDataModule, ImageNetDataModule
 
 DATAMODULES: dict[str, type[ImageDataModule]] = {
@@ -35,29 +36,29 @@ def register_datamodule(cls: type[ImageDataModule]) -> type[ImageDataModule]:
     return cls
 
 
-# Keys of a data config that describe the data set rather than configure the loader.
-_DESCRIPTIVE_KEYS = ("name", "num_classes", "in_chans")
-
-
 def check_name(name: Any, key: str = "data.name") -> None:
-    """The one check of ``data.name`` (the config checks call it before any work, :func:`build_datamodule` too)."""
+    """The one check of ``data.name``: a registered data set (the typed data section is chosen by it)."""
     one_of(key, name, DATAMODULES)
 
 
-def build_datamodule(data: Mapping[str, Any], recipe: Mapping[str, Any], *, seed: int) -> ImageDataModule:
-    """The DataModule named by ``data.name``: loader settings from ``data``, batch sizes and augmentation
-    from the ``recipe`` (of its ``augment``, the section its family reads)."""
-    name = data.get("name")
-    check_name(name)
-    cls = DATAMODULES[name]
+def build_datamodule(
+    data: DataConfig,
+    *,
+    batch_size: int,
+    seed: int,
+    eval_batch_size: int | None = None,
+    augment: Mapping[str, Any] | None = None,
+) -> ImageDataModule:
+    """The DataModule of a typed data section (:func:`alternet.data.config.data_config`), with the recipe's batch
+    sizes and augmentation (of ``augment``, the section its family reads)."""
+    cls = DATAMODULES[data.name]
     declared = cls.num_classes if isinstance(cls.num_classes, int) else None  # folders find theirs
-    if data.get("num_classes") is not None and declared is not None and data["num_classes"] != declared:
-        raise ConfigValueError(f"data.num_classes={data['num_classes']} but {name} has {cls.num_classes} classes")
-    kwargs = {k: v for k, v in data.items() if k not in _DESCRIPTIVE_KEYS}
+    if data.num_classes is not None and declared is not None and data.num_classes != declared:
+        raise ConfigValueError(f"data.num_classes={data.num_classes} but {data.name} has {declared} classes")
     return cls(
-        **kwargs,
-        batch_size=recipe["batch_size"],
-        eval_batch_size=recipe.get("eval_batch_size"),
-        augment=section(recipe.get("augment"), cls.augment_section),
+        **data.arguments(),
+        batch_size=batch_size,
+        eval_batch_size=eval_batch_size,
+        augment=section(augment, cls.augment_section),
         seed=seed,
     )

@@ -16,7 +16,7 @@ import numpy as np
 from albumentations.pytorch import ToTensorV2
 from torch.utils.data import Dataset
 
-from ..data import ArrayDataset, CIFAR10DataModule, CIFAR100DataModule, ImageDataModule, build_datamodule
+from ..data import DATAMODULES, ArrayDataset, CIFAR10DataModule, CIFAR100DataModule, ImageDataModule
 from ..data.corrupted.imagenet_c import ImageFileDataset, crop_transform
 from ..data.files.images import IMAGE_EXTENSIONS, images_under
 from ..errors import DataError
@@ -45,7 +45,7 @@ def open_ood_set(cfg: OodConfig, datamodule: ImageDataModule) -> OodSet:
     limit = cfg.max_images
     cifar = _cifar_layout(root)
     if cifar is not None:  # its data module takes the folder or the directory holding it
-        arrays = build_datamodule({"name": cifar, "root": str(root)}, {"batch_size": 1}, seed=0)
+        arrays = DATAMODULES[cifar](root=str(root), batch_size=1)
         images, _ = arrays.load_split(train=False)
         images = images[:limit]
         return OodSet(root, cifar, ArrayDataset(images, np.zeros(len(images), np.int64), _array_transform(datamodule)))

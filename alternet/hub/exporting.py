@@ -14,7 +14,7 @@ from torch import nn
 
 from .. import __version__
 from ..checkpoints import DIGEST_KEY, weights_digest
-from ..data import build_datamodule
+from ..data import DATAMODULES
 from ..errors import AlternetError, CheckpointError, DataError
 from ..files import atomic_write, check_output_dir, file_digest, os_error_reason, write_text
 from ..models import create_model
@@ -42,7 +42,8 @@ def export(source: str | Path, out: str | Path, *, ema: bool = False) -> Path:
     model = create_model(opened.require_architecture(), num_classes=opened.num_classes, **opened.model_args)
     apply_weights(model, opened, strict=True)  # the weights must rebuild their architecture exactly
     trained = _run_config(opened)
-    labels, label_note = label_names(trained, opened.num_classes, opened.hyper_parameters["data"].get("class_names"))
+    saved = opened.hyper_parameters["data"].get("class_names")
+    labels, label_note = label_names(trained["data"], opened.num_classes, saved)
     summary = RunDir(run_dir).summary() if run_dir is not None else None
     config = export_config(opened, model, trained, labels, label_note, summary)
     return write_export(out, model, config)
@@ -78,8 +79,8 @@ def import_hdvw(
     if arch is not None:
         resolve_arch(arch, None, str(path))  # a name that is no model, before the file is read
     opened = read_hdvw_source(path, arch, data)
-    data_config = {**opened.hyper_parameters["data"], "root": str(data_root) if data_root else "/nonexistent"}
-    labels, label_note = label_names({"data": data_config, "recipe": {}}, opened.num_classes)
+    data = {**opened.hyper_parameters["data"], "root": str(data_root) if data_root else "/nonexistent"}
+    labels, label_note = label_names(data, opened.num_classes)
     if data_root and label_note:  # asked for the names, and they cannot be read: not an export of indices
         raise DataError(
             f"--data-root {data_root}: {label_note.removeprefix('class indices: ')}; fix the path, or "
@@ -121,16 +122,14 @@ def _run_config(opened: Source) -> dict[str, Any]:
     return {"data": opened.hyper_parameters["data"], "recipe": opened.hyper_parameters.get("recipe") or {}}
 
 
-def label_names(
-    run_config: dict[str, Any], num_classes: int, saved: list[str] | None = None
-) -> tuple[list[str], str | None]:
+def label_names(data: dict[str, Any], num_classes: int, saved: list[str] | None = None) -> tuple[list[str], str | None]:
     """The class names the checkpoint saved (its data facts), else the data set's, else class indices with a note
     saying why."""
     if saved and len(saved) == num_classes:
         return [str(name) for name in saved], None
     try:
-        recipe = {"batch_size": 1, **run_config["recipe"]}
-        names = [str(name) for name in build_datamodule(run_config["data"], recipe, seed=0).class_names]
+        root = {"root": data["root"]} if data.get("root") else {}  # the class names depend on nothing else
+        names = [str(name) for name in DATAMODULES[data["name"]](**root, batch_size=1).class_names]
     except (AlternetError, OSError, KeyError, TypeError) as error:
         return _indices(num_classes), f"class indices: the data set's class names are unavailable ({error})"
     if len(names) != num_classes:

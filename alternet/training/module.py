@@ -25,8 +25,8 @@ from ..checkpoints import DIGEST_KEY, to_host, weights_digest
 from ..data.mixing import recipe_mixup
 from ..errors import ConfigValueError
 from ..metrics import BinnedCalibrationError
-from ..models import create_model
-from ..models.config import model_args
+from ..models.config import model_config
+from ..models.factory import create_model, model_args
 from ..models.flip import flip_averaged_logits
 from ..models.params import decay_groups
 from .display import RunningLoss
@@ -62,10 +62,11 @@ class ClassificationModule(L.LightningModule):
         super().__init__()
         self.save_hyperparameters()
         self.num_classes = int(data["num_classes"])
+        typed = model_config(model)  # the plain section is the checkpoint's (weights_only-loadable)
         self.model = create_model(
-            model["name"],
+            typed.name,
             **model_args(
-                model,
+                typed,
                 num_classes=self.num_classes,
                 img_size=data["image_size"],
                 drop_path_rate=recipe["drop_path_rate"],

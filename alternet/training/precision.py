@@ -5,8 +5,10 @@ reduced precision that this CPU would only emulate is refused before any work, u
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import get_args
 
 import torch
+from lightning.fabric.plugins.precision.precision import _PRECISION_INPUT_STR, _PRECISION_INPUT_STR_ALIAS
 
 from ..errors import ConfigValueError
 from ..hardware import cpu_capability, cpu_native_bf16, cpu_native_fp16, cuda_bf16, describe_cpu
@@ -16,6 +18,10 @@ REDUCED = {
     **dict.fromkeys(("bf16-mixed", "bf16-true", "bf16"), "bf16"),
     **dict.fromkeys(("16-mixed", "16-true", "16"), "fp16"),
 }
+
+
+# trainer.precision: ours (auto) and Lightning's own (its Trainer's type, the one table of what it accepts)
+PRECISIONS = ("auto", *get_args(_PRECISION_INPUT_STR), *get_args(_PRECISION_INPUT_STR_ALIAS))
 
 
 @dataclass(frozen=True)

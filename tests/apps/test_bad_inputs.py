@@ -52,7 +52,7 @@ TRAIN = [
         "model.attention='windows' is not one of ['window', 'global', 'focused_linear', 'position_only']",
     ),
     (["data.image_size=40"], "the automatic attention window 4 does not divide the stage's 10x10 feature map"),
-    (["trainer.precision=17"], "trainer.precision=17 is not one of ['auto', '32-true', '32', '16-mixed'"),
+    (["trainer.precision=17"], "trainer.precision=17 is not one of ['auto', 'transformer-engine', "),
     pytest.param(
         ["trainer.accelerator=gpu"],
         "trainer.accelerator=gpu but this machine has no usable CUDA GPU",
@@ -70,7 +70,7 @@ TRAIN = [
     (["model.pretrained=/nonexistent"], "error: /nonexistent does not exist: expected a run directory"),
     (["data=imagefolder", "data.root=/nonexistent"], "imagefolder: /nonexistent/train not found"),
     (["recipe.label_smoothing=1.5"], "recipe.label_smoothing=1.5 is invalid: must be in [0, 1)"),
-    (["model.layout=[C,M]"], "layout must be a non-empty string such as 'CC|CM|CM|CM'"),
+    (["model.layout=[C,M]"], "model.layout=['C', 'M'] is invalid: must be a string"),
     (["model.layout=C|MC|CM"], "stage 2 ('MC'): the first block of a stage changes resolution/width"),
     (["data.subset=1.5"], "data.subset=1.5 is invalid: a fraction of the training split in (0, 1]"),
     (["data.train_clean_size=-1"], "data.train_clean_size=-1 is invalid: an image count >= 0"),

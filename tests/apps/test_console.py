@@ -9,7 +9,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from alternet.apps.console import best_epoch, end_summary, evaluation_report, robustness_lines
-from alternet.data import build_datamodule
+from alternet.data import DigitsDataModule
 from alternet.data.workers import available_cpus
 from alternet.rundir import RunSummary
 from alternet.training.display import ProgressLines, TerminalBar, Throughput, progress_bar
@@ -186,10 +186,9 @@ def test_a_terminal_gets_a_bar_and_a_file_gets_lines():
 
 
 def test_loader_workers_auto_fits_the_machine(monkeypatch):
-    recipe = {"batch_size": 8}
-    auto = build_datamodule({"name": "digits", "num_workers": "auto"}, recipe, seed=0)
+    auto = DigitsDataModule(num_workers="auto", batch_size=8)
     assert auto.num_workers == min(available_cpus(), 4)  # arrays in memory: 4 at most (8 measured 3.4x slower)
-    capped = build_datamodule({"name": "digits", "num_workers": 10_000}, recipe, seed=0)
+    capped = DigitsDataModule(num_workers=10_000, batch_size=8)
     assert capped.num_workers == available_cpus()  # never more workers than CPUs: no DataLoader warning
     monkeypatch.setattr("alternet.data.workers.available_cpus", lambda: 16)
-    assert build_datamodule({"name": "digits", "num_workers": "auto"}, recipe, seed=0).num_workers == 4
+    assert DigitsDataModule(num_workers="auto", batch_size=8).num_workers == 4

@@ -15,7 +15,7 @@ from timm.models import save_for_hf
 from alternet import hub
 from alternet.apps.evaluate import run_evaluate
 from alternet.apps.train import train
-from alternet.data import build_datamodule
+from alternet.data import DigitsDataModule
 from alternet.dataset_facts import FACTS
 from alternet.metrics import calibration_metrics
 
@@ -201,13 +201,13 @@ def test_a_data_set_of_other_class_names_warns_and_the_same_ones_in_another_orde
     from PIL import Image
 
     from alternet.apps.evaluate import check_class_names
-    from alternet.data import build_datamodule
+    from alternet.data import ImageFolderDataModule
     from alternet.errors import AlternetWarning, CheckpointError
 
     for name in ("cat", "dog"):
         (tmp_path / "train" / name).mkdir(parents=True)
         Image.new("RGB", (8, 8)).save(tmp_path / "train" / name / "0.png")
-    data = build_datamodule({"name": "imagefolder", "root": str(tmp_path), "image_size": 8}, {"batch_size": 1}, seed=0)
+    data = ImageFolderDataModule(root=str(tmp_path), image_size=8, batch_size=1)
     check_class_names(["cat", "dog"], data, "x.ckpt")
     with pytest.warns(AlternetWarning, match="label 0 is 'a' in x.ckpt but 'cat' in data=imagefolder"):
         check_class_names(["a", "b"], data, "x.ckpt")
@@ -220,7 +220,7 @@ def test_a_data_set_of_other_class_names_warns_and_the_same_ones_in_another_orde
 
 def direct_predictions(model: torch.nn.Module, **data) -> np.ndarray:
     """The test split's class probabilities, computed here without the evaluator."""
-    datamodule = build_datamodule({"name": "digits", "num_workers": 0} | data, {"batch_size": 64}, seed=0)
+    datamodule = DigitsDataModule(num_workers=0, batch_size=64, **data)
     datamodule.setup()
     with torch.no_grad():
         return np.concatenate([model.eval()(x).softmax(1).numpy() for x, _ in datamodule.test_dataloader()])

@@ -8,19 +8,18 @@ import pytest
 import torch
 import yaml
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 
 from alternet.apps import cli
 from alternet.apps.checks import validate_train_config
 from alternet.apps.evaluate import run_evaluate
 from alternet.apps.train import train
-from alternet.data import build_datamodule
+from alternet.data import build_datamodule, data_config
 from alternet.data.augment import SECTIONS, check_augment, fill_from_mean
 from alternet.errors import CheckpointError, ConfigValueError
 from alternet.hub import export
 from alternet.runs import read_weights, resume_conflicts
 
-from helpers import CONF, compose_train
+from helpers import CONF, compose_train, datamodule_of, resolved
 
 RECIPES = sorted(p.stem for p in (CONF / "recipe").glob("*.yaml") if not p.stem.startswith("_"))
 FAMILY = {"digits": "arrays", "cifar10": "arrays", "cifar100": "arrays", "imagefolder": "files", "imagenet": "files"}
@@ -67,10 +66,6 @@ def sectioned(flat: dict) -> dict:
 
 def recipe_family(recipe: str) -> str:
     return "files" if recipe in FILE_RECIPES else "arrays"
-
-
-def resolved(*overrides: str) -> dict:
-    return OmegaConf.to_container(compose_train(*overrides), resolve=True)
 
 
 def describe(transform) -> list[tuple]:
@@ -147,7 +142,7 @@ def test_every_recipe_augments_every_data_family_as_before(recipe, data):
     root = ["data.root=/nonexistent"] if FAMILY[data] == "files" else []  # nothing is read: the pipeline is built
     config = resolved(f"data={data}", f"recipe={recipe}", *root)
     validate_train_config(config)
-    datamodule = build_datamodule(config["data"], config["recipe"], seed=0)
+    datamodule = datamodule_of(config)
     size, mean = datamodule.image_size, datamodule.mean
     build = arrays_steps if FAMILY[data] == "arrays" else files_steps
     assert describe(datamodule.train_transform()) == build(size, mean, **EXPECTED[recipe, FAMILY[data]])
@@ -183,13 +178,13 @@ def test_a_cutout_in_the_arrays_section_reaches_the_pipeline():
     config = resolved(
         "recipe.augment.arrays.cutout={holes: 1, size: 8, p: 1.0}", "recipe.augment.arrays.crop_padding=0"
     )
-    datamodule = build_datamodule(config["data"], config["recipe"], seed=0)
+    datamodule = datamodule_of(config)
     assert describe(datamodule.train_transform())[-1] == ("CoarseDropout", (1, 1), (8, 8), (8, 8), 1.0)
 
 
 def test_a_null_section_turns_its_familys_augmentation_off():
     config = resolved("recipe.augment.arrays=null")
-    assert describe(build_datamodule(config["data"], config["recipe"], seed=0).train_transform()) == []
+    assert describe(datamodule_of(config).train_transform()) == []
 
 
 # the flat spellings of before and keys in the wrong section -----------------------------------------------------
@@ -238,12 +233,13 @@ def test_the_config_checks_name_a_key_in_the_wrong_section():
 
 
 def test_a_data_module_reads_its_own_section_and_refuses_the_other_stacks_keys():
-    recipe = {"batch_size": 8, "augment": {"arrays": {"crop_padding": 2}, "files": {"random_erasing": 0.5}}}
-    assert build_datamodule({"name": "digits"}, recipe, seed=0).augment == {"crop_padding": 2}
-    folder = build_datamodule({"name": "imagefolder", "root": "/nonexistent"}, recipe, seed=0)
-    assert folder.augment == {"random_erasing": 0.5}
+    augment = {"arrays": {"crop_padding": 2}, "files": {"random_erasing": 0.5}}
+    digits = data_config(resolved("data=digits")["data"])
+    assert build_datamodule(digits, batch_size=8, augment=augment, seed=0).augment == {"crop_padding": 2}
+    folder = data_config(resolved("data=imagefolder", "data.root=/nonexistent")["data"])
+    assert build_datamodule(folder, batch_size=8, augment=augment, seed=0).augment == {"random_erasing": 0.5}
     with pytest.raises(ConfigValueError, match=r"recipe\.augment\.crop_padding is not a section"):
-        build_datamodule({"name": "digits"}, {"batch_size": 8, "augment": {"crop_padding": 2}}, seed=0)
+        build_datamodule(digits, batch_size=8, augment={"crop_padding": 2}, seed=0)
 
 
 # checkpoints of before the sections ------------------------------------------------------------------------------

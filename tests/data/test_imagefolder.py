@@ -12,22 +12,21 @@ from litdata import StreamingDataset
 from PIL import Image
 
 from alternet.apps.train import train
-from alternet.data import build_datamodule
+from alternet.data import ImageFolderDataModule, build_datamodule, data_config
 from alternet.data.base import stratified_holdout
 from alternet.data.files.images import decode_rgb, scan_split
 from alternet.data.files.shards import write_shards
 from alternet.errors import ConfigValueError, DataError
 from alternet.hub import export
 
-from helpers import FAST, compose_train, module_output, run_main, run_warm
+from helpers import FAST, compose_train, module_output, resolved, run_main, run_warm
 from helpers.imagefolders import COLOURS, make_image_folder
 
 CLASSES = sorted(COLOURS)
-RECIPE = {"batch_size": 8, "eval_batch_size": 16, "augment": None}
 
 
 def _datamodule(root: Path, **data) -> object:
-    return build_datamodule({"name": "imagefolder", "root": str(root), "image_size": 16, **data}, RECIPE, seed=0)
+    return ImageFolderDataModule(root=str(root), image_size=16, batch_size=8, eval_batch_size=16, **data)
 
 
 @pytest.fixture
@@ -134,11 +133,8 @@ def test_cifar_style_augmentation_is_refused_for_image_files(folder):
     with pytest.raises(
         ConfigValueError, match=r"recipe\.augment\.files\.crop_padding is not a key of recipe\.augment\.files"
     ):
-        build_datamodule(
-            {"name": "imagefolder", "root": str(folder)},
-            {"batch_size": 8, "augment": {"files": {"crop_padding": 4}}},
-            seed=0,
-        )
+        data = data_config(resolved("data=imagefolder", f"data.root={folder}")["data"])
+        build_datamodule(data, batch_size=8, augment={"files": {"crop_padding": 4}}, seed=0)
 
 
 def test_class_names_travel_with_the_checkpoint_and_the_export(folder, tmp_path, monkeypatch, capsys):

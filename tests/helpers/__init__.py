@@ -10,6 +10,7 @@ from helpers.configs import (
     PRESET_TWO_STEPS,
     TINY_ANALYSIS_BUDGETS,
     compose_train,
+    datamodule_of,
     resolved,
 )
 from helpers.models import cached_repo
@@ -39,6 +40,7 @@ __all__ = [
     "assert_one_line_error",
     "cached_repo",
     "compose_train",
+    "datamodule_of",
     "fingerprint",
     "main_output",
     "module_output",

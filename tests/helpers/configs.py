@@ -69,3 +69,17 @@ def resolved(*overrides: str) -> dict:
     from omegaconf import OmegaConf
 
     return OmegaConf.to_container(compose_train(*overrides), resolve=True)
+
+
+def datamodule_of(config: dict, seed: int = 0):
+    """The DataModule of a resolved training config, as ``alternet train`` builds it."""
+    from alternet.data import build_datamodule, data_config
+
+    recipe = config["recipe"]
+    return build_datamodule(
+        data_config(config["data"]),
+        batch_size=recipe["batch_size"],
+        eval_batch_size=recipe["eval_batch_size"],
+        augment=recipe["augment"],
+        seed=seed,
+    )

@@ -19,12 +19,13 @@ def build_from_config(*overrides: str, img_size: int = 32, num_classes: int = 10
     from omegaconf import OmegaConf
 
     from alternet.models import create_model
-    from alternet.models.config import model_args
+    from alternet.models.config import model_config
+    from alternet.models.factory import model_args
 
-    config = OmegaConf.to_container(compose_train(*overrides).model, resolve=True)
+    config = model_config(OmegaConf.to_container(compose_train(*overrides).model, resolve=True))
     with torch.device("meta"):
         args = model_args(config, num_classes=num_classes, img_size=img_size, drop_path_rate=0)
-        return create_model(config["name"], **args)
+        return create_model(config.name, **args)
 
 
 def assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:

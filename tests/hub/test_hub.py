@@ -22,7 +22,6 @@ from timm.models import save_for_hf
 import alternet
 import alternet.hub as hub
 from alternet.apps.train import train
-from alternet.data import build_datamodule
 from alternet.errors import CheckpointError, ConfigValueError
 from alternet.evaluation.robustness import RobustnessRow, robustness_record, robustness_summary, update_metrics_json
 from alternet.hub.sources import open_source, preprocessing
@@ -31,7 +30,7 @@ from alternet.tracking import artifact_notice, log_model_artifacts
 from alternet.training import build_module
 from alternet.training.module import ClassificationModule
 
-from helpers import FAST, cached_repo, compose_train, main_output, module_output
+from helpers import FAST, cached_repo, compose_train, datamodule_of, main_output, module_output
 from helpers.models import assert_same_weights
 
 # pytest-xdist: the whole module on one worker, so that its pretrained run (session-scoped) is made once
@@ -224,7 +223,7 @@ def test_malicious_pickles_are_refused_without_running(pretrained, tmp_path, kin
 
 def accuracy(model: torch.nn.Module, overrides: list[str]) -> float:
     config = OmegaConf.to_container(compose_train(*overrides), resolve=True)
-    datamodule = build_datamodule(config["data"], config["recipe"], seed=0)
+    datamodule = datamodule_of(config)
     datamodule.setup()
     correct = total = 0
     with torch.no_grad():
@@ -287,7 +286,7 @@ def test_train_cli_fine_tunes_from_an_export_and_reports_the_load(pretrained, tm
 def lightning_checkpoint(path: Path, *overrides: str) -> Path:
     """A checkpoint with the two entries alternet reads from Lightning's (untrained weights)."""
     config = OmegaConf.to_container(compose_train(*overrides), resolve=True)
-    module = build_module(config, build_datamodule(config["data"], config["recipe"], seed=0).facts())
+    module = build_module(config, datamodule_of(config).facts())
     torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams)}, path)
     return path
 

@@ -9,13 +9,12 @@ from omegaconf import OmegaConf
 from timm.models.pit import PoolingVisionTransformer
 
 import alternet
-from alternet.data import build_datamodule
 from alternet.errors import ConfigValueError
 from alternet.models import AlterNet
 from alternet.models.zoo import COMPARISONS
 from alternet.training import build_module
 
-from helpers import FAST, compose_train
+from helpers import FAST, compose_train, datamodule_of
 
 
 def saved_tensor_count(model: torch.nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -103,7 +102,7 @@ def test_pit_keeps_timm_parameter_names():
 
 def build(*overrides: str):
     config = OmegaConf.to_container(compose_train(*FAST, *overrides), resolve=True)
-    data = build_datamodule(config["data"], config["recipe"], seed=0).facts()
+    data = datamodule_of(config).facts()
     return build_module(config, data)
 
 

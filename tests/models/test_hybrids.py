@@ -28,8 +28,9 @@ from alternet.data import DigitsDataModule
 from alternet.errors import AlternetError, CheckpointError, ConfigValueError
 from alternet.models import LayoutError, create_model
 from alternet.models.byob import ByobSpec
-from alternet.models.config import model_args
+from alternet.models.config import model_config
 from alternet.models.external import load_timm_pretrained, require_pretrained
+from alternet.models.factory import model_args
 from alternet.models.zoo import HYBRIDS, TIMM_TWINS, build_twin
 
 from helpers import FAST, PAPER_RECIPE_IN_MINIATURE, TINY_ANALYSIS_BUDGETS, compose_train, resolved
@@ -93,10 +94,10 @@ def test_generic_options_start_from_a_zoo_entry_and_take_a_layout_with_an_msa_op
 
 
 def test_model_timm_passes_only_the_keywords_a_constructor_takes():
-    resnet = model_args(dict(name="resnet18", pretrained=None), num_classes=10, img_size=32, drop_path_rate=0.1)
+    resnet18, vit = (model_config({"name": name, "pretrained": None}) for name in ("resnet18", "vit_tiny_patch16_224"))
+    resnet = model_args(resnet18, num_classes=10, img_size=32, drop_path_rate=0.1)
     assert "img_size" not in resnet and resnet["drop_path_rate"] == 0.1  # ResNet takes no img_size
-    vit = model_args(dict(name="vit_tiny_patch16_224"), num_classes=10, img_size=32, drop_path_rate=0.0)
-    assert vit["img_size"] == 32
+    assert model_args(vit, num_classes=10, img_size=32, drop_path_rate=0.0)["img_size"] == 32
     assert build_from_config("model=timm", "model.name=vit_tiny_patch16_224").patch_embed.grid_size == (2, 2)
     assert build_from_config("model=timm", "model.name=resnet18", "+model.drop_rate=0.2").drop_rate == 0.2
     with pytest.raises(ConfigValueError, match=r"model\.drop_rat is not an argument of resnet18 \(did you mean"):

@@ -11,7 +11,8 @@ import torch
 import alternet  # noqa: F401  (registers the zoo in timm)
 from alternet.apps.checks import validate_train_config
 from alternet.models import MODEL_NAMES, LayoutError, format_layout, list_models
-from alternet.models.config import NOT_MODEL_ARGS, check_builds
+from alternet.models.config import NOT_MODEL_ARGS, model_config
+from alternet.models.factory import check_builds
 from alternet.models.layout import buildup_violations
 from alternet.models.zoo import spec_kwargs
 
@@ -92,9 +93,10 @@ def test_every_zoo_model_passes_the_meta_device_build_the_config_checks_make(nam
     """The config checks build our models on the meta device before any work (``check_builds``): each zoo model at
     its own input size must pass (a false refusal would stop a valid run or sweep), with no weights made."""
     size = int(timm.models.get_pretrained_cfg(name).input_size[-1])
-    check_builds({"name": name}, num_classes=10, img_size=size, drop_path_rate=0.1)
+    check_builds(model_config(resolved(f"model={name}")["model"]), num_classes=10, img_size=size, drop_path_rate=0.1)
 
 
 def test_the_meta_device_build_refuses_a_layout_the_architecture_cannot_build():
     with pytest.raises(LayoutError, match="the first block of a stage"):
-        check_builds({"name": "alternet_tiny", "layout": "C|MC|CM"}, num_classes=10, img_size=32, drop_path_rate=0.0)
+        model = model_config(resolved("model=alternet_tiny", "model.layout=C|MC|CM")["model"])
+        check_builds(model, num_classes=10, img_size=32, drop_path_rate=0.0)

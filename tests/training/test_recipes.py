@@ -9,7 +9,6 @@ import torch
 from omegaconf import OmegaConf
 
 from alternet.apps.train import train
-from alternet.data import build_datamodule
 from alternet.errors import ConfigValueError
 from alternet.models import create_model
 from alternet.models.params import decay_groups
@@ -17,7 +16,7 @@ from alternet.training.module import ClassificationModule
 from alternet.training.optim import lr_factor
 from alternet.training.precision import choose_precision
 
-from helpers import CONF, FAST, compose_train, resolved
+from helpers import CONF, FAST, compose_train, datamodule_of, resolved
 
 RECIPES = sorted(p.stem for p in (CONF / "recipe").glob("*.yaml") if not p.stem.startswith("_"))
 TWO_STEPS = [*FAST, "trainer.limit_train_batches=2", "trainer.limit_val_batches=1", "trainer.limit_test_batches=1"]
@@ -40,7 +39,7 @@ def test_every_recipe_trains_two_steps(recipe, tmp_path, request):
 def paper_module(**recipe_overrides) -> ClassificationModule:
     config = OmegaConf.to_container(compose_train("data=cifar100", "model=alternet_tiny"), resolve=True)
     recipe = config["recipe"] | recipe_overrides
-    data = build_datamodule(config["data"], config["recipe"], seed=0).facts()
+    data = datamodule_of(config).facts()
     return ClassificationModule(model=config["model"], recipe=recipe, data=data)
 
 
@@ -90,7 +89,7 @@ def test_learning_rate_scales_with_global_batch(tmp_path):
 
     from alternet.training import build_module
 
-    datamodule = build_datamodule(config["data"], config["recipe"], seed=0)
+    datamodule = datamodule_of(config)
     module = build_module(config, datamodule.facts())
     config["trainer"]["precision"] = choose_precision(config["trainer"]["precision"], "cpu").precision  # as train()
     trainer = L.Trainer(**config["trainer"], logger=False, enable_checkpointing=False, default_root_dir=tmp_path)
@@ -173,7 +172,7 @@ def test_compile_mode_reaches_torch_compile(mode, monkeypatch):
     seen = []
     monkeypatch.setattr(torch, "compile", lambda model, **kwargs: seen.append(kwargs) or model)
     config = resolved("performance.compile=true", f"performance.compile_mode={mode}")
-    build_module(config, build_datamodule(config["data"], config["recipe"], seed=0).facts())
+    build_module(config, datamodule_of(config).facts())
     assert seen == [{"dynamic": False, "mode": mode}]
 
 

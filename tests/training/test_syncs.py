@@ -7,12 +7,11 @@ import pytest
 import torch
 
 from alternet.apps.train import train
-from alternet.data import build_datamodule
 from alternet.training.display import RunningLoss
 from alternet.training.module import ClassificationModule
 from alternet.training.syncs import HostSyncs, per_step
 
-from helpers import FAST, compose_train, resolved
+from helpers import FAST, compose_train, datamodule_of, resolved
 
 BATCHES = 7
 
@@ -90,7 +89,7 @@ def test_training_accuracy_skips_argument_checks():
     """torchmetrics' checks call torch.unique on the labels (a device sync torch makes inside, which the counter
     above cannot see); the training path's accuracy runs without them, evaluation keeps them."""
     config = resolved("model=alternet_tiny")
-    data = build_datamodule(config["data"], config["recipe"], seed=0).facts()
+    data = datamodule_of(config).facts()
     module = ClassificationModule(model=config["model"], recipe=config["recipe"], data=data)
     assert module.train_acc.validate_args is False
     assert module.val_metrics["val/acc"].validate_args is True

@@ -26,7 +26,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet cifar-c") -> i
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=None, help="processes (default: one per CPU core)")
     args = parser.parse_args(argv)
-    from .. import DATAMODULES, build_datamodule  # deferred: --help and bad options answer at once
+    from .. import DATAMODULES  # deferred: --help and bad options answer at once
     from .cifar_c import check_cifar_c_output, generate_cifar_c  # deferred: as above
     from .corruptions import CORRUPTIONS, SEVERITIES  # deferred: as above
 
@@ -43,7 +43,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet cifar-c") -> i
                 f"--root {args.root} holds no {folder}/: point --root at the directory containing it (alternet "
                 f"train data={args.data} data.download=true downloads it into data/)"
             )
-        datamodule = build_datamodule({"name": args.data, "root": args.root}, {"batch_size": 1}, seed=0)
+        datamodule = DATAMODULES[args.data](root=args.root, batch_size=1)
         datamodule.setup()
         test = datamodule.splits["test"]
         out = generate_cifar_c(test.images, test.labels, args.export, seed=args.seed, workers=args.workers)

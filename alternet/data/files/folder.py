@@ -21,6 +21,7 @@ from torch.utils.data import DataLoader
 from ...dataset_facts import FACTS
 from ...errors import AlternetWarning, ConfigValueError, DataError
 from ..base import ImageDataModule, split_size, stratified_holdout
+from ..config import FolderDataConfig, check_crop_pct
 from ..workers import WorkerLedger, init_loader_worker
 from .images import DecodingDataset, SkipCounter, class_folders, scan_split
 from .shards import StreamingImages, read_shard_classes, streaming_loader
@@ -30,6 +31,7 @@ from .transforms import file_transform
 class ImageFolderDataModule(ImageDataModule):
     name = "imagefolder"
     augment_section = "files"
+    settings = FolderDataConfig
     default_mean, default_std = FACTS["in1k"].mean, FACTS["in1k"].std  # ImageNet's, for any folder
     expected_classes: ClassVar[int | None] = None  # a fixed class count (ImageNet) checked before training
 
@@ -44,8 +46,7 @@ class ImageFolderDataModule(ImageDataModule):
         **kwargs: Any,
     ):
         super().__init__(root=root, **kwargs)
-        if not 0 < crop_pct <= 1:
-            raise ConfigValueError(f"data.crop_pct={crop_pct} is invalid: must be in (0, 1]")
+        check_crop_pct(crop_pct)
         self.train_shards = train_shards
         self.skip_corrupt = skip_corrupt
         self.crop_pct = crop_pct
@@ -121,8 +122,8 @@ class ImageFolderDataModule(ImageDataModule):
         return self._split_dir("val") is not None or bool(self.val_size)
 
     @property
-    def skipped_images(self) -> int:
-        return self._skipped.count if self._skipped is not None else 0
+    def skipped_images(self) -> int | None:
+        return self._skipped.count if self._skipped is not None else None
 
     # Lightning hooks ------------------------------------------------------------------------------
 

@@ -1,0 +1,115 @@
+"""``data``: the typed section of each data family, chosen by ``data.name`` (:func:`data_section`).
+
+Each DataModule names the section its keyword arguments form (``ImageDataModule.settings``): in-memory arrays take
+:class:`DataConfig`, image folders and ImageNet :class:`FolderDataConfig`. A user's data module registered under its
+own name (:func:`alternet.data.register_datamodule`) takes its base's, or declares a subclass with its own keys.
+The rules on the data keys live here and nowhere else: the sections check them as they are made, the DataModules'
+constructors (the Python API) call the same functions.
+
+The schema imports no torch, so that the command line's help answers at once (the registry is imported by
+:func:`data_section` only, ``# deferred``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigValueError, is_integer, one_of, require
+from ..typed import Section, build, integer
+
+INTERPOLATIONS = ("bilinear", "bicubic")  # data.interpolation: the evaluation resize of image files
+DESCRIPTIVE = ("name", "num_classes")  # keys that name the data set rather than configure its module
+
+
+@dataclass(kw_only=True)
+class DataConfig(Section):
+    """The keys of every data set (``conf/data/_base.yaml`` and each option's)."""
+
+    name: str
+    image_size: int
+    mean: list[float] | None  # null: the data set's own statistics
+    std: list[float] | None
+    val_size: int | float  # a count, or a fraction in (0, 1)
+    num_workers: int | str  # auto or a count
+    split_seed: int
+    subset: float | None
+    subset_repeat: bool
+    train_clean_size: int
+    root: str | None = None  # where the data set lives (none for the bundled digits)
+    download: bool | None = None
+    pin_memory: bool | None = None
+    num_classes: int | None = None  # a data set's class count, where a config states it
+
+    def check(self) -> None:
+        from .workers import check_workers  # deferred
+
+        self.require("image_size", integer(1), "must be an integer >= 1")
+        check_val_size(self.val_size, "val_size")
+        check_subset(self.subset, self.subset_repeat, self.train_clean_size)
+        check_workers(self.num_workers, "num_workers")
+
+    def arguments(self) -> dict[str, Any]:
+        """The DataModule's keyword arguments: the set keys that configure it."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in DESCRIPTIVE}
+        return {k: v for k, v in values.items() if v is not None}
+
+
+@dataclass(kw_only=True)
+class FolderDataConfig(DataConfig):
+    """Image files: a folder of class folders, ImageNet (``conf/data/imagefolder.yaml``)."""
+
+    crop_pct: float  # evaluation: resize to image_size / crop_pct, then centre crop
+    interpolation: str  # the evaluation resize
+    skip_corrupt: bool
+    train_shards: str | None  # LitData shards of train/ to stream instead of the files
+
+    def check(self) -> None:
+        super().check()
+        check_crop_pct(self.crop_pct, "crop_pct")
+        one_of("interpolation", self.interpolation, INTERPOLATIONS)
+
+
+def check_val_size(val_size: Any, key: str = "data.val_size") -> None:
+    """The one check of ``data.val_size`` on its own (the data module's split also compares it with the images
+    there are)."""
+    require(
+        key,
+        val_size,
+        lambda v: is_integer(v, 0) or (isinstance(v, float) and 0 < v < 1),
+        "must be a count >= 0 or a fraction in (0, 1)",
+    )
+
+
+def check_subset(fraction: Any, repeat: Any = False, train_clean_size: Any = 0) -> None:
+    """The one check of ``data.subset``, ``data.subset_repeat`` and ``data.train_clean_size``."""
+    if fraction is not None and (
+        isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 < fraction <= 1
+    ):
+        raise ConfigValueError(f"data.subset={fraction!r} is invalid: a fraction of the training split in (0, 1]")
+    require("data.subset_repeat", repeat, lambda v: isinstance(v, bool), "true or false")
+    if isinstance(train_clean_size, bool) or not isinstance(train_clean_size, int) or train_clean_size < 0:
+        raise ConfigValueError(
+            f"data.train_clean_size={train_clean_size!r} is invalid: an image count >= 0 (0: no train_clean metrics)"
+        )
+
+
+def check_crop_pct(crop_pct: Any, key: str = "data.crop_pct") -> None:
+    require(key, crop_pct, lambda v: 0 < v <= 1, "must be in (0, 1]")
+
+
+def data_section(values: Mapping[str, Any]) -> type[DataConfig]:
+    """The section a data config is typed by: its DataModule's (``data.name``, with the known names listed)."""
+    from .registry import DATAMODULES, check_name  # deferred
+
+    if values.get("name") in (None, "???"):
+        raise ConfigValueError("data.name must be set")
+    check_name(values.get("name"))
+    return DATAMODULES[values["name"]].settings
+
+
+def data_config(values: Mapping[str, Any]) -> DataConfig:
+    """A data section (as composed, or as a run's config.yaml keeps it) as its data set's typed object, checked."""
+    return build(data_section(values), values, "data.")

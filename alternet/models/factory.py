@@ -1,0 +1,57 @@
+"""Models built by name: ``create_model`` and ``list_models`` (the zoo's names and any timm model), and the
+``create_model`` keywords of a typed model section (:func:`model_args`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import timm
+import torch
+from torch import nn
+
+from ..errors import ConfigValueError
+from .config import ModelConfig
+from .external import architecture, check_name, constructor_args
+from .zoo import MODEL_NAMES
+
+
+def list_models() -> list[str]:
+    """Names of the models alternet defines (each also a timm model and an ``alternet/conf/model`` option)."""
+    return sorted(MODEL_NAMES)
+
+
+def create_model(name: str, **kwargs: Any) -> nn.Module:
+    """Build a model by name, exactly as ``timm.create_model`` would: an alternet model or any other timm model,
+    with a pretrained tag (``resnet50.a1_in1k``), or a ``hf-hub:`` / ``local-dir:`` source. An unknown
+    architecture fails here, listing ours and the closest names."""
+    check_name(name, MODEL_NAMES)
+    return timm.create_model(name, **kwargs)
+
+
+def model_args(model: ModelConfig, *, num_classes: int, img_size: int, drop_path_rate: float) -> dict[str, Any]:
+    """Keyword arguments for ``create_model(model.name, ...)``: the config's non-null keys over the recipe's
+    stochastic depth, with the data's class count and image size (which the config may not contradict); for a
+    timm model, only those its constructor takes."""
+    given = model.arguments()
+    args = {"drop_path_rate": drop_path_rate} | given
+    for key, value, source in (
+        ("num_classes", num_classes, "data.num_classes"),
+        ("img_size", img_size, "data.image_size"),
+    ):
+        if args.get(key, value) != value:
+            raise ConfigValueError(f"model.{key}={args[key]} contradicts {source}={value}; set {source} instead")
+        args[key] = value
+    if architecture(model.name) in MODEL_NAMES:
+        return args
+    return constructor_args(model.name, args, given=tuple(given))
+
+
+def check_builds(model: ModelConfig, *, num_classes: int, img_size: int, drop_path_rate: float) -> None:
+    """Build one of alternet's architectures on the meta device (no memory, no weights: milliseconds), so every
+    check its constructor makes (the layout, windows and heads at this input size) fails before any data are read
+    or, in a sweep, before the first job trains. Other timm models are left to their own build."""
+    if architecture(model.name) not in MODEL_NAMES:
+        return
+    args = model_args(model, num_classes=num_classes, img_size=img_size, drop_path_rate=drop_path_rate)
+    with torch.device("meta"):
+        timm.create_model(model.name, **args)

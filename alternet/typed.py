@@ -44,6 +44,13 @@ class Section:
     def check(self) -> None:
         """The section's rules: ranges, choices and the rules across its fields (:meth:`require`, :meth:`one_of`)."""
 
+    def to_dict(self) -> dict[str, Any]:
+        """The section as its YAML spells it, in plain values (a checkpoint keeps it, ``weights_only``-loadable; an
+        open section's other keys beside its own)."""
+        values = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        extra = values.pop("extra") if self.OPEN else {}
+        return values | extra
+
     def require(self, key: str, ok: Callable[[Any], Any], expectation: str) -> None:
         """``KEY=VALUE is invalid: EXPECTATION`` unless ``ok(value)`` holds; a null value is the key's own default
         behaviour and passes (a comparison that cannot be made fails)."""
@@ -62,6 +69,14 @@ class Section:
         value, choices = getattr(self, key), list(choices)
         if value is not None and str(value) not in [str(c) for c in choices]:
             raise ConfigValueError(f"{key}={shown(value)} is not one of {choices}{suggest(value, choices)}")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Section):
+        return value.to_dict()
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return [_plain(v) for v in value] if isinstance(value, list | tuple) else value
 
 
 def shown(value: Any) -> str:
@@ -109,7 +124,7 @@ def build(cls: type[S], values: Mapping[str, Any], prefix: str = "") -> S:
         return cls(**kwargs)
     except ConfigValueError as error:  # the section's own check: a message naming one of its keys gets its place
         message, key = str(error), re.match(r"\w+", str(error))
-        if prefix and key is not None and key.group() in names and not message.startswith(prefix):
+        if prefix and key is not None and key.group() in [*names, *unknown] and not message.startswith(prefix):
             raise type(error)(f"{prefix}{message}") from None
         raise
 

@@ -49,8 +49,8 @@ def main() -> None:
     args = parser.parse_args()
     facts = begin(args, "epoch", data_root=args.root)
 
-    from alternet.apps.config import compose
-    from alternet.data import build_datamodule, data_config
+    from alternet.apps.config import compose, train_config
+    from alternet.data import build_datamodule
     from alternet.training import build_module
 
     overrides = [
@@ -61,19 +61,19 @@ def main() -> None:
         f"data.num_workers={args.workers}",
         "paths.output_dir=unused",
     ]
-    config = OmegaConf.to_container(compose("train", overrides), resolve=True)
-    recipe = config["recipe"]
+    config = train_config(OmegaConf.to_container(compose("train", overrides), resolve=True))
+    recipe = config.recipe
     datamodule = build_datamodule(
-        data_config(config["data"]),
-        batch_size=recipe["batch_size"],
-        eval_batch_size=recipe["eval_batch_size"],
-        augment=recipe["augment"],
+        config.data,
+        batch_size=recipe.batch_size,
+        eval_batch_size=recipe.eval_batch_size,
+        augment=recipe.augment,
         seed=0,
     )
     datamodule.setup()
-    steps_per_epoch = len(datamodule.splits["train"]) // config["recipe"]["batch_size"]
+    steps_per_epoch = len(datamodule.splits["train"]) // recipe.batch_size
     print(
-        f"{args.model} on {args.data}, recipe {args.recipe}: batch {config['recipe']['batch_size']}, "
+        f"{args.model} on {args.data}, recipe {args.recipe}: batch {recipe.batch_size}, "
         f"{steps_per_epoch} steps per epoch, {args.workers} loader worker(s)"
     )
     times: dict[str, list[float]] = {precision: [] for precision in args.precisions}
@@ -92,11 +92,12 @@ def main() -> None:
                 enable_model_summary=False,
                 callbacks=[timer],
                 use_distributed_sampler=False,
-                gradient_clip_val=config["recipe"]["grad_clip"],
+                gradient_clip_val=recipe.grad_clip,
             )
-            trainer.fit(build_module(config, datamodule.facts()), datamodule=datamodule)
+            module = build_module(config.model, recipe, datamodule.facts(), config.performance, config.trainer)
+            trainer.fit(module, datamodule=datamodule)
             times[precision] += timer.times
-    batch = config["recipe"]["batch_size"]
+    batch = recipe.batch_size
     rows = []
     for precision, seconds in times.items():
         step = statistics.fmean(seconds)  # the epoch is a sum of steps: the mean extrapolates it

@@ -40,7 +40,7 @@ from lightning.pytorch.loggers import CSVLogger
 from omegaconf import OmegaConf
 from torch.utils.data import DataLoader
 
-from alternet.apps.config import compose
+from alternet.apps.config import TrainConfig, compose, train_config
 from alternet.training.builders import build_module, build_trainer
 from alternet.training.syncs import HostSyncs, per_step
 
@@ -103,7 +103,7 @@ def batches(args: argparse.Namespace) -> DataLoader:
     )
 
 
-def alternet_config(args: argparse.Namespace, log_every: int) -> dict:
+def alternet_config(args: argparse.Namespace, log_every: int) -> TrainConfig:
     config = compose(
         "train",
         [
@@ -121,7 +121,7 @@ def alternet_config(args: argparse.Namespace, log_every: int) -> dict:
             "paths.output_dir=unused",
         ],
     )
-    return OmegaConf.to_container(config, resolve=True)
+    return train_config(OmegaConf.to_container(config, resolve=True))
 
 
 def data_facts(args: argparse.Namespace) -> dict:
@@ -158,12 +158,12 @@ def lightning_round(args: argparse.Namespace, data: DataLoader, root: Path) -> l
 
 def alternet_trainer(args: argparse.Namespace, root: Path, log_every: int, marks: list[float]):
     config = alternet_config(args, log_every)
-    module = build_module(config, data_facts(args))
+    module = build_module(config.model, config.recipe, data_facts(args), config.performance, config.trainer)
     module.model = Linear(args.size)
     if module.ema is not None:
         module.ema = copy.deepcopy(module.model).eval().requires_grad_(False)
     loggers = [CSVLogger(str(root), name="logs", version="")]
-    trainer = build_trainer(config, root, has_val=False, loggers=loggers)
+    trainer = build_trainer(config.trainer, config.callbacks, config.performance, 0, root, False, loggers=loggers)
     trainer.callbacks.insert(0, Clock(marks))
     return module, trainer
 

@@ -11,27 +11,28 @@ from torch import nn
 
 from .. import tracking
 from ..data import ImageDataModule
-from ..evaluation import EvaluationConfig, Evaluator
+from ..evaluation import Evaluator
 from ..hub import export
 from ..models.flip import FlipAveraged
 from ..rundir import RunDir, RunSummary
+from .config import TrainConfig
 
 
 def evaluate_after_training(
-    model: nn.Module, datamodule: ImageDataModule, config: dict[str, Any], evaluation: EvaluationConfig, run_dir: Path
+    model: nn.Module, datamodule: ImageDataModule, config: TrainConfig, run_dir: Path
 ) -> dict[str, Any]:
-    """Score ``model`` with ``evaluation`` (the run's ``evaluate`` settings) into the run's ``eval/`` and its own W&B
-    run; returns the summary's fields it fills
+    """Score ``model`` with the run's ``evaluate`` settings into the run's ``eval/`` and its own W&B run; returns
+    the summary's fields it fills
     (:class:`~alternet.rundir.RunSummary`: ``calibration``, ``selective``, ``ood``, ``robustness``,
     ``evaluation_dir``)."""
-    meta = {"model": config["model"]["name"], "data": config["data"]["name"]}
-    if config["recipe"].get("test_flip"):  # predict as the run's own test did, and as alternet evaluate does
+    label = config.model.name
+    meta = {"model": label, "data": config.data.name}
+    if config.recipe.test_flip:  # predict as the run's own test did, and as alternet evaluate does
         model, meta["test_flip"] = FlipAveraged(model), True
     eval_dir = RunDir(run_dir).eval_dir
-    label = config["model"]["name"]
-    evaluator = Evaluator(model, datamodule, evaluation, eval_dir, label, class_names=datamodule.class_names)
+    evaluator = Evaluator(model, datamodule, config.evaluate, eval_dir, label, class_names=datamodule.class_names)
     report = evaluator.run(meta)
-    if config["logger"]["wandb"] and (run := tracking.active_run()) is not None:
+    if config.logger.wandb and (run := tracking.active_run()) is not None:
         tracking.log_report(run, report)
     return {
         "calibration": report["test"],
@@ -42,17 +43,17 @@ def evaluate_after_training(
     }
 
 
-def export_after_training(config: dict[str, Any], summary: RunSummary) -> Path | None:
+def export_after_training(config: TrainConfig, summary: RunSummary) -> Path | None:
     """Export (``export.after_training``) and log W&B model artifacts (``export.wandb_artifacts``) as configured;
     returns the export directory, if any."""
-    options = config["export"]
+    options = config.export
     run_dir = RunDir(summary.run_dir or ".")
     export_dir = None
-    if options["after_training"]:
-        export_dir = export(run_dir.path, run_dir.export_dir, ema=bool(options["ema"]))
+    if options.after_training:
+        export_dir = export(run_dir.path, run_dir.export_dir, ema=options.ema)
         print(f"Export:          {export_dir}", flush=True)
-    run = tracking.active_run() if config["logger"]["wandb"] else None
-    if run is not None and options["wandb_artifacts"]:
+    run = tracking.active_run() if config.logger.wandb else None
+    if run is not None and options.wandb_artifacts:
         checkpoint = Path(summary.best_checkpoint or summary.last_checkpoint or "")
         metadata = {"model": summary.model, "data": summary.data, "test": summary.test, "epochs": summary.epochs}
         logged = tracking.log_model_artifacts(run, checkpoint, export_dir, metadata)

@@ -8,15 +8,13 @@ EMA weights, a hybrid's windows fit the data's image size ...).
 
 from __future__ import annotations
 
-import inspect
 import warnings
 from collections.abc import Mapping
 from typing import Any
 
-import lightning as L
 import torch
 
-from ..errors import AlternetWarning, ConfigValueError, is_integer, one_of, require, suggest
+from ..errors import AlternetWarning, ConfigValueError, suggest
 from ..models.backbone import choose_stem
 from ..models.byob import ByobSpec, check_byob
 from ..models.config import LayoutModel, ModelConfig
@@ -26,25 +24,8 @@ from ..models.layout import buildup_violations
 from ..models.maxxvit import check_maxxvit
 from ..models.zoo import HYBRIDS, hybrid_spec, spec_kwargs
 from ..training import EVALUATED_METRICS
-from ..training.precision import PRECISIONS
 from .config import TrainConfig, train_config
 from .extensions import check_targets, import_modules
-
-TRAINER_ARGS = frozenset(inspect.signature(L.Trainer.__init__).parameters) - {"self"}
-INTEGER_1 = "must be an integer >= 1"
-
-
-def check_trainer(trainer: Mapping[str, Any]) -> None:
-    """The trainer section holds only Trainer arguments, a precision Lightning (or ``auto``) knows, and epochs."""
-    unknown = sorted(set(trainer) - TRAINER_ARGS)
-    if unknown:
-        key = unknown[0]
-        raise ConfigValueError(
-            f"trainer.{key} is not an argument of lightning.Trainer{suggest(key, TRAINER_ARGS)}; "
-            "see https://lightning.ai/docs/pytorch/stable/common/trainer.html#trainer-flags"
-        )
-    one_of("trainer.precision", trainer.get("precision"), PRECISIONS)
-    require("trainer.max_epochs", trainer.get("max_epochs"), lambda v: is_integer(v, 1), INTEGER_1)
 
 
 def missing_values(cfg: Any, prefix: str = "") -> list[str]:
@@ -66,10 +47,9 @@ def validate_train_config(cfg: Mapping[str, Any]) -> TrainConfig:
     config = train_config(cfg)
     check_targets(config.callbacks.extra, "callbacks.extra")
     check_targets(config.logger.extra, "logger.extra")
-    check_trainer(config.trainer)
     check_model(config)
     warn_buildup(config.model)
-    epochs, warmup = config.trainer.get("max_epochs"), config.recipe.warmup_epochs
+    epochs, warmup = config.trainer.max_epochs, config.recipe.warmup_epochs
     if warmup and epochs and warmup > epochs:
         warnings.warn(
             f"recipe.warmup_epochs={warmup:g} exceeds trainer.max_epochs={epochs}: the learning rate never reaches "
@@ -173,8 +153,8 @@ def check_monitor(config: TrainConfig) -> None:
 
 
 def check_accelerator(config: TrainConfig) -> None:
-    """An accelerator this machine has, and a device count Lightning accepts."""
-    accelerator = str(config.trainer.get("accelerator") or "auto")
+    """An accelerator this machine has."""
+    accelerator = str(config.trainer.accelerator)
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
         raise ConfigValueError(
             f"trainer.accelerator={accelerator} but this machine has no usable CUDA GPU (torch.cuda.is_available() "
@@ -182,11 +162,3 @@ def check_accelerator(config: TrainConfig) -> None:
         )
     if accelerator == "mps" and not torch.backends.mps.is_available():
         raise ConfigValueError("trainer.accelerator=mps but MPS is not available here; use trainer.accelerator=cpu")
-    devices = config.trainer.get("devices")
-    if devices is not None:
-        require(
-            "trainer.devices",
-            devices,
-            lambda v: v in ("auto", -1, "-1") or (isinstance(v, int) and v >= 1) or isinstance(v, list | str),
-            "must be auto, -1 (all), a count >= 1 or a list of device indices",
-        )

@@ -8,8 +8,8 @@ and :func:`evaluate_config` then make the objects, each section's rules checked 
 ``data`` and ``model`` are typed by the section their name chooses (:func:`alternet.data.config.data_section`,
 :func:`alternet.models.config.model_section`): a family's keys, a user's registered data set, any timm model's own
 keywords. Hydra composes them as open mappings; :func:`train_config` types and checks them, before any work, with the
-same one-line messages. ``trainer`` is Lightning's Trainer arguments, checked against its signature
-(:mod:`alternet.apps.checks`).
+same one-line messages. ``trainer`` is open too: the keys alternet reads typed, any other Trainer argument checked
+against Lightning's signature (:class:`~alternet.training.config.TrainerConfig`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from omegaconf import DictConfig
 from ..data.config import data_section
 from ..evaluation.config import EvaluationConfig
 from ..tracking import WandbSettings
-from ..training.config import CallbacksConfig, ExportConfig, PerformanceConfig, RecipeConfig
+from ..training.config import CallbacksConfig, ExportConfig, PerformanceConfig, RecipeConfig, TrainerConfig
 from ..typed import SECTION, Section, build
 
 TRAIN_SCHEMA = "train_schema"
@@ -66,7 +66,7 @@ class TrainConfig(Section):
     data: Any = field(metadata={SECTION: data_section})  # its data set's DataConfig, once built
     model: Any = field(metadata={SECTION: model_section})  # its family's ModelConfig, once built
     recipe: RecipeConfig
-    trainer: dict[str, Any]
+    trainer: Any = field(metadata={SECTION: TrainerConfig})  # open: any other argument of Lightning's Trainer
     logger: LoggerConfig
     callbacks: CallbacksConfig
     paths: PathsConfig

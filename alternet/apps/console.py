@@ -15,7 +15,9 @@ from .. import tracking
 from ..progress import duration
 from ..rundir import RunDir, RunSummary, best_epoch
 from ..training.builders import compile_mode
+from ..training.config import RecipeConfig
 from ..training.optim import scaled_lr
+from .config import TrainConfig
 
 __all__ = ["best_epoch", "end_summary", "evaluation_report", "robustness_lines", "start_banner", "written_files"]
 
@@ -29,7 +31,7 @@ def _rows(pairs: list[tuple[str, Any]]) -> str:
 
 
 def start_banner(
-    config: dict[str, Any],
+    config: TrainConfig,
     run_dir: Path,
     model: nn.Module,
     data_description: str,
@@ -46,20 +48,19 @@ def start_banner(
         f" ({trainer.num_nodes} nodes)" if trainer.num_nodes > 1 else ""
     )
     layout = getattr(model, "layout", None)  # AlterNets: the block sequence, which overrides may have changed
-    recipe = config["recipe"]
-    batch = int(recipe["batch_size"])
+    batch = config.recipe.batch_size
     global_batch = batch * trainer.world_size * trainer.accumulate_grad_batches
     batches = f"batch {batch}" if global_batch == batch else f"batch {batch} per device, {global_batch} global"
     device_line = f"{hardware}, precision {trainer.precision}" + (f" ({precision_reason})" * bool(precision_reason))
-    mode = compile_mode(config["performance"], config["trainer"])
+    mode = compile_mode(config.performance, config.trainer)
     if mode is not None:
         device_line += f"; compiled for training ({mode}: the first steps compile)"
     pairs = [
         ("Run directory", str(run_dir)),
-        ("Model", f"{config['model']['name']}{f' {layout}' if layout else ''} ({size})"),
+        ("Model", f"{config.model.name}{f' {layout}' if layout else ''} ({size})"),
         ("Data", data_description),
-        ("Recipe", f"{recipe.get('name', '?')}: {trainer.max_epochs} epochs, {batches}"),
-        ("Learning rate", learning_rate_line(recipe, global_batch)),
+        ("Recipe", f"{config.recipe.name}: {trainer.max_epochs} epochs, {batches}"),
+        ("Learning rate", learning_rate_line(config.recipe, global_batch)),
         ("Device", device_line),
     ]
     run = tracking.active_run()
@@ -68,10 +69,10 @@ def start_banner(
     return "\n" + _rows(pairs) + "\n"
 
 
-def learning_rate_line(recipe: Mapping[str, Any], global_batch: int) -> str:
+def learning_rate_line(recipe: RecipeConfig, global_batch: int) -> str:
     """The effective learning rate, and, when this run's global batch is not the one the recipe's rate was tuned
     for, what was done about it (one line)."""
-    lr, reference, rule = recipe["optimizer"]["lr"], recipe["lr_scale_batch"], recipe["lr_scale_rule"]
+    lr, reference, rule = recipe.optimizer.lr, recipe.lr_scale_batch, recipe.lr_scale_rule
     effective = scaled_lr(recipe, global_batch)
     if global_batch == reference:
         return f"{effective:g} (the recipe's, for its global batch of {reference})"

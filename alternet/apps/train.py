@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from .. import tracking
 from ..checkpoints import checkpoint_header
-from ..data import build_datamodule
+from ..data import ImageDataModule, build_datamodule
 from ..errors import AlternetError, ConfigValueError
 from ..evaluation.evaluator import check_evaluation_files
 from ..files import plain
@@ -38,13 +38,14 @@ from ..runs import (
     write_run_records,
 )
 from ..training import (
-    PrecisionChoice,
+    ClassificationModule,
     build_module,
     build_trainer,
     checkpoint_callback,
     choose_precision,
     throughput_callback,
 )
+from ..training.config import TrainerConfig
 from ..training.loggers import build_loggers, define_best_metrics
 from ..training.stopping import lightning_ctrl_c_raised
 from .after_training import evaluate_after_training, export_after_training
@@ -73,134 +74,61 @@ def train(cfg: DictConfig) -> RunSummary:
 
 def _owned_train(config: dict[str, Any], run_dir: Path, lock: RunDirLock | None) -> RunSummary:
     typed = validate_train_config(config)
-    performance = config["performance"]
-    trainer_section = config["trainer"]
     precision = choose_precision(
-        trainer_section["precision"], trainer_section["accelerator"], bool(performance.get("allow_emulated_precision"))
+        typed.trainer.precision, typed.trainer.accelerator, typed.performance.allow_emulated_precision
     )
-    trainer_section["precision"] = precision.precision  # what ran, in the run's config.yaml and checkpoints
-    resume = resume_checkpoint(config["ckpt_path"], run_dir)
+    typed.trainer.precision = precision.precision  # what ran, in the run's config.yaml and checkpoints
+    resume = resume_checkpoint(typed.ckpt_path, run_dir)
     header = checkpoint_header(resume) if resume else {}
+    record = typed.to_dict()  # the resolved config as the run records it (config.yaml, W&B, the checkpoints)
     if resume:
-        check_resume_settings(config, resume, header)
-    finished = RunDir(run_dir).summary() if config["ckpt_path"] == "last" and resume else None
-    if finished is not None and _trained_to_the_end(finished, config["trainer"]):  # a re-launched sweep, a requeue
-        print(f"{run_dir} holds a finished run ({RunDir(run_dir).metrics.name}): kept, nothing to train", flush=True)
-        return finished
-    changes = resume_changes(config, header) if resume else {}
+        check_resume_settings(record, resume, header)
+        finished = RunDir(run_dir).summary() if typed.ckpt_path == "last" else None
+        if finished is not None and _trained_to_the_end(finished, typed.trainer):  # a re-launched sweep, a requeue
+            print(f"{run_dir} holds a finished run ({RunDir(run_dir).metrics.name}): kept, nothing to train")
+            return finished
+    changes = resume_changes(record, header) if resume else {}
     for key, (before, now) in changes.items():
-        print(
-            f"resuming with {key} {before} -> {now}: the restored learning rates and schedule are rescaled by "
-            f"{now / before:g}",
-            file=sys.stderr,
-            flush=True,
-        )
+        rescaled = f"the restored learning rates and schedule are rescaled by {now / before:g}"
+        print(f"resuming with {key} {before} -> {now}: {rescaled}", file=sys.stderr, flush=True)
+    step = int(header.get("global_step", 0)) if resume else None
     if lock is not None:
-        check_fresh_run_dir(run_dir, resuming=resume is not None, reuse=bool(config["reuse_run_dir"]))
+        check_fresh_run_dir(run_dir, resuming=resume is not None, reuse=typed.reuse_run_dir)
         if resume:
-            record_resume(run_dir, resume, int(header.get("global_step", 0)), changes)
+            record_resume(run_dir, resume, step or 0, changes)
         RunDir(run_dir).remove_stale_temporaries()
-    resume_step = int(header.get("global_step", 0)) if resume else None
-    return _train(config, typed, run_dir, resume, resume_step, precision)
-
-
-def _train(
-    config: dict[str, Any],
-    typed: TrainConfig,
-    run_dir: Path,
-    resume: str | None,
-    resume_step: int | None,
-    precision: PrecisionChoice,
-) -> RunSummary:
     started = time.monotonic()
-    if config["performance"]["matmul_precision"]:
-        torch.set_float32_matmul_precision(config["performance"]["matmul_precision"])
-
-    L.seed_everything(int(config["seed"]), workers=True, verbose=False)
-    recipe = typed.recipe
-    datamodule = build_datamodule(
-        typed.data,
-        batch_size=recipe.batch_size,
-        eval_batch_size=recipe.eval_batch_size,
-        augment=recipe.augment,
-        seed=typed.seed,
-    )
-    datamodule.check_before_fit()
-    if typed.evaluate.after_training:  # its real corruption and OOD files checked now, not after training
-        check_evaluation_files(typed.evaluate, datamodule, datamodule.class_names)
-    module = build_module(config, datamodule.facts())
-    pretrained = typed.model.pretrained
-    if pretrained is True and not resume:  # timm's own weights for model.name
-        facts = datamodule.facts()
-        args = model_args(
-            typed.model,
-            num_classes=facts["num_classes"],
-            img_size=facts["image_size"],
-            drop_path_rate=recipe.drop_path_rate,
-        )
-        load_timm_pretrained(module.model, typed.model.name, **args)
-    elif pretrained and not resume:
-        load_pretrained(module.model, pretrained)  # a different class count resets the head
-    has_val = datamodule.has_validation
-    loggers = build_loggers(typed.logger.wandb, run_dir, config, resume_step=resume_step)
-    loggers += build_extra(config["logger"]["extra"], "logger.extra", Logger)
-    extra = build_extra(config["callbacks"]["extra"], "callbacks.extra", Callback)
-    try:
-        trainer = build_trainer(config, run_dir, has_val, loggers, datamodule.runs_validation_loop, extra)
-    except AlternetError:
-        raise
-    except (MisconfigurationException, TypeError, ValueError) as error:  # Lightning's checks of trainer.* values
-        raise ConfigValueError(f"trainer settings rejected by Lightning: {error}") from None
+    if typed.performance.matmul_precision:
+        torch.set_float32_matmul_precision(typed.performance.matmul_precision)
+    L.seed_everything(typed.seed, workers=True, verbose=False)
+    datamodule = _datamodule(typed)
+    module = _module(typed, datamodule.facts(), pretrained=resume is None)
+    loggers = build_loggers(typed.logger.wandb, run_dir, record, resume_step=step)
+    loggers += build_extra(typed.logger.extra, "logger.extra", Logger)
+    trainer = _trainer(typed, run_dir, datamodule, loggers)
     if trainer.is_global_zero:
-        write_run_records(run_dir, config)
+        write_run_records(run_dir, record)
         define_best_metrics(loggers)
 
     def announce(trainer: L.Trainer, _: L.LightningModule) -> None:  # after setup: the splits are known, on every rank
         if trainer.is_global_zero:
-            banner = start_banner(config, run_dir, module.model, datamodule.describe(), trainer, precision.reason)
+            banner = start_banner(typed, run_dir, module.model, datamodule.describe(), trainer, precision.reason)
             print(banner, flush=True)
 
     trainer.callbacks.append(LambdaCallback(on_train_start=announce))
-
     exit_code = 1
     try:
         with datamodule.dead_workers_named(), lightning_ctrl_c_raised(trainer):
             trainer.fit(module, datamodule=datamodule, ckpt_path=resume)
-        checkpoint = checkpoint_callback(trainer)  # read before testing: test() restores its state from `best`
-        best, last = checkpoint.best_model_path or None, checkpoint.last_model_path or None
-        clean = by_split({k: v for k, v in trainer.callback_metrics.items() if k.startswith("train_clean/")})
-        with datamodule.dead_workers_named(), lightning_ctrl_c_raised(trainer):
-            tested = by_split(trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False)[0])
-        summary = RunSummary(
-            model=typed.model.name,
-            data=typed.data.name,
-            test=tested.pop("test", {}),
-            test_ema=tested.pop("test_ema", None),
-            train_clean=clean.get("train_clean"),  # the last epoch's (data.train_clean_size)
-            train_images=len(datamodule.splits["train"]),
-            data_subset=typed.data.subset,
-            epochs=trainer.current_epoch,
-            global_step=trainer.global_step,
-            best_val_score=plain(checkpoint.best_model_score),
-            best_epoch=best_epoch(best),
-            monitor=checkpoint.monitor,
-            tested_checkpoint=best or "final weights",
-            best_checkpoint=best,
-            last_checkpoint=last,
-            run_dir=str(run_dir),
-            train_images_per_sec=throughput_callback(trainer).images_per_sec,
-            skipped_images=datamodule.skipped_images,
-            extra=tested,  # any other split the test loop logged
-        )
-        summary = summary.with_(optimized_metric=optimized_metric(config["optimized_metric"], summary))
+            summary = _tested(typed, trainer, module, datamodule, run_dir)
         if trainer.is_global_zero:
             if typed.evaluate.after_training:
-                scored = evaluate_after_training(module.model, datamodule, config, typed.evaluate, run_dir)
+                scored = evaluate_after_training(module.model, datamodule, typed, run_dir)
                 summary = summary.with_(**scored)
             curves = training_curves(run_dir)
             summary = summary.with_(curves=str(curves) if curves else None, wall_seconds=time.monotonic() - started)
             RunDir(run_dir).write_summary(summary)
-            export_after_training(config, summary)
+            export_after_training(typed, summary)
             print(end_summary(summary), flush=True)
         exit_code = 0
         return summary
@@ -208,10 +136,91 @@ def _train(
         tracking.finish(exit_code)
 
 
-def _trained_to_the_end(finished: RunSummary, trainer: dict[str, Any]) -> bool:
+def _datamodule(config: TrainConfig) -> ImageDataModule:
+    """The run's data, checked before the Trainer is built (and the after-training evaluation's files with them)."""
+    recipe = config.recipe
+    datamodule = build_datamodule(
+        config.data,
+        batch_size=recipe.batch_size,
+        eval_batch_size=recipe.eval_batch_size,
+        augment=recipe.augment,
+        seed=config.seed,
+    )
+    datamodule.check_before_fit()
+    if config.evaluate.after_training:  # its real corruption and OOD files checked now, not after training
+        check_evaluation_files(config.evaluate, datamodule, datamodule.class_names)
+    return datamodule
+
+
+def _module(config: TrainConfig, facts: dict[str, Any], pretrained: bool) -> ClassificationModule:
+    """The LightningModule, starting from ``model.pretrained``'s weights on a run that does not resume."""
+    model = config.model
+    module = build_module(model, config.recipe, facts, config.performance, config.trainer)
+    if pretrained and model.pretrained is True:  # timm's own weights for model.name
+        size, rate = facts["image_size"], config.recipe.drop_path_rate
+        args = model_args(model, num_classes=facts["num_classes"], img_size=size, drop_path_rate=rate)
+        load_timm_pretrained(module.model, model.name, **args)
+    elif pretrained and model.pretrained:
+        load_pretrained(module.model, model.pretrained)  # a different class count resets the head
+    return module
+
+
+def _trainer(config: TrainConfig, run_dir: Path, datamodule: ImageDataModule, loggers: list[Logger]) -> L.Trainer:
+    extra = build_extra(config.callbacks.extra, "callbacks.extra", Callback)
+    try:
+        return build_trainer(
+            config.trainer,
+            config.callbacks,
+            config.performance,
+            config.seed,
+            run_dir,
+            datamodule.has_validation,
+            loggers,
+            datamodule.runs_validation_loop,
+            extra,
+        )
+    except AlternetError:
+        raise
+    except (MisconfigurationException, TypeError, ValueError) as error:  # Lightning's checks of trainer.* values
+        raise ConfigValueError(f"trainer settings rejected by Lightning: {error}") from None
+
+
+def _tested(
+    config: TrainConfig, trainer: L.Trainer, module: L.LightningModule, datamodule: ImageDataModule, run_dir: Path
+) -> RunSummary:
+    """Test the best checkpoint (else the final weights) and sum the run up."""
+    checkpoint = checkpoint_callback(trainer)  # read before testing: test() restores its state from `best`
+    best, last = checkpoint.best_model_path or None, checkpoint.last_model_path or None
+    clean = by_split({k: v for k, v in trainer.callback_metrics.items() if k.startswith("train_clean/")})
+    tested = by_split(trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False)[0])
+    summary = RunSummary(
+        model=config.model.name,
+        data=config.data.name,
+        test=tested.pop("test", {}),
+        test_ema=tested.pop("test_ema", None),
+        train_clean=clean.get("train_clean"),  # the last epoch's (data.train_clean_size)
+        train_images=len(datamodule.splits["train"]),
+        data_subset=config.data.subset,
+        epochs=trainer.current_epoch,
+        global_step=trainer.global_step,
+        best_val_score=plain(checkpoint.best_model_score),
+        best_epoch=best_epoch(best),
+        monitor=checkpoint.monitor,
+        tested_checkpoint=best or "final weights",
+        best_checkpoint=best,
+        last_checkpoint=last,
+        run_dir=str(run_dir),
+        train_images_per_sec=throughput_callback(trainer).images_per_sec,
+        skipped_images=datamodule.skipped_images,
+        extra=tested,  # any other split the test loop logged
+    )
+    return summary.with_(optimized_metric=optimized_metric(config.optimized_metric, summary))
+
+
+def _trained_to_the_end(finished: RunSummary, trainer: TrainerConfig) -> bool:
     """A finished run already reached this config's limits (so continuing it would train nothing); a run asked for
     more epochs or steps than it did continues from its last.ckpt instead."""
-    max_epochs, max_steps = trainer.get("max_epochs"), trainer.get("max_steps")
+    max_epochs, max_steps = trainer.max_epochs, trainer.max_steps
     epochs_done = max_epochs is None or max_epochs < 0 or int(finished.epochs or 0) >= max_epochs
     steps_done = max_steps is None or max_steps < 0 or int(finished.global_step or 0) >= max_steps
     return epochs_done and steps_done

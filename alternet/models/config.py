@@ -52,13 +52,8 @@ class ModelConfig(Section):
 
     def arguments(self) -> dict[str, Any]:
         """The ``create_model`` keywords the config sets (its non-null keys but the name and the weights)."""
-        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in NOT_MODEL_ARGS}
-        return {k: v for k, v in (values | getattr(self, "extra", {})).items() if v is not None}
-
-    def to_dict(self) -> dict[str, Any]:
-        """The section as its YAML spells it (plain values: checkpoints keep it, ``weights_only``-loadable)."""
-        values = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "extra"}
-        return values | _plain(getattr(self, "extra", {}))
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)} | getattr(self, "extra", {})
+        return {k: v for k, v in values.items() if k not in NOT_MODEL_ARGS and v is not None}
 
 
 @dataclass(kw_only=True)
@@ -239,9 +234,3 @@ def _checked(section: ModelConfig, **checks: Any) -> None:
     for key, check in checks.items():
         if getattr(section, key) is not None:
             check(getattr(section, key), key)
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    return list(value) if isinstance(value, tuple) else value

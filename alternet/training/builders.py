@@ -1,4 +1,4 @@
-"""The Lightning pieces of a training run, built from a composed config: module, callbacks, trainer."""
+"""The Lightning pieces of a training run, built from its typed sections: module, callbacks, trainer."""
 
 from __future__ import annotations
 
@@ -14,21 +14,28 @@ from lightning.pytorch.plugins.io import AsyncCheckpointIO
 from lightning.pytorch.strategies import DDPStrategy
 
 from ..errors import ConfigValueError
+from ..models.config import ModelConfig
 from ..rundir import RunDir
 from .callbacks import AtomicCheckpointIO, BatchSeed, BestAndLastCheckpoint, MidEpochCheckpoint
-from .config import parse_interval
+from .config import CallbacksConfig, PerformanceConfig, RecipeConfig, TrainerConfig, parse_interval
 from .display import Throughput, progress_bar, quiet_lightning
 from .module import ClassificationModule
 from .precision import device_type
 from .stopping import PreemptionCheckpoint
 
 
-def build_module(config: dict[str, Any], data: dict[str, Any]) -> ClassificationModule:
-    """The LightningModule of ``config`` (its model, recipe and ``performance`` sections) for the data module
-    whose :meth:`~alternet.data.ImageDataModule.facts` are ``data``."""
-    module = ClassificationModule(model=config["model"], recipe=config["recipe"], data=data)
-    performance = config["performance"]
-    if performance["grad_checkpointing"]:
+def build_module(
+    model: ModelConfig,
+    recipe: RecipeConfig,
+    data: dict[str, Any],
+    performance: PerformanceConfig,
+    trainer: TrainerConfig,
+) -> ClassificationModule:
+    """The LightningModule of a model and recipe for the data module whose
+    :meth:`~alternet.data.ImageDataModule.facts` are ``data``, laid out and compiled as ``performance`` says for
+    the ``trainer``'s device."""
+    module = ClassificationModule(model=model.to_dict(), recipe=recipe.to_dict(), data=data)
+    if performance.grad_checkpointing:
         enable = getattr(module.model, "set_grad_checkpointing", None)
         try:
             if enable is None:
@@ -36,32 +43,32 @@ def build_module(config: dict[str, Any], data: dict[str, Any]) -> Classification
             enable(True)
         except (AssertionError, NotImplementedError) as error:  # timm refuses with `assert not enable`
             raise ConfigValueError(
-                f"model {config['model']['name']!r} does not support gradient checkpointing; "
+                f"model {model.name!r} does not support gradient checkpointing; "
                 "set performance.grad_checkpointing=false"
             ) from error
-    if on_a_gpu_when_auto(performance["channels_last"], config["trainer"]["accelerator"]):
+    if on_a_gpu_when_auto(performance.channels_last, trainer.accelerator):
         module.use_channels_last()
-    mode = compile_mode(performance, config["trainer"])
+    mode = compile_mode(performance, trainer)
     if mode is not None:
         module.compile_model(mode=mode)
     return module
 
 
-def compile_mode(performance: dict[str, Any], trainer: dict[str, Any]) -> str | None:
+def compile_mode(performance: PerformanceConfig, trainer: TrainerConfig) -> str | None:
     """The ``torch.compile`` mode a run trains with, or None to train eagerly. ``performance.compile: auto`` compiles
     a run on one CUDA GPU, and ``compile_mode: auto`` is CUDA graphs there (``reduce-overhead``: one launch per step
     instead of hundreds from Python; the paper's recipe at 3.0-3.3x the eager images/s on an H200, for about a minute
     of compiling: bench/RESULTS.md) and inductor's default elsewhere. A CPU run stays eager (0.96-1.14x on a Zen 3,
     for a minute of compiling), and so does a run of several processes, whose compiled DDP step is not yet measured."""
-    on_cuda = device_type(trainer["accelerator"]) == "cuda"
-    compile_ = performance["compile"]
+    on_cuda = device_type(trainer.accelerator) == "cuda"
+    compile_ = performance.compile
     if compile_ == "auto":
-        devices = trainer["devices"]
+        devices = trainer.devices
         one_device = devices in (1, "1") or (isinstance(devices, list | tuple) and len(devices) == 1)
-        compile_ = on_cuda and one_device and int(trainer["num_nodes"]) == 1 and inductor_compiles_for_this_gpu()
+        compile_ = on_cuda and one_device and trainer.num_nodes == 1 and inductor_compiles_for_this_gpu()
     if not compile_:
         return None
-    mode = performance["compile_mode"]
+    mode = performance.compile_mode
     return ("reduce-overhead" if on_cuda else "default") if mode == "auto" else mode
 
 
@@ -83,12 +90,13 @@ def on_a_gpu_when_auto(setting: bool | str, accelerator: str) -> bool:
     return device_type(accelerator) == "cuda" if setting == "auto" else bool(setting)
 
 
-def build_callbacks(config: dict[str, Any], run_dir: Path, has_val: bool) -> list[Callback]:
+def build_callbacks(
+    callbacks_cfg: CallbacksConfig, seed: int, run_dir: Path, has_val: bool, progress_bar_on: bool
+) -> list[Callback]:
     """Checkpointing (best by the monitored validation metric when there is a validation split, and last at each
     epoch end; mid-epoch ``last.ckpt`` every ``every_n_train_steps`` / ``train_time_interval`` and on pre-emption),
     per-batch reseeding, optional early stopping."""
-    callbacks_cfg = config["callbacks"]
-    checkpoint = dict(callbacks_cfg["checkpoint"])
+    checkpoint = callbacks_cfg.checkpoint.to_dict()
     mid_epoch = {key: checkpoint.pop(key) for key in ("every_n_train_steps", "train_time_interval")}
     if not has_val:  # without a validation split only the last checkpoint is kept
         checkpoint.update(monitor=None, save_top_k=0)
@@ -101,7 +109,7 @@ def build_callbacks(config: dict[str, Any], run_dir: Path, has_val: bool) -> lis
             enable_version_counter=False,  # last.ckpt is shared with the mid-epoch and pre-emption checkpoints
             **checkpoint,
         ),
-        BatchSeed(int(config["seed"])),
+        BatchSeed(seed),
     ]
     if mid_epoch["every_n_train_steps"] or mid_epoch["train_time_interval"]:
         callbacks.append(
@@ -109,23 +117,24 @@ def build_callbacks(config: dict[str, Any], run_dir: Path, has_val: bool) -> lis
                 directory, mid_epoch["every_n_train_steps"], parse_interval(mid_epoch["train_time_interval"])
             )
         )
-    preemption = callbacks_cfg["preemption"]  # every default here is the YAML's (conf/callbacks/default.yaml)
-    if preemption and preemption["signals"]:
+    preemption = callbacks_cfg.preemption  # every default here is the YAML's (conf/callbacks/default.yaml)
+    if preemption and preemption.signals:
         callbacks.append(
-            PreemptionCheckpoint(
-                directory, list(preemption["signals"]), bool(preemption["requeue"]), preemption["sync_every_n_steps"]
-            )
+            PreemptionCheckpoint(directory, preemption.signals, preemption.requeue, preemption.sync_every_n_steps)
         )
-    if callbacks_cfg["early_stopping"] and has_val:
-        callbacks.append(EarlyStopping(**callbacks_cfg["early_stopping"]))
+    if callbacks_cfg.early_stopping and has_val:
+        callbacks.append(EarlyStopping(**callbacks_cfg.early_stopping))
     callbacks.append(Throughput())
-    if config["trainer"]["enable_progress_bar"]:
-        callbacks.append(progress_bar(float(callbacks_cfg["progress"]["interval"])))
+    if progress_bar_on:
+        callbacks.append(progress_bar(callbacks_cfg.progress.interval))
     return callbacks
 
 
 def build_trainer(
-    config: dict[str, Any],
+    trainer: TrainerConfig,
+    callbacks_cfg: CallbacksConfig,
+    performance: PerformanceConfig,
+    seed: int,
     run_dir: Path,
     has_val: bool,
     loggers: list[Logger],
@@ -136,17 +145,18 @@ def build_trainer(
     their own samplers (no distributed sampler). The validation loop runs when there is a validation split or
     ``validation_loop`` says so (the clean training subset); the best checkpoint needs a validation split.
     ``extra_callbacks`` (the user's, ``callbacks.extra``) run beside alternet's, ordered by Lightning as any."""
-    trainer_args = dict(config["trainer"])
+    trainer_args = trainer.arguments()
     if not (has_val if validation_loop is None else validation_loop):  # skip the loop instead of running it empty
         trainer_args["limit_val_batches"] = 0
     if trainer_args.get("strategy") == "ddp":
-        trainer_args["strategy"] = ddp_strategy(config["performance"].get("ddp_compression"))
-    writes_later = on_a_gpu_when_auto(config["performance"]["async_checkpoint"], config["trainer"]["accelerator"])
+        trainer_args["strategy"] = ddp_strategy(performance.ddp_compression)
+    writes_later = on_a_gpu_when_auto(performance.async_checkpoint, trainer.accelerator)
     plugins: list = [AsyncCheckpointIO(AtomicCheckpointIO()) if writes_later else AtomicCheckpointIO()]
     if SLURMEnvironment.detect():  # pre-emption is ours (PreemptionCheckpoint): exact, mid-epoch, after the step
         plugins.append(SLURMEnvironment(auto_requeue=False))
     quiet_lightning()
-    callbacks = [*build_callbacks(config, run_dir, has_val), *extra_callbacks]
+    own = build_callbacks(callbacks_cfg, seed, run_dir, has_val, trainer.enable_progress_bar)
+    callbacks = [*own, *extra_callbacks]
     if loggers:  # every parameter group's learning rate, per step (layer decay and fine-tuning give several)
         callbacks.append(LearningRateMonitor(logging_interval="step"))
     return L.Trainer(

@@ -6,12 +6,13 @@ imported by ``check`` as a section is made (``# deferred``)."""
 
 from __future__ import annotations
 
+import inspect
 import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..data.augment import check_augment
-from ..errors import ConfigValueError, is_integer
+from ..errors import ConfigValueError, is_integer, suggest
 from ..typed import SECTION, Section, integer
 from .stopping import check_preemption
 
@@ -257,3 +258,43 @@ class ExportConfig(Section):
     after_training: bool
     ema: bool
     wandb_artifacts: bool
+
+
+@dataclass(kw_only=True)
+class TrainerConfig(Section):
+    """``trainer``: lightning.Trainer's arguments (``conf/trainer/*.yaml``). The keys alternet reads are typed here;
+    any other Trainer argument (``+trainer.KEY=VALUE``) is kept in ``extra`` and checked against its signature."""
+
+    OPEN = True
+    accelerator: str  # auto | cpu | gpu | cuda | mps ...
+    devices: int | str | list[int]  # a count, auto, -1 (all) or device indices
+    num_nodes: int
+    precision: str | int  # auto, or one of Lightning's (16-mixed, bf16-mixed, 32-true ...)
+    max_epochs: int
+    max_steps: int  # -1: max_epochs
+    enable_progress_bar: bool
+    extra: dict[str, Any] = field(default_factory=dict)  # Lightning's other arguments
+
+    def check(self) -> None:
+        from lightning import Trainer  # deferred
+
+        from .precision import PRECISIONS  # deferred
+
+        known = frozenset(inspect.signature(Trainer.__init__).parameters) - {"self"}
+        for key in self.extra:
+            if key not in known:
+                raise ConfigValueError(
+                    f"{key} is not an argument of lightning.Trainer{suggest(key, known)}; "
+                    "see https://lightning.ai/docs/pytorch/stable/common/trainer.html#trainer-flags"
+                )
+        self.one_of("precision", PRECISIONS)
+        self.require("max_epochs", integer(1), "must be an integer >= 1")
+        self.require(
+            "devices",
+            lambda v: v in ("auto", -1, "-1") or (isinstance(v, int) and v >= 1) or isinstance(v, list | str),
+            "must be auto, -1 (all), a count >= 1 or a list of device indices",
+        )
+
+    def arguments(self) -> dict[str, Any]:
+        """lightning.Trainer's keyword arguments."""
+        return self.to_dict()

@@ -194,7 +194,7 @@ class NonFiniteGuard:
             save_before_step(module.trainer, path)
         else:
             module.trainer.save_checkpoint(path, weights_only=False)
-        lower = float(module.recipe["optimizer"]["lr"]) / 10
+        lower = module.recipe.optimizer.lr / 10
         command = resume_command(run_dir, path, **{"recipe.optimizer.lr": f"{lower:g}"})
         loss = bad.loss.item()
         what = f"gradients (training loss {loss})" if bad.found is not None else f"training loss ({loss})"

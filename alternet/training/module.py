@@ -29,6 +29,8 @@ from ..models.config import model_config
 from ..models.factory import create_model, model_args
 from ..models.flip import flip_averaged_logits
 from ..models.params import decay_groups
+from ..typed import build
+from .config import FinetuneConfig, ProgressiveResizeConfig, RecipeConfig
 from .display import RunningLoss
 from .guard import NonFiniteGuard, fused_optimizer_supported, uses_grad_scaler
 from .optim import build_optimizer, build_scheduler, rescale_learning_rates, scaled_lr
@@ -62,21 +64,22 @@ class ClassificationModule(L.LightningModule):
         super().__init__()
         self.save_hyperparameters()
         self.num_classes = int(data["num_classes"])
-        typed = model_config(model)  # the plain section is the checkpoint's (weights_only-loadable)
+        # the plain sections are the checkpoint's (weights_only-loadable); the module reads them typed
+        typed = model_config(model)
+        self.recipe = build(RecipeConfig, recipe, "recipe.")
         self.model = create_model(
             typed.name,
             **model_args(
                 typed,
                 num_classes=self.num_classes,
                 img_size=data["image_size"],
-                drop_path_rate=recipe["drop_path_rate"],
+                drop_path_rate=self.recipe.drop_path_rate,
             ),
         )
-        self.recipe = recipe
         self.mixup = recipe_mixup(recipe, self.num_classes)
-        smoothing = float(recipe["label_smoothing"])
+        smoothing = self.recipe.label_smoothing
         self.train_loss = SoftTargetCrossEntropy() if self.mixup else nn.CrossEntropyLoss(label_smoothing=smoothing)
-        self.ema = self._build_ema(recipe["ema"])
+        self.ema = self._build_ema(self.recipe.ema)
         self.train_acc = MulticlassAccuracy(self.num_classes, average="micro", validate_args=False)
         self.running_loss = RunningLoss()
         self.epoch_loss = RunningLoss(max_age=0.0)  # train/nll_epoch: the mean over an epoch's steps, read at its end
@@ -88,7 +91,7 @@ class ClassificationModule(L.LightningModule):
         self.channels_last = False
         self.guard = NonFiniteGuard(self)
         self.progressive = _progressive_resize(
-            recipe.get("progressive_resize"), self.model, int(data["image_size"]), channels=len(data["mean"])
+            self.recipe.progressive_resize, self.model, int(data["image_size"]), channels=len(data["mean"])
         )
 
     # construction helpers -------------------------------------------------------------------
@@ -122,7 +125,7 @@ class ClassificationModule(L.LightningModule):
         """A resumed run may change ``recipe.optimizer.lr`` (:data:`alternet.runs.APPLIED_ON_RESUME`): remember the
         ratio, applied in :meth:`on_train_start` once Lightning has restored the optimizer and schedule."""
         saved = (checkpoint.get("hyper_parameters") or {}).get("recipe", {}).get("optimizer", {}).get("lr")
-        now = float(self.recipe["optimizer"]["lr"])
+        now = self.recipe.optimizer.lr
         self._lr_ratio = now / float(saved) if saved and now > 0 else 1.0
 
     def on_train_start(self) -> None:
@@ -222,9 +225,8 @@ class ClassificationModule(L.LightningModule):
     def ema_decay(self, step: int) -> float:
         """``recipe.ema.decay``; with ``recipe.ema.warmup`` it starts low and rises, min(decay, (1 + t) / (10 + t)),
         so early weights do not linger for thousands of steps (timm's ModelEmaV3 warm-up)."""
-        ema = self.recipe["ema"]
-        decay = float(ema["decay"])
-        return min(decay, (1 + step) / (10 + step)) if ema.get("warmup") else decay
+        ema = self.recipe.ema
+        return min(ema.decay, (1 + step) / (10 + step)) if ema.warmup else ema.decay
 
     def _ema_pairs(self) -> tuple[list[torch.Tensor], list[torch.Tensor], list[tuple[torch.Tensor, torch.Tensor]]]:
         """The EMA's and the model's floating-point tensors (two aligned lists) and their other pairs, in state-dict
@@ -252,7 +254,7 @@ class ClassificationModule(L.LightningModule):
 
     def _evaluate(self, stage: str, images: torch.Tensor, labels: torch.Tensor, model: nn.Module | None = None) -> None:
         net = model or self
-        flip = self.recipe.get("test_flip") and stage != "train_clean"  # train_clean measures the fit itself
+        flip = self.recipe.test_flip and stage != "train_clean"  # train_clean measures the fit itself
         logits = (flip_averaged_logits(net, images) if flip else net(images)).float()
         metrics, nll = getattr(self, f"{stage}_metrics"), getattr(self, f"{stage}_nll")
         metrics.update(logits.softmax(dim=-1), labels)
@@ -281,14 +283,14 @@ class ClassificationModule(L.LightningModule):
     # optimisation ----------------------------------------------------------------------------
 
     @property
-    def finetune(self) -> dict[str, Any]:
-        return dict(self.recipe["finetune"])
+    def finetune(self) -> FinetuneConfig:
+        return self.recipe.finetune
 
     def _head_parameter_names(self) -> set[str]:
         """The classifier's parameters (timm's ``get_classifier``). A model without it (a user's module that does
         not follow timm's interface) has no head apart, which only fine-tuning needs."""
         if not hasattr(self.model, "get_classifier"):
-            if self.finetune["freeze_backbone"] or float(self.finetune["backbone_lr_scale"]) != 1.0:
+            if self.finetune.freeze_backbone or self.finetune.backbone_lr_scale != 1.0:
                 raise ConfigValueError(
                     f"recipe.finetune treats the classifier apart, and {type(self.model).__name__} has no "
                     "get_classifier() (timm's interface) to say which it is: add one to the model"
@@ -300,18 +302,18 @@ class ClassificationModule(L.LightningModule):
     def _parameter_groups(self, weight_decay: float) -> list[dict[str, Any]]:
         """Backbone and head groups (the backbone at ``finetune.backbone_lr_scale``, frozen for a linear probe),
         each split by weight decay."""
-        exclude = bool(self.recipe["no_decay_norm_bias"])
-        layer_decay = self.recipe.get("layer_decay")
+        exclude = self.recipe.no_decay_norm_bias
+        layer_decay = self.recipe.layer_decay
         if layer_decay is not None:
             return self._layer_decay_groups(weight_decay, float(layer_decay), exclude)
         head_names = self._head_parameter_names()
         named = list(self.model.named_parameters())
         backbone = [(n, p) for n, p in named if n not in head_names]
         head = [(n, p) for n, p in named if n in head_names]
-        if self.finetune["freeze_backbone"]:
+        if self.finetune.freeze_backbone:
             for _, param in backbone:
                 param.requires_grad_(False)
-        scale = float(self.finetune["backbone_lr_scale"])
+        scale = self.finetune.backbone_lr_scale
         groups = decay_groups(
             self.model, weight_decay, exclude_norm_bias=exclude, named_params=backbone, lr_scale=scale
         )
@@ -321,7 +323,7 @@ class ClassificationModule(L.LightningModule):
     def _layer_decay_groups(self, weight_decay: float, layer_decay: float, exclude: bool) -> list[dict[str, Any]]:
         """timm's layer-wise learning-rate decay for fine-tuning (``recipe.layer_decay``): the head at the full
         rate, each earlier block (the model's ``group_matcher``) at ``layer_decay`` times the next one's."""
-        if self.finetune["freeze_backbone"] or float(self.finetune["backbone_lr_scale"]) != 1.0:
+        if self.finetune.freeze_backbone or self.finetune.backbone_lr_scale != 1.0:
             raise ConfigValueError(
                 "recipe.layer_decay sets every block's learning rate itself: drop recipe.finetune.freeze_backbone / "
                 "backbone_lr_scale, or recipe.layer_decay"
@@ -343,25 +345,25 @@ class ClassificationModule(L.LightningModule):
         """A frozen backbone also keeps its BatchNorm statistics fixed (a true linear probe). Lightning puts
         the whole module in train mode when fitting starts and restores the modes it found after validation."""
         self.epoch_loss = RunningLoss(max_age=0.0)  # this epoch's steps only (after a mid-epoch resume: the rest)
-        if self.finetune["freeze_backbone"]:
+        if self.finetune.freeze_backbone:
             self.model.eval()
             self.model.get_classifier().train()
 
     def configure_optimizers(self) -> dict[str, Any]:
         recipe = self.recipe
-        opt_cfg = recipe["optimizer"]
+        opt_cfg = recipe.optimizer
         lr = scaled_lr(recipe, self.global_batch)
-        groups = self._parameter_groups(float(opt_cfg["weight_decay"]))
+        groups = self._parameter_groups(opt_cfg.weight_decay)
         fused = fused_optimizer_supported(self.device, self.trainer.precision)  # lets the guard skip on the device
         optimizer = build_optimizer(groups, opt_cfg, lr, fused=fused)
         epochs = int(self.trainer.max_epochs)
         steps_per_epoch = self._steps_per_epoch(epochs)
         scheduler = build_scheduler(
             optimizer,
-            recipe["schedule"],
+            recipe.schedule,
             steps_per_epoch=steps_per_epoch,
             epochs=epochs,
-            warmup_epochs=float(recipe["warmup_epochs"]),
+            warmup_epochs=recipe.warmup_epochs,
             base_lr=lr,
         )
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
@@ -369,7 +371,7 @@ class ClassificationModule(L.LightningModule):
     @property
     def global_batch(self) -> int:
         """Images per optimizer step: the per-device batch, times the devices, times the accumulated batches."""
-        return int(self.recipe["batch_size"]) * self.trainer.world_size * self.trainer.accumulate_grad_batches
+        return self.recipe.batch_size * self.trainer.world_size * self.trainer.accumulate_grad_batches
 
     def _steps_per_epoch(self, epochs: int) -> int:
         """Optimizer steps per epoch, from the data module's batch count when it knows it: reading
@@ -388,7 +390,7 @@ class ClassificationModule(L.LightningModule):
 
 
 def _progressive_resize(
-    setting: Mapping[str, Any] | None, model: nn.Module, image_size: int, channels: int
+    setting: ProgressiveResizeConfig | None, model: nn.Module, image_size: int, channels: int
 ) -> list[tuple[int, int]] | None:
     """``[(size, until_epoch), ...]`` of ``recipe.progressive_resize``: epochs before ``until_epoch`` (and after
     the stage before) train on batches downsampled to ``size`` px (an area average on the device; a step at half
@@ -397,7 +399,7 @@ def _progressive_resize(
     rather than at the first step."""
     if not setting:
         return None
-    sizes, epochs = list(setting["sizes"]), list(setting["epochs"])
+    sizes, epochs = list(setting.sizes), list(setting.epochs)
     if sizes[-1] >= image_size:
         raise ConfigValueError(
             f"recipe.progressive_resize.sizes={sizes!r} is invalid: sizes below the training size {image_size}"

@@ -4,34 +4,21 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from ..errors import one_of
-from .config import LR_SCALE_RULES, OPTIMIZERS, SCHEDULES
+from .config import SCHEDULES, OptimizerConfig, RecipeConfig, ScheduleConfig
 
 
-def check_optimizer(name: Any, key: str = "recipe.optimizer.name") -> None:
-    """The one check of ``recipe.optimizer.name``: the config checks call it before any work, :func:`build_optimizer`
-    too."""
-    one_of(key, name, OPTIMIZERS)
-
-
-def check_lr_scale_rule(name: Any, key: str = "recipe.lr_scale_rule") -> None:
-    """The one check of ``recipe.lr_scale_rule``: the config checks call it before any work, :func:`scaled_lr` too."""
-    one_of(key, name, LR_SCALE_RULES)
-
-
-def scaled_lr(recipe: Mapping[str, Any], global_batch: int) -> float:
+def scaled_lr(recipe: RecipeConfig, global_batch: int) -> float:
     """The learning rate for ``global_batch`` images per optimizer step (per-device batch x devices x accumulated
     batches): ``recipe.optimizer.lr`` was tuned for ``recipe.lr_scale_batch`` and follows the actual global batch by
     ``recipe.lr_scale_rule``: ``linear`` (Goyal et al. 2017), ``sqrt`` (for adaptive optimisers, where a recipe says
     so) or ``none`` (the rate as written, at any batch)."""
-    rule = recipe["lr_scale_rule"]
-    check_lr_scale_rule(rule)
-    lr, reference = float(recipe["optimizer"]["lr"]), recipe["lr_scale_batch"]
+    rule, lr, reference = recipe.lr_scale_rule, recipe.optimizer.lr, recipe.lr_scale_batch
     if rule == "none" or global_batch == reference:
         return lr
     ratio = global_batch / float(reference)
@@ -45,18 +32,15 @@ def check_schedule(name: Any, key: str = "recipe.schedule.name") -> None:
 
 
 def build_optimizer(
-    groups: list[dict[str, Any]], config: Mapping[str, Any], lr: float, *, fused: bool = False
+    groups: list[dict[str, Any]], config: OptimizerConfig, lr: float, *, fused: bool = False
 ) -> torch.optim.Optimizer:
     """AdamW or SGD; each group's ``lr_scale`` multiplies the base learning rate. ``fused``: torch's single-kernel
     implementation, which can also skip a step on the device (:mod:`alternet.training.guard`)."""
-    check_optimizer(config["name"])
     for group in groups:
         group["lr"] = lr * group.get("lr_scale", 1.0)
-    if config["name"] == "adamw":
-        return torch.optim.AdamW(groups, lr=lr, betas=tuple(config["betas"]), fused=fused or None)
-    return torch.optim.SGD(  # sgd
-        groups, lr=lr, momentum=config["momentum"], nesterov=bool(config["nesterov"]), fused=fused or None
-    )
+    if config.name == "adamw":
+        return torch.optim.AdamW(groups, lr=lr, betas=tuple(config.betas), fused=fused or None)
+    return torch.optim.SGD(groups, lr=lr, momentum=config.momentum, nesterov=bool(config.nesterov), fused=fused or None)
 
 
 def lr_factor(
@@ -88,7 +72,7 @@ def lr_factor(
 
 def build_scheduler(
     optimizer: torch.optim.Optimizer,
-    config: Mapping[str, Any],
+    config: ScheduleConfig,
     *,
     steps_per_epoch: int,
     epochs: int,
@@ -96,12 +80,11 @@ def build_scheduler(
     base_lr: float,
 ) -> torch.optim.lr_scheduler.LambdaLR:
     """A per-step LambdaLR; step milestones are given in epochs after warm-up."""
-    check_schedule(config["name"])
     warmup_steps = round(warmup_epochs * steps_per_epoch)
-    name = config["name"]  # each schedule's keys: cosine {min_lr}, step {milestones, gamma}, constant {}
-    milestones = [warmup_steps + int(m * steps_per_epoch) for m in config["milestones"]] if name == "step" else []
-    gamma = float(config["gamma"]) if name == "step" else 1.0
-    min_lr = float(config["min_lr"]) if name == "cosine" else 0.0
+    name = config.name  # each schedule's keys: cosine {min_lr}, step {milestones, gamma}, constant {}
+    milestones = [warmup_steps + int(m * steps_per_epoch) for m in config.milestones] if name == "step" else []
+    gamma = config.gamma if name == "step" else 1.0
+    min_lr = config.min_lr if name == "cosine" else 0.0
 
     def factor(step: int) -> float:
         return lr_factor(

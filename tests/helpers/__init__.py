@@ -11,7 +11,9 @@ from helpers.configs import (
     TINY_ANALYSIS_BUDGETS,
     compose_train,
     datamodule_of,
+    module_of,
     resolved,
+    typed,
 )
 from helpers.models import cached_repo
 from helpers.paths import CONF, ROOT, SHARED_DATA, fingerprint
@@ -43,10 +45,12 @@ __all__ = [
     "datamodule_of",
     "fingerprint",
     "main_output",
+    "module_of",
     "module_output",
     "resolved",
     "run_main",
     "run_script",
     "run_warm",
     "script_output",
+    "typed",
 ]

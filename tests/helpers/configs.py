@@ -73,13 +73,32 @@ def resolved(*overrides: str) -> dict:
 
 def datamodule_of(config: dict, seed: int = 0):
     """The DataModule of a resolved training config, as ``alternet train`` builds it."""
-    from alternet.data import build_datamodule, data_config
+    from alternet.apps.config import train_config
+    from alternet.data import build_datamodule
 
-    recipe = config["recipe"]
+    sections = train_config(config)
+    recipe = sections.recipe
     return build_datamodule(
-        data_config(config["data"]),
-        batch_size=recipe["batch_size"],
-        eval_batch_size=recipe["eval_batch_size"],
-        augment=recipe["augment"],
+        sections.data,
+        batch_size=recipe.batch_size,
+        eval_batch_size=recipe.eval_batch_size,
+        augment=recipe.augment,
         seed=seed,
     )
+
+
+def typed(*overrides: str):
+    """The training config as typed objects (:func:`alternet.apps.config.train_config`)."""
+    from alternet.apps.config import train_config
+
+    return train_config(resolved(*overrides))
+
+
+def module_of(config: dict, facts: dict):
+    """The LightningModule of a resolved training config for data of these ``facts``, as ``alternet train`` builds
+    it."""
+    from alternet.apps.config import train_config
+    from alternet.training import build_module
+
+    sections = train_config(config)
+    return build_module(sections.model, sections.recipe, facts, sections.performance, sections.trainer)

@@ -27,10 +27,9 @@ from alternet.evaluation.robustness import RobustnessRow, robustness_record, rob
 from alternet.hub.sources import open_source, preprocessing
 from alternet.models import create_model
 from alternet.tracking import artifact_notice, log_model_artifacts
-from alternet.training import build_module
 from alternet.training.module import ClassificationModule
 
-from helpers import FAST, cached_repo, compose_train, datamodule_of, main_output, module_output
+from helpers import FAST, cached_repo, compose_train, datamodule_of, main_output, module_of, module_output
 from helpers.models import assert_same_weights
 
 # pytest-xdist: the whole module on one worker, so that its pretrained run (session-scoped) is made once
@@ -286,7 +285,7 @@ def test_train_cli_fine_tunes_from_an_export_and_reports_the_load(pretrained, tm
 def lightning_checkpoint(path: Path, *overrides: str) -> Path:
     """A checkpoint with the two entries alternet reads from Lightning's (untrained weights)."""
     config = OmegaConf.to_container(compose_train(*overrides), resolve=True)
-    module = build_module(config, datamodule_of(config).facts())
+    module = module_of(config, datamodule_of(config).facts())
     torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams)}, path)
     return path
 

@@ -27,10 +27,9 @@ import alternet  # noqa: F401  (registers alternet's architectures with timm)
 import alternet.hub as hub
 from alternet.errors import CheckpointError
 from alternet.hub.card import card_data, model_card
-from alternet.training import build_module
 from alternet.training.module import ClassificationModule
 
-from helpers import ROOT, compose_train, datamodule_of
+from helpers import ROOT, compose_train, datamodule_of, module_of
 
 push_module = importlib.import_module("alternet.hub.push")  # the module (alternet.hub.push_to_hub is the function)
 hub_main = importlib.import_module("alternet.hub.cli").main
@@ -56,7 +55,7 @@ def trained_model(run: dict) -> torch.nn.Module:
 def untrained_checkpoint(path: Path, *overrides: str) -> Path:
     """A checkpoint holding the two entries alternet reads from Lightning's, for a model not worth training."""
     config = OmegaConf.to_container(compose_train(*overrides), resolve=True)
-    module = build_module(config, datamodule_of(config).facts())
+    module = module_of(config, datamodule_of(config).facts())
     torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams)}, path)
     return path
 

@@ -12,9 +12,8 @@ import alternet
 from alternet.errors import ConfigValueError
 from alternet.models import AlterNet
 from alternet.models.zoo import COMPARISONS
-from alternet.training import build_module
 
-from helpers import FAST, compose_train, datamodule_of
+from helpers import FAST, compose_train, datamodule_of, module_of
 
 
 def saved_tensor_count(model: torch.nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -103,7 +102,7 @@ def test_pit_keeps_timm_parameter_names():
 def build(*overrides: str):
     config = OmegaConf.to_container(compose_train(*FAST, *overrides), resolve=True)
     data = datamodule_of(config).facts()
-    return build_module(config, data)
+    return module_of(config, data)
 
 
 def test_performance_switch_turns_checkpointing_on():

@@ -67,11 +67,13 @@ def test_the_learning_rate_follows_the_global_batch_across_processes(tmp_path):
 def test_ddp_shares_gradient_buffers_and_compresses_on_request(compression, tmp_path):
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import bf16_compress_hook
 
+    from alternet.apps.config import train_config
     from alternet.training.builders import build_trainer
 
     overrides = [*DDP_CPU, "trainer.precision=32-true", f"performance.ddp_compression={compression or 'null'}"]
-    config = OmegaConf.to_container(compose_train(*overrides, output_dir=tmp_path), resolve=True)
-    strategy = build_trainer(config, tmp_path, has_val=False, loggers=[]).strategy
+    config = train_config(OmegaConf.to_container(compose_train(*overrides, output_dir=tmp_path), resolve=True))
+    trainer = build_trainer(config.trainer, config.callbacks, config.performance, 0, tmp_path, False, loggers=[])
+    strategy = trainer.strategy
     assert strategy._ddp_kwargs["gradient_as_bucket_view"] is True
     assert strategy._ddp_comm_hook is (bf16_compress_hook if compression else None)
 

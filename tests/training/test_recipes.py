@@ -3,6 +3,7 @@
 import csv
 import math
 import re
+from dataclasses import replace
 
 import pytest
 import torch
@@ -16,7 +17,7 @@ from alternet.training.module import ClassificationModule
 from alternet.training.optim import lr_factor
 from alternet.training.precision import choose_precision
 
-from helpers import CONF, FAST, compose_train, datamodule_of, resolved
+from helpers import CONF, FAST, compose_train, datamodule_of, module_of, resolved, typed
 
 RECIPES = sorted(p.stem for p in (CONF / "recipe").glob("*.yaml") if not p.stem.startswith("_"))
 TWO_STEPS = [*FAST, "trainer.limit_train_batches=2", "trainer.limit_val_batches=1", "trainer.limit_test_batches=1"]
@@ -87,10 +88,8 @@ def test_learning_rate_scales_with_global_batch(tmp_path):
     config = OmegaConf.to_container(config, resolve=True)
     import lightning as L
 
-    from alternet.training import build_module
-
     datamodule = datamodule_of(config)
-    module = build_module(config, datamodule.facts())
+    module = module_of(config, datamodule.facts())
     config["trainer"]["precision"] = choose_precision(config["trainer"]["precision"], "cpu").precision  # as train()
     trainer = L.Trainer(**config["trainer"], logger=False, enable_checkpointing=False, default_root_dir=tmp_path)
     trainer.fit(module, datamodule=datamodule)
@@ -167,12 +166,10 @@ def test_compiled_training_compiles_one_graph_whatever_the_batch_shapes(tmp_path
 
 @pytest.mark.parametrize("mode", ["default", "reduce-overhead", "max-autotune-no-cudagraphs"])
 def test_compile_mode_reaches_torch_compile(mode, monkeypatch):
-    from alternet.training import build_module
-
     seen = []
     monkeypatch.setattr(torch, "compile", lambda model, **kwargs: seen.append(kwargs) or model)
     config = resolved("performance.compile=true", f"performance.compile_mode={mode}")
-    build_module(config, datamodule_of(config).facts())
+    module_of(config, datamodule_of(config).facts())
     assert seen == [{"dynamic": False, "mode": mode}]
 
 
@@ -198,8 +195,9 @@ def test_compile_auto_compiles_a_run_on_one_gpu_with_cuda_graphs(compile_, mode,
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     monkeypatch.setattr(builders, "inductor_compiles_for_this_gpu", lambda: True)
-    trainer = {"devices": 1, "num_nodes": 1, **trainer}
-    assert compile_mode({"compile": compile_, "compile_mode": mode}, trainer) == expected
+    config = typed()
+    performance = replace(config.performance, compile=compile_, compile_mode=mode)
+    assert compile_mode(performance, replace(config.trainer, **{"devices": 1, "num_nodes": 1, **trainer})) == expected
 
 
 def test_compile_auto_trains_eagerly_on_a_gpu_that_inductor_cannot_compile_for(monkeypatch):
@@ -208,9 +206,10 @@ def test_compile_auto_trains_eagerly_on_a_gpu_that_inductor_cannot_compile_for(m
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(builders, "inductor_compiles_for_this_gpu", lambda: False)
-    trainer = {"accelerator": "gpu", "devices": 1, "num_nodes": 1}
-    assert builders.compile_mode({"compile": "auto", "compile_mode": "auto"}, trainer) is None
-    assert builders.compile_mode({"compile": True, "compile_mode": "auto"}, trainer) == "reduce-overhead"
+    config = typed("trainer.accelerator=gpu")
+    performance = replace(config.performance, compile="auto", compile_mode="auto")
+    assert builders.compile_mode(performance, config.trainer) is None
+    assert builders.compile_mode(replace(performance, compile=True), config.trainer) == "reduce-overhead"
 
 
 def test_the_banner_says_when_training_is_compiled(tmp_path, capsys):

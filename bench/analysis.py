@@ -22,8 +22,8 @@ import yaml
 from omegaconf import OmegaConf
 
 from alternet.analysis import ANALYSES, run_analyses
-from alternet.apps.config import compose
-from alternet.data import build_datamodule, data_config
+from alternet.apps.config import compose, train_config
+from alternet.data import build_datamodule
 from alternet.models import create_model
 
 from .harness import add_harness_arguments, begin, finish, interleave, summarise, timing_row
@@ -41,10 +41,13 @@ def main() -> None:
     args = parser.parse_args()
     facts = begin(args, "analysis", data_root=args.root)
 
-    config = compose("train", ["data=cifar100", f"data.root={args.root}", "recipe=paper"])
-    data = data_config(OmegaConf.to_container(config.data, resolve=True))
-    recipe = OmegaConf.to_container(config.recipe, resolve=True)
-    datamodule = build_datamodule(data, batch_size=recipe["batch_size"], augment=recipe["augment"], seed=0)
+    config = train_config(
+        OmegaConf.to_container(
+            compose("train", ["data=cifar100", f"data.root={args.root}", "recipe=paper"]), resolve=True
+        )
+    )
+    recipe = config.recipe
+    datamodule = build_datamodule(config.data, batch_size=recipe.batch_size, augment=recipe.augment, seed=0)
     datamodule.setup()
     torch.manual_seed(0)
     model = create_model("alternet_r18", num_classes=100, img_size=32)

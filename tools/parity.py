@@ -64,6 +64,7 @@ from typing import Any
 import numpy as np
 import torch
 import yaml
+from omegaconf import OmegaConf
 from torch import nn
 
 from bench.harness import RESULTS_DIR, begin, finish, row
@@ -525,7 +526,7 @@ def hdvw_landscape(
 
 
 def our_landscape(
-    pair: ModelPair, batches: list[Any], seed: int, recipe: dict[str, Any]
+    pair: ModelPair, batches: list[Any], seed: int, recipe: Any
 ) -> tuple[list[dict[str, torch.Tensor]], dict[tuple[float, float], dict[str, float]]]:
     """``alternet.analysis.landscape``: its directions (``normalisation: hdvw``) and ``measure`` at each point,
     with the packaged defaults' loss (``targets: training``, ``regulariser: hdvw``)."""
@@ -793,14 +794,18 @@ class Setup:
         return self._mixed
 
     @property
-    def recipe(self) -> dict[str, Any]:
-        """Our recipe keys the objective reads, from HDVW's config."""
+    def recipe(self) -> Any:
+        """Our paper recipe with the keys the objective reads from HDVW's config."""
+        from alternet.apps.config import compose, train_config
+
         config = self.reference.config
-        return {
-            "optimizer": {"weight_decay": float(config["optim"]["weight_decay"])},
-            "label_smoothing": float(config["train"]["smoothing"]),
-            "no_decay_norm_bias": True,
-        }
+        overrides = [
+            "recipe=paper",
+            f"recipe.optimizer.weight_decay={float(config['optim']['weight_decay'])}",
+            f"recipe.label_smoothing={float(config['train']['smoothing'])}",
+            "recipe.no_decay_norm_bias=true",
+        ]
+        return train_config(OmegaConf.to_container(compose("train", overrides), resolve=True)).recipe
 
 
 RUNNERS: dict[str, Callable[[Reference, Setup], tuple[list[Comparison], str]]] = {

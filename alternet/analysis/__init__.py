@@ -61,7 +61,7 @@ def run_analyses(
     names: Sequence[str],
     model: nn.Module,
     datamodule: ImageDataModule,
-    recipe: Mapping[str, Any],
+    recipe: Any,
     configs: Mapping[str, Mapping[str, Any]],
     out_dir: Path,
 ) -> dict[str, dict[str, Any]]:

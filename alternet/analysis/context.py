@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -22,7 +22,7 @@ class AnalysisContext:
 
     model: nn.Module
     datamodule: ImageDataModule
-    recipe: Mapping[str, Any]
+    recipe: Any  # the training recipe (alternet.training.config.RecipeConfig), or None without one
     out_dir: Path
 
     @cached_property

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -91,7 +91,7 @@ def mixed_batches(batches: Sequence[Batch], mixer: Mixup, seed: int, analysis: s
 
 def training_batches(
     datamodule: ImageDataModule,
-    recipe: Mapping[str, Any],
+    recipe: Any,  # the training recipe (a RecipeConfig)
     targets: str,
     images: int,
     batch_size: int,

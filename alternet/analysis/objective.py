@@ -20,7 +20,7 @@ The L2 term (``regulariser``):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,13 +33,13 @@ from .config import ObjectiveConfig
 from .data import Batch, labels_of
 
 
-def decayed_parameters(model: nn.Module, recipe: Mapping[str, Any]) -> list[nn.Parameter]:
+def decayed_parameters(model: nn.Module, recipe: Any) -> list[nn.Parameter]:
     """The parameters training applies weight decay to."""
-    groups = decay_groups(model, 1.0, exclude_norm_bias=bool(recipe["no_decay_norm_bias"]))
+    groups = decay_groups(model, 1.0, exclude_norm_bias=recipe.no_decay_norm_bias)
     return [p for group in groups if group["weight_decay"] > 0 for p in group["params"]]
 
 
-def penalised_parameters(model: nn.Module, recipe: Mapping[str, Any], regulariser: str) -> list[nn.Parameter]:
+def penalised_parameters(model: nn.Module, recipe: Any, regulariser: str) -> list[nn.Parameter]:
     """The parameters the L2 term covers: every trainable one (``hdvw``), the decayed ones (``decay_squared``)."""
     if regulariser == "hdvw":
         return [p for p in model.parameters() if p.requires_grad]
@@ -66,11 +66,14 @@ class Objective:
     log_of_softmax: bool = False  # HDVW's landscape: torch.log(softmax(z)) in place of the logits (see nll)
 
     @classmethod
-    def from_recipe(
-        cls, model: nn.Module, recipe: Mapping[str, Any], regulariser: str, label_smoothing: float = 0.0
-    ) -> Objective:
-        weight_decay = float(recipe["optimizer"]["weight_decay"])
-        return cls(weight_decay, penalised_parameters(model, recipe, regulariser), regulariser, label_smoothing)
+    def from_recipe(cls, model: nn.Module, recipe: Any, regulariser: str, label_smoothing: float = 0.0) -> Objective:
+        """The objective of a training recipe (a :class:`~alternet.training.config.RecipeConfig`)."""
+        return cls(
+            recipe.optimizer.weight_decay,
+            penalised_parameters(model, recipe, regulariser),
+            regulariser,
+            label_smoothing,
+        )
 
     def nll(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Mean cross-entropy; soft targets (B, classes) as timm's SoftTargetCrossEntropy. With
@@ -118,13 +121,13 @@ def nll_accuracy(model: nn.Module, batches: Sequence[Batch], objective: Objectiv
     return nll / total, correct / total
 
 
-def batch_size_of(config: ObjectiveConfig, recipe: Mapping[str, Any]) -> int:
+def batch_size_of(config: ObjectiveConfig, recipe: Any) -> int:
     """The configured batch size, or the recipe's (``batch_size: null``)."""
-    return int(recipe["batch_size"]) if config.batch_size is None else config.batch_size
+    return recipe.batch_size if config.batch_size is None else config.batch_size
 
 
-def objective_of(model: nn.Module, recipe: Mapping[str, Any], config: ObjectiveConfig) -> Objective:
+def objective_of(model: nn.Module, recipe: Any, config: ObjectiveConfig) -> Objective:
     """The configured loss: hard labels are smoothed by the recipe's label smoothing under
     ``targets=training`` (training's loss without mixup) and by ``label_smoothing`` under ``targets=labels``."""
-    smoothing = float(recipe["label_smoothing"]) if config.targets == "training" else config.label_smoothing
+    smoothing = recipe.label_smoothing if config.targets == "training" else config.label_smoothing
     return Objective.from_recipe(model, recipe, config.regulariser, smoothing)

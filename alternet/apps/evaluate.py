@@ -27,6 +27,8 @@ from ..hub.sources import Source, check_reference, open_source, preprocessing
 from ..models.flip import FlipAveraged
 from ..rundir import METRICS_FILE, RunDir
 from ..runs import run_config
+from ..training.config import RecipeConfig
+from ..typed import build
 from .config import EvaluateConfig, compose, evaluate_config
 from .console import evaluation_report
 from .extensions import import_modules
@@ -129,12 +131,12 @@ def check_class_names(saved: list[Any] | None, datamodule: ImageDataModule, loca
     )
 
 
-def training_recipe(cfg: DictConfig, source: Source) -> dict[str, Any]:
+def training_recipe(cfg: DictConfig, source: Source) -> RecipeConfig | None:
     """The recipe the model was trained with: ``recipe=NAME`` if given, else the one it records. The analyses of
     the training objective (loss, weight decay, batch size, augmentation) need one: refused before any work when
     there is none."""
     if cfg.get("recipe"):
-        return OmegaConf.to_container(cfg.recipe, resolve=True)
+        return build(RecipeConfig, OmegaConf.to_container(cfg.recipe, resolve=True), "recipe.")
     recipe = source.hyper_parameters.get("recipe") or {}
     configs = parse_configs(list(cfg.analysis), OmegaConf.to_container(cfg.analysis)) if cfg.get("analysis") else {}
     needing = [name for name, config in configs.items() if isinstance(config, ObjectiveConfig)]
@@ -144,7 +146,7 @@ def training_recipe(cfg: DictConfig, source: Source) -> dict[str, Any]:
             f"and {source.location} records no training recipe: give the one it was trained with, e.g. "
             "recipe=imagenet (alternet/conf/recipe/)"
         )
-    return recipe
+    return build(RecipeConfig, recipe, "recipe.") if recipe else None
 
 
 def evaluate_model(
@@ -160,7 +162,7 @@ def evaluate_model(
     recipe = training_recipe(cfg, source)  # its augmentation and loss feed the analyses of the training objective
     model = build_model(source, strict=True)
     data = data_config(evaluation_data(cfg, source, set(set_keys)))
-    datamodule = build_datamodule(data, batch_size=cfg.batch_size, augment=recipe.get("augment"), seed=0)
+    datamodule = build_datamodule(data, batch_size=cfg.batch_size, augment=recipe and recipe.augment, seed=0)
     check_classes(datamodule, source)
     datamodule.setup()
     print(f"Evaluating {source.location}", flush=True)
@@ -169,7 +171,7 @@ def evaluate_model(
     meta = {"checkpoint": checkpoint, "source": reference, "model": architecture, "data": datamodule.name}
     meta["ema"] = cfg.use_ema
     predictor = model
-    if recipe.get("test_flip"):  # predict as the run's own validation and test did
+    if recipe and recipe.test_flip:  # predict as the run's own validation and test did
         predictor, meta["test_flip"] = FlipAveraged(model), True
     with datamodule.dead_workers_named():
         evaluator = Evaluator(predictor, datamodule, config, out_dir, architecture, class_names=class_names(source))

@@ -3,16 +3,16 @@ analyses that measure the training objective (the loss landscape and Hessian on 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from timm.data import Mixup
 
 
-def recipe_mixup(recipe: Mapping[str, Any], num_classes: int) -> Mixup | None:
-    """The recipe's batch mixing (timm's ``Mixup`` with the recipe's label smoothing, whose targets feed a
-    soft-target cross-entropy), or None when the recipe mixes nothing."""
-    mixup = recipe.get("mixup")
-    if not mixup or (not mixup.get("mixup_alpha") and not mixup.get("cutmix_alpha")):
+def recipe_mixup(recipe: Any, num_classes: int) -> Mixup | None:
+    """The batch mixing of a training recipe (a :class:`~alternet.training.config.RecipeConfig`): timm's ``Mixup``
+    with the recipe's label smoothing, whose targets feed a soft-target cross-entropy; None when it mixes
+    nothing."""
+    mixup = recipe.mixup
+    if mixup is None or (not mixup.mixup_alpha and not mixup.cutmix_alpha):
         return None
-    return Mixup(**dict(mixup), label_smoothing=float(recipe["label_smoothing"]), num_classes=num_classes)
+    return Mixup(**mixup.to_dict(), label_smoothing=recipe.label_smoothing, num_classes=num_classes)

@@ -76,7 +76,7 @@ class ClassificationModule(L.LightningModule):
                 drop_path_rate=self.recipe.drop_path_rate,
             ),
         )
-        self.mixup = recipe_mixup(recipe, self.num_classes)
+        self.mixup = recipe_mixup(self.recipe, self.num_classes)
         smoothing = self.recipe.label_smoothing
         self.train_loss = SoftTargetCrossEntropy() if self.mixup else nn.CrossEntropyLoss(label_smoothing=smoothing)
         self.ema = self._build_ema(self.recipe.ema)

@@ -27,6 +27,7 @@ from alternet.analysis.objective import Objective, accuracy
 from alternet.analysis.variance import mean_variances, spatial_variance
 from alternet.models import WindowAttention, create_model
 
+from helpers import typed
 from helpers.models import record_softmaxes
 
 CPU = torch.device("cpu")
@@ -417,7 +418,7 @@ def test_model_hvp_matches_the_exact_hessian_of_nll_plus_l2():
     torch.manual_seed(0)
     model = nn.Linear(3, 4)
     x, y = torch.randn(10, 3), torch.randint(0, 4, (10,))
-    recipe = {"optimizer": {"weight_decay": 0.3}, "no_decay_norm_bias": True}
+    recipe = typed("recipe.optimizer.weight_decay=0.3", "recipe.no_decay_norm_bias=true").recipe
     objective = Objective.from_recipe(model, recipe, "decay_squared")
     assert objective.penalised == [model.weight]  # the bias is not decayed, as in training
     params = list(model.parameters())

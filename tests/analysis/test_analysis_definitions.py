@@ -33,7 +33,7 @@ from alternet.data.mixing import recipe_mixup
 from alternet.errors import ConfigValueError
 from alternet.models import ATTENTION_KINDS, PositionOnlyAttention, WindowAttention, create_model
 
-from helpers import compose_train
+from helpers import compose_train, typed
 
 
 def tiny(attention: str = "window", seed: int = 0) -> torch.nn.Module:
@@ -192,7 +192,7 @@ def linear_with(weight: float, bias: float) -> nn.Linear:
     return model
 
 
-RECIPE = {"optimizer": {"weight_decay": 0.1}, "no_decay_norm_bias": True, "label_smoothing": 0.0}
+RECIPE = typed("recipe.optimizer.weight_decay=0.1", "recipe.no_decay_norm_bias=true", "recipe.label_smoothing=0").recipe
 
 
 @pytest.mark.parametrize("name", ["landscape", "hessian"])
@@ -323,7 +323,7 @@ def test_minibatch_max_eigenvalues_match_eigvalsh_of_each_exact_hessian():
     params = list(model.parameters())
     minibatches = [(torch.randn(6, 3, dtype=torch.float64), torch.randint(0, 3, (6,))) for _ in range(4)]
     config = parse_configs(["hessian"], {"hessian": dict(minibatches=4, minibatch_steps=200, tol=1e-12)})["hessian"]
-    objective = objective_of(model, {**RECIPE, "no_decay_norm_bias": False}, config)
+    objective = objective_of(model, replace(RECIPE, no_decay_norm_bias=False), config)
     maxima = minibatch_max_eigenvalues(model, params, minibatches, objective, config)
     for value, (x, y) in zip(maxima.values, minibatches):
 
@@ -428,7 +428,7 @@ def test_bad_values_of_the_new_keys_are_refused_in_one_line(name, values, messag
 
 
 def test_mixed_batches_need_an_even_size():
-    model_recipe = {"mixup": {"mixup_alpha": 1.0}, "label_smoothing": 0.1}
+    model_recipe = typed("recipe.mixup={mixup_alpha: 1.0}", "recipe.label_smoothing=0.1").recipe
     mixer = recipe_mixup(model_recipe, 10)
     batches = [(torch.randn(3, 3, 8, 8), torch.arange(3))]
     with pytest.raises(AnalysisConfigError, match="even size") as error:
@@ -438,4 +438,4 @@ def test_mixed_batches_need_an_even_size():
     assert targets.shape == (4, 10) and torch.allclose(targets.sum(dim=1), torch.ones(4))
     again = mixed_batches([(torch.randn(4, 3, 8, 8), torch.arange(4))], mixer, 0, "landscape")[0][1]
     torch.testing.assert_close(again, targets)  # the same seeded draw
-    assert recipe_mixup({"mixup": None, "label_smoothing": 0.0}, 10) is None
+    assert recipe_mixup(replace(model_recipe, mixup=None), 10) is None

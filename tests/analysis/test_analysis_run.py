@@ -17,12 +17,12 @@ from alternet.analysis.objective import Objective, nll_accuracy
 from alternet.data import DigitsDataModule
 from alternet.models import create_model
 
-from helpers import CONF, PAPER_RECIPE_IN_MINIATURE, TINY_ANALYSIS_BUDGETS
+from helpers import CONF, TINY_ANALYSIS_BUDGETS, paper_recipe_in_miniature
 
 # pytest-xdist: the whole module on one worker, so that its analysed model (session-scoped) is made once
 pytestmark = pytest.mark.xdist_group("test_analysis_run")
 
-RECIPE = PAPER_RECIPE_IN_MINIATURE
+RECIPE = paper_recipe_in_miniature()
 BUDGETS = TINY_ANALYSIS_BUDGETS
 
 
@@ -83,7 +83,7 @@ def test_every_analysis_writes_its_files_and_a_json_summary(analysed):
     assert results["attention"]["msa_blocks"] == 2
     assert set(results["hessian"]) >= {"eig_1", "eig_2", "negative_fraction", "trace", "max_eig_median"}
     assert results["hessian"]["hvps"] == BUDGETS["hessian"]["iterations"]
-    assert results["hessian"]["minibatches"] == 3 and results["hessian"]["minibatch_size"] == RECIPE["batch_size"]
+    assert results["hessian"]["minibatches"] == 3 and results["hessian"]["minibatch_size"] == RECIPE.batch_size
     assert results["hessian"]["max_eig_hvps"] <= 3 * BUDGETS["hessian"]["minibatch_steps"]
     assert 0 <= results["hessian"]["max_eig_unconverged"] <= 3 and results["hessian"]["l2_curvature_max"] > 0
     maxima = [r for r in csv.DictReader((out_dir / "analysis" / "hessian.csv").open()) if r["kind"] == "minibatch_max"]

@@ -28,17 +28,6 @@ DDP_CPU = [
 ]
 
 
-# The paper's recipe in miniature for the analyses' models: mixup/cutmix with label smoothing (the landscape and
-# Hessian mix their batches), decay off norms and biases.
-PAPER_RECIPE_IN_MINIATURE = {
-    "optimizer": {"weight_decay": 0.05},
-    "no_decay_norm_bias": True,
-    "batch_size": 4,
-    "label_smoothing": 0.1,
-    "mixup": {"mixup_alpha": 1.0, "cutmix_alpha": 0.8, "prob": 1.0},
-}
-
-
 # Tiny analysis budgets: every analysis of alternet.analysis runs in about a second at 16 px.
 TINY_ANALYSIS_BUDGETS = {
     "fourier": dict(images=16, batch_size=8),
@@ -102,3 +91,9 @@ def module_of(config: dict, facts: dict):
 
     sections = train_config(config)
     return build_module(sections.model, sections.recipe, facts, sections.performance, sections.trainer)
+
+
+def paper_recipe_in_miniature():
+    """The paper's recipe in miniature for the analyses' models: mixup/cutmix with label smoothing (the landscape and
+    Hessian mix their batches) at batch 4, decay off norms and biases."""
+    return typed("recipe=paper", "recipe.batch_size=4", "recipe.no_decay_norm_bias=true").recipe

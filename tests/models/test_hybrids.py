@@ -33,11 +33,11 @@ from alternet.models.external import load_timm_pretrained, require_pretrained
 from alternet.models.factory import model_args
 from alternet.models.zoo import HYBRIDS, TIMM_TWINS, build_twin
 
-from helpers import FAST, PAPER_RECIPE_IN_MINIATURE, TINY_ANALYSIS_BUDGETS, compose_train, resolved
+from helpers import FAST, TINY_ANALYSIS_BUDGETS, compose_train, paper_recipe_in_miniature, resolved
 from helpers.models import build_from_config, n_params, record_softmaxes
 
 BYOB, MAXXVIT = "botnet_cifar", "coatnet_cifar"  # one model of each family for the default suite
-RECIPE = PAPER_RECIPE_IN_MINIATURE
+RECIPE = paper_recipe_in_miniature()
 BUDGETS = {  # a lighter Hessian: the hybrids are slower per step
     **TINY_ANALYSIS_BUDGETS,
     "hessian": dict(images=4, batch_size=4, k=2, iterations=2, minibatches=1, minibatch_steps=2),

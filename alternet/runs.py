@@ -26,7 +26,6 @@ from hydra.core.hydra_config import HydraConfig
 from torch import nn
 
 from .checkpoints import read_checkpoint
-from .data import DATAMODULES
 from .data.augment import SECTIONS
 from .errors import CheckpointError, ConfigValueError
 from .files import LockBusy, lock_file, read_json, write_json, write_text
@@ -303,78 +302,7 @@ def check_fresh_run_dir(run_dir: Path, resuming: bool, reuse: bool) -> None:
         )
 
 
-# what a resumed run may change ----------------------------------------------------------------------
-
-# settings that do not change what the resumed run computes; anything else must equal the checkpoint's
-RESUMABLE_DIFFERENCES = ("data.root", "data.num_workers", "data.pin_memory", "data.persistent_workers")
-# settings a resumed run applies to the restored state (the training module rescales the restored learning rates and
-# schedule by the new/saved ratio), recorded in resumes.json
-APPLIED_ON_RESUME = ("recipe.optimizer.lr",)
-
-
-def _model_recipe_differences(config: dict[str, Any], checkpoint: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
-    hparams = saved_hyperparameters(checkpoint, "the checkpoint to resume")
-    data = (config.get("data") or {}).get("name")
-    differences = {}
-    for section in ("model", "recipe"):
-        before, now = hparams.get(section) or {}, config.get(section) or {}
-        if section == "recipe":
-            before, now = _as_read(before, data), _as_read(now, data)
-        before, now = _flat(before, section), _flat(now, section)
-        differences |= {k: (before.get(k), now.get(k)) for k in set(before) | set(now) if before.get(k) != now.get(k)}
-    return differences
-
-
-def _as_read(recipe: dict[str, Any], data: Any) -> dict[str, Any]:
-    """``recipe`` as a run on the data set ``data`` reads it: of ``recipe.augment``, the section of its family alone
-    (the other section changes nothing the run computes)."""
-    family = getattr(DATAMODULES.get(data), "augment_section", None)
-    augment = recipe.get("augment")
-    if family is None or not isinstance(augment, dict):
-        return recipe
-    return {**recipe, "augment": {name: value for name, value in augment.items() if name == family}}
-
-
-def _applicable(key: str, before: Any, now: Any) -> bool:
-    """An :data:`APPLIED_ON_RESUME` change that can be applied: a ratio of two positive numbers."""
-    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in (before, now))
-    return key in APPLIED_ON_RESUME and numbers
-
-
-def check_resume_settings(config: dict[str, Any], checkpoint: str, header: dict[str, Any]) -> None:
-    """Refuse a resume from ``checkpoint`` (its ``header``) with settings the run would silently not apply
-    (:func:`resume_conflicts`)."""
-    conflicts = resume_conflicts(config, header)
-    if conflicts:
-        raise ConfigValueError(
-            f"resuming from {checkpoint} with settings that differ from the run that saved it "
-            f"({'; '.join(conflicts)}): a resumed run continues with the checkpoint's model, optimizer and "
-            "schedule, so they would not apply. Drop them, or start a new run in its own hydra.run.dir "
-            "(model.pretrained=CHECKPOINT starts from it)"
-        )
-
-
-def resume_conflicts(config: dict[str, Any], checkpoint: dict[str, Any]) -> list[str]:
-    """``key: saved -> now`` for each model/recipe/data setting of ``config`` that differs from the run the
-    checkpoint was saved by (its hyperparameters) and that the restored optimizer, schedule and weights would
-    ignore (everything but :data:`RESUMABLE_DIFFERENCES` and :data:`APPLIED_ON_RESUME`)."""
-    differences = _model_recipe_differences(config, checkpoint)
-    conflicts = [
-        f"{k}: {before!r} -> {now!r}"
-        for k, (before, now) in sorted(differences.items())
-        if k not in RESUMABLE_DIFFERENCES and not _applicable(k, before, now)
-    ]
-    facts, data = (checkpoint.get("hyper_parameters") or {}).get("data") or {}, config.get("data") or {}
-    for key in ("name", "image_size"):
-        if key in facts and key in data and facts[key] != data[key]:
-            conflicts.append(f"data.{key}: {facts[key]!r} -> {data[key]!r}")
-    return conflicts
-
-
-def resume_changes(config: dict[str, Any], checkpoint: dict[str, Any]) -> dict[str, list[Any]]:
-    """``{key: [saved, now]}`` for the :data:`APPLIED_ON_RESUME` settings this resume changes."""
-    differences = _model_recipe_differences(config, checkpoint)
-    return {k: list(v) for k, v in differences.items() if _applicable(k, *v)}
+# what a resume changed ----------------------------------------------------------------------------
 
 
 def record_resume(run_dir: Path, checkpoint: str, step: int, changes: dict[str, list[Any]]) -> None:
@@ -422,12 +350,6 @@ def resume_command(run_dir: Path, checkpoint: str | Path = "last", **changes: An
     kept = [a for a in overrides if not a.lstrip("+").startswith(dropped)]
     extra = [f"hydra.run.dir={run_dir}", f"ckpt_path={checkpoint}", *(f"{k}={v}" for k, v in changes.items())]
     return shlex.join([*command, *kept, *extra])
-
-
-def _flat(node: Any, prefix: str) -> dict[str, Any]:
-    if isinstance(node, dict):
-        return {k: v for key, value in node.items() for k, v in _flat(value, f"{prefix}.{key}").items()}
-    return {prefix: list(node) if isinstance(node, tuple) else node}
 
 
 # the model inside a checkpoint -----------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import sys
 from pathlib import Path
@@ -89,3 +90,47 @@ def test_downward_imports_are_allowed_entry_points_included(tmp_path):
         },
     )
     assert [layers.violation(item) for item in layers.all_imports(root)] == [None] * 11
+
+
+# The libraries that take config sections take them typed (alternet.typed): none of them looks a key of the config
+# up by its name. Names the config travels under, and the one module that checks plain mappings (the augment
+# sections of a recipe, per data family: data/augment.py, which reads them for the data modules).
+CONFIG_NAMES = {"config", "cfg", "recipe", "trainer", "performance", "callbacks", "callbacks_cfg", "opt_cfg", "section"}
+LIBRARIES = ("training", "data", "models", "evaluation", "analysis")
+CHECKS_PLAIN_MAPPINGS = {"data/augment.py"}
+
+
+def config_lookups(source: str) -> list[str]:
+    """``config["key"]`` and ``config.get("key")`` on a name the config travels under."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            target, key = node.value, node.slice.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            target, key = (
+                node.func.value,
+                node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None,
+            )
+        else:
+            continue
+        if isinstance(target, ast.Name) and target.id in CONFIG_NAMES and isinstance(key, str):
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_library_looks_a_config_key_up_by_its_name():
+    package = ROOT / "alternet"
+    found = {
+        str(path.relative_to(package)): lookups
+        for library in LIBRARIES
+        for path in sorted((package / library).rglob("*.py"))
+        if str(path.relative_to(package)) not in CHECKS_PLAIN_MAPPINGS and (lookups := config_lookups(path.read_text()))
+    }
+    assert found == {}
+
+
+def test_the_lookup_finder_finds_both_spellings():
+    assert config_lookups('recipe["batch_size"]\nconfig.get("seed")\nrecipe.batch_size\nrow["x"]') == [
+        "1: recipe['batch_size']",
+        "2: config.get('seed')",
+    ]

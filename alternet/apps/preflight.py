@@ -28,10 +28,10 @@ from ..rundir import RunDir, SweepDir
 from ..runs import (
     RunDirLock,
     check_fresh_run_dir,
-    check_resume_settings,
     note_created_by_this_process,
     resume_checkpoint,
 )
+from ..training.resume import check_resume_settings
 from .checks import validate_train_config
 
 GRID_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"  # its name in a config, not an import
@@ -187,7 +187,10 @@ class RunPreflight(RunDirPreflight):
             resume = resume_checkpoint(plain["ckpt_path"], run_dir, say=False)  # the run says it, once
             check_fresh_run_dir(run_dir, resuming=resume is not None, reuse=bool(plain["reuse_run_dir"]))
             if resume:
-                check_resume_settings(plain, resume, checkpoint_header(resume))
+                with warnings.catch_warnings():  # the run prints its own warnings
+                    warnings.simplefilter("ignore")
+                    typed = validate_train_config(plain)
+                check_resume_settings(typed.model, typed.recipe, typed.data, resume, checkpoint_header(resume))
         except AlternetError as error:
             exit_with_error(error)
         finally:

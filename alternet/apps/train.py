@@ -30,10 +30,8 @@ from ..rundir import OptimizedMetric, RunDir, RunSummary, best_epoch
 from ..runs import (
     RunDirLock,
     check_fresh_run_dir,
-    check_resume_settings,
     discard_unused_run_dir,
     record_resume,
-    resume_changes,
     resume_checkpoint,
     write_run_records,
 )
@@ -47,6 +45,7 @@ from ..training import (
 )
 from ..training.config import TrainerConfig
 from ..training.loggers import build_loggers, define_best_metrics
+from ..training.resume import check_resume_settings, resume_changes
 from ..training.stopping import lightning_ctrl_c_raised
 from .after_training import evaluate_after_training, export_after_training
 from .checks import validate_train_config
@@ -82,12 +81,12 @@ def _owned_train(config: dict[str, Any], run_dir: Path, lock: RunDirLock | None)
     header = checkpoint_header(resume) if resume else {}
     record = typed.to_dict()  # the resolved config as the run records it (config.yaml, W&B, the checkpoints)
     if resume:
-        check_resume_settings(record, resume, header)
+        check_resume_settings(typed.model, typed.recipe, typed.data, resume, header)
         finished = RunDir(run_dir).summary() if typed.ckpt_path == "last" else None
         if finished is not None and _trained_to_the_end(finished, typed.trainer):  # a re-launched sweep, a requeue
             print(f"{run_dir} holds a finished run ({RunDir(run_dir).metrics.name}): kept, nothing to train")
             return finished
-    changes = resume_changes(record, header) if resume else {}
+    changes = resume_changes(typed.model, typed.recipe, typed.data, header) if resume else {}
     for key, (before, now) in changes.items():
         rescaled = f"the restored learning rates and schedule are rescaled by {now / before:g}"
         print(f"resuming with {key} {before} -> {now}: {rescaled}", file=sys.stderr, flush=True)

@@ -24,7 +24,8 @@ DATAMODULES: dict[str, type[ImageDataModule]] = {
 
 def register_datamodule(cls: type[ImageDataModule]) -> type[ImageDataModule]:
     """Make ``cls`` the data set that ``data.name=<cls.name>`` builds (a class decorator, for a user's module that
-    ``imports=[...]`` imports before the config is checked). Its keyword arguments are the data section's keys."""
+    ``imports=[...]`` imports before the config is checked). The data section's keys are its ``settings``
+    (:mod:`alternet.data.config`): its base's, or a subclass declaring the keyword arguments it adds."""
     if not (isinstance(cls, type) and issubclass(cls, ImageDataModule)):
         raise TypeError(f"register_datamodule takes an ImageDataModule subclass, not {cls!r}")
     name = getattr(cls, "name", None)

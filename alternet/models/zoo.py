@@ -302,9 +302,10 @@ def _input_size_from_cfg(variant: str, kwargs: dict[str, Any]) -> None:
 
 def _describe_build(model: nn.Module, img_size: int) -> nn.Module:
     """The model's ``pretrained_cfg`` states the input size it was built for (timm's data config reads it)."""
-    cfg = dict(model.pretrained_cfg)
-    cfg["input_size"] = (int((cfg.get("input_size") or (3,))[0]), img_size, img_size)
-    model.pretrained_cfg = model.default_cfg = cfg
+    pretrained_cfg = dict(model.pretrained_cfg)
+    channels = int((pretrained_cfg.get("input_size") or (3,))[0])
+    pretrained_cfg["input_size"] = (channels, img_size, img_size)
+    model.pretrained_cfg = model.default_cfg = pretrained_cfg
     return model
 
 

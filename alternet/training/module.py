@@ -122,8 +122,8 @@ class ClassificationModule(L.LightningModule):
         checkpoint[DIGEST_KEY] = weights_digest(checkpoint["state_dict"])
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """A resumed run may change ``recipe.optimizer.lr`` (:data:`alternet.runs.APPLIED_ON_RESUME`): remember the
-        ratio, applied in :meth:`on_train_start` once Lightning has restored the optimizer and schedule."""
+        """A resumed run may change ``recipe.optimizer.lr`` (:data:`alternet.training.resume.APPLIED_ON_RESUME`):
+        remember the ratio, applied in :meth:`on_train_start` once Lightning has restored the optimizer and schedule."""
         saved = (checkpoint.get("hyper_parameters") or {}).get("recipe", {}).get("optimizer", {}).get("lr")
         now = self.recipe.optimizer.lr
         self._lr_ratio = now / float(saved) if saved and now > 0 else 1.0

@@ -17,9 +17,10 @@ from alternet.data import build_datamodule, data_config
 from alternet.data.augment import SECTIONS, check_augment, fill_from_mean
 from alternet.errors import CheckpointError, ConfigValueError
 from alternet.hub import export
-from alternet.runs import read_weights, resume_conflicts
+from alternet.runs import read_weights
+from alternet.training.resume import differences
 
-from helpers import CONF, compose_train, datamodule_of, resolved
+from helpers import CONF, compose_train, datamodule_of, resolved, typed
 
 RECIPES = sorted(p.stem for p in (CONF / "recipe").glob("*.yaml") if not p.stem.startswith("_"))
 FAMILY = {"digits": "arrays", "cifar10": "arrays", "cifar100": "arrays", "imagefolder": "files", "imagenet": "files"}
@@ -248,15 +249,15 @@ SAVED_BEFORE = "was saved before recipe.augment had its sections (arrays, files)
 
 
 def test_resuming_a_checkpoint_of_before_the_sections_is_refused_in_one_line():
-    config = resolved()
+    config, sections = resolved(), typed()
     checkpoint = {
         "hyper_parameters": {"model": config["model"], "recipe": config["recipe"] | {"augment": OLD_FLAT["digits"]}}
     }
     with pytest.raises(CheckpointError) as error:
-        resume_conflicts(config, checkpoint)
+        differences(sections.model, sections.recipe, sections.data, checkpoint)
     assert SAVED_BEFORE in str(error.value) and "\n" not in str(error.value)
     today = {"hyper_parameters": {"model": config["model"], "recipe": config["recipe"]}}
-    assert resume_conflicts(config, today) == []
+    assert differences(sections.model, sections.recipe, sections.data, today) == {}
 
 
 def test_a_checkpoint_of_before_the_sections_is_refused_by_every_command_that_reads_it(digits_run, tmp_path):

@@ -1,0 +1,94 @@
+"""What a resumed run may change: its model and recipe, compared field by field with the ones its checkpoint saved.
+
+A resumed run continues with the checkpoint's weights, optimizer and schedule, so a setting that differs from the
+saved one would silently not apply: it is refused in one line before any work (:func:`check_resume_settings`), but
+for :data:`APPLIED_ON_RESUME`, which the module applies to the restored state and ``resumes.json`` records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from ..data.config import DataConfig
+from ..data.registry import DATAMODULES
+from ..errors import CheckpointError, ConfigValueError
+from ..models.config import ModelConfig, model_config
+from ..runs import saved_hyperparameters
+from ..typed import Section, build
+from .config import RecipeConfig
+
+# settings a resumed run applies to the restored state (the training module rescales the restored learning rates and
+# schedule by the new/saved ratio), recorded in resumes.json
+APPLIED_ON_RESUME = ("recipe.optimizer.lr",)
+
+
+def differences(model: ModelConfig, recipe: RecipeConfig, data: DataConfig, checkpoint: dict[str, Any]) -> dict:
+    """``{key: (saved, now)}`` for each model and recipe key of this run that differs from the checkpoint's (of
+    ``recipe.augment``, the section the data's family reads: the other changes nothing the run computes)."""
+    hparams = saved_hyperparameters(checkpoint, "the checkpoint to resume")
+    try:
+        saved_model = model_config(hparams.get("model") or {})
+        saved_recipe = build(RecipeConfig, hparams.get("recipe") or {}, "recipe.")
+    except ConfigValueError as error:
+        raise CheckpointError(
+            f"the checkpoint to resume holds settings this version of alternet does not read ({error}); start a new "
+            "run from its weights instead (model.pretrained=CHECKPOINT)"
+        ) from None
+    family = DATAMODULES[data.name].augment_section
+    return _changed(saved_model, model, "model") | _changed(
+        _as_read(saved_recipe, family), _as_read(recipe, family), "recipe"
+    )
+
+
+def check_resume_settings(
+    model: ModelConfig, recipe: RecipeConfig, data: DataConfig, checkpoint: str, header: dict[str, Any]
+) -> None:
+    """Refuse a resume from ``checkpoint`` (its ``header``) with settings the run would silently not apply: every
+    model, recipe and data-set difference but :data:`APPLIED_ON_RESUME`."""
+    conflicts = [
+        f"{key}: {before!r} -> {now!r}"
+        for key, (before, now) in sorted(differences(model, recipe, data, header).items())
+        if not _applicable(key, before, now)
+    ]
+    facts = (header.get("hyper_parameters") or {}).get("data") or {}
+    for key in ("name", "image_size"):
+        if key in facts and facts[key] != getattr(data, key):
+            conflicts.append(f"data.{key}: {facts[key]!r} -> {getattr(data, key)!r}")
+    if conflicts:
+        raise ConfigValueError(
+            f"resuming from {checkpoint} with settings that differ from the run that saved it "
+            f"({'; '.join(conflicts)}): a resumed run continues with the checkpoint's model, optimizer and "
+            "schedule, so they would not apply. Drop them, or start a new run in its own hydra.run.dir "
+            "(model.pretrained=CHECKPOINT starts from it)"
+        )
+
+
+def resume_changes(
+    model: ModelConfig, recipe: RecipeConfig, data: DataConfig, header: dict[str, Any]
+) -> dict[str, list[Any]]:
+    """``{key: [saved, now]}`` for the :data:`APPLIED_ON_RESUME` settings this resume changes."""
+    return {k: list(v) for k, v in differences(model, recipe, data, header).items() if _applicable(k, *v)}
+
+
+def _changed(before: Section, now: Section, prefix: str) -> dict[str, tuple[Any, Any]]:
+    """Field by field, sub-sections included: each key whose values differ."""
+    old, new = _flat(before.to_dict(), prefix), _flat(now.to_dict(), prefix)
+    return {key: (old.get(key), new.get(key)) for key in old.keys() | new.keys() if old.get(key) != new.get(key)}
+
+
+def _flat(node: Any, prefix: str) -> dict[str, Any]:
+    if isinstance(node, dict):
+        return {k: v for key, value in node.items() for k, v in _flat(value, f"{prefix}.{key}").items()}
+    return {prefix: node}
+
+
+def _as_read(recipe: RecipeConfig, family: str) -> RecipeConfig:
+    """``recipe`` as a data set of this family reads it: of ``recipe.augment``, its own section alone."""
+    return replace(recipe, augment={name: value for name, value in (recipe.augment or {}).items() if name == family})
+
+
+def _applicable(key: str, before: Any, now: Any) -> bool:
+    """An :data:`APPLIED_ON_RESUME` change that can be applied: a ratio of two positive numbers."""
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in (before, now))
+    return key in APPLIED_ON_RESUME and numbers

@@ -19,8 +19,11 @@ import multiprocessing
 import os
 import re
 import signal
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from traceback import walk_tb
+from types import TracebackType
 from typing import Any
 
 from lightning.fabric.utilities.seed import pl_worker_init_function
@@ -72,9 +75,25 @@ def init_loader_worker(worker_id: int) -> None:
     with the main process, which launches the GPU's work (on a 16-core H100 machine, 8 workers made its training
     step 3.4x slower than 4 did: bench/RESULTS.md)."""
     leave_stop_signals_to_main_process()
+    sys.excepthook = _quiet_when_the_main_process_left(sys.excepthook)
     threadpool_limits(1)  # BLAS and OpenMP pools (torch sets its own to one thread in a worker)
     if int(os.environ.get("PL_SEED_WORKERS", 0)):
         pl_worker_init_function(worker_id)
+
+
+def _quiet_when_the_main_process_left(hook: Callable[..., Any]) -> Callable[..., Any]:
+    """A worker's ``sys.excepthook`` that says nothing of a connection its file-descriptor sharer lost: the main
+    process takes each batch's tensors through it (``multiprocessing.resource_sharer``, torch's ``file_descriptor``
+    strategy), and a main process that stops at once (a second stop signal) leaves mid-handshake. The sharer's
+    thread reports that through ``sys.excepthook``; the main process's own stop line is what the user needs."""
+
+    def excepthook(kind: type[BaseException], error: BaseException, trace: TracebackType | None) -> None:
+        lost = issubclass(kind, EOFError | ConnectionError)
+        if lost and any(frame.f_code.co_filename.endswith("resource_sharer.py") for frame, _ in walk_tb(trace)):
+            return
+        hook(kind, error, trace)
+
+    return excepthook
 
 
 def leave_stop_signals_to_main_process() -> None:

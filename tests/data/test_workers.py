@@ -1,10 +1,12 @@
 """Loader workers' thread pools: one OpenCV and one BLAS thread in each, the main process's own left as they were."""
 
+import sys
+
 import cv2
 from threadpoolctl import threadpool_info
 from torch.utils.data import Dataset
 
-from alternet.data.workers import PlainLoader, init_loader_worker
+from alternet.data.workers import PlainLoader, _quiet_when_the_main_process_left, init_loader_worker
 
 
 class _ThreadCounts(Dataset):
@@ -28,3 +30,28 @@ def test_loader_workers_run_one_opencv_and_one_blas_thread_and_the_main_process_
         assert cv2.getNumThreads() == 4
     finally:
         cv2.setNumThreads(previous)
+
+
+def _raised_in(filename: str, error: BaseException) -> tuple:
+    """``sys.exc_info()`` of ``error`` raised by code compiled as ``filename``."""
+    namespace: dict = {}
+    exec(compile("def serve(error):\n    raise error\n", filename, "exec"), namespace)
+    try:
+        namespace["serve"](error)
+    except BaseException:
+        return sys.exc_info()
+    raise AssertionError("not raised")
+
+
+def test_a_worker_says_nothing_of_a_file_descriptor_handshake_its_main_process_left():
+    """A main process that stops at once (a second stop signal) can leave a worker's fd sharer mid-handshake; the
+    worker's report of that would follow the stop line, so the worker's excepthook drops it, and only it."""
+    seen = []
+    hook = _quiet_when_the_main_process_left(lambda *info: seen.append(info[0]))
+    sharer = "/usr/lib/python3/multiprocessing/resource_sharer.py"
+    hook(*_raised_in(sharer, EOFError()))
+    hook(*_raised_in(sharer, ConnectionResetError()))
+    assert seen == []
+    hook(*_raised_in(sharer, ValueError()))
+    hook(*_raised_in("/work/user/data.py", EOFError()))
+    assert seen == [ValueError, EOFError]

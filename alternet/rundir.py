@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -292,13 +292,12 @@ _REQUIRED = ("model", "data", "test", "epochs", "global_step")  # every training
 
 
 @dataclass(frozen=True)
-class RunSummary(Mapping[str, Any]):
+class RunSummary:
     """A finished run's ``metrics.json``: written once at the end of training (:meth:`RunDir.write_summary`), read
     as fields by every reader (the console, the sweep summary, the report, export and the model card, resume).
 
     The test metrics use the names ``alternet evaluate`` uses (``test.acc``, ``test.nll``, ...; ``test_ema.*`` with
-    EMA). As a read-only mapping it is the JSON object the file holds (``summary["test"]["acc"]``), for callers
-    that take it as the record it is (Hydra's return value, tests)."""
+    EMA). :meth:`to_json` is the object the file holds."""
 
     model: str
     data: str
@@ -384,17 +383,6 @@ class RunSummary(Mapping[str, Any]):
             values["optimized_metric"] = None
         extra = {key: value for key, value in payload.items() if key not in known}
         return cls(**values, extra=extra)
-
-    # a read-only mapping of the file's keys ----------------------------------------------------------------------
-
-    def __getitem__(self, key: str) -> Any:
-        return self.to_json()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.to_json())
-
-    def __len__(self) -> int:
-        return len(self.to_json())
 
 
 _SPLITS = ("test", "test_ema", "train_clean")

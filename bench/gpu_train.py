@@ -30,6 +30,7 @@ import pickle
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import lightning as L
 import numpy as np
@@ -203,7 +204,7 @@ class SyncCount:
             self._host.__exit__(*exc)
 
 
-def train_once(overrides: list[str], measure: Measure) -> tuple[dict, float]:
+def train_once(overrides: list[str], measure: Measure) -> tuple[Any, float]:
     import torch
 
     from alternet.apps.config import compose

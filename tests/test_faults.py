@@ -671,7 +671,7 @@ def test_images_that_disappear_mid_run_are_skipped_and_counted_with_skip_corrupt
     arguments += ["data.skip_corrupt=true", "recipe.batch_size=4", "recipe.epochs=1", "recipe.warmup_epochs=0"]
     summary = train(compose_train(*arguments, *FAST, "trainer.limit_train_batches=null", output_dir=tmp_path / "run"))
     # a whole epoch reads every training image once (the clean-training pass may read some again)
-    assert summary["global_step"] == 6 and summary["skipped_images"] >= len(gone)
+    assert summary.global_step == 6 and summary.skipped_images >= len(gone)
 
 
 def test_a_loader_worker_that_dies_mid_sample_is_reported_by_that_sample(tmp_path):

@@ -61,7 +61,7 @@ def test_an_interrupted_run_is_resumed_or_explicitly_reused(tmp_path):
     with pytest.raises(ConfigValueError, match=r"already holds an interrupted run \(last.ckpt\)"):
         train(compose_train(*FAST, output_dir=tmp_path))
     again = train(compose_train(*FAST, "reuse_run_dir=true", output_dir=tmp_path))
-    assert again["test"] == first["test"]
+    assert again.test == first.test
 
 
 def test_ckpt_path_last_without_a_last_checkpoint_says_it_starts_from_scratch_once(tmp_path, monkeypatch, capsys):
@@ -144,7 +144,7 @@ def _zero_bytes_of_largest_tensor(path: Path, count: int = 4096) -> None:
 
 def test_bit_rot_in_a_checkpoint_or_an_export_is_refused_by_name(digits_summary, tmp_path):
     corrupt = tmp_path / "rotten.ckpt"
-    corrupt.write_bytes(Path(digits_summary["last_checkpoint"]).read_bytes())
+    corrupt.write_bytes(Path(digits_summary.last_checkpoint).read_bytes())
     read_checkpoint(corrupt)  # intact: reads
     _zero_bytes_of_largest_tensor(corrupt)
     with pytest.raises(
@@ -152,7 +152,7 @@ def test_bit_rot_in_a_checkpoint_or_an_export_is_refused_by_name(digits_summary,
     ):
         read_checkpoint(corrupt)
 
-    out = export(digits_summary["run_dir"], tmp_path / "export")
+    out = export(digits_summary.run_dir, tmp_path / "export")
     model = create_model("alternet_tiny", num_classes=10, img_size=16)
     load_pretrained(model, str(out))  # intact: loads
     weights = out / "model.safetensors"
@@ -177,7 +177,7 @@ def test_bit_rot_in_a_checkpoint_or_an_export_is_refused_by_name(digits_summary,
 )
 def test_weights_are_looked_at_before_they_load(digits_summary, tmp_path, tamper, message):
     """A third-party file (no digest) still gets its values checked: NaNs, integer casts, a self-contradicting head."""
-    out = export(digits_summary["run_dir"], tmp_path / "export")
+    out = export(digits_summary.run_dir, tmp_path / "export")
     weights = load_file(out / "model.safetensors")
     save_file(tamper(weights), out / "model.safetensors")  # no digest in its metadata
     with pytest.raises(CheckpointError, match=re.escape(message)):
@@ -185,7 +185,7 @@ def test_weights_are_looked_at_before_they_load(digits_summary, tmp_path, tamper
 
 
 def test_a_reinitialised_head_is_a_warning(digits_summary, tmp_path, caplog):
-    out = export(digits_summary["run_dir"], tmp_path / "export")
+    out = export(digits_summary.run_dir, tmp_path / "export")
     with caplog.at_level(logging.WARNING, logger="alternet.hub"):
         load_pretrained(create_model("alternet_tiny", num_classes=3, img_size=16), str(out))
     assert any(
@@ -194,7 +194,7 @@ def test_a_reinitialised_head_is_a_warning(digits_summary, tmp_path, caplog):
 
 
 def test_a_head_left_at_initialisation_without_asking_is_an_error(digits_summary, tmp_path):
-    out = export(digits_summary["run_dir"], tmp_path / "export")
+    out = export(digits_summary.run_dir, tmp_path / "export")
     weights = load_file(out / "model.safetensors")
     save_file({k: v for k, v in weights.items() if not k.startswith("head.fc.")}, out / "model.safetensors")
     with pytest.raises(CheckpointError, match=r"no classifier head that fits its own 10 classes .*pass num_classes"):
@@ -204,13 +204,13 @@ def test_a_head_left_at_initialisation_without_asking_is_an_error(digits_summary
 
 
 def test_resuming_from_another_architecture_names_both_models(digits_summary, tmp_path):
-    checkpoint = digits_summary["last_checkpoint"]
+    checkpoint = digits_summary.last_checkpoint
     with pytest.raises(ConfigValueError, match=r"model\.name: 'alternet_tiny' -> 'preresnet_tiny'"):
         train(compose_train(*FAST, f"ckpt_path={checkpoint}", "model=preresnet_tiny", output_dir=tmp_path))
 
 
 def test_evaluating_at_another_input_size_warns_naming_both(digits_summary):
-    source = open_source(digits_summary["last_checkpoint"])
+    source = open_source(digits_summary.last_checkpoint)
     datamodule = DigitsDataModule(image_size=32, batch_size=8)
     with pytest.warns(UserWarning, match=r"last\.ckpt expects data\.image_size=16 but is evaluated with 32"):
         check_classes(datamodule, source)

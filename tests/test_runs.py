@@ -25,12 +25,12 @@ from helpers import FAST, compose_train, resolved, run_main
 
 
 def test_a_copied_run_directory_stands_for_its_own_checkpoints(digits_summary, tmp_path):
-    original = digits_summary["run_dir"]
+    original = digits_summary.run_dir
     copy = tmp_path / "copy"
     shutil.copytree(original, copy)
     # metrics.json still names the original's files by absolute path: they must not be followed out of the copy
     assert json.loads((copy / "metrics.json").read_text())["best_checkpoint"].startswith(str(original))
-    best = copy / "checkpoints" / f"{digits_summary['best_checkpoint'].rsplit('/', 1)[-1]}"
+    best = copy / "checkpoints" / f"{digits_summary.best_checkpoint.rsplit('/', 1)[-1]}"
     assert select_checkpoint(copy) == best
     assert find_checkpoint(copy) == (best, copy)
     assert open_source(copy).checkpoint == best  # export, load, fine-tune
@@ -38,7 +38,7 @@ def test_a_copied_run_directory_stands_for_its_own_checkpoints(digits_summary, t
 
 def test_a_run_directory_without_a_best_checkpoint_stands_for_its_last(digits_summary, tmp_path):
     copy = tmp_path / "copy"
-    shutil.copytree(digits_summary["run_dir"], copy)
+    shutil.copytree(digits_summary.run_dir, copy)
     for best in (copy / "checkpoints").glob("best-*.ckpt"):
         best.unlink()
     assert select_checkpoint(copy) == copy / "checkpoints" / "last.ckpt"
@@ -49,9 +49,9 @@ def test_a_run_directory_without_a_best_checkpoint_stands_for_its_last(digits_su
 
 
 def test_the_bare_model_of_a_checkpoint_gives_the_trained_logits(digits_summary):
-    model, weights = load_model(digits_summary["best_checkpoint"])
+    model, weights = load_model(digits_summary.best_checkpoint)
     assert weights.architecture == "alternet_tiny" and weights.model_args["layout"] == "C|CM|CM"
-    module_state = torch.load(digits_summary["best_checkpoint"], weights_only=True)["state_dict"]
+    module_state = torch.load(digits_summary.best_checkpoint, weights_only=True)["state_dict"]
     for key, value in model.state_dict().items():
         torch.testing.assert_close(value, module_state[f"model.{key}"])
     assert not model.training
@@ -59,14 +59,14 @@ def test_the_bare_model_of_a_checkpoint_gives_the_trained_logits(digits_summary)
 
 def test_training_and_evaluation_record_the_same_metric_names_and_ece(digits_summary):
     summary = digits_summary  # evaluated after training
-    assert set(summary["test"]) == {"acc", "top5", "nll", "ece"} <= set(summary["calibration"])
+    assert set(summary.test) == {"acc", "top5", "nll", "ece"} <= set(summary.calibration)
     for name in ("acc", "top5"):  # one definition, computed batch by batch and on the whole split: counts (float32)
-        assert summary["test"][name] == pytest.approx(summary["calibration"][name], abs=1e-6), name
+        assert summary.test[name] == pytest.approx(summary.calibration[name], abs=1e-6), name
     # ECE sums float32 confidences per bin, batch by batch against the whole split at once: the two orders of
     # summation differ by ~1e-5 on an AVX-512 CPU (1.1e-5 measured on a Zen 4), while another binning or
     # definition would differ by ~1e-3 (one image of 360 moving bins)
-    assert summary["test"]["ece"] == pytest.approx(summary["calibration"]["ece"], abs=1e-4)
-    assert summary["test"]["nll"] == pytest.approx(summary["calibration"]["nll"], rel=1e-4)
+    assert summary.test["ece"] == pytest.approx(summary.calibration["ece"], abs=1e-4)
+    assert summary.test["nll"] == pytest.approx(summary.calibration["nll"], rel=1e-4)
 
 
 def test_streaming_ece_equals_the_whole_split_definition():
@@ -96,9 +96,9 @@ def test_optimized_metric_names_a_metric_the_run_reports():
 
 def test_the_optimized_metric_is_recorded_and_returned(tmp_path):
     summary = train(compose_train(*FAST, "optimized_metric=val/nll", output_dir=tmp_path / "val"))
-    assert summary["optimized_metric"] == {"name": "val/nll", "value": summary["best_val_score"]}
+    assert summary.optimized_metric.to_json() == {"name": "val/nll", "value": summary.best_val_score}
     summary = train(compose_train(*FAST, "optimized_metric=test/acc", output_dir=tmp_path / "test"))
-    assert summary["optimized_metric"] == {"name": "test/acc", "value": summary["test"]["acc"]}
+    assert summary.optimized_metric.to_json() == {"name": "test/acc", "value": summary.test["acc"]}
 
 
 def test_a_sweep_on_a_metric_that_does_not_exist_fails_before_training(tmp_path, monkeypatch, capsys):

@@ -54,7 +54,7 @@ def test_evaluation_consumes_the_training_checkpoint_artifact_joins_its_group_an
     assert checkpoint.name == f"model-{run_id}"  # one naming scheme: only alternet writes model-<run id>
 
     overrides = [
-        f"ckpt={summary['best_checkpoint']}",
+        f"ckpt={summary.best_checkpoint}",
         "logger=wandb",
         "robustness.enabled=true",
         "robustness.max_images=24",

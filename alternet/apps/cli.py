@@ -64,15 +64,15 @@ def train_main(cfg: DictConfig) -> float | None:
     from .train import train  # deferred: `alternet train --help` answers without torch
 
     try:
-        metrics = train(cfg)
+        summary = train(cfg)
     except AlternetError as error:
         exit_with_error(error)
     except Exception as error:  # a stop signal's error, raised inside code that put another in its place
         if (stop := raised_by_a_stop(error)) is None:
             raise
         exit_with_error(stop)
-    optimized = metrics["optimized_metric"]  # the value a Hydra sweeper (e.g. Optuna) optimises, if configured
-    return optimized["value"] if optimized else None
+    optimized = summary.optimized_metric  # the value a Hydra sweeper (e.g. Optuna) optimises, if configured
+    return optimized.value if optimized else None
 
 
 @_command_main(EVALUATION_INTERRUPTED, "evaluate")

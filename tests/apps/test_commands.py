@@ -22,9 +22,11 @@ from hydra.core.hydra_config import HydraConfig
 
 from alternet import runs
 from alternet.apps import cli
+from alternet.rundir import RunSummary
 
 from helpers import ROOT
 
+SUMMARY = RunSummary(model="m", data="d", test={})  # what a stand-in training job returns
 ARGPARSE_COMMANDS = ("export", "push", "import-hdvw", "report", "shards", "cifar-c")
 HYDRA_COMMANDS = ("train", "evaluate")
 # Hydra without its logging set-up or .hydra/ records: a job in this process leaves nothing behind
@@ -139,7 +141,7 @@ def test_every_spelling_of_train_and_evaluate_runs_the_same_job(tmp_path, monkey
     def job(result):
         return lambda cfg: seen.append((cfg.get("seed"), cfg.get("ckpt"), runs.command_line())) or result
 
-    monkeypatch.setattr("alternet.apps.train.train", job({"optimized_metric": None}))
+    monkeypatch.setattr("alternet.apps.train.train", job(SUMMARY))
     monkeypatch.setattr("alternet.apps.evaluate.run_evaluate", job([]))
     monkeypatch.chdir(tmp_path)
     train_args = ["seed=3", f"hydra.run.dir={tmp_path / 'run'}", *QUIET]
@@ -175,7 +177,7 @@ def test_lightnings_relaunch_of_a_ddp_rank_reaches_the_same_job(tmp_path, monkey
 
     def parent(cfg):
         relaunch.append(_hydra_subprocess_cmd(local_rank=1)[0])
-        return {"optimized_metric": None}
+        return SUMMARY
 
     monkeypatch.setattr("alternet.apps.train.train", parent)
     monkeypatch.chdir(tmp_path)
@@ -184,7 +186,7 @@ def test_lightnings_relaunch_of_a_ddp_rank_reaches_the_same_job(tmp_path, monkey
     (command,) = relaunch
     assert command[:3] == [sys.executable, "-m", "alternet.__main__"] and command[3] == "seed=3"  # python -m's spec
 
-    monkeypatch.setattr("alternet.apps.train.train", lambda cfg: seen.append(cfg.seed) or {"optimized_metric": None})
+    monkeypatch.setattr("alternet.apps.train.train", lambda cfg: seen.append(cfg.seed) or SUMMARY)
     monkeypatch.setenv("LOCAL_RANK", "1")
     assert cli.main(command[3:]) == 0 and seen == [3]
     monkeypatch.delenv("LOCAL_RANK")  # the same words typed by hand are not a rank: an unknown command
@@ -195,9 +197,7 @@ def test_hydras_own_options_pass_through_the_command(tmp_path, monkeypatch, caps
     """``alternet train -m ...`` sweeps (one job per value, each seeing the command as typed) and
     ``alternet train --cfg job`` prints the composed config without running a job."""
     seen = []
-    monkeypatch.setattr(
-        "alternet.apps.train.train", lambda cfg: seen.append((cfg.seed, list(sys.argv))) or {"optimized_metric": None}
-    )
+    monkeypatch.setattr("alternet.apps.train.train", lambda cfg: seen.append((cfg.seed, list(sys.argv))) or SUMMARY)
     monkeypatch.chdir(tmp_path)
     sweep = ["-m", "seed=1,2", f"hydra.sweep.dir={tmp_path / 'sweep'}", *QUIET]
     assert cli.main(["train", *sweep]) == 0
@@ -210,7 +210,7 @@ def test_hydras_own_options_pass_through_the_command(tmp_path, monkeypatch, caps
 def test_a_resume_command_repeats_the_command_that_started_the_run(tmp_path, monkeypatch):
     """Inside the job: the kept spelling that started it, the job's overrides, the run directory and the checkpoint."""
     seen = []
-    done = {"optimized_metric": None}
+    done = SUMMARY
     monkeypatch.setattr("alternet.apps.train.train", lambda cfg: seen.append(runs.resume_command(Path("RUN"))) or done)
     monkeypatch.chdir(tmp_path)
     args = ["seed=3", "ckpt_path=old", f"hydra.run.dir={tmp_path / 'run'}", *QUIET]

@@ -160,7 +160,7 @@ def test_truncated_checkpoint_is_named(digits_run, tmp_path, monkeypatch, capsys
 
 def test_evaluation_after_training_joins_the_run(digits_run, digits_summary):
     summary = digits_summary  # trained with evaluate.after_training=true
-    assert summary["calibration"]["acc"] == pytest.approx(summary["test"]["acc"], abs=1e-6)
+    assert summary.calibration["acc"] == pytest.approx(summary.test["acc"], abs=1e-6)
     assert (digits_run / "eval" / "reliability.png").is_file()
     assert json.loads((digits_run / "metrics.json").read_text())["calibration"]["brier"] >= 0
 
@@ -188,12 +188,12 @@ def test_test_flip_predicts_alike_in_training_and_in_evaluate(tmp_path):
     plain = train(compose_train(*FAST, *fp32, output_dir=tmp_path / "plain"))
     flip = ["recipe.test_flip=true", "evaluate.after_training=true"]
     flipped = train(compose_train(*FAST, *fp32, *flip, output_dir=tmp_path / "flip"))
-    assert flipped["test"]["nll"] != pytest.approx(plain["test"]["nll"], rel=1e-4)
-    assert flipped["calibration"]["nll"] == pytest.approx(flipped["test"]["nll"], rel=1e-5)  # after training too
+    assert flipped.test["nll"] != pytest.approx(plain.test["nll"], rel=1e-4)
+    assert flipped.calibration["nll"] == pytest.approx(flipped.test["nll"], rel=1e-5)  # after training too
     (report,) = evaluate_in_process(f"ckpt={tmp_path / 'flip'}", out=tmp_path / "eval")
     assert report["test_flip"] is True
-    assert report["test"]["nll"] == pytest.approx(flipped["test"]["nll"], rel=1e-5)
-    assert report["test"]["acc"] == pytest.approx(flipped["test"]["acc"], abs=1e-6)
+    assert report["test"]["nll"] == pytest.approx(flipped.test["nll"], rel=1e-5)
+    assert report["test"]["acc"] == pytest.approx(flipped.test["acc"], abs=1e-6)
 
 
 def test_a_data_set_of_other_class_names_warns_and_the_same_ones_in_another_order_are_refused(tmp_path):

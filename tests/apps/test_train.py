@@ -58,25 +58,25 @@ def fit(tmp_path: Path, *overrides: str) -> dict:
 
 def test_checkpoints_reload_with_torch_defaults_and_rebuild_the_model(tmp_path):
     summary = fit(tmp_path)
-    checkpoint = torch.load(summary["last_checkpoint"])  # weights_only=True is torch's default
+    checkpoint = torch.load(summary.last_checkpoint)  # weights_only=True is torch's default
     assert checkpoint["hyper_parameters"]["model"]["name"] == "alternet_tiny"
-    module = ClassificationModule.load_from_checkpoint(summary["last_checkpoint"], map_location="cpu")
+    module = ClassificationModule.load_from_checkpoint(summary.last_checkpoint, map_location="cpu")
     assert sum(p.numel() for p in module.model.parameters()) > 0
     torch.testing.assert_close(module.state_dict(), {k: v for k, v in checkpoint["state_dict"].items()})
 
 
 def test_resume_continues_epoch_and_step_count(tmp_path):
     first = fit(tmp_path / "a", "trainer.max_epochs=2")
-    assert (first["epochs"], first["global_step"]) == (2, 6)
-    resumed = fit(tmp_path / "b", "trainer.max_epochs=3", f"ckpt_path={first['last_checkpoint']}")
-    assert (resumed["epochs"], resumed["global_step"]) == (3, 9)
+    assert (first.epochs, first.global_step) == (2, 6)
+    resumed = fit(tmp_path / "b", "trainer.max_epochs=3", f"ckpt_path={first.last_checkpoint}")
+    assert (resumed.epochs, resumed.global_step) == (3, 9)
 
 
 def test_trainer_max_steps_stops_a_long_recipe_after_that_many_steps(tmp_path):
     """A short look at a long recipe (issue 38's ``experiment=alternet_r50_cifar100 trainer.max_steps=300``): the
     key exists in the trainer config, so it is set without Hydra's ``+``, and training stops mid-epoch there."""
     summary = train(compose_train(*FAST, "trainer.max_steps=2", output_dir=tmp_path))
-    assert summary["global_step"] == 2 and math.isfinite(summary["test"]["nll"])
+    assert summary.global_step == 2 and math.isfinite(summary.test["nll"])
 
 
 def test_unreadable_checkpoint_is_rejected(tmp_path):
@@ -118,9 +118,9 @@ def test_training_on_real_cifar100(cifar100_root, tmp_path):
         "recipe=fast",
         "recipe.batch_size=16",
     )
-    assert summary["data"] == "cifar100"
-    assert 0.0 <= summary["test"]["acc"] <= 1.0
-    assert math.isfinite(summary["test"]["nll"])
+    assert summary.data == "cifar100"
+    assert 0.0 <= summary.test["acc"] <= 1.0
+    assert math.isfinite(summary.test["nll"])
 
 
 @pytest.mark.slow  # 11M parameters, ~11 s: test_training_on_real_cifar100 trains on the real files by default
@@ -149,6 +149,6 @@ def test_ckpt_path_last_resumes_from_the_run_directory_when_present(tmp_path):
 
     assert resume_checkpoint("last", tmp_path) is None  # a fresh job starts from scratch
     first = fit(tmp_path, "trainer.max_epochs=1")
-    assert resume_checkpoint("last", tmp_path) == first["last_checkpoint"]
+    assert resume_checkpoint("last", tmp_path) == first.last_checkpoint
     again = fit(tmp_path, "trainer.max_epochs=2", "ckpt_path=last")  # a requeued job continues
-    assert again["epochs"] == 2 and again["global_step"] == 6
+    assert again.epochs == 2 and again.global_step == 6

@@ -149,12 +149,12 @@ def test_class_names_travel_with_the_checkpoint_and_the_export(folder, tmp_path,
             output_dir=tmp_path / "run",
         )
     )
-    checkpoint = torch.load(summary["last_checkpoint"], weights_only=True)
+    checkpoint = torch.load(summary.last_checkpoint, weights_only=True)
     assert checkpoint["hyper_parameters"]["data"]["class_names"] == CLASSES
-    out = export(summary["run_dir"], tmp_path / "export")
+    out = export(summary.run_dir, tmp_path / "export")
     assert json.loads((out / "config.json").read_text())["label_names"] == CLASSES
     # generated corruptions are CIFAR-C's (32-px arrays): image-file data needs real corruption files
-    arguments = [f"ckpt={summary['run_dir']}", "robustness.enabled=true", f"hydra.run.dir={tmp_path}/e"]
+    arguments = [f"ckpt={summary.run_dir}", "robustness.enabled=true", f"hydra.run.dir={tmp_path}/e"]
     code, _ = run_main("evaluate.py", arguments, monkeypatch, capsys)  # in this process: ~8 s less than a fresh one
     assert code.startswith("error: ") and "give real corruption files with robustness.root=DIR" in code
 

@@ -33,7 +33,7 @@ def test_precision_auto_is_bf16_on_a_bf16_gpu():
 def test_bf16_training_steps_on_cuda_learn_and_save_a_loadable_checkpoint(tmp_path):
     """Three bf16 steps on the GPU: finite metrics and weights, a checkpoint the CPU reads back."""
     summary = train(compose_train(*ON_GPU, "trainer.precision=bf16-mixed", output_dir=tmp_path))
-    assert summary["global_step"] == 3 and math.isfinite(summary["test"]["nll"])
+    assert summary.global_step == 3 and math.isfinite(summary.test["nll"])
     model, _ = load_model(tmp_path / "checkpoints" / "last.ckpt")
     saved = torch.load(tmp_path / "checkpoints" / "last.ckpt", map_location="cpu")["state_dict"]
     assert all(p.device.type == "cpu" for p in model.parameters())
@@ -116,7 +116,7 @@ def test_a_compiled_run_saves_plain_weights_that_load_resume_and_predict_alike(t
     resumed = train(
         compose_train(*ON_GPU, "performance.compile=true", "trainer.max_epochs=2", f"ckpt_path={last}", output_dir=run)
     )
-    assert resumed["global_step"] == 2 * summary["global_step"] and math.isfinite(resumed["test"]["nll"])
+    assert resumed.global_step == 2 * summary.global_step and math.isfinite(resumed.test["nll"])
 
 
 def test_a_checkpoint_moves_to_the_host_in_one_pass_without_a_sync_per_tensor():

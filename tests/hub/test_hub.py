@@ -54,11 +54,11 @@ def pretrained(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 def export_dir(summary: dict) -> Path:
-    return Path(summary["run_dir"]) / "export"
+    return Path(summary.run_dir) / "export"
 
 
 def lightning_model(summary: dict) -> torch.nn.Module:
-    return ClassificationModule.load_from_checkpoint(summary["best_checkpoint"], map_location="cpu").model.eval()
+    return ClassificationModule.load_from_checkpoint(summary.best_checkpoint, map_location="cpu").model.eval()
 
 
 def digits_batch(size: int = 16) -> torch.Tensor:
@@ -77,24 +77,24 @@ def test_export_after_training_writes_weights_config_and_model_card(pretrained):
     cfg = config["pretrained_cfg"]
     assert cfg["input_size"] == [3, 16, 16] and cfg["mean"] == [0.3053] * 3 and cfg["std"] == [0.3187] * 3
     assert (cfg["num_classes"], cfg["classifier"], cfg["first_conv"]) == (10, "head.fc", "stem.conv")
-    assert config["alternet"]["checkpoint"] == Path(pretrained["best_checkpoint"]).name
+    assert config["alternet"]["checkpoint"] == Path(pretrained.best_checkpoint).name
     card = (out / "README.md").read_text()
     params = sum(p.numel() for p in lightning_model(pretrained).parameters())
     for text in ("alternet_tiny on digits", "`C|CM|CM`", f"Parameters: {params:,}", "ECE (10 bins)"):
         assert text in card
-    assert f"| accuracy | {pretrained['test']['acc']:.4f} |" in card
-    assert f"| ECE (10 bins) | {pretrained['test']['ece']:.4f} |" in card
+    assert f"| accuracy | {pretrained.test['acc']:.4f} |" in card
+    assert f"| ECE (10 bins) | {pretrained.test['ece']:.4f} |" in card
 
 
 def test_model_card_reports_robustness_of_a_moved_run_directory(pretrained, tmp_path):
     run_dir = tmp_path / "moved-run"  # metrics.json still names the checkpoints by their old absolute paths
-    shutil.copytree(pretrained["run_dir"], run_dir, ignore=shutil.ignore_patterns("export", "wandb"))
+    shutil.copytree(pretrained.run_dir, run_dir, ignore=shutil.ignore_patterns("export", "wandb"))
     rows = [RobustnessRow("fog", severity, acc, 1.0, 0.1, 360, "generated") for severity, acc in ((1, 0.8), (2, 0.6))]
     record = robustness_record(rows, robustness_summary(rows, clean_acc=0.9))
     update_metrics_json(run_dir / "metrics.json", {"robustness": record})
     out = hub.export(run_dir, tmp_path / "export")
     config = json.loads((out / "config.json").read_text())
-    assert config["alternet"]["checkpoint"] == Path(pretrained["best_checkpoint"]).name
+    assert config["alternet"]["checkpoint"] == Path(pretrained.best_checkpoint).name
     assert config["alternet"]["robustness"]["robustness"] == pytest.approx(0.7)
     card = (out / "README.md").read_text()
     assert "## Robustness" in card and "Corruptions: generated (2 conditions, partial grid)" in card
@@ -118,8 +118,8 @@ def test_timm_and_hub_loads_give_the_lightning_models_logits(pretrained):
                 **config["model_args"],
             ),
             "hub export": hub.load(out),
-            "hub run dir": hub.load(pretrained["run_dir"]),
-            "hub checkpoint": hub.load(pretrained["best_checkpoint"]),
+            "hub run dir": hub.load(pretrained.run_dir),
+            "hub checkpoint": hub.load(pretrained.best_checkpoint),
         }
         for name, model in models.items():
             torch.testing.assert_close(model.eval()(x), expected, rtol=0, atol=0, msg=name)
@@ -128,7 +128,7 @@ def test_timm_and_hub_loads_give_the_lightning_models_logits(pretrained):
 
 
 def test_checkpoint_and_export_give_the_same_weights(pretrained):
-    from_checkpoint = hub.load(pretrained["best_checkpoint"]).state_dict()
+    from_checkpoint = hub.load(pretrained.best_checkpoint).state_dict()
     from_export = hub.load(export_dir(pretrained)).state_dict()
     assert from_checkpoint.keys() == from_export.keys()
     for key in from_checkpoint:
@@ -149,7 +149,7 @@ def test_a_new_class_count_resets_only_the_head(pretrained):
     torch.manual_seed(1)
     fresh = create_model("alternet_tiny", num_classes=3, img_size=16)
     head_before = fresh.head.fc.weight.clone()
-    report = hub.load_pretrained(fresh, pretrained["run_dir"])
+    report = hub.load_pretrained(fresh, pretrained.run_dir)
     assert report.loaded == len(source) - 2 and "10 -> 3 classes" in report.head
     assert torch.equal(fresh.head.fc.weight, head_before)  # the new head keeps its initialisation
     assert torch.equal(fresh.stem.conv.weight, source["stem.conv.weight"])
@@ -201,7 +201,7 @@ class Payload:
 @pytest.mark.parametrize("kind", ["torch.save .ckpt", "pickle .pt"])
 def test_malicious_pickles_are_refused_without_running(pretrained, tmp_path, kind):
     marker = tmp_path / "pwned"
-    hparams = torch.load(pretrained["best_checkpoint"])["hyper_parameters"]
+    hparams = torch.load(pretrained.best_checkpoint)["hyper_parameters"]
     payload = {"state_dict": {"model.x": Payload(marker)}, "hyper_parameters": hparams}
     if kind.startswith("torch.save"):
         path = tmp_path / "evil.ckpt"
@@ -237,7 +237,7 @@ def test_linear_probe_from_a_pretrained_backbone_beats_its_new_head(pretrained, 
     head with the backbone frozen must lift test accuracy far above that of the loaded model it starts from (same
     seed, so the same random head), the backbone must stay exactly as loaded, and the same probe on a frozen
     random backbone must stay far behind."""
-    backbone = hub.load(pretrained["run_dir"], num_classes=0)
+    backbone = hub.load(pretrained.run_dir, num_classes=0)
     source = tmp_path / "backbone.safetensors"
     save_file(backbone.state_dict(), source)
     probe = ["recipe.finetune.freeze_backbone=true", "recipe.warmup_epochs=0", "trainer.max_epochs=1"]
@@ -254,12 +254,12 @@ def test_linear_probe_from_a_pretrained_backbone_beats_its_new_head(pretrained, 
     assert "new classifier head (none -> 10 classes" in caplog.text
     control = train(compose_train(*probe, output_dir=tmp_path / "control"))  # frozen random backbone
 
-    tuned_acc, control_acc = tuned["test"]["acc"], control["test"]["acc"]
+    tuned_acc, control_acc = tuned.test["acc"], control.test["acc"]
     # the probe at least halves the loaded model's test error (a random head on these features scores 52-59%, by
     # the backbone's draws of augmentation: an absolute margin of 30 points was out of reach for a head at 83%)
     assert tuned_acc > 0.8 and 1 - tuned_acc < 0.5 * (1 - new_head_acc), (tuned_acc, new_head_acc)
     assert tuned_acc > control_acc + 0.4, (tuned_acc, control_acc)
-    final = torch.load(tuned["last_checkpoint"])["state_dict"]
+    final = torch.load(tuned.last_checkpoint)["state_dict"]
     for name, parameter in backbone.named_parameters():
         assert torch.equal(final[f"model.{name}"], parameter), name  # frozen
     assert not torch.equal(final["model.head.fc.weight"], loaded.head.fc.weight)
@@ -269,7 +269,7 @@ def test_frozen_backbone_keeps_its_batchnorm_statistics(pretrained, tmp_path):
     source = load_file(export_dir(pretrained) / "model.safetensors")
     overrides = ["recipe.finetune.freeze_backbone=true", f"model.pretrained={export_dir(pretrained)}"]
     summary = train(compose_train(*FAST, *overrides, output_dir=tmp_path))
-    final = torch.load(summary["last_checkpoint"])["state_dict"]
+    final = torch.load(summary.last_checkpoint)["state_dict"]
     changed = [k for k, v in source.items() if k not in HEAD and not torch.equal(final[f"model.{k}"], v)]
     assert not changed, f"{len(changed)} backbone tensors changed, e.g. {changed[:3]}"
 
@@ -332,10 +332,10 @@ def test_comparison_vit_exports_and_loads_through_timm(tmp_path):
 
 def test_export_cli_end_to_end(pretrained, tmp_path, monkeypatch, capsys):
     out = tmp_path / "cli-export"
-    arguments = ["export", pretrained["run_dir"], "--out", str(out)]
+    arguments = ["export", pretrained.run_dir, "--out", str(out)]
     code, stdout, stderr = module_output("alternet", arguments, monkeypatch, capsys)
     assert code == "0", stderr[-3000:]
-    assert f"Exported {pretrained['run_dir']} to {out}" in stdout
+    assert f"Exported {pretrained.run_dir} to {out}" in stdout
     assert load_file(out / "model.safetensors").keys() == load_file(export_dir(pretrained) / "model.safetensors").keys()
     assert json.loads((out / "config.json").read_text())["architecture"] == "alternet_tiny"
     torch.testing.assert_close(hub.load(out).state_dict(), hub.load(export_dir(pretrained)).state_dict())
@@ -351,7 +351,7 @@ def test_export_cli_end_to_end(pretrained, tmp_path, monkeypatch, capsys):
 def test_export_cli_errors_are_one_line_messages(pretrained, tmp_path, source, flags, message):
     from alternet.hub.cli import main
 
-    source = pretrained["run_dir"] if source == "RUN" else source
+    source = pretrained.run_dir if source == "RUN" else source
     with pytest.raises(SystemExit) as exit_info:
         main(["export", source, *flags, "--out", str(tmp_path / "out")])
     assert str(exit_info.value.code).startswith("error: ") and message in str(exit_info.value.code)
@@ -369,12 +369,12 @@ def test_an_export_into_a_users_own_folder_with_a_config_json_is_refused_and_tou
     (mine / "README.md").write_text("my notes\n")
     before = {path.name: path.read_bytes() for path in mine.iterdir()}
     with pytest.raises(SystemExit) as exited:
-        main(["export", pretrained["run_dir"], "--out", str(mine)])
+        main(["export", pretrained.run_dir, "--out", str(mine)])
     assert "holds files that are not an alternet export" in str(exited.value.code)
     assert {path.name: path.read_bytes() for path in mine.iterdir()} == before
     again = tmp_path / "export"
-    main(["export", pretrained["run_dir"], "--out", str(again)])
-    main(["export", pretrained["run_dir"], "--out", str(again)])  # over its own earlier export: fine
+    main(["export", pretrained.run_dir, "--out", str(again)])
+    main(["export", pretrained.run_dir, "--out", str(again)])  # over its own earlier export: fine
     assert sorted(p.name for p in again.iterdir()) == ["README.md", "config.json", "model.safetensors"]
 
 
@@ -385,7 +385,7 @@ def test_a_full_disk_while_exporting_keeps_the_previous_export_and_says_so(pretr
     from alternet.hub.cli import main
 
     out = tmp_path / "export"
-    main(["export", pretrained["run_dir"], "--out", str(out)])
+    main(["export", pretrained.run_dir, "--out", str(out)])
     before = {path.name: path.read_bytes() for path in out.iterdir()}
 
     def disk_full(*args, **kwargs):
@@ -393,7 +393,7 @@ def test_a_full_disk_while_exporting_keeps_the_previous_export_and_says_so(pretr
 
     monkeypatch.setattr(files.os, "replace", disk_full)
     with pytest.raises(SystemExit) as exited:
-        main(["export", pretrained["run_dir"], "--out", str(out)])
+        main(["export", pretrained.run_dir, "--out", str(out)])
     assert exited.value.code == (
         f"error: could not write {out / 'model.safetensors'}: No space left on device (ENOSPC); its previous version "
         "is intact. Free space, or make the directory writable"
@@ -414,7 +414,7 @@ def test_ema_export_and_offline_wandb_artifacts(tmp_path, monkeypatch, capsys):
         )
     )
     output = capsys.readouterr().out
-    checkpoint = torch.load(summary["best_checkpoint"])["state_dict"]
+    checkpoint = torch.load(summary.best_checkpoint)["state_dict"]
     exported = load_file(tmp_path / "export" / "model.safetensors")
     for key, value in exported.items():
         assert torch.equal(value, checkpoint[f"ema.{key}"]), key
@@ -427,7 +427,7 @@ def test_ema_export_and_offline_wandb_artifacts(tmp_path, monkeypatch, capsys):
     assert f"wandb sync {run_file.parent}" in output
     recorded = run_file.read_bytes()
     assert f"model-{run_id}".encode() in recorded and f"export-{run_id}".encode() in recorded
-    assert Path(summary["best_checkpoint"]).is_file() and (tmp_path / "export" / "model.safetensors").is_file()
+    assert Path(summary.best_checkpoint).is_file() and (tmp_path / "export" / "model.safetensors").is_file()
 
 
 class RecordingRun:
@@ -444,8 +444,8 @@ class RecordingRun:
 
 def test_online_artifacts_are_model_artifacts_with_best_and_latest_aliases(pretrained):
     run = RecordingRun()
-    checkpoint = Path(pretrained["best_checkpoint"])
-    logged = log_model_artifacts(run, checkpoint, export_dir(pretrained), {"test": pretrained["test"]})
+    checkpoint = Path(pretrained.best_checkpoint)
+    logged = log_model_artifacts(run, checkpoint, export_dir(pretrained), {"test": pretrained.test})
     (checkpoint_artifact, aliases), (export_artifact, export_aliases) = run.logged
     assert (checkpoint_artifact.name, checkpoint_artifact.type, aliases) == (
         "model-abc123",

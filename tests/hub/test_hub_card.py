@@ -45,11 +45,11 @@ def run(digits_summary):
 
 
 def export_of(run: dict) -> Path:
-    return Path(run["run_dir"]) / "export"
+    return Path(run.run_dir) / "export"
 
 
 def trained_model(run: dict) -> torch.nn.Module:
-    return ClassificationModule.load_from_checkpoint(run["best_checkpoint"], map_location="cpu").model.eval()
+    return ClassificationModule.load_from_checkpoint(run.best_checkpoint, map_location="cpu").model.eval()
 
 
 def untrained_checkpoint(path: Path, *overrides: str) -> Path:
@@ -66,7 +66,7 @@ def test_model_card_metadata_parses_with_huggingface_hub(run):
     assert (data.library_name, data.license, data.pipeline_tag) == ("timm", "mit", "image-classification")
     assert {"image-classification", "timm", "alternet", "digits"} <= set(data.tags)
     assert data.datasets == ["digits"] and "accuracy" in data.metrics
-    recorded = json.loads((Path(run["run_dir"]) / "metrics.json").read_text())["test"]
+    recorded = json.loads((Path(run.run_dir) / "metrics.json").read_text())["test"]
     results = {result.metric_type: result for result in data.eval_results}
     assert results["accuracy"].metric_value == recorded["acc"]
     assert results["top_5_accuracy"].metric_value == recorded["top5"]
@@ -104,7 +104,7 @@ def test_config_holds_every_key_of_timms_own_export(run, tmp_path, kind):
         source = untrained_checkpoint(tmp_path / "vit.ckpt", "model=vit_ti_cifar", "data=cifar100", "data.root=/none")
         out = hub.export(source, tmp_path / "export")
     else:
-        source, out = run["best_checkpoint"], export_of(run)
+        source, out = run.best_checkpoint, export_of(run)
     ours = json.loads((out / "config.json").read_text())
     model = hub.load(source)  # the model the export was written from, with the data's pretrained_cfg
     timm_hub.save_config_for_hf(model, tmp_path / "timm.json", model_config={"label_names": ours["label_names"]})
@@ -188,7 +188,7 @@ def test_push_without_a_token_fails_before_any_work(fake_hub, tmp_path, monkeypa
 
 def test_push_to_an_unreachable_hub_is_one_line_and_leaves_no_export(run, tmp_path):
     endpoint = "http://127.0.0.1:9"
-    result, scratch = push_cli(run["run_dir"], REPO, tmp_path=tmp_path, HF_TOKEN="hf_fake", HF_ENDPOINT=endpoint)
+    result, scratch = push_cli(run.run_dir, REPO, tmp_path=tmp_path, HF_TOKEN="hf_fake", HF_ENDPOINT=endpoint)
     assert result.returncode != 0 and "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith(f"error: could not reach the Hugging Face Hub at {endpoint} to push {REPO}"), result.stderr
@@ -197,7 +197,7 @@ def test_push_to_an_unreachable_hub_is_one_line_and_leaves_no_export(run, tmp_pa
 
 
 def test_push_uploads_the_three_files_in_one_commit(run, fake_hub, tmp_path, capsys):
-    hub_main(["push", run["run_dir"], REPO, "--private", "--commit-message", "first"])
+    hub_main(["push", run.run_dir, REPO, "--private", "--commit-message", "first"])
     staged = list((tmp_path / "tmp").iterdir())
     assert [call[0] for call in fake_hub.calls] == ["init", "create_repo", "upload_folder"]
     assert fake_hub.calls[0][1:] == ("hf_fake", "alternet")
@@ -206,7 +206,7 @@ def test_push_uploads_the_three_files_in_one_commit(run, fake_hub, tmp_path, cap
     assert staged == []  # the temporary export is removed after the upload
 
     output = capsys.readouterr().out
-    assert f"Pushed {run['run_dir']} to https://huggingface.co/{REPO}" in output
+    assert f"Pushed {run.run_dir} to https://huggingface.co/{REPO}" in output
     assert f'import alternet, timm; timm.create_model("hf-hub:{REPO}", pretrained=True)' in output
     uploaded = fake_hub.remote / REPO
     card = ModelCard.load(uploaded / "README.md")

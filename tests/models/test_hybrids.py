@@ -110,7 +110,7 @@ def test_model_timm_trains_through_train_py(tmp_path, name):
     (ViT-Ti, built for the data's 32 px), one epoch of a few steps, tested and checkpointed."""
     overrides = [*FAST, "model=timm", f"model.name={name}", "data.image_size=32", "recipe.batch_size=4"]
     summary = train(compose_train(*overrides, "trainer.precision=32", output_dir=tmp_path))
-    assert summary["model"] == name and summary["global_step"] == 3 and 0 <= summary["test"]["acc"] <= 1
+    assert summary.model == name and summary.global_step == 3 and 0 <= summary.test["acc"] <= 1
     assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
 
 
@@ -222,11 +222,11 @@ def test_a_cifar_variant_trains_two_steps_and_resumes_exactly(tmp_path, name):
     common += ["data.val_size=0", "data.train_clean_size=0", "trainer.limit_test_batches=1", "trainer.precision=32"]
     common += ["recipe.drop_path_rate=0.1"]  # stochastic depth: the resumed run must replay the same draws
     reference = train(compose_train(*common, "trainer.max_epochs=2", output_dir=tmp_path / "reference"))
-    assert reference["global_step"] == 4
+    assert reference.global_step == 4
     train(compose_train(*common, "trainer.max_epochs=1", output_dir=tmp_path / "resumed"))
     last = tmp_path / "resumed" / "checkpoints" / "last.ckpt"
     resumed = train(compose_train(*common, "trainer.max_epochs=2", f"ckpt_path={last}", output_dir=last.parents[1]))
-    assert resumed["global_step"] == 4
+    assert resumed.global_step == 4
     a, b = _weights(tmp_path / "reference"), _weights(tmp_path / "resumed")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 

@@ -35,4 +35,4 @@ quiet = ["trainer.log_every_n_steps=1000", "callbacks.preemption.sync_every_n_st
 with HostSyncs() as syncs, per_step(syncs) as steps:
     summary = train(compose_train(*DDP_CPU, *quiet, output_dir=out))
 rank = int(os.environ.get("LOCAL_RANK", "0"))
-(out / f"rank{rank}.json").write_text(json.dumps({"train_indices": loaded, "test": summary["test"], "syncs": steps}))
+(out / f"rank{rank}.json").write_text(json.dumps({"train_indices": loaded, "test": summary.test, "syncs": steps}))

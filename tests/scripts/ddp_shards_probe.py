@@ -56,5 +56,5 @@ summary = train(
 )
 rank = int(os.environ.get("LOCAL_RANK", "0"))
 (Path(out) / f"rank{rank}.json").write_text(
-    json.dumps({"streamed": streamed, "scheduled": scheduled, "test": summary["test"]})
+    json.dumps({"streamed": streamed, "scheduled": scheduled, "test": summary.test})
 )

@@ -33,8 +33,8 @@ def test_every_recipe_trains_two_steps(recipe, tmp_path, request):
         folder = request.getfixturevalue("image_folder")
         data = ["data=imagefolder", f"data.root={folder}", "data.image_size=16", "data.num_workers=0"]
     summary = train(compose_train(*TWO_STEPS, *data, f"recipe={recipe}", "recipe.batch_size=16", output_dir=tmp_path))
-    assert summary["global_step"] == 2
-    assert math.isfinite(summary["test"]["nll"])
+    assert summary.global_step == 2
+    assert math.isfinite(summary.test["nll"])
 
 
 def paper_module(**recipe_overrides) -> ClassificationModule:
@@ -78,7 +78,7 @@ def test_the_trainer_follows_the_schedule(tmp_path):
     with open(tmp_path / "logs" / "metrics.csv") as f:
         rows = [r for r in csv.DictReader(f) if r.get("train/lr")]
     lrs = [float(r["train/lr"]) for r in rows]
-    steps = summary["global_step"]  # one epoch, all of it warm-up in the digits recipe
+    steps = summary.global_step  # one epoch, all of it warm-up in the digits recipe
     assert lrs[0] == pytest.approx(2e-3 / steps)
     assert lrs[-1] == pytest.approx(2e-3 * len(lrs) / steps)
 
@@ -111,8 +111,8 @@ def test_norm_bias_and_position_bias_can_be_excluded_from_weight_decay():
 
 def test_weight_ema_is_evaluated_alongside(tmp_path):
     summary = train(compose_train(*FAST, "+recipe.ema.decay=0.9", output_dir=tmp_path))
-    assert {"acc", "nll", "ece", "top5"} <= set(summary["test_ema"])
-    state = torch.load(summary["last_checkpoint"])["state_dict"]
+    assert {"acc", "nll", "ece", "top5"} <= set(summary.test_ema)
+    state = torch.load(summary.last_checkpoint)["state_dict"]
     ema_keys = [k for k in state if k.startswith("ema.")]
     assert ema_keys
     key = "stem.conv.weight"
@@ -141,14 +141,14 @@ def test_cpu_bf16_mixed_precision_trains_with_a_fused_optimizer_and_clipped_grad
             output_dir=tmp_path / "run",
         )
     )
-    assert math.isfinite(summary["test"]["nll"])
+    assert math.isfinite(summary.test["nll"])
     assert len(norms) == 3 and all(max_norm == 0.01 and norm > 0.01 for norm, max_norm in norms)  # debug=fast: 3
     assert torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt")["optimizer_states"][0]["param_groups"][0]["fused"]
 
 
 def test_channels_last_trains(tmp_path):
     summary = train(compose_train(*FAST, "performance.channels_last=true", output_dir=tmp_path))
-    assert math.isfinite(summary["test"]["nll"])
+    assert math.isfinite(summary.test["nll"])
 
 
 @pytest.mark.slow
@@ -160,7 +160,7 @@ def test_compiled_training_compiles_one_graph_whatever_the_batch_shapes(tmp_path
     counters.clear()
     overrides = ["performance.compile=true", "trainer.limit_train_batches=null", "trainer.limit_val_batches=null"]
     summary = train(compose_train(*FAST, *overrides, output_dir=tmp_path))
-    assert summary["global_step"] == 19 and math.isfinite(summary["test"]["nll"])
+    assert summary.global_step == 19 and math.isfinite(summary.test["nll"])
     assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
 
 
@@ -248,7 +248,7 @@ def test_torch_compile_trains_through_a_progressive_resize(tmp_path):
     Relational') when torch.compile's default turned the second size dynamic."""
     overrides = ["trainer.max_epochs=2", "recipe.progressive_resize={sizes: [8], epochs: [1]}", "model.window=2"]
     summary = train(compose_train(*FAST, *overrides, "performance.compile=true", output_dir=tmp_path))
-    assert summary["global_step"] == 6 and math.isfinite(summary["test"]["nll"])
+    assert summary.global_step == 6 and math.isfinite(summary.test["nll"])
 
 
 def test_ema_updates_once_per_optimizer_step_with_gradient_accumulation(tmp_path, monkeypatch):
@@ -268,7 +268,7 @@ def test_ema_updates_once_per_optimizer_step_with_gradient_accumulation(tmp_path
     monkeypatch.setattr(ClassificationModule, "_update_ema", spy)
     overrides = [*FAST, "trainer.limit_train_batches=6", "trainer.accumulate_grad_batches=2"]
     summary = train(compose_train(*overrides, "recipe.ema={decay:0.9,warmup:true}", output_dir=tmp_path))
-    assert summary["global_step"] == 3 and len(seen) == 1 + 3
+    assert summary.global_step == 3 and len(seen) == 1 + 3
     assert [d for d, _ in seen[1:]] == [min(0.9, (1 + t) / (10 + t)) for t in (1, 2, 3)]
     expected = seen[0][1]
     for decay, weights in seen[1:]:
@@ -276,7 +276,7 @@ def test_ema_updates_once_per_optimizer_step_with_gradient_accumulation(tmp_path
             k: v * decay + weights[k] * (1 - decay) if v.dtype.is_floating_point else weights[k]
             for k, v in expected.items()
         }
-    state = torch.load(summary["last_checkpoint"])["state_dict"]
+    state = torch.load(summary.last_checkpoint)["state_dict"]
     for key, value in expected.items():
         torch.testing.assert_close(state[f"ema.{key}"], value, rtol=1e-6, atol=1e-7)
 
@@ -295,7 +295,7 @@ def test_progressive_resizing_trains_small_first_then_at_full_size(tmp_path, mon
     monkeypatch.setattr(ClassificationModule, "forward", recording_forward)
     overrides = ["trainer.max_epochs=3", "recipe.progressive_resize={sizes: [4, 8], epochs: [1, 1]}"]
     summary = train(compose_train(*FAST, *overrides, output_dir=tmp_path))
-    assert summary["global_step"] == 9
+    assert summary.global_step == 9
     assert [size for training, size in seen if training] == [4] * 3 + [8] * 3 + [16] * 3
     assert {size for training, size in seen if not training} == {16}
 

@@ -52,14 +52,14 @@ def test_train_clean_metrics_are_the_training_subset_scored_in_eval_mode(tmp_pat
         nll = F.cross_entropy(model.eval()(images), labels).item()
     # float32 means over other batchings: 1.2e-5 apart on an AVX-512 Zen 4; another definition would be far more
     assert float(rows[-1]["train_clean/nll"]) == pytest.approx(nll, rel=1e-4)
-    assert summary["train_clean"]["nll"] == pytest.approx(nll, rel=1e-4)
+    assert summary.train_clean["nll"] == pytest.approx(nll, rel=1e-4)
 
     # the run's curves: a real PNG of the same per-epoch numbers
     from PIL import Image
 
     from alternet.report.runs import read_history
 
-    assert summary["curves"] == str(run / "curves.png")
+    assert summary.curves == str(run / "curves.png")
     with Image.open(run / "curves.png") as image:
         assert image.format == "PNG" and image.width > 1000
     history = read_history(run / "logs" / "metrics.csv")
@@ -74,14 +74,14 @@ def test_train_clean_metrics_are_the_training_subset_scored_in_eval_mode(tmp_pat
 
 def test_train_clean_runs_without_a_validation_split(tmp_path):
     summary = train(compose_train(*FAST, "data.val_size=0", "data.train_clean_size=64", output_dir=tmp_path))
-    assert summary["best_checkpoint"] is None  # no validation split: no best checkpoint, as before
-    assert summary["train_clean"]["acc"] is not None
+    assert summary.best_checkpoint is None  # no validation split: no best checkpoint, as before
+    assert summary.train_clean["acc"] is not None
     assert _epoch_rows(tmp_path, "train_clean/acc") and not _epoch_rows(tmp_path, "val/acc")
 
 
 def test_train_clean_off_runs_no_validation_loop_without_a_split(tmp_path):
     summary = train(compose_train(*FAST, "data.val_size=0", "data.train_clean_size=0", output_dir=tmp_path))
-    assert "train_clean" not in summary and not _epoch_rows(tmp_path, "train_clean/acc")
+    assert summary.train_clean is None and not _epoch_rows(tmp_path, "train_clean/acc")
 
 
 def test_subset_is_seeded_stratified_and_the_same_for_every_model_seed():
@@ -105,7 +105,7 @@ def test_subset_is_seeded_stratified_and_the_same_for_every_model_seed():
 
 def test_subset_is_recorded_in_config_and_metrics(tmp_path):
     summary = train(compose_train(*FAST, "data.subset=0.1", output_dir=tmp_path))
-    assert summary["data_subset"] == 0.1 and summary["train_images"] == round(0.1 * 1257)
+    assert summary.data_subset == 0.1 and summary.train_images == round(0.1 * 1257)
     assert json.loads((tmp_path / "metrics.json").read_text())["train_images"] == 126
     assert "subset: 0.1" in (tmp_path / "config.yaml").read_text()
 
@@ -364,7 +364,7 @@ def test_every_paper_scale_preset_first_job_trains_two_steps_on_cpu(preset, cifa
     )
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((tmp_path / "job" / "metrics.json").read_text())
-    assert summary["global_step"] == 2
+    assert summary.global_step == 2
     if scoring:
         assert summary["robustness"]["source"] == "real" and (tmp_path / "job" / "eval" / "predictions.npz").is_file()
 
@@ -373,7 +373,7 @@ def test_every_paper_scale_preset_first_job_trains_two_steps_on_cpu(preset, cifa
 def test_the_presets_transformers_train_through_train_py(model, tmp_path):
     """The presets' ViT/PiT/Swin (some without any buffers) go through the whole training path."""
     summary = train(compose_train(*FAST, f"model={model}", "data.image_size=32", output_dir=tmp_path))
-    assert summary["model"] == model and summary["train_clean"]["nll"] is not None
+    assert summary.model == model and summary.train_clean["nll"] is not None
 
 
 def test_evaluate_reads_packaged_data_options_with_their_defaults_lists():

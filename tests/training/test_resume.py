@@ -36,8 +36,8 @@ def test_identical_seeded_runs_give_identical_metrics(tmp_path):
     first = train(compose_train(*FAST, "seed=7", output_dir=tmp_path / "a"))
     second = train(compose_train(*FAST, "seed=7", output_dir=tmp_path / "b"))
     other = train(compose_train(*FAST, "seed=8", output_dir=tmp_path / "c"))
-    assert first["test"] == second["test"]
-    assert first["test"] != other["test"]
+    assert first.test == second.test
+    assert first.test != other.test
 
 
 def _checkpoint_epoch(path: Path) -> int:
@@ -81,14 +81,14 @@ def test_last_ckpt_holds_the_last_epoch_when_a_later_epoch_is_not_the_best(tmp_p
     worst_is_best = ["callbacks.checkpoint.mode=max"]  # the highest val/nll: the first epoch, as the model learns
     first = train(compose_train(*FAST, "trainer.max_epochs=3", *worst_is_best, output_dir=tmp_path))
     checkpoints = tmp_path / "checkpoints"
-    assert read_checkpoint(Path(first["best_checkpoint"]))["global_step"] < first["global_step"]  # a stale best
+    assert read_checkpoint(Path(first.best_checkpoint))["global_step"] < first.global_step  # a stale best
     last = read_checkpoint(checkpoints / "last.ckpt")
-    assert last["global_step"] == first["global_step"]
+    assert last["global_step"] == first.global_step
     keys = list(last["callbacks"])  # the state under ModelCheckpoint's key, as in checkpoints of before the fix
     assert any(key.startswith("ModelCheckpoint{") for key in keys) and not any("BestAndLast" in key for key in keys)
     resumed = train(compose_train(*FAST, "trainer.max_epochs=4", *worst_is_best, "ckpt_path=last", output_dir=tmp_path))
-    assert resumed["global_step"] == first["global_step"] // 3 * 4  # one more epoch, not three
-    assert resumed["best_checkpoint"] == first["best_checkpoint"]  # the best so far came back with the resume
+    assert resumed.global_step == first.global_step // 3 * 4  # one more epoch, not three
+    assert resumed.best_checkpoint == first.best_checkpoint  # the best so far came back with the resume
 
 
 def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
@@ -152,8 +152,8 @@ def test_a_non_finite_step_is_skipped_on_the_device_and_acted_on_one_step_later(
     summary = train(
         compose_train(*SIX_STEPS, f"ckpt_path={saved_path}", "recipe.optimizer.lr=2e-4", output_dir=tmp_path / "failed")
     )
-    assert summary["global_step"] == 6  # batch 3 is retried; batch 2 stays skipped
-    assert math.isfinite(summary["test"]["nll"])
+    assert summary.global_step == 6  # batch 3 is retried; batch 2 stays skipped
+    assert math.isfinite(summary.test["nll"])
     clean, resumed = _lr_by_step(tmp_path / "clean"), _lr_by_step(tmp_path / "failed")
     assert resumed[1] == clean[1]  # rows of the run before the fault are kept
     for step in (3, 4, 5):  # the same schedule, a tenth as high
@@ -194,7 +194,7 @@ def test_without_a_fused_optimizer_the_loss_is_checked_before_backward(tmp_path,
     summary = train(
         compose_train(*SIX_STEPS, f"ckpt_path={saved_path}", "recipe.optimizer.lr=2e-4", output_dir=tmp_path / "failed")
     )
-    assert summary["global_step"] == 6 and math.isfinite(summary["test"]["nll"])
+    assert summary.global_step == 6 and math.isfinite(summary.test["nll"])
 
 
 def test_a_checkpoint_of_a_multi_tensor_optimizer_resumes(tmp_path, monkeypatch):
@@ -206,7 +206,7 @@ def test_a_checkpoint_of_a_multi_tensor_optimizer_resumes(tmp_path, monkeypatch)
     last = tmp_path / "checkpoints" / "last.ckpt"
     assert torch.load(last)["optimizer_states"][0]["param_groups"][0]["fused"] is None
     summary = train(compose_train(*FAST, "trainer.max_epochs=2", f"ckpt_path={last}", output_dir=tmp_path))
-    assert summary["global_step"] == 6 and math.isfinite(summary["test"]["nll"])
+    assert summary.global_step == 6 and math.isfinite(summary.test["nll"])
 
 
 @pytest.mark.xdist_group("processes")  # 2-process DDP: one at a time, on the processes worker (helpers.warm)
@@ -259,7 +259,7 @@ def test_every_n_epochs_holds_for_last_ckpt_and_the_final_epoch_is_always_saved(
         compose_train(*FAST, "trainer.max_epochs=3", "callbacks.checkpoint.every_n_epochs=2", output_dir=tmp_path)
     )
     assert sorted(set(saved)) == [1, 2]
-    assert read_checkpoint(tmp_path / "checkpoints" / "last.ckpt")["global_step"] == summary["global_step"]
+    assert read_checkpoint(tmp_path / "checkpoints" / "last.ckpt")["global_step"] == summary.global_step
 
 
 def test_a_checkpoint_written_in_the_background_holds_the_state_of_its_step(tmp_path, monkeypatch):
@@ -278,11 +278,11 @@ def test_a_checkpoint_written_in_the_background_holds_the_state_of_its_step(tmp_
     monkeypatch.setattr(AtomicCheckpointIO, "save_checkpoint", slow_write)
     overrides = [*FAST, "performance.async_checkpoint=true", "trainer.max_epochs=3", "data.val_size=0"]
     summary = train(compose_train(*overrides, output_dir=tmp_path))
-    assert [c["global_step"] for c in written] == [3, 6, 9] == [3, 6, summary["global_step"]]
+    assert [c["global_step"] for c in written] == [3, 6, 9] == [3, 6, summary.global_step]
     for checkpoint in written:
         verify_digest(checkpoint["state_dict"], checkpoint[DIGEST_KEY], "a checkpoint written in the background")
     resumed = train(compose_train(*overrides, "trainer.max_epochs=4", "ckpt_path=last", output_dir=tmp_path))
-    assert resumed["global_step"] == summary["global_step"] // 3 * 4
+    assert resumed.global_step == summary.global_step // 3 * 4
 
 
 def test_a_resumed_run_removes_what_a_killed_write_left_behind(tmp_path):
@@ -295,5 +295,5 @@ def test_a_resumed_run_removes_what_a_killed_write_left_behind(tmp_path):
     mine = checkpoints / "notes.tmp"  # not the writer's pattern: kept
     mine.write_text("mine")
     resumed = train(compose_train(*FAST, "trainer.max_epochs=2", "ckpt_path=last", output_dir=tmp_path))
-    assert resumed["global_step"] == 2 * first["global_step"]
+    assert resumed.global_step == 2 * first.global_step
     assert not stale.exists() and mine.read_text() == "mine"

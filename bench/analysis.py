@@ -43,7 +43,8 @@ def main() -> None:
 
     config = train_config(
         OmegaConf.to_container(
-            compose("train", ["data=cifar100", f"data.root={args.root}", "recipe=paper"]), resolve=True
+            compose("train", ["data=cifar100", f"data.root={args.root}", "recipe=paper", "paths.output_dir=unused"]),
+            resolve=True,
         )
     )
     recipe = config.recipe

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import lightning as L
@@ -50,7 +51,7 @@ def main() -> None:
     facts = begin(args, "epoch", data_root=args.root)
 
     from alternet.apps.config import compose, train_config
-    from alternet.data import build_datamodule
+    from alternet.apps.train import build_data
     from alternet.training import build_module
 
     overrides = [
@@ -63,13 +64,7 @@ def main() -> None:
     ]
     config = train_config(OmegaConf.to_container(compose("train", overrides), resolve=True))
     recipe = config.recipe
-    datamodule = build_datamodule(
-        config.data,
-        batch_size=recipe.batch_size,
-        eval_batch_size=recipe.eval_batch_size,
-        augment=recipe.augment,
-        seed=0,
-    )
+    datamodule = build_data(replace(config, seed=0))
     datamodule.setup()
     steps_per_epoch = len(datamodule.splits["train"]) // recipe.batch_size
     print(

@@ -135,16 +135,21 @@ def _owned_train(config: dict[str, Any], run_dir: Path, lock: RunDirLock | None)
         tracking.finish(exit_code)
 
 
-def _datamodule(config: TrainConfig) -> ImageDataModule:
-    """The run's data, checked before the Trainer is built (and the after-training evaluation's files with them)."""
+def build_data(config: TrainConfig) -> ImageDataModule:
+    """The data module of a training config: its data section with the recipe's batch sizes and augmentation."""
     recipe = config.recipe
-    datamodule = build_datamodule(
+    return build_datamodule(
         config.data,
         batch_size=recipe.batch_size,
         eval_batch_size=recipe.eval_batch_size,
         augment=recipe.augment,
         seed=config.seed,
     )
+
+
+def _datamodule(config: TrainConfig) -> ImageDataModule:
+    """The run's data, checked before the Trainer is built (and the after-training evaluation's files with them)."""
+    datamodule = build_data(config)
     datamodule.check_before_fit()
     if config.evaluate.after_training:  # its real corruption and OOD files checked now, not after training
         check_evaluation_files(config.evaluate, datamodule, datamodule.class_names)

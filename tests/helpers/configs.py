@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 # A run that touches every stage but costs seconds: a few batches per loop (alternet/conf/debug/fast.yaml).
@@ -63,17 +64,9 @@ def resolved(*overrides: str) -> dict:
 def datamodule_of(config: dict, seed: int = 0):
     """The DataModule of a resolved training config, as ``alternet train`` builds it."""
     from alternet.apps.config import train_config
-    from alternet.data import build_datamodule
+    from alternet.apps.train import build_data
 
-    sections = train_config(config)
-    recipe = sections.recipe
-    return build_datamodule(
-        sections.data,
-        batch_size=recipe.batch_size,
-        eval_batch_size=recipe.eval_batch_size,
-        augment=recipe.augment,
-        seed=seed,
-    )
+    return build_data(replace(train_config(config), seed=seed))
 
 
 def typed(*overrides: str):

@@ -84,7 +84,9 @@ def _owned_train(config: dict[str, Any], run_dir: Path, lock: RunDirLock | None)
         check_resume_settings(typed.model, typed.recipe, typed.data, resume, header)
         finished = RunDir(run_dir).summary() if typed.ckpt_path == "last" else None
         if finished is not None and _trained_to_the_end(finished, typed.trainer):  # a re-launched sweep, a requeue
-            print(f"{run_dir} holds a finished run ({RunDir(run_dir).metrics.name}): kept, nothing to train")
+            print(
+                f"{run_dir} holds a finished run ({RunDir(run_dir).metrics.name}): kept, nothing to train", flush=True
+            )
             return finished
     changes = resume_changes(typed.model, typed.recipe, typed.data, header) if resume else {}
     for key, (before, now) in changes.items():

@@ -22,7 +22,7 @@ from ..models.external import require_pretrained
 from ..models.factory import check_builds
 from ..models.layout import buildup_violations
 from ..models.maxxvit import check_maxxvit
-from ..models.zoo import HYBRIDS, hybrid_spec, spec_kwargs
+from ..models.zoo import HYBRIDS, hybrid_spec
 from ..training import EVALUATED_METRICS
 from .config import TrainConfig, train_config
 from .extensions import check_targets, import_modules
@@ -125,7 +125,7 @@ def layout_and_heads(model: ModelConfig) -> tuple[str | None, Any]:
     if model.name in HYBRIDS:
         spec = hybrid_spec(HYBRIDS[model.name], model.arguments())
         return spec.layout, spec.msa_heads()
-    built = spec_kwargs(model.name) | model.arguments()
+    built = model.built()
     return built.get("layout"), built.get("heads")
 
 

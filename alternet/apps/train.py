@@ -45,7 +45,7 @@ from ..training import (
 )
 from ..training.config import TrainerConfig
 from ..training.loggers import build_loggers, define_best_metrics
-from ..training.resume import check_resume_settings, resume_changes
+from ..training.resume import check_resume_settings
 from ..training.stopping import lightning_ctrl_c_raised
 from .after_training import evaluate_after_training, export_after_training
 from .checks import validate_train_config
@@ -80,15 +80,14 @@ def _owned_train(config: dict[str, Any], run_dir: Path, lock: RunDirLock | None)
     resume = resume_checkpoint(typed.ckpt_path, run_dir)
     header = checkpoint_header(resume) if resume else {}
     record = typed.to_dict()  # the resolved config as the run records it (config.yaml, W&B, the checkpoints)
+    changes = check_resume_settings(typed.model, typed.recipe, typed.data, resume, header) if resume else {}
     if resume:
-        check_resume_settings(typed.model, typed.recipe, typed.data, resume, header)
         finished = RunDir(run_dir).summary() if typed.ckpt_path == "last" else None
         if finished is not None and _trained_to_the_end(finished, typed.trainer):  # a re-launched sweep, a requeue
             print(
                 f"{run_dir} holds a finished run ({RunDir(run_dir).metrics.name}): kept, nothing to train", flush=True
             )
             return finished
-    changes = resume_changes(typed.model, typed.recipe, typed.data, header) if resume else {}
     for key, (before, now) in changes.items():
         rescaled = f"the restored learning rates and schedule are rescaled by {now / before:g}"
         print(f"resuming with {key} {before} -> {now}: {rescaled}", file=sys.stderr, flush=True)

@@ -55,6 +55,11 @@ class ModelConfig(Section):
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)} | getattr(self, "extra", {})
         return {k: v for k, v in values.items() if k not in NOT_MODEL_ARGS and v is not None}
 
+    def built(self) -> dict[str, Any]:
+        """The architecture this config builds: the zoo's keywords for its name (none for a timm model) under the
+        keys it sets."""
+        return spec_kwargs(architecture(self.name)) | self.arguments()
+
 
 @dataclass(kw_only=True)
 class LayoutModel(ModelConfig):
@@ -85,7 +90,7 @@ class AlterNetModel(LayoutModel):
     def check(self) -> None:
         super().check()
         _checked(self, block=check_block, stem=check_stem)
-        built = spec_kwargs(architecture(self.name)) | self.arguments()  # the architecture as this config builds it
+        built = self.built()
         check_attention(built["attention"], "model.attention", bool(built.get("bias_per_head")))
         self.require("head_dim", integer(1), "must be an integer >= 1")
         self.require("window", integer(1), "must be an integer >= 1 (or null: the stem's)")

@@ -145,7 +145,7 @@ def build_trainer(
     their own samplers (no distributed sampler). The validation loop runs when there is a validation split or
     ``validation_loop`` says so (the clean training subset); the best checkpoint needs a validation split.
     ``extra_callbacks`` (the user's, ``callbacks.extra``) run beside alternet's, ordered by Lightning as any."""
-    trainer_args = trainer.arguments()
+    trainer_args = trainer.to_dict()  # Lightning's Trainer arguments, its other ones (extra) beside alternet's
     if not (has_val if validation_loop is None else validation_loop):  # skip the loop instead of running it empty
         trainer_args["limit_val_batches"] = 0
     if trainer_args.get("strategy") == "ddp":

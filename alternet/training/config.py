@@ -294,7 +294,3 @@ class TrainerConfig(Section):
             lambda v: v in ("auto", -1, "-1") or (isinstance(v, int) and v >= 1) or isinstance(v, list | str),
             "must be auto, -1 (all), a count >= 1 or a list of device indices",
         )
-
-    def arguments(self) -> dict[str, Any]:
-        """lightning.Trainer's keyword arguments."""
-        return self.to_dict()

@@ -43,12 +43,14 @@ def differences(model: ModelConfig, recipe: RecipeConfig, data: DataConfig, chec
 
 def check_resume_settings(
     model: ModelConfig, recipe: RecipeConfig, data: DataConfig, checkpoint: str, header: dict[str, Any]
-) -> None:
+) -> dict[str, list[Any]]:
     """Refuse a resume from ``checkpoint`` (its ``header``) with settings the run would silently not apply: every
-    model, recipe and data-set difference but :data:`APPLIED_ON_RESUME`."""
+    model, recipe and data-set difference but :data:`APPLIED_ON_RESUME`. Returns ``{key: [saved, now]}`` for the
+    :data:`APPLIED_ON_RESUME` settings this resume changes."""
+    found = differences(model, recipe, data, header)
     conflicts = [
         f"{key}: {before!r} -> {now!r}"
-        for key, (before, now) in sorted(differences(model, recipe, data, header).items())
+        for key, (before, now) in sorted(found.items())
         if not _applicable(key, before, now)
     ]
     facts = (header.get("hyper_parameters") or {}).get("data") or {}
@@ -62,13 +64,7 @@ def check_resume_settings(
             "schedule, so they would not apply. Drop them, or start a new run in its own hydra.run.dir "
             "(model.pretrained=CHECKPOINT starts from it)"
         )
-
-
-def resume_changes(
-    model: ModelConfig, recipe: RecipeConfig, data: DataConfig, header: dict[str, Any]
-) -> dict[str, list[Any]]:
-    """``{key: [saved, now]}`` for the :data:`APPLIED_ON_RESUME` settings this resume changes."""
-    return {k: list(v) for k, v in differences(model, recipe, data, header).items() if _applicable(k, *v)}
+    return {key: list(change) for key, change in found.items() if _applicable(key, *change)}
 
 
 def _changed(before: Section, now: Section, prefix: str) -> dict[str, tuple[Any, Any]]:

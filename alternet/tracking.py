@@ -26,7 +26,7 @@ from hydra.types import RunMode
 
 from .errors import AlternetError, ConfigValueError
 from .files import write_text
-from .rundir import RunDir
+from .runs.layout import RunDir
 from .typed import Section, build, shown
 
 log = logging.getLogger(__name__)
@@ -145,10 +145,10 @@ def start_run(settings: WandbSettings, **init: Any) -> Any:
 # training runs ---------------------------------------------------------------------------------
 
 
-def wandb_run_id(run_dir: Path) -> str:
+def wandb_run_id(run: RunDir) -> str:
     """The W&B run id of this run directory, created once and kept in it, so a resumed run continues its W&B run
     instead of starting a second one."""
-    path = RunDir(run_dir).wandb_run_id
+    path = run.wandb_run_id
     if path.is_file():
         return path.read_text().strip()
     run_id = uuid.uuid4().hex[:8]
@@ -156,31 +156,30 @@ def wandb_run_id(run_dir: Path) -> str:
     return run_id
 
 
-def wandb_group(run_dir: Path, group: str) -> str:
+def wandb_group(run: RunDir, group: str) -> str:
     """The W&B group of this run directory, fixed at its first start (a resumed run and the evaluation runs of
     its checkpoints join it): the configured group, a sweep's, or the run's own id."""
-    path = RunDir(run_dir).wandb_group
+    path = run.wandb_group
     if path.is_file():
         return path.read_text().strip()
     write_text(path, group + "\n")
     return group
 
 
-def training_run(run_dir: Path | None) -> dict[str, str]:
+def training_run(run: RunDir | None) -> dict[str, str]:
     """The W&B id and group a training run directory recorded (empty when it did not log to W&B)."""
-    if run_dir is None:
+    if run is None:
         return {}
-    run = RunDir(run_dir)
     files = {"id": run.wandb_run_id, "group": run.wandb_group}
     return {key: path.read_text().strip() for key, path in files.items() if path.is_file()}
 
 
-def run_name(run_config: Mapping[str, Any], run_dir: Path) -> str:
+def run_name(run_config: Mapping[str, Any], run: RunDir) -> str:
     """What ran, for the W&B runs table: ``<model>-<data>-s<seed>`` (the run directory's name without them)."""
     try:
         return f"{run_config['model']['name']}-{run_config['data']['name']}-s{run_config['seed']}"
     except (KeyError, TypeError):
-        return run_dir.name
+        return run.path.name
 
 
 def sweep_group() -> str | None:

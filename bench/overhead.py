@@ -41,6 +41,7 @@ from omegaconf import OmegaConf
 from torch.utils.data import DataLoader
 
 from alternet.apps.config import TrainConfig, compose, train_config
+from alternet.runs.layout import RunDir
 from alternet.training.builders import build_module, build_trainer
 from alternet.training.syncs import HostSyncs, per_step
 
@@ -163,7 +164,9 @@ def alternet_trainer(args: argparse.Namespace, root: Path, log_every: int, marks
     if module.ema is not None:
         module.ema = copy.deepcopy(module.model).eval().requires_grad_(False)
     loggers = [CSVLogger(str(root), name="logs", version="")]
-    trainer = build_trainer(config.trainer, config.callbacks, config.performance, 0, root, False, loggers=loggers)
+    trainer = build_trainer(
+        config.trainer, config.callbacks, config.performance, 0, RunDir(root), False, loggers=loggers
+    )
     trainer.callbacks.insert(0, Clock(marks))
     return module, trainer
 

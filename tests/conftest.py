@@ -112,7 +112,7 @@ def digits_run(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def digits_summary(digits_run):
     """``digits_run``'s summary (metrics.json) as ``train`` returns it."""
-    from alternet.rundir import RunSummary
+    from alternet.runs.summary import RunSummary
 
     return RunSummary.from_json(digits_run / "metrics.json")
 

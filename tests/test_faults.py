@@ -35,7 +35,6 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from alternet import files
 from alternet.apps.train import train
-from alternet.checkpoints import read_checkpoint
 from alternet.data import licence
 from alternet.data.corrupted import cifar_c
 from alternet.data.licence import LicenceError
@@ -48,6 +47,8 @@ from alternet.data.workers import (
 )
 from alternet.evaluation.evaluator import write_npz
 from alternet.files import OUTPUT_LOCK, WriteError, atomic_write, write_json
+from alternet.runs.checkpoints import read_checkpoint
+from alternet.runs.layout import RunDir
 from alternet.training import builders
 from alternet.training.callbacks import AtomicCheckpointIO
 from alternet.training.stopping import PreemptionCheckpoint, StoppedWithoutSaving
@@ -307,7 +308,7 @@ def test_a_second_signal_while_the_checkpoint_is_written_stops_at_once_and_keeps
         os.kill(os.getpid(), signal.SIGTERM)  # the second signal, in the middle of the write
         tmp.write_bytes(b"half a checkpoint and the rest")
 
-    callback = PreemptionCheckpoint(tmp_path / "checkpoints", ["SIGTERM"], requeue=False)
+    callback = PreemptionCheckpoint(RunDir(tmp_path), ["SIGTERM"], requeue=False)
     trainer = _Trainer(tmp_path, write_interrupted)
     before = signal.getsignal(signal.SIGTERM)
     callback.setup(trainer, None, "fit")
@@ -790,7 +791,7 @@ def test_a_stop_signal_ignored_when_the_run_started_stays_ignored_during_trainin
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     before_term = signal.getsignal(signal.SIGTERM)
     try:
-        callback = PreemptionCheckpoint(tmp_path, ["SIGINT", "SIGTERM"])
+        callback = PreemptionCheckpoint(RunDir(tmp_path), ["SIGINT", "SIGTERM"])
         callback.setup(trainer, None, "fit")
         callback.on_train_start(trainer, None)
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN

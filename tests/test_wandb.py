@@ -136,7 +136,8 @@ def test_train_evaluate_and_report_build_the_same_wandb_settings_from_the_same_v
 
     from alternet.apps import evaluate as evaluate_app
     from alternet.report import build_report
-    from alternet.rundir import RunDir, RunSummary
+    from alternet.runs.layout import RunDir
+    from alternet.runs.summary import RunSummary
     from alternet.tracking import WandbSettings
     from alternet.training.loggers import build_loggers
 
@@ -151,7 +152,7 @@ def test_train_evaluate_and_report_build_the_same_wandb_settings_from_the_same_v
 
     def train(*values: str) -> WandbSettings:
         config = OmegaConf.to_container(compose_train(*values, output_dir=tmp_path / "run"), resolve=True)
-        build_loggers(wandb_settings(config["logger"]["wandb"]), tmp_path / "run", {})
+        build_loggers(wandb_settings(config["logger"]["wandb"]), RunDir(tmp_path / "run"), {})
         return seen.pop()
 
     def evaluate(*values: str) -> WandbSettings | None:

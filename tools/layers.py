@@ -3,19 +3,20 @@ package-level import graph and every import that breaks the rule (exit status 1 
 
 Floors, bottom to top (docs/architecture.md explains each)::
 
-    kernel       errors, files, seeds, checkpoints, tracking,  (may import each other)
-                 progress, dataset_facts, hardware, rundir,
-                 typed, launch, lazy
+    kernel       errors, files, seeds, tracking, progress,     (may import each other)
+                 dataset_facts, hardware, typed, launch, lazy,
+                 runs (but runs.weights)
     foundations  models, data, metrics                         (the kernel)
-    run records  runs, and the package root's facade           (kernel, foundations)
+    run records  runs.weights, and the package root's facade   (kernel, foundations)
     libraries    training, evaluation, analysis, hub, report,  (anything below, never each other)
                  shards
     apps         apps                                          (anything below)
     command      __main__: ``python -m alternet``              (apps)
 
-A module imports only from floors below its own (kernel modules also from each other). There are no exceptions:
-an entry point (a ``__main__.py``, an ``if __name__ == "__main__":`` block) obeys the rule of the floor its file is
-on.
+A module imports only from floors below its own (kernel modules also from each other). A unit is a package or module
+right below alternet, or a module of a package that spans floors (``runs.weights``): its dotted name. There are no
+exceptions: an entry point (a ``__main__.py``, an ``if __name__ == "__main__":`` block) obeys the rule of the floor its
+file is on.
 No alternet import may hide inside a function (it would dodge the rule, or a cycle), except one marked
 ``# deferred`` on its line: an import put off until it is needed, so that ``import alternet``, the typed configs and
 the commands' ``--help`` stay free of torch (alternet/lazy.py says why). A deferred import obeys the floors too.
@@ -37,17 +38,21 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "typed",
         "files",
         "seeds",
-        "checkpoints",
         "tracking",
         "progress",
         "dataset_facts",
         "hardware",
-        "rundir",
         "launch",
         "lazy",
+        "runs",  # runs/__init__.py imports nothing; its modules but runs.weights (the model in a checkpoint)
+        "runs.layout",
+        "runs.summary",
+        "runs.checkpoints",
+        "runs.ownership",
+        "runs.records",
     ),
     ("models", "data", "metrics"),
-    ("runs", ""),  # "" is the package root, alternet/__init__.py (the facade: create_model, list_models)
+    ("runs.weights", ""),  # "" is the package root, alternet/__init__.py (the facade: create_model, list_models)
     ("training", "evaluation", "analysis", "hub", "report", "shards"),  # shards: the shard-writing command line
     ("apps",),
     ("__main__",),  # alternet/__main__.py: `python -m alternet`, the `alternet` command (apps/cli.py)
@@ -76,7 +81,9 @@ def _module_name(path: Path, root: Path) -> list[str]:
 
 
 def _unit(parts: list[str]) -> str:
-    return parts[1] if len(parts) > 1 else ""
+    """The unit a module (``["alternet", "runs", "layout"]``) belongs to: its longest dotted prefix on a floor."""
+    names = [".".join(parts[1:end]) for end in range(len(parts), 1, -1)]
+    return next((name for name in names if name in FLOOR_OF), parts[1] if len(parts) > 1 else "")
 
 
 def imports_of(path: Path, root: Path = ROOT) -> list[Import]:
@@ -93,17 +100,16 @@ def imports_of(path: Path, root: Path = ROOT) -> list[Import]:
             if isinstance(child, ast.ImportFrom):
                 base = package[: len(package) - child.level + 1] if child.level else []
                 target = base + (child.module.split(".") if child.module else [])
-                # `from . import x` / `from .pkg import x`: x may be a submodule
-                targets = [[*target, alias.name] for alias in child.names] if not child.module else [target]
+                # `from . import x` / `from .pkg import x`: x may be a submodule (of a package that spans floors)
+                targets = [[*target, alias.name] for alias in child.names]
             elif isinstance(child, ast.Import):
                 targets = [alias.name.split(".") for alias in child.names]
-            for target in targets:
-                if target and target[0] == PACKAGE:
-                    imported = target[1] if len(target) > 1 else ""
-                    if imported not in FLOOR_OF and len(target) > 1:
-                        imported = ""  # `from alternet import create_model`: the root
-                    deferred = "# deferred" in lines[child.lineno - 1]
-                    found.append(Import(path, child.lineno, _unit(module), imported, child_function, deferred))
+            units = {_unit(target) for target in targets if target and target[0] == PACKAGE}
+            for imported in sorted(units):
+                if imported not in FLOOR_OF:
+                    imported = ""  # `from alternet import create_model`: the root
+                deferred = "# deferred" in lines[child.lineno - 1]
+                found.append(Import(path, child.lineno, _unit(module), imported, child_function, deferred))
             visit(child, child_function)
 
     source = path.read_text()

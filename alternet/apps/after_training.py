@@ -14,26 +14,27 @@ from ..data import ImageDataModule
 from ..evaluation import Evaluator
 from ..hub import export
 from ..models.flip import FlipAveraged
-from ..rundir import RunDir, RunSummary
+from ..runs.layout import RunDir
+from ..runs.summary import RunSummary
 from .config import TrainConfig
 
 
 def evaluate_after_training(
-    model: nn.Module, datamodule: ImageDataModule, config: TrainConfig, run_dir: Path
+    model: nn.Module, datamodule: ImageDataModule, config: TrainConfig, run: RunDir
 ) -> dict[str, Any]:
     """Score ``model`` with the run's ``evaluate`` settings into the run's ``eval/`` and its own W&B run; returns
     the summary's fields it fills
-    (:class:`~alternet.rundir.RunSummary`: ``calibration``, ``selective``, ``ood``, ``robustness``,
+    (:class:`~alternet.runs.summary.RunSummary`: ``calibration``, ``selective``, ``ood``, ``robustness``,
     ``evaluation_dir``)."""
     label = config.model.name
     meta = {"model": label, "data": config.data.name}
     if config.recipe.test_flip:  # predict as the run's own test did, and as alternet evaluate does
         model, meta["test_flip"] = FlipAveraged(model), True
-    eval_dir = RunDir(run_dir).eval_dir
+    eval_dir = run.eval_dir
     evaluator = Evaluator(model, datamodule, config.evaluate, eval_dir, label, class_names=datamodule.class_names)
     report = evaluator.run(meta)
-    if config.logger.wandb and (run := tracking.active_run()) is not None:
-        tracking.log_report(run, report)
+    if config.logger.wandb and (tracked := tracking.active_run()) is not None:
+        tracking.log_report(tracked, report)
     return {
         "calibration": report["test"],
         "selective": report.get("selective"),

@@ -7,7 +7,7 @@ work from any directory, and run directories go under the directory the command 
 ``paths.log_dir``); ``alternet train --help`` lists the config groups and their options (template: ``hydra.help`` in
 ``alternet/conf/hydra/default.yaml``). Hydra reads its overrides from ``sys.argv``, so while one runs under the
 dispatcher ``sys.argv`` is ``[argv0, *overrides]``: what the job records and repeats is rebuilt from that
-(:func:`alternet.runs.command_words`), and Lightning's DDP launcher, which re-runs ``sys.argv`` for each further
+(:func:`alternet.runs.records.command_words`), and Lightning's DDP launcher, which re-runs ``sys.argv`` for each further
 rank, comes back through :func:`main` as a rank of ``train`` (:func:`lightning_rank`). Every command ends on a user's
 error the same way: ``error: MESSAGE`` and exit status 1 (:func:`alternet.errors.exit_with_error`).
 """
@@ -19,7 +19,6 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import hydra
@@ -79,13 +78,14 @@ def train_main(cfg: DictConfig) -> float | None:
 @hydra.main(config_path=CONFIG_PATH, config_name="evaluate", version_base="1.3")
 def evaluate_main(cfg: DictConfig) -> None:
     """``alternet evaluate ckpt=SOURCE [data=...] [key=value ...]``: score models."""
-    from ..runs import discard_unused_run_dir  # deferred: `alternet evaluate --help` answers without torch
+    from ..runs.layout import RunDir  # deferred: `alternet evaluate --help` answers without torch
+    from ..runs.ownership import discard_unused_run_dir  # deferred: as above
     from .evaluate import run_evaluate  # deferred: as above
 
     try:
         run_evaluate(cfg)
     except AlternetError as error:
-        discard_unused_run_dir(Path(HydraConfig.get().runtime.output_dir))  # as a training run's (apps.train)
+        discard_unused_run_dir(RunDir(HydraConfig.get().runtime.output_dir))  # as a training run's (apps.train)
         exit_with_error(error)
 
 

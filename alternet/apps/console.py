@@ -13,7 +13,8 @@ from torch import nn
 
 from .. import tracking
 from ..progress import duration
-from ..rundir import RunDir, RunSummary, best_epoch
+from ..runs.layout import RunDir, best_epoch
+from ..runs.summary import RunSummary
 from ..training.builders import compile_mode
 from ..training.config import RecipeConfig
 from ..training.optim import scaled_lr
@@ -32,7 +33,7 @@ def _rows(pairs: list[tuple[str, Any]]) -> str:
 
 def start_banner(
     config: TrainConfig,
-    run_dir: Path,
+    run: RunDir,
     model: nn.Module,
     data_description: str,
     trainer: L.Trainer,
@@ -56,7 +57,7 @@ def start_banner(
     if mode is not None:
         device_line += f"; compiled for training ({mode}: the first steps compile)"
     pairs = [
-        ("Run directory", str(run_dir)),
+        ("Run directory", str(run.path)),
         ("Model", f"{config.model.name}{f' {layout}' if layout else ''} ({size})"),
         ("Data", data_description),
         ("Recipe", f"{config.recipe.name}: {trainer.max_epochs} epochs, {batches}"),
@@ -127,10 +128,10 @@ def robustness_lines(robustness: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def written_files(run_dir: Path) -> list[str]:
+def written_files(run: RunDir) -> list[str]:
     """The run's products (:meth:`RunDir.products`), relative to its directory: checkpoints, records, plots,
     evaluation and export."""
-    return [str(path.relative_to(run_dir)) for path in RunDir(run_dir).products()]
+    return [str(path.relative_to(run.path)) for path in run.products()]
 
 
 def end_summary(summary: RunSummary) -> str:
@@ -151,8 +152,8 @@ def end_summary(summary: RunSummary) -> str:
     lines += [f"Test ({tested}):", *_metrics_table(summary)]
     if summary.robustness:
         lines += robustness_lines(summary.robustness)
-    run_dir = Path(summary.run_dir or ".")
-    lines += [f"Files in {run_dir}:", *(f"  {name}" for name in written_files(run_dir))]
+    run = RunDir(summary.run_dir or ".")
+    lines += [f"Files in {run.path}:", *(f"  {name}" for name in written_files(run))]
     return "\n".join(lines) + "\n"
 
 

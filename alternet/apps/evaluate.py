@@ -25,8 +25,7 @@ from ..files import OUTPUT_MARKER, check_output_dir, is_output_of, mark_output, 
 from ..hub.loading import build_model
 from ..hub.sources import Source, check_reference, open_source, preprocessing
 from ..models.flip import FlipAveraged
-from ..rundir import METRICS_FILE, RunDir
-from ..runs import run_config
+from ..runs.layout import METRICS_FILE, RunDir
 from ..training.config import RecipeConfig
 from ..typed import build
 from .config import EvaluateConfig, compose, evaluate_config
@@ -63,7 +62,7 @@ def evaluation_data(cfg: DictConfig, source: Source, set_keys: set[str]) -> dict
     model records. The model's own preprocessing (:func:`alternet.hub.sources.preprocessing`) replaces the data
     set's, except for a key the command line set."""
     model_input = preprocessing(source)
-    trained = run_config(source.run_dir)
+    trained = source.run.recorded_config() if source.run else None
     if cfg.get("data"):
         data = OmegaConf.to_container(cfg.data, resolve=True)
     elif trained is not None:
@@ -187,7 +186,7 @@ def evaluate_model(
             "source": reference,
             "evaluation": OmegaConf.to_container(cfg, resolve=True),
         }
-        training = tracking.training_run(source.run_dir)  # its W&B id and group, when it logged to W&B
+        training = tracking.training_run(source.run)  # its W&B id and group, when it logged to W&B
         name = f"eval-{architecture}-{short_name(reference)}"
         group = training.get("group")
         run = tracking.start_evaluation_run(config.logger.wandb, name, recorded, out_dir, group=group)

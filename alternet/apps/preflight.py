@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import warnings
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from hydra.core.global_hydra import GlobalHydra
@@ -20,17 +19,12 @@ from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from ..checkpoints import checkpoint_header
 from ..errors import AlternetError, exit_with_error
 from ..files import check_output_dir, os_error_reason
 from ..launch import check_sweep_launch, resolved_launcher, visible_gpus
-from ..rundir import RunDir, SweepDir
-from ..runs import (
-    RunDirLock,
-    check_fresh_run_dir,
-    note_created_by_this_process,
-    resume_checkpoint,
-)
+from ..runs.checkpoints import checkpoint_header, resume_checkpoint
+from ..runs.layout import RunDir, SweepDir
+from ..runs.ownership import RunDirLock, check_fresh_run_dir, note_created_by_this_process
 from ..training.resume import check_resume_settings
 from .checks import validate_train_config
 
@@ -137,26 +131,26 @@ RUN_DIRECTORIES = {  # job name: (what its hydra.run.dir is called, whose files 
 
 class RunDirPreflight(Callback):
     """Registered for every command with a run directory (train, evaluate): before Hydra writes anything into
-    ``hydra.run.dir``, rank 0 takes the directory's lock (:class:`alternet.runs.RunDirLock`, held for the command's
-    life), so a second launch into a live run's directory is refused in one line and touches nothing, whatever the
-    timing, and only the command that created the directory may remove it when it fails before any work."""
+    ``hydra.run.dir``, rank 0 takes the directory's lock (:class:`alternet.runs.ownership.RunDirLock`, held for the
+    command's life), so a second launch into a live run's directory is refused in one line and touches nothing, whatever
+    the timing, and only the command that created the directory may remove it when it fails before any work."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         if rank_zero_only.rank != 0:  # other ranks join rank 0's run
             return
-        run_dir, job = Path(str(config.hydra.run.dir)), str(config.hydra.job.name)
+        run, job = RunDir(str(config.hydra.run.dir)), str(config.hydra.job.name)
         what, own = RUN_DIRECTORIES.get(job, ("run directory", f"a {job} job's"))
-        lock = RunDirLock(run_dir)
+        lock = RunDirLock(run)
         try:
             if lock.path.is_file():  # an alternet directory: a live run there is reported as such, first
                 lock.acquire()
-            check_output_dir(run_dir, what, lambda path: RunDir(path).holds_job(job), own, "hydra.run.dir")
+            check_output_dir(run.path, what, lambda path: RunDir(path).holds_job(job), own, "hydra.run.dir")
             lock.acquire()
         except AlternetError as error:
             exit_with_error(error)
         except OSError as error:  # a name too long for the file system (ENAMETOOLONG) ...
             exit_with_error(
-                f"{what} {run_dir} cannot be made: {os_error_reason(error)}; give it another one (hydra.run.dir=...)"
+                f"{what} {run.path} cannot be made: {os_error_reason(error)}; give it another one (hydra.run.dir=...)"
             )
 
 
@@ -169,23 +163,22 @@ class RunPreflight(RunDirPreflight):
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         super().on_run_start(config, **kwargs)  # the lock first (apps.train finds it held)
-        run_dir = Path(str(config.hydra.run.dir))
-        run = RunDir(run_dir)
+        run = RunDir(str(config.hydra.run.dir))
         if not (run.is_finished() or run.checkpoint_files()):
             return  # nothing there whose records Hydra could overwrite
         if sorted(run.overrides()) == sorted(map(str, config.hydra.overrides.task)):
             return  # the run's own command again (a requeued job): Hydra rewrites its records as they were
         job = config.copy()
         with open_dict(job):
-            job.hydra.runtime.output_dir = str(run_dir.resolve())
+            job.hydra.runtime.output_dir = str(run.path.resolve())
         before = HydraConfig.instance().cfg
         HydraConfig.instance().set_config(job)  # what ${hydra:...} reads, as run_job sets it
         try:
             plain = _resolved_before_it_runs(job)
             if plain is None:
                 return
-            resume = resume_checkpoint(plain["ckpt_path"], run_dir, say=False)  # the run says it, once
-            check_fresh_run_dir(run_dir, resuming=resume is not None, reuse=bool(plain["reuse_run_dir"]))
+            resume = resume_checkpoint(plain["ckpt_path"], run, say=False)  # the run says it, once
+            check_fresh_run_dir(run, resuming=resume is not None, reuse=bool(plain["reuse_run_dir"]))
             if resume:
                 with warnings.catch_warnings():  # the run prints its own warnings
                     warnings.simplefilter("ignore")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -17,7 +16,6 @@ from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from .. import tracking
-from ..checkpoints import checkpoint_header
 from ..data import ImageDataModule, build_datamodule
 from ..errors import AlternetError, ConfigValueError
 from ..evaluation.evaluator import check_evaluation_files
@@ -26,15 +24,11 @@ from ..hub import load_pretrained
 from ..models.external import load_timm_pretrained
 from ..models.factory import model_args
 from ..report.figures import training_curves
-from ..rundir import OptimizedMetric, RunDir, RunSummary, best_epoch
-from ..runs import (
-    RunDirLock,
-    check_fresh_run_dir,
-    discard_unused_run_dir,
-    record_resume,
-    resume_checkpoint,
-    write_run_records,
-)
+from ..runs.checkpoints import checkpoint_header, resume_checkpoint
+from ..runs.layout import RunDir, best_epoch
+from ..runs.ownership import RunDirLock, check_fresh_run_dir, discard_unused_run_dir
+from ..runs.records import record_resume, write_run_records
+from ..runs.summary import OptimizedMetric, RunSummary
 from ..training import (
     ClassificationModule,
     build_module,
@@ -57,62 +51,60 @@ from .extensions import build_extra
 def train(cfg: DictConfig) -> RunSummary:
     """Train, test and record one run; returns its summary, what ``metrics.json`` holds."""
     config = OmegaConf.to_container(cfg, resolve=True)
-    run_dir = Path(config["paths"]["output_dir"])
+    run = RunDir(config["paths"]["output_dir"])
     # first of all, the run directory's lock (held already when the pre-flight callback took it before Hydra wrote
     # its records); other ranks join rank 0's run. A refusal here touches nothing.
-    lock = RunDirLock(run_dir).acquire() if rank_zero_only.rank == 0 else None
+    lock = RunDirLock(run).acquire() if rank_zero_only.rank == 0 else None
     try:
-        return _owned_train(config, run_dir, lock)
+        return _owned_train(config, run, lock)
     except AlternetError:
-        discard_unused_run_dir(run_dir)  # a run that failed before any work leaves no directory it created behind
+        discard_unused_run_dir(run)  # a run that failed before any work leaves no directory it created behind
         raise
     finally:
         if lock is not None:
             lock.release()
 
 
-def _owned_train(config: dict[str, Any], run_dir: Path, lock: RunDirLock | None) -> RunSummary:
+def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -> RunSummary:
     typed = validate_train_config(config)
     precision = choose_precision(
         typed.trainer.precision, typed.trainer.accelerator, typed.performance.allow_emulated_precision
     )
     typed.trainer.precision = precision.precision  # what ran, in the run's config.yaml and checkpoints
-    resume = resume_checkpoint(typed.ckpt_path, run_dir)
+    resume = resume_checkpoint(typed.ckpt_path, run)
     header = checkpoint_header(resume) if resume else {}
     record = typed.to_dict()  # the resolved config as the run records it (config.yaml, W&B, the checkpoints)
     changes = check_resume_settings(typed.model, typed.recipe, typed.data, resume, header) if resume else {}
     if resume:
-        finished = RunDir(run_dir).summary() if typed.ckpt_path == "last" else None
+        finished = run.summary() if typed.ckpt_path == "last" else None
         if finished is not None and _trained_to_the_end(finished, typed.trainer):  # a re-launched sweep, a requeue
-            print(
-                f"{run_dir} holds a finished run ({RunDir(run_dir).metrics.name}): kept, nothing to train", flush=True
-            )
+            print(f"{run.path} holds a finished run ({run.metrics.name}): kept, nothing to train", flush=True)
             return finished
     for key, (before, now) in changes.items():
         rescaled = f"the restored learning rates and schedule are rescaled by {now / before:g}"
         print(f"resuming with {key} {before} -> {now}: {rescaled}", file=sys.stderr, flush=True)
     step = int(header.get("global_step", 0)) if resume else None
     if lock is not None:
-        check_fresh_run_dir(run_dir, resuming=resume is not None, reuse=typed.reuse_run_dir)
+        check_fresh_run_dir(run, resuming=resume is not None, reuse=typed.reuse_run_dir)
         if resume:
-            record_resume(run_dir, resume, step or 0, changes)
-        RunDir(run_dir).remove_stale_temporaries()
+            record_resume(run, resume, step or 0, changes)
+        run.remove_stale_temporaries()
     started = time.monotonic()
     if typed.performance.matmul_precision:
         torch.set_float32_matmul_precision(typed.performance.matmul_precision)
     L.seed_everything(typed.seed, workers=True, verbose=False)
     datamodule = _datamodule(typed)
     module = _module(typed, datamodule.facts(), pretrained=resume is None)
-    loggers = build_loggers(typed.logger.wandb, run_dir, record, resume_step=step)
+    loggers = build_loggers(typed.logger.wandb, run, record, resume_step=step)
     loggers += build_extra(typed.logger.extra, "logger.extra", Logger)
-    trainer = _trainer(typed, run_dir, datamodule, loggers)
+    trainer = _trainer(typed, run, datamodule, loggers)
     if trainer.is_global_zero:
-        write_run_records(run_dir, record)
+        write_run_records(run, record)
         define_best_metrics(loggers)
 
     def announce(trainer: L.Trainer, _: L.LightningModule) -> None:  # after setup: the splits are known, on every rank
         if trainer.is_global_zero:
-            banner = start_banner(typed, run_dir, module.model, datamodule.describe(), trainer, precision.reason)
+            banner = start_banner(typed, run, module.model, datamodule.describe(), trainer, precision.reason)
             print(banner, flush=True)
 
     trainer.callbacks.append(LambdaCallback(on_train_start=announce))
@@ -120,14 +112,14 @@ def _owned_train(config: dict[str, Any], run_dir: Path, lock: RunDirLock | None)
     try:
         with datamodule.dead_workers_named(), lightning_ctrl_c_raised(trainer):
             trainer.fit(module, datamodule=datamodule, ckpt_path=resume)
-            summary = _tested(typed, trainer, module, datamodule, run_dir)
+            summary = _tested(typed, trainer, module, datamodule, run)
         if trainer.is_global_zero:
             if typed.evaluate.after_training:
-                scored = evaluate_after_training(module.model, datamodule, typed, run_dir)
+                scored = evaluate_after_training(module.model, datamodule, typed, run)
                 summary = summary.with_(**scored)
-            curves = training_curves(run_dir)
+            curves = training_curves(run)
             summary = summary.with_(curves=str(curves) if curves else None, wall_seconds=time.monotonic() - started)
-            RunDir(run_dir).write_summary(summary)
+            run.write_summary(summary)
             export_after_training(typed, summary)
             print(end_summary(summary), flush=True)
         exit_code = 0
@@ -170,7 +162,7 @@ def _module(config: TrainConfig, facts: dict[str, Any], pretrained: bool) -> Cla
     return module
 
 
-def _trainer(config: TrainConfig, run_dir: Path, datamodule: ImageDataModule, loggers: list[Logger]) -> L.Trainer:
+def _trainer(config: TrainConfig, run: RunDir, datamodule: ImageDataModule, loggers: list[Logger]) -> L.Trainer:
     extra = build_extra(config.callbacks.extra, "callbacks.extra", Callback)
     try:
         return build_trainer(
@@ -178,7 +170,7 @@ def _trainer(config: TrainConfig, run_dir: Path, datamodule: ImageDataModule, lo
             config.callbacks,
             config.performance,
             config.seed,
-            run_dir,
+            run,
             datamodule.has_validation,
             loggers,
             datamodule.runs_validation_loop,
@@ -191,7 +183,7 @@ def _trainer(config: TrainConfig, run_dir: Path, datamodule: ImageDataModule, lo
 
 
 def _tested(
-    config: TrainConfig, trainer: L.Trainer, module: L.LightningModule, datamodule: ImageDataModule, run_dir: Path
+    config: TrainConfig, trainer: L.Trainer, module: L.LightningModule, datamodule: ImageDataModule, run: RunDir
 ) -> RunSummary:
     """Test the best checkpoint (else the final weights) and sum the run up."""
     checkpoint = checkpoint_callback(trainer)  # read before testing: test() restores its state from `best`
@@ -214,7 +206,7 @@ def _tested(
         tested_checkpoint=best or "final weights",
         best_checkpoint=best,
         last_checkpoint=last,
-        run_dir=str(run_dir),
+        run_dir=str(run.path),
         train_images_per_sec=throughput_callback(trainer).images_per_sec,
         skipped_images=datamodule.skipped_images,
         extra=tested,  # any other split the test loop logged

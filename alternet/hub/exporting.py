@@ -13,13 +13,12 @@ from timm.data import resolve_data_config
 from torch import nn
 
 from .. import __version__
-from ..checkpoints import DIGEST_KEY, weights_digest
 from ..data import DATAMODULES
 from ..errors import AlternetError, CheckpointError, DataError
 from ..files import atomic_write, check_output_dir, file_digest, os_error_reason, write_text
 from ..models import create_model
-from ..rundir import RunDir, RunSummary
-from ..runs import find_checkpoint, run_config
+from ..runs.checkpoints import DIGEST_KEY, find_checkpoint, weights_digest
+from ..runs.summary import RunSummary
 from .card import model_card
 from .hdvw import resolve_arch
 from .loading import apply_weights
@@ -37,14 +36,14 @@ def export(source: str | Path, out: str | Path, *, ema: bool = False) -> Path:
     check_destination(out)  # the output first: a wrong --out is reported before anything about the source
     if not path.exists():
         raise CheckpointError(f"{path} does not exist: pass a run directory or a Lightning checkpoint (.ckpt)")
-    checkpoint, run_dir = find_checkpoint(path)
-    opened = read_lightning(checkpoint, ema=ema, run_dir=run_dir)
+    checkpoint, run = find_checkpoint(path)
+    opened = read_lightning(checkpoint, ema=ema, run=run)
     model = create_model(opened.require_architecture(), num_classes=opened.num_classes, **opened.model_args)
     apply_weights(model, opened, strict=True)  # the weights must rebuild their architecture exactly
     trained = _run_config(opened)
     saved = opened.hyper_parameters["data"].get("class_names")
     labels, label_note = label_names(trained["data"], opened.num_classes, saved)
-    summary = RunDir(run_dir).summary() if run_dir is not None else None
+    summary = run.summary() if run is not None else None
     config = export_config(opened, model, trained, labels, label_note, summary)
     return write_export(out, model, config)
 
@@ -116,7 +115,7 @@ def _check_reads_back(out: Path, model: nn.Module) -> None:
 
 def _run_config(opened: Source) -> dict[str, Any]:
     """The run's resolved data and recipe: its config.yaml when present, else the checkpoint's hyperparameters."""
-    resolved = run_config(opened.run_dir) or {}
+    resolved = (opened.run.recorded_config() if opened.run else None) or {}
     if isinstance(resolved.get("data"), dict) and isinstance(resolved.get("recipe"), dict):
         return resolved
     return {"data": opened.hyper_parameters["data"], "recipe": opened.hyper_parameters.get("recipe") or {}}

@@ -25,10 +25,10 @@ from typing import Any
 import torch
 from timm.models import get_pretrained_cfg
 
-from ..checkpoints import refused_global, torch_reason
 from ..dataset_facts import FACTS
 from ..errors import CheckpointError
 from ..models import create_model
+from ..runs.checkpoints import refused_global, torch_reason
 
 Rename = tuple[str, str | Callable[[re.Match[str]], str]]
 DATA_BY_CLASSES = {facts.num_classes: name for name, facts in FACTS.items()}  # 10, 100, 1000 classes

@@ -1,10 +1,10 @@
-"""Where weights come from: an export directory, a Lightning checkpoint or run directory, a bare safetensors
-file, a W&B artifact reference, a checkpoint of the paper's authors (``hdvw:[ARCH:]FILE``), or one of timm's:
-``timm:NAME`` (its registry's pretrained weights), ``hf-hub:REPO`` and ``local-dir:DIR`` (a folder in the format of
-timm's ``save_for_hf``, which is also an export's). Everything is read without unpickling code: safetensors, or
-``torch.load(weights_only=True)``; a run directory stands for the checkpoint :func:`alternet.runs.find_checkpoint`
-picks, as for every other command. Hub downloads go through the Hugging Face cache, so a model fetched once loads
-offline.
+"""Where weights come from: an export directory, a Lightning checkpoint or run directory, a bare safetensors file, a W&B
+artifact reference, a checkpoint of the paper's authors (``hdvw:[ARCH:]FILE``), or one of timm's: ``timm:NAME`` (its
+registry's pretrained weights), ``hf-hub:REPO`` and ``local-dir:DIR`` (a folder in the format of timm's ``save_for_hf``,
+which is also an export's). Everything is read without unpickling code: safetensors, or
+``torch.load(weights_only=True)``; a run directory stands for the checkpoint
+:func:`alternet.runs.checkpoints.find_checkpoint` picks, as for every other command. Hub downloads go through the
+Hugging Face cache, so a model fetched once loads offline.
 """
 
 from __future__ import annotations
@@ -24,14 +24,15 @@ from timm.data import resolve_data_config
 from timm.models import get_pretrained_cfg
 from torch import nn
 
-from ..checkpoints import DIGEST_KEY, read_torch_file, verify_digest
 from ..dataset_facts import FACTS
 from ..errors import CheckpointError, one_line
 from ..files import read_json
 from ..models import MODEL_NAMES, create_model
 from ..models.external import check_name, require_pretrained, weights_location
 from ..models.zoo import spec_kwargs
-from ..runs import find_checkpoint, read_weights
+from ..runs.checkpoints import DIGEST_KEY, find_checkpoint, read_torch_file, verify_digest
+from ..runs.layout import RunDir
+from ..runs.weights import read_weights
 from ..tracking import download_artifact
 from .hdvw import ALIASES, ARCHS, read_converted
 
@@ -63,7 +64,7 @@ class Source:
     pretrained_cfg: dict[str, Any] = field(default_factory=dict)
     hyper_parameters: dict[str, Any] = field(default_factory=dict)  # model/recipe/data of a Lightning checkpoint
     checkpoint: Path | None = None
-    run_dir: Path | None = None
+    run: RunDir | None = None  # the run directory that holds the checkpoint
     ema: bool = False
     model: nn.Module | None = None  # already built with these weights (timm:NAME, which timm builds to load)
 
@@ -95,8 +96,8 @@ def open_source(source: str | Path, *, ema: bool = False) -> Source:
     if path.suffix == ".safetensors":
         return _refuse_ema(read_safetensors_source(path), ema)
     if path.is_dir() or path.is_file():
-        checkpoint, run_dir = find_checkpoint(path)
-        return read_lightning(checkpoint, ema=ema, run_dir=run_dir)
+        checkpoint, run = find_checkpoint(path)
+        return read_lightning(checkpoint, ema=ema, run=run)
     raise CheckpointError(f"{source} does not exist: expected {KINDS}")
 
 
@@ -141,7 +142,7 @@ def _refuse_ema(source: Source, ema: bool) -> Source:
 # Lightning checkpoints and run directories --------------------------------------------------------
 
 
-def read_lightning(path: Path, *, ema: bool = False, run_dir: Path | None = None) -> Source:
+def read_lightning(path: Path, *, ema: bool = False, run: RunDir | None = None) -> Source:
     """A checkpoint written by alternet's training."""
     weights = read_weights(path, ema=ema)
     args = {k: v for k, v in weights.model_args.items() if v is not None}
@@ -154,7 +155,7 @@ def read_lightning(path: Path, *, ema: bool = False, run_dir: Path | None = None
         pretrained_cfg=data_pretrained_cfg(weights.architecture, weights.data, in_chans=int(args.get("in_chans", 3))),
         hyper_parameters=weights.hyper_parameters,
         checkpoint=path,
-        run_dir=run_dir,
+        run=run,
         ema=ema,
     )
 

@@ -19,7 +19,7 @@ from typing import Any
 from .. import tracking
 from ..errors import ConfigValueError, check_option
 from ..files import check_output_dir, is_output_of, mark_output, write_csv, write_text, writing
-from ..rundir import RunDir, SweepDir, SweepJobs
+from ..runs.layout import RunDir, SweepDir, SweepJobs
 from . import figures
 from .runs import Run, read_sweep, swept_keys, variant_of
 from .statistics import Difference, Pooled, bootstrap_variance, difference, with_holm
@@ -284,7 +284,7 @@ def _difference_columns(name: str, diff: Difference | None) -> dict[str, Any]:
 def run_rows(runs: Sequence[Run], keys: list[str]) -> list[dict[str, Any]]:
     return [
         {
-            "job": run.directory.name,
+            "job": run.job.path.name,
             **{key: run.overrides.get(key) for key in keys},
             "seed": run.seed,
             "test_acc": 1.0 - run.test_error,
@@ -397,14 +397,14 @@ def markdown(
     return "\n".join(lines) + "\n"
 
 
-def sweep_wandb_settings(run_dir: Path, enabled: bool | None = None) -> tracking.WandbSettings | None:
+def sweep_wandb_settings(run: RunDir, enabled: bool | None = None) -> tracking.WandbSettings | None:
     """The W&B settings of a sweep's report: its run's recorded ``logger.wandb`` section (the keys of today's
     shape: a run recorded before a key was dropped keeps working), switched by ``enabled`` (``--wandb`` /
     ``--no-wandb``; None: as the runs did)."""
-    recorded = ((RunDir(run_dir).recorded_config() or {}).get("logger") or {}).get("wandb")
+    recorded = ((run.recorded_config() or {}).get("logger") or {}).get("wandb")
     if recorded is not None:
         recorded = {key: value for key, value in recorded.items() if key in tracking.WANDB_KEYS}
-    return tracking.wandb_settings(recorded, enabled=enabled, key=f"{run_dir}: logger.wandb")
+    return tracking.wandb_settings(recorded, enabled=enabled, key=f"{run.path}: logger.wandb")
 
 
 REPORT_COMMAND = "report"  # the output marker of alternet report (files.mark_output)
@@ -428,7 +428,7 @@ def build_report(
     out_dir = Path(out_dir) if out_dir else SweepDir(sweep_dir).report_dir
     out_dir = check_output_dir(out_dir, "report directory", _is_report, "a report of alternet report", "--out")
     runs, jobs = read_sweep(sweep_dir)
-    wandb_settings = sweep_wandb_settings(runs[0].directory, wandb)  # checked before any figure is drawn
+    wandb_settings = sweep_wandb_settings(runs[0].job, wandb)  # checked before any figure is drawn
     keys = swept_keys(runs)
     variants = group_variants(runs, keys)
     base = pick_baseline(variants, baseline)

@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..files import save_figure
-from ..rundir import RunDir
+from ..runs.layout import RunDir
 from .runs import Run, read_history, variant_of
 from .verdicts import Summary
 
@@ -102,10 +102,9 @@ def train_nll_curves(runs: Sequence[Run], keys: list[str], path: Path) -> Path |
     return save_figure(fig, path)
 
 
-def training_curves(run_dir: Path) -> Path | None:
+def training_curves(run: RunDir) -> Path | None:
     """The run's ``curves.png``: loss and NLL, accuracy (train, clean train, validation) per epoch and the
     learning rate per step, from the run's ``logs/metrics.csv``."""
-    run = RunDir(run_dir)
     path = run.metrics_csv
     if not path.is_file():
         return None

@@ -12,14 +12,15 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigValueError
-from ..rundir import METRICS_FILE, RunDir, RunSummary, SweepDir, SweepJobs
+from ..runs.layout import METRICS_FILE, RunDir, SweepDir, SweepJobs
+from ..runs.summary import RunSummary
 
 
 @dataclass(frozen=True)
 class Run:
     """One finished job: its overrides (``key -> value`` as typed), seed and summary."""
 
-    directory: Path
+    job: RunDir
     overrides: dict[str, str]
     metrics: RunSummary
     curves: dict[str, list[float]] = field(default_factory=dict)  # per-epoch train_clean/nll, val/acc...
@@ -55,7 +56,7 @@ class Run:
     def test_correct(self) -> np.ndarray | None:
         """Which test images the run classified correctly (from ``eval/predictions.npz``, written by
         ``evaluate.after_training=true``), for the test set's own noise in a comparison; None without them."""
-        return _correct(RunDir(self.directory).predictions)
+        return _correct(self.job.predictions)
 
     @property
     def aurc(self) -> float | None:
@@ -118,7 +119,7 @@ def read_sweep(sweep_dir: Path) -> tuple[list[Run], SweepJobs]:
             f"{sweep_dir} holds no finished runs (no <job>/{METRICS_FILE}); point at a multirun's sweep directory, "
             "e.g. multirun/DATE/TIME"
         )
-    runs = [Run(job.path, job.swept_values(), job.summary(), _curves(job), _schedule(job)) for job in jobs.finished]
+    runs = [Run(job, job.swept_values(), job.summary(), _curves(job), _schedule(job)) for job in jobs.finished]
     return runs, jobs
 
 

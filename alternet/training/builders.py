@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -15,7 +14,7 @@ from lightning.pytorch.strategies import DDPStrategy
 
 from ..errors import ConfigValueError
 from ..models.config import ModelConfig
-from ..rundir import RunDir
+from ..runs.layout import RunDir
 from .callbacks import AtomicCheckpointIO, BatchSeed, BestAndLastCheckpoint, MidEpochCheckpoint
 from .config import CallbacksConfig, PerformanceConfig, RecipeConfig, TrainerConfig, parse_interval
 from .display import Throughput, progress_bar, quiet_lightning
@@ -91,7 +90,7 @@ def on_a_gpu_when_auto(setting: bool | str, accelerator: str) -> bool:
 
 
 def build_callbacks(
-    callbacks_cfg: CallbacksConfig, seed: int, run_dir: Path, has_val: bool, progress_bar_on: bool
+    callbacks_cfg: CallbacksConfig, seed: int, run: RunDir, has_val: bool, progress_bar_on: bool
 ) -> list[Callback]:
     """Checkpointing (best by the monitored validation metric when there is a validation split, and last at each
     epoch end; mid-epoch ``last.ckpt`` every ``every_n_train_steps`` / ``train_time_interval`` and on pre-emption),
@@ -100,7 +99,7 @@ def build_callbacks(
     mid_epoch = {key: checkpoint.pop(key) for key in ("every_n_train_steps", "train_time_interval")}
     if not has_val:  # without a validation split only the last checkpoint is kept
         checkpoint.update(monitor=None, save_top_k=0)
-    directory = RunDir(run_dir).checkpoints
+    directory = run.checkpoints
     callbacks: list[Callback] = [
         BestAndLastCheckpoint(
             dirpath=str(directory),
@@ -120,7 +119,7 @@ def build_callbacks(
     preemption = callbacks_cfg.preemption  # every default here is the YAML's (conf/callbacks/default.yaml)
     if preemption and preemption.signals:
         callbacks.append(
-            PreemptionCheckpoint(directory, preemption.signals, preemption.requeue, preemption.sync_every_n_steps)
+            PreemptionCheckpoint(run, preemption.signals, preemption.requeue, preemption.sync_every_n_steps)
         )
     if callbacks_cfg.early_stopping and has_val:
         callbacks.append(EarlyStopping(**callbacks_cfg.early_stopping))
@@ -135,7 +134,7 @@ def build_trainer(
     callbacks_cfg: CallbacksConfig,
     performance: PerformanceConfig,
     seed: int,
-    run_dir: Path,
+    run: RunDir,
     has_val: bool,
     loggers: list[Logger],
     validation_loop: bool | None = None,
@@ -155,13 +154,13 @@ def build_trainer(
     if SLURMEnvironment.detect():  # pre-emption is ours (PreemptionCheckpoint): exact, mid-epoch, after the step
         plugins.append(SLURMEnvironment(auto_requeue=False))
     quiet_lightning()
-    own = build_callbacks(callbacks_cfg, seed, run_dir, has_val, trainer.enable_progress_bar)
+    own = build_callbacks(callbacks_cfg, seed, run, has_val, trainer.enable_progress_bar)
     callbacks = [*own, *extra_callbacks]
     if loggers:  # every parameter group's learning rate, per step (layer decay and fine-tuning give several)
         callbacks.append(LearningRateMonitor(logging_interval="step"))
     return L.Trainer(
         **trainer_args,
-        default_root_dir=str(run_dir),
+        default_root_dir=str(run.path),
         callbacks=callbacks,
         logger=loggers,
         plugins=plugins,

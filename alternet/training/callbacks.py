@@ -14,7 +14,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from ..files import atomic_write
-from ..rundir import RunDir
+from ..runs.layout import RunDir
 from ..seeds import derive_seed
 
 

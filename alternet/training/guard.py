@@ -21,8 +21,8 @@ import torch
 from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
 
 from ..errors import AlternetError
-from ..rundir import RunDir
-from ..runs import resume_command
+from ..runs.layout import RunDir
+from ..runs.records import resume_command
 
 if TYPE_CHECKING:
     import lightning as L
@@ -189,13 +189,13 @@ class NonFiniteGuard:
             for optimizer in module.trainer.optimizers:
                 optimizer.state.clear()
         run = RunDir(module.trainer.default_root_dir)
-        run_dir, path = run.path, run.nonfinite_checkpoint(bad.step)
+        path = run.nonfinite_checkpoint(bad.step)
         if inside_step:
             save_before_step(module.trainer, path)
         else:
             module.trainer.save_checkpoint(path, weights_only=False)
         lower = module.recipe.optimizer.lr / 10
-        command = resume_command(run_dir, path, **{"recipe.optimizer.lr": f"{lower:g}"})
+        command = resume_command(run, path, **{"recipe.optimizer.lr": f"{lower:g}"})
         loss = bad.loss.item()
         what = f"gradients (training loss {loss})" if bad.found is not None else f"training loss ({loss})"
         where = f"at global step {bad.step}, epoch {bad.epoch}, batch {bad.batch}"
@@ -210,7 +210,7 @@ class NonFiniteGuard:
         raise NonFiniteLossError(
             f"non-finite {what} {where}; {saved} with a lower learning rate: "
             f"{command}  — if the loss had been growing for a while, resume from "
-            f"{run.last_checkpoint.relative_to(run_dir)} instead, or add recipe.grad_clip=1.0 or trainer.precision=32"
+            f"{run.last_checkpoint.relative_to(run.path)} instead, or add recipe.grad_clip=1.0 or trainer.precision=32"
         )
 
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import csv
-from pathlib import Path
 from typing import Any
 
 from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
@@ -12,7 +11,7 @@ from lightning.pytorch.loggers.logger import rank_zero_experiment
 from lightning.pytorch.utilities import rank_zero_only
 
 from .. import tracking
-from ..rundir import RunDir
+from ..runs.layout import RunDir
 
 
 class HistoryCSVLogger(CSVLogger):
@@ -20,8 +19,7 @@ class HistoryCSVLogger(CSVLogger):
     interrupted run wrote before the checkpoint it resumes from (Lightning's writer deletes ``metrics.csv``); rows
     from that step on are dropped, because the resumed run logs them again."""
 
-    def __init__(self, run_dir: Path, resume_step: int | None = None):
-        run = RunDir(run_dir)
+    def __init__(self, run: RunDir, resume_step: int | None = None):
         super().__init__(save_dir=str(run.path), name="", version=run.LOGS)
         self.history = run.metrics_csv
         self.resume_step = resume_step
@@ -49,27 +47,27 @@ class HistoryCSVLogger(CSVLogger):
 
 
 def build_loggers(
-    settings: tracking.WandbSettings | None, run_dir: Path, run_config: dict, resume_step: int | None = None
+    settings: tracking.WandbSettings | None, run: RunDir, run_config: dict, resume_step: int | None = None
 ) -> list[Logger]:
-    """CSV logger into ``<run_dir>/logs``, plus W&B with ``settings`` (``logger.wandb``; None: W&B off). A resumed
-    run (``resume_step``: the checkpoint's global step) keeps the CSV rows logged before it and its W&B run."""
-    loggers: list[Logger] = [HistoryCSVLogger(run_dir, resume_step=resume_step)]
+    """CSV logger into the run directory's ``logs/``, plus W&B with ``settings`` (``logger.wandb``; None: W&B off). A
+    resumed run (``resume_step``: the checkpoint's global step) keeps the CSV rows logged before it and its W&B run."""
+    loggers: list[Logger] = [HistoryCSVLogger(run, resume_step=resume_step)]
     if settings is None:
         return loggers
-    run_id = tracking.wandb_run_id(run_dir)
+    run_id = tracking.wandb_run_id(run)
     init = dict(
-        group=tracking.wandb_group(run_dir, settings.group or tracking.sweep_group() or run_id),
-        name=settings.name or tracking.run_name(run_config, run_dir),
-        dir=str(run_dir),
+        group=tracking.wandb_group(run, settings.group or tracking.sweep_group() or run_id),
+        name=settings.name or tracking.run_name(run_config, run),
+        dir=str(run.path),
         config=run_config,
         id=run_id,
         resume="allow",
     )
     # rank zero starts the run (online, else offline: start_run); the other ranks' loggers stay silent
-    run = tracking.start_run(settings, **init) if rank_zero_only.rank == 0 else None
+    experiment = tracking.start_run(settings, **init) if rank_zero_only.rank == 0 else None
     init = settings.init_args() | init
     init["save_dir"] = init.pop("dir")
-    loggers.append(WandbLogger(experiment=run, **init))  # model artifacts: log_model_artifacts, one naming scheme
+    loggers.append(WandbLogger(experiment=experiment, **init))  # model artifacts: log_model_artifacts
     return loggers
 
 

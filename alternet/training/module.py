@@ -21,7 +21,6 @@ from torch import nn
 from torchmetrics import MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy
 
-from ..checkpoints import DIGEST_KEY, to_host, weights_digest
 from ..data.mixing import recipe_mixup
 from ..errors import ConfigValueError
 from ..metrics import BinnedCalibrationError
@@ -29,6 +28,7 @@ from ..models.config import model_config
 from ..models.factory import create_model, model_args
 from ..models.flip import flip_averaged_logits
 from ..models.params import decay_groups
+from ..runs.checkpoints import DIGEST_KEY, to_host, weights_digest
 from ..typed import build
 from .config import FinetuneConfig, ProgressiveResizeConfig, RecipeConfig
 from .display import RunningLoss
@@ -116,8 +116,8 @@ class ClassificationModule(L.LightningModule):
         self.__dict__["_compiled_model"] = torch.compile(self.model, **{"dynamic": False, **kwargs})
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Every checkpoint moves to host memory in one pass (:func:`alternet.checkpoints.to_host`) and carries a
-        digest of its weights; reading it verifies them (:mod:`alternet.checkpoints`)."""
+        """Every checkpoint moves to host memory in one pass (:func:`alternet.runs.checkpoints.to_host`) and carries a
+        digest of its weights; reading it verifies them (:mod:`alternet.runs.checkpoints`)."""
         checkpoint.update(to_host(dict(checkpoint)))
         checkpoint[DIGEST_KEY] = weights_digest(checkpoint["state_dict"])
 

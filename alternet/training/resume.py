@@ -14,7 +14,7 @@ from ..data.config import DataConfig
 from ..data.registry import DATAMODULES
 from ..errors import CheckpointError, ConfigValueError
 from ..models.config import ModelConfig, model_config
-from ..runs import saved_hyperparameters
+from ..runs.weights import saved_hyperparameters
 from ..typed import Section, build
 from .config import RecipeConfig
 

@@ -15,14 +15,14 @@ import subprocess
 import sys
 import types
 import warnings
-from pathlib import Path
 
 import pytest
 from hydra.core.hydra_config import HydraConfig
 
-from alternet import runs
 from alternet.apps import cli
-from alternet.rundir import RunSummary
+from alternet.runs import records
+from alternet.runs.layout import RunDir
+from alternet.runs.summary import RunSummary
 
 from helpers import ROOT
 
@@ -134,12 +134,12 @@ def as_python_m_alternet(monkeypatch) -> None:
 
 def test_every_spelling_of_train_and_evaluate_runs_the_same_job(tmp_path, monkeypatch):
     """``alternet train``, ``python -m alternet train`` and ``python train.py`` reach ``apps.train.train`` with the
-    same config (likewise for evaluate), and the job records the command as typed (runs.command_line): under the
+    same config (likewise for evaluate), and the job records the command as typed (records.command_line): under the
     dispatcher Hydra parses the overrides alone, and the command word is the job's config name."""
     seen = []
 
     def job(result):
-        return lambda cfg: seen.append((cfg.get("seed"), cfg.get("ckpt"), runs.command_line())) or result
+        return lambda cfg: seen.append((cfg.get("seed"), cfg.get("ckpt"), records.command_line())) or result
 
     monkeypatch.setattr("alternet.apps.train.train", job(SUMMARY))
     monkeypatch.setattr("alternet.apps.evaluate.run_evaluate", job([]))
@@ -211,7 +211,9 @@ def test_a_resume_command_repeats_the_command_that_started_the_run(tmp_path, mon
     """Inside the job: the kept spelling that started it, the job's overrides, the run directory and the checkpoint."""
     seen = []
     done = SUMMARY
-    monkeypatch.setattr("alternet.apps.train.train", lambda cfg: seen.append(runs.resume_command(Path("RUN"))) or done)
+    monkeypatch.setattr(
+        "alternet.apps.train.train", lambda cfg: seen.append(records.resume_command(RunDir("RUN"))) or done
+    )
     monkeypatch.chdir(tmp_path)
     args = ["seed=3", "ckpt_path=old", f"hydra.run.dir={tmp_path / 'run'}", *QUIET]
     monkeypatch.setattr(sys, "argv", [ALTERNET])
@@ -222,7 +224,7 @@ def test_a_resume_command_repeats_the_command_that_started_the_run(tmp_path, mon
     with monkeypatch.context() as outside:  # outside a Hydra job (called from Python): the command line's overrides
         outside.setattr(HydraConfig.instance(), "cfg", None)
         outside.setattr(sys, "argv", ["train.py", "-m", "seed=3"])
-        assert runs.resume_command(Path("RUN")) == f"{sys.executable} train.py {tail}"
+        assert records.resume_command(RunDir("RUN")) == f"{sys.executable} train.py {tail}"
     as_python_m_alternet(monkeypatch)
     cli.main(["train", *args])
     heads = (f"{ALTERNET} train", ROOT / "train.py", "-m alternet train")

@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from alternet.apps.console import best_epoch, end_summary, evaluation_report, robustness_lines
 from alternet.data import DigitsDataModule
 from alternet.data.workers import available_cpus
-from alternet.rundir import RunSummary
+from alternet.runs.summary import RunSummary
 from alternet.training.display import ProgressLines, TerminalBar, Throughput, progress_bar
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from alternet.checkpoints import read_checkpoint
+from alternet.runs.checkpoints import read_checkpoint
 
 from helpers import ROOT, assert_one_line_error, run_main
 

@@ -145,10 +145,11 @@ def test_alternet_r18_learns_on_real_cifar100(cifar100_root):
 
 
 def test_ckpt_path_last_resumes_from_the_run_directory_when_present(tmp_path):
-    from alternet.runs import resume_checkpoint
+    from alternet.runs.checkpoints import resume_checkpoint
+    from alternet.runs.layout import RunDir
 
-    assert resume_checkpoint("last", tmp_path) is None  # a fresh job starts from scratch
+    assert resume_checkpoint("last", RunDir(tmp_path)) is None  # a fresh job starts from scratch
     first = fit(tmp_path, "trainer.max_epochs=1")
-    assert resume_checkpoint("last", tmp_path) == first.last_checkpoint
+    assert resume_checkpoint("last", RunDir(tmp_path)) == first.last_checkpoint
     again = fit(tmp_path, "trainer.max_epochs=2", "ckpt_path=last")  # a requeued job continues
     assert again.epochs == 2 and again.global_step == 6

@@ -17,7 +17,7 @@ from alternet.data import build_datamodule, data_config
 from alternet.data.augment import SECTIONS, check_augment, fill_from_mean
 from alternet.errors import CheckpointError, ConfigValueError
 from alternet.hub import export
-from alternet.runs import read_weights
+from alternet.runs.weights import read_weights
 from alternet.training.resume import differences
 
 from helpers import CONF, compose_train, datamodule_of, resolved, typed

@@ -11,7 +11,7 @@ import torch
 from alternet.apps.evaluate import run_evaluate
 from alternet.apps.train import train
 from alternet.models import WindowAttention
-from alternet.runs import load_model
+from alternet.runs.weights import load_model
 from alternet.training.precision import choose_precision
 
 from helpers import FAST, compose_train
@@ -121,7 +121,7 @@ def test_a_compiled_run_saves_plain_weights_that_load_resume_and_predict_alike(t
 
 def test_a_checkpoint_moves_to_the_host_in_one_pass_without_a_sync_per_tensor():
     """Each copy queued without waiting (sync debug mode "error" raises on a blocking copy), one sync at the end."""
-    from alternet.checkpoints import to_host
+    from alternet.runs.checkpoints import to_host
 
     tree = {"state_dict": {f"w{i}": torch.randn(64, 64, device="cuda") for i in range(50)}, "step": 3}
     tree["optimizer_states"] = [{"state": {0: {"exp_avg": torch.ones(8, device="cuda")}}}]

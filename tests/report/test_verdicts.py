@@ -159,10 +159,10 @@ def _cosine_nll(epochs: int, end: float = 1.2) -> list[float]:
 
 
 def _runs(model: str, error: float, nll: float, done: int, schedule: int, swept_epochs: bool = False):
-    from pathlib import Path
 
     from alternet.report.runs import Run
-    from alternet.rundir import RunSummary
+    from alternet.runs.layout import RunDir
+    from alternet.runs.summary import RunSummary
 
     runs = []
     jitters = (-0.001, 0.0, 0.001) if model == "twin" else (0.0005, -0.001, 0.0)  # seeds scatter, not alike
@@ -176,7 +176,7 @@ def _runs(model: str, error: float, nll: float, done: int, schedule: int, swept_
             epochs=done,
         )
         curve = [*_cosine_nll(done)[:-1], nll + jitter]
-        runs.append(Run(Path(f"{model}-{schedule}-{seed}"), overrides, summary, {"train_clean/nll": curve}, schedule))
+        runs.append(Run(RunDir(f"{model}-{schedule}-{seed}"), overrides, summary, {"train_clean/nll": curve}, schedule))
     return runs
 
 

@@ -7,6 +7,7 @@ import torch
 from omegaconf import OmegaConf
 
 from alternet.apps.train import train
+from alternet.runs.layout import RunDir
 
 from helpers import DDP_CPU, ROOT, compose_train, run_warm
 
@@ -72,7 +73,9 @@ def test_ddp_shares_gradient_buffers_and_compresses_on_request(compression, tmp_
 
     overrides = [*DDP_CPU, "trainer.precision=32-true", f"performance.ddp_compression={compression or 'null'}"]
     config = train_config(OmegaConf.to_container(compose_train(*overrides, output_dir=tmp_path), resolve=True))
-    trainer = build_trainer(config.trainer, config.callbacks, config.performance, 0, tmp_path, False, loggers=[])
+    trainer = build_trainer(
+        config.trainer, config.callbacks, config.performance, 0, RunDir(tmp_path), False, loggers=[]
+    )
     strategy = trainer.strategy
     assert strategy._ddp_kwargs["gradient_as_bucket_view"] is True
     assert strategy._ddp_comm_hook is (bf16_compress_hook if compression else None)

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from alternet.apps.train import train
 from alternet.data import DigitsDataModule, ImageFolderDataModule
 from alternet.errors import ConfigValueError
-from alternet.runs import load_model
+from alternet.runs.weights import load_model
 
 from helpers import FAST, compose_train
 

@@ -17,7 +17,7 @@ import torch
 from lightning.pytorch.strategies import SingleDeviceStrategy
 
 from alternet.apps.train import train
-from alternet.checkpoints import read_checkpoint
+from alternet.runs.checkpoints import read_checkpoint
 from alternet.training.callbacks import AtomicCheckpointIO
 
 from helpers import FAST, ROOT, compose_train, run_main, run_script, run_warm
@@ -266,7 +266,7 @@ def test_a_checkpoint_written_in_the_background_holds_the_state_of_its_step(tmp_
     """performance.async_checkpoint=true (the default on GPU runs: Lightning's AsyncCheckpointIO around ours): the
     write lags 0.3 s behind while the next epoch trains and changes the weights in place, yet each file holds the
     state it was saved at (its digest verifies), the last one the run's final state, and the run resumes from it."""
-    from alternet.checkpoints import DIGEST_KEY, verify_digest
+    from alternet.runs.checkpoints import DIGEST_KEY, verify_digest
 
     write, written = AtomicCheckpointIO.save_checkpoint, []
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from alternet.data.base import EpochSampler, ResumableLoader
+from alternet.runs.layout import RunDir
 from alternet.tracking import WandbSettings, finish
 from alternet.training.loggers import build_loggers
 
@@ -136,14 +137,14 @@ def test_resumable_loader_continues_where_the_saved_position_left_off():
 
 def test_a_resumed_run_continues_its_wandb_run(tmp_path):
     settings = WandbSettings(project="p", entity=None, group=None, name=None, tags=[], offline=True, init_timeout=5)
-    first = build_loggers(settings, tmp_path, {})[1]
+    first = build_loggers(settings, RunDir(tmp_path), {})[1]
     finish()
-    again = build_loggers(settings, tmp_path, {}, resume_step=13)[1]
+    again = build_loggers(settings, RunDir(tmp_path), {}, resume_step=13)[1]
     finish()
     assert first._wandb_init["id"] == again._wandb_init["id"] == (tmp_path / "wandb-run-id").read_text().strip()
     assert first.experiment.id == again.experiment.id == first._wandb_init["id"]  # the same W&B run, continued
     assert again._wandb_init["resume"] == "allow"
-    assert build_loggers(settings, tmp_path / "other", {})[1]._wandb_init["id"] != first._wandb_init["id"]
+    assert build_loggers(settings, RunDir(tmp_path / "other"), {})[1]._wandb_init["id"] != first._wandb_init["id"]
     finish()
 
 

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from alternet.errors import ConfigValueError
+from alternet.runs.layout import RunDir
 from alternet.training.stopping import (
     Preempted,
     PreemptionCheckpoint,
@@ -117,7 +118,7 @@ def test_lightnings_ctrl_c_exit_is_raised_on_as_the_ctrl_c_it_was():
 def a_second_signal_inside_getfullargspec(tmp_path: Path) -> BaseException:
     """What a CI run met (a race): the second stop signal lands while Lightning's step is inside
     ``inspect.getfullargspec``, which raises ``TypeError: unsupported callable`` in place of the stop."""
-    callback = PreemptionCheckpoint(tmp_path, ["SIGTERM"], requeue=False)
+    callback = PreemptionCheckpoint(RunDir(tmp_path), ["SIGTERM"], requeue=False)
     callback._handle(signal.SIGTERM, None)  # the first: save after this step
 
     class Hook:
@@ -185,7 +186,7 @@ class _Ranks:
 
 def test_ddp_ranks_agree_on_a_preemption_every_n_steps_not_every_step(tmp_path):
     """Agreeing is a collective and a host sync: under DDP it must not run on every optimizer step."""
-    callback = PreemptionCheckpoint(tmp_path, ["SIGUSR1"], requeue=False, sync_every_n_steps=10)
+    callback = PreemptionCheckpoint(RunDir(tmp_path), ["SIGUSR1"], requeue=False, sync_every_n_steps=10)
     trainer = _Ranks(tmp_path)
     with pytest.raises(Preempted, match="stopped by SIGUSR1 at global step 20"):
         for step in range(1, 31):
@@ -200,7 +201,7 @@ def test_ddp_ranks_agree_on_a_preemption_every_n_steps_not_every_step(tmp_path):
 @pytest.mark.parametrize("every", [0, -3, 2.5, True, "10"])
 def test_a_bad_sync_interval_is_refused_when_the_callback_is_built(tmp_path, every):
     with pytest.raises(ConfigValueError, match=r"callbacks\.preemption\.sync_every_n_steps must be a positive integer"):
-        PreemptionCheckpoint(tmp_path, ["SIGUSR1"], sync_every_n_steps=every)
+        PreemptionCheckpoint(RunDir(tmp_path), ["SIGUSR1"], sync_every_n_steps=every)
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@
   ends on the same line.
 * **Other stop signals outside the training steps** keep their defaults: the process ends there. Nothing is lost
   but the step in progress: checkpoints, records and exports are written atomically, and the run directory's lock
-  (``alternet.runs.RunDirLock``) goes with the process.
+  (``alternet.runs.ownership.RunDirLock``) goes with the process.
 * **Loader workers** ignore the stop signals and leave the stop to the main process, which shuts them down after
   its checkpoint (``alternet.data.workers``: the one part of this policy that lives elsewhere, with the workers).
 * A SIGINT that was ignored when the process started (a shell's background job) stays ignored, in training too.

@@ -4,13 +4,12 @@ of it that needs Lightning, apart so that the command line's help never imports 
 from __future__ import annotations
 
 import signal
-from pathlib import Path
 from typing import Any
 
 import lightning as L
 
-from ...rundir import RunDir
-from ...runs import resume_command
+from ...runs.layout import RunDir
+from ...runs.records import resume_command
 from ..callbacks import ends_optimizer_step
 from . import Preempted, StoppedWithoutSaving, check_preemption, is_pythons_ctrl_c, requeue_slurm_job, say
 
@@ -30,8 +29,9 @@ class PreemptionCheckpoint(L.Callback):
     scheduler's warning comes 90 s ahead; a single process reads its flag every step for free).
     """
 
-    def __init__(self, dirpath: Path, signals: list[str], requeue: bool = True, sync_every_n_steps: int = 10):
-        self.path = Path(dirpath) / RunDir.LAST
+    def __init__(self, run: RunDir, signals: list[str], requeue: bool = True, sync_every_n_steps: int = 10):
+        self.run = run
+        self.path = run.last_checkpoint
         check_preemption(signals, sync_every_n_steps)
         self.sync_every = sync_every_n_steps
         self.signals = [getattr(signal, name) for name in signals]
@@ -39,7 +39,6 @@ class PreemptionCheckpoint(L.Callback):
         self.received: int | None = None
         self._before_run: dict[int, Any] = {}  # the handlers the run started with (e.g. submitit's): forwarded to
         self._displaced: dict[int, Any] = {}  # the handlers ours replace while training (Lightning's): restored
-        self._run_dir: Path | None = None
         self._rank = ""  # "[rank N] " under DDP: every rank of a signalled group says so
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
@@ -54,14 +53,13 @@ class PreemptionCheckpoint(L.Callback):
 
     def _stopped_at_once(self, name: str) -> str:
         kept = (
-            f"{self.path} holds the previous checkpoint. Resume with: {resume_command(self._run_dir)}"
-            if self.path.is_file() and self._run_dir is not None
+            f"{self.path} holds the previous checkpoint. Resume with: {resume_command(self.run)}"
+            if self.path.is_file()
             else "no checkpoint was saved yet"
         )
         return f"stopped at once by a second signal ({name}) before the pre-emption checkpoint was saved; {kept}"
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._run_dir = Path(trainer.default_root_dir)
         self._rank = f"[rank {trainer.global_rank}] " if trainer.world_size > 1 else ""
         for sig in self.signals:
             if self._before_run.get(sig) is signal.SIG_IGN:  # e.g. SIGINT in a script's background job: it stays
@@ -98,7 +96,7 @@ class PreemptionCheckpoint(L.Callback):
             return
         trainer.save_checkpoint(self.path, weights_only=False)
         name = signal.Signals(self.received).name if self.received else "a signal on another rank"
-        command = resume_command(Path(trainer.default_root_dir))
+        command = resume_command(self.run)
         requeued = self.requeue and requeue_slurm_job() if trainer.is_global_zero else False
         self._forward_to_previous_handler()
         raise Preempted(

@@ -6,14 +6,15 @@ from __future__ import annotations
 import hashlib
 import pickle
 import re
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from .errors import CheckpointError
-from .rundir import RunDir
+from ..errors import CheckpointError
+from .layout import RunDir
 
 DIGEST_KEY = "weights_digest"  # in Lightning checkpoints; also in the metadata of exported safetensors
 
@@ -120,3 +121,74 @@ def checkpoint_header(path: str | Path) -> dict[str, Any]:
     """A (safe, already checked) Lightning checkpoint memory-mapped: its hyperparameters and counters without reading
     the weights."""
     return torch.load(Path(path), map_location="cpu", weights_only=True, mmap=True)
+
+
+# which checkpoint stands for a run ---------------------------------------------------------------------------
+
+
+def best_checkpoint(run: RunDir) -> Path | None:
+    """The best checkpoint of a run: the one its metrics.json names (by file name, inside the run's own folder), or
+    the only ``best-*.ckpt``."""
+    summary = run.summary()
+    if summary is not None and summary.best_checkpoint:
+        named = run.checkpoint_in_folder(summary.best_checkpoint)
+        if named.is_file():
+            return named
+    candidates = run.best_checkpoints()
+    if len(candidates) > 1:
+        raise CheckpointError(
+            f"run directory {run.path} has {len(candidates)} best checkpoints "
+            f"({', '.join(c.name for c in candidates)}) and its metrics.json does not say which is best; pass the "
+            "checkpoint file itself"
+        )
+    return candidates[0] if candidates else None
+
+
+def select_checkpoint(run: RunDir) -> Path:
+    """The checkpoint that stands for a run directory: its best, else ``last.ckpt``."""
+    best = best_checkpoint(run)
+    if best is not None:
+        return best
+    if run.last_checkpoint.is_file():
+        return run.last_checkpoint
+    raise CheckpointError(
+        f"run directory {run.path} has no checkpoints in {run.checkpoints} (did training finish an epoch?)"
+    )
+
+
+def find_checkpoint(path: str | Path) -> tuple[Path, RunDir | None]:
+    """The checkpoint a path stands for, and its run directory: a checkpoint file itself, a run directory's
+    :func:`select_checkpoint`, or the single ``.ckpt`` of a folder (e.g. a downloaded checkpoint artifact)."""
+    path = Path(path).expanduser()
+    if path.is_file():
+        return path, RunDir.of_checkpoint(path)
+    if not path.exists():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    if RunDir(path).is_run_dir():
+        return select_checkpoint(RunDir(path)), RunDir(path)
+    ckpts = sorted(path.glob("*.ckpt"))
+    if len(ckpts) == 1:
+        return ckpts[0], None
+    export = (path / "config.json").is_file() and (path / "model.safetensors").is_file()
+    raise CheckpointError(
+        f"{path} is an export (model.safetensors, config.json: weights without the run that trained them), not a "
+        "checkpoint; give its run directory or a .ckpt file (alternet.hub.load reads the export)"
+        if export
+        else f"{path} is neither a run directory (no {RunDir.CHECKPOINTS}/ folder) nor a folder with one .ckpt file"
+    )
+
+
+def resume_checkpoint(ckpt_path: str | None, run: RunDir, *, say: bool = True) -> str | None:
+    """The checkpoint a training run resumes from. ``last`` means the run directory's ``last.ckpt`` when it exists
+    (a requeued SLURM job; when it does not, training starts from scratch and, if ``say``, says so); any other path is
+    checked now, so that a bad one fails before training."""
+    if ckpt_path == "last":
+        if not run.last_checkpoint.is_file():
+            if say:
+                print(f"ckpt_path=last: no {run.last_checkpoint} yet, so training starts from scratch", file=sys.stderr)
+            return None
+        read_checkpoint(run.last_checkpoint)
+        return str(run.last_checkpoint)
+    if ckpt_path:
+        read_checkpoint(ckpt_path)
+    return ckpt_path

@@ -18,7 +18,10 @@ from alternet.errors import CheckpointError, ConfigValueError
 from alternet.files import atomic_write, read_json, write_csv, write_json
 from alternet.hub.sources import open_source
 from alternet.metrics import BinnedCalibrationError, calibration_metrics
-from alternet.runs import find_checkpoint, load_model, record_resume, select_checkpoint
+from alternet.runs.checkpoints import find_checkpoint, select_checkpoint
+from alternet.runs.layout import RunDir
+from alternet.runs.records import record_resume
+from alternet.runs.weights import load_model
 from alternet.seeds import derive_seed
 
 from helpers import FAST, compose_train, resolved, run_main
@@ -31,8 +34,8 @@ def test_a_copied_run_directory_stands_for_its_own_checkpoints(digits_summary, t
     # metrics.json still names the original's files by absolute path: they must not be followed out of the copy
     assert json.loads((copy / "metrics.json").read_text())["best_checkpoint"].startswith(str(original))
     best = copy / "checkpoints" / f"{digits_summary.best_checkpoint.rsplit('/', 1)[-1]}"
-    assert select_checkpoint(copy) == best
-    assert find_checkpoint(copy) == (best, copy)
+    assert select_checkpoint(RunDir(copy)) == best
+    assert find_checkpoint(copy) == (best, RunDir(copy))
     assert open_source(copy).checkpoint == best  # export, load, fine-tune
 
 
@@ -41,11 +44,11 @@ def test_a_run_directory_without_a_best_checkpoint_stands_for_its_last(digits_su
     shutil.copytree(digits_summary.run_dir, copy)
     for best in (copy / "checkpoints").glob("best-*.ckpt"):
         best.unlink()
-    assert select_checkpoint(copy) == copy / "checkpoints" / "last.ckpt"
+    assert select_checkpoint(RunDir(copy)) == copy / "checkpoints" / "last.ckpt"
     shutil.rmtree(copy / "checkpoints")
     (copy / "checkpoints").mkdir()
     with pytest.raises(CheckpointError, match="has no checkpoints"):
-        select_checkpoint(copy)
+        select_checkpoint(RunDir(copy))
 
 
 def test_the_bare_model_of_a_checkpoint_gives_the_trained_logits(digits_summary):
@@ -154,8 +157,8 @@ def test_seed_streams_are_distinct_and_stable():
 def test_a_run_resumed_twice_records_both_resumes(tmp_path):
     """resumes.json is a list that each resume extends; reading it back for the second resume once failed ("should
     hold a JSON object, found list"), so a run could not be resumed a second time."""
-    record_resume(tmp_path, "first.ckpt", 546, {})
-    record_resume(tmp_path, "second.ckpt", 869, {"recipe.optimizer.lr": [0.2, 0.1]})
+    record_resume(RunDir(tmp_path), "first.ckpt", 546, {})
+    record_resume(RunDir(tmp_path), "second.ckpt", 869, {"recipe.optimizer.lr": [0.2, 0.1]})
     history = json.loads((tmp_path / "resumes.json").read_text())
     assert [entry["global_step"] for entry in history] == [546, 869]
     assert history[1] == {
@@ -168,7 +171,7 @@ def test_a_run_resumed_twice_records_both_resumes(tmp_path):
 def test_an_export_given_where_a_checkpoint_is_needed_is_named_as_an_export(digits_run, tmp_path):
     """The message listed "an export directory (no config.json)" among what a checkpoint path may be, for a folder
     that held a config.json, and export and evaluate take none."""
-    from alternet.runs import find_checkpoint
+    from alternet.runs.checkpoints import find_checkpoint
 
     with pytest.raises(CheckpointError, match=r"is an export \(model.safetensors, config.json: weights without"):
         find_checkpoint(digits_run / "export")

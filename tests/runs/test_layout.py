@@ -1,4 +1,4 @@
-"""The one home of a run directory (alternet/rundir.py): every file name spelled only there, the run's summary
+"""The one home of a run directory (alternet/runs/layout.py): every file name spelled only there, the run's summary
 (metrics.json) as a typed record, and one reader of a sweep's jobs for the multirun callback and the report."""
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ from alternet.apps.sweep import write_sweep_summary
 from alternet.errors import CheckpointError, ConfigValueError
 from alternet.report import build_report
 from alternet.report.runs import read_sweep
-from alternet.rundir import OptimizedMetric, RunDir, RunSummary, SweepDir, best_epoch
+from alternet.runs.layout import RunDir, SweepDir, best_epoch
+from alternet.runs.summary import OptimizedMetric, RunSummary
 
 from helpers import ROOT
 
 PACKAGE = ROOT / "alternet"
-HOME = PACKAGE / "rundir.py"
+HOME = PACKAGE / "runs" / "layout.py"
 # file names of a run or sweep directory: a string naming one of these anywhere outside the home is a second spelling
 FILES = {
     "last.ckpt",
@@ -86,7 +87,7 @@ def spelled_names(path: Path) -> list[str]:
 
 def test_a_run_directorys_files_are_named_only_by_its_home():
     spelled = [hit for path in sorted(PACKAGE.rglob("*.py")) if path != HOME for hit in spelled_names(path)]
-    assert spelled == [], "name these through alternet.rundir.RunDir / SweepDir:\n" + "\n".join(spelled)
+    assert spelled == [], "name these through alternet.runs.layout.RunDir / SweepDir:\n" + "\n".join(spelled)
 
 
 def test_the_checker_catches_a_second_spelling(tmp_path, monkeypatch):
@@ -272,7 +273,7 @@ def test_one_sweep_reader_gives_the_callback_and_the_report_the_same_jobs(tmp_pa
     assert rows[0]["optimized_metric"] == "val/nll" and float(rows[0]["val/nll"]) == 0.25
 
     runs, read = read_sweep(sweep)
-    assert [run.directory.name for run in runs] == [job.path.name for job in read.finished] == ["0"]
+    assert [run.job.path.name for run in runs] == [job.path.name for job in read.finished] == ["0"]
     assert read == jobs and runs[0].overrides == {"seed": "0", "recipe.ema.decay": "0.9"}
     report = build_report(sweep, tmp_path / "report", wandb=False)
     text = (report["out_dir"] / "summary.md").read_text()

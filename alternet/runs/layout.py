@@ -1,7 +1,7 @@
-"""The one home of a run directory's file names, of its summary (``metrics.json``) and of a sweep's jobs.
+"""The one home of a run directory's file names and of a sweep's jobs.
 
 Every writer and reader of a run directory names its files through :class:`RunDir` (training, the callbacks, the
-loggers, the console, the report, the hub); nowhere else spells them (``tests/test_rundir.py`` checks). Layout
+loggers, the console, the report, the hub); nowhere else spells them (``tests/runs/test_layout.py`` checks). Layout
 (``hydra.run.dir`` names the directory)::
 
     .hydra/             Hydra's records: config.yaml, hydra.yaml, overrides.yaml     .lock   the run that owns it
@@ -24,15 +24,15 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from .errors import CheckpointError, ConfigValueError
-from .files import read_json, read_yaml, stale_temporaries, write_json
+from ..errors import CheckpointError, ConfigValueError
+from ..files import read_yaml, stale_temporaries, write_json
+from .summary import RunSummary
 
 METRICS_FILE = "metrics.json"  # a run's summary; an evaluation directory's report has the same name
 PREDICTIONS_FILE = "predictions.npz"  # an evaluation directory's test-set probabilities and labels
@@ -258,134 +258,6 @@ class RunDir:
         """The job's overrides as ``key -> value`` (``+key`` / ``~key`` as ``key``; a deletion without a value
         left out)."""
         return dict(entry.lstrip("+~").split("=", 1) for entry in self.overrides() if "=" in entry)
-
-
-# the run's summary: metrics.json ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class OptimizedMetric:
-    """The metric a sweeper optimises (``optimized_metric``) and this run's value of it."""
-
-    name: str
-    value: float
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "value": self.value}
-
-
-Section = dict[str, Any]  # a split's metrics (``{"acc": ..., "nll": ...}``) or an evaluation record
-
-# keys written only when the run has them (older runs and runs without EMA, a clean training subset, skipped images
-# or an evaluation after training leave them out)
-_WRITTEN_WHEN_SET = (
-    "test_ema",
-    "train_clean",
-    "skipped_images",
-    "calibration",
-    "selective",
-    "ood",
-    "robustness",
-    "evaluation_dir",
-)
-_REQUIRED = ("model", "data", "test", "epochs", "global_step")  # every training summary ever written has them
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    """A finished run's ``metrics.json``: written once at the end of training (:meth:`RunDir.write_summary`), read
-    as fields by every reader (the console, the sweep summary, the report, export and the model card, resume).
-
-    The test metrics use the names ``alternet evaluate`` uses (``test.acc``, ``test.nll``, ...; ``test_ema.*`` with
-    EMA). :meth:`to_json` is the object the file holds."""
-
-    model: str
-    data: str
-    test: Section
-    test_ema: Section | None = None
-    train_clean: Section | None = None  # the last epoch's clean training metrics (data.train_clean_size)
-    train_images: int | None = None
-    data_subset: float | None = None
-    epochs: int = 0
-    global_step: int = 0
-    best_val_score: float | None = None
-    best_epoch: int | None = None
-    monitor: str | None = None
-    tested_checkpoint: str = "final weights"
-    best_checkpoint: str | None = None
-    last_checkpoint: str | None = None
-    run_dir: str | None = None
-    train_images_per_sec: float | None = None
-    skipped_images: int | None = None  # unreadable files skipped (data.skip_corrupt)
-    optimized_metric: OptimizedMetric | None = None
-    calibration: Section | None = None  # evaluate.after_training: the evaluation's test record
-    selective: Section | None = None  # evaluate.after_training: selective classification (AURC, AUGRC, ...)
-    ood: Section | None = None  # evaluate.after_training with evaluate.ood.root: the OOD record
-    robustness: Section | None = None  # evaluate.after_training: the robustness record
-    evaluation_dir: str | None = None
-    curves: str | None = None
-    wall_seconds: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as they were
-
-    # what a split measured ---------------------------------------------------------------------------------------
-
-    def section(self, split: str) -> Section:
-        """The metrics of one split (``test``, ``test_ema``, ``train_clean``), empty when the run has none."""
-        value = getattr(self, split, None) if split in _SPLITS else self.extra.get(split)
-        return dict(value) if isinstance(value, Mapping) else {}
-
-    def metric(self, name: str) -> Any:
-        """A reported metric by name: the checkpoint monitor (its best value) or ``split/metric``; None when the
-        run did not record it."""
-        if name == self.monitor:
-            return self.best_val_score
-        split, _, metric = name.partition("/")
-        return self.section(split).get(metric)
-
-    def with_(self, **changes: Any) -> RunSummary:
-        """A copy with ``changes`` (a summary is assembled in steps, written once)."""
-        return replace(self, **changes)
-
-    # the file ----------------------------------------------------------------------------------------------------
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON object of ``metrics.json``, in the order the keys have always been written."""
-        payload: dict[str, Any] = {}
-        for item in fields(self):
-            if item.name == "extra":
-                continue
-            value = getattr(self, item.name)
-            if value is None and item.name in _WRITTEN_WHEN_SET:
-                continue
-            payload[item.name] = value.to_json() if isinstance(value, OptimizedMetric) else value
-        return payload | {k: v for k, v in self.extra.items() if k not in payload}
-
-    @classmethod
-    def from_json(cls, path: str | Path) -> RunSummary:
-        """Read a run's ``metrics.json``; an older file without the newer keys reads with their defaults, a file
-        that is not a training run's summary (an evaluation's report, another JSON object) is refused in one line
-        naming it."""
-        payload = read_json(path, error=CheckpointError)
-        return cls.from_payload(payload, where=str(path))
-
-    @classmethod
-    def from_payload(cls, payload: Mapping[str, Any], *, where: str = "the summary") -> RunSummary:
-        missing = [key for key in _REQUIRED if key not in payload]
-        if missing or not isinstance(payload.get("test"), Mapping):
-            lacks = f"no {', '.join(missing)}" if missing else "its 'test' is not a mapping"
-            raise CheckpointError(f"{where} is not a training run's metrics.json ({lacks})")
-        known = {item.name for item in fields(cls)} - {"extra"}
-        values = {key: value for key, value in payload.items() if key in known}
-        optimized = values.get("optimized_metric")
-        if isinstance(optimized, Mapping) and "name" in optimized:
-            values["optimized_metric"] = OptimizedMetric(str(optimized["name"]), optimized.get("value"))
-        elif optimized is not None:
-            values["optimized_metric"] = None
-        extra = {key: value for key, value in payload.items() if key not in known}
-        return cls(**values, extra=extra)
-
-
-_SPLITS = ("test", "test_ema", "train_clean")
 
 
 # a sweep directory -----------------------------------------------------------------------------------------------

@@ -19,13 +19,14 @@ from safetensors.torch import load_file, save_file
 from alternet import hub
 from alternet.apps.evaluate import check_classes
 from alternet.apps.train import train
-from alternet.checkpoints import read_checkpoint
 from alternet.data import DigitsDataModule
 from alternet.errors import CheckpointError, ConfigValueError
 from alternet.hub import export, load_pretrained
 from alternet.hub.sources import open_source
 from alternet.models import create_model
-from alternet.runs import RunDirLock
+from alternet.runs.checkpoints import read_checkpoint
+from alternet.runs.layout import RunDir
+from alternet.runs.ownership import RunDirLock
 
 from helpers import DIGITS_RUN, FAST, compose_train, fingerprint, main_output, run_main
 
@@ -217,28 +218,28 @@ def test_evaluating_at_another_input_size_warns_naming_both(digits_summary):
 
 
 def test_only_a_run_directory_this_process_created_holds_and_left_unused_is_discarded(tmp_path):
-    from alternet.runs import discard_unused_run_dir
+    from alternet.runs.ownership import discard_unused_run_dir
 
-    def run_dir(name: str, *files: str, existed: bool = False) -> tuple[Path, RunDirLock]:
+    def run_dir(name: str, *files: str, existed: bool = False) -> tuple[RunDir, RunDirLock]:
         if existed:
             (tmp_path / name).mkdir()  # there before the run (a folder of the user's)
-        lock = RunDirLock(tmp_path / name).acquire()
+        lock = RunDirLock(RunDir(tmp_path / name)).acquire()
         for file in (".hydra/config.yaml", "train.log", "config.yaml", "environment.json", *files):
             (tmp_path / name / file).parent.mkdir(parents=True, exist_ok=True)
             (tmp_path / name / file).write_text("x")
-        return tmp_path / name, lock
+        return RunDir(tmp_path / name), lock
 
-    directory, lock = run_dir("setup-only", "logs/hparams.yaml")
-    assert lock.created and discard_unused_run_dir(directory)
-    assert not directory.exists() and RunDirLock.held(directory) is None
+    run, lock = run_dir("setup-only", "logs/hparams.yaml")
+    assert lock.created and discard_unused_run_dir(run)
+    assert not run.path.exists() and RunDirLock.held(run) is None
     for kept in ("checkpoints/last.ckpt", "metrics.json", "logs/metrics.csv", "wandb/run/file", "notes.txt"):
-        directory, lock = run_dir(kept.replace("/", "-"), kept)
-        assert not discard_unused_run_dir(directory) and (directory / kept).is_file(), kept
+        run, lock = run_dir(kept.replace("/", "-"), kept)
+        assert not discard_unused_run_dir(run) and (run.path / kept).is_file(), kept
         lock.release()
-    directory, lock = run_dir("existed", existed=True)
-    assert not lock.created and not discard_unused_run_dir(directory) and (directory / "config.yaml").is_file()
+    run, lock = run_dir("existed", existed=True)
+    assert not lock.created and not discard_unused_run_dir(run) and run.config.is_file()
     lock.release()
-    assert not discard_unused_run_dir(directory)  # nor a directory this process does not hold
+    assert not discard_unused_run_dir(run)  # nor a directory this process does not hold
 
 
 def _hold_lock(run_dir: Path) -> subprocess.Popen:

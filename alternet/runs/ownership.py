@@ -1,0 +1,114 @@
+"""Owning a run directory: the lock a run holds for its life, the refusal to overwrite another run, and the removal
+of a directory a refused run created and left unused."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigValueError
+from ..files import LockBusy, lock_file
+from .layout import RunDir
+
+_HELD: dict[Path, RunDirLock] = {}  # the run directories this process holds, by resolved path
+_TO_CREATE: set[Path] = set()  # sweep job directories this process's launcher creates (noted before it does)
+
+
+def note_created_by_this_process(paths: Iterable[Path]) -> None:
+    """Directories that do not exist yet and that this process will create through Hydra (a sweep's job
+    directories, noted before its first job): a job refused before any work may remove its own, never another's."""
+    _TO_CREATE.update(path.resolve() for path in map(Path, paths) if not path.exists())
+
+
+class RunDirLock:
+    """An exclusive lock on a run directory for the life of the run (released by the OS when the process dies, so a
+    killed run never leaves a stale lock). Where ``fcntl`` is missing (Windows) there is no lock.
+
+    Acquired before anything is written into the directory (training's pre-flight callback, before Hydra writes its
+    records), it also says whether this process created the directory (:attr:`created`): only then may a run that
+    failed before any work remove it (:func:`discard_unused_run_dir`). Acquiring a directory this process already
+    holds returns the held lock."""
+
+    def __init__(self, run: RunDir):
+        self.run = run
+        self.path = run.lock
+        self.created = False
+        self.parents_made: list[Path] = []  # the folders above it that acquiring it created, innermost first
+        self._file: Any = None
+
+    @classmethod
+    def held(cls, run: RunDir) -> RunDirLock | None:
+        """This process's lock on the run directory, if it holds one."""
+        return _HELD.get(run.path.resolve())
+
+    def acquire(self) -> RunDirLock:
+        held = self.held(self.run)
+        if held is not None:
+            return held
+        key = self.run.path.resolve()
+        missing = [parent for parent in key.parents if not parent.exists()]
+        try:
+            self.run.path.mkdir(parents=True)
+            self.created = True
+            self.parents_made = missing
+        except FileExistsError:
+            self.created = key in _TO_CREATE
+        try:
+            self._file = lock_file(self.path)  # held open for the run's life
+        except LockBusy as busy:
+            raise ConfigValueError(
+                f"run directory {self.run.path} is in use by another run ({busy.owner}); wait for it, or give this "
+                "run its own directory (hydra.run.dir=...)"
+            ) from None
+        _HELD[key] = self
+        return self
+
+    def release(self) -> None:
+        _HELD.pop(self.run.path.resolve(), None)
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def discard_unused_run_dir(run: RunDir) -> bool:
+    """Remove the directory of a run that failed before any work, and the empty folders above it that its lock
+    created, when this process holds its lock and created it (a directory another run holds, or one that was there
+    before, is never touched): it holds only Hydra's records
+    (``.hydra/``, ``*.log``), the run's setup records (the lock among them) and empty folders. Anything else in it (a
+    checkpoint, metrics, W&B files, a file of the user's) keeps it."""
+    lock = RunDirLock.held(run)
+    if lock is None or not lock.created or not run.path.is_dir():
+        return False
+    setup = set(run.setup_records)
+    for path in run.path.rglob("*"):
+        disposable = run.is_hydra_record(path) or path in setup
+        if path.is_file() and not disposable:
+            return False
+    lock.release()
+    shutil.rmtree(run.path, ignore_errors=True)
+    for parent in lock.parents_made:  # outputs/runs/DATE made for it, unless another run has written there since
+        try:
+            parent.rmdir()
+        except OSError:
+            break
+    return True
+
+
+def check_fresh_run_dir(run: RunDir, resuming: bool, reuse: bool) -> None:
+    """A new run never silently overwrites another: a directory holding a finished run (``metrics.json``) or an
+    interrupted one (checkpoints) must be resumed (``ckpt_path=last``) or explicitly reused (``reuse_run_dir``)."""
+    if resuming or reuse:
+        return
+    checkpoints = run.checkpoint_files()
+    if run.is_finished() or checkpoints:
+        what = (
+            f"a finished run ({run.metrics.name})"
+            if run.is_finished()
+            else f"an interrupted run ({checkpoints[-1].name})"
+        )
+        raise ConfigValueError(
+            f"run directory {run.path} already holds {what}: resume it with ckpt_path=last, give this run its own "
+            "directory (hydra.run.dir=...), or overwrite it with reuse_run_dir=true"
+        )

@@ -1,0 +1,121 @@
+"""What a run directory records about its run: the resolved config (``config.yaml``), the environment
+(``environment.json``: git commit, versions, the command), each resume (``resumes.json``), and the command that
+resumes it."""
+
+from __future__ import annotations
+
+import platform
+import shlex
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hydra.core.hydra_config import HydraConfig
+
+from ..errors import CheckpointError
+from ..files import read_json, write_json, write_text
+from .layout import RunDir
+
+PACKAGES = (
+    "alternet",
+    "torch",
+    "torchvision",
+    "lightning",
+    "timm",
+    "hydra-core",
+    "torchmetrics",
+    "albumentations",
+    "numpy",
+    "wandb",
+    "scikit-learn",
+)
+
+
+def git_commit(directory: Path) -> str | None:
+    """The commit of the checkout holding ``directory`` (with ``-dirty`` when modified), if any."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True, text=True, timeout=5)
+        if commit.returncode != 0:
+            return None
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=directory,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+        return commit.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def environment() -> dict[str, Any]:
+    versions = {}
+    for package in PACKAGES:
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    return {
+        "git_commit": git_commit(Path(__file__).resolve().parent),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "command": command_line(),
+        "packages": versions,
+    }
+
+
+def write_run_records(run: RunDir, config: dict[str, Any]) -> None:
+    """``config.yaml`` (fully resolved) and ``environment.json``."""
+    write_text(run.config, yaml.safe_dump(config, sort_keys=False))
+    write_json(run.environment, environment())
+
+
+def record_resume(run: RunDir, checkpoint: str, step: int, changes: dict[str, list[Any]]) -> None:
+    """Append this resume to ``resumes.json``: config.yaml says what the run uses from now on; this file says what
+    an earlier part of it used instead."""
+    path = run.resumes
+    history = read_json(path, error=CheckpointError, kind=list) if path.is_file() else []
+    write_json(path, [*history, {"global_step": step, "checkpoint": checkpoint, "changed": changes}])
+
+
+def command_words() -> list[str]:
+    """How this process was started, up to its overrides: ``python SCRIPT`` (``train.py``, the ``alternet`` console
+    script) or ``python -m alternet``, then, for the ``alternet`` command, the command word: inside a Hydra job it
+    is the job's config name (``train``, ``evaluate``), as the dispatcher hands Hydra the overrides alone
+    (:mod:`alternet.apps.cli`)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    package = __name__.split(".")[0]
+    if spec is not None and spec.name.split(".")[0] == package:
+        head = ["-m", spec.name.removesuffix(".__main__")]
+    else:
+        head = [sys.argv[0]]
+    dispatched = head[-1] == package or Path(head[-1]).stem == package
+    try:
+        word = [HydraConfig.get().job.config_name] if dispatched else []
+    except ValueError:  # not inside a Hydra job (called from Python)
+        word = []
+    return [sys.executable, *head, *word]
+
+
+def command_line() -> list[str]:
+    """The whole command this process runs, as :func:`command_words` and the arguments after them."""
+    return [*command_words(), *sys.argv[1:]]
+
+
+def resume_command(run: RunDir, checkpoint: str | Path = "last", **changes: Any) -> str:
+    """The shell command that resumes this run in its own directory: the command that started it
+    (:func:`command_words`), the job's own overrides (Hydra's record of them, else the command line), its run
+    directory, ``ckpt_path`` and any ``changes`` (``key=value``)."""
+    command = command_words()
+    try:
+        overrides = list(HydraConfig.get().overrides.task)
+    except ValueError:  # not inside a Hydra job (called from Python)
+        overrides = [a for a in sys.argv[1:] if a not in ("-m", "--multirun")]
+    dropped = ("ckpt_path=", "hydra.run.dir=", *(f"{k}=" for k in changes))
+    kept = [a for a in overrides if not a.lstrip("+").startswith(dropped)]
+    extra = [f"hydra.run.dir={run.path}", f"ckpt_path={checkpoint}", *(f"{k}={v}" for k, v in changes.items())]
+    return shlex.join([*command, *kept, *extra])

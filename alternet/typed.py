@@ -44,6 +44,16 @@ class Section:
     def check(self) -> None:
         """The section's rules: ranges, choices and the rules across its fields (:meth:`require`, :meth:`one_of`)."""
 
+    @classmethod
+    def keys(cls) -> list[str]:
+        """The section's keys, in their order."""
+        return [f.name for f in dataclasses.fields(cls) if not (cls.OPEN and f.name == "extra")]
+
+    @classmethod
+    def unknown_hint(cls, key: str, prefix: str) -> str:
+        """What the message about an unknown ``key`` adds (the closest key; a section may say where it belongs)."""
+        return suggest(key, cls.keys())
+
     def to_dict(self) -> dict[str, Any]:
         """The section as its YAML spells it, in plain values (a checkpoint keeps it, ``weights_only``-loadable; an
         open section's other keys beside its own)."""
@@ -99,7 +109,7 @@ def build(cls: type[S], values: Mapping[str, Any], prefix: str = "") -> S:
         kwargs["extra"] = {key: values[key] for key in unknown}
     elif unknown:
         where = f"of {prefix.rstrip('.')}" if prefix else "at the top level"
-        raise ConfigValueError(f"{prefix}{unknown[0]} is not a key {where}{suggest(unknown[0], names)}")
+        raise ConfigValueError(f"{prefix}{unknown[0]} is not a key {where}{cls.unknown_hint(unknown[0], prefix)}")
     for field in dataclasses.fields(cls):
         key = f"{prefix}{field.name}"
         if field.name not in values:
@@ -112,7 +122,7 @@ def build(cls: type[S], values: Mapping[str, Any], prefix: str = "") -> S:
         section = field.metadata.get(SECTION) or _section_type(hints[field.name])
         if section is not None and value is not None:
             if not isinstance(value, Mapping):
-                shape = f"a section of keys {_keys(section)}" if isinstance(section, type) else "a section of keys"
+                shape = f"a section of keys {section.keys()}" if isinstance(section, type) else "a section of keys"
                 raise ConfigValueError(f"{key}={value!r} is invalid: {shape} (or null)")
             if not isinstance(section, type):  # chosen by its values (the data set, the model family)
                 section = section(value)
@@ -169,7 +179,3 @@ def _section_type(hint: Any) -> type[Section] | None:
     union = isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
     options = typing.get_args(hint) if union else (hint,)
     return next((o for o in options if isinstance(o, type) and issubclass(o, Section)), None)
-
-
-def _keys(section: type[Section]) -> list[str]:
-    return [f.name for f in dataclasses.fields(section)]

@@ -1,75 +1,130 @@
-"""``recipe.augment``: one section per augmentation stack, each read by its own data family only.
+"""``recipe.augment``: one typed section per augmentation stack, each read by its own data family only.
 
-* ``arrays``: in-memory arrays (CIFAR, digits), albumentations (:mod:`alternet.data.arrays.transforms`);
-* ``files``: image files (folders, ImageNet, LitData shards), timm's ImageNet pipeline
+* ``arrays`` (:class:`ArraysAugment`): in-memory arrays (CIFAR, digits), albumentations
+  (:mod:`alternet.data.arrays.transforms`);
+* ``files`` (:class:`FilesAugment`): image files (folders, ImageNet, LitData shards), timm's ImageNet pipeline
   (:mod:`alternet.data.files.transforms`).
 
 A data module reads its family's section (:attr:`~alternet.data.base.ImageDataModule.augment_section`) and nothing
-else, so a recipe sets the section of the data it is for and never cancels the other's defaults. This module owns
-every ``recipe.augment`` key and its one check (:func:`check_augment`, called by the config checks before any work
-and by :func:`section`). RandAugment fills what its warps uncover with one colour in both stacks,
+else, so a recipe sets the section of the data it is for and never cancels the other's defaults. A key a section
+leaves out is off (the Python API: ``CIFAR100DataModule(augment={"hflip": True})``); the recipes under
+``alternet/conf/recipe`` set every one. RandAugment fills what its warps uncover with one colour in both stacks,
 :func:`fill_from_mean` of the mean."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
-from ..errors import ConfigValueError, one_of, suggest
+from ..typed import SECTION, Section, build, integer
 
 KEY = "recipe.augment"
-# each section's keys, in the order of alternet/conf/recipe/_base.yaml
-SECTIONS: dict[str, tuple[str, ...]] = {
-    "arrays": ("crop_padding", "hflip", "randaugment", "cutout"),
-    "files": ("random_resized_crop", "interpolation", "hflip", "randaugment", "random_erasing"),
-}
-FAMILIES = {"arrays": "in-memory arrays: CIFAR, digits", "files": "image files: folders, ImageNet, shards"}
 INTERPOLATIONS = ("bilinear", "bicubic", "random")  # recipe.augment.files.interpolation: the crop's resize
 
 
-def check_augment(augment: Any, key: str = KEY) -> None:
-    """The one check of ``recipe.augment``: null (no augmentation) or sections of :data:`SECTIONS`, each null or
-    holding only its own keys."""
-    if augment is None:
-        return
-    if not isinstance(augment, Mapping):
-        raise ConfigValueError(f"{key}={augment!r} is invalid: sections {list(SECTIONS)} (or null: no augmentation)")
-    for name, value in augment.items():
-        if name in SECTIONS:
-            check_section(value, name, key)
-            continue
-        raise ConfigValueError(
-            f"{key}.{name} is not a section of {key}; its sections are {list(SECTIONS)}{suggest(str(name), SECTIONS)}"
-        )
+@dataclass(kw_only=True)
+class CutoutConfig(Section):
+    """``recipe.augment.arrays.cutout``: square holes filled with zeros (albumentations' CoarseDropout)."""
+
+    holes: int = 1
+    size: int | None = None  # null: half the image side
+    p: float = 1.0
+
+    def check(self) -> None:
+        self.require("holes", integer(1), "must be an integer >= 1")
+        self.require("size", integer(1), "must be an integer >= 1 (or null: half the image side)")
+        self.require("p", lambda v: 0 <= v <= 1, "must be in [0, 1]")
 
 
-def check_section(section: Any, name: str, key: str = KEY) -> None:
-    """``name``'s section (null: no augmentation) holds only the keys of its stack, and known values of the
-    enumerated ones."""
-    if section is None:
-        return
-    if not isinstance(section, Mapping):
-        raise ConfigValueError(f"{key}.{name}={section!r} is invalid: keys {list(SECTIONS[name])} (or null)")
-    for item in section:
-        if item not in SECTIONS[name]:
-            elsewhere = [other for other, keys in SECTIONS.items() if item in keys]
-            hint = (
-                f"; {item} is a key of {key}.{elsewhere[0]} ({FAMILIES[elsewhere[0]]})"
-                if elsewhere
-                else suggest(str(item), SECTIONS[name])
-            )
-            raise ConfigValueError(
-                f"{key}.{name}.{item} is not a key of {key}.{name} ({FAMILIES[name]}); its keys are "
-                f"{list(SECTIONS[name])}{hint}"
-            )
-    if name == "files" and section.get("interpolation") is not None:
-        one_of(f"{key}.files.interpolation", section["interpolation"], INTERPOLATIONS)
+@dataclass(kw_only=True)
+class CropConfig(Section):
+    """``recipe.augment.files.random_resized_crop``: the crop's area and aspect ranges (null: timm's)."""
+
+    scale: list[float] | None = None
+    ratio: list[float] | None = None
+
+    def check(self) -> None:
+        for key in ("scale", "ratio"):
+            self.require(key, lambda v: len(v) == 2 and 0 < v[0] <= v[1], "must be [low, high] with 0 < low <= high")
 
 
-def section(augment: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
-    """``name``'s section of a recipe's ``augment`` (empty: no augmentation), the whole checked first."""
-    check_augment(augment)
-    return dict((augment or {}).get(name) or {})
+@dataclass(kw_only=True)
+class StackSection(Section):
+    """A stack's section: its family, for the message that names a key of the other stack."""
+
+    FAMILY: ClassVar[str]
+
+    @classmethod
+    def unknown_hint(cls, key: str, prefix: str) -> str:
+        other = next((s for name, s in STACKS.items() if s is not cls and key in SECTIONS[name]), None)
+        if other is None:
+            return super().unknown_hint(key, prefix)
+        return f"; {key} is a key of {KEY}.{other.NAME} ({other.FAMILY})"
+
+
+@dataclass(kw_only=True)
+class ArraysAugment(StackSection):
+    """``recipe.augment.arrays``: in-memory arrays, albumentations (:func:`~.arrays.transforms.augmentation_ops`)."""
+
+    NAME: ClassVar[str] = "arrays"
+    FAMILY: ClassVar[str] = "in-memory arrays: CIFAR, digits"
+
+    crop_padding: int = 0  # random crop after zero padding (0: none)
+    hflip: bool = False
+    randaugment: str | None = None  # timm's policy string, ported (alternet/data/arrays/randaugment.py)
+    cutout: Any = field(default=None, metadata={SECTION: CutoutConfig})
+
+    def check(self) -> None:
+        self.require("crop_padding", integer(0), "must be an integer >= 0")
+
+
+@dataclass(kw_only=True)
+class FilesAugment(StackSection):
+    """``recipe.augment.files``: image files, timm's ImageNet pipeline (:func:`~.files.transforms.file_transform`)."""
+
+    NAME: ClassVar[str] = "files"
+    FAMILY: ClassVar[str] = "image files: folders, ImageNet, shards"
+
+    random_resized_crop: Any = field(default=None, metadata={SECTION: CropConfig})
+    interpolation: str = "bilinear"  # the crop's resize
+    hflip: bool = False
+    randaugment: str | None = None  # timm's own
+    random_erasing: float = 0.0  # probability of timm's RandomErasing (per-pixel noise)
+
+    def check(self) -> None:
+        self.one_of("interpolation", INTERPOLATIONS)
+        self.require("random_erasing", lambda v: 0 <= v <= 1, "must be in [0, 1]")
+
+
+STACKS: dict[str, type[StackSection]] = {"arrays": ArraysAugment, "files": FilesAugment}
+SECTIONS = {name: tuple(stack.keys()) for name, stack in STACKS.items()}  # each section's keys, in YAML order
+
+
+@dataclass(kw_only=True)
+class AugmentConfig(Section):
+    """``recipe.augment``: a section per stack (null: that family trains without augmentation)."""
+
+    arrays: Any = field(default=None, metadata={SECTION: ArraysAugment})
+    files: Any = field(default=None, metadata={SECTION: FilesAugment})
+
+    @classmethod
+    def unknown_hint(cls, key: str, prefix: str) -> str:
+        owner = next((name for name, keys in SECTIONS.items() if key in keys), None)
+        where = f"; {key} is a key of {KEY}.{owner} ({STACKS[owner].FAMILY})" if owner else ""
+        return f": its sections are {list(STACKS)}{where or super().unknown_hint(key, prefix)}"
+
+
+def section(augment: AugmentConfig | Mapping[str, Any] | None, name: str) -> StackSection | None:
+    """``name``'s section of a recipe's ``augment`` (None: no augmentation), typed; a mapping is checked whole."""
+    if isinstance(augment, Mapping):
+        augment = build(AugmentConfig, augment, f"{KEY}.")
+    return getattr(augment, name) if augment is not None else None
+
+
+def stack_section(augment: StackSection | Mapping[str, Any] | None, name: str) -> StackSection | None:
+    """One stack's section as a data module takes it (typed, or its keys as a mapping: the Python API)."""
+    return build(STACKS[name], augment, f"{KEY}.{name}.") if isinstance(augment, Mapping) else augment
 
 
 def fill_from_mean(mean: Sequence[float]) -> tuple[int, ...]:

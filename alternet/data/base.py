@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from ..errors import ConfigValueError, DataError, is_integer, require
 from ..seeds import derive_seed
-from .augment import check_section
+from .augment import StackSection, stack_section
 from .config import DataConfig, check_subset, check_val_size
 from .workers import (
     PlainLoader,
@@ -185,7 +185,7 @@ class ImageDataModule(L.LightningDataModule):
         val_size: int | float = 0,
         split_seed: int = 0,
         seed: int = 0,
-        augment: Mapping[str, Any] | None = None,
+        augment: StackSection | Mapping[str, Any] | None = None,
         pin_memory: bool = False,
         persistent_workers: bool = True,
         download: bool = False,
@@ -206,8 +206,7 @@ class ImageDataModule(L.LightningDataModule):
         self.val_size = val_size
         self.split_seed = split_seed
         self.seed = seed
-        check_section(augment, self.augment_section)  # this family's section of recipe.augment: its keys only
-        self.augment = dict(augment or {})
+        self.augment = stack_section(augment, self.augment_section)  # its family's section of recipe.augment
         self.pin_memory = pin_memory and torch.cuda.is_available()
         self.persistent_workers = persistent_workers and num_workers > 0
         self.download = download

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import ConfigValueError, one_of
 from .arrays import CIFAR10DataModule, CIFAR100DataModule, DigitsDataModule
-from .augment import section
+from .augment import AugmentConfig, section
 from .base import ImageDataModule
 from .config import DataConfig
 from .files import ImageFolderDataModule, ImageNetDataModule
@@ -48,7 +48,7 @@ def build_datamodule(
     batch_size: int,
     seed: int,
     eval_batch_size: int | None = None,
-    augment: Mapping[str, Any] | None = None,
+    augment: AugmentConfig | Mapping[str, Any] | None = None,
 ) -> ImageDataModule:
     """The DataModule of a typed data section (:func:`alternet.data.config.data_config`), with the recipe's batch
     sizes and augmentation (of ``augment``, the section its family reads)."""

@@ -164,8 +164,8 @@ def find_checkpoint(path: str | Path) -> tuple[Path, RunDir | None]:
         return path, RunDir.of_checkpoint(path)
     if not path.exists():
         raise CheckpointError(f"checkpoint {path} does not exist")
-    if RunDir(path).is_run_dir():
-        return select_checkpoint(RunDir(path)), RunDir(path)
+    if (run := RunDir(path)).is_run_dir():
+        return select_checkpoint(run), run
     ckpts = sorted(path.glob("*.ckpt"))
     if len(ckpts) == 1:
         return ckpts[0], None

@@ -11,7 +11,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..data.augment import check_augment
+from ..data.augment import AugmentConfig
 from ..errors import ConfigValueError, is_integer, suggest
 from ..typed import SECTION, Section, integer
 from .stopping import check_preemption
@@ -151,7 +151,7 @@ class RecipeConfig(Section):
     drop_path_rate: float
     label_smoothing: float
     mixup: Any = field(metadata={SECTION: MixupConfig})
-    augment: Any  # sections per data family, checked by alternet.data.augment (their keys are the stacks')
+    augment: Any = field(metadata={SECTION: AugmentConfig})  # a section per data family (alternet.data.augment)
     ema: Any = field(metadata={SECTION: EmaConfig})
     progressive_resize: Any = field(metadata={SECTION: ProgressiveResizeConfig})
     test_flip: bool
@@ -173,7 +173,6 @@ class RecipeConfig(Section):
         check_drop_path_rate(self.drop_path_rate, "drop_path_rate")  # the AlterNet constructor's own rule
         self.require("label_smoothing", lambda v: 0 <= v < 1, "must be in [0, 1)")
         self.require("layer_decay", lambda v: 0 < v <= 1, "must be in (0, 1] (or null: no layer-wise decay)")
-        check_augment(self.augment)  # its messages name recipe.augment's keys in full
         mixes = self.mixup is not None and (self.mixup.mixup_alpha or self.mixup.cutmix_alpha)
         self.require("batch_size", lambda v: not mixes or v % 2 == 0, "mixup/cutmix needs an even batch size")
 

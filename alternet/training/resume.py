@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from ..data.augment import AugmentConfig
 from ..data.config import DataConfig
 from ..data.registry import DATAMODULES
 from ..errors import CheckpointError, ConfigValueError
@@ -81,7 +82,8 @@ def _flat(node: Any, prefix: str) -> dict[str, Any]:
 
 def _as_read(recipe: RecipeConfig, family: str) -> RecipeConfig:
     """``recipe`` as a data set of this family reads it: of ``recipe.augment``, its own section alone."""
-    return replace(recipe, augment={name: value for name, value in (recipe.augment or {}).items() if name == family})
+    own = getattr(recipe.augment, family) if recipe.augment is not None else None
+    return replace(recipe, augment=AugmentConfig(**{family: own}))
 
 
 def _applicable(key: str, before: Any, now: Any) -> bool:

@@ -14,11 +14,12 @@ from alternet.apps.checks import validate_train_config
 from alternet.apps.evaluate import run_evaluate
 from alternet.apps.train import train
 from alternet.data import build_datamodule, data_config
-from alternet.data.augment import SECTIONS, check_augment, fill_from_mean
+from alternet.data.augment import SECTIONS, ArraysAugment, AugmentConfig, FilesAugment, fill_from_mean
 from alternet.errors import CheckpointError, ConfigValueError
 from alternet.hub import export
 from alternet.runs.weights import read_weights
 from alternet.training.resume import differences
+from alternet.typed import build
 
 from helpers import CONF, compose_train, datamodule_of, resolved, typed
 
@@ -148,7 +149,7 @@ def test_every_recipe_augments_every_data_family_as_before(recipe, data):
     build = arrays_steps if FAMILY[data] == "arrays" else files_steps
     assert describe(datamodule.train_transform()) == build(size, mean, **EXPECTED[recipe, FAMILY[data]])
     if (recipe, FAMILY[data]) not in REFUSED_BEFORE:  # the same section, read from the recipe's flat keys of before
-        assert datamodule.augment == sectioned(OLD_FLAT[recipe])[FAMILY[data]]
+        assert datamodule.augment.to_dict() == sectioned(OLD_FLAT[recipe])[FAMILY[data]]
 
 
 def test_the_recipes_pinned_values():
@@ -190,7 +191,10 @@ def test_a_null_section_turns_its_familys_augmentation_off():
 
 # the flat spellings of before and keys in the wrong section -----------------------------------------------------
 
-NOT_A_SECTION = "recipe.augment.crop_padding is not a section of recipe.augment; its sections are ['arrays', 'files']"
+NOT_A_SECTION = (
+    "recipe.augment.crop_padding is not a key of recipe.augment: its sections are ['arrays', 'files']; crop_padding "
+    "is a key of recipe.augment.arrays (in-memory arrays: CIFAR, digits)"
+)
 
 
 @pytest.mark.parametrize("override", ["recipe.augment.crop_padding=8", "+recipe.augment.crop_padding=8"])
@@ -223,23 +227,58 @@ def test_the_config_checks_name_a_key_in_the_wrong_section():
         validate_train_config(resolved("+recipe.augment.files.cutout={size: 8}"))
     with pytest.raises(
         ConfigValueError,
-        match=r"recipe\.augment\.arrays\.random_erasing is not a key of recipe\.augment\.arrays .* random_erasing is "
-        r"a key of recipe\.augment\.files",
+        match=r"^recipe\.augment\.arrays\.random_erasing is not a key of recipe\.augment\.arrays; random_erasing is "
+        r"a key of recipe\.augment\.files \(image files: folders, ImageNet, shards\)$",
     ):
-        check_augment({"arrays": {"random_erasing": 0.25}})
+        build(AugmentConfig, {"arrays": {"random_erasing": 0.25}}, "recipe.augment.")
     with pytest.raises(ConfigValueError, match=r"recipe\.augment\.files\.interpolation='nearest' is not one of"):
-        check_augment({"files": {"interpolation": "nearest"}})
-    with pytest.raises(ConfigValueError, match=r"recipe\.augment\.array is not a section of recipe\.augment"):
-        check_augment({"array": {"hflip": False}})
+        build(AugmentConfig, {"files": {"interpolation": "nearest"}}, "recipe.augment.")
+    with pytest.raises(
+        ConfigValueError, match=r"recipe\.augment\.array is not a key of recipe\.augment: its sections .*\(did you"
+    ):
+        build(AugmentConfig, {"array": {"hflip": False}}, "recipe.augment.")
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (
+            {"arrays": {"crop_padding": -1}},
+            r"recipe\.augment\.arrays\.crop_padding=-1 is invalid: must be an integer >= 0",
+        ),
+        ({"arrays": {"hflip": "yes"}}, r"recipe\.augment\.arrays\.hflip='yes' is invalid: must be true or false"),
+        ({"arrays": {"cutout": {"p": 2}}}, r"recipe\.augment\.arrays\.cutout\.p=2 is invalid: must be in \[0, 1\]"),
+        ({"arrays": {"cutout": {"sizes": 8}}}, r"recipe\.augment\.arrays\.cutout\.sizes is not a key .*did you mean"),
+        ({"files": {"random_erasing": 1.5}}, r"recipe\.augment\.files\.random_erasing=1\.5 is invalid: must be in"),
+        (
+            {"files": {"random_resized_crop": {"scale": [0.9, 0.1]}}},
+            r"random_resized_crop\.scale=\[0\.9, 0\.1\] is invalid",
+        ),
+        ({"files": 3}, r"recipe\.augment\.files=3 is invalid: a section of keys \['random_resized_crop', "),
+    ],
+)
+def test_each_augment_key_is_typed_and_ranged(values, message):
+    with pytest.raises(ConfigValueError, match=message):
+        build(AugmentConfig, values, "recipe.augment.")
+
+
+def test_a_section_left_partial_in_python_is_off_where_unset():
+    assert ArraysAugment(hflip=True).to_dict() == {
+        "crop_padding": 0,
+        "hflip": True,
+        "randaugment": None,
+        "cutout": None,
+    }
+    assert FilesAugment().interpolation == "bilinear" and FilesAugment().random_erasing == 0.0
 
 
 def test_a_data_module_reads_its_own_section_and_refuses_the_other_stacks_keys():
     augment = {"arrays": {"crop_padding": 2}, "files": {"random_erasing": 0.5}}
     digits = data_config(resolved("data=digits")["data"])
-    assert build_datamodule(digits, batch_size=8, augment=augment, seed=0).augment == {"crop_padding": 2}
+    assert build_datamodule(digits, batch_size=8, augment=augment, seed=0).augment == ArraysAugment(crop_padding=2)
     folder = data_config(resolved("data=imagefolder", "data.root=/nonexistent")["data"])
-    assert build_datamodule(folder, batch_size=8, augment=augment, seed=0).augment == {"random_erasing": 0.5}
-    with pytest.raises(ConfigValueError, match=r"recipe\.augment\.crop_padding is not a section"):
+    assert build_datamodule(folder, batch_size=8, augment=augment, seed=0).augment == FilesAugment(random_erasing=0.5)
+    with pytest.raises(ConfigValueError, match=r"recipe\.augment\.crop_padding is not a key of recipe\.augment:"):
         build_datamodule(digits, batch_size=8, augment={"crop_padding": 2}, seed=0)
 
 

@@ -10,9 +10,11 @@ from torch.utils.data import DataLoader
 
 from alternet.data import DigitsDataModule, EpochSampler
 from alternet.data.arrays.transforms import BatchPipeline, build_transform
+from alternet.data.augment import ArraysAugment
+from alternet.typed import build
 
 MEAN, STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)
-CROP_FLIP = {"crop_padding": 4, "hflip": True}
+CROP_FLIP = ArraysAugment(crop_padding=4, hflip=True)
 
 
 def images(count: int = 64, size: int = 32) -> np.ndarray:
@@ -55,7 +57,11 @@ def test_offsets_and_flips_are_uniform():
         np.testing.assert_allclose(np.bincount(offsets) / len(offsets), 1 / 9, atol=0.005)
     assert abs(flip.mean() - 0.5) < 0.01
     assert abs(np.corrcoef(dy, dx)[0, 1]) < 0.02
-    assert not BatchPipeline(MEAN, STD, 32, {"crop_padding": 4}).offsets(np.arange(100, dtype=np.uint64))[2].any()
+    assert (
+        not BatchPipeline(MEAN, STD, 32, ArraysAugment(crop_padding=4))
+        .offsets(np.arange(100, dtype=np.uint64))[2]
+        .any()
+    )
 
 
 @pytest.mark.parametrize(
@@ -68,7 +74,8 @@ def test_offsets_and_flips_are_uniform():
     ],
 )
 def test_the_batch_pipeline_serves_crop_and_flip_alone(augment, served):
-    assert BatchPipeline.serves(augment) is served
+    section = build(ArraysAugment, augment) if augment is not None else None
+    assert BatchPipeline.serves(section) is served
 
 
 def digits(**kwargs) -> DigitsDataModule:

@@ -32,7 +32,7 @@ from alternet.data.arrays.randaugment import (
     parse_config,
 )
 from alternet.data.arrays.transforms import augmentation_ops
-from alternet.data.augment import fill_from_mean
+from alternet.data.augment import ArraysAugment, FilesAugment, fill_from_mean
 from alternet.data.files.transforms import file_transform, fill_randaugment
 
 FILL = (124, 116, 104)
@@ -258,9 +258,11 @@ def test_both_augmentation_stacks_fill_randaugment_with_one_colour(mean) -> None
     """The arrays' RandAugment (albumentations) and the image files' (timm's, inside its ImageNet pipeline) fill
     with the same colour, :func:`fill_from_mean` of the mean; a mean above 1 is where the arrays' rounding without
     timm's clamp used to disagree (258, which RandAugment refused, against timm's 255)."""
-    augment = {"randaugment": "rand-m9-n2-mstd1.0"}
-    (arrays,) = [op for op in augmentation_ops(augment, 32, mean) if isinstance(op, RandAugment)]
-    pipeline = file_transform(mean, (0.25,) * 3, 32, augment)
+    policy = "rand-m9-n2-mstd1.0"
+    (arrays,) = [
+        op for op in augmentation_ops(ArraysAugment(randaugment=policy), 32, mean) if isinstance(op, RandAugment)
+    ]
+    pipeline = file_transform(mean, (0.25,) * 3, 32, FilesAugment(randaugment=policy))
     files = [op for step in pipeline.transforms for op in getattr(step, "ops", ())]
     assert len(files) == len(RAND_TRANSFORMS)
     assert arrays.fill == fill_from_mean(mean)

@@ -6,8 +6,7 @@ image by image; bench/RESULTS.md, cpu-avx2-amd-f25-m1)."""
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import albumentations as A
 import cv2
@@ -15,38 +14,33 @@ import numpy as np
 import torch
 from albumentations.pytorch import ToTensorV2
 
-from ..augment import fill_from_mean
+from ..augment import ArraysAugment, fill_from_mean
 from .randaugment import RandAugment
 
 
-def augmentation_ops(augment: Mapping[str, Any], image_size: int, mean: Sequence[float]) -> list[A.BasicTransform]:
-    """The random part of the train pipeline, from the ``arrays`` section of a recipe's ``augment``.
-
-    Keys: ``crop_padding`` (zero-padded random crop), ``hflip`` (bool), ``randaugment`` (timm-style
-    spec such as ``rand-m9-n2-mstd1.0``, or null), ``cutout`` (null or ``{holes, size, p}``).
-    """
+def augmentation_ops(augment: ArraysAugment, image_size: int, mean: Sequence[float]) -> list[A.BasicTransform]:
+    """The random part of the train pipeline, from the ``arrays`` section of a recipe's ``augment``: zero-padded
+    random crop, horizontal flip, RandAugment (timm's policy string, ported), cutout."""
     ops: list[A.BasicTransform] = []
-    padding = int(augment.get("crop_padding") or 0)
-    if padding:
+    if padding := augment.crop_padding:
         padded = image_size + 2 * padding
         ops += [
             A.PadIfNeeded(padded, padded, border_mode=cv2.BORDER_CONSTANT, fill=0),
             A.RandomCrop(image_size, image_size),
         ]
-    if augment.get("hflip"):
+    if augment.hflip:
         ops.append(A.HorizontalFlip(p=0.5))
-    if augment.get("randaugment"):
-        ops.append(RandAugment.from_config(augment["randaugment"], fill=fill_from_mean(mean)))
-    cutout = augment.get("cutout")
-    if cutout:
-        size = int(cutout.get("size", image_size // 2))
+    if augment.randaugment:
+        ops.append(RandAugment.from_config(augment.randaugment, fill=fill_from_mean(mean)))
+    if cutout := augment.cutout:
+        size = cutout.size or image_size // 2
         ops.append(
             A.CoarseDropout(
-                num_holes_range=(int(cutout.get("holes", 1)),) * 2,
+                num_holes_range=(cutout.holes, cutout.holes),
                 hole_height_range=(size, size),
                 hole_width_range=(size, size),
                 fill=0,
-                p=float(cutout.get("p", 1.0)),
+                p=cutout.p,
             )
         )
     return ops
@@ -56,7 +50,7 @@ def build_transform(
     mean: Sequence[float],
     std: Sequence[float],
     image_size: int,
-    augment: Mapping[str, Any] | None = None,
+    augment: ArraysAugment | None = None,
 ) -> A.Compose:
     """Augmentation (train only, when ``augment``, the ``arrays`` section, is given), then normalisation and a CHW
     float tensor."""
@@ -95,11 +89,10 @@ class BatchPipeline:
         mean: Sequence[float],
         std: Sequence[float],
         image_size: int,
-        augment: Mapping[str, Any] | None = None,
+        augment: ArraysAugment | None = None,
     ):
-        augment = augment or {}
-        self.padding = int(augment.get("crop_padding") or 0)
-        self.hflip = bool(augment.get("hflip"))
+        self.padding = augment.crop_padding if augment else 0
+        self.hflip = bool(augment and augment.hflip)
         # (256, C): what albumentations' Normalize makes of each uint8 value in each channel
         ramp = np.repeat(np.arange(256, dtype=np.uint8)[None, :, None], len(mean), axis=2)
         self.lut = build_transform(mean, std, image_size)(image=ramp)["image"][:, 0, :].T.numpy()
@@ -107,10 +100,10 @@ class BatchPipeline:
     DOES = ("crop_padding", "hflip")
 
     @classmethod
-    def serves(cls, augment: Mapping[str, Any] | None) -> bool:
+    def serves(cls, augment: ArraysAugment | None) -> bool:
         """Whether an ``arrays`` augmentation section is one this pipeline does: crop and flip, every other key
         unset (so an augmentation added to :func:`augmentation_ops` later keeps the per-image pipeline)."""
-        return not any(value for key, value in (augment or {}).items() if key not in cls.DOES)
+        return augment is None or not any(v for k, v in augment.to_dict().items() if k not in cls.DOES)
 
     def offsets(self, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(dy, dx, flip) per sample from its seed: SplitMix64 of the seed, its bit ranges read apart."""

@@ -61,8 +61,8 @@ class ImageFolderDataModule(ImageDataModule):
 
     def train_transform(self) -> Any:
         """The training split's pipeline (folders and shards alike): timm's, augmenting by :attr:`augment`
-        (recipe.augment.files; empty: the evaluation pipeline)."""
-        return file_transform(self.mean, self.std, self.image_size, self.augment or None)
+        (recipe.augment.files; null: the evaluation pipeline)."""
+        return file_transform(self.mean, self.std, self.image_size, self.augment)
 
     # the folder layout ---------------------------------------------------------------------------
 

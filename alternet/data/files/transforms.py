@@ -3,20 +3,20 @@ RGB PIL image, ending in a normalised CHW tensor."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from timm.data import create_transform
 from timm.data.auto_augment import AugmentOp
 
-from ..augment import fill_from_mean
+from ..augment import FilesAugment, fill_from_mean
 
 
 def file_transform(
     mean: Sequence[float],
     std: Sequence[float],
     image_size: int,
-    augment: Mapping[str, Any] | None = None,
+    augment: FilesAugment | None = None,
     *,
     crop_pct: float = 0.875,
     eval_interpolation: str = "bilinear",
@@ -30,23 +30,23 @@ def file_transform(
     no colour jitter, then RandomErasing (``random_erasing`` probability, per-pixel noise as timm's training script).
     Eval: resize to ``image_size / crop_pct``, centre crop.
     """
-    if not augment:
+    if augment is None:
         return create_transform(
             image_size, is_training=False, crop_pct=crop_pct, interpolation=eval_interpolation, mean=mean, std=std
         )
-    crop = augment.get("random_resized_crop") or {}
+    crop = augment.random_resized_crop
     transform = create_transform(
         image_size,
         is_training=True,
-        scale=tuple(crop["scale"]) if crop.get("scale") else None,
-        ratio=tuple(crop["ratio"]) if crop.get("ratio") else None,
-        hflip=0.5 if augment.get("hflip") else 0.0,
+        scale=tuple(crop.scale) if crop and crop.scale else None,
+        ratio=tuple(crop.ratio) if crop and crop.ratio else None,
+        hflip=0.5 if augment.hflip else 0.0,
         color_jitter=None,
-        auto_augment=augment.get("randaugment") or None,
-        interpolation=augment.get("interpolation") or "bilinear",
+        auto_augment=augment.randaugment or None,
+        interpolation=augment.interpolation,
         mean=tuple(mean),
         std=tuple(std),
-        re_prob=float(augment.get("random_erasing") or 0.0),
+        re_prob=augment.random_erasing,
         re_mode="pixel",
         re_count=1,
     )

@@ -24,7 +24,6 @@ __getattr__, __dir__ = exports(
         "ImageFolderDataModule": "files",
         "ImageNetDataModule": "files",
         "build_datamodule": "registry",
-        "check_name": "registry",
         "data_config": "config",
         "register_datamodule": "registry",
     },

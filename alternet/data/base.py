@@ -116,14 +116,6 @@ class ResumableLoader(StartsWorkersSafely, DataLoader):
         self._resume = {"epoch": int(state["epoch"]), "batches": int(state["batches"])}
 
 
-def check_batch_sizes(batch_size: Any, eval_batch_size: Any = None, prefix: str = "recipe.") -> None:
-    """The one check of ``recipe.batch_size`` and ``recipe.eval_batch_size`` (null: the batch size): the config
-    checks call it before any work, the data module's constructor too."""
-    require(f"{prefix}batch_size", batch_size, lambda v: is_integer(v, 1), "must be an integer >= 1")
-    if eval_batch_size is not None:
-        require(f"{prefix}eval_batch_size", eval_batch_size, lambda v: is_integer(v, 1), "must be an integer >= 1")
-
-
 def split_size(val_size: int | float, pool: int) -> int:
     """How many of ``pool`` training images ``data.val_size`` (a count, or a fraction in (0, 1)) holds out."""
     check_val_size(val_size)
@@ -149,11 +141,6 @@ def stratified_holdout(labels: np.ndarray, size: int, seed: int) -> np.ndarray:
     mask = np.zeros(len(labels), dtype=bool)
     mask[np.argsort(ranks, kind="stable")[:size]] = True
     return mask
-
-
-def subset_size(fraction: float | None, pool: int) -> int:
-    """How many of ``pool`` training images ``data.subset`` (checked by :func:`check_subset`) keeps (null: all)."""
-    return pool if fraction is None else max(1, round(fraction * pool))
 
 
 class ImageDataModule(L.LightningDataModule):
@@ -194,14 +181,16 @@ class ImageDataModule(L.LightningDataModule):
         train_clean_size: int = 0,
     ):
         super().__init__()
-        check_batch_sizes(batch_size, eval_batch_size)
+        eval_batch_size = batch_size if eval_batch_size is None else eval_batch_size  # null: the batch size
+        for key, size in (("batch_size", batch_size), ("eval_batch_size", eval_batch_size)):
+            require(f"recipe.{key}", size, lambda v: is_integer(v, 1), "must be an integer >= 1")
         num_workers = loader_workers(num_workers, key="data.num_workers", in_memory=self.IN_MEMORY)
         self.root = root
         self.image_size = image_size
         self.mean = tuple(self.default_mean if mean is None else mean)
         self.std = tuple(self.default_std if std is None else std)
         self.batch_size = int(batch_size)
-        self.eval_batch_size = int(eval_batch_size or batch_size)
+        self.eval_batch_size = int(eval_batch_size)
         self.num_workers = num_workers
         self.val_size = val_size
         self.split_seed = split_seed
@@ -274,7 +263,8 @@ class ImageDataModule(L.LightningDataModule):
         class, so every model of a data-regime sweep sees the same images."""
         if self.subset is None:
             return np.ones(len(labels), dtype=bool)
-        return stratified_holdout(labels, subset_size(self.subset, len(labels)), self.split_seed + 1)
+        kept = max(1, round(self.subset * len(labels)))  # data.subset: a fraction of the training images
+        return stratified_holdout(labels, kept, self.split_seed + 1)
 
     def _train_clean_mask(self, labels: np.ndarray) -> np.ndarray:
         """A fixed, class-stratified subset of the training split (``data.train_clean_size`` images at most)."""
@@ -306,12 +296,6 @@ class ImageDataModule(L.LightningDataModule):
         """Unreadable images skipped so far, where they are skipped (``data.skip_corrupt``); None elsewhere."""
         return None
 
-    def dead_worker_error(self, error: BaseException) -> DataError | None:
-        """``error``, torch's report of a loader worker that died, as one line naming the sample it was reading
-        (image files, through :attr:`ledger`; arrays in memory crash no decoder): None when it is not such a report
-        or nothing is known."""
-        return dead_worker_error(error, self.ledger)
-
     @contextlib.contextmanager
     def dead_workers_named(self) -> Iterator[None]:
         """Around training, testing or scoring with this module's data: a loader worker that dies is reported by
@@ -319,7 +303,7 @@ class ImageDataModule(L.LightningDataModule):
         try:
             yield
         except RuntimeError as error:
-            named = self.dead_worker_error(error)
+            named = dead_worker_error(error, self.ledger)  # the sample it read (image files; arrays crash no decoder)
             if named is None:
                 raise
             raise named from None

@@ -102,11 +102,11 @@ def check_crop_pct(crop_pct: Any, key: str = "data.crop_pct") -> None:
 
 def data_section(values: Mapping[str, Any]) -> type[DataConfig]:
     """The section a data config is typed by: its DataModule's (``data.name``, with the known names listed)."""
-    from .registry import DATAMODULES, check_name  # deferred
+    from .registry import DATAMODULES  # deferred
 
     if values.get("name") in (None, "???"):
         raise ConfigValueError("data.name must be set")
-    check_name(values.get("name"))
+    one_of("data.name", values.get("name"), DATAMODULES)
     return DATAMODULES[values["name"]].settings
 
 

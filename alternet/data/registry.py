@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ConfigValueError, one_of
+from ..errors import ConfigValueError
 from .arrays import CIFAR10DataModule, CIFAR100DataModule, DigitsDataModule
 from .augment import AugmentConfig, section
 from .base import ImageDataModule
@@ -35,11 +35,6 @@ def register_datamodule(cls: type[ImageDataModule]) -> type[ImageDataModule]:
         raise ValueError(f"data.name={name!r} is {DATAMODULES[name].__qualname__} already: give {cls.__name__} another")
     DATAMODULES[name] = cls
     return cls
-
-
-def check_name(name: Any, key: str = "data.name") -> None:
-    """The one check of ``data.name``: a registered data set (the typed data section is chosen by it)."""
-    one_of(key, name, DATAMODULES)
 
 
 def build_datamodule(

@@ -59,15 +59,6 @@ def window_partition(x: torch.Tensor, window: tuple[int, int]) -> torch.Tensor:
     return x.reshape(-1, ph * pw, c)
 
 
-def window_merge(x: torch.Tensor, window: tuple[int, int], size: tuple[int, int]) -> torch.Tensor:
-    """(B * num_windows, ph * pw, C) -> (B, C, H, W)."""
-    ph, pw = window
-    h, w = size
-    c = x.shape[-1]
-    x = x.reshape(-1, h // ph, w // pw, ph, pw, c).permute(0, 5, 1, 3, 2, 4)
-    return x.reshape(-1, c, h, w)
-
-
 def window_maps(x: torch.Tensor, window: tuple[int, int]) -> torch.Tensor:
     """(B, C, H, W) -> (B * num_windows, C, ph, pw): each window as a small map, for convolutions; one copy, into
     the input's memory format (channels_last stays channels_last)."""

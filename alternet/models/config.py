@@ -26,10 +26,8 @@ from .byob import SELF_ATTN_LAYERS, ByobSpec
 from .external import architecture, check_name
 from .maxxvit import CONV_BLOCKS, MSA_BLOCKS, MaxxVitSpec
 from .zoo import (
-    ARCHITECTURES,
-    COMPARISONS,
-    HYBRIDS,
     MODEL_NAMES,
+    SPECS,
     AlterNetSpec,
     PiTSpec,
     ResNetSpec,
@@ -225,8 +223,7 @@ def model_section(values: Mapping[str, Any]) -> type[ModelConfig]:
     """The section a model config is typed by: its zoo family's, or :class:`TimmModel` for any other name."""
     name = values.get("name")
     arch = architecture(name) if isinstance(name, str) and name != "???" else None
-    spec = ARCHITECTURES.get(arch) or COMPARISONS.get(arch) or HYBRIDS.get(arch)
-    return FAMILIES[type(spec)] if spec is not None else TimmModel
+    return FAMILIES[type(SPECS[arch])] if arch in SPECS else TimmModel
 
 
 def model_config(values: Mapping[str, Any]) -> ModelConfig:

@@ -204,7 +204,6 @@ COMPARISONS: dict[str, ResNetSpec | ViTSpec | PiTSpec | SwinSpec] = {
         patch_size=2, window_size=4, embed_dim=48, depths=(1, 1, 2, 1), num_heads=(2, 4, 8, 16)
     ),
 }
-COMPARISON_MODELS = tuple(COMPARISONS)
 
 # Hybrids of timm's families at CIFAR settings, built from a layout through timm's own configs and builders
 # (alternet/models/byob.py, maxxvit.py): each family's own layout pattern at about preresnet_tiny's size, a stride-1
@@ -232,8 +231,8 @@ HYBRIDS: dict[str, ByobSpec | MaxxVitSpec] = {
     "botnet50_cifar": ByobSpec(layout="CCC|CCCM|CMCMCM|CMC", act_layer="silu"),
     "coatnet0_cifar": MaxxVitSpec(layout="CC|CCC|MMMMM|MM", head_hidden_size=768),
 }
-HYBRID_MODELS = tuple(HYBRIDS)
-MODEL_NAMES: tuple[str, ...] = (*ARCHITECTURES, *COMPARISON_MODELS, *HYBRID_MODELS)
+SPECS: dict[str, _Spec] = {**ARCHITECTURES, **COMPARISONS, **HYBRIDS}  # every model of the zoo
+MODEL_NAMES: tuple[str, ...] = tuple(SPECS)
 
 # timm's named hybrids in our notation: build_twin(name) gives timm.create_model(name)'s parameters and state-dict
 # keys exactly, through the same specs and builders as the hybrids above (tests/models/test_hybrids.py)
@@ -250,8 +249,7 @@ TIMM_TWINS: dict[str, ByobSpec | MaxxVitSpec] = {
 def spec_kwargs(name: str) -> dict[str, Any]:
     """The zoo's constructor keywords for ``name`` (e.g. to record a model's full architecture next to a config's
     overrides: ``{**spec_kwargs(name), **overrides}``); ``{}`` for a name the zoo does not define (a timm model)."""
-    spec = ARCHITECTURES.get(name) or COMPARISONS.get(name) or HYBRIDS.get(name)
-    return spec.kwargs() if spec is not None else {}
+    return SPECS[name].kwargs() if name in SPECS else {}
 
 
 def _cfg(spec: _Spec, data: str | None = None) -> dict[str, Any]:
@@ -282,11 +280,7 @@ def _cfgs(name: str, spec: _Spec) -> dict[str, dict[str, Any]]:
 
 
 default_cfgs = generate_default_cfgs(
-    {
-        key: cfg
-        for name, spec in {**ARCHITECTURES, **COMPARISONS, **HYBRIDS}.items()
-        for key, cfg in _cfgs(name, spec).items()
-    }
+    {key: cfg for name, spec in SPECS.items() for key, cfg in _cfgs(name, spec).items()}
 )
 
 

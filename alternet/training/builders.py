@@ -175,8 +175,6 @@ def ddp_strategy(compression: str | None) -> DDPStrategy:
     hook = None
     if compression == "bf16":
         from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import bf16_compress_hook as hook
-    elif compression is not None:
-        raise ConfigValueError(f"performance.ddp_compression={compression!r} is invalid: null or bf16")
     return DDPStrategy(gradient_as_bucket_view=True, ddp_comm_hook=hook)
 
 

@@ -26,10 +26,7 @@ def parse_interval(value: float | str | None) -> float | None:
     if value is None or isinstance(value, (int, float)):
         return None if value is None else float(value)
     parts = [float(p) for p in str(value).split(":")]
-    seconds = 0.0
-    for part, unit in zip(reversed(parts), (1, 60, 3600, 86400)):
-        seconds += part * unit
-    return seconds
+    return sum(part * unit for part, unit in zip(reversed(parts), (1, 60, 3600, 86400)))
 
 
 AUTO_SWITCH = "must be auto, true or false"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import itertools
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import lightning as L
@@ -79,7 +78,7 @@ class ClassificationModule(L.LightningModule):
         self.mixup = recipe_mixup(self.recipe, self.num_classes)
         smoothing = self.recipe.label_smoothing
         self.train_loss = SoftTargetCrossEntropy() if self.mixup else nn.CrossEntropyLoss(label_smoothing=smoothing)
-        self.ema = self._build_ema(self.recipe.ema)
+        self.ema = copy.deepcopy(self.model).eval().requires_grad_(False) if self.recipe.ema else None
         self.train_acc = MulticlassAccuracy(self.num_classes, average="micro", validate_args=False)
         self.running_loss = RunningLoss()
         self.epoch_loss = RunningLoss(max_age=0.0)  # train/nll_epoch: the mean over an epoch's steps, read at its end
@@ -95,13 +94,6 @@ class ClassificationModule(L.LightningModule):
         )
 
     # construction helpers -------------------------------------------------------------------
-
-    def _build_ema(self, ema: Mapping[str, Any] | None) -> nn.Module | None:
-        if not ema:
-            return None
-        copy_ = copy.deepcopy(self.model).eval()
-        copy_.requires_grad_(False)
-        return copy_
 
     def use_channels_last(self) -> None:
         self.channels_last = True

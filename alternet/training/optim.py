@@ -25,12 +25,6 @@ def scaled_lr(recipe: RecipeConfig, global_batch: int) -> float:
     return lr * (ratio if rule == "linear" else math.sqrt(ratio))
 
 
-def check_schedule(name: Any, key: str = "recipe.schedule.name") -> None:
-    """The one check of ``recipe.schedule.name``: the config checks call it before any work, :func:`build_scheduler`
-    and :func:`lr_factor` too."""
-    one_of(key, name, SCHEDULES)
-
-
 def build_optimizer(
     groups: list[dict[str, Any]], config: OptimizerConfig, lr: float, *, fused: bool = False
 ) -> torch.optim.Optimizer:
@@ -66,7 +60,7 @@ def lr_factor(
         return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
     if schedule == "step":
         return gamma ** sum(step >= m for m in milestones)
-    check_schedule(schedule)  # constant is what is left
+    one_of("recipe.schedule.name", schedule, SCHEDULES)  # constant is what is left
     return 1.0
 
 

@@ -64,23 +64,8 @@ RAND_TRANSFORMS = (
     "TranslateXRel",
     "TranslateYRel",
 )
-RAND_INCREASING_TRANSFORMS = (
-    "AutoContrast",
-    "Equalize",
-    "Invert",
-    "Rotate",
-    "PosterizeIncreasing",
-    "SolarizeIncreasing",
-    "SolarizeAdd",
-    "ColorIncreasing",
-    "ContrastIncreasing",
-    "BrightnessIncreasing",
-    "SharpnessIncreasing",
-    "ShearX",
-    "ShearY",
-    "TranslateXRel",
-    "TranslateYRel",
-)
+INCREASING = ("Posterize", "Solarize", "Color", "Contrast", "Brightness", "Sharpness")  # timm's "...Increasing" ops
+RAND_INCREASING_TRANSFORMS = tuple(f"{op}Increasing" if op in INCREASING else op for op in RAND_TRANSFORMS)
 # timm's ``_RAND_WEIGHTED_0`` (config token ``tweights``): ops are then drawn without replacement.
 RAND_WEIGHTS = {
     "Rotate": 3.0,
@@ -483,15 +468,9 @@ class RandAugment(A.ImageOnlyTransform):
         self.fill, self.interpolation = tuple(fill), interpolation
 
     @classmethod
-    def from_config(
-        cls,
-        spec: str = "rand-m9-n2-mstd1.0",
-        fill: Sequence[int] = DEFAULT_FILL,
-        interpolation: Interpolation = "random",
-        p: float = 1.0,
-    ) -> RandAugment:
+    def from_config(cls, spec: str = "rand-m9-n2-mstd1.0", fill: Sequence[int] = DEFAULT_FILL) -> RandAugment:
         """Build from a timm config string, e.g. ``rand-m9-n2-mstd1.0`` (see :func:`parse_config`)."""
-        return cls(**parse_config(spec), fill=fill, interpolation=interpolation, p=p)
+        return cls(**parse_config(spec), fill=fill)
 
     def _choose(self) -> list[str]:
         """The op names for one image."""

@@ -132,12 +132,14 @@ def stage_sizes(
 ) -> list[tuple[tuple[int, int], tuple[int, int]]]:
     """The (input, output) feature map of each stage, for families whose blocks need fixed or divisible sizes;
     each stride must divide the map it reduces (else a strided conv and its pooled shortcut disagree)."""
-    height, width = _as_pair(img_size)
+    height, width = (img_size, img_size) if isinstance(img_size, int) else map(int, img_size)
     if height % stem_reduction or width % stem_reduction:
         raise LayoutError(f"input size {height}x{width} is not divisible by the stem's reduction {stem_reduction}")
     size = (height // stem_reduction, width // stem_reduction)
     sizes = []
     for index, stride in enumerate(per_stage("strides", list(strides), num_stages)):
+        if stride < 1:
+            raise LayoutError(f"stage {index + 1}: stride must be >= 1, got {stride}")
         if size[0] % stride or size[1] % stride or size[0] < stride:
             raise LayoutError(
                 f"stage {index + 1}: feature map {size[0]}x{size[1]} cannot be reduced by stride {stride}; "
@@ -147,13 +149,6 @@ def stage_sizes(
         sizes.append((size, reduced))
         size = reduced
     return sizes
-
-
-def _as_pair(value: int | Sequence[int]) -> tuple[int, int]:
-    if isinstance(value, int):
-        return value, value
-    h, w = value
-    return int(h), int(w)
 
 
 def resolve_stages(
@@ -186,25 +181,13 @@ def resolve_stages(
     if head_dim < 1:
         raise LayoutError(f"head_dim must be >= 1, got {head_dim}")
 
-    height, width = _as_pair(img_size)
-    if height % stem_reduction or width % stem_reduction:
-        raise LayoutError(f"input size {height}x{width} is not divisible by the stem's reduction {stem_reduction}")
-    height, width = height // stem_reduction, width // stem_reduction
-
+    sizes = stage_sizes(n, img_size, stem_reduction, strides)
     specs = []
     for index, sequence in enumerate(stages):
         label = f"stage {index + 1} ({sequence!r})"
         if widths[index] is None or widths[index] < 1:
             raise LayoutError(f"{label}: width must be >= 1, got {widths[index]}")
-        stride = strides[index]
-        if stride < 1:
-            raise LayoutError(f"{label}: stride must be >= 1, got {stride}")
-        if height % stride or width % stride:
-            raise LayoutError(
-                f"{label}: feature map {height}x{width} cannot be reduced by stride {stride}; "
-                "use a larger input size or fewer strided stages"
-            )
-        height, width = height // stride, width // stride
+        height, width = sizes[index][1]
         if sequence[0] == MSA:
             raise LayoutError(
                 f"{label}: the first block of a stage changes resolution/width and in AlterNet must be a Conv "
@@ -222,7 +205,9 @@ def resolve_stages(
                 )
             win = _stage_window(label, windows[index], default_window, attention, (height, width))
         specs.append(
-            StageSpec(sequence, int(widths[index]), int(stride), int(stage_heads), int(head_dim), win, (height, width))
+            StageSpec(
+                sequence, int(widths[index]), int(strides[index]), int(stage_heads), int(head_dim), win, (height, width)
+            )
         )
     return specs
 

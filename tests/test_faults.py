@@ -689,6 +689,7 @@ def test_a_loader_worker_that_dies_mid_sample_is_reported_by_that_sample(tmp_pat
     assert read_from(message) == str(fatal)
 
 
+@pytest.mark.slow  # 8 s; by default Ctrl-C in a training step and where Lightning handles it (below)
 def test_ctrl_c_while_a_sweep_sets_up_a_job_stops_it_in_one_line_and_the_same_command_continues(tmp_path):
     """Outside training steps (Hydra composing a job, set-up, testing, between a sweep's jobs) SIGINT once raised a
     KeyboardInterrupt traceback from wherever it landed; the sweep now ends on one line, and the same command
@@ -763,7 +764,8 @@ def _ctrl_c(*args, **kwargs):
     raise KeyboardInterrupt
 
 
-@pytest.mark.parametrize("hook", ["configure_optimizers", "test_step"])  # fit's set-up; testing
+# fit's set-up (slow: 2 s, the same path as testing's) and testing
+@pytest.mark.parametrize("hook", [pytest.param("configure_optimizers", marks=pytest.mark.slow), "test_step"])
 def test_ctrl_c_where_lightning_handles_it_ends_on_the_one_line_and_the_run_continues(
     hook, tmp_path, monkeypatch, capsys
 ):

@@ -209,6 +209,7 @@ def test_a_checkpoint_of_a_multi_tensor_optimizer_resumes(tmp_path, monkeypatch)
     assert summary.global_step == 6 and math.isfinite(summary.test["nll"])
 
 
+@pytest.mark.slow  # 9 s of two processes (-m slow); by default the guard's single-process cases above
 @pytest.mark.xdist_group("processes")  # 2-process DDP: one at a time, on the processes worker (helpers.warm)
 def test_two_ddp_ranks_stop_together_when_one_rank_goes_non_finite(tmp_path):
     """Only rank 0's inputs are poisoned; DDP's all-reduced gradients carry the NaN to rank 1, so both ranks skip

@@ -35,7 +35,7 @@ from ...files import (
     writing,
 )
 from ...seeds import derive_seed
-from ..workers import StartsWorkersSafely, WorkerLedger
+from ..workers import MAX_AUTO_WORKERS, StartsWorkersSafely, WorkerLedger, available_cpus
 from .images import FileList, SkipCounter, decode_rgb, scan_split, seed_sample
 
 CLASSES_FILE = "classes.json"
@@ -91,7 +91,7 @@ def write_shards(
     classes = sorted({p.decode().split(os.sep, 1)[0] for p in files.paths})
     order = np.random.default_rng(seed).permutation(len(files))
     inputs = [(files.paths[i].decode(), int(files.labels[i])) for i in order]
-    workers = num_workers or max(1, min(len(os.sched_getaffinity(0)), 8))
+    workers = num_workers or min(available_cpus(), MAX_AUTO_WORKERS)  # the affinity mask's CPUs (any OS)
     existed = out.exists()
     out.mkdir(parents=True, exist_ok=True)
     with writing(out, "shards output"):  # a second alternet shards into OUT stops here

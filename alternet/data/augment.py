@@ -51,8 +51,9 @@ class CropConfig(Section):
 
 @dataclass(kw_only=True)
 class StackSection(Section):
-    """A stack's section: its family, for the message that names a key of the other stack."""
+    """A stack's section: its name and family, for the message that names a key of the other stack."""
 
+    NAME: ClassVar[str]
     FAMILY: ClassVar[str]
 
     @classmethod

@@ -43,8 +43,7 @@ def test_import_alternet_and_the_schemas_load_no_torch():
         "import alternet; import timm",  # alternet first: the zoo comes with timm
         "import timm; import alternet",  # timm first: the zoo comes with alternet
         "import alternet.data as d; d.DATAMODULES",  # timm imported by an alternet module as it loads
-        "from alternet.models.backbone import AlterNet",  # ... by alternet.models itself
-    ],
+    ],  # ... and by alternet.models itself: create_model below
 )
 def test_the_zoo_is_registered_with_timm_in_any_import_order(first):
     registered = fresh(f"{first}\nimport json, timm\nprint(json.dumps(timm.is_model('alternet_r50')))")
@@ -52,10 +51,13 @@ def test_the_zoo_is_registered_with_timm_in_any_import_order(first):
 
 
 def test_create_model_and_list_models_load_the_models_on_first_use():
+    """The models load on first use, and alternet.models, importing timm itself, registers the zoo with it."""
     assert fresh(
         "import json, sys, alternet\nbefore = 'torch' in sys.modules\nmodel = alternet.create_model('alternet_tiny')\n"
-        "print(json.dumps([before, type(model).__name__, 'alternet_r50' in alternet.list_models()]))"
-    ) == [False, "AlterNet", True]
+        "import timm\n"
+        "print(json.dumps([before, type(model).__name__, 'alternet_r50' in alternet.list_models(), "
+        "timm.is_model('alternet_r50')]))"
+    ) == [False, "AlterNet", True, True]
 
 
 def test_a_facade_offers_its_names_and_refuses_others_by_name():

@@ -86,7 +86,7 @@ def test_an_unreachable_server_falls_back_to_offline_within_init_timeout(tmp_pat
     monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # nothing listens there: no answer
     wandb.teardown()  # W&B reads its environment once per process: start afresh with this one
     started = time.monotonic()
-    run = start_run(wandb_settings({"project": "p", "init_timeout": 3}), dir=str(tmp_path), reinit="finish_previous")
+    run = start_run(wandb_settings({"project": "p", "init_timeout": 1}), dir=str(tmp_path), reinit="finish_previous")
     assert time.monotonic() - started < 60
     try:
         assert run.offline

@@ -10,6 +10,7 @@ import os
 import pickle
 import re
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -425,8 +426,12 @@ def test_ema_export_and_offline_wandb_artifacts(tmp_path, monkeypatch, capsys):
     run_file = next((tmp_path / "wandb").glob("offline-run-*/run-*.wandb"))
     run_id = run_file.stem.removeprefix("run-")
     assert f"wandb sync {run_file.parent}" in output
+    wanted = (f"model-{run_id}".encode(), f"export-{run_id}".encode())
+    deadline = time.monotonic() + 60  # W&B's service process may still be writing the file when finish() returns
+    while not all(name in run_file.read_bytes() for name in wanted) and time.monotonic() < deadline:
+        time.sleep(0.2)
     recorded = run_file.read_bytes()
-    assert f"model-{run_id}".encode() in recorded and f"export-{run_id}".encode() in recorded
+    assert all(name in recorded for name in wanted), recorded[:200]
     assert Path(summary.best_checkpoint).is_file() and (tmp_path / "export" / "model.safetensors").is_file()
 
 

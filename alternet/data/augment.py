@@ -58,10 +58,7 @@ class StackSection(Section):
 
     @classmethod
     def unknown_hint(cls, key: str, prefix: str) -> str:
-        other = next((s for name, s in STACKS.items() if s is not cls and key in SECTIONS[name]), None)
-        if other is None:
-            return super().unknown_hint(key, prefix)
-        return f"; {key} is a key of {KEY}.{other.NAME} ({other.FAMILY})"
+        return _key_of_a_stack(key, but=cls) or super().unknown_hint(key, prefix)
 
 
 @dataclass(kw_only=True)
@@ -111,9 +108,13 @@ class AugmentConfig(Section):
 
     @classmethod
     def unknown_hint(cls, key: str, prefix: str) -> str:
-        owner = next((name for name, keys in SECTIONS.items() if key in keys), None)
-        where = f"; {key} is a key of {KEY}.{owner} ({STACKS[owner].FAMILY})" if owner else ""
-        return f": its sections are {list(STACKS)}{where or super().unknown_hint(key, prefix)}"
+        return f": its sections are {list(STACKS)}{_key_of_a_stack(key) or super().unknown_hint(key, prefix)}"
+
+
+def _key_of_a_stack(key: str, but: type[StackSection] | None = None) -> str:
+    """``; KEY is a key of recipe.augment.NAME (FAMILY)`` when a stack (other than ``but``) has the key, else ''."""
+    stack = next((s for name, s in STACKS.items() if s is not but and key in SECTIONS[name]), None)
+    return f"; {key} is a key of {KEY}.{stack.NAME} ({stack.FAMILY})" if stack else ""
 
 
 def section(augment: AugmentConfig | Mapping[str, Any] | None, name: str) -> StackSection | None:

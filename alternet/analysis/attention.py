@@ -157,10 +157,10 @@ def run(context: AnalysisContext, config: AttentionConfig) -> dict[str, Any]:
     unmapped = without_maps(sequence.blocks)
     if not msa:
         return compact(dict(msa_blocks=0, **unmapped, files=[]))
-    batches = clean_batches(context.datamodule, config.images, config.batch_size, config.seed, context.device)
+    batches = clean_batches(context, config)
     images = [x for x, _ in batches]
     depth_rows = sequence.depth_rows()
-    rows, head_depths, entropies, distances, specificities = [], [], [], [], []
+    rows = []
     for (depth, _), stats in zip(msa, attention_stats(context.model, [b for _, b in msa], images)):
         for head, (entropy, distance) in enumerate(zip(stats.entropy, stats.distance)):
             rows.append(
@@ -177,15 +177,13 @@ def run(context: AnalysisContext, config: AttentionConfig) -> dict[str, Any]:
                     content_shift=_at(stats.content_shift, head),
                 )
             )
-            head_depths.append(depth)
-            entropies.append(entropy)
-            distances.append(distance)
-            specificities.append(_at(stats.specificity, head))
+    entropies, distances = [r["entropy"] for r in rows], [r["distance"] for r in rows]
+    specificities = [r["specificity"] for r in rows]
     files = [
         write_csv(context.path("attention.csv"), rows),
         plots.attention_by_depth(
             sequence,
-            head_depths,
+            [r["depth"] for r in rows],
             {
                 "Attention entropy (nats)": (entropies, [r["max_entropy"] for r in rows]),
                 "Attention distance (pixels)": (distances, [r["uniform_distance"] for r in rows]),

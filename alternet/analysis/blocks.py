@@ -125,12 +125,11 @@ class BlockSequence:
     def depth_rows(self) -> list[dict[str, object]]:
         """Per depth (stem first): ``depth``, ``normalized_depth``, ``name``, ``kind``, ``stage``."""
         total = len(self.blocks)
-        rows = [dict(depth=0, normalized_depth=0.0, name="stem", kind="stem", stage=self.blocks[0].stage)]
-        for depth, block in enumerate(self.blocks, start=1):
-            rows.append(
-                dict(depth=depth, normalized_depth=depth / total, name=block.name, kind=block.kind, stage=block.stage)
-            )
-        return rows
+        stem = dict(depth=0, normalized_depth=0.0, name="stem", kind="stem", stage=self.blocks[0].stage)
+        return [stem] + [
+            dict(depth=depth, normalized_depth=depth / total, name=block.name, kind=block.kind, stage=block.stage)
+            for depth, block in enumerate(self.blocks, start=1)
+        ]
 
 
 @contextmanager
@@ -145,17 +144,7 @@ def zero_residual_scale(block: PreActBlock) -> Iterator[None]:
 
 
 @contextmanager
-def zero_output(module: nn.Module) -> Iterator[None]:
-    """Replace ``module``'s output by zeros for the duration of the context."""
-    handle = module.register_forward_hook(lambda _module, _args, output: torch.zeros_like(output))
-    try:
-        yield
-    finally:
-        handle.remove()
-
-
-@contextmanager
-def zero_outputs(modules: list[nn.Module]) -> Iterator[None]:
+def zero_outputs(*modules: nn.Module) -> Iterator[None]:
     """Replace every module's output by zeros for the duration of the context (a block's residual branches)."""
     handles = [m.register_forward_hook(lambda _module, _args, output: torch.zeros_like(output)) for m in modules]
     try:
@@ -184,7 +173,7 @@ def _alternet_attention(attn: nn.Module) -> AttentionTap:
             lambda: attn.position_bias().float().softmax(dim=-1),
         )
     if isinstance(attn, FocusedLinearAttention):
-        return AttentionTap(attn, attn.attention_map, lambda x: grid_positions(*x.shape[-2:]))
+        return AttentionTap(attn, attn.attention_map, map_positions)
     raise AnalysisError(f"no attention statistics for {type(attn).__name__}")
 
 
@@ -212,16 +201,12 @@ def _resnet_blocks(model: ResNet) -> BlockSequence:
             else:
                 raise AnalysisError(f"unsupported ResNet block {type(module).__name__} in layer{stage + 1}")
             name = f"layer{stage + 1}.{position}"
-            lesion = partial(zero_output, branch_end)
+            lesion = partial(zero_outputs, branch_end)
             blocks.append(Block(name, "C", stage, Tap(module), lesion, projection=module.downsample is not None))
     return BlockSequence(Tap(model.maxpool), tuple(blocks))
 
 
 # timm ViT ------------------------------------------------------------------------------------
-
-
-def _vit_token_map(model: VisionTransformer) -> Callable[[torch.Tensor], torch.Tensor]:
-    return token_map(model.num_prefix_tokens, *model.patch_embed.grid_size)
 
 
 def token_map(prefix: int, height: int, width: int) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -267,17 +252,18 @@ def _transformer_blocks(
         attention = AttentionTap(module.attn, probabilities, lambda _x: positions)
         # The attention residual's output is the input of norm2; the MLP residual's output is the block's.
         attn_out = Tap(module.norm2, on_input=True, to_map=to_map)
-        lesion = partial(zero_output, module.ls1)
+        lesion = partial(zero_outputs, module.ls1)
         blocks.append(Block(f"{name}.{index}.attn", "M", stage, attn_out, lesion, attention))
         mlp_out = Tap(module, to_map=to_map)
-        blocks.append(Block(f"{name}.{index}.mlp", "C", stage, mlp_out, partial(zero_output, module.ls2)))
+        blocks.append(Block(f"{name}.{index}.mlp", "C", stage, mlp_out, partial(zero_outputs, module.ls2)))
     return blocks
 
 
 def _vit_blocks(model: VisionTransformer) -> BlockSequence:
     grid = tuple(model.patch_embed.grid_size)
     blocks = _transformer_blocks(model.blocks, "blocks", 0, model.num_prefix_tokens, grid)
-    return BlockSequence(Tap(model.blocks, on_input=True, to_map=_vit_token_map(model)), tuple(blocks))
+    stem = Tap(model.blocks, on_input=True, to_map=token_map(model.num_prefix_tokens, *grid))
+    return BlockSequence(stem, tuple(blocks))
 
 
 # timm PiT ------------------------------------------------------------------------------------
@@ -334,10 +320,10 @@ def _swin_blocks(model: SwinTransformer) -> BlockSequence:
             )
             # The attention residual's output is the input of norm2, (B, H*W, C) tokens; the block's is (B, H, W, C).
             attn_out = Tap(module.norm2, on_input=True, to_map=partial(_swin_tokens_to_map, module))
-            lesion = partial(zero_output, module.drop_path1)
+            lesion = partial(zero_outputs, module.drop_path1)
             blocks.append(Block(f"{name}.attn", "M", stage_index, attn_out, lesion, attention))
             mlp_out = Tap(module, to_map=_channels_last_to_map)
-            blocks.append(Block(f"{name}.mlp", "C", stage_index, mlp_out, partial(zero_output, module.drop_path2)))
+            blocks.append(Block(f"{name}.mlp", "C", stage_index, mlp_out, partial(zero_outputs, module.drop_path2)))
     return BlockSequence(Tap(model.patch_embed, to_map=_channels_last_to_map), tuple(blocks))
 
 
@@ -438,7 +424,7 @@ def _byob_blocks(model: ByobNet) -> BlockSequence:
         for position, module in enumerate(stage):
             kind = "M" if isinstance(module, SelfAttnBlock) else "C"
             attention, note = _byob_attention(module.self_attn) if kind == "M" else (None, None)
-            lesion = partial(zero_outputs, residual_branches(module))
+            lesion = partial(zero_outputs, *residual_branches(module))
             name = f"stages.{stage_index}.{position}"
             blocks.append(Block(name, kind, stage_index, Tap(module), lesion, attention, _has_projection(module), note))
     return BlockSequence(Tap(model.stem), tuple(blocks))
@@ -496,7 +482,7 @@ def _maxxvit_blocks(model: MaxxVit) -> BlockSequence:
                 kind, (attention, note) = "M", _maxxvit_attention(module)
             else:
                 raise AnalysisError(f"unsupported MaxxVit block {type(module).__name__} in stage {stage_index}")
-            lesion = partial(zero_outputs, residual_branches(module))
+            lesion = partial(zero_outputs, *residual_branches(module))
             name = f"stages.{stage_index}.blocks.{position}"
             blocks.append(Block(name, kind, stage_index, Tap(module), lesion, attention, _has_projection(module), note))
     return BlockSequence(Tap(model.stem), tuple(blocks))

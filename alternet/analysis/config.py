@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, fields
-from functools import cache
 from importlib import resources
 from typing import Any, ClassVar, TypeVar
 
@@ -31,17 +30,12 @@ _TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-@cache
-def _packaged_defaults(analysis: str) -> dict[str, Any]:
+def default_values(analysis: str) -> dict[str, Any]:
+    """The budgets of ``alternet/conf/analysis/<analysis>.yaml`` (``{}`` for a name without a packaged file)."""
     path = resources.files("alternet.conf") / "analysis" / f"{analysis}.yaml"
     if not path.is_file():
         return {}
     return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-
-
-def default_values(analysis: str) -> dict[str, Any]:
-    """The budgets of ``alternet/conf/analysis/<analysis>.yaml`` (``{}`` for a name without a packaged file)."""
-    return dict(_packaged_defaults(analysis))
 
 
 def parse_config(cls: type[C], values: Mapping[str, Any] | None, analysis: str) -> C:

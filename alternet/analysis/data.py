@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -14,7 +13,7 @@ from timm.data import Mixup
 from ..data import ArrayDataset, ImageDataModule
 from ..data.mixing import recipe_mixup
 from ..seeds import derive_seed
-from .config import ObjectiveConfig
+from .config import ObjectiveConfig, SampleConfig
 from .context import AnalysisContext
 from .errors import AnalysisConfigError, AnalysisError
 
@@ -49,29 +48,10 @@ def sample_batches(
     return batches
 
 
-def clean_batches(
-    datamodule: ImageDataModule, images: int, batch_size: int, seed: int, device: torch.device
-) -> list[Batch]:
-    """Clean (evaluation-transform) test images."""
-    return sample_batches(split(datamodule, "test"), images, batch_size, seed, augment=False, device=device)
-
-
-def augmented_batches(
-    datamodule: ImageDataModule, images: int, batch_size: int, seed: int, device: torch.device
-) -> list[Batch]:
-    """Training images with the recipe's augmentation (crop, flip, RandAugment...; no mixup)."""
-    return sample_batches(split(datamodule, "train"), images, batch_size, seed, augment=True, device=device)
-
-
-@contextmanager
-def numpy_seeded(seed: int) -> Iterator[None]:
-    """NumPy's global generator seeded for the duration (timm's Mixup draws from it), restored afterwards."""
-    state = np.random.get_state()
-    np.random.seed(seed)
-    try:
-        yield
-    finally:
-        np.random.set_state(state)
+def clean_batches(context: AnalysisContext, config: SampleConfig) -> list[Batch]:
+    """The config's sample of clean (evaluation-transform) test images, on the context's device."""
+    test = split(context.datamodule, "test")
+    return sample_batches(test, config.images, config.batch_size, config.seed, augment=False, device=context.device)
 
 
 def mixed_batches(batches: Sequence[Batch], mixer: Mixup, seed: int, analysis: str) -> list[Batch]:
@@ -82,10 +62,14 @@ def mixed_batches(batches: Sequence[Batch], mixer: Mixup, seed: int, analysis: s
             f"analysis {analysis!r}: the recipe's mixup pairs images within a batch, so every batch needs an even "
             f"size (got {odd[0]}); choose images and batch_size so that each batch is even"
         )
-    mixed = []
-    for index, (images, labels) in enumerate(batches):
-        with numpy_seeded(derive_seed(seed, "analysis-mixup", index)):
+    state = np.random.get_state()  # timm's Mixup draws from NumPy's global generator: seeded here, then restored
+    try:
+        mixed = []
+        for index, (images, labels) in enumerate(batches):
+            np.random.seed(derive_seed(seed, "analysis-mixup", index))
             mixed.append(mixer(images.clone(), labels))
+    finally:
+        np.random.set_state(state)
     return mixed
 
 
@@ -99,9 +83,10 @@ def training_batches(
     device: torch.device,
     analysis: str,
 ) -> list[Batch]:
-    """Augmented training images; with ``targets="training"`` also mixed as training mixes them (soft targets)
-    when the recipe uses mixup/cutmix. ``targets="labels"`` keeps each image's own label."""
-    batches = augmented_batches(datamodule, images, batch_size, seed, device)
+    """Training images with the recipe's augmentation (crop, flip, RandAugment...); with ``targets="training"``
+    also mixed as training mixes them (soft targets) when the recipe uses mixup/cutmix. ``targets="labels"`` keeps
+    each image's own label."""
+    batches = sample_batches(split(datamodule, "train"), images, batch_size, seed, augment=True, device=device)
     mixer = recipe_mixup(recipe, datamodule.num_classes) if targets == "training" else None
     return batches if mixer is None else mixed_batches(batches, mixer, seed, analysis)
 

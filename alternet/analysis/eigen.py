@@ -29,11 +29,10 @@ def _orthogonalise(v: torch.Tensor, basis: list[torch.Tensor]) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class PowerResult:
-    """Eigenvalues (largest magnitude first), their unit eigenvectors and the products used per eigenvalue."""
+    """Eigenvalues (largest magnitude first) and their unit eigenvectors."""
 
     eigenvalues: list[float]
     eigenvectors: list[torch.Tensor]
-    iterations: list[int]
 
 
 def power_iteration(
@@ -45,7 +44,6 @@ def power_iteration(
     """
     values: list[float] = []
     vectors: list[torch.Tensor] = []
-    iterations: list[int] = []
     for _ in range(k):
         v = _orthogonalise(start(), vectors)
         v = v / v.norm()
@@ -62,8 +60,7 @@ def power_iteration(
             v = av / norm
         values.append(estimate)
         vectors.append(v)
-        iterations.append(used)
-    return PowerResult(values, vectors, iterations)
+    return PowerResult(values, vectors)
 
 
 @dataclass(frozen=True)
@@ -73,10 +70,6 @@ class LanczosResult:
     values: np.ndarray
     weights: np.ndarray
     residuals: np.ndarray
-
-    @property
-    def steps(self) -> int:
-        return len(self.values)
 
     def top_by_magnitude(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` Ritz values of largest magnitude and their residual norms."""

@@ -116,7 +116,7 @@ def delta_profiles(
 
 def run(context: AnalysisContext, config: FourierConfig) -> dict[str, Any]:
     sequence = context.blocks
-    batches = clean_batches(context.datamodule, config.images, config.batch_size, config.seed, context.device)
+    batches = clean_batches(context, config)
     with batch_statistics(context.model) if config.bn_mode == "batch" else contextlib.nullcontext():
         profiles = delta_profiles(context.model, sequence.taps, [x for x, _ in batches], config.high_frequency)
     depth_rows = sequence.depth_rows()

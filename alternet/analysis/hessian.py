@@ -126,7 +126,7 @@ class CountingOperator:
     """An operator that counts its products (and reports each to ``shown``: a product is a pass over every
     batch, forward and double backward, the unit of a Hessian analysis' time)."""
 
-    def __init__(self, operator: Operator, shown: Progress | None = None):
+    def __init__(self, operator: Operator, shown: Progress):
         self.operator = operator
         self.calls = 0
         self.shown = shown
@@ -134,8 +134,7 @@ class CountingOperator:
     def __call__(self, vector: torch.Tensor) -> torch.Tensor:
         self.calls += 1
         result = self.operator(vector)
-        if self.shown is not None:
-            self.shown.update()
+        self.shown.update()
         return result
 
 

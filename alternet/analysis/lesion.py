@@ -45,11 +45,12 @@ def lesioned_accuracies(model: nn.Module, blocks: Sequence[Block], batches: Sequ
 
 def run(context: AnalysisContext, config: LesionConfig) -> dict[str, Any]:
     sequence = context.blocks
-    batches = clean_batches(context.datamodule, config.images, config.batch_size, config.seed, context.device)
+    batches = clean_batches(context, config)
     baseline = accuracy(context.model, batches)
     lesioned = lesioned_accuracies(context.model, sequence.blocks, batches)
     drops = [baseline - acc for acc in lesioned]
     projection = [block.projection for block in sequence.blocks]
+    identity = [(d, b.kind) for d, b in zip(drops, sequence.blocks) if not b.projection]
     rows = [
         dict(info, projection_shortcut=apart, accuracy=acc, drop=drop)
         for info, apart, acc, drop in zip(sequence.depth_rows()[1:], projection, lesioned, drops)
@@ -72,19 +73,13 @@ def run(context: AnalysisContext, config: LesionConfig) -> dict[str, Any]:
             images=sum(len(y) for _, y in batches),
             baseline_acc=baseline,
             **worst_block("max_drop", drops, sequence.blocks, projection=False),
-            **kind_means("drop", *_without_projection(drops, sequence.blocks)),
+            **kind_means("drop", [d for d, _ in identity], [k for _, k in identity]),
             **worst_block("projection_max_drop", drops, sequence.blocks, projection=True),
             projection_drop_mean=mean_or_none([d for d, p in zip(drops, projection) if p]),
             projection_blocks=sum(projection),
             files=[str(f) for f in files],
         )
     )
-
-
-def _without_projection(drops: Sequence[float], blocks: Sequence[Block]) -> tuple[list[float], list[str]]:
-    """Drops and kinds of the blocks whose shortcut is the identity."""
-    kept = [(d, b.kind) for d, b in zip(drops, blocks) if not b.projection]
-    return [d for d, _ in kept], [k for _, k in kept]
 
 
 def worst_block(prefix: str, drops: Sequence[float], blocks: Sequence[Block], projection: bool) -> dict[str, Any]:

@@ -141,7 +141,7 @@ def band_accuracies(
 
 
 def run(context: AnalysisContext, config: NoiseConfig) -> dict[str, Any]:
-    batches = clean_batches(context.datamodule, config.images, config.batch_size, config.seed, context.device)
+    batches = clean_batches(context, config)
     clean = accuracy(context.model, batches)
     accuracies = band_accuracies(context.model, batches, context.datamodule.std, config)
     bands = frequency_bands(config)

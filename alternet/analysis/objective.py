@@ -33,18 +33,13 @@ from .config import ObjectiveConfig
 from .data import Batch, labels_of
 
 
-def decayed_parameters(model: nn.Module, recipe: Any) -> list[nn.Parameter]:
-    """The parameters training applies weight decay to."""
-    groups = decay_groups(model, 1.0, exclude_norm_bias=recipe.no_decay_norm_bias)
-    return [p for group in groups if group["weight_decay"] > 0 for p in group["params"]]
-
-
 def penalised_parameters(model: nn.Module, recipe: Any, regulariser: str) -> list[nn.Parameter]:
     """The parameters the L2 term covers: every trainable one (``hdvw``), the decayed ones (``decay_squared``)."""
     if regulariser == "hdvw":
         return [p for p in model.parameters() if p.requires_grad]
-    if regulariser == "decay_squared":
-        return decayed_parameters(model, recipe)
+    if regulariser == "decay_squared":  # the parameters training applies weight decay to
+        groups = decay_groups(model, 1.0, exclude_norm_bias=recipe.no_decay_norm_bias)
+        return [p for group in groups if group["weight_decay"] > 0 for p in group["params"]]
     return []
 
 

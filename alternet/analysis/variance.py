@@ -53,7 +53,7 @@ def mean_variances(
 
 def run(context: AnalysisContext, config: VarianceConfig) -> dict[str, Any]:
     sequence = context.blocks
-    batches = clean_batches(context.datamodule, config.images, config.batch_size, config.seed, context.device)
+    batches = clean_batches(context, config)
     variances = mean_variances(context.model, sequence.taps, [x for x, _ in batches], config.estimator)
     depth_rows = sequence.depth_rows()
     rows = [dict(info, variance=v) for info, v in zip(depth_rows, variances)]

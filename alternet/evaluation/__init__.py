@@ -20,7 +20,6 @@ __getattr__, __dir__ = exports(
         "choose_device": "inference",
         "corruption_heatmap": "plots",
         "load_baseline": "robustness",
-        "predict": "inference",
         "reliability_diagram": "plots",
         "robustness_record": "robustness",
         "robustness_summary": "robustness",

@@ -40,9 +40,8 @@ AUTOCAST = {"32": None, "bf16": torch.bfloat16, "16": torch.float16}  # evaluati
 def fast_precision(device: torch.device) -> str:
     """``bf16`` where the hardware computes it natively (a bf16-capable GPU; a CPU with AVX512-BF16 or AMX, which
     oneDNN uses), else ``32``: reduced precision that would be emulated costs time instead of saving it."""
-    if device.type == "cuda":
-        return "bf16" if cuda_bf16() else "32"
-    return "bf16" if cpu_native_bf16() else "32"
+    native = cuda_bf16() if device.type == "cuda" else cpu_native_bf16()
+    return "bf16" if native else "32"
 
 
 @contextmanager
@@ -130,26 +129,3 @@ def predict_sets(
                     logits.append(net(inputs).float().cpu())
                     targets.append(labels_)
             yield torch.cat(logits).numpy(), torch.cat(targets).numpy()
-
-
-def predict(
-    model: nn.Module,
-    dataset: Dataset,
-    *,
-    device: torch.device,
-    batch_size: int = 512,
-    autocast: torch.dtype | None = None,
-    num_workers: int = 0,
-    label: str = "predict",
-) -> tuple[np.ndarray, np.ndarray]:
-    """Float32 logits and integer labels of a whole dataset, in order."""
-    ((logits, labels),) = predict_sets(
-        model,
-        [dataset],
-        device=device,
-        batch_size=batch_size,
-        autocast=autocast,
-        num_workers=num_workers,
-        labels=[label],
-    )
-    return logits, labels

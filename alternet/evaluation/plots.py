@@ -7,6 +7,7 @@ pyplot's global state or opens a window; every function writes a PNG and returns
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import groupby
 from pathlib import Path
 
 import numpy as np
@@ -146,27 +147,23 @@ def _annotate_cells(ax: Axes, values: np.ndarray, cmap: Colormap, norm: Normaliz
 def _label_families(ax: Axes, rows: Sequence[RobustnessRow], corruptions: list[str], n_columns: int) -> None:
     """Separate family groups with white lines and name each group beside the heatmap."""
     family = {row.corruption: row.family for row in rows}
-    start = 0
-    for index in range(1, len(corruptions) + 1):
-        if index < len(corruptions) and family[corruptions[index]] == family[corruptions[start]]:
-            continue
-        if index < len(corruptions):
-            ax.axhline(index - 0.5, color="white", linewidth=1.5)
-        x = n_columns - 0.5 + 0.15
-        ax.plot(
-            [x, x], [start - 0.35, index - 0.65], color="0.3", linewidth=1, clip_on=False, scalex=False, scaley=False
-        )
+    x, start = n_columns - 0.5 + 0.15, 0
+    for name, members in groupby(corruptions, key=family.__getitem__):
+        end = start + len(list(members))
+        if end < len(corruptions):
+            ax.axhline(end - 0.5, color="white", linewidth=1.5)
+        ax.plot([x, x], [start - 0.35, end - 0.65], color="0.3", linewidth=1, clip_on=False, scalex=False, scaley=False)
         ax.text(
             x + 0.12,
-            (start + index - 1) / 2,
-            family[corruptions[start]],
+            (start + end - 1) / 2,
+            name,
             rotation=-90,
             ha="left",
             va="center",
             fontsize=8,
             clip_on=False,
         )
-        start = index
+        start = end
 
 
 def risk_coverage_plot(

@@ -168,17 +168,11 @@ def check_table(rows: Sequence[RobustnessRow]) -> str:
     duplicates = sorted(key for key, count in Counter(row.key for row in rows).items() if count > 1)
     if duplicates:
         raise RobustnessError(f"the robustness table has duplicate (corruption, severity) rows: {duplicates}")
-    severities = _severities_by_corruption(rows)
+    corruptions = dict.fromkeys(row.corruption for row in rows)
+    severities = {c: tuple(sorted(row.severity for row in rows if row.corruption == c)) for c in corruptions}
     if len(set(severities.values())) > 1:
         raise RobustnessError(f"every corruption needs the same severities; the table has {severities}")
     return sources[0]
-
-
-def _severities_by_corruption(rows: Iterable[RobustnessRow]) -> dict[str, tuple[int, ...]]:
-    found: dict[str, list[int]] = {}
-    for row in rows:
-        found.setdefault(row.corruption, []).append(row.severity)
-    return {corruption: tuple(sorted(severities)) for corruption, severities in found.items()}
 
 
 def accuracy_grid(rows: Sequence[RobustnessRow]) -> tuple[list[str], list[int], np.ndarray]:

@@ -72,15 +72,22 @@ class ReliabilityBins:
         return float(np.sum(self.share[filled] * self.confidence[filled]))
 
 
-def check_inputs(
-    probs: np.ndarray, labels: np.ndarray, tolerance: float = SUM_TOLERANCE
-) -> tuple[np.ndarray, np.ndarray]:
+def check_inputs(probs: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Validate and return ``(probs as float64 (N, K), labels as int64 (N,))``; raise ``ValueError`` otherwise."""
     probs = np.asarray(probs, dtype=np.float64)
     if probs.ndim != 2 or probs.shape[0] == 0 or probs.shape[1] < 2:
         raise ValueError(f"probs must have shape (N, K) with N >= 1 and K >= 2, got {probs.shape}")
     labels = _check_labels(labels, *probs.shape)
-    _check_probabilities(probs, tolerance)
+    if not np.all(np.isfinite(probs)):
+        raise ValueError("probs contain NaN or infinite values")
+    sums = probs.sum(axis=1)
+    worst = int(np.argmax(np.abs(sums - 1)))
+    if probs.min() < -SUM_TOLERANCE or probs.max() > 1 + SUM_TOLERANCE or abs(sums[worst] - 1) > SUM_TOLERANCE:
+        raise ValueError(
+            f"probs must be probabilities in [0, 1] whose rows sum to 1 (within {SUM_TOLERANCE}); row {worst} sums "
+            f"to {sums[worst]:.6g}. Pass softmax probabilities, e.g. softmax(logits) or apply_temperature(logits, T), "
+            "not logits or log-probabilities."
+        )
     return probs, labels
 
 
@@ -93,19 +100,6 @@ def _check_labels(labels: np.ndarray, n: int, k: int) -> np.ndarray:
     if labels.min() < 0 or labels.max() >= k:
         raise ValueError(f"labels must lie in [0, {k - 1}] for {k} classes, got range [{labels.min()}, {labels.max()}]")
     return labels.astype(np.int64)
-
-
-def _check_probabilities(probs: np.ndarray, tolerance: float) -> None:
-    if not np.all(np.isfinite(probs)):
-        raise ValueError("probs contain NaN or infinite values")
-    sums = probs.sum(axis=1)
-    worst = int(np.argmax(np.abs(sums - 1)))
-    if probs.min() < -tolerance or probs.max() > 1 + tolerance or abs(sums[worst] - 1) > tolerance:
-        raise ValueError(
-            f"probs must be probabilities in [0, 1] whose rows sum to 1 (within {tolerance}); row {worst} sums to "
-            f"{sums[worst]:.6g}. Pass softmax probabilities, e.g. softmax(logits) or apply_temperature(logits, T), "
-            "not logits or log-probabilities."
-        )
 
 
 def confidence_and_correct(probs: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -155,22 +149,6 @@ def brier_score(probs: np.ndarray, labels: np.ndarray) -> float:
     return float(np.mean(squared - 2 * label_prob + 1))
 
 
-def confidence_cutoff_metrics(
-    probs: np.ndarray, labels: np.ndarray, cutoff: float = CONFIDENCE_CUTOFF
-) -> dict[str, float]:
-    """``acc`` among confident predictions (> cutoff, NaN if none), ``unc`` share of errors that are not confident
-    (<= cutoff, NaN if no errors), ``freq`` share of confident predictions."""
-    probs, labels = check_inputs(probs, labels)
-    confidence, correct = confidence_and_correct(probs, labels)
-    confident = confidence > cutoff
-    errors = ~correct
-    return {
-        "acc": float(correct[confident].mean()) if confident.any() else float("nan"),
-        "unc": float(np.mean(~confident[errors])) if errors.any() else float("nan"),
-        "freq": float(confident.mean()),
-    }
-
-
 def nll_from_logits(logits: np.ndarray, labels: np.ndarray) -> float:
     """Mean over samples of ``logsumexp(z) - z_y`` in float64: the exact NLL, never floored."""
     z = _check_logits(logits)
@@ -186,16 +164,17 @@ def calibration_metrics(
     """``acc, top5, nll, ece, brier, acc90, unc90, freq90`` (fractions, not percent) of a whole split; with the
     ``logits`` the probabilities came from, the NLL is exact (:func:`nll_from_logits`)."""
     probs, labels = check_inputs(probs, labels)
-    cutoff = confidence_cutoff_metrics(probs, labels, CONFIDENCE_CUTOFF)
+    confidence, correct = confidence_and_correct(probs, labels)
+    confident, errors = confidence > CONFIDENCE_CUTOFF, ~correct
     return {
-        "acc": float(np.mean(probs.argmax(axis=1) == labels)),
+        "acc": float(np.mean(correct)),
         "top5": top_k_accuracy(probs, labels, 5),
         "nll": nll(probs, labels) if logits is None else nll_from_logits(logits, labels),
         "ece": reliability_bins(probs, labels, n_bins).ece,
         "brier": brier_score(probs, labels),
-        "acc90": cutoff["acc"],
-        "unc90": cutoff["unc"],
-        "freq90": cutoff["freq"],
+        "acc90": float(correct[confident].mean()) if confident.any() else float("nan"),
+        "unc90": float(np.mean(~confident[errors])) if errors.any() else float("nan"),
+        "freq90": float(confident.mean()),
     }
 
 

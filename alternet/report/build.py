@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,11 @@ class Variant:
     def summary(self, value: Any) -> Summary | None:
         return Summary.of([value(run) for run in self.runs])
 
+    def columns(self, name: str, value: Any) -> dict[str, float | None]:
+        """``name`` and ``name_sd``: the mean and sd over seeds, None where no run has the value."""
+        summary = self.summary(value)
+        return {name: summary.mean if summary else None, f"{name}_sd": summary.sd if summary else None}
+
 
 def group_variants(runs: Sequence[Run], keys: list[str]) -> list[Variant]:
     labels = list(dict.fromkeys(variant_of(run, keys) for run in runs))
@@ -54,20 +61,11 @@ def pick_baseline(variants: list[Variant], baseline: str | None) -> Variant:
     return matches[0]
 
 
-def _error(run: Run) -> float:
-    return run.test_error
-
-
-def _nll(run: Run) -> float | None:
-    return run.train_nll
-
-
-def _nll_epoch(run: Run) -> float | None:
-    return run.train_nll_epoch
-
-
-def _robustness(run: Run) -> float | None:
-    return run.robustness
+_error = attrgetter("test_error")
+_nll = attrgetter("train_nll")
+_nll_epoch = attrgetter("train_nll_epoch")
+_robustness = attrgetter("robustness")
+_aurc = attrgetter("aurc")
 
 
 def _test_nll(run: Run) -> float | None:
@@ -76,10 +74,6 @@ def _test_nll(run: Run) -> float | None:
 
 def _test_ece(run: Run) -> float | None:
     return run.metrics.test.get("ece")
-
-
-def _aurc(run: Run) -> float | None:
-    return run.aurc
 
 
 @dataclass(frozen=True)
@@ -117,22 +111,20 @@ def _differences(
 ) -> list[Difference | None]:
     """Each variant's difference from the baseline in one metric, Holm-corrected over the variants compared."""
     pooled = Pooled.of([_values(v, value) for v in variants]) if settings.pooled else None
-    differences: list[Difference | None] = []
-    for variant in variants:
-        if variant is baseline:
-            differences.append(None)
-            continue
-        extra = _test_set_variance(variant, baseline, settings.bootstrap) if test_noise else 0.0
-        differences.append(
-            difference(
+    return with_holm(
+        [
+            None
+            if variant is baseline
+            else difference(
                 _by_seed(variant, value),
                 _by_seed(baseline, value),
                 paired=settings.paired and same_initialisation(variant, baseline),
                 pooled=pooled,
-                extra_variance=extra,
+                extra_variance=_test_set_variance(variant, baseline, settings.bootstrap) if test_noise else 0.0,
             )
-        )
-    return with_holm(differences)
+            for variant in variants
+        ]
+    )
 
 
 def same_initialisation(variant: Variant, baseline: Variant) -> bool:
@@ -156,12 +148,11 @@ def _values(variant: Variant, value: Any) -> list[float]:
 
 def _test_set_variance(variant: Variant, baseline: Variant, draws: int) -> float:
     """The test set's own sampling noise in a difference of mean test errors (0 when a run kept no predictions)."""
-    if draws <= 0:
+    if draws <= 0 or not _test_noise_included(variant, baseline):
         return 0.0
-    a, b = [run.test_correct() for run in variant.runs], [run.test_correct() for run in baseline.runs]
-    if any(c is None for c in a + b):
-        return 0.0
-    return bootstrap_variance(a, b, draws)
+    return bootstrap_variance(
+        [run.test_correct() for run in variant.runs], [run.test_correct() for run in baseline.runs], draws
+    )
 
 
 EPOCHS = "recipe.epochs"  # the budget a sweep may double to check a ranking
@@ -217,9 +208,7 @@ def variant_rows(
     robusts = _differences(variants, baseline, _robustness, settings)  # no verdict reads it: a description
     rows = []
     for variant, error_diff, nll_diff, epoch_diff, robust_diff in zip(variants, errors, nlls, epoch_nlls, robusts):
-        error, nll, robust = variant.summary(_error), variant.summary(_nll), variant.summary(_robustness)
-        epoch_nll = variant.summary(_nll_epoch)
-        test_nll, ece, aurc = variant.summary(_test_nll), variant.summary(_test_ece), variant.summary(_aurc)
+        error = variant.summary(_error)
         if variant is baseline:
             judged = judged_epoch = "baseline"
         else:
@@ -233,20 +222,14 @@ def variant_rows(
                 "test_error": error.mean,
                 "test_error_sd": error.sd,
                 **_difference_columns("error", error_diff),
-                "train_clean_nll": nll.mean if nll else None,
-                "train_clean_nll_sd": nll.sd if nll else None,
+                **variant.columns("train_clean_nll", _nll),
                 **_difference_columns("nll", nll_diff),
-                "train_nll_epoch": epoch_nll.mean if epoch_nll else None,
-                "train_nll_epoch_sd": epoch_nll.sd if epoch_nll else None,
+                **variant.columns("train_nll_epoch", _nll_epoch),
                 **_difference_columns("nll_epoch", epoch_diff),
-                "test_nll": test_nll.mean if test_nll else None,
-                "test_nll_sd": test_nll.sd if test_nll else None,
-                "test_ece": ece.mean if ece else None,
-                "test_ece_sd": ece.sd if ece else None,
-                "test_aurc": aurc.mean if aurc else None,
-                "test_aurc_sd": aurc.sd if aurc else None,
-                "robustness": robust.mean if robust else None,
-                "robustness_sd": robust.sd if robust else None,
+                **variant.columns("test_nll", _test_nll),
+                **variant.columns("test_ece", _test_ece),
+                **variant.columns("test_aurc", _aurc),
+                **variant.columns("robustness", _robustness),
                 **_difference_columns("robustness", robust_diff),
                 "test_set_noise": variant is not baseline and _test_noise_included(variant, baseline),
                 "error_mde": _detectable(error_diff, settings.rule),
@@ -269,16 +252,11 @@ def _test_noise_included(variant: Variant, baseline: Variant) -> bool:
 
 
 def _difference_columns(name: str, diff: Difference | None) -> dict[str, Any]:
-    if diff is None:
-        return dict.fromkeys(f"{name}_{part}" for part in ("delta", "ci_low", "ci_high", "p", "p_holm", "method"))
-    return {
-        f"{name}_delta": diff.delta,
-        f"{name}_ci_low": diff.low,
-        f"{name}_ci_high": diff.high,
-        f"{name}_p": diff.p,
-        f"{name}_p_holm": diff.p_holm,
-        f"{name}_method": diff.method,
-    }
+    parts = ("delta", "ci_low", "ci_high", "p", "p_holm", "method")
+    values = (
+        (None,) * len(parts) if diff is None else (diff.delta, diff.low, diff.high, diff.p, diff.p_holm, diff.method)
+    )
+    return {f"{name}_{part}": value for part, value in zip(parts, values)}
 
 
 def run_rows(runs: Sequence[Run], keys: list[str]) -> list[dict[str, Any]]:
@@ -301,7 +279,9 @@ def run_rows(runs: Sequence[Run], keys: list[str]) -> list[dict[str, Any]]:
     ]
 
 
-def _cell(value: Any, sd: Any = None) -> str:
+def _cell(row: dict[str, Any], name: str) -> str:
+    """A summary column as ``mean ± sd`` (its ``name_sd`` column), or a dash where no run has the value."""
+    value, sd = row[name], row[f"{name}_sd"]
     if value is None:
         return "–"
     if isinstance(value, float):
@@ -379,16 +359,12 @@ def markdown(
     ]
     for row in rows:
         lines.append(
-            f"| {row['variant']} | {row['seeds']} | {_cell(row['test_error'], row['test_error_sd'])} | "
+            f"| {row['variant']} | {row['seeds']} | {_cell(row, 'test_error')} | "
             f"{_delta_cell(row, 'error', 100, ' pp')} | {_mde_cell(row['error_mde'], 100, ' pp')} | "
-            f"{_cell(row['train_clean_nll'], row['train_clean_nll_sd'])} | "
-            f"{_delta_cell(row, 'nll', 1, '')} | {_mde_cell(row['nll_mde'], 1, '')} | "
-            f"{_cell(row['test_nll'], row['test_nll_sd'])} | "
-            f"{_cell(row['test_ece'], row['test_ece_sd'])} | {_cell(row['test_aurc'], row['test_aurc_sd'])} | "
-            f"{_cell(row['robustness'], row['robustness_sd'])} | "
-            f"{_delta_cell(row, 'robustness', 100, ' pp')} | {row['verdict']} | "
-            f"{_cell(row['train_nll_epoch'], row['train_nll_epoch_sd'])} | {_delta_cell(row, 'nll_epoch', 1, '')} | "
-            f"{row['verdict_hdvw_nll']} |"
+            f"{_cell(row, 'train_clean_nll')} | {_delta_cell(row, 'nll', 1, '')} | {_mde_cell(row['nll_mde'], 1, '')} "
+            f"| {_cell(row, 'test_nll')} | {_cell(row, 'test_ece')} | {_cell(row, 'test_aurc')} | "
+            f"{_cell(row, 'robustness')} | {_delta_cell(row, 'robustness', 100, ' pp')} | {row['verdict']} | "
+            f"{_cell(row, 'train_nll_epoch')} | {_delta_cell(row, 'nll_epoch', 1, '')} | {row['verdict_hdvw_nll']} |"
         )
     if not jobs.complete:
         lines += ["", f"A partial sweep, the unfinished jobs left out: {jobs.describe()}"]
@@ -410,10 +386,6 @@ def sweep_wandb_settings(run: RunDir, enabled: bool | None = None) -> tracking.W
 REPORT_COMMAND = "report"  # the output marker of alternet report (files.mark_output)
 
 
-def _is_report(out: Path) -> bool:
-    return is_output_of(out, REPORT_COMMAND)
-
-
 def build_report(
     sweep_dir: Path,
     out_dir: Path | None = None,
@@ -426,7 +398,8 @@ def build_report(
     shape); True logs with them, or the packaged ones (conf/logger/wandb.yaml) when the runs did not use W&B."""
     sweep_dir = Path(sweep_dir)
     out_dir = Path(out_dir) if out_dir else SweepDir(sweep_dir).report_dir
-    out_dir = check_output_dir(out_dir, "report directory", _is_report, "a report of alternet report", "--out")
+    is_report = partial(is_output_of, command=REPORT_COMMAND)
+    out_dir = check_output_dir(out_dir, "report directory", is_report, "a report of alternet report", "--out")
     runs, jobs = read_sweep(sweep_dir)
     wandb_settings = sweep_wandb_settings(runs[0].job, wandb)  # checked before any figure is drawn
     keys = swept_keys(runs)

@@ -88,9 +88,6 @@ class Summary:
             return None
         return cls(statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0, len(values))
 
-    def __str__(self) -> str:
-        return f"{self.mean:.4f} ± {self.sd:.4f}" if self.n > 1 else f"{self.mean:.4f}"
-
 
 def budget_reason(completed: bool, ranking_holds_at_twice: bool | None) -> str | None:
     """Why an optimisation/regularisation reading holds only at this budget (None: it does not): a run that did

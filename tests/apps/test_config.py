@@ -55,6 +55,7 @@ def test_every_model_option_builds(model):
     names = {"byob": "botnet_cifar", "maxxvit": "coatnet_cifar", "timm": "resnet18"}
     config = resolved(f"model={model}", "data=cifar100", *(["model.name=resnet18"] if model == "timm" else []))
     assert config["model"]["name"] == names.get(model, model)
+    assert isinstance(train_config(config), TrainConfig)  # typed: every key of the schema, every value its type
     data = datamodule_of(config).facts()
     with torch.device("meta"):  # shapes, no weights: every named model runs for real in tests/models/test_models.py
         module = ClassificationModule(model=config["model"], recipe=config["recipe"], data=data)
@@ -78,6 +79,7 @@ def test_every_data_option_builds(data, tmp_path):
             Image.new("RGB", (4, 4)).save(tmp_path / "train" / f"n{i:08d}" / "0.png")
         overrides.append(f"data.root={tmp_path}")
     config = resolved(f"data={data}", *overrides)
+    assert isinstance(train_config(config), TrainConfig)
     datamodule = datamodule_of(config)
     assert isinstance(datamodule, DATAMODULES[data])
     assert datamodule.num_classes == classes
@@ -87,13 +89,15 @@ def test_every_data_option_builds(data, tmp_path):
 @pytest.mark.parametrize("recipe", options("recipe"))
 def test_every_recipe_option_composes_and_validates(recipe):
     config = resolved(f"recipe={recipe}")
-    validate_train_config(config)
+    assert isinstance(validate_train_config(config).recipe, RecipeConfig)
     assert config["trainer"]["max_epochs"] == config["recipe"]["epochs"]
 
 
 @pytest.mark.parametrize("trainer", options("trainer"))
 def test_every_trainer_option_instantiates(trainer, tmp_path):
-    config = resolved(f"trainer={trainer}")["trainer"]
+    values = resolved(f"trainer={trainer}")
+    assert isinstance(train_config(values), TrainConfig)
+    config = values["trainer"]
     if config["accelerator"] == "gpu" and not torch.cuda.is_available():
         pytest.skip("trainer=gpu needs a GPU")
     config["precision"] = choose_precision(config["precision"], config["accelerator"]).precision  # as train() does
@@ -101,9 +105,15 @@ def test_every_trainer_option_instantiates(trainer, tmp_path):
 
 
 @pytest.mark.parametrize("group", ["logger", "callbacks", "experiment", "debug"])
-def test_every_other_option_composes(group):
+def test_every_other_option_composes_against_its_schema_into_checked_objects(group):
+    """With the tests of each model, data, recipe and trainer option above: every config in conf/ composes against
+    its schema (no key outside its section's dataclass, every value of its type) and is checked section by section
+    (the paper presets' every job: tests/training/test_regimes.py)."""
     for option in options(group):
-        assert OmegaConf.to_container(compose_train(f"{group}={option}"), resolve=True)
+        values = resolved(f"{group}={option}")
+        if "???" in str(values):
+            continue  # a value the user must give (data.root of the ImageNet experiments): refused by the checks
+        assert isinstance(train_config(values), TrainConfig), option
 
 
 # Every rule of the config's sections and checks (before any work): one bad value each and the one line it must fail
@@ -233,19 +243,6 @@ def test_the_schema_refuses_a_wrong_type_or_an_unknown_key_while_composing(overr
         compose_train(*overrides)
     line = composition_error(error.value, "train")
     assert line.startswith(message) and "\n" not in line
-
-
-def test_every_config_composes_against_its_schema_into_checked_objects():
-    """Every option of every group, typed (no key outside its section's dataclass, every value of its type) and
-    checked section by section (the paper presets' every job: tests/training/test_regimes.py)."""
-    groups = ("data", "recipe", "trainer", "logger", "callbacks", "model", "experiment")
-    chosen = [f"{group}={option}" for group in groups for option in options(group)]
-    for option in chosen:
-        values = resolved(option, *(["model.name=resnet18"] if option == "model=timm" else []))
-        if "???" in str(values):
-            continue  # a value the user must give (data.root of imagefolder): refused by the checks, tested above
-        config = train_config(values)
-        assert isinstance(config, TrainConfig) and isinstance(config.recipe, RecipeConfig), option
 
 
 def test_the_speedrun_preset_is_an_alternet_that_follows_the_buildup_rules(recwarn):

@@ -242,15 +242,15 @@ def per_sample_getters(root: Path, shards: Path, batch_size: int) -> dict[str, C
 
 def cost_split(root: Path, count: int) -> list[tuple[str, float]]:
     """ms per image of decoding, seeding and each train-transform step, one process."""
-    from alternet.data.files.images import decode_rgb, seed_sample
-    from alternet.seeds import derive_seed
+    from alternet.data.files.images import decode_rgb
+    from alternet.seeds import derive_seed, seed_generators
 
     module = our_module(root, 0, 64, None)
     files, transform = module.files["train"], module.splits["train"].transform
     steps = list(transform.transforms)
-    decode, derive, seed = "decode: decode_rgb (open, read, decode, RGB)", "seed: derive_seed", "seed: seed_sample"
+    decode, derive, seed = "decode: decode_rgb (open, read, decode, RGB)", "seed: derive_seed", "seed: seed_generators"
     times = {decode: 0.0, derive: 0.0, seed: 0.0} | {f"augment: {type(step).__name__}": 0.0 for step in steps}
-    torch_seed = 0.0  # part of seed_sample, timed again on its own
+    torch_seed = 0.0  # part of seed_generators, timed again on its own
     decode_rgb(files.path(0))
     clock = time.perf_counter
     for i in range(count):
@@ -259,7 +259,7 @@ def cost_split(root: Path, count: int) -> list[tuple[str, float]]:
         t1 = clock()
         sample_seed = derive_seed(0, "augment", 0, i)
         t2 = clock()
-        seed_sample(sample_seed)
+        seed_generators(sample_seed)
         t3 = clock()
         torch.manual_seed(sample_seed)
         torch_seed += clock() - t3
@@ -271,7 +271,7 @@ def cost_split(root: Path, count: int) -> list[tuple[str, float]]:
             image = step(image)
             times[f"augment: {type(step).__name__}"] += clock() - t0
     return [(name, 1e3 * total / count) for name, total in times.items()] + [
-        ("(of seed_sample: torch.manual_seed alone)", 1e3 * torch_seed / count)
+        ("(of seed_generators: the torch generator alone)", 1e3 * torch_seed / count)
     ]
 
 

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import random
 import time
 from pathlib import Path
 from typing import Any
 
 import lightning as L
-import numpy as np
-import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from ..files import atomic_write
 from ..runs.layout import RunDir
-from ..seeds import derive_seed
+from ..seeds import derive_seed, seed_generators
 
 
 class BatchSeed(L.Callback):
@@ -33,21 +30,7 @@ class BatchSeed(L.Callback):
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
     ) -> None:
         seed = derive_seed(self.seed, "batch", trainer.current_epoch, batch_idx, trainer.global_rank)
-        random.seed(seed)
-        np.random.seed(seed % 2**32)
-        seed_torch(seed, pl_module.device)
-
-
-def seed_torch(seed: int, device: torch.device) -> None:
-    """What ``torch.manual_seed`` does for a run on ``device``, without its per-call cost: for each backend not yet
-    initialised (CUDA on a CPU run, and the others torch knows) it queues a deferred seeding with a formatted stack
-    trace, ~2 ms a call on a 2-core CPU and a list that grows by three entries per step. The CPU generator is seeded
-    always, the device's own when the run is on one (initialised by then, so seeded at once)."""
-    torch.default_generator.manual_seed(seed)
-    if device.type == "cuda":
-        torch.cuda.manual_seed(seed)
-    elif device.type != "cpu":
-        torch.manual_seed(seed)
+        seed_generators(seed, pl_module.device)
 
 
 def ends_optimizer_step(trainer: L.Trainer, batch_idx: int) -> bool:

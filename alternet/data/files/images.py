@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import multiprocessing
 import os
-import random
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from PIL import Image
 from torch.utils.data import Dataset
 
 from ...errors import AlternetWarning, DataError
+from ...seeds import seed_generators
 from ..workers import WorkerLedger
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -130,15 +130,6 @@ def decode_rgb(source: Path | bytes | memoryview, name: str | Path | None = None
         ) from None
 
 
-def seed_sample(seed: int) -> None:
-    """Fix the global random generators for one sample: torchvision and timm transforms draw from Python's
-    ``random``, NumPy's and torch's global CPU generators. (``torch.manual_seed`` would also queue seeding of every
-    accelerator, at 0.2 ms a call: a tenth of a JPEG decode, for generators that CPU transforms never use.)"""
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.default_generator.manual_seed(seed)
-
-
 class SkipCounter:
     """Unreadable images skipped so far, counted across the loader workers of this process (shared memory)."""
 
@@ -196,5 +187,5 @@ class DecodingDataset(Dataset):
         if self.ledger is not None:
             self.ledger.done()
         if seed is not None:
-            seed_sample(seed)
+            seed_generators(seed)
         return self.transform(image), int(label)

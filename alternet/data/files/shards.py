@@ -34,9 +34,9 @@ from ...files import (
     write_json,
     writing,
 )
-from ...seeds import derive_seed
+from ...seeds import derive_seed, seed_generators
 from ..workers import MAX_AUTO_WORKERS, StartsWorkersSafely, WorkerLedger, available_cpus
-from .images import FileList, SkipCounter, decode_rgb, scan_split, seed_sample
+from .images import FileList, SkipCounter, decode_rgb, scan_split
 
 CLASSES_FILE = "classes.json"
 SHARDS_COMMAND = "shards"  # the output marker of alternet shards (files.mark_output)
@@ -208,7 +208,9 @@ class StreamingImages(StreamingDataset):
         image = decode_rgb(record["image"], name)
         if self.ledger is not None:
             self.ledger.done()
-        seed_sample(derive_seed(self.base_seed, "augment", int(self.current_epoch), int(getattr(index, "index", 0))))
+        seed_generators(
+            derive_seed(self.base_seed, "augment", int(self.current_epoch), int(getattr(index, "index", 0)))
+        )
         return self.image_transform(image), int(record["label"])
 
 

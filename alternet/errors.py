@@ -37,23 +37,25 @@ def suggest(value: Any, choices: Iterable[Any]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def one_of(key: str, value: Any, choices: Iterable[Any]) -> None:
+def one_of(key: str, value: Any, choices: Iterable[Any], show: Callable[[Any], str] = repr) -> None:
     """``KEY=VALUE is not one of [...]`` (with the closest choice) unless ``value`` is one of ``choices``
-    (compared as text, as a command line types them)."""
+    (compared as text, as a command line types them); ``show`` writes the value."""
     choices = list(choices)
     if str(value) not in [str(c) for c in choices]:
-        raise ConfigValueError(f"{key}={value!r} is not one of {choices}{suggest(value, choices)}")
+        raise ConfigValueError(f"{key}={show(value)} is not one of {choices}{suggest(value, choices)}")
 
 
-def require(key: str, value: Any, check: Callable[[Any], Any], expectation: str) -> None:
+def require(
+    key: str, value: Any, check: Callable[[Any], Any], expectation: str, show: Callable[[Any], str] = repr
+) -> None:
     """``KEY=VALUE is invalid: EXPECTATION`` unless ``check(value)`` holds (a check that cannot compare the value,
-    e.g. a string against a number, fails it)."""
+    e.g. a string against a number, fails it); ``show`` writes the value."""
     try:
         ok = check(value)
     except (TypeError, ValueError):
         ok = False
     if not ok:
-        raise ConfigValueError(f"{key}={value!r} is invalid: {expectation}")
+        raise ConfigValueError(f"{key}={show(value)} is invalid: {expectation}")
 
 
 def check_option(option: str, value: object, ok: bool, what: str) -> None:

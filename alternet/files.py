@@ -68,14 +68,9 @@ def _mode(path: Path) -> int:
         return 0o666 & ~_UMASK
 
 
-def _read_umask() -> int:
-    """The process's umask, read once at import (reading it means setting it: no thread may create a file then)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _read_umask()
+# the process's umask, read once at import (reading it means setting it: no thread may create a file then)
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
 
 
 OUTPUT_MARKER = ".alternet-output"  # the command that writes a folder (report, shards, an evaluation's out_dir)

@@ -40,27 +40,18 @@ class Progress:
         self.stream = stream or sys.stderr
         self.done = 0
         self.start = self._last = time.monotonic()
-        self._bar = (
-            tqdm(
-                total=total,
-                desc=label,
-                unit=unit[:-1] if unit.endswith("s") else unit,
-                leave=False,
-                file=self.stream,
-                dynamic_ncols=True,
+        self._bar: tqdm | None = None
+        if self.stream.isatty():
+            self._bar = tqdm(
+                total=total, desc=label, unit=unit.removesuffix("s"), leave=False, file=self.stream, dynamic_ncols=True
             )
-            if self.stream.isatty()
-            else None
-        )
 
     def _line(self, note: str) -> str:
         elapsed = time.monotonic() - self.start
-        eta = ""
+        line = f"{self.label}: {self.done}/{self.total} {self.unit}, {duration(elapsed)} elapsed"
         if 0 < self.done < self.total:
-            eta = f", ETA {duration(elapsed / self.done * (self.total - self.done))}"
-        return f"{self.label}: {self.done}/{self.total} {self.unit}, {duration(elapsed)} elapsed{eta}" + (
-            f"  {note}" if note else ""
-        )
+            line += f", ETA {duration(elapsed / self.done * (self.total - self.done))}"
+        return line + (f"  {note}" if note else "")
 
     def update(self, n: int = 1, note: str = "") -> None:
         self.done += n

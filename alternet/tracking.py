@@ -62,9 +62,6 @@ class WandbSettings(Section):
 
     def check(self) -> None:
         self.require("project", lambda v: isinstance(v, str) and v, "must be a project name")
-        for key in ("entity", "group", "name"):
-            self.require(key, lambda v: isinstance(v, str), "must be a string (or null)")
-        self.require("tags", lambda v: isinstance(v, Sequence) and not isinstance(v, str), "must be a list")
         if not isinstance(self.offline, bool):  # a null here is no default: it must be said
             raise ConfigValueError(f"offline={shown(self.offline)} is invalid: must be true or false")
         self.require("init_timeout", lambda v: not isinstance(v, bool) and v > 0, "must be seconds > 0")
@@ -99,13 +96,10 @@ def wandb_settings(
 # offline detection -----------------------------------------------------------------------------
 
 
-def _wandb_host() -> str:
-    return urlparse(os.environ.get("WANDB_BASE_URL", f"https://{WANDB_HOST}")).hostname or WANDB_HOST
-
-
-def _has_api_key(host: str) -> bool:
+def _has_api_key() -> bool:
     if os.environ.get("WANDB_API_KEY"):
         return True
+    host = urlparse(os.environ.get("WANDB_BASE_URL", f"https://{WANDB_HOST}")).hostname or WANDB_HOST
     try:
         return netrc.netrc().authenticators(host) is not None
     except (FileNotFoundError, netrc.NetrcParseError):
@@ -118,7 +112,7 @@ def offline_reason(requested_offline: bool) -> str | None:
     through any proxy the environment names (``HTTPS_PROXY``), within ``init_timeout``."""
     if requested_offline or os.environ.get("WANDB_MODE") in ("offline", "disabled", "dryrun"):
         return "requested"
-    if not _has_api_key(_wandb_host()):
+    if not _has_api_key():
         return "no W&B API key (set WANDB_API_KEY or run `wandb login`)"
     return None
 
@@ -145,25 +139,24 @@ def start_run(settings: WandbSettings, **init: Any) -> Any:
 # training runs ---------------------------------------------------------------------------------
 
 
+def _kept(path: Path, value: str) -> str:
+    """The value ``path`` holds, ``value`` written there first when it holds none."""
+    if path.is_file():
+        return path.read_text().strip()
+    write_text(path, value + "\n")
+    return value
+
+
 def wandb_run_id(run: RunDir) -> str:
     """The W&B run id of this run directory, created once and kept in it, so a resumed run continues its W&B run
     instead of starting a second one."""
-    path = run.wandb_run_id
-    if path.is_file():
-        return path.read_text().strip()
-    run_id = uuid.uuid4().hex[:8]
-    write_text(path, run_id + "\n")
-    return run_id
+    return _kept(run.wandb_run_id, uuid.uuid4().hex[:8])
 
 
 def wandb_group(run: RunDir, group: str) -> str:
     """The W&B group of this run directory, fixed at its first start (a resumed run and the evaluation runs of
     its checkpoints join it): the configured group, a sweep's, or the run's own id."""
-    path = run.wandb_group
-    if path.is_file():
-        return path.read_text().strip()
-    write_text(path, group + "\n")
-    return group
+    return _kept(run.wandb_group, group)
 
 
 def training_run(run: RunDir | None) -> dict[str, str]:
@@ -214,10 +207,8 @@ def run_location(run: Any) -> str:
 
 def finish(exit_code: int = 0) -> None:
     """Close the active W&B run, if any (also after a failure, and between multirun jobs)."""
-    try:
-        import wandb
-    except ImportError:
-        return
+    import wandb
+
     if wandb.run is not None:
         wandb.finish(exit_code=exit_code)
 
@@ -336,7 +327,9 @@ def _csv_charts(path: Path, prefix: str) -> dict[str, Any]:
     charts: dict[str, Any] = {f"{prefix}/{path.stem}_table": table}
     depths = [row.get("depth") for row in rows]
     if "depth" in columns and len(set(depths)) == len(depths):
-        numeric = [c for i, c in enumerate(columns) if c not in DEPTH_COLUMNS and _all_numbers(r[i] for r in data)]
+        numeric = [
+            c for i, c in enumerate(columns) if c not in DEPTH_COLUMNS and all(isinstance(r[i], float) for r in data)
+        ]
         for column in numeric:
             charts[f"{prefix}/{column}_by_depth"] = wandb.plot.line(table, "depth", column, title=f"{column} by depth")
     return charts
@@ -350,10 +343,6 @@ def _number_or_text(value: str) -> Any:
         return float(value)
     except ValueError:
         return value
-
-
-def _all_numbers(values: Any) -> bool:
-    return all(isinstance(v, float) for v in values)
 
 
 def log_sweep_report(
@@ -416,9 +405,9 @@ def log_model_artifacts(
     aliases best and latest. Files are referenced in place (immutable policy): an offline run records them for
     ``wandb sync``, an online run uploads them."""
     logged = []
-    entries: Sequence[tuple[str, str, Path]] = [(checkpoint_artifact_name(run.id), "checkpoint", checkpoint)]
+    entries = [(checkpoint_artifact_name(run.id), "checkpoint", checkpoint)]
     if export_dir is not None:
-        entries = [*entries, (export_artifact_name(run.id), "export", export_dir)]
+        entries.append((f"export-{run.id}", "export", export_dir))
     for name, kind, path in entries:
         artifact = _checkpoint_artifact(name, path, {**metadata, "kind": kind})
         run.log_artifact(artifact, aliases=list(ARTIFACT_ALIASES))
@@ -430,10 +419,6 @@ def checkpoint_artifact_name(run_id: str) -> str:
     """The one name of a training run's checkpoint artifact (only alternet writes it: Lightning's ``log_model``,
     which would write the same name with other contents, is not used)."""
     return f"model-{run_id}"
-
-
-def export_artifact_name(run_id: str) -> str:
-    return f"export-{run_id}"
 
 
 def _checkpoint_artifact(name: str, path: Path, metadata: dict[str, Any]) -> Any:

@@ -25,6 +25,7 @@ import typing
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, TypeVar
 
+from . import errors
 from .errors import ConfigValueError, is_integer, suggest
 
 S = TypeVar("S", bound="Section")
@@ -62,23 +63,15 @@ class Section:
         return values | extra
 
     def require(self, key: str, ok: Callable[[Any], Any], expectation: str) -> None:
-        """``KEY=VALUE is invalid: EXPECTATION`` unless ``ok(value)`` holds; a null value is the key's own default
-        behaviour and passes (a comparison that cannot be made fails)."""
-        value = getattr(self, key)
-        if value is None:
-            return
-        try:
-            passed = ok(value)
-        except (TypeError, ValueError):
-            passed = False
-        if not passed:
-            raise ConfigValueError(f"{key}={shown(value)} is invalid: {expectation}")
+        """:func:`alternet.errors.require` on the key's value; a null value is the key's own default behaviour and
+        passes."""
+        if (value := getattr(self, key)) is not None:
+            errors.require(key, value, ok, expectation, shown)
 
     def one_of(self, key: str, choices: Iterable[Any]) -> None:
-        """``KEY=VALUE is not one of [...]`` (with the closest) unless the value, as typed, is one of ``choices``."""
-        value, choices = getattr(self, key), list(choices)
-        if value is not None and str(value) not in [str(c) for c in choices]:
-            raise ConfigValueError(f"{key}={shown(value)} is not one of {choices}{suggest(value, choices)}")
+        """:func:`alternet.errors.one_of` on the key's value, unless it is null."""
+        if (value := getattr(self, key)) is not None:
+            errors.one_of(key, value, choices, shown)
 
 
 def _plain(value: Any) -> Any:

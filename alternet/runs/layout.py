@@ -57,8 +57,6 @@ class RunDir:
     LOGS = "logs"  # the CSV logger's version folder
     LAST = "last.ckpt"
     BEST_FILENAME = f"{BEST_PREFIX}{{epoch:03d}}"  # Lightning's ModelCheckpoint filename template
-    BEST_PATTERN = "best-*.ckpt"  # any best checkpoint, whatever its epoch
-    CHECKPOINT_PATTERN = "*.ckpt"
     HYDRA = ".hydra"
 
     def __post_init__(self) -> None:
@@ -82,12 +80,12 @@ class RunDir:
             path.unlink(missing_ok=True)
 
     def best_checkpoints(self) -> list[Path]:
-        """Every ``checkpoints/best-*.ckpt``, sorted."""
-        return sorted(self.checkpoints.glob(self.BEST_PATTERN))
+        """Every ``checkpoints/best-*.ckpt`` (whatever its epoch), sorted."""
+        return sorted(self.checkpoints.glob("best-*.ckpt"))
 
     def checkpoint_files(self) -> list[Path]:
         """Every ``checkpoints/*.ckpt``, sorted (none when there is no checkpoint folder)."""
-        return sorted(self.checkpoints.glob(self.CHECKPOINT_PATTERN)) if self.checkpoints.is_dir() else []
+        return sorted(self.checkpoints.glob("*.ckpt")) if self.checkpoints.is_dir() else []
 
     def nonfinite_checkpoint(self, step: int) -> Path:
         """``checkpoints/nonfinite-stepN.ckpt``: the state before a step whose loss or gradients went non-finite."""
@@ -268,7 +266,6 @@ class SweepJobs:
     """The jobs of a sweep directory: those that finished (``metrics.json``), those that started and did not, and
     how many the sweep launches (``expected``, from Hydra's ``multirun.yaml``; None when unknown)."""
 
-    directory: Path
     jobs: tuple[RunDir, ...]
     expected: int | None = None
 
@@ -338,7 +335,7 @@ class SweepDir:
             raise ConfigValueError(f"sweep directory {self.path} does not exist")
         jobs = [RunDir(p) for p in self.path.iterdir() if p.is_dir() and RunDir(p).is_job()]
         jobs.sort(key=lambda job: (len(job.path.name), job.path.name))
-        return SweepJobs(self.path, tuple(jobs), self.expected_jobs())
+        return SweepJobs(tuple(jobs), self.expected_jobs())
 
     def expected_jobs(self) -> int | None:
         """How many jobs the sweep launches, from Hydra's record of it (``multirun.yaml``: the sweeper's params and

@@ -82,10 +82,8 @@ def discard_unused_run_dir(run: RunDir) -> bool:
     if lock is None or not lock.created or not run.path.is_dir():
         return False
     setup = set(run.setup_records)
-    for path in run.path.rglob("*"):
-        disposable = run.is_hydra_record(path) or path in setup
-        if path.is_file() and not disposable:
-            return False
+    if any(path.is_file() and not (run.is_hydra_record(path) or path in setup) for path in run.path.rglob("*")):
+        return False
     lock.release()
     shutil.rmtree(run.path, ignore_errors=True)
     for parent in lock.parents_made:  # outputs/runs/DATE made for it, unless another run has written there since

@@ -36,18 +36,16 @@ PACKAGES = (
 
 def git_commit(directory: Path) -> str | None:
     """The commit of the checkout holding ``directory`` (with ``-dirty`` when modified), if any."""
+
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", *args], cwd=directory, capture_output=True, text=True, timeout=5)
+
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True, text=True, timeout=5)
+        commit = git("rev-parse", "HEAD")
         if commit.returncode != 0:
             return None
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=directory,
-            capture_output=True,
-            text=True,
-            timeout=5,
-        )
-        return commit.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+        dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+        return commit.stdout.strip() + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return None
 

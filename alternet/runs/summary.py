@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +18,6 @@ class OptimizedMetric:
 
     name: str
     value: float
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "value": self.value}
 
 
 Section = dict[str, Any]  # a split's metrics (``{"acc": ..., "nll": ...}``) or an evaluation record
@@ -42,11 +39,9 @@ _REQUIRED = ("model", "data", "test", "epochs", "global_step")  # every training
 
 @dataclass(frozen=True)
 class RunSummary:
-    """A finished run's ``metrics.json``: written once at the end of training (:meth:`RunDir.write_summary`), read
-    as fields by every reader (the console, the sweep summary, the report, export and the model card, resume).
-
-    The test metrics use the names ``alternet evaluate`` uses (``test.acc``, ``test.nll``, ...; ``test_ema.*`` with
-    EMA). :meth:`to_json` is the object the file holds."""
+    """A finished run's ``metrics.json`` (written by :meth:`RunDir.write_summary`). The test metrics use the names
+    ``alternet evaluate`` uses (``test.acc``, ``test.nll``, ...; ``test_ema.*`` with EMA). :meth:`to_json` is the
+    object the file holds."""
 
     model: str
     data: str
@@ -106,7 +101,7 @@ class RunSummary:
             value = getattr(self, item.name)
             if value is None and item.name in _WRITTEN_WHEN_SET:
                 continue
-            payload[item.name] = value.to_json() if isinstance(value, OptimizedMetric) else value
+            payload[item.name] = asdict(value) if isinstance(value, OptimizedMetric) else value
         return payload | {k: v for k, v in self.extra.items() if k not in payload}
 
     @classmethod
@@ -114,8 +109,7 @@ class RunSummary:
         """Read a run's ``metrics.json``; an older file without the newer keys reads with their defaults, a file
         that is not a training run's summary (an evaluation's report, another JSON object) is refused in one line
         naming it."""
-        payload = read_json(path, error=CheckpointError)
-        return cls.from_payload(payload, where=str(path))
+        return cls.from_payload(read_json(path, error=CheckpointError), where=str(path))
 
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any], *, where: str = "the summary") -> RunSummary:

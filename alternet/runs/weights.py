@@ -45,7 +45,6 @@ class CheckpointWeights:
     num_classes: int
     model_args: dict[str, Any]  # create_model arguments besides num_classes: the full architecture
     hyper_parameters: dict[str, Any]  # the model / recipe / data sections the run trained with
-    ema: bool
 
     @property
     def data(self) -> dict[str, Any]:
@@ -91,7 +90,6 @@ def read_weights(path: str | Path, *, ema: bool = False) -> CheckpointWeights:
         num_classes=num_classes,
         model_args={k: v for k, v in args.items() if k not in TRAINING_ONLY_ARGS},
         hyper_parameters=hparams,
-        ema=ema,
     )
 
 

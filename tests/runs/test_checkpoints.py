@@ -99,9 +99,9 @@ def test_optimized_metric_names_a_metric_the_run_reports():
 
 def test_the_optimized_metric_is_recorded_and_returned(tmp_path):
     summary = train(compose_train(*FAST, "optimized_metric=val/nll", output_dir=tmp_path / "val"))
-    assert summary.optimized_metric.to_json() == {"name": "val/nll", "value": summary.best_val_score}
+    assert summary.to_json()["optimized_metric"] == {"name": "val/nll", "value": summary.best_val_score}
     summary = train(compose_train(*FAST, "optimized_metric=test/acc", output_dir=tmp_path / "test"))
-    assert summary.optimized_metric.to_json() == {"name": "test/acc", "value": summary.test["acc"]}
+    assert summary.to_json()["optimized_metric"] == {"name": "test/acc", "value": summary.test["acc"]}
 
 
 def test_a_sweep_on_a_metric_that_does_not_exist_fails_before_training(tmp_path, monkeypatch, capsys):

@@ -506,9 +506,9 @@ def test_every_loader_of_the_package_starts_its_workers_with_the_stop_signals_bl
     from torch.utils.data import DataLoader
 
     from alternet.data.base import EpochSampler, ResumableLoader
-    from alternet.data.files.shards import _StreamingLoader
+    from alternet.data.files.shards import StreamingLoader
 
-    assert all(issubclass(c, StartsWorkersSafely) for c in (ResumableLoader, _StreamingLoader, PlainLoader))
+    assert all(issubclass(c, StartsWorkersSafely) for c in (ResumableLoader, StreamingLoader, PlainLoader))
     masks = []
     start = DataLoader._get_iterator
 

@@ -66,17 +66,14 @@ class EpochSampler(Sampler):
         if not self.shuffle:
             yield from range(self.rank + skip * self.world_size, self.size, self.world_size)
             return
-        passes = -(-self.draws // self.size)
-        order = torch.cat([self._permutation(p) for p in range(passes)])
+        passes = range(-(-self.draws // self.size))  # ceil: enough passes over the split for the draws
+        seeds = (derive_seed(self.seed, "order", self.epoch, *_of_pass(p)) for p in passes)
+        order = torch.cat([torch.randperm(self.size, generator=torch.Generator().manual_seed(s)) for s in seeds])
         keys = order[: len(self) * self.world_size].tolist()
         positions = range(len(keys))[self.rank :: self.world_size][skip:]
         for position in positions:
             index, pass_ = keys[position], position // self.size
             yield index, derive_seed(self.seed, "augment", self.epoch, index, *_of_pass(pass_))
-
-    def _permutation(self, pass_: int) -> torch.Tensor:
-        generator = torch.Generator().manual_seed(derive_seed(self.seed, "order", self.epoch, *_of_pass(pass_)))
-        return torch.randperm(self.size, generator=generator)
 
 
 def _of_pass(pass_: int) -> tuple[int, ...]:

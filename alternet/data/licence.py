@@ -74,12 +74,8 @@ def one_line_when_uncaught(previous):
     return hook
 
 
-def _check_on_import() -> None:
-    try:
-        require_mit_albumentations()
-    except LicenceError:
-        sys.excepthook = one_line_when_uncaught(sys.excepthook)
-        raise
-
-
-_check_on_import()  # before alternet.data imports albumentations
+try:  # before alternet.data imports albumentations
+    require_mit_albumentations()
+except LicenceError:
+    sys.excepthook = one_line_when_uncaught(sys.excepthook)
+    raise

@@ -7,9 +7,7 @@ C handler re-raises it with the default action) and SIGUSR2 (the default action)
 handler then raises ``DataLoader worker (pid …) is killed by signal`` wherever it happens to be — inside the step
 or the checkpoint that the pre-emption handler was about to write. Every loader of the package therefore starts its
 workers with :func:`init_loader_worker`: they leave the stop signals to the main process, which finishes its step,
-saves, and shuts them down itself. The stop signals are blocked from the fork on (:class:`StartsWorkersSafely`), so
-none lands in a worker before it ignores them, and no thread a worker has (libraries restart theirs after a fork:
-W&B's OpenTelemetry exporters) takes its SIGTERM.
+saves, and shuts them down itself; the signals are blocked from the fork on (:class:`StartsWorkersSafely` says why).
 """
 
 from __future__ import annotations
@@ -31,6 +29,7 @@ from threadpoolctl import threadpool_limits
 from torch.utils.data import DataLoader, get_worker_info
 
 from ..errors import DataError, is_integer, require
+from ..hardware import cpu_cores as available_cpus  # the affinity mask's CPUs (a SLURM allocation), not the machine's
 
 MAX_AUTO_WORKERS = 8  # num_workers=auto for image files: enough to decode JPEGs for one GPU; more only contend
 # num_workers=auto for arrays in memory (crop, flip, RandAugment of 32-px images): on a 16-core H100 machine 8 workers
@@ -41,14 +40,6 @@ MAX_AUTO_ARRAY_WORKERS = 4
 # What schedulers and terminals send to stop a run (the pre-emption callback's choices): never a worker's business.
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2")
 _STOPS = frozenset(getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name))  # those this OS has
-
-
-def available_cpus() -> int:
-    """CPUs this process may run on (its affinity mask, e.g. a SLURM allocation), not the machine's count."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
 
 
 def loader_workers(setting: int | str | None, key: str = "num_workers", *, in_memory: bool = False) -> int:
@@ -72,8 +63,7 @@ def init_loader_worker(worker_id: int) -> None:
     """The ``worker_init_fn`` of every loader: leave the stop signals to the main process, use one BLAS/OpenMP
     thread, then seed as Lightning would have (``seed_everything(workers=True)`` adds its own ``worker_init_fn``
     only to loaders without one). The workers already fill the CPUs; pools of one thread per core in each compete
-    with the main process, which launches the GPU's work (on a 16-core H100 machine, 8 workers made its training
-    step 3.4x slower than 4 did: bench/RESULTS.md)."""
+    with the main process, which launches the GPU's work (bench/RESULTS.md, as for :data:`MAX_AUTO_ARRAY_WORKERS`)."""
     leave_stop_signals_to_main_process()
     sys.excepthook = _quiet_when_the_main_process_left(sys.excepthook)
     threadpool_limits(1)  # BLAS and OpenMP pools (torch sets its own to one thread in a worker)

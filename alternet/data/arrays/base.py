@@ -37,11 +37,9 @@ class ArrayDataset(Dataset):
         return len(self.images)
 
     def __getitem__(self, key: int | tuple[int, int]) -> tuple[torch.Tensor, int]:
-        if isinstance(key, tuple):
-            index, seed = key
+        index, seed = key if isinstance(key, tuple) else (key, None)
+        if seed is not None:
             reseed(self.transform, seed)
-        else:
-            index = key
         return self.transform(image=self.images[index])["image"], int(self.labels[index])
 
     def __getitems__(self, keys: list[int | tuple[int, int]]) -> list[tuple[torch.Tensor, int]]:

@@ -25,15 +25,12 @@ class DigitsDataModule(ArrayDataModule):
 
     def load_split(self, train: bool) -> tuple[np.ndarray, np.ndarray]:
         digits = load_digits()
-        images = self._to_rgb(digits.images)
+        grey = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)  # 0..16 -> 0..255
+        size = (self.image_size, self.image_size)
+        resized = np.stack([cv2.resize(img, size, interpolation=cv2.INTER_LINEAR) for img in grey])
+        images = np.repeat(resized[..., None], 3, axis=-1)
         train_idx, test_idx = train_test_split(
             np.arange(len(images)), test_size=TEST_FRACTION, random_state=self.split_seed, stratify=digits.target
         )
         idx = np.sort(train_idx if train else test_idx)
         return images[idx], digits.target[idx]
-
-    def _to_rgb(self, images: np.ndarray) -> np.ndarray:
-        grey = np.round(images * (255.0 / 16.0)).astype(np.uint8)
-        size = (self.image_size, self.image_size)
-        resized = np.stack([cv2.resize(img, size, interpolation=cv2.INTER_LINEAR) for img in grey])
-        return np.repeat(resized[..., None], 3, axis=-1)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import json
 import logging
 import multiprocessing
@@ -62,6 +63,11 @@ DOWNLOADS = {
 }
 MANIFEST = "manifest.json"
 LABELS = "labels.npy"
+HOW_TO_GET = (  # the fix for missing CIFAR-C files
+    f"Download and untar the real files ({', '.join(f'{name}: {url}' for name, url in DOWNLOADS.items())}) and point "
+    "at the folder holding the .npy files, or generate them: alternet cifar-c --data cifar10|cifar100 --root DATA_DIR "
+    "--export DIR."
+)
 FORMAT_VERSION = 1
 CHUNK_SIZE = 1000  # images per generation task; part of the cache key because it fixes the random streams
 
@@ -97,9 +103,7 @@ class CifarC:
 
     def sets(self) -> Iterator[tuple[str, int]]:
         """Every (corruption, severity) pair held, corruption-major."""
-        for corruption in self.corruptions:
-            for severity in self.severities:
-                yield corruption, severity
+        return itertools.product(self.corruptions, self.severities)
 
 
 def load_cifar_c(
@@ -137,24 +141,15 @@ def load_cifar_c(
     )
 
 
-def _how_to_get() -> str:
-    """The fix for missing CIFAR-C files."""
-    links = ", ".join(f"{name}: {url}" for name, url in DOWNLOADS.items())
-    return (
-        f"Download and untar the real files ({links}) and point at the folder holding the .npy files, "
-        "or generate them: alternet cifar-c --data cifar10|cifar100 --root DATA_DIR --export DIR."
-    )
-
-
 def _require_files(root: Path, files: list[str]) -> None:
     """Raise one DataError listing every missing file of ``files`` under ``root``."""
     if not root.is_dir():
-        raise DataError(f"CIFAR-C directory {root.resolve()} does not exist. {_how_to_get()}")
+        raise DataError(f"CIFAR-C directory {root.resolve()} does not exist. {HOW_TO_GET}")
     missing = [name for name in files if not (root / name).is_file()]
     if missing:
         raise DataError(
             f"CIFAR-C files missing in {root.resolve()}: {', '.join(missing)} "
-            f"({len(missing)} of {len(files)} expected). {_how_to_get()}"
+            f"({len(missing)} of {len(files)} expected). {HOW_TO_GET}"
         )
 
 

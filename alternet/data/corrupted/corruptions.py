@@ -90,7 +90,6 @@ SEVERITY_PARAMS: dict[str, tuple[Any, ...]] = {
 }
 
 _MIN_SIDE = 8
-_FROST_TEXTURES = 5  # the reference draws from its first five frost photographs
 _PIL_PRECISION_BITS = 22  # Pillow's fixed-point precision for 8-bit resampling
 
 
@@ -372,7 +371,7 @@ def frost_textures(size: int) -> np.ndarray:
     side branches at +-60 degrees) with a soft glow, fine grain, tinted pale blue.
     """
     rng = np.random.default_rng(FROST_TEXTURE_SEED)
-    return np.stack([_frost_texture(size, rng) for _ in range(_FROST_TEXTURES)])
+    return np.stack([_frost_texture(size, rng) for _ in FROST_PHOTOGRAPHS])
 
 
 def _frost_texture(size: int, rng: np.random.Generator) -> np.ndarray:
@@ -424,7 +423,7 @@ def _frost(images: np.ndarray, params: tuple[float, float], rng: np.random.Gener
     else:
         textures = frost_textures(max(128, 2 * max(h, w)))
         size = textures.shape[1]
-        choice = rng.integers(_FROST_TEXTURES, size=n)[:, None, None]
+        choice = rng.integers(len(textures), size=n)[:, None, None]
         top = rng.integers(0, size - h, size=n)[:, None, None]
         left = rng.integers(0, size - w, size=n)[:, None, None]
         frost = textures[choice, top + np.arange(h)[None, :, None], left + np.arange(w)[None, None, :]]

@@ -17,6 +17,7 @@ to ``image_size / 0.875``, then the crop), for numbers comparable with HDVW's.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,14 +52,10 @@ class ImageNetC:
     severities: tuple[int, ...]
     class_names: tuple[str, ...]
     folders: Mapping[str, Path] = field(repr=False)  # corruption -> its folder (with or without a family level)
-    source: str = "real"
-    synthetic_frost: bool = False
 
     def sets(self) -> Iterator[tuple[str, int]]:
         """Every (corruption, severity) pair held, corruption-major."""
-        for corruption in self.corruptions:
-            for severity in self.severities:
-                yield corruption, severity
+        return itertools.product(self.corruptions, self.severities)
 
     def files(self, corruption: str, severity: int) -> tuple[np.ndarray, np.ndarray]:
         """(image paths, labels) of one condition, by class then file name."""

@@ -24,7 +24,7 @@ from ..base import ImageDataModule, split_size, stratified_holdout
 from ..config import FolderDataConfig, check_crop_pct
 from ..workers import WorkerLedger, init_loader_worker
 from .images import DecodingDataset, SkipCounter, class_folders, scan_split
-from .shards import StreamingImages, read_shard_classes, streaming_loader
+from .shards import StreamingImages, StreamingLoader, read_shard_classes
 from .transforms import file_transform
 
 
@@ -153,13 +153,12 @@ class ImageFolderDataModule(ImageDataModule):
         eval_transform = file_transform(
             self.mean, self.std, self.image_size, crop_pct=self.crop_pct, eval_interpolation=self.interpolation
         )
-        train_transform = self.train_transform()
         if self.train_shards:
             self.splits["train"] = StreamingImages(
-                self.train_shards, train_transform, seed=self.seed, skipped=self._skipped, ledger=self.ledger
+                self.train_shards, self.train_transform(), seed=self.seed, skipped=self._skipped, ledger=self.ledger
             )
         else:
-            self.splits["train"] = DecodingDataset(train, train_transform, self._skipped, self.ledger)
+            self.splits["train"] = DecodingDataset(train, self.train_transform(), self._skipped, self.ledger)
         if val is not None:
             self.splits["val"] = DecodingDataset(val, eval_transform, self._skipped, self.ledger)
         self.splits["test"] = DecodingDataset(test, eval_transform, self._skipped, self.ledger)
@@ -169,9 +168,7 @@ class ImageFolderDataModule(ImageDataModule):
         self.files = {"train": train, "val": val, "test": test}
 
     def train_dataloader(self) -> DataLoader:
-        if not self.train_shards:
-            return super().train_dataloader()
-        return self._shards_loader()
+        return self._shards_loader() if self.train_shards else super().train_dataloader()
 
     def check_before_fit(self) -> None:
         if not self.train_shards:  # streamed shards are opened inside the run: LitData reads its ranks there
@@ -184,9 +181,10 @@ class ImageFolderDataModule(ImageDataModule):
         return len(self._shards_loader())  # LitData's length is already this rank's share (and its workers')
 
     def _shards_loader(self) -> DataLoader:
-        return streaming_loader(
+        return StreamingLoader(
             self.splits["train"],
             batch_size=self.batch_size,
+            drop_last=True,
             num_workers=self.num_workers,
             pin_memory=self.pin_memory,
             persistent_workers=self.persistent_workers,
@@ -197,8 +195,7 @@ class ImageFolderDataModule(ImageDataModule):
         return super().facts() | {"crop_pct": self.crop_pct, "interpolation": self.interpolation}
 
     def describe(self) -> str:
-        text = super().describe()
-        return text + (f", train streamed from {self.train_shards}" if self.train_shards else "")
+        return super().describe() + (f", train streamed from {self.train_shards}" if self.train_shards else "")
 
 
 class ImageNetDataModule(ImageFolderDataModule):

@@ -39,15 +39,12 @@ class FileList:
     def __len__(self) -> int:
         return len(self.paths)
 
-    def path(self, index: int) -> Path:
-        return self.root / self.paths[index].decode()
-
     def take(self, indices: np.ndarray) -> FileList:
         return FileList(self.root, self.paths[indices], self.labels[indices])
 
     def __getitem__(self, index: int) -> tuple[Path, int, Path]:
         """(what to decode, label, name for messages) of one image."""
-        path = self.path(index)
+        path = self.root / self.paths[index].decode()
         return path, int(self.labels[index]), path
 
 

@@ -11,6 +11,7 @@ Class names are written beside LitData's ``index.json``. :class:`StreamingImages
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing
 import os
 import sys
@@ -40,6 +41,10 @@ from .images import FileList, SkipCounter, decode_rgb, scan_split
 
 CLASSES_FILE = "classes.json"
 SHARDS_COMMAND = "shards"  # the output marker of alternet shards (files.mark_output)
+# litdata starts its writer workers with spawn: each a fresh interpreter that imports torch again (seconds per worker).
+# On Linux they fork instead, as the training loaders' workers do: the reader they run holds no thread or lock. Other
+# systems keep litdata's choice (fork is unsafe on macOS).
+WRITER_START_METHOD = "fork" if sys.platform.startswith("linux") else None
 
 
 def source_split(src: Path) -> Path:
@@ -83,7 +88,8 @@ def write_shards(
             f"OUT {out} is inside the source {src}: the shards would become a class folder of the data set they are "
             "written from; choose a directory outside it"
         )
-    out = check_output_dir(out, "shards output", _is_shards_output, "shards written by alternet shards", "OUT")
+    own = functools.partial(is_output_of, command=SHARDS_COMMAND)
+    out = check_output_dir(out, "shards output", own, "shards written by alternet shards", "OUT")
     if (out / "index.json").exists():
         raise DataError(f"{out} already holds shards (index.json); choose an empty directory or delete it first")
     split = source_split(Path(src).expanduser())
@@ -97,13 +103,24 @@ def write_shards(
     with writing(out, "shards output"):  # a second alternet shards into OUT stops here
         mark_output(out, SHARDS_COMMAND)  # first: an interrupted writing is this command's to redo
         try:
-            _optimize(split, out, inputs, chunk_bytes, workers, skip_corrupt)
+            with _start_method_kept():
+                litdata.optimize(
+                    fn=_ReadImage(split, skip_corrupt),
+                    inputs=inputs,
+                    output_dir=str(out),
+                    chunk_bytes=chunk_bytes,
+                    num_workers=workers,
+                    reorder_files=False,  # keep the shuffled order (litdata would sort the inputs by file size)
+                    mode="overwrite",  # OUT exists (made above)
+                    verbose=False,
+                    start_method=WRITER_START_METHOD,
+                )
         except RuntimeError as error:  # litdata re-raises a worker's error with its traceback as text
             reason = next((line for line in str(error).splitlines() if "cannot decode image" in line), None)
             if reason is None:
                 raise
             raise DataError(reason.split("DataError: ", 1)[-1]) from None
-        written = _count(out)
+        written = sum(int(chunk["chunk_size"]) for chunk in read_json(out / "index.json", error=DataError)["chunks"])
     if not written:  # every image skipped: an empty index would read as shards and fail in training
         (out / "index.json").unlink(missing_ok=True)
         if not existed:
@@ -129,36 +146,6 @@ def _start_method_kept() -> Iterator[None]:
         yield
     finally:
         multiprocessing.set_start_method(before, force=True)
-
-
-# litdata starts its writer workers with spawn: each a fresh interpreter that imports torch again (seconds per worker).
-# On Linux they fork instead, as the training loaders' workers do: the reader they run holds no thread or lock. Other
-# systems keep litdata's choice (fork is unsafe on macOS).
-WRITER_START_METHOD = "fork" if sys.platform.startswith("linux") else None
-
-
-def _optimize(split: Path, out: Path, inputs: list, chunk_bytes: str, workers: int, skip_corrupt: bool) -> None:
-    with _start_method_kept():
-        litdata.optimize(
-            fn=_ReadImage(split, skip_corrupt),
-            inputs=inputs,
-            output_dir=str(out),
-            chunk_bytes=chunk_bytes,
-            num_workers=workers,
-            reorder_files=False,  # keep the shuffled order (litdata would sort the inputs by file size)
-            mode="overwrite" if out.exists() else None,
-            verbose=False,
-            start_method=WRITER_START_METHOD,
-        )
-
-
-def _is_shards_output(out: Path) -> bool:
-    return is_output_of(out, SHARDS_COMMAND)
-
-
-def _count(out: Path) -> int:
-    index = read_json(out / "index.json", error=DataError)
-    return sum(int(chunk["chunk_size"]) for chunk in index["chunks"])
 
 
 def is_remote(shards: str | Path) -> bool:
@@ -214,13 +201,9 @@ class StreamingImages(StreamingDataset):
         return self.image_transform(image), int(record["label"])
 
 
-class _StreamingLoader(StartsWorkersSafely, StreamingDataLoader):
-    """LitData's loader, whose workers leave the group's SIGTERM to this process (``data.workers``)."""
+class StreamingLoader(StartsWorkersSafely, StreamingDataLoader):
+    """LitData's loader: it hands each worker its chunks and saves/restores its position (``state_dict``); its
+    workers leave the group's SIGTERM to this process (``data.workers``)."""
 
 
-def streaming_loader(dataset: StreamingImages, **kwargs: Any) -> StreamingDataLoader:
-    """LitData's loader: it hands each worker its chunks and saves/restores its position (``state_dict``)."""
-    return _StreamingLoader(dataset, drop_last=True, **kwargs)
-
-
-__all__ = ["CLASSES_FILE", "StreamingImages", "read_shard_classes", "streaming_loader", "write_shards"]
+__all__ = ["CLASSES_FILE", "StreamingImages", "StreamingLoader", "read_shard_classes", "write_shards"]

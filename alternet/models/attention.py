@@ -390,20 +390,10 @@ def build_attention(
     ``focused_linear``); ``qkv_bias=None`` is the kind's own default (:data:`QKV_BIAS_DEFAULT`). ``kind`` is one
     of :data:`ATTENTION_KINDS`, checked by the backbone's constructor (:func:`check_attention`)."""
     bias = QKV_BIAS_DEFAULT[kind] if qkv_bias is None else bool(qkv_bias)
+    common = dict(heads=heads, head_dim=head_dim, qkv_bias=bias)
     if kind == "position_only":
         check_attention(kind, bias_per_head=bias_per_head)
-        return PositionOnlyAttention(dim_in, dim_out, heads=heads, head_dim=head_dim, window=window, qkv_bias=bias)
+        return PositionOnlyAttention(dim_in, dim_out, window=window, **common)
     if kind in ("window", "global"):
-        return WindowAttention(
-            dim_in,
-            dim_out,
-            heads=heads,
-            head_dim=head_dim,
-            window=window,
-            bias_per_head=bias_per_head,
-            fused=fused,
-            qkv_bias=bias,
-        )
-    return FocusedLinearAttention(  # focused_linear
-        dim_in, dim_out, heads=heads, head_dim=head_dim, tokens=window[0] * window[1], qkv_bias=bias
-    )
+        return WindowAttention(dim_in, dim_out, window=window, bias_per_head=bias_per_head, fused=fused, **common)
+    return FocusedLinearAttention(dim_in, dim_out, tokens=window[0] * window[1], **common)  # focused_linear

@@ -130,6 +130,7 @@ class AlterNet(nn.Module):
         block_index = 0
         chs, reduction = stem_width, STEMS[stem].reduction
         stages, self.feature_info = [], []
+        attn = dict(attention=attention, bias_per_head=bias_per_head, fused=fused_attn, qkv_bias=qkv_bias)
         for stage_index, spec in enumerate(self.specs):
             blocks = []
             for position, token in enumerate(spec.sequence):
@@ -146,11 +147,8 @@ class AlterNet(nn.Module):
                             heads=spec.heads,
                             head_dim=spec.head_dim,
                             window=spec.window,
-                            attention=attention,
-                            bias_per_head=bias_per_head,
-                            fused_attn=fused_attn,
-                            qkv_bias=qkv_bias,
                             drop_path=rate,
+                            **attn,
                         )
                     )
                 chs = spec.width * conv_block.expansion

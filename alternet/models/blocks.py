@@ -102,40 +102,19 @@ class Bottleneck(PreActBlock):
 
 
 class MSABlock(PreActBlock):
-    """BN-GELU, conv1x1 (C_in -> C_in / expansion), BN, attention (-> C_out); no FFN, no LayerNorm."""
+    """BN-GELU, conv1x1 (C_in -> C_in / expansion), BN, attention (-> C_out); no FFN, no LayerNorm. The attention is
+    :func:`~alternet.models.attention.build_attention`'s of the kind ``attention`` and the keywords ``attn``."""
 
     kind = "M"
 
     def __init__(
-        self,
-        in_chs: int,
-        width: int,
-        *,
-        expansion: int,
-        heads: int,
-        head_dim: int,
-        window: tuple[int, int],
-        attention: str = "window",
-        bias_per_head: bool = False,
-        fused_attn: bool | None = None,
-        qkv_bias: bool | None = None,
-        drop_path: float = 0.0,
+        self, in_chs: int, width: int, *, expansion: int, attention: str = "window", drop_path: float = 0.0, **attn: Any
     ):
         out_chs = width * expansion
         super().__init__(in_chs, out_chs, 1, drop_path, act=nn.GELU)
         reduced = in_chs // expansion
         self.reduce = nn.Sequential(conv1x1(in_chs, reduced), nn.BatchNorm2d(reduced))
-        self.attn = build_attention(
-            attention,
-            reduced,
-            out_chs,
-            heads=heads,
-            head_dim=head_dim,
-            window=window,
-            bias_per_head=bias_per_head,
-            fused=fused_attn,
-            qkv_bias=qkv_bias,
-        )
+        self.attn = build_attention(attention, reduced, out_chs, **attn)
 
     def branch(self, x: torch.Tensor) -> torch.Tensor:
         return self.attn(self.reduce(x))

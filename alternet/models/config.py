@@ -121,8 +121,7 @@ class ViTModel(ModelConfig):
 
     def check(self) -> None:
         self.require("local_kernel", integer(1), "must be an integer >= 1 (or null: global attention)")
-        if self.global_pool is not None:
-            one_of("global_pool", self.global_pool, ("avg", "token"))
+        self.one_of("global_pool", ("avg", "token"))
 
 
 @dataclass(kw_only=True)
@@ -170,8 +169,7 @@ class ByobModel(LayoutModel):
     def check(self) -> None:
         super().check()
         _checked(self, stem=check_stem)
-        if self.self_attn_layer is not None:
-            one_of("self_attn_layer", self.self_attn_layer, SELF_ATTN_LAYERS)
+        self.one_of("self_attn_layer", SELF_ATTN_LAYERS)
 
 
 @dataclass(kw_only=True)
@@ -191,9 +189,8 @@ class MaxxVitModel(LayoutModel):
     def check(self) -> None:
         super().check()
         _checked(self, stem=check_stem)
-        for key, choices in (("msa_block", MSA_BLOCKS), ("conv_block", CONV_BLOCKS)):
-            if getattr(self, key) is not None:
-                one_of(key, getattr(self, key), choices)
+        self.one_of("msa_block", MSA_BLOCKS)
+        self.one_of("conv_block", CONV_BLOCKS)
 
 
 @dataclass(kw_only=True)

@@ -73,10 +73,8 @@ def constructor_parameters(arch: str) -> frozenset[str] | None:
 def constructor_args(name: str, args: Mapping[str, Any], given: tuple[str, ...] = ()) -> dict[str, Any]:
     """``args`` without the injected keywords (:data:`INJECTED`) the model's constructor does not take; a keyword
     the user set (``given``) that it does not take fails in one line."""
-    if parse_model_name(name)[0] is not None:
-        return dict(args)
-    accepted = constructor_parameters(architecture(name))
-    if accepted is None:
+    accepted = None if parse_model_name(name)[0] is not None else constructor_parameters(architecture(name))
+    if accepted is None:  # a hub or local source, or no signature to hold the keywords to: all are passed
         return dict(args)
     unknown = sorted(k for k in args if k in given and k not in accepted and k not in INJECTED)
     if unknown:

@@ -284,18 +284,21 @@ default_cfgs = generate_default_cfgs(
 )
 
 
-def _input_size_from_cfg(variant: str, kwargs: dict[str, Any]) -> None:
-    """A tagged cfg's input size builds the model for it (``alternet_r50.in1k``: 224 px, ImageNet stem), unless
-    ``img_size`` is given."""
-    if "img_size" in kwargs:
-        return
-    cfg = resolve_pretrained_cfg(variant, pretrained_cfg=kwargs.get("pretrained_cfg"))
-    if cfg is not None and cfg.input_size:
-        kwargs["img_size"] = int(cfg.input_size[-1])
+def _input_size(variant: str, kwargs: dict[str, Any]) -> int:
+    """The input size the model is built for, set as ``img_size`` in ``kwargs`` unless given: a tagged cfg's
+    (``alternet_r50.in1k``: 224 px, ImageNet stem), else 32 px."""
+    if "img_size" not in kwargs:
+        cfg = resolve_pretrained_cfg(variant, pretrained_cfg=kwargs.get("pretrained_cfg"))
+        kwargs["img_size"] = int(cfg.input_size[-1]) if cfg is not None and cfg.input_size else 32
+    size = kwargs["img_size"]
+    return int(size if isinstance(size, int) else size[-1])
 
 
 def _describe_build(model: nn.Module, img_size: int) -> nn.Module:
-    """The model's ``pretrained_cfg`` states the input size it was built for (timm's data config reads it)."""
+    """The model's ``pretrained_cfg`` states the input size it was built for (timm's data config reads it); a
+    ``features_only`` model is timm's wrapper, which carries its own cfg."""
+    if not hasattr(model, "pretrained_cfg"):
+        return model
     pretrained_cfg = dict(model.pretrained_cfg)
     channels = int((pretrained_cfg.get("input_size") or (3,))[0])
     pretrained_cfg["input_size"] = (channels, img_size, img_size)
@@ -304,21 +307,12 @@ def _describe_build(model: nn.Module, img_size: int) -> nn.Module:
 
 
 def _create_alternet(variant: str, pretrained: bool = False, **kwargs: Any) -> AlterNet:
-    _input_size_from_cfg(variant, kwargs)
+    size = _input_size(variant, kwargs)
     model_args = {**ARCHITECTURES[variant].kwargs(), **kwargs}
-    num_stages = len(parse_layout(model_args["layout"]))
-    out_indices = kwargs.pop("out_indices", tuple(range(num_stages)))
-    model = build_model_with_cfg(
-        AlterNet,
-        variant,
-        pretrained,
-        feature_cfg=dict(flatten_sequential=True, out_indices=out_indices),
-        **{k: v for k, v in model_args.items() if k != "out_indices"},
-    )
-    if not hasattr(model, "pretrained_cfg"):  # features_only: timm's wrapper carries its own cfg
-        return model
-    size = model_args.get("img_size", 32)
-    return _describe_build(model, int(size if isinstance(size, int) else size[-1]))
+    stages = tuple(range(len(parse_layout(model_args["layout"]))))
+    feature_cfg = dict(flatten_sequential=True, out_indices=model_args.pop("out_indices", stages))
+    model = build_model_with_cfg(AlterNet, variant, pretrained, feature_cfg=feature_cfg, **model_args)
+    return _describe_build(model, size)
 
 
 @register_model
@@ -489,13 +483,8 @@ def build_twin(name: str, pretrained: bool = False, **kwargs: Any) -> nn.Module:
 
 
 def _create_hybrid(variant: str, pretrained: bool, **kwargs: Any) -> nn.Module:
-    _input_size_from_cfg(variant, kwargs)
-    kwargs.setdefault("img_size", 32)
-    model = build_hybrid(variant, HYBRIDS[variant], pretrained, **kwargs)
-    if not hasattr(model, "pretrained_cfg"):  # features_only: timm's wrapper carries its own cfg
-        return model
-    size = kwargs["img_size"]
-    return _describe_build(model, int(size if isinstance(size, int) else size[-1]))
+    size = _input_size(variant, kwargs)
+    return _describe_build(build_hybrid(variant, HYBRIDS[variant], pretrained, **kwargs), size)
 
 
 @register_model

@@ -96,7 +96,7 @@ def build_callbacks(
     epoch end; mid-epoch ``last.ckpt`` every ``every_n_train_steps`` / ``train_time_interval`` and on pre-emption),
     per-batch reseeding, optional early stopping."""
     checkpoint = callbacks_cfg.checkpoint.to_dict()
-    mid_epoch = {key: checkpoint.pop(key) for key in ("every_n_train_steps", "train_time_interval")}
+    steps, interval = checkpoint.pop("every_n_train_steps"), checkpoint.pop("train_time_interval")  # mid-epoch
     if not has_val:  # without a validation split only the last checkpoint is kept
         checkpoint.update(monitor=None, save_top_k=0)
     directory = run.checkpoints
@@ -110,12 +110,8 @@ def build_callbacks(
         ),
         BatchSeed(seed),
     ]
-    if mid_epoch["every_n_train_steps"] or mid_epoch["train_time_interval"]:
-        callbacks.append(
-            MidEpochCheckpoint(
-                directory, mid_epoch["every_n_train_steps"], parse_interval(mid_epoch["train_time_interval"])
-            )
-        )
+    if steps or interval:
+        callbacks.append(MidEpochCheckpoint(directory, steps, parse_interval(interval)))
     preemption = callbacks_cfg.preemption  # every default here is the YAML's (conf/callbacks/default.yaml)
     if preemption and preemption.signals:
         callbacks.append(

@@ -106,14 +106,11 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     checkpoint is a file a user hands in, and ours hold nothing else."""
 
     def load_checkpoint(self, path: str | Path, map_location: Any = None, weights_only: bool | None = None) -> Any:
-        return super().load_checkpoint(path, map_location=map_location or _storage_as_saved, weights_only=True)
+        # Lightning's default map_location: tensors stay where they were loaded (the CPU)
+        location = map_location or (lambda storage, _: storage)
+        return super().load_checkpoint(path, map_location=location, weights_only=True)
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any = None) -> None:
         atomic_write(
             path, lambda tmp: super(AtomicCheckpointIO, self).save_checkpoint(checkpoint, tmp, storage_options)
         )
-
-
-def _storage_as_saved(storage: Any, location: str) -> Any:
-    """Lightning's default ``map_location``: tensors stay where they were loaded (the CPU)."""
-    return storage

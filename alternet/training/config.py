@@ -29,9 +29,7 @@ def parse_interval(value: float | str | None) -> float | None:
     return sum(part * unit for part, unit in zip(reversed(parts), (1, 60, 3600, 86400)))
 
 
-AUTO_SWITCH = "must be auto, true or false"
 COMPILE_MODES = ("auto", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-DDP_COMPRESSIONS = ("bf16",)
 
 
 @dataclass(kw_only=True)
@@ -243,10 +241,10 @@ class PerformanceConfig(Section):
 
     def check(self) -> None:
         for key in ("channels_last", "compile", "async_checkpoint"):
-            self.require(key, lambda v: v == "auto" or isinstance(v, bool), AUTO_SWITCH)
+            self.require(key, lambda v: v == "auto" or isinstance(v, bool), "must be auto, true or false")
         self.one_of("compile_mode", COMPILE_MODES)
         self.one_of("matmul_precision", ("highest", "high", "medium"))
-        self.one_of("ddp_compression", DDP_COMPRESSIONS)
+        self.one_of("ddp_compression", ("bf16",))
 
 
 @dataclass(kw_only=True)

@@ -90,12 +90,6 @@ class RunningLoss:
         return self._value
 
 
-def _with_running_loss(metrics: dict[str, Any], pl_module: L.LightningModule) -> dict[str, Any]:
-    running = getattr(pl_module, "running_loss", None)
-    value = running.read() if isinstance(running, RunningLoss) else None
-    return metrics if value is None else {RunningLoss.KEY: value, **metrics}
-
-
 def _value(value: Any) -> str:
     value = value.item() if isinstance(value, torch.Tensor) else value
     return f"{value:.4g}" if isinstance(value, float) else str(value)
@@ -124,7 +118,10 @@ class ProgressLines(ProgressBar):
             print(*args, file=self.stream or sys.stderr, flush=True, **kwargs)
 
     def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
-        return _with_running_loss(_shown(super().get_metrics(trainer, pl_module)), pl_module)
+        metrics = _shown(super().get_metrics(trainer, pl_module))
+        running = getattr(pl_module, "running_loss", None)
+        value = running.read() if isinstance(running, RunningLoss) else None
+        return metrics if value is None else {RunningLoss.KEY: value, **metrics}
 
     def _metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> str:
         return "  ".join(f"{k} {_value(v)}" for k, v in self.get_metrics(trainer, pl_module).items())

@@ -175,10 +175,8 @@ class NonFiniteGuard:
 
     def _is_last_step(self, batch_idx: int) -> bool:
         trainer = self.module.trainer
-        max_steps = trainer.max_steps if trainer.max_steps and trainer.max_steps > 0 else None
-        return batch_idx + 1 >= trainer.num_training_batches or (
-            max_steps is not None and self.module.global_step + 1 >= max_steps
-        )
+        max_steps = trainer.max_steps or 0  # -1 (or None): no limit
+        return batch_idx + 1 >= trainer.num_training_batches or 0 < max_steps <= self.module.global_step + 1
 
     def _trip(self, bad: _Step, *, skipped: bool, inside_step: bool = True) -> None:
         """Save the state before the step now running and raise. ``skipped``: the bad step is the previous one,

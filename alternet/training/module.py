@@ -66,15 +66,10 @@ class ClassificationModule(L.LightningModule):
         # the plain sections are the checkpoint's (weights_only-loadable); the module reads them typed
         typed = model_config(model)
         self.recipe = build(RecipeConfig, recipe, "recipe.")
-        self.model = create_model(
-            typed.name,
-            **model_args(
-                typed,
-                num_classes=self.num_classes,
-                img_size=data["image_size"],
-                drop_path_rate=self.recipe.drop_path_rate,
-            ),
+        args = model_args(
+            typed, num_classes=self.num_classes, img_size=data["image_size"], drop_path_rate=self.recipe.drop_path_rate
         )
+        self.model = create_model(typed.name, **args)
         self.mixup = recipe_mixup(self.recipe, self.num_classes)
         smoothing = self.recipe.label_smoothing
         self.train_loss = SoftTargetCrossEntropy() if self.mixup else nn.CrossEntropyLoss(label_smoothing=smoothing)

@@ -47,7 +47,7 @@ class HostSyncs:
     def __init__(self, exempt: frozenset[CodeType] = _EXEMPT):
         self.exempt = exempt
         self.calls: list[tuple[str, str]] = []
-        self._saved: dict[str, Any] = {}
+        self._saved: list[tuple[Any, str, Any]] = []  # (owner, name, original) of each patched function
 
     @property
     def count(self) -> int:
@@ -66,7 +66,7 @@ class HostSyncs:
         counter = self
         for name in _READS:
             original = getattr(torch.Tensor, name)
-            self._saved[name] = original
+            self._saved.append((torch.Tensor, name, original))
 
             def read(tensor: torch.Tensor, *args: Any, _name: str = name, _original: Any = original, **kwargs: Any):
                 counter._note(f"Tensor.{_name}")
@@ -74,7 +74,7 @@ class HostSyncs:
 
             setattr(torch.Tensor, name, read)
         to = torch.Tensor.to
-        self._saved["to"] = to
+        self._saved.append((torch.Tensor, "to", to))
 
         def to_host(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
             target = kwargs.get("device", args[0] if args else None)
@@ -84,7 +84,7 @@ class HostSyncs:
 
         torch.Tensor.to = to_host
         build = torch.tensor
-        self._saved["tensor"] = build
+        self._saved.append((torch, "tensor", build))
 
         def from_numbers(data: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
             if not isinstance(data, torch.Tensor) and kwargs.get("device") is not None:
@@ -95,11 +95,8 @@ class HostSyncs:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for name, original in self._saved.items():
-            if name == "tensor":
-                torch.tensor = original
-            else:
-                setattr(torch.Tensor, name, original)
+        for owner, name, original in self._saved:
+            setattr(owner, name, original)
         self._saved.clear()
 
 

@@ -15,10 +15,8 @@ from . import Preempted, StoppedWithoutSaving, check_preemption, is_pythons_ctrl
 
 
 class PreemptionCheckpoint(L.Callback):
-    """On a pre-emption signal (SLURM's ``--signal=USR1@90``, SIGTERM from a scheduler, ``timeout`` or
-    ``docker stop``, Ctrl-C) finish the current step, save a resumable ``last.ckpt`` (mid-epoch), print the resume
-    command, requeue a SLURM job, and stop. A second signal before that checkpoint is safe stops at once; the
-    previous ``last.ckpt`` stays intact (checkpoints are written atomically).
+    """The stop on a signal during the training steps, as the policy's first point says
+    (:mod:`alternet.training.stopping`): the step finishes, a resumable ``last.ckpt`` is saved, and the run stops.
 
     The handler only raises a flag: saving inside a signal handler could catch the step half done. Signals sent to
     the whole process group reach the loader workers too; they ignore them (``data.workers.init_loader_worker``) and

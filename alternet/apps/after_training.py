@@ -3,7 +3,6 @@ export them into the run's ``export/`` and log model artifacts to W&B (``export`
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -58,5 +57,5 @@ def export_after_training(config: TrainConfig, summary: RunSummary) -> Path | No
         checkpoint = Path(summary.best_checkpoint or summary.last_checkpoint or "")
         metadata = {"model": summary.model, "data": summary.data, "test": summary.test, "epochs": summary.epochs}
         logged = tracking.log_model_artifacts(run, checkpoint, export_dir, metadata)
-        print(tracking.artifact_notice(run, logged), file=sys.stdout, flush=True)
+        print(tracking.artifact_notice(run, logged), flush=True)
     return export_dir

@@ -102,11 +102,8 @@ def _hydra_app(main: Callable[[], Any]) -> Callable[[list[str]], int]:
 
 
 def _hub(command: str) -> Callable[[list[str]], int]:
-    def run(args: list[str]) -> int:
-        importlib.import_module("alternet.hub.cli").main([command, *args], prog=PROG)
-        return 0
-
-    return run
+    """A command of :mod:`alternet.hub.cli` (whose ``main`` returns nothing: status 0), imported when it runs."""
+    return lambda args: importlib.import_module("alternet.hub.cli").main([command, *args], prog=PROG) or 0
 
 
 def _argparse_app(module: str, command: str) -> Callable[[list[str]], int]:

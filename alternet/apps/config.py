@@ -96,14 +96,9 @@ class EvaluateConfig(EvaluationConfig):
     recipe: Any = None  # recipe=NAME: the training recipe of a model that records none (the objective analyses)
 
 
-def register() -> None:
-    """The two schemas in Hydra's ConfigStore (train.yaml and evaluate.yaml name them first in their defaults)."""
-    store = ConfigStore.instance()
-    store.store(name=TRAIN_SCHEMA, node=TrainConfig)
-    store.store(name=EVALUATE_SCHEMA, node=EvaluateConfig)
-
-
-register()
+# the two schemas in Hydra's ConfigStore (train.yaml and evaluate.yaml name them first in their defaults)
+ConfigStore.instance().store(name=TRAIN_SCHEMA, node=TrainConfig)
+ConfigStore.instance().store(name=EVALUATE_SCHEMA, node=EvaluateConfig)
 
 
 def compose(name: str, overrides: Sequence[str] = ()) -> DictConfig:

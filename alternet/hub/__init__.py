@@ -1,12 +1,10 @@
 """Checkpoints for downstream work: export trained weights for timm, pull them back as models or features,
 fine-tune from them, and move them through W&B artifacts.
 
-- ``alternet export RUN_DIR_OR_CKPT --out DIR [--ema]``: ``model.safetensors`` (timm key
-  names), ``config.json`` (timm hub format: ``architecture``, ``num_classes``, ``label_names``, ``model_args``,
-  ``pretrained_cfg``; plus an ``alternet`` section) and a ``README.md`` model card. timm loads the directory
-  with ``timm.create_model("local-dir:DIR", pretrained=True)`` once ``alternet`` is imported. ``config.json``
-  holds every key timm's ``save_for_hf`` writes; the card's YAML front matter is the Hub's metadata (timm,
-  license, data set, test results as a ``model-index``).
+- ``alternet export RUN_DIR_OR_CKPT --out DIR [--ema]`` (:func:`export`): ``model.safetensors`` (timm key names),
+  ``config.json`` (every key timm's ``save_for_hf`` writes, plus an ``alternet`` section) and a ``README.md`` model
+  card whose YAML front matter is the Hub's metadata (timm, license, data set, test results as a ``model-index``).
+  timm loads the directory with ``timm.create_model("local-dir:DIR", pretrained=True)`` once ``alternet`` is imported.
 - ``alternet push RUN_OR_EXPORT REPO_ID [--private]`` (:func:`push_to_hub`): the same three files
   as one commit to a Hugging Face Hub model repository, staged and verified before anything remote happens; then
   ``timm.create_model("hf-hub:REPO_ID", pretrained=True)`` loads it (after ``import alternet``).

@@ -1,7 +1,5 @@
-"""The hub's command lines: ``alternet export RUN_DIR_OR_CKPT --out DIR [--ema]``,
-``alternet push RUN_OR_EXPORT REPO_ID [--private] [--ema] [--revision R] [--commit-message M]`` and
-``alternet import-hdvw FILE [--arch NAME] --out DIR [--data NAME] [--data-root DIR]`` (alternet/apps/cli.py
-dispatches to :func:`main`)."""
+"""The hub's command lines, ``alternet export|push|import-hdvw`` (their arguments: :func:`parse_args`;
+alternet/apps/cli.py dispatches to :func:`main`)."""
 
 from __future__ import annotations
 
@@ -41,11 +39,6 @@ def parse_args(argv: Sequence[str] | None = None, prog: str = "alternet") -> arg
     pusher.add_argument("--ema", action="store_true", help="push the EMA weights (runs with recipe.ema)")
     pusher.add_argument("--revision", help="the branch to commit to (created when missing; default: main)")
     pusher.add_argument("--commit-message", help="the commit message (default: Upload SOURCE with alternet VERSION)")
-    _add_import_hdvw(commands)
-    return parser.parse_args(argv)
-
-
-def _add_import_hdvw(commands: argparse._SubParsersAction) -> None:
     importer = commands.add_parser(
         "import-hdvw",
         help="import a checkpoint of the paper's authors (HDVW, how-do-vits-work) as an export directory",
@@ -66,6 +59,7 @@ def _add_import_hdvw(commands: argparse._SubParsersAction) -> None:
         help="the data set it was trained on (default: the public one with its class count; 100 classes: cifar100)",
     )
     importer.add_argument("--data-root", help="the data set's files, for its class names (default: class indices)")
+    return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "alternet") -> None:
@@ -73,12 +67,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet") -> None:
     args = parse_args(argv, prog)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
-        if args.command == "push":
-            _push(args)
-        elif args.command == "import-hdvw":
-            _import_hdvw(args)
-        else:
-            _export(args)
+        {"export": _export, "push": _push, "import-hdvw": _import_hdvw}[args.command](args)
     except AlternetError as error:
         exit_with_error(error)
 

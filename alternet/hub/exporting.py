@@ -50,7 +50,11 @@ def export(source: str | Path, out: str | Path, *, ema: bool = False) -> Path:
 
 def write_export(out: Path, model: nn.Module, config: dict[str, Any]) -> Path:
     """The three files of an export: the model's weights (with their digest), ``config.json`` and the card."""
-    _prepare(out)
+    check_destination(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise CheckpointError(f"export destination {out} cannot be made: {os_error_reason(error)}") from None
     weights = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
     metadata = {"format": "pt", DIGEST_KEY: weights_digest(weights)}  # checked by every alternet load
     atomic_write(out / WEIGHTS_FILE, lambda tmp: save_file(weights, str(tmp), metadata=metadata))
@@ -253,11 +257,3 @@ def _is_export(out: Path) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(config, dict) and isinstance(config.get("alternet"), dict) and (out / WEIGHTS_FILE).is_file()
-
-
-def _prepare(out: Path) -> None:
-    check_destination(out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise CheckpointError(f"export destination {out} cannot be made: {os_error_reason(error)}") from None

@@ -162,10 +162,6 @@ class Converted:
     model_args: dict[str, Any]
 
 
-def arch_names() -> list[str]:
-    return sorted(ARCHS)
-
-
 def resolve_arch(name: str | None, recorded: str | None, location: str) -> HdvwArch:
     """``--arch`` (an HDVW name, an alias or our zoo name), else the checkpoint's own ``name`` entry."""
     chosen = name or recorded
@@ -174,7 +170,7 @@ def resolve_arch(name: str | None, recorded: str | None, location: str) -> HdvwA
         return ARCHS[key]
     what = f"--arch {name!r}" if name else f"{location} names its model {recorded!r}" if recorded else None
     raise CheckpointError(
-        f"{what or f'{location} does not name its model'}: pass --arch with one of HDVW's {', '.join(arch_names())}"
+        f"{what or f'{location} does not name its model'}: pass --arch with one of HDVW's {', '.join(sorted(ARCHS))}"
     )
 
 
@@ -209,12 +205,6 @@ def read_hdvw(path: str | Path) -> tuple[str | None, dict[str, torch.Tensor]]:
     return name if isinstance(name, str) else None, weights
 
 
-def _rename(key: str, renames: tuple[Rename, ...]) -> str:
-    for pattern, replacement in renames:
-        key = re.sub(pattern, replacement, key)
-    return key
-
-
 def rename_all(weights: dict[str, torch.Tensor], arch: HdvwArch) -> dict[str, tuple[str, torch.Tensor]]:
     """Our name -> (HDVW's name, tensor), old timm layouts moved to today's, derived buffers dropped."""
     renames = arch.renames
@@ -224,7 +214,9 @@ def rename_all(weights: dict[str, torch.Tensor], arch: HdvwArch) -> dict[str, tu
     for key, value in weights.items():
         if arch.derived_buffers and re.search(arch.derived_buffers, key):
             continue
-        ours = _rename(key, renames)
+        ours = key
+        for pattern, replacement in renames:
+            ours = re.sub(pattern, replacement, ours)
         if ours in renamed:
             raise CheckpointError(
                 f"tensors {renamed[ours][0]!r} and {key!r} both stand for {ours!r} of {arch.architecture}"

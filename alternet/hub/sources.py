@@ -90,7 +90,9 @@ def open_source(source: str | Path, *, ema: bool = False) -> Source:
         return _refuse_ema(read_local_dir(Path(source.removeprefix(LOCAL_DIR_PREFIX)).expanduser()), ema)
     path = Path(source).expanduser()
     if not path.exists() and isinstance(source, str) and ARTIFACT_REF.match(source):
-        return _with_location(open_source(download_artifact(source), ema=ema), f"W&B artifact {source}")
+        opened = open_source(download_artifact(source), ema=ema)
+        opened.location = f"W&B artifact {source} ({opened.location})"
+        return opened
     if path.is_dir() and (path / CONFIG_FILE).is_file():
         return _refuse_ema(read_export(path), ema)
     if path.suffix == ".safetensors":
@@ -107,7 +109,8 @@ def check_reference(source: str | Path) -> None:
     directory without checkpoints, an unknown timm model or tag."""
     text = str(source)
     if text.startswith(TIMM_PREFIX):
-        check_timm_weights(text.removeprefix(TIMM_PREFIX))
+        check_name(text.removeprefix(TIMM_PREFIX), MODEL_NAMES)
+        weights_location(text.removeprefix(TIMM_PREFIX), text, TIMM_ADVICE)
         return
     if text.startswith(HF_HUB_PREFIX):
         if "/" not in text.removeprefix(HF_HUB_PREFIX):
@@ -123,11 +126,6 @@ def check_reference(source: str | Path) -> None:
         find_checkpoint(path)  # a run directory without checkpoints, or a folder of several
     elif not path.exists() and not ARTIFACT_REF.match(text):
         raise CheckpointError(f"{source} does not exist: expected {KINDS}")
-
-
-def _with_location(source: Source, location: str) -> Source:
-    source.location = f"{location} ({source.location})"
-    return source
 
 
 def _refuse_ema(source: Source, ema: bool) -> Source:
@@ -233,16 +231,13 @@ def read_export(directory: Path, location: str | None = None) -> Source:
     if missing:
         raise CheckpointError(f"{directory / CONFIG_FILE} lacks {missing}; it is not a timm/alternet model config")
     alternet = config.get("alternet") or {}
-    pretrained_cfg = dict(config["pretrained_cfg"])
-    if labels := label_list(config.get("label_names")):
-        pretrained_cfg["label_names"] = labels
     return Source(
         location=location or str(directory),
         state_dict=read_export_weights(directory),
         architecture=str(config["architecture"]),
         num_classes=int(config["num_classes"]),
         model_args={k: v for k, v in (config.get("model_args") or {}).items() if k != "num_classes"},  # top level
-        pretrained_cfg=pretrained_cfg,
+        pretrained_cfg=labelled(config["pretrained_cfg"], config.get("label_names")),
         hyper_parameters={key: alternet[key] for key in ("model", "data", "recipe") if alternet.get(key)},
         ema=bool(alternet.get("ema", False)),
     )
@@ -257,13 +252,13 @@ def read_export_weights(directory: Path) -> dict[str, torch.Tensor]:
     return tensors
 
 
-def label_list(names: Any) -> list[str] | None:
-    """timm's ``label_names``: a list, or a dict from class index to name when indices have gaps (then None: no
-    name for every class)."""
+def labelled(cfg: dict[str, Any], names: Any) -> dict[str, Any]:
+    """``cfg`` with timm's ``label_names`` ``names`` as a list of strings: they are a list, or a dict from class index
+    to name (left out when its indices have gaps: no name for every class)."""
     if isinstance(names, dict):
         indices = sorted(int(k) for k in names)
-        return [str(names.get(i, names.get(str(i)))) for i in indices] if indices == list(range(len(indices))) else None
-    return [str(name) for name in names] if names else None
+        names = [names.get(i, names.get(str(i))) for i in indices] if indices == list(range(len(indices))) else None
+    return {**cfg, "label_names": [str(name) for name in names]} if names else dict(cfg)
 
 
 # timm's sources: the registry, the Hugging Face hub, a local folder ---------------------------------
@@ -304,13 +299,6 @@ def read_hf_hub(repo: str) -> Source:
 TIMM_ADVICE = "timm.list_pretrained() lists the weights timm has"
 
 
-def check_timm_weights(name: str) -> str:
-    """``timm:NAME`` names a model timm knows and a tag with weights in timm's registry (nothing is read); returns
-    where they come from."""
-    check_name(name, MODEL_NAMES)
-    return weights_location(name, f"{TIMM_PREFIX}{name}", TIMM_ADVICE)
-
-
 def read_timm(name: str) -> Source:
     """``timm:NAME``: timm builds the model and loads its registry's pretrained weights (from the Hugging Face
     cache or the torch hub cache when offline)."""
@@ -320,9 +308,7 @@ def read_timm(name: str) -> Source:
         model = create_model(name, pretrained=True)
     except (OSError, RuntimeError, ValueError) as error:
         raise _hub_reason(f"{TIMM_PREFIX}{name}", error) from None
-    cfg = dict(model.pretrained_cfg)
-    if labels := label_list(cfg.get("label_names")):
-        cfg["label_names"] = labels
+    cfg = labelled(model.pretrained_cfg, model.pretrained_cfg.get("label_names"))
     return Source(
         location=f"{TIMM_PREFIX}{name}",
         state_dict=model.state_dict(),

@@ -30,9 +30,13 @@ def quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)", category=Warning)
 
 
-def _shown(metrics: dict[str, Any]) -> dict[str, Any]:
-    metrics.pop("v_num", None)  # a logger's version ("logs"): noise in a run that has its own directory
-    return metrics
+def _shown(metrics: dict[str, Any], pl_module: L.LightningModule) -> dict[str, Any]:
+    """What a bar shows: the training loss read from the device (:class:`RunningLoss`) first, then Lightning's
+    progress-bar metrics without the logger's version (``v_num``: noise in a run that has its own directory)."""
+    metrics.pop("v_num", None)
+    running = getattr(pl_module, "running_loss", None)
+    value = running.read() if isinstance(running, RunningLoss) else None
+    return metrics if value is None else {RunningLoss.KEY: value, **metrics}
 
 
 class TerminalBar(TQDMProgressBar):
@@ -42,7 +46,7 @@ class TerminalBar(TQDMProgressBar):
     _first_batch_pending: bool = False
 
     def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
-        return _shown(super().get_metrics(trainer, pl_module))
+        return _shown(super().get_metrics(trainer, pl_module), pl_module)
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         super().on_train_start(trainer, pl_module)
@@ -118,10 +122,7 @@ class ProgressLines(ProgressBar):
             print(*args, file=self.stream or sys.stderr, flush=True, **kwargs)
 
     def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
-        metrics = _shown(super().get_metrics(trainer, pl_module))
-        running = getattr(pl_module, "running_loss", None)
-        value = running.read() if isinstance(running, RunningLoss) else None
-        return metrics if value is None else {RunningLoss.KEY: value, **metrics}
+        return _shown(super().get_metrics(trainer, pl_module), pl_module)
 
     def _metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> str:
         return "  ".join(f"{k} {_value(v)}" for k, v in self.get_metrics(trainer, pl_module).items())

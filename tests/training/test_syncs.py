@@ -2,12 +2,13 @@
 ``alternet.training.syncs.HostSyncs``: reads of tensor values, copies to the host, tensors from Python numbers."""
 
 import csv
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from alternet.apps.train import train
-from alternet.training.display import RunningLoss
+from alternet.training.display import ProgressLines, RunningLoss, TerminalBar
 from alternet.training.module import ClassificationModule
 from alternet.training.syncs import HostSyncs, per_step
 
@@ -83,6 +84,17 @@ def test_the_progress_loss_is_read_from_the_device_at_most_once_per_interval():
         running.add(torch.ones(()) * 5)
         assert running.read() == 2.0  # within max_age: the value read before, no second read
     assert syncs.count == 1
+
+
+@pytest.mark.parametrize("bar", [TerminalBar, ProgressLines])
+def test_both_bars_show_the_loss_read_from_the_device(bar):
+    """The terminal's tqdm bar and a log file's lines alike (the loss is not a ``prog_bar`` value: that syncs)."""
+    module = SimpleNamespace(running_loss=RunningLoss(max_age=0))
+    module.running_loss.add(torch.tensor(0.25))
+    logger = SimpleNamespace(version=3)  # Lightning's bar shows it as v_num
+    trainer = SimpleNamespace(loggers=[logger], progress_bar_metrics={"val/acc": 0.5})
+    shown = bar().get_metrics(trainer, module)
+    assert shown == {"train/loss": 0.25, "val/acc": 0.5}
 
 
 def test_training_accuracy_skips_argument_checks():

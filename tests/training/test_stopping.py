@@ -3,10 +3,12 @@ ranks, Ctrl-C noted and ended on a command's stop line, and Lightning's own Ctrl
 stops of real runs (signals to a training process and its workers, resume after them) are tests/test_faults.py's
 and tests/training/test_resume_mid_epoch.py's."""
 
+import gc
 import inspect
 import json
 import os
 import signal
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -113,6 +115,36 @@ def test_lightnings_ctrl_c_exit_is_raised_on_as_the_ctrl_c_it_was():
         raise SystemExit(1)
     with pytest.raises(SystemExit), lightning_ctrl_c_raised(SimpleNamespace(interrupted=False)):
         raise SystemExit(1)
+
+
+def test_an_object_the_second_signal_left_half_built_fails_quietly_at_its_end(tmp_path, monkeypatch):
+    """A CI run's last line was ``AttributeError: 'StorageWeakRef' object has no attribute '_free_weak_ref'``: the
+    stop landed inside the constructor, and the object's __del__ failed after the one error line."""
+    reported = []
+    monkeypatch.setattr(sys, "unraisablehook", reported.append)
+    callback = PreemptionCheckpoint(RunDir(tmp_path), ["SIGTERM"], requeue=False)
+    callback._handle(signal.SIGTERM, None)
+
+    class HalfBuilt:
+        def __init__(self):
+            callback._handle(signal.SIGINT, None)  # the second signal, before the attribute is set
+            self.ref = 1
+
+        def __del__(self):
+            del self.ref
+
+    with pytest.raises(StoppedWithoutSaving):
+        HalfBuilt()
+    gc.collect()
+    assert reported == []  # its AttributeError is dropped
+
+    class Broken:
+        def __del__(self):
+            raise ValueError("a real fault")
+
+    Broken()
+    gc.collect()
+    assert [type(r.exc_value) for r in reported] == [ValueError]  # anything else is still reported
 
 
 def a_second_signal_inside_getfullargspec(tmp_path: Path) -> BaseException:

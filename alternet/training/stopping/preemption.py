@@ -4,6 +4,7 @@ of it that needs Lightning, apart so that the command line's help never imports 
 from __future__ import annotations
 
 import signal
+import sys
 from typing import Any
 
 import lightning as L
@@ -45,6 +46,7 @@ class PreemptionCheckpoint(L.Callback):
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.received is not None:  # a second signal: the user or the scheduler will not wait for the step
+            sys.unraisablehook = _quiet_half_built(sys.unraisablehook)
             raise StoppedWithoutSaving(self._stopped_at_once(signal.Signals(signum).name))
         self.received = signum
         say(f"{self._rank}{signal.Signals(signum).name}: saving a resumable checkpoint after this step")
@@ -125,3 +127,16 @@ def _skip_sigterm_broadcast(trainer: L.Trainer) -> None:
     agree to stop through ``_stop_now`` instead, every ``sync_every_n_steps`` steps. (Lightning has no switch for
     it: the loop's method is replaced on this trainer's loop only.)"""
     trainer.fit_loop.epoch_loop._broadcast_sigterm_tensor = lambda: None
+
+
+def _quiet_half_built(hook: Any) -> Any:
+    """``sys.unraisablehook`` after a stop raised at once: the stop can land inside any constructor (a CI run met it
+    in torch's ``StorageWeakRef`` as a loader worker's batch arrived), and the half-built object's ``__del__`` then
+    fails with an ``AttributeError`` that would print after the run's one error line. Those are dropped; anything
+    else still goes to ``hook``."""
+
+    def quiet(unraisable: Any) -> None:
+        if not isinstance(unraisable.exc_value, AttributeError):
+            hook(unraisable)
+
+    return quiet

@@ -118,7 +118,7 @@ def test_lightnings_ctrl_c_exit_is_raised_on_as_the_ctrl_c_it_was():
 
 
 def test_an_object_the_second_signal_left_half_built_fails_quietly_at_its_end(tmp_path, monkeypatch):
-    """A CI run's last line was ``AttributeError: 'StorageWeakRef' object has no attribute '_free_weak_ref'``: the
+    """A suite run's last line was ``AttributeError: 'StorageWeakRef' object has no attribute '_free_weak_ref'``: the
     stop landed inside the constructor, and the object's __del__ failed after the one error line."""
     reported = []
     monkeypatch.setattr(sys, "unraisablehook", reported.append)

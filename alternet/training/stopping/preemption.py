@@ -130,7 +130,7 @@ def _skip_sigterm_broadcast(trainer: L.Trainer) -> None:
 
 
 def _quiet_half_built(hook: Any) -> Any:
-    """``sys.unraisablehook`` after a stop raised at once: the stop can land inside any constructor (a CI run met it
+    """``sys.unraisablehook`` after a stop raised at once: the stop can land inside any constructor (a suite run met it
     in torch's ``StorageWeakRef`` as a loader worker's batch arrived), and the half-built object's ``__del__`` then
     fails with an ``AttributeError`` that would print after the run's one error line. Those are dropped; anything
     else still goes to ``hook``."""

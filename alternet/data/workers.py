@@ -29,7 +29,7 @@ from threadpoolctl import threadpool_limits
 from torch.utils.data import DataLoader, get_worker_info
 
 from ..errors import DataError, is_integer, require
-from ..hardware import cpu_cores as available_cpus  # the affinity mask's CPUs (a SLURM allocation), not the machine's
+from ..hardware import cpu_cores
 
 MAX_AUTO_WORKERS = 8  # num_workers=auto for image files: enough to decode JPEGs for one GPU; more only contend
 # num_workers=auto for arrays in memory (crop, flip, RandAugment of 32-px images): on a 16-core H100 machine 8 workers
@@ -46,7 +46,7 @@ def loader_workers(setting: int | str | None, key: str = "num_workers", *, in_me
     """DataLoader workers for the setting ``key``: ``auto`` (or null) is min(available CPUs, 8) for image files and
     min(available CPUs, 4) for arrays in memory (``in_memory``); a number is capped at the available CPUs (more
     workers than CPUs only slow each other down)."""
-    cpus = available_cpus()
+    cpus = cpu_cores()  # the affinity mask's CPUs (a SLURM allocation), not the machine's
     check_workers(setting, key)
     if setting is None or setting == "auto":
         return min(cpus, MAX_AUTO_ARRAY_WORKERS if in_memory else MAX_AUTO_WORKERS)

@@ -10,7 +10,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from alternet.apps.console import best_epoch, end_summary, evaluation_report, robustness_lines
 from alternet.data import DigitsDataModule
-from alternet.data.workers import available_cpus
+from alternet.hardware import cpu_cores
 from alternet.runs.summary import RunSummary
 from alternet.training.display import ProgressLines, TerminalBar, Throughput, progress_bar
 
@@ -187,8 +187,8 @@ def test_a_terminal_gets_a_bar_and_a_file_gets_lines():
 
 def test_loader_workers_auto_fits_the_machine(monkeypatch):
     auto = DigitsDataModule(num_workers="auto", batch_size=8)
-    assert auto.num_workers == min(available_cpus(), 4)  # arrays in memory: 4 at most (8 measured 3.4x slower)
+    assert auto.num_workers == min(cpu_cores(), 4)  # arrays in memory: 4 at most (8 measured 3.4x slower)
     capped = DigitsDataModule(num_workers=10_000, batch_size=8)
-    assert capped.num_workers == available_cpus()  # never more workers than CPUs: no DataLoader warning
-    monkeypatch.setattr("alternet.data.workers.available_cpus", lambda: 16)
+    assert capped.num_workers == cpu_cores()  # never more workers than CPUs: no DataLoader warning
+    monkeypatch.setattr("alternet.data.workers.cpu_cores", lambda: 16)
     assert DigitsDataModule(num_workers="auto", batch_size=8).num_workers == 4

@@ -16,13 +16,14 @@ from PIL import Image
 from alternet.data import ArrayDataModule
 from alternet.data.corrupted.corruptions import CORRUPTIONS, EXTRA_CORRUPTIONS, SEVERITIES
 from alternet.data.corrupted.imagenet_c import check_class_names, load_imagenet_c
-from alternet.data.workers import available_cpus, loader_workers
+from alternet.data.workers import loader_workers
 from alternet.errors import ConfigValueError, DataError
 from alternet.evaluation import Evaluator, RobustnessError, RobustnessRow, robustness_summary
 from alternet.evaluation.baselines import builtin_baseline
 from alternet.evaluation.config import EvaluationConfig
 from alternet.evaluation.corrupted import open_corrupted_sets
 from alternet.evaluation.inference import device_count, fast_precision, memory_format, on_devices
+from alternet.hardware import cpu_cores
 from alternet.models import create_model
 from alternet.progress import Progress, progress
 from alternet.typed import build
@@ -119,7 +120,7 @@ def test_imagenet_c_tree_is_scored_with_extras_apart_and_alexnet_mce(tmp_path, f
     robustness = report["robustness"]
     assert robustness["layout"] == "imagenet-c" and robustness["source"] == "real"
     assert robustness["preprocess"] == "center_crop" and robustness["benchmark"] == "imagenet-c"
-    assert report["loader"]["num_workers"] == min(available_cpus(), 8)
+    assert report["loader"]["num_workers"] == min(cpu_cores(), 8)
     table = robustness["table"]
     assert [(r["corruption"], r["severity"]) for r in table] == [(c, s) for c in PICKED for s in SEVERITIES]
     assert {r["n"] for r in table} == {6}  # 3 classes x 2 images
@@ -272,7 +273,7 @@ def test_inference_uses_every_visible_gpu_and_needs_none(monkeypatch):
 
 
 def test_loader_workers_never_exceed_the_cpus():
-    cpus = available_cpus()
+    cpus = cpu_cores()
     assert loader_workers("auto") == loader_workers(None) == min(cpus, 8)  # image files
     assert loader_workers("auto", in_memory=True) == min(cpus, 4)
     assert loader_workers(0) == 0 and loader_workers(10_000) == cpus

@@ -11,12 +11,14 @@ would have seen.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 import lightning as L
 import numpy as np
 import torch
+from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from ..errors import ConfigValueError, DataError, is_integer, require
@@ -24,12 +26,17 @@ from ..seeds import derive_seed
 from .augment import StackSection, stack_section
 from .config import DataConfig, check_subset, check_val_size
 from .workers import (
+    MEASURED_BATCHES,
+    BusyDataset,
     PlainLoader,
     StartsWorkersSafely,
     WorkerLedger,
     dead_worker_error,
     init_loader_worker,
     loader_workers,
+    more_workers,
+    node_share,
+    spare_cores,
 )
 
 
@@ -86,14 +93,20 @@ class ResumableLoader(StartsWorkersSafely, DataLoader):
 
     Lightning saves :meth:`state_dict` in every checkpoint and hands it back through :meth:`load_state_dict` on
     resume, before the first iterator of the resumed epoch is created; that iterator then skips what was seen.
+
+    With ``most_workers`` (``data.num_workers=auto``) it measures how long its consumer waited for batches each
+    epoch and starts more workers for the next while that was more than a few percent (:func:`more_workers`): the
+    fewest that keep up with the step, found by the step. Which batches it delivers does not depend on them.
     """
 
     sampler: EpochSampler
 
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
+    def __init__(self, dataset: Dataset, *args: Any, most_workers: int | None = None, **kwargs: Any):
+        super().__init__(BusyDataset(dataset) if most_workers else dataset, *args, **kwargs)
+        self.most_workers = most_workers
         self.delivered = 0
         self._resume: dict[str, int] | None = None
+        self._grown: int | None = None  # the workers from the next epoch on
 
     def __iter__(self) -> Iterator[Any]:
         resume, self._resume = self._resume, None
@@ -102,15 +115,51 @@ class ResumableLoader(StartsWorkersSafely, DataLoader):
             skip = 0
         self.sampler.skip = skip * int(self.batch_size or 1)
         self.delivered = skip
-        for batch in super().__iter__():
+        if self._grown is not None:
+            if self._iterator is not None:  # persistent workers: new ones for this epoch
+                self._iterator._shutdown_workers()
+                self._iterator = None
+            self.num_workers, self._grown = self._grown, None
+        if self.most_workers:
+            self.dataset.busy(1, 1)  # counted from here: a persistent worker's clock kept the last epoch's
+        batches, waited, first = super().__iter__(), 0.0, None
+        while True:
+            asked = time.perf_counter()
+            try:
+                batch = next(batches)
+            except StopIteration:
+                break
+            if first is None:  # the first batch waits for the workers to start, not for the step
+                first = time.perf_counter()
+            else:
+                waited += time.perf_counter() - asked
             self.delivered += 1
+            if self.delivered == len(self) and self.most_workers and self.delivered - skip > MEASURED_BATCHES:
+                self._grow(waited, time.perf_counter() - first)  # now: Lightning asks for no batch after the last
             yield batch
 
+    def _grow(self, waited: float, seconds: float) -> None:
+        """Run more workers from the next epoch on, when the step waited ``waited`` of this epoch's ``seconds`` for
+        batches its workers could not make sooner."""
+        share, busy = waited / seconds, self.dataset.busy(self.num_workers, seconds)
+        workers = more_workers(self.num_workers, self.most_workers, share, busy)
+        if workers == self.num_workers:
+            return
+        rank_zero_info(
+            f"data.num_workers=auto: the training step waited for batches {share:.0%} of epoch {self.sampler.epoch} "
+            f"with its {self.num_workers} loader workers busy {min(busy, 1):.0%} of it; {workers} workers from the "
+            f"next epoch (at most {self.most_workers} here)"
+        )
+        self._grown = workers
+
     def state_dict(self) -> dict[str, int]:
-        return {"epoch": self.sampler.epoch, "batches": self.delivered}
+        grown = {"workers": self._grown or self.num_workers} if self.most_workers else {}
+        return {"epoch": self.sampler.epoch, "batches": self.delivered} | grown
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         self._resume = {"epoch": int(state["epoch"]), "batches": int(state["batches"])}
+        if self.most_workers and "workers" in state:  # what the run had grown to (none before 2026-11-29)
+            self.num_workers = max(self.num_workers, min(int(state["workers"]), self.most_workers))
 
 
 def split_size(val_size: int | float, pool: int) -> int:
@@ -181,6 +230,7 @@ class ImageDataModule(L.LightningDataModule):
         eval_batch_size = batch_size if eval_batch_size is None else eval_batch_size  # null: the batch size
         for key, size in (("batch_size", batch_size), ("eval_batch_size", eval_batch_size)):
             require(f"recipe.{key}", size, lambda v: is_integer(v, 1), "must be an integer >= 1")
+        self.auto_workers = num_workers in (None, "auto")
         num_workers = loader_workers(num_workers, key="data.num_workers", in_memory=self.IN_MEMORY)
         self.root = root
         self.image_size = image_size
@@ -318,16 +368,34 @@ class ImageDataModule(L.LightningDataModule):
         )
 
     def _loader(self, split: str, sampler: EpochSampler, batch_size: int, drop_last: bool = False) -> DataLoader:
-        return (ResumableLoader if sampler.shuffle else PlainLoader)(
+        workers, most = self.worker_counts()
+        grows = {"most_workers": most} if sampler.shuffle and self.auto_workers else {}  # the training loader
+        loader = (ResumableLoader if sampler.shuffle else PlainLoader)(
             self.splits[split],
             batch_size=batch_size,
             sampler=sampler,
             drop_last=drop_last,
-            num_workers=self.num_workers,
+            num_workers=workers,
             pin_memory=self.pin_memory,
             persistent_workers=self.persistent_workers,
             worker_init_fn=init_loader_worker,
+            **grows,
         )
+        return self.on_node(loader)
+
+    def worker_counts(self) -> tuple[int, int]:
+        """(the workers a loader of this rank starts with, the most ``auto`` grows to): ``auto`` stays within this
+        rank's share of the machine's cores (:func:`node_share`), beside its main process."""
+        most = spare_cores(node_share(*self._ranks_on_node()))
+        return (min(self.num_workers, most) if self.auto_workers else self.num_workers), most
+
+    def on_node(self, loader: StartsWorkersSafely) -> Any:
+        """``loader``, its workers to run on this rank's share of the machine's cores."""
+        loader.ranks_on_node = self._ranks_on_node()
+        return loader
+
+    def _ranks_on_node(self) -> tuple[int, int]:
+        return (self.trainer.local_rank, self.trainer.num_devices) if self.trainer is not None else (0, 1)
 
     def facts(self) -> dict[str, Any]:
         """What a model trained on this data must know, saved with its checkpoints: the data set's name, class

@@ -13,29 +13,35 @@ saves, and shuts them down itself; the signals are blocked from the fork on (:cl
 from __future__ import annotations
 
 import contextlib
+import math
 import multiprocessing
 import os
 import re
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from traceback import walk_tb
 from types import TracebackType
 from typing import Any
 
 from lightning.fabric.utilities.seed import pl_worker_init_function
 from threadpoolctl import threadpool_limits
-from torch.utils.data import DataLoader, get_worker_info
+from torch.utils.data import DataLoader, Dataset, get_worker_info
 
 from ..errors import DataError, is_integer, require
 from ..hardware import cpu_cores
 
-MAX_AUTO_WORKERS = 8  # num_workers=auto for image files: enough to decode JPEGs for one GPU; more only contend
-# num_workers=auto for arrays in memory (crop, flip, RandAugment of 32-px images): on a 16-core H100 machine 8 workers
-# made the paper recipe's step 3.4x slower than 4 did (bench/RESULTS.md, gpu-nvidia-h100-80gb-hbm3): their CPU and
-# wake-ups come out of the main process, which launches the GPU's work. bench/gpu_perf.sh re-measures 4 against 8.
-MAX_AUTO_ARRAY_WORKERS = 4
+# num_workers=auto: where the training loader starts; it grows while the step waits (more_workers).
+# Image files: 8 decode JPEGs for one GPU on most machines. Arrays in memory (crop, flip, RandAugment of 32-px images):
+# one worker makes ~6,000 paper-recipe images/s (bench/RESULTS.md), and every idle worker's CPU and wake-ups come
+# out of the main process, which launches the GPU's work (8 made an H100 run's step 3.4x slower than 4).
+FILE_WORKERS, ARRAY_WORKERS = 8, 1
+WAIT_TO_GROW = 0.05  # the share of an epoch's training loop spent waiting for batches that adds workers
+BUSY_TO_GROW = 0.5  # ... while the workers were making batches at least this share of it (else they kept up)
+MEASURED_BATCHES = 10  # an epoch with fewer batches measures too little to decide on
 
 # What schedulers and terminals send to stop a run (the pre-emption callback's choices): never a worker's business.
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2")
@@ -43,14 +49,55 @@ _STOPS = frozenset(getattr(signal, name) for name in STOP_SIGNALS if hasattr(sig
 
 
 def loader_workers(setting: int | str | None, key: str = "num_workers", *, in_memory: bool = False) -> int:
-    """DataLoader workers for the setting ``key``: ``auto`` (or null) is min(available CPUs, 8) for image files and
-    min(available CPUs, 4) for arrays in memory (``in_memory``); a number is capped at the available CPUs (more
-    workers than CPUs only slow each other down)."""
-    cpus = cpu_cores()  # the affinity mask's CPUs (a SLURM allocation), not the machine's
+    """DataLoader workers for the setting ``key``: ``auto`` (or null) starts at :data:`ARRAY_WORKERS` for arrays in
+    memory (``in_memory``) and :data:`FILE_WORKERS` for image files, within the cores left beside the main process
+    (a training loader then grows while its step waits: :func:`more_workers`); a number is capped at the
+    available CPUs (more workers than CPUs only slow each other down)."""
     check_workers(setting, key)
     if setting is None or setting == "auto":
-        return min(cpus, MAX_AUTO_ARRAY_WORKERS if in_memory else MAX_AUTO_WORKERS)
-    return min(int(setting), cpus)
+        return min(spare_cores(), ARRAY_WORKERS if in_memory else FILE_WORKERS)
+    return min(int(setting), cpu_cores())  # the affinity mask's CPUs (a SLURM allocation), not the machine's
+
+
+def more_workers(workers: int, most: int, waited: float, busy: float = 1.0) -> int:
+    """The workers an ``auto`` training loader runs next epoch after its step waited for batches for the share
+    ``waited`` of this one, while its workers were making batches for the share ``busy`` of it (the mean of their
+    own): as many as would have kept up with a quarter to spare (a loader-bound epoch's steps took ``1 - waited`` of
+    it), at least one more, at most ``most``. The same while the step waited less than :data:`WAIT_TO_GROW`, or the
+    workers idled half the time or more: then the wait was the main process taking batches in (tensors' handles
+    passed between processes), which more workers do not shorten."""
+    if waited < WAIT_TO_GROW or busy < BUSY_TO_GROW or workers >= most:
+        return workers
+    return min(most, max(workers + 1, math.ceil(1.25 * workers / (1 - min(waited, 0.9)))))
+
+
+def node_share(local_rank: int = 0, local_ranks: int = 1) -> list[int]:
+    """The cores of this process and its loader workers: its affinity mask, split evenly among the ``local_ranks``
+    training processes of this machine when they all hold the machine's whole mask (Lightning's launcher,
+    ``torchrun``); a mask that a scheduler set per task (``srun --cpu-bind``) is the task's share as it is."""
+    try:
+        allowed = sorted(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows: no affinity to read or set
+        return list(range(os.cpu_count() or 1))
+    count = len(allowed)
+    if 1 < local_ranks <= count and count == os.cpu_count():
+        return allowed[local_rank * count // local_ranks : (local_rank + 1) * count // local_ranks]
+    return allowed
+
+
+def spare_cores(share: list[int] | None = None) -> int:
+    """How many loader workers ``share`` (this process's :func:`node_share`) holds beside its main process: all its
+    cores but one, and at least one."""
+    return max(1, len(node_share() if share is None else share) - 1)
+
+
+def worker_cores(workers: int, share: list[int]) -> frozenset[int] | None:
+    """The cores ``workers`` loader workers run on: the last of ``share``, so that its first core stays the main
+    process's (it launches the GPU's work, or runs the step on the CPU); None where no core is spare or the OS sets
+    no affinity (the workers then run anywhere)."""
+    if workers < 1 or len(share) < 2 or not hasattr(os, "sched_setaffinity"):
+        return None
+    return frozenset(share[-min(workers, len(share) - 1) :])
 
 
 def check_workers(setting: Any, key: str = "num_workers") -> None:
@@ -63,7 +110,7 @@ def init_loader_worker(worker_id: int) -> None:
     """The ``worker_init_fn`` of every loader: leave the stop signals to the main process, use one BLAS/OpenMP
     thread, then seed as Lightning would have (``seed_everything(workers=True)`` adds its own ``worker_init_fn``
     only to loaders without one). The workers already fill the CPUs; pools of one thread per core in each compete
-    with the main process, which launches the GPU's work (bench/RESULTS.md, as for :data:`MAX_AUTO_ARRAY_WORKERS`)."""
+    with the main process, which launches the GPU's work (bench/RESULTS.md, as for :data:`ARRAY_WORKERS`)."""
     leave_stop_signals_to_main_process()
     sys.excepthook = _quiet_when_the_main_process_left(sys.excepthook)
     threadpool_limits(1)  # BLAS and OpenMP pools (torch sets its own to one thread in a worker)
@@ -132,9 +179,28 @@ class StartsWorkersSafely:
       OpenCV's default pool of one thread per core in every worker oversubscribes the CPUs the main process needs
       to feed the GPU."""
 
+    ranks_on_node = (0, 1)  # (this process's local rank, training processes on this machine): its node_share
+
     def _get_iterator(self):  # DataLoader's one place that starts workers
+        init = self.worker_init_fn.init if isinstance(self.worker_init_fn, OnCores) else self.worker_init_fn
+        cores = worker_cores(self.num_workers, node_share(*self.ranks_on_node))
+        self.worker_init_fn = init if cores is None else OnCores(cores, init)
         with stop_signals_blocked(), one_cv2_thread():
             return super()._get_iterator()
+
+
+@dataclass(frozen=True)
+class OnCores:
+    """A ``worker_init_fn`` that first keeps the worker on ``cores`` (off its main process's core), then runs
+    ``init``."""
+
+    cores: frozenset[int]
+    init: Callable[[int], None] | None
+
+    def __call__(self, worker_id: int) -> None:
+        os.sched_setaffinity(0, self.cores)
+        if self.init is not None:
+            self.init(worker_id)
 
 
 @contextlib.contextmanager
@@ -160,6 +226,39 @@ def _exit_on_sigterm_from(parent: int) -> None:
     while True:
         if signal.sigwaitinfo({signal.SIGTERM}).si_pid == parent:
             os._exit(0)
+
+
+class BusyDataset(Dataset):
+    """``dataset`` as the loader's workers read it, with the seconds each spent fetching its batches' samples kept
+    in shared memory (slots by worker id), so that the main process can tell workers that kept up (mostly idle)
+    from workers that could not (busy throughout)."""
+
+    SLOTS = 64
+
+    def __init__(self, dataset: Dataset) -> None:
+        self.dataset = dataset
+        self._seconds = multiprocessing.get_context().RawArray("d", self.SLOTS)
+
+    def __len__(self) -> int:
+        return len(self.dataset)  # type: ignore[arg-type]
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.__getitems__([key])[0]
+
+    def __getitems__(self, keys: list[Any]) -> list[Any]:
+        start = time.perf_counter()
+        fetch = getattr(self.dataset, "__getitems__", None)
+        samples = fetch(keys) if fetch else [self.dataset[key] for key in keys]
+        info = get_worker_info()
+        if info is not None:
+            self._seconds[info.id % self.SLOTS] += time.perf_counter() - start
+        return samples
+
+    def busy(self, workers: int, seconds: float) -> float:
+        """The share of ``seconds`` the ``workers`` workers spent fetching on average, read and then set to zero."""
+        spent = sum(self._seconds)
+        self._seconds[:] = [0.0] * self.SLOTS
+        return spent / max(workers * seconds, 1e-9)
 
 
 class WorkerLedger:

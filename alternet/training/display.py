@@ -22,12 +22,14 @@ class _NoAdvertising(logging.Filter):
 
 
 def quiet_lightning() -> None:
-    """Drop what tells a user nothing about their run: Lightning's product tip and its own internal deprecation
-    warning (from Lightning's code, not the user's)."""
+    """Drop what tells a user nothing about their run: Lightning's product tip, its own internal deprecation
+    warning (from Lightning's code, not the user's), and its guess that a loader with fewer than two workers is a
+    bottleneck (``data.num_workers=auto`` starts at the fewest and grows while the step waits for batches)."""
     logger = logging.getLogger("lightning.pytorch.utilities.rank_zero")
     if not any(isinstance(f, _NoAdvertising) for f in logger.filters):
         logger.addFilter(_NoAdvertising())
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)", category=Warning)
+    warnings.filterwarnings("ignore", message=r"The '\w+' does not have many workers", category=Warning)
 
 
 def _shown(metrics: dict[str, Any], pl_module: L.LightningModule) -> dict[str, Any]:

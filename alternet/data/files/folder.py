@@ -181,15 +181,16 @@ class ImageFolderDataModule(ImageDataModule):
         return len(self._shards_loader())  # LitData's length is already this rank's share (and its workers')
 
     def _shards_loader(self) -> DataLoader:
-        return StreamingLoader(
+        loader = StreamingLoader(
             self.splits["train"],
             batch_size=self.batch_size,
             drop_last=True,
-            num_workers=self.num_workers,
+            num_workers=self.worker_counts()[0],  # LitData's loader does not grow its workers
             pin_memory=self.pin_memory,
             persistent_workers=self.persistent_workers,
             worker_init_fn=init_loader_worker,
         )
+        return self.on_node(loader)
 
     def facts(self) -> dict[str, Any]:
         return super().facts() | {"crop_pct": self.crop_pct, "interpolation": self.interpolation}

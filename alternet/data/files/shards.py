@@ -37,7 +37,7 @@ from ...files import (
 )
 from ...hardware import cpu_cores
 from ...seeds import derive_seed, seed_generators
-from ..workers import MAX_AUTO_WORKERS, StartsWorkersSafely, WorkerLedger
+from ..workers import FILE_WORKERS, StartsWorkersSafely, WorkerLedger
 from .images import FileList, SkipCounter, decode_rgb, scan_split
 
 CLASSES_FILE = "classes.json"
@@ -98,7 +98,7 @@ def write_shards(
     classes = sorted({p.decode().split(os.sep, 1)[0] for p in files.paths})
     order = np.random.default_rng(seed).permutation(len(files))
     inputs = [(files.paths[i].decode(), int(files.labels[i])) for i in order]
-    workers = num_workers or min(cpu_cores(), MAX_AUTO_WORKERS)  # the affinity mask's CPUs (any OS)
+    workers = num_workers or min(cpu_cores(), FILE_WORKERS)  # the affinity mask's CPUs; the main process idles
     existed = out.exists()
     out.mkdir(parents=True, exist_ok=True)
     with writing(out, "shards output"):  # a second alternet shards into OUT stops here

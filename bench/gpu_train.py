@@ -120,6 +120,7 @@ class Measure(L.Callback):
         self.epoch_images: list[int] = []
         self.loop_seconds: list[float] = []  # per epoch
         self.windows: list[int] = []
+        self.workers: list[int] = []  # the training loader's workers in each epoch (data.num_workers=auto grows them)
         self._batch_start: float | None = None
         self._count_at_start: int | None = None
         self.count = lambda: 0  # the running sync count (set by the caller)
@@ -135,6 +136,8 @@ class Measure(L.Callback):
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
         self.epoch_images[-1] += int(batch[0].shape[0]) * trainer.world_size
+        if batch_idx == 0:  # the epoch's loader has started its workers
+            self.workers.append(trainer.train_dataloader.num_workers)
 
     def on_train_end(self, trainer, module) -> None:
         self.epoch_starts.append(time.perf_counter())
@@ -304,6 +307,7 @@ def main() -> None:
                 row(case, "loader share", 100 * share, "%", notes="train_dataloader_next wait / training loop"),
                 row(case, "syncs per non-logging step", syncs, "1"),
                 row(case, "peak GPU memory", peak, "GiB"),
+                row(case, "loader workers", measure.workers[-1], "1", notes=f"by epoch: {measure.workers}"),
                 row(case, "whole run", wall, "s", notes="build, compile, train, test"),
             ]
     finish(args, "gpu_train", rows, facts)

@@ -21,7 +21,7 @@ PHASES = [
     "step_formats",
     "profile_32",
     "step_goals_32",
-    "train_w8",
+    "train_auto",
     "concurrent",
 ]
 
@@ -44,3 +44,5 @@ def test_every_phase_of_the_gpu_run_ends_cleanly_on_a_cpu(tmp_path):
     recorded = {path.name.split("-cpu")[0] for path in tmp_path.glob("*.csv")}
     assert {"gpu_train", "gpu", "profile_step"} <= recorded, recorded
     assert "syncs" in (tmp_path / "train_eager.log").read_text()
+    rows = (tmp_path / "gpu_train-cpu").parent.glob("gpu_train-*.csv")
+    assert any("reduce-overhead-wauto" in line and "loader workers" in line for p in rows for line in p.open())

@@ -28,10 +28,12 @@ loader pass includes its start-up on purpose).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")  # before albumentations is imported
 
@@ -137,13 +139,14 @@ def step_cases(args: argparse.Namespace, augment: dict[str, Any]) -> dict[str, C
 
     fixed = None
     cases: dict[str, Callable[[], object]] = {}
-    for batched in (False, True):
-        for workers in (0, 1):
-            module = datamodule(args.root, augment, args.batch_size, workers, 50_000, batched, persistent_workers=True)
-            batches = iter(module.train_dataloader())
-            fixed = fixed or next(batches)
-            name = f"{'a' + chr(39) if batched else 'a'} loader, {workers} worker(s)"
-            cases[name] = lambda batches=batches: step(*next(batches))
+    feeds = [(False, 0, True), (False, 1, True), (False, 1, False), (True, 0, True), (True, 1, True)]
+    for batched, workers, pinned in feeds:  # pinned: the workers off the main process's core (the default)
+        module = datamodule(args.root, augment, args.batch_size, workers, 50_000, batched, persistent_workers=True)
+        with contextlib.nullcontext() if pinned else mock.patch("alternet.data.workers.worker_cores", lambda *_: None):
+            batches = iter(module.train_dataloader())  # starts the persistent workers, pinned or not
+        fixed = fixed or next(batches)
+        name = f"{'a' + chr(39) if batched else 'a'} loader, {workers} worker(s){'' if pinned else ', not pinned'}"
+        cases[name] = lambda batches=batches: step(*next(batches))
     return {"fixed batch (no loading)": lambda: step(*fixed), **cases}
 
 

@@ -120,7 +120,9 @@ class ViTModel(ModelConfig):
     global_pool: str | None = None
 
     def check(self) -> None:
-        self.require("local_kernel", integer(1), "must be an integer >= 1 (or null: global attention)")
+        self.require(
+            "local_kernel", integer(2), "must be a window side >= 2 (1 is a softmax over one key), or null: global"
+        )
         self.one_of("global_pool", ("avg", "token"))
 
 

@@ -122,7 +122,7 @@ class ResumableLoader(StartsWorkersSafely, DataLoader):
             self.num_workers, self._grown = self._grown, None
         if self.most_workers:
             self.dataset.busy(1, 1)  # counted from here: a persistent worker's clock kept the last epoch's
-        batches, waited, first = super().__iter__(), 0.0, None
+        batches, waited, first, last = super().__iter__(), 0.0, None, len(self)
         while True:
             asked = time.perf_counter()
             try:
@@ -134,7 +134,7 @@ class ResumableLoader(StartsWorkersSafely, DataLoader):
             else:
                 waited += time.perf_counter() - asked
             self.delivered += 1
-            if self.delivered == len(self) and self.most_workers and self.delivered - skip > MEASURED_BATCHES:
+            if self.delivered == last and self.most_workers and last - skip > MEASURED_BATCHES:
                 self._grow(waited, time.perf_counter() - first)  # now: Lightning asks for no batch after the last
             yield batch
 

@@ -413,5 +413,14 @@ class ImageDataModule(L.LightningDataModule):
         return facts
 
     def describe(self) -> str:
+        """The start banner's data line: the data set, its splits, where training reads from and its loader."""
         sizes = ", ".join(f"{k} {len(v)}" for k, v in self.splits.items())
-        return f"{self.name}: {self.num_classes} classes, {self.image_size}px ({sizes})"
+        workers, most = self.worker_counts()
+        loader = f"{workers} loader worker{'s' * (workers != 1)}" if workers else "loaded in the training process"
+        if self.auto_workers and most > workers:
+            loader += f" (auto: up to {most} while the step waits for batches)"
+        return f"{self.name}: {self.num_classes} classes, {self.image_size}px ({sizes}){self._read_from()}; {loader}"
+
+    def _read_from(self) -> str:
+        """Where training reads from, when not the data set's own files (streamed shards)."""
+        return ""

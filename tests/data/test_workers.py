@@ -217,3 +217,11 @@ def test_a_training_run_with_auto_workers_grows_them_when_its_step_waits(monkeyp
     assert isinstance(loader, ResumableLoader) and loader.most_workers == 2 and loader.ranks_on_node == (0, 1)
     assert loader.num_workers == 2 and loader.state_dict()["workers"] == 2  # the second epoch ran with two
     assert "2 workers from the next epoch" in caplog.text
+
+
+def test_the_banner_says_how_many_workers_load_and_how_far_auto_may_grow(monkeypatch):
+    monkeypatch.setattr("alternet.data.base.spare_cores", lambda share: 7)
+    auto = DigitsDataModule(num_workers="auto", batch_size=8)
+    auto.setup("fit")
+    assert auto.describe().endswith("; 1 loader worker (auto: up to 7 while the step waits for batches)")
+    assert DigitsDataModule(num_workers=0, batch_size=8).describe().endswith("; loaded in the training process")

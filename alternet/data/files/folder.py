@@ -195,8 +195,8 @@ class ImageFolderDataModule(ImageDataModule):
     def facts(self) -> dict[str, Any]:
         return super().facts() | {"crop_pct": self.crop_pct, "interpolation": self.interpolation}
 
-    def describe(self) -> str:
-        return super().describe() + (f", train streamed from {self.train_shards}" if self.train_shards else "")
+    def _read_from(self) -> str:
+        return f", train streamed from {self.train_shards}" if self.train_shards else ""
 
 
 class ImageNetDataModule(ImageFolderDataModule):

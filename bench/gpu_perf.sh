@@ -13,10 +13,10 @@
 # (python -m bench.gpu_train: experiment=alternet_r50_cifar100 on 50,000 synthesized CIFAR-100 images, whole epochs, 4
 # workers) with CUDA graphs (reduce-overhead, as performance.compile=auto trains on one GPU); the bare step at 224 px
 # batch 256 compiled, beside the reference; where the host's time goes in the 32 px batch-96 step with CUDA graphs;
-# the real run eager; the bare step eager at batches 96/256/1024 (32 px) and
-# 256 (224 px) in both memory formats, with the host's enqueue time; a profile of the 32 px batch-96 step; the bare
-# step at 32 px batch 512 compiled, beside the reference; the real run with data.num_workers=auto (its workers grow
-# while the step waits; the log says when); two concurrent runs on one GPU.
+# the real run with data.num_workers=auto (its workers grow while the step waits; the log says when); the real run
+# eager; the bare step eager at batches 96/256/1024 (32 px) and 256 (224 px) in both memory formats, with the host's
+# enqueue time; a profile of the 32 px batch-96 step; the bare step at 32 px batch 512 compiled, beside the
+# reference; two concurrent runs on one GPU.
 # A machine whose Python lacks some of alternet's dependencies takes wheels from .whl/ (pip download ... on a
 # machine with network: docs/development.md); the reference implementation's models/ come from .hdvw/ (a
 # how-do-vits-work checkout's). --device cpu runs every phase at tiny sizes on a CPU: the slow suite's smoke test.
@@ -78,6 +78,8 @@ phase step_goals_224 "${GOALS_LIMIT:-180}" $PYTHON -m bench.gpu --device "$DEVIC
   --results-dir "$OUT"
 phase profile_graphs 120 $PYTHON -m bench.profile_step --device "$DEVICE" --precision "$PRECISION" --channels-last \
   --size 32 --batch "${B32[0]}" --steps 3 "${PROFILE[@]}" "${PROFILE_COMPILE[@]}" --results-dir "$OUT"
+phase train_auto "${TRAIN_LIMIT:-150}" $PYTHON "${TRAIN[@]}" --workers auto --modes reduce-overhead --out $RUNS/auto \
+  "${TRAIN_ARGS[@]}"
 phase train_eager "${TRAIN_LIMIT:-150}" $PYTHON "${TRAIN[@]}" --workers 4 --modes eager --out $RUNS/eager \
   "${TRAIN_ARGS[@]}"
 phase step_formats "${FORMATS_LIMIT:-120}" $PYTHON -m bench.gpu --device "$DEVICE" --no-compile \
@@ -87,8 +89,6 @@ phase profile_32 60 $PYTHON -m bench.profile_step --device "$DEVICE" --precision
   --size 32 --batch "${B32[0]}" --steps 3 "${PROFILE[@]}" --results-dir "$OUT"
 phase step_goals_32 "${GOALS_LIMIT:-150}" $PYTHON -m bench.gpu --device "$DEVICE" "${REFERENCE[@]}" "${COMPILE[@]}" \
   --sizes 32 --batch32 "$GOAL32" --steps "$STEPS" --rounds "$ROUNDS" --results-dir "$OUT"
-phase train_auto "${TRAIN_LIMIT:-150}" $PYTHON "${TRAIN[@]}" --workers auto --modes reduce-overhead --out $RUNS/auto \
-  "${TRAIN_ARGS[@]}"
 phase concurrent "${CONCURRENT_LIMIT:-150}" bash -c "  # their aggregate: the sum of the two steady rates
   $PYTHON ${TRAIN[*]} --workers 4 --modes reduce-overhead --tag concurrent-1 --out $RUNS/c1 ${TRAIN_ARGS[*]} & first=\$!
   $PYTHON ${TRAIN[*]} --workers 4 --modes reduce-overhead --tag concurrent-2 --out $RUNS/c2 ${TRAIN_ARGS[*]} & second=\$!

@@ -17,11 +17,11 @@ PHASES = [
     "train_graphs",
     "step_goals_224",
     "profile_graphs",
+    "train_auto",
     "train_eager",
     "step_formats",
     "profile_32",
     "step_goals_32",
-    "train_auto",
     "concurrent",
 ]
 

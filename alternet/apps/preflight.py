@@ -14,6 +14,7 @@ from typing import Any
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import CompactHydraException
 from hydra.experimental.callback import Callback
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -27,6 +28,7 @@ from ..runs.layout import RunDir, SweepDir
 from ..runs.ownership import RunDirLock, check_fresh_run_dir, note_created_by_this_process
 from ..training.resume import check_resume_settings
 from .checks import validate_train_config
+from .composition import composition_error
 
 GRID_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"  # its name in a config, not an import
 
@@ -67,7 +69,11 @@ class SweepPreflight(Callback):
         note_created_by_this_process(SweepDir(config.hydra.sweep.dir).path / str(index) for index in range(len(jobs)))
         try:
             for index, overrides in enumerate(jobs):
-                job = loader.load_sweep_config(config, overrides)
+                said = f"sweep job {index} ({' '.join(overrides)}), before any job ran"
+                try:
+                    job = loader.load_sweep_config(config, overrides)
+                except CompactHydraException as error:  # Hydra would print it as a warning, then its own report
+                    exit_with_error(f"{said}: {composition_error(error, 'train')}")
                 with open_dict(job):
                     job.hydra.job.num = index
                 HydraConfig.instance().set_config(job)  # what ${hydra:...} reads, as the launcher sets it per job
@@ -81,7 +87,7 @@ class SweepPreflight(Callback):
                         warnings.simplefilter("ignore")
                         validate_train_config(plain)
                 except AlternetError as error:
-                    exit_with_error(f"sweep job {index} ({' '.join(overrides)}), before any job ran: {error}")
+                    exit_with_error(f"{said}: {error}")
         finally:
             HydraConfig.instance().cfg = None  # unset, as the launcher expects to find it
 

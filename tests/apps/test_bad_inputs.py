@@ -6,6 +6,8 @@ The catalogue runs ``train.py`` / ``evaluate.py`` as ``__main__`` in this proces
 argument parsing and error handling, as a user's command runs them; a fresh interpreter costs ~8 s a case); one case
 of each also runs as a real subprocess to check the exit status and stderr end to end."""
 
+import warnings
+
 import pytest
 import torch
 
@@ -146,6 +148,24 @@ def test_a_sweep_checks_every_job_before_the_first_trains(sweep, message, tmp_pa
     assert code.startswith(f"error: {message}") and "before any job ran: " in code
     assert "Traceback" not in stderr and "\n" not in code
     assert not (tmp_path / "sweep" / "0").exists()
+
+
+@pytest.mark.parametrize(
+    ("sweep", "message"),
+    [
+        (["model=alternet_tiny,nosuchmodel"], "sweep job 1 (model=nosuchmodel), before any job ran: model=nosuchmod"),
+        (["seed=0,abc"], "sweep job 1 (seed=abc), before any job ran: seed=abc is invalid: must be an integer"),
+    ],
+)
+def test_a_sweep_job_that_cannot_compose_is_one_line_naming_it(sweep, message, tmp_path, monkeypatch, capsys):
+    """Hydra turns an error in a sweep callback into a warning of its own (here a 40-line list of options and search
+    paths) and reports it again when its sweeper composes the job; the pre-flight says it once, in one line."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code, stderr = run_main("train.py", ["-m", *sweep, f"hydra.sweep.dir={tmp_path}"], monkeypatch, capsys)
+    assert code.startswith(f"error: {message}") and "\n" not in code and "Traceback" not in stderr
+    assert [str(w.message) for w in caught if "Callback" in str(w.message)] == []
+    assert not (tmp_path / "0").exists()
 
 
 def test_a_sweep_into_a_directory_holding_another_sweeps_jobs_stops_before_touching_them(tmp_path, monkeypatch, capsys):

@@ -93,7 +93,8 @@ def integer(minimum: int) -> Callable[[Any], bool]:
 
 def build(cls: type[S], values: Mapping[str, Any], prefix: str = "") -> S:
     """``cls`` made from a composed section (plain values), sub-sections first; any failure raises
-    :class:`ConfigValueError` naming the full key (``prefix``: the section's place, ``recipe.``)."""
+    :class:`ConfigValueError` naming the full key (``prefix``: the section's place, ``recipe.``). A null where the
+    field's type has none is refused: a library taking the section's set keys would fall back on its own default."""
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     unknown = [key for key in values if key not in names]
@@ -112,6 +113,8 @@ def build(cls: type[S], values: Mapping[str, Any], prefix: str = "") -> S:
         value = values[field.name]
         if isinstance(value, str) and value == MISSING:
             raise ConfigValueError(f"{key} must be set")
+        if value is None and not conforms(None, hints[field.name]) and SECTION not in field.metadata:
+            raise ConfigValueError(f"{key}=null is invalid: must be {described(hints[field.name])}")
         section = field.metadata.get(SECTION) or _section_type(hints[field.name])
         if section is not None and value is not None:
             if not isinstance(value, Mapping):

@@ -154,6 +154,9 @@ CHECKED = [
     (["data=imagefolder", "data.root=x", "data.crop_pct=0"], "data.crop_pct=0 is invalid: must be in (0, 1]"),
     (["++data.colour=red"], "data.colour is not a key of data"),
     (["data.image_size=big"], "data.image_size='big' is invalid: must be an integer"),
+    (["data.image_size=null"], "data.image_size=null is invalid: must be an integer"),  # was the default, silently
+    (["data.num_workers=null"], "data.num_workers=null is invalid: must be an integer or a string"),
+    (["trainer.devices=null"], "trainer.devices=null is invalid: must be an integer or a string or a list"),
     (["data.mean=grey"], "data.mean='grey' is invalid: must be a list of numbers"),
     (["~data.val_size"], "data.val_size must be set"),
     (["data.subset=2"], "data.subset=2 is invalid: a fraction of the training split in (0, 1]"),

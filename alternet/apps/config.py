@@ -24,6 +24,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
 from ..data.config import data_section
+from ..errors import is_integer
 from ..evaluation.config import EvaluationConfig
 from ..tracking import WandbSettings
 from ..training.config import CallbacksConfig, ExportConfig, PerformanceConfig, RecipeConfig, TrainerConfig
@@ -78,6 +79,9 @@ class TrainConfig(Section):
     reuse_run_dir: bool
     export: ExportConfig
     performance: PerformanceConfig
+
+    def check(self) -> None:
+        self.require("seed", lambda v: is_integer(v, 0) and v < 2**32, "must be an integer in [0, 2**32 - 1]")
 
 
 @dataclass(kw_only=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..data.augment import AugmentConfig
-from ..errors import ConfigValueError, is_integer, suggest
+from ..errors import ConfigValueError, is_integer, require, suggest
 from ..typed import SECTION, Section, integer
 from .stopping import check_preemption
 
@@ -283,6 +283,10 @@ class TrainerConfig(Section):
                 )
         self.one_of("precision", PRECISIONS)
         self.require("max_epochs", integer(1), "must be an integer >= 1")
+        if "accumulate_grad_batches" in self.extra:  # the global batch and the schedule's length divide by it
+            require(
+                "accumulate_grad_batches", self.extra["accumulate_grad_batches"], integer(1), "must be an integer >= 1"
+            )
         self.require(
             "devices",
             lambda v: v in ("auto", -1, "-1") or (isinstance(v, int) and v >= 1) or isinstance(v, list | str),

@@ -157,6 +157,9 @@ CHECKED = [
     (["data.image_size=null"], "data.image_size=null is invalid: must be an integer"),  # was the default, silently
     (["data.num_workers=null"], "data.num_workers=null is invalid: must be an integer or a string"),
     (["trainer.devices=null"], "trainer.devices=null is invalid: must be an integer or a string or a list"),
+    (["seed=-1"], "seed=-1 is invalid: must be an integer in [0, 2**32 - 1]"),  # was NumPy's traceback
+    (["seed=4294967296"], "seed=4294967296 is invalid: must be an integer in [0, 2**32 - 1]"),
+    (["trainer.accumulate_grad_batches=0"], "trainer.accumulate_grad_batches=0 is invalid: must be an integer >= 1"),
     (["data.mean=grey"], "data.mean='grey' is invalid: must be a list of numbers"),
     (["~data.val_size"], "data.val_size must be set"),
     (["data.subset=2"], "data.subset=2 is invalid: a fraction of the training split in (0, 1]"),

@@ -369,7 +369,7 @@ class ImageDataModule(L.LightningDataModule):
 
     def _loader(self, split: str, sampler: EpochSampler, batch_size: int, drop_last: bool = False) -> DataLoader:
         workers, most = self.worker_counts()
-        grows = {"most_workers": most} if sampler.shuffle and self.auto_workers else {}  # the training loader
+        grows = {"most_workers": most} if sampler.shuffle and self.grows_workers else {}  # the training loader
         loader = (ResumableLoader if sampler.shuffle else PlainLoader)(
             self.splits[split],
             batch_size=batch_size,
@@ -417,10 +417,15 @@ class ImageDataModule(L.LightningDataModule):
         sizes = ", ".join(f"{k} {len(v)}" for k, v in self.splits.items())
         workers, most = self.worker_counts()
         loader = f"{workers} loader worker{'s' * (workers != 1)}" if workers else "loaded in the training process"
-        if self.auto_workers and most > workers:
+        if self.grows_workers and most > workers:
             loader += f" (auto: up to {most} while the step waits for batches)"
         return f"{self.name}: {self.num_classes} classes, {self.image_size}px ({sizes}){self._read_from()}; {loader}"
 
     def _read_from(self) -> str:
         """Where training reads from, when not the data set's own files (streamed shards)."""
         return ""
+
+    @property
+    def grows_workers(self) -> bool:
+        """The training loader grows its workers while the step waits (``data.num_workers=auto``)."""
+        return self.auto_workers

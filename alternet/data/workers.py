@@ -73,14 +73,19 @@ def more_workers(workers: int, most: int, waited: float, busy: float = 1.0) -> i
 
 def node_share(local_rank: int = 0, local_ranks: int = 1) -> list[int]:
     """The cores of this process and its loader workers: its affinity mask, split evenly among the ``local_ranks``
-    training processes of this machine when they all hold the machine's whole mask (Lightning's launcher,
-    ``torchrun``); a mask that a scheduler set per task (``srun --cpu-bind``) is the task's share as it is."""
+    training processes of this machine when it inherited the mask from its parent (Lightning's launcher,
+    ``torchrun``, a container's cpuset: every rank holds the same cores); a mask a scheduler set for this task
+    alone (``srun --cpu-bind``: it differs from the parent's) is the task's share as it is."""
     try:
         allowed = sorted(os.sched_getaffinity(0))
     except AttributeError:  # macOS, Windows: no affinity to read or set
         return list(range(os.cpu_count() or 1))
+    try:
+        inherited = os.sched_getaffinity(os.getppid()) == set(allowed)
+    except OSError:  # the parent is gone, or not ours to read: assume the ranks share the mask
+        inherited = True
     count = len(allowed)
-    if 1 < local_ranks <= count and count == os.cpu_count():
+    if 1 < local_ranks <= count and inherited:
         return allowed[local_rank * count // local_ranks : (local_rank + 1) * count // local_ranks]
     return allowed
 
@@ -92,12 +97,12 @@ def spare_cores(share: list[int] | None = None) -> int:
 
 
 def worker_cores(workers: int, share: list[int]) -> frozenset[int] | None:
-    """The cores ``workers`` loader workers run on: the last of ``share``, so that its first core stays the main
-    process's (it launches the GPU's work, or runs the step on the CPU); None where no core is spare or the OS sets
-    no affinity (the workers then run anywhere)."""
+    """The cores loader workers run on: all of ``share`` but its first, which stays the main process's (it launches
+    the GPU's work, or runs the step on the CPU); None where no core is spare or the OS sets no affinity (the
+    workers then run anywhere). The workers share them: the OS spreads them, and other processes' workers."""
     if workers < 1 or len(share) < 2 or not hasattr(os, "sched_setaffinity"):
         return None
-    return frozenset(share[-min(workers, len(share) - 1) :])
+    return frozenset(share[1:])
 
 
 def check_workers(setting: Any, key: str = "num_workers") -> None:
@@ -198,7 +203,8 @@ class OnCores:
     init: Callable[[int], None] | None
 
     def __call__(self, worker_id: int) -> None:
-        os.sched_setaffinity(0, self.cores)
+        with contextlib.suppress(OSError):  # a cpuset changed since (Kubernetes' CPU manager): run where allowed
+            os.sched_setaffinity(0, self.cores)
         if self.init is not None:
             self.init(worker_id)
 

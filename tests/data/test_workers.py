@@ -87,16 +87,17 @@ def test_an_auto_loader_grows_by_what_its_step_waited_within_its_ceiling():
     assert more_workers(1, 8, 0.5, busy=0.3) == 1  # idle workers: the wait was taking batches in, not making them
 
 
-def test_ranks_that_share_a_machine_split_its_cores_and_a_mask_a_scheduler_set_is_kept(monkeypatch):
-    monkeypatch.setattr(os, "cpu_count", lambda: 16)
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+def test_ranks_that_inherit_one_mask_split_its_cores_and_a_mask_a_scheduler_set_is_kept(monkeypatch):
+    masks = {0: set(range(16)), os.getppid(): set(range(16))}  # this process's (pid 0) and its parent's
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: masks[pid], raising=False)
     assert node_share() == list(range(16))
-    assert node_share(1, 4) == [4, 5, 6, 7]  # Lightning's launcher or torchrun: four ranks on the whole machine
+    assert node_share(1, 4) == [4, 5, 6, 7]  # Lightning's launcher, torchrun or a container: the ranks share one mask
     assert spare_cores(node_share(1, 4)) == 3
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {8, 9, 10, 11}, raising=False)
-    assert node_share(2, 4) == [8, 9, 10, 11]  # srun --cpu-bind gave this task its own cores
-    assert worker_cores(8, [8, 9, 10, 11]) == frozenset({9, 10, 11})  # the first stays the main process's
-    assert worker_cores(2, [8, 9, 10, 11]) == frozenset({10, 11})
+    masks[0] = {8, 9, 10, 11}  # srun --cpu-bind gave this task its own cores, unlike its parent's
+    assert node_share(2, 4) == [8, 9, 10, 11]
+    masks[os.getppid()] = {8, 9, 10, 11}  # a cpuset of 4 cores that 4 ranks inherit: one core each
+    assert node_share(2, 4) == [10]
+    assert worker_cores(8, [8, 9, 10, 11]) == worker_cores(2, [8, 9, 10, 11]) == frozenset({9, 10, 11})
     assert worker_cores(2, [5]) is None and worker_cores(0, [8, 9]) is None  # nothing spare; no workers
     assert spare_cores([5]) == 1
 
@@ -114,7 +115,7 @@ def test_loader_workers_run_off_the_main_process_core_and_it_keeps_all_of_its_ow
     mine = sorted(os.sched_getaffinity(0))
     loader = PlainLoader(_Affinity(), batch_size=1, num_workers=1, worker_init_fn=init_loader_worker)
     seen = {tuple(int(core) for core in batch) for batch in loader}
-    assert seen == {(mine[-1],)}
+    assert seen == {tuple(mine[1:])}  # every core of the process's but its first
     assert sorted(os.sched_getaffinity(0)) == mine
     assert list(loader) and isinstance(loader.worker_init_fn, OnCores)  # a second epoch wraps init once
     assert loader.worker_init_fn.init is init_loader_worker
@@ -203,7 +204,8 @@ class _Linear(L.LightningModule):
 
 
 def test_a_training_run_with_auto_workers_grows_them_when_its_step_waits(monkeypatch, tmp_path, caplog):
-    """Through Lightning's own loop: the loader's consumer is Lightning's fetcher, which asks one batch ahead."""
+    """Through Lightning's own loop, whose fetcher knows the loader's length and asks for no batch after the last:
+    the loader decides as it delivers the last."""
     monkeypatch.setattr("alternet.data.base.spare_cores", lambda share: 2)  # a machine with two cores to spare
     data = DigitsDataModule(num_workers="auto", batch_size=16, subset=0.25)
     data.setup("fit")
@@ -225,3 +227,10 @@ def test_the_banner_says_how_many_workers_load_and_how_far_auto_may_grow(monkeyp
     auto.setup("fit")
     assert auto.describe().endswith("; 1 loader worker (auto: up to 7 while the step waits for batches)")
     assert DigitsDataModule(num_workers=0, batch_size=8).describe().endswith("; loaded in the training process")
+
+
+def test_streamed_shards_promise_no_growth(tmp_path):
+    from alternet.data import ImageFolderDataModule
+
+    data = ImageFolderDataModule(root=str(tmp_path), num_workers="auto", train_shards=str(tmp_path / "shards"))
+    assert data.auto_workers and not data.grows_workers

@@ -198,6 +198,10 @@ class ImageFolderDataModule(ImageDataModule):
     def _read_from(self) -> str:
         return f", train streamed from {self.train_shards}" if self.train_shards else ""
 
+    @property
+    def grows_workers(self) -> bool:
+        return self.auto_workers and not self.train_shards  # LitData's loader keeps its workers
+
 
 class ImageNetDataModule(ImageFolderDataModule):
     """ILSVRC-2012 in the class-folder layout (docs/training.md, ImageNet): 1000 classes, named by their WordNet ids."""

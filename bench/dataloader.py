@@ -46,11 +46,11 @@ from omegaconf import OmegaConf
 from PIL import Image
 from timm.data.auto_augment import rand_augment_transform
 
-from alternet.data import ArrayDataset, CIFAR100DataModule
+from alternet.data import ArrayDataset, CIFAR100DataModule, EpochSampler
 from alternet.data.arrays.randaugment import RandAugment
 from alternet.data.arrays.transforms import augmentation_ops
 from alternet.data.augment import fill_from_mean
-from alternet.seeds import derive_seed
+from alternet.seeds import derive_seed, derive_seeds
 
 from .harness import add_harness_arguments, begin, finish, interleave, summarise, summary_row, timing_row
 from .step import batch_step
@@ -230,6 +230,14 @@ def main() -> None:
     for name, fn in alone.items():
         counts[f"{name}|per-sample"] = len(images)
         cases[f"{name}|per-sample"] = alone_pass(fn, images)
+    seeds = {  # what the training process pays per sample for the order and augmentation seeds of a 50,000 epoch
+        "seeds: derive_seed, one sample at a time": lambda: [derive_seed(0, "augment", 1, i) for i in range(50_000)],
+        "seeds: derive_seeds, the epoch at once": lambda: derive_seeds(0, "augment", 1, np.arange(50_000)),
+        "seeds: the EpochSampler's keys (order + seeds)": lambda: list(EpochSampler(50_000, 0, shuffle=True)),
+    }
+    for name, fn in seeds.items():
+        counts[f"{name}|per-sample"] = 50_000
+        cases[f"{name}|per-sample"] = fn
     times = interleave(cases, args.rounds, args.warmup)
 
     rates = {key: [counts[key] / seconds for seconds in timed] for key, timed in times.items()}
@@ -240,7 +248,7 @@ def main() -> None:
     rows = []
     loader_cols = "".join(f"  {f'{w} worker(s): total / per worker':>34}" for w in args.workers)
     print(f"{'pipeline':<52} {'per-sample img/s':>16} {'us/img':>8}{loader_cols}")
-    for name in [*variants, *alone]:
+    for name in [*variants, *alone, *seeds]:
         per_sample = rate(f"{name}|per-sample")
         cells = ""
         case = "cifar100 32px " + " ".join(name.split())

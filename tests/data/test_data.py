@@ -49,6 +49,22 @@ def test_epoch_sampler_is_a_function_of_seed_and_epoch():
     assert sorted(i for i, _ in first) == list(range(100))
 
 
+def test_epoch_sampler_keys_carry_each_samples_own_augmentation_seed():
+    """The epoch's seeds are derived at once (alternet.seeds.derive_seeds) and equal the per-sample derivation, for
+    every rank, a repeated subset's later passes and a resumed epoch's remainder."""
+    from alternet.seeds import derive_seed
+
+    sampler = EpochSampler(10, seed=5, shuffle=True, rank=1, world_size=2, draws=35)
+    sampler.set_epoch(4)
+    sampler.skip = 3
+    keys = list(sampler)
+    positions = range(1, 34, 2)[3:]  # rank 1's positions in the epoch's 34 draws, the first 3 skipped
+    assert len(keys) == len(positions) == 14
+    for (index, seed), position in zip(keys, positions, strict=True):
+        suffix = (position // 10,) if position >= 10 else ()
+        assert type(index) is int and seed == derive_seed(5, "augment", 4, index, *suffix)
+
+
 def test_epoch_sampler_shards_are_disjoint_and_equal():
     shards = [list(EpochSampler(103, seed=0, shuffle=True, rank=r, world_size=2)) for r in range(2)]
     indices = [{i for i, _ in shard} for shard in shards]

@@ -52,6 +52,7 @@ def test_local_and_global_share_weights_and_the_fused_and_math_paths_agree():
 
 
 @pytest.mark.parametrize("kernel", [2, 3, 4, 5, 8])
+@pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel lengths")  # torch's note on its speed
 def test_each_token_sees_the_window_a_same_convolution_reads(kernel):
     """Odd and even kernels (the paper's 8 x 8): the keys of a query are the positions a k x k convolution with
     padding="same" reads for that output, computed here by torch's own convolution of one impulse per key."""

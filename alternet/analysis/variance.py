@@ -40,8 +40,12 @@ class VarianceConfig(SampleConfig):
 
 
 def spatial_variance(maps: torch.Tensor, estimator: str) -> torch.Tensor:
-    """(B, C, H, W) -> (B, C) variance over the spatial positions."""
-    return maps.float().var(dim=(-2, -1), correction=ESTIMATORS[estimator])
+    """(B, C, H, W) -> (B, C) variance over the spatial positions; NaN where the divisor H*W - correction is not
+    positive (a 1x1 map has no spatial variance), without torch's warning about it."""
+    correction = ESTIMATORS[estimator]
+    if maps.shape[-2] * maps.shape[-1] <= correction:
+        return torch.full(maps.shape[:-2], float("nan"), device=maps.device)
+    return maps.float().var(dim=(-2, -1), correction=correction)
 
 
 def mean_variances(

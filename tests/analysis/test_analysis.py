@@ -4,6 +4,7 @@ and zero-initialised blocks, uniform attention, diagonal and quadratic Hessians,
 from __future__ import annotations
 
 import math
+import warnings
 from collections import OrderedDict
 
 import numpy as np
@@ -128,6 +129,10 @@ def test_spatial_variance_of_known_maps():
     assert torch.all(spatial_variance(constant, "unbiased") == 0)
     torch.testing.assert_close(spatial_variance(checkerboard, "population"), torch.ones(2, 3))
     torch.testing.assert_close(spatial_variance(checkerboard, "unbiased"), torch.full((2, 3), 16 / 15))
+    single = torch.ones(2, 3, 1, 1)  # a last stage's 1x1 map: no spatial variance, NaN, and no torch warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert spatial_variance(single, "unbiased").isnan().all() and spatial_variance(single, "population").eq(0).all()
 
 
 # Block adapters ----------------------------------------------------------------------------------------------

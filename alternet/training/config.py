@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..data.augment import AugmentConfig
-from ..errors import ConfigValueError, is_integer, require, suggest
+from ..errors import ConfigValueError, is_integer, suggest
 from ..typed import SECTION, Section, integer
 from .stopping import check_preemption
 
@@ -266,6 +266,7 @@ class TrainerConfig(Section):
     precision: str | int  # auto, or one of Lightning's (16-mixed, bf16-mixed, 32-true ...)
     max_epochs: int
     max_steps: int  # -1: max_epochs
+    accumulate_grad_batches: int  # batches per optimizer step: the global batch and the schedule's length hold it
     enable_progress_bar: bool
     extra: dict[str, Any] = field(default_factory=dict)  # Lightning's other arguments
 
@@ -283,10 +284,7 @@ class TrainerConfig(Section):
                 )
         self.one_of("precision", PRECISIONS)
         self.require("max_epochs", integer(1), "must be an integer >= 1")
-        if "accumulate_grad_batches" in self.extra:  # the global batch and the schedule's length divide by it
-            require(
-                "accumulate_grad_batches", self.extra["accumulate_grad_batches"], integer(1), "must be an integer >= 1"
-            )
+        self.require("accumulate_grad_batches", integer(1), "must be an integer >= 1")
         self.require(
             "devices",
             lambda v: v in ("auto", -1, "-1") or (isinstance(v, int) and v >= 1) or isinstance(v, list | str),

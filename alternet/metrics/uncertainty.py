@@ -24,8 +24,10 @@ the label, over equal-width bins; averaged over classes.
 **Out-of-distribution detection.** In-distribution images are the positives, scored so that higher means "in":
 ``msp`` (maximum softmax probability) and ``energy`` (``logsumexp`` of the logits, the negative free energy of Liu
 et al., 2020). ``auroc``; ``aupr_in`` (in-distribution positive) and ``aupr_out`` (out positive, scores negated),
-as average precision; ``fpr95``: the share of out-of-distribution images accepted at the highest threshold that
-keeps 95% of the in-distribution ones. Ties count half in the AUROC (scikit-learn's).
+as average precision; ``fpr95``: the share of out-of-distribution images accepted (score ``>=`` the threshold) at
+the highest threshold that keeps 95% of the in-distribution ones, counted at that threshold itself (not read off a
+thinned ROC curve, which skips the point when scores tie: a set scored against itself gives 0.95, not 1.0). Ties
+count half in the AUROC (scikit-learn's).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from sklearn.metrics import average_precision_score, roc_auc_score, roc_curve
+from sklearn.metrics import average_precision_score, roc_auc_score
 
 from .calibration import bin_index, check_inputs, confidence_and_correct
 
@@ -119,10 +121,11 @@ def ood_metrics(inside: np.ndarray, outside: np.ndarray) -> dict[str, float]:
         raise ValueError("OOD metrics need in- and out-of-distribution scores")
     truth = np.r_[np.ones(len(inside)), np.zeros(len(outside))]
     scores = np.r_[inside, outside]
-    fpr, tpr, _ = roc_curve(truth, scores)
+    keep = math.ceil(TPR * len(inside) - 1e-9)  # in-distribution images a threshold must accept
+    threshold = np.sort(inside)[len(inside) - keep]  # the keep-th highest in-distribution score
     return {
         "auroc": float(roc_auc_score(truth, scores)),
         "aupr_in": float(average_precision_score(truth, scores)),
         "aupr_out": float(average_precision_score(1 - truth, -scores)),
-        "fpr95": float(fpr[np.searchsorted(tpr, TPR - 1e-12, side="left")]),
+        "fpr95": float(np.mean(outside >= threshold)),
     }

@@ -121,3 +121,18 @@ def test_ood_scores_and_metrics_by_hand():
     assert overlap["auroc"] == pytest.approx(0.875) and overlap["fpr95"] == pytest.approx(0.5)
     same = ood_metrics(np.full(5, 1.0), np.full(5, 1.0))
     assert same["auroc"] == pytest.approx(0.5) and same["fpr95"] == pytest.approx(1.0)
+
+
+def test_fpr95_counts_at_the_threshold_with_paired_ties():
+    """Each in-distribution score has an equal out-of-distribution twin: the ROC runs up the diagonal through
+    every point, so the threshold that keeps 95% of the inside accepts exactly 95% of the outside (a thinned ROC
+    curve, scikit-learn's default, keeps only its ends and read 1.0)."""
+    scores = np.arange(100.0)
+    assert ood_metrics(scores, scores)["fpr95"] == pytest.approx(0.95)
+    # ties inside each pair, and pairs shuffled: the same answer
+    rng = np.random.default_rng(0)
+    assert ood_metrics(rng.permutation(scores), rng.permutation(scores))["fpr95"] == pytest.approx(0.95)
+    # 20 in-distribution scores: keeping 19 of them sets the threshold at the second lowest, 1.0; the outside ties
+    # there (two at 1.0) and above count as accepted
+    inside, outside = np.arange(20.0), np.r_[np.full(5, -1.0), np.full(2, 1.0), np.arange(2.0, 15.0)]
+    assert ood_metrics(inside, outside)["fpr95"] == pytest.approx(15 / 20)

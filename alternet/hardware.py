@@ -25,14 +25,29 @@ def cpu_capability() -> str:
     return str(torch.backends.cpu.get_cpu_capability())
 
 
+# ATen's x86 capabilities below AVX-512: its own bf16 kernels (attention, elementwise) convert to fp32 there, and
+# some (scaled_dot_product_attention's bf16 packing on an AMX CPU) refuse to run at all
+_X86 = {"x86_64", "amd64", "i386", "i686"}
+_BELOW_AVX512 = {"DEFAULT", "NO AVX", "AVX2"}
+
+
+def _aten_reduced_ok() -> bool:
+    """ATen's own kernels run at the CPU's reduced-precision ISA: not capped below AVX-512 on x86 (by
+    ``ATEN_CPU_CAPABILITY`` or the CPU), where oneDNN alone would still say bf16 is native."""
+    return platform.machine().lower() not in _X86 or cpu_capability() not in _BELOW_AVX512
+
+
 def cpu_native_bf16() -> bool:
-    """oneDNN computes bf16 natively here (AVX512-BF16 or AMX, within ``ONEDNN_MAX_CPU_ISA``)."""
-    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    """bf16 is native here for both of torch's CPU back ends: oneDNN (AVX512-BF16 or AMX, within
+    ``ONEDNN_MAX_CPU_ISA``) and ATen (AVX-512, within ``ATEN_CPU_CAPABILITY``). oneDNN's answer alone was not enough:
+    an AMX Xeon run with ``ATEN_CPU_CAPABILITY=avx2`` has oneDNN's AMX but ATen's AVX2 attention kernel, which stops
+    on bf16 ("pack_vnni2 is only supported when avx512 is supported")."""
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported()) and _aten_reduced_ok()
 
 
 def cpu_native_fp16() -> bool:
-    """oneDNN computes fp16 natively here (AVX512-FP16 or AMX-FP16, within ``ONEDNN_MAX_CPU_ISA``)."""
-    return bool(torch.ops.mkldnn._is_mkldnn_fp16_supported())
+    """fp16 is native here for both oneDNN (AVX512-FP16 or AMX-FP16, within ``ONEDNN_MAX_CPU_ISA``) and ATen."""
+    return bool(torch.ops.mkldnn._is_mkldnn_fp16_supported()) and _aten_reduced_ok()
 
 
 def cuda_bf16() -> bool:

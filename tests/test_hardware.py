@@ -49,3 +49,22 @@ def test_cpu_model_is_the_name_alone_where_cpuinfo_has_no_family(cpuinfo, monkey
 def test_describe_cpu_starts_with_the_model(cpuinfo):
     cpuinfo.write_text(ZEN3)
     assert hardware.describe_cpu().startswith("AMD EPYC (AuthenticAMD family 25 model 1), ")
+
+
+@pytest.mark.parametrize(
+    ("machine", "capability", "onednn", "native"),
+    [
+        ("x86_64", "AVX512", True, True),  # Zen 4, an AMX Xeon
+        ("x86_64", "AVX2", True, False),  # the same, run with ATEN_CPU_CAPABILITY=avx2: ATen's kernels are AVX2's
+        ("x86_64", "AVX2", False, False),  # Zen 3
+        ("x86_64", "AVX512", False, False),  # AVX-512 without BF16 (Skylake), or ONEDNN_MAX_CPU_ISA capped
+        ("aarch64", "SVE256", True, True),  # an Arm CPU: oneDNN's answer
+    ],
+)
+def test_bf16_is_native_only_where_onednn_and_aten_both_compute_it(monkeypatch, machine, capability, onednn, native):
+    """precision=auto trusted oneDNN alone: an AMX Xeon under ATEN_CPU_CAPABILITY=avx2 chose bf16, and ATen's AVX2
+    attention kernel then stopped on it ("pack_vnni2 is only supported when avx512 is supported")."""
+    monkeypatch.setattr(hardware.platform, "machine", lambda: machine)
+    monkeypatch.setattr(hardware, "cpu_capability", lambda: capability)
+    monkeypatch.setattr(hardware.torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: onednn)
+    assert hardware.cpu_native_bf16() is native

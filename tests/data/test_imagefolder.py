@@ -42,6 +42,59 @@ def test_every_format_decodes_to_rgb(folder):
     assert cmyk.argmax() == 2  # still blue after the CMYK round trip
 
 
+GREY = np.array([[0, 64, 128, 255]], dtype=np.uint8)  # the 8-bit values every mode below must decode to
+
+
+def _palette(**info) -> Image.Image:
+    image = Image.fromarray(np.repeat(GREY[..., None], 3, axis=2)).convert("P", palette=Image.Palette.ADAPTIVE)
+    image.info |= info
+    return image
+
+
+def _saved(tmp_path: Path, image: Image.Image, name: str) -> Path:
+    image.save(tmp_path / name)
+    return tmp_path / name
+
+
+@pytest.mark.parametrize(
+    ("name", "make"),
+    [
+        ("bilevel.png", lambda: Image.fromarray(GREY >= 128).convert("1")),
+        ("grey.png", lambda: Image.fromarray(GREY, "L")),
+        ("grey16.png", lambda: Image.fromarray(GREY.astype(np.uint16) * 257)),  # I;16: 0, 16448, 32896, 65535
+        ("grey16.tif", lambda: Image.fromarray(GREY.astype(np.uint16) * 257)),
+        ("palette.png", lambda: _palette()),
+        ("palette_alpha.png", lambda: _palette(transparency=0)),  # a transparent palette entry (tRNS)
+        ("grey_alpha.png", lambda: Image.fromarray(np.stack([GREY, GREY[:, ::-1]], axis=2), "LA")),
+        ("rgba.png", lambda: Image.fromarray(np.stack([GREY, GREY, GREY, GREY[:, ::-1]], axis=2), "RGBA")),
+        ("cmyk.tif", lambda: Image.fromarray(np.repeat(GREY[..., None], 3, axis=2)).convert("CMYK")),
+    ],
+)
+def test_each_image_mode_decodes_to_the_8_bit_rgb_it_holds(tmp_path, name, make):
+    """16-bit greyscale saturated to 255 through Pillow's convert("RGB") (0.25 of full scale read as white); each
+    mode now decodes to the same 8-bit grey values, alpha dropped (as timm and torchvision drop it)."""
+    expected = (GREY >= 128).astype(np.uint8) * 255 if name == "bilevel.png" else GREY
+    image = decode_rgb(_saved(tmp_path, make(), name))
+    pixels = np.asarray(image)
+    assert image.mode == "RGB" and pixels.dtype == np.uint8 and pixels.shape == (1, 4, 3)
+    for channel in range(3):
+        np.testing.assert_allclose(pixels[..., channel], expected, atol=1)  # CMYK's round trip may move one step
+
+
+@pytest.mark.parametrize(
+    ("name", "samples", "kind"),
+    [
+        ("int32.tif", GREY.astype(np.int32) * 1_000_000, "32-bit integer"),
+        ("float.tif", GREY.astype(np.float32) / 255, "floating-point"),
+    ],
+)
+def test_an_image_whose_range_the_file_does_not_state_is_refused_naming_it(tmp_path, name, samples, kind):
+    path = _saved(tmp_path, Image.fromarray(samples), name)
+    with pytest.raises(DataError, match=f"^image {path} is {kind} greyscale .*convert it to 8- or 16-bit") as error:
+        decode_rgb(path)
+    assert "\n" not in str(error.value)
+
+
 def test_each_training_image_is_seen_once_per_epoch_with_its_folder_label(folder):
     datamodule = _datamodule(folder)
     datamodule.setup("fit")

@@ -107,14 +107,38 @@ class UnreadableImage(DataError):
         super().__init__(message)
 
 
+SIXTEEN_BIT = {"I;16", "I;16L", "I;16B", "I;16N"}  # Pillow's 16-bit greyscale modes
+
+
+def to_rgb(image: Image.Image, name: Any) -> Image.Image:
+    """A decoded image as 8-bit RGB. Pillow's own ``convert("RGB")`` is right for the 8-bit modes (greyscale,
+    bilevel, palette, CMYK, YCbCr, and alpha, which is dropped as timm and torchvision drop it) but clips wider
+    greyscale to 255: 16-bit greyscale is scaled (``round(v / 257)``, 65535 -> 255); a PNG's 32-bit ``I`` mode holds
+    16-bit samples and is scaled alike; other 32-bit integer and floating-point images have no range the file
+    states, so they are refused rather than saturated."""
+    mode = image.mode
+    if mode in SIXTEEN_BIT or (mode == "I" and image.format == "PNG"):
+        samples = np.asarray(image, dtype=np.float64)
+        grey = Image.fromarray(np.rint(np.clip(samples, 0, 65535) / 257).astype(np.uint8), mode="L")
+        return grey.convert("RGB")
+    if mode in ("I", "F"):
+        kind = "32-bit integer" if mode == "I" else "floating-point"
+        raise UnreadableImage(
+            f"image {name} is {kind} greyscale ({image.format or 'unknown format'} mode {mode}), whose range the file "
+            "does not state: convert it to 8- or 16-bit (e.g. PNG), or delete it"
+        )
+    return image.convert("RGB")
+
+
 def decode_rgb(source: Path | bytes | memoryview, name: str | Path | None = None) -> Image.Image:
-    """An image file (path or encoded bytes) as RGB, whatever its format (greyscale, CMYK, palette, alpha) and
-    whatever its file name claims (a PNG named ``.JPEG`` decodes as the PNG it is)."""
+    """An image file (path or encoded bytes) as 8-bit RGB, whatever its format (greyscale of 1, 8 or 16 bits, CMYK,
+    palette, alpha: :func:`to_rgb`) and whatever its file name claims (a PNG named ``.JPEG`` decodes as the PNG it
+    is)."""
     try:
         encoded = isinstance(source, (bytes, bytearray, memoryview))
         with Image.open(io.BytesIO(source) if encoded else source) as image:
             image.load()
-            return image.convert("RGB")
+            return to_rgb(image, name or source)
     except FileNotFoundError as error:
         raise UnreadableImage(
             f"image {name or source} is gone ({error.strerror}): it was moved or deleted after the run listed it; "

@@ -157,12 +157,24 @@ def end_summary(summary: RunSummary) -> str:
     return "\n".join(lines) + "\n"
 
 
+def describe_preprocessing(used: dict[str, Any]) -> str:
+    """``used`` in one line: ``288 px, crop_pct 1.0 (center), bicubic; mean [...], std [...]``."""
+    crop = (
+        f", crop_pct {used['crop_pct']:g} ({used['crop_mode']}), {used['interpolation']}"
+        if "crop_pct" in used
+        else ", the whole image"
+    )
+    numbers = {key: ", ".join(f"{v:.4g}" for v in used[key]) for key in ("mean", "std")}
+    return f"{used['image_size']} px{crop}; mean [{numbers['mean']}], std [{numbers['std']}]"
+
+
 def evaluation_report(report: Mapping[str, Any], out_dir: Path) -> str:
     """What an evaluation prints for one checkpoint: the test metrics, temperature scaling, robustness
     (:func:`robustness_lines`), the analyses and the files written into ``out_dir``."""
     test = report["test"]
     lines = [
         f"\n{report['model']} on {report['data']} ({report['checkpoint']})",
+        f"  preprocessing: {describe_preprocessing(report['preprocessing'])}",
         "  test: " + "  ".join(f"{k} {test[k]:.4f}" for k in ("acc", "top5", "nll", "ece", "brier")),
     ]
     if "ece_adaptive" in test:

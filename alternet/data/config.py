@@ -21,6 +21,7 @@ from ..errors import ConfigValueError, is_integer, one_of, require
 from ..typed import Section, build, integer
 
 INTERPOLATIONS = ("bilinear", "bicubic")  # data.interpolation: the evaluation resize of image files
+CROP_MODES = ("center", "squash", "border")  # data.crop_mode: timm's evaluation crops (timm.data.create_transform)
 DESCRIPTIVE = ("name", "num_classes")  # keys that name the data set rather than configure its module
 
 
@@ -62,6 +63,7 @@ class FolderDataConfig(DataConfig):
     """Image files: a folder of class folders, ImageNet (``conf/data/imagefolder.yaml``)."""
 
     crop_pct: float  # evaluation: resize to image_size / crop_pct, then centre crop
+    crop_mode: str  # how: center (the shorter side), squash (both sides) or border (fit, then pad), as timm's
     interpolation: str  # the evaluation resize
     skip_corrupt: bool
     train_shards: str | None  # LitData shards of train/ to stream instead of the files
@@ -70,6 +72,7 @@ class FolderDataConfig(DataConfig):
         super().check()
         check_crop_pct(self.crop_pct, "crop_pct")
         one_of("interpolation", self.interpolation, INTERPOLATIONS)
+        one_of("crop_mode", self.crop_mode, CROP_MODES)
 
 
 def check_val_size(val_size: Any, key: str = "data.val_size") -> None:

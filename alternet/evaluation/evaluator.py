@@ -200,7 +200,7 @@ class Evaluator:
         robust, ood = open_sources(self.config, self.datamodule, self.class_names)  # errors before any work
         self.out_dir.mkdir(parents=True, exist_ok=True)
         metrics, arrays = self.calibration()
-        report: dict[str, Any] = dict(meta) | metrics
+        report: dict[str, Any] = dict(meta) | {"preprocessing": preprocessing_used(self.datamodule)} | metrics
         report["loader"] = {"num_workers": self.num_workers, "devices": device_count(self.device)}
         if ood is not None:
             report["ood"], scores = self.ood(ood, arrays["logits"])
@@ -213,6 +213,17 @@ class Evaluator:
         report["files"] = [str(path) for path in self.files]
         write_json(metrics_path, report)
         return report
+
+
+def preprocessing_used(datamodule: ImageDataModule) -> dict[str, Any]:
+    """The test images' preprocessing as this evaluation applies it (recorded in metrics.json): the input size and
+    normalisation, and for image files the resize, crop and interpolation (arrays are scored whole)."""
+    used: dict[str, Any] = {"image_size": datamodule.image_size}
+    used |= {key: [float(v) for v in getattr(datamodule, key)] for key in ("mean", "std")}
+    for key in ("crop_pct", "crop_mode", "interpolation"):
+        if hasattr(datamodule, key):
+            used[key] = getattr(datamodule, key)
+    return used
 
 
 def robustness_enabled(config: EvaluationConfig, datamodule: ImageDataModule) -> bool:

@@ -158,22 +158,27 @@ def read_lightning(path: Path, *, ema: bool = False, run: RunDir | None = None) 
     )
 
 
-PREPROCESSING_KEYS = ("image_size", "mean", "std", "crop_pct", "interpolation")  # as the data sections name them
+# as the data sections name them
+PREPROCESSING_KEYS = ("image_size", "mean", "std", "crop_pct", "crop_mode", "interpolation")
 
 
 def preprocessing(source: Source) -> dict[str, Any]:
-    """The input the model expects, in the data section's keys: its training data's (a model alternet trained
-    records them), else what timm resolves from its ``pretrained_cfg``. A non-square input size is left out."""
+    """The input the model expects at test time, in the data section's keys: its training data's (a model alternet
+    trained records them), else what timm's ``validate.py`` resolves from its ``pretrained_cfg``: the *test* input
+    size and crop where the weights have them (``test_input_size``, ``test_crop_pct``: ``resnet50.a1_in1k`` trains
+    at 224 px and is scored at 288 px, crop 1.0), the crop mode and interpolation. A non-square size is left
+    out."""
     data = source.hyper_parameters.get("data") or {}
     if data.get("image_size") is not None:
         return {key: data[key] for key in PREPROCESSING_KEYS if data.get(key) is not None}
-    resolved = resolve_data_config(pretrained_cfg=source.pretrained_cfg)
+    resolved = resolve_data_config(pretrained_cfg=source.pretrained_cfg, use_test_size=True)
     height, width = resolved["input_size"][1:]
     return {
         **({"image_size": int(height)} if height == width else {}),
         "mean": [float(v) for v in resolved["mean"]],
         "std": [float(v) for v in resolved["std"]],
         "crop_pct": float(resolved["crop_pct"]),
+        "crop_mode": str(resolved["crop_mode"]),
         "interpolation": str(resolved["interpolation"]),
     }
 

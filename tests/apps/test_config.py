@@ -152,6 +152,7 @@ CHECKED = [
     (["data.name=cifar"], "data.name='cifar' is not one of ['digits', 'cifar10', 'cifar100', 'imagefolder'"),
     (["data=imagefolder", "data.root=x", "data.interpolation=near"], "data.interpolation='near' is not one of ['bil"),
     (["data=imagefolder", "data.root=x", "data.crop_pct=0"], "data.crop_pct=0 is invalid: must be in (0, 1]"),
+    (["data=imagefolder", "data.root=x", "data.crop_mode=centre"], "data.crop_mode='centre' is not one of ['cent"),
     (["++data.colour=red"], "data.colour is not a key of data"),
     (["data.image_size=big"], "data.image_size='big' is invalid: must be an integer"),
     (["data.image_size=null"], "data.image_size=null is invalid: must be an integer"),  # was the default, silently

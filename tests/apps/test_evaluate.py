@@ -299,6 +299,13 @@ def test_a_hub_model_gets_imagenet_c_and_mce_on_an_image_folder(hub_cache, tmp_p
         out=tmp_path / "eval",
     )[0]
     assert report["model"] == "test_resnet" and report["data"] == "imagefolder"
+    used = report["preprocessing"]  # the model's, as timm's validate.py resolves it, recorded in metrics.json
+    assert {k: used[k] for k in ("image_size", "crop_pct", "crop_mode")} == {
+        "image_size": 16,
+        "crop_pct": 0.95,  # test_resnet's own
+        "crop_mode": "center",
+    }
+    assert json.loads((tmp_path / "eval" / "metrics.json").read_text())["preprocessing"] == used
     robustness = report["robustness"]
     assert robustness["layout"] == "imagenet-c" and robustness["source"] == "real"
     assert [row["n"] for row in robustness["table"]] == [3] * 5

@@ -545,3 +545,28 @@ def test_a_timm_save_loads_as_local_dir_in_either_weights_format(tmp_path):
         loaded = hub.load(f"local-dir:{tmp_path / str(safe)}", strict=True)
         x = torch.randn(1, 3, 160, 160)
         torch.testing.assert_close(loaded(x), model(x))
+
+
+def test_a_timm_model_is_scored_at_its_test_size_crop_and_interpolation(tmp_path):
+    """As timm's validate.py: weights trained at one size and scored at another (resnet50.a1_in1k: 224 px for
+    training, 288 px crop 1.0 for testing) are evaluated at the test size and crop, with their crop mode and
+    interpolation; a model alternet trained keeps its own data's preprocessing."""
+    cfg = {
+        "input_size": (3, 24, 24),
+        "test_input_size": (3, 32, 32),
+        "crop_pct": 0.875,
+        "test_crop_pct": 1.0,
+        "crop_mode": "squash",
+        "interpolation": "bicubic",
+        "mean": (0.5, 0.5, 0.5),
+        "std": (0.25, 0.25, 0.25),
+    }
+    save_for_hf(timm.create_model("test_resnet", num_classes=3, pretrained_cfg_overlay=cfg), tmp_path / "saved")
+    assert preprocessing(open_source(f"local-dir:{tmp_path / 'saved'}")) == {
+        "image_size": 32,
+        "mean": [0.5] * 3,
+        "std": [0.25] * 3,
+        "crop_pct": 1.0,
+        "crop_mode": "squash",
+        "interpolation": "bicubic",
+    }

@@ -19,9 +19,9 @@ import numpy as np
 from torch.utils.data import DataLoader
 
 from ...dataset_facts import FACTS
-from ...errors import AlternetWarning, ConfigValueError, DataError
+from ...errors import AlternetWarning, ConfigValueError, DataError, one_of
 from ..base import ImageDataModule, split_size, stratified_holdout
-from ..config import FolderDataConfig, check_crop_pct
+from ..config import CROP_MODES, FolderDataConfig, check_crop_pct
 from ..workers import WorkerLedger, init_loader_worker
 from .images import DecodingDataset, SkipCounter, class_folders, scan_split
 from .shards import StreamingImages, StreamingLoader, read_shard_classes
@@ -42,14 +42,16 @@ class ImageFolderDataModule(ImageDataModule):
         train_shards: str | None = None,
         skip_corrupt: bool = False,
         crop_pct: float = 0.875,
+        crop_mode: str = "center",
         interpolation: str = "bilinear",
         **kwargs: Any,
     ):
         super().__init__(root=root, **kwargs)
         check_crop_pct(crop_pct)
+        one_of("data.crop_mode", crop_mode, CROP_MODES)
         self.train_shards = train_shards
         self.skip_corrupt = skip_corrupt
-        self.crop_pct = crop_pct
+        self.crop_pct, self.crop_mode = crop_pct, crop_mode
         self.interpolation = interpolation
         self._skipped = SkipCounter() if skip_corrupt else None
         self.ledger = WorkerLedger()  # what each loader worker reads, for a worker that dies mid-sample
@@ -151,7 +153,12 @@ class ImageFolderDataModule(ImageDataModule):
                 "on; add val/ or test/, or hold out part of train/ with data.val_size (e.g. 0.1)"
             )
         eval_transform = file_transform(
-            self.mean, self.std, self.image_size, crop_pct=self.crop_pct, eval_interpolation=self.interpolation
+            self.mean,
+            self.std,
+            self.image_size,
+            crop_pct=self.crop_pct,
+            crop_mode=self.crop_mode,
+            eval_interpolation=self.interpolation,
         )
         if self.train_shards:
             self.splits["train"] = StreamingImages(

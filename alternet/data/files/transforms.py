@@ -19,6 +19,7 @@ def file_transform(
     augment: FilesAugment | None = None,
     *,
     crop_pct: float = 0.875,
+    crop_mode: str = "center",
     eval_interpolation: str = "bilinear",
 ) -> Any:
     """timm's ImageNet pipeline on a decoded RGB PIL image (the paper's, HDVW ``configs/imagenet_vit.yaml``).
@@ -28,11 +29,18 @@ def file_transform(
     horizontal flip (``hflip``),
     RandAugment (``randaugment``, filling with :func:`~alternet.data.augment.fill_from_mean`, as the arrays' does),
     no colour jitter, then RandomErasing (``random_erasing`` probability, per-pixel noise as timm's training script).
-    Eval: resize to ``image_size / crop_pct``, centre crop.
+    Eval: resize to ``image_size / crop_pct`` (the shorter side for ``crop_mode=center``, both for ``squash``, the
+    longer for ``border``, which pads), centre crop: timm's ``validate.py``.
     """
     if augment is None:
         return create_transform(
-            image_size, is_training=False, crop_pct=crop_pct, interpolation=eval_interpolation, mean=mean, std=std
+            image_size,
+            is_training=False,
+            crop_pct=crop_pct,
+            crop_mode=crop_mode,
+            interpolation=eval_interpolation,
+            mean=mean,
+            std=std,
         )
     crop = augment.random_resized_crop
     transform = create_transform(

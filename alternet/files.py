@@ -8,11 +8,14 @@ from __future__ import annotations
 import contextlib
 import csv
 import errno
+import glob
 import hashlib
 import json
 import math
 import os
 import platform
+import shutil
+import signal
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -182,9 +185,14 @@ def stale_temporaries(directory: Path) -> list[Path]:
     return sorted(path for path in Path(directory).glob(".*.*.tmp") if path.is_file())
 
 
-def _write_error(path: Path, error: OSError) -> WriteError:
-    kept = "its previous version is intact" if path.is_file() else "nothing was written"
-    return WriteError(f"could not write {path}: {os_error_reason(error)}; {kept}. {WRITE_FIX}")
+def _write_error(path: Path, error: OSError, shown: Path | None = None) -> WriteError:
+    """``error`` writing ``path`` in one line, naming ``shown`` (the file ``path`` stands for: its place in the
+    folder a :func:`whole_directory` replaces), which is intact; ``.reason`` keeps the system's words."""
+    shown = shown or path
+    kept = "its previous version is intact" if shown.is_file() else "nothing was written"
+    written = WriteError(f"could not write {shown}: {os_error_reason(error)}; {kept}. {WRITE_FIX}")
+    written.path, written.reason = path, error
+    return written
 
 
 WRITE_FIX = "Free space, or make the directory writable"
@@ -198,6 +206,102 @@ def os_error_reason(error: OSError) -> str:
 
 def write_text(path: str | Path, text: str) -> Path:
     return atomic_write(path, lambda tmp: tmp.write_text(text))
+
+
+# stop signals, and folders written whole -------------------------------------------------------
+
+# What schedulers and terminals send to stop a run (the pre-emption callback's choices)
+STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2")
+STOPS = frozenset(getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name))  # those this OS has
+
+
+@contextlib.contextmanager
+def stop_signals_blocked() -> Iterator[None]:
+    """The stop signals blocked in this thread while the body runs (one sent meanwhile waits; another thread of
+    the process takes it if one can). Processes forked or spawned here start with them blocked in every thread."""
+    if not hasattr(signal, "pthread_sigmask"):  # Windows
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+STAGING_SUFFIX = ".partial"  # a folder being written, beside the one it will replace: .NAME.XXXXXXXX.partial
+
+
+@contextlib.contextmanager
+def whole_directory(out: str | Path) -> Iterator[Path]:
+    """Write a folder whole or not at all: the body writes into a new temporary sibling of ``out`` (yielded), which
+    then takes ``out``'s place in one step; an earlier ``out`` is removed only after. An exception or a stop
+    signal in the body leaves ``out`` as it was and the sibling removed; a process killed outright (SIGKILL) leaves
+    ``out`` intact too, and a hidden ``.NAME.*.partial`` sibling (:func:`stale_directories`) that the next writer
+    removes. A reader therefore sees the earlier folder or the new one complete, never a mix. The caller holds the
+    folder's lock (:func:`writing`): one writer at a time."""
+    out = Path(out)
+    for stale in stale_directories(out):
+        shutil.rmtree(stale, ignore_errors=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=STAGING_SUFFIX, dir=out.parent))
+    except OSError as error:
+        raise WriteError(f"could not write {out}: {os_error_reason(error)}; nothing was changed. {WRITE_FIX}") from None
+    try:
+        try:
+            yield staging
+        except WriteError as error:  # named by its place in out, which is intact
+            path = getattr(error, "path", None)
+            if path is None or staging not in Path(path).parents:
+                raise
+            raise _write_error(path, error.reason, out / Path(path).relative_to(staging)) from None
+        os.chmod(staging, 0o777 & ~_UMASK)  # mkdtemp's folder is private (0700); the folder it replaces is not
+        with stop_signals_blocked():  # no Ctrl-C between the two renames of a system without an exchange
+            _swap(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # the earlier folder after the exchange, or the unfinished one
+
+
+def stale_directories(out: str | Path) -> list[Path]:
+    """The unfinished siblings a killed :func:`whole_directory` left beside ``out`` (``out`` itself is intact). Only
+    its one writer, which holds the folder's lock, may remove them."""
+    out = Path(out)
+    return sorted(p for p in out.parent.glob(f".{glob.escape(out.name)}.*{STAGING_SUFFIX}") if p.is_dir())
+
+
+def _swap(staging: Path, out: Path) -> None:
+    """``staging`` renamed to ``out``; an existing ``out`` exchanged with it in one step (Linux's ``renameat2``),
+    else moved aside first: the earlier folder then lies in ``staging`` for the caller to remove."""
+    if not out.exists():
+        os.rename(staging, out)
+        return
+    if _exchange(staging, out):
+        return
+    aside = staging.with_name(staging.name + ".old")
+    os.rename(out, aside)
+    os.rename(staging, out)
+    os.rename(aside, staging)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically with ``renameat2(RENAME_EXCHANGE)``; False where the system or file system has
+    no such call."""
+    if platform.system() != "Linux":
+        return False
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    call = getattr(libc, "renameat2", None)
+    if call is None:
+        return False
+    at_cwd, rename_exchange = -100, 2
+    if call(at_cwd, os.fsencode(a), at_cwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EPERM):  # a file system (or sandbox) without the exchange
+        return False
+    raise OSError(code, os.strerror(code), str(b))
 
 
 # JSON ------------------------------------------------------------------------------------------

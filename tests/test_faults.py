@@ -43,10 +43,9 @@ from alternet.data.workers import (
     StartsWorkersSafely,
     init_loader_worker,
     leave_stop_signals_to_main_process,
-    stop_signals_blocked,
 )
 from alternet.evaluation.evaluator import write_npz
-from alternet.files import OUTPUT_LOCK, WriteError, atomic_write, write_json
+from alternet.files import OUTPUT_LOCK, WriteError, atomic_write, stop_signals_blocked, write_json
 from alternet.runs.checkpoints import read_checkpoint
 from alternet.runs.layout import RunDir
 from alternet.training import builders

@@ -27,6 +27,7 @@ from omegaconf import DictConfig
 
 from ..errors import AlternetError, exit_with_error, warnings_on_one_line
 from ..training.stopping import (
+    COMMAND_INTERRUPTED,
     EVALUATION_INTERRUPTED,
     TRAINING_INTERRUPTED,
     ends_on_its_stop_line,
@@ -74,6 +75,22 @@ def train_main(cfg: DictConfig) -> float | None:
     return optimized.value if optimized else None
 
 
+def run_dir_follows_out_dir(main: Callable[[], Any]) -> Callable[[], Any]:
+    """``evaluate out_dir=DIR`` is the evaluation's directory, its records (.hydra/, evaluate.log) and lock
+    included, so nothing goes to ./outputs/: the command line gains ``hydra.run.dir=DIR`` unless it sets one."""
+
+    @functools.wraps(main)
+    def run() -> Any:
+        given = [arg.split("=", 1) for arg in sys.argv[1:] if "=" in arg]
+        out = next((value for key, value in given if key.lstrip("+") == "out_dir"), None)
+        if out is not None and not any(key.lstrip("+") == "hydra.run.dir" for key, _ in given):
+            sys.argv.append(f"hydra.run.dir={out}")
+        return main()
+
+    return run
+
+
+@run_dir_follows_out_dir
 @_command_main(EVALUATION_INTERRUPTED, "evaluate")
 @hydra.main(config_path=CONFIG_PATH, config_name="evaluate", version_base="1.3")
 def evaluate_main(cfg: DictConfig) -> None:
@@ -176,5 +193,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if name not in COMMANDS:
         hint = f" (overrides follow a command: {PROG} train {name})" if "=" in name else ""
         exit_with_error(f"unknown command {name!r}{hint}; the commands are {', '.join(COMMANDS)} ({PROG} --help)")
+    run = functools.partial(COMMANDS[name].run, rest)
+    if name in COMMAND_INTERRUPTED:  # train and evaluate end on their own stop lines
+        run = ends_on_its_stop_line(COMMAND_INTERRUPTED[name])(run)
     with warnings_on_one_line():
-        return COMMANDS[name].run(rest)
+        return run()

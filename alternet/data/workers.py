@@ -32,6 +32,7 @@ from threadpoolctl import threadpool_limits
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
 from ..errors import DataError, is_integer, require
+from ..files import STOPS, stop_signals_blocked
 from ..hardware import cpu_cores
 
 # num_workers=auto: where the training loader starts; it grows while the step waits (more_workers).
@@ -42,10 +43,6 @@ FILE_WORKERS, ARRAY_WORKERS = 8, 1
 WAIT_TO_GROW = 0.05  # the share of an epoch's training loop spent waiting for batches that adds workers
 BUSY_TO_GROW = 0.5  # ... while the workers were making batches at least this share of it (else they kept up)
 MEASURED_BATCHES = 10  # an epoch with fewer batches measures too little to decide on
-
-# What schedulers and terminals send to stop a run (the pre-emption callback's choices): never a worker's business.
-STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2")
-_STOPS = frozenset(getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name))  # those this OS has
 
 
 def loader_workers(setting: int | str | None, key: str = "num_workers", *, in_memory: bool = False) -> int:
@@ -147,7 +144,7 @@ def leave_stop_signals_to_main_process() -> None:
     torch's own handler does, only when the parent sent it. Where ``sigwaitinfo`` does not exist (macOS) torch's
     handler stays.
     """
-    ignored = _STOPS - {signal.SIGTERM}
+    ignored = STOPS - {signal.SIGTERM}
     for sig in ignored:
         signal.signal(sig, signal.SIG_IGN)  # one sent since the fork waited, blocked: ignoring it discards it
     if hasattr(signal, "pthread_sigmask"):
@@ -155,20 +152,6 @@ def leave_stop_signals_to_main_process() -> None:
     if hasattr(signal, "sigwaitinfo"):
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         threading.Thread(target=_exit_on_sigterm_from, args=(os.getppid(),), name="sigterm", daemon=True).start()
-
-
-@contextlib.contextmanager
-def stop_signals_blocked() -> Iterator[None]:
-    """The stop signals blocked in this thread while the body runs (one sent meanwhile waits; another thread of
-    the process takes it if one can). Processes forked or spawned here start with them blocked in every thread."""
-    if not hasattr(signal, "pthread_sigmask"):  # Windows
-        yield
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 class StartsWorkersSafely:

@@ -15,7 +15,7 @@ from torch import nn
 from .. import __version__
 from ..data import DATAMODULES
 from ..errors import AlternetError, CheckpointError, DataError
-from ..files import atomic_write, check_output_dir, file_digest, os_error_reason, write_text
+from ..files import atomic_write, check_output_dir, file_digest, os_error_reason, whole_directory, write_text, writing
 from ..models import create_model
 from ..runs.checkpoints import DIGEST_KEY, find_checkpoint, weights_digest
 from ..runs.summary import RunSummary
@@ -49,17 +49,22 @@ def export(source: str | Path, out: str | Path, *, ema: bool = False) -> Path:
 
 
 def write_export(out: Path, model: nn.Module, config: dict[str, Any]) -> Path:
-    """The three files of an export: the model's weights (with their digest), ``config.json`` and the card."""
+    """The three files of an export: the model's weights (with their digest), ``config.json`` (which records the
+    same digest: :func:`~alternet.hub.sources.read_export` refuses a folder whose two files disagree) and the card.
+    Written whole or not at all (:func:`~alternet.files.whole_directory`), by one command at a time."""
     check_destination(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise CheckpointError(f"export destination {out} cannot be made: {os_error_reason(error)}") from None
     weights = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
-    metadata = {"format": "pt", DIGEST_KEY: weights_digest(weights)}  # checked by every alternet load
-    atomic_write(out / WEIGHTS_FILE, lambda tmp: save_file(weights, str(tmp), metadata=metadata))
-    write_text(out / CONFIG_FILE, json.dumps(config, indent=2, allow_nan=False) + "\n")
-    write_text(out / "README.md", model_card(config))
+    digest = weights_digest(weights)
+    config = {**config, "alternet": {**config["alternet"], DIGEST_KEY: digest}}
+    with writing(out, "export destination"), whole_directory(out) as staged:
+        metadata = {"format": "pt", DIGEST_KEY: digest}
+        atomic_write(staged / WEIGHTS_FILE, lambda tmp: save_file(weights, str(tmp), metadata=metadata))
+        write_text(staged / CONFIG_FILE, json.dumps(config, indent=2, allow_nan=False) + "\n")
+        write_text(staged / "README.md", model_card(config))
     return out
 
 

@@ -236,9 +236,11 @@ def read_export(directory: Path, location: str | None = None) -> Source:
     if missing:
         raise CheckpointError(f"{directory / CONFIG_FILE} lacks {missing}; it is not a timm/alternet model config")
     alternet = config.get("alternet") or {}
+    state_dict = read_export_weights(directory)
+    _check_one_export(directory, alternet.get(DIGEST_KEY))
     return Source(
         location=location or str(directory),
-        state_dict=read_export_weights(directory),
+        state_dict=state_dict,
         architecture=str(config["architecture"]),
         num_classes=int(config["num_classes"]),
         model_args={k: v for k, v in (config.get("model_args") or {}).items() if k != "num_classes"},  # top level
@@ -246,6 +248,21 @@ def read_export(directory: Path, location: str | None = None) -> Source:
         hyper_parameters={key: alternet[key] for key in ("model", "data", "recipe") if alternet.get(key)},
         ema=bool(alternet.get("ema", False)),
     )
+
+
+def _check_one_export(directory: Path, recorded: str | None) -> None:
+    """The config and the weights are of one export: the weights' digest that ``config.json`` records (exports
+    since it does) is the one ``model.safetensors`` carries (already checked against its tensors)."""
+    if not recorded or not (directory / WEIGHTS_FILE).is_file():
+        return
+    with safe_open(str(directory / WEIGHTS_FILE), framework="pt") as opened:
+        held = (opened.metadata() or {}).get(DIGEST_KEY)
+    if held != recorded:
+        raise CheckpointError(
+            f"{directory} mixes the files of two exports: its {CONFIG_FILE} describes other weights than its "
+            f"{WEIGHTS_FILE} holds (a copy over an older export, or one written before exports were made whole); "
+            "export the model again into it"
+        )
 
 
 def read_export_weights(directory: Path) -> dict[str, torch.Tensor]:

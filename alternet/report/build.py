@@ -20,7 +20,7 @@ from typing import Any
 
 from .. import tracking
 from ..errors import ConfigValueError, check_option
-from ..files import check_output_dir, is_output_of, mark_output, write_csv, write_text, writing
+from ..files import check_output_dir, is_output_of, mark_output, whole_directory, write_csv, write_text, writing
 from ..runs.layout import RunDir, SweepDir, SweepJobs
 from . import figures
 from .runs import Run, read_sweep, swept_keys, variant_of
@@ -407,18 +407,20 @@ def build_report(
     base = pick_baseline(variants, baseline)
     rows = variant_rows(variants, base, settings)
     out_dir.mkdir(parents=True, exist_ok=True)
-    with writing(out_dir, "report directory"):  # a second report into the same folder stops here
-        mark_output(out_dir, REPORT_COMMAND)
-        files = [
-            write_csv(out_dir / "runs.csv", run_rows(runs, keys)),
-            write_csv(out_dir / "variants.csv", rows),
-            figures.error_vs_train_nll(runs, keys, out_dir / "error_vs_train_nll.png"),
-            *(figures.metrics_vs(runs, key, keys, out_dir / f"metrics_vs_{key.replace('.', '_')}.png") for key in keys),
-            figures.train_nll_curves(runs, keys, out_dir / "train_nll_curves.png"),
+    # a second report into the same folder stops here; the folder is replaced whole, or left as it was
+    with writing(out_dir, "report directory"), whole_directory(out_dir) as staged:
+        mark_output(staged, REPORT_COMMAND)
+        written = [
+            write_csv(staged / "runs.csv", run_rows(runs, keys)),
+            write_csv(staged / "variants.csv", rows),
+            figures.error_vs_train_nll(runs, keys, staged / "error_vs_train_nll.png"),
+            *(figures.metrics_vs(runs, key, keys, staged / f"metrics_vs_{key.replace('.', '_')}.png") for key in keys),
+            figures.train_nll_curves(runs, keys, staged / "train_nll_curves.png"),
         ]
-        files = [f for f in files if f is not None]
+        files = [out_dir / f.name for f in written if f is not None]
         markdown_text = markdown(sweep_dir, keys, rows, base, files, jobs, settings, runs)
-        files.append(write_text(out_dir / "summary.md", markdown_text))
+        write_text(staged / "summary.md", markdown_text)
+        files.append(out_dir / "summary.md")
     logged = None
     if wandb_settings is not None:
         logged = tracking.log_sweep_report(wandb_settings, sweep_dir.name, out_dir, files, rows)

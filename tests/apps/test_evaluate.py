@@ -4,6 +4,8 @@ import csv
 import itertools
 import json
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -368,3 +370,34 @@ def test_the_analyses_take_a_timm_model_and_ask_for_its_recipe_where_they_measur
     )
     analysis = json.loads((tmp_path / "out" / "metrics.json").read_text())["analysis"]
     assert code == "0" and set(analysis) == {"attention", "hessian"}
+
+
+def test_out_dir_holds_the_whole_evaluation_and_takes_one_writer(digits_run, tmp_path, monkeypatch, capsys):
+    """``out_dir=DIR`` is the evaluation's directory: its scores and its records (.hydra/, evaluate.log) go there
+    and nothing under ./outputs/; a second evaluation into it while the first holds it stops in one line and
+    changes nothing."""
+    from alternet.runs.layout import RunDir
+    from alternet.runs.ownership import RunDirLock
+
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "scores"
+    arguments = [f"ckpt={digits_run}", f"out_dir={out}", "robustness.enabled=false"]
+    code, stderr = run_main("evaluate.py", arguments, monkeypatch, capsys)
+    assert code == "0", stderr[-2000:]
+    assert not (tmp_path / "outputs").exists()
+    assert {"metrics.json", "predictions.npz", ".hydra", "evaluate.log"} <= {p.name for p in out.iterdir()}
+    RunDirLock.held(RunDir(out)).release()  # as the command's end does (it is a process of its own)
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+    holding = "import sys, time; from pathlib import Path; from alternet.files import lock_file\n"
+    holding += "held = lock_file(Path(sys.argv[1])); print('held', flush=True); time.sleep(60)"
+    holder = subprocess.Popen([sys.executable, "-c", holding, str(RunDir(out).lock)], stdout=subprocess.PIPE, text=True)
+    try:  # another evaluation into it holds it while it scores
+        assert holder.stdout.readline().strip() == "held"
+        code, stderr = run_main("evaluate.py", arguments, monkeypatch, capsys)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert_one_line_error(code, stderr, str(out))
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file() and p.name != ".lock"} == {
+        p: t for p, t in before.items() if p.name != ".lock"
+    }

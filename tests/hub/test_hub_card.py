@@ -277,3 +277,28 @@ def test_the_card_says_when_test_numbers_averaged_mirrored_views(run):
     assert "recipe.test_flip" not in model_card(config)
     config["alternet"]["recipe"]["test_flip"] = True
     assert "averaged the logits of the image and its mirror image (`recipe.test_flip`)" in model_card(config)
+
+
+def test_a_folder_mixing_two_exports_is_refused_by_load_evaluate_and_push(run, fake_hub, tmp_path, monkeypatch, capsys):
+    """An export records its weights' digest in config.json: weights copied over another export's (each file valid
+    on its own) are refused in one line by every reader, before anything is scored or uploaded."""
+    from safetensors.torch import load_file, save_file
+
+    from alternet.runs.checkpoints import DIGEST_KEY, weights_digest
+
+    from helpers.processes import run_command
+
+    mixed = tmp_path / "mixed"
+    shutil.copytree(export_of(run), mixed)
+    other = {name: tensor + 1 for name, tensor in load_file(mixed / "model.safetensors").items()}
+    save_file(other, str(mixed / "model.safetensors"), metadata={"format": "pt", DIGEST_KEY: weights_digest(other)})
+    says = f"{mixed} mixes the files of two exports: its config.json describes other weights than its model.safetensors"
+    with pytest.raises(CheckpointError, match="^" + says):
+        hub.load(mixed)
+    code, stderr = run_command(["evaluate", f"ckpt={mixed}", f"out_dir={tmp_path / 'eval'}"], monkeypatch, capsys)
+    assert code.startswith(f"error: {says}") and "\n" not in code and "Traceback" not in stderr
+    with pytest.raises(SystemExit) as exited:
+        hub_main(["push", str(mixed), REPO])
+    assert str(exited.value.code).startswith(f"error: {says}")
+    assert fake_hub.calls == []
+    hub.load(export_of(run))  # the export it was copied from reads as before

@@ -145,6 +145,32 @@ def test_a_second_report_into_a_folder_being_written_stops_in_one_line(sweep, tm
         holder.close()
 
 
+def test_a_report_stopped_midway_leaves_the_earlier_report_whole_and_says_how_to_go_on(sweep, tmp_path, monkeypatch):
+    """Ctrl-C after the tables, before the last figure: the earlier report's files are all there, unmixed with the
+    new tables, nothing staged is left beside them, and the command ends on one line saying so."""
+    from alternet.apps import cli
+    from alternet.report import build
+    from alternet.training.stopping import COMMAND_INTERRUPTED
+
+    sweep_dir, _ = sweep
+    out = tmp_path / "report"
+    build_report(sweep_dir, out, wandb=False)
+    (out / "runs.csv").write_text("an earlier report's table\n")  # told apart from the table a new report writes
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build.figures, "train_nll_curves", interrupted)
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["report", str(sweep_dir), "--out", str(out), "--no-wandb"])
+    assert exited.value.code == f"error: {COMMAND_INTERRUPTED['report']}"
+    assert "run the same command again" in exited.value.code
+    after = {path.name: path.read_bytes() for path in out.iterdir() if path.name != ".alternet-writing"}
+    assert after == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]
+
+
 def test_report_refuses_what_it_cannot_read(sweep, tmp_path):
     sweep_dir, _ = sweep
     with pytest.raises(ConfigValueError, match="holds no finished runs"):

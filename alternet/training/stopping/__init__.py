@@ -47,6 +47,22 @@ TRAINING_INTERRUPTED = (
     "finished runs already written are kept: run the same command with ckpt_path=last to continue"
 )
 EVALUATION_INTERRUPTED = "stopped by SIGINT; the files already written are kept: run the same command to score again"
+# the other commands': what Ctrl-C leaves of their output, and how to go on
+WHOLE_FOLDER_INTERRUPTED = (
+    "stopped by SIGINT; {what} is as it was before this command (it is written whole or not at all): run the same "
+    "command again to write it"
+)
+COMMAND_INTERRUPTED = {
+    "export": WHOLE_FOLDER_INTERRUPTED.format(what="the export directory"),
+    "import-hdvw": WHOLE_FOLDER_INTERRUPTED.format(what="the export directory"),
+    "report": WHOLE_FOLDER_INTERRUPTED.format(what="the report directory"),
+    "cifar-c": (
+        "stopped by SIGINT; the CIFAR-C files completed so far are kept, listed in the directory's manifest: run the "
+        "same command again to generate the rest"
+    ),
+    "shards": "stopped by SIGINT; the shards output is unfinished: run the same command again to write it anew",
+    "push": "stopped by SIGINT; the Hub repository has the last commit that finished: run the same command again",
+}
 
 
 class Preempted(AlternetError):

@@ -1,0 +1,108 @@
+"""alternet.files: a folder written whole or not at all (:func:`whole_directory`), whatever stops its writer."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from alternet import files
+from alternet.files import WriteError, stale_directories, whole_directory, write_text
+
+
+def _earlier(out):
+    out.mkdir()
+    (out / "a.txt").write_text("earlier a\n")
+    (out / "only_earlier.txt").write_text("earlier only\n")
+    return {path.name: path.read_text() for path in out.iterdir()}
+
+
+def _contents(out):
+    return {path.name: path.read_text() for path in out.iterdir()}
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["renameat2", "two-renames"])
+def test_a_finished_folder_replaces_the_earlier_one_whole(tmp_path, monkeypatch, exchange):
+    """The new folder takes the earlier one's place: its files, none of the earlier's (a stale figure of an earlier
+    report would otherwise sit beside the new ones), readable by others, and nothing staged left beside it."""
+    if not exchange:  # a system without renameat2: moved aside, then renamed
+        monkeypatch.setattr(files, "_exchange", lambda a, b: False)
+    out = tmp_path / "out"
+    _earlier(out)
+    with whole_directory(out) as staged:
+        assert staged.parent == out.parent and staged.name.startswith(".out.")
+        write_text(staged / "a.txt", "new a\n")
+        write_text(staged / "b.txt", "new b\n")
+        assert _contents(out)["a.txt"] == "earlier a\n"  # nothing reaches out before the end
+    assert _contents(out) == {"a.txt": "new a\n", "b.txt": "new b\n"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert out.stat().st_mode & 0o777 == 0o777 & ~files._UMASK
+
+
+def test_a_failure_while_writing_leaves_the_earlier_folder_as_it_was(tmp_path):
+    out = tmp_path / "out"
+    before = _earlier(out)
+    with pytest.raises(RuntimeError, match="broken"), whole_directory(out) as staged:
+        write_text(staged / "a.txt", "new a\n")
+        raise RuntimeError("broken")
+    assert _contents(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    with pytest.raises(KeyboardInterrupt), whole_directory(tmp_path / "new") as staged:  # Ctrl-C, a new folder
+        write_text(staged / "a.txt", "new a\n")
+        raise KeyboardInterrupt
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_a_full_disk_names_the_file_by_its_place_in_the_folder(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    before = _earlier(out)
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, os.strerror(28))
+
+    monkeypatch.setattr(files.os, "replace", disk_full)
+    with pytest.raises(WriteError) as error, whole_directory(out) as staged:
+        write_text(staged / "a.txt", "new a\n")
+    assert str(error.value) == (
+        f"could not write {out / 'a.txt'}: No space left on device (ENOSPC); its previous version is intact. Free "
+        "space, or make the directory writable"
+    )
+    assert _contents(out) == before
+
+
+WRITER = """
+import sys, time
+from pathlib import Path
+from alternet.files import whole_directory, write_text
+out = Path(sys.argv[1])
+with whole_directory(out) as staged:
+    write_text(staged / "a.txt", "new a\\n")
+    print("writing", flush=True)
+    time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("stop", ["SIGKILL", "SIGTERM", "SIGINT"])
+def test_a_writer_stopped_by_any_signal_mid_folder_leaves_the_earlier_one_intact(tmp_path, stop):
+    """SIGTERM and SIGKILL end the process where it is (no ``finally``): the earlier folder is whole, and what was
+    staged lies in a hidden sibling that the next writer removes; SIGINT unwinds and removes it at once."""
+    out = tmp_path / "out"
+    before = _earlier(out)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(WRITER), str(out)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert writer.stdout.readline().strip() == "writing"
+        writer.send_signal(getattr(signal, stop))
+        writer.wait(timeout=30)
+    finally:
+        writer.kill()
+    assert _contents(out) == before
+    left = stale_directories(out)
+    assert len(left) == (0 if stop == "SIGINT" else 1)
+    with whole_directory(out) as staged:  # the next writer clears what a killed one left
+        write_text(staged / "a.txt", "again\n")
+    assert _contents(out) == {"a.txt": "again\n"} and stale_directories(out) == []

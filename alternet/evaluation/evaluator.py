@@ -115,9 +115,11 @@ class Evaluator:
         risk_coverage_plot(
             *curve, metrics["selective"], self._file(self.out_dir / "risk_coverage.png"), self._title("test")
         )
+        arrays = {"logits": logits, "probs": probs.astype(np.float32), "labels": labels}
         if self.config.calibration.temperature_scaling:
-            metrics["temperature_scaling"] = self._temperature(logits, labels)
-        return metrics, {"logits": logits, "probs": probs.astype(np.float32), "labels": labels}
+            scaled, arrays["val/logits"], arrays["val/labels"] = self._temperature(logits, labels)
+            metrics["temperature_scaling"] = scaled
+        return metrics, arrays
 
     def _split_metrics(self, probs: np.ndarray, labels: np.ndarray, logits: np.ndarray) -> dict[str, float]:
         return calibration_metrics(probs, labels, self.n_bins, logits=logits) | {
@@ -125,7 +127,9 @@ class Evaluator:
             "ece_classwise": classwise_ece(probs, labels, self.n_bins),
         }
 
-    def _temperature(self, logits: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
+    def _temperature(self, logits: np.ndarray, labels: np.ndarray) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
+        """The temperature fitted on the validation split, the test metrics it gives, and the validation logits and
+        labels it was fitted on (kept in predictions.npz)."""
         if "val" not in self.datamodule.splits:
             raise ConfigValueError(
                 "calibration.temperature_scaling=true needs a validation split to fit on: set data.val_size > 0 "
@@ -137,7 +141,8 @@ class Evaluator:
         bins = reliability_bins(scaled, labels, self.n_bins)
         title = self._title(f"test, T={temperature:.3f}")
         reliability_diagram(bins, self._file(self.out_dir / "reliability_temperature.png"), title=title)
-        return {"temperature": temperature, "test": self._split_metrics(scaled, labels, logits / temperature)}
+        record = {"temperature": temperature, "test": self._split_metrics(scaled, labels, logits / temperature)}
+        return record, val_logits, val_labels
 
     # out of distribution --------------------------------------------------------------------
 
@@ -149,7 +154,7 @@ class Evaluator:
         record |= {name: ood_metrics(inside[name], outside[name]) for name in inside}
         path = self._file(self.out_dir / "ood_scores.png")
         ood_histograms(inside, outside, record, path, self._title(f"vs {ood_set.root.name}"))
-        return record, {f"ood/{name}": scores.astype(np.float32) for name, scores in outside.items()}
+        return record, {f"ood/{name}": scores for name, scores in outside.items()}  # float64: the metrics' own
 
     def _title(self, what: str) -> str:
         return f"{self.label} on {self.datamodule.name} ({what})"
@@ -176,7 +181,7 @@ class Evaluator:
             metrics = calibration_metrics(probs, labels, self.n_bins, logits=logits)
             family = FAMILY_OF.get(corruption, "extra")
             rows.append(RobustnessRow.from_metrics(corruption, severity, metrics, len(labels), sets.source, family))
-            predictions |= _compact(f"{corruption}/{severity}", probs, labels)  # 75 probability matrices won't fit
+            predictions |= _compact(f"{corruption}/{severity}", probs, logits, labels)  # not 75 probability matrices
             running = sum(row.acc for row in rows) / len(rows)
             shown.update(note=f"{corruption}/{severity} acc {metrics['acc']:.4f}, running mean {running:.4f}")
         shown.close(note=f"mean acc {sum(row.acc for row in rows) / len(rows):.4f}")
@@ -275,13 +280,17 @@ def check_evaluation_files(
         open_ood_set(config.ood, datamodule)
 
 
-def _compact(key: str, probs: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
-    """One corrupted set's predicted class, its probability and the true class's probability — enough to
-    recompute accuracy, ECE and NLL without storing 75 full probability matrices."""
+def _compact(key: str, probs: np.ndarray, logits: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
+    """One corrupted set's predicted class, its confidence and each image's NLL (``logsumexp(z) - z_y``, float64)
+    — enough to recompute its accuracy, ECE and NLL exactly (:func:`~alternet.metrics.reliability_bins` on the
+    confidence, the NLL's mean) without storing 75 full probability matrices."""
+    z = np.asarray(logits, dtype=np.float64)
+    top = z.max(axis=1, keepdims=True)
+    log_norm = top[:, 0] + np.log(np.exp(z - top).sum(axis=1))
     return {
         f"corrupted/{key}/pred": probs.argmax(1).astype(np.int16),
-        f"corrupted/{key}/confidence": probs.max(1).astype(np.float32),
-        f"corrupted/{key}/p_true": probs[np.arange(len(labels)), labels].astype(np.float32),
+        f"corrupted/{key}/confidence": probs.max(1),
+        f"corrupted/{key}/nll": log_norm - z[np.arange(len(labels)), labels],
         f"corrupted/{key}/labels": labels.astype(np.int16),
     }
 

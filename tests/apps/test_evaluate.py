@@ -20,7 +20,8 @@ from alternet.apps.evaluate import run_evaluate
 from alternet.apps.train import train
 from alternet.data import DigitsDataModule
 from alternet.dataset_facts import FACTS
-from alternet.metrics import calibration_metrics
+from alternet.metrics import calibration_metrics, fit_temperature, softmax
+from alternet.metrics.uncertainty import adaptive_ece, classwise_ece, selective_metrics
 
 from helpers import CONF, FAST, assert_one_line_error, cached_repo, compose_train, run_main, run_script
 from helpers.hdvw import alternet_to_hdvw, randomized, save_as_hdvw
@@ -69,22 +70,43 @@ def test_evaluate_cli_writes_every_output(digits_run, tmp_path):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
     report = json.loads((out / "metrics.json").read_text())
     predictions = np.load(out / "predictions.npz")
-    # every number can be recomputed from predictions.npz
-    recomputed = calibration_metrics(predictions["probs"], predictions["labels"])
-    for key, value in recomputed.items():  # NaN (e.g. acc90 with no confident prediction) is null in JSON
-        assert report["test"][key] == (None if np.isnan(value) else pytest.approx(value)), key
+    assert_recomputes_from_predictions(report, predictions)
     robustness = report["robustness"]
     assert robustness["source"] == "generated" and len(robustness["table"]) == 75
-    row = next(r for r in robustness["table"] if (r["corruption"], r["severity"]) == ("fog", 3))
-    correct = predictions["corrupted/fog/3/pred"] == predictions["corrupted/fog/3/labels"]
-    assert row["acc"] == pytest.approx(correct.mean())
-    assert row["nll"] == pytest.approx(
-        -np.log(predictions["corrupted/fog/3/p_true"].astype(np.float64)).mean(), rel=1e-4
-    )
     scaled = report["temperature_scaling"]
     assert scaled["temperature"] > 0 and scaled["test"]["acc"] == pytest.approx(report["test"]["acc"])
     with open(out / "robustness_accuracy.csv") as f:
         assert len(list(csv.reader(f))) == 1 + 15 + 1  # header, corruptions, mean
+
+
+def _same(saved, value) -> bool:
+    """A metrics.json number and its recomputation: equal to the last bit (JSON keeps a float's every digit); a
+    NaN (acc90 with no confident prediction) is saved as null."""
+    return saved is None if np.isnan(value) else saved == value
+
+
+def assert_recomputes_from_predictions(report: dict, predictions) -> None:
+    """Every number of metrics.json recomputes exactly from predictions.npz: the test split's and the selective
+    ones from its logits (softmax in float64, as the evaluation computes), the temperature from the validation
+    logits, each corrupted set's accuracy, NLL and ECE from its columns."""
+    logits, labels = predictions["logits"], predictions["labels"]
+    probs = softmax(logits)
+    test = calibration_metrics(probs, labels, 10, logits=logits)
+    test |= {"ece_adaptive": adaptive_ece(probs, labels, 10), "ece_classwise": classwise_ece(probs, labels, 10)}
+    assert {k: _same(report["test"][k], v) for k, v in test.items()} == dict.fromkeys(test, True), report["test"]
+    selective = selective_metrics(probs, labels)
+    assert {k: _same(report["selective"][k], v) for k, v in selective.items()} == dict.fromkeys(selective, True)
+    if "temperature_scaling" in report:
+        temperature = fit_temperature(predictions["val/logits"], predictions["val/labels"])
+        assert report["temperature_scaling"]["temperature"] == temperature
+    for row in (report.get("robustness") or {}).get("table", []):
+        key = f"corrupted/{row['corruption']}/{row['severity']}"
+        confidence = predictions[f"{key}/confidence"]
+        correct = predictions[f"{key}/pred"] == predictions[f"{key}/labels"]
+        assert row["acc"] == correct.mean() and row["nll"] == predictions[f"{key}/nll"].mean(), key
+        index = np.clip(np.searchsorted(np.arange(11) / 10, confidence, side="left") - 1, 0, 9)
+        gaps = [abs(correct[index == b].sum() - confidence[index == b].sum()) for b in range(10)]
+        assert row["ece"] == pytest.approx(sum(gaps) / len(confidence), rel=1e-12, abs=1e-15), key
 
 
 def evaluate_in_process(*overrides: str, out) -> list[dict]:

@@ -175,6 +175,11 @@ def evaluation_report(report: Mapping[str, Any], out_dir: Path) -> str:
     lines = [
         f"\n{report['model']} on {report['data']} ({report['checkpoint']})",
         f"  preprocessing: {describe_preprocessing(report['preprocessing'])}",
+    ]
+    images = report.get("test_images") or {}
+    if images and images["scored"] < images["of"]:
+        lines.append(f"  a quick look: the first {images['scored']} of {images['of']} test images (max_images)")
+    lines += [
         "  test: " + "  ".join(f"{k} {test[k]:.4f}" for k in ("acc", "top5", "nll", "ece", "brier")),
     ]
     if "ece_adaptive" in test:

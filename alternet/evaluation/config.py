@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ConfigValueError
 from ..typed import Section, integer
 
 INTEGER_1 = "must be an integer >= 1"
@@ -70,6 +71,7 @@ class EvaluationConfig(Section):
     device: str
     precision: str
     batch_size: int
+    max_images: int | None  # the first N test images only (robustness.max_images follows it when null)
     num_workers: Any  # auto | an integer >= 0
     calibration: CalibrationConfig
     ood: OodConfig
@@ -82,4 +84,12 @@ class EvaluationConfig(Section):
         choose_device(self.device, "device")
         self.one_of("precision", AUTOCAST)
         self.require("batch_size", integer(1), INTEGER_1)
+        self.require("max_images", integer(1), "null (every test image) or a count >= 1")
+        within = self.robustness.max_images is None or self.max_images is None
+        if not within and self.robustness.max_images > self.max_images:
+            raise ConfigValueError(
+                f"robustness.max_images={self.robustness.max_images} is more than max_images={self.max_images}: the "
+                "corrupted sets are scored against the clean test images; leave robustness.max_images null to follow "
+                "max_images, or set it <= max_images"
+            )
         check_workers(self.num_workers, "num_workers")

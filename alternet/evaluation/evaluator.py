@@ -5,12 +5,13 @@ write metrics.json, predictions.npz, CSV tables and plots, and log them to W&B w
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from torch import nn
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, Subset
 
 from ..data import ImageDataModule
 from ..data.workers import loader_workers
@@ -64,6 +65,8 @@ class Evaluator:
         self.model = model.eval()
         self.class_names = class_names
         self.datamodule = datamodule
+        if config.max_images is not None and config.robustness.max_images is None:  # scored against the same
+            config = replace(config, robustness=replace(config.robustness, max_images=config.max_images))
         self.config, self.label = config, label
         self.out_dir = Path(out_dir)
         self.device = choose_device(config.device)
@@ -93,7 +96,11 @@ class Evaluator:
         )
 
     def _predict(self, split: str) -> tuple[np.ndarray, np.ndarray]:
-        ((logits, labels),) = self._predict_sets([self.datamodule.splits[split]], [split])
+        """A split's logits and labels; the test split's first ``max_images`` only, when set."""
+        dataset = self.datamodule.splits[split]
+        if split == "test" and self.config.max_images is not None and self.config.max_images < len(dataset):
+            dataset = Subset(dataset, range(self.config.max_images))
+        ((logits, labels),) = self._predict_sets([dataset], [split])
         return logits, labels
 
     def _file(self, path: Path) -> Path:
@@ -207,6 +214,8 @@ class Evaluator:
         metrics, arrays = self.calibration()
         report: dict[str, Any] = dict(meta) | {"preprocessing": preprocessing_used(self.datamodule)} | metrics
         report["loader"] = {"num_workers": self.num_workers, "devices": device_count(self.device)}
+        total = len(self.datamodule.splits["test"])
+        report["test_images"] = {"scored": len(arrays["labels"]), "of": total}  # max_images: a quick look
         if ood is not None:
             report["ood"], scores = self.ood(ood, arrays["logits"])
             arrays |= scores

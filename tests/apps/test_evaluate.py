@@ -23,7 +23,16 @@ from alternet.dataset_facts import FACTS
 from alternet.metrics import calibration_metrics, fit_temperature, softmax
 from alternet.metrics.uncertainty import adaptive_ece, classwise_ece, selective_metrics
 
-from helpers import CONF, FAST, assert_one_line_error, cached_repo, compose_train, run_main, run_script
+from helpers import (
+    CONF,
+    FAST,
+    assert_one_line_error,
+    cached_repo,
+    compose_train,
+    main_output,
+    run_main,
+    run_script,
+)
 from helpers.hdvw import alternet_to_hdvw, randomized, save_as_hdvw
 from helpers.imagefolders import COLOURS, make_image_folder
 
@@ -423,3 +432,21 @@ def test_out_dir_holds_the_whole_evaluation_and_takes_one_writer(digits_run, tmp
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file() and p.name != ".lock"} == {
         p: t for p, t in before.items() if p.name != ".lock"
     }
+
+
+def test_max_images_scores_the_first_test_images_and_says_so(digits_run, tmp_path, monkeypatch, capsys):
+    """A quick look: the first N test images, every number from them (the corrupted sets' too), said in the
+    printout and in metrics.json; a robustness subset larger than it is refused before any work."""
+    arguments = [f"ckpt={digits_run}", "max_images=40", "robustness.enabled=true", *FEW[1:]]
+    arguments += [f"robustness.cache_dir={tmp_path / 'cache'}", "robustness.corruptions=[fog]"]
+    code, stdout, stderr = main_output("evaluate.py", [*arguments, f"out_dir={tmp_path / 'a'}"], monkeypatch, capsys)
+    assert code == "0", stderr[-2000:]
+    report = json.loads((tmp_path / "a" / "metrics.json").read_text())
+    total = report["test_images"]["of"]
+    assert report["test_images"] == {"scored": 40, "of": total} and total > 40
+    assert f"a quick look: the first 40 of {total} test images (max_images)" in stdout
+    predictions = np.load(tmp_path / "a" / "predictions.npz")
+    assert len(predictions["labels"]) == 40 and len(predictions["corrupted/fog/1/labels"]) == 40
+    assert_recomputes_from_predictions(report, predictions)
+    code, stderr = run_main("evaluate.py", [*arguments, "robustness.max_images=41"], monkeypatch, capsys)
+    assert_one_line_error(code, stderr, "robustness.max_images=41 is more than max_images=40")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 from collections.abc import Iterator, Sequence
 from importlib import resources
 from pathlib import Path
@@ -41,6 +42,12 @@ def one_line_composition_errors(command: str) -> Iterator[None]:
         os.environ.pop(FULL_ERROR, None)
 
 
+def hydra_quoted(value: str) -> str:
+    """``value`` for Hydra's single quotes: a quote escaped, and backslashes doubled where they would escape a quote
+    (before one, or at the end); Hydra reads other backslashes as they are."""
+    return re.sub(r"(\\*)('|$)", lambda m: m.group(1) * 2 + ("\\'" if m.group(2) else ""), value)
+
+
 def composition_error(error: CompactHydraException, command: str) -> str:
     """What went wrong in one line, the full key or option named, with the closest spelling where there is one."""
     cause = error.__cause__
@@ -50,9 +57,10 @@ def composition_error(error: CompactHydraException, command: str) -> str:
         reason = next(line for line in str(error).splitlines() if not line.startswith(("Error parsing", "See ")))
         reason = reason.split(": ", 1)[-1] if reason.startswith("LexerNoViableAltException") else reason
         key, equals, value = error.override.partition("=")
+        quoted = f"{key}='{hydra_quoted(value)}'"
         hint = (
             "quote a value holding spaces, symbols or non-ASCII letters: "
-            f"{key}='{value}' (in the shell: \"{key}='{value}'\")"
+            f"{quoted} (in the shell: {shlex.quote(quoted)})"
             if equals and key and (not value.isascii() or any(c in value for c in " ()[]{},:=!'\""))
             else "overrides are KEY=VALUE or GROUP=OPTION"
         )

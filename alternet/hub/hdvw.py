@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import pickle
 import re
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,7 @@ from timm.models import get_pretrained_cfg
 from ..dataset_facts import FACTS
 from ..errors import CheckpointError
 from ..models import create_model
-from ..runs.checkpoints import refused_global, torch_reason
+from ..runs.checkpoints import check_archive, refused_global, torch_reason
 
 Rename = tuple[str, str | Callable[[re.Match[str]], str]]
 DATA_BY_CLASSES = {facts.num_classes: name for name, facts in FACTS.items()}  # 10, 100, 1000 classes
@@ -180,10 +179,8 @@ def read_hdvw(path: str | Path) -> tuple[str | None, dict[str, torch.Tensor]]:
     path = Path(path).expanduser()
     if not path.is_file():
         raise CheckpointError(f"HDVW checkpoint {path} does not exist")
+    check_archive(path, "HDVW checkpoint", pickles=True)
     not_torch = f"{path} is not a torch checkpoint (torch.save writes a zip archive, or a pickle in older versions)"
-    with open(path, "rb") as file:
-        if not (zipfile.is_zipfile(file) or (file.seek(0) == 0 and file.read(1) == b"\x80")):
-            raise CheckpointError(f"{not_torch}; pass the .pth file HDVW saved")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import pickle
 import re
+import shlex
 import sys
 import zipfile
 from pathlib import Path
@@ -67,6 +68,7 @@ def verify_digest(state_dict: dict[str, torch.Tensor], expected: str | None, pat
         )
 
 
+ZIP_MAGIC = b"PK\x03\x04"  # how torch.save's zip archive begins
 _REFUSED_GLOBAL = re.compile(r"unsupported (?:global: )?GLOBAL ([\w.]+)", re.IGNORECASE)
 _ENFORCE = re.compile(r"^\[enforce fail at [^\]]*\][\s.]*")
 
@@ -92,6 +94,27 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     return checkpoint
 
 
+def check_archive(path: Path, what: str, *, pickles: bool = False) -> None:
+    """``path`` is torch.save's zip archive (``pickles``: or a pickle, as torch before 1.6 saved), else one line
+    telling a truncated archive (its start is there, its end is not) from a file that is no checkpoint at all."""
+    if zipfile.is_zipfile(path):
+        return
+    with open(path, "rb") as handle:
+        head = handle.read(4)
+    if pickles and head[:1] == b"\x80":
+        return
+    if head == ZIP_MAGIC:
+        raise CheckpointError(
+            f"{what} {path} is truncated: a torch checkpoint archive cut short ({path.stat().st_size} bytes); it may "
+            "be an interrupted copy, download or save"
+        )
+    older = ", or a pickle as torch before 1.6 saved it" if pickles else ""
+    raise CheckpointError(
+        f"{what} {path} is not a torch checkpoint: it does not begin as torch.save's zip archive does{older} (a "
+        "text file, or another format)"
+    )
+
+
 def read_torch_file(path: str | Path, what: str) -> Any:
     """A file written by ``torch.save`` (``what``: how messages name it), read with ``weights_only=True``: a file
     that needs arbitrary objects unpickled is refused, naming the first one."""
@@ -99,11 +122,7 @@ def read_torch_file(path: str | Path, what: str) -> Any:
     if not path.is_file():
         hint = f" (a directory; pass a .ckpt inside it, e.g. {RunDir(path).last_checkpoint})" if path.is_dir() else ""
         raise CheckpointError(f"{what} {path} does not exist{hint}")
-    if not zipfile.is_zipfile(path):
-        raise CheckpointError(
-            f"{what} {path} is unreadable or truncated: not a torch checkpoint archive "
-            f"({path.stat().st_size} bytes); it may be an interrupted copy or download"
-        )
+    check_archive(path, what)
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:
@@ -187,8 +206,26 @@ def resume_checkpoint(ckpt_path: str | None, run: RunDir, *, say: bool = True) -
             if say:
                 print(f"ckpt_path=last: no {run.last_checkpoint} yet, so training starts from scratch", file=sys.stderr)
             return None
-        read_checkpoint(run.last_checkpoint)
-        return str(run.last_checkpoint)
+        ckpt_path = str(run.last_checkpoint)
     if ckpt_path:
-        read_checkpoint(ckpt_path)
+        try:
+            read_checkpoint(ckpt_path)
+        except CheckpointError as error:
+            raise CheckpointError(f"{error}; {intact_beside(Path(ckpt_path))}") from None
     return ckpt_path
+
+
+def intact_beside(path: Path) -> str:
+    """Which other checkpoints in ``path``'s folder read whole (the digest checked), as advice to resume from one."""
+    intact = []
+    for other in sorted(path.parent.glob("*.ckpt"), key=lambda p: p.stat().st_mtime, reverse=True):
+        if other.name != path.name and other.is_file():
+            try:
+                read_checkpoint(other)
+            except CheckpointError:
+                continue
+            intact.append(other)
+    if not intact:
+        return f"no other checkpoint in {path.parent} reads whole"
+    names = ", ".join(p.name for p in intact)
+    return f"intact beside it: {names}; resume from the newest with ckpt_path={shlex.quote(str(intact[0]))}"

@@ -220,3 +220,29 @@ def test_a_bad_input_exits_non_zero_with_one_line_on_stderr(script, case, tmp_pa
     result = run_script(script, *arguments, f"hydra.run.dir={tmp_path}")
     assert result.returncode == 1
     assert "Traceback" not in result.stderr and result.stderr.strip().splitlines()[-1].endswith(message)
+
+
+@pytest.mark.parametrize("value", ["/data/über", "it's $HOME", 'say "hi" `now`', "a\\b (c)", "x!y", "end\\' (\\"])
+def test_the_quoting_advice_works_when_pasted_into_a_posix_shell(value):
+    """The advice for an override Hydra cannot read gives the override quoted for Hydra and for the shell: pasted
+    into sh, it reaches Hydra as one argument that Hydra reads back as the value typed."""
+    import re
+    import subprocess
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    from alternet.apps.composition import composition_error
+
+    override = f"data.root={value}"
+    try:
+        OverridesParser.create().parse_overrides([override])
+    except OverrideParseException as error:
+        message = composition_error(error, "train")
+    else:
+        pytest.skip(f"Hydra reads {override!r} unquoted")
+    pasted = re.search(r"\(in the shell: (.*)\)$", message).group(1)
+    words = subprocess.run(["sh", "-c", f"printf '%s\\n' {pasted}"], capture_output=True, text=True, check=True)
+    (argument,) = words.stdout.splitlines()
+    (parsed,) = OverridesParser.create().parse_overrides([argument])
+    assert parsed.key_or_group == "data.root" and parsed.value() == value

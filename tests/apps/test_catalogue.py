@@ -153,8 +153,8 @@ def bad_checkpoints(root: Path, real: Path) -> dict[str, tuple[Path, str]]:
         archive.writestr("notes.txt", "a zip of something else")
     torch.save({"state_dict": {}, "x": _Payload(root / "pwned")}, root / "pickle.ckpt")
     return {
-        "not a checkpoint": (root / "notes.ckpt", "not a torch checkpoint"),
-        "truncated": (root / "truncated.ckpt", "not a torch checkpoint"),
+        "not a checkpoint": (root / "notes.ckpt", "is not a torch checkpoint: it does not begin as torch.save's"),
+        "truncated": (root / "truncated.ckpt", "is truncated: a torch checkpoint archive cut short"),
         "zip of something else": (root / "other.ckpt", "file in archive is not in a subdirectory: notes.txt"),
         "pickle with a global": (root / "pickle.ckpt", "holds an object of io.open, which torch.load"),
     }

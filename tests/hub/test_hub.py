@@ -211,7 +211,7 @@ def test_malicious_pickles_are_refused_without_running(pretrained, tmp_path, kin
     else:
         path = tmp_path / "evil.pt"
         path.write_bytes(pickle.dumps(payload))
-        message = r"evil\.pt is unreadable or truncated: not a torch checkpoint archive"
+        message = r"evil\.pt is not a torch checkpoint: it does not begin as torch\.save's zip archive does"
     with pytest.raises(CheckpointError, match=message):
         hub.load(path)
     with pytest.raises(CheckpointError, match=message):

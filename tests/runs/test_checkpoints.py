@@ -177,3 +177,27 @@ def test_an_export_given_where_a_checkpoint_is_needed_is_named_as_an_export(digi
         find_checkpoint(digits_run / "export")
     with pytest.raises(CheckpointError, match=r"is neither a run directory .* nor a folder with one .ckpt file"):
         find_checkpoint(tmp_path)
+
+
+def test_a_damaged_last_checkpoint_names_the_intact_ones_beside_it(digits_run, tmp_path, monkeypatch, capsys):
+    """Resuming from a last.ckpt cut short by a full disk: the error says it is truncated and names the checkpoints
+    beside it that read whole, with the ckpt_path that resumes from the newest; with none intact, it says so."""
+    from alternet.runs.checkpoints import resume_checkpoint
+
+    run = RunDir(shutil.copytree(digits_run, tmp_path / "run"))
+    data = run.last_checkpoint.read_bytes()
+    run.last_checkpoint.write_bytes(data[: len(data) // 3])
+    intact = sorted(p.name for p in run.checkpoints.glob("*.ckpt") if p != run.last_checkpoint)
+    assert intact  # the digits run keeps its best checkpoint beside last.ckpt
+    with pytest.raises(CheckpointError) as refused:
+        resume_checkpoint("last", run)
+    message = str(refused.value)
+    assert message.startswith(f"checkpoint {run.last_checkpoint} is truncated: a torch checkpoint archive cut short")
+    assert f"intact beside it: {', '.join(intact)}" in message or all(name in message for name in intact)
+    advised = message.rsplit("ckpt_path=", 1)[1]
+    assert resume_checkpoint(advised, run) == advised  # the advice reads whole
+    for other in run.checkpoints.glob("*.ckpt"):
+        if other != run.last_checkpoint:
+            other.write_text("damaged too")
+    with pytest.raises(CheckpointError, match=f"no other checkpoint in {run.checkpoints} reads whole$"):
+        resume_checkpoint("last", run)

@@ -172,10 +172,9 @@ def evaluation_report(report: Mapping[str, Any], out_dir: Path) -> str:
     """What an evaluation prints for one checkpoint: the test metrics, temperature scaling, robustness
     (:func:`robustness_lines`), the analyses and the files written into ``out_dir``."""
     test = report["test"]
-    lines = [
-        f"\n{report['model']} on {report['data']} ({report['checkpoint']})",
-        f"  preprocessing: {describe_preprocessing(report['preprocessing'])}",
-    ]
+    lines = [f"\n{report['model']} on {report['data']} ({report['checkpoint']})"]
+    if report.get("preprocessing"):
+        lines.append(f"  preprocessing: {describe_preprocessing(report['preprocessing'])}")
     images = report.get("test_images") or {}
     if images and images["scored"] < images["of"]:
         lines.append(f"  a quick look: the first {images['scored']} of {images['of']} test images (max_images)")

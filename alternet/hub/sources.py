@@ -252,12 +252,14 @@ def read_export(directory: Path, location: str | None = None) -> Source:
 
 def _check_one_export(directory: Path, recorded: str | None) -> None:
     """The config and the weights are of one export: the weights' digest that ``config.json`` records (exports
-    since it does) is the one ``model.safetensors`` carries (already checked against its tensors)."""
+    since it does) is the one ``model.safetensors`` carries (already checked against its tensors), where it carries
+    one."""
     if not recorded or not (directory / WEIGHTS_FILE).is_file():
         return
     with safe_open(str(directory / WEIGHTS_FILE), framework="pt") as opened:
         held = (opened.metadata() or {}).get(DIGEST_KEY)
-    if held != recorded:
+    if held is not None and held != recorded:  # weights without a digest were not written by alternet: their
+        # values are checked as they load
         raise CheckpointError(
             f"{directory} mixes the files of two exports: its {CONFIG_FILE} describes other weights than its "
             f"{WEIGHTS_FILE} holds (a copy over an older export, or one written before exports were made whole); "

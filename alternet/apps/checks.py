@@ -23,9 +23,10 @@ from ..models.factory import check_builds
 from ..models.layout import buildup_violations
 from ..models.maxxvit import check_maxxvit
 from ..models.zoo import HYBRIDS, hybrid_spec
+from ..runs.records import import_modules
 from ..training import EVALUATED_METRICS
 from .config import TrainConfig, train_config
-from .extensions import check_targets, import_modules
+from .extensions import check_targets
 
 
 def missing_values(cfg: Any, prefix: str = "") -> list[str]:

@@ -26,11 +26,11 @@ from ..hub.loading import build_model
 from ..hub.sources import Source, check_reference, open_source, preprocessing
 from ..models.flip import FlipAveraged
 from ..runs.layout import METRICS_FILE, RunDir
+from ..runs.records import import_modules, import_recorded
 from ..training.config import RecipeConfig
 from ..typed import build
 from .config import EvaluateConfig, compose, evaluate_config
 from .console import evaluation_report
-from .extensions import import_modules
 
 
 def model_sources(ckpt: str | list[str]) -> list[str]:
@@ -157,6 +157,7 @@ def evaluate_model(
 ) -> dict[str, Any]:
     """Score the model ``reference`` names (any source :func:`alternet.hub.load` reads) into ``out_dir`` with the
     evaluation settings of ``config`` (its W&B settings: ``logger.wandb``; ``set_keys``: the command line's)."""
+    import_recorded(reference)  # the modules a run was trained with, first: its model or data set may be the user's
     source = open_source(reference, ema=bool(cfg.use_ema))
     recipe = training_recipe(cfg, source)  # its augmentation and loss feed the analyses of the training objective
     model = build_model(source, strict=True)

@@ -1,9 +1,11 @@
 """What a user plugs in from the command line without changing alternet, none of it stored in a checkpoint:
 
-- ``imports=[my_pkg.models, ...]``: modules imported before the config is checked, so that what they register is
-  known to the checks and the builders: a timm ``@register_model`` (``model=timm model.name=NAME``), a data module
+- ``imports=[my_pkg.models, ...]``: modules imported before the config is checked
+  (:func:`alternet.runs.records.import_modules`), so that what they register is known to the checks and the
+  builders: a timm ``@register_model`` (``model=timm model.name=NAME``), a data module
   (:func:`alternet.data.register_datamodule`, ``data.name=NAME``; its config options through
-  ``hydra.searchpath=[pkg://my_pkg.conf]``), an analysis.
+  ``hydra.searchpath=[pkg://my_pkg.conf]``), an analysis. The run records them (its config.yaml), and evaluating
+  or exporting it imports them again (:func:`alternet.runs.records.import_recorded`).
 - ``callbacks.extra`` and ``logger.extra``: lists of Lightning callbacks and loggers, each a ``_target_`` with its
   arguments, built by ``hydra.utils.instantiate`` for the run (a callback's ``state_dict``, if it has one, is
   saved in checkpoints by Lightning as for any callback: keep it to plain values).
@@ -11,7 +13,6 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,20 +20,6 @@ from hydra.errors import InstantiationException
 from hydra.utils import get_object, instantiate
 
 from ..errors import ConfigValueError, one_line
-
-
-def import_modules(names: Sequence[Any] | None) -> None:
-    """Import each of ``imports``; one line naming the module and why when one cannot be."""
-    for name in names or ():
-        if not isinstance(name, str) or not name:
-            raise ConfigValueError(f"imports: {name!r} is not a module name: e.g. imports=[my_pkg.models]")
-        try:
-            importlib.import_module(name)
-        except Exception as error:  # whatever the module raises on import: its own code
-            raise ConfigValueError(
-                f"imports: {name} cannot be imported ({type(error).__name__}: {one_line(error)}); is its package "
-                "installed, or its folder on PYTHONPATH?"
-            ) from None
 
 
 def check_targets(entries: Sequence[Any] | None, key: str) -> None:

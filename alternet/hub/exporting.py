@@ -18,6 +18,7 @@ from ..errors import AlternetError, CheckpointError, DataError
 from ..files import atomic_write, check_output_dir, file_digest, os_error_reason, whole_directory, write_text, writing
 from ..models import create_model
 from ..runs.checkpoints import DIGEST_KEY, find_checkpoint, weights_digest
+from ..runs.records import import_recorded
 from ..runs.summary import RunSummary
 from .card import model_card
 from .hdvw import resolve_arch
@@ -36,6 +37,7 @@ def export(source: str | Path, out: str | Path, *, ema: bool = False) -> Path:
     check_destination(out)  # the output first: a wrong --out is reported before anything about the source
     if not path.exists():
         raise CheckpointError(f"{path} does not exist: pass a run directory or a Lightning checkpoint (.ckpt)")
+    import_recorded(path)  # the modules the run was trained with, first: its model may be the user's
     checkpoint, run = find_checkpoint(path)
     opened = read_lightning(checkpoint, ema=ema, run=run)
     model = create_model(opened.require_architecture(), num_classes=opened.num_classes, **opened.model_args)

@@ -57,8 +57,10 @@ def check_name(name: str, own: tuple[str, ...] = ()) -> None:
 
 @cache
 def constructor_parameters(arch: str) -> frozenset[str] | None:
-    """The keywords the model class of ``arch`` takes (its ``__init__``), found by building it on the meta device
-    (no memory, no weights); ``None`` where the class takes ``**kwargs`` or cannot be built so (all are passed)."""
+    """The keywords ``arch`` takes: those its registered function names (a user's ``def my_net(pretrained=False,
+    num_classes=1000, **kwargs)`` that returns an ``nn.Sequential``) and those of the model class it builds (its
+    ``__init__``, found by building it on the meta device: no memory, no weights; timm's own functions pass
+    ``**kwargs`` on to it). ``None`` where the class takes ``**kwargs`` or cannot be built so (all are passed)."""
     try:
         with torch.device("meta"):
             model = timm.create_model(arch, pretrained=False)
@@ -67,7 +69,26 @@ def constructor_parameters(arch: str) -> frozenset[str] | None:
     parameters = inspect.signature(type(model).__init__).parameters.values()
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
         return None
-    return frozenset(p.name for p in parameters if p.name != "self")
+    named = inspect.signature(timm.models.model_entrypoint(arch)).parameters.values()
+    own = {p.name for p in named if p.kind not in (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL)}
+    return frozenset(p.name for p in parameters if p.name != "self") | own
+
+
+def check_output_width(name: str, model: nn.Module, num_classes: int, img_size: int) -> None:
+    """A model built for ``num_classes`` classes has that many outputs (a forward on the meta device: no memory,
+    no compute); one line where a registered function ignores ``num_classes``. A model that cannot run on the meta
+    device is left to its first step."""
+    try:
+        with torch.device("meta"), torch.no_grad():
+            width = model.eval()(torch.empty(1, 3, img_size, img_size)).shape[-1]
+    except Exception:  # a forward the meta device cannot run (data-dependent shapes): nothing to compare here
+        return
+    if width != num_classes:
+        raise ConfigValueError(
+            f"model.name={name} ignores num_classes: asked for {num_classes} classes, it builds a model with {width} "
+            "outputs; its registered function must pass num_classes on to the model it builds (alternet asks for "
+            "the data's class count)"
+        )
 
 
 def constructor_args(name: str, args: Mapping[str, Any], given: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -7,11 +7,12 @@ from typing import Any
 
 import timm
 import torch
+from timm.models import parse_model_name
 from torch import nn
 
 from ..errors import ConfigValueError
 from .config import ModelConfig
-from .external import architecture, check_name, constructor_args
+from .external import architecture, check_name, check_output_width, constructor_args
 from .zoo import MODEL_NAMES
 
 
@@ -49,9 +50,18 @@ def model_args(model: ModelConfig, *, num_classes: int, img_size: int, drop_path
 def check_builds(model: ModelConfig, *, num_classes: int, img_size: int, drop_path_rate: float) -> None:
     """Build one of alternet's architectures on the meta device (no memory, no weights: milliseconds), so every
     check its constructor makes (the layout, windows and heads at this input size) fails before any data are read
-    or, in a sweep, before the first job trains. Other timm models are left to their own build."""
-    if architecture(model.name) not in MODEL_NAMES:
-        return
+    or, in a sweep, before the first job trains. Another timm model (a user's registered one among them) is built
+    there too when it can be, and its output width checked against the class count."""
     args = model_args(model, num_classes=num_classes, img_size=img_size, drop_path_rate=drop_path_rate)
-    with torch.device("meta"):
-        timm.create_model(model.name, **args)
+    if architecture(model.name) in MODEL_NAMES:
+        with torch.device("meta"):
+            timm.create_model(model.name, **args)
+        return
+    if parse_model_name(model.name)[0] is not None:  # a hub or local source: timm resolves it when it builds
+        return
+    try:
+        with torch.device("meta"):
+            built = timm.create_model(model.name, **args)
+    except Exception:  # an entry point that cannot build on the meta device: its own build says what is wrong
+        return
+    check_output_width(model.name, built, num_classes, img_size)

@@ -4,10 +4,12 @@ resumes it."""
 
 from __future__ import annotations
 
+import importlib
 import platform
 import shlex
 import subprocess
 import sys
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ from typing import Any
 import yaml
 from hydra.core.hydra_config import HydraConfig
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, ConfigValueError, one_line
 from ..files import read_json, write_json, write_text
 from .layout import RunDir
 
@@ -117,3 +119,31 @@ def resume_command(run: RunDir, checkpoint: str | Path = "last", **changes: Any)
     kept = [a for a in overrides if not a.lstrip("+").startswith(dropped)]
     extra = [f"hydra.run.dir={run.path}", f"ckpt_path={checkpoint}", *(f"{k}={v}" for k, v in changes.items())]
     return shlex.join([*command, *kept, *extra])
+
+
+# the user's modules (imports=) -------------------------------------------------------------------------
+
+
+def import_modules(names: Sequence[Any] | None) -> None:
+    """Import each of ``imports``; one line naming the module and why when one cannot be."""
+    for name in names or ():
+        if not isinstance(name, str) or not name:
+            raise ConfigValueError(f"imports: {name!r} is not a module name: e.g. imports=[my_pkg.models]")
+        try:
+            importlib.import_module(name)
+        except Exception as error:  # whatever the module raises on import: its own code
+            raise ConfigValueError(
+                f"imports: {name} cannot be imported ({type(error).__name__}: {one_line(error)}); is its package "
+                "installed, or its folder on PYTHONPATH?"
+            ) from None
+
+
+def import_recorded(source: str | Path) -> list[str]:
+    """Import the modules a run was trained with (its recorded ``imports=``), given the run directory or one of its
+    checkpoints, so that evaluating or exporting it finds the models and data sets they register without the
+    command line naming them again; returns their names (none for any other source)."""
+    path = Path(source).expanduser()
+    run = RunDir.of_checkpoint(path) if path.is_file() else RunDir(path) if RunDir(path).is_run_dir() else None
+    recorded = (run.recorded_config() or {}).get("imports") if run is not None else None
+    import_modules(recorded)
+    return list(recorded or [])

@@ -38,6 +38,20 @@ PACKAGE = {
         @register_model
         def my_tiny_net(pretrained=False, **kwargs):
             return TinyNet(**kwargs)
+
+        @register_model
+        def my_net(pretrained=False, num_classes=1000, **kwargs):  # docs/training.md's example, as it is there
+            return torch.nn.Sequential(
+                torch.nn.Conv2d(3, 32, 3, padding=1),
+                torch.nn.ReLU(),
+                torch.nn.AdaptiveAvgPool2d(1),
+                torch.nn.Flatten(),
+                torch.nn.Linear(32, num_classes),
+            )
+
+        @register_model
+        def my_deaf_net(pretrained=False, **kwargs):  # ignores num_classes: always ten outputs
+            return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.LazyLinear(10))
     """,
     "data.py": '''
         import numpy as np
@@ -136,14 +150,36 @@ def test_a_users_model_data_callback_and_tensorboard_from_the_command_line(tmp_p
     stored = json.dumps(checkpoint["hyper_parameters"], default=str)
     assert "my_ext.callbacks" not in stored and "TensorBoardLogger" not in stored  # the run's, not the weights'
 
-    evaluated = alternet(
-        root, "evaluate", f"ckpt={run}", "imports=[my_ext.models,my_ext.data]", f"out_dir={tmp_path / 'e'}"
-    )
+    # the run recorded its imports=: evaluate and export import them again, the command line need not name them
+    evaluated = alternet(root, "evaluate", f"ckpt={run}", f"out_dir={tmp_path / 'e'}")
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     assert json.loads((tmp_path / "e" / "metrics.json").read_text())["data"] == "blobs"
-    # without imports=: refused in one line (in this process, which never imported the user's package)
+    exported = alternet(root, "export", str(run), "--out", str(tmp_path / "export"))
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    assert json.loads((tmp_path / "export" / "config.json").read_text())["architecture"] == "my_tiny_net"
+    # where the recorded modules cannot be imported: refused in one line naming them (in this process, which
+    # never had the user's package on its path)
     code, stderr = run_main("evaluate.py", [f"ckpt={run}", f"hydra.run.dir={tmp_path / 'f'}"], monkeypatch, capsys)
-    assert_one_line_error(code, stderr, "unknown model 'my_tiny_net'", "imports=[your_pkg.models]")
+    assert_one_line_error(code, stderr, "imports: my_ext.models cannot be imported (ModuleNotFoundError")
+
+
+@pytest.mark.xdist_group("extensions")
+def test_the_docs_registered_function_trains_with_the_datas_class_count(tmp_path):
+    """docs/training.md's my_net (a function returning nn.Sequential) is built with the data's three classes (its
+    keywords are read from the function, where the class, nn.Sequential, names none); a function that ignores
+    num_classes is refused in one line before any work."""
+    root = user_package(tmp_path / "src")
+    common = ["imports=[my_ext.models,my_ext.data]", f"hydra.searchpath=[file://{root / 'my_ext' / 'conf'}]"]
+    common += ["data=blobs", "model=timm", "debug=fast"]
+    trained = alternet(root, "train", *common, "model.name=my_net", f"hydra.run.dir={tmp_path / 'run'}")
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    weights = read_checkpoint(tmp_path / "run" / "checkpoints" / "last.ckpt")["state_dict"]
+    assert weights["model.4.weight"].shape == (3, 32)
+    refused = alternet(root, "train", *common, "model.name=my_deaf_net", f"hydra.run.dir={tmp_path / 'deaf'}")
+    last = refused.stderr.strip().splitlines()[-1]
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
+    assert last.startswith("error: model.name=my_deaf_net ignores num_classes: asked for 2 classes, it builds a model")
+    assert not (tmp_path / "deaf" / "checkpoints").exists()
 
 
 @pytest.mark.parametrize(

@@ -28,6 +28,12 @@ def quiet_lightning() -> None:
     logger = logging.getLogger("lightning.pytorch.utilities.rank_zero")
     if not any(isinstance(f, _NoAdvertising) for f in logger.filters):
         logger.addFilter(_NoAdvertising())
+    if logging.getLogger().handlers:  # Hydra's job logging: the console and the run's log file, through the root
+        for name in ("lightning", "lightning.pytorch", "lightning.fabric"):  # whose own console handlers (added at
+            own = logging.getLogger(name)  # import, when the root had none) printed every line a second time
+            for handler in [h for h in own.handlers if type(h) is logging.StreamHandler]:
+                own.removeHandler(handler)
+            own.propagate = True
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)", category=Warning)
     warnings.filterwarnings("ignore", message=r"The '\w+' does not have many workers", category=Warning)
 

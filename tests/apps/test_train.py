@@ -29,6 +29,10 @@ def test_train_cli_on_digits_writes_a_complete_run_directory_and_says_so(tmp_pat
     assert "\r" not in result.stderr and "v_num" not in result.stderr + result.stdout
     assert "epoch 1/2 done in" in result.stderr and "epoch 2/2 done in" in result.stderr
     assert "Tip:" not in result.stderr
+    # Lightning's INFO lines once each (its own console handler and Hydra's printed them twice), and in train.log
+    said = [line for line in (result.stdout + result.stderr).splitlines() if "`Trainer.fit` stopped" in line]
+    assert len(said) == 1, said
+    assert "`Trainer.fit` stopped" in (run_dir / "train.log").read_text()
     # the end: numbers with top-5, the best epoch, speed, and the files written
     assert "Finished alternet_tiny on digits in" in result.stdout and "training images/s" in result.stdout
     assert "Best val/nll" in result.stdout and "after epoch" in result.stdout

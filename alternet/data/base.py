@@ -317,6 +317,19 @@ class ImageDataModule(L.LightningDataModule):
         kept = max(1, round(self.subset * len(labels)))  # data.subset: a fraction of the training images
         return stratified_holdout(labels, kept, self.split_seed + 1)
 
+    def check_every_class_trains(self, labels: np.ndarray) -> None:
+        """Every class keeps a training image after the validation hold-out and ``data.subset``: a class with none
+        can never be learnt, and would be scored as if it could (one line before any work)."""
+        missing = np.setdiff1d(np.arange(self.num_classes), np.unique(labels))
+        if not len(missing):
+            return
+        names = ", ".join([str(self.class_names[i]) for i in missing[:5]] + (["..."] if len(missing) > 5 else []))
+        raise DataError(
+            f"{self.name}: {len(missing)} of {self.num_classes} classes have no training image left ({names}) "
+            f"after the validation hold-out (data.val_size={self.val_size}) and data.subset={self.subset}: the model "
+            "could never learn them; add training images, or lower data.val_size or raise data.subset"
+        )
+
     def _train_clean_mask(self, labels: np.ndarray) -> np.ndarray:
         """A fixed, class-stratified subset of the training split (``data.train_clean_size`` images at most)."""
         return stratified_holdout(labels, min(self.train_clean_size, len(labels)), self.split_seed + 2)

@@ -147,3 +147,21 @@ def test_download_without_network_names_the_archive_and_what_to_do(tmp_path, mon
         DataError, match=r"cannot download cifar100 \(https://www\.cs\.toronto\.edu/.*\) to .*: .*name resolution"
     ):
         datamodule.prepare_data()
+
+
+def test_a_split_that_leaves_a_class_without_training_images_is_refused_naming_it(tmp_path):
+    """data.subset (or a validation hold-out) that leaves whole classes with no training image: refused in one line
+    naming them, before any work (the model could never learn them, and would be scored as if it could)."""
+    from alternet.data import ImageFolderDataModule
+
+    from helpers.imagefolders import make_image_folder
+
+    digits = DigitsDataModule(image_size=16, batch_size=4, subset=0.004)  # 6 of 1,437 images for 10 classes
+    says = r"^digits: 4 of 10 classes have no training image left \(0, 3, 6, 9\)"
+    with pytest.raises(DataError, match=says) as refused:
+        digits.setup()
+    assert "data.subset=0.004" in str(refused.value) and "\n" not in str(refused.value)
+    folder = make_image_folder(tmp_path / "images", splits={"train": 2, "val": 1}, odd_formats=False)
+    images = ImageFolderDataModule(root=str(folder), image_size=16, batch_size=2, subset=0.4)  # 2 of 6 images
+    with pytest.raises(DataError, match=r"^imagefolder: 1 of 3 classes have no training image left \((ant|bee|cat)\)"):
+        images.setup()

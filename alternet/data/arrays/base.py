@@ -84,6 +84,7 @@ class ArrayDataModule(ImageDataModule):
         val_idx, train_idx = np.sort(order[:n_val]), np.sort(order[n_val:])
         self._train_pool = len(train_idx)
         train_idx = train_idx[self._subset_mask(labels[train_idx])]
+        self.check_every_class_trains(labels[train_idx])
         eval_transform = build_transform(self.mean, self.std, self.image_size)
         evaluate, train = self._batch_pipelines(images)
         self.splits["train"] = ArrayDataset(images[train_idx], labels[train_idx], self.train_transform(), train)

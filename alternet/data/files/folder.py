@@ -146,6 +146,8 @@ class ImageFolderDataModule(ImageDataModule):
             )
         self._train_pool = len(train)
         train = train.take(np.flatnonzero(self._subset_mask(train.labels)))
+        if not self.train_shards:  # streamed shards: their classes are checked against the folders when written
+            self.check_every_class_trains(train.labels)
         test = scan_split(test_dir, classes) if test_dir else val
         if test is None:
             raise DataError(

@@ -11,6 +11,7 @@ table to paste into a draft), ``error_vs_train_nll.png``, ``<metric>_vs_<key>.pn
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import tracking
-from ..errors import ConfigValueError, check_option
+from ..errors import AlternetWarning, ConfigValueError, check_option
 from ..files import check_output_dir, is_output_of, mark_output, whole_directory, write_csv, write_text, writing
 from ..runs.layout import RunDir, SweepDir, SweepJobs
 from . import figures
@@ -330,6 +331,7 @@ def markdown(
     jobs: SweepJobs,
     settings: Statistics = Statistics(),
     runs: Sequence[Run] = (),
+    unscored: Sequence[Run] = (),
 ) -> str:
     noise = any(row["test_set_noise"] for row in rows)
     lines = [
@@ -366,6 +368,9 @@ def markdown(
             f"{_cell(row, 'robustness')} | {_delta_cell(row, 'robustness', 100, ' pp')} | {row['verdict']} | "
             f"{_cell(row, 'train_nll_epoch')} | {_delta_cell(row, 'nll_epoch', 1, '')} | {row['verdict_hdvw_nll']} |"
         )
+    if unscored:
+        lines += ["", f"{len(unscored)} finished job(s) left out, their test metrics not finite (diverged): "]
+        lines[-1] += f"{_named(unscored)}. Their variants' intervals count only the other seeds."
     if not jobs.complete:
         lines += ["", f"A partial sweep, the unfinished jobs left out: {jobs.describe()}"]
         lines[-1] += " Re-running the sweep's command with ckpt_path=last and the same hydra.sweep.dir completes it."
@@ -381,6 +386,27 @@ def sweep_wandb_settings(run: RunDir, enabled: bool | None = None) -> tracking.W
     if recorded is not None:
         recorded = {key: value for key, value in recorded.items() if key in tracking.WANDB_KEYS}
     return tracking.wandb_settings(recorded, enabled=enabled, key=f"{run.path}: logger.wandb")
+
+
+def _named(runs: Sequence[Run]) -> str:
+    return "; ".join(f"{run.job.path.name} ({run.unscored})" for run in runs)
+
+
+def warn_mixed_data(runs: Sequence[Run]) -> None:
+    """A sweep whose jobs trained on different data sets compares numbers that are not comparable: warned, naming
+    the jobs of the fewer data sets."""
+    by_data: dict[str, list[str]] = {}
+    for run in runs:
+        by_data.setdefault(run.metrics.data, []).append(run.job.path.name)
+    if len(by_data) > 1:
+        main = max(by_data, key=lambda name: len(by_data[name]))
+        others = "; ".join(f"{name}: jobs {', '.join(jobs)}" for name, jobs in by_data.items() if name != main)
+        warnings.warn(
+            f"the sweep's jobs trained on different data sets ({main} for most; {others}): their errors are compared "
+            "as if on one test set",
+            AlternetWarning,
+            stacklevel=2,
+        )
 
 
 REPORT_COMMAND = "report"  # the output marker of alternet report (files.mark_output)
@@ -401,6 +427,13 @@ def build_report(
     is_report = partial(is_output_of, command=REPORT_COMMAND)
     out_dir = check_output_dir(out_dir, "report directory", is_report, "a report of alternet report", "--out")
     runs, jobs = read_sweep(sweep_dir)
+    unscored = [run for run in runs if run.unscored]
+    runs = [run for run in runs if not run.unscored]
+    if not runs:
+        raise ConfigValueError(
+            f"{sweep_dir}: every finished job has non-finite test metrics ({_named(unscored)}): nothing to compare"
+        )
+    warn_mixed_data(runs)
     wandb_settings = sweep_wandb_settings(runs[0].job, wandb)  # checked before any figure is drawn
     keys = swept_keys(runs)
     variants = group_variants(runs, keys)
@@ -418,7 +451,7 @@ def build_report(
             figures.train_nll_curves(runs, keys, staged / "train_nll_curves.png"),
         ]
         files = [out_dir / f.name for f in written if f is not None]
-        markdown_text = markdown(sweep_dir, keys, rows, base, files, jobs, settings, runs)
+        markdown_text = markdown(sweep_dir, keys, rows, base, files, jobs, settings, runs, unscored)
         write_text(staged / "summary.md", markdown_text)
         files.append(out_dir / "summary.md")
     logged = None

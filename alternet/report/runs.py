@@ -33,6 +33,12 @@ class Run:
         return self.schedule_epochs is not None and self.metrics.epochs >= self.schedule_epochs
 
     @property
+    def unscored(self) -> str | None:
+        """Why the run has no number to compare (its test accuracy or NLL not finite: it diverged), else None."""
+        bad = [k for k in ("acc", "nll") if not _finite(self.metrics.test.get(k) if self.metrics.test else None)]
+        return f"test {' and '.join(bad)} not finite" if bad else None
+
+    @property
     def seed(self) -> str:
         return self.overrides.get("seed", "0")
 
@@ -72,6 +78,10 @@ class Run:
         return None if value is None else float(value)
 
 
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 @cache
 def _correct(path: Path) -> np.ndarray | None:
     if not path.is_file():
@@ -87,14 +97,22 @@ def read_history(csv_path: Path) -> dict[str, dict[int, float]]:
     under ``<name>@step`` (``train/lr`` and LearningRateMonitor's epoch-less ``lr-<optimizer>/pg<N>`` rows)."""
     sums: dict[str, dict[int, list[float]]] = {}
     with open(csv_path, newline="") as file:
-        for row in csv.DictReader(file):
+        for line, row in enumerate(csv.DictReader(file), start=2):
             for key, value in row.items():
                 if key in ("epoch", "step") or not value:
                     continue
-                per_step = key == "train/lr" or not row["epoch"]
-                index = int(row["step"]) if per_step else int(row["epoch"])
+                try:
+                    per_step = key == "train/lr" or not row["epoch"]
+                    index = int(row["step"]) if per_step else int(row["epoch"])
+                    number = float(value)
+                except (TypeError, ValueError, KeyError):
+                    raise ConfigValueError(
+                        f"{csv_path} line {line} is malformed ({key}={value!r}, epoch={row.get('epoch')!r}, "
+                        f"step={row.get('step')!r}): not Lightning's CSV of numbers; restore it from the run, or "
+                        "move the job out of the sweep"
+                    ) from None
                 name = f"{key}@step" if per_step else key
-                sums.setdefault(name, {}).setdefault(index, []).append(float(value))
+                sums.setdefault(name, {}).setdefault(index, []).append(number)
     return {key: {i: sum(v) / len(v) for i, v in sorted(values.items())} for key, values in sums.items()}
 
 

@@ -117,6 +117,16 @@ class RunSummary:
         if missing or not isinstance(payload.get("test"), Mapping):
             lacks = f"no {', '.join(missing)}" if missing else "its 'test' is not a mapping"
             raise CheckpointError(f"{where} is not a training run's metrics.json ({lacks})")
+        for split in _SPLITS:  # the numbers a report computes with: numbers or null (a NaN, written strictly)
+            section = payload.get(split)
+            if section is not None and not isinstance(section, Mapping):
+                raise CheckpointError(f"{where} is malformed: its {split!r} is not a mapping of metrics")
+            bad = [f"{split}.{k}={v!r}" for k, v in (section or {}).items() if not _number_or_null(v)]
+            if bad:
+                raise CheckpointError(
+                    f"{where} is malformed: {', '.join(bad[:3])} is not a number; restore the file from the run's "
+                    "own copy (or evaluate its checkpoint again), or move the job out of the sweep"
+                )
         known = {item.name for item in fields(cls)} - {"extra"}
         values = {key: value for key, value in payload.items() if key in known}
         optimized = values.get("optimized_metric")
@@ -129,3 +139,7 @@ class RunSummary:
 
 
 _SPLITS = ("test", "test_ema", "train_clean")
+
+
+def _number_or_null(value: Any) -> bool:
+    return value is None or (isinstance(value, int | float) and not isinstance(value, bool))

@@ -311,3 +311,39 @@ def test_the_preflight_numbers_jobs_as_hydra_launches_them(sweep):
     assert [job[:2] for job in launched] == [
         [f"model={model}", f"seed={seed}"] for model in ("alternet_tiny", "preresnet_tiny") for seed in (0, 1)
     ]
+
+
+def test_records_the_report_reads_are_checked_named_and_counted(sweep, tmp_path):
+    """A malformed number in a job's metrics.csv or metrics.json is refused in one line naming the file; a job whose
+    test metrics are not finite (it diverged) is left out and named, not dropped silently; a job of another data set
+    is warned about."""
+    from alternet.errors import AlternetWarning, CheckpointError
+
+    sweep_dir, _ = sweep
+    copy = shutil.copytree(sweep_dir, tmp_path / "sweep")
+    history = copy / "0" / "logs" / "metrics.csv"
+    text = history.read_text().splitlines()
+    header = text[0].split(",")
+    row = text[1].split(",")
+    column = next(i for i, name in enumerate(header) if name not in ("epoch", "step") and row[i])
+    row[column] = "n/a"
+    history.write_text("\n".join([text[0], ",".join(row), *text[2:]]) + "\n")
+    with pytest.raises(ConfigValueError, match=rf"^{history} line 2 is malformed \({header[column]}='n/a'"):
+        build_report(copy, tmp_path / "r1", wandb=False)
+    shutil.copy(sweep_dir / "0" / "logs" / "metrics.csv", history)
+
+    metrics = copy / "1" / "metrics.json"
+    payload = json.loads(metrics.read_text())
+    payload["test"]["acc"] = "high"
+    metrics.write_text(json.dumps(payload))
+    with pytest.raises(CheckpointError, match=rf"^{metrics} is malformed: test.acc='high' is not a number"):
+        build_report(copy, tmp_path / "r2", wandb=False)
+    payload["test"]["acc"] = None  # what a NaN accuracy is written as
+    metrics.write_text(json.dumps(payload))
+    other = copy / "2" / "metrics.json"
+    other.write_text(json.dumps(json.loads(other.read_text()) | {"data": "cifar10"}))
+    with pytest.warns(AlternetWarning, match=r"different data sets \(digits for most; cifar10: jobs 2\)"):
+        report = build_report(copy, tmp_path / "r3", wandb=False)
+    summary = (tmp_path / "r3" / "summary.md").read_text()
+    assert "1 finished job(s) left out, their test metrics not finite (diverged): 1 (test acc not finite)" in summary
+    assert sum(int(row["seeds"]) for row in report["variants"]) == 3

@@ -88,6 +88,15 @@ def cpu_cores() -> int:
         return os.cpu_count() or 1
 
 
+def machine_memory() -> int:
+    """Bytes of physical memory (the host's: a container's cgroup limit may be lower); 64 GiB where the OS does
+    not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # Windows, or a system without the names
+        return 64 * 2**30
+
+
 def gpu_name() -> str | None:
     """The first visible CUDA GPU's name, or ``None`` without one."""
     return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from ..errors import AlternetWarning, ConfigValueError, suggest
+from ..hardware import machine_memory
 from ..models.backbone import choose_stem
 from ..models.byob import ByobSpec, check_byob
 from ..models.config import LayoutModel, ModelConfig
@@ -65,8 +66,22 @@ def validate_train_config(cfg: Mapping[str, Any]) -> TrainConfig:
         raise ConfigValueError(
             "export.ema=true needs EMA weights: set recipe.ema.decay (e.g. +recipe.ema.decay=0.9999)"
         )
+    check_input_memory(config)
     check_model_builds(config)
     return config
+
+
+def check_input_memory(config: TrainConfig) -> None:
+    """One training batch of input images alone (float32, before any activation) fits in a quarter of this
+    machine's memory: ``data.image_size=100000`` is refused here, not by the operating system mid-epoch."""
+    size, batch = config.data.image_size, config.recipe.batch_size
+    needed = batch * 3 * size * size * 4
+    if needed > machine_memory() / 4:
+        raise ConfigValueError(
+            f"data.image_size={size} with recipe.batch_size={batch} needs {needed / 2**30:,.1f} GiB for one batch of "
+            f"input images alone, more than a quarter of this machine's {machine_memory() / 2**30:,.0f} GiB; choose "
+            "a smaller data.image_size or recipe.batch_size"
+        )
 
 
 def reported_metrics(config: TrainConfig) -> list[str]:

@@ -14,6 +14,7 @@ from ..errors import ConfigValueError
 from ..typed import Section, integer
 
 INTEGER_1 = "must be an integer >= 1"
+MAX_BINS = 100_000  # calibration bins: more than any test split fills (and each class's bins are held at once)
 
 
 @dataclass(kw_only=True)
@@ -22,7 +23,7 @@ class CalibrationConfig(Section):
     temperature_scaling: bool  # fitted on the validation split
 
     def check(self) -> None:
-        self.require("n_bins", integer(1), INTEGER_1)
+        self.require("n_bins", lambda v: integer(1)(v) and v <= MAX_BINS, f"must be an integer in [1, {MAX_BINS:,}]")
 
 
 @dataclass(kw_only=True)

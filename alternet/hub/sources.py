@@ -43,6 +43,7 @@ EXPORT_FORMAT = 1
 # entity/project/name:version (or project/name:version with the default entity)
 ARTIFACT_REF = re.compile(r"^(?:[\w.-]+/){1,2}[\w.-]+:[\w.-]+$")
 HDVW_PREFIX = "hdvw:"  # hdvw:FILE or hdvw:ARCH:FILE, a checkpoint saved by the paper's code (alternet.hub.hdvw)
+MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # a registered architecture (and tag), as a file may name it
 TIMM_PREFIX = "timm:"  # timm:NAME[.TAG], e.g. timm:resnet50.a1_in1k
 HF_HUB_PREFIX = "hf-hub:"  # hf-hub:OWNER/REPO[@REVISION], timm's spelling
 LOCAL_DIR_PREFIX = "local-dir:"  # local-dir:DIR, timm's spelling
@@ -235,6 +236,12 @@ def read_export(directory: Path, location: str | None = None) -> Source:
     missing = [key for key in ("architecture", "num_classes", "pretrained_cfg") if key not in config]
     if missing:
         raise CheckpointError(f"{directory / CONFIG_FILE} lacks {missing}; it is not a timm/alternet model config")
+    architecture = config["architecture"]
+    if not isinstance(architecture, str) or not MODEL_NAME.fullmatch(architecture):  # never a source to fetch
+        raise CheckpointError(
+            f"{directory / CONFIG_FILE} names the architecture {architecture!r}, which is not a model name (letters, "
+            "digits, '_', '.' and '-'; no hub or folder source): it is not a timm/alternet model config"
+        )
     alternet = config.get("alternet") or {}
     state_dict = read_export_weights(directory)
     _check_one_export(directory, alternet.get(DIGEST_KEY))

@@ -199,7 +199,7 @@ CHECKED = [
     (["evaluate.precision=8"], "evaluate.precision='8' is not one of ['32', 'bf16', '16']"),
     (["evaluate.batch_size=0"], "evaluate.batch_size=0 is invalid: must be an integer >= 1"),
     (["evaluate.num_workers=-1"], "evaluate.num_workers=-1 is invalid: must be auto or an integer >= 0"),
-    (["evaluate.calibration.n_bins=0"], "evaluate.calibration.n_bins=0 is invalid: must be an integer >= 1"),
+    (["evaluate.calibration.n_bins=0"], "evaluate.calibration.n_bins=0 is invalid: must be an integer in [1, 100,000]"),
     (["evaluate.robustness.precision=fp8"], "evaluate.robustness.precision='fp8' is not one of ['32', 'bf16', '16'"),
     (["evaluate.robustness.corruptions=[snow2]"], "evaluate.robustness.corruptions: unknown ['snow2']"),
     (["evaluate.robustness.severities=[9]"], "evaluate.robustness.severities=[9] must be a non-empty subset of 1..5"),

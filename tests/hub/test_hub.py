@@ -573,3 +573,16 @@ def test_a_timm_model_is_scored_at_its_test_size_crop_and_interpolation(tmp_path
         "crop_mode": "squash",
         "interpolation": "bicubic",
     }
+
+
+@pytest.mark.parametrize("architecture", ["hf-hub:someone/else", "local-dir:/tmp/x", "alternet_tiny\nrm", "", 5])
+def test_an_exports_architecture_is_a_model_name_not_a_source_to_fetch(pretrained, tmp_path, architecture):
+    """A name read from a file is checked as one typed on the command line is, whatever characters it holds: an
+    export's config.json naming a hub source (which timm would fetch) or a name with a newline is refused in one
+    line, before anything is built or fetched."""
+    out = tmp_path / "export"
+    shutil.copytree(export_dir(pretrained), out)
+    config = json.loads((out / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps(config | {"architecture": architecture}))
+    with pytest.raises(CheckpointError, match=f"names the architecture {re.escape(repr(architecture))}, which is not"):
+        hub.load(out)

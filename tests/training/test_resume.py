@@ -234,6 +234,13 @@ def test_the_printed_recovery_command_recovers(tmp_path, monkeypatch, capsys):
     message = str(failed.value.code)
     assert message.startswith("error: non-finite gradients") and "Traceback" not in capsys.readouterr().err
     command = message.split("with a lower learning rate: ", 1)[1].split("  — if the loss", 1)[0]
+    # the advice names no setting already in force: precision=auto's choice here, and no clipping
+    from alternet.training.precision import choose_precision
+
+    in_fp32 = choose_precision("auto", "cpu").precision.startswith("32")
+    assert message.endswith(
+        "or add recipe.grad_clip=1.0" if in_fp32 else "or add recipe.grad_clip=1.0, or trainer.precision=32"
+    )
     assert shlex.split(command)[0] == sys.executable and shlex.split(command)[1].endswith("train.py")
     monkeypatch.undo()  # the inputs are finite again
     _, script, *arguments = shlex.split(command)

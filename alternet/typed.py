@@ -19,6 +19,7 @@ not declare in its ``extra`` field (any timm model's own keywords, ``+model.drop
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import types
 import typing
@@ -135,7 +136,7 @@ def build(cls: type[S], values: Mapping[str, Any], prefix: str = "") -> S:
         raise
 
 
-NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+NAMES = {bool: "true or false", int: "an integer", float: "a finite number", str: "a string"}
 
 
 def conforms(value: Any, hint: Any) -> bool:
@@ -148,8 +149,10 @@ def conforms(value: Any, hint: Any) -> bool:
         return value is None
     if hint is bool:
         return isinstance(value, bool)
-    if hint in (int, float):  # a JSON integer is a number too; a boolean is neither
-        return isinstance(value, int if hint is int else int | float) and not isinstance(value, bool)
+    if hint is int:  # a boolean is no integer
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:  # a JSON integer is a number too; inf and nan are no setting's value (lr=inf: NaN weights)
+        return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     if hint is str:
         return isinstance(value, str)
     if origin in (list, tuple):

@@ -120,6 +120,8 @@ def test_every_other_option_composes_against_its_schema_into_checked_objects(gro
 # with. The data and model sections, typed by the data set and family their names choose (alternet.data.config,
 # alternet.models.config), each with an unknown key, a wrong type, a missing value and an out-of-range value.
 CHECKED = [
+    (["recipe.optimizer.lr=inf"], "recipe.optimizer.lr=inf is invalid: must be a finite number"),  # NaN weights
+    (["recipe.label_smoothing=nan"], "recipe.label_smoothing=nan is invalid: must be a finite number"),
     (["recipe.epochs=-1"], "recipe.epochs=-1 is invalid: must be an integer >= 1"),
     (["trainer.max_epochs=0"], "trainer.max_epochs=0 is invalid: must be an integer >= 1"),
     (["recipe.batch_size=0"], "recipe.batch_size=0 is invalid: must be an integer >= 1"),
@@ -172,7 +174,7 @@ CHECKED = [
     (["model=vit_ti_cifar", "model.local_kernel=0"], "model.local_kernel=0 is invalid: must be a window side >= 2"),
     (["model=vit_ti_cifar", "model.local_kernel=1"], "model.local_kernel=1 is invalid: must be a window side >= 2"),
     (["model=vit_ti_cifar", "model.depth=[1]"], "model.depth=[1] is invalid: must be an integer"),
-    (["model=pit_ti_cifar", "model.mlp_ratio=x"], "model.mlp_ratio='x' is invalid: must be a number"),
+    (["model=pit_ti_cifar", "model.mlp_ratio=x"], "model.mlp_ratio='x' is invalid: must be a finite number"),
     (["model=timm", "model.name=resnet18", "model.pretrained=[1]"], "model.pretrained=[1] is invalid: must be true"),
     (["model=byob", "model.self_attn_layer=halos"], "model.self_attn_layer='halos' is not one of"),
     (["data.val_size=-1"], "data.val_size=-1 is invalid: must be a count >= 0 or a fraction in (0, 1)"),

@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 from alternet.runs.checkpoints import read_checkpoint
 
@@ -24,21 +25,6 @@ PACKAGE = {
         import torch
         from timm.models import register_model
 
-        class TinyNet(torch.nn.Module):
-            def __init__(self, num_classes=1000, in_chans=3, **kwargs):
-                super().__init__()
-                self.num_classes = num_classes
-                self.body = torch.nn.Sequential(torch.nn.Conv2d(in_chans, 8, 3, padding=1), torch.nn.ReLU(),
-                                                torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten())
-                self.head = torch.nn.Linear(8, num_classes)
-
-            def forward(self, x):
-                return self.head(self.body(x))
-
-        @register_model
-        def my_tiny_net(pretrained=False, **kwargs):
-            return TinyNet(**kwargs)
-
         @register_model
         def my_net(pretrained=False, num_classes=1000, **kwargs):  # docs/training.md's example, as it is there
             return torch.nn.Sequential(
@@ -48,10 +34,6 @@ PACKAGE = {
                 torch.nn.Flatten(),
                 torch.nn.Linear(32, num_classes),
             )
-
-        @register_model
-        def my_deaf_net(pretrained=False, **kwargs):  # ignores num_classes: always ten outputs
-            return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.LazyLinear(10))
     """,
     "data.py": '''
         import numpy as np
@@ -137,7 +119,7 @@ def test_a_users_model_data_callback_and_tensorboard_from_the_command_line(tmp_p
         searchpath,
         "data=blobs",
         "model=timm",
-        "model.name=my_tiny_net",
+        "model.name=my_net",  # docs/training.md's example: an nn.Sequential from a function taking num_classes
         "debug=fast",
         f"callbacks.extra=[{{_target_:my_ext.callbacks.Marker,path:{marker}}}]",
         "logger=tensorboard",
@@ -147,6 +129,7 @@ def test_a_users_model_data_callback_and_tensorboard_from_the_command_line(tmp_p
     assert json.loads(marker.read_text()) == {"batches": 3}  # debug=fast: three training batches
     assert list((run / "tensorboard").glob("events.out.tfevents.*"))
     checkpoint = read_checkpoint(run / "checkpoints" / "last.ckpt")
+    assert checkpoint["state_dict"]["model.4.weight"].shape == (3, 32)  # built for the data's three classes
     stored = json.dumps(checkpoint["hyper_parameters"], default=str)
     assert "my_ext.callbacks" not in stored and "TensorBoardLogger" not in stored  # the run's, not the weights'
 
@@ -156,30 +139,27 @@ def test_a_users_model_data_callback_and_tensorboard_from_the_command_line(tmp_p
     assert json.loads((tmp_path / "e" / "metrics.json").read_text())["data"] == "blobs"
     exported = alternet(root, "export", str(run), "--out", str(tmp_path / "export"))
     assert exported.returncode == 0, exported.stderr[-3000:]
-    assert json.loads((tmp_path / "export" / "config.json").read_text())["architecture"] == "my_tiny_net"
+    assert json.loads((tmp_path / "export" / "config.json").read_text())["architecture"] == "my_net"
     # where the recorded modules cannot be imported: refused in one line naming them (in this process, which
     # never had the user's package on its path)
     code, stderr = run_main("evaluate.py", [f"ckpt={run}", f"hydra.run.dir={tmp_path / 'f'}"], monkeypatch, capsys)
     assert_one_line_error(code, stderr, "imports: my_ext.models cannot be imported (ModuleNotFoundError")
 
 
-@pytest.mark.xdist_group("extensions")
-def test_the_docs_registered_function_trains_with_the_datas_class_count(tmp_path):
-    """docs/training.md's my_net (a function returning nn.Sequential) is built with the data's three classes (its
-    keywords are read from the function, where the class, nn.Sequential, names none); a function that ignores
-    num_classes is refused in one line before any work."""
-    root = user_package(tmp_path / "src")
-    common = ["imports=[my_ext.models,my_ext.data]", f"hydra.searchpath=[file://{root / 'my_ext' / 'conf'}]"]
-    common += ["data=blobs", "model=timm", "debug=fast"]
-    trained = alternet(root, "train", *common, "model.name=my_net", f"hydra.run.dir={tmp_path / 'run'}")
-    assert trained.returncode == 0, trained.stderr[-3000:]
-    weights = read_checkpoint(tmp_path / "run" / "checkpoints" / "last.ckpt")["state_dict"]
-    assert weights["model.4.weight"].shape == (3, 32)
-    refused = alternet(root, "train", *common, "model.name=my_deaf_net", f"hydra.run.dir={tmp_path / 'deaf'}")
-    last = refused.stderr.strip().splitlines()[-1]
-    assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
-    assert last.startswith("error: model.name=my_deaf_net ignores num_classes: asked for 2 classes, it builds a model")
-    assert not (tmp_path / "deaf" / "checkpoints").exists()
+def test_a_model_function_that_ignores_num_classes_is_refused_in_one_line():
+    """A registered function that builds its head for a fixed count, whatever num_classes it is given, is caught by
+    the built model's output width (on the meta device, before any work)."""
+    from alternet.errors import ConfigValueError
+    from alternet.models.external import check_output_width
+
+    ignores = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten())
+    ignores.append(torch.nn.Linear(4, 10))
+    with torch.device("meta"):
+        fixed = ignores.to("meta")
+    says = "model.name=my_net ignores num_classes: asked for 3 classes, it builds a model with 10 outputs"
+    with pytest.raises(ConfigValueError, match=f"^{says}"):
+        check_output_width("my_net", fixed, num_classes=3, img_size=16)
+    check_output_width("my_net", fixed, num_classes=10, img_size=16)  # the count it was asked for
 
 
 @pytest.mark.parametrize(

@@ -121,7 +121,7 @@ def _differences(
                 _by_seed(baseline, value),
                 paired=settings.paired and same_initialisation(variant, baseline),
                 pooled=pooled,
-                extra_variance=_test_set_variance(variant, baseline, settings.bootstrap) if test_noise else 0.0,
+                extra_variance=_test_set_variance(variant, baseline, settings, value) if test_noise else 0.0,
             )
             for variant in variants
         ]
@@ -147,12 +147,17 @@ def _values(variant: Variant, value: Any) -> list[float]:
     return [v for v in (value(run) for run in variant.runs) if v is not None and math.isfinite(v)]
 
 
-def _test_set_variance(variant: Variant, baseline: Variant, draws: int) -> float:
-    """The test set's own sampling noise in a difference of mean test errors (0 when a run kept no predictions)."""
-    if draws <= 0 or not _test_noise_included(variant, baseline):
+def _test_set_variance(variant: Variant, baseline: Variant, settings: Statistics, value: Any) -> float:
+    """The test set's own sampling noise in a difference of mean test errors, the seeds' flips left to the seed
+    term (0 when a run kept no predictions); paired exactly where :func:`difference` pairs the seeds."""
+    if settings.bootstrap <= 0 or not _test_noise_included(variant, baseline):
         return 0.0
+    a, b = sorted(variant.runs, key=lambda r: r.seed), sorted(baseline.runs, key=lambda r: r.seed)
+    seeds = [r.seed for r in a] == [r.seed for r in b] and len(a) > 1
+    finite = all(value(r) is not None for r in (*a, *b))
+    paired = settings.paired and not settings.pooled and same_initialisation(variant, baseline) and seeds and finite
     return bootstrap_variance(
-        [run.test_correct() for run in variant.runs], [run.test_correct() for run in baseline.runs], draws
+        [run.test_correct() for run in a], [run.test_correct() for run in b], settings.bootstrap, paired=paired
     )
 
 

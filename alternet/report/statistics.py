@@ -92,7 +92,9 @@ def difference(
     """``variant - baseline`` over their seeds (``{seed: value}``). Seed-paired when both hold the same seeds and
     ``paired`` (a seed fixes data order and augmentation, so the pairs share them); else Welch's unequal-variance
     interval, or ``pooled``'s variance when given. ``extra_variance`` adds an independent source of noise to the
-    difference (the test set's own, :func:`bootstrap_variance`). ``None`` when the seeds cannot give a spread."""
+    difference (the test set's own, :func:`bootstrap_variance`), with the degrees of freedom by Satterthwaite's
+    rule (that term estimated from thousands of test images: known next to the seeds'). ``None`` when the seeds
+    cannot give a spread."""
     a, b = _finite(variant), _finite(baseline)
     if not a or not b:
         return None
@@ -110,6 +112,8 @@ def difference(
         df = variance**2 / denominator if denominator > 0 else n[0] + n[1] - 2
     else:
         return None
+    if extra_variance > 0 and variance > 0:  # Satterthwaite: the test-set term is estimated from thousands of
+        df = (variance + extra_variance) ** 2 / (variance**2 / df)  # images, as good as known next to the seeds'
     se = math.sqrt(variance + extra_variance)
     p = float(2 * stats.t.sf(abs(delta) / se, df)) if se > 0 else float(delta == 0)
     result = Difference(delta, se, df, p, delta, delta, n, method, confidence)
@@ -141,16 +145,40 @@ def with_holm(differences: Sequence[Difference | None]) -> list[Difference | Non
 
 
 def bootstrap_variance(
-    variant_correct: Sequence[np.ndarray], baseline_correct: Sequence[np.ndarray], draws: int = 1000, seed: int = 0
+    variant_correct: Sequence[np.ndarray],
+    baseline_correct: Sequence[np.ndarray],
+    draws: int = 1000,
+    seed: int = 0,
+    paired: bool = False,
 ) -> float:
-    """Variance of the difference in mean test error that comes from the test set itself: resample the test
-    images with replacement (the same images for both variants, so their correlation is kept) and recompute the
-    difference of the seeds' mean errors. ``*_correct``: one boolean vector per seed, over the same test images."""
-    a = np.mean(np.stack([np.asarray(c, dtype=np.float64) for c in variant_correct]), axis=0)
-    b = np.mean(np.stack([np.asarray(c, dtype=np.float64) for c in baseline_correct]), axis=0)
-    if a.shape != b.shape:
-        raise ValueError(f"the variants were tested on different test sets ({a.size} vs {b.size} images)")
+    """The test set's own share of the variance of the difference in mean test error, the share the seed term does
+    not already hold (docs/experiments.md, "Each source of noise once").
+
+    Per test image ``i``, the seeds' mean error difference is ``d_i = mu_i + e_i``: ``mu_i`` what the two
+    architectures differ by on that image in expectation over training seeds, ``e_i`` the seeds' own flips around it.
+    Drawing another test set changes the ``mu_i`` (variance ``var(mu) / N``); drawing other seeds changes the
+    ``e_i``, and that is in the seed term already (Welch's or the paired variance of the seeds' accuracies holds it).
+    So the image term is ``var(mu) / N``, estimated as the bootstrap variance of the mean of ``d`` over test images
+    (``draws`` resamples, the same images for both variants, so their correlation is kept) less the flips' share,
+    ``mean_i(v_i) / N`` with ``v_i`` the variance of ``e_i`` from the seeds, as the seed term counts them (unpaired:
+    per arm ``s2_i / S``; ``paired``, the same seeds in the same order in both arms: the variance of the per-seed
+    differences over ``S``); never below 0. Bootstrapping ``d`` alone, as before, counted the flips twice.
+    ``*_correct``: one boolean vector per seed, over the same images."""
+    a = np.stack([np.asarray(c, dtype=np.float64) for c in variant_correct])
+    b = np.stack([np.asarray(c, dtype=np.float64) for c in baseline_correct])
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"the variants were tested on different test sets ({a.shape[1]} vs {b.shape[1]} images)")
+    per_image = b.mean(axis=0) - a.mean(axis=0)  # error difference = accuracy difference with the sign turned
     rng = np.random.default_rng(seed)
-    per_image = b - a  # error difference = accuracy difference with the sign turned
     samples = [per_image[rng.integers(0, per_image.size, per_image.size)].mean() for _ in range(draws)]
-    return float(np.var(samples, ddof=1))
+    flips = _flip_variance(a, b, paired)
+    return max(float(np.var(samples, ddof=1)) - float(flips.mean()) / per_image.size, 0.0)
+
+
+def _flip_variance(a: np.ndarray, b: np.ndarray, paired: bool) -> np.ndarray:
+    """Per image, the variance of the seeds' mean correctness difference that comes from the seeds themselves:
+    paired, the per-seed differences' variance over ``S``; else each arm's variance over its seeds divided by its
+    count (an arm of one seed cannot say: 0)."""
+    if paired and a.shape == b.shape and len(a) > 1:
+        return np.var(b - a, axis=0, ddof=1) / len(a)
+    return sum(np.var(x, axis=0, ddof=1) / len(x) if len(x) > 1 else np.zeros(x.shape[1]) for x in (a, b))

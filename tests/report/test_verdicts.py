@@ -227,3 +227,39 @@ def test_seeds_pair_variants_only_where_they_share_initialisation():
     assert methods(subset, "data.subset=0.5") == {"data.subset=0.1": "paired"}  # one architecture at two fractions
     models = _runs("twin", 0.42, 1.40, 10, 10) + _runs("alternet", 0.40, 1.30, 10, 10)
     assert methods(models, "model=twin") == {"model=alternet": "welch"}
+
+
+def _simulated_intervals(rng, population, n_images, seeds):
+    """One experiment on a fresh test set: ``seeds`` training seeds an arm, each image's correctness a coin with
+    the arm's probability for it. The error difference's 95% interval from Welch's seed term plus the test set's
+    term, twice: with the flips counted once, and as the bootstrap of the seed-averaged correctness gave it before
+    (the flips the Welch term holds counted again)."""
+    p_a, p_b = (column[rng.integers(0, len(population), n_images)] for column in population.T)
+    a = rng.random((seeds, n_images)) < p_a  # correct, per seed and image
+    b = rng.random((seeds, n_images)) < p_b
+    errors = [dict(enumerate(1 - x.mean(axis=1))) for x in (a, b)]
+    once = bootstrap_variance(list(a), list(b), draws=200, seed=int(rng.integers(1 << 31)))
+    twice = once + float(np.mean(np.var(a, axis=0, ddof=1) + np.var(b, axis=0, ddof=1))) / seeds / n_images
+    return [difference(*errors, paired=False, extra_variance=image) for image in (once, twice)]
+
+
+def test_the_test_set_term_counts_each_source_of_noise_once_and_covers_at_its_nominal_rate():
+    """A population of images whose two architectures differ image by image (a known mean difference), test sets
+    of 1,000 drawn from it, 10 seeds an arm: the interval with the flips counted once covers the true difference
+    about 95% of the time; the bootstrap of the seed-averaged correctness, which also counts the flips the Welch term
+    holds, is wider and over-covers."""
+    rng = np.random.default_rng(0)
+    difficulty = rng.normal(size=200_000)
+    effect = rng.normal(0.1, 0.6, size=difficulty.size)  # the architectures differ image by image
+    p_b = 1 / (1 + np.exp(-(1.5 * difficulty + 0.3)))
+    p_a = 1 / (1 + np.exp(-(1.5 * difficulty + 0.3 + effect)))
+    truth = float(np.mean(p_b - p_a))  # error a - error b over the population and over training seeds
+    population = np.stack([p_a, p_b], axis=1)
+    trials, covered, widths = 400, np.zeros(2), np.zeros(2)
+    for _ in range(trials):
+        for k, found in enumerate(_simulated_intervals(rng, population, 1000, 10)):
+            covered[k] += found.low <= truth <= found.high
+            widths[k] += found.high - found.low
+    once, twice = covered / trials
+    assert 0.92 <= once <= 0.98, (once, twice)  # 95% nominal; the binomial sd at 400 trials is 1.1 pp
+    assert twice >= once and widths[1] > 1.05 * widths[0], (once, twice, widths)  # counted twice: too wide

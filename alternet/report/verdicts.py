@@ -90,11 +90,13 @@ class Summary:
 
 
 def budget_reason(completed: bool, ranking_holds_at_twice: bool | None) -> str | None:
-    """Why an optimisation/regularisation reading holds only at this budget (None: it does not): a run that did
-    not complete its schedule, or a ranking that changes at twice the epochs (``None``: the sweep has no such
-    runs, so nothing contradicts it)."""
+    """Why an optimisation/regularisation reading holds only at this budget (None: it stands as the paper's claim):
+    a run that did not complete its schedule, a ranking that changes at twice the epochs, or no arm at twice the
+    epochs to test it (``None``): a ranking at one short budget says nothing of the paper's 300 epochs."""
     if not completed:
         return "a run did not complete its schedule"
+    if ranking_holds_at_twice is None:
+        return "no arm at twice the epochs tests the ranking"
     if ranking_holds_at_twice is False:
         return "the ranking changes at twice the epochs"
     return None

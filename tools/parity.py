@@ -796,7 +796,9 @@ class Setup:
     @property
     def recipe(self) -> Any:
         """Our paper recipe with the keys the objective reads from HDVW's config."""
-        from alternet.apps.config import compose, train_config
+        from alternet.apps.config import compose
+        from alternet.training.config import RecipeConfig
+        from alternet.typed import build
 
         config = self.reference.config
         overrides = [
@@ -805,7 +807,8 @@ class Setup:
             f"recipe.label_smoothing={float(config['train']['smoothing'])}",
             "recipe.no_decay_norm_bias=true",
         ]
-        return train_config(OmegaConf.to_container(compose("train", overrides), resolve=True)).recipe
+        recipe = compose("train", overrides).recipe  # the recipe alone: the config's paths are a Hydra run's
+        return build(RecipeConfig, OmegaConf.to_container(recipe, resolve=True), "recipe.")
 
 
 RUNNERS: dict[str, Callable[[Reference, Setup], tuple[list[Comparison], str]]] = {

@@ -63,7 +63,8 @@ from PIL import Image
 from .harness import add_harness_arguments, begin, finish, interleave, row, summarise, summary_row
 
 CONF = Path(__file__).resolve().parents[1] / "alternet" / "conf"
-HEIGHT, WIDTH = 375, 500
+HEIGHT, WIDTH = 375, 500  # ImageNet's typical photo
+LARGE = (900, 1200)  # --large-share of the images at this (height, width): the larger photos of ImageNet's mix
 SYNTH_FILE = "synthesized.json"
 IMAGENET_TRAIN = 1_281_167
 
@@ -71,28 +72,31 @@ IMAGENET_TRAIN = 1_281_167
 # data ---------------------------------------------------------------------------------------------------------
 
 
-def _photo(rng: np.random.Generator, grain: np.ndarray) -> Image.Image:
-    """A 500x375 RGB image with structure at several scales and per-pixel grain (a photo-like JPEG size)."""
+def _photo(rng: np.random.Generator, grain: np.ndarray, height: int = HEIGHT, width: int = WIDTH) -> Image.Image:
+    """A ``width`` x ``height`` RGB image with structure at several scales and per-pixel grain (a photo-like JPEG
+    size); ``grain`` at least twice each side."""
     layers = []
     for cells in (6, 24, 80):
         small = rng.integers(0, 256, (cells * 3 // 4 + 1, cells, 3), dtype=np.uint8)
-        layers.append(np.asarray(Image.fromarray(small).resize((WIDTH, HEIGHT), Image.BICUBIC), np.int16))
-    y, x = rng.integers(0, HEIGHT), rng.integers(0, WIDTH)
-    image = (2 * layers[0] + layers[1] + layers[2]) // 4 + grain[y : y + HEIGHT, x : x + WIDTH]
+        layers.append(np.asarray(Image.fromarray(small).resize((width, height), Image.BICUBIC), np.int16))
+    y, x = rng.integers(0, height), rng.integers(0, width)
+    image = (2 * layers[0] + layers[1] + layers[2]) // 4 + grain[y : y + height, x : x + width]
     return Image.fromarray(np.clip(image, 0, 255).astype(np.uint8))
 
 
-def synthesize(root: Path, images: int, classes: int, seed: int = 0) -> dict[str, Any]:
-    """``root/train/<class>/*.JPEG`` (``images`` in all) and ``root/val/<class>/`` (one each); reused when
-    ``root`` already holds the same synthesis."""
+def synthesize(root: Path, images: int, classes: int, seed: int = 0, large_share: float = 0.0) -> dict[str, Any]:
+    """``root/train/<class>/*.JPEG`` (``images`` in all; every ``1 / large_share``-th one at :data:`LARGE`, the
+    others 500x375) and ``root/val/<class>/`` (one each); reused when ``root`` already holds the same synthesis."""
     spec = {"images": images, "classes": classes, "size": [WIDTH, HEIGHT], "quality": 90, "seed": seed}
+    spec |= {"large": list(LARGE), "large_share": large_share} if large_share else {}
     marker = root / SYNTH_FILE
     if marker.is_file() and json.loads(marker.read_text()).get("spec") == spec:
         return json.loads(marker.read_text()) | {"reused": True}
     for sub in ("train", "val", "shards"):
         shutil.rmtree(root / sub, ignore_errors=True)
     rng = np.random.default_rng(seed)
-    grain = rng.normal(0, 14, (2 * HEIGHT, 2 * WIDTH, 3)).astype(np.int16)
+    grain = rng.normal(0, 14, (2 * LARGE[0], 2 * LARGE[1], 3)).astype(np.int16)
+    every = round(1 / large_share) if large_share else 0
     start, total = time.perf_counter(), 0
     for c in range(classes):
         name = f"n{1440764 + 7919 * c:08d}"
@@ -101,7 +105,8 @@ def synthesize(root: Path, images: int, classes: int, seed: int = 0) -> dict[str
             folder.mkdir(parents=True, exist_ok=True)
             for i in range(count):
                 path = folder / f"{name}_{i:05d}.JPEG"
-                _photo(rng, grain).save(path, format="JPEG", quality=90)
+                size = LARGE if every and split == "train" and i % every == every - 1 else (HEIGHT, WIDTH)
+                _photo(rng, grain, *size).save(path, format="JPEG", quality=90)
                 total += path.stat().st_size if split == "train" else 0
     info = {"spec": spec, "mean_kb": total / images / 1e3, "seconds": time.perf_counter() - start}
     marker.write_text(json.dumps(info))
@@ -133,7 +138,7 @@ def recipe() -> dict[str, Any]:
     return packaged("recipe", "imagenet")
 
 
-def our_module(root: Path, workers: int, batch_size: int, shards: Path | None) -> Any:
+def our_module(root: Path, workers: int, batch_size: int, shards: Path | None, decode: str = "exact") -> Any:
     from alternet.data import build_datamodule, data_config
 
     data = packaged("data", "imagefolder")
@@ -144,6 +149,7 @@ def our_module(root: Path, workers: int, batch_size: int, shards: Path | None) -
         "persistent_workers": False,
         "val_size": 0,
         "train_shards": str(shards) if shards else None,
+        "decode": decode,
     }
     module = build_datamodule(data_config(data), batch_size=batch_size, augment=recipe()["augment"], seed=0)
     module.setup("fit")
@@ -209,6 +215,7 @@ def per_sample_pass(get: Callable[[int], Any], count: int) -> Callable[[], None]
 
 
 UNSEEDED = "ours, folder, index keys (no per-sample seeding)"
+FAST = "ours, folder, data.decode=fast"
 
 
 def per_sample_getters(root: Path, shards: Path, batch_size: int) -> dict[str, Callable[[int], Any]]:
@@ -229,8 +236,10 @@ def per_sample_getters(root: Path, shards: Path, batch_size: int) -> dict[str, C
             streaming = iter(streaming_data)
             return next(streaming)
 
+    fast = our_module(root, 0, batch_size, None, decode="fast").splits["train"]
     return {
         "ours, folder": lambda i: folder[(int(order[i % len(order)]), derive_seed(0, "augment", 0, i))],
+        FAST: lambda i: fast[(int(order[i % len(order)]), derive_seed(0, "augment", 0, i))],
         "ours, shards": next_record,
         "timm": lambda i: timm_data[int(order[i % len(order)])],
         UNSEEDED: lambda i: folder[int(order[i % len(order)])],
@@ -376,6 +385,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--images", type=int, default=2000, help="synthesized training images")
     parser.add_argument("--classes", type=int, default=20)
+    parser.add_argument(
+        "--large-share", type=float, default=0.0, help="the share of training images at 1200x900 (e.g. 0.25)"
+    )
     parser.add_argument("--root", type=Path, help="where to synthesize (kept and reused); default: a temporary dir")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
@@ -399,12 +411,13 @@ def main() -> None:
     root = (args.root or Path(temporary.name)).expanduser().resolve()  # type: ignore[union-attr]
     root.mkdir(parents=True, exist_ok=True)
     facts = begin(args, "imagenet_data", data_root=root)
-    info = synthesize(root, args.images, args.classes)
+    info = synthesize(root, args.images, args.classes, large_share=args.large_share)
     start = time.perf_counter()
     shards = shards_of(root, args.chunk_bytes)
     shard_seconds = time.perf_counter() - start
     print(
-        f"{args.images} synthesized {WIDTH}x{HEIGHT} JPEGs (q90, mean {info['mean_kb']:.0f} KB) in {args.classes} "
+        f"{args.images} synthesized {WIDTH}x{HEIGHT} JPEGs ({args.large_share:.0%} at {LARGE[1]}x{LARGE[0]}; q90, "
+        f"mean {info['mean_kb']:.0f} KB) in {args.classes} "
         f"classes under {root} ({'reused, ' if info.get('reused') else ''}synthesized in {info['seconds']:.0f} s; "
         f"shards of {args.chunk_bytes} chunks ready "
         f"in {shard_seconds:.0f} s); batch {args.batch_size}; torch {torch.__version__}, timm {timm.__version__}, "
@@ -414,6 +427,7 @@ def main() -> None:
     pipelines = {
         "ours, folder": lambda w: our_module(root, w, args.batch_size, None).train_dataloader(),
         "ours, shards": lambda w: our_module(root, w, args.batch_size, shards).train_dataloader(),
+        FAST: lambda w: our_module(root, w, args.batch_size, None, decode="fast").train_dataloader(),
         "timm": lambda w: timm_loader(root, w, args.batch_size),
     }
     rates: dict[tuple[str, int], list[float]] = {}
@@ -458,7 +472,11 @@ def main() -> None:
         f"| {UNSEEDED} | {single[UNSEEDED]:,.0f} ({single[UNSEEDED] / single['timm']:.2f}x) |"
         + " - |" * (2 * len(args.workers))
     )
-    data = f"{args.images} synthesized {WIDTH}x{HEIGHT} JPEGs, batch {args.batch_size}"
+    ratios = [f"{single[FAST] / single['ours, folder']:.2f}x one process"]
+    ratios += [f"{rate[(FAST, w)] / rate[('ours, folder', w)]:.2f}x with {w} worker(s)" for w in args.workers]
+    print(f"\ndata.decode=fast against exact, per worker: {', '.join(ratios)}")
+    data = f"{args.images} synthesized {WIDTH}x{HEIGHT} JPEGs ({args.large_share:.0%} {LARGE[1]}x{LARGE[0]}), batch "
+    data += str(args.batch_size)
     measured = {f"{name}, DataLoader {workers} worker(s)": values for (name, workers), values in rates.items()}
     measured |= {f"{name}, one process per sample": values for name, values in singles.items()}
     rows = []

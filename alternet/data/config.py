@@ -22,6 +22,7 @@ from ..typed import Section, build, integer
 
 INTERPOLATIONS = ("bilinear", "bicubic")  # data.interpolation: the evaluation resize of image files
 CROP_MODES = ("center", "squash", "border")  # data.crop_mode: timm's evaluation crops (timm.data.create_transform)
+DECODES = ("exact", "fast")  # data.decode: training images decoded whole, or at the DCT scale their crop needs
 DESCRIPTIVE = ("name", "num_classes")  # keys that name the data set rather than configure its module
 
 
@@ -64,6 +65,7 @@ class FolderDataConfig(DataConfig):
 
     crop_pct: float  # evaluation: resize to image_size / crop_pct, then centre crop
     crop_mode: str  # how: center (the shorter side), squash (both sides) or border (fit, then pad), as timm's
+    decode: str  # exact: the training images decoded whole; fast: at the smallest DCT scale their crop needs
     interpolation: str  # the evaluation resize
     skip_corrupt: bool
     train_shards: str | None  # LitData shards of train/ to stream instead of the files
@@ -73,6 +75,7 @@ class FolderDataConfig(DataConfig):
         check_crop_pct(self.crop_pct, "crop_pct")
         one_of("interpolation", self.interpolation, INTERPOLATIONS)
         one_of("crop_mode", self.crop_mode, CROP_MODES)
+        one_of("decode", self.decode, DECODES)
 
 
 def check_val_size(val_size: Any, key: str = "data.val_size") -> None:

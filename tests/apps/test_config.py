@@ -155,6 +155,7 @@ CHECKED = [
     (["data=imagefolder", "data.root=x", "data.interpolation=near"], "data.interpolation='near' is not one of ['bil"),
     (["data=imagefolder", "data.root=x", "data.crop_pct=0"], "data.crop_pct=0 is invalid: must be in (0, 1]"),
     (["data=imagefolder", "data.root=x", "data.crop_mode=centre"], "data.crop_mode='centre' is not one of ['cent"),
+    (["data=imagefolder", "data.root=x", "data.decode=turbo"], "data.decode='turbo' is not one of ['exact', 'fast']"),
     (["++data.colour=red"], "data.colour is not a key of data"),
     (["data.image_size=big"], "data.image_size='big' is invalid: must be an integer"),
     (["data.image_size=null"], "data.image_size=null is invalid: must be an integer"),  # was the default, silently

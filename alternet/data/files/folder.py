@@ -21,11 +21,11 @@ from torch.utils.data import DataLoader
 from ...dataset_facts import FACTS
 from ...errors import AlternetWarning, ConfigValueError, DataError, one_of
 from ..base import ImageDataModule, split_size, stratified_holdout
-from ..config import CROP_MODES, FolderDataConfig, check_crop_pct
+from ..config import CROP_MODES, DECODES, FolderDataConfig, check_crop_pct
 from ..workers import WorkerLedger, init_loader_worker
 from .images import DecodingDataset, SkipCounter, class_folders, scan_split
 from .shards import StreamingImages, StreamingLoader, read_shard_classes
-from .transforms import file_transform
+from .transforms import DraftedCrop, drafted, file_transform
 
 
 class ImageFolderDataModule(ImageDataModule):
@@ -44,11 +44,14 @@ class ImageFolderDataModule(ImageDataModule):
         crop_pct: float = 0.875,
         crop_mode: str = "center",
         interpolation: str = "bilinear",
+        decode: str = "exact",
         **kwargs: Any,
     ):
         super().__init__(root=root, **kwargs)
         check_crop_pct(crop_pct)
         one_of("data.crop_mode", crop_mode, CROP_MODES)
+        one_of("data.decode", decode, DECODES)
+        self.decode = decode
         self.train_shards = train_shards
         self.skip_corrupt = skip_corrupt
         self.crop_pct, self.crop_mode = crop_pct, crop_mode
@@ -65,6 +68,15 @@ class ImageFolderDataModule(ImageDataModule):
         """The training split's pipeline (folders and shards alike): timm's, augmenting by :attr:`augment`
         (recipe.augment.files; null: the evaluation pipeline)."""
         return file_transform(self.mean, self.std, self.image_size, self.augment)
+
+    def train_pipeline(self) -> tuple[DraftedCrop | None, Any]:
+        """(the crop made while decoding, the rest): with ``data.decode=fast`` and a random-resized crop to draw
+        (an augmenting recipe), the crop decodes no more of a JPEG than it needs; else the whole pipeline after a
+        full decode."""
+        transform = self.train_transform()
+        if self.decode == "fast" and self.augment:
+            return drafted(transform)
+        return None, transform
 
     # the folder layout ---------------------------------------------------------------------------
 
@@ -162,12 +174,13 @@ class ImageFolderDataModule(ImageDataModule):
             crop_mode=self.crop_mode,
             eval_interpolation=self.interpolation,
         )
+        crop, transform = self.train_pipeline()
         if self.train_shards:
             self.splits["train"] = StreamingImages(
-                self.train_shards, self.train_transform(), seed=self.seed, skipped=self._skipped, ledger=self.ledger
+                self.train_shards, transform, seed=self.seed, skipped=self._skipped, ledger=self.ledger, crop=crop
             )
         else:
-            self.splits["train"] = DecodingDataset(train, self.train_transform(), self._skipped, self.ledger)
+            self.splits["train"] = DecodingDataset(train, transform, self._skipped, self.ledger, crop)
         if val is not None:
             self.splits["val"] = DecodingDataset(val, eval_transform, self._skipped, self.ledger)
         self.splits["test"] = DecodingDataset(test, eval_transform, self._skipped, self.ledger)

@@ -130,13 +130,18 @@ def to_rgb(image: Image.Image, name: Any) -> Image.Image:
     return image.convert("RGB")
 
 
-def decode_rgb(source: Path | bytes | memoryview, name: str | Path | None = None) -> Image.Image:
+def decode_rgb(
+    source: Path | bytes | memoryview, name: str | Path | None = None, crop: Callable | None = None
+) -> Image.Image:
     """An image file (path or encoded bytes) as 8-bit RGB, whatever its format (greyscale of 1, 8 or 16 bits, CMYK,
     palette, alpha: :func:`to_rgb`) and whatever its file name claims (a PNG named ``.JPEG`` decodes as the PNG it
-    is)."""
+    is). ``crop`` (``data.decode=fast``: :class:`~alternet.data.files.transforms.DraftedCrop`) is handed the opened,
+    not yet decoded image and returns its crop, decoding no more of it than the crop needs."""
     try:
         encoded = isinstance(source, (bytes, bytearray, memoryview))
         with Image.open(io.BytesIO(source) if encoded else source) as image:
+            if crop is not None:
+                return crop(image, name or source)
             image.load()
             return to_rgb(image, name or source)
     except FileNotFoundError as error:
@@ -172,9 +177,10 @@ class SkipCounter:
 class DecodingDataset(Dataset):
     """Samples decoded on access from ``items[index] -> (path or encoded bytes, label, name)``, then transformed.
 
-    A key may be an index or ``(index, seed)``; the seed fixes that sample's augmentation. With a ``skipped``
-    counter an unreadable image is replaced by the next readable one (deterministically) and counted;
-    without one it raises a :class:`DataError` naming the file.
+    A key may be an index or ``(index, seed)``; the seed fixes that sample's augmentation (a ``crop`` made while
+    decoding among it: the same box as the whole pipeline would draw). With a ``skipped`` counter an unreadable image
+    is replaced by the next readable one (deterministically) and counted; without one it raises a
+    :class:`DataError` naming the file.
     """
 
     def __init__(
@@ -183,8 +189,10 @@ class DecodingDataset(Dataset):
         transform: Callable[[Image.Image], torch.Tensor],
         skipped: SkipCounter | None = None,
         ledger: WorkerLedger | None = None,
+        crop: Callable | None = None,
     ):
         self.items, self.transform, self.skipped, self.ledger = items, transform, skipped, ledger
+        self.crop = crop
         self.size = len(items)
 
     def __len__(self) -> int:
@@ -196,8 +204,10 @@ class DecodingDataset(Dataset):
             source, label, name = self.items[(index + attempt) % self.size]
             if self.ledger is not None:
                 self.ledger.reading(name or source)  # a worker that dies now is reported by this sample
+            if seed is not None:
+                seed_generators(seed)  # before the decode, which may draw the crop
             try:
-                image = decode_rgb(source, name)
+                image = decode_rgb(source, name, self.crop)
                 break
             except DataError as error:
                 if self.skipped is None:
@@ -207,6 +217,4 @@ class DecodingDataset(Dataset):
             raise DataError(f"no readable image among the {self.size} of this split")
         if self.ledger is not None:
             self.ledger.done()
-        if seed is not None:
-            seed_generators(seed)
         return self.transform(image), int(label)

@@ -176,6 +176,7 @@ class StreamingImages(StreamingDataset):
         seed: int,
         skipped: SkipCounter | None = None,
         ledger: WorkerLedger | None = None,
+        crop: Callable | None = None,
     ):
         source = str(shards)
         if not is_remote(shards):
@@ -187,18 +188,19 @@ class StreamingImages(StreamingDataset):
             source = str(path.resolve())
         super().__init__(input_dir=source, shuffle=True, drop_last=True, seed=seed)
         self.image_transform, self.base_seed, self.skipped, self.ledger = transform, seed, skipped, ledger
+        self.crop = crop  # data.decode=fast: the random-resized crop, made while decoding
 
     def __getitem__(self, index: Any) -> tuple[torch.Tensor, int]:
         record = super().__getitem__(index)
         name = f"{record['name']} in {self.input_dir.path}"
         if self.ledger is not None:
             self.ledger.reading(name)  # a worker that dies now is reported by this sample
-        image = decode_rgb(record["image"], name)
-        if self.ledger is not None:
-            self.ledger.done()
-        seed_generators(
+        seed_generators(  # before the decode, which may draw the crop
             derive_seed(self.base_seed, "augment", int(self.current_epoch), int(getattr(index, "index", 0)))
         )
+        image = decode_rgb(record["image"], name, self.crop)
+        if self.ledger is not None:
+            self.ledger.done()
         return self.image_transform(image), int(record["label"])
 
 

@@ -108,7 +108,12 @@ def _by_seed(variant: Variant, value: Any) -> dict[str, float | None]:
 
 
 def _differences(
-    variants: list[Variant], baseline: Variant, value: Any, settings: Statistics, test_noise: bool = False
+    variants: list[Variant],
+    baseline: Variant,
+    value: Any,
+    settings: Statistics,
+    test_noise: bool = False,
+    correct: Any = Run.test_correct,
 ) -> list[Difference | None]:
     """Each variant's difference from the baseline in one metric, Holm-corrected over the variants compared."""
     pooled = Pooled.of([_values(v, value) for v in variants]) if settings.pooled else None
@@ -121,7 +126,7 @@ def _differences(
                 _by_seed(baseline, value),
                 paired=settings.paired and same_initialisation(variant, baseline),
                 pooled=pooled,
-                extra_variance=_test_set_variance(variant, baseline, settings, value) if test_noise else 0.0,
+                extra_variance=_test_set_variance(variant, baseline, settings, value, correct) if test_noise else 0.0,
             )
             for variant in variants
         ]
@@ -147,18 +152,21 @@ def _values(variant: Variant, value: Any) -> list[float]:
     return [v for v in (value(run) for run in variant.runs) if v is not None and math.isfinite(v)]
 
 
-def _test_set_variance(variant: Variant, baseline: Variant, settings: Statistics, value: Any) -> float:
-    """The test set's own sampling noise in a difference of mean test errors, the seeds' flips left to the seed
-    term (0 when a run kept no predictions); paired exactly where :func:`difference` pairs the seeds."""
-    if settings.bootstrap <= 0 or not _test_noise_included(variant, baseline):
+def _test_set_variance(
+    variant: Variant, baseline: Variant, settings: Statistics, value: Any, correct: Any = Run.test_correct
+) -> float:
+    """The test set's own sampling noise in a difference of mean test errors (``correct``: each run's per-image
+    correctness, :meth:`Run.test_correct`, or the share of corruption sets it was right in,
+    :meth:`Run.robust_correct`), the seeds' flips left to the seed term (0 when a run kept no predictions); paired
+    exactly where :func:`difference` pairs the seeds."""
+    if settings.bootstrap <= 0 or not _test_noise_included(variant, baseline, correct):
         return 0.0
     a, b = sorted(variant.runs, key=lambda r: r.seed), sorted(baseline.runs, key=lambda r: r.seed)
     seeds = [r.seed for r in a] == [r.seed for r in b] and len(a) > 1
     finite = all(value(r) is not None for r in (*a, *b))
     paired = settings.paired and not settings.pooled and same_initialisation(variant, baseline) and seeds and finite
-    return bootstrap_variance(
-        [run.test_correct() for run in a], [run.test_correct() for run in b], settings.bootstrap, paired=paired
-    )
+    records = [correct(run) for run in a], [correct(run) for run in b]
+    return bootstrap_variance(*records, settings.bootstrap, paired=paired)
 
 
 EPOCHS = "recipe.epochs"  # the budget a sweep may double to check a ranking
@@ -211,7 +219,8 @@ def variant_rows(
     errors = _differences(variants, baseline, _error, settings, test_noise=True)
     nlls = _differences(variants, baseline, _nll, settings)
     epoch_nlls = _differences(variants, baseline, _nll_epoch, settings)  # HDVW's: the paper's own reading
-    robusts = _differences(variants, baseline, _robustness, settings)  # no verdict reads it: a description
+    # no verdict reads it (a description), but its interval holds the test set's noise as the error's does
+    robusts = _differences(variants, baseline, _robustness, settings, test_noise=True, correct=Run.robust_correct)
     rows = []
     for variant, error_diff, nll_diff, epoch_diff, robust_diff in zip(variants, errors, nlls, epoch_nlls, robusts):
         error = variant.summary(_error)
@@ -253,8 +262,10 @@ def _detectable(diff: Difference | None, rule: Rule) -> float | None:
     return None if diff is None else diff.detectable(rule.alpha, rule.power)
 
 
-def _test_noise_included(variant: Variant, baseline: Variant) -> bool:
-    return all(run.test_correct() is not None for run in (*variant.runs, *baseline.runs))
+def _test_noise_included(variant: Variant, baseline: Variant, correct: Any = Run.test_correct) -> bool:
+    """Every run kept the per-image record, over the same images (robustness: the same corruption sets)."""
+    records = [correct(run) for run in (*variant.runs, *baseline.runs)]
+    return all(r is not None for r in records) and len({r.shape for r in records}) == 1
 
 
 def _difference_columns(name: str, diff: Difference | None) -> dict[str, Any]:
@@ -323,7 +334,9 @@ def _robustness_note(runs: Sequence[Run]) -> str:
     what = scored[0] if len(scored) == 1 else f"the runs' corruption sets, which differ ({'; '.join(scored)})"
     return (
         f" Robustness: mean accuracy over {what}, scored after training (evaluate.after_training); Δ robustness in "
-        "percentage points, a description that no verdict reads."
+        "percentage points, its interval with the test set's own noise where the runs kept their corrupted "
+        "predictions, a description that no verdict reads (an interval holding 0 is not decided, not a sign of no "
+        "difference)."
     )
 
 

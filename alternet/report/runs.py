@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data.corrupted.corruptions import CORRUPTIONS
 from ..errors import ConfigValueError
 from ..runs.layout import METRICS_FILE, RunDir, SweepDir, SweepJobs
 from ..runs.summary import RunSummary
@@ -64,6 +65,12 @@ class Run:
         ``evaluate.after_training=true``), for the test set's own noise in a comparison; None without them."""
         return _correct(self.job.predictions)
 
+    def robust_correct(self) -> np.ndarray | None:
+        """Per test image, the share of the benchmark corruption sets the run classified it correctly in (from
+        ``eval/predictions.npz``; its mean is the robustness), for the test set's own noise in a robustness
+        comparison; None without them."""
+        return _robust_correct(self.job.predictions)
+
     @property
     def aurc(self) -> float | None:
         """The area under the test risk-coverage curve, when the run was scored after training."""
@@ -90,6 +97,21 @@ def _correct(path: Path) -> np.ndarray | None:
         if "probs" not in arrays or "labels" not in arrays:
             return None
         return np.argmax(arrays["probs"], axis=1) == arrays["labels"]
+
+
+@cache
+def _robust_correct(path: Path) -> np.ndarray | None:
+    if not path.is_file():
+        return None
+    with np.load(path, allow_pickle=False) as arrays:
+        sets = sorted(
+            key.removesuffix("/pred")
+            for key in arrays.files
+            if key.startswith("corrupted/") and key.endswith("/pred") and key.split("/")[1] in CORRUPTIONS
+        )
+        if not sets:
+            return None
+        return np.mean([arrays[f"{key}/pred"] == arrays[f"{key}/labels"] for key in sets], axis=0)
 
 
 def read_history(csv_path: Path) -> dict[str, dict[int, float]]:

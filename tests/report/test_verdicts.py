@@ -267,3 +267,49 @@ def test_the_test_set_term_counts_each_source_of_noise_once_and_covers_at_its_no
     once, twice = covered / trials
     assert 0.92 <= once <= 0.98, (once, twice)  # 95% nominal; the binomial sd at 400 trials is 1.1 pp
     assert twice >= once and widths[1] > 1.05 * widths[0], (once, twice, widths)  # counted twice: too wide
+
+
+def test_a_robustness_difference_holds_the_test_sets_own_noise(tmp_path):
+    """Δ robustness (the mean accuracy over the benchmark corruption sets) gets the test set's term from each run's
+    corrupted predictions, as the error does (it was left out); a set outside the benchmark is left out of it."""
+    from operator import attrgetter
+
+    from alternet.report.build import Statistics, _test_set_variance, group_variants, pick_baseline, variant_rows
+    from alternet.report.runs import Run, swept_keys
+    from alternet.runs.layout import RunDir
+    from alternet.runs.summary import RunSummary
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 10, 500)
+    runs = []
+    for model, skill in (("twin", 0.55), ("alternet", 0.6)):
+        for seed in SEEDS:
+            job = RunDir(tmp_path / f"{model}-{seed}")
+            job.predictions.parent.mkdir(parents=True)
+            arrays = {"probs": np.eye(10)[labels], "labels": labels}
+            for key in ("fog/1", "fog/2", "speckle_noise/1"):  # the last is no benchmark corruption
+                right = rng.random(500) < skill
+                arrays[f"corrupted/{key}/pred"] = np.where(right, labels, (labels + 1) % 10)
+                arrays[f"corrupted/{key}/labels"] = labels
+            np.savez(job.predictions, **arrays)
+            robust = np.mean([arrays[f"corrupted/fog/{s}/pred"] == labels for s in (1, 2)])
+            summary = RunSummary(
+                model=model,
+                data="cifar100",
+                test={"acc": 0.6, "nll": 1.5},
+                robustness={"summary": {"robustness": float(robust)}},
+            )
+            runs.append(Run(job, {"model": model, "seed": seed}, summary, {}, 10))
+    assert runs[0].robust_correct().shape == (500,)  # per image, the share of the two fog sets it was right in
+    variants = group_variants(runs, swept_keys(runs))
+    baseline = pick_baseline(variants, "model=twin")
+    alternet = next(v for v in variants if v is not baseline)
+    settings = Statistics(bootstrap=500)
+    term = _test_set_variance(alternet, baseline, settings, attrgetter("robustness"), Run.robust_correct)
+    expected = bootstrap_variance(
+        [r.robust_correct() for r in alternet.runs], [r.robust_correct() for r in baseline.runs], 500
+    )
+    assert term == expected > 0
+    assert _test_set_variance(alternet, baseline, settings, attrgetter("robustness")) == 0  # clean: all right alike
+    rows = variant_rows(variants, baseline, settings)
+    assert next(r for r in rows if r["variant"] == "model=alternet")["robustness_delta"] is not None

@@ -28,10 +28,10 @@ if when == "always":
 decode = module.decode_rgb
 
 
-def crashing_decoder(source, name=None):
+def crashing_decoder(source, name=None, crop=None):
     if get_worker_info() is not None and fatal in str(name) and armed.exists():
         os.kill(os.getpid(), signal.SIGKILL)
-    return decode(source, name)
+    return decode(source, name, crop)
 
 
 class ArmWhenTestingStarts(L.Callback):

@@ -92,8 +92,9 @@ def synthesize(root: Path, images: int, classes: int, seed: int = 0, large_share
     marker = root / SYNTH_FILE
     if marker.is_file() and json.loads(marker.read_text()).get("spec") == spec:
         return json.loads(marker.read_text()) | {"reused": True}
-    for sub in ("train", "val", "shards"):
+    for sub in ("train", "val"):
         shutil.rmtree(root / sub, ignore_errors=True)
+    shutil.rmtree(root.with_name(f"{root.name}-shards"), ignore_errors=True)  # shards of the synthesis before
     rng = np.random.default_rng(seed)
     grain = rng.normal(0, 14, (2 * LARGE[0], 2 * LARGE[1], 3)).astype(np.int16)
     every = round(1 / large_share) if large_share else 0
@@ -117,7 +118,7 @@ def shards_of(root: Path, chunk_bytes: str) -> Path:
     """LitData shards of ``root/train`` (written once per chunk size)."""
     from alternet.data.files.shards import write_shards
 
-    out = root / "shards" / chunk_bytes
+    out = root.with_name(f"{root.name}-shards") / chunk_bytes  # beside the data set: write_shards refuses inside
     if not (out / "index.json").is_file():
         shutil.rmtree(out, ignore_errors=True)
         write_shards(root, out, seed=0, chunk_bytes=chunk_bytes, num_workers=2)
@@ -146,12 +147,12 @@ def our_module(root: Path, workers: int, batch_size: int, shards: Path | None, d
         "root": str(root),
         "num_workers": workers,
         "pin_memory": False,
-        "persistent_workers": False,
         "val_size": 0,
         "train_shards": str(shards) if shards else None,
         "decode": decode,
     }
     module = build_datamodule(data_config(data), batch_size=batch_size, augment=recipe()["augment"], seed=0)
+    module.persistent_workers = False  # each timed epoch starts its workers, as timm's loader does
     module.setup("fit")
     return module
 
@@ -255,16 +256,16 @@ def cost_split(root: Path, count: int) -> list[tuple[str, float]]:
     from alternet.seeds import derive_seed, seed_generators
 
     module = our_module(root, 0, 64, None)
-    files, transform = module.files["train"], module.splits["train"].transform
+    files, transform = module.splits["train"].items, module.splits["train"].transform  # a FileList: (path, label, name)
     steps = list(transform.transforms)
     decode, derive, seed = "decode: decode_rgb (open, read, decode, RGB)", "seed: derive_seed", "seed: seed_generators"
     times = {decode: 0.0, derive: 0.0, seed: 0.0} | {f"augment: {type(step).__name__}": 0.0 for step in steps}
     torch_seed = 0.0  # part of seed_generators, timed again on its own
-    decode_rgb(files.path(0))
+    decode_rgb(files[0][0])
     clock = time.perf_counter
     for i in range(count):
         t0 = clock()
-        image = decode_rgb(files.path(i % len(files)))
+        image = decode_rgb(files[i % len(files)][0])
         t1 = clock()
         sample_seed = derive_seed(0, "augment", 0, i)
         t2 = clock()
@@ -408,7 +409,7 @@ def main() -> None:
 
     began = time.perf_counter()
     temporary = None if args.root else tempfile.TemporaryDirectory(prefix="alternet-imagenet-bench-")
-    root = (args.root or Path(temporary.name)).expanduser().resolve()  # type: ignore[union-attr]
+    root = (args.root or Path(temporary.name) / "data").expanduser().resolve()  # type: ignore[union-attr]
     root.mkdir(parents=True, exist_ok=True)
     facts = begin(args, "imagenet_data", data_root=root)
     info = synthesize(root, args.images, args.classes, large_share=args.large_share)

@@ -262,7 +262,7 @@ def test_the_speedrun_preset_is_an_alternet_that_follows_the_buildup_rules(recwa
     assert not [w for w in recwarn if "buildup_rules" in str(w.message)]
     layout = config["model"]["layout"] or spec_kwargs(config["model"]["name"])["layout"]  # null: the zoo's
     assert "M" in layout and config["data"]["name"] == "cifar100"
-    # fp32 on every CPU: bf16, where native, cost the preset 0.3-0.5 pp (docs/benchmarks.md)
+    # fp32 on every CPU: in bf16, where native, it left no margin above 60% (docs/benchmarks.md)
     assert (config["trainer"]["precision"], config["performance"]["channels_last"]) == ("32-true", True)
     assert config["recipe"]["test_flip"] is True
 

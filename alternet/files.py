@@ -238,8 +238,10 @@ def whole_directory(out: str | Path) -> Iterator[Path]:
     then takes ``out``'s place in one step; an earlier ``out`` is removed only after. An exception or a stop
     signal in the body leaves ``out`` as it was and the sibling removed; a process killed outright (SIGKILL) leaves
     ``out`` intact too, and a hidden ``.NAME.*.partial`` sibling (:func:`stale_directories`) that the next writer
-    removes. A reader therefore sees the earlier folder or the new one complete, never a mix. The caller holds the
-    folder's lock (:func:`writing`): one writer at a time."""
+    removes. A reader therefore sees the earlier folder or the new one complete, never a mix. (Where the system has
+    no atomic exchange, not Linux, a SIGKILL landing between the fallback's two renames leaves the earlier folder
+    beside ``out`` as ``.NAME.*.partial.old``, which nothing removes.) The caller holds the folder's lock
+    (:func:`writing`): one writer at a time."""
     out = Path(out)
     for stale in stale_directories(out):
         shutil.rmtree(stale, ignore_errors=True)

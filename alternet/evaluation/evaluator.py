@@ -18,6 +18,7 @@ from ..data.workers import loader_workers
 from ..errors import ConfigValueError
 from ..files import atomic_write, write_json
 from ..metrics import apply_temperature, calibration_metrics, fit_temperature, reliability_bins, softmax
+from ..metrics.calibration import nll_per_sample
 from ..metrics.uncertainty import (
     adaptive_ece,
     classwise_ece,
@@ -293,13 +294,10 @@ def _compact(key: str, probs: np.ndarray, logits: np.ndarray, labels: np.ndarray
     """One corrupted set's predicted class, its confidence and each image's NLL (``logsumexp(z) - z_y``, float64)
     — enough to recompute its accuracy, ECE and NLL exactly (:func:`~alternet.metrics.reliability_bins` on the
     confidence, the NLL's mean) without storing 75 full probability matrices."""
-    z = np.asarray(logits, dtype=np.float64)
-    top = z.max(axis=1, keepdims=True)
-    log_norm = top[:, 0] + np.log(np.exp(z - top).sum(axis=1))
     return {
         f"corrupted/{key}/pred": probs.argmax(1).astype(np.int16),
         f"corrupted/{key}/confidence": probs.max(1),
-        f"corrupted/{key}/nll": log_norm - z[np.arange(len(labels)), labels],
+        f"corrupted/{key}/nll": nll_per_sample(logits, labels),  # the NLL's own terms: their mean is it
         f"corrupted/{key}/labels": labels.astype(np.int16),
     }
 

@@ -149,13 +149,18 @@ def brier_score(probs: np.ndarray, labels: np.ndarray) -> float:
     return float(np.mean(squared - 2 * label_prob + 1))
 
 
-def nll_from_logits(logits: np.ndarray, labels: np.ndarray) -> float:
-    """Mean over samples of ``logsumexp(z) - z_y`` in float64: the exact NLL, never floored."""
+def nll_per_sample(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Each sample's ``logsumexp(z) - z_y`` in float64: the exact NLL, never floored."""
     z = _check_logits(logits)
     labels = np.asarray(labels, dtype=np.int64)
     top = z.max(axis=1, keepdims=True)
     log_norm = top[:, 0] + np.log(np.exp(z - top).sum(axis=1))
-    return float(np.mean(log_norm - z[np.arange(len(labels)), labels]))
+    return log_norm - z[np.arange(len(labels)), labels]
+
+
+def nll_from_logits(logits: np.ndarray, labels: np.ndarray) -> float:
+    """Mean over samples of :func:`nll_per_sample`: the exact NLL, never floored."""
+    return float(np.mean(nll_per_sample(logits, labels)))
 
 
 def calibration_metrics(

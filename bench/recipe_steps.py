@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import time
 
-import alternet  # noqa: F401  (registers the zoo with timm)
+import alternet.models  # noqa: F401  (registers the zoo with timm)
 
 from .harness import add_formats_argument, add_harness_arguments, begin, finish, interleave, row, summarise, timing_row
 from .step import training_step

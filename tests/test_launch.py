@@ -32,7 +32,7 @@ def test_a_multi_process_job_names_its_run_directory_after_the_job(env, expected
 def test_hydra_resolves_the_run_directory_through_the_stamp(monkeypatch):
     from omegaconf import OmegaConf
 
-    import alternet  # noqa: F401  registers the resolver
+    import alternet.apps.config  # noqa: F401  registers the resolver, where the commands compose
 
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job7")
     monkeypatch.setenv("WORLD_SIZE", "4")

@@ -1,6 +1,6 @@
 """What ``import alternet`` costs and what it still does (alternet/__init__.py, alternet/lazy.py): no torch, Lightning
-or timm until something needs them, the package facades importing on first use, and the zoo registered with timm
-whichever of the two is imported first. Each case in a fresh interpreter (what is imported is process state)."""
+or timm until something needs them, no effect outside the package, the package facades importing on first use, and the
+zoo registered with timm when the models are imported. Each case in a fresh interpreter (imports are process state)."""
 
 from __future__ import annotations
 
@@ -29,35 +29,21 @@ def fresh(code: str) -> dict:
 HEAVY_LOADED = f"sorted(m for m in {HEAVY_IMPORTS!r} if m in sys.modules)"
 
 
-def test_import_alternet_and_the_schemas_load_no_torch():
-    loaded = fresh(
-        "import json, sys, alternet, alternet.apps.config, alternet.training, alternet.evaluation, alternet.data; "
-        f"print(json.dumps({HEAVY_LOADED}))"
-    )
-    assert loaded == []
-
-
-@pytest.mark.parametrize(
-    "first",
-    [
-        "import alternet; import timm",  # alternet first: the zoo comes with timm
-        "import timm; import alternet",  # timm first: the zoo comes with alternet
-        "import alternet.data as d; d.DATAMODULES",  # timm imported by an alternet module as it loads
-    ],  # ... and by alternet.models itself: create_model below
-)
-def test_the_zoo_is_registered_with_timm_in_any_import_order(first):
-    registered = fresh(f"{first}\nimport json, timm\nprint(json.dumps(timm.is_model('alternet_r50')))")
-    assert registered is True
-
-
-def test_create_model_and_list_models_load_the_models_on_first_use():
-    """The models load on first use, and alternet.models, importing timm itself, registers the zoo with it."""
-    assert fresh(
-        "import json, sys, alternet\nbefore = 'torch' in sys.modules\nmodel = alternet.create_model('alternet_tiny')\n"
-        "import timm\n"
-        "print(json.dumps([before, type(model).__name__, 'alternet_r50' in alternet.list_models(), "
+def test_import_alternet_has_no_effect_and_the_models_load_and_register_on_first_use():
+    """In one fresh interpreter: ``import alternet`` installs no import hook, sets no environment variable, registers
+    no resolver and loads no torch (nor do the schemas); ``import timm`` after it knows no alternet model; the models
+    load on first use (``alternet.create_model``), and importing them registers the zoo with timm, as a plugin does."""
+    seen = fresh(
+        "import json, os, sys\nhooks, environ = list(sys.meta_path), dict(os.environ)\nimport alternet\n"
+        "from omegaconf import OmegaConf\n"
+        "effects = [sys.meta_path != hooks, dict(os.environ) != environ, OmegaConf.has_resolver('alternet.run_stamp')]\n"
+        "import alternet.apps.config, alternet.training, alternet.evaluation, alternet.data\n"
+        f"heavy = {HEAVY_LOADED}\n"
+        "import timm\nbefore = timm.is_model('alternet_r50')\nmodel = alternet.create_model('alternet_tiny')\n"
+        "print(json.dumps([effects, heavy, before, type(model).__name__, 'alternet_r50' in alternet.list_models(), "
         "timm.is_model('alternet_r50')]))"
-    ) == [False, "AlterNet", True, True]
+    )
+    assert seen == [[False, False, False], [], False, "AlterNet", True, True]
 
 
 def test_a_facade_offers_its_names_and_refuses_others_by_name():
@@ -69,7 +55,7 @@ def test_a_facade_offers_its_names_and_refuses_others_by_name():
 
 
 def test_imagenet_statistics_are_timms():
-    """dataset_facts writes timm's ImageNet mean and std down (it is imported before timm: alternet/__init__.py)."""
+    """dataset_facts writes timm's ImageNet mean and std down (torch-free: the schemas read it without timm)."""
     assert FACTS["in1k"].mean == timm.data.IMAGENET_DEFAULT_MEAN and FACTS["in1k"].std == timm.data.IMAGENET_DEFAULT_STD
 
 

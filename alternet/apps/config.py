@@ -26,6 +26,7 @@ from omegaconf import DictConfig
 from ..data.config import data_section
 from ..errors import is_integer
 from ..evaluation.config import EvaluationConfig
+from ..launch import register_resolvers
 from ..tracking import WandbSettings
 from ..training.config import CallbacksConfig, ExportConfig, PerformanceConfig, RecipeConfig, TrainerConfig
 from ..typed import SECTION, Section, build
@@ -103,6 +104,7 @@ class EvaluateConfig(EvaluationConfig):
 # the two schemas in Hydra's ConfigStore (train.yaml and evaluate.yaml name them first in their defaults)
 ConfigStore.instance().store(name=TRAIN_SCHEMA, node=TrainConfig)
 ConfigStore.instance().store(name=EVALUATE_SCHEMA, node=EvaluateConfig)
+register_resolvers()  # ${alternet.run_stamp:} in hydra.run.dir: one run directory for every rank of a job
 
 
 def compose(name: str, overrides: Sequence[str] = ()) -> DictConfig:

@@ -9,6 +9,7 @@ installed distributions are read from their metadata (``importlib.metadata``), n
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from importlib import metadata
 
@@ -74,6 +75,7 @@ def one_line_when_uncaught(previous):
     return hook
 
 
+os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")  # albumentations asks PyPI for a newer version otherwise
 try:  # before alternet.data imports albumentations
     require_mit_albumentations()
 except LicenceError:

@@ -161,7 +161,7 @@ def _usage_section(config: dict[str, Any], repo_id: str | None) -> list[str]:
     return [
         "```python",
         "import timm",
-        "import alternet  # registers alternet's architectures with timm: import it before create_model",
+        "import alternet.models  # registers alternet's architectures with timm: import it before create_model",
         *pushed,
         f'model = timm.create_model("hf-hub:{hub}", pretrained=True)',
         'model = timm.create_model("local-dir:path/to/export", pretrained=True)  # a downloaded copy',

@@ -14,7 +14,7 @@ import timm
 import torch
 from omegaconf import OmegaConf
 
-import alternet  # noqa: F401  (registers the zoo in timm)
+import alternet.models  # noqa: F401  (registers the zoo with timm)
 from alternet.analysis import ANALYSES, block_sequence, run_analyses
 from alternet.analysis.blocks import (
     attention2d_map,

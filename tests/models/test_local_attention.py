@@ -4,7 +4,7 @@ import pytest
 import timm
 import torch
 
-import alternet  # noqa: F401  (registers the zoo)
+import alternet.models  # noqa: F401  (registers the zoo with timm)
 from alternet.errors import ConfigValueError
 from alternet.models.local_attention import local_attention_mask
 

@@ -8,7 +8,7 @@ import pytest
 import timm
 import torch
 
-import alternet  # noqa: F401  (registers the zoo in timm)
+import alternet.models  # noqa: F401  (registers the zoo with timm)
 from alternet.apps.checks import validate_train_config
 from alternet.models import MODEL_NAMES, LayoutError, format_layout, list_models
 from alternet.models.config import NOT_MODEL_ARGS, model_config

@@ -36,7 +36,8 @@ def test_import_alternet_has_no_effect_and_the_models_load_and_register_on_first
     seen = fresh(
         "import json, os, sys\nhooks, environ = list(sys.meta_path), dict(os.environ)\nimport alternet\n"
         "from omegaconf import OmegaConf\n"
-        "effects = [sys.meta_path != hooks, dict(os.environ) != environ, OmegaConf.has_resolver('alternet.run_stamp')]\n"
+        "effects = [sys.meta_path != hooks, dict(os.environ) != environ,"
+        " OmegaConf.has_resolver('alternet.run_stamp')]\n"
         "import alternet.apps.config, alternet.training, alternet.evaluation, alternet.data\n"
         f"heavy = {HEAVY_LOADED}\n"
         "import timm\nbefore = timm.is_model('alternet_r50')\nmodel = alternet.create_model('alternet_tiny')\n"

@@ -23,8 +23,8 @@ from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError
 from omegaconf import OmegaConf
 from timm.models import _hub as timm_hub
 
-import alternet.models  # noqa: F401  (registers alternet's architectures with timm)
 import alternet.hub as hub
+import alternet.models  # noqa: F401  (registers alternet's architectures with timm)
 from alternet.errors import CheckpointError
 from alternet.hub.card import card_data, model_card
 from alternet.training.module import ClassificationModule

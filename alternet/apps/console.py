@@ -15,7 +15,7 @@ from .. import tracking
 from ..progress import duration
 from ..runs.layout import RunDir, best_epoch
 from ..runs.summary import RunSummary
-from ..training.builders import compile_mode
+from ..training.builders import compile_mode, compile_refusal
 from ..training.config import RecipeConfig
 from ..training.optim import scaled_lr
 from .config import TrainConfig
@@ -55,7 +55,10 @@ def start_banner(
     device_line = f"{hardware}, precision {trainer.precision}" + (f" ({precision_reason})" * bool(precision_reason))
     mode = compile_mode(config.performance, config.trainer)
     if mode is not None:
-        device_line += f"; compiled for training ({mode}: the first steps compile)"
+        refusal = compile_refusal(config.trainer)
+        what = "the whole step" if refusal is None else f"the backbone alone: {refusal}"
+        graphs = ", CUDA graphs" if "reduce-overhead" in mode or mode == "max-autotune" else ""
+        device_line += f"; compiled for training ({what}{graphs}; {mode}: the first steps compile)"
     pairs = [
         ("Run directory", str(run.path)),
         ("Model", f"{config.model.name}{f' {layout}' if layout else ''} ({size})"),

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import lightning as L
+import torch
 from lightning.pytorch.callbacks import Callback, EarlyStopping, LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.plugins.environments import SLURMEnvironment
@@ -13,6 +14,7 @@ from lightning.pytorch.plugins.io import AsyncCheckpointIO
 from lightning.pytorch.strategies import DDPStrategy
 
 from ..errors import ConfigValueError
+from ..launch import devices_per_job
 from ..models.config import ModelConfig
 from ..runs.layout import RunDir
 from .callbacks import AtomicCheckpointIO, BatchSeed, BestAndLastCheckpoint, MidEpochCheckpoint
@@ -20,6 +22,7 @@ from .config import CallbacksConfig, PerformanceConfig, RecipeConfig, TrainerCon
 from .display import Throughput, progress_bar, quiet_lightning
 from .module import ClassificationModule
 from .precision import device_type
+from .step import whole_step_refusal
 from .stopping import PreemptionCheckpoint
 
 
@@ -48,9 +51,20 @@ def build_module(
     if on_a_gpu_when_auto(performance.channels_last, trainer.accelerator):
         module.use_channels_last()
     mode = compile_mode(performance, trainer)
-    if mode is not None:
+    if mode is not None and compile_refusal(trainer) is None:
+        module.compile_step(mode, trainer.extra.get("gradient_clip_val"), trainer.extra.get("gradient_clip_algorithm"))
+    elif mode is not None:
         module.compile_model(mode=mode)
     return module
+
+
+def compile_refusal(trainer: TrainerConfig) -> str | None:
+    """Why a compiled run compiles its backbone alone rather than the whole step (:mod:`alternet.training.step`),
+    or None."""
+    devices = devices_per_job(trainer.devices, trainer.accelerator, torch.cuda.device_count())
+    devices = devices * trainer.num_nodes if devices is not None else None
+    algorithm = trainer.extra.get("gradient_clip_algorithm")
+    return whole_step_refusal(trainer.precision, trainer.accumulate_grad_batches, devices, algorithm)
 
 
 def compile_mode(performance: PerformanceConfig, trainer: TrainerConfig) -> str | None:
@@ -141,6 +155,8 @@ def build_trainer(
     ``validation_loop`` says so (the clean training subset); the best checkpoint needs a validation split.
     ``extra_callbacks`` (the user's, ``callbacks.extra``) run beside alternet's, ordered by Lightning as any."""
     trainer_args = trainer.to_dict()  # Lightning's Trainer arguments, its other ones (extra) beside alternet's
+    if compile_mode(performance, trainer) is not None and compile_refusal(trainer) is None:
+        trainer_args["gradient_clip_val"] = None  # the compiled whole step clips, inside its update
     if not (has_val if validation_loop is None else validation_loop):  # skip the loop instead of running it empty
         trainer_args["limit_val_batches"] = 0
     if trainer_args.get("strategy") == "ddp":

@@ -102,6 +102,27 @@ class RunningLoss:
         return self._value
 
 
+class Hits:
+    """Correct predictions on the training batches, summed on the device (no host sync) and read once, at an epoch's
+    end: the training accuracy of unmixed batches."""
+
+    def __init__(self) -> None:
+        self._correct: torch.Tensor | None = None
+        self._seen = 0
+
+    def add(self, correct: torch.Tensor, seen: int) -> None:
+        self._correct = correct.detach().clone() if self._correct is None else self._correct.add_(correct)
+        self._seen += seen
+
+    def read(self) -> float | None:
+        """The accuracy since the last read (None when nothing was added), then start again."""
+        if not self._seen:
+            return None
+        accuracy = self._correct.item() / self._seen
+        self._correct, self._seen = None, 0
+        return accuracy
+
+
 def _value(value: Any) -> str:
     value = value.item() if isinstance(value, torch.Tensor) else value
     return f"{value:.4g}" if isinstance(value, float) else str(value)

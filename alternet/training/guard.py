@@ -125,7 +125,7 @@ class NonFiniteGuard:
     def on_train_start(self) -> None:
         trainer = self.module.trainer
         optimizers = trainer.optimizers
-        self.deferred = (
+        self.deferred = self.module.whole_step is not None or (
             self.module.automatic_optimization
             and len(optimizers) == 1
             and all(group.get("fused") for group in optimizers[0].param_groups)  # as restored from a checkpoint
@@ -149,16 +149,28 @@ class NonFiniteGuard:
 
     def before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         """Deferred mode: act on the previous step's flag, then flag this step's gradients for the fused optimizer
-        to skip on the device (read at once on an epoch's or the run's last step)."""
+        to skip on the device (read at once on an epoch's or the run's last step). The compiled whole step
+        (:mod:`alternet.training.step`) flags and skips inside its update, which hands the flag to :meth:`record`."""
         if not self.deferred or self._current is None:
             return
+        self.act_on_previous()
+        if self.module.whole_step is not None:
+            return
+        found = non_finite_flag(optimizer)
+        self._current.fresh_optimizer = not any(optimizer.state.values())
+        optimizer.found_inf = found
+        self.record(found)
+
+    def act_on_previous(self) -> None:
         previous, self._pending = self._pending, None
         if previous is not None and HostFlags.read(previous.copied):
             self._trip(previous, skipped=True)
+
+    def record(self, found: torch.Tensor) -> None:
+        """This step's non-finite flag (1.0 on the device when it was skipped): read at once on an epoch's or the
+        run's last step, else sent to the host and read during the next step."""
         current, self._current = self._current, None
-        current.found = non_finite_flag(optimizer)
-        current.fresh_optimizer = not any(optimizer.state.values())
-        optimizer.found_inf = current.found
+        current.found = found
         if self._is_last_step(current.batch):
             if current.found.item():
                 self._trip(current, skipped=False)

@@ -30,9 +30,10 @@ from ..models.params import decay_groups
 from ..runs.checkpoints import DIGEST_KEY, to_host, weights_digest
 from ..typed import build
 from .config import FinetuneConfig, ProgressiveResizeConfig, RecipeConfig
-from .display import RunningLoss
+from .display import Hits, RunningLoss
 from .guard import NonFiniteGuard, fused_optimizer_supported, uses_grad_scaler
 from .optim import build_optimizer, build_scheduler, rescale_learning_rates, scaled_lr
+from .step import WholeStep
 
 EVALUATED_METRICS = ("acc", "top5", "nll", "ece")  # per validation/test split, logged as "<split>/<metric>"
 
@@ -74,7 +75,7 @@ class ClassificationModule(L.LightningModule):
         smoothing = self.recipe.label_smoothing
         self.train_loss = SoftTargetCrossEntropy() if self.mixup else nn.CrossEntropyLoss(label_smoothing=smoothing)
         self.ema = copy.deepcopy(self.model).eval().requires_grad_(False) if self.recipe.ema else None
-        self.train_acc = MulticlassAccuracy(self.num_classes, average="micro", validate_args=False)
+        self.train_hits = Hits()
         self.running_loss = RunningLoss()
         self.epoch_loss = RunningLoss(max_age=0.0)  # train/nll_epoch: the mean over an epoch's steps, read at its end
         stages = ("val", "test", "val_ema", "test_ema") if self.ema is not None else ("val", "test")
@@ -93,6 +94,17 @@ class ClassificationModule(L.LightningModule):
     def use_channels_last(self) -> None:
         self.channels_last = True
         self.to(memory_format=torch.channels_last)
+
+    @property
+    def whole_step(self) -> WholeStep | None:
+        """The compiled whole step (:meth:`compile_step`), or None: the step runs eagerly around the backbone."""
+        return self.__dict__.get("_whole_step")
+
+    def compile_step(self, mode: str, clip: float | None, clip_algorithm: str | None) -> None:
+        """Compile the whole training step (:mod:`alternet.training.step`): Lightning's manual optimisation, the
+        gradients clipped inside the step (the Trainer's own clipping off: ``gradient_clip_val=None``)."""
+        self.automatic_optimization = False
+        self.__dict__["_whole_step"] = WholeStep(self, mode, clip, clip_algorithm)
 
     def compile_model(self, **kwargs: Any) -> None:
         """Run the backbone through ``torch.compile`` for training; parameter names in checkpoints stay unchanged.
@@ -118,6 +130,8 @@ class ClassificationModule(L.LightningModule):
     def on_train_start(self) -> None:
         self.__dict__["_ema_step"] = self.global_step  # a resumed run's EMA counts steps from the checkpoint's
         self.__dict__["_ema_tensors"] = None  # gathered again at the first update: the module may have moved
+        if self.whole_step is not None:
+            self.whole_step.reset()
         ratio = getattr(self, "_lr_ratio", 1.0)
         self._lr_ratio = 1.0
         if ratio != 1.0:
@@ -142,6 +156,28 @@ class ClassificationModule(L.LightningModule):
 
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
         images, labels = batch
+        if self.whole_step is not None:
+            loss, correct = self.whole_step.run(images, labels, batch_idx)
+        else:
+            loss, correct = self._eager_step(images, labels, batch_idx)
+        # No host sync and little host time on a step that logs nothing: the loss and the learning rate (a Python
+        # float: a host-to-device copy) are logged on the loggers' steps only (each self.log costs ~1 ms of Python
+        # on a 2-core CPU), the progress bar reads a running mean of the loss from the device when it refreshes, and
+        # the accuracy is accumulated on the device and logged at the epoch's end.
+        self.running_loss.add(loss)
+        self.epoch_loss.add(loss)
+        if correct is not None:
+            self.train_hits.add(correct, len(labels))
+        if self.trainer._logger_connector.should_update_logs:
+            self.log("train/loss", loss, on_step=True, on_epoch=False, batch_size=len(labels))
+            self.log("train/lr", self.optimizers().param_groups[0]["lr"], on_step=True, on_epoch=False)
+        return loss
+
+    def _eager_step(
+        self, images: torch.Tensor, labels: torch.Tensor, batch_idx: int
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The loss of a batch and its correct predictions (None when mixed); Lightning's automatic optimisation
+        does the rest. The backbone compiled or not."""
         targets = labels
         size = self.training_size()
         if size is not None:
@@ -151,18 +187,7 @@ class ClassificationModule(L.LightningModule):
         logits = self(images)
         loss = self.train_loss(logits, targets)
         self.guard.check_loss(loss, batch_idx)
-        # No host sync and little host time on a step that logs nothing: the loss and the learning rate (a Python
-        # float: a host-to-device copy) are logged on the loggers' steps only (each self.log costs ~1 ms of Python
-        # on a 2-core CPU), the progress bar reads a running mean of the loss from the device when it refreshes, and
-        # the accuracy is accumulated without argument checks (torch.unique) and logged at the epoch's end.
-        self.running_loss.add(loss)
-        self.epoch_loss.add(loss)
-        if self.mixup is None:
-            self.train_acc.update(logits, labels)
-        if self.trainer._logger_connector.should_update_logs:
-            self.log("train/loss", loss, on_step=True, on_epoch=False, batch_size=len(labels))
-            self.log("train/lr", self.optimizers().param_groups[0]["lr"], on_step=True, on_epoch=False)
-        return loss
+        return loss, (logits.argmax(-1) == labels).sum() if self.mixup is None else None
 
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
         self.guard.on_train_batch_start()
@@ -191,8 +216,9 @@ class ClassificationModule(L.LightningModule):
 
     def on_train_epoch_end(self) -> None:
         self.guard.settle()
-        if self.mixup is None:
-            self.log("train/acc", self.train_acc, on_step=False, on_epoch=True)  # computed, synced and reset once
+        accuracy = self.train_hits.read()  # one sync an epoch
+        if accuracy is not None:
+            self.log("train/acc", accuracy, on_step=False, on_epoch=True, sync_dist=True)
         # HDVW's training NLL (ops/trains.py): the epoch mean of the training loss on the augmented, mixed batches,
         # label smoothing included; the clean one (train_clean/nll) is read in eval mode without augmentation
         nll = self.epoch_loss.read()
@@ -203,8 +229,9 @@ class ClassificationModule(L.LightningModule):
         self.guard.settle()  # a mid-epoch validation (trainer.val_check_interval) must not score a skipped step
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        """EMA once per optimizer step (a micro-batch of gradient accumulation is not a step)."""
-        if self.ema is None or self.global_step == self.__dict__.get("_ema_step"):
+        """EMA once per optimizer step (a micro-batch of gradient accumulation is not a step); the compiled whole
+        step updates it itself."""
+        if self.ema is None or self.whole_step is not None or self.global_step == self.__dict__.get("_ema_step"):
             return
         self.__dict__["_ema_step"] = self.global_step
         self._update_ema()
@@ -332,6 +359,7 @@ class ClassificationModule(L.LightningModule):
         """A frozen backbone also keeps its BatchNorm statistics fixed (a true linear probe). Lightning puts
         the whole module in train mode when fitting starts and restores the modes it found after validation."""
         self.epoch_loss = RunningLoss(max_age=0.0)  # this epoch's steps only (after a mid-epoch resume: the rest)
+        self.train_hits = Hits()
         if self.finetune.freeze_backbone:
             self.model.eval()
             self.model.get_classifier().train()
@@ -342,7 +370,7 @@ class ClassificationModule(L.LightningModule):
         lr = scaled_lr(recipe, self.global_batch)
         groups = self._parameter_groups(opt_cfg.weight_decay)
         fused = fused_optimizer_supported(self.device, self.trainer.precision)  # lets the guard skip on the device
-        optimizer = build_optimizer(groups, opt_cfg, lr, fused=fused)
+        optimizer = build_optimizer(groups, opt_cfg, lr, fused=fused, stepped=self.whole_step is not None)
         epochs = int(self.trainer.max_epochs)
         steps_per_epoch = self._steps_per_epoch(epochs)
         scheduler = build_scheduler(

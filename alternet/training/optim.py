@@ -11,6 +11,7 @@ import torch
 
 from ..errors import one_of
 from .config import SCHEDULES, OptimizerConfig, RecipeConfig, ScheduleConfig
+from .step import stepped as stepped_class
 
 
 def scaled_lr(recipe: RecipeConfig, global_batch: int) -> float:
@@ -26,15 +27,18 @@ def scaled_lr(recipe: RecipeConfig, global_batch: int) -> float:
 
 
 def build_optimizer(
-    groups: list[dict[str, Any]], config: OptimizerConfig, lr: float, *, fused: bool = False
+    groups: list[dict[str, Any]], config: OptimizerConfig, lr: float, *, fused: bool = False, stepped: bool = False
 ) -> torch.optim.Optimizer:
     """AdamW or SGD; each group's ``lr_scale`` multiplies the base learning rate. ``fused``: torch's single-kernel
-    implementation, which can also skip a step on the device (:mod:`alternet.training.guard`)."""
+    implementation, which can also skip a step on the device (:mod:`alternet.training.guard`). ``stepped``: the
+    compiled whole step computes the update (:func:`alternet.training.step.stepped`); the state is the same."""
     for group in groups:
         group["lr"] = lr * group.get("lr_scale", 1.0)
     if config.name == "adamw":
-        return torch.optim.AdamW(groups, lr=lr, betas=tuple(config.betas), fused=fused or None)
-    return torch.optim.SGD(groups, lr=lr, momentum=config.momentum, nesterov=bool(config.nesterov), fused=fused or None)
+        kind, options = torch.optim.AdamW, {"betas": tuple(config.betas)}
+    else:
+        kind, options = torch.optim.SGD, {"momentum": config.momentum, "nesterov": bool(config.nesterov)}
+    return (stepped_class(kind) if stepped else kind)(groups, lr=lr, fused=fused or None, **options)
 
 
 def lr_factor(

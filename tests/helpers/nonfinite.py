@@ -26,6 +26,7 @@ def poison_inputs_at(monkeypatch, step: int) -> None:
         return forward(self, x * float("inf") if self.training and self.global_step == step else x)
 
     monkeypatch.setattr(ClassificationModule, "forward", poisoned)
+    torch._dynamo.reset()  # a compiled step traced before the patch would not see it
 
 
 def state_before_step(monkeypatch, step: int, overrides: list[str], output_dir: Path) -> dict:

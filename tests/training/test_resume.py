@@ -116,6 +116,18 @@ def _lr_by_step(run_dir: Path) -> dict[int, float]:
 SIX_STEPS = [*FAST, "trainer.limit_train_batches=6"]
 
 
+@pytest.fixture(params=["eager", "whole-step"])
+def step_path(request, monkeypatch) -> list[str]:
+    """The guard's two paths: the eager step with a fused optimizer, and the compiled whole step, which flags and
+    skips inside its update (traced by dynamo, without inductor's code generation: alternet/training/step.py)."""
+    if request.param == "eager":
+        return []
+    from alternet.training import step
+
+    monkeypatch.setattr(step, "BACKEND", "eager")
+    return ["performance.compile=true"]
+
+
 @contextlib.contextmanager
 def _guard_collectives(monkeypatch):
     """The guard's own cross-rank agreements (``reduce_boolean_decision`` called from guard.py), in a list."""
@@ -132,17 +144,18 @@ def _guard_collectives(monkeypatch):
         yield calls
 
 
-def test_a_non_finite_step_is_skipped_on_the_device_and_acted_on_one_step_later(tmp_path, monkeypatch):
+def test_a_non_finite_step_is_skipped_on_the_device_and_acted_on_one_step_later(tmp_path, monkeypatch, step_path):
     """The default (deferred) guard: no host sync or collective per step. Step 2's gradients are NaN; the fused
     optimizer skips its update on the device, and step 3 reads the flag, saves the state (as before step 2, one
     batch on) and stops. A lower learning rate resumes from it and finishes the run."""
-    before_step_2 = state_before_step(monkeypatch, 2, SIX_STEPS, tmp_path / "clean")
+    six_steps = [*SIX_STEPS, *step_path]
+    before_step_2 = state_before_step(monkeypatch, 2, six_steps, tmp_path / "clean")
     message = (
         r"non-finite gradients \(training loss nan\) at global step 2, epoch 0, batch 2; its update was skipped "
         r"and the state at step 3 \(weights, optimizer and BatchNorm statistics as they were before step 2\)"
     )
     with _guard_collectives(monkeypatch) as collectives:
-        saved, saved_path, command = fail_at(monkeypatch, 2, SIX_STEPS, tmp_path / "failed", message)
+        saved, saved_path, command = fail_at(monkeypatch, 2, six_steps, tmp_path / "failed", message)
     assert collectives == []  # the synchronous test below shows this count sees the guard's collectives
     assert saved["global_step"] == 3
     assert_same_state(saved, before_step_2)
@@ -150,7 +163,7 @@ def test_a_non_finite_step_is_skipped_on_the_device_and_acted_on_one_step_later(
     assert "recipe.optimizer.lr=0.0002" in command  # a tenth of debug=fast's recipe lr
 
     summary = train(
-        compose_train(*SIX_STEPS, f"ckpt_path={saved_path}", "recipe.optimizer.lr=2e-4", output_dir=tmp_path / "failed")
+        compose_train(*six_steps, f"ckpt_path={saved_path}", "recipe.optimizer.lr=2e-4", output_dir=tmp_path / "failed")
     )
     assert summary.global_step == 6  # batch 3 is retried; batch 2 stays skipped
     assert math.isfinite(summary.test["nll"])
@@ -164,11 +177,11 @@ def test_a_non_finite_step_is_skipped_on_the_device_and_acted_on_one_step_later(
     ]
 
 
-def test_a_non_finite_last_step_of_an_epoch_is_caught_before_its_update(tmp_path, monkeypatch):
+def test_a_non_finite_last_step_of_an_epoch_is_caught_before_its_update(tmp_path, monkeypatch, step_path):
     """No later step reads the epoch's last flag, so the guard reads it at once (one sync per epoch)."""
-    before_step_5 = state_before_step(monkeypatch, 5, SIX_STEPS, tmp_path / "clean")
+    before_step_5 = state_before_step(monkeypatch, 5, [*SIX_STEPS, *step_path], tmp_path / "clean")
     message = r"non-finite gradients \(training loss nan\) at global step 5, epoch 0, batch 5; the state before"
-    saved, _, _ = fail_at(monkeypatch, 5, SIX_STEPS, tmp_path / "failed", message)
+    saved, _, _ = fail_at(monkeypatch, 5, [*SIX_STEPS, *step_path], tmp_path / "failed", message)
     assert saved["global_step"] == 5
     assert_same_state(saved, before_step_5)
 
@@ -184,7 +197,8 @@ def test_without_a_fused_optimizer_the_loss_is_checked_before_backward(tmp_path,
     """The synchronous path (fp16 with a GradScaler, other strategies): the state before the failing step, which
     the resumed run retries."""
     monkeypatch.setattr("alternet.training.module.fused_optimizer_supported", lambda device, precision: False)
-    before_step_2 = state_before_step(monkeypatch, 2, SIX_STEPS, tmp_path / "clean")
+    six_steps = [*SIX_STEPS, *step_path]
+    before_step_2 = state_before_step(monkeypatch, 2, six_steps, tmp_path / "clean")
     message = r"non-finite training loss \(nan\) at global step 2, epoch 0, batch 2; the state before this step"
     with _guard_collectives(monkeypatch) as collectives:
         saved, saved_path, _ = fail_at(monkeypatch, 2, SIX_STEPS, tmp_path / "failed", message)
@@ -192,7 +206,7 @@ def test_without_a_fused_optimizer_the_loss_is_checked_before_backward(tmp_path,
     assert saved["global_step"] == 2
     assert_same_state(saved, before_step_2)
     summary = train(
-        compose_train(*SIX_STEPS, f"ckpt_path={saved_path}", "recipe.optimizer.lr=2e-4", output_dir=tmp_path / "failed")
+        compose_train(*six_steps, f"ckpt_path={saved_path}", "recipe.optimizer.lr=2e-4", output_dir=tmp_path / "failed")
     )
     assert summary.global_step == 6 and math.isfinite(summary.test["nll"])
 

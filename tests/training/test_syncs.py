@@ -97,13 +97,19 @@ def test_both_bars_show_the_loss_read_from_the_device(bar):
     assert shown == {"train/loss": 0.25, "val/acc": 0.5}
 
 
-def test_training_accuracy_skips_argument_checks():
-    """torchmetrics' checks call torch.unique on the labels (a device sync torch makes inside, which the counter
-    above cannot see); the training path's accuracy runs without them, evaluation keeps them."""
+def test_training_accuracy_is_a_device_sum_read_once():
+    """The training accuracy is the batches' correct predictions summed on the device (torchmetrics' argument checks
+    call torch.unique on the labels: a sync inside torch the counter above cannot see), read once, then restarted;
+    evaluation keeps torchmetrics' checks."""
+    from alternet.training.display import Hits
+
+    hits = Hits()
+    assert hits.read() is None
+    hits.add(torch.tensor(3), 4)
+    hits.add(torch.tensor(1), 4)
+    assert hits.read() == 0.5 and hits.read() is None
     config = resolved("model=alternet_tiny")
-    data = datamodule_of(config).facts()
-    module = ClassificationModule(model=config["model"], recipe=config["recipe"], data=data)
-    assert module.train_acc.validate_args is False
+    module = ClassificationModule(model=config["model"], recipe=config["recipe"], data=datamodule_of(config).facts())
     assert module.val_metrics["val/acc"].validate_args is True
 
 

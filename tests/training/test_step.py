@@ -1,0 +1,106 @@
+"""The compiled whole step (alternet/training/step.py): mixing as timm mixes, the same weights as the eager step, and
+one graph per region for a whole run. Traced by dynamo without inductor's code generation (the step's backend
+``eager``): graph breaks and recompilations are dynamo's, whatever generates the code, and inductor's first compile
+takes about a minute on 2 cores (the slow tests in test_recipes.py compile for real)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from timm.data import Mixup
+
+from alternet.apps.train import train
+from alternet.training import step
+from alternet.training.step import mix, mixing_rows
+
+from helpers import FAST, compose_train
+
+PAPER = [*FAST, "recipe=paper", "recipe.batch_size=32", "+recipe.ema={decay:0.99,warmup:true}"]
+
+
+@pytest.fixture
+def traced(monkeypatch):
+    monkeypatch.setattr(step, "BACKEND", "eager")
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("mode", ["batch", "pair", "elem"])
+@pytest.mark.parametrize(("mixup_alpha", "cutmix_alpha"), [(1.0, 0.0), (0.0, 1.0), (1.0, 0.8)])
+def test_the_device_mixing_mixes_as_timms_mixup(mode, mixup_alpha, cutmix_alpha):
+    """Drawn from NumPy in timm's order and applied on the device: the same images and targets as timm's Mixup, over
+    many batches (mixup, cutmix, either, in each of timm's three modes; prob 0.8 leaves some batches unmixed)."""
+    mixup = Mixup(
+        mixup_alpha=mixup_alpha,
+        cutmix_alpha=cutmix_alpha,
+        prob=0.8,
+        mode=mode,
+        label_smoothing=0.1,
+        num_classes=10,
+    )
+    generator = torch.Generator().manual_seed(0)
+    for seed in range(12):
+        images = torch.rand(8, 3, 12, 10, generator=generator)
+        labels = torch.randint(0, 10, (8,), generator=generator)
+        np.random.seed(seed)
+        expected_images, expected_targets = mixup(images.clone(), labels)
+        np.random.seed(seed)
+        rows = torch.from_numpy(mixing_rows(mixup, 8, 12, 10))
+        mixed, targets = mix(images, labels, rows, num_classes=10, smoothing=0.1)
+        torch.testing.assert_close(mixed, expected_images, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(targets, expected_targets, rtol=1e-6, atol=1e-6)
+
+
+def test_an_odd_batch_is_refused_as_timm_refuses_it():
+    mixup = Mixup(mixup_alpha=1.0, num_classes=10)
+    with pytest.raises(ValueError, match="its size must be even, not 7"):
+        mixing_rows(mixup, 7, 8, 8)
+
+
+def _trained(tmp_path, *overrides: str) -> dict:
+    train(compose_train(*overrides, output_dir=tmp_path))
+    return torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=False)
+
+
+@pytest.mark.parametrize("recipe", [PAPER, [*FAST, "recipe=speedrun", "recipe.batch_size=32"]], ids=["adamw", "sgd"])
+def test_the_whole_step_trains_the_weights_the_eager_step_trains(recipe, traced, tmp_path):
+    """Three steps of the paper recipe (mixup/cutmix, smoothing, clipping, AdamW, warmed-up EMA) and of the speedrun
+    (Nesterov SGD), fp32: the whole step's weights, EMA and optimizer state are the eager step's, to float rounding
+    (the update's arithmetic is written in another order than torch's optimizers)."""
+    fp32 = [*recipe, "trainer.precision=32-true"]
+    eager = _trained(tmp_path / "eager", *fp32)
+    whole = _trained(tmp_path / "whole", *fp32, "performance.compile=true")
+    assert eager["global_step"] == whole["global_step"] == 3
+    assert eager["state_dict"].keys() == whole["state_dict"].keys()
+    for key, value in eager["state_dict"].items():
+        torch.testing.assert_close(whole["state_dict"][key], value, rtol=1e-4, atol=1e-6, msg=key)
+    eager_state, whole_state = eager["optimizer_states"][0]["state"], whole["optimizer_states"][0]["state"]
+    assert eager_state.keys() == whole_state.keys()
+    for index, entries in eager_state.items():
+        for name, value in entries.items():
+            torch.testing.assert_close(whole_state[index][name].cpu(), value.cpu(), rtol=1e-4, atol=1e-7)
+    assert [g["lr"] for g in eager["optimizer_states"][0]["param_groups"]] == pytest.approx(
+        [g["lr"] for g in whole["optimizer_states"][0]["param_groups"]]
+    )
+
+
+def test_a_whole_run_compiles_each_region_once_without_a_graph_break(traced, monkeypatch, tmp_path):
+    """Two epochs of the paper recipe on the digits (the schedule's learning rate and the EMA's weight change at every
+    step, validation between the epochs), then a resume for a third in a fresh compilation cache (a new process's):
+    no graph break, and any recompilation would raise. Three graphs: forward, backward, update. (The training loader
+    drops its short last batch, so every step has one shape.)"""
+    from torch._dynamo.utils import counters
+
+    monkeypatch.setattr(torch._dynamo.config, "error_on_recompile", True)
+    counters.clear()
+    overrides = [*PAPER, "performance.compile=true", "trainer.limit_train_batches=4"]
+    train(compose_train(*overrides, "trainer.max_epochs=2", output_dir=tmp_path))
+    assert dict(counters["graph_break"]) == {}
+    assert counters["stats"]["unique_graphs"] == 3
+    torch._dynamo.reset()
+    counters.clear()
+    summary = train(compose_train(*overrides, "trainer.max_epochs=3", "ckpt_path=last", output_dir=tmp_path))
+    assert summary.global_step == 12
+    assert dict(counters["graph_break"]) == {} and counters["stats"]["unique_graphs"] == 3

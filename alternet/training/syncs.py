@@ -20,6 +20,9 @@ work queued after it.
     with HostSyncs() as syncs, per_step(syncs) as steps:  # trainer.fit(...) inside
         ...
     steps  # the calls between consecutive training batches' starts, one list per window
+
+:class:`EagerOperators` counts the other host cost of a step the same way: the operators dispatched outside compiled
+code (on a GPU, each is a kernel launch with its Python and dispatcher time around it).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from types import CodeType
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from .guard import HostFlags
 
@@ -100,11 +104,42 @@ class HostSyncs:
         self._saved.clear()
 
 
+class EagerOperators(TorchDispatchMode):
+    """While open, records each aten operator dispatched outside compiled code as ``(operator, file:line of the
+    caller)`` in ``calls``. Operators that compiled code dispatches itself (inductor's calls into aten for
+    convolutions and matrix products, a graph that dynamo's ``eager`` backend runs) are left out: their Python stack
+    holds generated code (inductor's cache directory, FX's ``<eval_with_key>`` modules). ``torch.compile`` compiles
+    under this mode (``ignore_compile_internals``); under a plain one it would fall back to eager."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from torch._inductor.runtime.cache_dir_utils import cache_dir  # deferred: inductor loads on first use
+
+        self.calls: list[tuple[str, str]] = []
+        self._generated = (cache_dir(), "<eval_with_key>")
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        return True
+
+    @property
+    def count(self) -> int:
+        return len(self.calls)
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        caller = frame = sys._getframe(1)
+        while frame is not None and not frame.f_code.co_filename.startswith(self._generated):
+            frame = frame.f_back
+        if frame is None:
+            self.calls.append((str(func), f"{caller.f_code.co_filename}:{caller.f_lineno}"))
+        return func(*args, **(kwargs or {}))
+
+
 @contextlib.contextmanager
-def per_step(syncs: HostSyncs) -> Iterator[list[list[tuple[str, str]]]]:
-    """While open, mark ``syncs``'s count at each training batch's start (the module's own hook, after the
-    callbacks'); the list it yields then holds the calls between consecutive marks: a step, its callbacks and
-    logging, and the next batch's fetch."""
+def per_step(syncs: HostSyncs | EagerOperators) -> Iterator[list[list[tuple[str, str]]]]:
+    """While open, mark ``syncs``'s count (a :class:`HostSyncs` or :class:`EagerOperators`) at each training batch's
+    start (the module's own hook, after the callbacks'); the list it yields then holds the calls between consecutive
+    marks: a step, its callbacks and logging, and the next batch's fetch."""
     from .module import ClassificationModule
 
     marks: list[int] = []

@@ -12,12 +12,17 @@ round one epoch of ``--steps`` steps over the same in-memory batches:
     model summary, checkpoint at the epoch's end, no logger), logging its loss per step;
   * ``alternet``: alternet's ``ClassificationModule`` (its backbone and EMA swapped for the linear model) with the
     paper recipe (mixup/cutmix, label smoothing, clipping, fused AdamW with the non-finite guard, EMA) and a
-    training run's callbacks, progress display and CSV logger, logging every 50 steps (``trainer=gpu``).
+    training run's callbacks, progress display and CSV logger, logging every 50 steps (``trainer=gpu``), eagerly;
+  * ``backbone``: the same with the backbone alone compiled (``torch.compile``, inductor's default mode): what a run
+    that cannot compile the whole step gets (alternet/training/step.py, ``whole_step_refusal``);
+  * ``whole``: the same with the whole step compiled (``performance.compile=true``: forward with the mixing,
+    compiled autograd, the update with the guard's flag, clipping, AdamW and the EMA).
 A step's time is the interval between consecutive batch starts, so an epoch's start and end (the checkpoint) are not
-in it; the first ``--skip`` intervals of each round are left out (warm-up), the rest pooled over the rounds and the
-median reported. The syncs are counted in one more, untimed alternet epoch that logs nothing
-(``alternet.training.syncs.HostSyncs``, between batch starts). Ends on the line
-``alternet over plain Lightning: X ms/step, Y syncs per non-logging step``.
+in it; the first ``--skip`` intervals of each round are left out (warm-up; the first, untimed round compiles), the
+rest pooled over the rounds and the median reported. Per alternet arm, one more untimed epoch that logs nothing counts
+per step (between batch starts) the host syncs (``alternet.training.syncs.HostSyncs``) and the operators dispatched
+outside compiled code (``alternet.training.syncs.EagerOperators``: on a GPU, a launch each). Ends on the line
+``whole step over plain Lightning: X ms/step, Y operators and Z syncs per non-logging step``.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from torch.utils.data import DataLoader
 from alternet.apps.config import TrainConfig, compose, train_config
 from alternet.runs.layout import RunDir
 from alternet.training.builders import build_module, build_trainer
-from alternet.training.syncs import HostSyncs, per_step
+from alternet.training.syncs import EagerOperators, HostSyncs, per_step
 
 from .harness import add_harness_arguments, begin, finish, row, summarise, timing_row
 
@@ -104,10 +109,14 @@ def batches(args: argparse.Namespace) -> DataLoader:
     )
 
 
-def alternet_config(args: argparse.Namespace, log_every: int) -> TrainConfig:
+ARMS = ("alternet", "backbone", "whole")  # ClassificationModule eager, its backbone compiled, its whole step compiled
+
+
+def alternet_config(args: argparse.Namespace, log_every: int, arm: str) -> TrainConfig:
     config = compose(
         "train",
         [
+            f"performance.compile={arm == 'whole'}",
             "model=alternet_tiny",  # built, then replaced by the linear model
             "recipe=paper",
             "recipe.ema={decay: 0.9999}",
@@ -157,12 +166,14 @@ def lightning_round(args: argparse.Namespace, data: DataLoader, root: Path) -> l
     return intervals(marks, args.skip)
 
 
-def alternet_trainer(args: argparse.Namespace, root: Path, log_every: int, marks: list[float]):
-    config = alternet_config(args, log_every)
+def alternet_trainer(args: argparse.Namespace, root: Path, log_every: int, marks: list[float], arm: str):
+    config = alternet_config(args, log_every, arm)
     module = build_module(config.model, config.recipe, data_facts(args), config.performance, config.trainer)
     module.model = Linear(args.size)
     if module.ema is not None:
         module.ema = copy.deepcopy(module.model).eval().requires_grad_(False)
+    if arm == "backbone":
+        module.compile_model(mode="default")
     loggers = [CSVLogger(str(root), name="logs", version="")]
     trainer = build_trainer(
         config.trainer, config.callbacks, config.performance, 0, RunDir(root), False, loggers=loggers
@@ -171,20 +182,22 @@ def alternet_trainer(args: argparse.Namespace, root: Path, log_every: int, marks
     return module, trainer
 
 
-def alternet_round(args: argparse.Namespace, data: DataLoader, root: Path) -> list[float]:
+def alternet_round(args: argparse.Namespace, data: DataLoader, root: Path, arm: str) -> list[float]:
     marks: list[float] = []
-    module, trainer = alternet_trainer(args, root, 50, marks)
+    module, trainer = alternet_trainer(args, root, 50, marks, arm)
     trainer.fit(module, train_dataloaders=data)
     return intervals(marks, args.skip)
 
 
-def alternet_syncs(args: argparse.Namespace, data: DataLoader, root: Path) -> tuple[float, list]:
-    """Syncs between consecutive batch starts of an alternet epoch that logs nothing, the epoch's last window out."""
-    module, trainer = alternet_trainer(args, root, 10**6, [])
-    with HostSyncs() as syncs, per_step(syncs) as steps:
+def alternet_counts(args: argparse.Namespace, data: DataLoader, root: Path, arm: str) -> tuple[float, float, list]:
+    """Syncs and eager operators between consecutive batch starts of an epoch that logs nothing (the first window,
+    one-time setup, left out): their means per step, and the syncs' calls."""
+    module, trainer = alternet_trainer(args, root, 10**6, [], arm)
+    with HostSyncs() as syncs, per_step(syncs) as sync_steps, EagerOperators() as ops, per_step(ops) as op_steps:
         trainer.fit(module, train_dataloaders=data)
-    windows = steps[1:]  # the first holds one-time setup
-    return sum(map(len, windows)) / max(len(windows), 1), [call for window in windows for call in window]
+    syncs_, operators = sync_steps[1:], op_steps[1:]
+    per_step_syncs = sum(map(len, syncs_)) / max(len(syncs_), 1)
+    return per_step_syncs, sum(map(len, operators)) / max(len(operators), 1), [c for w in syncs_ for c in w]
 
 
 @contextlib.contextmanager
@@ -218,7 +231,8 @@ def main() -> None:
     facts = begin(args, "overhead")
     torch.manual_seed(0)
     data = batches(args)
-    seconds: dict[str, list[float]] = {"bare": [], "lightning": [], "alternet": []}
+    seconds: dict[str, list[float]] = {name: [] for name in ("bare", "lightning", *ARMS)}
+    counts: dict[str, tuple[float, float, list]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         quiet = silenced
         for index in range(args.rounds + args.warmup):
@@ -226,27 +240,36 @@ def main() -> None:
                 measured = {
                     "bare": bare_round(args, data),
                     "lightning": lightning_round(args, data, Path(tmp) / f"lightning{index}"),
-                    "alternet": alternet_round(args, data, Path(tmp) / f"alternet{index}"),
+                    **{arm: alternet_round(args, data, Path(tmp) / f"{arm}{index}", arm) for arm in ARMS},
                 }
             if index >= args.warmup:
                 for name, values in measured.items():
                     seconds[name] += values
         with quiet():
-            per_step, calls = alternet_syncs(args, data, Path(tmp) / "syncs")
+            for arm in ARMS:
+                counts[arm] = alternet_counts(args, data, Path(tmp) / f"counts-{arm}", arm)
     case = f"linear {args.size}px batch {args.batch} cpu fp32"
     median = {name: summarise(values).median * 1000 for name, values in seconds.items()}
     print(f"{case}, {args.rounds} rounds of {args.steps} steps (median ms per step):")
     for name, value in median.items():
         over = f"  +{value - median['bare']:.2f} ms over bare" if name != "bare" else ""
-        print(f"  {name:10s} {value:7.2f} ms/step{over}")
-    for what, where in calls[:10]:
-        print(f"  sync: {what} at {where}")
-    gap = median["alternet"] - median["lightning"]
+        counted = ""
+        if name in counts:
+            counted = f"; {counts[name][1]:.1f} eager operators, {counts[name][0]:g} syncs per step"
+        print(f"  {name:10s} {value:7.2f} ms/step{over}{counted}")
+    for what, where in counts["whole"][2][:10]:
+        print(f"  sync (whole step): {what} at {where}")
+    gap = median["whole"] - median["lightning"]
     rows = [timing_row(f"{case} {name}", "step median", values) for name, values in seconds.items()]
-    rows.append(row(f"{case} alternet - lightning", "ms per step", gap, "ms"))
-    rows.append(row(f"{case} alternet", "syncs per non-logging step", per_step, "1"))
+    for arm in ARMS:
+        rows.append(row(f"{case} {arm} - lightning", "ms per step", median[arm] - median["lightning"], "ms"))
+        rows.append(row(f"{case} {arm}", "syncs per non-logging step", counts[arm][0], "1"))
+        rows.append(row(f"{case} {arm}", "eager operators per non-logging step", counts[arm][1], "1"))
     finish(args, "overhead", rows, facts)
-    print(f"alternet over plain Lightning: {gap:.2f} ms/step, {per_step:g} syncs per non-logging step")
+    print(
+        f"whole step over plain Lightning: {gap:.2f} ms/step, {counts['whole'][1]:.1f} operators and "
+        f"{counts['whole'][0]:g} syncs per non-logging step"
+    )
 
 
 if __name__ == "__main__":

@@ -157,6 +157,7 @@ def build_trainer(
     trainer_args = trainer.to_dict()  # Lightning's Trainer arguments, its other ones (extra) beside alternet's
     if compile_mode(performance, trainer) is not None and compile_refusal(trainer) is None:
         trainer_args["gradient_clip_val"] = None  # the compiled whole step clips, inside its update
+        trainer_args.setdefault("inference_mode", False)  # testing under no_grad as validation is: the same graph
     if not (has_val if validation_loop is None else validation_loop):  # skip the loop instead of running it empty
         trainer_args["limit_val_batches"] = 0
     if trainer_args.get("strategy") == "ddp":

@@ -7,6 +7,7 @@ It knows nothing of a specific architecture: the backbone is built by name from 
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import math
 from typing import Any
@@ -268,6 +269,8 @@ class ClassificationModule(L.LightningModule):
 
     def _evaluate(self, stage: str, images: torch.Tensor, labels: torch.Tensor, model: nn.Module | None = None) -> None:
         net = model or self
+        if self.whole_step is not None:  # compiled, the short last batch padded
+            net = functools.partial(self.whole_step.predict, model or self.model)
         flip = self.recipe.test_flip and stage != "train_clean"  # train_clean measures the fit itself
         logits = (flip_averaged_logits(net, images) if flip else net(images)).float()
         metrics, nll = getattr(self, f"{stage}_metrics"), getattr(self, f"{stage}_nll")

@@ -15,7 +15,9 @@ Lightning's backward and optimizer hooks:
 The numbers that change from step to step (the schedule's learning rates, the EMA's weight, the mixing parameters)
 reach the device as one tensor per step (pinned, copied without a sync), never as Python numbers baked into a graph:
 the schedule, the EMA warm-up and a resume never recompile. One graph per region and input shape (``dynamic=False``,
-as :meth:`~alternet.training.module.ClassificationModule.compile_model`).
+as :meth:`~alternet.training.module.ClassificationModule.compile_model`). Validation, the clean training subset and
+testing run the network through one more compiled graph, each batch padded to the largest (:meth:`WholeStep.predict`),
+so an epoch's end does not fall back to eager launches.
 """
 
 from __future__ import annotations
@@ -113,6 +115,8 @@ class WholeStep:
         self._forward = compile_(self._forward_loss)
         self._update = compile_(self._apply_update)
         self._backward_compiler = compile_
+        self._predict = {False: compile_(_logits), True: compile_(_ema_logits)}
+        self._eval_batch = 0
         self._gathered: tuple[list[dict[str, Any]], list[list[tuple[torch.Tensor, dict]]], Any] | None = None
 
     def run(
@@ -142,6 +146,20 @@ class WholeStep:
             present = [(p, state) for p, state in group if p.grad is not None]
             groups.append(([p for p, _ in present], [p.grad for p, _ in present], [state for _, state in present]))
         self.module.guard.record(self._update(packed, groups, ema))
+
+    def predict(self, net: torch.nn.Module, images: torch.Tensor) -> torch.Tensor:
+        """``net``'s logits (the backbone or its EMA, in eval mode) through one compiled graph each: a batch is
+        padded to the evaluation's batch size (the data module's; else the largest seen), so a short last batch, or
+        a split smaller than a batch, runs the same graph (an eval-mode network computes each image alone: the
+        padding changes no logit)."""
+        if self.module.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        count = len(images)
+        datamodule = getattr(self.module.trainer, "datamodule", None)
+        self._eval_batch = max(self._eval_batch, count, getattr(datamodule, "eval_batch_size", 0))
+        if count < self._eval_batch:
+            images = torch.cat([images, images.new_zeros((self._eval_batch - count, *images.shape[1:]))])
+        return self._predict[net is self.module.ema](net, images)[:count]
 
     def reset(self) -> None:
         """Gather the tensors again at the next step: a fit starts (the module may have moved, a checkpoint may have
@@ -215,6 +233,16 @@ class WholeStep:
             for e, p in others:
                 e.copy_(p)
         return found.float()
+
+
+def _logits(net: torch.nn.Module, images: torch.Tensor) -> torch.Tensor:
+    return net(images)
+
+
+def _ema_logits(net: torch.nn.Module, images: torch.Tensor) -> torch.Tensor:
+    """:func:`_logits` under another name: dynamo caches graphs per function, and the EMA's graph is its own (its
+    parameters do not require gradients)."""
+    return net(images)
 
 
 def _mode(mode: str) -> dict[str, Any]:

@@ -152,17 +152,18 @@ def test_channels_last_trains(tmp_path):
 
 
 @pytest.mark.slow
-def test_compiled_training_compiles_one_graph_whatever_the_batch_shapes(tmp_path):
+def test_compiled_training_compiles_one_graph_whatever_the_batch_shapes(tmp_path, monkeypatch):
     """A whole digits epoch (19 batches of 64; the short 20th dropped), then validation and test, whose last batches
-    are short: the whole step's three graphs (forward, backward, update; evaluation runs the backbone uncompiled), no
-    graph break, no recompilation. Inductor's code, for real."""
+    are short: the whole step's three graphs (forward, backward, update) and the evaluation's (its short batches
+    padded), no graph break, no recompilation. Inductor's code, for real."""
     from torch._dynamo.utils import counters
 
+    monkeypatch.setattr(torch._dynamo.config, "error_on_recompile", True)
     counters.clear()
     overrides = ["performance.compile=true", "trainer.limit_train_batches=null", "trainer.limit_val_batches=null"]
     summary = train(compose_train(*FAST, *overrides, output_dir=tmp_path))
     assert summary.global_step == 19 and math.isfinite(summary.test["nll"])
-    assert counters["stats"]["unique_graphs"] == 3 and not counters["graph_break"], dict(counters["stats"])
+    assert counters["stats"]["unique_graphs"] == 4 and not counters["graph_break"], dict(counters["stats"])
 
 
 @pytest.mark.parametrize("mode", ["default", "reduce-overhead", "max-autotune-no-cudagraphs"])

@@ -89,8 +89,9 @@ def test_the_whole_step_trains_the_weights_the_eager_step_trains(recipe, traced,
 def test_a_whole_run_compiles_each_region_once_without_a_graph_break(traced, monkeypatch, tmp_path):
     """Two epochs of the paper recipe on the digits (the schedule's learning rate and the EMA's weight change at every
     step, validation between the epochs), then a resume for a third in a fresh compilation cache (a new process's):
-    no graph break, and any recompilation would raise. Three graphs: forward, backward, update. (The training loader
-    drops its short last batch, so every step has one shape.)"""
+    no graph break, and any recompilation would raise. Five graphs: forward, backward, update, and the evaluation's
+    network and EMA (validation's, the clean subset's and testing's batches, the short ones padded). (The training
+    loader drops its short last batch, so every step has one shape.)"""
     from torch._dynamo.utils import counters
 
     monkeypatch.setattr(torch._dynamo.config, "error_on_recompile", True)
@@ -98,12 +99,12 @@ def test_a_whole_run_compiles_each_region_once_without_a_graph_break(traced, mon
     overrides = [*PAPER, "performance.compile=true", "trainer.limit_train_batches=4"]
     train(compose_train(*overrides, "trainer.max_epochs=2", output_dir=tmp_path))
     assert dict(counters["graph_break"]) == {}
-    assert counters["stats"]["unique_graphs"] == 3
+    assert counters["stats"]["unique_graphs"] == 5
     torch._dynamo.reset()
     counters.clear()
     summary = train(compose_train(*overrides, "trainer.max_epochs=3", "ckpt_path=last", output_dir=tmp_path))
     assert summary.global_step == 12
-    assert dict(counters["graph_break"]) == {} and counters["stats"]["unique_graphs"] == 3
+    assert dict(counters["graph_break"]) == {} and counters["stats"]["unique_graphs"] == 5
 
 
 def _operators_per_step(tmp_path, *overrides: str) -> list[int]:

@@ -9,9 +9,10 @@
 # Through the device tool, which returns at most 8 files, pack OUT: `bash bench/gpu_perf.sh /tmp/gp; tar czf
 # $OUT/gpu_perf.tgz -C /tmp gp` (carry .whl and .hdvw).
 #
-# Phases, most valuable first (what a short lease must not miss): the machine; pytest -m gpu; the real run
+# Phases, most valuable first (what a short lease must not miss): the machine; the real run
 # (python -m bench.gpu_train: experiment=alternet_r50_cifar100 on 50,000 synthesized CIFAR-100 images, whole epochs, 4
-# workers) with CUDA graphs (reduce-overhead, as performance.compile=auto trains on one GPU); the bare step at 224 px
+# workers) with CUDA graphs (reduce-overhead, as performance.compile=auto trains on one GPU), the whole step compiled
+# and the backbone alone, in one run; pytest -m gpu; the bare step at 224 px
 # batch 256 compiled, beside the reference; where the host's time goes in the 32 px batch-96 step with CUDA graphs;
 # the real run with data.num_workers=auto (its workers grow while the step waits; the log says when); the real run
 # eager; the bare step eager at batches 96/256/1024 (32 px) and 256 (224 px) in both memory formats, with the host's
@@ -69,10 +70,10 @@ phase machine 60 bash -c "nvidia-smi --query-gpu=name,memory.total,driver_versio
   nproc; $PYTHON -c 'import torch, lightning, timm; print(torch.__version__, torch.version.cuda, lightning.__version__,
   timm.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else \"no GPU\",
   torch.cuda.is_available() and torch.cuda.is_bf16_supported(), torch.get_num_threads())'"
+phase train_graphs "${COMPILED_LIMIT:-330}" $PYTHON "${TRAIN[@]}" --workers 4 \
+  --modes reduce-overhead backbone-reduce-overhead --out $RUNS/graphs "${TRAIN_ARGS[@]}"
 phase pytest_gpu "${PYTEST_LIMIT:-170}" $PYTHON -m pytest -m gpu -n 0 --dist no -p no:cacheprovider tests/gpu -q -rs \
   --durations=10
-phase train_graphs "${COMPILED_LIMIT:-210}" $PYTHON "${TRAIN[@]}" --workers 4 --modes reduce-overhead \
-  --out $RUNS/graphs "${TRAIN_ARGS[@]}"
 phase step_goals_224 "${GOALS_LIMIT:-180}" $PYTHON -m bench.gpu --device "$DEVICE" "${REFERENCE[@]}" "${COMPILE[@]}" \
   "${SIZES_224[@]}" --batch32 "$GOAL32" --batch224 "$GOAL224" --steps "$STEPS" --rounds "$ROUNDS" \
   --results-dir "$OUT"

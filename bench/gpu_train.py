@@ -1,6 +1,7 @@
 """A real training run of the paper's headline experiment on a GPU: ``train.py experiment=alternet_r50_cifar100``
-for a few whole epochs, eager and compiled (``performance.compile_mode``), through the package's own ``train`` (the
-real Trainer, data module, augmentation, guard, checkpoints, validation). Reports, per configuration:
+for a few whole epochs, eager and compiled (``performance.compile_mode``; the whole step, or ``backbone-MODE`` the
+backbone alone), through the package's own ``train`` (the real Trainer, data module, augmentation, guard,
+checkpoints, validation). Reports, per configuration:
 
   * steady img/s: the training loop's own images/s over the epochs after the first (from each batch's start to the
     next one's: validation, checkpoints and the first epoch's warm-up, compilation and autotuning left out);
@@ -12,7 +13,8 @@ real Trainer, data module, augmentation, guard, checkpoints, validation). Report
     CPU the calls ``alternet.training.syncs.HostSyncs`` counts, between consecutive batch starts;
   * peak GPU memory and the whole run's wall time.
 
-    python -m bench.gpu_train --data-root DIR [--epochs 3] [--workers 4 8] [--modes eager reduce-overhead]
+    python -m bench.gpu_train --data-root DIR [--epochs 3] [--workers 4 8]
+                              [--modes eager reduce-overhead backbone-reduce-overhead]
                               [--synthesize] [--no-record] [-- more overrides]
 
 ``--synthesize`` writes CIFAR-100-format files (the original pickles' layout: 50,000 + 10,000 uint8 images, fine and
@@ -242,8 +244,9 @@ def main() -> None:
         "--modes",
         nargs="+",
         default=["eager", "reduce-overhead"],
-        choices=["eager", *COMPILE_MODES],
-        help="eager, or a performance.compile_mode to compile with",
+        choices=["eager", *COMPILE_MODES, *(f"backbone-{mode}" for mode in COMPILE_MODES)],
+        help="eager, a performance.compile_mode to compile the whole step with, or backbone-MODE for the backbone "
+        "alone",
     )
     parser.add_argument(
         "--synthesize", action="store_true", help="random CIFAR-100-format files (written first unless already there)"
@@ -273,10 +276,14 @@ def main() -> None:
         for mode in args.modes:
             measure = Measure()
             name = f"{mode}-w{workers}{'-' + args.tag if args.tag else ''}"
+            backbone = mode.startswith("backbone-")
             compiled = (
                 ["performance.compile=false"]
                 if mode == "eager"
-                else ["performance.compile=true", f"performance.compile_mode={mode}"]
+                else [
+                    f"performance.compile={'backbone' if backbone else 'true'}",
+                    f"performance.compile_mode={mode.removeprefix('backbone-')}",
+                ]
             )
             overrides = [
                 "experiment=alternet_r50_cifar100",

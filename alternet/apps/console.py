@@ -55,7 +55,7 @@ def start_banner(
     device_line = f"{hardware}, precision {trainer.precision}" + (f" ({precision_reason})" * bool(precision_reason))
     mode = compile_mode(config.performance, config.trainer)
     if mode is not None:
-        refusal = compile_refusal(config.trainer)
+        refusal = compile_refusal(config.performance, config.trainer)
         what = "the whole step" if refusal is None else f"the backbone alone: {refusal}"
         graphs = ", CUDA graphs" if "reduce-overhead" in mode or mode == "max-autotune" else ""
         device_line += f"; compiled for training ({what}{graphs}; {mode}: the first steps compile)"

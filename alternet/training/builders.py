@@ -51,16 +51,18 @@ def build_module(
     if on_a_gpu_when_auto(performance.channels_last, trainer.accelerator):
         module.use_channels_last()
     mode = compile_mode(performance, trainer)
-    if mode is not None and compile_refusal(trainer) is None:
+    if mode is not None and compile_refusal(performance, trainer) is None:
         module.compile_step(mode, trainer.extra.get("gradient_clip_val"), trainer.extra.get("gradient_clip_algorithm"))
     elif mode is not None:
         module.compile_model(mode=mode)
     return module
 
 
-def compile_refusal(trainer: TrainerConfig) -> str | None:
+def compile_refusal(performance: PerformanceConfig, trainer: TrainerConfig) -> str | None:
     """Why a compiled run compiles its backbone alone rather than the whole step (:mod:`alternet.training.step`),
     or None."""
+    if performance.compile == "backbone":
+        return "performance.compile=backbone"
     devices = devices_per_job(trainer.devices, trainer.accelerator, torch.cuda.device_count())
     devices = devices * trainer.num_nodes if devices is not None else None
     algorithm = trainer.extra.get("gradient_clip_algorithm")
@@ -70,9 +72,10 @@ def compile_refusal(trainer: TrainerConfig) -> str | None:
 def compile_mode(performance: PerformanceConfig, trainer: TrainerConfig) -> str | None:
     """The ``torch.compile`` mode a run trains with, or None to train eagerly. ``performance.compile: auto`` compiles
     a run on one CUDA GPU, and ``compile_mode: auto`` is CUDA graphs there (``reduce-overhead``: one launch per step
-    instead of hundreds from Python; the paper's recipe at 3.0-3.3x the eager images/s on an H200, for about a minute
-    of compiling: bench/RESULTS.md) and inductor's default elsewhere. A CPU run stays eager (0.96-1.14x on a Zen 3,
-    for a minute of compiling), and so does a run of several processes, whose compiled DDP step is not yet measured."""
+    instead of hundreds from Python; the paper's recipe with its backbone compiled at 3.0-3.3x the eager images/s on
+    an H200, for about a minute of compiling: bench/RESULTS.md) and inductor's default elsewhere. A CPU run stays
+    eager (0.96-1.14x on a Zen 3, for a minute of compiling), and so does a run of several processes, whose compiled
+    DDP step is not yet measured. What is compiled: the whole step, unless :func:`compile_refusal` says why not."""
     on_cuda = device_type(trainer.accelerator) == "cuda"
     compile_ = performance.compile
     if compile_ == "auto":
@@ -155,7 +158,7 @@ def build_trainer(
     ``validation_loop`` says so (the clean training subset); the best checkpoint needs a validation split.
     ``extra_callbacks`` (the user's, ``callbacks.extra``) run beside alternet's, ordered by Lightning as any."""
     trainer_args = trainer.to_dict()  # Lightning's Trainer arguments, its other ones (extra) beside alternet's
-    if compile_mode(performance, trainer) is not None and compile_refusal(trainer) is None:
+    if compile_mode(performance, trainer) is not None and compile_refusal(performance, trainer) is None:
         trainer_args["gradient_clip_val"] = None  # the compiled whole step clips, inside its update
         trainer_args.setdefault("inference_mode", False)  # testing under no_grad as validation is: the same graph
     if not (has_val if validation_loop is None else validation_loop):  # skip the loop instead of running it empty

@@ -233,15 +233,20 @@ class PerformanceConfig(Section):
     grad_checkpointing: bool
     channels_last: Any  # auto | true | false
     allow_emulated_precision: bool
-    compile: Any  # auto | true | false
+    compile: Any  # auto | true | false | backbone
     compile_mode: str
     matmul_precision: str | None
     ddp_compression: str | None
     async_checkpoint: Any  # auto | true | false
 
     def check(self) -> None:
-        for key in ("channels_last", "compile", "async_checkpoint"):
+        for key in ("channels_last", "async_checkpoint"):
             self.require(key, lambda v: v == "auto" or isinstance(v, bool), "must be auto, true or false")
+        self.require(
+            "compile",
+            lambda v: v in ("auto", "backbone") or isinstance(v, bool),
+            "must be auto, true, false or backbone",
+        )
         self.one_of("compile_mode", COMPILE_MODES)
         self.one_of("matmul_precision", ("highest", "high", "medium"))
         self.one_of("ddp_compression", ("bf16",))

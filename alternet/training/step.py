@@ -23,6 +23,7 @@ so an epoch's end does not fall back to eager launches.
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -129,6 +130,7 @@ class WholeStep:
         size = module.training_size()
         height, width = (size, size) if size is not None else images.shape[-2:]
         packed = self._numbers(optimizer.optimizer, len(labels), height, width).to(images.device, non_blocking=True)
+        torch.compiler.cudagraph_mark_step_begin()  # CUDA graphs: a new step, the last one's outputs consumed
         loss, correct = self._forward(images, labels, packed, size)
         module.guard.check_loss(loss, batch_idx)  # remembered: the update flags the step (deferred mode)
         optimizer.zero_grad(set_to_none=True)  # the backward stores fresh gradients (no operator per parameter)
@@ -137,7 +139,8 @@ class WholeStep:
         optimizer.optimizer.run_update = functools.partial(self._step, packed)
         optimizer.step()  # Lightning's optimizer hooks and step count, then the compiled update (_step)
         module.lr_schedulers().step()
-        return loss, correct
+        # copies: a CUDA graph's outputs are overwritten when it runs again, and the displays read these later
+        return loss.detach().clone(), None if correct is None else correct.clone()
 
     def _step(self, packed: torch.Tensor) -> None:
         _, trained, ema = self._tensors()
@@ -190,7 +193,13 @@ class WholeStep:
                 [(p, init_state(optimizer, p)) for p in group["params"] if p.requires_grad]
                 for group in optimizer.param_groups
             ]
-            self._gathered = hyper, trained, module._ema_pairs() if module.ema is not None else None
+            ema = module._ema_pairs() if module.ema is not None else None
+            static = [t for _, state in itertools.chain(*trained) for t in state.values()]
+            if ema is not None:
+                static += [*ema[0], *ema[1], *itertools.chain(*ema[2])]
+            for tensor in static:  # updated in place or read every step: CUDA graphs keep their addresses
+                torch._dynamo.mark_static_address(tensor)
+            self._gathered = hyper, trained, ema
         return self._gathered
 
     # the compiled regions -------------------------------------------------------------------------------------------

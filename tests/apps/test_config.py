@@ -140,7 +140,7 @@ CHECKED = [
     (["recipe.lr_scale_batch=0"], "recipe.lr_scale_batch=0 is invalid: must be an integer >= 1: the global batch"),
     (["performance.ddp_compression=fp8"], "performance.ddp_compression='fp8' is not one of ['bf16']"),
     (["performance.compile_mode=fast"], "performance.compile_mode='fast' is not one of ['auto', 'default', 'reduce-"),
-    (["performance.compile=maybe"], "performance.compile='maybe' is invalid: must be auto, true or false"),
+    (["performance.compile=maybe"], "performance.compile='maybe' is invalid: must be auto, true, false or backbone"),
     (["performance.channels_last=maybe"], "performance.channels_last='maybe' is invalid: must be auto, true or false"),
     (["recipe.augment.files.interpolation=nearest"], "recipe.augment.files.interpolation='nearest' is not one of"),
     (["++recipe.augment.crop_padding=8"], "recipe.augment.crop_padding is not a key of recipe.augment: its sections"),

@@ -171,3 +171,22 @@ def test_a_gpu_training_step_that_logs_nothing_makes_no_sync(compiled, tmp_path)
     settled = 1 if compiled == "false" else 4  # after the first step's setup (and the graphs' warm-up and recording)
     windows = [b - a for a, b in itertools.pairwise(counts[settled:])]
     assert windows and not any(windows), windows
+
+
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
+def test_the_whole_step_on_the_gpu_trains_the_eager_weights(mode, tmp_path):
+    """The compiled whole step (inductor's GPU code; with CUDA graphs under reduce-overhead) against the eager step:
+    three steps of the paper recipe with its EMA in fp32 give the same weights, EMA and optimizer state, to the
+    rounding of TF32-free fp32 kernels in another order."""
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    recipe = [*ON_GPU, "recipe=paper", "recipe.batch_size=32", "recipe.ema={decay: 0.99}", "trainer.precision=32-true"]
+    checkpoints = {}
+    for name, compiled in (("eager", []), ("whole", ["performance.compile=true", f"performance.compile_mode={mode}"])):
+        train(compose_train(*recipe, *compiled, output_dir=tmp_path / name))
+        checkpoints[name] = torch.load(tmp_path / name / "checkpoints" / "last.ckpt", map_location="cpu")
+    eager, whole = checkpoints["eager"], checkpoints["whole"]
+    for key, value in eager["state_dict"].items():
+        torch.testing.assert_close(whole["state_dict"][key], value, rtol=1e-3, atol=1e-5, msg=key)
+    for index, entries in eager["optimizer_states"][0]["state"].items():
+        for name, value in entries.items():
+            torch.testing.assert_close(whole["optimizer_states"][0]["state"][index][name], value, rtol=1e-3, atol=1e-6)

@@ -229,6 +229,11 @@ def test_compile_auto_trains_eagerly_on_a_gpu_that_inductor_cannot_compile_for(m
             "compiled for training (the backbone alone: gradient accumulation is Lightning's, in automatic "
             "optimisation; default: the first steps compile)",
         ),
+        (
+            ["performance.compile=backbone"],
+            "compiled for training (the backbone alone: performance.compile=backbone; default: the first steps "
+            "compile)",
+        ),
     ],
 )
 def test_the_banner_says_what_is_compiled(overrides, says, tmp_path, capsys, monkeypatch):
@@ -241,7 +246,8 @@ def test_the_banner_says_what_is_compiled(overrides, says, tmp_path, capsys, mon
     monkeypatch.setattr(step, "BACKEND", "eager")
     if overrides:  # the backbone alone: stood in for (inductor would compile it)
         monkeypatch.setattr(module.torch, "compile", lambda model, **kwargs: model)
-    train(compose_train(*FAST, "performance.compile=true", "trainer.max_steps=1", *overrides, output_dir=tmp_path))
+    compiled = [*FAST, "performance.compile=true", "trainer.max_steps=1", *overrides]
+    train(compose_train(*compiled, output_dir=tmp_path))
     assert says in capsys.readouterr().out
 
 

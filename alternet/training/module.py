@@ -129,7 +129,6 @@ class ClassificationModule(L.LightningModule):
         self._lr_ratio = now / float(saved) if saved and now > 0 else 1.0
 
     def on_train_start(self) -> None:
-        self.__dict__["_ema_step"] = self.global_step  # a resumed run's EMA counts steps from the checkpoint's
         self.__dict__["_ema_tensors"] = None  # gathered again at the first update: the module may have moved
         if self.whole_step is not None:
             self.whole_step.reset()
@@ -229,13 +228,13 @@ class ClassificationModule(L.LightningModule):
     def on_validation_start(self) -> None:
         self.guard.settle()  # a mid-epoch validation (trainer.val_check_interval) must not score a skipped step
 
-    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        """EMA once per optimizer step (a micro-batch of gradient accumulation is not a step); the compiled whole
-        step updates it itself."""
-        if self.ema is None or self.whole_step is not None or self.global_step == self.__dict__.get("_ema_step"):
-            return
-        self.__dict__["_ema_step"] = self.global_step
-        self._update_ema()
+    def optimizer_step(self, *args: Any, **kwargs: Any) -> None:
+        """The EMA follows each optimizer step (a micro-batch of gradient accumulation is not one), inside the step:
+        a mid-epoch checkpoint written after it (the callbacks' ``on_train_batch_end``) holds the step's EMA. The
+        compiled whole step updates it itself."""
+        super().optimizer_step(*args, **kwargs)
+        if self.ema is not None:
+            self._update_ema(self.global_step + 1)  # Lightning counts the step once this hook has returned
 
     def ema_decay(self, step: int) -> float:
         """``recipe.ema.decay``; with ``recipe.ema.warmup`` it starts low and rises, min(decay, (1 + t) / (10 + t)),
@@ -258,12 +257,13 @@ class ClassificationModule(L.LightningModule):
         )
 
     @torch.no_grad()
-    def _update_ema(self) -> None:
+    def _update_ema(self, step: int) -> None:
+        """Move the EMA towards the weights after optimizer step ``step`` (counted from 1)."""
         if self.__dict__.get("_ema_tensors") is None:
             self.__dict__["_ema_tensors"] = self._ema_pairs()
         ema, model, others = self.__dict__["_ema_tensors"]
         if ema:
-            torch._foreach_lerp_(ema, model, 1.0 - self.ema_decay(self.global_step))
+            torch._foreach_lerp_(ema, model, 1.0 - self.ema_decay(step))
         for e, p in others:
             e.copy_(p)
 

@@ -172,7 +172,7 @@ def test_compile_mode_reaches_torch_compile(mode, monkeypatch):
     monkeypatch.setattr(torch, "compile", lambda model, **kwargs: seen.append(kwargs) or model)
     config = resolved("performance.compile=true", f"performance.compile_mode={mode}")
     module_of(config, datamodule_of(config).facts())
-    assert seen == [{"backend": "inductor", "dynamic": False, "mode": mode}] * 2  # the forward and the update
+    assert seen == [{"backend": "inductor", "dynamic": False, "mode": mode}] * 4  # forward, update, evaluation x2
     seen.clear()
     config = resolved(
         "performance.compile=true", f"performance.compile_mode={mode}", "trainer.accumulate_grad_batches=2"
@@ -299,11 +299,11 @@ def test_ema_updates_once_per_optimizer_step_with_gradient_accumulation(tmp_path
     seen = []
     update = ClassificationModule._update_ema
 
-    def spy(self):
+    def spy(self, step):
         if not seen:
             seen.append(("initial", {k: v.clone() for k, v in self.ema.state_dict().items()}))
-        seen.append((self.ema_decay(self.global_step), {k: v.clone() for k, v in self.model.state_dict().items()}))
-        update(self)
+        seen.append((self.ema_decay(step), {k: v.clone() for k, v in self.model.state_dict().items()}))
+        update(self, step)
 
     monkeypatch.setattr(ClassificationModule, "_update_ema", spy)
     overrides = [*FAST, "trainer.limit_train_batches=6", "trainer.accumulate_grad_batches=2"]

@@ -197,8 +197,7 @@ def test_without_a_fused_optimizer_the_loss_is_checked_before_backward(tmp_path,
     """The synchronous path (fp16 with a GradScaler, other strategies): the state before the failing step, which
     the resumed run retries."""
     monkeypatch.setattr("alternet.training.module.fused_optimizer_supported", lambda device, precision: False)
-    six_steps = [*SIX_STEPS, *step_path]
-    before_step_2 = state_before_step(monkeypatch, 2, six_steps, tmp_path / "clean")
+    before_step_2 = state_before_step(monkeypatch, 2, SIX_STEPS, tmp_path / "clean")
     message = r"non-finite training loss \(nan\) at global step 2, epoch 0, batch 2; the state before this step"
     with _guard_collectives(monkeypatch) as collectives:
         saved, saved_path, _ = fail_at(monkeypatch, 2, SIX_STEPS, tmp_path / "failed", message)
@@ -206,7 +205,7 @@ def test_without_a_fused_optimizer_the_loss_is_checked_before_backward(tmp_path,
     assert saved["global_step"] == 2
     assert_same_state(saved, before_step_2)
     summary = train(
-        compose_train(*six_steps, f"ckpt_path={saved_path}", "recipe.optimizer.lr=2e-4", output_dir=tmp_path / "failed")
+        compose_train(*SIX_STEPS, f"ckpt_path={saved_path}", "recipe.optimizer.lr=2e-4", output_dir=tmp_path / "failed")
     )
     assert summary.global_step == 6 and math.isfinite(summary.test["nll"])
 

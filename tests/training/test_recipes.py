@@ -238,14 +238,12 @@ def test_compile_auto_trains_eagerly_on_a_gpu_that_inductor_cannot_compile_for(m
 )
 def test_the_banner_says_what_is_compiled(overrides, says, tmp_path, capsys, monkeypatch):
     """The whole step goes through torch.compile where the run allows it, else the backbone alone, and the banner
-    says which and why. Traced by dynamo without inductor's code generation (the step's backend "eager"): inductor's
-    first compile takes 45-68 s on 2 cores, more than a sixth of the default suite; the slow test below compiles for
-    real."""
-    from alternet.training import module, step
+    says which and why. torch.compile is stood in for (the functions run as they are): inductor's first compile takes
+    45-68 s on 2 cores, more than a sixth of the default suite; tests/training/test_step.py traces the whole step with
+    dynamo, and the slow tests below compile for real."""
+    from alternet.training import module
 
-    monkeypatch.setattr(step, "BACKEND", "eager")
-    if overrides:  # the backbone alone: stood in for (inductor would compile it)
-        monkeypatch.setattr(module.torch, "compile", lambda model, **kwargs: model)
+    monkeypatch.setattr(module.torch, "compile", lambda function, **kwargs: function)
     compiled = [*FAST, "performance.compile=true", "trainer.max_steps=1", *overrides]
     train(compose_train(*compiled, output_dir=tmp_path))
     assert says in capsys.readouterr().out

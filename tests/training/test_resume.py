@@ -116,16 +116,20 @@ def _lr_by_step(run_dir: Path) -> dict[int, float]:
 SIX_STEPS = [*FAST, "trainer.limit_train_batches=6"]
 
 
-@pytest.fixture(params=["eager", "whole-step"])
-def step_path(request, monkeypatch) -> list[str]:
+def _path(name: str, monkeypatch) -> list[str]:
     """The guard's two paths: the eager step with a fused optimizer, and the compiled whole step, which flags and
     skips inside its update (traced by dynamo, without inductor's code generation: alternet/training/step.py)."""
-    if request.param == "eager":
+    if name == "eager":
         return []
     from alternet.training import step
 
     monkeypatch.setattr(step, "BACKEND", "eager")
     return ["performance.compile=true"]
+
+
+@pytest.fixture(params=["eager", "whole-step"])
+def step_path(request, monkeypatch) -> list[str]:
+    return _path(request.param, monkeypatch)
 
 
 @contextlib.contextmanager
@@ -177,11 +181,17 @@ def test_a_non_finite_step_is_skipped_on_the_device_and_acted_on_one_step_later(
     ]
 
 
-def test_a_non_finite_last_step_of_an_epoch_is_caught_before_its_update(tmp_path, monkeypatch, step_path):
+@pytest.fixture(params=["eager", pytest.param("whole-step", marks=pytest.mark.slow)])
+def last_step_path(request, monkeypatch) -> list[str]:
+    """:func:`step_path`'s, the whole step's case slow (the same flag as the step above, read at once)."""
+    return _path(request.param, monkeypatch)
+
+
+def test_a_non_finite_last_step_of_an_epoch_is_caught_before_its_update(tmp_path, monkeypatch, last_step_path):
     """No later step reads the epoch's last flag, so the guard reads it at once (one sync per epoch)."""
-    before_step_5 = state_before_step(monkeypatch, 5, [*SIX_STEPS, *step_path], tmp_path / "clean")
+    before_step_5 = state_before_step(monkeypatch, 5, [*SIX_STEPS, *last_step_path], tmp_path / "clean")
     message = r"non-finite gradients \(training loss nan\) at global step 5, epoch 0, batch 5; the state before"
-    saved, _, _ = fail_at(monkeypatch, 5, [*SIX_STEPS, *step_path], tmp_path / "failed", message)
+    saved, _, _ = fail_at(monkeypatch, 5, [*SIX_STEPS, *last_step_path], tmp_path / "failed", message)
     assert saved["global_step"] == 5
     assert_same_state(saved, before_step_5)
 

@@ -100,4 +100,4 @@ def _push(args: argparse.Namespace) -> None:
         commit_message=args.commit_message,
     )
     print(f"Pushed {args.source} to {pushed.url}" + (f" (commit {pushed.commit_url})" if pushed.commit_url else ""))
-    print(f'Load: import alternet, timm; timm.create_model("{pushed.timm_name}", pretrained=True)')
+    print(f'Load: import alternet.models, timm; timm.create_model("{pushed.timm_name}", pretrained=True)')

@@ -207,7 +207,7 @@ def test_push_uploads_the_three_files_in_one_commit(run, fake_hub, tmp_path, cap
 
     output = capsys.readouterr().out
     assert f"Pushed {run.run_dir} to https://huggingface.co/{REPO}" in output
-    assert f'import alternet, timm; timm.create_model("hf-hub:{REPO}", pretrained=True)' in output
+    assert f'import alternet.models, timm; timm.create_model("hf-hub:{REPO}", pretrained=True)' in output
     uploaded = fake_hub.remote / REPO
     card = ModelCard.load(uploaded / "README.md")
     assert f'timm.create_model("hf-hub:{REPO}", pretrained=True)' in card.text

@@ -54,7 +54,7 @@ if [ "$DEVICE" = cuda ]; then
   PROFILE_COMPILE=(--compile-mode reduce-overhead)
   TRAIN_ARGS=()
 else  # a smoke test: tiny sizes, the laptop model, fp32 on the CPU
-  IMAGES=256 EPOCHS=2 B32=(2) B224=(2) GOAL32=2 GOAL224=2 STEPS=1 PROFILE=(--model alternet_tiny)
+  IMAGES=1024 EPOCHS=2 B32=(2) B224=(2) GOAL32=2 GOAL224=2 STEPS=1 PROFILE=(--model alternet_tiny)
   COMPILE=(--no-compile)  # compiling AlterNet-50 takes a CPU minutes (the training phase compiles the tiny model)
   PROFILE_COMPILE=()
   SIZES=(--sizes 32) SIZES_224=(--sizes 32) ROUNDS=1  # AlterNet-50 at 224 px takes a CPU a minute a step

@@ -51,7 +51,7 @@ def synthesize_cifar100(root: Path, train: int = 50_000, test: int = 10_000, see
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     for name, count in (("train", train), ("test", test)):
-        fine = rng.integers(0, 100, count)
+        fine = rng.permutation(np.arange(count) % 100)  # every class alike, as CIFAR-100 (small smoke sets too)
         batch = {
             "filenames": [f"synthetic_{i}.png" for i in range(count)],
             "batch_label": f"synthetic {name}",

@@ -114,7 +114,8 @@ def training_curves(run: RunDir) -> Path | None:
         ("accuracy", ["train/acc", "train_clean/acc", "val/acc", "val_ema/acc"]),
         ("learning rate", ["train/lr@step"]),
     ]
-    fig = Figure(figsize=(14, 3.8), layout="constrained")
+    fig = Figure(figsize=(14, 3.8))  # fixed margins: the layout engine took a third of a small run's wall time
+    fig.subplots_adjust(left=0.055, right=0.99, bottom=0.14, top=0.92, wspace=0.24)
     for ax, (label, keys) in zip(fig.subplots(1, 3), panels):
         for key in keys:
             if history.get(key):

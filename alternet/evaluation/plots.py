@@ -31,7 +31,8 @@ def _percent(value: float) -> str:
 
 def reliability_diagram(bins: ReliabilityBins, path: str | Path, title: str = "Reliability diagram") -> Path:
     """Per-bin accuracy against the diagonal with the calibration gap shaded, over a histogram of confidences."""
-    fig = Figure(figsize=(5.2, 6.4), layout="constrained")
+    fig = Figure(figsize=(5.2, 6.4))  # fixed margins: the layout engine cost more than the drawing
+    fig.subplots_adjust(left=0.14, right=0.97, bottom=0.08, top=0.89, hspace=0.06)
     top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(3, 1))
     _draw_reliability(top, bins)
     _draw_confidence_histogram(bottom, bins)

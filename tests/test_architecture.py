@@ -68,7 +68,7 @@ def fake_package(tmp_path: Path, files: dict[str, str]) -> Path:
         # entry points obey the floor of their file: no exemption for `python -m` modules or __main__ blocks
         ({"hub/__main__.py": "from ..apps.export import main\n"}, "upward import"),
         ({"data/cifar_c.py": 'if __name__ == "__main__":\n    from ..apps import corruptions\n'}, "upward import"),
-        ({"shards/__main__.py": "from ..apps.shards import main\n"}, "upward import"),
+        ({"report/cli.py": "from ..apps.report import main\n"}, "upward import"),
         ({"apps/cli.py": "import alternet.__main__\n"}, "upward import"),  # `python -m alternet` sits above apps
         ({"report/__main__.py": 'if __name__ == "__main__":\n    def f():\n        from ..runs import x\n'}, "inside"),
     ],
@@ -84,9 +84,9 @@ def test_downward_imports_are_allowed_entry_points_included(tmp_path):
         tmp_path,
         {
             "apps/train.py": "from ..training import build_module\nfrom ..hub import export\n",
-            "apps/cli.py": "from ..hub import cli\nfrom ..shards import cli as shards\nfrom ..data import cifar_c\n",
+            "apps/cli.py": "from ..hub import cli\nfrom ..report import cli as report\nfrom ..data import cifar_c\n",
             "hub/__main__.py": "from .cli import main\n",
-            "shards/__main__.py": "from .cli import main\n",
+            "report/__main__.py": "from .cli import main\n",
             "data/cifar_c.py": 'from ..files import write_json\nif __name__ == "__main__":\n    from . import x\n',
             "__main__.py": "from .apps.cli import main\n",
             "files.py": "from .errors import AlternetError\n",

@@ -8,8 +8,7 @@ Floors, bottom to top (docs/architecture.md explains each)::
                  runs (but runs.weights)
     foundations  models, data, metrics                         (the kernel)
     run records  runs.weights, and the package root's facade   (kernel, foundations)
-    libraries    training, evaluation, analysis, hub, report,  (anything below, never each other)
-                 shards
+    libraries    training, evaluation, analysis, hub, report   (anything below, never each other)
     apps         apps                                          (anything below)
     command      __main__: ``python -m alternet``              (apps)
 
@@ -53,7 +52,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ),
     ("models", "data", "metrics"),
     ("runs.weights", ""),  # "" is the package root, alternet/__init__.py (the facade: create_model, list_models)
-    ("training", "evaluation", "analysis", "hub", "report", "shards"),  # shards: the shard-writing command line
+    ("training", "evaluation", "analysis", "hub", "report"),
     ("apps",),
     ("__main__",),  # alternet/__main__.py: `python -m alternet`, the `alternet` command (apps/cli.py)
 )

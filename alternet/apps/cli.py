@@ -149,7 +149,7 @@ COMMANDS: dict[str, Command] = {
         "a sweep directory as the paper's figures, a table and verdicts", _argparse_app("alternet.report.cli", "report")
     ),
     "shards": Command(
-        "an image folder as LitData shards for streaming training", _argparse_app("alternet.shards.cli", "shards")
+        "an image folder as LitData shards for streaming training", _argparse_app("alternet.data.files.cli", "shards")
     ),
     "cifar-c": Command(
         "a CIFAR-C-layout directory generated from a data set's test split",

@@ -107,7 +107,7 @@ def test_every_command_ends_on_a_users_error_in_one_line(args, message, tmp_path
     [
         "alternet.hub.__main__",
         "alternet.report.__main__",
-        "alternet.shards.__main__",
+        "alternet.shards",  # the command's home is alternet.data.files.cli
         "alternet.data.cifar_c",
         "alternet.apps.corruptions",
     ],

@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import AlternetError, check_option, exit_with_error
+from ...errors import AlternetError, check_option, exit_with_error
 
 SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)B?\s*$", re.IGNORECASE)
 UNITS = {"": 1, "K": 1000, "M": 1000**2, "G": 1000**3, "T": 1000**4}  # litdata's own (decimal) units
@@ -39,7 +39,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet shards") -> in
         "--skip-corrupt", action="store_true", help="leave out images that do not decode (counted) instead of failing"
     )
     args = parser.parse_args(argv)
-    from ..data.files.shards import source_split, write_shards  # deferred: --help and bad options answer at once
+    from .shards import source_split, write_shards  # deferred: --help and bad options answer at once
 
     start = time.perf_counter()
     try:

@@ -227,6 +227,12 @@ class ClassificationModule(L.LightningModule):
 
     def on_validation_start(self) -> None:
         self.guard.settle()  # a mid-epoch validation (trainer.val_check_interval) must not score a skipped step
+        if self.whole_step is not None:
+            self.whole_step.evaluation_starts()
+
+    def on_test_start(self) -> None:
+        if self.whole_step is not None:
+            self.whole_step.evaluation_starts()
 
     def optimizer_step(self, *args: Any, **kwargs: Any) -> None:
         """The EMA follows each optimizer step (a micro-batch of gradient accumulation is not one), inside the step:

@@ -113,6 +113,9 @@ class WholeStep:
         self.mixing = module.mixup is not None
         self.smoothing, self.num_classes = module.recipe.label_smoothing, module.num_classes
         compile_ = functools.partial(torch.compile, backend=BACKEND, dynamic=False, **_mode(mode))
+        # CUDA graphs for the backward too: compiled autograd moves the backward's CPU scalars to the GPU only when
+        # inductor's global switch is on, which a mode (a patch during compilation) does not turn on
+        self._graphs = BACKEND == "inductor" and mode in ("reduce-overhead", "max-autotune")
         self._forward = compile_(self._forward_loss)
         self._update = compile_(self._apply_update)
         self._backward_compiler = compile_
@@ -133,8 +136,9 @@ class WholeStep:
         torch.compiler.cudagraph_mark_step_begin()  # CUDA graphs: a new step, the last one's outputs consumed
         loss, correct = self._forward(images, labels, packed, size)
         module.guard.check_loss(loss, batch_idx)  # remembered: the update flags the step (deferred mode)
-        optimizer.zero_grad(set_to_none=True)  # the backward stores fresh gradients (no operator per parameter)
-        with torch._dynamo.compiled_autograd._enable(self._backward_compiler, dynamic=False):
+        backward = torch._dynamo.compiled_autograd._enable(self._backward_compiler, dynamic=False)
+        graphs = {"triton.cudagraphs": True} if self._graphs and images.device.type == "cuda" else {}
+        with torch._inductor.config.patch(graphs), backward:
             module.manual_backward(loss)
         optimizer.optimizer.run_update = functools.partial(self._step, packed)
         optimizer.step()  # Lightning's optimizer hooks and step count, then the compiled update (_step)
@@ -149,6 +153,16 @@ class WholeStep:
             present = [(p, state) for p, state in group if p.grad is not None]
             groups.append(([p for p, _ in present], [p.grad for p, _ in present], [state for _, state in present]))
         self.module.guard.record(self._update(packed, groups, ema))
+        for group in trained:  # consumed: the next backward stores fresh ones (and a CUDA graph's outputs go stale)
+            for p, _ in group:
+                p.grad = None
+
+    @staticmethod
+    def evaluation_starts() -> None:
+        """A validation or test loop begins: a new CUDA-graph generation, so that its graphs are not recorded as
+        children of the training step's (not per batch: a flip-averaged prediction holds its first output while it
+        makes the second)."""
+        torch.compiler.cudagraph_mark_step_begin()
 
     def predict(self, net: torch.nn.Module, images: torch.Tensor) -> torch.Tensor:
         """``net``'s logits (the backbone or its EMA, in eval mode) through one compiled graph each: a batch is
@@ -190,7 +204,7 @@ class WholeStep:
             keys = ("betas", "eps", "weight_decay") if adamw else ("momentum", "nesterov", "weight_decay")
             hyper = [{"adamw": adamw, **{k: group[k] for k in keys}} for group in optimizer.param_groups]
             trained = [
-                [(p, init_state(optimizer, p)) for p in group["params"] if p.requires_grad]
+                [(p, init_state(optimizer, group, p)) for p in group["params"] if p.requires_grad]
                 for group in optimizer.param_groups
             ]
             ema = module._ema_pairs() if module.ema is not None else None
@@ -258,7 +272,7 @@ def _mode(mode: str) -> dict[str, Any]:
     return {"mode": mode} if BACKEND == "inductor" else {}  # the eager backend takes no mode
 
 
-def init_state(optimizer: torch.optim.Optimizer, param: torch.Tensor) -> dict[str, torch.Tensor]:
+def init_state(optimizer: torch.optim.Optimizer, group: dict, param: torch.Tensor) -> dict[str, torch.Tensor]:
     """``param``'s state as torch's optimizer creates it on its first step (capturable: the step count a device
     tensor), unless a checkpoint or an earlier step has created it."""
     state = optimizer.state[param]
@@ -268,7 +282,7 @@ def init_state(optimizer: torch.optim.Optimizer, param: torch.Tensor) -> dict[st
             state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
             state["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.preserve_format)
         state["step"] = state["step"].to(param.device)
-    elif optimizer.param_groups[0]["momentum"] and state.get("momentum_buffer") is None:
+    elif group["momentum"] and state.get("momentum_buffer") is None:
         state["momentum_buffer"] = torch.zeros_like(param, memory_format=torch.preserve_format)
     return state
 

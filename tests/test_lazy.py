@@ -87,6 +87,6 @@ def test_no_facade_name_is_also_a_submodule_name():
     assert clashes == set()
     for package, table in tables.items():  # and each name is where the table says
         for name, module in table.items():
-            path = ROOT / package.replace(".", "/") / module
+            path = ROOT / package.replace(".", "/") / module.replace(".", "/")
             source = (path / "__init__.py" if path.is_dir() else path.with_suffix(".py")).read_text()
             assert f" {name}" in source or f"{name} =" in source, f"{package}.{module} does not define {name}"

@@ -100,3 +100,28 @@ def test_the_meta_device_build_refuses_a_layout_the_architecture_cannot_build():
     with pytest.raises(LayoutError, match="the first block of a stage"):
         model = model_config(resolved("model=alternet_tiny", "model.layout=C|MC|CM")["model"])
         check_builds(model, num_classes=10, img_size=32, drop_path_rate=0.0)
+
+
+def test_each_family_yaml_lists_exactly_its_sections_keys():
+    """A family's ``conf/model/_FAMILY.yaml`` (the keys a user may override, each with its comment) and its typed
+    section (alternet/models/config.py) name the same keys: a key added to one and not the other is caught here
+    instead of at a user's override."""
+    import dataclasses
+
+    from omegaconf import OmegaConf
+
+    from alternet.models.config import model_section
+
+    folder = CONF / "model"
+    users: dict[str, set[str]] = {}  # family file -> the zoo names of the options built on it
+    for option in sorted(folder.glob("[!_]*.yaml")):
+        values = OmegaConf.to_container(OmegaConf.load(option))
+        for base in values.get("defaults", []):
+            if isinstance(base, str) and base.startswith("_") and base != "_self_":
+                users.setdefault(base, set()).add(values["name"])
+    assert set(users) == {path.stem for path in folder.glob("_*.yaml")}  # every family file is used
+    for base, names in users.items():
+        keys = set(OmegaConf.to_container(OmegaConf.load(folder / f"{base}.yaml"))) - {"defaults"}
+        for section in {model_section({"name": name}) for name in names}:
+            fields = {field.name for field in dataclasses.fields(section)} - {"extra"}
+            assert keys == fields, (base, section.__name__, sorted(keys ^ fields))

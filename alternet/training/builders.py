@@ -51,11 +51,16 @@ def build_module(
     if on_a_gpu_when_auto(performance.channels_last, trainer.accelerator):
         module.use_channels_last()
     mode = compile_mode(performance, trainer)
-    if mode is not None and compile_refusal(performance, trainer) is None:
+    if compiles_the_whole_step(performance, trainer):
         module.compile_step(mode, trainer.extra.get("gradient_clip_val"), trainer.extra.get("gradient_clip_algorithm"))
     elif mode is not None:
         module.compile_model(mode=mode)
     return module
+
+
+def compiles_the_whole_step(performance: PerformanceConfig, trainer: TrainerConfig) -> bool:
+    """Whether the run compiles its whole training step (the module and the Trainer are built for it alike)."""
+    return compile_mode(performance, trainer) is not None and compile_refusal(performance, trainer) is None
 
 
 def compile_refusal(performance: PerformanceConfig, trainer: TrainerConfig) -> str | None:
@@ -158,7 +163,7 @@ def build_trainer(
     ``validation_loop`` says so (the clean training subset); the best checkpoint needs a validation split.
     ``extra_callbacks`` (the user's, ``callbacks.extra``) run beside alternet's, ordered by Lightning as any."""
     trainer_args = trainer.to_dict()  # Lightning's Trainer arguments, its other ones (extra) beside alternet's
-    if compile_mode(performance, trainer) is not None and compile_refusal(performance, trainer) is None:
+    if compiles_the_whole_step(performance, trainer):
         trainer_args["gradient_clip_val"] = None  # the compiled whole step clips, inside its update
         trainer_args.setdefault("inference_mode", False)  # testing under no_grad as validation is: the same graph
     if not (has_val if validation_loop is None else validation_loop):  # skip the loop instead of running it empty

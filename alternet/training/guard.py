@@ -140,8 +140,7 @@ class NonFiniteGuard:
     def check_loss(self, loss: torch.Tensor, batch_idx: int) -> None:
         """Remember the step's loss; in synchronous mode check it now, on every rank, before backward."""
         module = self.module
-        # a copy: the compiled whole step's loss is a CUDA graph's output, overwritten when the graph runs again
-        self._current = _Step(module.global_step, module.current_epoch, batch_idx, loss.detach().clone())
+        self._current = _Step(module.global_step, module.current_epoch, batch_idx, loss.detach())
         if self.deferred:
             return
         bad = not torch.isfinite(loss).item()

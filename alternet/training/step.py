@@ -135,7 +135,9 @@ class WholeStep:
         packed = self._numbers(optimizer.optimizer, len(labels), height, width).to(images.device, non_blocking=True)
         torch.compiler.cudagraph_mark_step_begin()  # CUDA graphs: a new step, the last one's outputs consumed
         loss, correct = self._forward(images, labels, packed, size)
-        module.guard.check_loss(loss, batch_idx)  # remembered: the update flags the step (deferred mode)
+        # a copy for the guard and the displays: a CUDA graph's outputs are overwritten when it runs again
+        kept = loss.detach().clone()
+        module.guard.check_loss(kept, batch_idx)  # remembered: the update flags the step (deferred mode)
         backward = torch._dynamo.compiled_autograd._enable(self._backward_compiler, dynamic=False)
         graphs = {"triton.cudagraphs": True} if self._graphs and images.device.type == "cuda" else {}
         with torch._inductor.config.patch(graphs), backward:
@@ -143,8 +145,7 @@ class WholeStep:
         optimizer.optimizer.run_update = functools.partial(self._step, packed)
         optimizer.step()  # Lightning's optimizer hooks and step count, then the compiled update (_step)
         module.lr_schedulers().step()
-        # copies: a CUDA graph's outputs are overwritten when it runs again, and the displays read these later
-        return loss.detach().clone(), None if correct is None else correct.clone()
+        return kept, None if correct is None else correct.clone()
 
     def _step(self, packed: torch.Tensor) -> None:
         _, trained, ema = self._tensors()

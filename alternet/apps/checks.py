@@ -135,17 +135,24 @@ def check_model_builds(config: TrainConfig) -> None:
     )
 
 
+def layout_and_heads(model: ModelConfig) -> tuple[str | None, Any]:
+    """The layout a model config builds and its heads per stage (the zoo's where the config leaves them null; a
+    hybrid's from its family, MaxxVit's as width / dim_head); (None, None) for a model without a layout."""
+    if not isinstance(model, LayoutModel):
+        return None, None
+    if model.name in HYBRIDS:
+        spec = hybrid_spec(HYBRIDS[model.name], model.arguments())
+        return spec.layout, spec.msa_heads()
+    built = model.built()
+    return built.get("layout"), built.get("heads")
+
+
 def warn_buildup(model: ModelConfig) -> None:
     """One warning per build-up rule the layout breaks (AlterNet's and every hybrid family's), unless
     ``model.buildup_rules=off``."""
     if not isinstance(model, LayoutModel) or model.buildup_rules != "warn":
         return
-    if model.name in HYBRIDS:  # the layout and heads per stage from its family (MaxxVit's: width / dim_head)
-        spec = hybrid_spec(HYBRIDS[model.name], model.arguments())
-        layout, heads = spec.layout, spec.msa_heads()
-    else:
-        built = model.built()
-        layout, heads = built.get("layout"), built.get("heads")
+    layout, heads = layout_and_heads(model)
     for violation in buildup_violations(layout, heads) if layout else []:
         warnings.warn(f"{violation} (model.buildup_rules=off for a deliberate contrast)", AlternetWarning, stacklevel=3)
 

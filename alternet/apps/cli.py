@@ -148,6 +148,10 @@ COMMANDS: dict[str, Command] = {
     "report": Command(
         "a sweep directory as the paper's figures, a table and verdicts", _argparse_app("alternet.report.cli", "report")
     ),
+    "buildup": Command(
+        "the paper's build-up rules as a search: an AlterNet layout for your data and budget",
+        _argparse_app("alternet.apps.buildup", "buildup"),
+    ),
     "shards": Command(
         "an image folder as LitData shards for streaming training", _argparse_app("alternet.data.files.cli", "shards")
     ),

@@ -117,6 +117,39 @@ def alternate_layout(depths: Sequence[int], msa_counts: Sequence[int]) -> str:
     return format_layout(stages)
 
 
+def with_one_more_msa(layout: str, stage: int) -> str | None:
+    """``layout`` with one more MSA at the end of ``stage`` (0-based) by build-up rule 1: the stage's alternating
+    Conv/MSA tail one pair longer (``CCCC`` -> ``CCCM`` -> ``CMCM``); None when the stage has no room (its first
+    block stays a Conv block). A stage whose MSAs are not such a tail is refused: the rules cannot extend it."""
+    stages = parse_layout(layout)
+    sequence = stages[stage]
+    tail = re.fullmatch(f"({CONV}*)((?:{CONV}{MSA})*)", sequence)
+    if tail is None:
+        raise LayoutError(
+            f"layout {layout!r}: stage {stage + 1} ({sequence}) is not Conv blocks ending in an alternating Conv/MSA "
+            "tail (e.g. CCCMCM), so the build-up rules cannot add the next MSA to it; start from such a layout"
+        )
+    msas = sequence.count(MSA) + 1
+    if 2 * msas > len(sequence):
+        return None
+    stages[stage] = CONV * (len(sequence) - 2 * msas) + (CONV + MSA) * msas
+    return format_layout(stages)
+
+
+def next_candidates(layout: str, stage: int) -> list[tuple[int, str]]:
+    """A build-up round's candidates from ``layout``, the search standing at ``stage`` (0-based): the next MSA at
+    the end of the first stage from ``stage`` backwards with room for one (rule 1), then at the end of the nearest
+    stage before it with room (rule 2: where the next MSA goes when that one does not improve). As
+    ``(stage, layout)`` pairs; empty when no stage at or before ``stage`` has room."""
+    found = []
+    for index in range(stage, -1, -1):
+        if (candidate := with_one_more_msa(layout, index)) is not None:
+            found.append((index, candidate))
+        if len(found) == 2:
+            break
+    return found
+
+
 def per_stage(name: str, value: int | Sequence[int] | None, num_stages: int) -> list:
     """One value per stage: an int (or None) repeated, or a sequence of exactly ``num_stages`` values."""
     if value is None or isinstance(value, int):

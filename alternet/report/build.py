@@ -107,7 +107,7 @@ def _by_seed(variant: Variant, value: Any) -> dict[str, float | None]:
     return {run.seed: value(run) for run in variant.runs}
 
 
-def _differences(
+def differences_from(
     variants: list[Variant],
     baseline: Variant,
     value: Any,
@@ -216,11 +216,11 @@ def _budget(variant: Variant, baseline: Variant, variants: Sequence[Variant]) ->
 def variant_rows(
     variants: list[Variant], baseline: Variant, settings: Statistics = Statistics()
 ) -> list[dict[str, Any]]:
-    errors = _differences(variants, baseline, _error, settings, test_noise=True)
-    nlls = _differences(variants, baseline, _nll, settings)
-    epoch_nlls = _differences(variants, baseline, _nll_epoch, settings)  # HDVW's: the paper's own reading
+    errors = differences_from(variants, baseline, _error, settings, test_noise=True)
+    nlls = differences_from(variants, baseline, _nll, settings)
+    epoch_nlls = differences_from(variants, baseline, _nll_epoch, settings)  # HDVW's: the paper's own reading
     # no verdict reads it (a description), but its interval holds the test set's noise as the error's does
-    robusts = _differences(variants, baseline, _robustness, settings, test_noise=True, correct=Run.robust_correct)
+    robusts = differences_from(variants, baseline, _robustness, settings, test_noise=True, correct=Run.robust_correct)
     rows = []
     for variant, error_diff, nll_diff, epoch_diff, robust_diff in zip(variants, errors, nlls, epoch_nlls, robusts):
         error = variant.summary(_error)

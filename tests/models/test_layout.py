@@ -3,6 +3,7 @@
 import pytest
 
 from alternet.models import AlterNet, LayoutError, alternate_layout, format_layout, parse_layout, resolve_stages
+from alternet.models.layout import next_candidates, with_one_more_msa
 
 
 @pytest.mark.parametrize("layout", ["CC|CM|CM|CM", "CCC|CCCM|CCCCCM|CMCM", "C", "CMCM|CC"])
@@ -68,3 +69,43 @@ def test_automatic_window_follows_stem_and_feature_map():
     assert [s.window for s in imagenet[1:]] == [(7, 7)] * 3
     small = resolve_stages("C|CM|CM", [8] * 3, [1, 1, 1], img_size=8)  # maps 8/4/2: window capped at 2
     assert [s.window for s in small] == [(0, 0), (4, 4), (2, 2)]
+
+
+# the build-up search's candidates (alternet buildup): rule 1 extends a stage's alternating tail, rule 2 goes to the
+# nearest earlier stage with room ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "layout, stage, expected",
+    [
+        ("CCC|CCCC|CCCCCC|CCCC", 3, "CCC|CCCC|CCCCCC|CCCM"),
+        ("CCC|CCCC|CCCCCC|CCCM", 3, "CCC|CCCC|CCCCCC|CMCM"),
+        ("CCC|CCCC|CCCCCC|CMCM", 3, None),  # full: the first block stays a Conv block
+        ("CCC|CCCC|CCCCCC|CMCM", 2, "CCC|CCCC|CCCCCM|CMCM"),
+        ("C|CC|CC", 0, None),  # a one-block stage has no room
+        ("CCC|CC", 0, "CCM|CC"),
+    ],
+)
+def test_one_more_msa_extends_the_stage_tail(layout, stage, expected):
+    assert with_one_more_msa(layout, stage) == expected
+
+
+def test_one_more_msa_refuses_a_stage_that_is_not_a_tail():
+    with pytest.raises(LayoutError, match=r"stage 2 \(CMCC\) is not Conv blocks ending in an alternating"):
+        with_one_more_msa("CC|CMCC", 1)
+
+
+@pytest.mark.parametrize(
+    "layout, stage, expected",
+    [
+        # the paper's Fig. 11 path on ResNet-50's depths: the last stage, then the one before it
+        ("CCC|CCCC|CCCCCC|CCCC", 3, [(3, "CCC|CCCC|CCCCCC|CCCM"), (2, "CCC|CCCC|CCCCCM|CCCC")]),
+        # the last stage full: the search stands at the nearest stage with room, and the one before that
+        ("CCC|CCCC|CCCCCC|CMCM", 3, [(2, "CCC|CCCC|CCCCCM|CMCM"), (1, "CCC|CCCM|CCCCCC|CMCM")]),
+        ("C|CC|CM", 2, [(1, "C|CM|CM")]),  # stage 1 (one block) never has room
+        ("C|CM|CM", 2, []),
+        ("CC|CC|CC", 0, [(0, "CM|CC|CC")]),
+    ],
+)
+def test_next_candidates_follow_rules_1_and_2(layout, stage, expected):
+    assert next_candidates(layout, stage) == expected

@@ -61,6 +61,7 @@ COMMAND_INTERRUPTED = {
         "same command again to generate the rest"
     ),
     "shards": "stopped by SIGINT; the shards output is unfinished: run the same command again to write it anew",
+    "buildup": "stopped by SIGINT; the search's finished jobs are kept: run the same command again to resume it",
     "push": "stopped by SIGINT; the Hub repository has the last commit that finished: run the same command again",
 }
 

@@ -1,0 +1,443 @@
+"""``alternet buildup SEARCH_DIR [options] [OVERRIDES ...]``: the paper's build-up rules (Park & Kim, 2022, section 4)
+run as a greedy search over layouts, each round one ``alternet train -m`` sweep (so Hydra's launcher runs it:
+locally, on several GPUs, or on SLURM), each decision the report's statistics on a validation metric
+(:mod:`alternet.report.buildup`). docs/experiments.md states the procedure against the paper's text."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import math
+import subprocess
+import sys
+import warnings
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import AlternetError, ConfigValueError, check_option, exit_with_error
+from ..report.verdicts import Rule
+
+SETTINGS_FILE = "search.json"
+OWN_KEYS = ("seed", "hydra.sweep.dir", "ckpt_path")  # the search sets them for each round
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a search is (a relaunch with other settings is refused; the budgets may change between launches)."""
+
+    overrides: tuple[str, ...]
+    base: str
+    seeds: int
+    metric: str
+    alpha: float
+    min_seeds: int
+
+
+@dataclass(frozen=True)
+class Budget:
+    rounds: int | None = None
+    hours: float | None = None  # the jobs' summed wall time (GPU-hours on one GPU a job)
+    epochs: int | None = None  # the jobs' summed epochs
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "alternet buildup") -> int:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Build an AlterNet for your data and budget by the paper's build-up rules: from a base layout "
+        "(a CNN, e.g. model=alternet_laptop model.layout='C|CC|CC'), each round trains the next MSA at the end of the "
+        "current stage and at the end of the earlier stage (N seeds each, one alternet train -m sweep), takes the "
+        "first that improves the validation metric (Welch interval, Holm across the round), else moves to earlier "
+        "stages. Relaunching the same command resumes it. OVERRIDES are alternet train's (data, recipe, launcher).",
+    )
+    parser.add_argument("search_dir", type=Path, help="the search's directory: each round's sweep and the results")
+    parser.add_argument("overrides", nargs="*", help="alternet train overrides, e.g. data=cifar100 data.val_size=5000")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds per layout (seed=0..N-1)")
+    parser.add_argument("--metric", choices=("error", "nll"), default="error", help="the validation metric decided on")
+    parser.add_argument("--max-rounds", type=int, help="stop after this many rounds")
+    parser.add_argument("--max-hours", type=float, help="stop once the jobs' summed wall time reaches this (hours)")
+    parser.add_argument("--max-epochs", type=int, help="do not start a round that would exceed this summed epochs")
+    rule = Rule()
+    parser.add_argument("--alpha", type=float, default=rule.alpha, help="significance level (Holm over a round)")
+    parser.add_argument("--min-seeds", type=int, default=rule.min_seeds, help="fewest seeds for a decision")
+    args = parser.parse_intermixed_args(argv)
+    try:
+        settings, budget = _checked(args)
+        Search(args.search_dir, settings, budget).run()
+    except AlternetError as error:
+        exit_with_error(error)
+    return 0
+
+
+def _checked(args: argparse.Namespace) -> tuple[Settings, Budget]:
+    """Every option in its range and no override the search sets itself, before anything is composed."""
+    check_option("--seeds", args.seeds, args.seeds >= 2, "an integer >= 2 (a layout's interval needs seeds)")
+    check_option(
+        "--seeds",
+        args.seeds,
+        args.seeds >= args.min_seeds,
+        f">= --min-seeds ({args.min_seeds}): with fewer no candidate can ever be decided",
+    )
+    Rule(alpha=args.alpha, min_seeds=args.min_seeds)  # the report's own range checks
+    for name in ("max_rounds", "max_hours", "max_epochs"):
+        value = getattr(args, name)
+        option = "--" + name.replace("_", "-")
+        check_option(option, value, value is None or (value > 0 and math.isfinite(value)), "a number > 0")
+    for override in args.overrides:
+        key = override.split("=", 1)[0].lstrip("+~")
+        if override in ("-m", "--multirun") or key in OWN_KEYS:
+            raise ConfigValueError(
+                f"{override!r}: alternet buildup sets {key} itself for each round (seeds: --seeds; the sweeps go "
+                "under SEARCH_DIR/round_NN); leave it out"
+            )
+    overrides = tuple(args.overrides)
+    base = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0].lstrip("+") == "model.layout"), "")
+    settings = Settings(overrides, base.strip("'\""), args.seeds, args.metric, args.alpha, args.min_seeds)
+    return settings, Budget(args.max_rounds, args.max_hours, args.max_epochs)
+
+
+def recorded_settings(search_dir: Path, settings: Settings) -> None:
+    """Record a new search's settings, or check a relaunch's against those recorded."""
+    path = search_dir / SETTINGS_FILE
+    ours = asdict(settings) | {"overrides": list(settings.overrides)}
+    if not path.is_file() and search_dir.is_dir() and any(search_dir.iterdir()):
+        raise ConfigValueError(
+            f"{search_dir} is not empty and holds no search ({SETTINGS_FILE}): give a new or empty SEARCH_DIR"
+        )
+    if path.is_file():
+        try:
+            recorded: Any = json.loads(path.read_text())
+        except (OSError, ValueError):
+            recorded = None
+        if recorded != ours:
+            differing = sorted(k for k in ours if not isinstance(recorded, dict) or recorded.get(k) != ours[k])
+            raise ConfigValueError(
+                f"{search_dir} holds a search with other settings ({', '.join(differing) or SETTINGS_FILE}; recorded "
+                f"in {path}): relaunch it with its own command to resume it, or give a new SEARCH_DIR"
+            )
+        return
+    from ..files import write_json  # deferred: the kernel's writer, needed only once a search starts
+
+    search_dir.mkdir(parents=True, exist_ok=True)
+    write_json(path, ours)
+
+
+def launch_round(round_dir: Path, overrides: Sequence[str], layouts: Sequence[str], seeds: int) -> None:
+    """One round as one ``alternet train -m`` sweep in a process of its own (Hydra's launcher, as the overrides
+    choose it); ``ckpt_path=last``: a relaunch keeps the finished jobs and resumes the interrupted ones."""
+    own = [o for o in overrides if o.split("=", 1)[0].lstrip("+") != "model.layout"]
+    command = [
+        sys.executable,
+        "-m",
+        "alternet",
+        "train",
+        "-m",
+        *own,
+        "model.layout=" + ",".join(f"'{layout}'" for layout in layouts),
+        "seed=" + ",".join(map(str, range(seeds))),
+        f"hydra.sweep.dir={round_dir}",
+        "ckpt_path=last",
+    ]
+    print(f"{round_dir.name}: {len(layouts)} layout(s) x {seeds} seeds: {', '.join(layouts)}", flush=True)
+    status = subprocess.run(command, check=False).returncode
+    if status != 0:
+        raise AlternetError(
+            f"{round_dir}: the round's sweep ended with exit status {status} (its error is above); its finished jobs "
+            "are kept: run the same alternet buildup command again to resume"
+        )
+
+
+class Search:
+    """A build-up search in ``search_dir``: :meth:`run` replays the rounds already on disk (their sweeps finished,
+    nothing retrained), launches the ones missing, and writes the results after every round."""
+
+    def __init__(self, search_dir: Path, settings: Settings, budget: Budget) -> None:
+        self.dir, self.settings, self.budget = search_dir, settings, budget
+        self._facts: dict[str, tuple[int | None, int | None]] = {}
+
+    def run(self) -> None:
+        from ..models.layout import next_candidates, parse_layout, with_one_more_msa  # deferred: torch
+        from ..report.build import Statistics  # deferred: numpy, scipy
+        from ..report.buildup import Arm, decide  # deferred: matplotlib
+
+        config = self._config(self.settings.base or None)
+        base = self._base_layout(config)
+        for stage in range(len(parse_layout(base))):  # every stage one the rules can extend, before any training
+            with_one_more_msa(base, stage)
+        recorded_settings(self.dir, self.settings)
+        statistics = Statistics(Rule(self.settings.alpha, self.settings.min_seeds), paired=False)
+        epochs = _epochs(config)
+
+        layout, stage, current, rounds, number = base, len(parse_layout(base)) - 1, None, [], 1
+        while True:
+            candidates = next_candidates(layout, stage) if stage is not None else []
+            if not candidates:
+                tried = rounds and rounds[-1].chosen is None
+                reason = "no candidate improved and no earlier stage is left" if tried else "no stage has room left"
+                break
+            to_train = ([layout] if current is None else []) + [c for _, c in candidates]
+            round_dir = self.dir / f"round_{number:02d}"
+            finished = self._finished(round_dir, len(to_train))
+            if not finished and (reason := self._over_budget(number, len(to_train) * self.settings.seeds * epochs)):
+                break
+            if not finished:
+                launch_round(round_dir, self.settings.overrides, to_train, self.settings.seeds)
+            results = self._results(round_dir, to_train)
+            current = results[layout] if current is None else current
+            arms = [Arm(c, s, results[c]) for s, c in candidates]
+            before = functools.partial(_earlier_stage_with_room, layout)
+            done = decide(number, Arm(layout, None, current), arms, self.settings.metric, statistics, before)
+            rounds.append(done)
+            print(f"round {number}: {done.decision}", flush=True)
+            if done.chosen is not None:
+                layout, current = done.chosen, results[done.chosen]
+            stage = done.next_stage
+            self._write(rounds, statistics, layout, None)
+            number += 1
+        self._write(rounds, statistics, layout, reason)
+
+    # the config, composed as alternet train composes it ---------------------------------------------------------
+
+    def _config(self, layout: str | None) -> Any:
+        from omegaconf import OmegaConf  # deferred: as every import below, so that --help answers at once
+
+        from .checks import validate_train_config  # deferred
+        from .config import compose  # deferred
+
+        overrides = [o for o in self.settings.overrides if o.split("=", 1)[0].lstrip("+") != "model.layout"]
+        if layout:
+            overrides.append(f"model.layout='{layout}'")
+        with warnings.catch_warnings():  # the build-up rules' warnings: the candidates' own jobs print them
+            warnings.simplefilter("ignore")
+            composed = compose("train", [*overrides, f"paths.output_dir={self.dir}"])
+            return validate_train_config(OmegaConf.to_container(composed, resolve=True))
+
+    def _base_layout(self, config: Any) -> str:
+        from .checks import layout_and_heads  # deferred
+
+        layout, _ = layout_and_heads(config.model)
+        if not layout:
+            raise ConfigValueError(
+                f"model={config.model.name} has no layout: alternet buildup searches the layouts of AlterNet's family "
+                "(e.g. model=alternet_laptop model.layout='C|CC|CC', model=preresnet50) and the layout hybrids "
+                "(model=byob, model=maxxvit)"
+            )
+        if not getattr(config.data, "val_size", 1) and not _has_val_folder(config.data):
+            raise ConfigValueError(
+                f"data={config.data.name} holds no validation split (data.val_size=0): the search decides on a "
+                "validation split, never on the test set; hold one out, e.g. data.val_size=5000 (CIFAR) or 0.1"
+            )
+        return layout
+
+    def _facts_of(self, layout: str) -> tuple[int | None, int | None]:
+        """A layout's parameters and multiply-adds per image, built on the meta device (no memory, no weights)."""
+        if layout not in self._facts:
+            import timm  # deferred
+            import torch  # deferred
+            from torch.utils.flop_counter import FlopCounterMode  # deferred
+
+            from ..models.factory import model_args  # deferred
+
+            config = self._config(layout)
+            size = config.data.image_size
+            args = model_args(config.model, num_classes=config.data.num_classes or 2, img_size=size, drop_path_rate=0)
+            with torch.device("meta"):
+                model = timm.create_model(config.model.name, **args).eval()
+                params = sum(p.numel() for p in model.parameters())
+                with FlopCounterMode(display=False) as counter, torch.no_grad():
+                    model(torch.empty(1, 3, size, size))
+            self._facts[layout] = params, counter.get_total_flops() // 2
+        return self._facts[layout]
+
+    # rounds on disk --------------------------------------------------------------------------------------------
+
+    def _finished(self, round_dir: Path, layouts: int) -> bool:
+        from ..runs.layout import SweepDir  # deferred
+
+        if not round_dir.is_dir():
+            return False
+        jobs = SweepDir(round_dir).jobs()
+        return jobs.complete and len(jobs.finished) == layouts * self.settings.seeds
+
+    def _results(self, round_dir: Path, layouts: Sequence[str]) -> dict[str, tuple]:
+        """Each layout's finished runs in the round's sweep (a run whose test metrics diverged left out)."""
+        from ..report.buildup import METRICS  # deferred
+        from ..report.runs import read_sweep  # deferred
+
+        runs, jobs = read_sweep(round_dir)
+        if not jobs.complete:
+            raise AlternetError(
+                f"{round_dir}: the round's sweep is not complete ({jobs.describe()}): run the same command again"
+            )
+        name, value = METRICS[self.settings.metric]
+        by_layout: dict[str, list] = {layout: [] for layout in layouts}
+        for run in runs:
+            layout = str(((run.job.recorded_config() or {}).get("model") or {}).get("layout", "")).strip("'\"")
+            if layout in by_layout and not run.unscored:
+                by_layout[layout].append(run)
+        for layout, found in by_layout.items():
+            if not any(value(run) is not None for run in found):
+                raise AlternetError(
+                    f"{round_dir}: no run of layout {layout} has a {name} (diverged, or no validation split was "
+                    "logged): the search cannot decide; look at its jobs' logs"
+                )
+        return {layout: tuple(found) for layout, found in by_layout.items()}
+
+    def _spent(self) -> tuple[float, int]:
+        """Hours (the finished jobs' summed wall time) and epochs spent so far in every round."""
+        from ..runs.layout import SweepDir  # deferred
+
+        hours, epochs = 0.0, 0
+        for round_dir in sorted(self.dir.glob("round_*")):
+            for job in SweepDir(round_dir).jobs().finished:
+                summary = job.summary()
+                hours += (summary.wall_seconds or 0.0) / 3600
+                epochs += summary.epochs
+        return hours, epochs
+
+    def _over_budget(self, number: int, planned_epochs: int) -> str | None:
+        budget = self.budget
+        if budget.rounds is not None and number > budget.rounds:
+            return f"the budget of {budget.rounds} round(s) is spent"
+        if budget.hours is None and budget.epochs is None:
+            return None
+        hours, epochs = self._spent()
+        if budget.hours is not None and hours >= budget.hours:
+            return f"the budget of {budget.hours:g} job-hours is spent ({hours:.2f} h)"
+        if budget.epochs is not None and epochs + planned_epochs > budget.epochs:
+            return (
+                f"round {number} would train {planned_epochs} epochs, beyond the budget of {budget.epochs} "
+                f"({epochs} spent)"
+            )
+        return None
+
+    # results ---------------------------------------------------------------------------------------------------
+
+    def _write(self, rounds: list, statistics: Any, chosen: str, reason: str | None) -> None:
+        from ..files import write_csv, write_text  # deferred
+        from ..report.buildup import figure, round_rows  # deferred
+
+        rows = round_rows(rounds, self.settings.metric, statistics, self._facts_of)
+        if rows:
+            write_csv(self.dir / "rounds.csv", rows)
+            figure(rows, self.dir / "buildup.png")
+        option = self._option_file(chosen)
+        lines = _summary(self.settings, rounds, rows, chosen, reason, statistics)
+        train = " ".join(o for o in self.settings.overrides if not o.split("=", 1)[0].lstrip("+").startswith("model"))
+        lines += [
+            "",
+            f"Chosen layout: `{chosen}`"
+            + (" (the base: no MSA it tried improved on it)" if rounds and chosen == rounds[0].arms[0].layout else "")
+            + ". Train it with",
+            "",
+            f"    alternet train model={self._model_option()} model.layout='{chosen}' {train}".rstrip(),
+            "",
+            f"or as a model option: `alternet train hydra.searchpath=[file://{option.parent.parent.resolve()}] "
+            f"model=buildup {train}`".rstrip(" ")
+            + ".",
+        ]
+        text = "\n".join(lines) + "\n"
+        write_text(self.dir / "summary.md", text)
+        if reason is not None:
+            print(text, flush=True)
+
+    def _option_file(self, chosen: str) -> Path:
+        """``SEARCH_DIR/conf/model/buildup.yaml``: the base model option with the chosen layout."""
+        from ..files import write_text  # deferred
+
+        option = self._model_option()
+        path = self.dir / "conf" / "model" / "buildup.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return write_text(
+            path,
+            f"# chosen by alternet buildup in {self.dir.resolve()}: {option} with the layout the search kept\n"
+            f"defaults: [{option}, _self_]\nlayout: '{chosen}'\n",
+        )
+
+    def _model_option(self) -> str:
+        """The ``model=`` option the search started from (the command's, else train.yaml's default)."""
+        given = [o.split("=", 1)[1] for o in self.settings.overrides if o.split("=", 1)[0].lstrip("+") == "model"]
+        if given:
+            return given[-1]
+        import hydra  # deferred
+
+        with hydra.initialize_config_module("alternet.conf", version_base="1.3"):
+            composed = hydra.compose("train", return_hydra_config=True)
+        return str(composed.hydra.runtime.choices.model)
+
+
+def _earlier_stage_with_room(layout: str, stage: int) -> int | None:
+    """The nearest stage before ``stage`` that has room for one more MSA in ``layout``, or None."""
+    from ..models.layout import next_candidates  # deferred: torch
+
+    return next((s for s, _ in next_candidates(layout, stage - 1)), None) if stage > 0 else None
+
+
+def _epochs(config: Any) -> int:
+    """The epochs one job trains (the recipe's, or fewer where trainer.max_epochs cuts it)."""
+    limit = config.trainer.max_epochs
+    return int(min(config.recipe.epochs, limit) if limit and limit > 0 else config.recipe.epochs)
+
+
+def _has_val_folder(data: Any) -> bool:
+    root = getattr(data, "root", None)
+    return bool(root) and (Path(str(root)) / "val").is_dir() and (Path(str(root)) / "test").is_dir()
+
+
+def _summary(
+    settings: Settings, rounds: Sequence[Any], rows: Sequence[dict], chosen: str, reason: str | None, statistics: Any
+) -> list[str]:
+    """The search as markdown: its settings, each round's arms and decision, and why it stopped."""
+    metric = rows[0]["metric"] if rows else settings.metric
+    scale, unit = (100, "pp") if settings.metric == "error" else (1, "nats")
+    rule = statistics.rule
+    lines = [
+        "## Build-up search",
+        "",
+        f"Overrides: `{' '.join(settings.overrides) or '(none)'}`. {settings.seeds} seeds per layout. Decided on the "
+        f"{metric} (the last epoch's; lower is better): a candidate improves when its difference from the current "
+        f"layout is below 0 at alpha {rule.alpha:g} after Holm's correction across the round's candidates (Welch's "
+        f"interval over seeds, at least {rule.min_seeds} seeds; the validation split's own sampling noise is not "
+        "included). The test error is a description: no decision reads it.",
+    ]
+    for done in rounds:
+        lines += [
+            "",
+            f"### Round {done.number}",
+            "",
+            f"| arm | layout | MSAs | params | MACs | {metric} | Δ {unit} [95% CI] | p (Holm) | MDE {unit} | reading "
+            "| test error |",
+            "|---" * 11 + "|",
+        ]
+        for row in (r for r in rows if r["round"] == done.number):
+            delta = (
+                "–"
+                if row["delta"] is None
+                else f"{scale * row['delta']:+.2f} [{scale * row['ci_low']:+.2f}, {scale * row['ci_high']:+.2f}]"
+            )
+            lines.append(
+                f"| {row['arm']} | {_cell(row['layout'])} | {row['msas']} | {_number(row['params'])} | "
+                f"{_number(row['macs'])} | {_pm(row['mean'], row['sd'])} | {delta} | "
+                f"{'–' if row['p_holm'] is None else format(row['p_holm'], '.3g')} | "
+                f"{'–' if row['mde'] is None else format(scale * row['mde'], '.2f')} | {row['reading']} | "
+                f"{'–' if row['test_error'] is None else format(row['test_error'], '.4f')} |"
+            )
+        lines += ["", f"Decision: {done.decision}."]
+    if reason is not None:
+        lines += ["", f"Stopped: {reason}."]
+    return lines
+
+
+def _cell(layout: str) -> str:
+    """A layout in a markdown table cell (its stage separators escaped)."""
+    return "`" + layout.replace("|", "\\|") + "`"
+
+
+def _number(value: int | None) -> str:
+    return "–" if value is None else f"{value / 1e6:.2f}M"
+
+
+def _pm(mean: float | None, sd: float | None) -> str:
+    return "–" if mean is None else f"{mean:.4f} ± {sd or 0:.4f}"

@@ -1,0 +1,92 @@
+"""``alternet buildup``: the paper's build-up rules run as a search of ``alternet train -m`` rounds. Its refusals
+come before any work, in one line; a search on digits runs two rounds, is cut short and resumes without training a
+finished job again, and the layout it keeps trains through ``alternet train``."""
+
+import csv
+import json
+
+import pytest
+
+from alternet.apps.buildup import SETTINGS_FILE
+
+from helpers.processes import run_command
+
+DIGITS = ["model=alternet_tiny", "model.layout='CC|CC|CC'", "data=digits", "debug=fast"]
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (
+            ["--seeds", "2"],
+            "--seeds 2 is invalid: it must be >= --min-seeds (3): with fewer no candidate can ever be decided",
+        ),
+        (["--seeds", "1", "--min-seeds", "2"], "--seeds 1 is invalid: it must be an integer >= 2"),
+        (["seed=4"], "'seed=4': alternet buildup sets seed itself for each round"),
+        (["--max-rounds", "0"], "--max-rounds 0 is invalid: it must be a number > 0"),
+        (["--alpha", "0.9"], "--alpha 0.9 is invalid"),
+        (["model=vit_mini_cifar", "data=digits"], "model=vit_mini_cifar has no layout: alternet buildup searches"),
+        (["data=digits", "data.val_size=0"], "holds no validation split (data.val_size=0): the search decides on a "),
+        (["model.layout='C|CMCC|CC'", "data=digits"], "stage 2 (CMCC) is not Conv blocks ending in an alternating"),
+    ],
+)
+def test_bad_input_is_refused_in_one_line_before_any_work(tmp_path, monkeypatch, capsys, arguments, message):
+    search = tmp_path / "search"
+    code, _ = run_command(["buildup", str(search), *arguments], monkeypatch, capsys)
+    assert message in code and "\n" not in code.strip()
+    assert not search.exists()  # nothing composed into it, nothing trained
+
+
+def test_a_relaunch_with_other_settings_is_refused(tmp_path, monkeypatch, capsys):
+    search = tmp_path / "search"
+    search.mkdir()
+    recorded = {"overrides": DIGITS, "base": "CC|CC|CC", "seeds": 2, "metric": "error", "alpha": 0.05, "min_seeds": 2}
+    (search / SETTINGS_FILE).write_text(json.dumps(recorded))
+    code, _ = run_command(["buildup", str(search), "--seeds", "3", "--min-seeds", "2", *DIGITS], monkeypatch, capsys)
+    assert f"{search} holds a search with other settings (seeds; recorded in" in code
+    assert json.loads((search / SETTINGS_FILE).read_text()) == recorded
+
+
+@pytest.mark.slow
+def test_a_search_on_digits_resumes_without_retraining_and_its_layout_trains(tmp_path, monkeypatch, capsys):
+    """Two rounds on digits (every outcome of round 1 leaves a round 2 from CC|CC|CC: the stage-1 MSA at least); the
+    search is cut after round 1 by its budget, a job of round 1 is lost, and the relaunch trains that job and
+    round 2, nothing else."""
+    search = tmp_path / "search"
+    command = ["buildup", str(search), "--seeds", "2", "--min-seeds", "2", *DIGITS]
+    code, _ = run_command([*command, "--max-rounds", "1"], monkeypatch, capsys)
+    assert code == "0"
+    assert "Stopped: the budget of 1 round(s) is spent." in (search / "summary.md").read_text()
+    jobs = sorted((search / "round_01").glob("[0-9]*/metrics.json"))
+    assert len(jobs) == 6  # the base and its two candidates, two seeds each
+    lost = jobs.pop().parent
+    kept = {path: path.stat().st_mtime_ns for path in jobs}
+    for path in sorted(lost.rglob("*"), reverse=True):
+        path.unlink() if path.is_file() or path.is_symlink() else path.rmdir()
+    lost.rmdir()
+
+    code, _ = run_command([*command, "--max-rounds", "2"], monkeypatch, capsys)
+    assert code == "0"
+    assert {path: path.stat().st_mtime_ns for path in kept} == kept  # finished jobs kept, not trained again
+    assert (lost / "metrics.json").is_file()
+    assert len(list((search / "round_02").glob("[0-9]*/metrics.json"))) >= 2
+    with open(search / "rounds.csv") as file:
+        rows = list(csv.DictReader(file))
+    assert {row["round"] for row in rows} == {"1", "2"} and all(int(row["params"]) > 0 for row in rows)
+    assert (search / "buildup.png").stat().st_size > 0
+    summary = (search / "summary.md").read_text()
+    assert "### Round 2" in summary and "Stopped: " in summary
+
+    option = (search / "conf" / "model" / "buildup.yaml").read_text()
+    chosen = option.split("layout: '")[1].split("'")[0]
+    run = tmp_path / "chosen"
+    train = [
+        "train",
+        f"hydra.searchpath=[file://{search / 'conf'}]",
+        "model=buildup",
+        *DIGITS[2:],
+        f"hydra.run.dir={run}",
+    ]
+    code, _ = run_command(train, monkeypatch, capsys)
+    assert code == "0"
+    assert f"layout: {chosen}" in (run / ".hydra" / "config.yaml").read_text()

@@ -150,6 +150,34 @@ def extreme_eigenvalues(operator: Operator, start: torch.Tensor, max_steps: int,
     raise ValueError(f"max_steps must be >= 1, got {max_steps}")
 
 
+@dataclass(frozen=True)
+class TopEigenvalues:
+    """The ``k`` eigenvalues of largest magnitude (signs kept, by decreasing magnitude), whether each converged,
+    and the products used."""
+
+    values: np.ndarray
+    converged: np.ndarray
+    steps: int
+
+
+def top_eigenvalues(operator: Operator, start: torch.Tensor, k: int, max_steps: int, tol: float) -> TopEigenvalues:
+    """Lanczos with full reorthogonalisation from ``start``, stopped once the ``k`` Ritz values of largest magnitude
+    each have a residual ``|beta_j s_ji|`` at most ``tol`` times the largest magnitude (at least ``k`` steps), at an
+    invariant subspace (exact), or after ``max_steps`` products, where the flags say which had not converged."""
+    dim, last = start.numel(), min(max_steps, start.numel())
+    for alphas, betas, beta in _lanczos_steps(operator, start, max_steps):
+        if len(alphas) < min(k, last):
+            continue
+        values, vectors = eigh_tridiagonal(np.array(alphas), np.array(betas))
+        order = np.argsort(-np.abs(values))[:k]
+        scale = max(abs(values[order[0]]), 1e-30)
+        exhausted = beta <= 1e-10 * scale or len(alphas) == dim
+        converged = exhausted | (beta * np.abs(vectors[-1, order]) <= tol * scale)
+        if converged.all() or len(alphas) == last:
+            return TopEigenvalues(values[order], converged, len(alphas))
+    raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+
+
 def rademacher(dim: int, generator: torch.Generator, device: torch.device) -> torch.Tensor:
     """A random ±1 vector (fp32)."""
     return (torch.randint(0, 2, (dim,), generator=generator).float() * 2 - 1).to(device)

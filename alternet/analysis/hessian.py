@@ -45,7 +45,17 @@ from . import plots
 from .config import ObjectiveConfig, require, require_choice
 from .context import AnalysisContext
 from .data import Batch, objective_batches
-from .eigen import Extremes, Operator, SpectralDensity, extreme_eigenvalues, lanczos, power_iteration, rademacher
+from .eigen import (
+    Extremes,
+    Operator,
+    SpectralDensity,
+    TopEigenvalues,
+    extreme_eigenvalues,
+    lanczos,
+    power_iteration,
+    rademacher,
+    top_eigenvalues,
+)
 from .objective import Objective, batch_size_of, objective_of
 from .tables import compact
 
@@ -58,6 +68,7 @@ class HessianConfig(ObjectiveConfig):
 
     minibatches: int
     minibatch_steps: int
+    per_minibatch: int
     k: int
     method: str
     iterations: int
@@ -68,6 +79,11 @@ class HessianConfig(ObjectiveConfig):
         super().__post_init__()
         require(self.minibatches >= 0, self.analysis, f"minibatches must be >= 0, got {self.minibatches}")
         require(self.minibatch_steps >= 1, self.analysis, f"minibatch_steps must be >= 1, got {self.minibatch_steps}")
+        require(
+            1 <= self.per_minibatch <= self.minibatch_steps,
+            self.analysis,
+            f"per_minibatch must be in [1, minibatch_steps], got {self.per_minibatch}",
+        )
         require_choice(self.method, METHODS, self.analysis, "method")
         require(self.k >= 1, self.analysis, f"k must be >= 1, got {self.k}")
         require(self.iterations >= 1, self.analysis, f"iterations must be >= 1, got {self.iterations}")
@@ -219,6 +235,51 @@ def minibatch_max_eigenvalues(
     return MaxEigenvalues(extremes)
 
 
+@dataclass(frozen=True)
+class MinibatchTops:
+    """Per mini-batch: the ``per_minibatch`` eigenvalues of its Hessian of largest magnitude, signs kept (HDVW's
+    statistic: the top 5 of every mini-batch, how-do-vits-work issue #12); the first of each is the dominant one,
+    the statistic of :class:`MaxEigenvalues`."""
+
+    tops: list[TopEigenvalues]
+
+    @property
+    def values(self) -> np.ndarray:
+        """Every mini-batch's values, pooled (the density HDVW plots)."""
+        return np.concatenate([t.values for t in self.tops])
+
+    @property
+    def dominant(self) -> np.ndarray:
+        return np.array([t.values[0] for t in self.tops])
+
+    @property
+    def unconverged(self) -> int:
+        """Values whose Ritz residual was not within ``tol`` when ``minibatch_steps`` ran out."""
+        return int(sum((~t.converged).sum() for t in self.tops))
+
+
+def minibatch_top_eigenvalues(
+    model: nn.Module,
+    params: Sequence[nn.Parameter],
+    minibatches: Iterable[Batch],
+    objective: Objective,
+    config: HessianConfig,
+) -> MinibatchTops:
+    """The ``per_minibatch`` eigenvalues of largest magnitude of each mini-batch's Hessian, by Lanczos from the
+    same Gaussian start as :func:`minibatch_max_eigenvalues` (so their first values are the same statistic)."""
+    dim = sum(p.numel() for p in params)
+    device, dtype = params[0].device, params[0].dtype
+    tops = []
+    with Progress(config.minibatches, "hessian top eigenvalues", unit="mini-batches", every=30.0) as shown:
+        for index, batch in enumerate(minibatches):
+            operator = model_hvp(model, params, [batch], objective.nll, objective.l2)
+            generator = torch.Generator().manual_seed(derive_seed(config.seed, "hessian-lanczos", index))
+            start = torch.randn(dim, generator=generator, dtype=torch.float64).to(device, dtype)
+            tops.append(top_eigenvalues(operator, start, config.per_minibatch, config.minibatch_steps, config.tol))
+            shown.update()
+    return MinibatchTops(tops)
+
+
 def sample_minibatches(context: AnalysisContext, config: HessianConfig, batch_size: int) -> Iterator[Batch]:
     """``minibatches`` independent draws of ``batch_size`` augmented (and mixed) training images, one at a time
     (only the current one is on the device)."""
@@ -227,7 +288,7 @@ def sample_minibatches(context: AnalysisContext, config: HessianConfig, batch_si
         yield objective_batches(context, config, batch_size, batch_size, seed)[0]
 
 
-def _rows(spectrum: Spectrum, maxima: MaxEigenvalues | None) -> list[dict[str, Any]]:
+def _rows(spectrum: Spectrum, maxima: MaxEigenvalues | None, tops: MinibatchTops | None) -> list[dict[str, Any]]:
     rows = [
         dict(kind="top", run="", rank=rank, value=float(v), weight="", residual=float(r), products="")
         for rank, (v, r) in enumerate(zip(spectrum.top, spectrum.residuals), start=1)
@@ -256,6 +317,20 @@ def _rows(spectrum: Spectrum, maxima: MaxEigenvalues | None) -> list[dict[str, A
             )
             for kind, value, converged in ends
         ]
+    for index, top in enumerate(tops.tops if tops is not None else []):
+        rows += [
+            dict(
+                kind="minibatch_top",
+                run=index,
+                rank=rank,
+                value=float(value),
+                weight="",
+                residual="",
+                products=top.steps,
+                converged=bool(converged),
+            )
+            for rank, (value, converged) in enumerate(zip(top.values, top.converged), start=1)
+        ]
     return rows
 
 
@@ -281,6 +356,24 @@ def _max_summary(maxima: MaxEigenvalues, batch_size: int) -> dict[str, Any]:
     )
 
 
+def _tops_summary(tops: MinibatchTops, batch_size: int) -> dict[str, Any]:
+    dominant = tops.dominant
+    return dict(
+        max_eig_mean=float(dominant.mean()),
+        max_eig_median=float(np.median(dominant)),
+        max_eig_min=float(dominant.min()),
+        max_eig_max=float(dominant.max()),
+        max_eig_negative_fraction=float(np.mean(dominant < 0)),
+        top_eig_per_minibatch=len(tops.tops[0].values),
+        top_eig_mean=float(tops.values.mean()),
+        top_eig_negative_fraction=float(np.mean(tops.values < 0)),
+        top_eig_unconverged=tops.unconverged,
+        max_eig_hvps=int(sum(t.steps for t in tops.tops)),
+        minibatches=len(tops.tops),
+        minibatch_size=batch_size,
+    )
+
+
 def run(context: AnalysisContext, config: HessianConfig) -> dict[str, Any]:
     model = copy.deepcopy(context.model).float().eval()
     force_math_attention(model)
@@ -293,14 +386,16 @@ def run(context: AnalysisContext, config: HessianConfig) -> dict[str, Any]:
     with torch.autocast(context.device.type, enabled=False):
         spectrum = hessian_spectrum(operator, dim, config, context.device)
         minibatches = sample_minibatches(context, config, batch_size)
-        maxima = (
-            minibatch_max_eigenvalues(model, params, minibatches, objective, config) if config.minibatches else None
-        )
+        maxima = tops = None
+        if config.minibatches and config.per_minibatch == 1:
+            maxima = minibatch_max_eigenvalues(model, params, minibatches, objective, config)
+        elif config.minibatches:
+            tops = minibatch_top_eigenvalues(model, params, minibatches, objective, config)
     density = spectrum.density
     grid, curve = _density_curve(density) if density is not None else (None, None)
     title = f"Hessian of {objective.describe()}, {config.method}, {len(batches)} batch(es)"
     files = [
-        write_csv(context.path("hessian.csv"), _rows(spectrum, maxima)),
+        write_csv(context.path("hessian.csv"), _rows(spectrum, maxima, tops)),
         plots.hessian_spectrum(spectrum.top, grid, curve, title, context.path("hessian.png")),
     ]
     if maxima is not None:
@@ -309,6 +404,15 @@ def run(context: AnalysisContext, config: HessianConfig) -> dict[str, Any]:
                 maxima.values,
                 f"Max eigenvalues of {len(maxima.values)} mini-batch Hessians (batch {batch_size}), "
                 + objective.describe(),
+                context.path("hessian_max_eigenvalues.png"),
+            )
+        )
+    if tops is not None:
+        files.append(
+            plots.max_eigenvalue_density(
+                tops.values,
+                f"Top {config.per_minibatch} eigenvalues of each of {len(tops.tops)} mini-batch Hessians (batch "
+                f"{batch_size}; HDVW's statistic), " + objective.describe(),
                 context.path("hessian_max_eigenvalues.png"),
             )
         )
@@ -325,6 +429,8 @@ def run(context: AnalysisContext, config: HessianConfig) -> dict[str, Any]:
         )
     if maxima is not None:
         summary.update(_max_summary(maxima, batch_size))
+    if tops is not None:
+        summary.update(_tops_summary(tops, batch_size))
     if config.regulariser == "hdvw" and objective.weight_decay:  # wd * ||w||: curvature wd / ||w|| across w
         norms = [float(p.detach().norm()) for p in params]
         summary["l2_curvature_max"] = max(objective.weight_decay / max(n, 1e-30) for n in norms)

@@ -23,7 +23,7 @@ from alternet.analysis.blocks import Tap, block_sequence
 from alternet.analysis.data import mixed_batches
 from alternet.analysis.eigen import extreme_eigenvalues, power_iteration
 from alternet.analysis.fourier import batch_statistics, delta_profiles, plotted_frequencies
-from alternet.analysis.hessian import minibatch_max_eigenvalues
+from alternet.analysis.hessian import minibatch_max_eigenvalues, minibatch_top_eigenvalues
 from alternet.analysis.landscape import dim0_norms, measure, normalised, random_direction
 from alternet.analysis.noise import band_mask, frequency_bands, radial_frequency
 from alternet.analysis.objective import objective_of
@@ -334,6 +334,38 @@ def test_minibatch_max_eigenvalues_match_eigvalsh_of_each_exact_hessian():
 
         assert value == pytest.approx(exact_dominant_eigenvalue(loss, params), rel=1e-5)
     assert len(set(maxima.values.round(8))) == 4  # a value per mini-batch
+
+
+def test_hdvws_top_5_per_minibatch_match_eigvalsh_and_begin_with_our_statistic():
+    """per_minibatch=5 (HDVW's statistic): each mini-batch's 5 eigenvalues of largest magnitude, signs kept, equal the
+    exact Hessian's; the first of each is the dominant eigenvalue the default reports from the same start."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 3)).double()
+    params = list(model.parameters())
+    minibatches = [(torch.randn(6, 3, dtype=torch.float64), torch.randint(0, 3, (6,))) for _ in range(3)]
+    budget = dict(minibatches=3, minibatch_steps=200, tol=1e-12)
+    config = parse_configs(["hessian"], {"hessian": {**budget, "per_minibatch": 5}})["hessian"]
+    objective = objective_of(model, replace(RECIPE, no_decay_norm_bias=False), config)
+    tops = minibatch_top_eigenvalues(model, params, minibatches, objective, config)
+    flat = torch.cat([p.detach().flatten() for p in params])
+    sizes, shapes = [p.numel() for p in params], [p.shape for p in params]
+    for top, (x, y) in zip(tops.tops, minibatches):
+
+        def loss(vector, x=x, y=y):
+            w1, b1, w2, b2 = [v.view(s) for v, s in zip(vector.split(sizes), shapes)]
+            logits = torch.tanh(x @ w1.T + b1) @ w2.T + b2
+            return F.cross_entropy(logits, y) + 0.1 * sum(w.norm() for w in (w1, b1, w2, b2))
+
+        exact = torch.linalg.eigvalsh(torch.autograd.functional.hessian(loss, flat)).numpy()
+        expected = exact[np.argsort(-np.abs(exact))[:5]]
+        np.testing.assert_allclose(top.values, expected, rtol=1e-5, atol=1e-9)
+        assert top.converged.all()
+    default = parse_configs(["hessian"], {"hessian": budget})["hessian"]
+    maxima = minibatch_max_eigenvalues(model, params, minibatches, objective, default)
+    np.testing.assert_allclose(tops.dominant, maxima.values, rtol=1e-6)
+    assert tops.values.shape == (15,) and tops.unconverged == 0
+    capped = parse_configs(["hessian"], {"hessian": {**budget, "per_minibatch": 5, "minibatch_steps": 5}})["hessian"]
+    assert minibatch_top_eigenvalues(model, params, minibatches, objective, capped).unconverged > 0
 
 
 def test_minibatch_max_eigenvalue_keeps_a_negative_sign():

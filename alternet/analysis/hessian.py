@@ -222,17 +222,34 @@ def minibatch_max_eigenvalues(
 ) -> MaxEigenvalues:
     """The extreme eigenvalues of each mini-batch's Hessian (of that mini-batch's mean loss plus the L2 term) by
     Lanczos from a Gaussian start; ``config.minibatches`` of them are expected (for the progress shown)."""
+
+    def solve(operator: Operator, start: torch.Tensor) -> Extremes:
+        return extreme_eigenvalues(operator, start, config.minibatch_steps, config.tol)
+
+    return MaxEigenvalues(_per_minibatch(model, params, minibatches, objective, config, solve))
+
+
+def _per_minibatch(
+    model: nn.Module,
+    params: Sequence[nn.Parameter],
+    minibatches: Iterable[Batch],
+    objective: Objective,
+    config: HessianConfig,
+    solve: Callable[[Operator, torch.Tensor], Any],
+) -> list[Any]:
+    """``solve(operator, start)`` for each mini-batch's Hessian, from its own seeded Gaussian start (the same for
+    either statistic)."""
     dim = sum(p.numel() for p in params)
     device, dtype = params[0].device, params[0].dtype
-    extremes = []
-    with Progress(config.minibatches, "hessian max eigenvalues", unit="mini-batches", every=30.0) as shown:
+    found = []
+    with Progress(config.minibatches, "hessian mini-batches", unit="mini-batches", every=30.0) as shown:
         for index, batch in enumerate(minibatches):
             operator = model_hvp(model, params, [batch], objective.nll, objective.l2)
             generator = torch.Generator().manual_seed(derive_seed(config.seed, "hessian-lanczos", index))
             start = torch.randn(dim, generator=generator, dtype=torch.float64).to(device, dtype)
-            extremes.append(extreme_eigenvalues(operator, start, config.minibatch_steps, config.tol))
+            found.append(solve(operator, start))
             shown.update()
-    return MaxEigenvalues(extremes)
+    return found
 
 
 @dataclass(frozen=True)
@@ -267,17 +284,11 @@ def minibatch_top_eigenvalues(
 ) -> MinibatchTops:
     """The ``per_minibatch`` eigenvalues of largest magnitude of each mini-batch's Hessian, by Lanczos from the
     same Gaussian start as :func:`minibatch_max_eigenvalues` (so their first values are the same statistic)."""
-    dim = sum(p.numel() for p in params)
-    device, dtype = params[0].device, params[0].dtype
-    tops = []
-    with Progress(config.minibatches, "hessian top eigenvalues", unit="mini-batches", every=30.0) as shown:
-        for index, batch in enumerate(minibatches):
-            operator = model_hvp(model, params, [batch], objective.nll, objective.l2)
-            generator = torch.Generator().manual_seed(derive_seed(config.seed, "hessian-lanczos", index))
-            start = torch.randn(dim, generator=generator, dtype=torch.float64).to(device, dtype)
-            tops.append(top_eigenvalues(operator, start, config.per_minibatch, config.minibatch_steps, config.tol))
-            shown.update()
-    return MinibatchTops(tops)
+
+    def solve(operator: Operator, start: torch.Tensor) -> TopEigenvalues:
+        return top_eigenvalues(operator, start, config.per_minibatch, config.minibatch_steps, config.tol)
+
+    return MinibatchTops(_per_minibatch(model, params, minibatches, objective, config, solve))
 
 
 def sample_minibatches(context: AnalysisContext, config: HessianConfig, batch_size: int) -> Iterator[Batch]:

@@ -26,7 +26,7 @@ from hydra.types import RunMode
 
 from .errors import AlternetError, ConfigValueError
 from .files import write_text
-from .runs.layout import RunDir
+from .runs.directories import RunDir
 from .typed import Section, build, shown
 
 log = logging.getLogger(__name__)

@@ -46,7 +46,7 @@ from omegaconf import OmegaConf
 from torch.utils.data import DataLoader
 
 from alternet.apps.config import TrainConfig, compose, train_config
-from alternet.runs.layout import RunDir
+from alternet.runs.directories import RunDir
 from alternet.training.builders import build_module, build_trainer
 from alternet.training.syncs import EagerOperators, HostSyncs, per_step
 

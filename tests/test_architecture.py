@@ -59,8 +59,8 @@ def fake_package(tmp_path: Path, files: dict[str, str]) -> Path:
         ({"training/run.py": "from ..evaluation import Evaluator\n"}, "sideways import"),
         ({"models/zoo.py": "from alternet.runs.weights import load_model\n"}, "upward import"),
         # a package that spans floors: its kernel modules may not import the one above (runs.weights needs models)
-        ({"runs/layout.py": "from .weights import load_model\n"}, "upward import"),
-        ({"tracking.py": "from .runs.layout import RunDir\nfrom .runs import weights\n"}, "upward import"),
+        ({"runs/directories.py": "from .weights import load_model\n"}, "upward import"),
+        ({"tracking.py": "from .runs.directories import RunDir\nfrom .runs import weights\n"}, "upward import"),
         ({"hub/load.py": "from ..apps.train import train\n"}, "upward import"),
         ({"data/x.py": "def f():\n    from ..models import create_model\n"}, "imports inside functions"),
         ({"files.py": "from .training import build_module\n"}, "upward import"),

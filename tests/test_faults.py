@@ -47,7 +47,7 @@ from alternet.data.workers import (
 from alternet.evaluation.evaluator import write_npz
 from alternet.files import OUTPUT_LOCK, WriteError, atomic_write, stop_signals_blocked, write_json
 from alternet.runs.checkpoints import read_checkpoint
-from alternet.runs.layout import RunDir
+from alternet.runs.directories import RunDir
 from alternet.training import builders
 from alternet.training.callbacks import AtomicCheckpointIO
 from alternet.training.stopping import PreemptionCheckpoint, StoppedWithoutSaving

@@ -136,7 +136,7 @@ def test_train_evaluate_and_report_build_the_same_wandb_settings_from_the_same_v
 
     from alternet.apps import evaluate as evaluate_app
     from alternet.report import build_report
-    from alternet.runs.layout import RunDir
+    from alternet.runs.directories import RunDir
     from alternet.runs.summary import RunSummary
     from alternet.tracking import WandbSettings
     from alternet.training.loggers import build_loggers

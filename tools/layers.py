@@ -44,7 +44,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "launch",
         "lazy",
         "runs",  # runs/__init__.py imports nothing; its modules but runs.weights (the model in a checkpoint)
-        "runs.layout",
+        "runs.directories",
         "runs.summary",
         "runs.checkpoints",
         "runs.ownership",

@@ -13,7 +13,7 @@ from ..data import ImageDataModule
 from ..evaluation import Evaluator
 from ..hub import export
 from ..models.flip import FlipAveraged
-from ..runs.layout import RunDir
+from ..runs.directories import RunDir
 from ..runs.summary import RunSummary
 from .config import TrainConfig
 

@@ -254,7 +254,7 @@ class Search:
     # rounds on disk --------------------------------------------------------------------------------------------
 
     def _finished(self, round_dir: Path, layouts: int) -> bool:
-        from ..runs.layout import SweepDir  # deferred
+        from ..runs.directories import SweepDir  # deferred
 
         if not round_dir.is_dir():
             return False
@@ -287,7 +287,7 @@ class Search:
 
     def _spent(self) -> tuple[float, int]:
         """Hours (the finished jobs' summed wall time) and epochs spent so far in every round."""
-        from ..runs.layout import SweepDir  # deferred
+        from ..runs.directories import SweepDir  # deferred
 
         hours, epochs = 0.0, 0
         for round_dir in sorted(self.dir.glob("round_*")):

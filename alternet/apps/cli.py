@@ -95,7 +95,7 @@ def run_dir_follows_out_dir(main: Callable[[], Any]) -> Callable[[], Any]:
 @hydra.main(config_path=CONFIG_PATH, config_name="evaluate", version_base="1.3")
 def evaluate_main(cfg: DictConfig) -> None:
     """``alternet evaluate ckpt=SOURCE [data=...] [key=value ...]``: score models."""
-    from ..runs.layout import RunDir  # deferred: `alternet evaluate --help` answers without torch
+    from ..runs.directories import RunDir  # deferred: `alternet evaluate --help` answers without torch
     from ..runs.ownership import discard_unused_run_dir  # deferred: as above
     from .evaluate import run_evaluate  # deferred: as above
 

@@ -13,7 +13,7 @@ from torch import nn
 
 from .. import tracking
 from ..progress import duration
-from ..runs.layout import RunDir, best_epoch
+from ..runs.directories import RunDir, best_epoch
 from ..runs.summary import RunSummary
 from ..training.builders import compile_mode, compile_refusal
 from ..training.config import RecipeConfig

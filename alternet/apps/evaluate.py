@@ -25,7 +25,7 @@ from ..files import OUTPUT_MARKER, check_output_dir, is_output_of, mark_output, 
 from ..hub.loading import build_model
 from ..hub.sources import Source, check_reference, open_source, preprocessing
 from ..models.flip import FlipAveraged
-from ..runs.layout import METRICS_FILE, RunDir
+from ..runs.directories import METRICS_FILE, RunDir
 from ..runs.records import import_modules, import_recorded
 from ..training.config import RecipeConfig
 from ..typed import build

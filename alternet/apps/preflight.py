@@ -24,7 +24,7 @@ from ..errors import AlternetError, exit_with_error
 from ..files import check_output_dir, os_error_reason
 from ..launch import check_sweep_launch, resolved_launcher, visible_gpus
 from ..runs.checkpoints import checkpoint_header, resume_checkpoint
-from ..runs.layout import RunDir, SweepDir
+from ..runs.directories import RunDir, SweepDir
 from ..runs.ownership import RunDirLock, check_fresh_run_dir, note_created_by_this_process
 from ..training.resume import check_resume_settings
 from .checks import validate_train_config

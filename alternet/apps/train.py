@@ -25,7 +25,7 @@ from ..models.external import load_timm_pretrained
 from ..models.factory import model_args
 from ..report.figures import training_curves
 from ..runs.checkpoints import checkpoint_header, resume_checkpoint
-from ..runs.layout import RunDir, best_epoch
+from ..runs.directories import RunDir, best_epoch
 from ..runs.ownership import RunDirLock, check_fresh_run_dir, discard_unused_run_dir
 from ..runs.records import record_resume, write_run_records
 from ..runs.summary import OptimizedMetric, RunSummary

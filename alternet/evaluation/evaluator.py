@@ -28,7 +28,7 @@ from ..metrics.uncertainty import (
     selective_metrics,
 )
 from ..progress import Progress
-from ..runs.layout import METRICS_FILE, PREDICTIONS_FILE
+from ..runs.directories import METRICS_FILE, PREDICTIONS_FILE
 from .baselines import resolve_baseline
 from .config import EvaluationConfig
 from .corrupted import CorruptedSets, is_benchmark, open_corrupted_sets, source_and_benchmark

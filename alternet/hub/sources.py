@@ -31,7 +31,7 @@ from ..models import MODEL_NAMES, create_model
 from ..models.external import check_name, require_pretrained, weights_location
 from ..models.zoo import spec_kwargs
 from ..runs.checkpoints import DIGEST_KEY, find_checkpoint, read_torch_file, verify_digest
-from ..runs.layout import RunDir
+from ..runs.directories import RunDir
 from ..runs.weights import read_weights
 from ..tracking import download_artifact
 from .hdvw import ALIASES, ARCHS, read_converted

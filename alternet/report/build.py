@@ -22,7 +22,7 @@ from typing import Any
 from .. import tracking
 from ..errors import AlternetWarning, ConfigValueError, check_option
 from ..files import check_output_dir, is_output_of, mark_output, whole_directory, write_csv, write_text, writing
-from ..runs.layout import RunDir, SweepDir, SweepJobs
+from ..runs.directories import RunDir, SweepDir, SweepJobs
 from . import figures
 from .runs import Run, read_sweep, swept_keys, variant_of
 from .statistics import Difference, Pooled, bootstrap_variance, difference, with_holm

@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..files import save_figure
-from ..runs.layout import RunDir
+from ..runs.directories import RunDir
 from .runs import Run, read_history, variant_of
 from .verdicts import Summary
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..data.corrupted.corruptions import CORRUPTIONS
 from ..errors import ConfigValueError
-from ..runs.layout import METRICS_FILE, RunDir, SweepDir, SweepJobs
+from ..runs.directories import METRICS_FILE, RunDir, SweepDir, SweepJobs
 from ..runs.summary import RunSummary
 
 

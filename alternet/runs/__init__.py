@@ -1,6 +1,6 @@
 """Runs on disk: everything a run directory holds and how each command reads it.
 
-- :mod:`~alternet.runs.layout`: the file names of a run directory (:class:`RunDir`) and of a sweep's
+- :mod:`~alternet.runs.directories`: the file names of a run directory (:class:`RunDir`) and of a sweep's
   (:class:`SweepDir`), and which jobs a sweep holds;
 - :mod:`~alternet.runs.summary`: a finished run's ``metrics.json`` (:class:`RunSummary`);
 - :mod:`~alternet.runs.checkpoints`: reading a checkpoint safely (``weights_only``, its digest), and which checkpoint
@@ -12,6 +12,6 @@
   a run;
 - :mod:`~alternet.runs.weights`: the model inside a training checkpoint (:func:`load_model`).
 
-Every module takes a :class:`RunDir`, never a bare path. The package imports nothing here, so that the layout is cheap
-to import (no torch) for whoever only names a run's files.
+Every module takes a :class:`RunDir`, never a bare path. The package imports nothing here, so that the file names
+are cheap to import (no torch) for whoever only names a run's files.
 """

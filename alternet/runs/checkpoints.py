@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from ..errors import CheckpointError
-from .layout import RunDir
+from .directories import RunDir
 
 DIGEST_KEY = "weights_digest"  # in Lightning checkpoints; also in the metadata of exported safetensors
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import ConfigValueError
 from ..files import LockBusy, lock_file
-from .layout import RunDir
+from .directories import RunDir
 
 _HELD: dict[Path, RunDirLock] = {}  # the run directories this process holds, by resolved path
 _TO_CREATE: set[Path] = set()  # sweep job directories this process's launcher creates (noted before it does)

@@ -19,7 +19,7 @@ from hydra.core.hydra_config import HydraConfig
 
 from ..errors import CheckpointError, ConfigValueError, one_line
 from ..files import read_json, write_json, write_text
-from .layout import RunDir
+from .directories import RunDir
 
 PACKAGES = (
     "alternet",

@@ -16,7 +16,7 @@ from lightning.pytorch.strategies import DDPStrategy
 from ..errors import ConfigValueError
 from ..launch import devices_per_job
 from ..models.config import ModelConfig
-from ..runs.layout import RunDir
+from ..runs.directories import RunDir
 from .callbacks import AtomicCheckpointIO, BatchSeed, BestAndLastCheckpoint, MidEpochCheckpoint
 from .config import CallbacksConfig, PerformanceConfig, RecipeConfig, TrainerConfig, parse_interval
 from .display import Throughput, progress_bar, quiet_lightning

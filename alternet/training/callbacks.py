@@ -11,7 +11,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from ..files import atomic_write
-from ..runs.layout import RunDir
+from ..runs.directories import RunDir
 from ..seeds import derive_seed, seed_generators
 
 

@@ -21,7 +21,7 @@ import torch
 from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
 
 from ..errors import AlternetError
-from ..runs.layout import RunDir
+from ..runs.directories import RunDir
 from ..runs.records import resume_command
 
 if TYPE_CHECKING:

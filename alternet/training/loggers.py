@@ -11,7 +11,7 @@ from lightning.pytorch.loggers.logger import rank_zero_experiment
 from lightning.pytorch.utilities import rank_zero_only
 
 from .. import tracking
-from ..runs.layout import RunDir
+from ..runs.directories import RunDir
 
 
 class HistoryCSVLogger(CSVLogger):

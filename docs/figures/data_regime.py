@@ -15,7 +15,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from alternet.runs.layout import RunDir, SweepDir
+from alternet.runs.directories import RunDir, SweepDir
 
 OUT = Path(__file__).resolve().parent / "data_regime.png"
 

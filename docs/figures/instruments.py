@@ -27,7 +27,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from alternet.report.statistics import difference, with_holm
-from alternet.runs.layout import RunDir, SweepDir
+from alternet.runs.directories import RunDir, SweepDir
 
 KIND_STYLE = {"stem": ("grey", "o"), "C": ("tab:blue", "o"), "M": ("tab:red", "s")}
 KIND_LABEL = {"stem": "stem", "C": "Conv block (a ViT's MLP)", "M": "MSA block (a ViT's attention)"}

@@ -21,7 +21,7 @@ from hydra.core.hydra_config import HydraConfig
 
 from alternet.apps import cli
 from alternet.runs import records
-from alternet.runs.layout import RunDir
+from alternet.runs.directories import RunDir
 from alternet.runs.summary import RunSummary
 
 from helpers import ROOT

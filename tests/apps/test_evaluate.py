@@ -407,7 +407,7 @@ def test_out_dir_holds_the_whole_evaluation_and_takes_one_writer(digits_run, tmp
     """``out_dir=DIR`` is the evaluation's directory: its scores and its records (.hydra/, evaluate.log) go there
     and nothing under ./outputs/; a second evaluation into it while the first holds it stops in one line and
     changes nothing."""
-    from alternet.runs.layout import RunDir
+    from alternet.runs.directories import RunDir
     from alternet.runs.ownership import RunDirLock
 
     monkeypatch.chdir(tmp_path)

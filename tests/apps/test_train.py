@@ -150,7 +150,7 @@ def test_alternet_r18_learns_on_real_cifar100(cifar100_root):
 
 def test_ckpt_path_last_resumes_from_the_run_directory_when_present(tmp_path):
     from alternet.runs.checkpoints import resume_checkpoint
-    from alternet.runs.layout import RunDir
+    from alternet.runs.directories import RunDir
 
     assert resume_checkpoint("last", RunDir(tmp_path)) is None  # a fresh job starts from scratch
     first = fit(tmp_path, "trainer.max_epochs=1")

@@ -9,7 +9,7 @@ from alternet.report.build import Statistics
 from alternet.report.buildup import IMPROVES, INCONCLUSIVE, WORSE, Arm, decide, round_rows
 from alternet.report.runs import Run
 from alternet.report.verdicts import Rule
-from alternet.runs.layout import RunDir
+from alternet.runs.directories import RunDir
 from alternet.runs.summary import RunSummary
 
 CURRENT = "C|CC|CC"

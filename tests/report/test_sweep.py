@@ -261,7 +261,7 @@ def test_the_report_compares_each_variants_robustness_with_the_baselines(tmp_pat
     """Robustness (the mean accuracy over the corruption sets a run scored after training, metrics.json's
     robustness.summary.robustness) per variant, and its seed-paired difference from the baseline with an interval;
     runs without it leave the columns empty (a sweep of two models x three seeds, written as the runs write it)."""
-    from alternet.runs.layout import RunDir
+    from alternet.runs.directories import RunDir
     from alternet.runs.summary import RunSummary
 
     robustness = {"a": [0.30, 0.31, 0.32], "b": [0.33, 0.35, 0.36]}
@@ -302,7 +302,7 @@ def test_the_preflight_numbers_jobs_as_hydra_launches_them(sweep):
     from omegaconf import OmegaConf
 
     from alternet.apps.preflight import grid_jobs
-    from alternet.runs.layout import RunDir
+    from alternet.runs.directories import RunDir
 
     sweep_dir, _ = sweep
     config = OmegaConf.load(sweep_dir / "multirun.yaml")

@@ -163,7 +163,7 @@ def _cosine_nll(epochs: int, end: float = 1.2) -> list[float]:
 def _runs(model: str, error: float, nll: float, done: int, schedule: int, swept_epochs: bool = False):
 
     from alternet.report.runs import Run
-    from alternet.runs.layout import RunDir
+    from alternet.runs.directories import RunDir
     from alternet.runs.summary import RunSummary
 
     runs = []
@@ -276,7 +276,7 @@ def test_a_robustness_difference_holds_the_test_sets_own_noise(tmp_path):
 
     from alternet.report.build import Statistics, _test_set_variance, group_variants, pick_baseline, variant_rows
     from alternet.report.runs import Run, swept_keys
-    from alternet.runs.layout import RunDir
+    from alternet.runs.directories import RunDir
     from alternet.runs.summary import RunSummary
 
     rng = np.random.default_rng(0)

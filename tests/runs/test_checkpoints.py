@@ -19,7 +19,7 @@ from alternet.files import atomic_write, read_json, write_csv, write_json
 from alternet.hub.sources import open_source
 from alternet.metrics import BinnedCalibrationError, calibration_metrics
 from alternet.runs.checkpoints import find_checkpoint, select_checkpoint
-from alternet.runs.layout import RunDir
+from alternet.runs.directories import RunDir
 from alternet.runs.records import record_resume
 from alternet.runs.weights import load_model
 from alternet.seeds import derive_seed

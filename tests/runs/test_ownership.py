@@ -25,7 +25,7 @@ from alternet.hub import export, load_pretrained
 from alternet.hub.sources import open_source
 from alternet.models import create_model
 from alternet.runs.checkpoints import read_checkpoint
-from alternet.runs.layout import RunDir
+from alternet.runs.directories import RunDir
 from alternet.runs.ownership import RunDirLock
 
 from helpers import DIGITS_RUN, FAST, compose_train, fingerprint, main_output, run_main

@@ -7,7 +7,7 @@ import torch
 from omegaconf import OmegaConf
 
 from alternet.apps.train import train
-from alternet.runs.layout import RunDir
+from alternet.runs.directories import RunDir
 
 from helpers import DDP_CPU, ROOT, compose_train, run_warm
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from alternet.data.base import EpochSampler, ResumableLoader
-from alternet.runs.layout import RunDir
+from alternet.runs.directories import RunDir
 from alternet.tracking import WandbSettings, finish
 from alternet.training.loggers import build_loggers
 

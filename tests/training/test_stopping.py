@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from alternet.errors import ConfigValueError
-from alternet.runs.layout import RunDir
+from alternet.runs.directories import RunDir
 from alternet.training.stopping import (
     Preempted,
     PreemptionCheckpoint,

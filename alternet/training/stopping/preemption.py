@@ -9,7 +9,7 @@ from typing import Any
 
 import lightning as L
 
-from ...runs.layout import RunDir
+from ...runs.directories import RunDir
 from ...runs.records import resume_command
 from ..callbacks import ends_optimizer_step
 from . import Preempted, StoppedWithoutSaving, check_preemption, is_pythons_ctrl_c, requeue_slurm_job, say

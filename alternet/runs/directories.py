@@ -1,8 +1,8 @@
 """The one home of a run directory's file names and of a sweep's jobs.
 
 Every writer and reader of a run directory names its files through :class:`RunDir` (training, the callbacks, the
-loggers, the console, the report, the hub); nowhere else spells them (``tests/runs/test_layout.py`` checks). Layout
-(``hydra.run.dir`` names the directory)::
+loggers, the console, the report, the hub); nowhere else spells them (``tests/runs/test_directories.py`` checks). What a
+run directory holds (``hydra.run.dir`` names it)::
 
     .hydra/             Hydra's records: config.yaml, hydra.yaml, overrides.yaml     .lock   the run that owns it
     config.yaml         the resolved config           environment.json   git commit, versions, command

@@ -1,4 +1,4 @@
-"""The one home of a run directory (alternet/runs/layout.py): every file name spelled only there, the run's summary
+"""The one home of a run directory (alternet/runs/directories.py): every file name spelled only there, the run's summary
 (metrics.json) as a typed record, and one reader of a sweep's jobs for the multirun callback and the report."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from alternet.apps.sweep import write_sweep_summary
 from alternet.errors import CheckpointError, ConfigValueError
 from alternet.report import build_report
 from alternet.report.runs import read_sweep
-from alternet.runs.layout import RunDir, SweepDir, best_epoch
+from alternet.runs.directories import RunDir, SweepDir, best_epoch
 from alternet.runs.summary import OptimizedMetric, RunSummary
 
 from helpers import ROOT
 
 PACKAGE = ROOT / "alternet"
-HOME = PACKAGE / "runs" / "layout.py"
+HOME = PACKAGE / "runs" / "directories.py"
 # file names of a run or sweep directory: a string naming one of these anywhere outside the home is a second spelling
 FILES = {
     "last.ckpt",
@@ -87,7 +87,7 @@ def spelled_names(path: Path) -> list[str]:
 
 def test_a_run_directorys_files_are_named_only_by_its_home():
     spelled = [hit for path in sorted(PACKAGE.rglob("*.py")) if path != HOME for hit in spelled_names(path)]
-    assert spelled == [], "name these through alternet.runs.layout.RunDir / SweepDir:\n" + "\n".join(spelled)
+    assert spelled == [], "name these through alternet.runs.directories.RunDir / SweepDir:\n" + "\n".join(spelled)
 
 
 def test_the_checker_catches_a_second_spelling(tmp_path, monkeypatch):

@@ -27,7 +27,7 @@ from alternet.runs.summary import RunSummary
 from helpers import ROOT
 
 SUMMARY = RunSummary(model="m", data="d", test={})  # what a stand-in training job returns
-ARGPARSE_COMMANDS = ("export", "push", "import-hdvw", "report", "shards", "cifar-c")
+ARGPARSE_COMMANDS = ("export", "push", "import-hdvw", "report", "buildup", "shards", "cifar-c")
 HYDRA_COMMANDS = ("train", "evaluate")
 # Hydra without its logging set-up or .hydra/ records: a job in this process leaves nothing behind
 QUIET = ["hydra/job_logging=none", "hydra/hydra_logging=none", "hydra.output_subdir=null"]

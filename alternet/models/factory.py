@@ -47,6 +47,9 @@ def model_args(model: ModelConfig, *, num_classes: int, img_size: int, drop_path
     return constructor_args(model.name, args, given=tuple(given))
 
 
+_BUILT: set[str] = set()  # the arguments our architectures were built with on the meta device, without an error
+
+
 def check_builds(model: ModelConfig, *, num_classes: int, img_size: int, drop_path_rate: float) -> None:
     """Build one of alternet's architectures on the meta device (no memory, no weights: milliseconds), so every
     check its constructor makes (the layout, windows and heads at this input size) fails before any data are read
@@ -54,8 +57,11 @@ def check_builds(model: ModelConfig, *, num_classes: int, img_size: int, drop_pa
     there too when it can be, and its output width checked against the class count."""
     args = model_args(model, num_classes=num_classes, img_size=img_size, drop_path_rate=drop_path_rate)
     if architecture(model.name) in MODEL_NAMES:
-        with torch.device("meta"):
-            timm.create_model(model.name, **args)
+        key = repr((model.name, sorted(args.items())))
+        if key not in _BUILT:  # a sweep's jobs share their model: built once a process
+            with torch.device("meta"):
+                timm.create_model(model.name, **args)
+            _BUILT.add(key)
         return
     if parse_model_name(model.name)[0] is not None:  # a hub or local source: timm resolves it when it builds
         return

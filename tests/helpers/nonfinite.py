@@ -17,16 +17,19 @@ from helpers.configs import compose_train
 
 def poison_inputs_at(monkeypatch, step: int) -> None:
     """The forward pass of optimizer step ``step`` sees inf inputs: its loss is NaN *and* BatchNorm's running
-    statistics are already NaN when the loss is computed (as with a real overflow)."""
+    statistics are already NaN when the loss is computed (as with a real overflow). The batch is poisoned as the
+    step begins, after the guard's own start of step and outside any compiled code (so a compiled step is traced
+    once, not again for each step number)."""
     from alternet.training.module import ClassificationModule
 
-    forward = ClassificationModule.forward
+    start = ClassificationModule.on_train_batch_start
 
-    def poisoned(self, x):
-        return forward(self, x * float("inf") if self.training and self.global_step == step else x)
+    def poisoned(self, batch, batch_idx):
+        start(self, batch, batch_idx)
+        if self.global_step == step:
+            batch[0].mul_(float("inf"))
 
-    monkeypatch.setattr(ClassificationModule, "forward", poisoned)
-    torch._dynamo.reset()  # a compiled step traced before the patch would not see it
+    monkeypatch.setattr(ClassificationModule, "on_train_batch_start", poisoned)
 
 
 def state_before_step(monkeypatch, step: int, overrides: list[str], output_dir: Path) -> dict:

@@ -17,7 +17,7 @@ import torch
 
 from alternet.runs.checkpoints import read_checkpoint
 
-from helpers import ROOT, assert_one_line_error, run_main
+from helpers import ROOT, assert_one_line_error, run_main, run_warm
 
 PACKAGE = {
     "__init__.py": "",
@@ -101,6 +101,17 @@ def user_package(root: Path) -> Path:
     return root
 
 
+def alternet_warm(root: Path, *args: str) -> subprocess.CompletedProcess:
+    """``alternet ARGS`` with the user's package importable, as a warm child (helpers.warm: a process of its own
+    that has not imported the package, without a fresh interpreter's imports)."""
+    driver = root / "alternet_with_my_ext.py"
+    driver.write_text(
+        f"import sys\nsys.path.insert(0, {str(root)!r})\nfrom alternet.apps.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    return run_warm(str(driver), *args)
+
+
 def alternet(root: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
     command = [sys.executable, "-m", "alternet", *args]
@@ -134,10 +145,10 @@ def test_a_users_model_data_callback_and_tensorboard_from_the_command_line(tmp_p
     assert "my_ext.callbacks" not in stored and "TensorBoardLogger" not in stored  # the run's, not the weights'
 
     # the run recorded its imports=: evaluate and export import them again, the command line need not name them
-    evaluated = alternet(root, "evaluate", f"ckpt={run}", f"out_dir={tmp_path / 'e'}")
+    evaluated = alternet_warm(root, "evaluate", f"ckpt={run}", f"out_dir={tmp_path / 'e'}")
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     assert json.loads((tmp_path / "e" / "metrics.json").read_text())["data"] == "blobs"
-    exported = alternet(root, "export", str(run), "--out", str(tmp_path / "export"))
+    exported = alternet_warm(root, "export", str(run), "--out", str(tmp_path / "export"))
     assert exported.returncode == 0, exported.stderr[-3000:]
     assert json.loads((tmp_path / "export" / "config.json").read_text())["architecture"] == "my_net"
     # where the recorded modules cannot be imported: refused in one line naming them (in this process, which

@@ -278,10 +278,10 @@ def test_an_hdvw_checkpoint_is_scored_with_its_own_preprocessing(tmp_path):
     """HDVW's AlterNet-18 with ten classes is a CIFAR-10 model: on digits it gets CIFAR-10's 32 px and statistics."""
     model = randomized("alternet_r18", num_classes=10)
     file = save_as_hdvw(tmp_path / "alternet_18_cifar10.pth.tar", "alternet_18", alternet_to_hdvw(model))
-    report = evaluate_in_process(f"ckpt=hdvw:{file}", "data=digits", out=tmp_path / "eval")[0]
+    report = evaluate_in_process(f"ckpt=hdvw:{file}", "data=digits", "max_images=64", out=tmp_path / "eval")[0]
     assert report["model"] == "alternet_r18" and report["source"] == f"hdvw:{file}"
     cifar10 = FACTS["cifar10"]
-    # the first 64 images: the preprocessing shows in every row, and AlterNet-18 is slow on a CPU core
+    # the first 64 images (max_images): the preprocessing shows in every row, and AlterNet-18 is slow on a CPU core
     expected = direct_predictions(model, 1, image_size=32, mean=list(cifar10.mean), std=list(cifar10.std))
     np.testing.assert_allclose(scored_predictions(tmp_path / "eval")[:64], expected, atol=1e-5)
 

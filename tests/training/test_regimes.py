@@ -211,28 +211,38 @@ def preset_jobs(preset: str) -> tuple[object, list[list[str]]]:
 @pytest.mark.parametrize("preset", PRESETS)
 def test_paper_presets_are_multiruns_of_real_configs(preset):
     """Each preset composes, sweeps something, and every job of its grid is a config train.py accepts."""
+    import copy
+
     from hydra import compose, initialize_config_dir
+    from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
     from helpers import CONF
 
     config, jobs = preset_jobs(preset)
     assert str(config.hydra.mode) == "RunMode.MULTIRUN" and len(jobs) > 1
-    # the jobs that differ in their seed alone are one composition with the seed set after it, as Hydra sets an
-    # override's value (interpolations of ${seed} resolve to each job's): a third of the compositions
-    seeds: dict[tuple[str, ...], list[int]] = {}
+    # the jobs that choose the same config-group options are one composition, each job's values then set on a copy
+    # as Hydra sets a value override (interpolations of ${seed} and the rest resolve to each job's): a few
+    # compositions a preset instead of one a job
+    groups = {path.name for path in CONF.iterdir() if path.is_dir()}
+    parser = OverridesParser.create()
+    by_choice: dict[tuple[str, ...], list[list]] = {}
     for job_overrides in jobs:
-        rest = tuple(o for o in job_overrides if not o.startswith("seed="))
-        seeds.setdefault(rest, []).extend(int(o.split("=")[1]) for o in job_overrides if o.startswith("seed="))
+        parsed = parser.parse_overrides(job_overrides)
+        choice = tuple(o.input_line for o in parsed if o.key_or_group in groups)
+        values = [(o.key_or_group, o.value()) for o in parsed if o.key_or_group not in groups]
+        by_choice.setdefault(choice, []).append(values)
     with initialize_config_dir(str(CONF), version_base="1.3"):
-        for job_overrides, job_seeds in seeds.items():
-            overrides = [f"experiment=paper/{preset}", "data.root=/data", *job_overrides]
+        for choice, job_values in by_choice.items():
+            overrides = [f"experiment=paper/{preset}", "data.root=/data", *choice]
             if preset.endswith("_full") and not torch.cuda.is_available():
                 overrides.append("trainer.accelerator=cpu")  # the paper's scale asks for a GPU, which CI lacks
             composed = compose("train", overrides=[*overrides, "paths.output_dir=unused"])
-            for seed in job_seeds or [composed.seed]:
-                composed.seed = seed
-                check_job(preset, OmegaConf.to_container(composed, resolve=True))
+            for values in job_values:
+                job = copy.deepcopy(composed)
+                for key, value in values:
+                    OmegaConf.update(job, key, value, merge=True)
+                check_job(preset, OmegaConf.to_container(job, resolve=True))
 
 
 def check_job(preset: str, plain: dict) -> None:

@@ -185,7 +185,8 @@ class Search:
             if not finished:
                 launch_round(round_dir, self.settings.overrides, to_train, self.settings.seeds)
             results = self._results(round_dir, to_train)
-            current = results[layout] if current is None else current
+            if current is None:
+                current = self._compared_against(round_dir, results[layout])
             arms = [Arm(c, s, results[c]) for s, c in candidates]
             before = functools.partial(_earlier_stage_with_room, layout)
             done = decide(number, Arm(layout, None, current), arms, self.settings.metric, statistics, before)
@@ -263,7 +264,6 @@ class Search:
 
     def _results(self, round_dir: Path, layouts: Sequence[str]) -> dict[str, tuple]:
         """Each layout's finished runs in the round's sweep (a run whose test metrics diverged left out)."""
-        from ..report.buildup import METRICS  # deferred
         from ..report.runs import read_sweep  # deferred
 
         runs, jobs = read_sweep(round_dir)
@@ -271,19 +271,25 @@ class Search:
             raise AlternetError(
                 f"{round_dir}: the round's sweep is not complete ({jobs.describe()}): run the same command again"
             )
-        name, value = METRICS[self.settings.metric]
         by_layout: dict[str, list] = {layout: [] for layout in layouts}
         for run in runs:
             layout = str(((run.job.recorded_config() or {}).get("model") or {}).get("layout", "")).strip("'\"")
             if layout in by_layout and not run.unscored:
                 by_layout[layout].append(run)
-        for layout, found in by_layout.items():
-            if not any(value(run) is not None for run in found):
-                raise AlternetError(
-                    f"{round_dir}: no run of layout {layout} has a {name} (diverged, or no validation split was "
-                    "logged): the search cannot decide; look at its jobs' logs"
-                )
         return {layout: tuple(found) for layout, found in by_layout.items()}
+
+    def _compared_against(self, round_dir: Path, runs: tuple) -> tuple:
+        """The base layout's runs, which every candidate of the first round is compared with: at least one has the
+        metric (a candidate without it reads as worse; a base without it leaves nothing to compare)."""
+        from ..report.buildup import METRICS  # deferred
+
+        name, value = METRICS[self.settings.metric]
+        if not any(value(run) is not None for run in runs):
+            raise AlternetError(
+                f"{round_dir}: no run of the base layout has a {name} (diverged, or no validation split was logged): "
+                "the search cannot compare against it; look at its jobs' logs"
+            )
+        return runs
 
     def _spent(self) -> tuple[float, int]:
         """Hours (the finished jobs' summed wall time) and epochs spent so far in every round."""

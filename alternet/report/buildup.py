@@ -90,7 +90,7 @@ def decide(
     variants = [Variant(arm.layout, list(arm.runs)) for arm in (current, *candidates)]
     diffs = differences_from(variants, variants[0], value, settings)[1:]
     arms = [
-        Arm(arm.layout, arm.stage, arm.runs, diff, _reading(arm, diff, settings))
+        Arm(arm.layout, arm.stage, arm.runs, diff, _reading(arm, diff, settings, metric))
         for arm, diff in zip(candidates, diffs)
     ]
     words = []
@@ -108,7 +108,10 @@ def decide(
     return Round(number, (current, *arms), None, after, "; ".join(words))
 
 
-def _reading(arm: Arm, diff: Difference | None, settings: Statistics) -> str:
+def _reading(arm: Arm, diff: Difference | None, settings: Statistics, metric: str) -> str:
+    name, value = METRICS[metric]
+    if diff is None and not any(value(run) is not None for run in arm.runs):
+        return f"{WORSE}: no run finished with a finite {name}"
     if diff is None or min(diff.n) < settings.rule.min_seeds:
         seeds = min(diff.n) if diff else len(arm.runs)
         return f"{INCONCLUSIVE}: {seeds} seed(s), {settings.rule.min_seeds} needed"

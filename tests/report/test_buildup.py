@@ -2,6 +2,8 @@
 metric by Welch's interval after Holm's correction, else the earlier stage's, else the search moves on to the stages
 before them; the test split is never read."""
 
+from dataclasses import replace
+
 import pytest
 from scipy import stats
 
@@ -125,3 +127,10 @@ def test_the_table_of_rounds_has_every_arm_and_describes_the_test_error():
         ("MSA at the end of stage 3", LAST, 1, 1001, True),
     ]
     assert rows[1]["test_error"] == pytest.approx(0.35) and rows[1]["mde"] > 0
+
+
+def test_a_candidate_whose_runs_all_diverged_reads_as_worse():
+    diverged = arm(LAST, 2, [0.2, 0.2, 0.2])
+    diverged = Arm(LAST, 2, tuple(replace(run, curves={"val/acc": [float("nan")]}) for run in diverged.runs))
+    done = decide(1, arm(CURRENT, None, [0.30, 0.31, 0.32]), [diverged], "error", SETTINGS, nowhere_before)
+    assert done.chosen is None and done.arms[1].reading == "worse: no run finished with a finite validation error"

@@ -17,6 +17,12 @@ checkpoints, validation). Reports, per configuration:
                               [--modes eager reduce-overhead backbone-reduce-overhead]
                               [--synthesize] [--no-record] [-- more overrides]
 
+``--imagenet N`` runs the ImageNet feed instead (issue 75): ``N`` synthesized ImageNet-like JPEGs (500x375, a
+quarter at 1200x900: ``bench.imagenet_data.synthesize``) in 100 class folders, trained by AlterNet-50 at 224 px with
+the paper's ImageNet recipe (``model=alternet_r50 recipe=imagenet data=imagefolder``) for ``--epochs`` epochs, once
+per ``--decodes`` value (``data.decode``: ``exact``, today's pipeline, or ``fast``, the reduced-size JPEG decode):
+the same img/s and loader share, so the loader's part of a 224 px step shows per decode.
+
 ``--synthesize`` writes CIFAR-100-format files (the original pickles' layout: 50,000 + 10,000 uint8 images, fine and
 coarse labels, the meta file) of random images into DATA_ROOT/cifar-100-python and accepts their md5 digests in
 place of the real files' (the one difference from a run on CIFAR-100: the images are noise, which costs the
@@ -27,12 +33,13 @@ A CPU smoke test: ``--synthesize --images 512 --epochs 2 --modes eager -- model=
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import pickle
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import lightning as L
 import numpy as np
@@ -43,6 +50,26 @@ from alternet.files import file_digest
 from .harness import add_harness_arguments, begin, finish, row
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+class Experiment(NamedTuple):
+    case: str
+    overrides: tuple[str, ...]
+
+
+CIFAR = Experiment("alternet_r50 cifar100 32px paper recipe", ("experiment=alternet_r50_cifar100",))
+IMAGENET = Experiment(  # the paper's ImageNet recipe on one device, from an image folder at 224 px
+    "alternet_r50 imagenet-like jpegs 224px paper recipe",
+    (
+        "model=alternet_r50",
+        "recipe=imagenet",
+        "data=imagefolder",
+        "data.image_size=224",
+        "data.val_size=0",
+        "trainer.precision=auto",
+        "performance.channels_last=true",
+    ),
+)
 
 
 def synthesize_cifar100(root: Path, train: int = 50_000, test: int = 10_000, seed: int = 0) -> dict[str, str]:
@@ -78,6 +105,21 @@ def synthesized_cifar100(root: Path, train: int, test: int) -> dict[str, str]:
         if b"synthetic" not in file.read(4096):
             raise SystemExit(f"{folder} holds CIFAR-100 files that are not synthesized: drop --synthesize to use them")
     return {name: file_digest(folder / name, "md5") for name in ("train", "test", "meta")}
+
+
+def synthesized_jpegs(root: Path, images: int, unique: int = 2000) -> None:
+    """``images`` ImageNet-like JPEGs under ``root/train`` (100 classes): ``unique`` of them synthesized
+    (:func:`bench.imagenet_data.synthesize`, a quarter at 1200x900), the rest hard links to them under other names
+    (decoding costs the same; synthesizing costs a core ~10 ms an image)."""
+    from .imagenet_data import synthesize
+
+    synthesize(root, min(images, unique), classes=100, large_share=0.25)
+    originals = sorted(p for p in (root / "train").rglob("*.JPEG") if "_copy" not in p.name)
+    for index in range(images - len(originals)):
+        source = originals[index % len(originals)]
+        link = source.with_name(f"{source.stem}_copy{index // len(originals)}.JPEG")
+        if not link.exists():
+            os.link(source, link)
 
 
 def accept_digests(digests: dict[str, str]) -> None:
@@ -253,6 +295,8 @@ def main() -> None:
     )
     parser.add_argument("--images", type=int, default=50_000, help="--synthesize: training images (test: a fifth)")
     parser.add_argument("--tag", default="", help="added to each case's name (e.g. concurrent-1 of two runs)")
+    parser.add_argument("--imagenet", type=int, help="the ImageNet feed: this many synthesized JPEGs at 224 px")
+    parser.add_argument("--decodes", nargs="+", default=["exact"], choices=["exact", "fast"], help="--imagenet's")
     parser.add_argument(
         "overrides", nargs="*", help="more train.py overrides (a CPU smoke test: model=alternet_tiny trainer=cpu ...)"
     )
@@ -265,58 +309,61 @@ def main() -> None:
     import torch
 
     facts = begin(args, "gpu_train", device="cuda" if torch.cuda.is_available() else "cpu")
-    if args.synthesize:
+    if args.synthesize and not args.imagenet:
         accept_digests(synthesized_cifar100(args.data_root, args.images, args.images // 5))
+    if args.imagenet:
+        synthesized_jpegs(args.data_root, args.imagenet)
+    experiment, decodes = (IMAGENET, args.decodes) if args.imagenet else (CIFAR, [None])
     rows = []
     print(
-        f"{'mode':<16} {'workers':>7} {'steady img/s':>12} {'epoch img/s':>11} {'epoch/steady':>12} "
+        f"{'case':<24} {'workers':>7} {'steady img/s':>12} {'epoch img/s':>11} {'epoch/steady':>12} "
         f"{'loader':>7} {'syncs/step':>10} {'peak GiB':>8} {'wall s':>7}"
     )
-    for workers in args.workers:
-        for mode in args.modes:
-            measure = Measure()
-            name = f"{mode}-w{workers}{'-' + args.tag if args.tag else ''}"
-            backbone = mode.startswith("backbone-")
-            compiled = (
-                ["performance.compile=false"]
-                if mode == "eager"
-                else [
-                    f"performance.compile={'backbone' if backbone else 'true'}",
-                    f"performance.compile_mode={mode.removeprefix('backbone-')}",
-                ]
-            )
-            overrides = [
-                "experiment=alternet_r50_cifar100",
-                f"data.root={args.data_root}",
-                f"data.num_workers={workers}",
-                f"trainer.max_epochs={args.epochs}",
-                "trainer.enable_progress_bar=false",
-                *compiled,
-                f"paths.output_dir={args.out / name}",
-                *args.overrides,
+    for workers, mode, decode in itertools.product(args.workers, args.modes, decodes):
+        measure = Measure()
+        name = f"{mode}-w{workers}{'-' + decode if decode else ''}{'-' + args.tag if args.tag else ''}"
+        backbone = mode.startswith("backbone-")
+        compiled = (
+            ["performance.compile=false"]
+            if mode == "eager"
+            else [
+                f"performance.compile={'backbone' if backbone else 'true'}",
+                f"performance.compile_mode={mode.removeprefix('backbone-')}",
             ]
-            start = time.perf_counter()
-            _, peak = train_once(overrides, measure)
-            wall = time.perf_counter() - start
-            steady = measure.steady_rate
-            epoch_rate = measure.epoch_rate
-            share = measure.loader.waited / sum(measure.loop_seconds) if sum(measure.loop_seconds) else float("nan")
-            syncs = sum(measure.windows) / len(measure.windows) if measure.windows else float("nan")
-            print(
-                f"{mode:<16} {workers:>7} {steady:>12.0f} {epoch_rate:>11.0f} {epoch_rate / steady:>12.0%} "
-                f"{share:>7.1%} {syncs:>10.2f} {peak:>8.2f} {wall:>7.0f}",
-                flush=True,
-            )
-            case = f"alternet_r50 cifar100 32px paper recipe {name} {args.epochs} epochs"
-            rows += [
-                row(case, "steady training throughput", steady, "img/s", notes="the loop's own, epochs 2+"),
-                row(case, "whole-epoch throughput", epoch_rate, "img/s", notes="epochs 2+: with checkpoint, val"),
-                row(case, "loader share", 100 * share, "%", notes="train_dataloader_next wait / training loop"),
-                row(case, "syncs per non-logging step", syncs, "1"),
-                row(case, "peak GPU memory", peak, "GiB"),
-                row(case, "loader workers", measure.workers[-1], "1", notes=f"by epoch: {measure.workers}"),
-                row(case, "whole run", wall, "s", notes="build, compile, train, test"),
-            ]
+        )
+        overrides = [
+            *experiment.overrides,
+            *([f"data.decode={decode}"] if decode else []),
+            f"data.root={args.data_root}",
+            f"data.num_workers={workers}",
+            f"trainer.max_epochs={args.epochs}",
+            "trainer.enable_progress_bar=false",
+            *compiled,
+            f"paths.output_dir={args.out / name}",
+            *args.overrides,
+        ]
+        start = time.perf_counter()
+        _, peak = train_once(overrides, measure)
+        wall = time.perf_counter() - start
+        steady = measure.steady_rate
+        epoch_rate = measure.epoch_rate
+        share = measure.loader.waited / sum(measure.loop_seconds) if sum(measure.loop_seconds) else float("nan")
+        syncs = sum(measure.windows) / len(measure.windows) if measure.windows else float("nan")
+        print(
+            f"{name:<24} {workers:>7} {steady:>12.0f} {epoch_rate:>11.0f} {epoch_rate / steady:>12.0%} "
+            f"{share:>7.1%} {syncs:>10.2f} {peak:>8.2f} {wall:>7.0f}",
+            flush=True,
+        )
+        case = f"{experiment.case} {name} {args.epochs} epochs"
+        rows += [
+            row(case, "steady training throughput", steady, "img/s", notes="the loop's own, epochs 2+"),
+            row(case, "whole-epoch throughput", epoch_rate, "img/s", notes="epochs 2+: with checkpoint, val"),
+            row(case, "loader share", 100 * share, "%", notes="train_dataloader_next wait / training loop"),
+            row(case, "syncs per non-logging step", syncs, "1"),
+            row(case, "peak GPU memory", peak, "GiB"),
+            row(case, "loader workers", measure.workers[-1], "1", notes=f"by epoch: {measure.workers}"),
+            row(case, "whole run", wall, "s", notes="build, compile, train, test"),
+        ]
     finish(args, "gpu_train", rows, facts)
 
 

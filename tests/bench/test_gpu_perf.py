@@ -14,6 +14,7 @@ from helpers import ROOT
 PHASES = [
     "machine",
     "pytest_gpu",
+    "imagenet_feed",
     "train_graphs",
     "step_goals_224",
     "profile_graphs",

@@ -4,10 +4,11 @@ finished job again, and the layout it keeps trains through ``alternet train``.""
 
 import csv
 import json
+from dataclasses import replace
 
 import pytest
 
-from alternet.apps.buildup import SETTINGS_FILE
+from alternet.apps.buildup import SETTINGS_FILE, Budget, Search, Settings
 
 from helpers.processes import run_command
 
@@ -90,3 +91,33 @@ def test_a_search_on_digits_resumes_without_retraining_and_its_layout_trains(tmp
     code, _ = run_command(train, monkeypatch, capsys)
     assert code == "0"
     assert f"layout: {chosen}" in (run / ".hydra" / "config.yaml").read_text()
+
+
+def _finished_jobs(round_dir, count, epochs, seconds):
+    from alternet.runs.directories import RunDir
+    from alternet.runs.summary import RunSummary
+
+    for job in range(count):
+        run = RunDir(round_dir / str(job))
+        run.path.mkdir(parents=True)
+        summary = RunSummary("alternet_tiny", "digits", {"acc": 0.5, "nll": 1.0}, epochs=epochs, global_step=10)
+        run.write_summary(replace(summary, wall_seconds=seconds))
+
+
+@pytest.mark.parametrize(
+    ("budget", "number", "planned", "stops"),
+    [
+        (Budget(rounds=2), 2, 10, None),
+        (Budget(rounds=2), 3, 10, "the budget of 2 round(s) is spent"),
+        (Budget(hours=2.0), 3, 10, None),  # 6 jobs x 1,000 s spent: 1.67 h
+        (Budget(hours=1.5), 3, 10, "the budget of 1.5 job-hours is spent (1.67 h)"),
+        (Budget(epochs=40), 3, 16, None),  # 6 jobs x 4 epochs spent: 24 + 16 fits
+        (Budget(epochs=40), 3, 17, "round 3 would train 17 epochs, beyond the budget of 40 (24 spent)"),
+    ],
+)
+def test_a_round_starts_only_within_the_budget(tmp_path, budget, number, planned, stops):
+    """Rounds, job-hours (the finished jobs' summed wall time) and summed epochs, counted over every round on disk."""
+    for index in (1, 2):
+        _finished_jobs(tmp_path / f"round_{index:02d}", 3, epochs=4, seconds=1000.0)
+    search = Search(tmp_path, Settings((), "", 3, "error", 0.05, 3), budget)
+    assert search._over_budget(number, planned) == stops

@@ -52,14 +52,20 @@ def pick_baseline(variants: list[Variant], baseline: str | None) -> Variant:
     """The variant whose swept values include every ``key=value`` of ``baseline`` (default: the first variant)."""
     if baseline is None:
         return variants[0]
-    wanted = set(baseline.split())
-    matches = [v for v in variants if wanted <= set(v.label.split())]
+    wanted = _unquoted(baseline)
+    matches = [v for v in variants if wanted <= _unquoted(v.label)]
     if len(matches) != 1:
         raise ConfigValueError(
             f"--baseline {baseline!r} matches {len(matches)} variants; choose one of: "
             + "; ".join(v.label for v in variants)
         )
     return matches[0]
+
+
+def _unquoted(label: str) -> set[str]:
+    """A variant's ``key=value`` pairs with Hydra's quotes around a value dropped (``model.layout='C|CM'`` is how a
+    layout is swept; ``model.layout=C|CM`` names it too)."""
+    return {key + "=" + value.strip("'\"") for key, _, value in (pair.partition("=") for pair in label.split())}
 
 
 _error = attrgetter("test_error")
@@ -296,6 +302,11 @@ def run_rows(runs: Sequence[Run], keys: list[str]) -> list[dict[str, Any]]:
     ]
 
 
+def _escaped(text: str) -> str:
+    """Text in a markdown table cell: a layout's stage separators would split the cell."""
+    return text.replace("|", "\\|")
+
+
 def _cell(row: dict[str, Any], name: str) -> str:
     """A summary column as ``mean ± sd`` (its ``name_sd`` column), or a dash where no run has the value."""
     value, sd = row[name], row[f"{name}_sd"]
@@ -379,7 +390,7 @@ def markdown(
     ]
     for row in rows:
         lines.append(
-            f"| {row['variant']} | {row['seeds']} | {_cell(row, 'test_error')} | "
+            f"| {_escaped(row['variant'])} | {row['seeds']} | {_cell(row, 'test_error')} | "
             f"{_delta_cell(row, 'error', 100, ' pp')} | {_mde_cell(row['error_mde'], 100, ' pp')} | "
             f"{_cell(row, 'train_clean_nll')} | {_delta_cell(row, 'nll', 1, '')} | {_mde_cell(row['nll_mde'], 1, '')} "
             f"| {_cell(row, 'test_nll')} | {_cell(row, 'test_ece')} | {_cell(row, 'test_aurc')} | "

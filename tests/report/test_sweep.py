@@ -347,3 +347,12 @@ def test_records_the_report_reads_are_checked_named_and_counted(sweep, tmp_path)
     summary = (tmp_path / "r3" / "summary.md").read_text()
     assert "1 finished job(s) left out, their test metrics not finite (diverged): 1 (test acc not finite)" in summary
     assert sum(int(row["seeds"]) for row in report["variants"]) == 3
+
+
+def test_a_swept_layout_is_named_with_or_without_hydras_quotes_and_kept_whole_in_the_table():
+    from alternet.report.build import Variant, _escaped, pick_baseline
+
+    variants = [Variant("model.layout='C|CC|CC'", []), Variant("model.layout='C|CC|CM'", [])]
+    assert pick_baseline(variants, "model.layout=C|CC|CM") is variants[1]
+    assert pick_baseline(variants, "model.layout='C|CC|CC'") is variants[0]
+    assert _escaped("model.layout='C|CC|CM'") == "model.layout='C\\|CC\\|CM'"

@@ -713,8 +713,8 @@ def test_ctrl_c_while_a_sweep_sets_up_a_job_stops_it_in_one_line_and_the_same_co
 @pytest.mark.filterwarnings("ignore:Callback SweepPreflight.on_multirun_start raised AttributeError")
 def test_ctrl_c_that_hydra_reports_as_another_error_still_ends_on_the_one_line(tmp_path, monkeypatch, capsys):
     """Ctrl-C inside Hydra's composition of a sweep's job: a clean-up in OmegaConf raised an AttributeError in the
-    KeyboardInterrupt's place, which Hydra raises (the command asks it to, alternet.apps.composition) or printed as
-    its own error (seen under load, the test above); the command ends on its stop line all the same."""
+    KeyboardInterrupt's place, which Hydra raises (the command asks it to, alternet.apps.hydra.composition) or printed
+    as its own error (seen under load, the test above); the command ends on its stop line all the same."""
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
 
     def interrupted_while_composing(self, *args, **kwargs):

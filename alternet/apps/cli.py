@@ -34,7 +34,7 @@ from ..training.stopping import (
     raised_by_a_stop,
 )
 from . import config as _schemas  # noqa: F401 - registers train.yaml's and evaluate.yaml's schemas
-from .composition import one_line_composition_errors
+from .hydra.composition import one_line_composition_errors
 
 CONFIG_PATH = "pkg://alternet.conf"
 PROG = "alternet"

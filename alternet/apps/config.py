@@ -2,8 +2,8 @@
 
 Registered in Hydra's ConfigStore when this module is imported (the apps import it before Hydra reads
 ``alternet/conf``), so composing refuses an
-unknown key or a value of the wrong type (:mod:`alternet.apps.composition` words it in one line); :func:`train_config`
-and :func:`evaluate_config` then make the objects, each section's rules checked as it is made.
+unknown key or a value of the wrong type (:mod:`alternet.apps.hydra.composition` words it in one line);
+:func:`train_config` and :func:`evaluate_config` then make the objects, each section's rules checked as it is made.
 
 ``data`` and ``model`` are typed by the section their name chooses (:func:`alternet.data.config.data_section`,
 :func:`alternet.models.config.model_section`): a family's keys, a user's registered data set, any timm model's own

@@ -315,7 +315,7 @@ class SweepDir:
 
     @property
     def summary_csv(self) -> Path:
-        """``summary.csv``: one row per job (the multirun callback, :mod:`alternet.apps.sweep`)."""
+        """``summary.csv``: one row per job (the multirun callback, :mod:`alternet.apps.hydra.sweep`)."""
         return self.path / "summary.csv"
 
     @property

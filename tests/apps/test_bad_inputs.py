@@ -234,7 +234,7 @@ def test_the_quoting_advice_works_when_pasted_into_a_posix_shell(value):
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 
-    from alternet.apps.composition import composition_error
+    from alternet.apps.hydra.composition import composition_error
 
     override = f"data.root={value}"
     try:

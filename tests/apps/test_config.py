@@ -8,8 +8,8 @@ from omegaconf import OmegaConf
 from PIL import Image
 
 from alternet.apps.checks import validate_train_config
-from alternet.apps.composition import composition_error
 from alternet.apps.config import TrainConfig, train_config
+from alternet.apps.hydra.composition import composition_error
 from alternet.data import DATAMODULES
 from alternet.errors import AlternetError, ConfigValueError
 from alternet.models.zoo import spec_kwargs

@@ -297,11 +297,11 @@ def test_the_report_compares_each_variants_robustness_with_the_baselines(tmp_pat
 
 
 def test_the_preflight_numbers_jobs_as_hydra_launches_them(sweep):
-    """``apps.preflight.grid_jobs`` (what the pre-flight checks, and the job number its errors name) expands the sweep
-    into the jobs Hydra ran, in the same order: each job directory's recorded overrides."""
+    """``apps.hydra.preflight.grid_jobs`` (what the pre-flight checks, and the job number its errors name) expands the
+    sweep into the jobs Hydra ran, in the same order: each job directory's recorded overrides."""
     from omegaconf import OmegaConf
 
-    from alternet.apps.preflight import grid_jobs
+    from alternet.apps.hydra.preflight import grid_jobs
     from alternet.runs.directories import RunDir
 
     sweep_dir, _ = sweep

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from alternet.apps.sweep import write_sweep_summary
+from alternet.apps.hydra.sweep import write_sweep_summary
 from alternet.errors import CheckpointError, ConfigValueError
 from alternet.report import build_report
 from alternet.report.runs import read_sweep

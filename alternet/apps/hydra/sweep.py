@@ -1,7 +1,7 @@
 """The Hydra callback after a multirun: one CSV row per job with its overrides and final metrics
 (:class:`SweepSummary`). The jobs are the ones :meth:`alternet.runs.directories.SweepDir.jobs` finds, the rule
 ``alternet report`` reads the same directory by. The checks before a sweep's first job are
-:mod:`alternet.apps.preflight`'s."""
+:mod:`alternet.apps.hydra.preflight`'s."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from ..files import write_csv
-from ..report.figures import sweep_comparison
-from ..runs.directories import RunDir, SweepDir
+from ...files import write_csv
+from ...report.figures import sweep_comparison
+from ...runs.directories import RunDir, SweepDir
 
 
 def job_row(job: RunDir) -> dict[str, Any]:

@@ -20,14 +20,14 @@ from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from ..errors import AlternetError, exit_with_error
-from ..files import check_output_dir, os_error_reason
-from ..launch import check_sweep_launch, resolved_launcher, visible_gpus
-from ..runs.checkpoints import checkpoint_header, resume_checkpoint
-from ..runs.directories import RunDir, SweepDir
-from ..runs.ownership import RunDirLock, check_fresh_run_dir, note_created_by_this_process
-from ..training.resume import check_resume_settings
-from .checks import validate_train_config
+from ...errors import AlternetError, exit_with_error
+from ...files import check_output_dir, os_error_reason
+from ...launch import check_sweep_launch, resolved_launcher, visible_gpus
+from ...runs.checkpoints import checkpoint_header, resume_checkpoint
+from ...runs.directories import RunDir, SweepDir
+from ...runs.ownership import RunDirLock, check_fresh_run_dir, note_created_by_this_process
+from ...training.resume import check_resume_settings
+from ..checks import validate_train_config
 from .composition import composition_error
 
 GRID_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"  # its name in a config, not an import

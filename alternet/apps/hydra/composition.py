@@ -19,7 +19,7 @@ from pathlib import Path
 from hydra.errors import CompactHydraException, MissingConfigException, OverrideParseException
 from omegaconf.errors import ConfigKeyError, ValidationError
 
-from ..errors import exit_with_error, suggest
+from ...errors import exit_with_error, suggest
 
 FULL_ERROR = "HYDRA_FULL_ERROR"
 SHOWN_OPTIONS = 12  # a group with more options points to --help instead of listing them

@@ -20,7 +20,7 @@ class OptimizedMetric:
     value: float
 
 
-Section = dict[str, Any]  # a split's metrics (``{"acc": ..., "nll": ...}``) or an evaluation record
+Record = dict[str, Any]  # a split's metrics (``{"acc": ..., "nll": ...}``) or an evaluation record
 
 # keys written only when the run has them (older runs and runs without EMA, a clean training subset, skipped images
 # or an evaluation after training leave them out)
@@ -45,9 +45,9 @@ class RunSummary:
 
     model: str
     data: str
-    test: Section
-    test_ema: Section | None = None
-    train_clean: Section | None = None  # the last epoch's clean training metrics (data.train_clean_size)
+    test: Record
+    test_ema: Record | None = None
+    train_clean: Record | None = None  # the last epoch's clean training metrics (data.train_clean_size)
     train_images: int | None = None
     data_subset: float | None = None
     epochs: int = 0
@@ -62,10 +62,10 @@ class RunSummary:
     train_images_per_sec: float | None = None
     skipped_images: int | None = None  # unreadable files skipped (data.skip_corrupt)
     optimized_metric: OptimizedMetric | None = None
-    calibration: Section | None = None  # evaluate.after_training: the evaluation's test record
-    selective: Section | None = None  # evaluate.after_training: selective classification (AURC, AUGRC, ...)
-    ood: Section | None = None  # evaluate.after_training with evaluate.ood.root: the OOD record
-    robustness: Section | None = None  # evaluate.after_training: the robustness record
+    calibration: Record | None = None  # evaluate.after_training: the evaluation's test record
+    selective: Record | None = None  # evaluate.after_training: selective classification (AURC, AUGRC, ...)
+    ood: Record | None = None  # evaluate.after_training with evaluate.ood.root: the OOD record
+    robustness: Record | None = None  # evaluate.after_training: the robustness record
     evaluation_dir: str | None = None
     curves: str | None = None
     wall_seconds: float | None = None
@@ -73,7 +73,7 @@ class RunSummary:
 
     # what a split measured ---------------------------------------------------------------------------------------
 
-    def section(self, split: str) -> Section:
+    def split_metrics(self, split: str) -> Record:
         """The metrics of one split (``test``, ``test_ema``, ``train_clean``), empty when the run has none."""
         value = getattr(self, split, None) if split in _SPLITS else self.extra.get(split)
         return dict(value) if isinstance(value, Mapping) else {}
@@ -84,7 +84,7 @@ class RunSummary:
         if name == self.monitor:
             return self.best_val_score
         split, _, metric = name.partition("/")
-        return self.section(split).get(metric)
+        return self.split_metrics(split).get(metric)
 
     def with_(self, **changes: Any) -> RunSummary:
         """A copy with ``changes`` (a summary is assembled in steps, written once)."""

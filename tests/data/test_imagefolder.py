@@ -20,7 +20,7 @@ from alternet.data.files.shards import write_shards
 from alternet.errors import ConfigValueError, DataError
 from alternet.hub import export
 
-from helpers import FAST, compose_train, datamodule_of, module_output, resolved, run_main, run_warm
+from helpers import FAST, compose_train, datamodule_of, module_output, resolved, run_main
 from helpers.imagefolders import COLOURS, make_image_folder
 
 CLASSES = sorted(COLOURS)
@@ -253,20 +253,6 @@ def test_shards_of_a_folder_where_nothing_decodes_fail_and_leave_nothing(tmp_pat
     assert code.startswith(f"error: none of the {len(images)} images under ") and "no shards were written" in code
     assert "\n" not in code and "Traceback" not in stderr
     assert not (tmp_path / "out").exists()
-
-
-@pytest.mark.xdist_group("processes")  # 2-process DDP: one at a time, on the processes worker (helpers.warm)
-def test_two_process_ddp_streams_disjoint_equal_shares_of_the_shards(folder, image_shards, tmp_path):
-    result = run_warm("tests/scripts/ddp_shards_probe.py", str(tmp_path / "run"), str(folder), str(image_shards))
-    assert result.returncode == 0, result.stderr[-3000:]
-    ranks = [json.loads((tmp_path / "run" / f"rank{r}.json").read_text()) for r in range(2)]
-    shares = [r["streamed"] for r in ranks]
-    assert len(shares[0]) == len(shares[1]) >= 12
-    assert not set(shares[0]) & set(shares[1]), "ranks streamed overlapping images"
-    assert len(set(shares[0]) | set(shares[1])) >= 40 - 2 * 4  # together the epoch, less the dropped tail
-    assert ranks[0]["test"] == ranks[1]["test"]
-    # the schedule counts this rank's batches, not the whole epoch's divided again by the world size
-    assert [r["scheduled"] for r in ranks] == [[len(shares[0]) // 4]] * 2
 
 
 def test_object_store_shards_pass_through_to_litdata_unchecked(folder):

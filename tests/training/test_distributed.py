@@ -13,19 +13,32 @@ from helpers import DDP_CPU, ROOT, compose_train, run_warm
 
 
 @pytest.mark.xdist_group("processes")  # 2-process DDP: one at a time, on the processes worker (helpers.warm)
-def test_two_process_ddp_shards_data_and_agrees_on_metrics(tmp_path):
-    result = run_warm("tests/scripts/ddp_probe.py", str(tmp_path), timeout=240)
+def test_two_process_ddp_shards_data_and_agrees_on_metrics(image_folder, image_shards, tmp_path):
+    """Two fits in one pair of DDP processes (tests/scripts/ddp_probe.py): from arrays, then from LitData shards."""
+    result = run_warm("tests/scripts/ddp_probe.py", str(tmp_path), str(image_folder), str(image_shards), timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
-    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert "distributed_backend=gloo" in result.stderr + result.stdout
+
+    # arrays: each rank its own half of the epoch, metrics synced, written once, no host sync on a quiet step
+    ranks = [json.loads((tmp_path / "arrays" / f"rank{r}.json").read_text()) for r in range(2)]
     seen = [set(r["train_indices"]) for r in ranks]
     assert len(ranks[0]["train_indices"]) == len(ranks[1]["train_indices"]) > 0
     assert not seen[0] & seen[1], "ranks loaded overlapping training samples"
     assert len(seen[0] | seen[1]) >= 0.9 * 1257  # together they cover the epoch (minus the dropped tail)
     assert ranks[0]["test"] == ranks[1]["test"]  # metrics are synced across ranks
-    assert (tmp_path / "metrics.json").is_file()  # written once, by rank 0
-    assert "distributed_backend=gloo" in result.stderr + result.stdout
+    assert (tmp_path / "arrays" / "metrics.json").is_file()  # written once, by rank 0
     for rank in ranks:  # no host sync on a step that logs nothing, Lightning's per-step SIGTERM broadcast included
         assert len(rank["syncs"]) > 3 and not any(rank["syncs"]), rank["syncs"]
+
+    # shards: disjoint, equal shares streamed; the schedule counts this rank's batches
+    ranks = [json.loads((tmp_path / "shards" / f"rank{r}.json").read_text()) for r in range(2)]
+    shares = [r["streamed"] for r in ranks]
+    assert len(shares[0]) == len(shares[1]) >= 12
+    assert not set(shares[0]) & set(shares[1]), "ranks streamed overlapping images"
+    assert len(set(shares[0]) | set(shares[1])) >= 40 - 2 * 4  # together the epoch, less the dropped tail
+    assert ranks[0]["test"] == ranks[1]["test"]
+    # not the whole epoch's batches divided again by the world size
+    assert [r["scheduled"] for r in ranks] == [[len(shares[0]) // 4]] * 2
 
 
 # One optimizer step of a LayerNorm ViT (no BatchNorm, whose statistics are per device) on digits, no validation.

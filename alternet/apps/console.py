@@ -12,6 +12,7 @@ import lightning as L
 from torch import nn
 
 from .. import tracking
+from ..metrics.table import SPLIT_KEYS
 from ..progress import duration
 from ..runs.directories import RunDir, best_epoch
 from ..runs.summary import RunSummary
@@ -22,7 +23,7 @@ from .config import TrainConfig
 
 __all__ = ["best_epoch", "end_summary", "evaluation_report", "robustness_lines", "start_banner", "written_files"]
 
-TEST_COLUMNS = ("acc", "top5", "nll", "ece")
+TEST_COLUMNS = SPLIT_KEYS
 WORST_SHOWN = 5  # the worst corruption conditions shown
 
 

@@ -9,19 +9,15 @@ from huggingface_hub import EvalResult, ModelCardData
 
 from ..data import DATAMODULES
 from ..data.augment import SECTIONS
+from ..metrics.table import SPLIT_METRICS
 
 TASK = "image-classification"
 # Hub data set ids of the public data sets alternet trains on (others are tagged by their alternet name)
 HUB_DATASETS = {"cifar10": "uoft-cs/cifar10", "cifar100": "uoft-cs/cifar100", "imagenet": "ILSVRC/imagenet-1k"}
 # metrics.json key -> (model-index metric type, its name on the Hub)
-HUB_METRICS = {
-    "acc": ("accuracy", "Top-1 accuracy"),
-    "top5": ("top_5_accuracy", "Top-5 accuracy"),
-    "nll": ("nll", "Negative log-likelihood"),
-    "ece": ("ece", "Expected calibration error (10 bins)"),
-}
+HUB_METRICS = {metric.key: (metric.hub_type, metric.hub_name) for metric in SPLIT_METRICS}
 PLACEHOLDER_REPO = "<user>/<repo>"
-TEST_METRICS = (("acc", "accuracy"), ("top5", "top-5 accuracy"), ("nll", "NLL"), ("ece", "ECE (10 bins)"))
+TEST_METRICS = tuple((metric.key, metric.label) for metric in SPLIT_METRICS)
 ROBUSTNESS_METRICS = (
     ("robustness", "mean accuracy over all corruption conditions"),
     ("mean_error", "mean error"),

@@ -24,6 +24,7 @@ from torchmetrics.classification import MulticlassAccuracy
 from ..data.mixing import recipe_mixup
 from ..errors import ConfigValueError
 from ..metrics import BinnedCalibrationError
+from ..metrics.table import SPLIT_KEYS
 from ..models.config import model_config
 from ..models.factory import create_model, model_args
 from ..models.flip import flip_averaged_logits
@@ -36,7 +37,7 @@ from .guard import NonFiniteGuard, fused_optimizer_supported, uses_grad_scaler
 from .optim import build_optimizer, build_scheduler, rescale_learning_rates, scaled_lr
 from .step import WholeStep
 
-EVALUATED_METRICS = ("acc", "top5", "nll", "ece")  # per validation/test split, logged as "<split>/<metric>"
+EVALUATED_METRICS = SPLIT_KEYS  # per validation/test split, logged as "<split>/<metric>"
 
 
 def evaluation_metrics(num_classes: int) -> MetricCollection:

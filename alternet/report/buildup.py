@@ -171,7 +171,14 @@ def figure(rows: Sequence[dict[str, object]], path: Path) -> Path:
         ax.errorbar(row["msas"], row["mean"], yerr=row["sd"] or 0, fmt="o", color="0.6", capsize=3)
         ax.annotate(layout, (row["msas"], row["mean"]), fontsize=7, xytext=(4, 3), textcoords="offset points")
     kept = [rows[0]] + [row for row in rows if row["taken"]] if rows else []
-    ax.plot([row["msas"] for row in kept], [row["mean"] for row in kept], "-o", color="C3", label="the search's path")
+    ax.plot(
+        [row["msas"] for row in kept],
+        [row["mean"] for row in kept],
+        "-o",
+        color="C3",
+        zorder=3,
+        label="the search's path",
+    )
     counts = [int(row["msas"]) for row in seen.values()] or [0]
     ax.set_xticks(range(min(counts), max(counts) + 1))
     ax.set_xlim(min(counts) - 0.4, max(counts) + 0.9)  # room for the layouts' labels

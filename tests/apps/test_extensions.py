@@ -6,9 +6,7 @@ fresh interpreters: the user's registrations stay out of this test process."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -17,7 +15,7 @@ import torch
 
 from alternet.runs.checkpoints import read_checkpoint
 
-from helpers import ROOT, assert_one_line_error, run_main, run_warm
+from helpers import assert_one_line_error, run_main, run_warm
 
 PACKAGE = {
     "__init__.py": "",
@@ -102,8 +100,9 @@ def user_package(root: Path) -> Path:
 
 
 def alternet_warm(root: Path, *args: str) -> subprocess.CompletedProcess:
-    """``alternet ARGS`` with the user's package importable, as a warm child (helpers.warm: a process of its own
-    that has not imported the package, without a fresh interpreter's imports)."""
+    """``alternet ARGS`` with the user's package importable (as a user's ``PYTHONPATH`` makes it), as a warm child
+    (helpers.warm: a process of its own that has not imported the package, without a fresh interpreter's imports;
+    alternet's own import-time behaviour is tests/test_lazy.py's, in a fresh interpreter)."""
     driver = root / "alternet_with_my_ext.py"
     driver.write_text(
         f"import sys\nsys.path.insert(0, {str(root)!r})\nfrom alternet.apps.cli import main\n"
@@ -112,18 +111,12 @@ def alternet_warm(root: Path, *args: str) -> subprocess.CompletedProcess:
     return run_warm(str(driver), *args)
 
 
-def alternet(root: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
-    command = [sys.executable, "-m", "alternet", *args]
-    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-
-
 @pytest.mark.xdist_group("extensions")
 def test_a_users_model_data_callback_and_tensorboard_from_the_command_line(tmp_path, monkeypatch, capsys):
     root = user_package(tmp_path / "src")
     searchpath = f"hydra.searchpath=[file://{root / 'my_ext' / 'conf'}]"
     marker, run = tmp_path / "marker.json", tmp_path / "run"
-    trained = alternet(
+    trained = alternet_warm(
         root,
         "train",
         "imports=[my_ext.models,my_ext.data,my_ext.callbacks]",

@@ -8,8 +8,6 @@ import importlib
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -29,7 +27,7 @@ from alternet.errors import CheckpointError
 from alternet.hub.card import card_data, model_card
 from alternet.training.module import ClassificationModule
 
-from helpers import ROOT, compose_train, datamodule_of, module_of
+from helpers import compose_train, datamodule_of, module_of
 
 push_module = importlib.import_module("alternet.hub.push")  # the module (alternet.hub.push_to_hub is the function)
 hub_main = importlib.import_module("alternet.hub.cli").main
@@ -126,18 +124,6 @@ def test_config_holds_every_key_of_timms_own_export(run, tmp_path, kind):
 # push ------------------------------------------------------------------------------------------------
 
 
-def push_cli(*args: str, tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess, Path]:
-    """``python -m alternet push ...`` in a fresh interpreter with its own HF_HOME and TMPDIR, no token
-    unless given."""
-    scratch = tmp_path / "tmpdir"
-    scratch.mkdir()
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING_FACE_HUB_"))}
-    clean.update(HF_HOME=str(tmp_path / "hf-home"), TMPDIR=str(scratch), **env)
-    command = [sys.executable, "-m", "alternet", "push", *args]
-    result = subprocess.run(command, cwd=ROOT, env=clean, capture_output=True, text=True, timeout=120)
-    return result, scratch
-
-
 class FakeHub:
     """Stands in for ``HfApi``: records the calls and keeps each upload, as the Hub would, under ``remote``."""
 
@@ -186,14 +172,20 @@ def test_push_without_a_token_fails_before_any_work(fake_hub, tmp_path, monkeypa
     assert fake_hub.calls == [] and list((tmp_path / "tmp").iterdir()) == []
 
 
-def test_push_to_an_unreachable_hub_is_one_line_and_leaves_no_export(run, tmp_path):
+def test_push_to_an_unreachable_hub_is_one_line_and_leaves_no_export(run, tmp_path, monkeypatch):
+    """The real client against a port nothing listens on (HF_ENDPOINT as huggingface_hub read it at import)."""
     endpoint = "http://127.0.0.1:9"
-    result, scratch = push_cli(run.run_dir, REPO, tmp_path=tmp_path, HF_TOKEN="hf_fake", HF_ENDPOINT=endpoint)
-    assert result.returncode != 0 and "Traceback" not in result.stderr
-    last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"error: could not reach the Hugging Face Hub at {endpoint} to push {REPO}"), result.stderr
-    assert "run the command again" in last
-    assert not list(scratch.glob("alternet-push-*"))  # the staged export is gone
+    monkeypatch.setenv("HF_TOKEN", "hf_fake")
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(hf_constants, "ENDPOINT", endpoint)
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    with pytest.raises(SystemExit) as exit_info:
+        hub_main(["push", run.run_dir, REPO])
+    message = str(exit_info.value.code)
+    assert message.startswith(f"error: could not reach the Hugging Face Hub at {endpoint} to push {REPO}"), message
+    assert "\n" not in message and "run the command again" in message
+    assert list((tmp_path / "tmp").iterdir()) == []  # the staged export is gone
 
 
 def test_push_uploads_the_three_files_in_one_commit(run, fake_hub, tmp_path, capsys):

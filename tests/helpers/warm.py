@@ -96,6 +96,15 @@ def run(script: str, *args: str, cwd: Path, timeout: float = 300) -> subprocess.
         return subprocess.CompletedProcess(process.args, process.returncode, out.read_text(), err.read_text())
 
 
+def _as_a_terminal_starts_it() -> None:
+    """Ctrl-C's signal at its default, as a terminal starts a command: the test run itself may have been started
+    with SIGINT ignored (a shell's background job, ``nohup``), which every child would inherit, and a run that starts
+    with SIGINT ignored keeps ignoring it (tests/test_faults.py tests that case on its own)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class _Server:
     """The warm interpreter: this file run as a script, one request and one answer per line (JSON) on its pipes."""
 
@@ -115,6 +124,7 @@ class _Server:
             stdout=subprocess.PIPE,
             text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            preexec_fn=_as_a_terminal_starts_it,
         )
         ready = self.process.stdout.readline()
         if ready.strip() != "ready":

@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from .. import tracking
 from ..data import ImageDataModule, build_datamodule
+from ..dataset_facts import DataFacts
 from ..errors import AlternetError, ConfigValueError
 from ..evaluation.evaluator import check_evaluation_files
 from ..files import plain
@@ -149,13 +150,13 @@ def _datamodule(config: TrainConfig) -> ImageDataModule:
     return datamodule
 
 
-def _module(config: TrainConfig, facts: dict[str, Any], pretrained: bool) -> ClassificationModule:
+def _module(config: TrainConfig, facts: DataFacts, pretrained: bool) -> ClassificationModule:
     """The LightningModule, starting from ``model.pretrained``'s weights on a run that does not resume."""
     model = config.model
     module = build_module(model, config.recipe, facts, config.performance, config.trainer)
     if pretrained and model.pretrained is True:  # timm's own weights for model.name
-        size, rate = facts["image_size"], config.recipe.drop_path_rate
-        args = model_args(model, num_classes=facts["num_classes"], img_size=size, drop_path_rate=rate)
+        size, rate = facts.image_size, config.recipe.drop_path_rate
+        args = model_args(model, num_classes=facts.num_classes, img_size=size, drop_path_rate=rate)
         load_timm_pretrained(module.model, model.name, **args)
     elif pretrained and model.pretrained:
         load_pretrained(module.model, model.pretrained)  # a different class count resets the head

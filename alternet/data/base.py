@@ -21,6 +21,7 @@ import torch
 from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from ..dataset_facts import DataFacts
 from ..errors import ConfigValueError, DataError, is_integer, require
 from ..seeds import derive_seed, derive_seeds
 from .augment import StackSection, stack_section
@@ -414,20 +415,15 @@ class ImageDataModule(L.LightningDataModule):
     def _ranks_on_node(self) -> tuple[int, int]:
         return (self.trainer.local_rank, self.trainer.num_devices) if self.trainer is not None else (0, 1)
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> DataFacts:
         """What a model trained on this data must know, saved with its checkpoints: the data set's name, class
         count and names, image size and normalisation (the data set's own statistics unless the config overrides
         them)."""
-        facts = {
-            "name": self.name,
-            "num_classes": self.num_classes,
-            "image_size": self.image_size,
-            "mean": list(self.mean),
-            "std": list(self.std),
-        }
+        names = None
         with contextlib.suppress(DataError):  # absent when the files are not here yet (a model built before download)
-            facts["class_names"] = [str(name) for name in self.class_names]
-        return facts
+            names = tuple(str(name) for name in self.class_names)
+        mean, std = tuple(float(v) for v in self.mean), tuple(float(v) for v in self.std)
+        return DataFacts(self.name, self.num_classes, self.image_size, mean, std, names)
 
     def describe(self) -> str:
         """The start banner's data line: the data set, its splits, where training reads from and its loader."""

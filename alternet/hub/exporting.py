@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from torch import nn
 
 from .. import __version__
 from ..data import DATAMODULES
+from ..dataset_facts import DataFacts
 from ..errors import AlternetError, CheckpointError, DataError
 from ..files import atomic_write, check_output_dir, file_digest, os_error_reason, whole_directory, write_text, writing
 from ..models import create_model
@@ -43,7 +45,7 @@ def export(source: str | Path, out: str | Path, *, ema: bool = False) -> Path:
     model = create_model(opened.require_architecture(), num_classes=opened.num_classes, **opened.model_args)
     apply_weights(model, opened, strict=True)  # the weights must rebuild their architecture exactly
     trained = _run_config(opened)
-    saved = opened.hyper_parameters["data"].get("class_names")
+    saved = DataFacts.from_dict(opened.hyper_parameters["data"]).class_names
     labels, label_note = label_names(trained["data"], opened.num_classes, saved)
     summary = run.summary() if run is not None else None
     config = export_config(opened, model, trained, labels, label_note, summary)
@@ -100,8 +102,8 @@ def import_hdvw(
         label_note = "class indices: pass --data-root with the data set's files for its class names"
     model = create_model(opened.require_architecture(), num_classes=opened.num_classes, **opened.model_args)
     apply_weights(model, opened, strict=True)
-    facts = opened.hyper_parameters["data"]
-    description = f"{opened.architecture} trained on {facts['name']} by the paper's authors (HDVW), imported"
+    facts = DataFacts.from_dict(opened.hyper_parameters["data"])
+    description = f"{opened.architecture} trained on {facts.name} by the paper's authors (HDVW), imported"
     config = export_config(opened, model, {"data": {}, "recipe": {}}, labels, label_note, None, description=description)
     config["alternet"]["imported"] = {
         "from": "HDVW (github.com/xxxnell/how-do-vits-work)",
@@ -132,7 +134,9 @@ def _run_config(opened: Source) -> dict[str, Any]:
     return {"data": opened.hyper_parameters["data"], "recipe": opened.hyper_parameters.get("recipe") or {}}
 
 
-def label_names(data: dict[str, Any], num_classes: int, saved: list[str] | None = None) -> tuple[list[str], str | None]:
+def label_names(
+    data: dict[str, Any], num_classes: int, saved: Sequence[str] | None = None
+) -> tuple[list[str], str | None]:
     """The class names the checkpoint saved (its data facts), else the data set's, else class indices with a note
     saying why."""
     if saved and len(saved) == num_classes:

@@ -10,7 +10,7 @@ Hugging Face cache, so a model fetched once loads offline.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from timm.data import resolve_data_config
 from timm.models import get_pretrained_cfg
 from torch import nn
 
-from ..dataset_facts import FACTS
+from ..dataset_facts import FACTS, DataFacts
 from ..errors import CheckpointError, one_line
 from ..files import read_json
 from ..models import MODEL_NAMES, create_model
@@ -184,18 +184,18 @@ def preprocessing(source: Source) -> dict[str, Any]:
     }
 
 
-def data_pretrained_cfg(architecture: str, data: dict[str, Any], *, in_chans: int = 3) -> dict[str, Any]:
+def data_pretrained_cfg(architecture: str, data: DataFacts, *, in_chans: int = 3) -> dict[str, Any]:
     """The timm ``pretrained_cfg`` of weights trained on ``data``: the architecture's registry entry (without
     any weight location) with the input size, normalisation and class count of that data."""
     registered = get_pretrained_cfg(architecture)
     cfg = registered.to_dict(remove_source=True) if registered is not None else {}
-    size = int(data["image_size"])
+    size = int(data.image_size)
     cfg.update(
         input_size=[in_chans, size, size],
-        mean=[float(v) for v in data["mean"]],
-        std=[float(v) for v in data["std"]],
-        num_classes=int(data["num_classes"]),
-        tag=data.get("name"),
+        mean=[float(v) for v in data.mean],
+        std=[float(v) for v in data.std],
+        num_classes=int(data.num_classes),
+        tag=data.name,
     )
     cfg.pop("architecture", None)  # config.json names it at the top level, as timm does
     return {k: v for k, v in cfg.items() if v is not None}
@@ -363,14 +363,7 @@ def split_hdvw_reference(reference: str) -> tuple[str, str | None]:
 def read_hdvw_source(path: str | Path, arch: str | None = None, data: str | None = None) -> Source:
     """A checkpoint saved by HDVW (the paper's code) as our weights, with the model and data they belong to."""
     converted = read_converted(path, arch, data)
-    facts = FACTS[converted.data]
-    data_facts = {
-        "name": converted.data,
-        "num_classes": converted.num_classes,
-        "image_size": facts.image_size,
-        "mean": list(facts.mean),
-        "std": list(facts.std),
-    }
+    facts = replace(FACTS[converted.data], num_classes=converted.num_classes)
     architecture = converted.arch.architecture
     args = spec_kwargs(architecture) | converted.model_args  # the full architecture, as a Lightning checkpoint's
     return Source(
@@ -379,10 +372,10 @@ def read_hdvw_source(path: str | Path, arch: str | None = None, data: str | None
         architecture=architecture,
         num_classes=converted.num_classes,
         model_args=args,
-        pretrained_cfg=data_pretrained_cfg(architecture, data_facts),
+        pretrained_cfg=data_pretrained_cfg(architecture, facts),
         hyper_parameters={
             "model": {"name": architecture, **args},
-            "data": data_facts,
+            "data": facts.to_dict(),
             "recipe": {},
             "hdvw": {"arch": converted.arch.hdvw, "name": converted.hdvw_name, "origin": converted.arch.origin},
         },

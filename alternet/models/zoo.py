@@ -257,7 +257,7 @@ def _cfg(spec: _Spec, data: str | None = None) -> dict[str, Any]:
     untrained entries; the input size follows the build, 224 px with the ImageNet stem), or, tagged with a data set
     (``alternet_r50.cifar100``), the class count, input size and statistics of weights trained on it. No tag carries
     weights: a trained model's own cfg travels in its export's config.json."""
-    facts = FACTS[data] if data else FACTS["in1k"]._replace(image_size=32)
+    facts = FACTS[data] if data else replace(FACTS["in1k"], image_size=32)
     return dict(
         url="",
         num_classes=facts.num_classes,

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from ..data.augment import SECTIONS
+from ..dataset_facts import DataFacts
 from ..errors import CheckpointError
 from ..models import create_model
 from ..models.config import model_config
@@ -47,8 +48,8 @@ class CheckpointWeights:
     hyper_parameters: dict[str, Any]  # the model / recipe / data sections the run trained with
 
     @property
-    def data(self) -> dict[str, Any]:
-        return self.hyper_parameters["data"]
+    def data(self) -> DataFacts:
+        return DataFacts.from_dict(self.hyper_parameters["data"])
 
     def build(self) -> nn.Module:
         """The model with these weights loaded (every tensor must fit), in eval mode."""
@@ -77,11 +78,11 @@ def read_weights(path: str | Path, *, ema: bool = False) -> CheckpointWeights:
     if not state_dict:
         what = "EMA weights (the run had no recipe.ema)" if ema else "model weights (no 'model.' keys)"
         raise CheckpointError(f"checkpoint {path} has no {what}")
-    model, data = model_config(hparams["model"]), hparams["data"]
-    num_classes = int(data["num_classes"])
+    model, data = model_config(hparams["model"]), DataFacts.from_dict(hparams["data"])
+    num_classes = int(data.num_classes)
     # the full architecture (the zoo's spec under the run's overrides), so the record does not depend on the zoo
     args = spec_kwargs(model.name) | model_args(
-        model, num_classes=num_classes, img_size=data["image_size"], drop_path_rate=0.0
+        model, num_classes=num_classes, img_size=data.image_size, drop_path_rate=0.0
     )
     return CheckpointWeights(
         path=path,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import lightning as L
 import torch
@@ -13,6 +12,7 @@ from lightning.pytorch.plugins.environments import SLURMEnvironment
 from lightning.pytorch.plugins.io import AsyncCheckpointIO
 from lightning.pytorch.strategies import DDPStrategy
 
+from ..dataset_facts import DataFacts
 from ..errors import ConfigValueError
 from ..launch import devices_per_job
 from ..models.config import ModelConfig
@@ -29,14 +29,14 @@ from .stopping import PreemptionCheckpoint
 def build_module(
     model: ModelConfig,
     recipe: RecipeConfig,
-    data: dict[str, Any],
+    data: DataFacts,
     performance: PerformanceConfig,
     trainer: TrainerConfig,
 ) -> ClassificationModule:
     """The LightningModule of a model and recipe for the data module whose
     :meth:`~alternet.data.ImageDataModule.facts` are ``data``, laid out and compiled as ``performance`` says for
     the ``trainer``'s device."""
-    module = ClassificationModule(model=model.to_dict(), recipe=recipe.to_dict(), data=data)
+    module = ClassificationModule(model=model.to_dict(), recipe=recipe.to_dict(), data=data.to_dict())
     if performance.grad_checkpointing:
         enable = getattr(module.model, "set_grad_checkpointing", None)
         try:

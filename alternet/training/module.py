@@ -22,6 +22,7 @@ from torchmetrics import MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy
 
 from ..data.mixing import recipe_mixup
+from ..dataset_facts import DataFacts
 from ..errors import ConfigValueError
 from ..metrics import BinnedCalibrationError
 from ..metrics.table import SPLIT_KEYS
@@ -65,12 +66,13 @@ class ClassificationModule(L.LightningModule):
     def __init__(self, model: dict, recipe: dict, data: dict):
         super().__init__()
         self.save_hyperparameters()
-        self.num_classes = int(data["num_classes"])
+        facts = DataFacts.from_dict(data)
+        self.num_classes = int(facts.num_classes)
         # the plain sections are the checkpoint's (weights_only-loadable); the module reads them typed
         typed = model_config(model)
         self.recipe = build(RecipeConfig, recipe, "recipe.")
         args = model_args(
-            typed, num_classes=self.num_classes, img_size=data["image_size"], drop_path_rate=self.recipe.drop_path_rate
+            typed, num_classes=self.num_classes, img_size=facts.image_size, drop_path_rate=self.recipe.drop_path_rate
         )
         self.model = create_model(typed.name, **args)
         self.mixup = recipe_mixup(self.recipe, self.num_classes)
@@ -88,7 +90,7 @@ class ClassificationModule(L.LightningModule):
         self.channels_last = False
         self.guard = NonFiniteGuard(self)
         self.progressive = _progressive_resize(
-            self.recipe.progressive_resize, self.model, int(data["image_size"]), channels=len(data["mean"])
+            self.recipe.progressive_resize, self.model, int(facts.image_size), channels=len(facts.mean)
         )
 
     # construction helpers -------------------------------------------------------------------

@@ -56,7 +56,7 @@ def test_every_model_option_builds(model):
     config = resolved(f"model={model}", "data=cifar100", *(["model.name=resnet18"] if model == "timm" else []))
     assert config["model"]["name"] == names.get(model, model)
     assert isinstance(train_config(config), TrainConfig)  # typed: every key of the schema, every value its type
-    data = datamodule_of(config).facts()
+    data = datamodule_of(config).facts().to_dict()
     with torch.device("meta"):  # shapes, no weights: every named model runs for real in tests/models/test_models.py
         module = ClassificationModule(model=config["model"], recipe=config["recipe"], data=data)
         assert module.model.eval()(torch.randn(1, 3, 32, 32)).shape == (1, 100)
@@ -273,7 +273,7 @@ def test_the_speedrun_grows_from_sizes_its_model_runs_at():
     config = resolved("experiment=cifar100_speedrun", "data.root=/data")
     assert config["recipe"]["progressive_resize"] == {"sizes": [16, 24], "epochs": [4, 6]}
     assert config["recipe"]["epochs"] == 15
-    data = {"num_classes": 100, "image_size": 32, "mean": [0.5] * 3, "std": [0.25] * 3}
+    data = {"name": "cifar100", "num_classes": 100, "image_size": 32, "mean": [0.5] * 3, "std": [0.25] * 3}
     module = ClassificationModule(model=config["model"], recipe=config["recipe"], data=data)
     assert module.progressive == [(16, 4), (24, 10)]
     with torch.no_grad():

@@ -94,7 +94,7 @@ def typed(*overrides: str):
     return train_config(resolved(*overrides))
 
 
-def module_of(config: dict, facts: dict):
+def module_of(config: dict, facts):
     """The LightningModule of a resolved training config for data of these ``facts``, as ``alternet train`` builds
     it."""
     from alternet.apps.config import train_config

@@ -208,7 +208,7 @@ def test_layer_decay_through_timm_and_through_the_recipe():
     from helpers import compose_train
 
     config = OmegaConf.to_container(compose_train("recipe.layer_decay=0.5"), resolve=True)
-    data = {"num_classes": 10, "image_size": 16, "mean": [0.5] * 3, "std": [0.5] * 3}
+    data = {"name": "digits", "num_classes": 10, "image_size": 16, "mean": [0.5] * 3, "std": [0.5] * 3}
     module = ClassificationModule(model=config["model"], recipe=config["recipe"], data=data)
     groups = module._parameter_groups(0.05)
     grouped = [p for g in groups for p in g["params"]]

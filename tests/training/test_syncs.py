@@ -109,7 +109,8 @@ def test_training_accuracy_is_a_device_sum_read_once():
     hits.add(torch.tensor(1), 4)
     assert hits.read() == 0.5 and hits.read() is None
     config = resolved("model=alternet_tiny")
-    module = ClassificationModule(model=config["model"], recipe=config["recipe"], data=datamodule_of(config).facts())
+    facts = datamodule_of(config).facts().to_dict()
+    module = ClassificationModule(model=config["model"], recipe=config["recipe"], data=facts)
     assert module.val_metrics["val/acc"].validate_args is True
 
 

@@ -12,6 +12,7 @@ from ``train/`` (0: none). Test is ``test/`` when it exists, else ``val/``, else
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -215,7 +216,7 @@ class ImageFolderDataModule(ImageDataModule):
         return self.on_node(loader)
 
     def facts(self) -> dict[str, Any]:
-        return super().facts() | {"crop_pct": self.crop_pct, "interpolation": self.interpolation}
+        return replace(super().facts(), crop_pct=self.crop_pct, interpolation=self.interpolation)
 
     def _read_from(self) -> str:
         return f", train streamed from {self.train_shards}" if self.train_shards else ""

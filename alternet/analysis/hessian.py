@@ -352,36 +352,33 @@ def _density_curve(density: SpectralDensity) -> tuple[np.ndarray, np.ndarray]:
     return grid, density.curve(grid, sigma=max(pad / 2, 1e-12))
 
 
-def _max_summary(maxima: MaxEigenvalues, batch_size: int) -> dict[str, Any]:
-    return dict(
-        max_eig_mean=float(maxima.values.mean()),
-        max_eig_median=float(np.median(maxima.values)),
-        max_eig_min=float(maxima.values.min()),
-        max_eig_max=float(maxima.values.max()),
-        max_eig_negative_fraction=maxima.negative_fraction,
-        max_eig_hvps=int(maxima.products.sum()),
-        max_eig_unconverged=maxima.unconverged,
-        lambda_min_median=float(np.median([e.lambda_min for e in maxima.extremes])),
-        minibatches=len(maxima.values),
-        minibatch_size=batch_size,
-    )
-
-
-def _tops_summary(tops: MinibatchTops, batch_size: int) -> dict[str, Any]:
-    dominant = tops.dominant
+def _dominant_summary(dominant: np.ndarray, hvps: int, batch_size: int) -> dict[str, Any]:
+    """The paper's statistic over the mini-batches (each one's dominant eigenvalue), from either Lanczos."""
     return dict(
         max_eig_mean=float(dominant.mean()),
         max_eig_median=float(np.median(dominant)),
         max_eig_min=float(dominant.min()),
         max_eig_max=float(dominant.max()),
         max_eig_negative_fraction=float(np.mean(dominant < 0)),
+        max_eig_hvps=hvps,
+        minibatches=len(dominant),
+        minibatch_size=batch_size,
+    )
+
+
+def _max_summary(maxima: MaxEigenvalues, batch_size: int) -> dict[str, Any]:
+    return _dominant_summary(maxima.values, int(maxima.products.sum()), batch_size) | dict(
+        max_eig_unconverged=maxima.unconverged,
+        lambda_min_median=float(np.median([e.lambda_min for e in maxima.extremes])),
+    )
+
+
+def _tops_summary(tops: MinibatchTops, batch_size: int) -> dict[str, Any]:
+    return _dominant_summary(tops.dominant, sum(t.steps for t in tops.tops), batch_size) | dict(
         top_eig_per_minibatch=len(tops.tops[0].values),
         top_eig_mean=float(tops.values.mean()),
         top_eig_negative_fraction=float(np.mean(tops.values < 0)),
         top_eig_unconverged=tops.unconverged,
-        max_eig_hvps=int(sum(t.steps for t in tops.tops)),
-        minibatches=len(tops.tops),
-        minibatch_size=batch_size,
     )
 
 

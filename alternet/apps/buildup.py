@@ -22,6 +22,7 @@ from ..report.verdicts import Rule
 
 SETTINGS_FILE = "search.json"
 OWN_KEYS = ("seed", "hydra.sweep.dir", "ckpt_path")  # the search sets them for each round
+LAYOUT = "model.layout"
 
 
 @dataclass(frozen=True)
@@ -86,16 +87,21 @@ def _checked(args: argparse.Namespace) -> tuple[Settings, Budget]:
         option = "--" + name.replace("_", "-")
         check_option(option, value, value is None or (value > 0 and math.isfinite(value)), "a number > 0")
     for override in args.overrides:
-        key = override.split("=", 1)[0].lstrip("+~")
+        key = _key(override)
         if override in ("-m", "--multirun") or key in OWN_KEYS:
             raise ConfigValueError(
                 f"{override!r}: alternet buildup sets {key} itself for each round (seeds: --seeds; the sweeps go "
                 "under SEARCH_DIR/round_NN); leave it out"
             )
     overrides = tuple(args.overrides)
-    base = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0].lstrip("+") == "model.layout"), "")
+    base = next((o.split("=", 1)[1] for o in overrides if _key(o) == LAYOUT), "")
     settings = Settings(overrides, base.strip("'\""), args.seeds, args.metric, args.alpha, args.min_seeds)
     return settings, Budget(args.max_rounds, args.max_hours, args.max_epochs)
+
+
+def _key(override: str) -> str:
+    """An override's key (``+key=value``, ``~key``: ``key``)."""
+    return override.split("=", 1)[0].lstrip("+~")
 
 
 def recorded_settings(search_dir: Path, settings: Settings) -> None:
@@ -127,7 +133,7 @@ def recorded_settings(search_dir: Path, settings: Settings) -> None:
 def launch_round(round_dir: Path, overrides: Sequence[str], layouts: Sequence[str], seeds: int) -> None:
     """One round as one ``alternet train -m`` sweep in a process of its own (Hydra's launcher, as the overrides
     choose it); ``ckpt_path=last``: a relaunch keeps the finished jobs and resumes the interrupted ones."""
-    own = [o for o in overrides if o.split("=", 1)[0].lstrip("+") != "model.layout"]
+    own = [o for o in overrides if _key(o) != LAYOUT]
     command = [
         sys.executable,
         "-m",
@@ -207,7 +213,7 @@ class Search:
         from .checks import validate_train_config  # deferred
         from .config import compose  # deferred
 
-        overrides = [o for o in self.settings.overrides if o.split("=", 1)[0].lstrip("+") != "model.layout"]
+        overrides = [o for o in self.settings.overrides if _key(o) != LAYOUT]
         if layout:
             overrides.append(f"model.layout='{layout}'")
         with warnings.catch_warnings():  # the build-up rules' warnings: the candidates' own jobs print them
@@ -331,7 +337,8 @@ class Search:
             figure(rows, self.dir / "buildup.png")
         option = self._option_file(chosen)
         lines = _summary(self.settings, rounds, rows, chosen, reason, statistics)
-        train = " ".join(o for o in self.settings.overrides if not o.split("=", 1)[0].lstrip("+").startswith("model"))
+        # the search's other overrides, a model's own (e.g. model.heads) among them; its option and layout are given
+        train = " ".join(o for o in self.settings.overrides if _key(o) not in ("model", LAYOUT))
         lines += [
             "",
             f"Chosen layout: `{chosen}`"
@@ -364,7 +371,7 @@ class Search:
 
     def _model_option(self) -> str:
         """The ``model=`` option the search started from (the command's, else train.yaml's default)."""
-        given = [o.split("=", 1)[1] for o in self.settings.overrides if o.split("=", 1)[0].lstrip("+") == "model"]
+        given = [o.split("=", 1)[1] for o in self.settings.overrides if _key(o) == "model"]
         if given:
             return given[-1]
         import hydra  # deferred

@@ -54,7 +54,7 @@ def test_a_search_on_digits_resumes_without_retraining_and_its_layout_trains(tmp
     search is cut after round 1 by its budget, a job of round 1 is lost, and the relaunch trains that job and
     round 2, nothing else."""
     search = tmp_path / "search"
-    command = ["buildup", str(search), "--seeds", "2", "--min-seeds", "2", *DIGITS]
+    command = ["buildup", str(search), "--seeds", "2", "--min-seeds", "2", *DIGITS, "model.heads=[1,2,4]"]
     code, _ = run_command([*command, "--max-rounds", "1"], monkeypatch, capsys)
     assert code == "0"
     assert "Stopped: the budget of 1 round(s) is spent." in (search / "summary.md").read_text()
@@ -77,6 +77,11 @@ def test_a_search_on_digits_resumes_without_retraining_and_its_layout_trains(tmp
     assert (search / "buildup.png").stat().st_size > 0
     summary = (search / "summary.md").read_text()
     assert "### Round 2" in summary and "Stopped: " in summary
+    # the command that trains the chosen layout keeps the search's own model settings (rule 3's heads)
+    assert (
+        "alternet train model=alternet_tiny model.layout='" in summary
+        and "data=digits debug=fast model.heads=[1,2,4]" in summary
+    )
 
     option = (search / "conf" / "model" / "buildup.yaml").read_text()
     chosen = option.split("layout: '")[1].split("'")[0]

@@ -39,6 +39,33 @@ def test_the_import_graph_of_the_package_has_no_cycle():
             visit(unit, [])
 
 
+def test_no_two_modules_import_each_other_deferred_imports_included():
+    assert layers.module_cycle(layers.module_graph()) is None
+
+
+def test_the_module_cycle_rule_sees_a_deferred_import_and_ignores_type_checking(tmp_path):
+    closed = fake_package(
+        tmp_path / "a",
+        {
+            "data/config.py": "def section():\n    from .registry import TABLE  # deferred\n",
+            "data/registry.py": "from .config import section\n",
+        },
+    )
+    assert layers.module_cycle(layers.module_graph(closed)) == [
+        "alternet.data.config",
+        "alternet.data.registry",
+        "alternet.data.config",
+    ]
+    typing_only = fake_package(
+        tmp_path / "b",
+        {
+            "training/step.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .module import M\n",
+            "training/module.py": "from .step import S\n",
+        },
+    )
+    assert layers.module_cycle(layers.module_graph(typing_only)) is None
+
+
 def test_every_package_of_alternet_is_on_a_floor():
     units = {path.stem if path.is_file() else path.name for path in (ROOT / "alternet").iterdir()}
     units = {u for u in units if not u.startswith(("_", ".")) and u not in ("conf", "py")}

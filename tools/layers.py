@@ -16,6 +16,7 @@ A module imports only from floors below its own (kernel modules also from each o
 right below alternet, or a module of a package that spans floors (``runs.weights``): its dotted name. There are no
 exceptions: an entry point (a ``__main__.py``, an ``if __name__ == "__main__":`` block) obeys the rule of the floor its
 file is on.
+No two modules may import each other, through any chain (deferred imports count: :func:`module_cycle`).
 No alternet import may hide inside a function (it would dodge the rule, or a cycle), except one marked
 ``# deferred`` on its line: an import put off until it is needed, so that ``import alternet``, the typed configs and
 the commands' ``--help`` stay free of torch (alternet/lazy.py says why). A deferred import obeys the floors too.
@@ -139,6 +140,57 @@ def violation(item: Import) -> str | None:
     return f"{item}: {direction} import (floor {floor} -> floor {target})"
 
 
+def module_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports at run time, deferred imports included (a cycle they close fails
+    as late as the first call that runs them) and ``if TYPE_CHECKING:`` blocks left out (never run)."""
+    modules = {".".join(_module_name(path, root)): path for path in sorted(root.rglob("*.py"))}
+    edges: dict[str, set[str]] = defaultdict(set)
+    for name, path in modules.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+
+        def visit(node: ast.AST, name: str = name, package: list[str] = package) -> None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                    continue
+                targets: list[str] = []
+                if isinstance(child, ast.ImportFrom):
+                    base = package[: len(package) - child.level + 1] if child.level else []
+                    target = base + (child.module.split(".") if child.module else [])
+                    for alias in child.names:  # `from . import x`: x may be a submodule
+                        submodule = ".".join([*target, alias.name])
+                        targets.append(submodule if submodule in modules else ".".join(target))
+                elif isinstance(child, ast.Import):
+                    targets = [alias.name for alias in child.names]
+                edges[name].update(t for t in targets if t in modules and t != name)
+                visit(child)
+
+        visit(ast.parse(path.read_text()))
+    return edges
+
+
+def module_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the module graph (its modules in order, the first again at the end), or None."""
+    state: dict[str, str] = {}
+    path: list[str] = []
+
+    def visit(module: str) -> list[str] | None:
+        state[module] = "open"
+        path.append(module)
+        for target in sorted(edges.get(module, ())):
+            if state.get(target) == "open":
+                return [*path[path.index(target) :], target]
+            if target not in state and (found := visit(target)):
+                return found
+        path.pop()
+        state[module] = "done"
+        return None
+
+    for module in sorted(edges):
+        if module not in state and (found := visit(module)):
+            return found
+    return None
+
+
 def graph(imports: list[Import]) -> dict[str, set[str]]:
     edges: dict[str, set[str]] = defaultdict(set)
     for item in imports:
@@ -154,6 +206,8 @@ def main() -> int:
             targets = sorted(graph(imports).get(unit or "(root)", ()))
             print(f"floor {floor}  {unit or '(root)':12s} -> {', '.join(targets) or '-'}")
     problems = [reason for item in imports if (reason := violation(item))]
+    if cycle := module_cycle(module_graph()):
+        problems.append(f"a cycle of module imports: {' -> '.join(cycle)}")
     print("\n".join(problems) if problems else "no violations")
     return 1 if problems else 0
 

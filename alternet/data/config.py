@@ -6,8 +6,9 @@ own name (:func:`alternet.data.register_datamodule`) takes its base's, or declar
 The rules on the data keys live here and nowhere else: the sections check them as they are made, the DataModules'
 constructors (the Python API) call the same functions.
 
-The schema imports no torch, so that the command line's help answers at once (the registry is imported by
-:func:`data_section` only, ``# deferred``).
+The schema imports no torch, so that the command line's help answers at once: the sections by data set name are a
+table here (:data:`DATA_SECTIONS`), which the registry of DataModules extends, and the loader-workers rule
+(:func:`check_workers`) lives here for the loaders to call.
 """
 
 from __future__ import annotations
@@ -46,8 +47,6 @@ class DataConfig(Section):
     num_classes: int | None = None  # a data set's class count, where a config states it
 
     def check(self) -> None:
-        from .workers import check_workers  # deferred
-
         self.require("image_size", integer(1), "must be an integer >= 1")
         check_val_size(self.val_size, "val_size")
         check_subset(self.subset, self.subset_repeat, self.train_clean_size)
@@ -78,6 +77,12 @@ class FolderDataConfig(DataConfig):
         one_of("decode", self.decode, DECODES)
 
 
+def check_workers(setting: Any, key: str = "num_workers") -> None:
+    """The one check of a loader-workers setting (``data.num_workers``, evaluation's ``num_workers``): auto, null
+    or an integer >= 0 (the config checks call it before any work, :func:`loader_workers` too)."""
+    require(key, setting, lambda v: v in (None, "auto") or is_integer(v, 0), "must be auto or an integer >= 0")
+
+
 def check_val_size(val_size: Any, key: str = "data.val_size") -> None:
     """The one check of ``data.val_size`` on its own (the data module's split also compares it with the images
     there are)."""
@@ -106,14 +111,23 @@ def check_crop_pct(crop_pct: Any, key: str = "data.crop_pct") -> None:
     require(key, crop_pct, lambda v: 0 < v <= 1, "must be in (0, 1]")
 
 
+# data.name -> the section its DataModule's keyword arguments form (its ``settings``; tests/data check the two agree);
+# alternet.data.register_datamodule adds a user's
+DATA_SECTIONS: dict[str, type[DataConfig]] = {
+    "digits": DataConfig,
+    "cifar10": DataConfig,
+    "cifar100": DataConfig,
+    "imagefolder": FolderDataConfig,
+    "imagenet": FolderDataConfig,
+}
+
+
 def data_section(values: Mapping[str, Any]) -> type[DataConfig]:
     """The section a data config is typed by: its DataModule's (``data.name``, with the known names listed)."""
-    from .registry import DATAMODULES  # deferred
-
     if values.get("name") in (None, "???"):
         raise ConfigValueError("data.name must be set")
-    one_of("data.name", values.get("name"), DATAMODULES)
-    return DATAMODULES[values["name"]].settings
+    one_of("data.name", values.get("name"), DATA_SECTIONS)
+    return DATA_SECTIONS[values["name"]]
 
 
 def data_config(values: Mapping[str, Any]) -> DataConfig:

@@ -10,7 +10,7 @@ from ..errors import ConfigValueError
 from .arrays import CIFAR10DataModule, CIFAR100DataModule, DigitsDataModule
 from .augment import AugmentConfig, section
 from .base import ImageDataModule
-from .config import DataConfig
+from .config import DATA_SECTIONS, DataConfig
 from .files import ImageFolderDataModule, ImageNetDataModule
 
 DATAMODULES: dict[str, type[ImageDataModule]] = {
@@ -34,6 +34,7 @@ def register_datamodule(cls: type[ImageDataModule]) -> type[ImageDataModule]:
     if name in DATAMODULES and DATAMODULES[name] is not cls:
         raise ValueError(f"data.name={name!r} is {DATAMODULES[name].__qualname__} already: give {cls.__name__} another")
     DATAMODULES[name] = cls
+    DATA_SECTIONS[name] = cls.settings
     return cls
 
 

@@ -31,9 +31,10 @@ from lightning.fabric.utilities.seed import pl_worker_init_function
 from threadpoolctl import threadpool_limits
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
-from ..errors import DataError, is_integer, require
+from ..errors import DataError
 from ..files import STOPS, stop_signals_blocked
 from ..hardware import cpu_cores
+from .config import check_workers
 
 # num_workers=auto: where the training loader starts; it grows while the step waits (more_workers).
 # Image files: 8 decode JPEGs for one GPU on most machines. Arrays in memory (crop, flip, RandAugment of 32-px images):
@@ -100,12 +101,6 @@ def worker_cores(workers: int, share: list[int]) -> frozenset[int] | None:
     if workers < 1 or len(share) < 2 or not hasattr(os, "sched_setaffinity"):
         return None
     return frozenset(share[1:])
-
-
-def check_workers(setting: Any, key: str = "num_workers") -> None:
-    """The one check of a loader-workers setting (``data.num_workers``, evaluation's ``num_workers``): auto, null
-    or an integer >= 0 (the config checks call it before any work, :func:`loader_workers` too)."""
-    require(key, setting, lambda v: v in (None, "auto") or is_integer(v, 0), "must be auto or an integer >= 0")
 
 
 def init_loader_worker(worker_id: int) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..data.config import check_workers
 from ..errors import ConfigValueError
 from ..typed import Section, integer
 
@@ -79,7 +80,6 @@ class EvaluationConfig(Section):
     robustness: RobustnessConfig
 
     def check(self) -> None:
-        from ..data.workers import check_workers  # deferred
         from .inference import AUTOCAST, choose_device  # deferred
 
         choose_device(self.device, "device")

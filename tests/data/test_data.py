@@ -165,3 +165,24 @@ def test_a_split_that_leaves_a_class_without_training_images_is_refused_naming_i
     images = ImageFolderDataModule(root=str(folder), image_size=16, batch_size=2, subset=0.4)  # 2 of 6 images
     with pytest.raises(DataError, match=r"^imagefolder: 1 of 3 classes have no training image left \((ant|bee|cat)\)"):
         images.setup()
+
+
+def test_the_schemas_table_of_sections_is_the_registrys():
+    """data.name types its section from a torch-free table (the command line's help imports no torch); each data
+    set's entry is its DataModule's settings, and registering a user's data module adds its own."""
+    from alternet.data import ImageDataModule, register_datamodule
+    from alternet.data.config import DATA_SECTIONS, FolderDataConfig
+    from alternet.data.registry import DATAMODULES
+
+    assert {name: cls.settings for name, cls in DATAMODULES.items()} == DATA_SECTIONS
+
+    class Mine(ImageDataModule):
+        name = "mine_for_the_table_test"
+        settings = FolderDataConfig
+
+    try:
+        register_datamodule(Mine)
+        assert DATA_SECTIONS["mine_for_the_table_test"] is FolderDataConfig
+    finally:
+        DATAMODULES.pop("mine_for_the_table_test", None)
+        DATA_SECTIONS.pop("mine_for_the_table_test", None)

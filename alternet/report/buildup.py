@@ -67,15 +67,6 @@ class Round:
     decision: str
 
 
-def reading(diff: Difference | None, alpha: float) -> str:
-    """A candidate's difference from the current layout in a lower-is-better metric, after Holm's correction."""
-    if diff is None:
-        return INCONCLUSIVE
-    if diff.below_zero(alpha):
-        return IMPROVES
-    return WORSE if diff.above_zero(alpha) else INCONCLUSIVE
-
-
 def decide(
     number: int,
     current: Arm,
@@ -115,7 +106,9 @@ def _reading(arm: Arm, diff: Difference | None, settings: Statistics, metric: st
     if diff is None or min(diff.n) < settings.rule.min_seeds:
         seeds = min(diff.n) if diff else len(arm.runs)
         return f"{INCONCLUSIVE}: {seeds} seed(s), {settings.rule.min_seeds} needed"
-    return reading(diff, settings.rule.alpha)
+    if diff.below_zero(settings.rule.alpha):  # a lower-is-better metric, after Holm's correction
+        return IMPROVES
+    return WORSE if diff.above_zero(settings.rule.alpha) else INCONCLUSIVE
 
 
 def round_rows(

@@ -22,8 +22,14 @@ from .checkpoints import read_checkpoint
 
 def saved_hyperparameters(checkpoint: dict[str, Any], source: str) -> dict[str, Any]:
     """A training checkpoint's hyperparameters, as every reader of a saved recipe takes them. A recipe saved before
-    ``recipe.augment`` had its sections (one flat list of both stacks' keys) is refused in one line."""
+    ``recipe.augment`` had its sections (one flat list of both stacks' keys), and a data section that is not whole
+    data facts, are refused in one line."""
     hparams = checkpoint.get("hyper_parameters") or {}
+    if isinstance(hparams.get("data"), dict):
+        try:
+            DataFacts.from_dict(hparams["data"])
+        except (TypeError, ValueError) as error:
+            raise CheckpointError(f"{source}: its data hyperparameters are not whole ({error})") from None
     augment = (hparams.get("recipe") or {}).get("augment")
     if isinstance(augment, dict) and (flat := sorted(set(augment) - set(SECTIONS))):
         raise CheckpointError(

@@ -316,3 +316,15 @@ def test_a_checkpoint_of_before_the_sections_is_refused_by_every_command_that_re
     overrides = [f"ckpt={old}", f"paths.output_dir={tmp_path / 'eval'}"]
     with pytest.raises(CheckpointError, match=refused), initialize_config_dir(str(CONF), version_base="1.3"):
         run_evaluate(compose("evaluate", overrides=overrides))
+
+
+def test_a_checkpoint_whose_data_facts_are_not_whole_is_refused_in_one_line(digits_run, tmp_path):
+    broken = tmp_path / "broken.ckpt"
+    checkpoint = torch.load(digits_run / "checkpoints" / "last.ckpt", weights_only=True)
+    del checkpoint["hyper_parameters"]["data"]["image_size"]
+    torch.save(checkpoint, broken)
+    with pytest.raises(CheckpointError) as error:
+        read_weights(broken)
+    message = str(error.value)
+    assert message.startswith(f"checkpoint {broken}: its data hyperparameters are not whole (the data facts lack")
+    assert "image_size" in message and "\n" not in message

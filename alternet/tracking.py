@@ -47,7 +47,7 @@ WANDB_SECTION = "logger.wandb"  # where the settings sit in train's and evaluate
 @dataclass(kw_only=True)
 class WandbSettings(Section):
     """The one shape of W&B settings (the typed ``logger.wandb`` section), for ``alternet train``, ``alternet
-    evaluate`` and ``alternet report``: ``logger=wandb`` (alternet/conf/logger/wandb.yaml, which holds every default)
+    evaluate`` and ``alternet report``: ``logger=wandb`` (conf/logger/wandb.yaml, which holds every default)
     in train's and evaluate's configs; the report reads its sweep's runs' section (:func:`wandb_settings`). ``name``
     and ``group`` name the run the command starts (null: the command's own choice); the report names its run
     itself."""

@@ -1,5 +1,5 @@
 """Typed config sections: a dataclass declares a section's keys and their types, its rules sit beside the fields,
-and the YAML under ``alternet/conf`` holds every default.
+and the YAML under ``conf`` holds every default.
 
 A section is a :class:`Section` dataclass (keyword-only fields, no defaults but for keys only some configs set).
 Hydra composes ``train.yaml`` and ``evaluate.yaml`` against them (their schemas, :mod:`alternet.apps.config`), so an

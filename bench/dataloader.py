@@ -57,7 +57,7 @@ from .step import batch_step
 
 SPEC = "rand-m9-n2-mstd1.0"
 DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data"
-CONF = Path(__file__).resolve().parents[1] / "alternet" / "conf"
+CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 def recipe(name: str) -> dict[str, Any]:

@@ -62,7 +62,7 @@ from PIL import Image
 
 from .harness import add_harness_arguments, begin, finish, interleave, row, summarise, summary_row
 
-CONF = Path(__file__).resolve().parents[1] / "alternet" / "conf"
+CONF = Path(__file__).resolve().parents[1] / "conf"
 HEIGHT, WIDTH = 375, 500  # ImageNet's typical photo
 LARGE = (900, 1200)  # --large-share of the images at this (height, width): the larger photos of ImageNet's mix
 SYNTH_FILE = "synthesized.json"

@@ -3,7 +3,7 @@
 ``run_analyses(["fourier", "hessian"], model, datamodule, recipe, configs, out_dir)`` writes
 ``<out_dir>/analysis/<name>.csv`` and ``<name>*.png`` per analysis and returns a JSON-safe summary per analysis
 (numbers, plus ``"files"``). Budgets come from ``configs[name]`` (keys as in
-``alternet/conf/analysis/<name>.yaml``, which also hold the defaults).
+``conf/analysis/<name>.yaml``, which also hold the defaults).
 
 Each is modelled on the paper's figure and, by default, on HDVW's definition (docs/analysis.md lists each
 definition, the alternatives and every remaining difference):

@@ -1,6 +1,6 @@
 """Typed analysis configs: plain mappings checked against dataclasses.
 
-Every budget's default lives in one place, the packaged ``alternet/conf/analysis/<name>.yaml`` (also Hydra's
+Every budget's default lives in one place, the packaged ``conf/analysis/<name>.yaml`` (also Hydra's
 ``analysis=<name>`` option); the dataclasses declare the keys and their types only, and :func:`parse_config`
 fills whatever the caller leaves out from that file.
 """
@@ -31,7 +31,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
 
 
 def default_values(analysis: str) -> dict[str, Any]:
-    """The budgets of ``alternet/conf/analysis/<analysis>.yaml`` (``{}`` for a name without a packaged file)."""
+    """The budgets of ``conf/analysis/<analysis>.yaml`` (``{}`` for a name without a packaged file)."""
     path = resources.files("alternet.conf") / "analysis" / f"{analysis}.yaml"
     if not path.is_file():
         return {}

@@ -5,7 +5,7 @@ train.py`` and ``python evaluate.py`` run :func:`train_main` and :func:`evaluate
 ``train`` and ``evaluate`` are Hydra apps: their configs are read from the package (``pkg://alternet.conf``), so they
 work from any directory, and run directories go under the directory the command runs in (``outputs/`` by default,
 ``paths.log_dir``); ``alternet train --help`` lists the config groups and their options (template: ``hydra.help`` in
-``alternet/conf/hydra/default.yaml``). Hydra reads its overrides from ``sys.argv``, so while one runs under the
+``conf/hydra/default.yaml``). Hydra reads its overrides from ``sys.argv``, so while one runs under the
 dispatcher ``sys.argv`` is ``[argv0, *overrides]``: what the job records and repeats is rebuilt from that
 (:func:`alternet.runs.records.command_words`), and Lightning's DDP launcher, which re-runs ``sys.argv`` for each further
 rank, comes back through :func:`main` as a rank of ``train`` (:func:`lightning_rank`). Every command ends on a user's

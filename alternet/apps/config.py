@@ -1,7 +1,7 @@
 """The schemas of ``train.yaml`` and ``evaluate.yaml``, composed from the typed sections each library declares.
 
 Registered in Hydra's ConfigStore when this module is imported (the apps import it before Hydra reads
-``alternet/conf``), so composing refuses an
+``conf``), so composing refuses an
 unknown key or a value of the wrong type (:mod:`alternet.apps.hydra.composition` words it in one line);
 :func:`train_config` and :func:`evaluate_config` then make the objects, each section's rules checked as it is made.
 

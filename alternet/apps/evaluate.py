@@ -143,7 +143,7 @@ def training_recipe(cfg: DictConfig, source: Source) -> RecipeConfig | None:
         raise ConfigValueError(
             f"analysis={needing[0]} measures the training objective (loss, weight decay, batch size, augmentation) "
             f"and {source.location} records no training recipe: give the one it was trained with, e.g. "
-            "recipe=imagenet (alternet/conf/recipe/)"
+            "recipe=imagenet (conf/recipe/)"
         )
     return build(RecipeConfig, recipe, "recipe.") if recipe else None
 

@@ -8,7 +8,7 @@
 A data module reads its family's section (:attr:`~alternet.data.base.ImageDataModule.augment_section`) and nothing
 else, so a recipe sets the section of the data it is for and never cancels the other's defaults. A key a section
 leaves out is off (the Python API: ``CIFAR100DataModule(augment={"hflip": True})``); the recipes under
-``alternet/conf/recipe`` set every one. RandAugment fills what its warps uncover with one colour in both stacks,
+``conf/recipe`` set every one. RandAugment fills what its warps uncover with one colour in both stacks,
 :func:`fill_from_mean` of the mean."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A zoo family's keys are its spec's constructor keywords (:mod:`alternet.models.zoo`), each optional: ``null`` in the
 config means "the zoo's value", so the architecture's defaults live in the zoo alone and the YAML
-(``alternet/conf/model/_FAMILY.yaml``) lists the keys a user may set. Any other timm model
+(``conf/model/_FAMILY.yaml``) lists the keys a user may set. Any other timm model
 (``model=timm model.name=NAME``) is an open section: the keys it does not declare (``+model.drop_rate=0.1``) are its
 constructor's, checked against that constructor when the model is built
 (:func:`alternet.models.factory.model_args`).

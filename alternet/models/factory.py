@@ -17,7 +17,7 @@ from .zoo import MODEL_NAMES
 
 
 def list_models() -> list[str]:
-    """Names of the models alternet defines (each also a timm model and an ``alternet/conf/model`` option)."""
+    """Names of the models alternet defines (each also a timm model and an ``conf/model`` option)."""
     return sorted(MODEL_NAMES)
 
 

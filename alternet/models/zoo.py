@@ -5,7 +5,7 @@ ResNets) and :data:`COMPARISONS` (the paper's post-activation ResNet-50 and ViT,
 the paper's authors trained them) map each name to a typed spec. After
 ``import alternet``, ``timm.create_model("alternet_r50", num_classes=100)`` works; every keyword (``layout``,
 ``heads``, ``window``, ``attention``, ``img_size``...) overrides the spec's value. The same names are the Hydra
-options under ``alternet/conf/model/``, whose keys are ``null`` (the spec's value) unless a user overrides them.
+options under ``conf/model/``, whose keys are ``null`` (the spec's value) unless a user overrides them.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The typed sections training takes: the recipe (``recipe=``), the callbacks, the performance switches and the
-export after training. Keys and types only; every default is in ``alternet/conf`` (:mod:`alternet.typed`).
+export after training. Keys and types only; every default is in ``conf`` (:mod:`alternet.typed`).
 
 The schema imports no torch, so that the command line's help answers at once: a rule whose home imports torch is
 imported by ``check`` as a section is made (``# deferred``)."""

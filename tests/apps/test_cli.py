@@ -29,13 +29,30 @@ pytestmark = pytest.mark.xdist_group("test_cli")
 SCRIPTS = {"alternet": "alternet.apps.cli:main"}  # the older alternet-train, -evaluate and -hub are retired
 
 
-def package_files(root: Path = ROOT / "alternet") -> set[str]:
-    """Every file of the package's source tree, as wheel paths (``alternet/conf/train.yaml``)."""
+def package_files() -> set[str]:
+    """Every file of the package's source tree and of conf/ (shipped as ``alternet.conf``), as wheel paths
+    (``alternet/conf/train.yaml``)."""
+    trees = {ROOT / "alternet": "alternet", ROOT / "conf": "alternet/conf"}
     return {
-        path.relative_to(root.parent).as_posix()
+        f"{prefix}/{path.relative_to(root).as_posix()}"
+        for root, prefix in trees.items()
         for path in root.rglob("*")
         if path.is_file() and "__pycache__" not in path.parts and not path.name.startswith(".")
     }
+
+
+def test_pyproject_lists_every_package_and_config_group():
+    """setuptools' ``packages`` is a list (conf/ maps onto ``alternet.conf``, which discovery cannot express): a new
+    package or config folder missing from it would leave the wheel without its files."""
+    declared = set(re.findall(r'^    "(alternet[\w.]*)",$', (ROOT / "pyproject.toml").read_text(), re.MULTILINE))
+    modules = (ROOT / "alternet").rglob("__init__.py")
+    packages = {p.parent.relative_to(ROOT).as_posix().replace("/", ".") for p in modules}
+    groups = {
+        "alternet." + d.relative_to(ROOT).as_posix().replace("/", ".")
+        for d in [ROOT / "conf", *(ROOT / "conf").rglob("*")]
+        if d.is_dir() and d.name != "__pycache__"
+    }
+    assert declared == packages | groups, declared ^ (packages | groups)
 
 
 @pytest.fixture(scope="session")
@@ -46,7 +63,8 @@ def wheel(tmp_path_factory) -> Path:
     source.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE", "NOTICE"):
         shutil.copy2(ROOT / name, source / name)
-    shutil.copytree(ROOT / "alternet", source / "alternet", ignore=shutil.ignore_patterns("__pycache__", ".*"))
+    for tree in ("alternet", "conf"):
+        shutil.copytree(ROOT / tree, source / tree, ignore=shutil.ignore_patterns("__pycache__", ".*"))
     command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q"]
     built = subprocess.run([*command, str(source), "-w", tmp / "dist"], capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr

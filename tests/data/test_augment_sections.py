@@ -125,7 +125,7 @@ def files_steps(size: int, mean, *, crop=TIMM_DEFAULT_CROP, interpolation="bilin
 RECIPE_CROP = ((0.08, 1.0), (0.75, 1.3333333))
 # (recipe, data family) -> its augmentation, as the flat recipe.augment of before built it (OLD_FLAT); a recipe on
 # the other family's data was refused then (crop_padding on image files, random_resized_crop on arrays) and now
-# reads that family's base section (alternet/conf/recipe/_base.yaml)
+# reads that family's base section (conf/recipe/_base.yaml)
 EXPECTED = {
     **{(r, "arrays"): dict(randaugment=(9.0, 2, 1.0)) for r in ("paper", "cifar10", "cifar100")},
     **{(r, "arrays"): {} for r in ("weak", "fast", "speedrun", *FILE_RECIPES)},  # file recipes: the base's

@@ -7,7 +7,7 @@ import functools
 from dataclasses import replace
 from pathlib import Path
 
-# A run that touches every stage but costs seconds: a few batches per loop (alternet/conf/debug/fast.yaml).
+# A run that touches every stage but costs seconds: a few batches per loop (conf/debug/fast.yaml).
 FAST = ["debug=fast"]
 # A laptop-scale preset's jobs (CIFAR-100, experiment=paper/NAME or hybrids) cut to two training batches of 16 in fp32
 # and one batch per evaluation loop: every job of a grid runs end to end in seconds.

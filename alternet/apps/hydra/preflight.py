@@ -55,7 +55,7 @@ def grid_jobs(config: DictConfig) -> list[list[str]] | None:
 
 
 class SweepPreflight(Callback):
-    """Registered for training (``alternet/conf/train.yaml``): before a grid sweep's first job, every job's config
+    """Registered for training (``conf/train.yaml``): before a grid sweep's first job, every job's config
     composed and given the checks a single run gets before any work (:func:`validate_train_config`), so a value
     that cannot train stops the sweep in one line now, not after the jobs before it have trained for hours. A job
     holding a value that only resolves once it runs (``${hydra:runtime.output_dir}`` in a key of its own) is left
@@ -161,7 +161,7 @@ class RunDirPreflight(Callback):
 
 
 class RunPreflight(RunDirPreflight):
-    """Registered for training (``alternet/conf/train.yaml``): a single run pointed (``hydra.run.dir``) at a
+    """Registered for training (``conf/train.yaml``): a single run pointed (``hydra.run.dir``) at a
     directory that holds a run, finished or interrupted, is given its run-directory checks before Hydra rewrites
     that run's ``.hydra/`` records: a new run that would overwrite it (no ``ckpt_path``, no ``reuse_run_dir``) and a
     resume with settings its checkpoint would not apply stop here, in the lines the run itself would print, and the

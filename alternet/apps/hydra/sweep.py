@@ -46,7 +46,7 @@ def write_sweep_summary(sweep_dir: Path) -> Path | None:
 
 
 class SweepSummary(Callback):
-    """Registered in ``alternet/conf/hydra/default.yaml``; runs in the launching process after all jobs."""
+    """Registered in ``conf/hydra/default.yaml``; runs in the launching process after all jobs."""
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep = SweepDir(config.hydra.sweep.dir)

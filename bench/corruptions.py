@@ -24,7 +24,8 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from alternet.data.corrupted.cifar_c import generate_cifar_c
-from alternet.data.corrupted.corruptions import CORRUPTIONS, SEVERITIES, corrupt
+from alternet.data.corrupted.corruptions import corrupt
+from alternet.data.corrupted.names import CORRUPTIONS, SEVERITIES
 
 from .harness import add_harness_arguments, begin, finish, interleave, row, summarise, timing_row
 

@@ -8,13 +8,16 @@ EMA weights, a hybrid's windows fit the data's image size ...).
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections.abc import Mapping
 from typing import Any
 
+import lightning as L
 import torch
 
-from ..errors import AlternetWarning, ConfigValueError, suggest
+from ..errors import AlternetWarning, ConfigValueError, one_of, suggest
+from ..evaluation.inference import choose_device
 from ..hardware import machine_memory
 from ..models.backbone import choose_stem
 from ..models.byob import ByobSpec, check_byob
@@ -26,6 +29,8 @@ from ..models.maxxvit import check_maxxvit
 from ..models.zoo import HYBRIDS, hybrid_spec
 from ..runs.records import import_modules
 from ..training import EVALUATED_METRICS
+from ..training.config import TrainerConfig
+from ..training.precision import PRECISIONS
 from .config import TrainConfig, train_config
 from .extensions import check_targets
 
@@ -61,7 +66,9 @@ def validate_train_config(cfg: Mapping[str, Any]) -> TrainConfig:
         )
     check_optimized_metric(config)
     check_monitor(config)
+    check_trainer(config.trainer)
     check_accelerator(config)
+    choose_device(config.evaluate.device, "evaluate.device")
     if config.export.after_training and config.export.ema and not config.recipe.ema:
         raise ConfigValueError(
             "export.ema=true needs EMA weights: set recipe.ema.decay (e.g. +recipe.ema.decay=0.9999)"
@@ -168,6 +175,19 @@ def check_monitor(config: TrainConfig) -> None:
             f"callbacks.checkpoint.monitor={monitor} is not a metric the run logs at epoch end; choose one of "
             f"{logged}{suggest(monitor, logged)}"
         )
+
+
+def check_trainer(trainer: TrainerConfig) -> None:
+    """``trainer`` against Lightning's own tables: any other argument (``+trainer.KEY=VALUE``) is one of its
+    ``Trainer``'s, ``precision`` one it accepts (or ``auto``)."""
+    known = frozenset(inspect.signature(L.Trainer.__init__).parameters) - {"self"}
+    for key in trainer.extra:
+        if key not in known:
+            raise ConfigValueError(
+                f"trainer.{key} is not an argument of lightning.Trainer{suggest(key, known)}; "
+                "see https://lightning.ai/docs/pytorch/stable/common/trainer.html#trainer-flags"
+            )
+    one_of("trainer.precision", trainer.precision, PRECISIONS)
 
 
 def check_accelerator(config: TrainConfig) -> None:

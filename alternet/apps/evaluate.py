@@ -21,6 +21,7 @@ from ..analysis.config import ObjectiveConfig
 from ..data import DATAMODULES, ImageDataModule, build_datamodule, data_config
 from ..errors import AlternetWarning, CheckpointError, ConfigValueError
 from ..evaluation import Evaluator
+from ..evaluation.inference import choose_device
 from ..files import OUTPUT_MARKER, check_output_dir, is_output_of, mark_output, write_csv, write_json
 from ..hub.loading import build_model
 from ..hub.sources import Source, check_reference, open_source, preprocessing
@@ -235,6 +236,7 @@ def run_evaluate(cfg: DictConfig) -> list[dict[str, Any]]:
     settings = OmegaConf.to_container(cfg, resolve=True)
     import_modules(settings.get("imports"))  # first: the models and data modules they register
     config = evaluate_config(settings)  # every setting before any work starts: the evaluation's, W&B's
+    choose_device(config.device, "device")  # a GPU this machine lacks, refused before any model is read
     if config.logger.extra:
         raise ConfigValueError(
             "logger.extra (and logger=tensorboard) apply to alternet train; an evaluation writes its numbers into "

@@ -2,8 +2,9 @@
 training config. Keys and types, and each key's rule beside it; every default is in the YAML (:mod:`alternet.typed`).
 :class:`alternet.evaluation.Evaluator` takes an :class:`EvaluationConfig`, checked once, when it is made.
 
-The schema imports no torch, so that the command line's help answers at once: a rule whose home imports torch is
-imported by ``check`` as a section is made (``# deferred``)."""
+The schema imports no torch, so that the command line's help answers at once: each rule and its table are torch-free
+(the corruption names: :mod:`alternet.data.corrupted.names`); whether ``device`` exists on this machine is asked by
+the commands before any work (:func:`alternet.evaluation.inference.choose_device`), not here."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..data.config import check_workers
+from ..data.corrupted.names import CORRUPTIONS, EXTRA_CORRUPTIONS, SEVERITIES, check_preprocess, is_benchmark
 from ..errors import ConfigValueError
 from ..typed import Section, integer
 
 INTEGER_1 = "must be an integer >= 1"
+PRECISIONS = ("32", "bf16", "16")  # an evaluation's precision (inference.AUTOCAST: each one's autocast dtype)
 MAX_BINS = 100_000  # calibration bins: more than any test split fills (and each class's bins are held at once)
 
 
@@ -56,14 +59,32 @@ class RobustnessConfig(Section):
 
     def check(self) -> None:
         """The settings that need no files; opening the sets (:mod:`alternet.evaluation.corrupted`) reads the rest."""
-        from ..data.corrupted.imagenet_c import check_preprocess  # deferred
-        from .corrupted import requested  # deferred
-        from .inference import AUTOCAST  # deferred
-
         requested(self, generated=not self.root, prefix="")
         self.require("max_images", integer(1), "null (every image) or a count >= 1")
         check_preprocess(self.preprocess, "preprocess")
-        self.one_of("precision", (*AUTOCAST, "auto"))
+        self.one_of("precision", (*PRECISIONS, "auto"))
+
+
+def requested(
+    cfg: RobustnessConfig, generated: bool, prefix: str = "robustness."
+) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """``robustness.corruptions`` (null: the 15) and ``robustness.severities``, checked (by the typed section as it
+    is made, and as the sets are opened)."""
+    corruptions = tuple(dict.fromkeys(cfg.corruptions or CORRUPTIONS))
+    allowed = CORRUPTIONS if generated else CORRUPTIONS + EXTRA_CORRUPTIONS
+    unknown = [name for name in corruptions if name not in allowed]
+    if unknown:
+        where = f" (the extra ones exist only as real files: set {prefix}root)" if generated else ""
+        raise ConfigValueError(f"{prefix}corruptions: unknown {unknown}; choose from {list(allowed)}{where}")
+    if not any(map(is_benchmark, corruptions)):
+        raise ConfigValueError(
+            f"{prefix}corruptions={list(corruptions)} has none of the 15 benchmark corruptions; the extra ones "
+            "found in real files are scored anyway, next to them"
+        )
+    severities = tuple(sorted(set(cfg.severities or ())))
+    if not severities or not set(severities) <= set(SEVERITIES):
+        raise ConfigValueError(f"{prefix}severities={list(cfg.severities or [])} must be a non-empty subset of 1..5")
+    return corruptions, severities
 
 
 @dataclass(kw_only=True)
@@ -80,10 +101,7 @@ class EvaluationConfig(Section):
     robustness: RobustnessConfig
 
     def check(self) -> None:
-        from .inference import AUTOCAST, choose_device  # deferred
-
-        choose_device(self.device, "device")
-        self.one_of("precision", AUTOCAST)
+        self.one_of("precision", PRECISIONS)
         self.require("batch_size", integer(1), INTEGER_1)
         self.require("max_images", integer(1), "null (every test image) or a count >= 1")
         within = self.robustness.max_images is None or self.max_images is None

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from torch.utils.data import Dataset
@@ -20,7 +20,6 @@ from torch.utils.data import Dataset
 from ..data import ArrayDataset, ImageDataModule
 from ..data.arrays.transforms import build_transform
 from ..data.corrupted.cifar_c import generate_cifar_c, load_cifar_c, read_manifest
-from ..data.corrupted.corruptions import CORRUPTIONS, EXTRA_CORRUPTIONS, SEVERITIES
 from ..data.corrupted.imagenet_c import (
     ImageFileDataset,
     check_image_size,
@@ -28,17 +27,10 @@ from ..data.corrupted.imagenet_c import (
     is_image_tree,
     load_imagenet_c,
 )
-from ..errors import ConfigValueError, DataError
-
-if TYPE_CHECKING:  # the typed section holds these functions as its rules: a name for the annotations only
-    from .config import RobustnessConfig
+from ..errors import DataError
+from .config import RobustnessConfig, requested
 
 CIFAR_BENCHMARKS = {"cifar10": "cifar10-c", "cifar100": "cifar100-c"}  # data set -> its built-in baseline tables
-
-
-def is_benchmark(corruption: str) -> bool:
-    """Whether a corruption is one of the 15 that make the headline mean and mCE."""
-    return corruption in CORRUPTIONS
 
 
 @dataclass(frozen=True)
@@ -74,28 +66,6 @@ class CorruptedSets:
         """What the progress lines call these sets: their source, and the part of each scored when it is not all."""
         subset = f" (the first {self.clean_images} images of each, robustness.max_images={self.max_images})"
         return f"{self.source} corruptions" + (subset if self.max_images else "")
-
-
-def requested(
-    cfg: RobustnessConfig, generated: bool, prefix: str = "robustness."
-) -> tuple[tuple[str, ...], tuple[int, ...]]:
-    """``robustness.corruptions`` (null: the 15) and ``robustness.severities``, checked (by the typed section as it
-    is made, and as the sets are opened)."""
-    corruptions = tuple(dict.fromkeys(cfg.corruptions or CORRUPTIONS))
-    allowed = CORRUPTIONS if generated else CORRUPTIONS + EXTRA_CORRUPTIONS
-    unknown = [name for name in corruptions if name not in allowed]
-    if unknown:
-        where = f" (the extra ones exist only as real files: set {prefix}root)" if generated else ""
-        raise ConfigValueError(f"{prefix}corruptions: unknown {unknown}; choose from {list(allowed)}{where}")
-    if not any(map(is_benchmark, corruptions)):
-        raise ConfigValueError(
-            f"{prefix}corruptions={list(corruptions)} has none of the 15 benchmark corruptions; the extra ones "
-            "found in real files are scored anyway, next to them"
-        )
-    severities = tuple(sorted(set(cfg.severities or ())))
-    if not severities or not set(severities) <= set(SEVERITIES):
-        raise ConfigValueError(f"{prefix}severities={list(cfg.severities or [])} must be a non-empty subset of 1..5")
-    return corruptions, severities
 
 
 def source_and_benchmark(cfg: RobustnessConfig, datamodule: ImageDataModule) -> tuple[str, str | None]:

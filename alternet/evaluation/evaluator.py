@@ -14,6 +14,7 @@ from torch import nn
 from torch.utils.data import Dataset, Subset
 
 from ..data import ImageDataModule
+from ..data.corrupted.names import is_benchmark
 from ..data.workers import loader_workers
 from ..errors import ConfigValueError
 from ..files import atomic_write, write_json
@@ -31,7 +32,7 @@ from ..progress import Progress
 from ..runs.directories import METRICS_FILE, PREDICTIONS_FILE
 from .baselines import resolve_baseline
 from .config import EvaluationConfig
-from .corrupted import CorruptedSets, is_benchmark, open_corrupted_sets, source_and_benchmark
+from .corrupted import CorruptedSets, open_corrupted_sets, source_and_benchmark
 from .inference import AUTOCAST, choose_device, device_count, fast_precision, predict_sets
 from .ood import OodSet, open_ood_set
 from .plots import corruption_heatmap, ood_histograms, reliability_diagram, risk_coverage_plot

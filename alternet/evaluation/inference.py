@@ -34,7 +34,7 @@ def choose_device(device: str = "auto", key: str = "device") -> torch.device:
     return chosen
 
 
-AUTOCAST = {"32": None, "bf16": torch.bfloat16, "16": torch.float16}  # evaluation precision -> autocast dtype
+AUTOCAST = {"32": None, "bf16": torch.bfloat16, "16": torch.float16}  # config.PRECISIONS -> autocast dtype
 
 
 def fast_precision(device: torch.device) -> str:

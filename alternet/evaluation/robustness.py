@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from ..data.corrupted.corruptions import CORRUPTIONS, EXTRA_CORRUPTIONS, FAMILIES, SEVERITIES
+from ..data.corrupted.names import CORRUPTIONS, EXTRA_CORRUPTIONS, FAMILIES, SEVERITIES
 from ..errors import AlternetError
 from ..files import read_json, write_csv
 from ..files import update_json as update_metrics_json  # merge into metrics.json, atomically

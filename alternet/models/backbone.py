@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from timm.layers import SelectAdaptivePool2d
@@ -44,12 +43,6 @@ def choose_stem(stem: str, img_size: int | Sequence[int]) -> str:
         size = img_size if isinstance(img_size, int) else min(img_size)
         return "imagenet" if size >= IMAGENET_STEM_MIN_SIZE else "cifar"
     return stem
-
-
-def check_drop_path_rate(rate: Any, key: str = "drop_path_rate") -> None:
-    """The one check of a stochastic depth rate (``recipe.drop_path_rate``): the config checks call it before any
-    work, the AlterNet constructor too."""
-    require(key, rate, lambda v: 0 <= v < 1, "must be in [0, 1)")
 
 
 class AlterNet(nn.Module):
@@ -103,7 +96,7 @@ class AlterNet(nn.Module):
         super().__init__()
         check_block(block)
         check_attention(attention, bias_per_head=bias_per_head)
-        check_drop_path_rate(drop_path_rate)
+        require("drop_path_rate", drop_path_rate, lambda v: 0 <= v < 1, "must be in [0, 1)")  # as recipe's
         stem = choose_stem(stem, img_size)
         conv_block = BLOCK_TYPES[block]
         self.specs: list[StageSpec] = resolve_stages(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.corrupted.corruptions import CORRUPTIONS
+from ..data.corrupted.names import CORRUPTIONS
 from ..errors import ConfigValueError
 from ..runs.directories import METRICS_FILE, RunDir, SweepDir, SweepJobs
 from ..runs.summary import RunSummary

@@ -1,18 +1,17 @@
 """The typed sections training takes: the recipe (``recipe=``), the callbacks, the performance switches and the
 export after training. Keys and types only; every default is in ``conf`` (:mod:`alternet.typed`).
 
-The schema imports no torch, so that the command line's help answers at once: a rule whose home imports torch is
-imported by ``check`` as a section is made (``# deferred``)."""
+The schema imports no torch, so that the command line's help answers at once: what needs torch or Lightning to check
+(the Trainer's arguments, the model's build) is checked by :mod:`alternet.apps.checks` before any work."""
 
 from __future__ import annotations
 
-import inspect
 import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..data.augment import AugmentConfig
-from ..errors import ConfigValueError, is_integer, suggest
+from ..errors import ConfigValueError, is_integer
 from ..typed import SECTION, Section, integer
 from .stopping import check_preemption
 
@@ -154,8 +153,6 @@ class RecipeConfig(Section):
     finetune: FinetuneConfig
 
     def check(self) -> None:
-        from ..models.backbone import check_drop_path_rate  # deferred
-
         self.require("epochs", integer(1), "must be an integer >= 1")
         self.require("warmup_epochs", lambda v: v >= 0, "must be >= 0")
         self.require("batch_size", integer(1), "must be an integer >= 1")
@@ -165,7 +162,7 @@ class RecipeConfig(Section):
         )
         self.one_of("lr_scale_rule", LR_SCALE_RULES)
         self.require("grad_clip", lambda v: v > 0, "must be > 0 (or null to disable clipping)")
-        check_drop_path_rate(self.drop_path_rate, "drop_path_rate")  # the AlterNet constructor's own rule
+        self.require("drop_path_rate", lambda v: 0 <= v < 1, "must be in [0, 1)")  # as AlterNet's constructor
         self.require("label_smoothing", lambda v: 0 <= v < 1, "must be in [0, 1)")
         self.require("layer_decay", lambda v: 0 < v <= 1, "must be in (0, 1] (or null: no layer-wise decay)")
         mixes = self.mixup is not None and (self.mixup.mixup_alpha or self.mixup.cutmix_alpha)
@@ -262,7 +259,8 @@ class ExportConfig(Section):
 @dataclass(kw_only=True)
 class TrainerConfig(Section):
     """``trainer``: lightning.Trainer's arguments (``conf/trainer/*.yaml``). The keys alternet reads are typed here;
-    any other Trainer argument (``+trainer.KEY=VALUE``) is kept in ``extra`` and checked against its signature."""
+    any other Trainer argument (``+trainer.KEY=VALUE``) is kept in ``extra``. Lightning's own tables (its
+    signature, its precisions) are read by :func:`alternet.apps.checks.check_trainer`, before any work."""
 
     OPEN = True
     accelerator: str  # auto | cpu | gpu | cuda | mps ...
@@ -276,18 +274,6 @@ class TrainerConfig(Section):
     extra: dict[str, Any] = field(default_factory=dict)  # Lightning's other arguments
 
     def check(self) -> None:
-        from lightning import Trainer  # deferred
-
-        from .precision import PRECISIONS  # deferred
-
-        known = frozenset(inspect.signature(Trainer.__init__).parameters) - {"self"}
-        for key in self.extra:
-            if key not in known:
-                raise ConfigValueError(
-                    f"{key} is not an argument of lightning.Trainer{suggest(key, known)}; "
-                    "see https://lightning.ai/docs/pytorch/stable/common/trainer.html#trainer-flags"
-                )
-        self.one_of("precision", PRECISIONS)
         self.require("max_epochs", integer(1), "must be an integer >= 1")
         self.require("accumulate_grad_batches", integer(1), "must be an integer >= 1")
         self.require(

@@ -130,7 +130,7 @@ CHECKED = [
     (["recipe.optimizer.lr=0"], "recipe.optimizer.lr=0 is invalid: must be > 0"),
     (["recipe.optimizer.weight_decay=-1"], "recipe.optimizer.weight_decay=-1 is invalid: must be >= 0"),
     (["recipe.label_smoothing=1.5"], "recipe.label_smoothing=1.5 is invalid: must be in [0, 1)"),
-    (["recipe.drop_path_rate=1"], "recipe.drop_path_rate=1.0 is invalid: must be in [0, 1)"),
+    (["recipe.drop_path_rate=1"], "recipe.drop_path_rate=1 is invalid: must be in [0, 1)"),
     (["recipe.grad_clip=0"], "recipe.grad_clip=0 is invalid: must be > 0 (or null to disable clipping)"),
     (["recipe.warmup_epochs=-1"], "recipe.warmup_epochs=-1 is invalid: must be >= 0"),
     (["recipe.layer_decay=2"], "recipe.layer_decay=2 is invalid: must be in (0, 1] (or null: no layer-wise decay)"),

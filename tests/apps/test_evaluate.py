@@ -138,7 +138,7 @@ def test_generated_corruptions_are_cached(digits_run, tmp_path):
 
 def test_real_cifar_c_layout_is_evaluated_as_real(digits_run, tmp_path, monkeypatch, capsys):
     from alternet.data import DigitsDataModule
-    from alternet.data.corrupted.corruptions import CORRUPTIONS
+    from alternet.data.corrupted.names import CORRUPTIONS
 
     test = DigitsDataModule(image_size=16, batch_size=8)
     test.setup()

@@ -26,11 +26,7 @@ from scipy import ndimage
 from alternet.data.corrupted import cifar_c, corruptions
 from alternet.data.corrupted.cifar_c import CifarC, generate_cifar_c, load_cifar_c, task_seed
 from alternet.data.corrupted.corruptions import (
-    CORRUPTIONS,
-    EXTRA_CORRUPTIONS,
-    FAMILIES,
     FROST_PHOTOGRAPHS,
-    SEVERITIES,
     SEVERITY_PARAMS,
     corrupt,
     defocus_kernel,
@@ -38,6 +34,7 @@ from alternet.data.corrupted.corruptions import (
     glass_shuffle,
     motion_blur_batch,
 )
+from alternet.data.corrupted.names import CORRUPTIONS, EXTRA_CORRUPTIONS, FAMILIES, SEVERITIES
 from alternet.errors import DataError
 from alternet.files import OUTPUT_LOCK, WriteError, lock_file
 

@@ -14,8 +14,8 @@ from omegaconf import OmegaConf
 from PIL import Image
 
 from alternet.data import ArrayDataModule
-from alternet.data.corrupted.corruptions import CORRUPTIONS, EXTRA_CORRUPTIONS, SEVERITIES
 from alternet.data.corrupted.imagenet_c import check_class_names, load_imagenet_c
+from alternet.data.corrupted.names import CORRUPTIONS, EXTRA_CORRUPTIONS, SEVERITIES
 from alternet.data.workers import loader_workers
 from alternet.errors import ConfigValueError, DataError
 from alternet.evaluation import Evaluator, RobustnessError, RobustnessRow, robustness_summary

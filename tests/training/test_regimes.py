@@ -343,7 +343,7 @@ def test_every_paper_scale_preset_first_job_trains_two_steps_on_cpu(preset, cifa
     paper's recipe, bf16 set aside for the CPU) trains two steps. inductive_bias_full also scores the tested weights
     as every _full job does after training, against CIFAR-100-C files of the first 16 test images in Hendrycks'
     layout (the real files are 2.9 GB), so the scoring paper/_gpu.yaml asks for runs end to end."""
-    from alternet.data.corrupted.corruptions import CORRUPTIONS
+    from alternet.data.corrupted.names import CORRUPTIONS
 
     from helpers import PRESET_TWO_STEPS, run_script
 

@@ -45,15 +45,13 @@ from ...progress import Progress
 from ...seeds import derive_seed
 from .corruptions import (
     CONSTANTS_VERSION,
-    CORRUPTIONS,
-    EXTRA_CORRUPTIONS,
     IMPLEMENTATION_VERSION,
-    SEVERITIES,
     check_corruption,
     check_images,
     corrupt,
     frost_source,
 )
+from .names import CORRUPTIONS, EXTRA_CORRUPTIONS, SEVERITIES
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet cifar-c") -> i
     args = parser.parse_args(argv)
     from .. import DATAMODULES  # deferred: --help and bad options answer at once
     from .cifar_c import check_cifar_c_output, generate_cifar_c  # deferred: as above
-    from .corruptions import CORRUPTIONS, SEVERITIES  # deferred: as above
+    from .names import CORRUPTIONS, SEVERITIES  # deferred: as above
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:

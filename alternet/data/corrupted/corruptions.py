@@ -40,23 +40,14 @@ import cv2
 import numpy as np
 from scipy import ndimage
 
+from .names import CORRUPTIONS, SEVERITIES
+
 CONSTANTS_VERSION = "hendrycks/robustness@ca360085d57889288c4143fddd8a707bbcae01bd:ImageNet-C/create_c/make_cifar_c.py"
 IMPLEMENTATION_VERSION = 1  # bump whenever generated images would change; part of the cache key
 FROST_TEXTURE_SEED = 2019
 FROST_PACKAGE = "imagecorruptions"  # its wheel ships the reference's frost photographs (frost/frost1.png ...)
 FROST_PHOTOGRAPHS = ("frost1.png", "frost2.png", "frost3.png", "frost4.jpg", "frost5.jpg")  # the five it draws from
 FROST_SCALE = 0.2  # make_cifar_c shrinks each photograph to a fifth before cropping
-SEVERITIES = (1, 2, 3, 4, 5)
-
-FAMILIES = {
-    "noise": ("gaussian_noise", "shot_noise", "impulse_noise"),
-    "blur": ("defocus_blur", "glass_blur", "motion_blur", "zoom_blur"),
-    "weather": ("snow", "frost", "fog", "brightness"),
-    "digital": ("contrast", "elastic_transform", "pixelate", "jpeg_compression"),
-}
-CORRUPTIONS = tuple(name for family in FAMILIES.values() for name in family)  # the 15, in the reference's order
-# Shipped in the real CIFAR-C archives besides the 15 (not generated here).
-EXTRA_CORRUPTIONS = ("speckle_noise", "gaussian_blur", "spatter", "saturate")
 
 # Severity 1..5 parameters, as in make_cifar_c.py.
 SEVERITY_PARAMS: dict[str, tuple[Any, ...]] = {

@@ -22,7 +22,6 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import albumentations as A
 import cv2
@@ -32,13 +31,12 @@ from albumentations.pytorch import ToTensorV2
 from PIL import Image
 from torch.utils.data import Dataset
 
-from ...errors import DataError, one_of
+from ...errors import DataError
 from ..files.images import decode_rgb
 from ..workers import WorkerLedger
-from .corruptions import CORRUPTIONS, EXTRA_CORRUPTIONS, SEVERITIES
+from .names import CORRUPTIONS, EXTRA_CORRUPTIONS, SEVERITIES, check_preprocess
 
 IMAGE_SUFFIXES = frozenset({".jpeg", ".jpg", ".png"})
-PREPROCESS = ("center_crop", "resize_center_crop")
 CROP_PCT = 0.875  # resize_center_crop: 224 / 256, as HDVW's Resize(256) + CenterCrop(224)
 LAYOUT = "<corruption>/<severity>/<wnid>/*.JPEG (optionally under a family folder)"
 
@@ -175,12 +173,6 @@ def check_class_names(
         f"class folders of {where} are the model's classes in another order: sorted folder {index} is "
         f"{found[index]!r} but the model's class {index} is {expected[index]!r} (labels follow the sorted folders)"
     )
-
-
-def check_preprocess(preprocess: Any, key: str = "robustness.preprocess") -> None:
-    """The one check of ``robustness.preprocess``: the evaluation settings' check calls it before any work,
-    :func:`crop_transform` too."""
-    one_of(key, preprocess, PREPROCESS)
 
 
 def crop_transform(

@@ -27,6 +27,7 @@ from hydra.types import RunMode
 from .errors import AlternetError, ConfigValueError
 from .files import write_text
 from .runs.directories import RunDir
+from .runs.results import Condition, EvaluationReport, RobustnessResult
 from .typed import Section, build, shown
 
 log = logging.getLogger(__name__)
@@ -256,29 +257,34 @@ def flatten(metrics: Mapping[str, Any], prefix: str) -> dict[str, float]:
     return flat
 
 
-def log_report(run: Any, report: Mapping[str, Any], prefix: str = "eval") -> None:
+def log_report(run: Any, report: EvaluationReport, prefix: str = "eval") -> None:
     """Put an evaluation report (its metrics.json) into ``run``: summary numbers, the robustness table, images."""
     import wandb
 
-    for section in ("test", "temperature_scaling", "selective", "ood"):
-        if report.get(section):
-            run.summary.update(flatten(report[section], f"{prefix}/{section}"))
+    sections = {
+        "test": report.test,
+        "temperature_scaling": report.temperature_scaling,
+        "selective": report.selective,
+        "ood": report.ood,
+    }
+    for section, value in sections.items():
+        if value:
+            run.summary.update(flatten(value if isinstance(value, dict) else value.to_json(), f"{prefix}/{section}"))
     payload: dict[str, Any] = {}
-    robustness = report.get("robustness")
+    robustness = report.robustness
     if robustness:
-        run.summary.update(flatten(robustness["summary"], f"{prefix}/robustness"))
-        if robustness.get("extra"):  # the corruptions beyond the 15, apart from the headline numbers
-            run.summary.update(flatten(robustness["extra"]["summary"], f"{prefix}/robustness_extra"))
-        table = robustness["table"]
-        columns = list(table[0])
+        run.summary.update(flatten(robustness.summary.to_json(), f"{prefix}/robustness"))
+        if robustness.extra:  # the corruptions beyond the 15, apart from the headline numbers
+            run.summary.update(flatten(robustness.extra.summary.to_json(), f"{prefix}/robustness_extra"))
+        columns = [item.name for item in fields(Condition)]
         payload[f"{prefix}/robustness_table"] = wandb.Table(
-            columns=columns, data=[[r[c] for c in columns] for r in table]
+            columns=columns, data=[[getattr(row, c) for c in columns] for row in robustness.table]
         )
         payload |= _robustness_charts(robustness, prefix)
-    for path in map(Path, report.get("files", [])):
+    for path in map(Path, report.files):
         if path.suffix == ".png":
             payload[f"{prefix}/{path.stem}"] = wandb.Image(str(path))
-    for name, result in (report.get("analysis") or {}).items():
+    for name, result in (report.analysis or {}).items():
         run.summary.update(flatten({k: v for k, v in result.items() if k != "files"}, f"{prefix}/analysis/{name}"))
         for path in map(Path, result.get("files", [])):
             if path.suffix == ".png":
@@ -289,16 +295,16 @@ def log_report(run: Any, report: Mapping[str, Any], prefix: str = "eval") -> Non
         run.log(payload)
 
 
-def _robustness_charts(robustness: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+def _robustness_charts(robustness: RobustnessResult, prefix: str) -> dict[str, Any]:
     """Interactive charts (hover, zoom, toggle series): accuracy against severity per corruption, and the mean
     accuracy per corruption family."""
     import wandb
 
-    table = robustness["table"]
-    severities = sorted({row["severity"] for row in table})
-    corruptions = list(dict.fromkeys(row["corruption"] for row in table))
-    acc = {(row["corruption"], row["severity"]): row["acc"] for row in table}
-    families = robustness["summary"]["per_family"]
+    table = robustness.table
+    severities = sorted({row.severity for row in table})
+    corruptions = list(dict.fromkeys(row.corruption for row in table))
+    acc = {row.key: row.acc for row in table}
+    families = robustness.summary.per_family
     family_table = wandb.Table(columns=["family", "acc"], data=[[f, block["acc"]] for f, block in families.items()])
     return {
         f"{prefix}/robustness_by_severity": wandb.plot.line_series(

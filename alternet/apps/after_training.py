@@ -35,10 +35,10 @@ def evaluate_after_training(
     if config.logger.wandb and (tracked := tracking.active_run()) is not None:
         tracking.log_report(tracked, report)
     return {
-        "calibration": report["test"],
-        "selective": report.get("selective"),
-        "ood": report.get("ood"),
-        "robustness": report.get("robustness"),
+        "calibration": report.test,
+        "selective": report.selective,
+        "ood": report.ood,
+        "robustness": report.robustness,
         "evaluation_dir": str(eval_dir),
     }
 

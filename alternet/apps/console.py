@@ -4,7 +4,6 @@ directory to find them. One printer per report: both show a robustness result wi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from .. import tracking
 from ..metrics.table import SPLIT_KEYS
 from ..progress import duration
 from ..runs.directories import RunDir, best_epoch
+from ..runs.results import EvaluationReport, RobustnessResult
 from ..runs.summary import RunSummary
 from ..training.builders import compile_mode, compile_refusal
 from ..training.config import RecipeConfig
@@ -104,31 +104,31 @@ def _metrics_table(summary: RunSummary) -> list[str]:
     return lines
 
 
-def robustness_lines(robustness: Mapping[str, Any]) -> list[str]:
-    """A robustness result (``metrics.json``'s ``robustness``, :mod:`alternet.evaluation.robustness`) as the lines
-    both an evaluation and the end of a training run print: the mean accuracy, mCE against the baseline, the
-    families, the worst conditions, the generated-frost caveat and the extra corruptions."""
-    summary = robustness["summary"]
-    mean = f"mean acc {summary['robustness']:.4f} over {summary['n_conditions']} conditions"
-    precision = f", {robustness['precision']}" if robustness.get("precision", "32") != "32" else ""
-    lines = [f"  robustness ({robustness['source']} corruptions{precision}): {mean}"]
-    if summary.get("mce") is not None:
-        relative = summary["relative_mce"]
+def robustness_lines(robustness: RobustnessResult) -> list[str]:
+    """A robustness result as the lines both an evaluation and the end of a training run print: the mean accuracy,
+    mCE against the baseline, the families, the worst conditions, the generated-frost caveat and the extra
+    corruptions."""
+    summary = robustness.summary
+    mean = f"mean acc {summary.robustness:.4f} over {summary.n_conditions} conditions"
+    precision = f", {robustness.precision}" if robustness.precision not in (None, "32") else ""
+    lines = [f"  robustness ({robustness.source} corruptions{precision}): {mean}"]
+    if summary.mce is not None:
+        relative = summary.relative_mce
         relative = "n/a (no clean accuracy for the baseline)" if relative is None else f"{relative:.1f}%"
-        lines.append(f"  mCE {summary['mce']:.1f}% vs {summary['baseline']}  relative mCE {relative}")
-    families = "  ".join(f"{name} {block['acc']:.4f}" for name, block in summary["per_family"].items())
+        lines.append(f"  mCE {summary.mce:.1f}% vs {summary.baseline}  relative mCE {relative}")
+    families = "  ".join(f"{name} {block['acc']:.4f}" for name, block in summary.per_family.items())
     lines.append(f"  per family: {families}")
-    worst = sorted(robustness["table"], key=lambda row: row["acc"])[:WORST_SHOWN]
-    lines.append("  worst conditions: " + "  ".join(f"{r['corruption']}/{r['severity']} {r['acc']:.4f}" for r in worst))
-    if robustness.get("synthetic_frost") and robustness["source"] == "generated":
+    worst = sorted(robustness.table, key=lambda row: row.acc)[:WORST_SHOWN]
+    lines.append("  worst conditions: " + "  ".join(f"{r.corruption}/{r.severity} {r.acc:.4f}" for r in worst))
+    if robustness.images and robustness.images.synthetic_frost and robustness.source == "generated":
         lines.append(
             "  note: generated frost uses a procedural ice texture, not the reference's photographs: its numbers "
             "are not comparable with real CIFAR-C frost (robustness.root=DIR scores the real files)"
         )
-    if robustness.get("extra"):
-        extra = robustness["extra"]["summary"]
-        names = ", ".join(extra["per_corruption"])
-        lines.append(f"  extra corruptions ({names}; not in the mean or mCE): mean acc {extra['robustness']:.4f}")
+    if robustness.extra:
+        extra = robustness.extra.summary
+        names = ", ".join(extra.per_corruption)
+        lines.append(f"  extra corruptions ({names}; not in the mean or mCE): mean acc {extra.robustness:.4f}")
     return lines
 
 
@@ -172,45 +172,43 @@ def describe_preprocessing(used: dict[str, Any]) -> str:
     return f"{used['image_size']} px{crop}; mean [{numbers['mean']}], std [{numbers['std']}]"
 
 
-def evaluation_report(report: Mapping[str, Any], out_dir: Path) -> str:
+def evaluation_report(report: EvaluationReport, out_dir: Path) -> str:
     """What an evaluation prints for one checkpoint: the test metrics, temperature scaling, robustness
     (:func:`robustness_lines`), the analyses and the files written into ``out_dir``."""
-    test = report["test"]
-    lines = [f"\n{report['model']} on {report['data']} ({report['checkpoint']})"]
-    if report.get("preprocessing"):
-        lines.append(f"  preprocessing: {describe_preprocessing(report['preprocessing'])}")
-    images = report.get("test_images") or {}
-    if images and images["scored"] < images["of"]:
-        lines.append(f"  a quick look: the first {images['scored']} of {images['of']} test images (max_images)")
+    test = report.test
+    lines = [f"\n{report.model} on {report.data} ({report.checkpoint})"]
+    if report.preprocessing:
+        lines.append(f"  preprocessing: {describe_preprocessing(report.preprocessing)}")
+    images = report.test_images
+    if images and images.scored < images.of:
+        lines.append(f"  a quick look: the first {images.scored} of {images.of} test images (max_images)")
     lines += [
         "  test: " + "  ".join(f"{k} {test[k]:.4f}" for k in ("acc", "top5", "nll", "ece", "brier")),
     ]
     if "ece_adaptive" in test:
         lines.append(f"  calibration: ece equal-mass {test['ece_adaptive']:.4f}  classwise {test['ece_classwise']:.4f}")
-    if report.get("selective"):
-        selective = report["selective"]
+    if report.selective:
+        selective = report.selective
         lines.append(
-            f"  selective: aurc {selective['aurc']:.4f}  augrc {selective['augrc']:.4f}  "
-            f"acc at 90% coverage {selective['acc_cov90']:.4f}  at 95% {selective['acc_cov95']:.4f}"
+            f"  selective: aurc {selective.aurc:.4f}  augrc {selective.augrc:.4f}  "
+            f"acc at 90% coverage {selective.acc_cov90:.4f}  at 95% {selective.acc_cov95:.4f}"
         )
-    if report.get("ood"):
-        ood = report["ood"]
+    if report.ood:
+        ood = report.ood
         scores = "  ".join(
-            f"{name}: auroc {ood[name]['auroc']:.4f} fpr95 {ood[name]['fpr95']:.4f}" for name in ("msp", "energy")
+            f"{name}: auroc {ood.scores[name].auroc:.4f} fpr95 {ood.scores[name].fpr95:.4f}" for name in ood.scores
         )
-        lines.append(f"  ood ({ood['n_out']} images of {ood['root']}): {scores}")
-    if "temperature_scaling" in report:
-        scaled = report["temperature_scaling"]
-        after = scaled["test"]
-        lines.append(f"  temperature {scaled['temperature']:.3f}: nll {after['nll']:.4f}  ece {after['ece']:.4f}")
-    if report.get("robustness"):
-        lines += robustness_lines(report["robustness"])
-    for name, result in (report.get("analysis") or {}).items():
+        lines.append(f"  ood ({ood.n_out} images of {ood.root}): {scores}")
+    if report.temperature_scaling:
+        scaled = report.temperature_scaling
+        after = scaled.test
+        lines.append(f"  temperature {scaled.temperature:.3f}: nll {after['nll']:.4f}  ece {after['ece']:.4f}")
+    if report.robustness:
+        lines += robustness_lines(report.robustness)
+    analyses = report.analysis or {}
+    for name, result in analyses.items():
         lines.append(f"  analysis {name}: {result['seconds']:.1f} s, {len(result.get('files', []))} files")
-    written = [
-        *report.get("files", []),
-        *(f for r in (report.get("analysis") or {}).values() for f in r.get("files", [])),
-    ]
+    written = [*report.files, *(f for r in analyses.values() for f in r.get("files", []))]
     lines.append(f"  files in {out_dir}:")
     lines += [f"    {_relative(Path(path), out_dir)}" for path in written]
     return "\n".join(lines)

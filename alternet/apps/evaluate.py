@@ -8,6 +8,7 @@ import re
 import shutil
 import warnings
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from ..hub.sources import Source, check_reference, open_source, preprocessing
 from ..models.flip import FlipAveraged
 from ..runs.directories import METRICS_FILE, RunDir
 from ..runs.records import import_modules, import_recorded
+from ..runs.results import EvaluationReport
 from ..training.config import RecipeConfig
 from ..typed import build
 from .config import EvaluateConfig, compose, evaluate_config
@@ -155,7 +157,7 @@ def evaluate_model(
     reference: str,
     out_dir: Path,
     set_keys: frozenset[str] = frozenset(),
-) -> dict[str, Any]:
+) -> EvaluationReport:
     """Score the model ``reference`` names (any source :func:`alternet.hub.load` reads) into ``out_dir`` with the
     evaluation settings of ``config`` (its W&B settings: ``logger.wandb``; ``set_keys``: the command line's)."""
     import_recorded(reference)  # the modules a run was trained with, first: its model or data set may be the user's
@@ -178,10 +180,11 @@ def evaluate_model(
         evaluator = Evaluator(predictor, datamodule, config, out_dir, architecture, class_names=class_names(source))
         report = evaluator.run(meta)
     if cfg.get("analysis"):
-        report["analysis"] = run_analyses(
+        analyses = run_analyses(
             list(cfg.analysis), model, datamodule, recipe, OmegaConf.to_container(cfg.analysis), out_dir
         )
-        write_json(out_dir / METRICS_FILE, report)
+        report = replace(report, analysis=analyses)
+        write_json(out_dir / METRICS_FILE, report.to_json())
     if config.logger.wandb is not None:
         recorded = {
             "checkpoint": dict(source.hyper_parameters),
@@ -227,7 +230,7 @@ def _marked(out_dir: Path) -> Iterator[None]:
         raise
 
 
-def run_evaluate(cfg: DictConfig) -> list[dict[str, Any]]:
+def run_evaluate(cfg: DictConfig) -> list[EvaluationReport]:
     if cfg.get("ckpt") in (None, "???"):
         raise ConfigValueError(
             "ckpt is required: alternet evaluate ckpt=SOURCE (a run directory, a .ckpt, an export directory, "
@@ -270,13 +273,12 @@ def short_name(source: str) -> str:
     return re.sub(r"[^\w.-]+", "-", source).strip("-")[-80:]
 
 
-def write_comparison(reports: list[dict[str, Any]], path: Path) -> Path:
+def write_comparison(reports: list[EvaluationReport], path: Path) -> Path:
     rows = []
     for report in reports:
-        row = {"checkpoint": report["checkpoint"], "model": report["model"]} | report["test"]
-        if report.get("robustness"):
-            row["robustness"] = report["robustness"]["summary"]["robustness"]
-            row["robustness_source"] = report["robustness"]["source"]
-            row["mce"] = report["robustness"]["summary"]["mce"]
+        row = {"checkpoint": report.checkpoint, "model": report.model} | report.test
+        if report.robustness:
+            summary = report.robustness.summary
+            row |= {"robustness": summary.robustness, "robustness_source": report.robustness.source, "mce": summary.mce}
         rows.append(row)
     return write_csv(path, rows)

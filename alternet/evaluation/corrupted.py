@@ -28,6 +28,7 @@ from ..data.corrupted.imagenet_c import (
     load_imagenet_c,
 )
 from ..errors import DataError
+from ..runs.results import CorruptedImages
 from .config import RobustnessConfig, requested
 
 CIFAR_BENCHMARKS = {"cifar10": "cifar10-c", "cifar100": "cifar100-c"}  # data set -> its built-in baseline tables
@@ -49,18 +50,18 @@ class CorruptedSets:
     preprocess: str | None = None  # ImageNet-C only
     max_images: int | None = None  # robustness.max_images: only the first N images of each severity are scored
 
-    def record(self) -> dict[str, Any]:
-        """What metrics.json says about where the corrupted images came from and how they were read."""
-        return {
-            "layout": self.layout,
-            "root": str(self.root),
-            "benchmark": self.benchmark,
-            "preprocess": self.preprocess,
-            "synthetic_frost": self.synthetic_frost,
-            "frost_source": self.frost_source,
-            "max_images": self.max_images,
-            "images_per_condition": self.clean_images,
-        }
+    def images(self) -> CorruptedImages:
+        """What a robustness result says about where the corrupted images came from and how they were read."""
+        return CorruptedImages(
+            layout=self.layout,
+            root=str(self.root),
+            benchmark=self.benchmark,
+            preprocess=self.preprocess,
+            synthetic_frost=self.synthetic_frost,
+            frost_source=self.frost_source,
+            max_images=self.max_images,
+            images_per_condition=self.clean_images,
+        )
 
     def describe(self) -> str:
         """What the progress lines call these sets: their source, and the part of each scored when it is not all."""

@@ -30,6 +30,16 @@ from ..metrics.uncertainty import (
 )
 from ..progress import Progress
 from ..runs.directories import METRICS_FILE, PREDICTIONS_FILE
+from ..runs.results import (
+    EvaluationReport,
+    OodResult,
+    OodScores,
+    Record,
+    RobustnessResult,
+    Selective,
+    Temperature,
+    TestImages,
+)
 from .baselines import resolve_baseline
 from .config import EvaluationConfig
 from .corrupted import CorruptedSets, open_corrupted_sets, source_and_benchmark
@@ -111,24 +121,22 @@ class Evaluator:
 
     # calibration ----------------------------------------------------------------------------
 
-    def calibration(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    def calibration(self) -> tuple[Record, Selective, Temperature | None, dict[str, np.ndarray]]:
         """The test split: calibration (equal-width, equal-mass and classwise ECE among them), selective
         classification, and temperature scaling when asked."""
         logits, labels = self._predict("test")
         probs = softmax(logits)
-        metrics: dict[str, Any] = {"test": self._split_metrics(probs, labels, logits)}
+        test = self._split_metrics(probs, labels, logits)
         bins = reliability_bins(probs, labels, self.n_bins)
         reliability_diagram(bins, self._file(self.out_dir / "reliability.png"), title=self._title("test"))
-        metrics["selective"] = selective_metrics(probs, labels)
+        selective = Selective(**selective_metrics(probs, labels))
         curve = risk_coverage(probs, labels)
-        risk_coverage_plot(
-            *curve, metrics["selective"], self._file(self.out_dir / "risk_coverage.png"), self._title("test")
-        )
+        risk_coverage_plot(*curve, selective, self._file(self.out_dir / "risk_coverage.png"), self._title("test"))
         arrays = {"logits": logits, "probs": probs.astype(np.float32), "labels": labels}
+        scaled = None
         if self.config.calibration.temperature_scaling:
             scaled, arrays["val/logits"], arrays["val/labels"] = self._temperature(logits, labels)
-            metrics["temperature_scaling"] = scaled
-        return metrics, arrays
+        return test, selective, scaled, arrays
 
     def _split_metrics(self, probs: np.ndarray, labels: np.ndarray, logits: np.ndarray) -> dict[str, float]:
         return calibration_metrics(probs, labels, self.n_bins, logits=logits) | {
@@ -136,7 +144,7 @@ class Evaluator:
             "ece_classwise": classwise_ece(probs, labels, self.n_bins),
         }
 
-    def _temperature(self, logits: np.ndarray, labels: np.ndarray) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
+    def _temperature(self, logits: np.ndarray, labels: np.ndarray) -> tuple[Temperature, np.ndarray, np.ndarray]:
         """The temperature fitted on the validation split, the test metrics it gives, and the validation logits and
         labels it was fitted on (kept in predictions.npz)."""
         if "val" not in self.datamodule.splits:
@@ -150,17 +158,17 @@ class Evaluator:
         bins = reliability_bins(scaled, labels, self.n_bins)
         title = self._title(f"test, T={temperature:.3f}")
         reliability_diagram(bins, self._file(self.out_dir / "reliability_temperature.png"), title=title)
-        record = {"temperature": temperature, "test": self._split_metrics(scaled, labels, logits / temperature)}
+        record = Temperature(temperature, self._split_metrics(scaled, labels, logits / temperature))
         return record, val_logits, val_labels
 
     # out of distribution --------------------------------------------------------------------
 
-    def ood(self, ood_set: OodSet, logits: np.ndarray) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    def ood(self, ood_set: OodSet, logits: np.ndarray) -> tuple[OodResult, dict[str, np.ndarray]]:
         """The test split's scores against the out-of-distribution images'."""
         ((outside_logits, _),) = self._predict_sets([ood_set.dataset], ["ood"])
         inside, outside = ood_scores(logits), ood_scores(outside_logits)
-        record: dict[str, Any] = ood_set.record() | {"n_in": len(logits)}
-        record |= {name: ood_metrics(inside[name], outside[name]) for name in inside}
+        scores = {name: OodScores(**ood_metrics(inside[name], outside[name])) for name in inside}
+        record = OodResult(str(ood_set.root), ood_set.layout, len(ood_set.dataset), len(logits), scores)
         path = self._file(self.out_dir / "ood_scores.png")
         ood_histograms(inside, outside, record, path, self._title(f"vs {ood_set.root.name}"))
         return record, {f"ood/{name}": scores for name, scores in outside.items()}  # float64: the metrics' own
@@ -176,7 +184,7 @@ class Evaluator:
         baseline: RobustnessBaseline | None,
         clean_probs: np.ndarray,
         clean_labels: np.ndarray,
-    ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    ) -> tuple[RobustnessResult, dict[str, np.ndarray]]:
         """Score every condition; the 15 benchmark corruptions make the summary (mean, mCE), any extra ones a
         separate ``extra`` section."""
         n = sets.clean_images  # the clean reference uses the same images as the corrupted sets
@@ -197,37 +205,49 @@ class Evaluator:
         benchmark = [row for row in rows if is_benchmark(row.corruption)]
         extra = [row for row in rows if not is_benchmark(row.corruption)]
         summary = robustness_summary(benchmark, baseline, clean_acc=clean_acc)
-        record = robustness_record(benchmark, summary) | sets.record() | {"precision": self.robust_precision}
-        record["extra"] = robustness_record(extra, robustness_summary(extra)) if extra else None
+        beyond = robustness_record(extra, robustness_summary(extra)) if extra else None
+        record = robustness_record(benchmark, summary)
+        record = replace(record, images=sets.images(), precision=self.robust_precision, extra=beyond)
         write_table_csv(benchmark, self._file(self.out_dir / "robustness_table.csv"))
         write_accuracy_csv(benchmark, self._file(self.out_dir / "robustness_accuracy.csv"))
         if extra:
             write_table_csv(extra, self._file(self.out_dir / "robustness_extra_table.csv"))
-        title = f"{self._title(f'{sets.source} corruptions')}: mean acc {summary['robustness']:.1%}"
+        title = f"{self._title(f'{sets.source} corruptions')}: mean acc {summary.robustness:.1%}"
         heatmap = self._file(self.out_dir / "robustness_heatmap.png")
         corruption_heatmap(benchmark, heatmap, clean_acc=clean_acc, title=title)
         return record, predictions
 
     # everything -----------------------------------------------------------------------------
 
-    def run(self, meta: Mapping[str, Any]) -> dict[str, Any]:
+    def run(self, meta: Mapping[str, Any]) -> EvaluationReport:
+        """Every evaluation asked for, written into ``out_dir`` (metrics.json, predictions.npz, tables, plots);
+        ``meta``: what was scored (:class:`~alternet.runs.results.EvaluationReport`'s ``model``, ``data``,
+        ``checkpoint`` ...)."""
         robust, ood = open_sources(self.config, self.datamodule, self.class_names)  # errors before any work
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        metrics, arrays = self.calibration()
-        report: dict[str, Any] = dict(meta) | {"preprocessing": preprocessing_used(self.datamodule)} | metrics
-        report["loader"] = {"num_workers": self.num_workers, "devices": device_count(self.device)}
-        total = len(self.datamodule.splits["test"])
-        report["test_images"] = {"scored": len(arrays["labels"]), "of": total}  # max_images: a quick look
+        test, selective, scaled, arrays = self.calibration()
+        ood_result = robust_result = None
         if ood is not None:
-            report["ood"], scores = self.ood(ood, arrays["logits"])
+            ood_result, scores = self.ood(ood, arrays["logits"])
             arrays |= scores
         if robust is not None:
-            report["robustness"], corrupted = self.robustness(*robust, arrays["probs"], arrays["labels"])
+            robust_result, corrupted = self.robustness(*robust, arrays["probs"], arrays["labels"])
             arrays |= corrupted
         write_npz(self._file(self.out_dir / PREDICTIONS_FILE), arrays)
         metrics_path = self._file(self.out_dir / METRICS_FILE)
-        report["files"] = [str(path) for path in self.files]
-        write_json(metrics_path, report)
+        report = EvaluationReport(
+            **{"model": self.label, "data": self.datamodule.name} | dict(meta),
+            test=test,
+            preprocessing=preprocessing_used(self.datamodule),
+            selective=selective,
+            temperature_scaling=scaled,
+            loader={"num_workers": self.num_workers, "devices": device_count(self.device)},
+            test_images=TestImages(len(arrays["labels"]), len(self.datamodule.splits["test"])),  # max_images
+            ood=ood_result,
+            robustness=robust_result,
+            files=[str(path) for path in self.files],
+        )
+        write_json(metrics_path, report.to_json())
         return report
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import albumentations as A
 import cv2
@@ -32,9 +32,6 @@ class OodSet:
     root: Path
     layout: str  # "folder" | "cifar10" | "cifar100"
     dataset: Dataset
-
-    def record(self) -> dict[str, Any]:
-        return {"root": str(self.root), "layout": self.layout, "n_out": len(self.dataset)}  # type: ignore[arg-type]
 
 
 def open_ood_set(cfg: OodConfig, datamodule: ImageDataModule) -> OodSet:

@@ -18,6 +18,7 @@ from matplotlib.ticker import PercentFormatter
 
 from ..files import save_figure
 from ..metrics import ReliabilityBins
+from ..runs.results import OodResult, Selective
 from .robustness import RobustnessRow, accuracy_grid, check_table
 
 ACCURACY_COLOR = "tab:blue"
@@ -168,14 +169,14 @@ def _label_families(ax: Axes, rows: Sequence[RobustnessRow], corruptions: list[s
 
 
 def risk_coverage_plot(
-    coverage: np.ndarray, risk: np.ndarray, generalised: np.ndarray, areas: dict, path: str | Path, title: str
+    coverage: np.ndarray, risk: np.ndarray, generalised: np.ndarray, areas: Selective, path: str | Path, title: str
 ) -> Path:
     """Selective risk and generalised risk against coverage (the model abstains on its least confident), with the
     error rate a random ranker would keep at every coverage; ``areas``: ``aurc`` and ``augrc``."""
     fig = Figure(figsize=(5.6, 4.2), layout="constrained")
     ax = fig.subplots()
-    ax.plot(coverage, risk, color=ACCURACY_COLOR, label=f"selective risk (AURC {areas['aurc']:.4f})")
-    ax.plot(coverage, generalised, color=GAP_COLOR, label=f"generalised risk (AUGRC {areas['augrc']:.4f})")
+    ax.plot(coverage, risk, color=ACCURACY_COLOR, label=f"selective risk (AURC {areas.aurc:.4f})")
+    ax.plot(coverage, generalised, color=GAP_COLOR, label=f"generalised risk (AUGRC {areas.augrc:.4f})")
     ax.axhline(risk[-1], linestyle="--", color="0.4", linewidth=1, label="error rate (no abstention)")
     ax.set(xlabel="coverage", ylabel="risk", xlim=(0, 1), ylim=(0, max(0.05, float(risk.max()) * 1.05)))
     ax.xaxis.set_major_formatter(PercentFormatter(1.0))
@@ -187,7 +188,7 @@ def risk_coverage_plot(
 def ood_histograms(
     inside: dict[str, np.ndarray],
     outside: dict[str, np.ndarray],
-    metrics: dict[str, dict],
+    result: OodResult,
     path: str | Path,
     title: str,
 ) -> Path:
@@ -199,9 +200,9 @@ def ood_histograms(
         edges = np.histogram_bin_edges(both, bins=40)
         ax.hist(inside[name], bins=edges, alpha=0.6, density=True, color=ACCURACY_COLOR, label="test (in)")
         ax.hist(outside[name], bins=edges, alpha=0.6, density=True, color=GAP_COLOR, label="out of distribution")
-        scores = metrics[name]
+        scores = result.scores[name]
         ax.set(xlabel=name, ylabel="density")
-        ax.set_title(f"AUROC {scores['auroc']:.3f}  ·  FPR95 {_percent(scores['fpr95'])}", fontsize=9)
+        ax.set_title(f"AUROC {scores.auroc:.3f}  ·  FPR95 {_percent(scores.fpr95)}", fontsize=9)
         ax.legend(fontsize=8)
     fig.suptitle(title, fontsize=11)
     return save_figure(fig, path)

@@ -36,16 +36,17 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..data.corrupted.names import CORRUPTIONS, EXTRA_CORRUPTIONS, FAMILIES, SEVERITIES
-from ..errors import AlternetError
+from ..errors import AlternetError, CheckpointError
 from ..files import read_json, write_csv
 from ..files import update_json as update_metrics_json  # merge into metrics.json, atomically
+from ..runs.results import Condition, RobustnessResult, RobustnessSummary
 
 SOURCES = ("real", "generated")
 SCHEMA_VERSION = 1
@@ -79,17 +80,8 @@ class RobustnessError(AlternetError, ValueError):
 
 
 @dataclass(frozen=True)
-class RobustnessRow:
-    """Metrics of one model on one corruption at one severity."""
-
-    corruption: str
-    severity: int
-    acc: float
-    nll: float
-    ece: float
-    n: int
-    source: str
-    family: str = field(default="")
+class RobustnessRow(Condition):
+    """Metrics of one model on one corruption at one severity, checked; its family filled in when not given."""
 
     def __post_init__(self) -> None:
         if not self.family:
@@ -107,28 +99,12 @@ class RobustnessRow:
         if self.n < 1:
             raise RobustnessError(f"row {self.key}: n must be >= 1, got {self.n}")
 
-    @property
-    def key(self) -> tuple[str, int]:
-        return self.corruption, self.severity
-
-    @property
-    def error(self) -> float:
-        return 1.0 - self.acc
-
     @classmethod
     def from_metrics(
         cls, corruption: str, severity: int, metrics: Mapping[str, float], n: int, source: str, family: str = ""
     ) -> RobustnessRow:
         """A row from :func:`~alternet.metrics.calibration_metrics` output."""
         return cls(corruption, int(severity), metrics["acc"], metrics["nll"], metrics["ece"], int(n), source, family)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RobustnessRow:
-        names = {f.name for f in fields(cls)}
-        missing = names - {"family"} - set(data)
-        if missing:
-            raise RobustnessError(f"robustness table row {dict(data)} lacks {sorted(missing)}")
-        return cls(**{key: value for key, value in data.items() if key in names})
 
 
 @dataclass(frozen=True)
@@ -195,7 +171,7 @@ def _mean_block(acc: float) -> dict[str, float]:
 
 def robustness_summary(
     rows: Sequence[RobustnessRow], baseline: RobustnessBaseline | None = None, *, clean_acc: float | None = None
-) -> dict[str, Any]:
+) -> RobustnessSummary:
     """Robustness (mean accuracy over all conditions), per-corruption / family / severity means and, against a
     baseline, mCE (and relative mCE when both clean accuracies are known), in percent."""
     source = check_table(rows)
@@ -203,29 +179,23 @@ def robustness_summary(
     corruptions, severities, grid = accuracy_grid(rows)
     family = _family_of(rows)
     families = list(dict.fromkeys(family[c] for c in corruptions))
-    summary: dict[str, Any] = {
-        "source": source,
-        "complete": set(corruptions) == set(CORRUPTIONS) and tuple(severities) == SEVERITIES,
-        "n_conditions": int(grid.size),
-        "robustness": float(grid.mean()),
-        "mean_error": float(1.0 - grid.mean()),
-        "clean_acc": clean_acc,
-        "per_corruption": {c: {"family": family[c], **_mean_block(grid[i].mean())} for i, c in enumerate(corruptions)},
-        "per_family": {f: _mean_block(grid[[family[c] == f for c in corruptions]].mean()) for f in families},
-        "per_severity": {str(s): _mean_block(grid[:, j].mean()) for j, s in enumerate(severities)},
-    }
-    summary.update(_corruption_errors(rows, baseline, clean_acc) if baseline else _no_baseline())
-    return summary
+    return RobustnessSummary(
+        source=source,
+        complete=set(corruptions) == set(CORRUPTIONS) and tuple(severities) == SEVERITIES,
+        n_conditions=int(grid.size),
+        robustness=float(grid.mean()),
+        mean_error=float(1.0 - grid.mean()),
+        clean_acc=clean_acc,
+        per_corruption={c: {"family": family[c], **_mean_block(grid[i].mean())} for i, c in enumerate(corruptions)},
+        per_family={f: _mean_block(grid[[family[c] == f for c in corruptions]].mean()) for f in families},
+        per_severity={str(s): _mean_block(grid[:, j].mean()) for j, s in enumerate(severities)},
+        **(_corruption_errors(rows, baseline, clean_acc) if baseline else {}),
+    )
 
 
 def _check_fraction(name: str, value: float | None) -> None:
     if value is not None and not 0.0 <= value <= 1.0:
         raise RobustnessError(f"{name} must be a fraction in [0, 1] (not a percentage), got {value}")
-
-
-def _no_baseline() -> dict[str, Any]:
-    keys = ("baseline", "baseline_clean_acc", "mce", "relative_mce", "ce", "relative_ce")
-    return dict.fromkeys(keys)
 
 
 def _baseline_grid(rows: Sequence[RobustnessRow], baseline: RobustnessBaseline) -> np.ndarray:
@@ -276,26 +246,20 @@ def clean_accuracy(metrics: Mapping[str, Any]) -> float | None:
     return None if value is None else float(value)
 
 
-def robustness_record(rows: Sequence[RobustnessRow], summary: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``"robustness"`` section of metrics.json."""
+def robustness_record(rows: Sequence[RobustnessRow], summary: RobustnessSummary) -> RobustnessResult:
+    """A table and its summary as a result (where the images came from is added by the evaluator)."""
     source = check_table(rows)
-    if summary.get("source") != source:
-        raise RobustnessError(f"the summary is of {summary.get('source')!r} corruptions, the table of {source!r}")
-    return {
-        "schema": SCHEMA_VERSION,
-        "source": source,
-        "table": [asdict(row) for row in _ordered(rows)],
-        "summary": dict(summary),
-    }
+    if summary.source != source:
+        raise RobustnessError(f"the summary is of {summary.source!r} corruptions, the table of {source!r}")
+    table = tuple(Condition(**asdict(row)) for row in _ordered(rows))  # the record's rows: plain data
+    return RobustnessResult(source=source, table=table, summary=summary)
 
 
-def rows_from_record(record: Mapping[str, Any]) -> list[RobustnessRow]:
-    """The table of a ``"robustness"`` section, checked against the section's source."""
-    if "table" not in record or "source" not in record:
-        raise RobustnessError("a robustness record needs 'source' and 'table' keys")
-    rows = [RobustnessRow.from_dict(item) for item in record["table"]]
-    if check_table(rows) != record["source"]:
-        raise RobustnessError(f"the robustness record says source {record['source']!r} but its rows disagree")
+def rows_from_record(record: RobustnessResult) -> list[RobustnessRow]:
+    """The table of a robustness result as checked rows, against the result's source."""
+    rows = [RobustnessRow(**asdict(condition)) for condition in record.table]
+    if check_table(rows) != record.source:
+        raise RobustnessError(f"the robustness record says source {record.source!r} but its rows disagree")
     return rows
 
 
@@ -307,7 +271,10 @@ def load_baseline(path: str | Path) -> RobustnessBaseline:
     metrics = read_json(path, error=RobustnessError)
     if "robustness" not in metrics:
         raise RobustnessError(f"{path} has no 'robustness' section; evaluate the baseline on corruptions first")
-    rows = rows_from_record(metrics["robustness"])
+    try:
+        rows = rows_from_record(RobustnessResult.from_json(metrics["robustness"], f"{path}'s robustness"))
+    except CheckpointError as error:
+        raise RobustnessError(str(error)) from None
     return RobustnessBaseline(
         name=str(metrics.get("model", path.parent.name)), rows=tuple(rows), clean_acc=clean_accuracy(metrics)
     )

@@ -10,6 +10,7 @@ from huggingface_hub import EvalResult, ModelCardData
 from ..data import DATAMODULES
 from ..data.augment import SECTIONS
 from ..metrics.table import SPLIT_METRICS
+from ..runs.results import RobustnessSummary
 
 TASK = "image-classification"
 # Hub data set ids of the public data sets alternet trains on (others are tagged by their alternet name)
@@ -138,16 +139,16 @@ def _test_section(config: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _robustness_section(summary: dict[str, Any]) -> list[str]:
+def _robustness_section(summary: RobustnessSummary) -> list[str]:
     lines = [
-        f"Corruptions: {summary.get('source')} ({summary.get('n_conditions')} conditions, "
-        f"{'complete' if summary.get('complete') else 'partial'} grid)"
-        + (f", baseline {summary['baseline']}" if summary.get("baseline") else ""),
+        f"Corruptions: {summary.source} ({summary.n_conditions} conditions, "
+        f"{'complete' if summary.complete else 'partial'} grid)"
+        + (f", baseline {summary.baseline}" if summary.baseline else ""),
         "",
         "| metric | value |",
         "| --- | --- |",
     ]
-    return lines + [f"| {label} | {_number(summary.get(key))} |" for key, label in ROBUSTNESS_METRICS]
+    return lines + [f"| {label} | {_number(getattr(summary, key))} |" for key, label in ROBUSTNESS_METRICS]
 
 
 def _usage_section(config: dict[str, Any], repo_id: str | None) -> list[str]:
@@ -236,7 +237,7 @@ def model_card(config: dict[str, Any], repo_id: str | None = None) -> str:
         "## Test metrics",
         *_test_section(config),
     ]
-    if info.get("robustness"):
-        sections += ["", "## Robustness", *_robustness_section(info["robustness"])]
+    if info.get("robustness"):  # the run's robustness summary, as the export's config.json holds it
+        sections += ["", "## Robustness", *_robustness_section(RobustnessSummary.from_json(info["robustness"]))]
     sections += ["", "## Usage", *_usage_section(config, repo_id)]
     return "\n".join(sections) + "\n"

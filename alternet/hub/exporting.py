@@ -195,7 +195,7 @@ def export_config(
             "tested_checkpoint": Path(summary.tested_checkpoint).name if summary else None,
             "test": summary.test if summary else None,
             "test_ema": summary.test_ema if summary else None,
-            "robustness": ((summary.robustness if summary else None) or {}).get("summary"),
+            "robustness": summary.robustness.summary.to_json() if summary and summary.robustness else None,
         },
     }
 

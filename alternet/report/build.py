@@ -332,11 +332,11 @@ def _mde_cell(value: float | None, scale: float, unit: str) -> str:
 def _robustness_note(runs: Sequence[Run]) -> str:
     """What the robustness column averages (the corruption sets the runs scored after training), or nothing when no
     run scored any."""
-    records = [run.metrics.robustness or {} for run in runs if run.robustness is not None]
+    records = [run.metrics.robustness for run in runs if run.metrics.robustness is not None]
     scored = list(
         dict.fromkeys(
-            f"{len(record.get('table') or ())} {record.get('source', '')} corruption sets"
-            + (f" of {record['images_per_condition']:,} images each" if record.get("images_per_condition") else "")
+            f"{len(record.table)} {record.source} corruption sets"
+            + (f" of {each:,} images each" if (each := record.images and record.images.images_per_condition) else "")
             for record in records
         )
     )

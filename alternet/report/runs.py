@@ -74,15 +74,12 @@ class Run:
     @property
     def aurc(self) -> float | None:
         """The area under the test risk-coverage curve, when the run was scored after training."""
-        value = (self.metrics.selective or {}).get("aurc")
-        return None if value is None else float(value)
+        return None if self.metrics.selective is None else float(self.metrics.selective.aurc)
 
     @property
     def robustness(self) -> float | None:
         """Mean accuracy over the corruption sets, when the run scored them after training."""
-        section = self.metrics.robustness or {}
-        value = (section.get("summary") or {}).get("robustness")
-        return None if value is None else float(value)
+        return None if self.metrics.robustness is None else float(self.metrics.robustness.summary.robustness)
 
 
 def _finite(value: object) -> bool:

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..errors import CheckpointError
 from ..files import read_json
+from .results import OodResult, Record, RobustnessResult, Selective
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,6 @@ class OptimizedMetric:
     value: float
 
 
-Record = dict[str, Any]  # a split's metrics (``{"acc": ..., "nll": ...}``) or an evaluation record
 
 # keys written only when the run has them (older runs and runs without EMA, a clean training subset, skipped images
 # or an evaluation after training leave them out)
@@ -63,9 +63,9 @@ class RunSummary:
     skipped_images: int | None = None  # unreadable files skipped (data.skip_corrupt)
     optimized_metric: OptimizedMetric | None = None
     calibration: Record | None = None  # evaluate.after_training: the evaluation's test record
-    selective: Record | None = None  # evaluate.after_training: selective classification (AURC, AUGRC, ...)
-    ood: Record | None = None  # evaluate.after_training with evaluate.ood.root: the OOD record
-    robustness: Record | None = None  # evaluate.after_training: the robustness record
+    selective: Selective | None = None  # evaluate.after_training: selective classification (AURC, AUGRC, ...)
+    ood: OodResult | None = None  # evaluate.after_training with evaluate.ood.root
+    robustness: RobustnessResult | None = None  # evaluate.after_training
     evaluation_dir: str | None = None
     curves: str | None = None
     wall_seconds: float | None = None
@@ -101,7 +101,7 @@ class RunSummary:
             value = getattr(self, item.name)
             if value is None and item.name in _WRITTEN_WHEN_SET:
                 continue
-            payload[item.name] = asdict(value) if isinstance(value, OptimizedMetric) else value
+            payload[item.name] = value.to_json() if hasattr(value, "to_json") else _plain(value)
         return payload | {k: v for k, v in self.extra.items() if k not in payload}
 
     @classmethod
@@ -129,6 +129,10 @@ class RunSummary:
                 )
         known = {item.name for item in fields(cls)} - {"extra"}
         values = {key: value for key, value in payload.items() if key in known}
+        try:
+            values |= {key: read(values[key]) for key, read in _RESULTS.items() if values.get(key) is not None}
+        except CheckpointError as error:
+            raise CheckpointError(f"{where} is malformed: {error}") from None
         optimized = values.get("optimized_metric")
         if isinstance(optimized, Mapping) and "name" in optimized:
             values["optimized_metric"] = OptimizedMetric(str(optimized["name"]), optimized.get("value"))
@@ -139,6 +143,11 @@ class RunSummary:
 
 
 _SPLITS = ("test", "test_ema", "train_clean")
+_RESULTS = {"selective": Selective.from_json, "ood": OodResult.from_json, "robustness": RobustnessResult.from_json}
+
+
+def _plain(value: Any) -> Any:
+    return asdict(value) if isinstance(value, OptimizedMetric) else value
 
 
 def _number_or_null(value: Any) -> bool:

@@ -11,6 +11,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from alternet.apps.console import best_epoch, end_summary, evaluation_report, robustness_lines
 from alternet.data import DigitsDataModule
 from alternet.hardware import cpu_cores
+from alternet.runs.results import EvaluationReport, RobustnessResult
 from alternet.runs.summary import RunSummary
 from alternet.training.display import ProgressLines, TerminalBar, Throughput, progress_bar
 
@@ -39,19 +40,52 @@ def _summary(tmp_path, **extra):
     )
 
 
-ROBUSTNESS = {  # metrics.json's robustness record, cut down to what the printers read
+def _block(acc: float) -> dict[str, float]:
+    return {"acc": acc, "error": 1 - acc}
+
+
+ROBUSTNESS = {  # metrics.json's robustness record: two families' worth of conditions, said to be 75
+    "schema": 1,
     "source": "real",
+    "table": [
+        {"corruption": c, "severity": s, "acc": acc, "nll": 1.0, "ece": 0.1, "n": 100, "source": "real", "family": f}
+        for c, f, s, acc in [
+            *(("fog", "weather", s, 0.6 - s / 10) for s in range(1, 6)),
+            ("gaussian_noise", "noise", 5, 0.05),
+        ]
+    ],
     "summary": {
+        "source": "real",
+        "complete": True,
         "n_conditions": 75,
         "robustness": 0.45,
+        "mean_error": 0.55,
+        "clean_acc": 0.9,
+        "per_corruption": {
+            "fog": {"family": "weather", **_block(0.3)},
+            "gaussian_noise": {"family": "noise", **_block(0.05)},
+        },
+        "per_family": {"noise": _block(0.3), "weather": _block(0.5)},
+        "per_severity": {"5": _block(0.1)},
+        "baseline": "alexnet",
+        "baseline_clean_acc": None,
         "mce": 88.8,
         "relative_mce": None,
-        "baseline": "alexnet",
-        "per_family": {"noise": {"acc": 0.3}, "weather": {"acc": 0.5}},
+        "ce": {"fog": 80.0, "gaussian_noise": 97.6},
+        "relative_ce": None,
     },
-    "table": [{"corruption": "fog", "severity": s, "acc": 0.6 - s / 10} for s in range(1, 6)]
-    + [{"corruption": "gaussian_noise", "severity": 5, "acc": 0.05}],
+    "layout": "cifar-c",
+    "root": "/data/CIFAR-100-C",
+    "benchmark": "cifar100-c",
+    "preprocess": None,
+    "synthetic_frost": False,
+    "frost_source": None,
+    "max_images": None,
+    "images_per_condition": 10000,
+    "precision": "32",
+    "extra": None,
 }
+RESULT = RobustnessResult.from_json(ROBUSTNESS)
 
 
 def test_end_summary_reports_raw_and_ema_metrics_best_epoch_robustness_and_files(tmp_path):
@@ -62,19 +96,20 @@ def test_end_summary_reports_raw_and_ema_metrics_best_epoch_robustness_and_files
     assert "Best val/nll 0.2500 after epoch 5 of 6" in text  # best-epoch004 is Lightning's 0-based index 4
     assert "  weights        0.9100   0.9900   0.3000   0.0200" in text
     assert "  EMA weights    0.9300   1.0000   0.2500   0.0100" in text
-    assert "\n".join(robustness_lines(ROBUSTNESS)) in text  # as an evaluation prints it
+    assert "\n".join(robustness_lines(RESULT)) in text  # as an evaluation prints it
     assert "  robustness (real corruptions): mean acc 0.4500 over 75 conditions\n" in text
     assert "  mCE 88.8% vs alexnet  relative mCE n/a (no clean accuracy for the baseline)\n" in text
     assert "  checkpoints/best-epoch004.ckpt\n" in text and "  metrics.json\n" in text
 
 
 def test_one_printer_shows_robustness_for_training_and_evaluation(tmp_path):
-    lines = robustness_lines(ROBUSTNESS)
+    assert RESULT.to_json() == ROBUSTNESS  # the file's record, read and written back whole
+    lines = robustness_lines(RESULT)
     assert lines[2] == "  per family: noise 0.3000  weather 0.5000"
     assert lines[3].startswith("  worst conditions: gaussian_noise/5 0.0500  fog/5 0.1000")
     assert len(lines[3].split(": ", 1)[1].split("  ")) == 5  # the five worst
-    report = {"model": "m", "data": "d", "checkpoint": "c", "robustness": ROBUSTNESS, "files": [str(tmp_path / "x")]}
-    report["test"] = dict.fromkeys(("acc", "top5", "nll", "ece", "brier"), 0.5)
+    test = dict.fromkeys(("acc", "top5", "nll", "ece", "brier"), 0.5)
+    report = EvaluationReport("m", "d", test, checkpoint="c", robustness=RESULT, files=[str(tmp_path / "x")])
     text = evaluation_report(report, tmp_path)
     assert "\n".join(lines) in text and text.endswith(f"  files in {tmp_path}:\n    x")
 

@@ -225,9 +225,9 @@ def test_test_flip_predicts_alike_in_training_and_in_evaluate(tmp_path):
     assert flipped.test["nll"] != pytest.approx(plain.test["nll"], rel=1e-4)
     assert flipped.calibration["nll"] == pytest.approx(flipped.test["nll"], rel=1e-5)  # after training too
     (report,) = evaluate_in_process(f"ckpt={tmp_path / 'flip'}", out=tmp_path / "eval")
-    assert report["test_flip"] is True
-    assert report["test"]["nll"] == pytest.approx(flipped.test["nll"], rel=1e-5)
-    assert report["test"]["acc"] == pytest.approx(flipped.test["acc"], abs=1e-6)
+    assert report.test_flip is True
+    assert report.test["nll"] == pytest.approx(flipped.test["nll"], rel=1e-5)
+    assert report.test["acc"] == pytest.approx(flipped.test["acc"], abs=1e-6)
 
 
 def test_a_data_set_of_other_class_names_warns_and_the_same_ones_in_another_order_are_refused(tmp_path):
@@ -269,8 +269,8 @@ def test_an_export_is_scored_as_its_checkpoint(digits_run, tmp_path):
     export = hub.export(digits_run, tmp_path / "export")
     from_export = evaluate_in_process(f"ckpt={export}", out=tmp_path / "a")[0]
     from_run = evaluate_in_process(f"ckpt={digits_run}", out=tmp_path / "b")[0]
-    assert from_export["source"] == str(export) and from_export["model"] == from_run["model"]
-    assert {k: from_export["test"][k] for k in ("acc", "nll")} == {k: from_run["test"][k] for k in ("acc", "nll")}
+    assert from_export.source == str(export) and from_export.model == from_run.model
+    assert {k: from_export.test[k] for k in ("acc", "nll")} == {k: from_run.test[k] for k in ("acc", "nll")}
     np.testing.assert_array_equal(scored_predictions(tmp_path / "a"), scored_predictions(tmp_path / "b"))
 
 
@@ -279,7 +279,7 @@ def test_an_hdvw_checkpoint_is_scored_with_its_own_preprocessing(tmp_path):
     model = randomized("alternet_r18", num_classes=10)
     file = save_as_hdvw(tmp_path / "alternet_18_cifar10.pth.tar", "alternet_18", alternet_to_hdvw(model))
     report = evaluate_in_process(f"ckpt=hdvw:{file}", "data=digits", "max_images=64", out=tmp_path / "eval")[0]
-    assert report["model"] == "alternet_r18" and report["source"] == f"hdvw:{file}"
+    assert report.model == "alternet_r18" and report.source == f"hdvw:{file}"
     cifar10 = FACTS["cifar10"]
     # the first 64 images (max_images): the preprocessing shows in every row, and AlterNet-18 is slow on a CPU core
     expected = direct_predictions(model, 1, image_size=32, mean=list(cifar10.mean), std=list(cifar10.std))
@@ -296,7 +296,7 @@ def test_a_timm_save_is_scored_with_the_preprocessing_it_records_unless_the_comm
     save_for_hf(model, saved)  # timm's default: pytorch_model.bin, read with weights_only=True
     assert sorted(p.name for p in saved.iterdir()) == ["config.json", "pytorch_model.bin"]
     report = evaluate_in_process(f"ckpt=local-dir:{saved}", "data=digits", out=tmp_path / "own")[0]
-    assert report["model"] == "test_resnet"
+    assert report.model == "test_resnet"
     own = direct_predictions(model, image_size=24, mean=[0.4] * 3, std=[0.3] * 3)
     np.testing.assert_allclose(scored_predictions(tmp_path / "own"), own, atol=1e-5)
 
@@ -331,18 +331,18 @@ def test_a_hub_model_gets_imagenet_c_and_mce_on_an_image_folder(hub_cache, tmp_p
         "robustness.baseline=alexnet",
         out=tmp_path / "eval",
     )[0]
-    assert report["model"] == "test_resnet" and report["data"] == "imagefolder"
-    used = report["preprocessing"]  # the model's, as timm's validate.py resolves it, recorded in metrics.json
+    assert report.model == "test_resnet" and report.data == "imagefolder"
+    used = report.preprocessing  # the model's, as timm's validate.py resolves it, recorded in metrics.json
     assert {k: used[k] for k in ("image_size", "crop_pct", "crop_mode")} == {
         "image_size": 16,
         "crop_pct": 0.95,  # test_resnet's own
         "crop_mode": "center",
     }
     assert json.loads((tmp_path / "eval" / "metrics.json").read_text())["preprocessing"] == used
-    robustness = report["robustness"]
-    assert robustness["layout"] == "imagenet-c" and robustness["source"] == "real"
-    assert [row["n"] for row in robustness["table"]] == [3] * 5
-    assert robustness["summary"]["mce"] is not None
+    robustness = report.robustness
+    assert robustness.images.layout == "imagenet-c" and robustness.source == "real"
+    assert [row.n for row in robustness.table] == [3] * 5
+    assert robustness.summary.mce is not None
 
 
 def write_imagenet_c(root, classes, corruptions, per_class=1):

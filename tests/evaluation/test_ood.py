@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from hydra import compose, initialize_config_dir
 
 from alternet.apps.evaluate import run_evaluate
 from alternet.metrics.uncertainty import ood_metrics, ood_scores, selective_metrics
+from alternet.runs.results import EvaluationReport
 
 from helpers import CONF, assert_one_line_error, run_main
 from helpers.imagefolders import make_image_folder
@@ -41,15 +43,17 @@ def test_ood_and_selective_metrics_are_those_of_the_saved_predictions(digits_run
         root = cifar_format(tmp_path / "ood")
     out = tmp_path / "eval"
     report = evaluate(f"ckpt={digits_run}", f"ood.root={root}", "ood.max_images=12", out=out)
-    ood = report["ood"]
-    assert ood["layout"] == layout and ood["n_out"] == 12 and ood["n_in"] == 360
+    ood = report.ood
+    assert ood.layout == layout and ood.n_out == 12 and ood.n_in == 360 and list(ood.scores) == ["msp", "energy"]
     saved = np.load(out / "predictions.npz")
     inside = ood_scores(saved["logits"])
     for name in ("msp", "energy"):
-        assert ood[name] == pytest.approx(ood_metrics(inside[name], saved[f"ood/{name}"]))
-    assert report["selective"] == pytest.approx(selective_metrics(saved["probs"], saved["labels"]), abs=1e-6)
+        assert asdict(ood.scores[name]) == pytest.approx(ood_metrics(inside[name], saved[f"ood/{name}"]))
+    expected = selective_metrics(saved["probs"], saved["labels"])
+    assert asdict(report.selective) == pytest.approx(expected, abs=1e-6)
     metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["ood"]["msp"]["auroc"] == ood["msp"]["auroc"] and "ece_classwise" in metrics["test"]
+    assert metrics["ood"]["msp"]["auroc"] == ood.scores["msp"].auroc and "ece_classwise" in metrics["test"]
+    assert metrics["ood"] == ood.to_json() and EvaluationReport.from_json(metrics).ood == ood
     assert (out / "ood_scores.png").is_file() and (out / "risk_coverage.png").is_file()
 
 

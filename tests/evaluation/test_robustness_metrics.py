@@ -48,41 +48,41 @@ def full_table(source: str = "real") -> list[RobustnessRow]:
 
 def test_summary_means_of_the_hand_example():
     summary = robustness_summary(MODEL, clean_acc=0.95)
-    assert summary["source"] == "real" and summary["n_conditions"] == 4 and summary["complete"] is False
-    assert summary["robustness"] == pytest.approx(0.75)  # mean of 0.8, 0.6, 0.9, 0.7
-    assert summary["mean_error"] == pytest.approx(0.25)
-    assert summary["per_corruption"]["gaussian_noise"] == {"family": "noise", "acc": 0.7, "error": pytest.approx(0.3)}
-    assert summary["per_family"]["weather"]["acc"] == pytest.approx(0.8)
-    assert summary["per_severity"]["1"]["acc"] == pytest.approx(0.85)
-    assert summary["per_severity"]["2"]["acc"] == pytest.approx(0.65)
-    assert summary["mce"] is None and summary["baseline"] is None
+    assert summary.source == "real" and summary.n_conditions == 4 and summary.complete is False
+    assert summary.robustness == pytest.approx(0.75)  # mean of 0.8, 0.6, 0.9, 0.7
+    assert summary.mean_error == pytest.approx(0.25)
+    assert summary.per_corruption["gaussian_noise"] == {"family": "noise", "acc": 0.7, "error": pytest.approx(0.3)}
+    assert summary.per_family["weather"]["acc"] == pytest.approx(0.8)
+    assert summary.per_severity["1"]["acc"] == pytest.approx(0.85)
+    assert summary.per_severity["2"]["acc"] == pytest.approx(0.65)
+    assert summary.mce is None and summary.baseline is None
 
 
 def test_mce_and_relative_mce_of_the_hand_example():
     summary = robustness_summary(MODEL, BASELINE, clean_acc=0.95)
-    assert summary["baseline"] == "resnet50"
-    assert summary["ce"] == {"gaussian_noise": pytest.approx(75.0), "fog": pytest.approx(200 / 3)}
-    assert summary["mce"] == pytest.approx((75 + 200 / 3) / 2)
-    assert summary["relative_ce"] == {"gaussian_noise": pytest.approx(250 / 3), "fog": pytest.approx(75.0)}
-    assert summary["relative_mce"] == pytest.approx((250 / 3 + 75) / 2)
+    assert summary.baseline == "resnet50"
+    assert summary.ce == {"gaussian_noise": pytest.approx(75.0), "fog": pytest.approx(200 / 3)}
+    assert summary.mce == pytest.approx((75 + 200 / 3) / 2)
+    assert summary.relative_ce == {"gaussian_noise": pytest.approx(250 / 3), "fog": pytest.approx(75.0)}
+    assert summary.relative_mce == pytest.approx((250 / 3 + 75) / 2)
 
 
 def test_relative_mce_needs_both_clean_accuracies_and_a_positive_denominator():
-    assert robustness_summary(MODEL, BASELINE)["relative_mce"] is None
+    assert robustness_summary(MODEL, BASELINE).relative_mce is None
     no_drop = RobustnessBaseline("flat", BASELINE.rows, clean_acc=0.5)  # baseline clean error above its fog errors
     summary = robustness_summary(MODEL, no_drop, clean_acc=0.95)
-    assert math.isnan(summary["relative_ce"]["fog"]) and math.isnan(summary["relative_mce"])
+    assert math.isnan(summary.relative_ce["fog"]) and math.isnan(summary.relative_mce)
 
 
 def test_the_full_protocol_is_flagged_complete_and_averaged_per_family():
     rows = full_table()
     summary = robustness_summary(rows)
-    assert summary["complete"] is True and summary["n_conditions"] == 75
-    assert summary["robustness"] == pytest.approx(sum(r.acc for r in rows) / 75)
-    assert list(summary["per_family"]) == list(FAMILIES)
+    assert summary.complete is True and summary.n_conditions == 75
+    assert summary.robustness == pytest.approx(sum(r.acc for r in rows) / 75)
+    assert list(summary.per_family) == list(FAMILIES)
     noise = [r.acc for r in rows if r.corruption in FAMILIES["noise"]]
-    assert summary["per_family"]["noise"]["acc"] == pytest.approx(sum(noise) / len(noise))
-    assert robustness_summary(rows, RobustnessBaseline("self", tuple(rows), 0.9))["mce"] == pytest.approx(100.0)
+    assert summary.per_family["noise"]["acc"] == pytest.approx(sum(noise) / len(noise))
+    assert robustness_summary(rows, RobustnessBaseline("self", tuple(rows), 0.9)).mce == pytest.approx(100.0)
 
 
 def test_mixed_sources_are_rejected():
@@ -132,7 +132,7 @@ def test_metrics_json_round_trip_and_baseline_loading(tmp_path):
     update_metrics_json(path, {"model": "resnet50", "test": {"test/acc": 0.9, "test/nll": float("nan")}})
     rows = list(BASELINE.rows)
     summary = robustness_summary(rows)
-    update_metrics_json(path, {"robustness": robustness_record(rows, summary)})
+    update_metrics_json(path, {"robustness": robustness_record(rows, summary).to_json()})
     payload = json.loads(path.read_text())  # strict JSON: NaN was written as null
     assert payload["model"] == "resnet50" and payload["test"]["test/nll"] is None
     assert payload["robustness"]["source"] == "real" and payload["robustness"]["schema"] == 1
@@ -142,7 +142,7 @@ def test_metrics_json_round_trip_and_baseline_loading(tmp_path):
     }  # fmt: skip
     loaded = load_baseline(path)
     assert loaded.name == "resnet50" and loaded.clean_acc == 0.9 and set(loaded.rows) == set(rows)
-    assert robustness_summary(MODEL, loaded, clean_acc=0.95)["mce"] == pytest.approx((75 + 200 / 3) / 2)
+    assert robustness_summary(MODEL, loaded, clean_acc=0.95).mce == pytest.approx((75 + 200 / 3) / 2)
 
 
 def test_load_baseline_explains_what_is_missing(tmp_path):

@@ -26,6 +26,7 @@ from alternet.evaluation.inference import device_count, fast_precision, memory_f
 from alternet.hardware import cpu_cores
 from alternet.models import create_model
 from alternet.progress import Progress, progress
+from alternet.runs.results import EvaluationReport
 from alternet.typed import build
 
 from helpers import CONF, run_script
@@ -117,29 +118,29 @@ def test_imagenet_c_tree_is_scored_with_extras_apart_and_alexnet_mce(tmp_path, f
     report = Evaluator(model(3), datamodule(), cfg, out, "preresnet_tiny", class_names=WNIDS).run(
         {"model": "preresnet_tiny"}
     )
-    robustness = report["robustness"]
-    assert robustness["layout"] == "imagenet-c" and robustness["source"] == "real"
-    assert robustness["preprocess"] == "center_crop" and robustness["benchmark"] == "imagenet-c"
-    assert report["loader"]["num_workers"] == loader_workers("auto")
-    table = robustness["table"]
-    assert [(r["corruption"], r["severity"]) for r in table] == [(c, s) for c in PICKED for s in SEVERITIES]
-    assert {r["n"] for r in table} == {6}  # 3 classes x 2 images
-    assert [(r["corruption"], r["family"]) for r in robustness["extra"]["table"]] == [("spatter", "extra")] * 5
+    robustness = report.robustness
+    assert robustness.images.layout == "imagenet-c" and robustness.source == "real"
+    assert robustness.images.preprocess == "center_crop" and robustness.images.benchmark == "imagenet-c"
+    assert report.loader["num_workers"] == loader_workers("auto")
+    table = robustness.table
+    assert [r.key for r in table] == [(c, s) for c in PICKED for s in SEVERITIES]
+    assert {r.n for r in table} == {6}  # 3 classes x 2 images
+    assert [(r.corruption, r.family) for r in robustness.extra.table] == [("spatter", "extra")] * 5
     predictions = np.load(out / "predictions.npz")
     np.testing.assert_array_equal(predictions["corrupted/fog/3/labels"], [0, 0, 1, 1, 2, 2])  # sorted wnids
     accuracy = {}
     for r in table:
-        key = f"corrupted/{r['corruption']}/{r['severity']}"
-        accuracy[r["corruption"], r["severity"]] = (predictions[f"{key}/pred"] == predictions[f"{key}/labels"]).mean()
-        assert r["acc"] == pytest.approx(accuracy[r["corruption"], r["severity"]])
-    summary = robustness["summary"]
-    assert summary["n_conditions"] == 10 and summary["robustness"] == pytest.approx(np.mean(list(accuracy.values())))
-    assert summary["mce"] == pytest.approx(alexnet_mce(accuracy, "imagenet-c"))
-    assert set(summary["ce"]) == set(PICKED) and summary["relative_mce"] is None  # HDVW has no clean accuracy
+        key = f"corrupted/{r.corruption}/{r.severity}"
+        accuracy[r.key] = (predictions[f"{key}/pred"] == predictions[f"{key}/labels"]).mean()
+        assert r.acc == pytest.approx(accuracy[r.key])
+    summary = robustness.summary
+    assert summary.n_conditions == 10 and summary.robustness == pytest.approx(np.mean(list(accuracy.values())))
+    assert summary.mce == pytest.approx(alexnet_mce(accuracy, "imagenet-c"))
+    assert set(summary.ce) == set(PICKED) and summary.relative_mce is None  # HDVW has no clean accuracy
     assert (out / "robustness_extra_table.csv").is_file()
-    assert json.loads((out / "metrics.json").read_text())["robustness"]["summary"]["mce"] == pytest.approx(
-        summary["mce"]
-    )
+    written = json.loads((out / "metrics.json").read_text())
+    assert written["robustness"]["summary"]["mce"] == pytest.approx(summary.mce)
+    assert EvaluationReport.from_json(written).to_json() == written  # the file reads back whole
 
 
 def test_imagenet_c_preprocessing_crops_or_resizes_then_crops(tmp_path):
@@ -192,18 +193,16 @@ def test_nineteen_file_cifar_c_folder_reports_the_extras_apart(tmp_path):
     cfg = settings(root=str(root), baseline="alexnet", max_images=4)  # the first 4 of the 12 test images
     cfg.num_workers = 0  # 95 sets: loader worker start-ups would dominate (workers are exercised elsewhere)
     report = Evaluator(model(10), datamodule(TinyCifar10), cfg, out, "preresnet_tiny").run({})
-    robustness = report["robustness"]
-    assert robustness["layout"] == "cifar-c" and robustness["benchmark"] == "cifar10-c"
-    assert {r["corruption"] for r in robustness["table"]} == set(CORRUPTIONS) and len(robustness["table"]) == 75
-    extra = robustness["extra"]
-    assert list(extra["summary"]["per_corruption"]) == list(EXTRA_CORRUPTIONS) and len(extra["table"]) == 20
-    summary = robustness["summary"]
-    accuracy = {(r["corruption"], r["severity"]): r["acc"] for r in robustness["table"]}
-    assert summary["complete"] and summary["robustness"] == pytest.approx(np.mean(list(accuracy.values())))
-    assert summary["mce"] == pytest.approx(alexnet_mce(accuracy, "cifar10-c")) and set(summary["ce"]) == set(
-        CORRUPTIONS
-    )
-    assert summary["clean_acc"] is not None and (out / "robustness_extra_table.csv").is_file()
+    robustness = report.robustness
+    assert robustness.images.layout == "cifar-c" and robustness.images.benchmark == "cifar10-c"
+    assert {r.corruption for r in robustness.table} == set(CORRUPTIONS) and len(robustness.table) == 75
+    extra = robustness.extra
+    assert list(extra.summary.per_corruption) == list(EXTRA_CORRUPTIONS) and len(extra.table) == 20
+    summary = robustness.summary
+    accuracy = {r.key: r.acc for r in robustness.table}
+    assert summary.complete and summary.robustness == pytest.approx(np.mean(list(accuracy.values())))
+    assert summary.mce == pytest.approx(alexnet_mce(accuracy, "cifar10-c")) and set(summary.ce) == set(CORRUPTIONS)
+    assert summary.clean_acc is not None and (out / "robustness_extra_table.csv").is_file()
 
 
 def test_real_cifar_c_files_of_the_whole_test_split_score_the_first_max_images(tmp_path):
@@ -218,9 +217,9 @@ def test_real_cifar_c_files_of_the_whole_test_split_score_the_first_max_images(t
     severity_3 = sets.datasets[sets.conditions.index(("gaussian_noise", 3))]
     assert np.array_equal(severity_3.images, np.load(root / "gaussian_noise.npy")[24:29])  # rows 2*12 .. 2*12+5
     assert np.array_equal(severity_3.labels, np.arange(5))
-    assert sets.record()["max_images"] == 5 and "the first 5 images of each, robustness.max_images=5" in sets.describe()
+    assert sets.images().max_images == 5 and "the first 5 images of each, robustness.max_images=5" in sets.describe()
     report = Evaluator(model(10), datamodule(TinyCifar10), cfg, tmp_path / "eval", "preresnet_tiny").run({})
-    assert {row["n"] for row in report["robustness"]["table"]} == {5} and report["robustness"]["max_images"] == 5
+    assert {row.n for row in report.robustness.table} == {5} and report.robustness.images.max_images == 5
 
     labels = np.load(root / "labels.npy")
     labels[7] = (labels[7] + 1) % 10  # beyond the first 5: the files are still not this test split's
@@ -240,7 +239,7 @@ def test_alexnet_baseline_gives_the_mce_formula_value():
     assert [r.acc for r in base.rows if r.corruption == "gaussian_noise"] == [0.8062, 0.741, 0.6612, 0.6219, 0.5789]
     rows = [RobustnessRow("gaussian_noise", s, 0.9, 0.5, 0.05, 100, "real") for s in SEVERITIES]
     expected = 100 * 5 * 0.1 / sum(1 - a for a in (0.8062, 0.741, 0.6612, 0.6219, 0.5789))
-    assert robustness_summary(rows, base)["mce"] == pytest.approx(expected)  # 100 * 0.5 / 1.5908 = 31.43
+    assert robustness_summary(rows, base).mce == pytest.approx(expected)  # 100 * 0.5 / 1.5908 = 31.43
     assert len(builtin_baseline("alexnet", "cifar100-c").rows) == 95  # + the four extras
     assert len(builtin_baseline("alexnet", "imagenet-c").rows) == 75
 
@@ -346,10 +345,10 @@ def test_the_corruption_pass_runs_at_the_fast_precision_with_the_same_accuracies
             model(10), datamodule(TinyCifar10), cfg, tmp_path / precision, "preresnet_tiny"
         ).run({})
     expected = fast_precision(torch.device("cpu"))
-    assert reports["auto"]["robustness"]["precision"] == expected and reports["32"]["robustness"]["precision"] == "32"
-    assert json.dumps(reports["auto"]["test"]) == json.dumps(reports["32"]["test"])  # the clean pass: untouched
-    for full, fast in zip(reports["32"]["robustness"]["table"], reports["auto"]["robustness"]["table"]):
-        assert fast["nll"] == pytest.approx(full["nll"], rel=0.02)  # bf16 logits: ~3 significant digits
+    assert reports["auto"].robustness.precision == expected and reports["32"].robustness.precision == "32"
+    assert json.dumps(reports["auto"].test) == json.dumps(reports["32"].test)  # the clean pass: untouched
+    for full, fast in zip(reports["32"].robustness.table, reports["auto"].robustness.table):
+        assert fast.nll == pytest.approx(full.nll, rel=0.02)  # bf16 logits: ~3 significant digits
     net = model(3)
     with memory_format(net, channels_last=True):
         assert net.stem.conv.weight.is_contiguous(memory_format=torch.channels_last)

@@ -94,7 +94,7 @@ def test_evaluation_on_cuda_scores_as_on_the_cpu(digits_run, tmp_path):
             overrides = [f"ckpt={digits_run}", f"device={device}", f"paths.output_dir={tmp_path / device}"]
             cfg = compose("evaluate", overrides=overrides)
         reports[device] = run_evaluate(cfg)[0]
-    cpu, cuda = reports["cpu"]["test"], reports["cuda"]["test"]
+    cpu, cuda = reports["cpu"].test, reports["cuda"].test
     assert cuda["acc"] == pytest.approx(cpu["acc"], abs=1e-3)
     assert cuda["nll"] == pytest.approx(cpu["nll"], rel=1e-3)
 

@@ -92,7 +92,7 @@ def test_model_card_reports_robustness_of_a_moved_run_directory(pretrained, tmp_
     shutil.copytree(pretrained.run_dir, run_dir, ignore=shutil.ignore_patterns("export", "wandb"))
     rows = [RobustnessRow("fog", severity, acc, 1.0, 0.1, 360, "generated") for severity, acc in ((1, 0.8), (2, 0.6))]
     record = robustness_record(rows, robustness_summary(rows, clean_acc=0.9))
-    update_metrics_json(run_dir / "metrics.json", {"robustness": record})
+    update_metrics_json(run_dir / "metrics.json", {"robustness": record.to_json()})
     out = hub.export(run_dir, tmp_path / "export")
     config = json.loads((out / "config.json").read_text())
     assert config["alternet"]["checkpoint"] == Path(pretrained.best_checkpoint).name

@@ -262,7 +262,10 @@ def test_the_report_compares_each_variants_robustness_with_the_baselines(tmp_pat
     robustness.summary.robustness) per variant, and its seed-paired difference from the baseline with an interval;
     runs without it leave the columns empty (a sweep of two models x three seeds, written as the runs write it)."""
     from alternet.runs.directories import RunDir
+    from alternet.runs.results import Selective
     from alternet.runs.summary import RunSummary
+
+    from helpers.results import robustness_result
 
     robustness = {"a": [0.30, 0.31, 0.32], "b": [0.33, 0.35, 0.36]}
     for job, (model, seed) in enumerate((m, s) for m in ("a", "b", "c") for s in range(3)):
@@ -271,10 +274,9 @@ def test_the_report_compares_each_variants_robustness_with_the_baselines(tmp_pat
         run.overrides_file.write_text(f"- seed={seed}\n- model={model}\n")
         scored = None
         if model in robustness:  # c did not score corruptions
-            table = [{"corruption": "fog", "severity": s} for s in range(1, 6)]
-            summary = {"robustness": robustness[model][seed]}
-            scored = {"source": "generated", "table": table, "summary": summary, "images_per_condition": 2000}
-        selective = {"aurc": 0.1 + 0.01 * seed} if model == "b" else None  # the risk-coverage area, for b alone
+            scored = robustness_result(robustness[model][seed], images=2000)
+        aurc = 0.1 + 0.01 * seed  # the risk-coverage area, for b alone
+        selective = Selective(aurc, aurc, 0.9, 0.9) if model == "b" else None
         test = {"acc": 0.6 + 0.01 * seed, "nll": 1.5}
         run.write_summary(RunSummary(model=model, data="cifar100", test=test, robustness=scored, selective=selective))
     report = build_report(tmp_path / "sweep", tmp_path / "report", baseline="model=a", wandb=False)

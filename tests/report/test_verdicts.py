@@ -20,6 +20,8 @@ from alternet.report.verdicts import (
     verdict,
 )
 
+from helpers.results import robustness_result
+
 SEEDS = ("0", "1", "2")
 
 
@@ -297,7 +299,7 @@ def test_a_robustness_difference_holds_the_test_sets_own_noise(tmp_path):
                 model=model,
                 data="cifar100",
                 test={"acc": 0.6, "nll": 1.5},
-                robustness={"summary": {"robustness": float(robust)}},
+                robustness=robustness_result(float(robust)),
             )
             runs.append(Run(job, {"model": model, "seed": seed}, summary, {}, 10))
     assert runs[0].robust_correct().shape == (500,)  # per image, the share of the two fog sets it was right in

@@ -1,0 +1,262 @@
+"""An evaluation's results as records: what ``alternet evaluate`` writes into its ``metrics.json`` and what a training
+run's summary holds after ``evaluate.after_training`` (:class:`~alternet.runs.summary.RunSummary`), read by field by
+the console, the model card, W&B and the report. Each record's ``to_json`` is the object the file holds (the keys
+and order it has always had) and ``from_json`` reads one back; a file missing a key a record needs is refused in one
+line naming it. A split's metrics stay a :data:`Record` keyed by the metric table (:mod:`alternet.metrics.table`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any, TypeVar
+
+from ..errors import CheckpointError
+
+Record = dict[str, Any]  # a split's metrics (``{"acc": ..., "nll": ...}``), or a keyed table of them
+R = TypeVar("R")
+
+
+def _read(cls: type[R], payload: Any, what: str, **values: Any) -> R:
+    """``cls`` from a mapping: its fields from ``payload`` (``values`` given instead of some), a missing required
+    one refused in one line."""
+    if not isinstance(payload, Mapping):
+        raise CheckpointError(f"{what} is not a mapping: the file is not an alternet evaluation's")
+    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+    values |= {name: payload[name] for name in names if name in payload and name not in values}
+    try:
+        return cls(**values)
+    except TypeError:
+        required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]  # type: ignore[arg-type]
+        missing = [name for name in required if name not in values]
+        raise CheckpointError(f"{what} lacks {', '.join(missing)}: the file is not an alternet evaluation's") from None
+
+
+@dataclass(frozen=True)
+class Selective:
+    """Selective classification on the test split (:func:`alternet.metrics.uncertainty.selective_metrics`)."""
+
+    aurc: float
+    augrc: float
+    acc_cov90: float
+    acc_cov95: float
+
+    def to_json(self) -> Record:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, payload: Any) -> Selective:
+        return _read(cls, payload, "selective")
+
+
+@dataclass(frozen=True)
+class Temperature:
+    """Temperature scaling: the temperature fitted on the validation split and the test metrics it gives."""
+
+    temperature: float
+    test: Record
+
+    def to_json(self) -> Record:
+        return {"temperature": self.temperature, "test": dict(self.test)}
+
+    @classmethod
+    def from_json(cls, payload: Any) -> Temperature:
+        return _read(cls, payload, "temperature_scaling")
+
+
+@dataclass(frozen=True)
+class OodScores:
+    """One score's separation of the test images from the out-of-distribution ones."""
+
+    auroc: float
+    aupr_in: float
+    aupr_out: float
+    fpr95: float
+
+
+@dataclass(frozen=True)
+class OodResult:
+    """Out-of-distribution detection: the set scored and each score's separation (``msp``, ``energy``)."""
+
+    root: str
+    layout: str  # the set's file format: cifar10 / cifar100 / folder
+    n_out: int
+    n_in: int
+    scores: dict[str, OodScores]
+
+    def to_json(self) -> Record:
+        head = {"root": self.root, "layout": self.layout, "n_out": self.n_out, "n_in": self.n_in}
+        return head | {name: asdict(scores) for name, scores in self.scores.items()}
+
+    @classmethod
+    def from_json(cls, payload: Any) -> OodResult:
+        scores = {k: _read(OodScores, v, f"ood.{k}") for k, v in dict(payload or {}).items() if isinstance(v, Mapping)}
+        return _read(cls, payload, "ood", scores=scores)
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One corruption at one severity: its metrics on the corrupted images (accuracy a fraction)."""
+
+    corruption: str
+    severity: int
+    acc: float
+    nll: float
+    ece: float
+    n: int
+    source: str  # real | generated
+    family: str = ""
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.corruption, self.severity
+
+    @property
+    def error(self) -> float:
+        return 1.0 - self.acc
+
+
+@dataclass(frozen=True)
+class RobustnessSummary:
+    """A robustness table's summary (:func:`alternet.evaluation.robustness.robustness_summary`): the mean accuracy
+    over its conditions, the means per corruption, family and severity (``{"acc", "error"}`` each), and against a
+    baseline mCE and relative mCE in percent (None without one)."""
+
+    source: str
+    complete: bool  # the 15 corruptions at the 5 severities
+    n_conditions: int
+    robustness: float
+    mean_error: float
+    clean_acc: float | None
+    per_corruption: dict[str, Record]
+    per_family: dict[str, Record]
+    per_severity: dict[str, Record]
+    baseline: str | None = None
+    baseline_clean_acc: float | None = None
+    mce: float | None = None
+    relative_mce: float | None = None
+    ce: dict[str, float] | None = None
+    relative_ce: dict[str, float] | None = None
+
+    def to_json(self) -> Record:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, payload: Any, what: str = "robustness.summary") -> RobustnessSummary:
+        return _read(cls, payload, what)
+
+
+@dataclass(frozen=True)
+class CorruptedImages:
+    """Where a robustness result's images came from and how they were read (:class:`CorruptedSets`)."""
+
+    layout: str | None = None  # cifar-c | imagenet-c
+    root: str | None = None
+    benchmark: str | None = None
+    preprocess: str | None = None
+    synthetic_frost: bool = False
+    frost_source: str | None = None
+    max_images: int | None = None
+    images_per_condition: int | None = None
+
+
+@dataclass(frozen=True)
+class RobustnessResult:
+    """Corruption robustness: the table of conditions, its summary, where the images came from, and the corruptions
+    beyond the 15 (``extra``: a result of their own, never in the summary)."""
+
+    source: str
+    table: tuple[Condition, ...]
+    summary: RobustnessSummary
+    images: CorruptedImages | None = None  # None: the extra corruptions' result (the images are the main one's)
+    precision: str | None = None
+    extra: RobustnessResult | None = None
+    schema: int = 1
+
+    def to_json(self) -> Record:
+        payload: Record = {
+            "schema": self.schema,
+            "source": self.source,
+            "table": [asdict(row) for row in self.table],
+            "summary": self.summary.to_json(),
+        }
+        if self.images is None:
+            return payload
+        extra = None if self.extra is None else self.extra.to_json()
+        return payload | asdict(self.images) | {"precision": self.precision, "extra": extra}
+
+    @classmethod
+    def from_json(cls, payload: Any, what: str = "robustness") -> RobustnessResult:
+        if not isinstance(payload, Mapping) or "table" not in payload or "source" not in payload:
+            raise CheckpointError(f"{what} needs 'source' and 'table' keys: the file is not an alternet evaluation's")
+        table = tuple(_read(Condition, row, f"a row of {what}.table") for row in payload["table"])
+        summary = RobustnessSummary.from_json(payload.get("summary"), f"{what}.summary")
+        images = None if "layout" not in payload else _read(CorruptedImages, payload, what)
+        extra = payload.get("extra")
+        extra = None if not extra else cls.from_json(extra, f"{what}.extra")
+        return _read(cls, payload, what, table=table, summary=summary, images=images, extra=extra)
+
+
+@dataclass(frozen=True)
+class TestImages:
+    """How many test images were scored, of how many (fewer with ``max_images``: a quick look)."""
+
+    __test__ = False  # not a pytest class
+    scored: int
+    of: int
+
+
+@dataclass(frozen=True)
+class EvaluationReport:
+    """One model's evaluation, ``metrics.json`` of ``alternet evaluate`` (and of a run's ``eval/``): what was scored
+    (``checkpoint``, ``source``, ``ema``, ``test_flip`` when the evaluation set them), its test metrics and every
+    result asked for. Keys this version does not know are kept in ``extra``."""
+
+    model: str
+    data: str
+    test: Record
+    checkpoint: str | None = None
+    source: str | None = None
+    ema: bool | None = None
+    test_flip: bool | None = None
+    preprocessing: Record | None = None  # the test images' preprocessing as applied
+    selective: Selective | None = None
+    temperature_scaling: Temperature | None = None
+    loader: Record | None = None
+    test_images: TestImages | None = None
+    ood: OodResult | None = None
+    robustness: RobustnessResult | None = None
+    files: list[str] = field(default_factory=list)
+    analysis: dict[str, Record] | None = None  # the analyses run by ``analysis=[...]``, by name
+    extra: Record = field(default_factory=dict)
+
+    def to_json(self) -> Record:
+        payload: Record = {}
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if item.name == "extra" or (value is None and item.name not in _ALWAYS):
+                continue
+            payload[item.name] = value.to_json() if hasattr(value, "to_json") else _plain(value)
+        return payload | {k: v for k, v in self.extra.items() if k not in payload}
+
+    @classmethod
+    def from_json(cls, payload: Any) -> EvaluationReport:
+        if not isinstance(payload, Mapping):
+            raise CheckpointError("an evaluation's metrics.json is not a mapping")
+        readers = {
+            "selective": Selective.from_json,
+            "temperature_scaling": Temperature.from_json,
+            "test_images": lambda p: _read(TestImages, p, "test_images"),
+            "ood": OodResult.from_json,
+            "robustness": RobustnessResult.from_json,
+        }
+        typed = {key: read(payload[key]) for key, read in readers.items() if payload.get(key) is not None}
+        known = {item.name for item in fields(cls)}
+        extra = {key: value for key, value in payload.items() if key not in known}
+        return _read(cls, payload, "the evaluation", **typed, extra=extra)
+
+
+_ALWAYS = ("model", "data", "test", "files")  # written even when empty
+
+
+def _plain(value: Any) -> Any:
+    return asdict(value) if hasattr(value, "__dataclass_fields__") else value

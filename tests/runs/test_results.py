@@ -1,0 +1,59 @@
+"""An evaluation's results as records (alternet/runs/results.py): each reads back from its file's object as the same
+record, a run's summary holds them typed, and a file that is not an evaluation's is refused in one line."""
+
+import json
+
+import pytest
+
+from alternet.errors import CheckpointError
+from alternet.runs.results import EvaluationReport, OodResult, OodScores, Selective, Temperature, TestImages
+from alternet.runs.summary import RunSummary
+
+from helpers.results import robustness_result
+
+ROBUST = robustness_result(0.7, images=50)
+REPORT = EvaluationReport(
+    model="alternet_tiny",
+    data="digits",
+    test={"acc": 0.9, "nll": 0.3, "acc90": None},
+    checkpoint="best.ckpt",
+    ema=False,
+    selective=Selective(0.05, 0.04, 0.95, 0.93),
+    temperature_scaling=Temperature(1.3, {"acc": 0.9, "nll": 0.28}),
+    test_images=TestImages(40, 360),
+    ood=OodResult(
+        "/ood", "folder", 12, 40, {"msp": OodScores(0.8, 0.9, 0.6, 0.5), "energy": OodScores(0.7, 0.8, 0.5, 0.6)}
+    ),
+    robustness=ROBUST,
+    files=["reliability.png"],
+    extra={"written_by_a_later_version": 1},
+)
+
+
+def test_every_record_reads_back_from_its_file_as_itself(tmp_path):
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps(REPORT.to_json()))
+    payload = json.loads(path.read_text())
+    assert EvaluationReport.from_json(payload) == REPORT
+    assert payload["ood"]["msp"] == {"auroc": 0.8, "aupr_in": 0.9, "aupr_out": 0.6, "fpr95": 0.5}  # the file's shape
+    assert payload["robustness"]["summary"]["robustness"] == pytest.approx(0.7)
+    assert payload["test_images"] == {"scored": 40, "of": 360} and "temperature_scaling" in payload
+    assert "analysis" not in payload and payload["written_by_a_later_version"] == 1  # unset left out, unknown kept
+
+
+def test_a_runs_summary_holds_the_results_typed():
+    summary = RunSummary("m", "digits", {"acc": 0.5}, selective=REPORT.selective, ood=REPORT.ood, robustness=ROBUST)
+    read = RunSummary.from_payload(json.loads(json.dumps(summary.to_json())))
+    assert read == summary and read.robustness.summary.robustness == pytest.approx(0.7)
+
+
+def test_a_result_missing_what_it_needs_is_refused_in_one_line():
+    payload = REPORT.to_json()
+    del payload["robustness"]["table"][0]["acc"]
+    with pytest.raises(CheckpointError, match=r"^a row of robustness.table lacks acc: the file is not an alternet"):
+        EvaluationReport.from_json(payload)
+    run = {"model": "m", "data": "d", "test": {}, "epochs": 1, "global_step": 1, "selective": {"aurc": 0.1}}
+    with pytest.raises(
+        CheckpointError, match=r"^the summary is malformed: selective lacks augrc, acc_cov90, acc_cov95"
+    ):
+        RunSummary.from_payload(run)

@@ -69,9 +69,9 @@ def validate_train_config(cfg: Mapping[str, Any]) -> TrainConfig:
     check_trainer(config.trainer)
     check_accelerator(config)
     choose_device(config.evaluate.device, "evaluate.device")
-    if config.export.after_training and config.export.ema and not config.recipe.ema:
+    if config.export.after_training and config.export.ema and not config.recipe.ema.enabled:
         raise ConfigValueError(
-            "export.ema=true needs EMA weights: set recipe.ema.decay (e.g. +recipe.ema.decay=0.9999)"
+            "export.ema=true needs EMA weights: set recipe.ema.decay (e.g. recipe.ema.decay=0.9999)"
         )
     check_input_memory(config)
     check_model_builds(config)
@@ -94,7 +94,7 @@ def check_input_memory(config: TrainConfig) -> None:
 def reported_metrics(config: TrainConfig) -> list[str]:
     """The metrics a run with this config reports at its end: every test metric (and its EMA twin with
     ``recipe.ema``) and, with a validation split, the best value of the checkpoint monitor."""
-    splits = ["test", "test_ema"] if config.recipe.ema else ["test"]
+    splits = ["test", "test_ema"] if config.recipe.ema.enabled else ["test"]
     names = [f"{split}/{metric}" for split in splits for metric in EVALUATED_METRICS]
     monitor = config.callbacks.checkpoint.monitor
     if config.data.val_size and monitor:
@@ -168,7 +168,7 @@ def check_monitor(config: TrainConfig) -> None:
     """The checkpoint monitor names a validation metric the module logs at epoch end (found missing by Lightning
     only after the first epoch's validation otherwise)."""
     monitor = config.callbacks.checkpoint.monitor
-    splits = ["val", "val_ema"] if config.recipe.ema else ["val"]
+    splits = ["val", "val_ema"] if config.recipe.ema.enabled else ["val"]
     logged = [f"{split}/{metric}" for split in splits for metric in EVALUATED_METRICS]
     if monitor is not None and monitor not in logged:
         raise ConfigValueError(

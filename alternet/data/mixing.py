@@ -13,6 +13,6 @@ def recipe_mixup(recipe: Any, num_classes: int) -> Mixup | None:
     with the recipe's label smoothing, whose targets feed a soft-target cross-entropy; None when it mixes
     nothing."""
     mixup = recipe.mixup
-    if mixup is None or (not mixup.mixup_alpha and not mixup.cutmix_alpha):
+    if not mixup.enabled:
         return None
     return Mixup(**mixup.to_dict(), label_smoothing=recipe.label_smoothing, num_classes=num_classes)

@@ -89,7 +89,7 @@ def _recipe_section(config: dict[str, Any]) -> list[str]:
         f"{schedule.get('name', 'constant')} schedule, warm-up epochs {recipe.get('warmup_epochs', 0)}",
         f"- Label smoothing {recipe.get('label_smoothing', 0.0)}, drop path {recipe.get('drop_path_rate', 0.0)}, "
         f"mixup {mixup.get('mixup_alpha', 0) or 0} / cutmix {mixup.get('cutmix_alpha', 0) or 0}, "
-        f"EMA {(recipe.get('ema') or {}).get('decay', 'off')}",
+        f"EMA {(recipe.get('ema') or {}).get('decay') or 'off'}",
         f"- Augmentation: {', '.join(augmentations)}",
     ]
 

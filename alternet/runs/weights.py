@@ -19,17 +19,28 @@ from ..models.factory import model_args
 from ..models.zoo import spec_kwargs
 from .checkpoints import read_checkpoint
 
+# the recipe sections a checkpoint of alternet 0.1 saved as null when off, and their "off" values now
+OFF_WAS_NULL = {
+    "ema": {"decay": None, "warmup": False},
+    "mixup": {"mixup_alpha": 0.0, "cutmix_alpha": 0.0, "prob": 1.0, "switch_prob": 0.5, "mode": "batch"},
+    "progressive_resize": {"sizes": [], "epochs": []},
+}
+
 
 def saved_hyperparameters(checkpoint: dict[str, Any], source: str) -> dict[str, Any]:
-    """A training checkpoint's hyperparameters, as every reader of a saved recipe takes them. A recipe saved before
-    ``recipe.augment`` had its sections (one flat list of both stacks' keys), and a data section that is not whole
-    data facts, are refused in one line."""
+    """A training checkpoint's hyperparameters, as every reader of a saved recipe takes them. A section saved as
+    null when off (:data:`OFF_WAS_NULL`) reads as its "off" value; a recipe saved before ``recipe.augment`` had its
+    sections (one flat list of both stacks' keys), and a data section that is not whole data facts, are refused in
+    one line."""
     hparams = checkpoint.get("hyper_parameters") or {}
     if isinstance(hparams.get("data"), dict):
         try:
             DataFacts.from_dict(hparams["data"])
         except (TypeError, ValueError) as error:
             raise CheckpointError(f"{source}: its data hyperparameters are not whole ({error})") from None
+    recipe = hparams.get("recipe")
+    if isinstance(recipe, dict) and (nulls := [key for key in OFF_WAS_NULL if key in recipe and recipe[key] is None]):
+        hparams = hparams | {"recipe": recipe | {key: dict(OFF_WAS_NULL[key]) for key in nulls}}
     augment = (hparams.get("recipe") or {}).get("augment")
     if isinstance(augment, dict) and (flat := sorted(set(augment) - set(SECTIONS))):
         raise CheckpointError(

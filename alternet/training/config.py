@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ..data.augment import AugmentConfig
 from ..errors import ConfigValueError, is_integer
@@ -67,10 +67,16 @@ class ScheduleConfig(Section):
 
 @dataclass(kw_only=True)
 class EmaConfig(Section):
-    """An exponential moving average of the weights, updated once per optimizer step."""
+    """An exponential moving average of the weights, updated once per optimizer step; ``decay: null``: none."""
 
-    decay: float
-    warmup: bool = False  # decay min(decay, (1 + t) / (10 + t)): timm's ModelEmaV3 warm-up
+    OFF: ClassVar[str] = "decay=null"  # the settings that switch it off
+
+    decay: float | None
+    warmup: bool  # decay min(decay, (1 + t) / (10 + t)): timm's ModelEmaV3 warm-up
+
+    @property
+    def enabled(self) -> bool:
+        return self.decay is not None
 
     def check(self) -> None:
         self.require("decay", lambda v: 0 < v < 1, "must be in (0, 1)")
@@ -78,13 +84,19 @@ class EmaConfig(Section):
 
 @dataclass(kw_only=True)
 class MixupConfig(Section):
-    """timm's ``Mixup`` arguments (label smoothing comes from the recipe)."""
+    """timm's ``Mixup`` arguments (label smoothing comes from the recipe); both alphas 0: no mixing."""
 
-    mixup_alpha: float = 0.0
-    cutmix_alpha: float = 0.0
-    prob: float = 1.0
-    switch_prob: float = 0.5
-    mode: str = "batch"
+    OFF: ClassVar[str] = "mixup_alpha=0 cutmix_alpha=0"  # the settings that switch it off
+
+    mixup_alpha: float
+    cutmix_alpha: float
+    prob: float
+    switch_prob: float
+    mode: str
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.mixup_alpha or self.cutmix_alpha)
 
     def check(self) -> None:
         self.require("mixup_alpha", lambda v: v >= 0, "must be >= 0")
@@ -98,14 +110,20 @@ class MixupConfig(Section):
 class ProgressiveResizeConfig(Section):
     """Training in stages of growing size: the first ``epochs[0]`` epochs on batches downsampled to ``sizes[0]``
     px, the next ``epochs[1]`` at ``sizes[1]`` ..., the rest at the data's own size (checked against the model and
-    the training size when the module is built)."""
+    the training size when the module is built); no sizes: none."""
+
+    OFF: ClassVar[str] = "sizes=[] epochs=[]"  # the settings that switch it off
 
     sizes: list[int]
     epochs: list[int]
 
+    @property
+    def enabled(self) -> bool:
+        return bool(self.sizes)
+
     def check(self) -> None:
         self.require("sizes", _ascending_sizes, "a list of integers >= 1, each larger than the one before")
-        self.require("epochs", lambda v: v and all(is_integer(e, 1) for e in v), "a list of integers >= 1")
+        self.require("epochs", lambda v: all(is_integer(e, 1) for e in v), "a list of integers >= 1")
         if len(self.sizes) != len(self.epochs):
             raise ConfigValueError(
                 f"epochs={list(self.epochs)!r} is invalid: one number of epochs per size in sizes={list(self.sizes)!r}"
@@ -113,7 +131,7 @@ class ProgressiveResizeConfig(Section):
 
 
 def _ascending_sizes(sizes: list[int]) -> bool:
-    return bool(sizes) and all(is_integer(s, 1) for s in sizes) and all(a < b for a, b in itertools.pairwise(sizes))
+    return all(is_integer(s, 1) for s in sizes) and all(a < b for a, b in itertools.pairwise(sizes))
 
 
 @dataclass(kw_only=True)
@@ -144,10 +162,10 @@ class RecipeConfig(Section):
     grad_clip: float | None
     drop_path_rate: float
     label_smoothing: float
-    mixup: Any = field(metadata={SECTION: MixupConfig})
+    mixup: MixupConfig
     augment: Any = field(metadata={SECTION: AugmentConfig})  # a section per data family (alternet.data.augment)
-    ema: Any = field(metadata={SECTION: EmaConfig})
-    progressive_resize: Any = field(metadata={SECTION: ProgressiveResizeConfig})
+    ema: EmaConfig
+    progressive_resize: ProgressiveResizeConfig
     test_flip: bool
     layer_decay: float | None
     finetune: FinetuneConfig
@@ -165,8 +183,9 @@ class RecipeConfig(Section):
         self.require("drop_path_rate", lambda v: 0 <= v < 1, "must be in [0, 1)")  # as AlterNet's constructor
         self.require("label_smoothing", lambda v: 0 <= v < 1, "must be in [0, 1)")
         self.require("layer_decay", lambda v: 0 < v <= 1, "must be in (0, 1] (or null: no layer-wise decay)")
-        mixes = self.mixup is not None and (self.mixup.mixup_alpha or self.mixup.cutmix_alpha)
-        self.require("batch_size", lambda v: not mixes or v % 2 == 0, "mixup/cutmix needs an even batch size")
+        self.require(
+            "batch_size", lambda v: not self.mixup.enabled or v % 2 == 0, "mixup/cutmix needs an even batch size"
+        )
 
 
 @dataclass(kw_only=True)

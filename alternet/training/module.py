@@ -78,7 +78,7 @@ class ClassificationModule(L.LightningModule):
         self.mixup = recipe_mixup(self.recipe, self.num_classes)
         smoothing = self.recipe.label_smoothing
         self.train_loss = SoftTargetCrossEntropy() if self.mixup else nn.CrossEntropyLoss(label_smoothing=smoothing)
-        self.ema = copy.deepcopy(self.model).eval().requires_grad_(False) if self.recipe.ema else None
+        self.ema = copy.deepcopy(self.model).eval().requires_grad_(False) if self.recipe.ema.enabled else None
         self.train_hits = Hits()
         self.running_loss = RunningLoss()
         self.epoch_loss = RunningLoss(max_age=0.0)  # train/nll_epoch: the mean over an epoch's steps, read at its end
@@ -417,14 +417,14 @@ class ClassificationModule(L.LightningModule):
 
 
 def _progressive_resize(
-    setting: ProgressiveResizeConfig | None, model: nn.Module, image_size: int, channels: int
+    setting: ProgressiveResizeConfig, model: nn.Module, image_size: int, channels: int
 ) -> list[tuple[int, int]] | None:
     """``[(size, until_epoch), ...]`` of ``recipe.progressive_resize``: epochs before ``until_epoch`` (and after
     the stage before) train on batches downsampled to ``size`` px (an area average on the device; a step at half
     the side costs about a quarter), the rest at the data's own size. The model must run at every size: checked
     here, before any training, with one image, so a window that does not divide a feature map is refused now
     rather than at the first step."""
-    if not setting:
+    if not setting.enabled:
         return None
     sizes, epochs = list(setting.sizes), list(setting.epochs)
     if sizes[-1] >= image_size:
@@ -443,7 +443,8 @@ def _progressive_resize(
                 first_line = str(error).strip().splitlines()[0]
                 raise ConfigValueError(
                     f"recipe.progressive_resize.sizes: the model cannot run at {size}x{size} px ({first_line}); "
-                    "choose sizes its feature maps allow or recipe.progressive_resize=null"
+                    "choose sizes its feature maps allow, or none: recipe.progressive_resize.sizes=[] "
+                    "recipe.progressive_resize.epochs=[]"
                 ) from None
     finally:
         model.train(was_training)

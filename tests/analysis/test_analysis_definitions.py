@@ -470,4 +470,4 @@ def test_mixed_batches_need_an_even_size():
     assert targets.shape == (4, 10) and torch.allclose(targets.sum(dim=1), torch.ones(4))
     again = mixed_batches([(torch.randn(4, 3, 8, 8), torch.arange(4))], mixer, 0, "landscape")[0][1]
     torch.testing.assert_close(again, targets)  # the same seeded draw
-    assert recipe_mixup(replace(model_recipe, mixup=None), 10) is None
+    assert recipe_mixup(replace(model_recipe, mixup=replace(model_recipe.mixup, mixup_alpha=0.0)), 10) is None

@@ -210,12 +210,12 @@ CHECKED = [
     (["evaluate.robustness.preprocess=resize"], "evaluate.robustness.preprocess='resize' is not one of"),
     (["logger=wandb", "logger.wandb.init_timeout=0"], "logger.wandb.init_timeout=0 is invalid: must be seconds > 0"),
     (["logger=wandb", "logger.wandb.offline=maybe"], "logger.wandb.offline='maybe' is invalid: must be true or false"),
-    (["+recipe.ema.decay=1.5"], "recipe.ema.decay=1.5 is invalid: must be in (0, 1)"),
+    (["recipe.ema.decay=1.5"], "recipe.ema.decay=1.5 is invalid: must be in (0, 1)"),
     (["+recipe.ema.decy=0.9"], "recipe.ema.decy is not a key of recipe.ema (did you mean 'decay'?)"),
     (["recipe=paper", "recipe.mixup.prob=2"], "recipe.mixup.prob=2 is invalid: must be in [0, 1]"),
     (["recipe.optimizer.momentum=1"], "recipe.optimizer.momentum=1 is invalid: must be in [0, 1)"),
     (["recipe.schedule.gamma=0"], "recipe.schedule.gamma=0 is invalid: must be in (0, 1]"),
-    (["+recipe.progressive_resize={sizes: [0], epochs: [1]}"], "recipe.progressive_resize.sizes=[0] is invalid: a"),
+    (["recipe.progressive_resize={sizes: [0], epochs: [1]}"], "recipe.progressive_resize.sizes=[0] is invalid: a"),
     (["callbacks.checkpoint.mode=up"], "callbacks.checkpoint.mode='up' is not one of ['min', 'max']"),
     (["callbacks.progress.interval=-1"], "callbacks.progress.interval=-1 is invalid: must be seconds >= 0"),
     (["performance.matmul_precision=low"], "performance.matmul_precision='low' is not one of ['highest', 'high'"),
@@ -245,6 +245,14 @@ COMPOSED = [
     (["evaluate.calibration.n_bin=3"], "evaluate.calibration.n_bin is not a key of evaluate.calibration"),
     (["export.after_training=sure"], "export.after_training=sure is invalid: must be true or false"),
     (["paths.log_dirs=x"], "paths.log_dirs is not a key of paths (did you mean 'log_dir'?)"),
+    (
+        ["recipe.ema=null"],
+        "recipe.ema=null is invalid: a section of keys is never null: recipe.ema.decay=null switches",
+    ),
+    (
+        ["recipe.progressive_resize=null"],
+        "recipe.progressive_resize=null is invalid: a section of keys is never null: ",
+    ),
 ]
 
 

@@ -21,10 +21,12 @@ from alternet.metrics import BinnedCalibrationError, calibration_metrics
 from alternet.runs.checkpoints import find_checkpoint, select_checkpoint
 from alternet.runs.directories import RunDir
 from alternet.runs.records import record_resume
-from alternet.runs.weights import load_model
+from alternet.runs.weights import OFF_WAS_NULL, load_model, saved_hyperparameters
 from alternet.seeds import derive_seed
+from alternet.training.config import RecipeConfig
+from alternet.typed import build
 
-from helpers import FAST, compose_train, resolved, run_main
+from helpers import FAST, compose_train, resolved, run_main, typed
 
 
 def test_a_copied_run_directory_stands_for_its_own_checkpoints(digits_summary, tmp_path):
@@ -90,7 +92,7 @@ def test_streaming_ece_equals_the_whole_split_definition():
 def test_optimized_metric_names_a_metric_the_run_reports():
     validate_train_config(resolved("optimized_metric=val/nll"))  # digits holds out a validation split
     validate_train_config(resolved("optimized_metric=test/acc", "data.val_size=0"))
-    assert "test_ema/acc" in reported_metrics(validate_train_config(resolved("+recipe.ema.decay=0.99")))
+    assert "test_ema/acc" in reported_metrics(validate_train_config(resolved("recipe.ema.decay=0.99")))
     with pytest.raises(ConfigValueError, match=r"optimized_metric=val/nll .*data\.val_size > 0"):
         validate_train_config(resolved("optimized_metric=val/nll", "data.val_size=0"))
     with pytest.raises(ConfigValueError, match=r"optimized_metric=test/accuracy is not a metric .*'test/acc'"):
@@ -201,3 +203,17 @@ def test_a_damaged_last_checkpoint_names_the_intact_ones_beside_it(digits_run, t
             other.write_text("damaged too")
     with pytest.raises(CheckpointError, match=f"no other checkpoint in {run.checkpoints} reads whole$"):
         resume_checkpoint("last", run)
+
+
+def test_a_recipe_saved_with_null_sections_reads_as_their_off_values():
+    """alternet 0.1 saved an EMA, mixup or progressive resizing that was off as null; "off" is a value inside each
+    section now, and such a checkpoint reads as it (the sections it set keep their values)."""
+    recipe = typed().recipe.to_dict() | {"ema": None, "mixup": None, "progressive_resize": None}
+    hparams = saved_hyperparameters({"hyper_parameters": {"recipe": recipe}}, "old.ckpt")
+    read = build(RecipeConfig, hparams["recipe"], "recipe.")
+    assert not (read.ema.enabled or read.mixup.enabled or read.progressive_resize.enabled)
+    assert read.to_dict() == typed().recipe.to_dict() | {k: hparams["recipe"][k] for k in OFF_WAS_NULL}
+    kept = saved_hyperparameters(
+        {"hyper_parameters": {"recipe": recipe | {"ema": {"decay": 0.9, "warmup": True}}}}, "x"
+    )
+    assert kept["recipe"]["ema"] == {"decay": 0.9, "warmup": True} and recipe["ema"] is None  # the caller's, untouched

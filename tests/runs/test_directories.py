@@ -245,7 +245,7 @@ def _job(sweep: Path, name: str, seed: int, *, finished: bool, hydra: bool = Tru
     run.last_checkpoint.write_bytes(b"x")
     if hydra:
         run.hydra.mkdir()
-        run.overrides_file.write_text(f"- seed={seed}\n- +recipe.ema.decay=0.9\n")
+        run.overrides_file.write_text(f"- seed={seed}\n- recipe.ema.decay=0.9\n")
     if finished:
         run.write_summary(_summary(run.path, test={"acc": 0.8 + seed / 100, "nll": 0.5}))
     return run.path

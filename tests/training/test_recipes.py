@@ -110,7 +110,7 @@ def test_norm_bias_and_position_bias_can_be_excluded_from_weight_decay():
 
 
 def test_weight_ema_is_evaluated_alongside(tmp_path):
-    summary = train(compose_train(*FAST, "+recipe.ema.decay=0.9", output_dir=tmp_path))
+    summary = train(compose_train(*FAST, "recipe.ema.decay=0.9", output_dir=tmp_path))
     assert {"acc", "nll", "ece", "top5"} <= set(summary.test_ema)
     state = torch.load(summary.last_checkpoint)["state_dict"]
     ema_keys = [k for k in state if k.startswith("ema.")]

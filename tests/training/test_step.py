@@ -23,7 +23,7 @@ PAPER = [
     *FAST,
     "recipe=paper",
     "recipe.batch_size=32",
-    "+recipe.ema={decay:0.99,warmup:true}",
+    "recipe.ema={decay:0.99,warmup:true}",
     "trainer.precision=32-true",
     "trainer.limit_train_batches=4",
 ]

@@ -35,9 +35,11 @@ def syncs_per_step(tmp_path, *overrides: str) -> list[list[tuple[str, str]]]:
     return steps
 
 
+NO_MIXUP = ["recipe.mixup.mixup_alpha=0", "recipe.mixup.cutmix_alpha=0"]
+
 @pytest.mark.parametrize("recipe", ["paper", "paper_without_mixup"])
 def test_a_step_that_logs_nothing_does_not_sync(recipe, tmp_path):
-    mixup = ["recipe=paper", "model=alternet_tiny"] + (["recipe.mixup=null"] if recipe.endswith("mixup") else [])
+    mixup = ["recipe=paper", "model=alternet_tiny"] + (NO_MIXUP if recipe.endswith("mixup") else [])
     steps = syncs_per_step(tmp_path, *mixup, "trainer.log_every_n_steps=1000")
     assert steps == [[]] * (BATCHES - 1), steps
 
@@ -116,7 +118,7 @@ def test_training_accuracy_is_a_device_sum_read_once():
 
 def test_training_accuracy_is_logged_once_per_epoch(tmp_path):
     """Accumulated over the epoch's steps (no per-step logging), logged at its end: one value per epoch."""
-    train(compose_train(*FAST, "recipe.mixup=null", "trainer.max_epochs=2", output_dir=tmp_path))
+    train(compose_train(*FAST, *NO_MIXUP, "trainer.max_epochs=2", output_dir=tmp_path))
     with open(tmp_path / "logs" / "metrics.csv") as f:
         rows = [r for r in csv.DictReader(f) if r.get("train/acc")]
     assert [int(r["epoch"]) for r in rows] == [0, 1]

@@ -9,9 +9,11 @@ key and what to type instead. A user who set ``HYDRA_FULL_ERROR`` gets Hydra's o
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import shlex
+import typing
 from collections.abc import Iterator, Sequence
 from importlib import resources
 from pathlib import Path
@@ -75,7 +77,10 @@ def composition_error(error: CompactHydraException, command: str) -> str:
         return f"{key} is not a key {where}{suggest(name, known)}; `alternet {command} --cfg job` prints the keys"
     if isinstance(cause, ValidationError) and getattr(cause, "full_key", None):
         merging = str(error).partition("Error merging override ")[2].strip()
-        return f"{merging or cause.full_key} is invalid: {_expected(str(cause).splitlines()[0])}"
+        reason = str(cause).splitlines()[0]
+        if "is not Optional" in reason:  # a section set to null: "off" is a value inside it
+            reason = f"a section of keys is never null{_off(cause)}; `alternet {command} --cfg job` prints its keys"
+        return f"{merging or cause.full_key} is invalid: {_expected(reason)}"
     placed = re.search(r"Could not override '([\w/]+)'\.\s+Did you mean to override \1@(\w+)", str(error))
     if placed:  # a group the command's config places under a key of its own (evaluation@evaluate)
         group, where = placed.groups()
@@ -88,6 +93,17 @@ def composition_error(error: CompactHydraException, command: str) -> str:
     if cause is not None:
         lines.append(str(cause).splitlines()[0])
     return "; ".join(lines)
+
+
+def _off(cause: ValidationError) -> str:
+    """How the section a null was given for is switched off (its class's ``OFF``), when it says."""
+    owner, key = getattr(cause, "object_type", None), str(cause.full_key).rpartition(".")[2]
+    try:
+        section = typing.get_type_hints(owner).get(key) if dataclasses.is_dataclass(owner) else None
+    except NameError:
+        return ""
+    off = getattr(section, "OFF", None)
+    return f": {' '.join(f'{cause.full_key}.{setting}' for setting in off.split())} switches it off" if off else ""
 
 
 def _expected(reason: str) -> str:

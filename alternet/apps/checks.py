@@ -70,9 +70,7 @@ def validate_train_config(cfg: Mapping[str, Any]) -> TrainConfig:
     check_accelerator(config)
     choose_device(config.evaluate.device, "evaluate.device")
     if config.export.after_training and config.export.ema and not config.recipe.ema.enabled:
-        raise ConfigValueError(
-            "export.ema=true needs EMA weights: set recipe.ema.decay (e.g. recipe.ema.decay=0.9999)"
-        )
+        raise ConfigValueError("export.ema=true needs EMA weights: set recipe.ema.decay (e.g. recipe.ema.decay=0.9999)")
     check_input_memory(config)
     check_model_builds(config)
     return config

@@ -21,7 +21,6 @@ class OptimizedMetric:
     value: float
 
 
-
 # keys written only when the run has them (older runs and runs without EMA, a clean training subset, skipped images
 # or an evaluation after training leave them out)
 _WRITTEN_WHEN_SET = (

@@ -36,7 +36,7 @@ def build_module(
     """The LightningModule of a model and recipe for the data module whose
     :meth:`~alternet.data.ImageDataModule.facts` are ``data``, laid out and compiled as ``performance`` says for
     the ``trainer``'s device."""
-    module = ClassificationModule(model=model.to_dict(), recipe=recipe.to_dict(), data=data.to_dict())
+    module = ClassificationModule(model=model, recipe=recipe, data=data)
     if performance.grad_checkpointing:
         enable = getattr(module.model, "set_grad_checkpointing", None)
         try:

@@ -10,6 +10,7 @@ import copy
 import functools
 import itertools
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import lightning as L
@@ -26,11 +27,12 @@ from ..dataset_facts import DataFacts
 from ..errors import ConfigValueError
 from ..metrics import BinnedCalibrationError
 from ..metrics.table import SPLIT_KEYS
-from ..models.config import model_config
+from ..models.config import ModelConfig, model_config
 from ..models.factory import create_model, model_args
 from ..models.flip import flip_averaged_logits
 from ..models.params import decay_groups
 from ..runs.checkpoints import DIGEST_KEY, to_host, weights_digest
+from ..runs.weights import saved_hyperparameters
 from ..typed import build
 from .config import FinetuneConfig, ProgressiveResizeConfig, RecipeConfig
 from .display import Hits, RunningLoss
@@ -57,24 +59,29 @@ class ClassificationModule(L.LightningModule):
     """Image classification with cross-entropy (optional mixup/cutmix and label smoothing).
 
     Args:
-        model: model config (``name`` plus keyword arguments for ``alternet.create_model``).
-        recipe: training recipe (optimizer, schedule, smoothing, mixup, EMA...).
-        data: facts of the built data module (:meth:`alternet.data.ImageDataModule.facts`: ``name``,
-            ``num_classes``, ``image_size``, ``mean``, ``std``).
+        model: the model's section (its ``name`` and the keywords of ``alternet.create_model``).
+        recipe: the training recipe (optimizer, schedule, smoothing, mixup, EMA...).
+        data: the facts of the built data module (:meth:`alternet.data.ImageDataModule.facts`).
+
+    The checkpoint keeps the three in their plain form (``hyper_parameters``: weights_only-loadable), which
+    Lightning's ``load_from_checkpoint`` passes back: read as every saved recipe is
+    (:func:`alternet.runs.weights.saved_hyperparameters`).
     """
 
-    def __init__(self, model: dict, recipe: dict, data: dict):
+    def __init__(self, model: ModelConfig | Mapping, recipe: RecipeConfig | Mapping, data: DataFacts | Mapping) -> None:
         super().__init__()
-        self.save_hyperparameters()
-        facts = DataFacts.from_dict(data)
-        self.num_classes = int(facts.num_classes)
-        # the plain sections are the checkpoint's (weights_only-loadable); the module reads them typed
-        typed = model_config(model)
-        self.recipe = build(RecipeConfig, recipe, "recipe.")
+        if isinstance(model, Mapping):  # load_from_checkpoint: the checkpoint's plain sections
+            saved = {"hyper_parameters": {"model": model, "recipe": recipe, "data": data}}
+            plain = saved_hyperparameters(saved, "the checkpoint")
+            model, recipe = model_config(plain["model"]), build(RecipeConfig, plain["recipe"], "recipe.")
+            data = DataFacts.from_dict(plain["data"])
+        self.save_hyperparameters({"model": model.to_dict(), "recipe": recipe.to_dict(), "data": data.to_dict()})
+        self.num_classes = int(data.num_classes)
+        self.recipe = recipe
         args = model_args(
-            typed, num_classes=self.num_classes, img_size=facts.image_size, drop_path_rate=self.recipe.drop_path_rate
+            model, num_classes=self.num_classes, img_size=data.image_size, drop_path_rate=recipe.drop_path_rate
         )
-        self.model = create_model(typed.name, **args)
+        self.model = create_model(model.name, **args)
         self.mixup = recipe_mixup(self.recipe, self.num_classes)
         smoothing = self.recipe.label_smoothing
         self.train_loss = SoftTargetCrossEntropy() if self.mixup else nn.CrossEntropyLoss(label_smoothing=smoothing)
@@ -90,7 +97,7 @@ class ClassificationModule(L.LightningModule):
         self.channels_last = False
         self.guard = NonFiniteGuard(self)
         self.progressive = _progressive_resize(
-            self.recipe.progressive_resize, self.model, int(facts.image_size), channels=len(facts.mean)
+            self.recipe.progressive_resize, self.model, int(data.image_size), channels=len(data.mean)
         )
 
     # construction helpers -------------------------------------------------------------------

@@ -11,6 +11,7 @@ from alternet.apps.checks import validate_train_config
 from alternet.apps.config import TrainConfig, train_config
 from alternet.apps.hydra.composition import composition_error
 from alternet.data import DATAMODULES
+from alternet.dataset_facts import DataFacts
 from alternet.errors import AlternetError, ConfigValueError
 from alternet.models.zoo import spec_kwargs
 from alternet.training.config import RecipeConfig
@@ -55,10 +56,11 @@ def test_every_model_option_builds(model):
     names = {"byob": "botnet_cifar", "maxxvit": "coatnet_cifar", "timm": "resnet18"}
     config = resolved(f"model={model}", "data=cifar100", *(["model.name=resnet18"] if model == "timm" else []))
     assert config["model"]["name"] == names.get(model, model)
-    assert isinstance(train_config(config), TrainConfig)  # typed: every key of the schema, every value its type
-    data = datamodule_of(config).facts().to_dict()
+    sections = train_config(config)
+    assert isinstance(sections, TrainConfig)  # typed: every key of the schema, every value its type
+    data = datamodule_of(config).facts()
     with torch.device("meta"):  # shapes, no weights: every named model runs for real in tests/models/test_models.py
-        module = ClassificationModule(model=config["model"], recipe=config["recipe"], data=data)
+        module = ClassificationModule(model=sections.model, recipe=sections.recipe, data=data)
         assert module.model.eval()(torch.randn(1, 3, 32, 32)).shape == (1, 100)
 
 
@@ -281,8 +283,9 @@ def test_the_speedrun_grows_from_sizes_its_model_runs_at():
     config = resolved("experiment=cifar100_speedrun", "data.root=/data")
     assert config["recipe"]["progressive_resize"] == {"sizes": [16, 24], "epochs": [4, 6]}
     assert config["recipe"]["epochs"] == 15
-    data = {"name": "cifar100", "num_classes": 100, "image_size": 32, "mean": [0.5] * 3, "std": [0.25] * 3}
-    module = ClassificationModule(model=config["model"], recipe=config["recipe"], data=data)
+    data = DataFacts("cifar100", num_classes=100, image_size=32, mean=(0.5,) * 3, std=(0.25,) * 3)
+    sections = train_config(config)
+    module = ClassificationModule(model=sections.model, recipe=sections.recipe, data=data)
     assert module.progressive == [(16, 4), (24, 10)]
     with torch.no_grad():
         for size in (16, 24, 32):

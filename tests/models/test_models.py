@@ -201,15 +201,14 @@ def test_layer_decay_through_timm_and_through_the_recipe():
     first_block, last_block = named["stages.0.0.conv1.weight"], named["stages.2.1.attn.to_q.weight"]
     assert scales[first_block] < scales[last_block] < 1.0
 
-    from omegaconf import OmegaConf
-
+    from alternet.dataset_facts import DataFacts
     from alternet.training.module import ClassificationModule
 
-    from helpers import compose_train
+    from helpers import typed
 
-    config = OmegaConf.to_container(compose_train("recipe.layer_decay=0.5"), resolve=True)
-    data = {"name": "digits", "num_classes": 10, "image_size": 16, "mean": [0.5] * 3, "std": [0.5] * 3}
-    module = ClassificationModule(model=config["model"], recipe=config["recipe"], data=data)
+    sections = typed("recipe.layer_decay=0.5")
+    data = DataFacts("digits", num_classes=10, image_size=16, mean=(0.5,) * 3, std=(0.5,) * 3)
+    module = ClassificationModule(model=sections.model, recipe=sections.recipe, data=data)
     groups = module._parameter_groups(0.05)
     grouped = [p for g in groups for p in g["params"]]
     assert len(grouped) == len(set(grouped)) == len(list(module.model.parameters()))  # each parameter once

@@ -9,6 +9,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from alternet.apps.config import train_config
 from alternet.apps.train import train
 from alternet.errors import ConfigValueError
 from alternet.models import create_model
@@ -37,11 +38,10 @@ def test_every_recipe_trains_two_steps(recipe, tmp_path, request):
     assert math.isfinite(summary.test["nll"])
 
 
-def paper_module(**recipe_overrides) -> ClassificationModule:
+def paper_module() -> ClassificationModule:
     config = OmegaConf.to_container(compose_train("data=cifar100", "model=alternet_tiny"), resolve=True)
-    recipe = config["recipe"] | recipe_overrides
-    data = datamodule_of(config).facts().to_dict()  # the checkpoint's form, as Lightning passes it back
-    return ClassificationModule(model=config["model"], recipe=recipe, data=data)
+    sections = train_config(config)
+    return ClassificationModule(model=sections.model, recipe=sections.recipe, data=datamodule_of(config).facts())
 
 
 def test_mixup_produces_soft_targets_that_sum_to_one():

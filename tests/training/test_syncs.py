@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from alternet.apps.config import train_config
 from alternet.apps.train import train
 from alternet.training.display import ProgressLines, RunningLoss, TerminalBar
 from alternet.training.module import ClassificationModule
@@ -36,6 +37,7 @@ def syncs_per_step(tmp_path, *overrides: str) -> list[list[tuple[str, str]]]:
 
 
 NO_MIXUP = ["recipe.mixup.mixup_alpha=0", "recipe.mixup.cutmix_alpha=0"]
+
 
 @pytest.mark.parametrize("recipe", ["paper", "paper_without_mixup"])
 def test_a_step_that_logs_nothing_does_not_sync(recipe, tmp_path):
@@ -111,8 +113,8 @@ def test_training_accuracy_is_a_device_sum_read_once():
     hits.add(torch.tensor(1), 4)
     assert hits.read() == 0.5 and hits.read() is None
     config = resolved("model=alternet_tiny")
-    facts = datamodule_of(config).facts().to_dict()
-    module = ClassificationModule(model=config["model"], recipe=config["recipe"], data=facts)
+    sections = train_config(config)
+    module = ClassificationModule(model=sections.model, recipe=sections.recipe, data=datamodule_of(config).facts())
     assert module.val_metrics["val/acc"].validate_args is True
 
 

@@ -60,14 +60,14 @@ def packaged_data(name: str, data_dir: str) -> dict[str, Any]:
     return OmegaConf.to_container(cfg.data, resolve=True)
 
 
-def evaluation_data(cfg: DictConfig, source: Source, set_keys: set[str]) -> dict[str, Any]:
+def evaluation_data(config: EvaluateConfig, source: Source, set_keys: set[str]) -> dict[str, Any]:
     """The data to evaluate on: ``data=...`` if given, else the training run's, else the packaged data set the
     model records. The model's own preprocessing (:func:`alternet.hub.sources.preprocessing`) replaces the data
     set's, except for a key the command line set."""
     model_input = preprocessing(source)
     trained = source.run.recorded_config() if source.run else None
-    if cfg.get("data"):
-        data = OmegaConf.to_container(cfg.data, resolve=True)
+    if config.data:
+        data = dict(config.data)
     elif trained is not None:
         data = trained["data"]
     else:
@@ -78,11 +78,11 @@ def evaluation_data(cfg: DictConfig, source: Source, set_keys: set[str]) -> dict
                 f"{source.location} does not say which of alternet's data sets it was trained on{recorded}: give "
                 f"data=NAME ({', '.join(sorted(DATAMODULES))}), e.g. data=imagenet data.root=DIR"
             )
-        data = packaged_data(name, cfg.paths.data_dir)
-    if trained is None or cfg.get("data"):
+        data = packaged_data(name, config.paths.data_dir)
+    if trained is None or config.data:
         data |= {key: value for key, value in model_input.items() if key in data and f"data.{key}" not in set_keys}
-    if cfg.data_root:
-        data["root"] = cfg.data_root
+    if config.data_root:
+        data["root"] = config.data_root
     return data
 
 
@@ -133,14 +133,14 @@ def check_class_names(saved: list[Any] | None, datamodule: ImageDataModule, loca
     )
 
 
-def training_recipe(cfg: DictConfig, source: Source) -> RecipeConfig | None:
+def training_recipe(config: EvaluateConfig, source: Source) -> RecipeConfig | None:
     """The recipe the model was trained with: ``recipe=NAME`` if given, else the one it records. The analyses of
     the training objective (loss, weight decay, batch size, augmentation) need one: refused before any work when
     there is none."""
-    if cfg.get("recipe"):
-        return build(RecipeConfig, OmegaConf.to_container(cfg.recipe, resolve=True), "recipe.")
+    if config.recipe:
+        return build(RecipeConfig, config.recipe, "recipe.")
     recipe = source.hyper_parameters.get("recipe") or {}
-    configs = parse_configs(list(cfg.analysis), OmegaConf.to_container(cfg.analysis)) if cfg.get("analysis") else {}
+    configs = parse_configs(list(config.analysis), config.analysis) if config.analysis else {}
     needing = [name for name, config in configs.items() if isinstance(config, ObjectiveConfig)]
     if needing and not recipe:
         raise ConfigValueError(
@@ -152,7 +152,6 @@ def training_recipe(cfg: DictConfig, source: Source) -> RecipeConfig | None:
 
 
 def evaluate_model(
-    cfg: DictConfig,
     config: EvaluateConfig,
     reference: str,
     out_dir: Path,
@@ -161,35 +160,33 @@ def evaluate_model(
     """Score the model ``reference`` names (any source :func:`alternet.hub.load` reads) into ``out_dir`` with the
     evaluation settings of ``config`` (its W&B settings: ``logger.wandb``; ``set_keys``: the command line's)."""
     import_recorded(reference)  # the modules a run was trained with, first: its model or data set may be the user's
-    source = open_source(reference, ema=bool(cfg.use_ema))
-    recipe = training_recipe(cfg, source)  # its augmentation and loss feed the analyses of the training objective
+    source = open_source(reference, ema=config.use_ema)
+    recipe = training_recipe(config, source)  # its augmentation and loss feed the analyses of the training objective
     model = build_model(source, strict=True)
-    data = data_config(evaluation_data(cfg, source, set(set_keys)))
-    datamodule = build_datamodule(data, batch_size=cfg.batch_size, augment=recipe and recipe.augment, seed=0)
+    data = data_config(evaluation_data(config, source, set(set_keys)))
+    datamodule = build_datamodule(data, batch_size=config.batch_size, augment=recipe and recipe.augment, seed=0)
     check_classes(datamodule, source)
     datamodule.setup()
     print(f"Evaluating {source.location}", flush=True)
     architecture = source.require_architecture()
     checkpoint = str(source.checkpoint) if source.checkpoint is not None else source.location
     meta = {"checkpoint": checkpoint, "source": reference, "model": architecture, "data": datamodule.name}
-    meta["ema"] = cfg.use_ema
+    meta["ema"] = config.use_ema
     predictor = model
     if recipe and recipe.test_flip:  # predict as the run's own validation and test did
         predictor, meta["test_flip"] = FlipAveraged(model), True
     with datamodule.dead_workers_named():
         evaluator = Evaluator(predictor, datamodule, config, out_dir, architecture, class_names=class_names(source))
         report = evaluator.run(meta)
-    if cfg.get("analysis"):
-        analyses = run_analyses(
-            list(cfg.analysis), model, datamodule, recipe, OmegaConf.to_container(cfg.analysis), out_dir
-        )
+    if config.analysis:
+        analyses = run_analyses(list(config.analysis), model, datamodule, recipe, config.analysis, out_dir)
         report = replace(report, analysis=analyses)
         write_json(out_dir / METRICS_FILE, report.to_json())
     if config.logger.wandb is not None:
         recorded = {
             "checkpoint": dict(source.hyper_parameters),
             "source": reference,
-            "evaluation": OmegaConf.to_container(cfg, resolve=True),
+            "evaluation": config.to_dict(),
         }
         training = tracking.training_run(source.run)  # its W&B id and group, when it logged to W&B
         name = f"eval-{architecture}-{short_name(reference)}"
@@ -245,17 +242,17 @@ def run_evaluate(cfg: DictConfig) -> list[EvaluationReport]:
             "logger.extra (and logger=tensorboard) apply to alternet train; an evaluation writes its numbers into "
             "its output folder, and to W&B with logger=wandb"
         )
-    if cfg.get("analysis"):
-        parse_configs(list(cfg.analysis), OmegaConf.to_container(cfg.analysis))
+    if config.analysis:
+        parse_configs(list(config.analysis), config.analysis)
     own = "an evaluation of alternet's"
-    out_dir = check_output_dir(cfg.out_dir, "evaluation output", _is_evaluation, own, "out_dir")
-    sources = model_sources(OmegaConf.to_container(cfg.ckpt) if OmegaConf.is_list(cfg.ckpt) else cfg.ckpt)
+    out_dir = check_output_dir(config.out_dir, "evaluation output", _is_evaluation, own, "out_dir")
+    sources = model_sources(config.ckpt)
     set_keys = frozenset(command_line_keys())
     reports = []
     with _marked(out_dir):
         for index, source in enumerate(sources):
             target = out_dir if len(sources) == 1 else out_dir / f"{index}-{short_name(source)}"
-            reports.append(evaluate_model(cfg, config, source, target, set_keys))
+            reports.append(evaluate_model(config, source, target, set_keys))
             print(evaluation_report(reports[-1], target), flush=True)
     if len(reports) > 1:
         print(f"Comparison: {write_comparison(reports, out_dir / 'comparison.csv')}")

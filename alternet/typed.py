@@ -7,10 +7,11 @@ unknown key or a value of the wrong type stops at composition. :func:`build` the
 composed values: each section's :meth:`Section.check` runs as it is made (``__post_init__``), and a failure names
 the full key in one line (``recipe.optimizer.lr=0 is invalid: must be > 0``).
 
-"Off" is a value inside a section (``recipe.ema.decay: null``), so a section is typed as any other. A sub-section
-that may still be null (``logger.wandb``, an augmentation's crop or cutout, the other data family's stack) is
-declared ``Any`` with its class in the field's metadata, ``field(metadata={SECTION: CropConfig})``: OmegaConf 2.3
-cannot set a key below a null typed node from the command line. A section whose keys
+"Off" is a value inside a section a user switches on key by key (``recipe.ema.decay: null``), so it is typed as any
+other; one set whole or not at all is ``X | None`` (an augmentation's crop or cutout: ``cutout={holes: 1}``; a key
+set below a null section is refused in one line saying so). ``logger.wandb`` is ``Any`` with its class in the
+field's metadata, ``field(metadata={SECTION: WandbSettings})``: ``logger=wandb`` fills it, and OmegaConf 2.3 fails
+with an assertion, not an error, when a key is set below a null typed node there. A section whose keys
 depend on a value in it (``data`` on ``data.name``, ``model`` on ``model.name``: a family's keys, a user's registered
 data set) names a function of its values instead, which returns the class; :func:`build` then types each value
 against its field's annotation as Hydra does for the others. A section with ``OPEN = True`` keeps the keys it does

@@ -14,10 +14,10 @@ leaves out is off (the Python API: ``CIFAR100DataModule(augment={"hflip": True})
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..typed import SECTION, Section, build, integer
+from ..typed import Section, build, integer
 
 KEY = "recipe.augment"
 INTERPOLATIONS = ("bilinear", "bicubic", "random")  # recipe.augment.files.interpolation: the crop's resize
@@ -71,7 +71,7 @@ class ArraysAugment(StackSection):
     crop_padding: int = 0  # random crop after zero padding (0: none)
     hflip: bool = False
     randaugment: str | None = None  # timm's policy string, ported (alternet/data/arrays/randaugment.py)
-    cutout: Any = field(default=None, metadata={SECTION: CutoutConfig})
+    cutout: CutoutConfig | None = None
 
     def check(self) -> None:
         self.require("crop_padding", integer(0), "must be an integer >= 0")
@@ -84,7 +84,7 @@ class FilesAugment(StackSection):
     NAME: ClassVar[str] = "files"
     FAMILY: ClassVar[str] = "image files: folders, ImageNet, shards"
 
-    random_resized_crop: Any = field(default=None, metadata={SECTION: CropConfig})
+    random_resized_crop: CropConfig | None = None
     interpolation: str = "bilinear"  # the crop's resize
     hflip: bool = False
     randaugment: str | None = None  # timm's own
@@ -103,8 +103,8 @@ SECTIONS = {name: tuple(stack.keys()) for name, stack in STACKS.items()}  # each
 class AugmentConfig(Section):
     """``recipe.augment``: a section per stack (null: that family trains without augmentation)."""
 
-    arrays: Any = field(default=None, metadata={SECTION: ArraysAugment})
-    files: Any = field(default=None, metadata={SECTION: FilesAugment})
+    arrays: ArraysAugment | None = None
+    files: FilesAugment | None = None
 
     @classmethod
     def unknown_hint(cls, key: str, prefix: str) -> str:

@@ -255,6 +255,12 @@ COMPOSED = [
         ["recipe.progressive_resize=null"],
         "recipe.progressive_resize=null is invalid: a section of keys is never null: ",
     ),
+    (
+        ["recipe.augment.arrays.cutout.holes=2"],
+        "recipe.augment.arrays.cutout.holes cannot be set while recipe.augment.arrays.cutout is null: set the section "
+        "whole, e.g. recipe.augment.arrays.cutout={holes: VALUE}",
+    ),
+    (["logger.wandb.project=x"], "logger.wandb.project cannot be set while logger.wandb is null: choose logger=wandb"),
 ]
 
 

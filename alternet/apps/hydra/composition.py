@@ -13,15 +13,19 @@ import dataclasses
 import os
 import re
 import shlex
+import types
 import typing
 from collections.abc import Iterator, Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from hydra.errors import CompactHydraException, MissingConfigException, OverrideParseException
 from omegaconf.errors import ConfigKeyError, ValidationError
 
 from ...errors import exit_with_error, suggest
+from ...typed import SECTION
+from ..config import EvaluateConfig, TrainConfig
 
 FULL_ERROR = "HYDRA_FULL_ERROR"
 SHOWN_OPTIONS = 12  # a group with more options points to --help instead of listing them
@@ -71,6 +75,19 @@ def composition_error(error: CompactHydraException, command: str) -> str:
     if isinstance(cause, ConfigKeyError | AttributeError) and getattr(cause, "full_key", None):
         key = str(cause.full_key)
         parent, _, name = key.rpartition(".")
+        if _null_section_key(key, command):
+            group, _, option = parent.rpartition(".")
+            if (
+                group
+                and "." not in group
+                and (Path(str(resources.files("alternet.conf"))) / group / f"{option}.yaml").is_file()
+            ):
+                fill = f"choose {group}={option} first, which sets {parent}"  # logger=wandb
+            else:
+                fill = f"set the section whole, e.g. {parent}={{{name}: VALUE}}"
+            return (
+                f"{key} cannot be set while {parent} is null: {fill} (`alternet {command} --cfg job` prints the keys)"
+            )
         node = getattr(cause, "parent_node", None)
         known = list(node.keys()) if node is not None and hasattr(node, "keys") else []
         where = f"of {parent}" if parent else "at the top level"
@@ -93,6 +110,21 @@ def composition_error(error: CompactHydraException, command: str) -> str:
     if cause is not None:
         lines.append(str(cause).splitlines()[0])
     return "; ".join(lines)
+
+
+def _null_section_key(key: str, command: str) -> bool:
+    """Whether ``key`` names a key of its section in the schema, so that composing refused it only because the
+    section is null there (``recipe.augment.arrays.cutout.holes``, ``logger.wandb.project``)."""
+    section: Any = {"train": TrainConfig, "evaluate": EvaluateConfig}.get(command)
+    *path, name = key.split(".")
+    for part in path:
+        if not dataclasses.is_dataclass(section) or part not in {f.name for f in dataclasses.fields(section)}:
+            return False
+        field = next(f for f in dataclasses.fields(section) if f.name == part)
+        hint = typing.get_type_hints(section)[part]
+        options = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+        section = field.metadata.get(SECTION) or next((o for o in options if dataclasses.is_dataclass(o)), None)
+    return dataclasses.is_dataclass(section) and name in {f.name for f in dataclasses.fields(section)}
 
 
 def _off(cause: ValidationError) -> str:

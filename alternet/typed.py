@@ -157,6 +157,8 @@ def conforms(value: Any, hint: Any) -> bool:
         return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     if hint is str:
         return isinstance(value, str)
+    if isinstance(hint, type) and issubclass(hint, Section):  # never null: "off" is a value inside it
+        return value is not None
     if origin in (list, tuple):
         return isinstance(value, list | tuple) and all(conforms(item, args[0]) for item in value)
     if origin is dict:
@@ -172,7 +174,8 @@ def described(hint: Any) -> str:
         return " or ".join(described(arg) for arg in args)
     if typing.get_origin(hint) in (list, tuple):
         return {int: "a list of integers", float: "a list of numbers", str: "a list of strings"}.get(args[0], "a list")
-    return NAMES.get(hint, "a section of keys" if typing.get_origin(hint) is dict else str(hint))
+    section = typing.get_origin(hint) is dict or (isinstance(hint, type) and issubclass(hint, Section))
+    return NAMES.get(hint, "a section of keys" if section else str(hint))
 
 
 def _section_type(hint: Any) -> type[Section] | None:

@@ -4,7 +4,7 @@ cached. Everything is opened and checked here, before any inference.
 
 Conditions of the four corruptions beyond the benchmark's 15 (speckle_noise, gaussian_blur, spatter, saturate:
 shipped in the public CIFAR-C archives and ImageNet-C's extra set) are scored too, and reported apart
-(:func:`is_benchmark`), never in the headline mean or mCE.
+(:func:`~alternet.data.corrupted.names.is_benchmark`), never in the headline mean or mCE.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ a corruption is rejected. Accuracies and errors elsewhere are fractions.
 Every row records whether its images came from real files (CIFAR-C, ImageNet-C: ``"real"``) or were generated
 (``"generated"``); a table, a summary and a baseline comparison never mix the two.
 
-metrics.json schema (read by :func:`load_baseline`, written with :func:`robustness_record` and
-:func:`update_metrics_json`)::
+metrics.json schema (read by :func:`load_baseline`; the ``robustness`` section is
+:class:`~alternet.runs.results.RobustnessResult`'s ``to_json``, of :func:`robustness_record`'s result)::
 
     {
       "model": "alternet_r50",                  # optional, names the baseline
@@ -25,7 +25,7 @@ metrics.json schema (read by :func:`load_baseline`, written with :func:`robustne
         "source": "real" | "generated",
         "table": [{"corruption": "fog", "severity": 1, "family": "weather", "acc": 0.8, "nll": 0.7,
                    "ece": 0.05, "n": 10000, "source": "real"}, ...],
-        "summary": {...},                        # robustness_summary(table, ...)
+        "summary": {...},                        # robustness_summary(table, ...).to_json()
         "layout": "cifar-c" | "imagenet-c", "root": ..., "benchmark": ..., "preprocess": ..., "synthetic_frost": ...,
         "extra": null | {"schema", "source", "table", "summary"}   # corruptions beyond the 15, never in the summary
       }
@@ -49,7 +49,6 @@ from ..files import update_json as update_metrics_json  # merge into metrics.jso
 from ..runs.results import Condition, RobustnessResult, RobustnessSummary
 
 SOURCES = ("real", "generated")
-SCHEMA_VERSION = 1
 FAMILY_OF = {corruption: family for family, members in FAMILIES.items() for corruption in members}
 TABLE_COLUMNS = ("corruption", "severity", "family", "source", "n", "acc", "error", "nll", "ece")
 

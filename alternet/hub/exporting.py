@@ -22,6 +22,7 @@ from ..models import create_model
 from ..runs.checkpoints import DIGEST_KEY, find_checkpoint, weights_digest
 from ..runs.records import import_recorded
 from ..runs.summary import RunSummary
+from ..runs.weights import saved_recipe
 from .card import model_card
 from .hdvw import resolve_arch
 from .loading import apply_weights
@@ -130,7 +131,7 @@ def _run_config(opened: Source) -> dict[str, Any]:
     """The run's resolved data and recipe: its config.yaml when present, else the checkpoint's hyperparameters."""
     resolved = (opened.run.recorded_config() if opened.run else None) or {}
     if isinstance(resolved.get("data"), dict) and isinstance(resolved.get("recipe"), dict):
-        return resolved
+        return resolved | {"recipe": saved_recipe(resolved["recipe"])}
     return {"data": opened.hyper_parameters["data"], "recipe": opened.hyper_parameters.get("recipe") or {}}
 
 

@@ -32,7 +32,7 @@ from ..models.external import check_name, require_pretrained, weights_location
 from ..models.zoo import spec_kwargs
 from ..runs.checkpoints import DIGEST_KEY, find_checkpoint, read_torch_file, verify_digest
 from ..runs.directories import RunDir
-from ..runs.weights import read_weights
+from ..runs.weights import read_weights, saved_recipe
 from ..tracking import download_artifact
 from .hdvw import ALIASES, ARCHS, read_converted
 
@@ -252,7 +252,8 @@ def read_export(directory: Path, location: str | None = None) -> Source:
         num_classes=int(config["num_classes"]),
         model_args={k: v for k, v in (config.get("model_args") or {}).items() if k != "num_classes"},  # top level
         pretrained_cfg=labelled(config["pretrained_cfg"], config.get("label_names")),
-        hyper_parameters={key: alternet[key] for key in ("model", "data", "recipe") if alternet.get(key)},
+        hyper_parameters={key: alternet[key] for key in ("model", "data") if alternet.get(key)}
+        | ({"recipe": saved_recipe(alternet["recipe"])} if alternet.get("recipe") else {}),
         ema=bool(alternet.get("ema", False)),
     )
 

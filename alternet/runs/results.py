@@ -1,7 +1,7 @@
 """An evaluation's results as records: what ``alternet evaluate`` writes into its ``metrics.json`` and what a training
 run's summary holds after ``evaluate.after_training`` (:class:`~alternet.runs.summary.RunSummary`), read by field by
 the console, the model card, W&B and the report. Each record's ``to_json`` is the object the file holds (the keys
-and order it has always had) and ``from_json`` reads one back; a file missing a key a record needs is refused in one
+it has always had) and ``from_json`` reads one back; a file missing a key a record needs is refused in one
 line naming it. A split's metrics stay a :data:`Record` keyed by the metric table (:mod:`alternet.metrics.table`)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from ..errors import CheckpointError
 
+SCHEMA_VERSION = 1  # of a robustness result
 Record = dict[str, Any]  # a split's metrics (``{"acc": ..., "nll": ...}``), or a keyed table of them
 R = TypeVar("R")
 
@@ -89,7 +90,9 @@ class OodResult:
 
     @classmethod
     def from_json(cls, payload: Any) -> OodResult:
-        scores = {k: _read(OodScores, v, f"ood.{k}") for k, v in dict(payload or {}).items() if isinstance(v, Mapping)}
+        if not isinstance(payload, Mapping):
+            return _read(cls, payload, "ood")  # refused in one line
+        scores = {k: _read(OodScores, v, f"ood.{k}") for k, v in payload.items() if isinstance(v, Mapping)}
         return _read(cls, payload, "ood", scores=scores)
 
 
@@ -170,7 +173,7 @@ class RobustnessResult:
     images: CorruptedImages | None = None  # None: the extra corruptions' result (the images are the main one's)
     precision: str | None = None
     extra: RobustnessResult | None = None
-    schema: int = 1
+    schema: int = SCHEMA_VERSION
 
     def to_json(self) -> Record:
         payload: Record = {
@@ -205,20 +208,20 @@ class TestImages:
     of: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EvaluationReport:
     """One model's evaluation, ``metrics.json`` of ``alternet evaluate`` (and of a run's ``eval/``): what was scored
     (``checkpoint``, ``source``, ``ema``, ``test_flip`` when the evaluation set them), its test metrics and every
     result asked for. Keys this version does not know are kept in ``extra``."""
 
-    model: str
-    data: str
-    test: Record
     checkpoint: str | None = None
     source: str | None = None
+    model: str
+    data: str
     ema: bool | None = None
     test_flip: bool | None = None
     preprocessing: Record | None = None  # the test images' preprocessing as applied
+    test: Record
     selective: Selective | None = None
     temperature_scaling: Temperature | None = None
     loader: Record | None = None

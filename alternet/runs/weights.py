@@ -3,6 +3,7 @@ hyperparameters it saved, as every reader of a saved recipe takes them."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,13 @@ OFF_WAS_NULL = {
 }
 
 
+def saved_recipe(recipe: dict[str, Any]) -> dict[str, Any]:
+    """A recipe as a run, a checkpoint or an export saved it, its sections saved as null when off
+    (:data:`OFF_WAS_NULL`) read as their "off" values; the caller's dict is left as it was."""
+    nulls = [key for key in OFF_WAS_NULL if key in recipe and recipe[key] is None]
+    return recipe | {key: copy.deepcopy(OFF_WAS_NULL[key]) for key in nulls}
+
+
 def saved_hyperparameters(checkpoint: dict[str, Any], source: str) -> dict[str, Any]:
     """A training checkpoint's hyperparameters, as every reader of a saved recipe takes them. A section saved as
     null when off (:data:`OFF_WAS_NULL`) reads as its "off" value; a recipe saved before ``recipe.augment`` had its
@@ -38,9 +46,8 @@ def saved_hyperparameters(checkpoint: dict[str, Any], source: str) -> dict[str, 
             DataFacts.from_dict(hparams["data"])
         except (TypeError, ValueError) as error:
             raise CheckpointError(f"{source}: its data hyperparameters are not whole ({error})") from None
-    recipe = hparams.get("recipe")
-    if isinstance(recipe, dict) and (nulls := [key for key in OFF_WAS_NULL if key in recipe and recipe[key] is None]):
-        hparams = hparams | {"recipe": recipe | {key: dict(OFF_WAS_NULL[key]) for key in nulls}}
+    if isinstance(hparams.get("recipe"), dict):
+        hparams = hparams | {"recipe": saved_recipe(hparams["recipe"])}
     augment = (hparams.get("recipe") or {}).get("augment")
     if isinstance(augment, dict) and (flat := sorted(set(augment) - set(SECTIONS))):
         raise CheckpointError(

@@ -109,7 +109,9 @@ def test_one_printer_shows_robustness_for_training_and_evaluation(tmp_path):
     assert lines[3].startswith("  worst conditions: gaussian_noise/5 0.0500  fog/5 0.1000")
     assert len(lines[3].split(": ", 1)[1].split("  ")) == 5  # the five worst
     test = dict.fromkeys(("acc", "top5", "nll", "ece", "brier"), 0.5)
-    report = EvaluationReport("m", "d", test, checkpoint="c", robustness=RESULT, files=[str(tmp_path / "x")])
+    report = EvaluationReport(
+        model="m", data="d", test=test, checkpoint="c", robustness=RESULT, files=[str(tmp_path / "x")]
+    )
     text = evaluation_report(report, tmp_path)
     assert "\n".join(lines) in text and text.endswith(f"  files in {tmp_path}:\n    x")
 

@@ -22,6 +22,7 @@ from alternet.data import DigitsDataModule
 from alternet.dataset_facts import FACTS
 from alternet.metrics import calibration_metrics, fit_temperature, softmax
 from alternet.metrics.uncertainty import adaptive_ece, classwise_ece, selective_metrics
+from alternet.runs.results import EvaluationReport
 
 from helpers import (
     CONF,
@@ -118,7 +119,7 @@ def assert_recomputes_from_predictions(report: dict, predictions) -> None:
         assert row["ece"] == pytest.approx(sum(gaps) / len(confidence), rel=1e-12, abs=1e-15), key
 
 
-def evaluate_in_process(*overrides: str, out) -> list[dict]:
+def evaluate_in_process(*overrides: str, out) -> list[EvaluationReport]:
     """evaluate.py's work without a fresh interpreter (the CLI itself is tested above)."""
     with initialize_config_dir(str(CONF), version_base="1.3"):
         return run_evaluate(compose("evaluate", overrides=[*overrides, f"paths.output_dir={out}"]))

@@ -28,7 +28,9 @@ from alternet.evaluation.robustness import RobustnessRow, robustness_record, rob
 from alternet.hub.sources import open_source, preprocessing
 from alternet.models import create_model
 from alternet.tracking import artifact_notice, log_model_artifacts
+from alternet.training.config import RecipeConfig
 from alternet.training.module import ClassificationModule
+from alternet.typed import build
 
 from helpers import FAST, cached_repo, compose_train, datamodule_of, main_output, module_of, module_output
 from helpers.models import assert_same_weights
@@ -85,6 +87,19 @@ def test_export_after_training_writes_weights_config_and_model_card(pretrained):
         assert text in card
     assert f"| accuracy | {pretrained.test['acc']:.4f} |" in card
     assert f"| ECE (10 bins) | {pretrained.test['ece']:.4f} |" in card
+
+
+def test_an_export_that_saved_off_sections_as_null_reads_them_as_off(pretrained, tmp_path):
+    """alternet 0.1 wrote an EMA, mixup or progressive resizing that was off as null, in an export's recipe as in a
+    checkpoint's; such an export's recipe reads as the recipe it was (and a null left anywhere else is refused)."""
+    out = shutil.copytree(export_dir(pretrained), tmp_path / "export")
+    config = json.loads((out / "config.json").read_text())
+    config["alternet"]["recipe"] |= {"ema": None, "mixup": None, "progressive_resize": None}
+    (out / "config.json").write_text(json.dumps(config))
+    recipe = build(RecipeConfig, open_source(str(out)).hyper_parameters["recipe"], "recipe.")
+    assert not (recipe.ema.enabled or recipe.mixup.enabled or recipe.progressive_resize.enabled)
+    with pytest.raises(ConfigValueError, match=r"^recipe.mixup=null is invalid: must be a section of keys$"):
+        build(RecipeConfig, config["alternet"]["recipe"], "recipe.")
 
 
 def test_model_card_reports_robustness_of_a_moved_run_directory(pretrained, tmp_path):

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from alternet.apps.train import train
 from alternet.data import DigitsDataModule, ImageFolderDataModule
 from alternet.errors import ConfigValueError
+from alternet.runs.summary import RunSummary
 from alternet.runs.weights import load_model
 
 from helpers import FAST, compose_train
@@ -373,10 +374,10 @@ def test_every_paper_scale_preset_first_job_trains_two_steps_on_cpu(preset, cifa
         timeout=1800,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    summary = json.loads((tmp_path / "job" / "metrics.json").read_text())
+    summary = RunSummary.from_json(tmp_path / "job" / "metrics.json")
     assert summary.global_step == 2
     if scoring:
-        assert summary["robustness"]["source"] == "real" and (tmp_path / "job" / "eval" / "predictions.npz").is_file()
+        assert summary.robustness.source == "real" and (tmp_path / "job" / "eval" / "predictions.npz").is_file()
 
 
 @pytest.mark.parametrize("model", ["vit_mini_cifar", "pit_mini_cifar", "swin_mini_cifar"])

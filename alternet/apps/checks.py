@@ -19,13 +19,10 @@ import torch
 from ..errors import AlternetWarning, ConfigValueError, one_of, suggest
 from ..evaluation.inference import choose_device
 from ..hardware import machine_memory
-from ..models.backbone import choose_stem
-from ..models.byob import ByobSpec, check_byob
 from ..models.config import LayoutModel, ModelConfig
 from ..models.external import require_pretrained
 from ..models.factory import check_builds
 from ..models.layout import buildup_violations
-from ..models.maxxvit import check_maxxvit
 from ..models.zoo import HYBRIDS, hybrid_spec
 from ..runs.records import import_modules
 from ..training import EVALUATED_METRICS
@@ -123,9 +120,7 @@ def check_model(config: TrainConfig) -> None:
     if model.pretrained is True:
         require_pretrained(model.name)
     if model.name in HYBRIDS:
-        spec = hybrid_spec(HYBRIDS[model.name], model.arguments())
-        check = check_byob if isinstance(spec, ByobSpec) else check_maxxvit
-        check(spec, config.data.image_size, choose_stem(spec.stem, config.data.image_size))
+        hybrid_spec(HYBRIDS[model.name], model.arguments()).check(config.data.image_size)
 
 
 def check_model_builds(config: TrainConfig) -> None:

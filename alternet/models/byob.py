@@ -67,6 +67,34 @@ class ByobSpec(ModelSpec):
         """Heads per stage, for the build-up rules."""
         return per_stage("heads", self.heads, len(self.stages()))
 
+    def check(self, img_size: int | tuple[int, int], stem: str | None = None) -> None:
+        """The family's hard constraints at ``img_size``, each in one line (:class:`LayoutError`), before anything is
+        built; ``stem``: the stem chosen for it (``self.stem`` resolved)."""
+        stem = stem or choose_stem(self.stem, img_size)
+        one_of("model.self_attn_layer", self.self_attn_layer, SELF_ATTN_LAYERS)  # its one check (the config's too)
+        stages = self.stages()
+        n = len(stages)
+        widths = per_stage("widths", self.widths, n)
+        heads = per_stage("heads", self.heads, n)
+        if self.self_attn_layer == "lambda" and self.lambda_r and (self.lambda_r < 0 or self.lambda_r % 2 == 0):
+            raise LayoutError(
+                f"lambda_r={self.lambda_r}: the lambda layer's position context is a convolution that keeps the map's "
+                "size only with an odd radius; use an odd lambda_r (timm's: 9), or 0 for relative position embeddings"
+            )
+        sizes = stage_sizes(n, img_size, stem_reduction(self, stem), _strides(n))
+        for index, sequence in enumerate(stages):
+            label = f"stage {index + 1} ({sequence})"
+            if MSA not in sequence:
+                continue
+            inner = make_divisible(widths[index] * self.bottle_ratio)
+            if heads[index] is None or heads[index] < 1 or inner % heads[index]:
+                raise LayoutError(
+                    f"{label}: the attention width {inner} (bottle_ratio {self.bottle_ratio} x width {widths[index]}) "
+                    f"is not divisible by heads={heads[index]}; change heads or widths"
+                )
+            if self.self_attn_layer == "halo":
+                _check_halo(label, self, index, sequence, sizes[index])
+
 
 def _attn_kwargs(spec: ByobSpec, stage: int) -> dict[str, Any]:
     """The attention layer's keywords in one stage (a ``None`` dim_head leaves the layer's default)."""
@@ -134,33 +162,6 @@ def stem_reduction(spec: ByobSpec, stem: str) -> int:
     return int(info[-1]["reduction"])
 
 
-def check_byob(spec: ByobSpec, img_size: int | tuple[int, int], stem: str) -> None:
-    """The family's hard constraints, each in one line (:class:`LayoutError`), before anything is built."""
-    one_of("model.self_attn_layer", spec.self_attn_layer, SELF_ATTN_LAYERS)  # its one check (the config's too)
-    stages = spec.stages()
-    n = len(stages)
-    widths = per_stage("widths", spec.widths, n)
-    heads = per_stage("heads", spec.heads, n)
-    if spec.self_attn_layer == "lambda" and spec.lambda_r and (spec.lambda_r < 0 or spec.lambda_r % 2 == 0):
-        raise LayoutError(
-            f"lambda_r={spec.lambda_r}: the lambda layer's position context is a convolution that keeps the map's "
-            "size only with an odd radius; use an odd lambda_r (timm's: 9), or 0 for relative position embeddings"
-        )
-    sizes = stage_sizes(n, img_size, stem_reduction(spec, stem), _strides(n))
-    for index, sequence in enumerate(stages):
-        label = f"stage {index + 1} ({sequence})"
-        if MSA not in sequence:
-            continue
-        inner = make_divisible(widths[index] * spec.bottle_ratio)
-        if heads[index] is None or heads[index] < 1 or inner % heads[index]:
-            raise LayoutError(
-                f"{label}: the attention width {inner} (bottle_ratio {spec.bottle_ratio} x width {widths[index]}) "
-                f"is not divisible by heads={heads[index]}; change heads or widths"
-            )
-        if spec.self_attn_layer == "halo":
-            _check_halo(label, spec, index, sequence, sizes[index])
-
-
 def _check_halo(
     label: str, spec: ByobSpec, index: int, sequence: str, sizes: tuple[tuple[int, int], tuple[int, int]]
 ) -> None:
@@ -184,7 +185,7 @@ def build_byob(
     The CIFAR stem is timm's 3x3 conv stem with its stride set to 1: the network is configured for an input twice
     as large, whose stage maps are exactly this one's, so relative positions and parameters are the same."""
     stem = choose_stem(spec.stem, img_size)
-    check_byob(spec, img_size, stem)
+    spec.check(img_size, stem)
     size = to_2tuple(img_size)
     build_size = tuple(2 * s for s in size) if stem == "cifar" else size
     model = build_model_with_cfg(

@@ -61,6 +61,29 @@ class MaxxVitSpec(ModelSpec):
         """Heads per stage (width / dim_head), for the build-up rules."""
         return [width // self.dim_head for width in per_stage("widths", self.widths, len(self.stages()))]
 
+    def check(self, img_size: int | tuple[int, int], stem: str | None = None) -> None:
+        """The family's hard constraints at ``img_size``, each in one line (:class:`LayoutError`), before anything is
+        built; ``stem``: the stem chosen for it (``self.stem`` resolved)."""
+        stem = stem or choose_stem(self.stem, img_size)
+        one_of("model.msa_block", self.msa_block, MSA_BLOCKS)  # their one check (the config's too)
+        one_of("model.conv_block", self.conv_block, CONV_BLOCKS)
+        stages = self.stages()
+        widths = per_stage("widths", self.widths, len(stages))
+        reduction = 1 if stem == "cifar" else 2
+        sizes = stage_sizes(len(stages), img_size, reduction, [STAGE_STRIDE] * len(stages))
+        build_size = tuple(s * (2 if stem == "cifar" else 1) for s in to_2tuple(img_size))
+        for index, sequence in enumerate(stages):
+            label = f"stage {index + 1} ({sequence})"
+            if MSA not in sequence:
+                continue
+            if self.dim_head < 1 or widths[index] % self.dim_head:
+                raise LayoutError(
+                    f"{label}: width {widths[index]} is not divisible by dim_head={self.dim_head} (heads = width / "
+                    "dim_head); change widths or dim_head"
+                )
+            if self.msa_block != "T":
+                _check_partition(label, _window(self, build_size), sizes[index][1], self.window is None)
+
 
 def _window(spec: MaxxVitSpec, build_size: tuple[int, int]) -> tuple[int, int]:
     if spec.window is not None:
@@ -85,28 +108,6 @@ def maxxvit_cfg(spec: MaxxVitSpec, build_size: tuple[int, int]) -> MaxxVitCfg:
     )
 
 
-def check_maxxvit(spec: MaxxVitSpec, img_size: int | tuple[int, int], stem: str) -> None:
-    """The family's hard constraints, each in one line (:class:`LayoutError`), before anything is built."""
-    one_of("model.msa_block", spec.msa_block, MSA_BLOCKS)  # their one check (the config's too)
-    one_of("model.conv_block", spec.conv_block, CONV_BLOCKS)
-    stages = spec.stages()
-    widths = per_stage("widths", spec.widths, len(stages))
-    reduction = 1 if stem == "cifar" else 2
-    sizes = stage_sizes(len(stages), img_size, reduction, [STAGE_STRIDE] * len(stages))
-    build_size = tuple(s * (2 if stem == "cifar" else 1) for s in to_2tuple(img_size))
-    for index, sequence in enumerate(stages):
-        label = f"stage {index + 1} ({sequence})"
-        if MSA not in sequence:
-            continue
-        if spec.dim_head < 1 or widths[index] % spec.dim_head:
-            raise LayoutError(
-                f"{label}: width {widths[index]} is not divisible by dim_head={spec.dim_head} (heads = width / "
-                "dim_head); change widths or dim_head"
-            )
-        if spec.msa_block != "T":
-            _check_partition(label, _window(spec, build_size), sizes[index][1], spec.window is None)
-
-
 def _check_partition(label: str, window: tuple[int, int], size: tuple[int, int], automatic: bool) -> None:
     height, width = size
     if window[0] < 1 or height % window[0] or width % window[1]:
@@ -126,7 +127,7 @@ def build_maxxvit(
     The CIFAR stem is timm's stem with its first conv at stride 1: the network is configured for an input twice as
     large, whose stage maps are exactly this one's, so relative position biases and parameters are the same."""
     stem = choose_stem(spec.stem, img_size)
-    check_maxxvit(spec, img_size, stem)
+    spec.check(img_size, stem)
     size = to_2tuple(img_size)
     build_size = tuple(2 * s for s in size) if stem == "cifar" else size
     model = build_model_with_cfg(

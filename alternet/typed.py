@@ -33,7 +33,6 @@ from .errors import ConfigValueError, is_integer, suggest
 
 S = TypeVar("S", bound="Section")
 SECTION = "section"  # the metadata key of a nullable sub-section's class
-MISSING = "???"
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -114,8 +113,6 @@ def build(cls: type[S], values: Mapping[str, Any], prefix: str = "") -> S:
                 raise ConfigValueError(f"{key} must be set")
             continue
         value = values[field.name]
-        if isinstance(value, str) and value == MISSING:
-            raise ConfigValueError(f"{key} must be set")
         if value is None and not conforms(None, hints[field.name]) and SECTION not in field.metadata:
             raise ConfigValueError(f"{key}=null is invalid: must be {described(hints[field.name])}")
         section = field.metadata.get(SECTION) or _section_type(hints[field.name])

@@ -32,22 +32,10 @@ from .config import TrainConfig, train_config
 from .extensions import check_targets
 
 
-def missing_values(cfg: Any, prefix: str = "") -> list[str]:
-    """Keys still at OmegaConf's mandatory marker ``???`` (e.g. ``data.root`` of ``data=imagefolder``)."""
-    if isinstance(cfg, Mapping):
-        return [key for k, v in cfg.items() for key in missing_values(v, f"{prefix}{k}.")]
-    return [prefix.rstrip(".")] if cfg == "???" else []
-
-
 def validate_train_config(cfg: Mapping[str, Any]) -> TrainConfig:
     """A resolved training config as objects, every static check made (the checks that need the data happen in
     the DataModule)."""
     import_modules(cfg.get("imports"))  # first: what they register is known to every check below
-    missing = [key for key in missing_values(cfg) if not key.startswith("hydra")]
-    if missing:
-        raise ConfigValueError(
-            f"{', '.join(missing)} must be set: e.g. alternet train {' '.join(f'{k}=...' for k in missing)}"
-        )
     config = train_config(cfg)
     check_targets(config.callbacks.extra, "callbacks.extra")
     check_targets(config.logger.extra, "logger.extra")

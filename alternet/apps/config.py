@@ -24,7 +24,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
 from ..data.config import data_section
-from ..errors import is_integer
+from ..errors import ConfigValueError, is_integer
 from ..evaluation.config import EvaluationConfig
 from ..launch import register_resolvers
 from ..tracking import WandbSettings
@@ -119,9 +119,27 @@ def compose(name: str, overrides: Sequence[str] = ()) -> DictConfig:
 
 def train_config(values: Mapping[str, Any]) -> TrainConfig:
     """A composed, resolved training config (Hydra's own section aside) as objects, every section checked."""
-    return build(TrainConfig, {k: v for k, v in values.items() if k != "hydra"})
+    return build(TrainConfig, _set(values, "train"))
 
 
 def evaluate_config(values: Mapping[str, Any]) -> EvaluateConfig:
     """A composed, resolved evaluation config (Hydra's own section aside) as objects, every section checked."""
-    return build(EvaluateConfig, {k: v for k, v in values.items() if k != "hydra"})
+    return build(EvaluateConfig, _set(values, "evaluate"))
+
+
+def _set(values: Mapping[str, Any], command: str) -> dict[str, Any]:
+    """The config but Hydra's section, every key at OmegaConf's mandatory marker ``???`` (``data.root`` of
+    ``data=imagefolder``) named in one line first."""
+    values = {key: value for key, value in values.items() if key != "hydra"}
+    missing = missing_keys(values)
+    if missing:
+        example = " ".join(f"{key}=..." for key in missing)
+        raise ConfigValueError(f"{', '.join(missing)} must be set: e.g. alternet {command} {example}")
+    return values
+
+
+def missing_keys(values: Any, prefix: str = "") -> list[str]:
+    """The keys of a composed config still at OmegaConf's mandatory marker ``???``."""
+    if isinstance(values, Mapping):
+        return [key for k, v in values.items() for key in missing_keys(v, f"{prefix}{k}.")]
+    return [prefix.rstrip(".")] if values == "???" else []

@@ -32,7 +32,7 @@ from ..runs.records import import_modules, import_recorded
 from ..runs.results import EvaluationReport
 from ..training.config import RecipeConfig
 from ..typed import build
-from .config import EvaluateConfig, compose, evaluate_config
+from .config import EvaluateConfig, compose, evaluate_config, missing_keys
 from .console import evaluation_report
 
 
@@ -83,6 +83,8 @@ def evaluation_data(config: EvaluateConfig, source: Source, set_keys: set[str]) 
         data |= {key: value for key, value in model_input.items() if key in data and f"data.{key}" not in set_keys}
     if config.data_root:
         data["root"] = config.data_root
+    if missing := missing_keys(data, "data."):  # a packaged data set's root, say
+        raise ConfigValueError(f"{', '.join(missing)} must be set: e.g. alternet evaluate data_root=DIR")
     return data
 
 

@@ -96,6 +96,7 @@ EVALUATE = [
     (["ckpt={run}", "calibration.n_bins=0"], "calibration.n_bins=0 is invalid: must be an integer in [1, 100,000]"),
     (["ckpt={run}", "precision=17"], "error: precision='17' is not one of ['32', 'bf16', '16']"),
     (["ckpt={run}", "batch_size=0"], "error: batch_size=0 is invalid: must be an integer >= 1"),
+    (["ckpt={run}", "data=imagefolder"], "error: data.root must be set: e.g. alternet evaluate data.root=..."),
     (["ckpt={run}", "evaluation=default"], "error: evaluation= is not chosen on the command line: its settings sit at"),
     (["ckpt={run}", "analysis=[fourier,fourir]"], "error: analysis=fourir is not an option of analysis (did you mean"),
     (["ckpt={run}", "robustness.root=/nonexistent"], "CIFAR-C directory /nonexistent does not exist"),

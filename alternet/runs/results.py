@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from ..errors import CheckpointError
 
@@ -32,36 +32,37 @@ def _read(cls: type[R], payload: Any, what: str, **values: Any) -> R:
         raise CheckpointError(f"{what} lacks {', '.join(missing)}: the file is not an alternet evaluation's") from None
 
 
+class _Flat:
+    """A record whose file object is its fields, as they are (``WHAT``: its key, for the messages)."""
+
+    WHAT: ClassVar[str]
+
+    def to_json(self) -> Record:
+        return asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_json(cls, payload: Any, what: str | None = None) -> Any:
+        return _read(cls, payload, what or cls.WHAT)
+
+
 @dataclass(frozen=True)
-class Selective:
+class Selective(_Flat):
     """Selective classification on the test split (:func:`alternet.metrics.uncertainty.selective_metrics`)."""
 
+    WHAT: ClassVar[str] = "selective"
     aurc: float
     augrc: float
     acc_cov90: float
     acc_cov95: float
 
-    def to_json(self) -> Record:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, payload: Any) -> Selective:
-        return _read(cls, payload, "selective")
-
 
 @dataclass(frozen=True)
-class Temperature:
+class Temperature(_Flat):
     """Temperature scaling: the temperature fitted on the validation split and the test metrics it gives."""
 
+    WHAT: ClassVar[str] = "temperature_scaling"
     temperature: float
     test: Record
-
-    def to_json(self) -> Record:
-        return {"temperature": self.temperature, "test": dict(self.test)}
-
-    @classmethod
-    def from_json(cls, payload: Any) -> Temperature:
-        return _read(cls, payload, "temperature_scaling")
 
 
 @dataclass(frozen=True)
@@ -119,11 +120,12 @@ class Condition:
 
 
 @dataclass(frozen=True)
-class RobustnessSummary:
+class RobustnessSummary(_Flat):
     """A robustness table's summary (:func:`alternet.evaluation.robustness.robustness_summary`): the mean accuracy
     over its conditions, the means per corruption, family and severity (``{"acc", "error"}`` each), and against a
     baseline mCE and relative mCE in percent (None without one)."""
 
+    WHAT: ClassVar[str] = "robustness.summary"
     source: str
     complete: bool  # the 15 corruptions at the 5 severities
     n_conditions: int
@@ -139,13 +141,6 @@ class RobustnessSummary:
     relative_mce: float | None = None
     ce: dict[str, float] | None = None
     relative_ce: dict[str, float] | None = None
-
-    def to_json(self) -> Record:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, payload: Any, what: str = "robustness.summary") -> RobustnessSummary:
-        return _read(cls, payload, what)
 
 
 @dataclass(frozen=True)
@@ -200,10 +195,11 @@ class RobustnessResult:
 
 
 @dataclass(frozen=True)
-class TestImages:
+class TestImages(_Flat):
     """How many test images were scored, of how many (fewer with ``max_images``: a quick look)."""
 
     __test__ = False  # not a pytest class
+    WHAT: ClassVar[str] = "test_images"
     scored: int
     of: int
 
@@ -238,7 +234,7 @@ class EvaluationReport:
             value = getattr(self, item.name)
             if item.name == "extra" or (value is None and item.name not in _ALWAYS):
                 continue
-            payload[item.name] = value.to_json() if hasattr(value, "to_json") else _plain(value)
+            payload[item.name] = value.to_json() if hasattr(value, "to_json") else value
         return payload | {k: v for k, v in self.extra.items() if k not in payload}
 
     @classmethod
@@ -248,7 +244,7 @@ class EvaluationReport:
         readers = {
             "selective": Selective.from_json,
             "temperature_scaling": Temperature.from_json,
-            "test_images": lambda p: _read(TestImages, p, "test_images"),
+            "test_images": TestImages.from_json,
             "ood": OodResult.from_json,
             "robustness": RobustnessResult.from_json,
         }
@@ -259,7 +255,3 @@ class EvaluationReport:
 
 
 _ALWAYS = ("model", "data", "test", "files")  # written even when empty
-
-
-def _plain(value: Any) -> Any:
-    return asdict(value) if hasattr(value, "__dataclass_fields__") else value

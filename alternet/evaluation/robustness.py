@@ -271,7 +271,7 @@ def load_baseline(path: str | Path) -> RobustnessBaseline:
     if "robustness" not in metrics:
         raise RobustnessError(f"{path} has no 'robustness' section; evaluate the baseline on corruptions first")
     try:
-        rows = rows_from_record(RobustnessResult.from_json(metrics["robustness"], f"{path}'s robustness"))
+        rows = rows_from_record(RobustnessResult.from_payload(metrics["robustness"], f"{path}'s robustness"))
     except CheckpointError as error:
         raise RobustnessError(str(error)) from None
     return RobustnessBaseline(

@@ -238,6 +238,6 @@ def model_card(config: dict[str, Any], repo_id: str | None = None) -> str:
         *_test_section(config),
     ]
     if info.get("robustness"):  # the run's robustness summary, as the export's config.json holds it
-        sections += ["", "## Robustness", *_robustness_section(RobustnessSummary.from_json(info["robustness"]))]
+        sections += ["", "## Robustness", *_robustness_section(RobustnessSummary.from_payload(info["robustness"]))]
     sections += ["", "## Usage", *_usage_section(config, repo_id)]
     return "\n".join(sections) + "\n"

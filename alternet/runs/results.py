@@ -1,16 +1,19 @@
 """An evaluation's results as records: what ``alternet evaluate`` writes into its ``metrics.json`` and what a training
 run's summary holds after ``evaluate.after_training`` (:class:`~alternet.runs.summary.RunSummary`), read by field by
 the console, the model card, W&B and the report. Each record's ``to_json`` is the object the file holds (the keys
-it has always had) and ``from_json`` reads one back; a file missing a key a record needs is refused in one
-line naming it. A split's metrics stay a :data:`Record` keyed by the metric table (:mod:`alternet.metrics.table`)."""
+it has always had) and ``from_payload`` reads one back (``EvaluationReport.from_json(path)`` reads the file, as
+``RunSummary.from_json`` does); a file missing a key a record needs is refused in one line naming it. A split's
+metrics stay a :data:`Record` keyed by the metric table (:mod:`alternet.metrics.table`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields
+from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from ..errors import CheckpointError
+from ..files import read_json
 
 SCHEMA_VERSION = 1  # of a robustness result
 Record = dict[str, Any]  # a split's metrics (``{"acc": ..., "nll": ...}``), or a keyed table of them
@@ -41,7 +44,7 @@ class _Flat:
         return asdict(self)  # type: ignore[call-overload]
 
     @classmethod
-    def from_json(cls, payload: Any, what: str | None = None) -> Any:
+    def from_payload(cls, payload: Any, what: str | None = None) -> Any:
         return _read(cls, payload, what or cls.WHAT)
 
 
@@ -90,7 +93,7 @@ class OodResult:
         return head | {name: asdict(scores) for name, scores in self.scores.items()}
 
     @classmethod
-    def from_json(cls, payload: Any) -> OodResult:
+    def from_payload(cls, payload: Any) -> OodResult:
         if not isinstance(payload, Mapping):
             return _read(cls, payload, "ood")  # refused in one line
         scores = {k: _read(OodScores, v, f"ood.{k}") for k, v in payload.items() if isinstance(v, Mapping)}
@@ -183,14 +186,14 @@ class RobustnessResult:
         return payload | asdict(self.images) | {"precision": self.precision, "extra": extra}
 
     @classmethod
-    def from_json(cls, payload: Any, what: str = "robustness") -> RobustnessResult:
+    def from_payload(cls, payload: Any, what: str = "robustness") -> RobustnessResult:
         if not isinstance(payload, Mapping) or "table" not in payload or "source" not in payload:
             raise CheckpointError(f"{what} needs 'source' and 'table' keys: the file is not an alternet evaluation's")
         table = tuple(_read(Condition, row, f"a row of {what}.table") for row in payload["table"])
-        summary = RobustnessSummary.from_json(payload.get("summary"), f"{what}.summary")
+        summary = RobustnessSummary.from_payload(payload.get("summary"), f"{what}.summary")
         images = None if "layout" not in payload else _read(CorruptedImages, payload, what)
         extra = payload.get("extra")
-        extra = None if not extra else cls.from_json(extra, f"{what}.extra")
+        extra = None if not extra else cls.from_payload(extra, f"{what}.extra")
         return _read(cls, payload, what, table=table, summary=summary, images=images, extra=extra)
 
 
@@ -238,15 +241,25 @@ class EvaluationReport:
         return payload | {k: v for k, v in self.extra.items() if k not in payload}
 
     @classmethod
-    def from_json(cls, payload: Any) -> EvaluationReport:
+    def from_json(cls, path: str | Path) -> EvaluationReport:
+        """An evaluation's ``metrics.json`` (``alternet evaluate``'s, or a run's ``eval/``), refused in one line naming
+        the file when it is not one."""
+        try:
+            return cls.from_payload(read_json(path, error=CheckpointError))
+        except CheckpointError as error:
+            raise CheckpointError(f"{path}: {error}") from None
+
+    @classmethod
+    def from_payload(cls, payload: Any) -> EvaluationReport:
+        """The object of an evaluation's ``metrics.json``."""
         if not isinstance(payload, Mapping):
             raise CheckpointError("an evaluation's metrics.json is not a mapping")
         readers = {
-            "selective": Selective.from_json,
-            "temperature_scaling": Temperature.from_json,
-            "test_images": TestImages.from_json,
-            "ood": OodResult.from_json,
-            "robustness": RobustnessResult.from_json,
+            "selective": Selective.from_payload,
+            "temperature_scaling": Temperature.from_payload,
+            "test_images": TestImages.from_payload,
+            "ood": OodResult.from_payload,
+            "robustness": RobustnessResult.from_payload,
         }
         typed = {key: read(payload[key]) for key, read in readers.items() if payload.get(key) is not None}
         known = {item.name for item in fields(cls)}

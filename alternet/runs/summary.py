@@ -142,7 +142,11 @@ class RunSummary:
 
 
 _SPLITS = ("test", "test_ema", "train_clean")
-_RESULTS = {"selective": Selective.from_json, "ood": OodResult.from_json, "robustness": RobustnessResult.from_json}
+_RESULTS = {
+    "selective": Selective.from_payload,
+    "ood": OodResult.from_payload,
+    "robustness": RobustnessResult.from_payload,
+}
 
 
 def _plain(value: Any) -> Any:

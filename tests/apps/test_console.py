@@ -85,7 +85,7 @@ ROBUSTNESS = {  # metrics.json's robustness record: two families' worth of condi
     "precision": "32",
     "extra": None,
 }
-RESULT = RobustnessResult.from_json(ROBUSTNESS)
+RESULT = RobustnessResult.from_payload(ROBUSTNESS)
 
 
 def test_end_summary_reports_raw_and_ema_metrics_best_epoch_robustness_and_files(tmp_path):

@@ -53,7 +53,7 @@ def test_ood_and_selective_metrics_are_those_of_the_saved_predictions(digits_run
     assert asdict(report.selective) == pytest.approx(expected, abs=1e-6)
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["ood"]["msp"]["auroc"] == ood.scores["msp"].auroc and "ece_classwise" in metrics["test"]
-    assert metrics["ood"] == ood.to_json() and EvaluationReport.from_json(metrics).ood == ood
+    assert metrics["ood"] == ood.to_json() and EvaluationReport.from_json(out / "metrics.json").ood == ood
     assert (out / "ood_scores.png").is_file() and (out / "risk_coverage.png").is_file()
 
 

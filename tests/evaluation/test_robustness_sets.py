@@ -140,7 +140,7 @@ def test_imagenet_c_tree_is_scored_with_extras_apart_and_alexnet_mce(tmp_path, f
     assert (out / "robustness_extra_table.csv").is_file()
     written = json.loads((out / "metrics.json").read_text())
     assert written["robustness"]["summary"]["mce"] == pytest.approx(summary.mce)
-    assert EvaluationReport.from_json(written).to_json() == written  # the file reads back whole
+    assert EvaluationReport.from_json(out / "metrics.json").to_json() == written  # the file reads back whole
 
 
 def test_imagenet_c_preprocessing_crops_or_resizes_then_crops(tmp_path):

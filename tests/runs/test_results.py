@@ -34,7 +34,7 @@ def test_every_record_reads_back_from_its_file_as_itself(tmp_path):
     path = tmp_path / "metrics.json"
     path.write_text(json.dumps(REPORT.to_json()))
     payload = json.loads(path.read_text())
-    assert EvaluationReport.from_json(payload) == REPORT
+    assert EvaluationReport.from_json(path) == REPORT
     assert payload["ood"]["msp"] == {"auroc": 0.8, "aupr_in": 0.9, "aupr_out": 0.6, "fpr95": 0.5}  # the file's shape
     assert payload["robustness"]["summary"]["robustness"] == pytest.approx(0.7)
     assert payload["test_images"] == {"scored": 40, "of": 360} and "temperature_scaling" in payload
@@ -47,11 +47,15 @@ def test_a_runs_summary_holds_the_results_typed():
     assert read == summary and read.robustness.summary.robustness == pytest.approx(0.7)
 
 
-def test_a_result_missing_what_it_needs_is_refused_in_one_line():
+def test_a_result_missing_what_it_needs_is_refused_in_one_line(tmp_path):
     payload = REPORT.to_json()
     del payload["robustness"]["table"][0]["acc"]
     with pytest.raises(CheckpointError, match=r"^a row of robustness.table lacks acc: the file is not an alternet"):
-        EvaluationReport.from_json(payload)
+        EvaluationReport.from_payload(payload)
+    (tmp_path / "metrics.json").write_text(json.dumps(payload))
+    with pytest.raises(CheckpointError, match=r"metrics.json: a row of robustness.table lacks acc") as error:
+        EvaluationReport.from_json(tmp_path / "metrics.json")
+    assert str(error.value).startswith(str(tmp_path)) and "\n" not in str(error.value)
     run = {"model": "m", "data": "d", "test": {}, "epochs": 1, "global_step": 1, "selective": {"aurc": 0.1}}
     with pytest.raises(
         CheckpointError, match=r"^the summary is malformed: selective lacks augrc, acc_cov90, acc_cov95"

@@ -4,6 +4,7 @@ resumes it."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 import platform
 import shlex
@@ -52,6 +53,13 @@ def git_commit(directory: Path) -> str | None:
         return None
 
 
+@functools.cache
+def code_commit() -> str | None:
+    """The commit of alternet's own checkout, read once a process, at its first run record: the code a process runs is
+    the code it imported, so a sweep's jobs in one process all record it, however the tree changes meanwhile."""
+    return git_commit(Path(__file__).resolve().parent)
+
+
 def environment() -> dict[str, Any]:
     versions = {}
     for package in PACKAGES:
@@ -60,7 +68,7 @@ def environment() -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             versions[package] = None
     return {
-        "git_commit": git_commit(Path(__file__).resolve().parent),
+        "git_commit": code_commit(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "command": command_line(),

@@ -222,7 +222,7 @@ def test_a_bad_input_exits_non_zero_with_one_line_on_stderr(script, case, tmp_pa
     arguments, message = case
     result = run_script(script, *arguments, f"hydra.run.dir={tmp_path}")
     assert result.returncode == 1
-    assert "Traceback" not in result.stderr and result.stderr.strip().splitlines()[-1].endswith(message)
+    assert "Traceback" not in result.stderr and message in result.stderr.strip().splitlines()[-1]  # as in-process
 
 
 @pytest.mark.parametrize("value", ["/data/über", "it's $HOME", 'say "hi" `now`', "a\\b (c)", "x!y", "end\\' (\\"])

@@ -306,7 +306,8 @@ def digits_checkpoint(path, class_names):
     """A checkpoint as alternet's training writes it (untrained weights), trained on digits with named classes."""
     net = model(10)
     data = {"name": "digits", "num_classes": 10, "image_size": SIZE, "mean": [0.3] * 3, "std": [0.3] * 3}
-    hparams = {"model": {"name": "preresnet_tiny"}, "recipe": {"augment": None}, "data": data}
+    model_section = {"name": "preresnet_tiny", "pretrained": None, "buildup_rules": "warn"}  # the keys one has to set
+    hparams = {"model": model_section, "data": data}
     hparams["data"]["class_names"] = list(class_names)
     torch.save(
         {"state_dict": {f"model.{k}": v for k, v in net.state_dict().items()}, "hyper_parameters": hparams}, path

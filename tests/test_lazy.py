@@ -32,19 +32,22 @@ HEAVY_LOADED = f"sorted(m for m in {HEAVY_IMPORTS!r} if m in sys.modules)"
 def test_import_alternet_has_no_effect_and_the_models_load_and_register_on_first_use():
     """In one fresh interpreter: ``import alternet`` installs no import hook, sets no environment variable, registers
     no resolver and loads no torch (nor do the schemas); ``import timm`` after it knows no alternet model; the models
-    load on first use (``alternet.create_model``), and importing them registers the zoo with timm, as a plugin does."""
+    load on first use (``alternet.create_model``), and importing them registers the zoo with timm, as a plugin does.
+    A model family's section is typed and checked from its spec without torch (alternet.architectures)."""
     seen = fresh(
         "import json, os, sys\nhooks, environ = list(sys.meta_path), dict(os.environ)\nimport alternet\n"
         "from omegaconf import OmegaConf\n"
         "effects = [sys.meta_path != hooks, dict(os.environ) != environ,"
         " OmegaConf.has_resolver('alternet.run_stamp')]\n"
         "import alternet.apps.config, alternet.training, alternet.evaluation, alternet.data\n"
+        "from alternet.architectures.config import model_config\n"
+        "section = model_config({'name': 'botnet_cifar', 'pretrained': None, 'buildup_rules': 'warn', 'heads': 2})\n"
         f"heavy = {HEAVY_LOADED}\n"
         "import timm\nbefore = timm.is_model('alternet_r50')\nmodel = alternet.create_model('alternet_tiny')\n"
-        "print(json.dumps([effects, heavy, before, type(model).__name__, 'alternet_r50' in alternet.list_models(), "
-        "timm.is_model('alternet_r50')]))"
+        "print(json.dumps([effects, heavy, type(section).__name__, before, type(model).__name__, "
+        "'alternet_r50' in alternet.list_models(), timm.is_model('alternet_r50')]))"
     )
-    assert seen == [[False, False, False], [], False, "AlterNet", True, True]
+    assert seen == [[False, False, False], [], "ByobModel", False, "AlterNet", True, True]
 
 
 def test_a_facade_offers_its_names_and_refuses_others_by_name():

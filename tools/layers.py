@@ -4,8 +4,8 @@ package-level import graph and every import that breaks the rule (exit status 1 
 Floors, bottom to top (docs/architecture.md explains each)::
 
     kernel       errors, files, seeds, tracking, progress,     (may import each other)
-                 dataset_facts, hardware, typed, launch, lazy,
-                 runs (but runs.weights)
+                 dataset_facts, architectures, hardware,
+                 typed, launch, lazy, runs (but runs.weights)
     foundations  models, data, metrics                         (the kernel)
     run records  runs.weights, and the package root's facade   (kernel, foundations)
     libraries    training, evaluation, analysis, hub, report   (anything below, never each other)
@@ -41,6 +41,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "tracking",
         "progress",
         "dataset_facts",
+        "architectures",  # torch-free: the model families' specs, layouts, names and config sections
         "hardware",
         "launch",
         "lazy",

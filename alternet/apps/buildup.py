@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..architectures.layout import next_candidates, parse_layout, with_one_more_msa
 from ..errors import AlternetError, ConfigValueError, check_option, exit_with_error
 from ..report.verdicts import Rule
 
@@ -164,7 +165,6 @@ class Search:
         self._facts: dict[str, tuple[int | None, int | None]] = {}
 
     def run(self) -> None:
-        from ..models.layout import next_candidates, parse_layout, with_one_more_msa  # deferred: torch
         from ..report.build import Statistics  # deferred: numpy, scipy
         from ..report.buildup import Arm, decide  # deferred: matplotlib
 
@@ -383,8 +383,6 @@ class Search:
 
 def _earlier_stage_with_room(layout: str, stage: int) -> int | None:
     """The nearest stage before ``stage`` that has room for one more MSA in ``layout``, or None."""
-    from ..models.layout import next_candidates  # deferred: torch
-
     return next((s for s, _ in next_candidates(layout, stage - 1)), None) if stage > 0 else None
 
 

@@ -16,14 +16,15 @@ from typing import Any
 import lightning as L
 import torch
 
+from ..architectures.config import LayoutModel, ModelConfig, TimmModel
+from ..architectures.layout import buildup_violations
+from ..architectures.named import HYBRIDS, MODEL_NAMES
+from ..architectures.specs import hybrid_spec
 from ..errors import AlternetWarning, ConfigValueError, one_of, suggest
 from ..evaluation.inference import choose_device
 from ..hardware import machine_memory
-from ..models.config import LayoutModel, ModelConfig
-from ..models.external import require_pretrained
+from ..models.external import check_name, require_pretrained
 from ..models.factory import check_builds
-from ..models.layout import buildup_violations
-from ..models.zoo import HYBRIDS, hybrid_spec
 from ..runs.records import import_modules
 from ..training import EVALUATED_METRICS
 from ..training.config import TrainerConfig
@@ -102,9 +103,12 @@ def check_optimized_metric(config: TrainConfig) -> None:
 
 
 def check_model(config: TrainConfig) -> None:
-    """Before any work: a hybrid family's own hard constraints at the data's image size (one line each), and, with
-    ``model.pretrained=true``, timm's weights cached here or reachable."""
+    """Before any work: a name timm knows (any timm model's, with the closest names), a hybrid family's own hard
+    constraints at the data's image size (one line each), and, with ``model.pretrained=true``, timm's weights cached
+    here or reachable."""
     model = config.model
+    if isinstance(model, TimmModel):
+        check_name(model.name, MODEL_NAMES)
     if model.pretrained is True:
         require_pretrained(model.name)
     if model.name in HYBRIDS:

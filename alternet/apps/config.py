@@ -23,6 +23,7 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
+from ..architectures.config import model_section
 from ..data.config import data_section
 from ..errors import ConfigValueError, is_integer
 from ..evaluation.config import EvaluationConfig
@@ -51,14 +52,6 @@ class PathsConfig(Section):
 @dataclass(kw_only=True)
 class TrainingEvaluation(EvaluationConfig):
     after_training: bool  # score the tested weights with alternet evaluate's metrics at the end of training
-
-
-def model_section(values: Mapping[str, Any]) -> type[Section]:
-    """The model family's section (:func:`alternet.models.config.model_section`: it imports the zoo, so torch, which
-    the help composing this schema does not need)."""
-    from ..models.config import model_section  # deferred
-
-    return model_section(values)
 
 
 @dataclass(kw_only=True)

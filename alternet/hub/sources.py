@@ -24,12 +24,12 @@ from timm.data import resolve_data_config
 from timm.models import get_pretrained_cfg
 from torch import nn
 
+from ..architectures.named import spec_kwargs
 from ..dataset_facts import FACTS, DataFacts
 from ..errors import CheckpointError, one_line
 from ..files import read_json
 from ..models import MODEL_NAMES, create_model
 from ..models.external import check_name, require_pretrained, weights_location
-from ..models.zoo import spec_kwargs
 from ..runs.checkpoints import DIGEST_KEY, find_checkpoint, read_torch_file, verify_digest
 from ..runs.directories import RunDir
 from ..runs.weights import read_weights, saved_recipe

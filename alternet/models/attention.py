@@ -21,34 +21,13 @@ fused attention off still turns it off, as it does for timm's own attention laye
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 from timm.layers import use_fused_attn
 from torch import nn
 
-from ..errors import ConfigValueError, one_of
-
-ATTENTION_KINDS = ("window", "global", "focused_linear", "position_only")
-
-
-def check_attention(kind: Any, key: str = "attention", bias_per_head: bool = True) -> None:
-    """The one check of an attention kind (``model.attention``): the config checks call it before any work, the
-    AlterNet constructor too (:func:`build_attention` takes the kind it checked). ``position_only`` needs one
-    bias table per head: its kernel softmax(B) is all a head has, so a shared table would give every head the same
-    kernel (and confound data specificity with head diversity)."""
-    one_of(key, kind, ATTENTION_KINDS)
-    if kind == "position_only" and not bias_per_head:
-        prefix = key.rsplit(".", 1)[0] + "." if "." in key else ""
-        raise ConfigValueError(
-            f"{key}=position_only needs {prefix}bias_per_head=true (one kernel per head; with one shared table "
-            "every head would mix positions alike), in both arms of a comparison with window attention"
-        )
-
-
-# kinds that attend within p x p windows (the others see the whole feature map)
-WINDOWED_KINDS = ("window", "position_only")
+from ..architectures.rules import check_attention
 
 
 def window_partition(x: torch.Tensor, window: tuple[int, int]) -> torch.Tensor:

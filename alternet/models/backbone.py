@@ -1,4 +1,4 @@
-"""The hybrid Conv + MSA backbone, built from a per-stage layout (see :mod:`alternet.models.layout`).
+"""The hybrid Conv + MSA backbone, built from a per-stage layout (see :mod:`alternet.architectures.layout`).
 
 One class covers AlterNet and its pre-activation ResNet twins (a layout without ``M`` tokens).
 The module tree follows timm conventions: ``stem`` -> ``stages`` (``nn.Sequential`` of stages, each
@@ -16,12 +16,12 @@ from timm.models import checkpoint_seq
 from timm.models._features import feature_take_indices
 from torch import nn
 
+from ..architectures.layout import StageSpec, resolve_stages
+from ..architectures.rules import check_attention, check_block, choose_stem
 from ..errors import require
-from .attention import WindowAttention, check_attention
-from .blocks import BLOCK_TYPES, STEMS, MSABlock, NormAct, PreActBlock, check_block, check_stem
-from .layout import StageSpec, resolve_stages
+from .attention import WindowAttention
+from .blocks import BLOCK_TYPES, STEM_TYPES, MSABlock, NormAct, PreActBlock
 
-IMAGENET_STEM_MIN_SIZE = 128
 DEFAULT_WINDOW = {"cifar": 4, "patch2": 4, "imagenet": 7}
 
 
@@ -34,15 +34,6 @@ class BlockInfo:
     stage: int
     index: int  # global index over all blocks, 0-based
     module: PreActBlock
-
-
-def choose_stem(stem: str, img_size: int | Sequence[int]) -> str:
-    """``auto``: the CIFAR stem for small inputs (< 128 px), the ImageNet stem otherwise."""
-    check_stem(stem)
-    if stem == "auto":
-        size = img_size if isinstance(img_size, int) else min(img_size)
-        return "imagenet" if size >= IMAGENET_STEM_MIN_SIZE else "cifar"
-    return stem
 
 
 class AlterNet(nn.Module):
@@ -110,7 +101,7 @@ class AlterNet(nn.Module):
             default_window=DEFAULT_WINDOW[stem],
             attention=attention,
             img_size=img_size,
-            stem_reduction=STEMS[stem].reduction,
+            stem_reduction=STEM_TYPES[stem].reduction,
         )
         self.layout = "|".join(spec.sequence for spec in self.specs)
         self.num_classes = num_classes
@@ -118,10 +109,10 @@ class AlterNet(nn.Module):
         self.grad_checkpointing = False
 
         stem_width = stem_width or self.specs[0].width
-        self.stem = STEMS[stem](in_chans, stem_width)
+        self.stem = STEM_TYPES[stem](in_chans, stem_width)
         total_blocks = sum(len(spec.sequence) for spec in self.specs)
         block_index = 0
-        chs, reduction = stem_width, STEMS[stem].reduction
+        chs, reduction = stem_width, STEM_TYPES[stem].reduction
         stages, self.feature_info = [], []
         attn = dict(attention=attention, bias_per_head=bias_per_head, fused=fused_attn, qkv_bias=qkv_bias)
         for stage_index, spec in enumerate(self.specs):

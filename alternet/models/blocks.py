@@ -13,7 +13,6 @@ import torch
 from timm.layers import DropPath
 from torch import nn
 
-from ..errors import one_of
 from .attention import build_attention
 
 
@@ -123,12 +122,6 @@ class MSABlock(PreActBlock):
 BLOCK_TYPES: dict[str, type[PreActBlock]] = {"basic": BasicBlock, "bottleneck": Bottleneck}
 
 
-def check_block(block: Any, key: str = "block") -> None:
-    """The one check of a Conv block type (``model.block``): the config checks call it before any work, the
-    AlterNet constructor too."""
-    one_of(key, block, BLOCK_TYPES)
-
-
 class CifarStem(nn.Sequential):
     """One 3x3 conv, stride 1, no norm or activation (the pre-activation blocks follow)."""
 
@@ -162,10 +155,5 @@ class Patch2Stem(nn.Sequential):
         self.conv = nn.Conv2d(in_chans, out_chs, kernel_size=2, stride=2, bias=False)
 
 
-STEMS: dict[str, type[nn.Sequential]] = {"cifar": CifarStem, "patch2": Patch2Stem, "imagenet": ImageNetStem}
-
-
-def check_stem(stem: Any, key: str = "stem") -> None:
-    """The one check of a stem (``model.stem``: auto or one of :data:`STEMS`): the config checks call it before any
-    work, ``choose_stem`` (every family's constructor) too."""
-    one_of(key, stem, ("auto", *STEMS))
+# the classes of architectures.rules.BLOCKS and STEMS (a test holds the names equal)
+STEM_TYPES: dict[str, type[nn.Sequential]] = {"cifar": CifarStem, "patch2": Patch2Stem, "imagenet": ImageNetStem}

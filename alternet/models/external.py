@@ -17,9 +17,10 @@ from urllib.parse import urlparse
 import timm
 import torch
 from huggingface_hub import try_to_load_from_cache
-from timm.models import get_pretrained_cfg, parse_model_name, split_model_name_tag
+from timm.models import get_pretrained_cfg, parse_model_name
 from torch import nn
 
+from ..architectures.named import base_name
 from ..errors import CheckpointError, ConfigValueError
 
 # keywords alternet adds to every model config (the data's image size, the recipe's stochastic depth): passed only
@@ -27,12 +28,6 @@ from ..errors import CheckpointError, ConfigValueError
 INJECTED = ("img_size", "drop_path_rate")
 HF_FILES = ("model.safetensors", "pytorch_model.bin", "open_clip_pytorch_model.bin")
 HUB_HOST = "huggingface.co"
-
-
-def architecture(name: str) -> str:
-    """``resnet50.a1_in1k`` -> ``resnet50``; a ``hf-hub:`` / ``local-dir:`` source stays as it is."""
-    source, bare = parse_model_name(name)
-    return name if source else split_model_name_tag(bare)[0]
 
 
 class UnknownModelError(ConfigValueError):
@@ -44,7 +39,7 @@ def check_name(name: str, own: tuple[str, ...] = ()) -> None:
     any work is done (``hf-hub:`` / ``local-dir:`` sources are resolved by timm when the model is built)."""
     if parse_model_name(name)[0] is not None:
         return
-    arch = architecture(name)
+    arch = base_name(name)
     if arch in own or timm.is_model(arch):
         return
     close = difflib.get_close_matches(arch, list(dict.fromkeys([*own, *timm.list_models()])), n=3, cutoff=0.6)
@@ -94,7 +89,7 @@ def check_output_width(name: str, model: nn.Module, num_classes: int, img_size: 
 def constructor_args(name: str, args: Mapping[str, Any], given: tuple[str, ...] = ()) -> dict[str, Any]:
     """``args`` without the injected keywords (:data:`INJECTED`) the model's constructor does not take; a keyword
     the user set (``given``) that it does not take fails in one line."""
-    accepted = None if parse_model_name(name)[0] is not None else constructor_parameters(architecture(name))
+    accepted = None if parse_model_name(name)[0] is not None else constructor_parameters(base_name(name))
     if accepted is None:  # a hub or local source, or no signature to hold the keywords to: all are passed
         return dict(args)
     unknown = sorted(k for k in args if k in given and k not in accepted and k not in INJECTED)
@@ -117,7 +112,7 @@ def weights_location(name: str, asked: str = PRETRAINED, advice: str = NO_WEIGHT
         cfg = get_pretrained_cfg(name, allow_unregistered=False)
     except RuntimeError as error:
         raise ConfigValueError(
-            f"{asked}: {error} (pick a tag from timm.list_pretrained('{architecture(name)}*'))"
+            f"{asked}: {error} (pick a tag from timm.list_pretrained('{base_name(name)}*'))"
         ) from None
     if cfg is None or not (cfg.hf_hub_id or cfg.url or cfg.file):
         raise ConfigValueError(

@@ -10,10 +10,10 @@ import torch
 from timm.models import parse_model_name
 from torch import nn
 
+from ..architectures.config import ModelConfig
+from ..architectures.named import MODEL_NAMES, base_name
 from ..errors import ConfigValueError
-from .config import ModelConfig
-from .external import architecture, check_name, check_output_width, constructor_args
-from .zoo import MODEL_NAMES
+from .external import check_name, check_output_width, constructor_args
 
 
 def list_models() -> list[str]:
@@ -42,7 +42,7 @@ def model_args(model: ModelConfig, *, num_classes: int, img_size: int, drop_path
         if args.get(key, value) != value:
             raise ConfigValueError(f"model.{key}={args[key]} contradicts {source}={value}; set {source} instead")
         args[key] = value
-    if architecture(model.name) in MODEL_NAMES:
+    if base_name(model.name) in MODEL_NAMES:
         return args
     return constructor_args(model.name, args, given=tuple(given))
 
@@ -56,7 +56,7 @@ def check_builds(model: ModelConfig, *, num_classes: int, img_size: int, drop_pa
     or, in a sweep, before the first job trains. Another timm model (a user's registered one among them) is built
     there too when it can be, and its output width checked against the class count."""
     args = model_args(model, num_classes=num_classes, img_size=img_size, drop_path_rate=drop_path_rate)
-    if architecture(model.name) in MODEL_NAMES:
+    if base_name(model.name) in MODEL_NAMES:
         key = repr((model.name, sorted(args.items())))
         if key not in _BUILT:  # a sweep's jobs share their model: built once a process
             with torch.device("meta"):

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .layout import LayoutError
+from ..architectures.layout import LayoutError
 
 
 class InputSizeGuard:

@@ -14,8 +14,8 @@ from typing import Any
 from timm.models.resnet import BasicBlock, Bottleneck, ResNet
 from torch import nn
 
-from .backbone import choose_stem
-from .layout import LayoutError
+from ..architectures.layout import LayoutError
+from ..architectures.rules import choose_stem
 
 RESNET_BLOCKS: dict[str, type[nn.Module]] = {"basic": BasicBlock, "bottleneck": Bottleneck}
 CIFAR_STEM_REDUCTION = 4  # timm's stem (7x7 stride 2, max-pool stride 2) downsamples 4x; the CIFAR stem does not

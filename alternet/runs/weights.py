@@ -11,13 +11,13 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..architectures.config import model_config
+from ..architectures.named import spec_kwargs
 from ..data.augment import SECTIONS
 from ..dataset_facts import DataFacts
 from ..errors import CheckpointError
 from ..models import create_model
-from ..models.config import model_config
 from ..models.factory import model_args
-from ..models.zoo import spec_kwargs
 from .checkpoints import read_checkpoint
 
 # the recipe sections a checkpoint of alternet 0.1 saved as null when off, and their "off" values now

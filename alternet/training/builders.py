@@ -12,10 +12,10 @@ from lightning.pytorch.plugins.environments import SLURMEnvironment
 from lightning.pytorch.plugins.io import AsyncCheckpointIO
 from lightning.pytorch.strategies import DDPStrategy
 
+from ..architectures.config import ModelConfig
 from ..dataset_facts import DataFacts
 from ..errors import ConfigValueError
 from ..launch import devices_per_job
-from ..models.config import ModelConfig
 from ..runs.directories import RunDir
 from .callbacks import AtomicCheckpointIO, BatchSeed, BestAndLastCheckpoint, MidEpochCheckpoint
 from .config import CallbacksConfig, PerformanceConfig, RecipeConfig, TrainerConfig, parse_interval

@@ -22,12 +22,12 @@ from torch import nn
 from torchmetrics import MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy
 
+from ..architectures.config import ModelConfig, model_config
 from ..data.mixing import recipe_mixup
 from ..dataset_facts import DataFacts
 from ..errors import ConfigValueError
 from ..metrics import BinnedCalibrationError
 from ..metrics.table import SPLIT_KEYS
-from ..models.config import ModelConfig, model_config
 from ..models.factory import create_model, model_args
 from ..models.flip import flip_averaged_logits
 from ..models.params import decay_groups

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from ..architectures.config import ModelConfig, model_config
 from ..data.augment import AugmentConfig
 from ..data.config import DataConfig
 from ..data.registry import DATAMODULES
 from ..errors import CheckpointError, ConfigValueError
-from ..models.config import ModelConfig, model_config
 from ..runs.weights import saved_hyperparameters
 from ..typed import Section, build
 from .config import RecipeConfig

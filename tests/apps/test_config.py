@@ -10,10 +10,10 @@ from PIL import Image
 from alternet.apps.checks import validate_train_config
 from alternet.apps.config import TrainConfig, train_config
 from alternet.apps.hydra.composition import composition_error
+from alternet.architectures.named import spec_kwargs
 from alternet.data import DATAMODULES
 from alternet.dataset_facts import DataFacts
 from alternet.errors import AlternetError, ConfigValueError
-from alternet.models.zoo import spec_kwargs
 from alternet.training.config import RecipeConfig
 from alternet.training.module import ClassificationModule
 from alternet.training.precision import choose_precision
@@ -120,7 +120,7 @@ def test_every_other_option_composes_against_its_schema_into_checked_objects(gro
 
 # Every rule of the config's sections and checks (before any work): one bad value each and the one line it must fail
 # with. The data and model sections, typed by the data set and family their names choose (alternet.data.config,
-# alternet.models.config), each with an unknown key, a wrong type, a missing value and an out-of-range value.
+# alternet.architectures.config), each with an unknown key, a wrong type, a missing value and an out-of-range value.
 CHECKED = [
     (["recipe.optimizer.lr=inf"], "recipe.optimizer.lr=inf is invalid: must be a finite number"),  # NaN weights
     (["recipe.label_smoothing=nan"], "recipe.label_smoothing=nan is invalid: must be a finite number"),
@@ -315,7 +315,7 @@ def test_slurm_launcher_runs_one_task_per_device():
 
 
 def test_model_config_cannot_contradict_the_data():
-    from alternet.models.config import model_config
+    from alternet.architectures.config import model_config
     from alternet.models.factory import model_args
 
     timm_model = {"name": "resnet18", "pretrained": None}

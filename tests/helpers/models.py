@@ -18,8 +18,8 @@ def build_from_config(*overrides: str, img_size: int = 32, num_classes: int = 10
     """The model a training run composed with ``overrides`` builds (on the meta device: shapes, no memory)."""
     from omegaconf import OmegaConf
 
+    from alternet.architectures.config import model_config
     from alternet.models import create_model
-    from alternet.models.config import model_config
     from alternet.models.factory import model_args
 
     config = model_config(OmegaConf.to_container(compose_train(*overrides).model, resolve=True))

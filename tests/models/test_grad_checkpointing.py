@@ -9,9 +9,9 @@ from omegaconf import OmegaConf
 from timm.models.pit import PoolingVisionTransformer
 
 import alternet
+from alternet.architectures.named import COMPARISONS
 from alternet.errors import ConfigValueError
 from alternet.models import AlterNet
-from alternet.models.zoo import COMPARISONS
 
 from helpers import FAST, compose_train, datamodule_of, module_of
 

@@ -24,14 +24,15 @@ from alternet.analysis.blocks import (
 )
 from alternet.apps.checks import validate_train_config
 from alternet.apps.train import train
+from alternet.architectures.config import model_config
+from alternet.architectures.named import HYBRIDS, TIMM_TWINS
+from alternet.architectures.specs import ByobSpec
 from alternet.data import DigitsDataModule
 from alternet.errors import AlternetError, CheckpointError, ConfigValueError
 from alternet.models import LayoutError, create_model
-from alternet.models.byob import ByobSpec
-from alternet.models.config import model_config
 from alternet.models.external import load_timm_pretrained, require_pretrained
 from alternet.models.factory import model_args
-from alternet.models.zoo import HYBRIDS, TIMM_TWINS, build_twin
+from alternet.models.zoo import build_twin
 
 from helpers import FAST, TINY_ANALYSIS_BUDGETS, compose_train, paper_recipe_in_miniature, resolved
 from helpers.models import build_from_config, n_params, record_softmaxes

@@ -2,8 +2,8 @@
 
 import pytest
 
+from alternet.architectures.layout import next_candidates, with_one_more_msa
 from alternet.models import AlterNet, LayoutError, alternate_layout, format_layout, parse_layout, resolve_stages
-from alternet.models.layout import next_candidates, with_one_more_msa
 
 
 @pytest.mark.parametrize("layout", ["CC|CM|CM|CM", "CCC|CCCM|CCCCCM|CMCM", "C", "CMCM|CC"])

@@ -10,11 +10,11 @@ import torch
 
 import alternet.models  # noqa: F401  (registers the zoo with timm)
 from alternet.apps.checks import validate_train_config
+from alternet.architectures.config import NOT_MODEL_ARGS, model_config
+from alternet.architectures.layout import buildup_violations
+from alternet.architectures.named import spec_kwargs
 from alternet.models import MODEL_NAMES, LayoutError, format_layout, list_models
-from alternet.models.config import NOT_MODEL_ARGS, model_config
 from alternet.models.factory import check_builds
-from alternet.models.layout import buildup_violations
-from alternet.models.zoo import spec_kwargs
 
 from helpers import CONF, compose_train, resolved
 from helpers.models import build_from_config, n_params
@@ -103,14 +103,14 @@ def test_the_meta_device_build_refuses_a_layout_the_architecture_cannot_build():
 
 
 def test_each_family_yaml_lists_exactly_its_sections_keys():
-    """A family's ``conf/model/_FAMILY.yaml`` (the keys a user may override, each with its comment) and its typed
-    section (alternet/models/config.py) name the same keys: a key added to one and not the other is caught here
-    instead of at a user's override."""
+    """A family's ``conf/model/_FAMILY.yaml`` (the keys a user may override, each with its comment) and its section
+    (derived from its spec: alternet/architectures/config.py) name the same keys: a field added to a spec and not to
+    its YAML is caught here instead of at a user's override."""
     import dataclasses
 
     from omegaconf import OmegaConf
 
-    from alternet.models.config import model_section
+    from alternet.architectures.config import model_section
 
     folder = CONF / "model"
     users: dict[str, set[str]] = {}  # family file -> the zoo names of the options built on it

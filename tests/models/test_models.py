@@ -6,8 +6,8 @@ import timm.optim
 import torch
 
 import alternet
+from alternet.architectures.named import spec_kwargs
 from alternet.models import MODEL_NAMES, UnknownModelError, create_model
-from alternet.models.zoo import spec_kwargs
 
 from helpers.models import n_params
 

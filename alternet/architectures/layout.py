@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import AlternetError
-from .attention import WINDOWED_KINDS
+from .rules import WINDOWED_KINDS
 
 CONV = "C"
 MSA = "M"

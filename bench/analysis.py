@@ -56,8 +56,7 @@ def main() -> None:
     print(f"alternet_r18, {params / 1e6:.2f} M parameters, 32x32, CPU threads {torch.get_num_threads()}")
 
     budgets = {
-        name: yaml.safe_load((ROOT / "conf" / "analysis" / f"{name}.yaml").read_text())
-        for name in args.only.split(",")
+        name: yaml.safe_load((ROOT / "conf" / "analysis" / f"{name}.yaml").read_text()) for name in args.only.split(",")
     }
     with tempfile.TemporaryDirectory() as out_dir:
 

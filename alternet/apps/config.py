@@ -6,10 +6,10 @@ unknown key or a value of the wrong type (:mod:`alternet.apps.hydra.composition`
 :func:`train_config` and :func:`evaluate_config` then make the objects, each section's rules checked as it is made.
 
 ``data`` and ``model`` are typed by the section their name chooses (:func:`alternet.data.config.data_section`,
-:func:`alternet.models.config.model_section`): a family's keys, a user's registered data set, any timm model's own
-keywords. Hydra composes them as open mappings; :func:`train_config` types and checks them, before any work, with the
-same one-line messages. ``trainer`` is open too: the keys alternet reads typed, any other Trainer argument checked
-against Lightning's signature (:class:`~alternet.training.config.TrainerConfig`).
+:func:`alternet.architectures.config.model_section`): a family's keys, a user's registered data set, any timm
+model's own keywords. Hydra composes them as open mappings; :func:`train_config` types and checks them, before any
+work, with the same one-line messages. ``trainer`` is open too: the keys alternet reads typed, any other Trainer
+argument checked against Lightning's signature (:class:`~alternet.training.config.TrainerConfig`).
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 
-from ..errors import is_integer, one_of
+from ..errors import one_of
+from ..typed import integer
 from .layout import MSA, LayoutError, alternate_layout, parse_layout, per_stage, stage_sizes
 from .rules import (
     CONV_BLOCKS,
@@ -49,10 +50,6 @@ def _checked(values: Any, **checks: Any) -> None:
             check(getattr(values, key), key)
 
 
-def _integer(minimum: int) -> Any:
-    return lambda value: is_integer(value, minimum)
-
-
 @dataclass(frozen=True)
 class AlterNetSpec(ModelSpec):
     """An AlterNet or pre-activation ResNet (an AlterNet without MSAs): the :class:`~alternet.models.AlterNet`
@@ -83,8 +80,8 @@ class AlterNetSpec(ModelSpec):
         _checked(values, block=check_block, stem=check_stem)
         built = values.built()
         check_attention(built["attention"], "model.attention", bool(built.get("bias_per_head")))
-        values.require("head_dim", _integer(1), "must be an integer >= 1")
-        values.require("window", _integer(1), "must be an integer >= 1 (or null: the stem's)")
+        values.require("head_dim", integer(1), "must be an integer >= 1")
+        values.require("window", integer(1), "must be an integer >= 1 (or null: the stem's)")
 
 
 @dataclass(frozen=True)
@@ -125,7 +122,7 @@ class ViTSpec(ModelSpec):
     @classmethod
     def check_config(cls, values: Any) -> None:
         values.require(
-            "local_kernel", _integer(2), "must be a window side >= 2 (1 is a softmax over one key), or null: global"
+            "local_kernel", integer(2), "must be a window side >= 2 (1 is a softmax over one key), or null: global"
         )
         values.one_of("global_pool", ("avg", "token"))
 

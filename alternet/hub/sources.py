@@ -366,7 +366,8 @@ def read_hdvw_source(path: str | Path, arch: str | None = None, data: str | None
     converted = read_converted(path, arch, data)
     facts = replace(FACTS[converted.data], num_classes=converted.num_classes)
     architecture = converted.arch.architecture
-    args = spec_kwargs(architecture) | converted.model_args  # the full architecture, as a Lightning checkpoint's
+    args = spec_kwargs(architecture) | converted.model_args  # the full architecture, as a Lightning checkpoint's,
+    args = {k: v for k, v in args.items() if v is not None}  # its automatic settings left automatic
     return Source(
         location=str(Path(path).expanduser()),
         state_dict=converted.state_dict,

@@ -238,7 +238,7 @@ def preresnet152(pretrained: bool = False, **kwargs: Any) -> AlterNet:
 def _create_comparison(variant: str, pretrained: bool, **kwargs: Any) -> nn.Module:
     spec = COMPARISONS[variant]
     args = {**spec.kwargs(), **kwargs}
-    local_kernel = args.pop("local_kernel", None)  # a ViT's (ViTSpec), applied to timm's model once built
+    local_kernel = args.pop("local_kernel", None) if isinstance(spec, ViTSpec) else None  # applied once built
     model = build_model_with_cfg(MODEL_CLASSES[type(spec)], variant, pretrained, **args)
     return localise_attention(model, local_kernel)
 

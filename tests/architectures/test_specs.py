@@ -4,16 +4,17 @@ without torch, the classes alternet.models builds for each name, the defaults of
 import dataclasses
 import inspect
 import itertools
+import pickle
 import typing
 
 import pytest
+import timm
 import torch
 from timm.layers import make_divisible
 from timm.models.byobnet import create_byob_stem
-from timm.models.resnet import ResNet
 from timm.models.vision_transformer import VisionTransformer
 
-from alternet.architectures import rules
+from alternet.architectures import config, rules
 from alternet.architectures.config import SECTIONS, LayoutModel
 from alternet.architectures.named import MODEL_NAMES, SPECS, base_name
 from alternet.architectures.specs import FAMILY_SPECS, ByobSpec, ViTSpec, _divisible
@@ -48,7 +49,17 @@ def test_every_named_model_has_a_family_a_section_and_a_registered_builder():
     assert tuple(SPECS) == MODEL_NAMES
     assert {type(spec) for spec in SPECS.values()} <= set(FAMILY_SPECS) == set(SECTIONS)
     assert set(MODEL_CLASSES) <= set(FAMILY_SPECS)
+    assert all(timm.is_model(name) for name in MODEL_NAMES)
     assert base_name("alternet_r50.cifar100") == "alternet_r50" and base_name("hf-hub:a/b.c") == "hf-hub:a/b.c"
+
+
+def test_a_derived_section_is_importable_by_its_name_and_pickles():
+    """The sections are made at import (``make_dataclass``); a process that receives one (a DDP spawn, a launcher)
+    finds its class by module and name."""
+    for section in SECTIONS.values():
+        assert getattr(config, section.__name__) is section and section.__module__ == config.__name__
+    made = config.model_config({"name": "botnet_cifar", "pretrained": None, "buildup_rules": "warn", "heads": 2})
+    assert pickle.loads(pickle.dumps(made)) == made
 
 
 @pytest.mark.parametrize("spec", FAMILY_SPECS, ids=lambda spec: spec.__name__)
@@ -73,4 +84,3 @@ def test_a_specs_defaults_for_timms_own_keywords_are_timms(spec, cls):
     for field in dataclasses.fields(spec):
         if field.name in signature and field.default is not dataclasses.MISSING and field.name != "img_size":
             assert field.default == signature[field.name].default, field.name
-    assert "layers" in inspect.signature(ResNet.__init__).parameters  # ResNetSpec's own keywords are timm's

@@ -7,7 +7,9 @@ The self-checks (noise, hessian: ~40 s), which read only its config, run with ``
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
 from tools import parity
 
@@ -18,18 +20,23 @@ SELF_CHECKS = ["noise", "hessian"]
 
 
 def run_parity(checkout: Path, instruments: list[str], monkeypatch, capsys) -> str:
-    """The tool's ``main`` in this process (a fresh interpreter would spend most of the test importing), with the
-    stand-in's ``models`` and ``ops`` packages taken out of ``sys.modules`` again afterwards."""
+    """The tool's ``main`` in this process (a fresh interpreter would spend most of the test importing); what it
+    sets for the process (torch's threads, the global generators, the stand-in's ``models`` and ``ops`` packages)
+    is put back afterwards, for the tests that share this worker."""
     argv = ["parity", "--reference", str(checkout), "--no-record", "--images", "2", "--instruments", *instruments]
     monkeypatch.setattr(sys, "argv", argv)
     monkeypatch.setattr(sys, "path", list(sys.path))
-    before = set(sys.modules)
+    before, threads = set(sys.modules), torch.get_num_threads()
+    generators = torch.random.get_rng_state(), np.random.get_state()
     try:
         parity.main()
     finally:
         for name in set(sys.modules) - before:
             if name.split(".")[0] in ("models", "ops"):
                 del sys.modules[name]
+        torch.set_num_threads(threads)
+        torch.random.set_rng_state(generators[0])
+        np.random.set_state(generators[1])
     return capsys.readouterr().out
 
 

@@ -4,15 +4,21 @@ error difference, the seeds' flips counted a second time) and under the correcte
 docs/experiments.md, "Each source of noise once"), both beside Welch's seed term, with the pre-declared rule's
 reading of each. The published label stays the pre-declared one.
 
-    python docs/figures/vs_twin_sensitivity.py outputs/multirun/paper/alternet_vs_twin
+    python docs/figures/vs_twin_sensitivity.py outputs/multirun/paper/alternet_vs_twin --save
+    python docs/figures/vs_twin_sensitivity.py                 # from docs/figures/vs_twin_correct.npz
+
+From a sweep directory it reads each job's test accuracy (metrics.json) and which test images it classified
+correctly (eval/predictions.npz); ``--save`` keeps just those in ``vs_twin_correct.npz`` (the 14 jobs' predictions
+are 100 MB, these 20 kB), from which the reading recomputes without the run.
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 
 from alternet.report.build import group_variants
 from alternet.report.runs import read_sweep
@@ -21,12 +27,26 @@ from alternet.report.statistics import bootstrap_variance, difference
 BASELINE, VARIANT = "preresnet_laptop", "alternet_laptop"
 MARGIN = 0.01  # the pre-declared equivalence margin (--error-margin 0.01)
 DRAWS = 1000  # the report's bootstrap draws, seed 0
+SAVED = Path(__file__).resolve().parent / "vs_twin_correct.npz"
 
 
-def published_test_term(variant: list[np.ndarray], baseline: list[np.ndarray]) -> float:
+def from_sweep(sweep: Path) -> dict[str, np.ndarray]:
+    """Per arm: its seeds, test accuracies (metrics.json) and per-image correctness (eval/predictions.npz)."""
+    runs, _ = read_sweep(sweep)
+    variants = {variant.label: variant for variant in group_variants(runs, ["model"])}
+    arrays = {}
+    for name in (VARIANT, BASELINE):
+        arm = sorted(variants[f"model={name}"].runs, key=lambda run: int(run.seed))
+        arrays[f"{name}/seed"] = np.array([int(run.seed) for run in arm])
+        arrays[f"{name}/acc"] = np.array([float(run.metrics.test["acc"]) for run in arm])
+        arrays[f"{name}/correct"] = np.stack([run.test_correct() for run in arm]).astype(bool)
+    return arrays
+
+
+def published_test_term(variant: np.ndarray, baseline: np.ndarray) -> float:
     """The estimator of before: the bootstrap variance of the mean per-image error difference, seed-averaged, with
     nothing removed (the report's resampling: ``DRAWS`` draws of the images from a generator seeded 0)."""
-    per_image = np.mean(baseline, axis=0) - np.mean(variant, axis=0)
+    per_image = baseline.mean(axis=0) - variant.mean(axis=0)
     rng = np.random.default_rng(0)
     samples = [per_image[rng.integers(0, per_image.size, per_image.size)].mean() for _ in range(DRAWS)]
     return float(np.var(samples, ddof=1))
@@ -43,26 +63,43 @@ def reading(low90: float, high90: float, low95: float, high95: float) -> str:
     return "not decided by 7 seeds"
 
 
-def main(sweep: str) -> None:
-    runs, _ = read_sweep(Path(sweep))
-    variants = {variant.label: variant for variant in group_variants(runs, ["model"])}
-    arms = {name: sorted(variants[f"model={name}"].runs, key=lambda run: run.seed) for name in (VARIANT, BASELINE)}
-    errors = {name: {run.seed: 1 - float(run.metrics.test["acc"]) for run in arms[name]} for name in arms}
-    correct = {name: [run.test_correct() for run in arms[name]] for name in arms}
-    print(f"{sweep}: {len(arms[VARIANT])} + {len(arms[BASELINE])} jobs, seeds {sorted(errors[VARIANT])}")
-    for label, term in (
-        ("published (flips counted twice)", published_test_term(correct[VARIANT], correct[BASELINE])),
-        ("corrected (flips removed)", bootstrap_variance(correct[VARIANT], correct[BASELINE], DRAWS)),
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sweep", nargs="?", type=Path, help=f"the run's sweep directory (default: read {SAVED.name})")
+    parser.add_argument("--save", action="store_true", help=f"keep the seeds, accuracies and correctness in {SAVED}")
+    args = parser.parse_args()
+    arrays = from_sweep(args.sweep) if args.sweep else dict(np.load(SAVED))
+    if args.save:
+        np.savez_compressed(SAVED, **arrays)
+    arms = (VARIANT, BASELINE)
+    errors = {name: {str(s): 1 - a for s, a in zip(arrays[f"{name}/seed"], arrays[f"{name}/acc"])} for name in arms}
+    correct = {name: arrays[f"{name}/correct"] for name in arms}
+    print(f"{args.sweep or SAVED}: seeds {arrays[f'{VARIANT}/seed'].tolist()} of each arm")
+    seeds = difference(errors[VARIANT], errors[BASELINE], paired=False)  # Welch: the seed term and its df
+    for label, term, df in (
+        (
+            "as published (flips counted twice; Welch's df)",
+            published_test_term(correct[VARIANT], correct[BASELINE]),
+            seeds.df,
+        ),
+        (
+            "corrected (flips removed; Satterthwaite's df, as the report now reads it)",
+            bootstrap_variance(list(correct[VARIANT]), list(correct[BASELINE]), DRAWS),
+            None,
+        ),
     ):
-        at95 = difference(errors[VARIANT], errors[BASELINE], paired=False, extra_variance=term)
-        at90 = difference(errors[VARIANT], errors[BASELINE], paired=False, extra_variance=term, confidence=0.90)
+        se = (seeds.se**2 + term) ** 0.5
+        df = df or difference(errors[VARIANT], errors[BASELINE], paired=False, extra_variance=term).df
+        low95, high95 = (seeds.delta + side * stats.t.ppf(0.975, df) * se for side in (-1, 1))
+        low90, high90 = (seeds.delta + side * stats.t.ppf(0.95, df) * se for side in (-1, 1))
+        p = 2 * stats.t.sf(abs(seeds.delta) / se, df)
         print(
-            f"{label}: test-set sd {100 * term**0.5:.3f} pp; seed sd {100 * (at95.se**2 - term) ** 0.5:.3f} pp; "
-            f"diff {100 * at95.delta:+.2f} pp, 95% [{100 * at95.low:+.2f}, {100 * at95.high:+.2f}], "
-            f"90% [{100 * at90.low:+.3f}, {100 * at90.high:+.3f}], df {at95.df:.1f}, p {at95.p:.3f}: "
-            f"{reading(at90.low, at90.high, at95.low, at95.high)}"
+            f"{label}: test-set sd {100 * term**0.5:.3f} pp, seed sd {100 * seeds.se:.3f} pp; "
+            f"diff {100 * seeds.delta:+.2f} pp, 95% [{100 * low95:+.2f}, {100 * high95:+.2f}], "
+            f"90% [{100 * low90:+.3f}, {100 * high90:+.3f}], df {df:.1f}, p {p:.4f}: "
+            f"{reading(low90, high90, low95, high95)}"
         )
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    main()

@@ -245,13 +245,18 @@ def resolve_stages(
     return specs
 
 
+def common_divisors(height: int, width: int) -> list[int]:
+    """The sides that tile a height x width feature map: what a window, block or partition may be."""
+    return [d for d in range(1, min(height, width) + 1) if height % d == 0 and width % d == 0]
+
+
 def _stage_window(
     label: str, window: int | None, default_window: int, attention: str, feature_size: tuple[int, int]
 ) -> tuple[int, int]:
     height, width = feature_size
     if attention not in WINDOWED_KINDS:
         return height, width
-    divisors = [d for d in range(1, min(height, width) + 1) if height % d == 0 and width % d == 0]
+    divisors = common_divisors(height, width)
     if window is None:
         automatic = min(default_window, height), min(default_window, width)
         if height % automatic[0] or width % automatic[1]:

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from ..errors import one_of
 from ..typed import integer
-from .layout import MSA, LayoutError, alternate_layout, parse_layout, per_stage, stage_sizes
+from .layout import MSA, LayoutError, alternate_layout, common_divisors, parse_layout, per_stage, stage_sizes
 from .rules import (
     CONV_BLOCKS,
     MSA_BLOCKS,
@@ -165,10 +165,6 @@ def _divisible(value: float, divisor: int = 8) -> int:
     return rounded + divisor if rounded < 0.9 * value else rounded
 
 
-def _divisors(height: int, width: int) -> list[int]:
-    return [d for d in range(1, min(height, width) + 1) if height % d == 0 and width % d == 0]
-
-
 def _pair(size: int | Sequence[int]) -> tuple[int, int]:
     return (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
 
@@ -259,7 +255,7 @@ class ByobSpec(ModelSpec):
             if block < 1 or height % block or width % block:
                 raise LayoutError(
                     f"{label}: halo block_size {block} does not divide the {height}x{width} feature map its attention "
-                    f"sees; set model.block_size to one of {_divisors(height, width)} (per stage: a list)"
+                    f"sees; set model.block_size to one of {common_divisors(height, width)} (per stage: a list)"
                 )
 
 
@@ -332,7 +328,7 @@ class MaxxVitSpec(ModelSpec):
                 source = automatic if self.window is None else "model.window"
                 raise LayoutError(
                     f"{label}: the MaxViT window and grid {window[0]} ({source}) must divide the stage's "
-                    f"{height}x{width} feature map; set model.window to one of {_divisors(height, width)}"
+                    f"{height}x{width} feature map; set model.window to one of {common_divisors(height, width)}"
                 )
 
 

@@ -4,13 +4,18 @@ section of docs/reproduction.md. Each job must have been scored into <job>/instr
     alternet evaluate ckpt=JOB out_dir=JOB/instruments "analysis=[fourier,variance,lesion]" \
         robustness.root=CIFAR100C_DIR robustness.max_images=2000
 
-Usage: python docs/figures/instruments.py SWEEP_DIR [--models preresnet_laptop alternet_laptop vit_mini_cifar]
-       [--out docs/figures]
+(robustness.enabled=false leaves CIFAR-100-C out: its table and figure are then skipped).
 
-Prints, per model, the block-level statistics with 95% intervals over seeds (alternet.report.statistics), and
-writes instruments_fourier.png, instruments_variance.png, instruments_lesion.png and instruments_robustness.png.
-A block's effect is read across blocks that keep the map's size (identity shortcut): the change in high-frequency
-Δ log amplitude (Fig. 8's quantity) and the ratio of feature-map variance (Fig. 9's) from its input to its output.
+Usage: python docs/figures/instruments.py SWEEP_DIR [--models preresnet_laptop alternet_laptop vit_mini_cifar]
+       [--out docs/figures] [--name instruments]
+
+Prints, per model, the block-level statistics with 95% intervals over seeds (alternet.report.statistics), each
+block's p-value Holm-corrected over the model's identity blocks (one family per model and instrument), and writes
+NAME_fourier.png, NAME_variance.png, NAME_lesion.png and NAME_robustness.png. A block's effect is read across
+blocks that keep the map's size (identity shortcut): the change in high-frequency Δ log amplitude (Fig. 8's
+quantity) and the ratio of feature-map variance (Fig. 9's) from its input to its output. Between two models (the
+same position, or CIFAR-100-C) the interval is Welch's: two architectures share no initial weights, so pairing
+them by seed number pairs nothing they share (the report's rule).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from alternet.report.statistics import difference, with_holm
+from alternet.report.statistics import Difference, difference, with_holm
 from alternet.runs.directories import RunDir, SweepDir
 
 KIND_STYLE = {"stem": ("grey", "o"), "C": ("tab:blue", "o"), "M": ("tab:red", "s")}
@@ -54,12 +59,12 @@ def load(sweep: Path, models: list[str]) -> dict[str, dict[str, dict]]:
             (int(r["depth"]), r["name"], r["kind"], float(r["variance"]))
             for r in read_csv(folder / "analysis" / "variance.csv")
         ]
-        metrics = json.loads((folder / "metrics.json").read_text())
+        robustness = json.loads((folder / "metrics.json").read_text()).get("robustness")
         found[model][seed] = {
             "fourier": [(depth, *last[depth]) for depth in sorted(last)],
             "variance": variance,
             "lesion": read_csv(folder / "analysis" / "lesion.csv"),
-            "robustness": metrics["robustness"]["summary"],
+            "robustness": robustness and robustness["summary"],
             "projection": {
                 r["name"] for r in read_csv(folder / "analysis" / "lesion.csv") if r["projection_shortcut"] == "True"
             },
@@ -134,16 +139,25 @@ def summarise_lesion(found: dict[str, dict[str, dict]]) -> dict:
     return per_model
 
 
-def compare_last_block(per_model: dict, variant: str, baseline: str, label: str) -> None:
-    """The same position in two models (the last block: an MSA in one, a Conv in the other), seed-paired."""
-    blocks_v, kinds_v = per_model[variant]
-    blocks_b, kinds_b = per_model[baseline]
+def compare_last_block(per_model: dict, variant: str, baseline: str) -> Difference | None:
+    """The same position in two models (the last block: an MSA in one, a Conv in the other), Welch's interval."""
+    blocks_v, blocks_b = per_model[variant][0], per_model[baseline][0]
     name = list(blocks_v)[-1]
-    found = difference(blocks_v[name], blocks_b[name])
-    if found is not None:
+    return difference(blocks_v[name], blocks_b[name], paired=False)
+
+
+def compare_last_blocks(per_instrument: dict[str, dict], variant: str, baseline: str) -> None:
+    """The last-block contrasts of the instruments, Holm-corrected over them (one family per pair of models)."""
+    found = with_holm([compare_last_block(per_model, variant, baseline) for per_model in per_instrument.values()])
+    for (label, per_model), d in zip(per_instrument.items(), found):
+        if d is None:
+            continue
+        (blocks_v, kinds_v), kinds_b = per_model[variant], per_model[baseline][1]
+        name = list(blocks_v)[-1]
         print(
-            f"{label}: {variant} {name} ({kinds_v[name]}) - {baseline} ({kinds_b[name]}): {found.delta:+.3f} "
-            f"[{found.low:+.3f}, {found.high:+.3f}] (n={found.n}, {found.method}, p {found.p:.3f})"
+            f"{label}: {variant} {name} ({kinds_v[name]}) - {baseline} ({kinds_b[name]}): {d.delta:+.3f} "
+            f"[{d.low:+.3f}, {d.high:+.3f}] (n={d.n}, {d.method}, df {d.df:.1f}, p {d.p:.4f}, "
+            f"Holm over {sum(x is not None for x in found)} instruments {d.p_holm:.4f})"
         )
 
 
@@ -241,11 +255,11 @@ def robustness_table(found: dict, baseline: str) -> None:
         )
         if model != baseline:
             for name, table, scale in (("corrupted acc pp", accs, 100), ("retained ratio", ratio, 1)):
-                d = difference(table[model], table[baseline])
+                d = difference(table[model], table[baseline], paired=False)
                 if d is None:  # one seed: no interval
                     continue
                 line += f" | Δ {name} vs {baseline}: {scale * d.delta:+.2f} "
-                line += f"[{scale * d.low:+.2f}, {scale * d.high:+.2f}] p {d.p:.3f}"
+                line += f"[{scale * d.low:+.2f}, {scale * d.high:+.2f}] ({d.method}, p {d.p:.3f})"
         print(line)
 
 
@@ -255,6 +269,7 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["preresnet_laptop", "alternet_laptop", "vit_mini_cifar"])
     parser.add_argument("--baseline", default="preresnet_laptop")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent)
+    parser.add_argument("--name", default="instruments", help="the figures' file names: NAME_fourier.png, ...")
     args = parser.parse_args()
     found = load(args.sweep, args.models)
     found = {m: found[m] for m in args.models if m in found}
@@ -262,17 +277,19 @@ def main() -> None:
     variance = summarise(found, "variance", True, "log ratio of feature-map variance across a block (out / in)")
     lesion = summarise_lesion(found)
     print()
-    for per_model, label in ((fourier, "high-frequency change"), (variance, "log variance ratio"), (lesion, "lesion")):
-        for model in found:
-            if model not in (args.baseline, "vit_mini_cifar") and args.baseline in found:
-                compare_last_block(per_model, model, args.baseline, label)
-    robustness_table(found, args.baseline)
-    depth_figure(
-        found, "fourier", "Δ log amplitude at the tap's highest frequency", args.out / "instruments_fourier.png"
-    )
-    depth_figure(found, "variance", "feature-map variance", args.out / "instruments_variance.png", log_scale=True)
-    lesion_figure(found, args.out / "instruments_lesion.png")
-    robustness_figure(found, args.out / "instruments_robustness.png")
+    per_instrument = {"high-frequency change": fourier, "log variance ratio": variance, "lesion": lesion}
+    for model in found:
+        if model not in (args.baseline, "vit_mini_cifar") and args.baseline in found:
+            compare_last_blocks(per_instrument, model, args.baseline)
+    args.out.mkdir(parents=True, exist_ok=True)
+    figure = args.out / args.name
+    scored = {m: seeds for m, seeds in found.items() if all(d["robustness"] for d in seeds.values())}
+    if scored:
+        robustness_table(scored, args.baseline)
+        robustness_figure(scored, Path(f"{figure}_robustness.png"))
+    depth_figure(found, "fourier", "Δ log amplitude at the tap's highest frequency", Path(f"{figure}_fourier.png"))
+    depth_figure(found, "variance", "feature-map variance", Path(f"{figure}_variance.png"), log_scale=True)
+    lesion_figure(found, Path(f"{figure}_lesion.png"))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,47 @@
+"""The scripts under docs/figures that recompute docs/reproduction.md's numbers from committed data: they run, and
+they print what the page says (a change to the report's statistics or verdicts that moves a published number
+fails here, so the page is regenerated with it)."""
+
+from __future__ import annotations
+
+import runpy
+import sys
+from pathlib import Path
+
+FIGURES = Path(__file__).resolve().parents[1] / "docs" / "figures"
+
+
+def run(script: str, capsys, monkeypatch, *args: str) -> str:
+    monkeypatch.setattr(sys, "argv", [script, *args])
+    runpy.run_path(str(FIGURES / script), run_name="__main__")
+    return capsys.readouterr().out
+
+
+def test_the_welch_recomputation_prints_the_pages_intervals_and_verdicts(capsys, monkeypatch):
+    out = run("welch_from_tables.py", capsys, monkeypatch)
+    sections = {block.split(":")[0]: block for block in out.split("\n## ")[1:]}
+    rows = {
+        (preset, line.split()[0]): line
+        for preset, block in sections.items()
+        for line in block.splitlines()
+        if "Δ error" in line
+    }
+    assert "-0.78 pp [-1.76, +0.21]" in rows["inductive_bias", "alternet_laptop"]
+    assert "| inconclusive (holds" in rows["inductive_bias", "alternet_laptop"]
+    for model in ("vit_mini_cifar", "pit_mini_cifar"):
+        assert "| hurts (holds for a test-set sd past 5 pp)" in rows["inductive_bias", model]
+    assert "-0.94 pp [-1.87, -0.00]" in rows["hybrids", "alternet_laptop"]
+    assert "| inconclusive (lower error; training NLL unresolved)" in rows["hybrids", "alternet_laptop"]
+    assert "+2.38 pp [+1.51, +3.25]" in rows["hybrids", "botnet_laptop"]
+    assert "| hurts (holds for a test-set sd up to 0.97 pp)" in rows["hybrids", "botnet_laptop"]
+    assert "| hurts (holds for a test-set sd up to 0.83 pp)" in rows["hybrids", "coatnet_laptop"]
+    assert "+0.25 pp [-0.75, +1.24]" in rows["specificity", "model.attention=position_only"]
+    assert "-7.92 pp [-10.17, -5.67]" in sections["hybrids"]
+
+
+def test_the_sensitivity_reading_reproduces_the_published_and_the_corrected_rows(capsys, monkeypatch):
+    out = run("vs_twin_sensitivity.py", capsys, monkeypatch)
+    published, corrected = (line for line in out.splitlines() if "test-set sd" in line)
+    assert "test-set sd 0.147 pp" in published and "95% [-1.11, +0.06]" in published and "not decided" in published
+    assert "test-set sd 0.054 pp" in corrected and "95% [-1.03, -0.03]" in corrected
+    assert "the AlterNet has the lower error" in corrected

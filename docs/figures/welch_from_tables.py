@@ -6,10 +6,11 @@ nothing they share), Holm's correction across a sweep's variants, and the verdic
     python docs/figures/welch_from_tables.py
 
 Those runs kept no per-image predictions (or their files are gone), so the test set's own term cannot be estimated
-for them: each interval here has the seed term only, and is at most as wide as the report's would be. Each row
-therefore also prints the test-set standard deviation at which the verdict would change (the same term added to
-every variant of the sweep): a verdict that holds up to a term far above the ones measured where predictions
-exist (0.05 pp between the laptop AlterNet and its twin at 7 seeds, docs/reproduction.md) does not depend on it.
+for them: each interval here has the seed term only. The report's, with a test-set term, may be narrower or wider:
+the term adds variance but also raises the Satterthwaite degrees of freedom, which at 3 seeds an arm can narrow the
+interval. Each row therefore also prints the test-set standard deviation at which the verdict would change (the
+same term added to every variant of the sweep), to be set against the terms measured where predictions exist
+(0.05 pp between the laptop AlterNet and its twin at 7 seeds, docs/reproduction.md).
 
 The tables' test top-1 is exact (a count of 10,000 test images in percent to 2 decimals); the clean training NLL
 is rounded to 3 decimals (at most 0.0005 nats off a job, far below the seeds' spread); robustness to 2 decimals of

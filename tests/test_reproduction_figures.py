@@ -45,3 +45,10 @@ def test_the_sensitivity_reading_reproduces_the_published_and_the_corrected_rows
     assert "test-set sd 0.147 pp" in published and "95% [-1.11, +0.06]" in published and "not decided" in published
     assert "test-set sd 0.054 pp" in corrected and "95% [-1.03, -0.03]" in corrected
     assert "the AlterNet has the lower error" in corrected
+
+
+def test_the_seven_seed_robustness_reading_prints_the_pages_numbers(capsys, monkeypatch):
+    out = run("vs_twin_robustness.py", capsys, monkeypatch)
+    assert "alternet_laptop    corrupted 42.29%" in out and "share kept 0.716 (7 seeds)" in out
+    assert "with the test images' term (sd 0.038 pp): +0.00 pp [-0.48, +0.48]" in out
+    assert "Δ share kept (Welch): -0.0091 [-0.0215, +0.0033]" in out

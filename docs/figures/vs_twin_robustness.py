@@ -1,0 +1,95 @@
+"""CIFAR-100-C on the pre-declared run's 14 models (docs/reproduction.md): the AlterNet's and its twin's corrupted
+accuracy (the mean over the 75 generated sets of the first 2,000 test images) and the share of clean accuracy each
+keeps, and the AlterNet's differences from the twin by the report's rule: Welch's seed term, and for the corrupted
+accuracy the test images' own term (each image's share of the 75 sets it is classified correctly in; the seeds'
+flips removed, alternet.report.statistics.bootstrap_variance), described, never a verdict.
+
+    python docs/figures/vs_twin_robustness.py SWEEP --save     # each job scored into JOB/eval (below)
+    python docs/figures/vs_twin_robustness.py                  # from docs/figures/vs_twin_robustness.npz
+
+Each job of SWEEP (a copy of the run's sweep directory) scored with
+``alternet evaluate ckpt=JOB out_dir=JOB/eval robustness.enabled=true robustness.max_images=2000``. ``--save``
+keeps each job's seed, corrupted and clean accuracy and per-image count of sets classified correctly (30 kB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from alternet.report.build import group_variants
+from alternet.report.runs import read_sweep
+from alternet.report.statistics import bootstrap_variance, difference
+
+BASELINE, VARIANT = "preresnet_laptop", "alternet_laptop"
+DRAWS = 1000  # the report's bootstrap draws, seed 0
+SETS = 75  # 15 corruptions x 5 severities
+SAVED = Path(__file__).resolve().parent / "vs_twin_robustness.npz"
+
+
+def from_sweep(sweep: Path) -> dict[str, np.ndarray]:
+    runs, _ = read_sweep(sweep)
+    variants = {variant.label: variant for variant in group_variants(runs, ["model"])}
+    arrays = {}
+    for name in (VARIANT, BASELINE):
+        arm = sorted(variants[f"model={name}"].runs, key=lambda run: int(run.seed))
+        summaries = [json.loads((run.job.path / "eval" / "metrics.json").read_text())["robustness"] for run in arm]
+        arrays[f"{name}/seed"] = np.array([int(run.seed) for run in arm])
+        arrays[f"{name}/robustness"] = np.array([s["summary"]["robustness"] for s in summaries])
+        arrays[f"{name}/clean"] = np.array([s["summary"]["clean_acc"] for s in summaries])
+        arrays[f"{name}/sets_correct"] = np.stack([np.rint(run.robust_correct() * SETS) for run in arm]).astype(
+            np.uint8
+        )
+    return arrays
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sweep", nargs="?", type=Path, help=f"the scored sweep directory (default: read {SAVED.name})")
+    parser.add_argument("--save", action="store_true", help=f"keep what the numbers need in {SAVED}")
+    args = parser.parse_args()
+    arrays = from_sweep(args.sweep) if args.sweep else dict(np.load(SAVED))
+    if args.save:
+        np.savez_compressed(SAVED, **arrays)
+    arms = (VARIANT, BASELINE)
+
+    def per_seed(key: str, name: str) -> dict[str, float]:
+        return {str(s): float(v) for s, v in zip(arrays[f"{name}/seed"], arrays[f"{name}/{key}"])}
+
+    kept = {
+        name: {s: r / c for (s, r), c in zip(per_seed("robustness", name).items(), arrays[f"{name}/clean"])}
+        for name in arms
+    }
+    for name in arms:
+        print(
+            f"{name:18s} corrupted {100 * arrays[f'{name}/robustness'].mean():.2f}% "
+            f"(sd {100 * arrays[f'{name}/robustness'].std(ddof=1):.2f}), clean on the same images "
+            f"{100 * arrays[f'{name}/clean'].mean():.2f}%, share kept {np.mean(list(kept[name].values())):.3f} "
+            f"({len(arrays[f'{name}/seed'])} seeds)"
+        )
+    correct = {name: arrays[f"{name}/sets_correct"].astype(np.float64) / SETS for name in arms}
+    term = bootstrap_variance(list(correct[VARIANT]), list(correct[BASELINE]), DRAWS)
+    for label, d in (
+        (
+            "corrupted accuracy, seed term only",
+            difference(per_seed("robustness", VARIANT), per_seed("robustness", BASELINE), paired=False),
+        ),
+        (
+            f"corrupted accuracy, with the test images' term (sd {100 * term**0.5:.3f} pp)",
+            difference(
+                per_seed("robustness", VARIANT), per_seed("robustness", BASELINE), paired=False, extra_variance=term
+            ),
+        ),
+    ):
+        print(
+            f"Δ {label}: {100 * d.delta:+.2f} pp [{100 * d.low:+.2f}, {100 * d.high:+.2f}] (df {d.df:.1f}, p {d.p:.4f})"
+        )
+    d = difference(kept[VARIANT], kept[BASELINE], paired=False)
+    print(f"Δ share kept (Welch): {d.delta:+.4f} [{d.low:+.4f}, {d.high:+.4f}] (df {d.df:.1f}, p {d.p:.4f})")
+
+
+if __name__ == "__main__":
+    main()

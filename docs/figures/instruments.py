@@ -163,7 +163,8 @@ def compare_last_blocks(per_instrument: dict[str, dict], variant: str, baseline:
 
 def depth_figure(found: dict, instrument: str, ylabel: str, path: Path, log_scale: bool = False) -> None:
     models = list(found)
-    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.6), sharey=True)
+    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.6), sharey=True, squeeze=False)
+    axes = axes[0]
     for ax, model in zip(axes, models):
         for _seed, data in sorted(found[model].items()):
             taps = data[instrument]
@@ -191,7 +192,8 @@ def depth_figure(found: dict, instrument: str, ylabel: str, path: Path, log_scal
 
 def lesion_figure(found: dict, path: Path) -> None:
     models = list(found)
-    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.6), sharey=True)
+    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.6), sharey=True, squeeze=False)
+    axes = axes[0]
     for ax, model in zip(axes, models):
         for _seed, data in sorted(found[model].items()):
             for index, row in enumerate(data["lesion"]):

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from alternet.report.statistics import Difference, difference, with_holm
+from alternet.report.statistics import difference, with_holm
 from alternet.runs.directories import RunDir, SweepDir
 
 KIND_STYLE = {"stem": ("grey", "o"), "C": ("tab:blue", "o"), "M": ("tab:red", "s")}
@@ -139,23 +139,23 @@ def summarise_lesion(found: dict[str, dict[str, dict]]) -> dict:
     return per_model
 
 
-def compare_last_block(per_model: dict, variant: str, baseline: str) -> Difference | None:
-    """The same position in two models (the last block: an MSA in one, a Conv in the other), Welch's interval."""
-    blocks_v, blocks_b = per_model[variant][0], per_model[baseline][0]
-    name = list(blocks_v)[-1]
-    return difference(blocks_v[name], blocks_b[name], paired=False)
-
-
 def compare_last_blocks(per_instrument: dict[str, dict], variant: str, baseline: str) -> None:
-    """The last-block contrasts of the instruments, Holm-corrected over them (one family per pair of models)."""
-    found = with_holm([compare_last_block(per_model, variant, baseline) for per_model in per_instrument.values()])
+    """The same position in two models (the last block: an MSA in one, a Conv in the other), Welch's interval per
+    instrument, Holm-corrected over the instruments (one family per pair of models)."""
+    lasts = {label: list(per_model[variant][0])[-1] for label, per_model in per_instrument.items()}
+    found = with_holm(
+        [
+            difference(per_model[variant][0][lasts[label]], per_model[baseline][0][lasts[label]], paired=False)
+            for label, per_model in per_instrument.items()
+        ]
+    )
     for (label, per_model), d in zip(per_instrument.items(), found):
         if d is None:
             continue
-        (blocks_v, kinds_v), kinds_b = per_model[variant], per_model[baseline][1]
-        name = list(blocks_v)[-1]
+        name = lasts[label]
+        kind_v, kind_b = per_model[variant][1][name], per_model[baseline][1][name]
         print(
-            f"{label}: {variant} {name} ({kinds_v[name]}) - {baseline} ({kinds_b[name]}): {d.delta:+.3f} "
+            f"{label}: {variant} {name} ({kind_v}) - {baseline} ({kind_b}): {d.delta:+.3f} "
             f"[{d.low:+.3f}, {d.high:+.3f}] (n={d.n}, {d.method}, df {d.df:.1f}, p {d.p:.4f}, "
             f"Holm over {sum(x is not None for x in found)} instruments {d.p_holm:.4f})"
         )

@@ -282,9 +282,7 @@ class ImageDataModule(L.LightningDataModule):
     # Lightning hooks ----------------------------------------------------------------------
 
     def train_dataloader(self) -> DataLoader:
-        sampler = self._sampler("train", shuffle=True)
-        # Lightning sets the epoch only after creating the first iterator of a resumed run.
-        sampler.set_epoch(self.trainer.current_epoch if self.trainer is not None else 0)
+        sampler = self._train_sampler()
         return self._loader("train", sampler, self.batch_size, drop_last=self._drop_last(len(sampler)))
 
     def val_dataloader(self) -> DataLoader | list:
@@ -377,6 +375,12 @@ class ImageDataModule(L.LightningDataModule):
 
     def _drop_last(self, per_rank: int) -> bool:
         return per_rank > self.batch_size
+
+    def _train_sampler(self) -> EpochSampler:
+        sampler = self._sampler("train", shuffle=True)
+        # Lightning sets the epoch only after creating the first iterator of a resumed run.
+        sampler.set_epoch(self.trainer.current_epoch if self.trainer is not None else 0)
+        return sampler
 
     def _sampler(self, split: str, shuffle: bool) -> EpochSampler:
         rank, world = (self.trainer.global_rank, self.trainer.world_size) if self.trainer is not None else (0, 1)

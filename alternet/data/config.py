@@ -14,6 +14,7 @@ table here (:data:`DATA_SECTIONS`), which the registry of DataModules extends, a
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,7 @@ from ..typed import Section, build, integer
 INTERPOLATIONS = ("bilinear", "bicubic")  # data.interpolation: the evaluation resize of image files
 CROP_MODES = ("center", "squash", "border")  # data.crop_mode: timm's evaluation crops (timm.data.create_transform)
 DECODES = ("exact", "fast")  # data.decode: training images decoded whole, or at the DCT scale their crop needs
+LOADERS = ("torch", "dali")  # data.loader: the training split through torch's DataLoader, or NVIDIA DALI
 DESCRIPTIVE = ("name", "num_classes")  # keys that name the data set rather than configure its module
 
 
@@ -65,6 +67,7 @@ class FolderDataConfig(DataConfig):
     crop_pct: float  # evaluation: resize to image_size / crop_pct, then centre crop
     crop_mode: str  # how: center (the shorter side), squash (both sides) or border (fit, then pad), as timm's
     decode: str  # exact: the training images decoded whole; fast: at the smallest DCT scale their crop needs
+    loader: str  # torch: the training split through loader workers; dali: decoded and augmented by NVIDIA DALI
     interpolation: str  # the evaluation resize
     skip_corrupt: bool
     train_shards: str | None  # LitData shards of train/ to stream instead of the files
@@ -75,12 +78,36 @@ class FolderDataConfig(DataConfig):
         one_of("interpolation", self.interpolation, INTERPOLATIONS)
         one_of("crop_mode", self.crop_mode, CROP_MODES)
         one_of("decode", self.decode, DECODES)
+        check_loader(self.loader, self.decode, self.train_shards, self.skip_corrupt)
 
 
 def check_workers(setting: Any, key: str = "num_workers") -> None:
     """The one check of a loader-workers setting (``data.num_workers``, evaluation's ``num_workers``): auto, null
     or an integer >= 0 (the config checks call it before any work, :func:`loader_workers` too)."""
     require(key, setting, lambda v: v in (None, "auto") or is_integer(v, 0), "must be auto or an integer >= 0")
+
+
+def check_loader(
+    loader: Any, decode: str = "exact", train_shards: str | None = None, skip_corrupt: bool = False
+) -> None:
+    """The one check of ``data.loader``: DALI installed (the ``alternet[dali]`` extra), and none of the settings
+    only the torch loader honours."""
+    one_of("data.loader", loader, LOADERS)
+    if loader != "dali":
+        return
+    if importlib.util.find_spec("nvidia") is None or importlib.util.find_spec("nvidia.dali") is None:
+        raise ConfigValueError(
+            "data.loader=dali needs NVIDIA DALI, which is not installed: pip install 'alternet[dali]' (or "
+            "data.loader=torch)"
+        )
+    refused = {
+        f"data.train_shards={train_shards}": (train_shards, "DALI reads the files; data.loader=torch streams shards"),
+        "data.skip_corrupt=true": (skip_corrupt, "DALI stops at an unreadable image; data.loader=torch skips them"),
+        f"data.decode={decode}": (decode != "exact", "DALI decodes only the crop's region of a JPEG itself"),
+    }
+    for setting, (set_, why) in refused.items():
+        if set_:
+            raise ConfigValueError(f"{setting} does not apply with data.loader=dali ({why}): leave it at its default")
 
 
 def check_val_size(val_size: Any, key: str = "data.val_size") -> None:

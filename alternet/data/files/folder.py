@@ -17,13 +17,15 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
+import torch
 from torch.utils.data import DataLoader
 
 from ...dataset_facts import FACTS
 from ...errors import AlternetWarning, ConfigValueError, DataError, one_of
 from ..base import ImageDataModule, split_size, stratified_holdout
-from ..config import CROP_MODES, DECODES, FolderDataConfig, check_crop_pct
+from ..config import CROP_MODES, DECODES, FolderDataConfig, check_crop_pct, check_loader
 from ..workers import WorkerLedger, init_loader_worker
+from .dali import DaliLoader, check_dali_augment
 from .images import DecodingDataset, SkipCounter, class_folders, scan_split
 from .shards import StreamingImages, StreamingLoader, read_shard_classes
 from .transforms import DraftedCrop, drafted, file_transform
@@ -46,13 +48,17 @@ class ImageFolderDataModule(ImageDataModule):
         crop_mode: str = "center",
         interpolation: str = "bilinear",
         decode: str = "exact",
+        loader: str = "torch",
         **kwargs: Any,
     ):
         super().__init__(root=root, **kwargs)
         check_crop_pct(crop_pct)
         one_of("data.crop_mode", crop_mode, CROP_MODES)
         one_of("data.decode", decode, DECODES)
-        self.decode = decode
+        check_loader(loader, decode, train_shards, skip_corrupt)
+        self.decode, self.loader = decode, loader
+        if loader == "dali":
+            check_dali_augment(self.augment)
         self.train_shards = train_shards
         self.skip_corrupt = skip_corrupt
         self.crop_pct, self.crop_mode = crop_pct, crop_mode
@@ -190,7 +196,9 @@ class ImageFolderDataModule(ImageDataModule):
             self.splits["train_clean"] = DecodingDataset(clean, eval_transform, self._skipped, self.ledger)
         self.files = {"train": train, "val": val, "test": test}
 
-    def train_dataloader(self) -> DataLoader:
+    def train_dataloader(self) -> DataLoader | DaliLoader:
+        if self.loader == "dali":
+            return self._dali_loader()
         return self._shards_loader() if self.train_shards else super().train_dataloader()
 
     def check_before_fit(self) -> None:
@@ -202,6 +210,22 @@ class ImageFolderDataModule(ImageDataModule):
             return super().train_batches()
         self.setup("fit")
         return len(self._shards_loader())  # LitData's length is already this rank's share (and its workers')
+
+    def _dali_loader(self) -> DaliLoader:
+        sampler = self._train_sampler()
+        return DaliLoader(
+            self.splits["train"],
+            sampler,
+            batch_size=self.batch_size,
+            drop_last=self._drop_last(len(sampler)),
+            augment=self.augment,
+            image_size=self.image_size,
+            mean=self.mean,
+            std=self.std,
+            threads=self.worker_counts()[1],  # this rank's share of the cores
+            device=self.trainer.strategy.root_device if self.trainer is not None else torch.device("cpu"),
+            seed=self.seed,
+        )
 
     def _shards_loader(self) -> DataLoader:
         loader = StreamingLoader(
@@ -219,11 +243,13 @@ class ImageFolderDataModule(ImageDataModule):
         return replace(super().facts(), crop_pct=self.crop_pct, interpolation=self.interpolation)
 
     def _read_from(self) -> str:
+        if self.loader == "dali":
+            return f", train decoded and augmented by DALI ({self.worker_counts()[1]} threads)"
         return f", train streamed from {self.train_shards}" if self.train_shards else ""
 
     @property
     def grows_workers(self) -> bool:
-        return self.auto_workers and not self.train_shards  # LitData's loader keeps its workers
+        return self.auto_workers and not self.train_shards and self.loader == "torch"  # LitData's, DALI's keep theirs
 
 
 class ImageNetDataModule(ImageFolderDataModule):

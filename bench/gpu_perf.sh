@@ -13,8 +13,8 @@
 # (python -m bench.gpu_train: experiment=alternet_r50_cifar100 on 50,000 synthesized CIFAR-100 images, whole epochs, 4
 # workers) with CUDA graphs (reduce-overhead, as performance.compile=auto trains on one GPU), the whole step compiled
 # and the backbone alone, in one run; pytest -m gpu; the ImageNet feed (AlterNet-50 at 224 px with the paper's ImageNet
-# recipe on 12,800 synthesized JPEGs, eager, every core but one loading, data.decode exact and fast: img/s and the
-# loader's share); the bare step at 224 px
+# recipe on 12,800 synthesized JPEGs, eager, every core but one loading, data.decode exact and fast, and
+# data.loader=dali where DALI is installed: img/s and the loader's share); the bare step at 224 px
 # batch 256 compiled, beside the reference; where the host's time goes in the 32 px batch-96 step with CUDA graphs;
 # the real run with data.num_workers=auto (its workers grow while the step waits; the log says when); the real run
 # eager; the bare step eager at batches 96/256/1024 (32 px) and 256 (224 px) in both memory formats, with the host's
@@ -65,6 +65,10 @@ else  # a smoke test: tiny sizes, the laptop model, fp32 on the CPU
   REFERENCE=()
 fi
 JPEGS=12800 FEED_WORKERS=$(( $(nproc) - 1 )) FEED_ARGS=()  # the ImageNet feed: 300 steps of 128 at 224 px
+# data.loader=dali beside them where DALI is installed (the alternet[dali] extra: its ~350 MB of wheels do not fit the
+# device tool's 64 MiB carry, so a lent machine runs it only if it has DALI already)
+DALI_FEED=""
+$PYTHON -c "import nvidia.dali" 2>/dev/null && DALI_FEED=dali
 if [ "$DEVICE" = cpu ]; then
   JPEGS=200 FEED_WORKERS=1 FEED_ARGS=(-- model=alternet_tiny trainer=cpu data.image_size=32 recipe.batch_size=16
     trainer.precision=32-true recipe.eval_batch_size=32)
@@ -76,13 +80,14 @@ PRECISION=bf16
 phase machine 60 bash -c "nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>&1;
   nproc; $PYTHON -c 'import torch, lightning, timm; print(torch.__version__, torch.version.cuda, lightning.__version__,
   timm.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else \"no GPU\",
-  torch.cuda.is_available() and torch.cuda.is_bf16_supported(), torch.get_num_threads())'"
+  torch.cuda.is_available() and torch.cuda.is_bf16_supported(), torch.get_num_threads())';
+  $PYTHON -c 'import nvidia.dali as d; print(\"DALI\", d.__version__)' 2>/dev/null || echo 'no DALI'"
 phase train_graphs "${COMPILED_LIMIT:-330}" $PYTHON "${TRAIN[@]}" --workers 4 \
   --modes reduce-overhead backbone-reduce-overhead --out $RUNS/graphs "${TRAIN_ARGS[@]}"
 phase pytest_gpu "${PYTEST_LIMIT:-170}" $PYTHON -m pytest -m gpu -n 0 --dist no -p no:cacheprovider tests/gpu -q -rs \
   --durations=10
 phase imagenet_feed "${IMAGENET_LIMIT:-200}" $PYTHON -m bench.gpu_train --imagenet "$JPEGS" --data-root /tmp/gpu_perf_jpegs \
-  --epochs 3 --workers "$FEED_WORKERS" --modes eager --decodes exact fast --results-dir "$OUT" --out $RUNS/imagenet \
+  --epochs 3 --workers "$FEED_WORKERS" --modes eager --feeds exact fast $DALI_FEED --results-dir "$OUT" --out $RUNS/imagenet \
   "${FEED_ARGS[@]}"
 phase step_goals_224 "${GOALS_LIMIT:-180}" $PYTHON -m bench.gpu --device "$DEVICE" "${REFERENCE[@]}" "${COMPILE[@]}" \
   "${SIZES_224[@]}" --batch32 "$GOAL32" --batch224 "$GOAL224" --steps "$STEPS" --rounds "$ROUNDS" \

@@ -20,8 +20,9 @@ checkpoints, validation). Reports, per configuration:
 ``--imagenet N`` runs the ImageNet feed instead (issue 75): ``N`` synthesized ImageNet-like JPEGs (500x375, a
 quarter at 1200x900: ``bench.imagenet_data.synthesize``) in 100 class folders, trained by AlterNet-50 at 224 px with
 the paper's ImageNet recipe (``model=alternet_r50 recipe=imagenet data=imagefolder``) for ``--epochs`` epochs, once
-per ``--decodes`` value (``data.decode``: ``exact``, today's pipeline, or ``fast``, the reduced-size JPEG decode):
-the same img/s and loader share, so the loader's part of a 224 px step shows per decode.
+per ``--feeds`` value (``exact``, today's pipeline; ``fast``, ``data.decode=fast``, the reduced-size JPEG decode;
+``dali``, ``data.loader=dali``, decoding and augmenting on the GPU): the same img/s and loader share, so the loader's
+part of a 224 px step shows per feed.
 
 ``--synthesize`` writes CIFAR-100-format files (the original pickles' layout: 50,000 + 10,000 uint8 images, fine and
 coarse labels, the meta file) of random images into DATA_ROOT/cifar-100-python and accepts their md5 digests in
@@ -58,6 +59,7 @@ class Experiment(NamedTuple):
 
 
 CIFAR = Experiment("alternet_r50 cifar100 32px paper recipe", ("experiment=alternet_r50_cifar100",))
+FEEDS = {"exact": "data.decode=exact", "fast": "data.decode=fast", "dali": "data.loader=dali"}  # --imagenet's feeds
 IMAGENET = Experiment(  # the paper's ImageNet recipe on one device, from an image folder at 224 px
     "alternet_r50 imagenet-like jpegs 224px paper recipe",
     (
@@ -181,7 +183,7 @@ class Measure(L.Callback):
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
         self.epoch_images[-1] += int(batch[0].shape[0]) * trainer.world_size
         if batch_idx == 0:  # the epoch's loader has started its workers
-            self.workers.append(trainer.train_dataloader.num_workers)
+            self.workers.append(getattr(trainer.train_dataloader, "num_workers", 0))  # DALI's: threads
 
     def on_train_end(self, trainer, module) -> None:
         self.epoch_starts.append(time.perf_counter())
@@ -296,7 +298,7 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=50_000, help="--synthesize: training images (test: a fifth)")
     parser.add_argument("--tag", default="", help="added to each case's name (e.g. concurrent-1 of two runs)")
     parser.add_argument("--imagenet", type=int, help="the ImageNet feed: this many synthesized JPEGs at 224 px")
-    parser.add_argument("--decodes", nargs="+", default=["exact"], choices=["exact", "fast"], help="--imagenet's")
+    parser.add_argument("--feeds", nargs="+", default=["exact"], choices=list(FEEDS), help="--imagenet's")
     parser.add_argument(
         "overrides", nargs="*", help="more train.py overrides (a CPU smoke test: model=alternet_tiny trainer=cpu ...)"
     )
@@ -313,15 +315,15 @@ def main() -> None:
         accept_digests(synthesized_cifar100(args.data_root, args.images, args.images // 5))
     if args.imagenet:
         synthesized_jpegs(args.data_root, args.imagenet)
-    experiment, decodes = (IMAGENET, args.decodes) if args.imagenet else (CIFAR, [None])
+    experiment, feeds = (IMAGENET, args.feeds) if args.imagenet else (CIFAR, [None])
     rows = []
     print(
         f"{'case':<24} {'workers':>7} {'steady img/s':>12} {'epoch img/s':>11} {'epoch/steady':>12} "
         f"{'loader':>7} {'syncs/step':>10} {'peak GiB':>8} {'wall s':>7}"
     )
-    for workers, mode, decode in itertools.product(args.workers, args.modes, decodes):
+    for workers, mode, feed in itertools.product(args.workers, args.modes, feeds):
         measure = Measure()
-        name = f"{mode}-w{workers}{'-' + decode if decode else ''}{'-' + args.tag if args.tag else ''}"
+        name = f"{mode}-w{workers}{'-' + feed if feed else ''}{'-' + args.tag if args.tag else ''}"
         backbone = mode.startswith("backbone-")
         compiled = (
             ["performance.compile=false"]
@@ -333,7 +335,7 @@ def main() -> None:
         )
         overrides = [
             *experiment.overrides,
-            *([f"data.decode={decode}"] if decode else []),
+            *([FEEDS[feed]] if feed else []),
             f"data.root={args.data_root}",
             f"data.num_workers={workers}",
             f"trainer.max_epochs={args.epochs}",

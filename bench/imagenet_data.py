@@ -12,6 +12,8 @@ holding ImageNet's 1.28 M-entry file list.
   - ``ours, folder``: ``build_datamodule(data=imagefolder, recipe=imagenet).train_dataloader()`` (its
     ``EpochSampler`` keys with per-sample augmentation seeds, ``DecodingDataset``, ``ResumableLoader``);
   - ``ours, shards``: the same data module with ``data.train_shards`` (``StreamingImages`` + LitData's loader);
+  - ``ours, folder, data.loader=dali``: the same data module's DALI loader on DALI's CPU backend, ``data.num_workers``
+    threads (with the ``alternet[dali]`` extra installed; no per-sample row: DALI runs whole batches);
   - ``timm``: ``timm.data.ImageDataset(train/)`` + ``timm.data.create_loader(..., is_training=True,
     use_prefetcher=False)`` with the same augmentation arguments (``use_prefetcher=False``: timm then normalises
     and erases on the CPU in the workers, as ours does, instead of on the GPU).
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import json
 import os
 import shutil
@@ -139,7 +142,9 @@ def recipe() -> dict[str, Any]:
     return packaged("recipe", "imagenet")
 
 
-def our_module(root: Path, workers: int, batch_size: int, shards: Path | None, decode: str = "exact") -> Any:
+def our_module(
+    root: Path, workers: int, batch_size: int, shards: Path | None, decode: str = "exact", loader: str = "torch"
+) -> Any:
     from alternet.data import build_datamodule, data_config
 
     data = packaged("data", "imagefolder")
@@ -150,6 +155,7 @@ def our_module(root: Path, workers: int, batch_size: int, shards: Path | None, d
         "val_size": 0,
         "train_shards": str(shards) if shards else None,
         "decode": decode,
+        "loader": loader,
     }
     module = build_datamodule(data_config(data), batch_size=batch_size, augment=recipe()["augment"], seed=0)
     module.persistent_workers = False  # each timed epoch starts its workers, as timm's loader does
@@ -217,6 +223,7 @@ def per_sample_pass(get: Callable[[int], Any], count: int) -> Callable[[], None]
 
 UNSEEDED = "ours, folder, index keys (no per-sample seeding)"
 FAST = "ours, folder, data.decode=fast"
+DALI = "ours, folder, data.loader=dali (DALI's CPU backend, a thread per worker)"
 
 
 def per_sample_getters(root: Path, shards: Path, batch_size: int) -> dict[str, Callable[[int], Any]]:
@@ -431,6 +438,8 @@ def main() -> None:
         FAST: lambda w: our_module(root, w, args.batch_size, None, decode="fast").train_dataloader(),
         "timm": lambda w: timm_loader(root, w, args.batch_size),
     }
+    if importlib.util.find_spec("nvidia") and importlib.util.find_spec("nvidia.dali"):  # the alternet[dali] extra
+        pipelines[DALI] = lambda w: our_module(root, w, args.batch_size, None, loader="dali").train_dataloader()
     rates: dict[tuple[str, int], list[float]] = {}
     for round_ in range(args.rounds):
         for workers in args.workers:
@@ -464,7 +473,7 @@ def main() -> None:
     print(header + " |")
     print("|" + "---|" * (2 + 2 * len(args.workers)))
     for name in pipelines:
-        cells = [f"{single[name]:,.0f} ({single[name] / single['timm']:.2f}x)"]
+        cells = [f"{single[name]:,.0f} ({single[name] / single['timm']:.2f}x)" if name in single else "-"]
         for w in args.workers:
             total = rate[(name, w)]
             cells += [f"{total:,.0f} / {total / w:,.0f}", f"{total / rate[('timm', w)]:.2f}x"]
@@ -476,6 +485,9 @@ def main() -> None:
     ratios = [f"{single[FAST] / single['ours, folder']:.2f}x one process"]
     ratios += [f"{rate[(FAST, w)] / rate[('ours, folder', w)]:.2f}x with {w} worker(s)" for w in args.workers]
     print(f"\ndata.decode=fast against exact, per worker: {', '.join(ratios)}")
+    if DALI in pipelines:
+        ratios = [f"{rate[(DALI, w)] / rate[('ours, folder', w)]:.2f}x with {w} thread(s)" for w in args.workers]
+        print(f"data.loader=dali (CPU backend) against exact, per worker: {', '.join(ratios)}")
     data = f"{args.images} synthesized {WIDTH}x{HEIGHT} JPEGs ({args.large_share:.0%} {LARGE[1]}x{LARGE[0]}), batch "
     data += str(args.batch_size)
     measured = {f"{name}, DataLoader {workers} worker(s)": values for (name, workers), values in rates.items()}

@@ -222,10 +222,15 @@ class ImageFolderDataModule(ImageDataModule):
             image_size=self.image_size,
             mean=self.mean,
             std=self.std,
-            threads=self.worker_counts()[1],  # this rank's share of the cores
+            threads=self._dali_threads(),
             device=self.trainer.strategy.root_device if self.trainer is not None else torch.device("cpu"),
             seed=self.seed,
         )
+
+    def _dali_threads(self) -> int:
+        """DALI's CPU threads: ``data.num_workers``, or with ``auto`` this rank's share of the cores."""
+        workers, most = self.worker_counts()
+        return max(1, most if self.auto_workers else workers)
 
     def _shards_loader(self) -> DataLoader:
         loader = StreamingLoader(
@@ -244,7 +249,8 @@ class ImageFolderDataModule(ImageDataModule):
 
     def _read_from(self) -> str:
         if self.loader == "dali":
-            return f", train decoded and augmented by DALI ({self.worker_counts()[1]} threads)"
+            threads = self._dali_threads()
+            return f", train decoded and augmented by DALI ({threads} thread{'s' * (threads > 1)})"
         return f", train streamed from {self.train_shards}" if self.train_shards else ""
 
     @property

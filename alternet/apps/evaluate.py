@@ -69,7 +69,7 @@ def evaluation_data(config: EvaluateConfig, source: Source, set_keys: set[str]) 
     if config.data:
         data = dict(config.data)
     elif trained is not None:
-        data = trained["data"]
+        data = {k: v for k, v in trained["data"].items() if k != "loader"}  # the training split's: DALI not needed
     else:
         name = (source.hyper_parameters.get("data") or {}).get("name")
         if name not in DATAMODULES:

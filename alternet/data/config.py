@@ -67,7 +67,8 @@ class FolderDataConfig(DataConfig):
     crop_pct: float  # evaluation: resize to image_size / crop_pct, then centre crop
     crop_mode: str  # how: center (the shorter side), squash (both sides) or border (fit, then pad), as timm's
     decode: str  # exact: the training images decoded whole; fast: at the smallest DCT scale their crop needs
-    loader: str  # torch: the training split through loader workers; dali: decoded and augmented by NVIDIA DALI
+    loader: str = "torch"  # the training split through loader workers (torch) or NVIDIA DALI (dali); runs before
+    # 2026-11-30 record none
     interpolation: str  # the evaluation resize
     skip_corrupt: bool
     train_shards: str | None  # LitData shards of train/ to stream instead of the files

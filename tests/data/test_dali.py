@@ -104,10 +104,12 @@ def test_the_augmentation_is_fixed_by_seed_epoch_and_rank_and_resumes_mid_epoch(
 
 
 @has_dali
-def test_a_run_on_dali_resumed_from_a_mid_epoch_checkpoint_ends_with_the_uninterrupted_weights(image_folder, tmp_path):
+def test_a_run_on_dali_resumed_from_a_mid_epoch_checkpoint_ends_with_the_uninterrupted_weights(
+    image_folder, tmp_path, monkeypatch, capsys
+):
     """Through Lightning: 2 epochs of 5 steps with recipe=imagenet's augmentation (RandAugment aside: the test above
     resumes it); the run resumed from the periodic checkpoint written after step 7 ends bit for bit where the
-    uninterrupted run ends."""
+    uninterrupted run ends. The run is then evaluated where DALI is not installed: evaluation never needs it."""
     from alternet.apps.train import train
     from alternet.training.module import ClassificationModule
 
@@ -143,6 +145,11 @@ def test_a_run_on_dali_resumed_from_a_mid_epoch_checkpoint_ends_with_the_uninter
     whole, resumed = (torch.load(tmp_path / r / "checkpoints" / "last.ckpt") for r in ("whole", "resumed"))
     assert whole["global_step"] == resumed["global_step"] == 10
     assert_same_weights(whole["state_dict"], resumed["state_dict"])
+    _without_dali(monkeypatch)
+    evaluated = ["ckpt=" + str(tmp_path / "whole"), f"out_dir={tmp_path / 'eval'}", "robustness.enabled=false"]
+    code, stderr = run_main("evaluate.py", evaluated, monkeypatch, capsys)
+    assert code == "0", stderr[-2000:]
+    assert (tmp_path / "eval" / "metrics.json").is_file()
 
 
 @has_dali
@@ -219,11 +226,15 @@ def test_a_torch_loader_setting_is_refused_with_dali(setting, message):
         data_config(config["data"])
 
 
-def test_dali_asked_for_and_not_installed_is_refused_in_one_line_naming_the_extra(monkeypatch, capsys, tmp_path):
+def _without_dali(monkeypatch) -> None:
     found = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name.startswith("nvidia") else found(name, *a)
     )
+
+
+def test_dali_asked_for_and_not_installed_is_refused_in_one_line_naming_the_extra(monkeypatch, capsys, tmp_path):
+    _without_dali(monkeypatch)
     arguments = ["data=imagefolder", f"data.root={tmp_path}", "data.loader=dali", f"hydra.run.dir={tmp_path / 'run'}"]
     code, stderr = run_main("train.py", arguments, monkeypatch, capsys)
     assert_one_line_error(code, stderr, "data.loader=dali needs NVIDIA DALI", "pip install 'alternet[dali]'")

@@ -153,18 +153,23 @@ def test_a_run_on_dali_resumed_from_a_mid_epoch_checkpoint_ends_with_the_uninter
 
 
 @has_dali
-def test_an_unreadable_image_is_named_in_one_line(tmp_path):
+@pytest.mark.parametrize(
+    ("fault", "says"),
+    [("broken", "data.loader=torch data.skip_corrupt=true"), ("gone", "moved or deleted after the run listed it")],
+)
+def test_an_unreadable_or_vanished_image_is_named_in_one_line(tmp_path, fault, says):
     from helpers.imagefolders import make_image_folder
 
     folder = make_image_folder(tmp_path / "folder", size=20, splits={"train": 4, "val": 1}, odd_formats=False)
-    (folder / "train" / "bee" / "broken.JPEG").write_bytes(b"\xff\xd8\xff\xe0 not a JPEG")
+    (folder / "train" / "bee" / "bee_001.JPEG").write_bytes(b"\xff\xd8\xff\xe0 not a JPEG")
     module = ImageFolderDataModule(root=str(folder), image_size=16, batch_size=16, loader="dali", augment=WHOLE)
     module.setup("fit")
-    loader = module.train_dataloader()  # one batch of all 13 images
+    if fault == "gone":
+        (folder / "train" / "bee" / "bee_001.JPEG").unlink()  # after the listing
     with pytest.raises(DataError) as error:
-        list(loader)
+        list(module.train_dataloader())  # one batch of all 12 images
     message = str(error.value)
-    assert "\n" not in message and "broken.JPEG" in message and "data.loader=torch data.skip_corrupt=true" in message
+    assert "\n" not in message and "bee_001.JPEG" in message and says in message, message
 
 
 def test_random_erasing_draws_timms_boxes_from_its_seed():

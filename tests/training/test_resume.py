@@ -151,7 +151,8 @@ def _guard_collectives(monkeypatch):
 def test_a_non_finite_step_is_skipped_on_the_device_and_acted_on_one_step_later(tmp_path, monkeypatch, step_path):
     """The default (deferred) guard: no host sync or collective per step. Step 2's gradients are NaN; the fused
     optimizer skips its update on the device, and step 3 reads the flag, saves the state (as before step 2, one
-    batch on) and stops. A lower learning rate resumes from it and finishes the run."""
+    batch on) and stops. A lower learning rate resumes from it and finishes the run (on the eager path: resuming
+    does not depend on the step's path, and a third traced run costs the whole step's case 4 s)."""
     six_steps = [*SIX_STEPS, *step_path]
     before_step_2 = state_before_step(monkeypatch, 2, six_steps, tmp_path / "clean")
     message = (
@@ -165,6 +166,8 @@ def test_a_non_finite_step_is_skipped_on_the_device_and_acted_on_one_step_later(
     assert_same_state(saved, before_step_2)
     assert f"hydra.run.dir={tmp_path / 'failed'}" in command and f"ckpt_path={saved_path}" in command
     assert "recipe.optimizer.lr=0.0002" in command  # a tenth of debug=fast's recipe lr
+    if step_path:
+        return
 
     summary = train(
         compose_train(*six_steps, f"ckpt_path={saved_path}", "recipe.optimizer.lr=2e-4", output_dir=tmp_path / "failed")

@@ -142,7 +142,7 @@ class DaliLoader:
         for number, batch in enumerate(batches):
             try:
                 images, labels = self._pipeline.run()
-            except RuntimeError as error:
+            except (RuntimeError, OSError) as error:  # DALI's, or the feed's for a file gone since the listing
                 raise self._unreadable(error, batches[number : number + PREFETCH + 1]) from None
             self.delivered += 1
             seed = derive_seed(self.seed, "erase", epoch, self.sampler.rank, skip + number)
@@ -270,19 +270,17 @@ class DaliLoader:
     def _labels(self, labels: Any, count: int) -> torch.Tensor:
         return torch.from_numpy(np.array(labels.as_tensor(), dtype=np.int64).reshape(count))
 
-    def _unreadable(self, error: RuntimeError, batches: list[list[int]]) -> DataError:
-        """The image DALI could not decode, named in one line: the first of the batches it was given that Pillow
-        cannot read either, or DALI's own first line."""
+    def _unreadable(self, error: Exception, batches: list[list[int]]) -> DataError:
+        """The image DALI could not read, named in one line: the first of the batches it was given that Pillow
+        cannot read either (the torch loader's message), or DALI's own first line."""
         for index in (i for batch in batches for i in batch):
             source, _, name = self.dataset.items[index]
             try:
                 decode_rgb(source, name)
             except UnreadableImage as unreadable:
-                reason = str(unreadable).split(". Replace")[0]
-                return DataError(
-                    f"data.loader=dali: {reason}. Replace or delete the file, or train with data.loader=torch "
-                    "data.skip_corrupt=true to skip unreadable images"
-                )
+                reason, replace, _ = str(unreadable).partition(". Replace")
+                hint = ". Replace or delete the file, or train with data.loader=torch data.skip_corrupt=true, which "
+                return DataError(f"data.loader=dali: {reason}{hint + 'skips unreadable images' if replace else ''}")
         first = next((line for line in str(error).splitlines() if line.strip()), type(error).__name__)
         return DataError(f"data.loader=dali: DALI stopped on the training split: {first}")
 

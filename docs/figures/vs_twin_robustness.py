@@ -4,8 +4,11 @@ keeps, and the AlterNet's differences from the twin by the report's rule: Welch'
 accuracy the test images' own term (each image's share of the 75 sets it is classified correctly in; the seeds'
 flips removed, alternet.report.statistics.bootstrap_variance), described, never a verdict.
 
-    python docs/figures/vs_twin_robustness.py SWEEP --save     # each job scored into JOB/eval (below)
-    python docs/figures/vs_twin_robustness.py                  # from docs/figures/vs_twin_robustness.npz
+    python docs/figures/vs_twin_robustness.py SWEEP [--vit VIT_SWEEP] --save   # each job scored into JOB/eval (below)
+    python docs/figures/vs_twin_robustness.py                                 # from docs/figures/vs_twin_robustness.npz
+
+``--vit``: inductive_bias's ViT arm (the same recipe, its own seeds) scored alike, compared with both arms of the run
+by the same rule (Welch, unpaired: other seeds).
 
 Each job of SWEEP (a copy of the run's sweep directory) scored with
 ``alternet evaluate ckpt=JOB out_dir=JOB/eval robustness.enabled=true robustness.max_images=2000``. ``--save``
@@ -24,17 +27,17 @@ from alternet.report.build import group_variants
 from alternet.report.runs import read_sweep
 from alternet.report.statistics import bootstrap_variance, difference
 
-BASELINE, VARIANT = "preresnet_laptop", "alternet_laptop"
+BASELINE, VARIANT, VIT = "preresnet_laptop", "alternet_laptop", "vit_mini_cifar"
 DRAWS = 1000  # the report's bootstrap draws, seed 0
 SETS = 75  # 15 corruptions x 5 severities
 SAVED = Path(__file__).resolve().parent / "vs_twin_robustness.npz"
 
 
-def from_sweep(sweep: Path) -> dict[str, np.ndarray]:
+def from_sweep(sweep: Path, names: tuple[str, ...] = (VARIANT, BASELINE)) -> dict[str, np.ndarray]:
     runs, _ = read_sweep(sweep)
     variants = {variant.label: variant for variant in group_variants(runs, ["model"])}
     arrays = {}
-    for name in (VARIANT, BASELINE):
+    for name in names:
         arm = sorted(variants[f"model={name}"].runs, key=lambda run: int(run.seed))
         summaries = [json.loads((run.job.path / "eval" / "metrics.json").read_text())["robustness"] for run in arm]
         arrays[f"{name}/seed"] = np.array([int(run.seed) for run in arm])
@@ -49,12 +52,15 @@ def from_sweep(sweep: Path) -> dict[str, np.ndarray]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sweep", nargs="?", type=Path, help=f"the scored sweep directory (default: read {SAVED.name})")
+    parser.add_argument("--vit", type=Path, help="inductive_bias's ViT arm, scored alike")
     parser.add_argument("--save", action="store_true", help=f"keep what the numbers need in {SAVED}")
     args = parser.parse_args()
     arrays = from_sweep(args.sweep) if args.sweep else dict(np.load(SAVED))
+    if args.vit:
+        arrays |= from_sweep(args.vit, (VIT,))
     if args.save:
         np.savez_compressed(SAVED, **arrays)
-    arms = (VARIANT, BASELINE)
+    arms = (VARIANT, BASELINE, VIT) if f"{VIT}/seed" in arrays else (VARIANT, BASELINE)
 
     def per_seed(key: str, name: str) -> dict[str, float]:
         return {str(s): float(v) for s, v in zip(arrays[f"{name}/seed"], arrays[f"{name}/{key}"])}
@@ -71,24 +77,23 @@ def main() -> None:
             f"({len(arrays[f'{name}/seed'])} seeds)"
         )
     correct = {name: arrays[f"{name}/sets_correct"].astype(np.float64) / SETS for name in arms}
-    term = bootstrap_variance(list(correct[VARIANT]), list(correct[BASELINE]), DRAWS)
-    for label, d in (
-        (
-            "corrupted accuracy, seed term only",
-            difference(per_seed("robustness", VARIANT), per_seed("robustness", BASELINE), paired=False),
-        ),
-        (
-            f"corrupted accuracy, with the test images' term (sd {100 * term**0.5:.3f} pp)",
-            difference(
-                per_seed("robustness", VARIANT), per_seed("robustness", BASELINE), paired=False, extra_variance=term
-            ),
-        ),
-    ):
-        print(
-            f"Δ {label}: {100 * d.delta:+.2f} pp [{100 * d.low:+.2f}, {100 * d.high:+.2f}] (df {d.df:.1f}, p {d.p:.4f})"
-        )
-    d = difference(kept[VARIANT], kept[BASELINE], paired=False)
-    print(f"Δ share kept (Welch): {d.delta:+.4f} [{d.low:+.4f}, {d.high:+.4f}] (df {d.df:.1f}, p {d.p:.4f})")
+    pairs = [(VARIANT, BASELINE)] + [(VIT, other) for other in (BASELINE, VARIANT) if VIT in arms]
+    for one, other in pairs:
+        term = bootstrap_variance(list(correct[one]), list(correct[other]), DRAWS)
+        print(f"\n{one} - {other}:")
+        for label, extra in (
+            ("seed term only", 0.0),
+            (f"with the test images' term (sd {100 * term**0.5:.3f} pp)", term),
+        ):
+            d = difference(
+                per_seed("robustness", one), per_seed("robustness", other), paired=False, extra_variance=extra
+            )
+            print(
+                f"Δ corrupted accuracy, {label}: {100 * d.delta:+.2f} pp [{100 * d.low:+.2f}, {100 * d.high:+.2f}] "
+                f"(df {d.df:.1f}, p {d.p:.4f})"
+            )
+        d = difference(kept[one], kept[other], paired=False)
+        print(f"Δ share kept (Welch): {d.delta:+.4f} [{d.low:+.4f}, {d.high:+.4f}] (df {d.df:.1f}, p {d.p:.4f})")
 
 
 if __name__ == "__main__":

@@ -190,3 +190,59 @@ def test_the_whole_step_on_the_gpu_trains_the_eager_weights(mode, tmp_path):
     for index, entries in eager["optimizer_states"][0]["state"].items():
         for name, value in entries.items():
             torch.testing.assert_close(whole["optimizer_states"][0]["state"][index][name], value, rtol=1e-3, atol=1e-6)
+
+
+def _dali_on_the_gpu(folder, augment: dict):
+    """(the DALI loader of ``folder``'s training split on cuda:0, its data module); skipped without DALI."""
+    pytest.importorskip("nvidia.dali", reason="NVIDIA DALI is not installed (pip install 'alternet[dali]')")
+    from alternet.data import ImageFolderDataModule
+    from alternet.data.base import EpochSampler
+    from alternet.data.files.dali import DaliLoader
+
+    module = ImageFolderDataModule(root=str(folder), image_size=16, batch_size=8, loader="dali", augment=augment)
+    module.setup("fit")
+    train = module.splits["train"]
+    loader = DaliLoader(
+        train,
+        EpochSampler(len(train), 0, shuffle=True),
+        batch_size=8,
+        drop_last=True,
+        augment=module.augment,
+        image_size=16,
+        mean=module.mean,
+        std=module.std,
+        threads=2,
+        device=torch.device("cuda", 0),
+        seed=0,
+    )
+    return loader, module
+
+
+def test_dali_decodes_on_the_gpu_the_torch_loaders_images_in_its_order(image_folder):
+    """data.loader=dali with nvJPEG (DALI's mixed decoder), the whole image as the crop: batches on the GPU in the
+    torch loader's order with its labels, within resampling error of the exact pipeline."""
+    from alternet.data.base import EpochSampler
+
+    whole = {"random_resized_crop": {"scale": [1.0, 1.0], "ratio": [1.0, 1.0]}, "interpolation": "bilinear"}
+    loader, module = _dali_on_the_gpu(image_folder, whole)
+    exact = module.splits["train"]
+    keys = list(EpochSampler(len(exact), 0, shuffle=True))
+    for number, (images, labels) in enumerate(loader):
+        assert images.device.type == "cuda" and images.shape == (8, 3, 16, 16)
+        expected = [exact[(index, 0)] for index, _ in keys[8 * number : 8 * number + 8]]
+        assert labels.tolist() == [label for _, label in expected]
+        difference = (images.cpu() - torch.stack([image for image, _ in expected])).abs()
+        assert difference.max() < 0.3 and difference.mean() < 0.05, (difference.max(), difference.mean())
+
+
+def test_dali_on_the_gpu_resumes_the_paper_augmentation_mid_epoch(image_folder):
+    """RandAugment, random interpolation and erasing on the GPU: an epoch resumed from the loader's state after its
+    first batch gives the uninterrupted epoch's batches."""
+    paper = {"interpolation": "random", "hflip": True, "randaugment": "rand-m9-n2-mstd0.5", "random_erasing": 0.25}
+    interrupted, _ = _dali_on_the_gpu(image_folder, paper)
+    iterator = iter(interrupted)
+    next(iterator)
+    resumed, _ = _dali_on_the_gpu(image_folder, paper)
+    resumed.load_state_dict(interrupted.state_dict())
+    rest = [images for images, _ in resumed]
+    assert all(torch.equal(a, b) for a, b in zip([images for images, _ in iterator], rest, strict=True))

@@ -52,3 +52,6 @@ def test_the_seven_seed_robustness_reading_prints_the_pages_numbers(capsys, monk
     assert "alternet_laptop    corrupted 42.29%" in out and "share kept 0.716 (7 seeds)" in out
     assert "with the test images' term (sd 0.038 pp): +0.00 pp [-0.48, +0.48]" in out
     assert "Δ share kept (Welch): -0.0091 [-0.0215, +0.0033]" in out
+    vit = out[out.index("vit_mini_cifar - preresnet_laptop") :]
+    assert "vit_mini_cifar     corrupted 25.02%" in out and "share kept 0.776 (3 seeds)" in out
+    assert "with the test images' term (sd 0.582 pp): -17.26 pp [-18.97, -15.56]" in vit

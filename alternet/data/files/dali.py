@@ -37,17 +37,19 @@ PREFETCH = 2  # batches DALI prepares ahead of the one handed out
 
 def randaugment_levels(spec: str) -> tuple[int, int]:
     """(ops per image, magnitude level of 10) of timm's RandAugment string (``rand-m9-n2-mstd0.5``) as DALI runs it.
-    ``mstd`` is read and not applied: DALI's magnitudes do not vary. Any other part of timm's string is refused."""
-    parts = spec.split("-")
+    ``mstd`` is read and not applied: DALI's magnitudes do not vary; ``inc0`` is timm's default. Anything else of
+    timm's (another policy, ``inc1``, ``mmax``...) is refused."""
+    kind, *parts = spec.split("-")
     values = {"n": 2.0, "m": float(LEVELS)}  # timm's defaults
-    for part in parts[1:]:
+    for part in parts if kind == "rand" else [kind]:
         match = re.fullmatch(r"(mstd|m|n)(\d+(?:\.\d+)?)", part)
-        if parts[0] != "rand" or match is None:
+        if match is None and part != "inc0":
             raise ConfigValueError(
                 f"recipe.augment.files.randaugment={spec}: data.loader=dali runs timm's rand-m<M>-n<N>[-mstd<S>] "
-                f"only, not {part if parts[0] == 'rand' else parts[0]}; train with data.loader=torch for it"
+                f"only, not {part}; train with data.loader=torch for it"
             )
-        values[match[1]] = float(match[2])
+        if match is not None:
+            values[match[1]] = float(match[2])
     n, m = values["n"], values["m"]
     if n != int(n) or m != int(m) or not 0 <= m <= LEVELS:
         raise ConfigValueError(
@@ -70,27 +72,30 @@ def check_dali_augment(augment: FilesAugment | None) -> None:
 def erase(images: torch.Tensor, probability: float, seed: int) -> torch.Tensor:
     """timm's RandomErasing (``mode="pixel"``, one box) on a normalised batch, on its device: each image, with
     ``probability``, gets a box of 2-33% of its area with aspect 0.3-3.3 (the first of 10 draws that fits; none if
-    none fits), filled with standard normal noise per pixel and channel; every draw from ``seed``."""
+    none fits), filled with standard normal noise per pixel and channel; every draw from ``seed``, on the device (no
+    host sync)."""
     if probability <= 0:
         return images
     batch, _, height, width = images.shape
-    rng = np.random.default_rng(seed)
-    area = height * width * rng.uniform(*ERASE_AREA, (batch, ERASE_ATTEMPTS))
-    aspect = np.exp(rng.uniform(*ERASE_LOG_ASPECT, (batch, ERASE_ATTEMPTS)))
-    tall, wide = np.rint(np.sqrt(area * aspect)).astype(int), np.rint(np.sqrt(area / aspect)).astype(int)
+    generator, device = torch.Generator(images.device).manual_seed(seed), images.device
+
+    def uniform(low: float, high: float, *shape: int) -> torch.Tensor:
+        return low + (high - low) * torch.rand(shape, generator=generator, device=device)
+
+    area = height * width * uniform(*ERASE_AREA, batch, ERASE_ATTEMPTS)
+    aspect = uniform(*ERASE_LOG_ASPECT, batch, ERASE_ATTEMPTS).exp()
+    tall, wide = (area * aspect).sqrt().round(), (area / aspect).sqrt().round()  # halves to even, as Python's round
     fits = (tall < height) & (wide < width)
-    first = fits.argmax(axis=1)
-    tall, wide = tall[np.arange(batch), first], wide[np.arange(batch), first]
-    erased = fits.any(axis=1) & (rng.random(batch) < probability)
-    top = (rng.random(batch) * (height - tall + 1)).astype(int)
-    left = (rng.random(batch) * (width - wide + 1)).astype(int)
-    bounds = torch.from_numpy(np.stack([top, top + tall * erased, left, left + wide * erased])).to(images.device)
-    rows = torch.arange(height, device=images.device)[None, :, None]
-    cols = torch.arange(width, device=images.device)[None, None, :]
-    inside = (rows >= bounds[0, :, None, None]) & (rows < bounds[1, :, None, None])
-    inside = (inside & (cols >= bounds[2, :, None, None]) & (cols < bounds[3, :, None, None]))[:, None]
-    generator = torch.Generator(images.device).manual_seed(seed)
-    noise = torch.randn(images.shape, generator=generator, device=images.device, dtype=images.dtype)
+    first = fits.int().argmax(dim=1, keepdim=True)  # the first draw that fits
+    tall, wide = tall.gather(1, first).squeeze(1), wide.gather(1, first).squeeze(1)
+    erased = fits.any(dim=1) & (uniform(0, 1, batch) < probability)
+    top = (uniform(0, 1, batch) * (height - tall + 1)).floor()
+    left = (uniform(0, 1, batch) * (width - wide + 1)).floor()
+    rows = torch.arange(height, device=device)[None, :, None]
+    cols = torch.arange(width, device=device)[None, None, :]
+    inside = (rows >= top[:, None, None]) & (rows < (top + tall * erased)[:, None, None])
+    inside = (inside & (cols >= left[:, None, None]) & (cols < (left + wide * erased)[:, None, None]))[:, None]
+    noise = torch.randn(images.shape, generator=generator, device=device, dtype=images.dtype)
     return torch.where(inside, noise, images)
 
 
@@ -137,11 +142,12 @@ class DaliLoader:
         self.sampler.skip = skip * self.batch_size
         indices = [key[0] if isinstance(key, tuple) else key for key in self.sampler]  # DALI draws its own
         batches = [indices[i : i + self.batch_size] for i in range(0, len(indices), self.batch_size)][: last - skip]
-        self._pipeline = self._build(epoch, iter(batches), resume.get("dali") if skip and resume else None)
+        self._pipeline = self._build(epoch, iter(batches), self._checkpoint_of(resume) if skip else None)
         self.delivered = skip
+        stream = torch.cuda.current_stream(self.device) if self.device.type == "cuda" else None
         for number, batch in enumerate(batches):
             try:
-                images, labels = self._pipeline.run()
+                images, labels = self._pipeline.run(stream)  # ready on torch's stream
             except (RuntimeError, OSError) as error:  # DALI's, or the feed's for a file gone since the listing
                 raise self._unreadable(error, batches[number : number + PREFETCH + 1]) from None
             self.delivered += 1
@@ -150,13 +156,32 @@ class DaliLoader:
         self._pipeline = None
 
     def state_dict(self) -> dict[str, Any]:
+        """The epoch and the batches delivered; mid-epoch, also DALI's random state after the last batch handed out,
+        of every rank (Lightning writes global rank 0's checkpoint, and every rank resumes from it): each rank calls
+        this, as Lightning's checkpoints do, and the states are gathered."""
         state: dict[str, Any] = {"epoch": self.sampler.epoch, "batches": self.delivered}
-        if self._pipeline is not None and 0 < self.delivered < len(self):
-            state["dali"] = self._pipeline.checkpoint()  # of the last batch handed out (DALI keeps one per batch)
-        return state
+        if self._pipeline is None or not 0 < self.delivered < len(self):
+            return state
+        ranks = [self._pipeline.checkpoint()]
+        if self.sampler.world_size > 1 and torch.distributed.is_initialized():
+            ranks = [None] * self.sampler.world_size
+            torch.distributed.all_gather_object(ranks, self._pipeline.checkpoint())
+        return state | {"dali": ranks, "graph": self._graph()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._resume = dict(state)
+
+    def _checkpoint_of(self, resume: dict[str, Any] | None) -> str | None:
+        """This rank's DALI state in a resumed run's, where it was saved for this pipeline and these ranks (else
+        none: the epoch continues with the same images and fresh augmentation draws)."""
+        ranks = (resume or {}).get("dali")
+        if not ranks or len(ranks) != self.sampler.world_size or resume.get("graph") != self._graph():
+            return None
+        return ranks[self.sampler.rank]
+
+    def _graph(self) -> str:
+        """What DALI's state belongs to: the device kind, the image size and the augmentation."""
+        return f"{self.device.type} {self.image_size} {self.augment}"
 
     # DALI ------------------------------------------------------------------------------------------------
 
@@ -203,6 +228,8 @@ class DaliLoader:
             else:
                 interpolation = {"bilinear": types.INTERP_LINEAR, "bicubic": types.INTERP_CUBIC}[augment.interpolation]
             images = fn.resize(images, resize_x=size, resize_y=size, interp_type=interpolation)
+            if augment.hflip:  # before RandAugment, as timm's (a vertical shear does not commute with a flip)
+                images = fn.flip(images, horizontal=fn.random.coin_flip(probability=0.5))
             if augment.randaugment:
                 images = self._randaugment(images, *randaugment_levels(augment.randaugment))
             images = fn.crop_mirror_normalize(
@@ -211,7 +238,6 @@ class DaliLoader:
                 output_layout="CHW",
                 mean=[255 * m for m in self.mean],
                 std=[255 * s for s in self.std],
-                mirror=fn.random.coin_flip(probability=0.5 if augment.hflip else 0.0),
             )
             return images, labels
 
@@ -240,11 +266,12 @@ class DaliLoader:
             return fn.filter(images, kernel)
 
         suite = rand_augment.get_rand_augment_non_monotonic_suite(use_shape=True, max_translate_rel=0.45)
-        replaced = ("identity", "posterize", "equalize", "sharpness")
+        replaced = ("identity", "posterize", "solarize", "equalize", "sharpness")
         suite = [op for op in suite if op.name not in replaced] + [
             equalize,
             sharpness,
             ops_.posterize.augmentation((0, 4), False, _posterize_mask),
+            ops_.solarize.augmentation((0, 256), False, _solarize_threshold),
             ops_.solarize_add.augmentation((0, 110), False),
             ops_.invert,
         ]
@@ -259,12 +286,16 @@ class DaliLoader:
         )
 
     def _torch(self, images: Any) -> torch.Tensor:
+        """The batch as a tensor on the loader's device: DALI's dynamic executor (its default) hands each output's
+        buffer over, so no copy; else a copy on torch's stream, as DALI's own PyTorch iterator does."""
         from nvidia.dali.plugin.pytorch import feed_ndarray
 
         tensor = images.as_tensor()
+        if self._pipeline.exec_dynamic:
+            with self.device:
+                return torch.from_dlpack(tensor)
         out = torch.empty(tensor.shape(), dtype=torch.float32, device=self.device)
-        stream = torch.cuda.current_stream(self.device) if self.device.type == "cuda" else None
-        feed_ndarray(tensor, out, cuda_stream=stream)
+        feed_ndarray(tensor, out, cuda_stream=torch.cuda.current_stream(self.device) if out.is_cuda else None)
         return out
 
     def _labels(self, labels: Any, count: int) -> torch.Tensor:
@@ -281,8 +312,14 @@ class DaliLoader:
                 reason, replace, _ = str(unreadable).partition(". Replace")
                 hint = ". Replace or delete the file, or train with data.loader=torch data.skip_corrupt=true, which "
                 return DataError(f"data.loader=dali: {reason}{hint + 'skips unreadable images' if replace else ''}")
-        first = next((line for line in str(error).splitlines() if line.strip()), type(error).__name__)
+        text = str(error).partition("encountered:")[2] or str(error)  # DALI's reason follows its operator's name
+        first = next((line.strip() for line in text.splitlines() if line.strip()), type(error).__name__)
         return DataError(f"data.loader=dali: DALI stopped on the training split: {first}")
+
+
+def _solarize_threshold(magnitude: float) -> np.float32:
+    """timm's Solarize: inverts from ``int(magnitude)`` up (230 at level 9 of 10; DALI's own keeps 230.4)."""
+    return np.float32(int(magnitude))
 
 
 def _posterize_mask(magnitude: float) -> np.ndarray:

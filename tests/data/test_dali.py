@@ -4,7 +4,6 @@ erasing, unreadable images named, and every setting DALI cannot honour refused i
 
 import importlib.util
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -12,10 +11,11 @@ import torch
 
 from alternet.data import ImageFolderDataModule, data_config
 from alternet.data.base import EpochSampler
-from alternet.data.files.dali import DaliLoader, erase, randaugment_levels
+from alternet.data.files.dali import erase, randaugment_levels
 from alternet.errors import ConfigValueError, DataError
 
 from helpers import DDP_CPU, FAST, assert_one_line_error, compose_train, datamodule_of, resolved, run_main, run_script
+from helpers.imagefolders import dali_loader
 
 has_dali = pytest.mark.skipif(
     importlib.util.find_spec("nvidia") is None or importlib.util.find_spec("nvidia.dali") is None,
@@ -41,24 +41,6 @@ def _module(folder: Path, augment: dict, **data) -> ImageFolderDataModule:
     return module
 
 
-def _loader(module: ImageFolderDataModule, rank: int = 0, world: int = 1, seed: int = 3, epoch: int = 0) -> DaliLoader:
-    sampler = EpochSampler(len(module.splits["train"]), seed, shuffle=True, rank=rank, world_size=world)
-    sampler.set_epoch(epoch)
-    return DaliLoader(
-        module.splits["train"],
-        sampler,
-        batch_size=8,
-        drop_last=True,
-        augment=module.augment,
-        image_size=16,
-        mean=module.mean,
-        std=module.std,
-        threads=1,
-        device=torch.device("cpu"),
-        seed=seed,
-    )
-
-
 @has_dali
 @pytest.mark.parametrize(("rank", "world"), [(0, 1), (0, 2), (1, 2)])
 def test_dali_decodes_the_torch_loaders_images_in_its_order_and_shares(image_folder, rank, world):
@@ -66,7 +48,7 @@ def test_dali_decodes_the_torch_loaders_images_in_its_order_and_shares(image_fol
     order and with its labels, on each rank of two; DALI's decode and resize against Pillow's differ by resampling
     error only (measured on three folders: at most 0.035 of a unit of normalised pixel, mean 0.004)."""
     module = _module(image_folder, WHOLE)
-    loader = _loader(module, rank, world)
+    loader = dali_loader(module, rank=rank, world=world)
     batches = list(loader)
     assert len(batches) == len(loader) == len(loader.sampler) // 8
     exact = module.splits["train"]
@@ -85,21 +67,21 @@ def test_the_augmentation_is_fixed_by_seed_epoch_and_rank_and_resumes_mid_epoch(
     augmentation (RandAugment, random interpolation, erasing), an epoch resumed from the state saved after its second
     batch continues with exactly the batches the uninterrupted epoch had."""
     module = _module(image_folder, {**PAPER, "randaugment": None})
-    first = next(iter(_loader(module, epoch=1)))[0]
-    assert torch.equal(first, next(iter(_loader(module, epoch=1)))[0])
+    first = next(iter(dali_loader(module, epoch=1)))[0]
+    assert torch.equal(first, next(iter(dali_loader(module, epoch=1)))[0])
     for other in ({"epoch": 2}, {"seed": 4, "epoch": 1}, {"rank": 1, "world": 2, "epoch": 1}):
-        assert not torch.equal(first, next(iter(_loader(module, **other)))[0])
-    threads = _loader(module, epoch=1)
+        assert not torch.equal(first, next(iter(dali_loader(module, **other)))[0])
+    threads = dali_loader(module, epoch=1)
     threads.threads = 3
     assert torch.equal(first, next(iter(threads))[0])  # whatever DALI's thread count
     module = _module(image_folder, PAPER)
-    interrupted = _loader(module, epoch=1)
+    interrupted = dali_loader(module, epoch=1)
     batches = iter(interrupted)
     seen = [next(batches)[0], next(batches)[0]]
     state = interrupted.state_dict()
     assert state["epoch"] == 1 and state["batches"] == 2 and "dali" in state
     whole = seen + [images for images, _ in batches]
-    resumed = _loader(module, epoch=1)
+    resumed = dali_loader(module, epoch=1)
     resumed.load_state_dict(state)
     rest = [images for images, _ in resumed]
     assert len(rest) == len(whole) - 2 and all(torch.equal(a, b) for a, b in zip(whole[2:], rest))
@@ -114,9 +96,8 @@ def test_a_run_on_dali_resumed_from_a_mid_epoch_checkpoint_ends_with_the_uninter
     resumes it); the run resumed from the periodic checkpoint written after step 7 ends bit for bit where the
     uninterrupted run ends. The run is then evaluated where DALI is not installed: evaluation never needs it."""
     from alternet.apps.train import train
-    from alternet.training.module import ClassificationModule
 
-    from helpers.models import assert_same_weights
+    from helpers.models import assert_same_weights, keeping_checkpoint
 
     run = [
         *FAST,
@@ -134,15 +115,7 @@ def test_a_run_on_dali_resumed_from_a_mid_epoch_checkpoint_ends_with_the_uninter
         "trainer.precision=32-true",
         "callbacks.checkpoint.every_n_train_steps=1",
     ]
-    end = ClassificationModule.on_train_batch_end
-
-    def keep_step_7(module, *args):  # after the callbacks', whose periodic checkpoint of this step is written
-        end(module, *args)
-        if module.global_step == 7:
-            shutil.copy(tmp_path / "whole" / "checkpoints" / "last.ckpt", tmp_path / "step7.ckpt")
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ClassificationModule, "on_train_batch_end", keep_step_7)
+    with keeping_checkpoint(7, tmp_path / "whole", tmp_path / "step7.ckpt"):
         train(compose_train(*run, output_dir=tmp_path / "whole"))
     train(compose_train(*run, f"ckpt_path={tmp_path / 'step7.ckpt'}", output_dir=tmp_path / "resumed"))
     whole, resumed = (torch.load(tmp_path / r / "checkpoints" / "last.ckpt") for r in ("whole", "resumed"))

@@ -196,26 +196,12 @@ def _dali_on_the_gpu(folder, augment: dict):
     """(the DALI loader of ``folder``'s training split on cuda:0, its data module); skipped without DALI."""
     pytest.importorskip("nvidia.dali", reason="NVIDIA DALI is not installed (pip install 'alternet[dali]')")
     from alternet.data import ImageFolderDataModule
-    from alternet.data.base import EpochSampler
-    from alternet.data.files.dali import DaliLoader
+
+    from helpers.imagefolders import dali_loader
 
     module = ImageFolderDataModule(root=str(folder), image_size=16, batch_size=8, loader="dali", augment=augment)
     module.setup("fit")
-    train = module.splits["train"]
-    loader = DaliLoader(
-        train,
-        EpochSampler(len(train), 0, shuffle=True),
-        batch_size=8,
-        drop_last=True,
-        augment=module.augment,
-        image_size=16,
-        mean=module.mean,
-        std=module.std,
-        threads=2,
-        device=torch.device("cuda", 0),
-        seed=0,
-    )
-    return loader, module
+    return dali_loader(module, device="cuda:0", seed=0), module
 
 
 def test_dali_decodes_on_the_gpu_the_torch_loaders_images_in_its_order(image_folder):

@@ -1,5 +1,5 @@
 """Small image folders synthesized for tests: a few classes of distinct colours in every format a user's folder
-may hold (JPEG, PNG, greyscale, CMYK, a PNG named .JPEG), optionally a corrupt file."""
+may hold (JPEG, PNG, greyscale, CMYK, a PNG named .JPEG), optionally a corrupt file; and the DALI loader of one."""
 
 from __future__ import annotations
 
@@ -43,3 +43,28 @@ def make_image_folder(
     if corrupt:
         (root / "train" / "bee" / "broken.JPEG").write_bytes(b"\xff\xd8\xff\xe0 this is not a JPEG" * 4)
     return root
+
+
+def dali_loader(module, *, device: str = "cpu", rank: int = 0, world: int = 1, seed: int = 3, epoch: int = 0):
+    """The ``data.loader=dali`` loader of an image-folder module's training split (set up; image size 16, batches of
+    8, one DALI thread) on ``device``, as rank ``rank`` of ``world`` in ``epoch``."""
+    import torch
+
+    from alternet.data.base import EpochSampler
+    from alternet.data.files.dali import DaliLoader
+
+    sampler = EpochSampler(len(module.splits["train"]), seed, shuffle=True, rank=rank, world_size=world)
+    sampler.set_epoch(epoch)
+    return DaliLoader(
+        module.splits["train"],
+        sampler,
+        batch_size=8,
+        drop_last=True,
+        augment=module.augment,
+        image_size=16,
+        mean=module.mean,
+        std=module.std,
+        threads=1,
+        device=torch.device(device),
+        seed=seed,
+    )

@@ -1,10 +1,14 @@
-"""Models and weights: parameter counts, the model a config builds, exact equality of two state dicts, a
-repository in the Hugging Face cache, the attention maps a layer computes itself."""
+"""Models and weights: parameter counts, the model a config builds, exact equality of two state dicts, a mid-epoch
+checkpoint kept for a resume, a repository in the Hugging Face cache, the attention maps a layer computes itself."""
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 import torch
 
 from helpers.configs import compose_train
@@ -57,3 +61,21 @@ def record_softmaxes(monkeypatch) -> list[torch.Tensor]:
 
     monkeypatch.setattr(torch.Tensor, "softmax", recording)
     return seen
+
+
+@contextlib.contextmanager
+def keeping_checkpoint(step: int, run_dir: Path, to: Path) -> Iterator[None]:
+    """While a run trains in this process: ``run_dir``'s last.ckpt copied to ``to`` as the checkpoint callbacks
+    leave it after optimizer step ``step`` (a run saving every step: a mid-epoch point to resume from)."""
+    from alternet.training.module import ClassificationModule
+
+    end = ClassificationModule.on_train_batch_end
+
+    def keep(module, *args):  # after the callbacks', whose periodic checkpoint of this step is written
+        end(module, *args)
+        if module.global_step == step:
+            shutil.copy(run_dir / "checkpoints" / "last.ckpt", to)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ClassificationModule, "on_train_batch_end", keep)
+        yield

@@ -180,23 +180,11 @@ def test_a_run_resumed_from_a_mid_epoch_checkpoint_ends_with_the_same_weights_an
     written that checkpoint, so a resumed EMA missed one update; it now follows inside the optimizer step. (The
     SIGKILL and pre-emption versions, in fresh processes: tests/test_faults.py, tests/training/test_resume_mid_epoch.py.
     The whole step's version is slow: three runs traced by dynamo.)"""
-    import shutil
-
-    from alternet.training.module import ClassificationModule
-
-    from helpers.models import assert_same_weights
+    from helpers.models import assert_same_weights, keeping_checkpoint
 
     run = [*PAPER, f"performance.compile={compiled}", "trainer.limit_train_batches=4", "trainer.max_epochs=2"]
     run.append("callbacks.checkpoint.every_n_train_steps=1")
-    end = ClassificationModule.on_train_batch_end
-
-    def keep_step_6(module, *args):  # after the callbacks', whose periodic checkpoint of this step is written
-        end(module, *args)
-        if module.global_step == 6:
-            shutil.copy(tmp_path / "whole" / "checkpoints" / "last.ckpt", tmp_path / "step6.ckpt")
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ClassificationModule, "on_train_batch_end", keep_step_6)
+    with keeping_checkpoint(6, tmp_path / "whole", tmp_path / "step6.ckpt"):
         whole = _trained(tmp_path / "whole", *run)
     resumed = _trained(tmp_path / "resumed", *run, f"ckpt_path={tmp_path / 'step6.ckpt'}")
     assert resumed["global_step"] == whole["global_step"] == 8

@@ -55,3 +55,11 @@ def test_the_seven_seed_robustness_reading_prints_the_pages_numbers(capsys, monk
     vit = out[out.index("vit_mini_cifar - preresnet_laptop") :]
     assert "vit_mini_cifar     corrupted 25.02%" in out and "share kept 0.776 (3 seeds)" in out
     assert "with the test images' term (sd 0.582 pp): -17.26 pp [-18.97, -15.56]" in vit
+
+
+def test_the_decode_check_prints_the_pages_numbers(capsys, monkeypatch):
+    out = run("decode_check.py", capsys, monkeypatch, "read")
+    assert (
+        "data.decode=exact: test top-1 30.19% (sd 0.23" in out and "data.decode=fast: test top-1 29.97% (sd 0.40" in out
+    )
+    assert "fast - exact, test top-1: -0.22 pp [-0.62, +0.19] (seed-paired, df 2.3, p 0.160" in out

@@ -10,7 +10,7 @@ not photos: an upscaled image has little of a photo's fine detail, where the two
     alternet train -m model=alternet_laptop data=imagefolder data.root=ROOT data.image_size=32 data.val_size=0 \\
         recipe=imagefolder recipe.epochs=10 recipe.warmup_epochs=1 seed=0,1,2 data.decode=exact \\
         hydra.sweep.dir=SWEEP/exact ckpt_path=last                    # and data.decode=fast into SWEEP/fast
-    python docs/figures/decode_check.py read SWEEP --save  # the difference; --save keeps what it needs (30 kB)
+    python docs/figures/decode_check.py read SWEEP --save  # the difference; --save keeps what it needs (10 kB)
     python docs/figures/decode_check.py read               # from docs/figures/decode_check.npz
 
 The two arms share each seed's initial weights, data order and crop boxes (``data.decode=fast`` draws the same box

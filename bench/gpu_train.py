@@ -10,7 +10,7 @@ checkpoints, validation). Reports, per configuration:
   * loader share: the time the loop waited for the next batch (Lightning's ``train_dataloader_next``, the fetch
     alone) over the loop's wall time;
   * syncs per step that logs nothing: on a GPU the syncs ``torch.cuda.set_sync_debug_mode("warn")`` reports, on a
-    CPU the calls ``alternet.training.syncs.HostSyncs`` counts, between consecutive batch starts;
+    CPU the calls ``bench.syncs.HostSyncs`` counts, between consecutive batch starts;
   * peak GPU memory and the whole run's wall time.
 
     python -m bench.gpu_train --data-root DIR [--epochs 3] [--workers 4 8]
@@ -237,7 +237,7 @@ class SyncCount:
             torch.cuda.set_sync_debug_mode("warn")
             self.count = lambda: sum("synchroniz" in str(w.message) for w in self._caught)
         else:
-            from alternet.training.syncs import HostSyncs
+            from bench.syncs import HostSyncs
 
             self._host = HostSyncs().__enter__()
             self.count = lambda: self._host.count

@@ -20,8 +20,8 @@ round one epoch of ``--steps`` steps over the same in-memory batches:
 A step's time is the interval between consecutive batch starts, so an epoch's start and end (the checkpoint) are not
 in it; the first ``--skip`` intervals of each round are left out (warm-up; the first, untimed round compiles), the
 rest pooled over the rounds and the median reported. Per alternet arm, one more untimed epoch that logs nothing counts
-per step (between batch starts) the host syncs (``alternet.training.syncs.HostSyncs``) and the operators dispatched
-outside compiled code (``alternet.training.syncs.EagerOperators``: on a GPU, a launch each). Ends on the line
+per step (between batch starts) the host syncs (``bench.syncs.HostSyncs``) and the operators dispatched
+outside compiled code (``bench.syncs.EagerOperators``: on a GPU, a launch each). Ends on the line
 ``whole step over plain Lightning: X ms/step, Y operators and Z syncs per non-logging step``.
 """
 
@@ -48,7 +48,7 @@ from torch.utils.data import DataLoader
 from alternet.apps.config import TrainConfig, compose, train_config
 from alternet.runs.directories import RunDir
 from alternet.training.builders import build_module, build_trainer
-from alternet.training.syncs import EagerOperators, HostSyncs, per_step
+from bench.syncs import EagerOperators, HostSyncs, per_step
 
 from .harness import add_harness_arguments, begin, finish, row, summarise, timing_row
 

@@ -13,7 +13,7 @@ the non-finite flag), written out in plain torch so that only the cut differs:
 
     python -m bench.step_regions [--model alternet_tiny] [--batch 2] [--size 16] [--steps 100] [--rounds 3]
 
-Per arm: the operators dispatched outside compiled code in a step (``alternet.training.syncs.EagerOperators``) and
+Per arm: the operators dispatched outside compiled code in a step (``bench.syncs.EagerOperators``) and
 the median step time over ``--rounds`` rounds of ``--steps`` steps, the arms alternated round by round after one
 untimed round (which compiles). At a small batch the step time is mostly the host's. Inductor's default mode.
 """
@@ -28,7 +28,7 @@ import torch.nn.functional as F
 
 from alternet.models import create_model
 from alternet.training.step import mix
-from alternet.training.syncs import EagerOperators
+from bench.syncs import EagerOperators
 
 from .harness import add_harness_arguments, begin, finish, row, summarise, timing_row
 

@@ -1,6 +1,6 @@
 """Train briefly with 2-process CPU DDP, twice in the same two processes (one DDP start-up for both): first from
 arrays (digits), recording per rank which training samples it loaded and the host syncs counted between the starts
-of consecutive training batches (``alternet.training.syncs``; nothing logs and the ranks never agree on a signal
+of consecutive training batches (``bench.syncs``; nothing logs and the ranks never agree on a signal
 within the epoch, so every window but the epoch's end should be empty); then from LitData shards of an image folder,
 recording which images each rank streamed and the batches per epoch its schedule was built for.
 
@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the root: bench
 
 
 from litdata import StreamingDataset
@@ -23,7 +24,7 @@ from alternet.apps.train import train
 from alternet.data import ArrayDataset
 from alternet.data.files.folder import ImageFolderDataModule
 from alternet.data.files.shards import StreamingImages
-from alternet.training.syncs import HostSyncs, per_step
+from bench.syncs import HostSyncs, per_step
 
 from helpers import DDP_CPU, compose_train
 

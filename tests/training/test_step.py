@@ -128,7 +128,7 @@ def _operators_per_step(tmp_path, *overrides: str) -> list[int]:
     """Operators dispatched outside compiled code from a training batch's start to its end (the module's own hooks,
     the EMA's included; the loader's work between batches left out), per non-logging step after the first two."""
     from alternet.training.module import ClassificationModule
-    from alternet.training.syncs import EagerOperators
+    from bench.syncs import EagerOperators
 
     counts: list[int] = []
     start, end = ClassificationModule.on_train_batch_start, ClassificationModule.on_train_batch_end
@@ -150,7 +150,7 @@ def _operators_per_step(tmp_path, *overrides: str) -> list[int]:
 
 
 def test_the_operator_count_sees_eager_operators_and_not_compiled_ones(traced):
-    from alternet.training.syncs import EagerOperators
+    from bench.syncs import EagerOperators
 
     x = torch.ones(3)
     compiled = torch.compile(lambda t: (t * 2).sin().sum(), backend="eager")

@@ -38,7 +38,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .guard import HostFlags
+from alternet.training.guard import HostFlags
 
 _READS = ("item", "tolist", "__bool__", "__int__", "__float__", "numpy", "cpu")
 _EXEMPT = frozenset({HostFlags.read.__code__})
@@ -140,7 +140,7 @@ def per_step(syncs: HostSyncs | EagerOperators) -> Iterator[list[list[tuple[str,
     """While open, mark ``syncs``'s count (a :class:`HostSyncs` or :class:`EagerOperators`) at each training batch's
     start (the module's own hook, after the callbacks'); the list it yields then holds the calls between consecutive
     marks: a step, its callbacks and logging, and the next batch's fetch."""
-    from .module import ClassificationModule
+    from alternet.training.module import ClassificationModule
 
     marks: list[int] = []
     windows: list[list[tuple[str, str]]] = []

@@ -1,5 +1,5 @@
 """No host sync on a training step that logs nothing (issue 49 item 1), counted on a CPU with
-``alternet.training.syncs.HostSyncs``: reads of tensor values, copies to the host, tensors from Python numbers."""
+``bench.syncs.HostSyncs``: reads of tensor values, copies to the host, tensors from Python numbers."""
 
 import csv
 from types import SimpleNamespace
@@ -11,7 +11,7 @@ from alternet.apps.config import train_config
 from alternet.apps.train import train
 from alternet.training.display import ProgressLines, RunningLoss, TerminalBar
 from alternet.training.module import ClassificationModule
-from alternet.training.syncs import HostSyncs, per_step
+from bench.syncs import HostSyncs, per_step
 
 from helpers import FAST, compose_train, datamodule_of, resolved
 

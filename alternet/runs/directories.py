@@ -46,9 +46,19 @@ def best_epoch(checkpoint: str | Path | None) -> int | None:
     return int(match.group(1)) + 1 if match else None
 
 
+class _At:
+    """A file or folder at a fixed place in a run or sweep directory: ``run.config`` is ``run.path / "config.yaml"``."""
+
+    def __init__(self, *parts: str) -> None:
+        self.parts = parts
+
+    def __get__(self, directory: Any, owner: type | None = None) -> Path:
+        return self if directory is None else directory.path.joinpath(*self.parts)  # type: ignore[return-value]
+
+
 @dataclass(frozen=True)
 class RunDir:
-    """A run directory: a property for every file and folder a run writes or reads (the names on disk are fixed:
+    """A run directory: an attribute for every file and folder a run writes or reads (the names on disk are fixed:
     older runs are read by the same names)."""
 
     path: Path
@@ -62,16 +72,24 @@ class RunDir:
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", Path(self.path))
 
-    # checkpoints -------------------------------------------------------------------------------------------------
-
-    @property
-    def checkpoints(self) -> Path:
-        return self.path / self.CHECKPOINTS
-
-    @property
-    def last_checkpoint(self) -> Path:
-        """``checkpoints/last.ckpt``: every epoch, mid-epoch on request, on pre-emption."""
-        return self.checkpoints / self.LAST
+    checkpoints = _At(CHECKPOINTS)
+    last_checkpoint = _At(CHECKPOINTS, LAST)  # every epoch, mid-epoch on request, on pre-emption
+    config = _At("config.yaml")  # the resolved config
+    environment = _At("environment.json")  # git commit, versions, command
+    metrics = _At(METRICS_FILE)  # the run's RunSummary, the mark of a finished run
+    resumes = _At("resumes.json")  # each resume's step, checkpoint and the settings it changed
+    lock = _At(".lock")  # the pid and host of the run that owns the directory
+    logs = _At(LOGS)
+    metrics_csv = _At(LOGS, "metrics.csv")  # the CSV logger's per-step and per-epoch rows (Lightning names it)
+    hparams = _At(LOGS, "hparams.yaml")  # the CSV logger's hyperparameters (Lightning names it)
+    curves = _At("curves.png")  # loss, NLL and accuracy per epoch, learning rate per step
+    eval_dir = _At("eval")  # what evaluate.after_training writes
+    predictions = _At("eval", PREDICTIONS_FILE)  # the tested weights' test-set probabilities and labels
+    export_dir = _At("export")  # what export.after_training writes
+    wandb_run_id = _At("wandb-run-id")  # the W&B run a resumed run continues
+    wandb_group = _At("wandb-group")  # the W&B group fixed at the run's first start
+    hydra = _At(HYDRA)  # Hydra's records of the job
+    overrides_file = _At(HYDRA, "overrides.yaml")  # the job's overrides as typed
 
     def remove_stale_temporaries(self) -> None:
         """Delete what a write killed mid-way left in the run directory and its checkpoints (a checkpoint written in
@@ -101,87 +119,6 @@ class RunDir:
         checkpoint = Path(checkpoint)
         run = cls(checkpoint.parent.parent)
         return run if checkpoint.parent.name == cls.CHECKPOINTS and run.config.is_file() else None
-
-    # records -----------------------------------------------------------------------------------------------------
-
-    @property
-    def config(self) -> Path:
-        """``config.yaml``: the resolved config."""
-        return self.path / "config.yaml"
-
-    @property
-    def environment(self) -> Path:
-        """``environment.json``: git commit, versions, command."""
-        return self.path / "environment.json"
-
-    @property
-    def metrics(self) -> Path:
-        """``metrics.json``: the run's :class:`RunSummary`, the mark of a finished run."""
-        return self.path / METRICS_FILE
-
-    @property
-    def resumes(self) -> Path:
-        """``resumes.json``: each resume's step, checkpoint and the settings it changed."""
-        return self.path / "resumes.json"
-
-    @property
-    def lock(self) -> Path:
-        """``.lock``: the pid and host of the run that owns the directory."""
-        return self.path / ".lock"
-
-    @property
-    def logs(self) -> Path:
-        return self.path / self.LOGS
-
-    @property
-    def metrics_csv(self) -> Path:
-        """``logs/metrics.csv``: the CSV logger's per-step and per-epoch rows (Lightning names the file)."""
-        return self.logs / "metrics.csv"
-
-    @property
-    def hparams(self) -> Path:
-        """``logs/hparams.yaml``: the CSV logger's hyperparameters (Lightning names the file)."""
-        return self.logs / "hparams.yaml"
-
-    @property
-    def curves(self) -> Path:
-        """``curves.png``: loss, NLL and accuracy per epoch, learning rate per step."""
-        return self.path / "curves.png"
-
-    @property
-    def eval_dir(self) -> Path:
-        """``eval/``: what ``evaluate.after_training`` writes."""
-        return self.path / "eval"
-
-    @property
-    def predictions(self) -> Path:
-        """``eval/predictions.npz``: the tested weights' test-set probabilities and labels."""
-        return self.eval_dir / PREDICTIONS_FILE
-
-    @property
-    def export_dir(self) -> Path:
-        """``export/``: what ``export.after_training`` writes."""
-        return self.path / "export"
-
-    @property
-    def wandb_run_id(self) -> Path:
-        """``wandb-run-id``: the W&B run a resumed run continues."""
-        return self.path / "wandb-run-id"
-
-    @property
-    def wandb_group(self) -> Path:
-        """``wandb-group``: the W&B group fixed at the run's first start."""
-        return self.path / "wandb-group"
-
-    @property
-    def hydra(self) -> Path:
-        """``.hydra/``: Hydra's records of the job."""
-        return self.path / self.HYDRA
-
-    @property
-    def overrides_file(self) -> Path:
-        """``.hydra/overrides.yaml``: the job's overrides as typed."""
-        return self.hydra / "overrides.yaml"
 
     @property
     def setup_records(self) -> tuple[Path, ...]:
@@ -308,24 +245,10 @@ class SweepDir:
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", Path(self.path))
 
-    @property
-    def multirun_record(self) -> Path:
-        """Hydra's ``multirun.yaml``: the sweeper's params and the command line's sweeps."""
-        return self.path / "multirun.yaml"
-
-    @property
-    def summary_csv(self) -> Path:
-        """``summary.csv``: one row per job (the multirun callback, :mod:`alternet.apps.hydra.sweep`)."""
-        return self.path / "summary.csv"
-
-    @property
-    def summary_png(self) -> Path:
-        return self.path / "summary.png"
-
-    @property
-    def report_dir(self) -> Path:
-        """``report/``: what ``alternet report`` writes by default."""
-        return self.path / "report"
+    multirun_record = _At("multirun.yaml")  # Hydra's: the sweeper's params and the command line's sweeps
+    summary_csv = _At("summary.csv")  # one row per job (the multirun callback, alternet.apps.hydra.sweep)
+    summary_png = _At("summary.png")
+    report_dir = _At("report")  # what alternet report writes by default
 
     def jobs(self) -> SweepJobs:
         """Every job directory under the sweep (``<sweep>/<job>/`` holding Hydra's record of its overrides, a

@@ -1,21 +1,11 @@
-"""Analysis toolkit for trained classifiers ("How Do Vision Transformers Work?", Park & Kim, ICLR 2022).
+"""Analysis toolkit for trained classifiers: the instruments of "How Do Vision Transformers Work?" (Park & Kim, ICLR
+2022), each modelled on the paper's figure and, by default, on HDVW's definition.
 
 ``run_analyses(["fourier", "hessian"], model, datamodule, recipe, configs, out_dir)`` writes
 ``<out_dir>/analysis/<name>.csv`` and ``<name>*.png`` per analysis and returns a JSON-safe summary per analysis
-(numbers, plus ``"files"``). Budgets come from ``configs[name]`` (keys as in
-``conf/analysis/<name>.yaml``, which also hold the defaults).
-
-Each is modelled on the paper's figure and, by default, on HDVW's definition (docs/analysis.md lists each
-definition, the alternatives and every remaining difference):
-
-* ``fourier`` (Fig. 2a, 8): delta log amplitude of feature maps along the spectrum's half-diagonal, by depth;
-* ``variance`` (Fig. 9): spatial variance of feature maps, by depth;
-* ``lesion``: accuracy drop when each block's residual branch is removed (projection-shortcut blocks apart);
-* ``attention``: entropy, distance and a (descriptive) data-specificity score of each MSA block, per head;
-* ``hessian`` (Fig. 1c, 4): the density of per-mini-batch maximum Hessian eigenvalues, and the top-k and SLQ
-  density of one Hessian, of NLL + L2 on the training targets;
-* ``landscape`` (Fig. 1a, C.4a): 1-D and 2-D slices of NLL and NLL + L2 along normalised random directions;
-* ``noise`` (Fig. 2b): accuracy under noise confined to bands of spatial frequency.
+(numbers, plus ``"files"``). Budgets come from ``configs[name]`` (keys as in ``conf/analysis/<name>.yaml``, which
+also hold the defaults). What each instrument measures, its definition, the alternatives and every remaining
+difference from HDVW: docs/analysis.md.
 """
 
 from __future__ import annotations

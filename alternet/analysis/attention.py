@@ -1,21 +1,7 @@
-"""Attention statistics of every MSA block, per head: mean entropy of the attention rows (nats), mean
-attention distance, sum_j p_ij * |pos_i - pos_j| in pixels of the block's feature map (window coordinates
-for window attention, the whole map for global and focused linear attention, whose implied map is used), and
-a data-specificity score.
-
-The score is the mean Jensen-Shannon divergence (nats, at most log 2) between the attention rows two different
-images give at the same query position (and window). It is a *descriptive statistic, not evidence* for the
-paper's claim that MSAs help through their data specificity: it is 0 for a kernel that depends on position
-only (a Conv's) and > 0 for any softmax(QK^T) with non-degenerate queries, trained or not (a randomly
-initialised MSA scores above 0). The test of the claim is a model whose MSAs cannot be data-specific:
-``model.attention=position_only`` (kernel softmax(B), window attention's parameters), trained or fine-tuned
-beside ``window`` and compared on accuracy, robustness and the other instruments. Beside the score: the same
-score of the block's position-bias-only kernel softmax(B) (0 by construction) and the mean JS divergence
-between each image's rows and that kernel's (how far the content moves attention from its positional prior).
-Kinds without a relative position bias (focused linear, ViT) report only the first. The paper has no figure
-of this score.
-
-References for each block: the entropy of a uniform row, log N, and the mean distance under uniform attention.
+"""Attention statistics of every MSA block, per head: mean row entropy, mean attention distance and a
+data-specificity score, a *descriptive statistic, not evidence* for the paper's claim. Definitions, references and
+the test of the claim (``model.attention=position_only``): docs/analysis.md, "Attention statistics and data
+specificity".
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
-"""Fourier analysis of feature maps (the paper's Fig. 2a and Fig. 8).
-
-For the stem (depth 0) and every block's output on clean test images, with the model in eval mode (``bn_mode:
-eval``; ``batch``: BatchNorm normalises each batch with its own statistics, as HDVW's notebook, which runs timm's
-models without ``.eval()`` on one image, so ``bn_mode=batch batch_size=1`` is its protocol):
-log(|FFT2| + 1e-6) per sample and channel, zero frequency centred, averaged over samples and channels; its
-half-diagonal from frequency 0 upwards, minus the value at 0 ("delta log amplitude"). Fig. 8 plots the last
-point of each profile against depth.
-
-``high_frequency`` picks where the profile ends:
-
-* ``hdvw`` (default): HDVW's ``latent.diag()[h/2:]``, the h/2 diagonal bins from 0 to (1 - 2/h)π on an h x h
-  map (0.5π on a 4x4 map, 0.75π on 8x8); HDVW's figures plot these points evenly from 0 to 1.0π, so its
-  "1.0π" is (1 - 2/h)π. The CSV keeps the true ``frequency`` and the figure's ``plotted_frequency``.
-* ``nyquist``: the same bins plus, for even h, the Nyquist bin (π, π) (index 0 of the shifted spectrum), so the
-  last point is the highest frequency the map holds. Odd h has no Nyquist bin: both end at (h - 1)/h π.
+"""Fourier analysis of feature maps (the paper's Fig. 2a and Fig. 8): for the stem and every block's output, the delta
+log amplitude along the spectrum's half-diagonal. Definition, options (``high_frequency``, ``bn_mode``) and
+differences from HDVW: docs/analysis.md, "Fourier analysis of feature maps".
 """
 
 from __future__ import annotations

@@ -1,29 +1,8 @@
 """Hessian of the training objective (see :mod:`.objective`) by Hessian-vector products (double backward): the
-paper's per-mini-batch maximum-eigenvalue density (Fig. 1c, Fig. 4) and a bulk spectrum of one larger sample.
-
-**Maximum eigenvalues** (the paper's "Hessian max eigenvalue spectra"): ``minibatches`` independent, seeded
-mini-batches of augmented training images at the training batch size (``batch_size: null``: the recipe's),
-mixed by the recipe's mixup/cutmix as training mixes them (``targets: training``); for each, the largest and the
-smallest eigenvalue of that mini-batch's Hessian by Lanczos (:func:`~.eigen.extreme_eigenvalues`: at most
-``minibatch_steps`` products, stopping once both ends' Ritz residuals are within ``tol`` of the spectrum's scale),
-each with a convergence flag, and the dominant one (largest *magnitude*, sign kept), which is how a ViT's
-densities reach negative values; the density of the dominant values over mini-batches is the figure. (Power
-iteration, PyHessian's method, is unreliable exactly where ``|lambda_min| ~ |lambda_max|``, the ViT's case, and
-there the sign is the statistic.) Mini-batches whose Lanczos hit the cap are counted (``max_eig_unconverged``).
-HDVW publishes no Hessian code: this follows the paper's text, with the landscape's loss (NLL + ``regulariser``)
-as the objective. The ``hdvw`` regulariser ``wd * sum ||w||`` adds up to ``wd / ||w||`` of curvature per tensor,
-unbounded as a tensor's norm nears 0: its largest value is reported (``l2_curvature_max``).
-
-**Bulk spectrum**: one Hessian, of the mean loss over ``images`` images (in batches of ``batch_size``).
-``method: lanczos`` (default) runs ``iterations`` Lanczos steps with full reorthogonalisation; its Ritz values
-give the top-``k`` eigenvalues by magnitude (with residual norms bounding their error), and each of the
-``slq_runs`` runs is one sample of stochastic Lanczos quadrature for the eigenvalue density, the negative
-fraction of the spectrum and the trace. ``method: power`` finds the top-``k`` by power iteration with
-deflation, and ``slq_runs`` (may be 0) extra Lanczos runs give the density.
-
-Both with respect to every trainable parameter, the model in eval mode (BatchNorm's running statistics,
-dropout and stochastic depth off, as PyHessian), so the loss is a fixed function of the weights; a private fp32
-copy with the explicit (math) attention path, since fused attention kernels have no double backward.
+paper's per-mini-batch maximum-eigenvalue density (Fig. 1c, Fig. 4), each mini-batch's dominant eigenvalue by
+Lanczos (:func:`~.eigen.extreme_eigenvalues`), and a bulk spectrum of one larger sample. Definitions, why Lanczos
+rather than power iteration, the outputs, the options and every difference from the paper: docs/analysis.md,
+"Hessian".
 """
 
 from __future__ import annotations

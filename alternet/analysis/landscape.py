@@ -1,32 +1,8 @@
-"""Loss landscape (Li et al., 2018; the paper's Fig. 1a and Fig. C.4a): the loss on a fixed sample of augmented
-training images along two random directions around the trained weights, model in eval mode (BatchNorm's
-running statistics as trained, stochastic depth off), as HDVW's ``losslandscape.ipynb``.
-
-Loss (see :mod:`.objective`): NLL of the training targets (the recipe's mixup/cutmix with label smoothing,
-soft-target cross-entropy: ``targets: training``) plus HDVW's L2 term ``weight_decay * sum ||w||``
-(``regulariser: hdvw``); NLL, the L2 term and their sum are all reported.
-
-A direction has one Gaussian entry per weight, rescaled by ``normalisation``:
-
-* ``hdvw`` (default): HDVW's ``normalize_filter``, ``d * ||w||_0 / (||d||_0 + 1e-7)`` with norms taken over
-  dim 0 (``torch.norm(w, dim=0)``: across output filters, one norm per input channel and kernel position).
-  Every trainable tensor of two or more dimensions moves except position parameters (HDVW's keywords
-  ``pos_embed``, ``relative_position``; here also ``rel_pos`` and ``positional_encoding``, our names for them);
-  class tokens move.
-* ``filter``: Li et al.'s filter normalisation, one norm per output filter (slice along dim 0); position
-  parameters, class/register tokens and the model's ``no_weight_decay()`` names stay fixed.
-
-Either way tensors of one dimension or fewer (norm scales and shifts, biases) stay at their trained values,
-as do frozen parameters. Evaluated: a 1-D slice along the first direction and the 2-D grid over both (HDVW's
-21 x 21 over [-1, 1]^2), every point on the same images and the same mixing draws. The weights are restored
-bit for bit afterwards.
-
-HDVW's own protocol, as options: ``redraw: true`` draws every point's images, augmentations and mixing afresh
-(seeded per point; HDVW iterates its shuffled, augmenting training loader at every point), with ``images`` at the
-training split's size or more for all of it; ``nll: log_of_softmax`` takes HDVW's ``torch.log(softmax(z))``
-(:meth:`.objective.Objective.nll`: infinite where a probability underflows); ``clip: 42`` leaves out of the 2-D
-figure the points more than 42 above the surface's finite minimum, as its notebook's surface plot does. The table
-keeps every value; the summary's values are null where they are not finite.
+"""Loss landscape (Li et al., 2018; the paper's Fig. 1a and Fig. C.4a): the loss (see :mod:`.objective`) on a fixed
+sample of augmented training images along two normalised random directions around the trained weights, as HDVW's
+``losslandscape.ipynb``: a 1-D slice and a 2-D grid, the weights restored bit for bit afterwards. Directions
+(``normalisation``), loss, HDVW's own protocol as options (``redraw``, ``nll``, ``clip``) and every remaining
+difference: docs/analysis.md, "Loss landscape".
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""Lesion study (the paper's Sec. 4): the test accuracy lost when one block's residual branch is removed (the
-block then passes its shortcut only), for every block in turn, clean test images, model in eval mode.
-
-A block whose shortcut is a learned projection (the first block of a stage, where the width or resolution
-changes) keeps that projection when lesioned: its output is a 1x1 convolution of its input, not the input, so
-it drops accuracy by construction. Those blocks are reported apart (``projection_shortcut`` in the table,
-hollow markers off the line in the figure, their own summary), never averaged with the others. HDVW publishes
-no lesion code.
+"""Lesion study (the paper's Sec. 4): the test accuracy lost when one block's residual branch is removed (the block
+then passes its shortcut only), for every block in turn. Projection-shortcut blocks are reported apart, never
+averaged with the others: docs/analysis.md, "Lesion study".
 """
 
 from __future__ import annotations

@@ -1,20 +1,7 @@
-"""Robustness to band-limited noise (the paper's Fig. 2b): the accuracy lost to noise confined to a band of
-spatial frequencies, band by band from low to high frequency.
-
-Bands are rings of radial spatial frequency (units of pi: 1 is the Nyquist frequency along each axis, sqrt(2)
-the spectrum's corners), ``low <= radius < high``:
-
-* ``bands: hdvw`` (default): the paper's nine bands centred at 0.1π, 0.2π, ... 0.9π, each 0.1π wide; zero
-  frequency (DC, a constant offset of the image) is in none of them.
-* ``bands: rings``: ``rings`` equal-width rings from 0 to ``max_frequency``, the lowest holding DC and the last
-  closed at ``max_frequency``.
-
-Per band, white Gaussian noise is filtered in the Fourier domain by the ring's mask (radially symmetric, hence
-the noise stays real), rescaled per image to an L2 norm of ``rms * sqrt(C * H * W)`` in [0, 1] pixel units,
-divided by the per-channel std of the input normalisation and added to the clean normalised test images (no
-clipping, which would leak energy out of the band). Reported: accuracy per band and its drop from the clean
-accuracy. HDVW publishes no code for this figure: the noise's amplitude and its radial (not per-axis) bands
-are this module's choices.
+"""Robustness to band-limited noise (the paper's Fig. 2b): the accuracy lost to noise confined to a band of spatial
+frequencies, band by band from low to high frequency. The bands (``bands: hdvw`` or ``rings``), the noise's filter
+and scale, and which of them are this module's choices (HDVW publishes no code for this figure): docs/analysis.md,
+"Robustness to band-limited noise".
 """
 
 from __future__ import annotations

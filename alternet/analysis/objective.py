@@ -1,21 +1,7 @@
-"""The loss the Hessian and landscape analyses probe: NLL plus an L2 term from the recipe's weight decay.
-
-NLL: the mean cross-entropy of the batch's targets; soft (B, classes) targets (mixup/cutmix with label smoothing,
-as training and HDVW's landscapes use them) take the soft-target cross-entropy, hard labels the cross-entropy
-with ``label_smoothing``.
-
-The L2 term (``regulariser``):
-
-* ``hdvw``: ``weight_decay * sum_i ||w_i||`` with the *unsquared* norm of every trainable parameter
-  tensor (norm scales, biases and position tables included), as HDVW's ``ops/norm.l2`` and its landscape
-  notebook (``loss = NLL + weight_decay * l2``); an all-zero tensor, where ||w|| has no derivative, adds
-  nothing to the gradient or Hessian (:func:`unsquared_norms`). In HDVW's own CSVs this term is most of the
-  ResNet-vs-ViT flatness gap (from the origin to (1, 0): L2 rises by 16.4 vs 9.8, NLL by 3.5 vs 2.5).
-* ``decay_squared``: ``0.5 * weight_decay * sum ||w||^2`` over the parameters the training recipe decays
-  (``recipe.no_decay_norm_bias`` and the model's ``no_weight_decay()`` names excluded, as in training): its
-  gradient is ``weight_decay * w``, the decay an SGD step applies, so this is the objective weight decay
-  actually regularises (with AdamW's decoupled decay, its customary reading).
-* ``none``: NLL alone.
+"""The loss the Hessian and landscape analyses probe: the NLL of the batch's targets (soft-target cross-entropy for
+soft (B, classes) targets, cross-entropy with ``label_smoothing`` for hard labels) plus an L2 term from the recipe's
+weight decay (``regulariser``: ``hdvw``, HDVW's unsquared ``weight_decay * sum_i ||w_i||``; ``decay_squared``; or
+``none``). The terms, and why each is kept: docs/analysis.md, "Loss landscape".
 """
 
 from __future__ import annotations

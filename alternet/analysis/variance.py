@@ -1,11 +1,6 @@
-"""Feature map variance (the paper's Fig. 9): per sample and channel, the spatial variance of the map over its
-H x W positions, averaged over samples and channels, for the stem and every block's output (HDVW's taps: the
-stem, then each residual block's output; a ViT's class token dropped), clean test images, model in eval mode.
-
-``estimator``: ``unbiased`` (default; HDVW's ``latent.var(dim=[-1, -2])``, torch's default divisor H*W - 1) or
-``population`` (divisor H*W). They differ by the factor H*W / (H*W - 1): 16/15 on a 4x4 map, 1.016 on 8x8.
-A 1x1 map (a timm ResNet's last stage at 32 px, a PiT's at 16 px) has no spatial variance: its row in the table
-reads NaN, and the summary's means and last value leave it out.
+"""Feature map variance (the paper's Fig. 9): the spatial variance of the stem's and every block's output map,
+averaged over samples and channels. The estimator (``unbiased``, HDVW's, or ``population``), the 1x1 maps left out of
+the summary and the differences from HDVW: docs/analysis.md, "Feature-map variance".
 """
 
 from __future__ import annotations

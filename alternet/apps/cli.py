@@ -1,15 +1,9 @@
-"""The command line: ``alternet COMMAND [ARGS]`` (the console script of an installed alternet; ``python -m alternet``
-is the same), one command per job (:data:`COMMANDS`; ``alternet --help`` lists them). In a checkout, ``python
-train.py`` and ``python evaluate.py`` run :func:`train_main` and :func:`evaluate_main` directly.
-
-``train`` and ``evaluate`` are Hydra apps: their configs are read from the package (``pkg://alternet.conf``), so they
-work from any directory, and run directories go under the directory the command runs in (``outputs/`` by default,
-``paths.log_dir``); ``alternet train --help`` lists the config groups and their options (template: ``hydra.help`` in
-``conf/hydra/default.yaml``). Hydra reads its overrides from ``sys.argv``, so while one runs under the
-dispatcher ``sys.argv`` is ``[argv0, *overrides]``: what the job records and repeats is rebuilt from that
-(:func:`alternet.runs.records.command_words`), and Lightning's DDP launcher, which re-runs ``sys.argv`` for each further
-rank, comes back through :func:`main` as a rank of ``train`` (:func:`lightning_rank`). Every command ends on a user's
-error the same way: ``error: MESSAGE`` and exit status 1 (:func:`alternet.errors.exit_with_error`).
+"""The command line: ``alternet COMMAND [ARGS]``, one command per job (:data:`COMMANDS`; ``alternet --help`` lists
+them), and the Hydra apps ``train`` and ``evaluate`` (:func:`train_main`, :func:`evaluate_main`; their run
+directories under ``paths.log_dir``, ``alternet train --help`` from the template ``hydra.help`` in
+``conf/hydra/default.yaml``). How the dispatcher hands Hydra its ``sys.argv``, how a DDP rank comes back through
+:func:`main` (:func:`lightning_rank`) and how every command ends on a user's error: docs/architecture.md, "Entry
+points".
 """
 
 from __future__ import annotations

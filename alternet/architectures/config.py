@@ -1,13 +1,8 @@
 """``model``: the config section of each model family, derived from its spec, chosen by ``model.name``
-(:func:`model_section`).
-
-A zoo family's keys are its spec's fields (:mod:`alternet.architectures.specs`) but those the data sets
-(``img_size``), each optional: ``null`` in the config means "the zoo's value", so the architecture's defaults live in
-the zoo alone and ``conf/model/_FAMILY.yaml`` lists the keys a user may set. A tuple field is a list in the config.
-A family with a layout also has ``buildup_rules``. The section's rules are its spec's ``check_config``. Any other
-timm model (``model=timm model.name=NAME``) is an open section: the keys it does not declare
-(``+model.drop_rate=0.1``) are its constructor's, checked against that constructor when the model is built
-(:func:`alternet.models.factory.model_args`).
+(:func:`model_section`). How a spec's fields become the section's keys (each optional, ``null`` for the zoo's value):
+docs/development.md, "Adding a model family". A tuple field is a list in the config. Any other timm model
+(``model=timm model.name=NAME``) is an open section: the keys it does not declare (``+model.drop_rate=0.1``) are its
+constructor's, checked against that constructor when the model is built (:func:`alternet.models.factory.model_args`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Each model family's spec: a frozen dataclass of its constructor's keywords, with the family's hard constraints.
-
-A family is declared here once. Its config section (``model=NAME``) is derived from the spec's fields
-(:mod:`alternet.architectures.config`), its class and builder live in :mod:`alternet.models` (``zoo.MODEL_CLASSES``),
-and ``conf/model/_FAMILY.yaml`` lists the same keys (a test holds the two equal). ``check_config`` holds the rules
-of the keys a config may set, which the section runs as it is made; a hybrid family's ``check`` holds the rules
-that need the input size, which the run's checks call before anything is built.
+"""Each model family's spec: a frozen dataclass of its constructor's keywords, with the family's hard constraints:
+``check_config`` holds the rules of the keys a config may set, which the section runs as it is made; a hybrid
+family's ``check`` holds the rules that need the input size, which the run's checks call before anything is built.
+How a family is declared once and what is derived from its spec: docs/development.md, "Adding a model family".
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""Data sets as LightningDataModules over one base (:mod:`.base`), in two families: in-memory arrays
-(:mod:`.arrays`: CIFAR, digits) and image files (:mod:`.files`: image folders, ImageNet, LitData shards); the
-corrupted test sets that evaluation scores (:mod:`.corrupted`: CIFAR-C, ImageNet-C) are imported only by it.
-``data.name`` -> its DataModule, and the builder from a config: :mod:`.registry`. Each name below is imported on
-first use (:mod:`alternet.lazy`)."""
+"""Data sets as LightningDataModules over one base (:mod:`.base`): in-memory arrays (:mod:`.arrays`), image files
+(:mod:`.files`) and, imported only by evaluation, the corrupted test sets (:mod:`.corrupted`); ``data.name`` -> its
+DataModule, and the builder from a config: :mod:`.registry`. What each holds: docs/architecture.md. Each name below
+is imported on first use (:mod:`alternet.lazy`)."""
 
 from __future__ import annotations
 

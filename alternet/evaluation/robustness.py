@@ -1,18 +1,10 @@
 """Corruption robustness: a table of per-(corruption, severity) results, its summary, CSV and metrics.json.
 
-The paper's robustness number is the mean accuracy over the 15 CIFAR-C corruptions x 5 severities, every
-(corruption, severity) condition weighted equally. mCE and relative mCE follow Hendrycks & Dietterich (2019),
-against a baseline's table (AlexNet's is built in, :mod:`alternet.evaluation.baselines`; or any model's metrics.json):
-
-    CE_c     = 100 * sum_s E_{s,c} / sum_s E^base_{s,c}
-    rel CE_c = 100 * sum_s (E_{s,c} - E_clean) / sum_s (E^base_{s,c} - E^base_clean)
-
-and mCE / relative mCE are their means over corruptions (percent; 100 = as robust as the baseline). A relative
-CE whose baseline denominator is <= 0 is undefined (NaN, and so is the relative mCE); a baseline without any error on
-a corruption is rejected. Accuracies and errors elsewhere are fractions.
-
-Every row records whether its images came from real files (CIFAR-C, ImageNet-C: ``"real"``) or were generated
-(``"generated"``); a table, a summary and a baseline comparison never mix the two.
+The paper's number (the mean accuracy over the 15 CIFAR-C corruptions x 5 severities, every condition weighted
+equally), mCE and relative mCE against a baseline's table (AlexNet's is built in, :mod:`alternet.evaluation.baselines`;
+or any model's metrics.json), and real and generated corruptions never mixed: docs/reference.md, section 4,
+"Robustness". mCE and relative mCE are percent (100 = as robust as the baseline); accuracies and errors elsewhere are
+fractions.
 
 metrics.json schema (read by :func:`load_baseline`; the ``robustness`` section is
 :class:`~alternet.runs.results.RobustnessResult`'s ``to_json``, of :func:`robustness_record`'s result)::

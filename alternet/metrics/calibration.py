@@ -1,23 +1,9 @@
 """Accuracy and calibration metrics on a whole split, and temperature scaling.
 
-Every metric is computed per sample on the full arrays (``probs`` of shape (N, K), ``labels`` of shape (N,)),
-never averaged per batch, so the result does not depend on the batch size. Conventions (HDVW ``ops/tests.py``
-meaning, its flaws fixed):
-
-- **Confidence** is the maximum probability; the **prediction** is its arg-max (the first class on ties).
-- **ECE** uses ``n_bins`` equal-width bins over [0, 1], one bin index per sample, so counts, accuracy and mean
-  confidence always use the same edges. Bins are (lo, hi], except the first, which also holds 0; a confidence
-  of exactly 1.0 lands in the last bin. Empty bins contribute 0. (HDVW mixed (lo, hi] for counts and accuracy
-  with [lo, hi) for confidence; torchmetrics uses [lo, hi); the two agree except on exact edge hits.)
-- **NLL** is the mean of ``-log p_y``. From logits (what every command passes) it is computed exactly, as
-  ``logsumexp(z) - z_y`` in float64, as the training loss does; from probabilities alone ``p_y`` is floored at
-  ``PROB_FLOOR`` to keep a zero finite (at most ``-log(1e-12) ≈ 27.6`` per sample, an under-report on confidently
-  wrong predictions).
-- **Brier** is the mean over samples of ``sum_k (p_k - onehot_k)^2`` (range [0, 2]), as in HDVW; it is not
-  divided by the number of classes.
-- **Acc-90** is the accuracy among predictions with confidence > 0.9, NaN when there are none (HDVW reported 0).
-  **Unc-90** is the share of errors with confidence <= 0.9, NaN when there are no errors. **Freq-90** is the
-  share of predictions with confidence > 0.9.
+Every metric is computed per sample on the full arrays (``probs`` of shape (N, K), ``labels`` of shape (N,)), never
+averaged per batch, so the result does not depend on the batch size. The definitions (HDVW ``ops/tests.py``'s
+meaning, its flaws fixed), ECE's bin edges and how they differ from HDVW's and torchmetrics': docs/reference.md,
+section 3, "Metrics".
 """
 
 from __future__ import annotations

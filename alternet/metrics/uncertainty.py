@@ -1,33 +1,20 @@
 """Uncertainty beyond the top-label ECE, from a split's probabilities (and logits): selective classification,
-equal-mass and classwise calibration error, and out-of-distribution detection.
+equal-mass and classwise calibration error, and out-of-distribution detection. Definitions and conventions (and how
+they differ from torch-uncertainty's): docs/evaluation.md, "Uncertainty beyond calibration".
 
-**Selective classification.** A model accepts its ``k`` most confident predictions (confidence: the maximum
-softmax probability) and abstains on the rest: coverage ``c_k = k / n``; selective risk ``r_k = E_k / k`` and
-generalised risk ``g_k = E_k / n``, where ``E_k`` counts the errors among the accepted. Tied confidences have no
-order, so ``E_k`` inside a run of ties is its expectation over the run's orders (errors spread evenly).
+The selective metrics and FPR95, with their closed-form cases written down for the tests. With ``n`` predictions,
+``m`` errors, the error rate ``e = m / n`` and ``E_k`` the errors among the ``k`` most confident (selective risk
+``E_k / k``, generalised risk ``E_k / n``):
 
-- ``aurc``: the mean of ``r_k`` over ``k = 1..n``, the area under the risk-coverage curve as Geifman et al. (2019)
-  sum it (there is no selective risk at zero coverage). Cases, written down for the tests: all tied (a
-  random ranker) -> the error rate ``e`` exactly; a perfect ranker (every error less confident than every correct
-  prediction) -> ``(1/n) sum_{j=1..m} j / (n - m + j)`` for ``m`` errors, tending to ``e + (1 - e) ln(1 - e)``;
-  the worst ranker -> ``e + e (H_n - H_m)`` (harmonic numbers), tending to ``e (1 - ln e)``.
-- ``augrc``: the area under ``g`` against coverage by the trapezoid rule from ``(0, 0)`` (Traub et al., 2024):
-  ``e^2 / 2`` exactly for a perfect ranker, ``e / 2`` for a random one, ``e - e^2 / 2`` for the worst.
-- ``acc_cov90`` / ``acc_cov95``: the accuracy of the accepted at 90% / 95% coverage (``k = ceil(c n)``). Not
-  ``acc90``, which is the accuracy of predictions more confident than 0.9.
-
-**Calibration.** ``ece_adaptive``: the top-label ECE over equal-mass bins (edges at the confidence quantiles, so
-each holds ``n / n_bins`` predictions; tied confidences share a bin) instead of equal-width ones.
-``ece_classwise`` (Kull et al., 2019): for each class, the ECE of its predicted probability against whether it is
-the label, over equal-width bins; averaged over classes.
-
-**Out-of-distribution detection.** In-distribution images are the positives, scored so that higher means "in":
-``msp`` (maximum softmax probability) and ``energy`` (``logsumexp`` of the logits, the negative free energy of Liu
-et al., 2020). ``auroc``; ``aupr_in`` (in-distribution positive) and ``aupr_out`` (out positive, scores negated),
-as average precision; ``fpr95``: the share of out-of-distribution images accepted (score ``>=`` the threshold) at
-the highest threshold that keeps 95% of the in-distribution ones, counted at that threshold itself (not read off a
-thinned ROC curve, which skips the point when scores tie: a set scored against itself gives 0.95, not 1.0). Ties
-count half in the AUROC (scikit-learn's).
+- ``aurc``, the mean selective risk over ``k = 1..n``: all tied (a random ranker) -> ``e`` exactly; a perfect ranker
+  (every error less confident than every correct prediction) -> ``(1/n) sum_{j=1..m} j / (n - m + j)``, tending to
+  ``e + (1 - e) ln(1 - e)``; the worst ranker -> ``e + e (H_n - H_m)`` (harmonic numbers), tending to
+  ``e (1 - ln e)``.
+- ``augrc``, the trapezoid of the generalised risk from ``(0, 0)``: ``e^2 / 2`` exactly for a perfect ranker,
+  ``e / 2`` for a random one, ``e - e^2 / 2`` for the worst.
+- ``acc_cov90`` / ``acc_cov95``: the accuracy of the ``k = ceil(c n)`` most confident at coverage ``c`` = 0.9 / 0.95.
+- ``fpr95``: a set scored against itself gives 0.95, not 1.0: it is counted at the threshold itself, not read off a
+  thinned ROC curve, which skips that point when scores tie.
 """
 
 from __future__ import annotations

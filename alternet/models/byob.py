@@ -1,17 +1,12 @@
-"""ByobNet hybrids from a layout string: BoTNet, HaloNet and LambdaNet as timm builds them.
+"""ByobNet hybrids from a layout string: BoTNet, HaloNet and LambdaNet as timm builds them (the family's keys and
+named models: docs/training.md, "Hybrid families and any timm model").
 
-A layout (``C``/``M`` per block, ``|`` per stage) becomes timm's own :class:`~timm.models.byobnet.ByoModelCfg`:
-``C`` is a ResNet bottleneck (``ByoBlockCfg(type='bottle')``), ``M`` a ``ByoBlockCfg(type='self_attn')``, the
-same bottleneck with its 3x3 conv replaced by the attention layer ``self_attn_layer``:
-
-* ``bottleneck``: BoTNet's global multi-head attention with relative position logits, over a fixed feature map;
-* ``halo``: HaloNet's attention within ``block_size`` blocks and a ``halo_size`` border around them;
-* ``lambda``: LambdaNet's lambda layer (a linear content summary plus a local ``lambda_r`` position context).
-
-timm's ``ByobNet(cfg=...)`` builds it, so its module tree and state-dict keys are timm's: the specs of timm's named
-models (``architectures.named.TIMM_TWINS``) rebuild them exactly, and timm's weights for them load unchanged. An
-``M`` may open a stage: the attention block handles the stride itself (strided queries, or pooling after the
-attention).
+A layout becomes timm's own :class:`~timm.models.byobnet.ByoModelCfg`: ``C`` is ``ByoBlockCfg(type='bottle')``, ``M``
+a ``ByoBlockCfg(type='self_attn')``, the same bottleneck with its 3x3 conv replaced by the ``self_attn_layer``:
+BoTNet's ``bottleneck``, HaloNet's ``halo`` (attention within ``block_size`` blocks and a ``halo_size`` border around
+them) or LambdaNet's ``lambda`` (a linear content summary plus a local ``lambda_r`` position context). timm's
+``ByobNet(cfg=...)`` builds it, so its module tree and state-dict keys are timm's. An ``M`` may open a stage: the
+attention block handles the stride itself (strided queries, or pooling after the attention).
 """
 
 from __future__ import annotations

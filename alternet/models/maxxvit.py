@@ -1,17 +1,12 @@
-"""MaxxVit hybrids from a layout string: CoAtNet and MaxViT as timm builds them.
+"""MaxxVit hybrids from a layout string: CoAtNet and MaxViT as timm builds them (the family's keys and named models:
+docs/training.md, "Hybrid families and any timm model").
 
-A layout (``C``/``M`` per block, ``|`` per stage) becomes timm's own :class:`~timm.models.maxxvit.MaxxVitCfg` with
-a per-block ``block_type`` in every stage: ``C`` is timm's MBConv (or ConvNeXt, ``conv_block``) block, ``M`` the
-``msa_block``:
-
-* ``T``: CoAtNet's transformer block (attention over the whole map with a relative position bias, then an MLP);
-  opening a stage it downsamples itself (pooled queries and shortcut);
-* ``M``: MaxViT's block (MBConv, then window and grid attention, each with its MLP);
-* ``PM``: timm's parallel MaxViT block (window and grid attention side by side).
-
-timm's ``MaxxVit(cfg=...)`` builds it, so modules and state-dict keys are timm's:
-``architectures.named.TIMM_TWINS`` rebuilds ``coatnet_0_224`` exactly. Every stage halves the map (timm's rule), so
-each stage's input size must be even.
+A layout becomes timm's own :class:`~timm.models.maxxvit.MaxxVitCfg` with a per-block ``block_type`` in every stage:
+``C`` is timm's MBConv (or ConvNeXt, ``conv_block``) block, ``M`` the ``msa_block``: ``T``, CoAtNet's transformer
+block (attention over the whole map with a relative position bias, then an MLP; opening a stage, it downsamples
+itself by pooled queries and shortcut); ``M``, MaxViT's block (MBConv, then window and grid attention, each with its
+MLP); or ``PM``, timm's parallel MaxViT block (window and grid attention side by side). timm's ``MaxxVit(cfg=...)``
+builds it, so modules and state-dict keys are timm's. Every stage halves the map (timm's rule).
 """
 
 from __future__ import annotations

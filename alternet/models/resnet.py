@@ -1,9 +1,6 @@
-"""The paper's "ResNet": HDVW's post-activation ResNet (``models/resnet.py`` with ``resnet_dnn_block.py``) as timm's
-:class:`~timm.models.resnet.ResNet`, which computes the same function: conv-BN-ReLU blocks, the stride on the 3x3
-conv, a 1x1 conv + BN projection shortcut, ReLU after the sum, global average pooling and one linear layer.
-
-Only the stem differs from timm's ``resnet50``: at CIFAR sizes HDVW uses one 3x3 stride-1 conv + BN + ReLU and no
-max-pool (``stem=False``); from 128 px its stem is timm's own 7x7 stride-2 conv, BN, ReLU and max-pool.
+"""The paper's "ResNet": HDVW's post-activation ResNet as timm's :class:`~timm.models.resnet.ResNet`, which computes
+the same function; only the stem differs from timm's ``resnet50``. Its blocks and stems: docs/reference.md, "The
+paper's comparison models".
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
 """Each variant of a sweep against a baseline variant, in the paper's terms (Park & Kim, 2022, section 2): an
 inductive bias that *helps optimisation* lowers the clean training NLL and the test error; one that *regularises*
-raises the training NLL and lowers the test error.
-
-A verdict is read from the differences' confidence intervals (:mod:`.statistics`), never from means alone:
-
-- fewer than ``min_seeds`` seeds in either variant: *insufficient seeds*, no verdict;
-- test error significantly above the baseline's (Holm-corrected across the variants): *hurts*;
-- test error significantly below, and the clean training NLL significantly below: *helps optimisation*;
-  significantly above: *regularises*. Both read as the paper's claims only when every run of the two variants
-  completed its schedule (the epochs its learning-rate schedule was built for) and, where the sweep also holds the
-  same two variants at twice the epochs, the ranking holds there (:func:`budget_reason`); otherwise the verdict
-  says *at this budget*: which model is ahead when this schedule ends, not which bias it has. (A gate on the
-  training NLL's recent fall cannot tell: under cosine-to-zero it falls fastest in the last epochs.);
-- test error (and the training NLL, when logged) inside the equivalence margins by TOST: *equivalent*;
-- anything else: *inconclusive*.
+raises the training NLL and lowers the test error. A verdict is read from the differences' confidence intervals
+(:mod:`.statistics`), never from means alone. The verdicts, the order they are tried in, and when a verdict holds
+only *at this budget* (:func:`budget_reason`): docs/experiments.md, "Report".
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""How a run stops, in one place: the policy, and the code of every layer but the loader workers'.
+"""How a run stops, in one place: the policy, and the code of every layer but the loader workers'. What a user
+sees (which signals, what is saved, how to resume): docs/training.md, "Resume mid-epoch, pre-emption".
 
-* **A stop signal during the training steps** (``callbacks.preemption.signals``: SIGUSR1 from SLURM's
-  ``--signal=USR1@90``, SIGUSR2, SIGTERM from a scheduler, ``timeout`` or ``docker stop``, Ctrl-C's SIGINT):
-  :class:`PreemptionCheckpoint` lets the step finish, saves a resumable ``last.ckpt`` (mid-epoch), requeues a SLURM
-  job, and ends the command on one line (:class:`Preempted`) with the command that resumes. A second signal before
-  that checkpoint is safe stops at once (:class:`StoppedWithoutSaving`); the previous ``last.ckpt`` stays whole.
+* **A stop signal during the training steps** (``callbacks.preemption.signals``): :class:`PreemptionCheckpoint` lets
+  the step finish, saves a resumable ``last.ckpt`` (mid-epoch), requeues a SLURM job, and ends the command on one
+  line (:class:`Preempted`) with the command that resumes. A second signal before that checkpoint is safe stops at
+  once (:class:`StoppedWithoutSaving`); the previous ``last.ckpt`` stays whole.
   The second signal's handler raises that error wherever the step is; where code there put its own error in its
   place (Lightning's step calls ``inspect``, which does), the command still ends on the stop's line
   (:func:`raised_by_a_stop`).
@@ -15,9 +15,8 @@
   kept and how to go on. Where Ctrl-C lands inside Hydra's own code, a clean-up there can raise another error in its
   place, which Hydra reports as its own and exits 1: the command notes that Ctrl-C came (:func:`ctrl_c_noted`) and
   ends on the same line.
-* **Other stop signals outside the training steps** keep their defaults: the process ends there. Nothing is lost
-  but the step in progress: checkpoints, records and exports are written atomically, and the run directory's lock
-  (``alternet.runs.ownership.RunDirLock``) goes with the process.
+* **Other stop signals outside the training steps** keep their defaults: the process ends there, and the run
+  directory's lock (``alternet.runs.ownership.RunDirLock``) goes with it.
 * **Loader workers** ignore the stop signals and leave the stop to the main process, which shuts them down after
   its checkpoint (``alternet.data.workers``: the one part of this policy that lives elsewhere, with the workers).
 * A SIGINT that was ignored when the process started (a shell's background job) stays ignored, in training too.

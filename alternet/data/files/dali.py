@@ -309,9 +309,9 @@ class DaliLoader:
             try:
                 decode_rgb(source, name)
             except UnreadableImage as unreadable:
-                reason, replace, _ = str(unreadable).partition(". Replace")
-                hint = ". Replace or delete the file, or train with data.loader=torch data.skip_corrupt=true, which "
-                return DataError(f"data.loader=dali: {reason}{hint + 'skips unreadable images' if replace else ''}")
+                advice = ". Replace or delete the file, or train with data.loader=torch data.skip_corrupt=true, which "
+                advice += "skips unreadable images"
+                return DataError(f"data.loader=dali: {unreadable.reason}{advice if unreadable.advice else ''}")
         text = str(error).partition("encountered:")[2] or str(error)  # DALI's reason follows its operator's name
         first = next((line.strip() for line in text.splitlines() if line.strip()), type(error).__name__)
         return DataError(f"data.loader=dali: DALI stopped on the training split: {first}")

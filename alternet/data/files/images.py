@@ -99,12 +99,14 @@ class UnreadableImage(DataError):
 
     Raised in a loader worker, torch re-raises it in the main process as ``UnreadableImage("Caught UnreadableImage
     in DataLoader worker process N.\nOriginal Traceback ...")``; the message is cut back to the original line.
+    ``reason`` is what is wrong with the file, ``advice`` what the message ends on (none for a file that is gone).
     """
 
-    def __init__(self, message: str):
-        if message.startswith("Caught ") and "\nOriginal Traceback" in message:
-            message = message.rstrip().rsplit("\n", 1)[-1].split(": ", 1)[-1]
-        super().__init__(message)
+    def __init__(self, reason: str, advice: str = ""):
+        if reason.startswith("Caught ") and "\nOriginal Traceback" in reason:
+            reason = reason.rstrip().rsplit("\n", 1)[-1].split(": ", 1)[-1]
+        self.reason, self.advice = reason, advice
+        super().__init__(f"{reason}. {advice}" if advice else reason)
 
 
 SIXTEEN_BIT = {"I;16", "I;16L", "I;16B", "I;16N"}  # Pillow's 16-bit greyscale modes
@@ -151,8 +153,9 @@ def decode_rgb(
         ) from None
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as error:
         raise UnreadableImage(
-            f"cannot decode image {name or source}: {error}. Replace or delete the file, or set "
-            "data.skip_corrupt=true to skip unreadable images (they are counted and reported)"
+            f"cannot decode image {name or source}: {error}",
+            "Replace or delete the file, or set data.skip_corrupt=true to skip unreadable images (they are counted "
+            "and reported)",
         ) from None
 
 
@@ -166,7 +169,7 @@ class SkipCounter:
         with self._value.get_lock():
             self._value.value += 1
         warnings.warn(
-            f"skipped unreadable image {name}: {str(error).split('. Replace')[0]}", AlternetWarning, stacklevel=2
+            f"skipped unreadable image {name}: {getattr(error, 'reason', error)}", AlternetWarning, stacklevel=2
         )
 
     @property

@@ -237,7 +237,7 @@ class SyncCount:
             torch.cuda.set_sync_debug_mode("warn")
             self.count = lambda: sum("synchroniz" in str(w.message) for w in self._caught)
         else:
-            from bench.syncs import HostSyncs
+            from .syncs import HostSyncs
 
             self._host = HostSyncs().__enter__()
             self.count = lambda: self._host.count

@@ -48,9 +48,9 @@ from torch.utils.data import DataLoader
 from alternet.apps.config import TrainConfig, compose, train_config
 from alternet.runs.directories import RunDir
 from alternet.training.builders import build_module, build_trainer
-from bench.syncs import EagerOperators, HostSyncs, per_step
 
 from .harness import add_harness_arguments, begin, finish, row, summarise, timing_row
+from .syncs import EagerOperators, HostSyncs, per_step
 
 CLASSES = 10
 

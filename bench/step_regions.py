@@ -28,9 +28,9 @@ import torch.nn.functional as F
 
 from alternet.models import create_model
 from alternet.training.step import mix
-from bench.syncs import EagerOperators
 
 from .harness import add_harness_arguments, begin, finish, row, summarise, timing_row
+from .syncs import EagerOperators
 
 ARMS = ("eager", "backbone", "regions", "regions+ca", "regions+grad")
 CLASSES = 10

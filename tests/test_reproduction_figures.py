@@ -63,3 +63,17 @@ def test_the_decode_check_prints_the_pages_numbers(capsys, monkeypatch):
         "data.decode=exact: test top-1 30.19% (sd 0.23" in out and "data.decode=fast: test top-1 29.97% (sd 0.40" in out
     )
     assert "fast - exact, test top-1: -0.22 pp [-0.62, +0.19] (seed-paired, df 2.3, p 0.160" in out
+
+
+def test_the_hybrids_test_term_reads_the_published_table_with_each_measured_term(capsys, monkeypatch):
+    out = run("hybrids_test_term.py", capsys, monkeypatch)
+    assert "seed 0: 55.45% and 33.34% (published: 55.17%, 34.82%)" in out
+    assert "botnet_laptop      test error sd 0.245 pp, CIFAR-100-C sd 0.352 pp (2 seeds)" in out
+    assert "coatnet_laptop     test error sd 0.366 pp, CIFAR-100-C sd 0.413 pp (1 seed; with one seed" in out
+    assert "alternet_laptop    test error sd 0.054 pp" in out
+    rows = {line.split()[0]: line for line in out.splitlines() if "Δ error" in line}
+    assert "+2.38 pp [+1.64, +3.12]" in rows["botnet_laptop"] and rows["botnet_laptop"].endswith("| hurts")
+    assert "+1.98 pp [+1.03, +2.93]" in rows["coatnet_laptop"] and rows["coatnet_laptop"].endswith("| hurts")
+    assert "-0.94 pp [-1.87, -0.01] (df 4.1, p 0.0489" in rows["alternet_laptop"]
+    assert "inconclusive (lower error" in rows["alternet_laptop"]
+    assert "coatnet_laptop     Δ robustness -10.84 pp [-12.02, -9.66]" in out

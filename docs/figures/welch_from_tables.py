@@ -10,7 +10,8 @@ for them: each interval here has the seed term only. The report's, with a test-s
 the term adds variance but also raises the Satterthwaite degrees of freedom, which at 3 seeds an arm can narrow the
 interval. Each row therefore also prints the test-set standard deviation at which the verdict would change (the
 same term added to every variant of the sweep), to be set against the terms measured where predictions exist
-(0.05 pp between the laptop AlterNet and its twin at 7 seeds, docs/reproduction.md).
+(0.05 pp between the laptop AlterNet and its twin at 7 seeds, docs/reproduction.md; the hybrids' own, from
+arms trained again: hybrids_test_term.py).
 
 The tables' test top-1 is exact (a count of 10,000 test images in percent to 2 decimals); the clean training NLL
 is rounded to 3 decimals (at most 0.0005 nats off a job, far below the seeds' spread); robustness to 2 decimals of
@@ -62,14 +63,21 @@ def column(jobs: list[tuple], index: int, scale: float = 1.0) -> dict[str, float
     return {str(job[0]): job[index] * scale for job in jobs if job[index] is not None}
 
 
-def compare(baseline: str, arms: dict, test_sd: float = 0.0) -> dict[str, tuple[Difference, Difference, str]]:
+def compare(
+    baseline: str, arms: dict, test_sd: float | dict[str, float] = 0.0
+) -> dict[str, tuple[Difference, Difference, str]]:
     """Each variant's Welch differences in test error and clean training NLL, Holm-corrected across the variants,
-    and the report's verdict; ``test_sd`` (a fraction) adds a test-set term to every error difference."""
+    and the report's verdict; ``test_sd`` (a fraction, or one per variant) adds a test-set term to the error
+    differences."""
     variants = [arm for arm in arms if arm != baseline]
+    sds = test_sd if isinstance(test_sd, dict) else dict.fromkeys(variants, test_sd)
     errors = with_holm(
         [
             difference(
-                column(arms[arm], 1, -0.01), column(arms[baseline], 1, -0.01), paired=False, extra_variance=test_sd**2
+                column(arms[arm], 1, -0.01),
+                column(arms[baseline], 1, -0.01),
+                paired=False,
+                extra_variance=sds.get(arm, 0.0) ** 2,
             )
             for arm in variants
         ]

@@ -68,6 +68,7 @@ class RunDir:
     LAST = "last.ckpt"
     BEST_FILENAME = f"{BEST_PREFIX}{{epoch:03d}}"  # Lightning's ModelCheckpoint filename template
     HYDRA = ".hydra"
+    EVAL = "eval"  # what evaluate.after_training writes
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", Path(self.path))
@@ -83,8 +84,8 @@ class RunDir:
     metrics_csv = _At(LOGS, "metrics.csv")  # the CSV logger's per-step and per-epoch rows (Lightning names it)
     hparams = _At(LOGS, "hparams.yaml")  # the CSV logger's hyperparameters (Lightning names it)
     curves = _At("curves.png")  # loss, NLL and accuracy per epoch, learning rate per step
-    eval_dir = _At("eval")  # what evaluate.after_training writes
-    predictions = _At("eval", PREDICTIONS_FILE)  # the tested weights' test-set probabilities and labels
+    eval_dir = _At(EVAL)
+    predictions = _At(EVAL, PREDICTIONS_FILE)  # the tested weights' test-set probabilities and labels
     export_dir = _At("export")  # what export.after_training writes
     wandb_run_id = _At("wandb-run-id")  # the W&B run a resumed run continues
     wandb_group = _At("wandb-group")  # the W&B group fixed at the run's first start

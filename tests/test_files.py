@@ -13,6 +13,8 @@ import pytest
 from alternet import files
 from alternet.files import WriteError, stale_directories, whole_directory, write_text
 
+from helpers.warm import as_a_terminal_starts_it
+
 
 def _earlier(out):
     out.mkdir()
@@ -91,8 +93,11 @@ def test_a_writer_stopped_by_any_signal_mid_folder_leaves_the_earlier_one_intact
     staged lies in a hidden sibling that the next writer removes; SIGINT unwinds and removes it at once."""
     out = tmp_path / "out"
     before = _earlier(out)
-    writer = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(WRITER), str(out)], stdout=subprocess.PIPE, text=True
+    writer = subprocess.Popen(  # SIGINT at its default, as a terminal starts it (the suite may run with it ignored)
+        [sys.executable, "-c", textwrap.dedent(WRITER), str(out)],
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=as_a_terminal_starts_it,
     )
     try:
         assert writer.stdout.readline().strip() == "writing"

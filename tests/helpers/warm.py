@@ -96,7 +96,7 @@ def run(script: str, *args: str, cwd: Path, timeout: float = 300) -> subprocess.
         return subprocess.CompletedProcess(process.args, process.returncode, out.read_text(), err.read_text())
 
 
-def _as_a_terminal_starts_it() -> None:
+def as_a_terminal_starts_it() -> None:
     """Ctrl-C's signal at its default, as a terminal starts a command: the test run itself may have been started
     with SIGINT ignored (a shell's background job, ``nohup``), which every child would inherit, and a run that starts
     with SIGINT ignored keeps ignoring it (tests/test_faults.py tests that case on its own)."""
@@ -124,7 +124,7 @@ class _Server:
             stdout=subprocess.PIPE,
             text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            preexec_fn=_as_a_terminal_starts_it,
+            preexec_fn=as_a_terminal_starts_it,
         )
         ready = self.process.stdout.readline()
         if ready.strip() != "ready":

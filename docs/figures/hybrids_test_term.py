@@ -5,11 +5,12 @@ script measures the test images' own term for each pair and reads the published 
     python docs/figures/hybrids_test_term.py SWEEP [SWEEP ...] --save   # BoTNet's and CoAtNet's arms trained again
     python docs/figures/hybrids_test_term.py                            # from docs/figures/hybrids_correct.npz
 
-Each SWEEP is `alternet train experiment=hybrids hydra.sweeper.params.model=MODEL`: one arm's seeds 0-2 again, on the
-same recipe, each job scored after training on the test split and on the CIFAR-100-C subset (its eval/). The twin's
-and the AlterNet's per-image correctness come from the pre-declared run (7 seeds each, the same recipe:
-vs_twin_correct.npz and vs_twin_robustness.npz). Every pair is unpaired (other seeds, no shared initial weights), so
-each term is alternet.report.statistics.bootstrap_variance with the seeds' flips removed, unpaired.
+Each SWEEP is `alternet train experiment=hybrids hydra.sweeper.params.model=MODEL`: one arm's seeds 0-2 again (or some
+of them, with hydra.sweeper.params.seed: an arm's sweeps are merged), on the same recipe, each job scored after
+training on the test split and on the CIFAR-100-C subset (its eval/). The twin's and the AlterNet's per-image
+correctness come from the pre-declared run (7 seeds each, the same recipe: vs_twin_correct.npz and
+vs_twin_robustness.npz). Every pair is unpaired (other seeds, no shared initial weights), so each term is
+alternet.report.statistics.bootstrap_variance with the seeds' flips removed, unpaired.
 
 The terms are then added, arm by arm, to the published table's Welch comparison (welch_from_tables.py: the same
 intervals, Holm across the three models and the report's verdicts), and to its robustness differences. Each rerun
@@ -59,12 +60,24 @@ def from_sweep(sweep: Path) -> dict[str, np.ndarray]:
     return arrays
 
 
+def merged(sweeps: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """One arm's jobs from every sweep that holds it (seeds split across cores), in seed order."""
+    names = {key.split("/")[0] for arrays in sweeps for key in arrays}
+    out = {}
+    for name in sorted(names):
+        parts = [arrays for arrays in sweeps if f"{name}/seed" in arrays]
+        order = np.argsort(np.concatenate([arrays[f"{name}/seed"] for arrays in parts]), kind="stable")
+        for field in ("seed", "acc", "correct", "robustness", "sets_correct"):
+            out[f"{name}/{field}"] = np.concatenate([arrays[f"{name}/{field}"] for arrays in parts])[order]
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sweeps", nargs="*", type=Path, help=f"the rerun arms' sweeps (default: read {SAVED.name})")
     parser.add_argument("--save", action="store_true", help=f"keep what the numbers need in {SAVED}")
     args = parser.parse_args()
-    arrays = {k: v for sweep in args.sweeps for k, v in from_sweep(sweep).items()} or dict(np.load(SAVED))
+    arrays = merged([from_sweep(sweep) for sweep in args.sweeps]) or dict(np.load(SAVED))
     if args.save:
         np.savez_compressed(SAVED, **arrays)
     twin = np.load(FIGURES / "vs_twin_correct.npz")

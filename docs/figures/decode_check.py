@@ -21,11 +21,15 @@ from __future__ import annotations
 
 import argparse
 import pickle
+import sys
 from pathlib import Path
 
 import numpy as np
 
-from alternet.report.runs import read_sweep
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a file: its sibling scripts
+
+from arms import keyed, scored
+
 from alternet.report.statistics import bootstrap_variance, difference
 
 SCALE, QUALITY = 4, 90
@@ -47,17 +51,6 @@ def make(root: Path, cifar: Path) -> None:
         for index, (image, label) in enumerate(zip(images, batch["fine_labels"], strict=True)):
             big = Image.fromarray(image).resize((32 * SCALE, 32 * SCALE), Image.Resampling.BICUBIC)
             big.save(root / split / names[label] / f"{index:05d}.jpg", quality=QUALITY)
-
-
-def from_sweeps(sweep: Path) -> dict[str, np.ndarray]:
-    """Per arm (SWEEP/exact, SWEEP/fast): its seeds, test accuracies and per-image correctness."""
-    arrays = {}
-    for arm in ARMS:
-        runs = sorted(read_sweep(sweep / arm)[0], key=lambda run: int(run.seed))
-        arrays[f"{arm}/seed"] = np.array([int(run.seed) for run in runs])
-        arrays[f"{arm}/acc"] = np.array([float(run.metrics.test["acc"]) for run in runs])
-        arrays[f"{arm}/correct"] = np.stack([run.test_correct() for run in runs]).astype(bool)
-    return arrays
 
 
 def read(arrays: dict[str, np.ndarray]) -> None:
@@ -87,7 +80,10 @@ def main() -> None:
     if args.command == "make":
         make(args.root, args.cifar)
         return
-    arrays = from_sweeps(args.sweep) if args.sweep else dict(np.load(SAVED))
+    if args.sweep:  # SWEEP/exact and SWEEP/fast
+        arrays = keyed({arm: scored([args.sweep / arm]) for arm in ARMS}, ("seed", "acc", "correct"))
+    else:
+        arrays = dict(np.load(SAVED))
     if args.save:
         np.savez_compressed(SAVED, **arrays)
     read(arrays)

@@ -29,10 +29,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a file: its sibling scripts
 
+from arms import SETS, read_arms
 from welch_from_tables import TABLES, column, compare
 
-from alternet.report.build import group_variants
-from alternet.report.runs import read_sweep
 from alternet.report.statistics import bootstrap_variance, difference
 
 FIGURES = Path(__file__).resolve().parent
@@ -40,36 +39,7 @@ SAVED = FIGURES / "hybrids_correct.npz"
 BASELINE, ALTERNET = "preresnet_laptop", "alternet_laptop"
 RERUN = ("botnet_laptop", "coatnet_laptop")
 DRAWS = 1000  # the report's bootstrap draws, seed 0
-SETS = 75  # 15 corruptions x 5 severities
-
-
-def from_sweep(sweep: Path) -> dict[str, np.ndarray]:
-    """One arm's finished jobs: seed, test accuracy, per-image correctness, corrupted accuracy and per-image count of
-    corruption sets classified correctly."""
-    runs, _ = read_sweep(sweep)
-    arrays = {}
-    for variant in group_variants(runs, ["model"]):
-        name = variant.label.removeprefix("model=")
-        arm = sorted((run for run in variant.runs if run.test_correct() is not None), key=lambda run: int(run.seed))
-        arrays[f"{name}/seed"] = np.array([int(run.seed) for run in arm])
-        arrays[f"{name}/acc"] = np.array([float(run.metrics.test["acc"]) for run in arm])
-        arrays[f"{name}/correct"] = np.stack([run.test_correct() for run in arm]).astype(bool)
-        arrays[f"{name}/robustness"] = np.array([float(run.robustness) for run in arm])
-        sets = np.stack([np.rint(run.robust_correct() * SETS) for run in arm])
-        arrays[f"{name}/sets_correct"] = sets.astype(np.uint8)
-    return arrays
-
-
-def merged(sweeps: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """One arm's jobs from every sweep that holds it (seeds split across cores), in seed order."""
-    names = {key.split("/")[0] for arrays in sweeps for key in arrays}
-    out = {}
-    for name in sorted(names):
-        parts = [arrays for arrays in sweeps if f"{name}/seed" in arrays]
-        order = np.argsort(np.concatenate([arrays[f"{name}/seed"] for arrays in parts]), kind="stable")
-        for field in ("seed", "acc", "correct", "robustness", "sets_correct"):
-            out[f"{name}/{field}"] = np.concatenate([arrays[f"{name}/{field}"] for arrays in parts])[order]
-    return out
+FIELDS = ("seed", "acc", "correct", "robustness", "sets_correct")
 
 
 def main() -> None:
@@ -77,7 +47,7 @@ def main() -> None:
     parser.add_argument("sweeps", nargs="*", type=Path, help=f"the rerun arms' sweeps (default: read {SAVED.name})")
     parser.add_argument("--save", action="store_true", help=f"keep what the numbers need in {SAVED}")
     args = parser.parse_args()
-    arrays = merged([from_sweep(sweep) for sweep in args.sweeps]) or dict(np.load(SAVED))
+    arrays = read_arms(args.sweeps, FIELDS) if args.sweeps else dict(np.load(SAVED))
     if args.save:
         np.savez_compressed(SAVED, **arrays)
     twin = np.load(FIGURES / "vs_twin_correct.npz")

@@ -18,35 +18,21 @@ keeps each job's seed, corrupted and clean accuracy and per-image count of sets 
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 from pathlib import Path
 
 import numpy as np
 
-from alternet.report.build import group_variants
-from alternet.report.runs import read_sweep
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a file: its sibling scripts
+
+from arms import SETS, read_arms
+
 from alternet.report.statistics import bootstrap_variance, difference
 
 BASELINE, VARIANT, VIT = "preresnet_laptop", "alternet_laptop", "vit_mini_cifar"
 DRAWS = 1000  # the report's bootstrap draws, seed 0
-SETS = 75  # 15 corruptions x 5 severities
+FIELDS = ("seed", "robustness", "clean", "sets_correct")
 SAVED = Path(__file__).resolve().parent / "vs_twin_robustness.npz"
-
-
-def from_sweep(sweep: Path, names: tuple[str, ...] = (VARIANT, BASELINE)) -> dict[str, np.ndarray]:
-    runs, _ = read_sweep(sweep)
-    variants = {variant.label: variant for variant in group_variants(runs, ["model"])}
-    arrays = {}
-    for name in names:
-        arm = sorted(variants[f"model={name}"].runs, key=lambda run: int(run.seed))
-        summaries = [json.loads((run.job.path / "eval" / "metrics.json").read_text())["robustness"] for run in arm]
-        arrays[f"{name}/seed"] = np.array([int(run.seed) for run in arm])
-        arrays[f"{name}/robustness"] = np.array([s["summary"]["robustness"] for s in summaries])
-        arrays[f"{name}/clean"] = np.array([s["summary"]["clean_acc"] for s in summaries])
-        arrays[f"{name}/sets_correct"] = np.stack([np.rint(run.robust_correct() * SETS) for run in arm]).astype(
-            np.uint8
-        )
-    return arrays
 
 
 def main() -> None:
@@ -55,9 +41,9 @@ def main() -> None:
     parser.add_argument("--vit", type=Path, help="inductive_bias's ViT arm, scored alike")
     parser.add_argument("--save", action="store_true", help=f"keep what the numbers need in {SAVED}")
     args = parser.parse_args()
-    arrays = from_sweep(args.sweep) if args.sweep else dict(np.load(SAVED))
+    arrays = read_arms([args.sweep], FIELDS, (VARIANT, BASELINE)) if args.sweep else dict(np.load(SAVED))
     if args.vit:
-        arrays |= from_sweep(args.vit, (VIT,))
+        arrays |= read_arms([args.vit], FIELDS, (VIT,))
     if args.save:
         np.savez_compressed(SAVED, **arrays)
     arms = (VARIANT, BASELINE, VIT) if f"{VIT}/seed" in arrays else (VARIANT, BASELINE)

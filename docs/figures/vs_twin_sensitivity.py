@@ -15,32 +15,22 @@ are 100 MB, these 20 kB), from which the reading recomputes without the run.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
 from scipy import stats
 
-from alternet.report.build import group_variants
-from alternet.report.runs import read_sweep
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a file: its sibling scripts
+
+from arms import read_arms
+
 from alternet.report.statistics import bootstrap_variance, difference
 
 BASELINE, VARIANT = "preresnet_laptop", "alternet_laptop"
 MARGIN = 0.01  # the pre-declared equivalence margin (--error-margin 0.01)
 DRAWS = 1000  # the report's bootstrap draws, seed 0
 SAVED = Path(__file__).resolve().parent / "vs_twin_correct.npz"
-
-
-def from_sweep(sweep: Path) -> dict[str, np.ndarray]:
-    """Per arm: its seeds, test accuracies (metrics.json) and per-image correctness (eval/predictions.npz)."""
-    runs, _ = read_sweep(sweep)
-    variants = {variant.label: variant for variant in group_variants(runs, ["model"])}
-    arrays = {}
-    for name in (VARIANT, BASELINE):
-        arm = sorted(variants[f"model={name}"].runs, key=lambda run: int(run.seed))
-        arrays[f"{name}/seed"] = np.array([int(run.seed) for run in arm])
-        arrays[f"{name}/acc"] = np.array([float(run.metrics.test["acc"]) for run in arm])
-        arrays[f"{name}/correct"] = np.stack([run.test_correct() for run in arm]).astype(bool)
-    return arrays
 
 
 def published_test_term(variant: np.ndarray, baseline: np.ndarray) -> float:
@@ -68,7 +58,8 @@ def main() -> None:
     parser.add_argument("sweep", nargs="?", type=Path, help=f"the run's sweep directory (default: read {SAVED.name})")
     parser.add_argument("--save", action="store_true", help=f"keep the seeds, accuracies and correctness in {SAVED}")
     args = parser.parse_args()
-    arrays = from_sweep(args.sweep) if args.sweep else dict(np.load(SAVED))
+    fields = ("seed", "acc", "correct")
+    arrays = read_arms([args.sweep], fields, (VARIANT, BASELINE)) if args.sweep else dict(np.load(SAVED))
     if args.save:
         np.savez_compressed(SAVED, **arrays)
     arms = (VARIANT, BASELINE)

@@ -5,6 +5,7 @@ import csv
 import json
 import math
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -313,6 +314,33 @@ def test_the_preflight_numbers_jobs_as_hydra_launches_them(sweep):
     assert [job[:2] for job in launched] == [
         [f"model={model}", f"seed={seed}"] for model in ("alternet_tiny", "preresnet_tiny") for seed in (0, 1)
     ]
+
+
+def test_the_figure_scripts_read_each_models_scored_jobs_in_seed_order(sweep, monkeypatch):
+    """docs/figures/arms.py, what the reproduction page's scripts read of a sweep: per model, its jobs' seeds, test
+    accuracies and per-image correctness, keyed as their saved .npz files are; a model asked for and absent is
+    refused in one line."""
+    import numpy as np
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "docs" / "figures"))
+    from arms import read_arms
+
+    sweep_dir, _ = sweep
+    arrays = read_arms([sweep_dir], ("seed", "acc", "correct"))
+    models, fields = ("alternet_tiny", "preresnet_tiny"), ("acc", "correct", "seed")
+    assert sorted(arrays) == [f"{model}/{field}" for model in models for field in fields]
+    for model, first in (("alternet_tiny", 0), ("preresnet_tiny", 2)):
+        assert arrays[f"{model}/seed"].tolist() == [0, 1]
+        for seed in (0, 1):
+            job = sweep_dir / str(first + seed)
+            assert arrays[f"{model}/acc"][seed] == json.loads((job / "metrics.json").read_text())["test"]["acc"]
+            with np.load(job / "eval" / "predictions.npz") as saved:
+                correct = saved["probs"].argmax(axis=1) == saved["labels"]
+            assert arrays[f"{model}/correct"].dtype == bool
+            assert (arrays[f"{model}/correct"][seed] == correct).all()
+    assert list(read_arms([sweep_dir], ("seed",), ("preresnet_tiny",))) == ["preresnet_tiny/seed"]
+    with pytest.raises(SystemExit, match=r"no scored jobs of model=vit_tiny \(each job's eval/predictions.npz\)$"):
+        read_arms([sweep_dir], ("seed",), ("preresnet_tiny", "vit_tiny"))
 
 
 def test_records_the_report_reads_are_checked_named_and_counted(sweep, tmp_path):

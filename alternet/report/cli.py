@@ -19,8 +19,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet report") -> in
         prog=prog,
         description="The paper's figures, a table and verdicts from a sweep directory (a multirun's sweep dir): each "
         "variant's difference from the baseline with its 95% interval and Holm-corrected p-value, read as helps "
-        "optimisation / regularises (as the paper's claim, or at this budget) / hurts / equivalent / inconclusive / "
-        "insufficient seeds, with each comparison's minimum detectable effect.",
+        "optimisation / regularises / hurts / equivalent (each as the paper's claim, or at this budget) / "
+        "inconclusive / insufficient seeds, with each comparison's minimum detectable effect.",
     )
     parser.add_argument("sweep_dir", type=Path)
     parser.add_argument(

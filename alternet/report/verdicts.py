@@ -56,9 +56,9 @@ class Rule:
             f"95% intervals; significance at alpha = {self.alpha} after Holm's correction across the variants "
             f"(per metric); at least {self.min_seeds} seeds per variant; equivalence by TOST inside ±"
             f"{self.error_margin * 100:g} pp test error and ±{self.nll_margin:g} nats training NLL; minimum "
-            f"detectable effects at {self.power:.0%} power; optimisation/regularisation reads as the paper's claim "
-            "when every run completed its schedule and the ranking holds at twice the epochs where the sweep has "
-            "them, else as true at this budget"
+            f"detectable effects at {self.power:.0%} power; a verdict reads as the paper's claim when every run "
+            "completed its schedule and the ranking holds at twice the epochs where the sweep has them, else as "
+            "true at this budget"
         )
 
 
@@ -79,7 +79,7 @@ class Summary:
 
 
 def budget_reason(completed: bool, ranking_holds_at_twice: bool | None) -> str | None:
-    """Why an optimisation/regularisation reading holds only at this budget (None: it stands as the paper's claim):
+    """Why a verdict holds only at this budget (None: it stands as the paper's claim):
     a run that did not complete its schedule, a ranking that changes at twice the epochs, or no arm at twice the
     epochs to test it (``None``): a ranking at one short budget says nothing of the paper's 300 epochs."""
     if not completed:
@@ -99,20 +99,20 @@ def verdict(
     nll_name: str = "clean training NLL",
 ) -> str:
     """The paper's reading of a variant's differences in test error and a training NLL (``nll_name``: the clean
-    one, or HDVW's epoch mean on augmented batches) from the baseline (``budget``: why it holds only at this
-    budget, :func:`budget_reason`; None: it stands as the paper's claim)."""
+    one, or HDVW's epoch mean on augmented batches) from the baseline (``budget``: why a claim, any verdict but
+    inconclusive, holds only at this budget, :func:`budget_reason`; None: it stands as the paper's claim)."""
     if error is None or min(error.n) < rule.min_seeds:
         seeds = min(error.n) if error else 1
         return f"{INSUFFICIENT} ({seeds}; {rule.min_seeds} needed)"
+    claim = (lambda kind: kind) if budget is None else (lambda kind: f"{kind} {AT_THIS_BUDGET} ({budget})")
     if error.above_zero(rule.alpha):
-        return HURTS
+        return claim(HURTS)
     if error.below_zero(rule.alpha):
         if nll is None:
             return f"{INCONCLUSIVE} (lower error; no {nll_name} logged)"
         if nll.below_zero(rule.alpha) or nll.above_zero(rule.alpha):
-            kind = HELPS_OPTIMISATION if nll.delta < 0 else REGULARISES
-            return kind if budget is None else f"{kind} {AT_THIS_BUDGET} ({budget})"
+            return claim(HELPS_OPTIMISATION if nll.delta < 0 else REGULARISES)
         return f"{INCONCLUSIVE} (lower error; training NLL unresolved)"
     if error.equivalent(rule.error_margin, rule.alpha) and (nll is None or nll.equivalent(rule.nll_margin, rule.alpha)):
-        return EQUIVALENT
+        return claim(EQUIVALENT)
     return INCONCLUSIVE

@@ -113,6 +113,23 @@ def test_a_schedule_not_completed_reads_at_this_budget():
     assert budget_reason(True, None) == "no arm at twice the epochs tests the ranking"
 
 
+def test_every_claim_without_an_arm_at_twice_the_epochs_reads_at_this_budget():
+    """No preset sweeps the epochs, so a verdict must never print as the paper's claim: hurts and equivalent carry
+    the budget as helps optimisation and regularises do; inconclusive and insufficient seeds claim nothing."""
+    rng = np.random.default_rng(4)
+    reason = budget_reason(True, None)
+    suffix = f" {AT_THIS_BUDGET} (no arm at twice the epochs tests the ranking)"
+    assert _sweep_verdicts(rng, +0.02, 0.0, variants=1, budget=reason) == [HURTS + suffix]
+    assert _sweep_verdicts(rng, -0.02, -0.1, variants=1, budget=reason) == [HELPS_OPTIMISATION + suffix]
+    assert _sweep_verdicts(rng, -0.02, +0.1, variants=1, budget=reason) == [REGULARISES + suffix]
+    tight = difference(by_seed([0.350, 0.351, 0.349]), by_seed([0.351, 0.350, 0.350]))
+    tight_nll = difference(by_seed([1.200, 1.201, 1.199]), by_seed([1.201, 1.200, 1.201]))
+    assert verdict(tight, tight_nll, budget=reason) == EQUIVALENT + suffix
+    loose = difference(by_seed([0.34, 0.36, 0.35]), by_seed([0.35, 0.35, 0.36]))
+    assert verdict(loose, tight_nll, budget=reason) == INCONCLUSIVE
+    assert verdict(None, None, budget=reason) == f"{INSUFFICIENT} (1; 3 needed)"
+
+
 def test_equivalence_needs_a_tight_interval_inside_the_margins():
     tight = difference(by_seed([0.350, 0.351, 0.349]), by_seed([0.351, 0.350, 0.350]))
     tight_nll = difference(by_seed([1.200, 1.201, 1.199]), by_seed([1.201, 1.200, 1.201]))

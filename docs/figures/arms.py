@@ -33,6 +33,7 @@ FIELDS: dict[str, Callable[[Run], Any]] = {
     "robustness": lambda run: _robustness(run).robustness,  # mean accuracy over the corrupted sets
     "clean": lambda run: _robustness(run).clean_acc,  # the clean accuracy of the images corrupted
     "sets_correct": lambda run: np.rint(run.robust_correct() * SETS).astype(np.uint8),  # per image, sets correct
+    "clean_correct": lambda run: run.test_correct()[: run.robust_correct().size],  # the corrupted images, clean
 }
 
 

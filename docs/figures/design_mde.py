@@ -45,9 +45,9 @@ def mde(variant: dict[str, float], baseline: dict[str, float], paired: bool = Fa
 
 def spread(sd: float, seeds: int) -> dict[str, float]:
     """``seeds`` values whose sample sd is ``sd``, for a design not yet run (only the spread enters the MDE)."""
-    values = [sd * (i - (seeds - 1) / 2) for i in range(seeds)]
-    scale = sd / statistics.stdev(values)
-    return {str(i): v * scale for i, v in enumerate(values)}
+    centred = [i - (seeds - 1) / 2 for i in range(seeds)]
+    scale = sd / statistics.stdev(centred)
+    return {str(i): v * scale for i, v in enumerate(centred)}
 
 
 def pooled_sd(groups: list[list[float]]) -> float:

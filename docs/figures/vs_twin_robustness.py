@@ -68,10 +68,10 @@ def main() -> None:
             f"({len(arrays[f'{name}/seed'])} seeds)"
         )
     correct = {name: arrays[f"{name}/sets_correct"].astype(np.float64) / SETS for name in arms}
-    clean = {name: arrays[f"{name}/clean_correct"].astype(np.float64) for name in arms}
-    ratio = {name: correct[name].mean(axis=1) / clean[name].mean(axis=1) for name in arms}  # per seed
-    linear = {
-        name: (correct[name] - ratio[name][:, None] * clean[name]) / clean[name].mean(axis=1)[:, None] for name in arms
+    linear = {  # each image's contribution to each seed's share kept, linearised
+        name: (correct[name] - np.array(list(kept[name].values()))[:, None] * arrays[f"{name}/clean_correct"])
+        / arrays[f"{name}/clean"][:, None]
+        for name in arms
     }
     pairs = [(VARIANT, BASELINE)] + [(VIT, other) for other in (BASELINE, VARIANT) if VIT in arms]
     for one, other in pairs:

@@ -17,16 +17,19 @@ import statistics
 import sys
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a file: its sibling scripts
 
 from welch_from_tables import RULE, TABLES, column
 
 from alternet.report.statistics import difference
 
-# test top-1 (%) of runs of the same models on the same recipe (paper/_cpu), from docs/reproduction.md's job tables
-TWIN_7 = [57.90, 57.20, 57.36, 57.40, 58.46, 57.27, 57.89]  # alternet_vs_twin's preresnet_laptop, seeds 10-16
-ALTERNET_7 = [57.56, 58.47, 58.69, 57.88, 58.04, 58.24, 58.28]  # its alternet_laptop
-VIT_6 = [30.26, 32.66, 32.41, 30.60, 31.64, 31.87]  # inductive_bias's vit_mini_cifar, seeds 0-2 and their rerun
+# test top-1 (%) of runs of the same models on the same recipe (paper/_cpu): the pre-declared run's 14 jobs (seeds
+# 10-16, vs_twin_correct.npz), inductive_bias's ViT (its published table) and that ViT's rerun (docs/reproduction.md)
+_SAVED = np.load(Path(__file__).resolve().parent / "vs_twin_correct.npz")
+TWIN_7, ALTERNET_7 = (list(100 * _SAVED[f"{name}/acc"]) for name in ("preresnet_laptop", "alternet_laptop"))
+VIT_6 = [job[1] for job in TABLES["inductive_bias"][1]["vit_mini_cifar"]] + [30.60, 31.64, 31.87]
 # data_regime, seeds 0-2 (the twin's 10% arm: 2 seeds), each model against its own 50% arm, seed-paired
 DATA_REGIME = {
     "preresnet_laptop": {

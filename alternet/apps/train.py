@@ -40,7 +40,7 @@ from ..training import (
 )
 from ..training.config import TrainerConfig
 from ..training.loggers import build_loggers, define_best_metrics
-from ..training.resume import check_resume_settings
+from ..training.resume import check_resume_batch, check_resume_settings
 from ..training.stopping import lightning_ctrl_c_raised
 from .after_training import evaluate_after_training, export_after_training
 from .checks import validate_train_config
@@ -87,8 +87,6 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
     step = int(header.get("global_step", 0)) if resume else None
     if lock is not None:
         check_fresh_run_dir(run, resuming=resume is not None, reuse=typed.reuse_run_dir)
-        if resume:
-            record_resume(run, resume, step or 0, changes)
         run.remove_stale_temporaries()
     started = time.monotonic()
     if typed.performance.matmul_precision:
@@ -99,6 +97,11 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
     loggers = build_loggers(typed.logger.wandb, run, record, resume_step=step)
     loggers += build_extra(typed.logger.extra, "logger.extra", Logger)
     trainer = _trainer(typed, run, datamodule, loggers)
+    if resume:  # the devices are known now
+        batch = [typed.recipe.batch_size, trainer.world_size, trainer.accumulate_grad_batches]
+        check_resume_batch(resume, header, batch)
+        if lock is not None:
+            record_resume(run, resume, step or 0, changes)
     if trainer.is_global_zero:
         write_run_records(run, record)
         define_best_metrics(loggers)
@@ -160,6 +163,8 @@ def _module(config: TrainConfig, facts: DataFacts, pretrained: bool) -> Classifi
         load_timm_pretrained(module.model, model.name, **args)
     elif pretrained and model.pretrained:
         load_pretrained(module.model, model.pretrained)  # a different class count resets the head
+    if pretrained and model.pretrained:
+        module.restart_ema()
     return module
 
 

@@ -159,7 +159,7 @@ class ResumableLoader(StartsWorkersSafely, DataLoader):
 
     def state_dict(self) -> dict[str, int]:
         grown = {"workers": self._grown or self.num_workers} if self.most_workers else {}
-        return {"epoch": self.sampler.epoch, "batches": self.delivered} | grown
+        return {"epoch": self.sampler.epoch, "batches": self.delivered, "of": len(self)} | grown
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         self._resume = {"epoch": int(state["epoch"]), "batches": int(state["batches"])}

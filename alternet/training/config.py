@@ -72,7 +72,7 @@ class EmaConfig(Section):
     OFF: ClassVar[str] = "decay=null"  # the settings that switch it off
 
     decay: float | None
-    warmup: bool  # decay min(decay, (1 + t) / (10 + t)): timm's ModelEmaV3 warm-up
+    warmup: bool  # decay min(decay, (1 + t) / (10 + t)): TensorFlow's num_updates rule (not timm's V3 warm-up)
 
     @property
     def enabled(self) -> bool:

@@ -44,14 +44,15 @@ def uses_grad_scaler(trainer: Any) -> bool:
 
 
 class BufferSnapshots:
-    """The model's buffers (BatchNorm running statistics) as each of the last two steps found them: a forward pass
-    that went non-finite has already changed them, and the guard may learn of it only during the next step."""
+    """The buffers (BatchNorm running statistics) of the model and its EMA as each of the last two steps found them: a
+    forward pass that went non-finite has already changed the model's, the step's EMA update carried them into the
+    EMA's, and the guard may learn of it only during the next step."""
 
     def __init__(self) -> None:
         self._slots: dict[int, tuple[int, list[torch.Tensor]]] = {}
 
-    def take(self, model: torch.nn.Module, step: int) -> None:
-        buffers = list(model.buffers())
+    def take(self, modules: list[torch.nn.Module], step: int) -> None:
+        buffers = [buffer for module in modules for buffer in module.buffers()]
         if not buffers:  # e.g. a ViT: nothing a forward pass could have changed
             return
         slot = self._slots.get(step % 2)
@@ -64,10 +65,10 @@ class BufferSnapshots:
             torch._foreach_copy_(copies, buffers)
         self._slots[step % 2] = (step, copies)
 
-    def restore(self, model: torch.nn.Module, step: int) -> None:
+    def restore(self, modules: list[torch.nn.Module], step: int) -> None:
         slot = self._slots.get(step % 2)
         if slot is not None and slot[0] == step:
-            torch._foreach_copy_(list(model.buffers()), slot[1])
+            torch._foreach_copy_([buffer for module in modules for buffer in module.buffers()], slot[1])
 
 
 class HostFlags:
@@ -121,6 +122,11 @@ class NonFiniteGuard:
         self._current: _Step | None = None
         self._pending: _Step | None = None
         self.flags = HostFlags()
+        self.found: torch.Tensor | None = None  # the eager step's flag, which the EMA update reads (deferred mode)
+
+    def _watched(self) -> list[torch.nn.Module]:
+        ema = self.module.ema
+        return [self.module.model] if ema is None else [self.module.model, ema]
 
     def on_train_start(self) -> None:
         trainer = self.module.trainer
@@ -135,7 +141,8 @@ class NonFiniteGuard:
         self._pending = None
 
     def on_train_batch_start(self) -> None:
-        self.snapshots.take(self.module.model, self.module.global_step)
+        self.found = None
+        self.snapshots.take(self._watched(), self.module.global_step)
 
     def check_loss(self, loss: torch.Tensor, batch_idx: int) -> None:
         """Remember the step's loss; in synchronous mode check it now, on every rank, before backward."""
@@ -158,7 +165,7 @@ class NonFiniteGuard:
             return
         found = non_finite_flag(optimizer)
         self._current.fresh_optimizer = not any(optimizer.state.values())
-        optimizer.found_inf = found
+        optimizer.found_inf = self.found = found
         self.record(found)
 
     def act_on_previous(self) -> None:
@@ -194,7 +201,7 @@ class NonFiniteGuard:
         """Save the state before the step now running and raise. ``skipped``: the bad step is the previous one,
         whose update the fused optimizer skipped, so that state is the one before the bad step, one batch on."""
         module = self.module
-        self.snapshots.restore(module.model, bad.step)
+        self.snapshots.restore(self._watched(), bad.step)
         if skipped and bad.fresh_optimizer:
             for optimizer in module.trainer.optimizers:
                 optimizer.state.clear()

@@ -38,6 +38,7 @@ from .config import FinetuneConfig, ProgressiveResizeConfig, RecipeConfig
 from .display import Hits, RunningLoss
 from .guard import NonFiniteGuard, fused_optimizer_supported, uses_grad_scaler
 from .optim import build_optimizer, build_scheduler, rescale_learning_rates, scaled_lr
+from .resume import BATCH_KEY
 from .step import WholeStep
 
 EVALUATED_METRICS = SPLIT_KEYS  # per validation/test split, logged as "<split>/<metric>"
@@ -127,9 +128,13 @@ class ClassificationModule(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Every checkpoint moves to host memory in one pass (:func:`alternet.runs.checkpoints.to_host`) and carries a
-        digest of its weights; reading it verifies them (:mod:`alternet.runs.checkpoints`)."""
+        digest of its weights; reading it verifies them (:mod:`alternet.runs.checkpoints`). A step whose non-finite
+        flag is still on its way is read first (a mid-epoch or pre-emption checkpoint must not hold its NaN
+        statistics: the guard stops the run instead, saving the state before it)."""
+        self.guard.settle()
         checkpoint.update(to_host(dict(checkpoint)))
         checkpoint[DIGEST_KEY] = weights_digest(checkpoint["state_dict"])
+        checkpoint[BATCH_KEY] = self.batch_factors  # a resume on another global batch is refused (training.resume)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """A resumed run may change ``recipe.optimizer.lr`` (:data:`alternet.training.resume.APPLIED_ON_RESUME`):
@@ -249,12 +254,19 @@ class ClassificationModule(L.LightningModule):
         a mid-epoch checkpoint written after it (the callbacks' ``on_train_batch_end``) holds the step's EMA. The
         compiled whole step updates it itself."""
         super().optimizer_step(*args, **kwargs)
+        if self.ema is not None:  # Lightning counts the step once this hook has returned
+            self._update_ema(self.global_step + 1, self.guard.found)
+
+    def restart_ema(self) -> None:
+        """The EMA starts again from the model's weights (once ``model.pretrained``'s are in: it was copied from the
+        new model's random ones)."""
         if self.ema is not None:
-            self._update_ema(self.global_step + 1)  # Lightning counts the step once this hook has returned
+            self.ema.load_state_dict(self.model.state_dict())
 
     def ema_decay(self, step: int) -> float:
         """``recipe.ema.decay``; with ``recipe.ema.warmup`` it starts low and rises, min(decay, (1 + t) / (10 + t)),
-        so early weights do not linger for thousands of steps (timm's ModelEmaV3 warm-up)."""
+        so early weights do not linger for thousands of steps (TensorFlow's ``ExponentialMovingAverage`` rule with
+        ``num_updates=t``; timm's ModelEmaV3 warm-up, 1 - (1 + t / gamma) ** -power, is another)."""
         ema = self.recipe.ema
         return min(ema.decay, (1 + step) / (10 + step)) if ema.warmup else ema.decay
 
@@ -273,13 +285,17 @@ class ClassificationModule(L.LightningModule):
         )
 
     @torch.no_grad()
-    def _update_ema(self, step: int) -> None:
-        """Move the EMA towards the weights after optimizer step ``step`` (counted from 1)."""
+    def _update_ema(self, step: int, skipped: torch.Tensor | None = None) -> None:
+        """Move the EMA towards the weights after optimizer step ``step`` (counted from 1); not at all where the
+        device flag ``skipped`` is 1 (the fused optimizer skipped a non-finite step, as the compiled step does)."""
         if self.__dict__.get("_ema_tensors") is None:
             self.__dict__["_ema_tensors"] = self._ema_pairs()
         ema, model, others = self.__dict__["_ema_tensors"]
-        if ema:
-            torch._foreach_lerp_(ema, model, 1.0 - self.ema_decay(step))
+        weight = 1.0 - self.ema_decay(step)
+        if ema and skipped is None:
+            torch._foreach_lerp_(ema, model, weight)
+        elif ema:  # (a NaN statistic still moves in: the guard restores the EMA's buffers when it stops the run)
+            torch._foreach_add_(ema, torch._foreach_mul(torch._foreach_sub(model, ema), weight * (1.0 - skipped)))
         for e, p in others:
             e.copy_(p)
 
@@ -405,7 +421,12 @@ class ClassificationModule(L.LightningModule):
     @property
     def global_batch(self) -> int:
         """Images per optimizer step: the per-device batch, times the devices, times the accumulated batches."""
-        return self.recipe.batch_size * self.trainer.world_size * self.trainer.accumulate_grad_batches
+        return math.prod(self.batch_factors)
+
+    @property
+    def batch_factors(self) -> list[int]:
+        """The global batch's factors: the per-device batch, the processes, the accumulated batches."""
+        return [self.recipe.batch_size, self.trainer.world_size, self.trainer.accumulate_grad_batches]
 
     def _steps_per_epoch(self, epochs: int) -> int:
         """Optimizer steps per epoch, from the data module's batch count when it knows it: reading

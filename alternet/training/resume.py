@@ -68,6 +68,50 @@ def check_resume_settings(
     return {key: list(change) for key, change in found.items() if _applicable(key, *change)}
 
 
+BATCH_KEY = "global_batch"  # in Lightning checkpoints: [per-device batch, processes, accumulated batches]
+
+
+def check_resume_batch(checkpoint: str, header: dict[str, Any], batch: list[int]) -> None:
+    """Refuse a resume whose images per optimizer step (``batch``: the per-device batch, the processes, the accumulated
+    batches) differ from the saved run's: its learning rate was scaled for them and its schedule counts their steps,
+    and a resumed run keeps both. (A checkpoint from before this was saved is not checked.)"""
+    saved = header.get(BATCH_KEY)
+    if saved is None or saved == batch:
+        return
+    if _product(saved) == _product(batch) and _mid_epoch(header):
+        raise ConfigValueError(
+            f"resuming from {checkpoint} with {_spelled(batch)} where it was saved mid-epoch with {_spelled(saved)}: "
+            "its loader position counts each process's batches, so the rest of the epoch would repeat or skip "
+            "images. Resume it on as many devices and nodes with the same trainer.accumulate_grad_batches, or from "
+            "a checkpoint saved at an epoch's end"
+        )
+    if _product(saved) == _product(batch):
+        return
+    raise ConfigValueError(
+        f"resuming from {checkpoint} with {_product(batch)} images per optimizer step ({_spelled(batch)}) where it "
+        f"trained with {_product(saved)} ({_spelled(saved)}): its learning rate was scaled for that global batch and "
+        "its schedule counts those steps, and a resumed run keeps both. Resume on as many devices and nodes with the "
+        "same trainer.accumulate_grad_batches, or start a new run from its weights (model.pretrained=CHECKPOINT)"
+    )
+
+
+def _mid_epoch(header: dict[str, Any]) -> bool:
+    """Whether a checkpoint was saved inside an epoch: its training loader's position (``data.base``) short of the
+    epoch's end (a checkpoint from before the position recorded the epoch's length counts as mid-epoch)."""
+    loops = (header.get("loops") or {}).get("fit_loop", {}).get("state_dict", {})
+    states = loops.get("combined_loader") or [{}]
+    state = states[0] if isinstance(states[0], dict) else {}
+    return 0 < int(state.get("batches", 0)) < int(state.get("of", 2**62))
+
+
+def _product(batch: list[int]) -> int:
+    return batch[0] * batch[1] * batch[2]
+
+
+def _spelled(batch: list[int]) -> str:
+    return f"batch {batch[0]} x {batch[1]} processes x {batch[2]} accumulated"
+
+
 def _changed(before: Section, now: Section, prefix: str) -> dict[str, tuple[Any, Any]]:
     """Field by field, sub-sections included: each key whose values differ."""
     old, new = _flat(before.to_dict(), prefix), _flat(now.to_dict(), prefix)

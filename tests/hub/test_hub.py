@@ -293,11 +293,20 @@ def test_frozen_backbone_keeps_its_batchnorm_statistics(pretrained, tmp_path):
 
 
 def test_train_cli_fine_tunes_from_an_export_and_reports_the_load(pretrained, tmp_path, monkeypatch, capsys):
+    """One step from the export, its EMA too: the EMA starts from the loaded weights, not the new model's random
+    ones (at decay 0.9999 those would still be ~95% of it after an epoch of CIFAR)."""
     arguments = ["model=alternet_tiny", "data=digits", f"model.pretrained={export_dir(pretrained)}"]
-    arguments += ["recipe.finetune.backbone_lr_scale=0.1", *FAST, f"hydra.run.dir={tmp_path}"]
-    code, stdout, stderr = main_output("train.py", arguments, monkeypatch, capsys)
+    arguments += ["recipe.finetune.backbone_lr_scale=0.1", "recipe.ema.decay=0.9999", *FAST, "trainer.max_steps=1"]
+    code, stdout, stderr = main_output("train.py", [*arguments, f"hydra.run.dir={tmp_path}"], monkeypatch, capsys)
     assert code == "0", stderr[-3000:]
     assert f"loaded 78 tensors from {export_dir(pretrained)}" in stdout + stderr
+    state = torch.load(tmp_path / "checkpoints" / "last.ckpt")["state_dict"]
+    ema = {key[4:]: value for key, value in state.items() if key.startswith("ema.")}
+    loaded = hub.load(export_dir(pretrained)).state_dict()
+    assert ema.keys() == loaded.keys()
+    for key, value in loaded.items():  # one step moves a weight by ~1e-3, the EMA by 1e-4 of that
+        if value.is_floating_point():  # (the BatchNorm step counts are copied, one step on)
+            torch.testing.assert_close(ema[key], value, atol=1e-5, rtol=0, msg=key)
 
 
 def lightning_checkpoint(path: Path, *overrides: str) -> Path:

@@ -82,6 +82,20 @@ def test_resume_refuses_overrides_it_could_not_apply(finished):
     assert "weight_decay: 0.3" not in (run_dir / "config.yaml").read_text()  # the run directory still tells the truth
 
 
+def test_a_resume_on_another_global_batch_is_refused_before_it_trains(finished):
+    """The learning rate was scaled for the saved run's images per optimizer step and the schedule counts its steps;
+    a resume keeps both, so 2 accumulated batches (or other devices) would silently halve its steps."""
+    resumes = finished / "resumes.json"
+    overrides = [*DIGITS_RUN, "ckpt_path=last", "trainer.max_epochs=2", "trainer.accumulate_grad_batches=2"]
+    with pytest.raises(
+        ConfigValueError,
+        match=r"\(batch (\d+) x 1 processes x 2 accumulated\) where it trained "
+        r"with \d+ \(batch \1 x 1 processes x 1 accumulated\)",
+    ):
+        train(compose_train(*overrides, output_dir=finished))
+    assert not resumes.exists() and "accumulate_grad_batches: 2" not in (finished / "config.yaml").read_text()
+
+
 def _write_hydra_records(run_dir: Path) -> None:
     """``run_dir/.hydra/`` as Hydra wrote it when the run started."""
     records = run_dir / ".hydra"
@@ -100,6 +114,7 @@ def _hydra_records(run_dir: Path) -> dict[str, bytes]:
     [
         (["seed=3"], "already holds a finished run (metrics.json): resume it with ckpt_path=last"),
         (["ckpt_path=last", "recipe.optimizer.weight_decay=0.3"], "recipe.optimizer.weight_decay: 0.05 -> 0.3"),
+        (["ckpt_path=last", "trainer.accumulate_grad_batches=2"], "x 2 accumulated) where it trained with"),
     ],
 )
 def test_a_run_refused_a_directory_holding_a_run_leaves_hydras_records_of_that_run(

@@ -297,11 +297,11 @@ def test_ema_updates_once_per_optimizer_step_with_gradient_accumulation(tmp_path
     seen = []
     update = ClassificationModule._update_ema
 
-    def spy(self, step):
+    def spy(self, step, *skipped):
         if not seen:
             seen.append(("initial", {k: v.clone() for k, v in self.ema.state_dict().items()}))
         seen.append((self.ema_decay(step), {k: v.clone() for k, v in self.model.state_dict().items()}))
-        update(self, step)
+        update(self, step, *skipped)
 
     monkeypatch.setattr(ClassificationModule, "_update_ema", spy)
     overrides = [*FAST, "trainer.limit_train_batches=6", "trainer.accumulate_grad_batches=2"]

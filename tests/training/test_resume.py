@@ -17,8 +17,10 @@ import torch
 from lightning.pytorch.strategies import SingleDeviceStrategy
 
 from alternet.apps.train import train
+from alternet.errors import ConfigValueError
 from alternet.runs.checkpoints import read_checkpoint
 from alternet.training.callbacks import AtomicCheckpointIO
+from alternet.training.resume import BATCH_KEY, check_resume_batch
 
 from helpers import FAST, ROOT, compose_train, run_main, run_script, run_warm
 from helpers.nonfinite import assert_same_state, fail_at, poison_inputs_at, state_before_step
@@ -152,8 +154,9 @@ def test_a_non_finite_step_is_skipped_on_the_device_and_acted_on_one_step_later(
     """The default (deferred) guard: no host sync or collective per step. Step 2's gradients are NaN; the fused
     optimizer skips its update on the device, and step 3 reads the flag, saves the state (as before step 2, one
     batch on) and stops. A lower learning rate resumes from it and finishes the run (on the eager path: resuming
-    does not depend on the step's path, and a third traced run costs the whole step's case 4 s)."""
-    six_steps = [*SIX_STEPS, *step_path]
+    does not depend on the step's path, and a third traced run costs the whole step's case 4 s). The EMA too is as
+    before step 2: step 2's update moved none of its weights, and the NaN statistics it took in are restored."""
+    six_steps = [*SIX_STEPS, "recipe.ema.decay=0.9", *step_path]
     before_step_2 = state_before_step(monkeypatch, 2, six_steps, tmp_path / "clean")
     message = (
         r"non-finite gradients \(training loss nan\) at global step 2, epoch 0, batch 2; its update was skipped "
@@ -182,6 +185,43 @@ def test_a_non_finite_step_is_skipped_on_the_device_and_acted_on_one_step_later(
     assert history == [
         {"global_step": 3, "checkpoint": str(saved_path), "changed": {"recipe.optimizer.lr": [0.002, 2e-4]}}
     ]
+
+
+def test_a_mid_epoch_checkpoint_reads_a_pending_flag_first_and_never_holds_a_skipped_steps_statistics(
+    tmp_path, monkeypatch
+):
+    """last.ckpt every step: the one due after the bad step 2 would hold the NaN BatchNorm statistics its forward pass
+    left (its flag is read one step later), and the guard's message offers last.ckpt as a remedy. The save reads
+    the flag first and the guard stops there; last.ckpt stays the one written after step 1."""
+    every_step = [*SIX_STEPS, "callbacks.checkpoint.every_n_train_steps=1"]
+    fail_at(
+        monkeypatch, 2, every_step, tmp_path / "failed", "at global step 2, epoch 0, batch 2; its update was skipped"
+    )
+    last = torch.load(tmp_path / "failed" / "checkpoints" / "last.ckpt")
+    assert last["global_step"] == 2
+    assert all(value.isfinite().all() for value in last["state_dict"].values() if value.is_floating_point())
+    # a mid-epoch checkpoint's loader counts each process's batches: another split of the same global batch is refused
+    batch = last[BATCH_KEY][0]
+    assert last[BATCH_KEY] == [batch, 1, 1]
+    check_resume_batch("last.ckpt", last, [batch, 1, 1])
+    last[BATCH_KEY] = [batch, 2, 1]
+    with pytest.raises(ConfigValueError, match=r"saved mid-epoch with batch \d+ x 2 processes x 1 accumulated"):
+        check_resume_batch("last.ckpt", last, [batch, 1, 2])
+
+
+def test_a_resume_on_another_split_of_the_global_batch_is_refused_mid_epoch_only():
+    """2 processes x 1 accumulated batch and 1 x 2 step alike, so an epoch's end resumes on either; mid-epoch the
+    loader's position counts each process's batches. Another global batch is refused either way."""
+    at = {"loops": {"fit_loop": {"state_dict": {"combined_loader": [{"epoch": 3, "batches": 195, "of": 195}]}}}}
+    end = {BATCH_KEY: [128, 2, 1]} | at
+    check_resume_batch("end.ckpt", end, [128, 1, 2])
+    with pytest.raises(
+        ConfigValueError,
+        match=r"with 256 images per optimizer step \(batch 128 x 2 processes x 1 "
+        r"accumulated\) where it trained with 128 \(batch 128 x 1 processes x 1 accumulated\)",
+    ):
+        check_resume_batch("end.ckpt", {BATCH_KEY: [128, 1, 1]} | at, [128, 2, 1])
+    check_resume_batch("old.ckpt", {}, [128, 2, 1])  # saved before the global batch was: not checked
 
 
 @pytest.fixture(params=["eager", pytest.param("whole-step", marks=pytest.mark.slow)])

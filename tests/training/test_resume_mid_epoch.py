@@ -125,7 +125,7 @@ def test_resumable_loader_continues_where_the_saved_position_left_off():
     iterator = iter(loader)
     seen = [next(iterator).tolist() for _ in range(3)]
     state = loader.state_dict()
-    assert state == {"epoch": 1, "batches": 3}
+    assert state == {"epoch": 1, "batches": 3, "of": 10}
 
     resumed = ResumableLoader(dataset, batch_size=4, sampler=EpochSampler(40, seed=3, shuffle=True), drop_last=True)
     resumed.sampler.set_epoch(1)

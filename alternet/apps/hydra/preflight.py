@@ -22,11 +22,11 @@ from omegaconf.errors import OmegaConfBaseException
 
 from ...errors import AlternetError, exit_with_error
 from ...files import check_output_dir, os_error_reason
-from ...launch import check_sweep_launch, resolved_launcher, visible_gpus
+from ...launch import check_sweep_launch, devices_per_job, resolved_launcher, visible_gpus
 from ...runs.checkpoints import checkpoint_header, resume_checkpoint
 from ...runs.directories import RunDir, SweepDir
 from ...runs.ownership import RunDirLock, check_fresh_run_dir, note_created_by_this_process
-from ...training.resume import check_resume_settings
+from ...training.resume import check_resume_batch, check_resume_settings
 from ..checks import validate_train_config
 from .composition import composition_error
 
@@ -189,7 +189,13 @@ class RunPreflight(RunDirPreflight):
                 with warnings.catch_warnings():  # the run prints its own warnings
                     warnings.simplefilter("ignore")
                     typed = validate_train_config(plain)
-                check_resume_settings(typed.model, typed.recipe, typed.data, resume, checkpoint_header(resume))
+                header = checkpoint_header(resume)
+                check_resume_settings(typed.model, typed.recipe, typed.data, resume, header)
+                trainer = typed.trainer
+                devices = devices_per_job(trainer.devices, trainer.accelerator, visible_gpus())
+                if devices is not None:  # else the run checks it once its Trainer knows
+                    batch = [typed.recipe.batch_size, devices * trainer.num_nodes, trainer.accumulate_grad_batches]
+                    check_resume_batch(resume, header, batch)
         except AlternetError as error:
             exit_with_error(error)
         finally:

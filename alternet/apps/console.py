@@ -4,6 +4,7 @@ directory to find them. One printer per report: both show a robustness result wi
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from .. import tracking
 from ..metrics.table import SPLIT_KEYS
 from ..progress import duration
 from ..runs.directories import RunDir, best_epoch
-from ..runs.results import EvaluationReport, RobustnessResult
+from ..runs.results import EvaluationReport, RobustnessResult, RobustnessSummary
 from ..runs.summary import RunSummary
 from ..training.builders import compile_mode, compile_refusal
 from ..training.config import RecipeConfig
@@ -104,6 +105,15 @@ def _metrics_table(summary: RunSummary) -> list[str]:
     return lines
 
 
+def _relative_mce(summary: RobustnessSummary) -> str:
+    if summary.relative_mce is not None:
+        return f"{summary.relative_mce:.1f}%"
+    if summary.clean_acc is None or summary.baseline_clean_acc is None:
+        return "n/a (no clean accuracy for the baseline)"
+    undefined = [name for name, ce in (summary.relative_ce or {}).items() if ce is None or math.isnan(ce)]
+    return f"undefined (the baseline's error on {', '.join(undefined)} is not above its clean error)"
+
+
 def robustness_lines(robustness: RobustnessResult) -> list[str]:
     """A robustness result as the lines both an evaluation and the end of a training run print: the mean accuracy,
     mCE against the baseline, the families, the worst conditions, the generated-frost caveat and the extra
@@ -113,9 +123,12 @@ def robustness_lines(robustness: RobustnessResult) -> list[str]:
     precision = f", {robustness.precision}" if robustness.precision not in (None, "32") else ""
     lines = [f"  robustness ({robustness.source} corruptions{precision}): {mean}"]
     if summary.mce is not None:
-        relative = summary.relative_mce
-        relative = "n/a (no clean accuracy for the baseline)" if relative is None else f"{relative:.1f}%"
-        lines.append(f"  mCE {summary.mce:.1f}% vs {summary.baseline}  relative mCE {relative}")
+        lines.append(f"  mCE {summary.mce:.1f}% vs {summary.baseline}  relative mCE {_relative_mce(summary)}")
+        if not summary.complete:
+            lines.append(
+                f"  note: mCE over {summary.n_conditions} conditions, not the benchmark's 15 corruptions x 5 "
+                "severities: not comparable with published mCE"
+            )
     families = "  ".join(f"{name} {block['acc']:.4f}" for name, block in summary.per_family.items())
     lines.append(f"  per family: {families}")
     worst = sorted(robustness.table, key=lambda row: row.acc)[:WORST_SHOWN]

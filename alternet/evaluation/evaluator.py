@@ -19,7 +19,7 @@ from ..data.workers import loader_workers
 from ..errors import ConfigValueError
 from ..files import atomic_write, write_json
 from ..metrics import apply_temperature, calibration_metrics, fit_temperature, reliability_bins, softmax
-from ..metrics.calibration import nll_per_sample
+from ..metrics.calibration import confidence_and_correct, nll_per_sample
 from ..metrics.uncertainty import (
     adaptive_ece,
     classwise_ece,
@@ -182,13 +182,14 @@ class Evaluator:
         self,
         sets: CorruptedSets,
         baseline: RobustnessBaseline | None,
-        clean_probs: np.ndarray,
+        clean_logits: np.ndarray,
         clean_labels: np.ndarray,
     ) -> tuple[RobustnessResult, dict[str, np.ndarray]]:
         """Score every condition; the 15 benchmark corruptions make the summary (mean, mCE), any extra ones a
         separate ``extra`` section."""
         n = sets.clean_images  # the clean reference uses the same images as the corrupted sets
-        clean_acc = float((clean_probs[:n].argmax(1) == clean_labels[:n]).mean())
+        _, correct = confidence_and_correct(softmax(clean_logits[:n]), clean_labels[:n])  # as test.acc counts it
+        clean_acc = float(correct.mean())
         names = [f"{sets.source} {c}/{s}" for c, s in sets.conditions]
         rows, predictions = [], {}
         shown = Progress(len(names), sets.describe(), unit="sets", every=0.0)
@@ -231,7 +232,7 @@ class Evaluator:
             ood_result, scores = self.ood(ood, arrays["logits"])
             arrays |= scores
         if robust is not None:
-            robust_result, corrupted = self.robustness(*robust, arrays["probs"], arrays["labels"])
+            robust_result, corrupted = self.robustness(*robust, arrays["logits"], arrays["labels"])
             arrays |= corrupted
         write_npz(self._file(self.out_dir / PREDICTIONS_FILE), arrays)
         metrics_path = self._file(self.out_dir / METRICS_FILE)
@@ -313,8 +314,8 @@ def check_evaluation_files(
 
 def _compact(key: str, probs: np.ndarray, logits: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
     """One corrupted set's predicted class, its confidence and each image's NLL (``logsumexp(z) - z_y``, float64)
-    — enough to recompute its accuracy, ECE and NLL exactly (:func:`~alternet.metrics.reliability_bins` on the
-    confidence, the NLL's mean) without storing 75 full probability matrices."""
+    — enough to recompute its accuracy, ECE and NLL exactly (the confidences binned by
+    :func:`~alternet.metrics.calibration.bin_index`, the NLL's mean) without storing 75 full probability matrices."""
     return {
         f"corrupted/{key}/pred": probs.argmax(1).astype(np.int16),
         f"corrupted/{key}/confidence": probs.max(1),

@@ -227,7 +227,9 @@ def _corruption_errors(
         relative = np.where(
             relative_denominator > 0, 100.0 * (error - (1.0 - clean_acc)).sum(axis=1) / relative_denominator, np.nan
         )
-    return {**result, "relative_mce": float(relative.mean()), "relative_ce": dict(zip(corruptions, relative.tolist()))}
+    defined = bool(np.all(relative_denominator > 0))  # else undefined: the baseline lost no accuracy there
+    relative_mce = float(relative.mean()) if defined else None
+    return {**result, "relative_mce": relative_mce, "relative_ce": dict(zip(corruptions, relative.tolist()))}
 
 
 def clean_accuracy(metrics: Mapping[str, Any]) -> float | None:

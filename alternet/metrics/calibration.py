@@ -113,12 +113,16 @@ def reliability_bins(probs: np.ndarray, labels: np.ndarray, n_bins: int = 10) ->
     return ReliabilityBins(edges=edges, counts=counts, accuracy=accuracy, confidence=mean_confidence)
 
 
-def top_k_accuracy(probs: np.ndarray, labels: np.ndarray, k: int) -> float:
-    """Share of samples whose label is among the ``min(k, K)`` most probable classes (ties count in its favour)."""
+def top_k_accuracy(probs: np.ndarray, labels: np.ndarray, k: int, logits: np.ndarray | None = None) -> float:
+    """Share of samples whose label is among the ``min(k, K)`` most probable classes, ranked by the ``logits`` the
+    probabilities came from where given (the same order, without the ties softmax makes where it underflows). A label
+    tied with other classes counts at its expectation over the orders of the tie: (places left) / (classes tied),
+    so a model that scores every class alike has top-k k/K, as a random choice among them would."""
     probs, labels = check_inputs(probs, labels)
-    label_prob = probs[np.arange(len(labels)), labels]
-    rank = np.sum(probs > label_prob[:, None], axis=1)
-    return float(np.mean(rank < min(k, probs.shape[1])))
+    scores = probs if logits is None else _check_logits(logits)
+    label_score = scores[np.arange(len(labels)), labels][:, None]
+    above, tied = np.sum(scores > label_score, axis=1), np.sum(scores == label_score, axis=1)  # tied: the label too
+    return float(np.mean(np.clip((min(k, scores.shape[1]) - above) / tied, 0.0, 1.0)))
 
 
 def nll(probs: np.ndarray, labels: np.ndarray) -> float:
@@ -159,7 +163,7 @@ def calibration_metrics(
     confident, errors = confidence > CONFIDENCE_CUTOFF, ~correct
     return {
         "acc": float(np.mean(correct)),
-        "top5": top_k_accuracy(probs, labels, 5),
+        "top5": top_k_accuracy(probs, labels, 5, logits),
         "nll": nll(probs, labels) if logits is None else nll_from_logits(logits, labels),
         "ece": reliability_bins(probs, labels, n_bins).ece,
         "brier": brier_score(probs, labels),

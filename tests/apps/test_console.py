@@ -102,6 +102,20 @@ def test_end_summary_reports_raw_and_ema_metrics_best_epoch_robustness_and_files
     assert "  checkpoints/best-epoch004.ckpt\n" in text and "  metrics.json\n" in text
 
 
+def test_a_relative_mce_left_undefined_or_an_incomplete_mce_says_why():
+    summary = ROBUSTNESS["summary"] | {"baseline_clean_acc": 0.5, "relative_ce": {"fog": None, "gaussian_noise": 12.0}}
+    lines = robustness_lines(RobustnessResult.from_payload(ROBUSTNESS | {"summary": summary}))
+    assert lines[1] == (
+        "  mCE 88.8% vs alexnet  relative mCE undefined (the baseline's error on fog is not above its clean error)"
+    )
+    partial = ROBUSTNESS["summary"] | {"complete": False, "n_conditions": 10}
+    lines = robustness_lines(RobustnessResult.from_payload(ROBUSTNESS | {"summary": partial}))
+    assert lines[2] == (
+        "  note: mCE over 10 conditions, not the benchmark's 15 corruptions x 5 severities: not comparable with "
+        "published mCE"
+    )
+
+
 def test_one_printer_shows_robustness_for_training_and_evaluation(tmp_path):
     assert RESULT.to_json() == ROBUSTNESS  # the file's record, read and written back whole
     lines = robustness_lines(RESULT)

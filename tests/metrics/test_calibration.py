@@ -137,13 +137,30 @@ def test_brier_is_the_per_sample_squared_distance_to_the_one_hot_label():
     assert brier_score(probs, labels) == pytest.approx(expected, rel=1e-12)
 
 
-def test_top_k_counts_ties_in_favour_of_the_label_and_caps_k_at_the_class_count():
+def test_top_k_counts_a_tied_label_at_its_expectation_and_caps_k_at_the_class_count():
     probs = np.array([[0.4, 0.4, 0.1, 0.1], [0.1, 0.2, 0.3, 0.4], [0.7, 0.1, 0.1, 0.1]])
     labels = np.array([1, 0, 3])
-    # s0: label tied for first -> rank 0; s1: three classes above -> rank 3; s2: label tied behind 0.7 -> rank 1.
-    assert top_k_accuracy(probs, labels, 1) == pytest.approx(1 / 3)
-    assert top_k_accuracy(probs, labels, 2) == pytest.approx(2 / 3)
-    assert top_k_accuracy(probs, labels, 5) == 1.0
+    # s0: label tied with one class for first: top-1 half the time, top-2 always; s1: three classes above;
+    # s2: one class above and the label tied with two: top-2 a third of the time, top-4 always.
+    assert top_k_accuracy(probs, labels, 1) == pytest.approx((1 / 2 + 0 + 0) / 3)
+    assert top_k_accuracy(probs, labels, 2) == pytest.approx((1 + 0 + 1 / 3) / 3)
+    assert top_k_accuracy(probs, labels, 5) == 1.0  # k capped at K = 4
+
+
+def test_top_k_of_a_model_that_scores_every_class_alike_is_chance_not_one():
+    """An untrained timm ViT's zero-initialised head scores every class alike: its top-5 is 5/K, as a random pick of
+    5 classes would give (counting ties in the label's favour gave 1.0 beside a top-1 of 1/K)."""
+    labels = np.arange(100) % 100
+    assert top_k_accuracy(np.full((100, 100), 0.01), labels, 5) == pytest.approx(0.05)
+    metrics = calibration_metrics(np.full((100, 100), 0.01), labels, logits=np.zeros((100, 100)))
+    assert metrics["top5"] == pytest.approx(0.05) and metrics["acc"] == pytest.approx(0.01)
+
+
+def test_top_k_ranks_by_the_logits_where_softmax_underflows_into_ties():
+    logits = np.array([[0.0, -800.0, -900.0]])  # probabilities [1, 0, 0]: classes 1 and 2 tie at 0
+    probs, label = softmax(logits), np.array([2])
+    assert top_k_accuracy(probs, label, 2) == pytest.approx(0.5)  # the tie, at its expectation
+    assert top_k_accuracy(probs, label, 2, logits) == 0.0  # the label is third
 
 
 def test_ece_agrees_with_torchmetrics_on_probabilities():

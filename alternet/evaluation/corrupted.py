@@ -100,7 +100,8 @@ def open_corrupted_sets(
     else:
         sets = _generated(cfg, datamodule, corruptions, severities)
         scored = sets.n_per_severity  # generated from the first max_images test images only
-    transform = build_transform(datamodule.mean, datamodule.std, datamodule.image_size)
+    stored = sets.get(*next(iter(sets.sets())))[0].shape[1]  # generated from the test split as stored (CIFAR: 32)
+    transform = build_transform(datamodule.mean, datamodule.std, datamodule.image_size, stored_size=stored)
     conditions, datasets = [], []
     for corruption, severity in sets.sets():
         if severity in severities:
@@ -132,8 +133,9 @@ def _images_to_score(sets: Any, datamodule: ImageDataModule, root: str | Path, m
     held = sets.n_per_severity
     images, labels = sets.get(*next(iter(sets.sets())))
     problems = []
-    if images.shape[1:3] != (datamodule.image_size, datamodule.image_size):
-        problems.append(f"images are {images.shape[1]}x{images.shape[2]}, the model's input {datamodule.image_size}px")
+    stored = test.images.shape[1:3] if hasattr(test, "images") else (datamodule.image_size,) * 2
+    if images.shape[1:3] != stored:
+        problems.append(f"images are {images.shape[1]}x{images.shape[2]}, the test images {stored[0]}x{stored[1]}")
     if held != len(test) and held != max_images:
         limit = f" and robustness.max_images={max_images}" if max_images else ""
         problems.append(f"{held} images per severity, the test split has {len(test)}{limit}")
@@ -185,9 +187,13 @@ def _imagenet_c(
     preprocess = cfg.preprocess
     transform = crop_transform(datamodule.mean, datamodule.std, datamodule.image_size, preprocess)
     tree = load_imagenet_c(root, corruptions, severities, class_names=class_names, num_classes=datamodule.num_classes)
+    n = cfg.max_images
     conditions, datasets = [], []
     for corruption, severity in tree.sets():
         paths, labels = tree.files(corruption, severity)
+        if n:  # the first N of each, against the first N test images: they must be the same images
+            paths, labels = paths[:n], labels[:n]
+            _check_first_images(paths, labels, datamodule, f"{root}/{corruption}/{severity}", n)
         check_image_size(paths[0], datamodule.image_size, preprocess)
         conditions.append((corruption, severity))
         datasets.append(ImageFileDataset(paths, labels, transform, datamodule.ledger))
@@ -197,7 +203,26 @@ def _imagenet_c(
         root=root,
         conditions=tuple(conditions),
         datasets=tuple(datasets),
-        clean_images=None,
+        clean_images=n,
         benchmark="imagenet-c",
         preprocess=preprocess,
+        max_images=n,
     )
+
+
+def _check_first_images(paths: np.ndarray, labels: np.ndarray, datamodule: ImageDataModule, where: str, n: int) -> None:
+    """ImageNet-C keeps the validation images' file names and class folders: with ``robustness.max_images=N`` the
+    first N files of a condition must be the first N test images (by name where the test split has files, else by
+    label), or the clean reference would be other images."""
+    test = datamodule.splits["test"]
+    if hasattr(test, "paths"):
+        same = [Path(p).name for p in paths] == [Path(p).name for p in test.paths[: len(paths)]]
+    else:
+        same = not hasattr(test, "labels") or np.array_equal(labels, test.labels[: len(labels)])
+    if not same:
+        raise DataError(
+            f"robustness.max_images={n} scores the first {n} images of each ImageNet-C condition against the first "
+            f"{n} test images, but the first of {where} are other images than {datamodule.name}'s test split "
+            "in order: score every image (robustness.max_images=null max_images=null), or test on the split "
+            "ImageNet-C was made from"
+        )

@@ -59,7 +59,7 @@ class RunSummary:
     last_checkpoint: str | None = None
     run_dir: str | None = None
     train_images_per_sec: float | None = None
-    skipped_images: int | None = None  # unreadable files skipped (data.skip_corrupt)
+    skipped_images: int | None = None  # reads of unreadable files skipped on rank 0, every epoch's (data.skip_corrupt)
     optimized_metric: OptimizedMetric | None = None
     calibration: Record | None = None  # evaluate.after_training: the evaluation's test record
     selective: Selective | None = None  # evaluate.after_training: selective classification (AURC, AUGRC, ...)

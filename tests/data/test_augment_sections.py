@@ -182,6 +182,8 @@ def test_a_cutout_in_the_arrays_section_reaches_the_pipeline():
     )
     datamodule = datamodule_of(config)
     assert describe(datamodule.train_transform())[-1] == ("CoarseDropout", (1, 1), (8, 8), (8, 8), 1.0)
+    holes = next(op for op in datamodule.train_transform().transforms if type(op).__name__ == "CoarseDropout")
+    assert holes.fill == fill_from_mean(datamodule.mean)  # the mean colour: a hole is 0 once normalised, not black
 
 
 def test_a_null_section_turns_its_familys_augmentation_off():

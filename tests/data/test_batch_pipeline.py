@@ -3,6 +3,7 @@ which the in-memory data sets use where the augmentation is crop and flip alone.
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import pytest
 import torch
@@ -109,3 +110,27 @@ def test_batched_training_loads_alike_with_and_without_workers():
     for (a, la), (b, lb) in zip(serial, parallel, strict=True):
         assert a.shape == (64, 3, 16, 16) and a.dtype == torch.float32
         assert torch.equal(a, b) and torch.equal(la, lb)
+
+
+class _Stored16(DigitsDataModule):
+    """Digits stored at 16 px whatever ``image_size`` asks, as CIFAR's arrays are stored at 32."""
+
+    def load_split(self, train: bool) -> tuple[np.ndarray, np.ndarray]:
+        asked, self.image_size = self.image_size, 16
+        try:
+            return super().load_split(train)
+        finally:
+            self.image_size = asked
+
+
+def test_arrays_stored_at_another_size_are_resized_to_data_image_size_in_every_split():
+    """data.image_size=24 on 16-px arrays: every split's images are 24 px, the evaluation's the stored image resized
+    (bilinear) then normalised; the training crop pads the resized image (it trained on the stored picture inside a
+    black canvas, and evaluated at the stored size)."""
+    module = _Stored16(image_size=24, batch_size=4, val_size=8, augment=CROP_FLIP)
+    module.setup()
+    for split in ("train", "val", "test"):
+        assert module.splits[split][0][0].shape == (3, 24, 24), split
+    test = module.splits["test"]
+    expected = build_transform(module.mean, module.std, 24)(image=cv2.resize(test.images[0], (24, 24)))["image"]
+    torch.testing.assert_close(test[0][0], expected)

@@ -337,6 +337,25 @@ def test_the_fast_decode_crops_the_same_box_to_within_resampling_error(tmp_path,
     assert reduced >= 10, reduced  # most large boxes of the 1200x900 photo, some of the 500x375's
 
 
+def test_the_fast_decode_reaches_the_scale_the_box_allows_whatever_the_photos_size(tmp_path):
+    """Pillow decodes at min(W // w, H // h) of the size (w, h) asked: asking ceil(W / 4) x ceil(H / 4) of a 501x375
+    photo got 375 // 94 = 3, so 1/2, and at 1/2 it got 1, the whole decode (ImageNet's 500x375 photos decoded whole
+    nearly always). The whole photo as the box, 60 px out: 1/4 (93 px >= 60, 1/8's 46 < 60), within resampling error
+    of the exact path's."""
+    from timm.data.transforms import RandomResizedCropAndInterpolation
+
+    from alternet.data.files.transforms import DraftedCrop
+
+    path = _photo_jpeg(tmp_path / "photo.jpg", 501, 375, seed=1)
+    crop = RandomResizedCropAndInterpolation(60, scale=(1.0, 1.0), ratio=(501 / 375, 501 / 375))
+    with Image.open(path) as opened:
+        fast = np.asarray(DraftedCrop(crop)(opened, path), np.float64)
+        assert opened.size == (126, 94)  # ceil(501 / 4) x ceil(375 / 4)
+    with Image.open(path) as whole:
+        exact = np.asarray(crop(whole.convert("RGB")), np.float64)
+    assert 10 * math.log10(255**2 / np.mean((fast - exact) ** 2)) >= 30
+
+
 def test_the_fast_decode_of_a_real_photo_stays_within_resampling_error():
     """The same check on a real photo (matplotlib's sample grace_hopper.jpg, 512x600, shipped with a dependency): at
     112 px most of timm's boxes decode at a reduced DCT scale. Measured on a Zen 4, over these 40 boxes: 34 reduced,

@@ -143,6 +143,32 @@ def test_imagenet_c_tree_is_scored_with_extras_apart_and_alexnet_mce(tmp_path, f
     assert EvaluationReport.from_json(out / "metrics.json").to_json() == written  # the file reads back whole
 
 
+class TinySorted(TinyData):
+    """Test images in class order, as ImageNet's validation folders and ImageNet-C's trees hold them."""
+
+    def load_split(self, train: bool) -> tuple[np.ndarray, np.ndarray]:
+        images, labels = super().load_split(train)
+        return images, np.sort(labels)
+
+
+def test_imagenet_c_max_images_scores_the_first_n_of_each_condition_or_refuses_other_images(tmp_path):
+    """robustness.max_images=N: the first N images of every condition, against the first N test images (the clean
+    reference), which must be the same images; it was ignored for ImageNet-C trees (every image scored, against the
+    first N clean ones)."""
+    root = write_tree(tmp_path / "ImageNet-C", corruptions=PICKED, per_class=4)
+    cfg = settings(root=str(root), corruptions=list(PICKED), max_images=5).robustness
+    sets = open_corrupted_sets(cfg, datamodule(TinySorted), WNIDS)
+    assert [len(d) for d in sets.datasets] == [5] * 10 and sets.clean_images == 5
+    assert sets.images().max_images == sets.images().images_per_condition == 5
+    assert "the first 5 images of each" in sets.describe()
+    with pytest.raises(
+        DataError,
+        match=r"robustness\.max_images=5 scores the first 5 images of each ImageNet-C "
+        r"condition against the first 5 test images, but the first of .*gaussian_noise/1 are other",
+    ):
+        open_corrupted_sets(cfg, datamodule(), WNIDS)  # its test classes interleaved
+
+
 def test_imagenet_c_preprocessing_crops_or_resizes_then_crops(tmp_path):
     root = write_tree(tmp_path / "C", corruptions=("fog",), per_class=1)
     module = datamodule()

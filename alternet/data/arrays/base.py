@@ -65,7 +65,7 @@ class ArrayDataModule(ImageDataModule):
 
     def train_transform(self) -> A.Compose:
         """The training split's pipeline: :attr:`augment` (recipe.augment.arrays), normalisation, a tensor."""
-        return build_transform(self.mean, self.std, self.image_size, self.augment)
+        return build_transform(self.mean, self.std, self.image_size, self.augment, self.__dict__.get("stored_size"))
 
     def load_split(self, train: bool) -> tuple[np.ndarray, np.ndarray]:
         """(images uint8 (N, H, W, C), labels int (N,)) of the train pool or the test split."""
@@ -79,13 +79,14 @@ class ArrayDataModule(ImageDataModule):
         if self.splits:
             return
         images, labels = self.load_split(train=True)
+        self.stored_size = images.shape[1]  # CIFAR's 32 px whatever data.image_size asks: resized image by image
         n_val = split_size(self.val_size, len(images))
         order = np.random.default_rng(self.split_seed).permutation(len(images))
         val_idx, train_idx = np.sort(order[:n_val]), np.sort(order[n_val:])
         self._train_pool = len(train_idx)
         train_idx = train_idx[self._subset_mask(labels[train_idx])]
         self.check_every_class_trains(labels[train_idx])
-        eval_transform = build_transform(self.mean, self.std, self.image_size)
+        eval_transform = build_transform(self.mean, self.std, self.image_size, stored_size=self.stored_size)
         evaluate, train = self._batch_pipelines(images)
         self.splits["train"] = ArrayDataset(images[train_idx], labels[train_idx], self.train_transform(), train)
         if n_val:

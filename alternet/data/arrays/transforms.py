@@ -39,7 +39,7 @@ def augmentation_ops(augment: ArraysAugment, image_size: int, mean: Sequence[flo
                 num_holes_range=(cutout.holes, cutout.holes),
                 hole_height_range=(size, size),
                 hole_width_range=(size, size),
-                fill=0,
+                fill=fill_from_mean(mean),  # the mean colour, 0 once normalised: DeVries & Taylor mask after it
                 p=cutout.p,
             )
         )
@@ -51,10 +51,14 @@ def build_transform(
     std: Sequence[float],
     image_size: int,
     augment: ArraysAugment | None = None,
+    stored_size: int | None = None,
 ) -> A.Compose:
-    """Augmentation (train only, when ``augment``, the ``arrays`` section, is given), then normalisation and a CHW
-    float tensor."""
-    ops = augmentation_ops(augment, image_size, mean) if augment else []
+    """A resize to ``image_size`` (bilinear) where the images are stored at another size (``stored_size``: CIFAR's
+    32 px at ``data.image_size=64``), augmentation (train only, when ``augment``, the ``arrays`` section, is given),
+    then normalisation and a CHW float tensor."""
+    resize = stored_size is not None and stored_size != image_size
+    ops = [A.Resize(image_size, image_size, interpolation=cv2.INTER_LINEAR)] if resize else []
+    ops += augmentation_ops(augment, image_size, mean) if augment else []
     ops += [A.Normalize(mean=tuple(mean), std=tuple(std), max_pixel_value=255.0), ToTensorV2()]
     return A.Compose(ops)
 

@@ -159,7 +159,7 @@ class DaliLoader:
         """The epoch and the batches delivered; mid-epoch, also DALI's random state after the last batch handed out,
         of every rank (Lightning writes global rank 0's checkpoint, and every rank resumes from it): each rank calls
         this, as Lightning's checkpoints do, and the states are gathered."""
-        state: dict[str, Any] = {"epoch": self.sampler.epoch, "batches": self.delivered}
+        state: dict[str, Any] = {"epoch": self.sampler.epoch, "batches": self.delivered, "of": len(self)}
         if self._pipeline is None or not 0 < self.delivered < len(self):
             return state
         ranks = [self._pipeline.checkpoint()]
@@ -221,6 +221,7 @@ class DaliLoader:
                 random_area=scale,
                 random_aspect_ratio=ratio,
                 num_attempts=10,
+                adjust_orientation=False,  # the pixels as stored, as Pillow, timm and every other path read them
             )
             if augment.interpolation == "random":  # timm's: bilinear or bicubic, drawn per image
                 choice = fn.random.choice([int(types.INTERP_LINEAR), int(types.INTERP_CUBIC)])

@@ -3,7 +3,6 @@ RGB PIL image, ending in a normalised CHW tensor."""
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Sequence
 from typing import Any
@@ -103,12 +102,13 @@ class DraftedCrop:
         out_h, out_w = crop.size
         full_w, full_h = opened.size
         reduce = next((r for r in REDUCTIONS if height / r >= out_h and width / r >= out_w), 1)
-        if reduce > 1 and opened.format == "JPEG":
-            opened.draft("RGB", (math.ceil(full_w / reduce), math.ceil(full_h / reduce)))
+        scale = 1.0  # libjpeg's: Pillow decodes at min(W // w, H // h) of the size (w, h) asked, so W // r is asked
+        drafted = opened.draft("RGB", (full_w // reduce, full_h // reduce)) if reduce > 1 else None
+        if drafted is not None and opened.format == "JPEG":
+            scale = full_w / drafted[1][2]  # its box: (0, 0, W / scale, H / scale), the image ceil(W / scale) wide
         opened.load()
         image = to_rgb(opened, name)
-        sx, sy = image.width / full_w, image.height / full_h  # the scale libjpeg decoded at (1 where it did not)
-        box = (left * sx, top * sy, (left + width) * sx, (top + height) * sy)
+        box = (left / scale, top / scale, (left + width) / scale, (top + height) / scale)
         return image.resize((out_w, out_h), resample=PIL_FILTER[mode], box=box)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 @dataclass(frozen=True)
 class DataFacts:
     """A data set's name, class count, input size and normalisation; its class names when known (the files are
-    read); and for image folders how evaluation resizes (``crop_pct``, ``interpolation``)."""
+    read); and for image folders how evaluation resizes (``crop_pct``, ``crop_mode``, ``interpolation``)."""
 
     name: str
     num_classes: int
@@ -22,6 +22,7 @@ class DataFacts:
     std: tuple[float, ...]
     class_names: tuple[str, ...] | None = None
     crop_pct: float | None = None
+    crop_mode: str | None = None
     interpolation: str | None = None
 
     def to_dict(self) -> dict[str, Any]:

@@ -168,10 +168,10 @@ def _usage_section(config: dict[str, Any], repo_id: str | None) -> list[str]:
         'features = alternet.hub.load("path/to/export", features_only=True)  # per-stage feature maps',
         "",
         "import json",
-        'args = json.load(open("path/to/export/config.json"))["model_args"]',
+        'config = json.load(open("path/to/export/config.json"))  # its preprocessing, labels and weights:',
         "model = timm.create_model(",
-        f'    "{name}", pretrained=True, num_classes={classes}, **args,',
-        f'    pretrained_cfg_overlay=dict(file="path/to/export/model.safetensors", num_classes={classes}),',
+        f'    "{name}", pretrained=True, num_classes={classes}, **config["model_args"],',
+        '    pretrained_cfg_overlay=dict(config["pretrained_cfg"], file="path/to/export/model.safetensors"),',
         ")",
         "```",
         "",
@@ -182,10 +182,13 @@ def _usage_section(config: dict[str, Any], repo_id: str | None) -> list[str]:
 
 def card_data(config: dict[str, Any], repo_id: str | None = None) -> ModelCardData:
     """The Hub metadata: timm as the library (so the Hub offers its loading snippet), the data set, and the
-    recorded test metrics as ``model-index`` evaluation results."""
+    recorded test metrics as ``model-index`` evaluation results when they are the exported weights' own."""
     name = config["alternet"]["data"]["name"]
     dataset = HUB_DATASETS.get(name, name)
-    test, _ = reported_test(config)
+    test, ema = reported_test(config)
+    info = config["alternet"]
+    if info.get("tested_checkpoint") != info.get("checkpoint") or bool(info.get("ema")) != ema:
+        test = None  # measured on other weights (the text says which): not published as this model's results
     recorded = {key: (test or {}).get(key) for key in HUB_METRICS if (test or {}).get(key) is not None}
     results = [
         EvalResult(

@@ -15,7 +15,7 @@ from torch import nn
 
 from ..errors import CheckpointError, ConfigValueError
 from ..models import AlterNet, create_model
-from .sources import Source, open_source
+from .sources import OTHER_WEIGHTS_KEYS, Source, open_source
 
 logger = logging.getLogger(__name__)
 MAX_NAMED_KEYS = 8
@@ -147,6 +147,13 @@ def apply_weights(model: nn.Module, source: Source, *, strict: bool = False, new
     ``new_head_ok=False`` (the caller did not ask for another class count) a head left at initialisation is an
     error: the model would predict at random with no sign of it."""
     selected, report = select_weights(model, source)
+    if not selected:
+        arch = f" ({source.architecture} weights)" if source.architecture else ""
+        raise CheckpointError(
+            f"no tensor of {source.location}{arch} fits this {type(model).__name__}: none of its "
+            f"{len(source.state_dict)} names is the model's, so it would start from its random initialisation; "
+            "check model.name against the weights' architecture"
+        )
     if strict and not report.complete:
         raise CheckpointError(f"strict loading failed: {report}")
     if report.head and not new_head_ok and getattr(model, "num_classes", 0):
@@ -208,9 +215,8 @@ def build_model(
     out_indices = kwargs.pop("out_indices", None)
     args = {**opened.model_args, **kwargs}
     classes = 0 if features_only else (opened.num_classes if num_classes is None else num_classes)
-    model = create_model(
-        opened.require_architecture(), num_classes=classes, pretrained_cfg_overlay=opened.pretrained_cfg, **args
-    )
+    overlay = dict.fromkeys(OTHER_WEIGHTS_KEYS) | opened.pretrained_cfg  # not the registry's weights' test size
+    model = create_model(opened.require_architecture(), num_classes=classes, pretrained_cfg_overlay=overlay, **args)
     report = apply_weights(model, opened, strict=strict, new_head_ok=num_classes is not None or features_only)
     if features_only:
         model = as_features(model, out_indices)

@@ -30,7 +30,7 @@ from ..errors import CheckpointError, one_line
 from ..files import read_json
 from ..models import MODEL_NAMES, create_model
 from ..models.external import check_name, require_pretrained, weights_location
-from ..runs.checkpoints import DIGEST_KEY, find_checkpoint, read_torch_file, verify_digest
+from ..runs.checkpoints import DIGEST_KEY, find_checkpoint, read_torch_file, verify_digest, weights_digest
 from ..runs.directories import RunDir
 from ..runs.weights import read_weights, saved_recipe
 from ..tracking import download_artifact
@@ -184,11 +184,17 @@ def preprocessing(source: Source) -> dict[str, Any]:
     }
 
 
+OTHER_WEIGHTS_KEYS = ("test_input_size", "test_crop_pct", "pool_size", "test_pool_size", "origin_url", "license")
+
+
 def data_pretrained_cfg(architecture: str, data: DataFacts, *, in_chans: int = 3) -> dict[str, Any]:
     """The timm ``pretrained_cfg`` of weights trained on ``data``: the architecture's registry entry (without
-    any weight location) with the input size, normalisation and class count of that data."""
+    any weight location, nor what describes the registry's own weights: their test size and crop, licence) with
+    the input size, normalisation, class count and evaluation resize of that data (arrays: the whole image)."""
     registered = get_pretrained_cfg(architecture)
     cfg = registered.to_dict(remove_source=True) if registered is not None else {}
+    for key in OTHER_WEIGHTS_KEYS:  # resnet50's: scored at 288 px, crop 1.0, which a 32-px CIFAR model is not
+        cfg.pop(key, None)
     size = int(data.image_size)
     cfg.update(
         input_size=[in_chans, size, size],
@@ -196,6 +202,9 @@ def data_pretrained_cfg(architecture: str, data: DataFacts, *, in_chans: int = 3
         std=[float(v) for v in data.std],
         num_classes=int(data.num_classes),
         tag=data.name,
+        crop_pct=1.0 if data.crop_pct is None else float(data.crop_pct),
+        crop_mode=data.crop_mode or "center",
+        interpolation=data.interpolation or "bilinear",
     )
     cfg.pop("architecture", None)  # config.json names it at the top level, as timm does
     return {k: v for k, v in cfg.items() if v is not None}
@@ -244,7 +253,7 @@ def read_export(directory: Path, location: str | None = None) -> Source:
         )
     alternet = config.get("alternet") or {}
     state_dict = read_export_weights(directory)
-    _check_one_export(directory, alternet.get(DIGEST_KEY))
+    _check_one_export(directory, alternet.get(DIGEST_KEY), state_dict)
     return Source(
         location=location or str(directory),
         state_dict=state_dict,
@@ -258,16 +267,19 @@ def read_export(directory: Path, location: str | None = None) -> Source:
     )
 
 
-def _check_one_export(directory: Path, recorded: str | None) -> None:
+def _check_one_export(directory: Path, recorded: str | None, state_dict: dict[str, torch.Tensor]) -> None:
     """The config and the weights are of one export: the weights' digest that ``config.json`` records (exports
-    since it does) is the one ``model.safetensors`` carries (already checked against its tensors), where it carries
-    one."""
-    if not recorded or not (directory / WEIGHTS_FILE).is_file():
+    since it does) is the one ``model.safetensors`` carries (already checked against its tensors), or, where the
+    weights carry none (``pytorch_model.bin``, metadata stripped), the one of the tensors read."""
+    if not recorded:
         return
-    with safe_open(str(directory / WEIGHTS_FILE), framework="pt") as opened:
-        held = (opened.metadata() or {}).get(DIGEST_KEY)
-    if held is not None and held != recorded:  # weights without a digest were not written by alternet: their
-        # values are checked as they load
+    held = None
+    if (directory / WEIGHTS_FILE).is_file():
+        with safe_open(str(directory / WEIGHTS_FILE), framework="pt") as opened:
+            held = (opened.metadata() or {}).get(DIGEST_KEY)
+    if held is None:
+        held = weights_digest(state_dict)
+    if held != recorded:
         raise CheckpointError(
             f"{directory} mixes the files of two exports: its {CONFIG_FILE} describes other weights than its "
             f"{WEIGHTS_FILE} holds (a copy over an older export, or one written before exports were made whole); "

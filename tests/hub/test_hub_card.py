@@ -88,6 +88,22 @@ def test_cifar100_cards_name_the_hub_data_set():
     assert card_data({**config, "alternet": {**config["alternet"], "test": None}}).eval_results is None
 
 
+@pytest.mark.parametrize(
+    "exported",
+    [{"checkpoint": "last.ckpt", "tested_checkpoint": "best-epoch003.ckpt"}, {"ema": True, "test_ema": None}],
+    ids=["another checkpoint tested", "the EMA exported, the raw weights tested"],
+)
+def test_results_measured_on_other_weights_are_not_published_as_the_models(exported):
+    """The card's text says which weights were tested; the model-index, which the Hub shows as the model's own
+    results, holds only the exported weights' numbers."""
+    config = {
+        "architecture": "alternet_r50",
+        "pretrained_cfg": {},
+        "alternet": {"ema": False, "data": {"name": "cifar100"}, "test": {"acc": 0.81}} | exported,
+    }
+    assert card_data(config).eval_results is None
+
+
 def test_local_dir_export_gives_the_trained_models_logits(run):
     x = torch.randn(4, 3, 16, 16, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
@@ -294,3 +310,50 @@ def test_a_folder_mixing_two_exports_is_refused_by_load_evaluate_and_push(run, f
     assert str(exited.value.code).startswith(f"error: {says}")
     assert fake_hub.calls == []
     hub.load(export_of(run))  # the export it was copied from reads as before
+
+
+@pytest.mark.parametrize("weights", ["model.safetensors without its digest", "pytorch_model.bin"])
+def test_weights_of_another_export_without_a_digest_of_their_own_are_refused(run, tmp_path, weights):
+    """config.json records its weights' digest: weights that carry none (metadata stripped, a torch file) are
+    checked against it by their own tensors, not taken with this config's labels and normalisation."""
+    from safetensors.torch import load_file, save_file
+
+    mixed = tmp_path / "mixed"
+    shutil.copytree(export_of(run), mixed)
+    other = {name: tensor + 1 for name, tensor in load_file(mixed / "model.safetensors").items()}
+    if weights == "pytorch_model.bin":
+        (mixed / "model.safetensors").unlink()
+        torch.save(other, mixed / "pytorch_model.bin")
+    else:
+        save_file(other, str(mixed / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match=f"^{mixed} mixes the files of two exports"):
+        hub.load(mixed)
+
+
+def test_an_exports_pretrained_cfg_is_its_training_datas_not_the_registrys_weights():
+    """A timm architecture trained here: its registry entry describes other weights (resnet50.a1_in1k is scored at
+    288 px, crop 1.0, bicubic); timm's validate.py would feed a 32-px CIFAR model those. The export's cfg is the
+    data's: arrays whole, an image folder's evaluation resize as it ran."""
+    from alternet.dataset_facts import DataFacts
+    from alternet.hub.sources import data_pretrained_cfg
+
+    cifar = DataFacts("cifar100", 100, 32, (0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
+    cfg = data_pretrained_cfg("resnet50", cifar)
+    assert "test_input_size" not in cfg and "test_crop_pct" not in cfg and "license" not in cfg
+    assert (cfg["input_size"], cfg["crop_pct"], cfg["crop_mode"]) == ([3, 32, 32], 1.0, "center")
+    folder = DataFacts("imagefolder", 10, 64, (0.5,) * 3, (0.25,) * 3, crop_pct=0.9, crop_mode="squash",
+                       interpolation="bicubic")  # fmt: skip
+    cfg = data_pretrained_cfg("resnet50", folder)
+    assert (cfg["crop_pct"], cfg["crop_mode"], cfg["interpolation"]) == (0.9, "squash", "bicubic")
+
+
+def test_weights_that_share_no_name_with_the_model_are_refused_not_left_at_initialisation(tmp_path):
+    """model.pretrained=SOURCE of another family: nothing loads, and the run would train from random weights with
+    only a warning to say so."""
+    from safetensors.torch import save_file
+
+    from alternet.models import create_model
+
+    save_file({"features.0.weight": torch.zeros(4, 3, 3, 3)}, str(tmp_path / "other.safetensors"))
+    with pytest.raises(CheckpointError, match=r"no tensor of .*other\.safetensors fits this \w+: none of its 1 names"):
+        hub.load_pretrained(create_model("alternet_tiny", num_classes=10), tmp_path / "other.safetensors")

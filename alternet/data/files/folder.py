@@ -245,7 +245,9 @@ class ImageFolderDataModule(ImageDataModule):
         return self.on_node(loader)
 
     def facts(self) -> dict[str, Any]:
-        return replace(super().facts(), crop_pct=self.crop_pct, interpolation=self.interpolation)
+        return replace(
+            super().facts(), crop_pct=self.crop_pct, crop_mode=self.crop_mode, interpolation=self.interpolation
+        )
 
     def _read_from(self) -> str:
         if self.loader == "dali":

@@ -242,5 +242,7 @@ def model_card(config: dict[str, Any], repo_id: str | None = None) -> str:
     ]
     if info.get("robustness"):  # the run's robustness summary, as the export's config.json holds it
         sections += ["", "## Robustness", *_robustness_section(RobustnessSummary.from_payload(info["robustness"]))]
+        if info.get("ema"):  # the evaluation after training scores the trained weights, not their average
+            sections += ["", "Measured with the trained weights, not the exported EMA weights."]
     sections += ["", "## Usage", *_usage_section(config, repo_id)]
     return "\n".join(sections) + "\n"

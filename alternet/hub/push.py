@@ -25,7 +25,7 @@ from ..errors import AlternetError
 from ..files import read_json, write_text
 from .card import model_card
 from .exporting import export
-from .sources import CONFIG_FILE, WEIGHTS_FILE, read_export
+from .sources import CONFIG_FILE, TORCH_WEIGHTS_FILE, WEIGHTS_FILE, read_export
 
 log = logging.getLogger("alternet.hub")
 
@@ -86,6 +86,7 @@ def push_to_hub(
                 repo_type="model",
                 revision=revision,
                 commit_message=commit_message or f"Upload {path.name} with alternet {__version__}",
+                delete_patterns=[TORCH_WEIGHTS_FILE],  # an earlier push's other weights, which loaders may read
             )
         except HfHubHTTPError as error:
             raise PushError(_refused(error, repo_id)) from error
@@ -112,7 +113,7 @@ def stage(source: Path, folder: Path, *, repo_id: str, ema: bool = False) -> Pat
             _link_or_copy(source / name, folder / name)
     else:
         export(source, folder, ema=ema)
-        read_export(folder)
+    read_export(folder)  # what is staged, read again: an export replaced while it was linked is refused
     config = read_json(folder / CONFIG_FILE, error=PushError)
     card = folder / CARD_FILE
     if card.read_text() == model_card(config):

@@ -25,6 +25,7 @@ import alternet.hub as hub
 from alternet.apps.train import train
 from alternet.errors import CheckpointError, ConfigValueError
 from alternet.evaluation.robustness import RobustnessRow, robustness_record, robustness_summary, update_metrics_json
+from alternet.hub.card import model_card
 from alternet.hub.sources import open_source, preprocessing
 from alternet.models import create_model
 from alternet.tracking import artifact_notice, log_model_artifacts
@@ -115,6 +116,9 @@ def test_model_card_reports_robustness_of_a_moved_run_directory(pretrained, tmp_
     card = (out / "README.md").read_text()
     assert "## Robustness" in card and "Corruptions: generated (2 conditions, partial grid)" in card
     assert "| mean accuracy over all corruption conditions | 0.7000 |" in card
+    assert "not the exported EMA weights" not in card
+    config["alternet"]["ema"] = True  # an EMA export: the robustness was the trained weights'
+    assert "Measured with the trained weights, not the exported EMA weights." in model_card(config)
 
 
 def test_timm_and_hub_loads_give_the_lightning_models_logits(pretrained):

@@ -157,8 +157,14 @@ class FakeHub:
     def create_branch(self, repo_id, *, branch, repo_type=None, exist_ok=False):
         self.calls.append(("create_branch", repo_id, branch))
 
-    def upload_folder(self, *, repo_id, folder_path, repo_type=None, revision=None, commit_message=None):
+    def upload_folder(
+        self, *, repo_id, folder_path, repo_type=None, revision=None, commit_message=None, delete_patterns=()
+    ):
         self.calls.append(("upload_folder", repo_id, sorted(os.listdir(folder_path)), revision, commit_message))
+        for pattern in delete_patterns:  # the repository's files that match and are not uploaded
+            for stale in (self.remote / repo_id).glob(pattern):
+                if not (Path(folder_path) / stale.name).exists():
+                    stale.unlink()
         shutil.copytree(folder_path, self.remote / repo_id, dirs_exist_ok=True)
         return SimpleNamespace(commit_url=f"{self.endpoint}/{repo_id}/commit/abc123")
 
@@ -205,7 +211,10 @@ def test_push_to_an_unreachable_hub_is_one_line_and_leaves_no_export(run, tmp_pa
 
 
 def test_push_uploads_the_three_files_in_one_commit(run, fake_hub, tmp_path, capsys):
+    (fake_hub.remote / REPO).mkdir(parents=True)
+    (fake_hub.remote / REPO / "pytorch_model.bin").write_bytes(b"an earlier push's weights")
     hub_main(["push", run.run_dir, REPO, "--private", "--commit-message", "first"])
+    assert sorted(p.name for p in (fake_hub.remote / REPO).iterdir()) == FILES  # nothing else to load from
     staged = list((tmp_path / "tmp").iterdir())
     assert [call[0] for call in fake_hub.calls] == ["init", "create_repo", "upload_folder"]
     assert fake_hub.calls[0][1:] == ("hf_fake", "alternet")

@@ -24,7 +24,7 @@ from alternet.errors import CheckpointError, ConfigValueError
 from alternet.hub import export, load_pretrained
 from alternet.hub.sources import open_source
 from alternet.models import create_model
-from alternet.runs.checkpoints import read_checkpoint
+from alternet.runs.checkpoints import DIGEST_KEY, read_checkpoint
 from alternet.runs.directories import RunDir
 from alternet.runs.ownership import RunDirLock
 
@@ -194,10 +194,18 @@ def test_bit_rot_in_a_checkpoint_or_an_export_is_refused_by_name(digits_summary,
 def test_weights_are_looked_at_before_they_load(digits_summary, tmp_path, tamper, message):
     """A third-party file (no digest) still gets its values checked: NaNs, integer casts, a self-contradicting head."""
     out = export(digits_summary.run_dir, tmp_path / "export")
-    weights = load_file(out / "model.safetensors")
-    save_file(tamper(weights), out / "model.safetensors")  # no digest in its metadata
+    _third_party(out, tamper(load_file(out / "model.safetensors")))
     with pytest.raises(CheckpointError, match=re.escape(message)):
         load_pretrained(create_model("alternet_tiny", num_classes=10, img_size=16), str(out))
+
+
+def _third_party(export_dir: Path, weights: dict) -> None:
+    """``export_dir`` as another tool writes one: ``weights`` with no digest, and none recorded in config.json (an
+    alternet config's digest refuses any other weights: tests/hub/test_hub_card.py)."""
+    save_file(weights, export_dir / "model.safetensors")
+    config = json.loads((export_dir / "config.json").read_text())
+    del config["alternet"][DIGEST_KEY]
+    (export_dir / "config.json").write_text(json.dumps(config))
 
 
 def test_a_reinitialised_head_is_a_warning(digits_summary, tmp_path, caplog):
@@ -212,7 +220,7 @@ def test_a_reinitialised_head_is_a_warning(digits_summary, tmp_path, caplog):
 def test_a_head_left_at_initialisation_without_asking_is_an_error(digits_summary, tmp_path):
     out = export(digits_summary.run_dir, tmp_path / "export")
     weights = load_file(out / "model.safetensors")
-    save_file({k: v for k, v in weights.items() if not k.startswith("head.fc.")}, out / "model.safetensors")
+    _third_party(out, {k: v for k, v in weights.items() if not k.startswith("head.fc.")})
     with pytest.raises(CheckpointError, match=r"no classifier head that fits its own 10 classes .*pass num_classes"):
         hub.load(str(out))
     assert hub.load(str(out), num_classes=10).num_classes == 10  # asked for: a new head, with a warning

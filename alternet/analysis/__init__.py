@@ -22,7 +22,7 @@ from ..data import ImageDataModule
 from . import attention, fourier, hessian, landscape, lesion, noise, variance
 from .blocks import Block, BlockSequence, block_sequence
 from .config import parse_config
-from .context import AnalysisContext, eval_mode
+from .context import AnalysisContext, eval_mode, full_float32
 from .errors import AnalysisConfigError, AnalysisError
 
 log = logging.getLogger(__name__)
@@ -57,13 +57,14 @@ def run_analyses(
 ) -> dict[str, dict[str, Any]]:
     """Run each named analysis with its config; return ``{name: summary}``.
 
-    The model runs in eval mode and is left as it was (mode, weights, lesions). Each summary holds numbers,
+    The model runs in eval mode, in full fp32 (no TF32), and is left as it was (mode, weights, lesions; the
+    precision settings too). Each summary holds numbers,
     ``seconds`` (wall time) and ``files`` (paths of the CSV and PNGs written under ``out_dir/analysis``).
     """
     parsed = parse_configs(names, configs)
     context = AnalysisContext(model, datamodule, recipe, Path(out_dir) / "analysis")
     results: dict[str, dict[str, Any]] = {}
-    with eval_mode(model):
+    with eval_mode(model), full_float32():
         for name, config in parsed.items():
             log.info("analysis %s: %s", name, config)
             start = time.perf_counter()

@@ -132,7 +132,7 @@ def attention_stats(model: nn.Module, blocks: Sequence[Block], batches: Sequence
     for images in batches:
         inputs = capture(model, [(tap.module, True) for tap in taps], images)
         for tap, x, acc in zip(taps, inputs, accumulators):
-            kernel = tap.position_kernel() if tap.position_kernel is not None else None
+            kernel = tap.position_kernel(x) if tap.position_kernel is not None else None
             acc.add(tap.probabilities(x).float(), tap.positions(x), len(images), kernel)
     return [acc.result() for acc in accumulators]
 

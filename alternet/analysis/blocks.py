@@ -90,7 +90,7 @@ class AttentionTap:
     positions: Callable[[torch.Tensor], torch.Tensor]
     # the kernel of the position bias alone, (heads or 1, N, N) rows, for kinds that have one (a Conv-like,
     # input-independent reference for data specificity); None for kinds without a relative position bias
-    position_kernel: Callable[[], torch.Tensor] | None = None
+    position_kernel: Callable[[torch.Tensor], torch.Tensor] | None = None  # of the input, as ``positions``
 
 
 @dataclass(frozen=True)
@@ -166,11 +166,11 @@ def grid_positions(height: int, width: int) -> torch.Tensor:
 def _alternet_attention(attn: nn.Module) -> AttentionTap:
     """Window/global softmax maps use window coordinates; focused linear maps span the whole map."""
     if isinstance(attn, WindowAttention | PositionOnlyAttention):
-        return AttentionTap(
+        return AttentionTap(  # the window clipped to the map, as the layer cuts it (a 2x2 last stage at 16 px)
             attn,
             attn.attention_map,
-            lambda _x: grid_positions(*attn.window),
-            lambda: attn.position_bias().float().softmax(dim=-1),
+            lambda x: grid_positions(*attn.window_for(x.shape[-2:])),
+            lambda x: attn.position_bias(attn.window_for(x.shape[-2:])).float().softmax(dim=-1),
         )
     if isinstance(attn, FocusedLinearAttention):
         return AttentionTap(attn, attn.attention_map, map_positions)
@@ -316,7 +316,7 @@ def _swin_blocks(model: SwinTransformer) -> BlockSequence:
                 module.attn,
                 partial(swin_attention_map, module),
                 lambda _x, window=window: grid_positions(*window),
-                lambda attn=module.attn: attn._get_rel_pos_bias()[0].float().softmax(dim=-1),
+                lambda _x, attn=module.attn: attn._get_rel_pos_bias()[0].float().softmax(dim=-1),
             )
             # The attention residual's output is the input of norm2, (B, H*W, C) tokens; the block's is (B, H, W, C).
             attn_out = Tap(module.norm2, on_input=True, to_map=partial(_swin_tokens_to_map, module))
@@ -455,11 +455,11 @@ def attention_cl_map(attn: AttentionCl, x: torch.Tensor) -> torch.Tensor:
     return (attn.rel_pos(logits) if attn.rel_pos is not None else logits).softmax(dim=-1)
 
 
-def _position_kernel(attn: nn.Module) -> Callable[[], torch.Tensor] | None:
+def _position_kernel(attn: nn.Module) -> Callable[[torch.Tensor], torch.Tensor] | None:
     """softmax of the relative position bias alone, (heads, N, N), where the layer has one."""
     if attn.rel_pos is None:
         return None
-    return lambda: attn.rel_pos.get_bias()[0].float().softmax(dim=-1)
+    return lambda _x: attn.rel_pos.get_bias()[0].float().softmax(dim=-1)
 
 
 def _maxxvit_attention(block: nn.Module) -> tuple[AttentionTap | None, str | None]:

@@ -39,6 +39,20 @@ class AnalysisContext:
 
 
 @contextmanager
+def full_float32() -> Iterator[None]:
+    """fp32 arithmetic as the analyses mean it: no TF32 in cuDNN's convolutions or in matmuls (10 mantissa bits,
+    ~1e-3 relative: Lanczos' tolerance), which torch allows by default on a GPU. Restored afterwards."""
+    precision, cudnn = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    torch.set_float32_matmul_precision("highest")
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(precision)
+        torch.backends.cudnn.allow_tf32 = cudnn
+
+
+@contextmanager
 def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
     """Put every module in eval mode; restore each module's own mode afterwards."""
     modes = {module: module.training for module in model.modules()}

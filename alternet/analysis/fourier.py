@@ -101,6 +101,12 @@ def delta_profiles(
     return profiles
 
 
+def high_values(profiles: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[float]:
+    """Each profile's highest-frequency Δ log amplitude; NaN where it has no point beyond the zero frequency (HDVW's
+    diagonal of a 2x2 or 1x1 map: its Δ, 0 by construction, would pull the means towards 0)."""
+    return [float(delta[-1]) if len(delta) > 1 else float("nan") for _, delta in profiles]
+
+
 def run(context: AnalysisContext, config: FourierConfig) -> dict[str, Any]:
     sequence = context.blocks
     batches = clean_batches(context, config)
@@ -108,8 +114,8 @@ def run(context: AnalysisContext, config: FourierConfig) -> dict[str, Any]:
         profiles = delta_profiles(context.model, sequence.taps, [x for x, _ in batches], config.high_frequency)
     depth_rows = sequence.depth_rows()
     rows, high = [], []
-    for info, (frequencies, delta) in zip(depth_rows, profiles):
-        high.append(float(delta[-1]))
+    for info, (frequencies, delta), value in zip(depth_rows, profiles, high_values(profiles)):
+        high.append(value)
         plotted = plotted_frequencies(frequencies, config.high_frequency)
         rows += [
             dict(info, frequency=float(f), plotted_frequency=float(p), delta_log_amplitude=float(d))

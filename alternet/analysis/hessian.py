@@ -35,7 +35,7 @@ from .eigen import (
     rademacher,
     top_eigenvalues,
 )
-from .objective import Objective, batch_size_of, objective_of
+from .objective import Objective, batch_size_of, objective_of, unsquared_norms
 from .tables import compact
 
 METHODS = ("lanczos", "power")
@@ -419,8 +419,8 @@ def run(context: AnalysisContext, config: HessianConfig) -> dict[str, Any]:
     if tops is not None:
         summary.update(_tops_summary(tops, batch_size))
     if config.regulariser == "hdvw" and objective.weight_decay:  # wd * ||w||: curvature wd / ||w|| across w
-        norms = [float(p.detach().norm()) for p in params]
-        summary["l2_curvature_max"] = max(objective.weight_decay / max(n, 1e-30) for n in norms)
+        norms = [float(n) for n in unsquared_norms(params)]  # the tensors the term counts (none all zeros)
+        summary["l2_curvature_max"] = max((objective.weight_decay / n for n in norms), default=0.0)
     return compact(
         dict(
             summary,

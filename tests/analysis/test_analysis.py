@@ -313,6 +313,12 @@ def test_constant_logits_give_uniform_window_attention_statistics():
         assert s.tokens == 16  # 4x4 windows
         np.testing.assert_allclose(s.entropy, math.log(16), rtol=1e-5)
         np.testing.assert_allclose(s.distance, s.uniform_distance, rtol=1e-5)
+    # at 8 px the last stage's map is 2x2: the layer clips its 4x4 window to it, and so must the statistics
+    stats = attention_stats(model, msa, [torch.randn(2, 3, 8, 8)])
+    assert [s.tokens for s in stats] == [16, 4]
+    for s in stats:
+        np.testing.assert_allclose(s.entropy, math.log(s.tokens), rtol=1e-5)
+        np.testing.assert_allclose(s.distance, s.uniform_distance, rtol=1e-5)
 
 
 def test_focused_linear_attention_statistics_use_the_whole_map():

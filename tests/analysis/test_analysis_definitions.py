@@ -22,7 +22,7 @@ from alternet.analysis.attention import attention_stats
 from alternet.analysis.blocks import Tap, block_sequence
 from alternet.analysis.data import mixed_batches
 from alternet.analysis.eigen import extreme_eigenvalues, power_iteration
-from alternet.analysis.fourier import batch_statistics, delta_profiles, plotted_frequencies
+from alternet.analysis.fourier import batch_statistics, delta_profiles, high_values, plotted_frequencies
 from alternet.analysis.hessian import minibatch_max_eigenvalues, minibatch_top_eigenvalues
 from alternet.analysis.landscape import dim0_norms, measure, normalised, random_direction
 from alternet.analysis.noise import band_mask, frequency_bands, radial_frequency
@@ -173,6 +173,15 @@ def test_fourier_default_ends_a_4x4_map_at_half_pi_and_nyquist_at_pi():
     ((frequencies, delta),) = delta_profiles(identity, [Tap(identity)], [x], "nyquist")
     np.testing.assert_allclose(frequencies, [0.0, 0.5, 1.0])
     assert delta[-1] == pytest.approx(-math.log(4), abs=1e-5)
+
+
+def test_a_map_too_small_for_a_high_frequency_reports_none_not_zero():
+    """HDVW's half diagonal of a 2x2 (or 1x1) map holds the zero frequency alone: its Δ is 0 by construction, which
+    the summary's means would take as a measurement (a ResNet-50's last stages at 32 px). NaN, which they drop."""
+    identity, x = nn.Identity(), torch.randn(2, 3, 4, 4)
+    for size, profile, finite in ((4, "hdvw", True), (2, "hdvw", False), (1, "hdvw", False), (2, "nyquist", True)):
+        (value,) = high_values(delta_profiles(identity, [Tap(identity)], [x[..., :size, :size]], profile))
+        assert math.isfinite(value) == finite, (size, profile)
 
 
 def test_variance_default_is_unbiased():

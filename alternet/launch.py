@@ -21,7 +21,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from .errors import ConfigValueError
+from .errors import ConfigValueError, exit_with_error
 
 
 def run_stamp() -> str:
@@ -29,6 +29,12 @@ def run_stamp() -> str:
     or a multi-task ``srun`` step (``slurm-JOB.STEP``), otherwise the date and time to the microsecond."""
     env = os.environ
     if env.get("TORCHELASTIC_RUN_ID") and int(env.get("WORLD_SIZE", "1")) > 1:
+        if env["TORCHELASTIC_RUN_ID"] == "none":  # torchrun's default without --rdzv-id: every such job alike
+            exit_with_error(  # an error raised in a resolver reaches the user as OmegaConf's traceback
+                "torchrun started this job without a run id (TORCHELASTIC_RUN_ID=none): its ranks, and every other "
+                "job so started, would share runs/torchrun-none; pass --rdzv-id=NAME (or --standalone) to torchrun, "
+                "or name the run directory with hydra.run.dir=DIR"
+            )
         return f"torchrun-{env['TORCHELASTIC_RUN_ID']}"
     if int(env.get("SLURM_NTASKS", "1")) > 1 and env.get("SLURM_JOB_ID") and env.get("SLURM_STEP_ID"):
         return f"slurm-{env['SLURM_JOB_ID']}.{env['SLURM_STEP_ID']}"

@@ -40,6 +40,23 @@ def test_hydra_resolves_the_run_directory_through_the_stamp(monkeypatch):
     assert config.dir == "runs/torchrun-job7"
 
 
+def test_torchrun_without_a_run_id_is_refused_in_one_line_as_the_command_says_it(tmp_path, monkeypatch, capsys):
+    """torchrun's TORCHELASTIC_RUN_ID is "none" without --rdzv-id (multi-node static rendezvous, --master-port): every
+    such job would share runs/torchrun-none, the next refused or, with ckpt_path=last, resuming another's run."""
+    from helpers.processes import run_command
+
+    for name in JOB_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "none")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.chdir(tmp_path)
+    code, stderr = run_command(["train", "debug=fast"], monkeypatch, capsys)
+    assert code.startswith("error: torchrun started this job without a run id") and "--rdzv-id" in code
+    assert "\n" not in code and "Traceback" not in stderr and not (tmp_path / "runs").exists()
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job7")
+    assert run_stamp() == "torchrun-job7"
+
+
 @pytest.mark.parametrize(
     ("devices", "accelerator", "gpus", "expected"),
     [

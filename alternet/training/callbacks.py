@@ -92,9 +92,9 @@ class MidEpochCheckpoint(L.Callback):
         if not ends_optimizer_step(trainer, batch_idx):
             return
         step = trainer.global_step
-        due = (self.every and step % self.every == 0) or (
-            self.interval is not None and time.monotonic() - self._last_save >= self.interval
-        )
+        due = bool(self.every and step % self.every == 0)
+        if self.interval is not None:  # each rank's own clock: rank 0 decides for all (a save waits at a barrier)
+            due = trainer.strategy.broadcast(due or time.monotonic() - self._last_save >= self.interval)
         if due and step != self._last_step and step > 0:
             trainer.save_checkpoint(self.path, weights_only=False)  # the full state: exactly resumable
             self._last_save, self._last_step = time.monotonic(), step

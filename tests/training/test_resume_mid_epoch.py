@@ -183,3 +183,24 @@ def test_wandb_runs_say_what_ran_and_show_best_validation_values(tmp_path, monke
     assert seen["group"] == run_id == (tmp_path / "wandb-group").read_text().strip()  # a single run: its own group
     assert defined["val/acc"] == "max" and defined["val/nll"] == "min"
     assert {name: defined.get(name) for name in BEST_OF} == BEST_OF
+
+
+@pytest.mark.parametrize(("rank_zero_says", "saved"), [(False, []), (True, [3])])
+def test_a_time_based_mid_epoch_checkpoint_is_rank_zeros_decision(tmp_path, rank_zero_says, saved):
+    """callbacks.checkpoint.train_time_interval: each rank reads its own clock, and a save waits at a barrier, so
+    ranks that disagreed would hang; every rank saves when rank 0 says so (its decision broadcast), and only then."""
+    from types import SimpleNamespace
+
+    from alternet.training.callbacks import MidEpochCheckpoint
+
+    written = []
+    callback = MidEpochCheckpoint(tmp_path, train_time_interval=0.0)  # due at once by this rank's clock
+    strategy = SimpleNamespace(broadcast=lambda decision: rank_zero_says)  # what rank 0 decided, on every rank
+    trainer = SimpleNamespace(
+        global_step=3,
+        accumulate_grad_batches=1,
+        strategy=strategy,
+        save_checkpoint=lambda path, weights_only: written.append(trainer.global_step),
+    )
+    callback.on_train_batch_end(trainer, None, None, None, batch_idx=2)
+    assert written == saved

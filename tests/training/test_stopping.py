@@ -17,6 +17,7 @@ import torch
 
 from alternet.errors import ConfigValueError
 from alternet.runs.directories import RunDir
+from alternet.training.callbacks import AtomicCheckpointIO
 from alternet.training.stopping import (
     Preempted,
     PreemptionCheckpoint,
@@ -206,7 +207,7 @@ class _Ranks:
         self.world_size, self.global_step, self.accumulate_grad_batches = 2, 0, 1
         self.default_root_dir, self.current_epoch, self.is_global_zero = str(tmp_path), 0, True
         self.collectives, self.saved = [], []
-        self.strategy = SimpleNamespace(reduce_boolean_decision=self._agree)
+        self.strategy = SimpleNamespace(reduce_boolean_decision=self._agree, checkpoint_io=AtomicCheckpointIO())
 
     def _agree(self, decision: bool, all: bool) -> bool:
         self.collectives.append(self.global_step)
@@ -246,3 +247,37 @@ def test_two_ddp_ranks_stop_together_when_one_rank_is_signalled(tmp_path):
     assert "stopped by a signal on another rank at global step 4" in errors[0]
     assert "stopped by SIGUSR1 at global step 4" in errors[1]
     assert torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 4
+
+
+@pytest.mark.parametrize("started_with", ["submitit's handler", "none"])
+def test_preemption_writes_before_a_requeue_and_requeues_once(tmp_path, monkeypatch, started_with):
+    """The asynchronous write finishes before anything may end the job (scontrol requeue sends SIGTERM, then
+    SIGKILL), our handlers are gone by then (the requeue's SIGTERM is no "second signal before saving"), and where
+    the run started under submitit's handler, that handler requeues, not a second scontrol."""
+    from alternet.training.stopping import Preempted, preemption
+
+    calls = []
+    monkeypatch.setattr(preemption, "requeue_slurm_job", lambda: calls.append("scontrol requeue") or True)
+
+    def checkpoint_and_try_requeue(signum, frame):  # submitit's SignalHandler method, by its module
+        calls.append("submitit")
+
+    checkpoint_and_try_requeue.__module__ = "submitit.core.job_environment"
+    callback = PreemptionCheckpoint(RunDir(tmp_path), ["SIGUSR2"], requeue=True)
+    callback._before_run = {signal.SIGUSR2: checkpoint_and_try_requeue if started_with != "none" else signal.SIG_DFL}
+    callback._displaced = {signal.SIGUSR2: signal.getsignal(signal.SIGUSR2)}
+    callback.received = signal.SIGUSR2
+    trainer = SimpleNamespace(
+        world_size=1,
+        accumulate_grad_batches=1,
+        is_global_zero=True,
+        global_step=5,
+        current_epoch=0,
+        strategy=SimpleNamespace(checkpoint_io=SimpleNamespace(teardown=lambda: calls.append("written"))),
+        save_checkpoint=lambda path, weights_only: calls.append("queued") or calls.append(callback._displaced.copy()),
+    )
+    with pytest.raises(Preempted):
+        callback.on_train_batch_end(trainer, None, None, None, 0)
+    requeued_by = "submitit" if started_with != "none" else "scontrol requeue"
+    assert calls[0] == "queued" and calls[2:] == ["written", requeued_by]
+    assert callback._displaced == {}  # ours restored before the requeue

@@ -95,9 +95,14 @@ class PreemptionCheckpoint(L.Callback):
         if not ends_optimizer_step(trainer, batch_idx) or not self._stop_now(trainer):
             return
         trainer.save_checkpoint(self.path, weights_only=False)
+        trainer.strategy.checkpoint_io.teardown()  # an asynchronous write on disk before anything may end the job
+        self._restore()  # saved: a signal from here on (the requeue's own SIGTERM) is no longer one "before saving"
         name = signal.Signals(self.received).name if self.received else "a signal on another rank"
         command = resume_command(self.run)
-        requeued = self.requeue and requeue_slurm_job() if trainer.is_global_zero else False
+        previous = self._before_run.get(self.received) if self.received else None
+        requeues_itself = getattr(previous, "__module__", "").startswith("submitit")  # submitit's handler requeues
+        requeue = self.requeue and trainer.is_global_zero and not requeues_itself
+        requeued = requeue_slurm_job() if requeue else False
         self._forward_to_previous_handler()
         raise Preempted(
             f"stopped by {name} at global step {trainer.global_step} (epoch {trainer.current_epoch}); saved "

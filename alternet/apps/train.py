@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from .. import tracking
 from ..data import ImageDataModule, build_datamodule
 from ..dataset_facts import DataFacts
-from ..errors import AlternetError, ConfigValueError
+from ..errors import AlternetError, ConfigValueError, one_line
 from ..evaluation.evaluator import check_evaluation_files
 from ..files import plain
 from ..hub import load_pretrained
@@ -184,8 +184,9 @@ def _trainer(config: TrainConfig, run: RunDir, datamodule: ImageDataModule, logg
         )
     except AlternetError:
         raise
-    except (MisconfigurationException, TypeError, ValueError) as error:  # Lightning's checks of trainer.* values
-        raise ConfigValueError(f"trainer settings rejected by Lightning: {error}") from None
+    except (MisconfigurationException, TypeError, ValueError, ImportError) as error:  # Lightning's checks of
+        # trainer.* values, and a plugin whose package is not installed (trainer.precision=transformer-engine)
+        raise ConfigValueError(f"trainer settings rejected by Lightning: {one_line(error)}") from None
 
 
 def _tested(

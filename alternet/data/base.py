@@ -22,7 +22,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from ..dataset_facts import DataFacts
-from ..errors import ConfigValueError, DataError, is_integer, require
+from ..errors import AlternetError, ConfigValueError, DataError, is_integer, one_line, require
 from ..seeds import derive_seed, derive_seeds
 from .augment import StackSection, stack_section
 from .config import DataConfig, check_subset, check_val_size
@@ -257,7 +257,12 @@ class ImageDataModule(L.LightningDataModule):
         self._train_pool = 0  # training images before data.subset thins them (set by setup)
         self.train_clean_size = train_clean_size
         self.splits: dict[str, Dataset] = {}
-        self.check_augment()
+        try:
+            self.check_augment()
+        except (ValueError, AssertionError, KeyError) as error:  # a policy the builders refuse (timm asserts)
+            if isinstance(error, AlternetError):
+                raise
+            raise ConfigValueError(f"recipe.augment.{self.augment_section}: {one_line(error)}") from None
 
     # to implement (each family) ---------------------------------------------------------------
 

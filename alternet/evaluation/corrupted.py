@@ -187,11 +187,16 @@ def _imagenet_c(
     preprocess = cfg.preprocess
     transform = crop_transform(datamodule.mean, datamodule.std, datamodule.image_size, preprocess)
     tree = load_imagenet_c(root, corruptions, severities, class_names=class_names, num_classes=datamodule.num_classes)
-    n = cfg.max_images
+    n = min(cfg.max_images, len(datamodule.splits["test"])) if cfg.max_images else None
     conditions, datasets = [], []
     for corruption, severity in tree.sets():
         paths, labels = tree.files(corruption, severity)
-        if n:  # the first N of each, against the first N test images: they must be the same images
+        if n:  # the first N of each, against the first N test images: they must be the same images, all N
+            if len(paths) < n:
+                raise DataError(
+                    f"robustness.max_images={cfg.max_images} scores the first {n} images of each ImageNet-C "
+                    f"condition, but {root}/{corruption}/{severity} holds {len(paths)}: set it to at most {len(paths)}"
+                )
             paths, labels = paths[:n], labels[:n]
             _check_first_images(paths, labels, datamodule, f"{root}/{corruption}/{severity}", n)
         check_image_size(paths[0], datamodule.image_size, preprocess)

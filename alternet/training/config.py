@@ -7,6 +7,7 @@ The schema imports no torch, so that the command line's help answers at once: wh
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -22,9 +23,13 @@ LR_SCALE_RULES = ("linear", "sqrt", "none")
 
 def parse_interval(value: float | str | None) -> float | None:
     """Seconds from a number or ``"DD:HH:MM:SS"`` / ``"HH:MM:SS"`` (Lightning's ``max_time`` format)."""
-    if value is None or isinstance(value, (int, float)):
-        return None if value is None else float(value)
+    if value is None or isinstance(value, bool):  # (a boolean is no number of seconds: refused by the check)
+        return None if value is None else float("nan")
+    if isinstance(value, int | float):
+        return float(value)
     parts = [float(p) for p in str(value).split(":")]
+    if len(parts) > 4 or any(not 0 <= part < math.inf for part in parts):  # five fields, -30, inf: refused
+        return float("nan")
     return sum(part * unit for part, unit in zip(reversed(parts), (1, 60, 3600, 86400)))
 
 
@@ -208,7 +213,7 @@ class CheckpointConfig(Section):
         )
         self.require(
             "train_time_interval",
-            lambda v: parse_interval(v) > 0,
+            lambda v: 0 < parse_interval(v) < math.inf,
             'must be seconds or "DD:HH:MM:SS", e.g. "00:00:30:00" (or null)',
         )
 

@@ -167,6 +167,15 @@ def test_imagenet_c_max_images_scores_the_first_n_of_each_condition_or_refuses_o
         r"condition against the first 5 test images, but the first of .*gaussian_noise/1 are other",
     ):
         open_corrupted_sets(cfg, datamodule(), WNIDS)  # its test classes interleaved
+    few = settings(root=str(root), corruptions=list(PICKED), max_images=20).robustness  # 12 test images, 12 files
+    assert open_corrupted_sets(few, datamodule(TinySorted), WNIDS).clean_images == 12  # the test split's 12
+    (next(root.rglob("*.JPEG"))).unlink()  # a condition one file short of the N scored
+    with pytest.raises(
+        DataError,
+        match=r"max_images=20 scores the first 12 images of each ImageNet-C condition, but "
+        r".*holds 11: set it to at most 11",
+    ):
+        open_corrupted_sets(few, datamodule(TinySorted), WNIDS)
 
 
 def test_imagenet_c_preprocessing_crops_or_resizes_then_crops(tmp_path):

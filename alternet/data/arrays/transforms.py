@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from albumentations.pytorch import ToTensorV2
 
+from ...errors import ConfigValueError
 from ..augment import ArraysAugment, fill_from_mean
 from .randaugment import RandAugment
 
@@ -34,6 +35,11 @@ def augmentation_ops(augment: ArraysAugment, image_size: int, mean: Sequence[flo
         ops.append(RandAugment.from_config(augment.randaugment, fill=fill_from_mean(mean)))
     if cutout := augment.cutout:
         size = cutout.size or image_size // 2
+        if size > image_size:  # albumentations fails on the first batch (numpy's "low >= high")
+            raise ConfigValueError(
+                f"recipe.augment.arrays.cutout.size={size} is larger than the {image_size}-px images "
+                f"(data.image_size): at most {image_size}"
+            )
         ops.append(
             A.CoarseDropout(
                 num_holes_range=(cutout.holes, cutout.holes),

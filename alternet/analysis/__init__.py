@@ -47,6 +47,21 @@ def parse_configs(names: Sequence[str], configs: Mapping[str, Mapping[str, Any]]
     return {name: parse_config(_REGISTRY[name][0], configs.get(name), name) for name in names}
 
 
+def check_applicable(names: Sequence[str], model: nn.Module) -> None:
+    """Refuse, before any work, an analysis the model gives nothing to measure: attention without an MSA block."""
+    if "attention" not in names:
+        return
+    try:
+        blocks = block_sequence(model).blocks
+    except AnalysisError:  # a model the instruments cannot read: the analyses say so when they run
+        return
+    if not any(block.kind == "M" for block in blocks):
+        raise AnalysisConfigError(
+            f"analysis=attention measures MSA blocks, and this {type(model).__name__} has none: leave it out of "
+            "analysis=[...]"
+        )
+
+
 def run_analyses(
     names: Sequence[str],
     model: nn.Module,
@@ -82,6 +97,7 @@ __all__ = [
     "Block",
     "BlockSequence",
     "block_sequence",
+    "check_applicable",
     "parse_configs",
     "run_analyses",
 ]

@@ -93,6 +93,14 @@ def learning_rate_line(recipe: RecipeConfig, global_batch: int) -> str:
     )
 
 
+def _cell(value: Any) -> str:
+    """A table number in at most 8 characters, so a column never runs into the next (a diverged NLL of 2065)."""
+    if not isinstance(value, float):
+        return "n/a"
+    text = f"{value:.4f}"
+    return text if len(text) <= 8 else f"{value:.3g}"
+
+
 def _metrics_table(summary: RunSummary) -> list[str]:
     sections = [("weights", summary.test or {})]
     if summary.test_ema:
@@ -100,7 +108,7 @@ def _metrics_table(summary: RunSummary) -> list[str]:
     columns = [c for c in TEST_COLUMNS if any(c in values for _, values in sections)]
     lines = [f"  {'':<12}" + "".join(f"{c:>9}" for c in columns)]
     for label, values in sections:
-        cells = "".join(f"{values[c]:>9.4f}" if isinstance(values.get(c), float) else f"{'n/a':>9}" for c in columns)
+        cells = "".join(f"{_cell(values.get(c)):>9}" for c in columns)
         lines.append(f"  {label:<12}{cells}")
     return lines
 

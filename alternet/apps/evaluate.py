@@ -17,7 +17,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 from .. import tracking
-from ..analysis import parse_configs, run_analyses
+from ..analysis import check_applicable, parse_configs, run_analyses
 from ..analysis.config import ObjectiveConfig
 from ..data import DATAMODULES, ImageDataModule, build_datamodule, data_config
 from ..errors import AlternetWarning, CheckpointError, ConfigValueError
@@ -165,6 +165,8 @@ def evaluate_model(
     source = open_source(reference, ema=config.use_ema)
     recipe = training_recipe(config, source)  # its augmentation and loss feed the analyses of the training objective
     model = build_model(source, strict=True)
+    if config.analysis:
+        check_applicable(list(config.analysis), model)
     data = data_config(evaluation_data(config, source, set(set_keys)))
     datamodule = build_datamodule(data, batch_size=config.batch_size, augment=recipe and recipe.augment, seed=0)
     check_classes(datamodule, source)

@@ -185,3 +185,13 @@ def test_landscape_redraw_gives_each_point_its_own_images_and_the_options_reach_
         rows = list(csv.DictReader((out / "analysis" / "landscape.csv").open()))
         centres[redraw] = {float(r["nll"]) for r in rows if float(r["x"]) == 0.0 and float(r["y"]) == 0.0}
     assert len(centres[False]) == 1 and len(centres[True]) == 2
+
+
+def test_attention_on_a_model_without_an_msa_block_is_refused_before_any_work():
+    """It ran the whole evaluation, then reported "analysis attention: 0 files" (evaluate calls this first)."""
+    from alternet.analysis import check_applicable
+
+    with pytest.raises(AnalysisConfigError, match=r"analysis=attention measures MSA blocks, and this \w+ has none"):
+        check_applicable(["fourier", "attention"], create_model("preresnet_tiny", num_classes=10, img_size=16))
+    check_applicable(["attention"], create_model("alternet_tiny", num_classes=10, img_size=16))
+    check_applicable(["fourier"], create_model("preresnet_tiny", num_classes=10, img_size=16))

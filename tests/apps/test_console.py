@@ -102,6 +102,12 @@ def test_end_summary_reports_raw_and_ema_metrics_best_epoch_robustness_and_files
     assert "  checkpoints/best-epoch004.ckpt\n" in text and "  metrics.json\n" in text
 
 
+def test_a_diverged_runs_numbers_keep_their_columns_apart(tmp_path):
+    """An NLL of 2065.2119 filled its 9 characters and ran into the column before it ("0.50002065.2119")."""
+    text = end_summary(_summary(tmp_path, test={"acc": 0.5, "top5": 0.6, "nll": 2065.2119, "ece": 0.4}))
+    assert "  weights        0.5000   0.6000 2.07e+03   0.4000" in text
+
+
 def test_a_relative_mce_left_undefined_or_an_incomplete_mce_says_why():
     summary = ROBUSTNESS["summary"] | {"baseline_clean_acc": 0.5, "relative_ce": {"fog": None, "gaussian_noise": 12.0}}
     lines = robustness_lines(RobustnessResult.from_payload(ROBUSTNESS | {"summary": summary}))

@@ -40,6 +40,11 @@ def export(source: str | Path, out: str | Path, *, ema: bool = False) -> Path:
     check_destination(out)  # the output first: a wrong --out is reported before anything about the source
     if not path.exists():
         raise CheckpointError(f"{path} does not exist: pass a run directory or a Lightning checkpoint (.ckpt)")
+    if path.is_file() and path.suffix == ".safetensors":  # read as a torch file it was "not a torch checkpoint"
+        raise CheckpointError(
+            f"{path} holds weights alone (no architecture, classes or data): pass the run directory or the "
+            "Lightning checkpoint (.ckpt) it came from, or, if it is an export's, its folder, which is an export"
+        )
     import_recorded(path)  # the modules the run was trained with, first: its model may be the user's
     checkpoint, run = find_checkpoint(path)
     opened = read_lightning(checkpoint, ema=ema, run=run)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -366,3 +367,15 @@ def test_weights_that_share_no_name_with_the_model_are_refused_not_left_at_initi
     save_file({"features.0.weight": torch.zeros(4, 3, 3, 3)}, str(tmp_path / "other.safetensors"))
     with pytest.raises(CheckpointError, match=r"no tensor of .*other\.safetensors fits this \w+: none of its 1 names"):
         hub.load_pretrained(create_model("alternet_tiny", num_classes=10), tmp_path / "other.safetensors")
+
+
+def test_exporting_or_pushing_bare_weights_says_what_to_pass(run, fake_hub, tmp_path):
+    """A .safetensors file was read as a torch file: "not a torch checkpoint ... or another format"."""
+    weights = tmp_path / "weights.safetensors"
+    shutil.copy(export_of(run) / "model.safetensors", weights)
+    says = "holds weights alone (no architecture, classes or data): pass the run directory"
+    with pytest.raises(CheckpointError, match=re.escape(f"{weights} {says}")):
+        hub.export(weights, tmp_path / "export")
+    with pytest.raises(SystemExit) as exited:
+        hub_main(["push", str(weights), REPO])
+    assert says in str(exited.value.code) and fake_hub.calls[1:] == []

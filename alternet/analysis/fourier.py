@@ -113,9 +113,8 @@ def run(context: AnalysisContext, config: FourierConfig) -> dict[str, Any]:
     with batch_statistics(context.model) if config.bn_mode == "batch" else contextlib.nullcontext():
         profiles = delta_profiles(context.model, sequence.taps, [x for x, _ in batches], config.high_frequency)
     depth_rows = sequence.depth_rows()
-    rows, high = [], []
-    for info, (frequencies, delta), value in zip(depth_rows, profiles, high_values(profiles)):
-        high.append(value)
+    rows, high = [], high_values(profiles)
+    for info, (frequencies, delta) in zip(depth_rows, profiles):
         plotted = plotted_frequencies(frequencies, config.high_frequency)
         rows += [
             dict(info, frequency=float(f), plotted_frequency=float(p), delta_log_amplitude=float(d))

@@ -157,14 +157,15 @@ def _module(config: TrainConfig, facts: DataFacts, pretrained: bool) -> Classifi
     """The LightningModule, starting from ``model.pretrained``'s weights on a run that does not resume."""
     model = config.model
     module = build_module(model, config.recipe, facts, config.performance, config.trainer)
-    if pretrained and model.pretrained is True:  # timm's own weights for model.name
+    if not (pretrained and model.pretrained):
+        return module
+    if model.pretrained is True:  # timm's own weights for model.name
         size, rate = facts.image_size, config.recipe.drop_path_rate
         args = model_args(model, num_classes=facts.num_classes, img_size=size, drop_path_rate=rate)
         load_timm_pretrained(module.model, model.name, **args)
-    elif pretrained and model.pretrained:
+    else:
         load_pretrained(module.model, model.pretrained)  # a different class count resets the head
-    if pretrained and model.pretrained:
-        module.restart_ema()
+    module.restart_ema()
     return module
 
 

@@ -259,9 +259,9 @@ class ImageDataModule(L.LightningDataModule):
         self.splits: dict[str, Dataset] = {}
         try:
             self.check_augment()
+        except AlternetError:
+            raise
         except (ValueError, AssertionError, KeyError) as error:  # a policy the builders refuse (timm asserts)
-            if isinstance(error, AlternetError):
-                raise
             raise ConfigValueError(f"recipe.augment.{self.augment_section}: {one_line(error)}") from None
 
     # to implement (each family) ---------------------------------------------------------------

@@ -43,7 +43,7 @@ def export(source: str | Path, out: str | Path, *, ema: bool = False) -> Path:
     if path.is_file() and path.suffix == ".safetensors":  # read as a torch file it was "not a torch checkpoint"
         raise CheckpointError(
             f"{path} holds weights alone (no architecture, classes or data): pass the run directory or the "
-            "Lightning checkpoint (.ckpt) it came from, or, if it is an export's, its folder, which is an export"
+            "Lightning checkpoint (.ckpt) it came from (an export's own model.safetensors: its folder is the export)"
         )
     import_recorded(path)  # the modules the run was trained with, first: its model may be the user's
     checkpoint, run = find_checkpoint(path)

@@ -280,9 +280,10 @@ def _check_one_export(directory: Path, recorded: str | None, state_dict: dict[st
     if held is None:
         held = weights_digest(state_dict)
     if held != recorded:
+        weights = WEIGHTS_FILE if (directory / WEIGHTS_FILE).is_file() else TORCH_WEIGHTS_FILE
         raise CheckpointError(
             f"{directory} mixes the files of two exports: its {CONFIG_FILE} describes other weights than its "
-            f"{WEIGHTS_FILE} holds (a copy over an older export, or one written before exports were made whole); "
+            f"{weights} holds (a copy over an older export, or one written before exports were made whole); "
             "export the model again into it"
         )
 

@@ -74,6 +74,9 @@ class BestAndLastCheckpoint(ModelCheckpoint):
         return super().state_key.replace(type(self).__qualname__, ModelCheckpoint.__qualname__, 1)
 
 
+INTERVAL_SYNC_STEPS = 10  # how often the ranks agree whether train_time_interval has passed
+
+
 class MidEpochCheckpoint(L.Callback):
     """Write ``checkpoints/last.ckpt`` every ``every_n_train_steps`` optimizer steps and/or every
     ``train_time_interval`` seconds, mid-epoch; it holds the train loader's position, so ``ckpt_path=last`` resumes
@@ -93,7 +96,8 @@ class MidEpochCheckpoint(L.Callback):
             return
         step = trainer.global_step
         due = bool(self.every and step % self.every == 0)
-        if self.interval is not None:  # each rank's own clock: rank 0 decides for all (a save waits at a barrier)
+        if self.interval is not None and step % INTERVAL_SYNC_STEPS == 0:  # each rank's own clock: rank 0 decides
+            # for all (a save waits at a barrier), every few steps (a broadcast is a collective and a host sync)
             due = trainer.strategy.broadcast(due or time.monotonic() - self._last_save >= self.interval)
         if due and step != self._last_step and step > 0:
             trainer.save_checkpoint(self.path, weights_only=False)  # the full state: exactly resumable

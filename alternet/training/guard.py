@@ -125,8 +125,10 @@ class NonFiniteGuard:
         self.found: torch.Tensor | None = None  # the eager step's flag, which the EMA update reads (deferred mode)
 
     def _watched(self) -> list[torch.nn.Module]:
+        """The modules whose buffers a bad step can change before the guard knows: the model's forward pass, and in
+        deferred mode the EMA's update after it (the synchronous check stops the step before any update)."""
         ema = self.module.ema
-        return [self.module.model] if ema is None else [self.module.model, ema]
+        return [self.module.model, ema] if ema is not None and self.deferred else [self.module.model]
 
     def on_train_start(self) -> None:
         trainer = self.module.trainer

@@ -39,7 +39,7 @@ from .display import Hits, RunningLoss
 from .guard import NonFiniteGuard, fused_optimizer_supported, uses_grad_scaler
 from .optim import build_optimizer, build_scheduler, rescale_learning_rates, scaled_lr
 from .resume import BATCH_KEY
-from .step import WholeStep
+from .step import WholeStep, ema_update_
 
 EVALUATED_METRICS = SPLIT_KEYS  # per validation/test split, logged as "<split>/<metric>"
 
@@ -292,12 +292,13 @@ class ClassificationModule(L.LightningModule):
             self.__dict__["_ema_tensors"] = self._ema_pairs()
         ema, model, others = self.__dict__["_ema_tensors"]
         weight = 1.0 - self.ema_decay(step)
-        if ema and skipped is None:
-            torch._foreach_lerp_(ema, model, weight)
-        elif ema:  # (a NaN statistic still moves in: the guard restores the EMA's buffers when it stops the run)
-            torch._foreach_add_(ema, torch._foreach_mul(torch._foreach_sub(model, ema), weight * (1.0 - skipped)))
-        for e, p in others:
-            e.copy_(p)
+        if skipped is None:
+            if ema:
+                torch._foreach_lerp_(ema, model, weight)
+            for e, p in others:
+                e.copy_(p)
+        else:  # the compiled step's update (a NaN statistic still moves in: the guard restores the EMA's buffers)
+            ema_update_(ema, model, others, weight * (1.0 - skipped))
 
     def _evaluate(self, stage: str, images: torch.Tensor, labels: torch.Tensor, model: nn.Module | None = None) -> None:
         net = model or self

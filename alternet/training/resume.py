@@ -7,6 +7,7 @@ for :data:`APPLIED_ON_RESUME`, which the module applies to the restored state an
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -78,21 +79,21 @@ def check_resume_batch(checkpoint: str, header: dict[str, Any], batch: list[int]
     saved = header.get(BATCH_KEY)
     if saved is None or saved == batch:
         return
-    if _product(saved) == _product(batch) and _mid_epoch(header):
+    if math.prod(saved) != math.prod(batch):
+        raise ConfigValueError(
+            f"resuming from {checkpoint} with {math.prod(batch)} images per optimizer step ({_spelled(batch)}) where "
+            f"it trained with {math.prod(saved)} ({_spelled(saved)}): its learning rate was scaled for that global "
+            "batch and its schedule counts those steps, and a resumed run keeps both. Resume on as many devices and "
+            "nodes with the same trainer.accumulate_grad_batches, or start a new run from its weights "
+            "(model.pretrained=CHECKPOINT)"
+        )
+    if _mid_epoch(header):
         raise ConfigValueError(
             f"resuming from {checkpoint} with {_spelled(batch)} where it was saved mid-epoch with {_spelled(saved)}: "
             "its loader position counts each process's batches, so the rest of the epoch would repeat or skip "
             "images. Resume it on as many devices and nodes with the same trainer.accumulate_grad_batches, or from "
             "a checkpoint saved at an epoch's end"
         )
-    if _product(saved) == _product(batch):
-        return
-    raise ConfigValueError(
-        f"resuming from {checkpoint} with {_product(batch)} images per optimizer step ({_spelled(batch)}) where it "
-        f"trained with {_product(saved)} ({_spelled(saved)}): its learning rate was scaled for that global batch and "
-        "its schedule counts those steps, and a resumed run keeps both. Resume on as many devices and nodes with the "
-        "same trainer.accumulate_grad_batches, or start a new run from its weights (model.pretrained=CHECKPOINT)"
-    )
 
 
 def _mid_epoch(header: dict[str, Any]) -> bool:
@@ -102,10 +103,6 @@ def _mid_epoch(header: dict[str, Any]) -> bool:
     states = loops.get("combined_loader") or [{}]
     state = states[0] if isinstance(states[0], dict) else {}
     return 0 < int(state.get("batches", 0)) < int(state.get("of", 2**62))
-
-
-def _product(batch: list[int]) -> int:
-    return batch[0] * batch[1] * batch[2]
 
 
 def _spelled(batch: list[int]) -> str:

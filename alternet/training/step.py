@@ -251,12 +251,19 @@ class WholeStep:
             update = adamw_update if group["adamw"] else sgd_update
             update(group, params, group_grads, states, packed[index], keep)
         if ema is not None:
-            weight = packed[len(hyper)] * keep
-            averaged, current, others = ema
-            torch._foreach_add_(averaged, torch._foreach_mul(torch._foreach_sub(current, averaged), weight))
-            for e, p in others:
-                e.copy_(p)
+            ema_update_(*ema, packed[len(hyper)] * keep)
         return found.float()
+
+
+def ema_update_(
+    averaged: list[torch.Tensor], current: list[torch.Tensor], others: list[tuple[torch.Tensor, torch.Tensor]], weight
+) -> None:
+    """averaged += (current - averaged) * weight, a float or a device tensor (0 on a skipped step: nothing moves, as
+    no Python branch could say inside a graph); the other (integer) tensors copied."""
+    if averaged:
+        torch._foreach_add_(averaged, torch._foreach_mul(torch._foreach_sub(current, averaged), weight))
+    for e, p in others:
+        e.copy_(p)
 
 
 def _logits(net: torch.nn.Module, images: torch.Tensor) -> torch.Tensor:

@@ -185,22 +185,29 @@ def test_wandb_runs_say_what_ran_and_show_best_validation_values(tmp_path, monke
     assert {name: defined.get(name) for name in BEST_OF} == BEST_OF
 
 
-@pytest.mark.parametrize(("rank_zero_says", "saved"), [(False, []), (True, [3])])
+@pytest.mark.parametrize(("rank_zero_says", "saved"), [(False, []), (True, [10])])
 def test_a_time_based_mid_epoch_checkpoint_is_rank_zeros_decision(tmp_path, rank_zero_says, saved):
     """callbacks.checkpoint.train_time_interval: each rank reads its own clock, and a save waits at a barrier, so
-    ranks that disagreed would hang; every rank saves when rank 0 says so (its decision broadcast), and only then."""
+    ranks that disagreed would hang; every rank saves when rank 0 says so (its decision broadcast every 10 steps,
+    a broadcast being a collective and a host sync), and only then."""
     from types import SimpleNamespace
 
-    from alternet.training.callbacks import MidEpochCheckpoint
+    from alternet.training.callbacks import INTERVAL_SYNC_STEPS, MidEpochCheckpoint
 
-    written = []
+    written, broadcasts = [], []
     callback = MidEpochCheckpoint(tmp_path, train_time_interval=0.0)  # due at once by this rank's clock
-    strategy = SimpleNamespace(broadcast=lambda decision: rank_zero_says)  # what rank 0 decided, on every rank
+
+    def broadcast(decision):  # what rank 0 decided, on every rank
+        broadcasts.append(trainer.global_step)
+        return rank_zero_says
+
     trainer = SimpleNamespace(
-        global_step=3,
+        global_step=0,
         accumulate_grad_batches=1,
-        strategy=strategy,
+        strategy=SimpleNamespace(broadcast=broadcast),
         save_checkpoint=lambda path, weights_only: written.append(trainer.global_step),
     )
-    callback.on_train_batch_end(trainer, None, None, None, batch_idx=2)
-    assert written == saved
+    for step in range(1, 12):
+        trainer.global_step = step
+        callback.on_train_batch_end(trainer, None, None, None, batch_idx=step - 1)
+    assert broadcasts == [INTERVAL_SYNC_STEPS] == [10] and written == saved

@@ -58,6 +58,7 @@ class ArrayDataModule(ImageDataModule):
     IN_MEMORY = True
 
     augment_section = "arrays"
+    stored_size: int | None = None  # the side the arrays are stored at (setup reads it): CIFAR's 32
 
     def check_augment(self) -> None:
         if self.augment:
@@ -65,7 +66,7 @@ class ArrayDataModule(ImageDataModule):
 
     def train_transform(self) -> A.Compose:
         """The training split's pipeline: :attr:`augment` (recipe.augment.arrays), normalisation, a tensor."""
-        return build_transform(self.mean, self.std, self.image_size, self.augment, self.__dict__.get("stored_size"))
+        return build_transform(self.mean, self.std, self.image_size, self.augment, self.stored_size)
 
     def load_split(self, train: bool) -> tuple[np.ndarray, np.ndarray]:
         """(images uint8 (N, H, W, C), labels int (N,)) of the train pool or the test split."""

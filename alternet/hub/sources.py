@@ -26,7 +26,7 @@ from torch import nn
 
 from ..architectures.named import spec_kwargs
 from ..dataset_facts import FACTS, DataFacts
-from ..errors import CheckpointError, one_line
+from ..errors import CheckpointError, is_integer, one_line
 from ..files import read_json
 from ..models import MODEL_NAMES, create_model
 from ..models.external import check_name, require_pretrained, weights_location
@@ -245,6 +245,11 @@ def read_export(directory: Path, location: str | None = None) -> Source:
     missing = [key for key in ("architecture", "num_classes", "pretrained_cfg") if key not in config]
     if missing:
         raise CheckpointError(f"{directory / CONFIG_FILE} lacks {missing}; it is not a timm/alternet model config")
+    if not is_integer(config["num_classes"], 0):  # a hand-edited "ten" was int()'s traceback
+        raise CheckpointError(
+            f"{directory / CONFIG_FILE} says num_classes={config['num_classes']!r}, not a class count (an integer "
+            ">= 0): it is not a timm/alternet model config, or it was edited; export the model again"
+        )
     architecture = config["architecture"]
     if not isinstance(architecture, str) or not MODEL_NAME.fullmatch(architecture):  # never a source to fetch
         raise CheckpointError(

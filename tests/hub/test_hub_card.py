@@ -380,3 +380,12 @@ def test_exporting_or_pushing_bare_weights_says_what_to_pass(run, fake_hub, tmp_
     with pytest.raises(SystemExit) as exited:
         hub_main(["push", str(weights), REPO])
     assert says in str(exited.value.code) and fake_hub.calls[1:] == []
+
+
+def test_an_export_whose_config_says_no_class_count_is_one_line(run, tmp_path):
+    edited = tmp_path / "edited"
+    shutil.copytree(export_of(run), edited)
+    config = json.loads((edited / "config.json").read_text())
+    (edited / "config.json").write_text(json.dumps(config | {"num_classes": "ten"}))
+    with pytest.raises(CheckpointError, match=r"config\.json says num_classes='ten', not a class count"):
+        hub.load(edited)

@@ -100,7 +100,7 @@ def open_corrupted_sets(
     else:
         sets = _generated(cfg, datamodule, corruptions, severities)
         scored = sets.n_per_severity  # generated from the first max_images test images only
-    stored = sets.get(*next(iter(sets.sets())))[0].shape[1]  # generated from the test split as stored (CIFAR: 32)
+    stored = getattr(datamodule, "stored_size", None)  # the test split's arrays as stored (CIFAR: 32), as the sets
     transform = build_transform(datamodule.mean, datamodule.std, datamodule.image_size, stored_size=stored)
     conditions, datasets = [], []
     for corruption, severity in sets.sets():
@@ -188,6 +188,7 @@ def _imagenet_c(
     transform = crop_transform(datamodule.mean, datamodule.std, datamodule.image_size, preprocess)
     tree = load_imagenet_c(root, corruptions, severities, class_names=class_names, num_classes=datamodule.num_classes)
     n = min(cfg.max_images, len(datamodule.splits["test"])) if cfg.max_images else None
+    first = _first_test_images(datamodule, n) if n else None
     conditions, datasets = [], []
     for corruption, severity in tree.sets():
         paths, labels = tree.files(corruption, severity)
@@ -198,7 +199,7 @@ def _imagenet_c(
                     f"condition, but {root}/{corruption}/{severity} holds {len(paths)}: set it to at most {len(paths)}"
                 )
             paths, labels = paths[:n], labels[:n]
-            _check_first_images(paths, labels, datamodule, f"{root}/{corruption}/{severity}", n)
+            _check_first_images(paths, labels, first, datamodule.name, f"{root}/{corruption}/{severity}")
         check_image_size(paths[0], datamodule.image_size, preprocess)
         conditions.append((corruption, severity))
         datasets.append(ImageFileDataset(paths, labels, transform, datamodule.ledger))
@@ -215,19 +216,31 @@ def _imagenet_c(
     )
 
 
-def _check_first_images(paths: np.ndarray, labels: np.ndarray, datamodule: ImageDataModule, where: str, n: int) -> None:
-    """ImageNet-C keeps the validation images' file names and class folders: with ``robustness.max_images=N`` the
-    first N files of a condition must be the first N test images (by name where the test split has files, else by
-    label), or the clean reference would be other images."""
+def _first_test_images(datamodule: ImageDataModule, n: int) -> tuple[list[str] | None, np.ndarray | None]:
+    """The first ``n`` test images as a condition's first files must be: their file names where the test split has
+    files, else their labels (None: nothing to compare)."""
     test = datamodule.splits["test"]
     if hasattr(test, "paths"):
-        same = [Path(p).name for p in paths] == [Path(p).name for p in test.paths[: len(paths)]]
+        return [Path(p).name for p in test.paths[:n]], None
+    return None, (np.asarray(test.labels[:n]) if hasattr(test, "labels") else None)
+
+
+def _check_first_images(
+    paths: np.ndarray, labels: np.ndarray, first: tuple[list[str] | None, np.ndarray | None], data: str, where: str
+) -> None:
+    """ImageNet-C keeps the validation images' file names and class folders: with ``robustness.max_images=N`` the
+    first N files of a condition must be the first N test images (:func:`_first_test_images`), or the clean
+    reference would be other images."""
+    names, first_labels = first
+    if names is not None:
+        same = [Path(p).name for p in paths] == names
     else:
-        same = not hasattr(test, "labels") or np.array_equal(labels, test.labels[: len(labels)])
+        same = first_labels is None or np.array_equal(labels, first_labels)
     if not same:
+        n = len(paths)
         raise DataError(
             f"robustness.max_images={n} scores the first {n} images of each ImageNet-C condition against the first "
-            f"{n} test images, but the first of {where} are other images than {datamodule.name}'s test split "
+            f"{n} test images, but the first of {where} are other images than {data}'s test split "
             "in order: score every image (robustness.max_images=null max_images=null), or test on the split "
             "ImageNet-C was made from"
         )

@@ -103,7 +103,7 @@ class PreemptionCheckpoint(L.Callback):
         requeues_itself = getattr(previous, "__module__", "").startswith("submitit")  # submitit's handler requeues
         requeue = self.requeue and trainer.is_global_zero and not requeues_itself
         requeued = requeue_slurm_job() if requeue else False
-        self._forward_to_previous_handler()
+        self._forward_to(previous)
         raise Preempted(
             f"stopped by {name} at global step {trainer.global_step} (epoch {trainer.current_epoch}); saved "
             f"{self.path}. "
@@ -111,9 +111,9 @@ class PreemptionCheckpoint(L.Callback):
             + f"Resume with: {command}"
         )
 
-    def _forward_to_previous_handler(self) -> None:
-        """Run the handler the run started with for this signal (e.g. submitit's own checkpoint-and-requeue)."""
-        previous = self._before_run.get(self.received) if self.received else None
+    def _forward_to(self, previous: Any) -> None:
+        """Run ``previous``, the handler the run started with for this signal (e.g. submitit's own
+        checkpoint-and-requeue)."""
         if callable(previous) and not is_pythons_ctrl_c(previous):
             previous(self.received, None)
 

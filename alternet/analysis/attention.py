@@ -100,12 +100,13 @@ class _Accumulator:
     def add(self, probs: torch.Tensor, positions: Positions, images: int, kernel: torch.Tensor | None) -> None:
         self._add("entropy", row_entropy(probs))
         self._add("distance", row_distance(probs, positions))
-        if images > 1:
-            self._add("specificity", across_images(probs, images))
         if kernel is not None:
             fixed = kernel.to(probs.device).expand(probs.shape[1:]).expand(probs.shape)
-            self._add("position_kernel_specificity", across_images(fixed, images) if images > 1 else fixed[..., 0])
             self._add("content_shift", js_divergence(probs, fixed))
+        if images > 1:  # a batch of one image has no pair to compare
+            self._add("specificity", across_images(probs, images))
+            if kernel is not None:
+                self._add("position_kernel_specificity", across_images(fixed, images))
         self.positions = positions
 
     def _mean(self, name: str) -> list[float] | None:

@@ -367,6 +367,20 @@ def test_data_specificity_is_zero_for_a_position_only_kernel_and_positive_with_c
         assert np.mean(sharp.specificity) > np.mean(content.specificity)
 
 
+def test_a_batch_of_one_image_adds_no_specificity():
+    """The position kernel's own specificity is 0 by construction, whatever the batches' sizes (a last batch of one
+    image has no pair to compare and adds nothing to either specificity)."""
+    model = tiny_alternet()
+    msa = [b for b in block_sequence(model).blocks if b.kind == "M"]
+    pair = torch.randn(2, 3, 16, 16)
+    with_one_more = attention_stats(model, msa, [pair, torch.randn(1, 3, 16, 16)])
+    alone = attention_stats(model, msa, [torch.randn(1, 3, 16, 16)])
+    for stats, paired, single in zip(with_one_more, attention_stats(model, msa, [pair]), alone, strict=True):
+        np.testing.assert_allclose(stats.position_kernel_specificity, 0.0, atol=1e-6)
+        np.testing.assert_allclose(stats.specificity, paired.specificity, rtol=1e-6)
+        assert single.specificity is None and single.position_kernel_specificity is None
+
+
 def test_focused_linear_reports_specificity_without_a_position_kernel():
     model = tiny_alternet(attention="focused_linear")
     msa = [b for b in block_sequence(model).blocks if b.kind == "M"]

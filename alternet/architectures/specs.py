@@ -320,7 +320,7 @@ class MaxxVitSpec(ModelSpec):
             if self.msa_block == "T":
                 continue
             window, (height, width) = self.partition(build_size), sizes[index][1]
-            if window[0] < 1 or height % window[0] or width % window[1]:
+            if min(window) < 1 or height % window[0] or width % window[1]:
                 automatic = f"timm's automatic window (input size / {PARTITION_RATIO})"
                 source = automatic if self.window is None else "model.window"
                 raise LayoutError(

@@ -164,6 +164,12 @@ class _Windowed:
         return merge_window_maps(out, size)
 
 
+def fused_setting(fused: bool | None) -> bool | None:
+    """A softmax attention's ``fused`` as given (None: per call, :meth:`WindowAttention._fuses`), but off while
+    timm's global switch is off."""
+    return fused if fused is not None or use_fused_attn() else False
+
+
 class WindowAttention(_Windowed, _Projections):
     """Softmax attention in non-overlapping windows with a learned relative position bias."""
 
@@ -182,7 +188,7 @@ class WindowAttention(_Windowed, _Projections):
         super().__init__(dim_in, dim_out, heads, head_dim, qkv_bias)
         self.window = tuple(window)
         self.scale = head_dim**-0.5
-        self.fused = fused if fused is not None or use_fused_attn() else False  # None: per call, _fuses
+        self.fused = fused_setting(fused)
         self._position_table(bias_per_head)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -19,7 +19,7 @@ from torch import nn
 from ..architectures.layout import StageSpec, resolve_stages
 from ..architectures.rules import check_attention, check_block, choose_stem
 from ..errors import require
-from .attention import WindowAttention
+from .attention import WindowAttention, fused_setting
 from .blocks import BLOCK_TYPES, STEM_TYPES, MSABlock, NormAct, PreActBlock
 
 DEFAULT_WINDOW = {"cifar": 4, "patch2": 4, "imagenet": 7}
@@ -252,7 +252,7 @@ class AlterNet(nn.Module):
 
     def set_fused_attn(self, enabled: bool | None) -> None:
         """Switch every softmax attention to the fused kernel (``True``), the math path (``False``) or the faster
-        one for the device and precision (``None``)."""
+        one for the device and precision (``None``; off while timm's global switch is off, as at construction)."""
         for module in self.modules():
             if isinstance(module, WindowAttention):
-                module.fused = enabled
+                module.fused = fused_setting(enabled)

@@ -46,7 +46,12 @@ class LocalAttention(Attention):
     local_mask: torch.Tensor
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, **kwargs: Any) -> torch.Tensor:
-        mask = self.local_mask if attn_mask is None else self.local_mask & attn_mask.bool()
+        if attn_mask is None:
+            mask = self.local_mask
+        elif attn_mask.dtype == torch.bool:  # True: may attend
+            mask = self.local_mask & attn_mask
+        else:  # an additive mask (0: may attend, -inf: may not)
+            mask = attn_mask.masked_fill(~self.local_mask, float("-inf"))
         return super().forward(x, attn_mask=mask, **kwargs)
 
 

@@ -110,24 +110,24 @@ default_cfgs = generate_default_cfgs(
 )
 
 
-def _input_size(variant: str, kwargs: dict[str, Any]) -> int:
+def _input_size(variant: str, kwargs: dict[str, Any]) -> tuple[int, int]:
     """The input size the model is built for, set as ``img_size`` in ``kwargs`` unless given: a tagged cfg's
     (``alternet_r50.in1k``: 224 px, ImageNet stem), else 32 px."""
     if "img_size" not in kwargs:
         cfg = resolve_pretrained_cfg(variant, pretrained_cfg=kwargs.get("pretrained_cfg"))
         kwargs["img_size"] = int(cfg.input_size[-1]) if cfg is not None and cfg.input_size else 32
     size = kwargs["img_size"]
-    return int(size if isinstance(size, int) else size[-1])
+    return (int(size), int(size)) if isinstance(size, int) else (int(size[0]), int(size[1]))
 
 
-def _describe_build(model: nn.Module, img_size: int) -> nn.Module:
+def _describe_build(model: nn.Module, img_size: tuple[int, int]) -> nn.Module:
     """The model's ``pretrained_cfg`` states the input size it was built for (timm's data config reads it); a
     ``features_only`` model is timm's wrapper, which carries its own cfg."""
     if not hasattr(model, "pretrained_cfg"):
         return model
     pretrained_cfg = dict(model.pretrained_cfg)
     channels = int((pretrained_cfg.get("input_size") or (3,))[0])
-    pretrained_cfg["input_size"] = (channels, img_size, img_size)
+    pretrained_cfg["input_size"] = (channels, *img_size)
     model.pretrained_cfg = model.default_cfg = pretrained_cfg
     return model
 

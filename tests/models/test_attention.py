@@ -180,14 +180,17 @@ def test_qkv_bias_follows_each_kind_unless_the_model_says():
 def test_fused_attention_follows_timms_global_switch_unless_the_model_says():
     from timm.layers import set_fused_attn, use_fused_attn
 
-    def fused(**kwargs):
+    def fused(switch=None, **kwargs):
         model = create_model("alternet_tiny", num_classes=4, img_size=16, **kwargs)
+        if switch is not None:
+            model.set_fused_attn(switch[0])
         return {m.fused for m in model.modules() if isinstance(m, WindowAttention)}
 
     before = use_fused_attn()
     try:
         set_fused_attn(False)
         assert fused() == {False} and fused(fused_attn=True) == {True}
+        assert fused((None,), fused_attn=True) == {False} and fused((True,)) == {True}  # the switch holds, as built
         set_fused_attn(True)
         assert fused() == {None} and fused(fused_attn=False) == {False}  # None: the faster path per call
     finally:

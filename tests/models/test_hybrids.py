@@ -186,6 +186,11 @@ def test_a_fixed_size_model_refuses_another_input_size_in_one_line():
     assert halo(torch.randn(1, 3, 64, 64)).shape == (1, 10)  # halo attention runs at any size its blocks divide
 
 
+def test_a_non_square_build_says_its_size():
+    model = create_model("halonet_cifar", num_classes=10, img_size=(32, 64))
+    assert model.pretrained_cfg["input_size"] == (3, 32, 64)  # timm's data config reads it
+
+
 @pytest.mark.parametrize(
     ("overrides", "rule"),
     [

@@ -51,6 +51,22 @@ def test_local_and_global_share_weights_and_the_fused_and_math_paths_agree():
         assert not torch.allclose(plain(images), fused, atol=1e-3)
 
 
+def test_a_callers_mask_restricts_further_as_a_boolean_or_an_additive_mask():
+    """timm's attention takes a boolean mask (True: attend) or an additive one (0 or -inf): both narrow the window."""
+    torch.manual_seed(0)
+    model = timm.create_model("vit_mini_cifar", num_classes=10, local_kernel=3).eval()
+    attention, tokens = model.blocks[0].attn, torch.randn(1, 65, model.embed_dim)
+    keep = torch.ones(65, 65, dtype=torch.bool)
+    keep[:, 2] = False  # no query reads the second patch token
+    additive = torch.zeros(65, 65).masked_fill(~keep, float("-inf"))
+    with torch.no_grad():
+        plain, everything = attention(tokens), attention(tokens, attn_mask=torch.zeros(65, 65))
+        by_bool, by_bias = attention(tokens, attn_mask=keep), attention(tokens, attn_mask=additive)
+    torch.testing.assert_close(everything, plain)
+    torch.testing.assert_close(by_bias, by_bool)
+    assert not torch.allclose(by_bool, plain, atol=1e-4)
+
+
 @pytest.mark.parametrize("kernel", [2, 3, 4, 5, 8])
 @pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel lengths")  # torch's note on its speed
 def test_each_token_sees_the_window_a_same_convolution_reads(kernel):

@@ -171,7 +171,13 @@ def split_size(val_size: int | float, pool: int) -> int:
     """How many of ``pool`` training images ``data.val_size`` (a count, or a fraction in (0, 1)) holds out."""
     check_val_size(val_size)
     if isinstance(val_size, float):
-        return round(val_size * pool)
+        held = round(val_size * pool)
+        if 0 < held < pool:
+            return held
+        raise ConfigValueError(
+            f"data.val_size={val_size:g} holds out {held} of the {pool} training images available; choose a "
+            f"fraction that holds out at least one image and leaves one (or a count, e.g. data.val_size=1)"
+        )
     if val_size >= pool:
         raise ConfigValueError(
             f"data.val_size={val_size} is not smaller than the {pool} training images available; "

@@ -75,11 +75,39 @@ class FolderDataConfig(DataConfig):
 
     def check(self) -> None:
         super().check()
-        check_crop_pct(self.crop_pct, "crop_pct")
-        one_of("interpolation", self.interpolation, INTERPOLATIONS)
-        one_of("crop_mode", self.crop_mode, CROP_MODES)
-        one_of("decode", self.decode, DECODES)
-        check_loader(self.loader, self.decode, self.train_shards, self.skip_corrupt)
+        check_folder_settings(
+            self.crop_pct,
+            self.crop_mode,
+            self.interpolation,
+            self.decode,
+            self.loader,
+            self.train_shards,
+            self.skip_corrupt,
+            self.subset,
+        )
+
+
+def check_folder_settings(
+    crop_pct: Any,
+    crop_mode: Any,
+    interpolation: Any,
+    decode: Any,
+    loader: Any,
+    train_shards: str | None,
+    skip_corrupt: bool,
+    subset: float | None,
+) -> None:
+    """The one check of an image folder's own settings (the config's and the data module's)."""
+    check_crop_pct(crop_pct)
+    one_of("data.interpolation", interpolation, INTERPOLATIONS)
+    one_of("data.crop_mode", crop_mode, CROP_MODES)
+    one_of("data.decode", decode, DECODES)
+    check_loader(loader, decode, train_shards, skip_corrupt)
+    if subset is not None and train_shards:
+        raise ConfigValueError(
+            "data.subset cannot thin streamed shards (data.train_shards): write shards of the subset instead "
+            "(alternet shards on a folder of it)"
+        )
 
 
 def check_workers(setting: Any, key: str = "num_workers") -> None:

@@ -38,6 +38,9 @@ def test_validation_split_size_is_checked_with_the_key():
     with pytest.raises(ConfigValueError, match=r"data.val_size=5000 is not smaller than the 1437 training images"):
         digits(val_size=5000)
     assert "val" not in digits(val_size=0).splits
+    for fraction, held in [(0.0003, 0), (0.9999, 1437)]:  # a fraction holding out no image, or every one
+        with pytest.raises(ConfigValueError, match=rf"data.val_size={fraction} holds out {held} of the 1437 training"):
+            digits(val_size=fraction)
 
 
 def test_epoch_sampler_is_a_function_of_seed_and_epoch():

@@ -159,8 +159,10 @@ def test_subset_of_an_image_folder(image_folder, image_shards):
     counts, full_counts = np.bincount(half.files["train"].labels), np.bincount(full.files["train"].labels)
     assert counts.sum() == round(0.5 * full_counts.sum()) and np.abs(counts - full_counts / 2).max() <= 1
     assert len(half.splits["train"]) == counts.sum() and len(half.splits["val"]) == len(full.splits["val"])
-    with pytest.raises(ConfigValueError, match=r"data\.subset cannot thin streamed shards"):
-        ImageFolderDataModule(root=str(image_folder), train_shards=str(image_shards), subset=0.5).setup()
+    with pytest.raises(ConfigValueError, match=r"data\.subset cannot thin streamed shards"):  # before any listing
+        ImageFolderDataModule(root=str(image_folder), train_shards=str(image_shards), subset=0.5)
+    with pytest.raises(ConfigValueError, match=r"data\.interpolation='bogus' is not one of"):  # as the config's
+        ImageFolderDataModule(root=str(image_folder), interpolation="bogus")
 
 
 @pytest.mark.parametrize(

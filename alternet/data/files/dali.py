@@ -164,8 +164,8 @@ class DaliLoader:
             return state
         ranks = [self._pipeline.checkpoint()]
         if self.sampler.world_size > 1 and torch.distributed.is_initialized():
-            ranks = [None] * self.sampler.world_size
-            torch.distributed.all_gather_object(ranks, self._pipeline.checkpoint())
+            own, ranks = ranks[0], [None] * self.sampler.world_size
+            torch.distributed.all_gather_object(ranks, own)
         return state | {"dali": ranks, "graph": self._graph()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -21,9 +21,9 @@ import torch
 from torch.utils.data import DataLoader
 
 from ...dataset_facts import FACTS
-from ...errors import AlternetWarning, ConfigValueError, DataError, one_of
+from ...errors import AlternetWarning, DataError
 from ..base import ImageDataModule, split_size, stratified_holdout
-from ..config import CROP_MODES, DECODES, FolderDataConfig, check_crop_pct, check_loader
+from ..config import FolderDataConfig, check_folder_settings
 from ..workers import WorkerLedger, init_loader_worker
 from .dali import DaliLoader, check_dali_augment
 from .images import DecodingDataset, SkipCounter, class_folders, scan_split
@@ -52,10 +52,9 @@ class ImageFolderDataModule(ImageDataModule):
         **kwargs: Any,
     ):
         super().__init__(root=root, **kwargs)
-        check_crop_pct(crop_pct)
-        one_of("data.crop_mode", crop_mode, CROP_MODES)
-        one_of("data.decode", decode, DECODES)
-        check_loader(loader, decode, train_shards, skip_corrupt)
+        check_folder_settings(
+            crop_pct, crop_mode, interpolation, decode, loader, train_shards, skip_corrupt, self.subset
+        )
         self.decode, self.loader = decode, loader
         if loader == "dali":
             check_dali_augment(self.augment)
@@ -158,11 +157,6 @@ class ImageFolderDataModule(ImageDataModule):
         if val is None and self.val_size:
             held = stratified_holdout(train.labels, split_size(self.val_size, len(train)), self.split_seed)
             train, val = train.take(np.flatnonzero(~held)), train.take(np.flatnonzero(held))
-        if self.subset is not None and self.train_shards:
-            raise ConfigValueError(
-                "data.subset cannot thin streamed shards (data.train_shards): write shards of the subset instead "
-                "(alternet shards on a folder of it)"
-            )
         self._train_pool = len(train)
         train = train.take(np.flatnonzero(self._subset_mask(train.labels)))
         if not self.train_shards:  # streamed shards: their classes are checked against the folders when written
@@ -184,7 +178,7 @@ class ImageFolderDataModule(ImageDataModule):
         crop, transform = self.train_pipeline()
         if self.train_shards:
             self.splits["train"] = StreamingImages(
-                self.train_shards, transform, seed=self.seed, skipped=self._skipped, ledger=self.ledger, crop=crop
+                self.train_shards, transform, seed=self.seed, ledger=self.ledger, crop=crop
             )
         else:
             self.splits["train"] = DecodingDataset(train, transform, self._skipped, self.ledger, crop)

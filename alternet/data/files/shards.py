@@ -38,7 +38,7 @@ from ...files import (
 from ...hardware import cpu_cores
 from ...seeds import derive_seed, seed_generators
 from ..workers import FILE_WORKERS, StartsWorkersSafely, WorkerLedger
-from .images import FileList, SkipCounter, decode_rgb, scan_split
+from .images import FileList, decode_rgb, scan_split
 
 CLASSES_FILE = "classes.json"
 SHARDS_COMMAND = "shards"  # the output marker of alternet shards (files.mark_output)
@@ -166,7 +166,8 @@ def read_shard_classes(shards: str | Path) -> list[str] | None:
 
 class StreamingImages(StreamingDataset):
     """Shuffled, rank-sharded image records decoded and transformed in the loader workers. Each sample's
-    augmentation is seeded by (seed, epoch, its index in the shards), as on the folder path."""
+    augmentation is seeded by (seed, epoch, its index in the shards), as on the folder path. A record that does
+    not decode stops the run naming it, ``data.skip_corrupt`` or not: every record decoded when it was written."""
 
     def __init__(
         self,
@@ -174,7 +175,6 @@ class StreamingImages(StreamingDataset):
         transform: Callable,
         *,
         seed: int,
-        skipped: SkipCounter | None = None,
         ledger: WorkerLedger | None = None,
         crop: Callable | None = None,
     ):
@@ -187,7 +187,7 @@ class StreamingImages(StreamingDataset):
                 )
             source = str(path.resolve())
         super().__init__(input_dir=source, shuffle=True, drop_last=True, seed=seed)
-        self.image_transform, self.base_seed, self.skipped, self.ledger = transform, seed, skipped, ledger
+        self.image_transform, self.base_seed, self.ledger = transform, seed, ledger
         self.crop = crop  # data.decode=fast: the random-resized crop, made while decoding
 
     def __getitem__(self, index: Any) -> tuple[torch.Tensor, int]:

@@ -36,6 +36,13 @@ def parse_interval(value: float | str | None) -> float | None:
 COMPILE_MODES = ("auto", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
+def needed(section: Section, keys: dict[str, dict[str, str]]) -> None:
+    """The keys the section's chosen ``name`` needs (name -> key -> an example), each set."""
+    for key, example in keys.get(section.name, {}).items():
+        if getattr(section, key) is None:
+            raise ConfigValueError(f"{key} must be set with name={section.name} (e.g. {example})")
+
+
 @dataclass(kw_only=True)
 class OptimizerConfig(Section):
     """``{name: adamw, lr, weight_decay, betas}`` or ``{name: sgd, lr, momentum, nesterov, weight_decay}``."""
@@ -51,7 +58,9 @@ class OptimizerConfig(Section):
         self.one_of("name", OPTIMIZERS)
         self.require("lr", lambda v: v > 0, "must be > 0")
         self.require("weight_decay", lambda v: v >= 0, "must be >= 0")
+        self.require("betas", lambda v: len(v) == 2 and all(0 <= b < 1 for b in v), "must be two numbers in [0, 1)")
         self.require("momentum", lambda v: 0 <= v < 1, "must be in [0, 1)")
+        needed(self, {"adamw": {"betas": "[0.9, 0.999]"}, "sgd": {"momentum": "0.9"}})
 
 
 @dataclass(kw_only=True)
@@ -67,7 +76,9 @@ class ScheduleConfig(Section):
     def check(self) -> None:
         self.one_of("name", SCHEDULES)
         self.require("min_lr", lambda v: v >= 0, "must be >= 0")
+        self.require("milestones", lambda v: all(m >= 0 for m in v), "must be epochs after warm-up, each >= 0")
         self.require("gamma", lambda v: 0 < v <= 1, "must be in (0, 1]")
+        needed(self, {"cosine": {"min_lr": "0.0"}, "step": {"milestones": "[60, 120, 160]", "gamma": "0.2"}})
 
 
 @dataclass(kw_only=True)
@@ -191,6 +202,11 @@ class RecipeConfig(Section):
         self.require(
             "batch_size", lambda v: not self.mixup.enabled or v % 2 == 0, "mixup/cutmix needs an even batch size"
         )
+        if self.layer_decay is not None and (self.finetune.freeze_backbone or self.finetune.backbone_lr_scale != 1):
+            raise ConfigValueError(
+                "layer_decay sets every block's learning rate itself: drop recipe.finetune.freeze_backbone / "
+                "backbone_lr_scale, or recipe.layer_decay"
+            )
 
 
 @dataclass(kw_only=True)

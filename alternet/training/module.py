@@ -373,11 +373,6 @@ class ClassificationModule(L.LightningModule):
     def _layer_decay_groups(self, weight_decay: float, layer_decay: float, exclude: bool) -> list[dict[str, Any]]:
         """timm's layer-wise learning-rate decay for fine-tuning (``recipe.layer_decay``): the head at the full
         rate, each earlier block (the model's ``group_matcher``) at ``layer_decay`` times the next one's."""
-        if self.finetune.freeze_backbone or self.finetune.backbone_lr_scale != 1.0:
-            raise ConfigValueError(
-                "recipe.layer_decay sets every block's learning rate itself: drop recipe.finetune.freeze_backbone / "
-                "backbone_lr_scale, or recipe.layer_decay"
-            )
         if not hasattr(self.model, "group_matcher"):
             raise ConfigValueError(
                 f"recipe.layer_decay needs a model with timm's group_matcher; {type(self.model).__name__} has none"

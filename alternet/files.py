@@ -358,7 +358,7 @@ def read_yaml(path: str | Path, *, error: type[Exception] = AlternetError) -> di
 def update_json(path: str | Path, updates: Mapping[str, Any]) -> Path:
     """Merge ``updates`` into the top level of a JSON file (created if absent)."""
     path = Path(path)
-    current = json.loads(path.read_text()) if path.is_file() else {}
+    current = read_json(path) if path.is_file() else {}
     return write_json(path, {**current, **updates})
 
 

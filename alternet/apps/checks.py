@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import warnings
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -20,6 +21,7 @@ from ..architectures.config import LayoutModel, ModelConfig, TimmModel
 from ..architectures.layout import buildup_violations
 from ..architectures.named import HYBRIDS, MODEL_NAMES
 from ..architectures.specs import hybrid_spec
+from ..data.config import DataConfig, FolderDataConfig
 from ..errors import AlternetWarning, ConfigValueError, one_of, suggest
 from ..evaluation.inference import choose_device
 from ..hardware import machine_memory
@@ -81,9 +83,16 @@ def reported_metrics(config: TrainConfig) -> list[str]:
     splits = ["test", "test_ema"] if config.recipe.ema.enabled else ["test"]
     names = [f"{split}/{metric}" for split in splits for metric in EVALUATED_METRICS]
     monitor = config.callbacks.checkpoint.monitor
-    if config.data.val_size and monitor:
+    if monitor and validates(config.data):
         names.insert(0, monitor)
     return names
+
+
+def validates(data: DataConfig) -> bool:
+    """Whether the run has a validation split, as its data module will: ``data.val_size``, or an image folder's
+    ``val/``."""
+    folder = isinstance(data, FolderDataConfig) and (Path(data.root).expanduser() / "val").is_dir()
+    return bool(data.val_size) or folder
 
 
 def check_optimized_metric(config: TrainConfig) -> None:
@@ -92,7 +101,8 @@ def check_optimized_metric(config: TrainConfig) -> None:
     if name is None or name in reported_metrics(config):
         return
     hint = (
-        " A validation metric needs a validation split (data.val_size > 0) and must be the checkpoint monitor "
+        " A validation metric needs a validation split (data.val_size > 0, or an image folder's val/) and must be "
+        "the checkpoint monitor "
         f"(callbacks.checkpoint.monitor={name} callbacks.checkpoint.mode=min|max)."
         if str(name).startswith("val")
         else ""

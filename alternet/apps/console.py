@@ -59,7 +59,8 @@ def start_banner(
     if mode is not None:
         refusal = compile_refusal(config.performance, config.trainer)
         what = "the whole step" if refusal is None else f"the backbone alone: {refusal}"
-        graphs = ", CUDA graphs" if "reduce-overhead" in mode or mode == "max-autotune" else ""
+        graphed = device.type == "cuda" and ("reduce-overhead" in mode or mode == "max-autotune")
+        graphs = ", CUDA graphs" if graphed else ""
         device_line += f"; compiled for training ({what}{graphs}; {mode}: the first steps compile)"
     pairs = [
         ("Run directory", str(run.path)),

@@ -36,9 +36,10 @@ from .config import EvaluateConfig, compose, evaluate_config, missing_keys
 from .console import evaluation_report
 
 
-def model_sources(ckpt: str | list[str]) -> list[str]:
-    """The models ``ckpt=`` names (one, or a list), each checked as far as it can be without reading weights."""
-    sources = [str(ckpt)] if isinstance(ckpt, (str, Path)) else [str(source) for source in ckpt]
+def model_sources(ckpt: Any) -> list[str]:
+    """The models ``ckpt=`` names (one, or a list), each checked as far as it can be without reading weights (a
+    number is a name too: Hydra reads ``ckpt=2024`` as one)."""
+    sources = [str(source) for source in ckpt] if isinstance(ckpt, list | tuple) else [str(ckpt)]
     if not sources:
         raise ConfigValueError("ckpt=[] names no model: alternet evaluate ckpt=SOURCE or ckpt=[SOURCE,SOURCE]")
     for source in sources:

@@ -77,9 +77,7 @@ class Evaluator:
         self.model = model.eval()
         self.class_names = class_names
         self.datamodule = datamodule
-        if config.max_images is not None and config.robustness.max_images is None:  # scored against the same
-            config = replace(config, robustness=replace(config.robustness, max_images=config.max_images))
-        self.config, self.label = config, label
+        self.config, self.label = as_scored(config), label
         self.out_dir = Path(out_dir)
         self.device = choose_device(config.device)
         self.autocast = AUTOCAST[str(config.precision)]
@@ -300,12 +298,21 @@ def open_sources(
     return robust, open_ood_set(config.ood, datamodule) if config.ood.root else None
 
 
+def as_scored(config: EvaluationConfig) -> EvaluationConfig:
+    """``max_images`` bounds the corrupted sets too unless ``robustness.max_images`` says otherwise (scored against
+    the same clean images)."""
+    if config.max_images is None or config.robustness.max_images is not None:
+        return config
+    return replace(config, robustness=replace(config.robustness, max_images=config.max_images))
+
+
 def check_evaluation_files(
     config: EvaluationConfig, datamodule: ImageDataModule, class_names: Sequence[str] | None
 ) -> None:
     """The evaluation's files (real corruption sets, their baseline, the OOD set) opened and checked without
     scoring anything, so that training with ``evaluate.after_training`` refuses a wrong ``robustness.root`` or
     ``ood.root`` before it trains rather than after. Generated corruptions are made when scored, not here."""
+    config = as_scored(config)
     if config.robustness.root and robustness_enabled(config, datamodule):
         open_robustness(config, datamodule, class_names)
     if config.ood.root:

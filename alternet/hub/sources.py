@@ -306,8 +306,9 @@ def labelled(cfg: dict[str, Any], names: Any) -> dict[str, Any]:
     """``cfg`` with timm's ``label_names`` ``names`` as a list of strings: they are a list, or a dict from class index
     to name (left out when its indices have gaps: no name for every class)."""
     if isinstance(names, dict):
-        indices = sorted(int(k) for k in names)
-        names = [names.get(i, names.get(str(i))) for i in indices] if indices == list(range(len(indices))) else None
+        keys = [str(k) for k in names]
+        indices = sorted(int(k) for k in keys) if all(k.isdecimal() for k in keys) else None
+        names = [names.get(i, names.get(str(i))) for i in indices] if indices == list(range(len(names))) else None
     return {**cfg, "label_names": [str(name) for name in names]} if names else dict(cfg)
 
 

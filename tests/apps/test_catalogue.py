@@ -206,6 +206,7 @@ OPTIONS = [
     (["report", "{tmp}/sweep", "--nll-margin", "0"], "--nll-margin 0.0 is invalid"),
     (["report", "{tmp}/sweep", "--power", "2"], "--power 2.0 is invalid"),
     (["evaluate", "ckpt=[]", "hydra.run.dir={tmp}/eval"], "ckpt=[] names no model"),
+    (["evaluate", "ckpt=2024", "hydra.run.dir={tmp}/eval"], "2024 does not exist: expected a run directory"),
     (["push", "{src}", "not a repo id!"], "not a repo id!"),
     (["import-hdvw", "{tmp}/missing.pth", "--out", "{tmp}/e", "--arch", "resnet_9000"], "--arch 'resnet_9000': pass"),
     (["push", "{src}", "me/model", "--revision", ""], "--revision '' is invalid"),

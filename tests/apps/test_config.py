@@ -242,6 +242,17 @@ def test_bad_values_are_rejected_with_the_key(overrides, message):
     assert message in str(error.value) and "\n" not in str(error.value)
 
 
+def test_a_validation_metric_of_an_image_folders_val_split_can_be_optimized(tmp_path):
+    """data=imagenet's val_size is 0: its validation split is the folder's val/, which the run reports."""
+    (tmp_path / "val").mkdir()
+    monitored = ["callbacks.checkpoint.monitor=val/acc", "callbacks.checkpoint.mode=max", "optimized_metric=val/acc"]
+    folder = ["data=imagefolder", f"data.root={tmp_path}", "data.val_size=0", "data.image_size=16", *monitored]
+    validate_train_config(resolved(*folder))
+    (tmp_path / "val").rmdir()
+    with pytest.raises(ConfigValueError, match="optimized_metric=val/acc is not a metric this run reports"):
+        validate_train_config(resolved(*folder))
+
+
 # Refused by the schema while Hydra composes (alternet.apps.config), in the one line the command prints
 COMPOSED = [
     (["seed=abc"], "seed=abc is invalid: must be an integer"),

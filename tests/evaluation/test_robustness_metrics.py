@@ -8,6 +8,7 @@ import math
 
 import pytest
 
+from alternet.errors import AlternetError
 from alternet.evaluation.plots import corruption_heatmap
 from alternet.evaluation.robustness import (
     CORRUPTIONS,
@@ -151,6 +152,9 @@ def test_load_baseline_explains_what_is_missing(tmp_path):
     path = update_metrics_json(tmp_path / "metrics.json", {"test": {"acc": 0.9}})
     with pytest.raises(RobustnessError, match="no 'robustness' section"):
         load_baseline(path)
+    path.write_text("[1, 2]")
+    with pytest.raises(AlternetError, match=r"metrics.json should hold a JSON object, found list"):
+        update_metrics_json(path, {"test": {"acc": 0.9}})
 
 
 def test_csv_writers(tmp_path):

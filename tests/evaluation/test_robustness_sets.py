@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -22,6 +23,7 @@ from alternet.evaluation import Evaluator, RobustnessError, RobustnessRow, robus
 from alternet.evaluation.baselines import builtin_baseline
 from alternet.evaluation.config import EvaluationConfig
 from alternet.evaluation.corrupted import open_corrupted_sets
+from alternet.evaluation.evaluator import check_evaluation_files
 from alternet.evaluation.inference import device_count, fast_precision, memory_format, on_devices
 from alternet.hardware import cpu_cores
 from alternet.models import create_model
@@ -266,6 +268,15 @@ def test_real_cifar_c_files_of_the_whole_test_split_score_the_first_max_images(t
         open_corrupted_sets(settings(root=str(eight), max_images=5).robustness, datamodule(TinyCifar10))
     with pytest.raises(ConfigValueError, match=r"robustness.max_images=0 is invalid"):
         settings(root=str(root), max_images=0)
+
+
+def test_the_check_before_training_reads_the_corrupted_files_as_the_evaluation_will(tmp_path):
+    """evaluate.max_images bounds the corrupted sets too: training with evaluate.after_training checks them so."""
+    root = cifar_c_folder(tmp_path / "CIFAR-10-C", n=4, num_classes=10)  # the first 4 of the 12 test images
+    cfg = replace(settings(root=str(root)), max_images=4)
+    check_evaluation_files(cfg, datamodule(TinyCifar10), None)
+    with pytest.raises(DataError, match=r"4 images per severity, the test split has 12"):
+        check_evaluation_files(replace(cfg, max_images=None), datamodule(TinyCifar10), None)
 
 
 def test_alexnet_baseline_gives_the_mce_formula_value():

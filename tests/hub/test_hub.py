@@ -26,7 +26,7 @@ from alternet.apps.train import train
 from alternet.errors import CheckpointError, ConfigValueError
 from alternet.evaluation.robustness import RobustnessRow, robustness_record, robustness_summary, update_metrics_json
 from alternet.hub.card import model_card
-from alternet.hub.sources import open_source, preprocessing
+from alternet.hub.sources import labelled, open_source, preprocessing
 from alternet.models import create_model
 from alternet.tracking import artifact_notice, log_model_artifacts
 from alternet.training.config import RecipeConfig
@@ -566,6 +566,8 @@ def test_timm_and_hub_sources_load_from_the_cache_offline_and_name_it_when_absen
     )
     opened = open_source("hf-hub:someone/tiny")
     assert opened.architecture == "test_resnet" and opened.pretrained_cfg["label_names"] == ["a", "b", "c"]
+    for names, kept in [({"0": "a", "1": "b"}, ["a", "b"]), ({"0": "a", "2": "b"}, None), ({"a": "cat"}, None)]:
+        assert labelled({}, names).get("label_names") == kept  # a dict from class index to name, else left out
     assert preprocessing(opened)["mean"] == [0.1, 0.2, 0.3]
     torch.testing.assert_close(hub.load("hf-hub:someone/tiny")(digits_batch()), three.eval()(digits_batch()))
 

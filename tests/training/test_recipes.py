@@ -234,6 +234,10 @@ def test_compile_auto_trains_eagerly_on_a_gpu_that_inductor_cannot_compile_for(m
             "compiled for training (the backbone alone: performance.compile=backbone; default: the first steps "
             "compile)",
         ),
+        (  # CUDA graphs are a GPU's: on a CPU the mode compiles as inductor's default
+            ["performance.compile_mode=reduce-overhead"],
+            "compiled for training (the whole step; reduce-overhead: the first steps compile)",
+        ),
     ],
 )
 def test_the_banner_says_what_is_compiled(overrides, says, tmp_path, capsys, monkeypatch):

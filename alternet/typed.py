@@ -115,7 +115,7 @@ def build(cls: type[S], values: Mapping[str, Any], prefix: str = "") -> S:
         value = values[field.name]
         if value is None and not conforms(None, hints[field.name]) and SECTION not in field.metadata:
             raise ConfigValueError(f"{key}=null is invalid: must be {described(hints[field.name])}")
-        section = field.metadata.get(SECTION) or _section_type(hints[field.name])
+        section = field.metadata.get(SECTION) or section_type(hints[field.name])
         if section is not None and value is not None:
             if not isinstance(value, Mapping):
                 shape = f"a section of keys {section.keys()}" if isinstance(section, type) else "a section of keys"
@@ -175,7 +175,7 @@ def described(hint: Any) -> str:
     return NAMES.get(hint, "a section of keys" if section else str(hint))
 
 
-def _section_type(hint: Any) -> type[Section] | None:
+def section_type(hint: Any) -> type[Section] | None:
     """The :class:`Section` class a field's annotation names (also as ``X | None``)."""
     union = isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
     options = typing.get_args(hint) if union else (hint,)

@@ -174,7 +174,7 @@ class Search:
             with_one_more_msa(base, stage)
         recorded_settings(self.dir, self.settings)
         statistics = Statistics(Rule(self.settings.alpha, self.settings.min_seeds), paired=False)
-        epochs = _epochs(config)
+        epochs = min(config.recipe.epochs, config.trainer.max_epochs)  # fewer where trainer.max_epochs cuts it
 
         layout, stage, current, rounds, number = base, len(parse_layout(base)) - 1, None, [], 1
         while True:
@@ -362,7 +362,6 @@ class Search:
 
         option = self._model_option()
         path = self.dir / "conf" / "model" / "buildup.yaml"
-        path.parent.mkdir(parents=True, exist_ok=True)
         return write_text(
             path,
             f"# chosen by alternet buildup in {self.dir.resolve()}: {option} with the layout the search kept\n"
@@ -384,12 +383,6 @@ class Search:
 def _earlier_stage_with_room(layout: str, stage: int) -> int | None:
     """The nearest stage before ``stage`` that has room for one more MSA in ``layout``, or None."""
     return next((s for s, _ in next_candidates(layout, stage - 1)), None) if stage > 0 else None
-
-
-def _epochs(config: Any) -> int:
-    """The epochs one job trains (the recipe's, or fewer where trainer.max_epochs cuts it)."""
-    limit = config.trainer.max_epochs
-    return int(min(config.recipe.epochs, limit) if limit and limit > 0 else config.recipe.epochs)
 
 
 def _has_val_folder(data: Any) -> bool:

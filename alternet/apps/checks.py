@@ -25,10 +25,10 @@ from ..data.config import DataConfig, FolderDataConfig
 from ..errors import AlternetWarning, ConfigValueError, one_of, suggest
 from ..evaluation.inference import choose_device
 from ..hardware import machine_memory
+from ..metrics.table import SPLIT_KEYS
 from ..models.external import check_name, require_pretrained
 from ..models.factory import check_builds
 from ..runs.records import import_modules
-from ..training import EVALUATED_METRICS
 from ..training.config import TrainerConfig
 from ..training.precision import PRECISIONS
 from .config import TrainConfig, train_config
@@ -80,12 +80,17 @@ def check_input_memory(config: TrainConfig) -> None:
 def reported_metrics(config: TrainConfig) -> list[str]:
     """The metrics a run with this config reports at its end: every test metric (and its EMA twin with
     ``recipe.ema``) and, with a validation split, the best value of the checkpoint monitor."""
-    splits = ["test", "test_ema"] if config.recipe.ema.enabled else ["test"]
-    names = [f"{split}/{metric}" for split in splits for metric in EVALUATED_METRICS]
+    names = split_metrics(config, "test")
     monitor = config.callbacks.checkpoint.monitor
     if monitor and validates(config.data):
         names.insert(0, monitor)
     return names
+
+
+def split_metrics(config: TrainConfig, split: str) -> list[str]:
+    """``split/metric`` for each metric of the table (and ``split_ema/metric`` with ``recipe.ema``)."""
+    splits = [split, f"{split}_ema"] if config.recipe.ema.enabled else [split]
+    return [f"{name}/{metric}" for name in splits for metric in SPLIT_KEYS]
 
 
 def validates(data: DataConfig) -> bool:
@@ -162,9 +167,7 @@ def warn_buildup(model: ModelConfig) -> None:
 def check_monitor(config: TrainConfig) -> None:
     """The checkpoint monitor names a validation metric the module logs at epoch end (found missing by Lightning
     only after the first epoch's validation otherwise)."""
-    monitor = config.callbacks.checkpoint.monitor
-    splits = ["val", "val_ema"] if config.recipe.ema.enabled else ["val"]
-    logged = [f"{split}/{metric}" for split in splits for metric in EVALUATED_METRICS]
+    monitor, logged = config.callbacks.checkpoint.monitor, split_metrics(config, "val")
     if monitor is not None and monitor not in logged:
         raise ConfigValueError(
             f"callbacks.checkpoint.monitor={monitor} is not a metric the run logs at epoch end; choose one of "

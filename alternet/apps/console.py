@@ -14,7 +14,7 @@ from torch import nn
 from .. import tracking
 from ..metrics.table import SPLIT_KEYS
 from ..progress import duration
-from ..runs.directories import RunDir, best_epoch
+from ..runs.directories import RunDir
 from ..runs.results import EvaluationReport, RobustnessResult, RobustnessSummary
 from ..runs.summary import RunSummary
 from ..training.builders import compile_mode, compile_refusal
@@ -22,9 +22,6 @@ from ..training.config import RecipeConfig
 from ..training.optim import scaled_lr
 from .config import TrainConfig
 
-__all__ = ["best_epoch", "end_summary", "evaluation_report", "robustness_lines", "start_banner", "written_files"]
-
-TEST_COLUMNS = SPLIT_KEYS
 WORST_SHOWN = 5  # the worst corruption conditions shown
 
 
@@ -106,7 +103,7 @@ def _metrics_table(summary: RunSummary) -> list[str]:
     sections = [("weights", summary.test or {})]
     if summary.test_ema:
         sections.append(("EMA weights", summary.test_ema))
-    columns = [c for c in TEST_COLUMNS if any(c in values for _, values in sections)]
+    columns = [c for c in SPLIT_KEYS if any(c in values for _, values in sections)]
     lines = [f"  {'':<12}" + "".join(f"{c:>9}" for c in columns)]
     for label, values in sections:
         cells = "".join(f"{_cell(values.get(c)):>9}" for c in columns)
@@ -154,12 +151,6 @@ def robustness_lines(robustness: RobustnessResult) -> list[str]:
     return lines
 
 
-def written_files(run: RunDir) -> list[str]:
-    """The run's products (:meth:`RunDir.products`), relative to its directory: checkpoints, records, plots,
-    evaluation and export."""
-    return [str(path.relative_to(run.path)) for path in run.products()]
-
-
 def end_summary(summary: RunSummary) -> str:
     """Test metrics (raw and EMA), the best validation score and its epoch, time and throughput, robustness when
     scored after training, and every file written."""
@@ -179,7 +170,7 @@ def end_summary(summary: RunSummary) -> str:
     if summary.robustness:
         lines += robustness_lines(summary.robustness)
     run = RunDir(summary.run_dir or ".")
-    lines += [f"Files in {run.path}:", *(f"  {name}" for name in written_files(run))]
+    lines += [f"Files in {run.path}:", *(f"  {path.relative_to(run.path)}" for path in run.products())]
     return "\n".join(lines) + "\n"
 
 

@@ -225,10 +225,8 @@ def _tested(
 def _trained_to_the_end(finished: RunSummary, trainer: TrainerConfig) -> bool:
     """A finished run already reached this config's limits (so continuing it would train nothing); a run asked for
     more epochs or steps than it did continues from its last.ckpt instead."""
-    max_epochs, max_steps = trainer.max_epochs, trainer.max_steps
-    epochs_done = max_epochs is None or max_epochs < 0 or int(finished.epochs or 0) >= max_epochs
-    steps_done = max_steps is None or max_steps < 0 or int(finished.global_step or 0) >= max_steps
-    return epochs_done and steps_done
+    steps_done = trainer.max_steps < 0 or int(finished.global_step or 0) >= trainer.max_steps  # -1: no step limit
+    return int(finished.epochs or 0) >= trainer.max_epochs and steps_done
 
 
 def by_split(logged: dict[str, Any]) -> dict[str, dict[str, float | None]]:

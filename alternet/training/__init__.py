@@ -9,7 +9,6 @@ from ..lazy import exports
 __getattr__, __dir__ = exports(
     __name__,
     {
-        "EVALUATED_METRICS": "module",
         "ClassificationModule": "module",
         "NonFiniteLossError": "guard",
         "PrecisionChoice": "precision",

@@ -162,18 +162,13 @@ class NonFiniteGuard:
         (:mod:`alternet.training.step`) flags and skips inside its update, which hands the flag to :meth:`record`."""
         if not self.deferred or self._current is None:
             return
-        self.act_on_previous()
+        self.settle(inside_step=True)
         if self.module.whole_step is not None:
             return
         found = non_finite_flag(optimizer)
         self._current.fresh_optimizer = not any(optimizer.state.values())
         optimizer.found_inf = self.found = found
         self.record(found)
-
-    def act_on_previous(self) -> None:
-        previous, self._pending = self._pending, None
-        if previous is not None and HostFlags.read(previous.copied):
-            self._trip(previous, skipped=True)
 
     def record(self, found: torch.Tensor) -> None:
         """This step's non-finite flag (1.0 on the device when it was skipped): read at once on an epoch's or the
@@ -187,12 +182,12 @@ class NonFiniteGuard:
             current.copied = self.flags.send(current.found, current.step)
             self._pending = current
 
-    def settle(self) -> None:
-        """Read a flag still pending before validation or at an epoch's end (a mid-epoch validation; a loader of
-        unknown length has no known last step)."""
+    def settle(self, inside_step: bool = False) -> None:
+        """Read a flag still pending: the previous step's from inside the next one, or before validation, a
+        checkpoint or an epoch's end (a mid-epoch validation; a loader of unknown length has no known last step)."""
         pending, self._pending = self._pending, None
         if pending is not None and HostFlags.read(pending.copied):
-            self._trip(pending, skipped=True, inside_step=False)
+            self._trip(pending, skipped=True, inside_step=inside_step)
 
     def _is_last_step(self, batch_idx: int) -> bool:
         trainer = self.module.trainer

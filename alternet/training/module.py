@@ -27,21 +27,18 @@ from ..data.mixing import recipe_mixup
 from ..dataset_facts import DataFacts
 from ..errors import ConfigValueError
 from ..metrics import BinnedCalibrationError
-from ..metrics.table import SPLIT_KEYS
 from ..models.factory import create_model, model_args
 from ..models.flip import flip_averaged_logits
 from ..models.params import decay_groups
 from ..runs.checkpoints import DIGEST_KEY, to_host, weights_digest
 from ..runs.weights import saved_hyperparameters
 from ..typed import build
-from .config import FinetuneConfig, ProgressiveResizeConfig, RecipeConfig
+from .config import ProgressiveResizeConfig, RecipeConfig
 from .display import Hits, RunningLoss
 from .guard import NonFiniteGuard, fused_optimizer_supported, uses_grad_scaler
 from .optim import build_optimizer, build_scheduler, rescale_learning_rates, scaled_lr
 from .resume import BATCH_KEY
 from .step import WholeStep, ema_update_
-
-EVALUATED_METRICS = SPLIT_KEYS  # per validation/test split, logged as "<split>/<metric>"
 
 
 def evaluation_metrics(num_classes: int) -> MetricCollection:
@@ -332,15 +329,11 @@ class ClassificationModule(L.LightningModule):
 
     # optimisation ----------------------------------------------------------------------------
 
-    @property
-    def finetune(self) -> FinetuneConfig:
-        return self.recipe.finetune
-
     def _head_parameter_names(self) -> set[str]:
         """The classifier's parameters (timm's ``get_classifier``). A model without it (a user's module that does
         not follow timm's interface) has no head apart, which only fine-tuning needs."""
         if not hasattr(self.model, "get_classifier"):
-            if self.finetune.freeze_backbone or self.finetune.backbone_lr_scale != 1.0:
+            if self.recipe.finetune.freeze_backbone or self.recipe.finetune.backbone_lr_scale != 1.0:
                 raise ConfigValueError(
                     f"recipe.finetune treats the classifier apart, and {type(self.model).__name__} has no "
                     "get_classifier() (timm's interface) to say which it is: add one to the model"
@@ -360,10 +353,10 @@ class ClassificationModule(L.LightningModule):
         named = list(self.model.named_parameters())
         backbone = [(n, p) for n, p in named if n not in head_names]
         head = [(n, p) for n, p in named if n in head_names]
-        if self.finetune.freeze_backbone:
+        if self.recipe.finetune.freeze_backbone:
             for _, param in backbone:
                 param.requires_grad_(False)
-        scale = self.finetune.backbone_lr_scale
+        scale = self.recipe.finetune.backbone_lr_scale
         groups = decay_groups(
             self.model, weight_decay, exclude_norm_bias=exclude, named_params=backbone, lr_scale=scale
         )
@@ -391,7 +384,7 @@ class ClassificationModule(L.LightningModule):
         the whole module in train mode when fitting starts and restores the modes it found after validation."""
         self.epoch_loss = RunningLoss(max_age=0.0)  # this epoch's steps only (after a mid-epoch resume: the rest)
         self.train_hits = Hits()
-        if self.finetune.freeze_backbone:
+        if self.recipe.finetune.freeze_backbone:
             self.model.eval()
             self.model.get_classifier().train()
 

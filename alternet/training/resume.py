@@ -53,7 +53,7 @@ def check_resume_settings(
     conflicts = [
         f"{key}: {before!r} -> {now!r}"
         for key, (before, now) in sorted(found.items())
-        if not _applicable(key, before, now)
+        if key not in APPLIED_ON_RESUME  # a learning rate: both checked > 0 as their recipes were built
     ]
     facts = (header.get("hyper_parameters") or {}).get("data") or {}
     for key in ("name", "image_size"):
@@ -66,7 +66,7 @@ def check_resume_settings(
             "schedule, so they would not apply. Drop them, or start a new run in its own hydra.run.dir "
             "(model.pretrained=CHECKPOINT starts from it)"
         )
-    return {key: list(change) for key, change in found.items() if _applicable(key, *change)}
+    return {key: list(change) for key, change in found.items() if key in APPLIED_ON_RESUME}
 
 
 BATCH_KEY = "global_batch"  # in Lightning checkpoints: [per-device batch, processes, accumulated batches]
@@ -125,9 +125,3 @@ def _as_read(recipe: RecipeConfig, family: str) -> RecipeConfig:
     """``recipe`` as a data set of this family reads it: of ``recipe.augment``, its own section alone."""
     own = getattr(recipe.augment, family) if recipe.augment is not None else None
     return replace(recipe, augment=AugmentConfig(**{family: own}))
-
-
-def _applicable(key: str, before: Any, now: Any) -> bool:
-    """An :data:`APPLIED_ON_RESUME` change that can be applied: a ratio of two positive numbers."""
-    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in (before, now))
-    return key in APPLIED_ON_RESUME and numbers

@@ -8,9 +8,10 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from alternet.apps.console import best_epoch, end_summary, evaluation_report, robustness_lines
+from alternet.apps.console import end_summary, evaluation_report, robustness_lines
 from alternet.data import DigitsDataModule
 from alternet.hardware import cpu_cores
+from alternet.runs.directories import best_epoch
 from alternet.runs.results import EvaluationReport, RobustnessResult
 from alternet.runs.summary import RunSummary
 from alternet.training.display import ProgressLines, TerminalBar, Throughput, progress_bar

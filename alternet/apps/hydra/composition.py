@@ -13,7 +13,6 @@ import dataclasses
 import os
 import re
 import shlex
-import types
 import typing
 from collections.abc import Iterator, Sequence
 from importlib import resources
@@ -24,7 +23,7 @@ from hydra.errors import CompactHydraException, MissingConfigException, Override
 from omegaconf.errors import ConfigKeyError, ValidationError
 
 from ...errors import exit_with_error, suggest
-from ...typed import SECTION
+from ...typed import SECTION, section_type
 from ..config import EvaluateConfig, TrainConfig
 
 FULL_ERROR = "HYDRA_FULL_ERROR"
@@ -121,9 +120,7 @@ def _null_section_key(key: str, command: str) -> bool:
         if not dataclasses.is_dataclass(section) or part not in {f.name for f in dataclasses.fields(section)}:
             return False
         field = next(f for f in dataclasses.fields(section) if f.name == part)
-        hint = typing.get_type_hints(section)[part]
-        options = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
-        section = field.metadata.get(SECTION) or next((o for o in options if dataclasses.is_dataclass(o)), None)
+        section = field.metadata.get(SECTION) or section_type(typing.get_type_hints(section)[part])
     return dataclasses.is_dataclass(section) and name in {f.name for f in dataclasses.fields(section)}
 
 

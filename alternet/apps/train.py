@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 from typing import Any
 
 import lightning as L
@@ -120,9 +121,9 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
         if trainer.is_global_zero:
             if typed.evaluate.after_training:
                 scored = evaluate_after_training(module.model, datamodule, typed, run)
-                summary = summary.with_(**scored)
+                summary = replace(summary, **scored)
             curves = training_curves(run)
-            summary = summary.with_(curves=str(curves) if curves else None, wall_seconds=time.monotonic() - started)
+            summary = replace(summary, curves=str(curves) if curves else None, wall_seconds=time.monotonic() - started)
             run.write_summary(summary)
             export_after_training(typed, summary)
             print(end_summary(summary), flush=True)
@@ -219,7 +220,7 @@ def _tested(
         skipped_images=datamodule.skipped_images,
         extra=tested,  # any other split the test loop logged
     )
-    return summary.with_(optimized_metric=optimized_metric(config.optimized_metric, summary))
+    return replace(summary, optimized_metric=optimized_metric(config.optimized_metric, summary))
 
 
 def _trained_to_the_end(finished: RunSummary, trainer: TrainerConfig) -> bool:

@@ -27,7 +27,7 @@ from timm.models import get_pretrained_cfg
 from ..dataset_facts import FACTS
 from ..errors import CheckpointError
 from ..models import create_model
-from ..runs.checkpoints import check_archive, refused_global, torch_reason
+from ..runs.checkpoints import brief_reason, check_archive, refused_global
 
 Rename = tuple[str, str | Callable[[re.Match[str]], str]]
 DATA_BY_CLASSES = {facts.num_classes: name for name, facts in FACTS.items()}  # 10, 100, 1000 classes
@@ -192,7 +192,7 @@ def read_hdvw(path: str | Path) -> tuple[str | None, dict[str, torch.Tensor]]:
             "to unpickle; only an HDVW checkpoint of plain tensors ({'name', 'state_dict'}) is imported"
         ) from None
     except Exception as error:  # any failure of the unpickler on foreign bytes (KeyError, ValueError, ...)
-        raise CheckpointError(f"{not_torch}: it is unreadable or truncated ({torch_reason(error)})") from None
+        raise CheckpointError(f"{not_torch}: it is unreadable or truncated ({brief_reason(error)})") from None
     name = payload.get("name") if isinstance(payload, dict) else None
     weights = payload.get("state_dict", payload) if isinstance(payload, dict) else None
     if not isinstance(weights, dict) or not weights or not all(isinstance(v, torch.Tensor) for v in weights.values()):

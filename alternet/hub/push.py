@@ -23,6 +23,7 @@ from huggingface_hub.utils import validate_repo_id
 from .. import __version__
 from ..errors import AlternetError
 from ..files import read_json, write_text
+from ..runs.checkpoints import brief_reason
 from .card import model_card
 from .exporting import export
 from .sources import CONFIG_FILE, TORCH_WEIGHTS_FILE, WEIGHTS_FILE, read_export
@@ -92,8 +93,8 @@ def push_to_hub(
             raise PushError(_refused(error, repo_id)) from error
         except NETWORK_ERRORS as error:
             raise PushError(
-                f"could not reach the Hugging Face Hub at {api.endpoint} to push {repo_id} ({_brief(error)}); check "
-                "the network connection (and HF_ENDPOINT or proxy settings), then run the command again"
+                f"could not reach the Hugging Face Hub at {api.endpoint} to push {repo_id} ({brief_reason(error)}); "
+                "check the network connection (and HF_ENDPOINT or proxy settings), then run the command again"
             ) from error
     return Pushed(repo_id, str(url), getattr(commit, "commit_url", None), revision)
 
@@ -157,7 +158,9 @@ def _check_repo_id(repo_id: str) -> None:
     try:
         validate_repo_id(repo_id)
     except HFValidationError as error:
-        raise PushError(f"{repo_id!r} is not a Hub repository id: use NAME or USER/NAME ({_brief(error)})") from error
+        raise PushError(
+            f"{repo_id!r} is not a Hub repository id: use NAME or USER/NAME ({brief_reason(error)})"
+        ) from error
 
 
 def _link_or_copy(source: Path, target: Path) -> None:
@@ -177,12 +180,6 @@ def _refused(error: HfHubHTTPError, repo_id: str) -> str:
             "or push to a repository of your own user or organisation"
         )
     return (
-        f"the Hugging Face Hub refused the push to {repo_id} ({status or 'error'}: {_brief(error)}); nothing was "
+        f"the Hugging Face Hub refused the push to {repo_id} ({status or 'error'}: {brief_reason(error)}); nothing was "
         "committed: fix the cause and run the command again"
     )
-
-
-def _brief(error: BaseException) -> str:
-    """The first line of an error's message, short enough for a one-line error."""
-    lines = str(error).strip().splitlines() or [type(error).__name__]
-    return lines[0][:200]

@@ -35,7 +35,7 @@ class Pooled:
 @dataclass(frozen=True)
 class Difference:
     """``variant - baseline`` of a metric: mean difference, its standard error, degrees of freedom, two-sided
-    p-value against no difference, and the ``confidence`` interval; ``p_holm`` once corrected across variants."""
+    p-value against no difference, its 95% interval (``low``, ``high``); ``p_holm`` once corrected across variants."""
 
     delta: float
     se: float
@@ -45,7 +45,6 @@ class Difference:
     high: float
     n: tuple[int, int]
     method: str
-    confidence: float = 0.95
     p_holm: float | None = None
 
     def interval(self, confidence: float) -> tuple[float, float]:
@@ -87,7 +86,6 @@ def difference(
     paired: bool = True,
     pooled: Pooled | None = None,
     extra_variance: float = 0.0,
-    confidence: float = 0.95,
 ) -> Difference | None:
     """``variant - baseline`` over their seeds (``{seed: value}``). Seed-paired when both hold the same seeds and
     ``paired`` (a seed fixes data order and augmentation, so the pairs share them); else Welch's unequal-variance
@@ -116,9 +114,8 @@ def difference(
         df = (variance + extra_variance) ** 2 / (variance**2 / df)  # images, as good as known next to the seeds'
     se = math.sqrt(variance + extra_variance)
     p = float(2 * stats.t.sf(abs(delta) / se, df)) if se > 0 else float(delta == 0)
-    result = Difference(delta, se, df, p, delta, delta, n, method, confidence)
-    low, high = result.interval(confidence)
-    return replace(result, low=low, high=high)
+    half = _t_quantile(0.95, df) * se
+    return Difference(delta, se, df, p, delta - half, delta + half, n, method)
 
 
 def _finite(values: Mapping[str, float | None]) -> dict[str, float]:

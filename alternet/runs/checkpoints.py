@@ -79,8 +79,9 @@ def refused_global(error: BaseException) -> str | None:
     return found[1] if found else None
 
 
-def torch_reason(error: BaseException) -> str:
-    """The first line of torch's reason for not reading a file, without its C++ source location."""
+def brief_reason(error: BaseException) -> str:
+    """The first line of a library's reason (torch's, for a file it cannot read: without its C++ source location),
+    short enough for a one-line error."""
     text = str(error).strip()
     return _ENFORCE.sub("", text.splitlines()[0])[:200] if text else type(error).__name__
 
@@ -133,7 +134,7 @@ def read_torch_file(path: str | Path, what: str) -> Any:
             "checkpoint of tensors and settings. Only load checkpoints from sources you trust"
         ) from None
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as error:
-        raise CheckpointError(f"{what} {path} is unreadable or truncated: {torch_reason(error)}") from None
+        raise CheckpointError(f"{what} {path} is unreadable or truncated: {brief_reason(error)}") from None
 
 
 def checkpoint_header(path: str | Path) -> dict[str, Any]:
@@ -145,9 +146,9 @@ def checkpoint_header(path: str | Path) -> dict[str, Any]:
 # which checkpoint stands for a run ---------------------------------------------------------------------------
 
 
-def best_checkpoint(run: RunDir) -> Path | None:
-    """The best checkpoint of a run: the one its metrics.json names (by file name, inside the run's own folder), or
-    the only ``best-*.ckpt``."""
+def select_checkpoint(run: RunDir) -> Path:
+    """The checkpoint that stands for a run directory: its best (the one its metrics.json names, by file name inside
+    the run's own folder, or the only ``best-*.ckpt``), else ``last.ckpt``."""
     summary = run.summary()
     if summary is not None and summary.best_checkpoint:
         named = run.checkpoint_in_folder(summary.best_checkpoint)
@@ -160,14 +161,8 @@ def best_checkpoint(run: RunDir) -> Path | None:
             f"({', '.join(c.name for c in candidates)}) and its metrics.json does not say which is best; pass the "
             "checkpoint file itself"
         )
-    return candidates[0] if candidates else None
-
-
-def select_checkpoint(run: RunDir) -> Path:
-    """The checkpoint that stands for a run directory: its best, else ``last.ckpt``."""
-    best = best_checkpoint(run)
-    if best is not None:
-        return best
+    if candidates:
+        return candidates[0]
     if run.last_checkpoint.is_file():
         return run.last_checkpoint
     raise CheckpointError(

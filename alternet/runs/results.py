@@ -7,7 +7,7 @@ metrics stay a :data:`Record` keyed by the metric table (:mod:`alternet.metrics.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -232,13 +232,7 @@ class EvaluationReport:
     extra: Record = field(default_factory=dict)
 
     def to_json(self) -> Record:
-        payload: Record = {}
-        for item in fields(self):
-            value = getattr(self, item.name)
-            if item.name == "extra" or (value is None and item.name not in _ALWAYS):
-                continue
-            payload[item.name] = value.to_json() if hasattr(value, "to_json") else value
-        return payload | {k: v for k, v in self.extra.items() if k not in payload}
+        return payload_of(self, lambda name: name in _ALWAYS)
 
     @classmethod
     def from_json(cls, path: str | Path) -> EvaluationReport:
@@ -254,17 +248,29 @@ class EvaluationReport:
         """The object of an evaluation's ``metrics.json``."""
         if not isinstance(payload, Mapping):
             raise CheckpointError("an evaluation's metrics.json is not a mapping")
-        readers = {
-            "selective": Selective.from_payload,
-            "temperature_scaling": Temperature.from_payload,
-            "test_images": TestImages.from_payload,
-            "ood": OodResult.from_payload,
-            "robustness": RobustnessResult.from_payload,
-        }
-        typed = {key: read(payload[key]) for key, read in readers.items() if payload.get(key) is not None}
+        typed = {key: read(payload[key]) for key, read in READERS.items() if payload.get(key) is not None}
         known = {item.name for item in fields(cls)}
         extra = {key: value for key, value in payload.items() if key not in known}
         return _read(cls, payload, "the evaluation", **typed, extra=extra)
 
 
 _ALWAYS = ("model", "data", "test", "files")  # written even when empty
+READERS = {  # the typed parts of a metrics.json, by key (a run's summary has some of them)
+    "selective": Selective.from_payload,
+    "temperature_scaling": Temperature.from_payload,
+    "test_images": TestImages.from_payload,
+    "ood": OodResult.from_payload,
+    "robustness": RobustnessResult.from_payload,
+}
+
+
+def payload_of(record: Any, written_when_none: Callable[[str], bool]) -> Record:
+    """A record's JSON object: its fields in order (a typed part as its ``to_json``, a None only where
+    ``written_when_none`` says), then the keys it read and does not know (``extra``)."""
+    payload: Record = {}
+    for item in fields(record):
+        value = getattr(record, item.name)
+        if item.name == "extra" or (value is None and not written_when_none(item.name)):
+            continue
+        payload[item.name] = value.to_json() if hasattr(value, "to_json") else value
+    return payload | {k: v for k, v in record.extra.items() if k not in payload}

@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from ..errors import CheckpointError
 from ..files import read_json
-from .results import OodResult, Record, RobustnessResult, Selective
+from .results import READERS, OodResult, Record, RobustnessResult, Selective, payload_of
 
 
 @dataclass(frozen=True)
@@ -19,6 +19,9 @@ class OptimizedMetric:
 
     name: str
     value: float
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 # keys written only when the run has them (older runs and runs without EMA, a clean training subset, skipped images
@@ -85,23 +88,11 @@ class RunSummary:
         split, _, metric = name.partition("/")
         return self.split_metrics(split).get(metric)
 
-    def with_(self, **changes: Any) -> RunSummary:
-        """A copy with ``changes`` (a summary is assembled in steps, written once)."""
-        return replace(self, **changes)
-
     # the file ----------------------------------------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object of ``metrics.json``, in the order the keys have always been written."""
-        payload: dict[str, Any] = {}
-        for item in fields(self):
-            if item.name == "extra":
-                continue
-            value = getattr(self, item.name)
-            if value is None and item.name in _WRITTEN_WHEN_SET:
-                continue
-            payload[item.name] = value.to_json() if hasattr(value, "to_json") else _plain(value)
-        return payload | {k: v for k, v in self.extra.items() if k not in payload}
+        return payload_of(self, lambda name: name not in _WRITTEN_WHEN_SET)
 
     @classmethod
     def from_json(cls, path: str | Path) -> RunSummary:
@@ -129,7 +120,7 @@ class RunSummary:
         known = {item.name for item in fields(cls)} - {"extra"}
         values = {key: value for key, value in payload.items() if key in known}
         try:
-            values |= {key: read(values[key]) for key, read in _RESULTS.items() if values.get(key) is not None}
+            values |= {key: read(values[key]) for key, read in READERS.items() if values.get(key) is not None}
         except CheckpointError as error:
             raise CheckpointError(f"{where} is malformed: {error}") from None
         optimized = values.get("optimized_metric")
@@ -142,15 +133,6 @@ class RunSummary:
 
 
 _SPLITS = ("test", "test_ema", "train_clean")
-_RESULTS = {
-    "selective": Selective.from_payload,
-    "ood": OodResult.from_payload,
-    "robustness": RobustnessResult.from_payload,
-}
-
-
-def _plain(value: Any) -> Any:
-    return asdict(value) if isinstance(value, OptimizedMetric) else value
 
 
 def _number_or_null(value: Any) -> bool:

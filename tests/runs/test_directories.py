@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import csv
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -145,7 +146,7 @@ def test_the_names_on_disk_are_the_ones_runs_have_always_had(tmp_path):
 
 
 def _summary(run_dir: Path, **changes) -> RunSummary:
-    return RunSummary(
+    summary = RunSummary(
         model="alternet_tiny",
         data="digits",
         test={"acc": 0.9, "top5": 1.0, "nll": 0.3, "ece": 0.02},
@@ -164,7 +165,8 @@ def _summary(run_dir: Path, **changes) -> RunSummary:
         optimized_metric=OptimizedMetric("val/nll", 0.25),
         curves=str(run_dir / "curves.png"),
         wall_seconds=12.5,
-    ).with_(**changes)
+    )
+    return replace(summary, **changes)
 
 
 def test_a_summary_is_written_once_and_read_back_as_fields(tmp_path):

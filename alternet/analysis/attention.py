@@ -22,7 +22,7 @@ from .config import SampleConfig
 from .context import AnalysisContext
 from .data import clean_batches
 from .features import capture
-from .tables import compact
+from .tables import compact, mean_or_none, summary
 
 log = logging.getLogger(__name__)
 
@@ -184,18 +184,16 @@ def run(context: AnalysisContext, config: AttentionConfig) -> dict[str, Any]:
         ),
     ]
     relative = [r["entropy"] / r["max_entropy"] for r in rows if r["max_entropy"] > 0]
-    return compact(
-        dict(
-            images=sum(len(y) for _, y in batches),
-            msa_blocks=len(msa),
-            **unmapped,
-            entropy_mean=sum(entropies) / len(entropies),
-            relative_entropy_mean=sum(relative) / len(relative) if relative else None,
-            distance_mean=sum(distances) / len(distances),
-            specificity_mean=_mean([v for v in specificities if v is not None]),
-            content_shift_mean=_mean([r["content_shift"] for r in rows if r["content_shift"] is not None]),
-            files=[str(f) for f in files],
-        )
+    return summary(
+        batches,
+        files,
+        msa_blocks=len(msa),
+        **unmapped,
+        entropy_mean=mean_or_none(entropies),
+        relative_entropy_mean=mean_or_none(relative),
+        distance_mean=mean_or_none(distances),
+        specificity_mean=mean_or_none([v for v in specificities if v is not None]),
+        content_shift_mean=mean_or_none([r["content_shift"] for r in rows if r["content_shift"] is not None]),
     )
 
 
@@ -213,7 +211,3 @@ def without_maps(blocks: Sequence[Block]) -> dict[str, Any]:
 
 def _at(values: list[float] | None, index: int) -> float | None:
     return None if values is None else values[index]
-
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None

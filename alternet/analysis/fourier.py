@@ -21,7 +21,7 @@ from .context import AnalysisContext
 from .data import clean_batches
 from .errors import AnalysisError
 from .features import mean_per_tap
-from .tables import compact, tap_summary
+from .tables import summary, tap_summary
 
 AMPLITUDE_EPS = 1e-6  # added to |FFT| before the log, as in the paper's notebook
 HIGH_FREQUENCY = ("hdvw", "nyquist")
@@ -140,12 +140,10 @@ def run(context: AnalysisContext, config: FourierConfig) -> dict[str, Any]:
             context.path("fourier_high_frequency.png"),
         ),
     ]
-    return compact(
-        dict(
-            images=sum(len(y) for _, y in batches),
-            high_frequency=config.high_frequency,
-            bn_mode=config.bn_mode,
-            **tap_summary("high_freq", high, depth_rows),
-            files=[str(f) for f in files],
-        )
+    return summary(
+        batches,
+        files,
+        high_frequency=config.high_frequency,
+        bn_mode=config.bn_mode,
+        **tap_summary("high_freq", high, depth_rows),
     )

@@ -279,13 +279,15 @@ def sample_minibatches(context: AnalysisContext, config: HessianConfig, batch_si
 
 
 def _rows(spectrum: Spectrum, maxima: MaxEigenvalues | None, tops: MinibatchTops | None) -> list[dict[str, Any]]:
-    rows = [
+    """The CSV's rows: the first (a top eigenvalue's, never absent) orders the columns; a row leaves the cells it
+    has no value for empty."""
+    rows: list[dict[str, Any]] = [
         dict(kind="top", run="", rank=rank, value=float(v), weight="", residual=float(r), products="")
         for rank, (v, r) in enumerate(zip(spectrum.top, spectrum.residuals), start=1)
     ]
     for index, run in enumerate(spectrum.density.runs if spectrum.density else []):
         rows += [
-            dict(kind="ritz", run=index, rank="", value=float(v), weight=float(w), residual=float(r), products="")
+            dict(kind="ritz", run=index, value=float(v), weight=float(w), residual=float(r))
             for v, w, r in zip(run.values, run.weights, run.residuals)
         ]
     for index, extremes in enumerate(maxima.extremes if maxima is not None else []):
@@ -295,31 +297,13 @@ def _rows(spectrum: Spectrum, maxima: MaxEigenvalues | None, tops: MinibatchTops
             ("minibatch_lambda_min", extremes.lambda_min, extremes.converged_min),
         )
         rows += [
-            dict(
-                kind=kind,
-                run=index,
-                rank=1,
-                value=value,
-                weight="",
-                residual="",
-                products=extremes.steps,
-                converged=converged,
-            )
+            dict(kind=kind, run=index, rank=1, value=value, products=extremes.steps, converged=converged)
             for kind, value, converged in ends
         ]
     for index, top in enumerate(tops.tops if tops is not None else []):
         rows += [
-            dict(
-                kind="minibatch_top",
-                run=index,
-                rank=rank,
-                value=float(value),
-                weight="",
-                residual="",
-                products=top.steps,
-                converged=bool(converged),
-            )
-            for rank, (value, converged) in enumerate(zip(top.values, top.converged), start=1)
+            dict(kind="minibatch_top", run=index, rank=rank, value=float(v), products=top.steps, converged=bool(c))
+            for rank, (v, c) in enumerate(zip(top.values, top.converged), start=1)
         ]
     return rows
 
@@ -385,24 +369,16 @@ def run(context: AnalysisContext, config: HessianConfig) -> dict[str, Any]:
         write_csv(context.path("hessian.csv"), _rows(spectrum, maxima, tops)),
         plots.hessian_spectrum(spectrum.top, grid, curve, title, context.path("hessian.png")),
     ]
-    if maxima is not None:
-        files.append(
-            plots.max_eigenvalue_density(
-                maxima.values,
-                f"Max eigenvalues of {len(maxima.values)} mini-batch Hessians (batch {batch_size}), "
-                + objective.describe(),
-                context.path("hessian_max_eigenvalues.png"),
-            )
+    if maxima is not None or tops is not None:
+        what = (
+            f"Max eigenvalues of {len(maxima.values)} mini-batch Hessians (batch {batch_size})"
+            if maxima is not None
+            else f"Top {config.per_minibatch} eigenvalues of each of {len(tops.tops)} mini-batch Hessians (batch "
+            f"{batch_size}; HDVW's statistic)"
         )
-    if tops is not None:
-        files.append(
-            plots.max_eigenvalue_density(
-                tops.values,
-                f"Top {config.per_minibatch} eigenvalues of each of {len(tops.tops)} mini-batch Hessians (batch "
-                f"{batch_size}; HDVW's statistic), " + objective.describe(),
-                context.path("hessian_max_eigenvalues.png"),
-            )
-        )
+        values = maxima.values if maxima is not None else tops.values
+        path = context.path("hessian_max_eigenvalues.png")
+        files.append(plots.max_eigenvalue_density(values, f"{what}, {objective.describe()}", path))
     summary: dict[str, Any] = {f"eig_{i}": float(v) for i, v in enumerate(spectrum.top, start=1)}
     if config.method == "lanczos":
         summary["top_residual_max"] = float(spectrum.residuals.max())  # bounds each top eigenvalue's error

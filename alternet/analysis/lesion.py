@@ -19,7 +19,7 @@ from .config import SampleConfig
 from .context import AnalysisContext
 from .data import Batch, clean_batches
 from .objective import accuracy
-from .tables import compact, kind_means, mean_or_none
+from .tables import kind_means, mean_or_none, summary
 
 
 @dataclass(frozen=True)
@@ -63,17 +63,15 @@ def run(context: AnalysisContext, config: LesionConfig) -> dict[str, Any]:
             apart_label="projection shortcut kept",
         ),
     ]
-    return compact(
-        dict(
-            images=sum(len(y) for _, y in batches),
-            baseline_acc=baseline,
-            **worst_block("max_drop", drops, sequence.blocks, projection=False),
-            **kind_means("drop", [d for d, _ in identity], [k for _, k in identity]),
-            **worst_block("projection_max_drop", drops, sequence.blocks, projection=True),
-            projection_drop_mean=mean_or_none([d for d, p in zip(drops, projection) if p]),
-            projection_blocks=sum(projection),
-            files=[str(f) for f in files],
-        )
+    return summary(
+        batches,
+        files,
+        baseline_acc=baseline,
+        **worst_block("max_drop", drops, sequence.blocks, projection=False),
+        **kind_means("drop", [d for d, _ in identity], [k for _, k in identity]),
+        **worst_block("projection_max_drop", drops, sequence.blocks, projection=True),
+        projection_drop_mean=mean_or_none([d for d, p in zip(drops, projection) if p]),
+        projection_blocks=sum(projection),
     )
 
 

@@ -22,7 +22,7 @@ from .context import AnalysisContext
 from .data import Batch, clean_batches
 from .errors import AnalysisError
 from .objective import accuracy
-from .tables import compact
+from .tables import summary
 
 BAND_KINDS = ("hdvw", "rings")
 HDVW_CENTRES = tuple(round(0.1 * i, 10) for i in range(1, 10))  # units of pi
@@ -148,15 +148,13 @@ def run(context: AnalysisContext, config: NoiseConfig) -> dict[str, Any]:
             context.path("noise.png"),
         ),
     ]
-    return compact(
-        dict(
-            images=sum(len(y) for _, y in batches),
-            bands=config.bands,
-            clean_acc=clean,
-            drop_lowest_band=drops[0],
-            drop_highest_band=drops[-1],
-            drop_mean=sum(drops) / len(drops),
-            **{f"drop_band_{i}": d for i, d in enumerate(drops)},
-            files=[str(f) for f in files],
-        )
+    return summary(
+        batches,
+        files,
+        bands=config.bands,
+        clean_acc=clean,
+        drop_lowest_band=drops[0],
+        drop_highest_band=drops[-1],
+        drop_mean=sum(drops) / len(drops),
+        **{f"drop_band_{i}": d for i, d in enumerate(drops)},
     )

@@ -41,3 +41,8 @@ def tap_summary(prefix: str, values: Sequence[float], depth_rows: Sequence[Mappi
 def compact(values: Mapping[str, Any]) -> dict[str, Any]:
     """``values`` without its None entries."""
     return {key: value for key, value in values.items() if value is not None}
+
+
+def summary(batches: Sequence[tuple[Any, Sequence[Any]]], files: Sequence[Any], **values: Any) -> dict[str, Any]:
+    """An analysis' summary: how many images it read, its values and the files it wrote (nulls left out)."""
+    return compact(dict(images=sum(len(y) for _, y in batches), **values, files=[str(f) for f in files]))

@@ -18,7 +18,7 @@ from .config import SampleConfig, require_choice
 from .context import AnalysisContext
 from .data import clean_batches
 from .features import mean_per_tap
-from .tables import compact, tap_summary
+from .tables import summary, tap_summary
 
 ESTIMATORS = {"unbiased": 1, "population": 0}  # the divisor's correction: H*W - correction
 
@@ -67,11 +67,9 @@ def run(context: AnalysisContext, config: VarianceConfig) -> dict[str, Any]:
             context.path("variance.png"),
         ),
     ]
-    return compact(
-        dict(
-            images=sum(len(y) for _, y in batches),
-            estimator=config.estimator,
-            **tap_summary("variance", variances, depth_rows),
-            files=[str(f) for f in files],
-        )
+    return summary(
+        batches,
+        files,
+        estimator=config.estimator,
+        **tap_summary("variance", variances, depth_rows),
     )

@@ -93,6 +93,11 @@ def _abs_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 # Ops against timm
 
 
+def test_the_ops_are_timms_in_timms_order() -> None:  # an op is drawn by its index
+    assert list(RAND_TRANSFORMS) == timm_aa._RAND_TRANSFORMS
+    assert list(RAND_INCREASING_TRANSFORMS) == timm_aa._RAND_INCREASING_TRANSFORMS
+
+
 @pytest.mark.parametrize("name", RAND_TRANSFORMS + RAND_INCREASING_TRANSFORMS)
 @pytest.mark.parametrize("magnitude", [*MAGNITUDES, 0.3, 5.5, 8.77])
 def test_level_to_argument_matches_timm(name: str, magnitude: float) -> None:

@@ -47,7 +47,7 @@ LEVEL_DENOM = 10.0  # magnitude M maps to the fractional level M / 10, as in tim
 DEFAULT_FILL = (124, 116, 104)  # timm's fill for the ImageNet mean (0.485, 0.456, 0.406): augment.fill_from_mean
 TRANSLATE_PCT = 0.45  # timm's default ``translate_pct`` for the relative translations
 
-RAND_TRANSFORMS = (
+RAND_TRANSFORMS = (  # timm's _RAND_TRANSFORMS, in its order (an op is drawn by its index)
     "AutoContrast",
     "Equalize",
     "Invert",
@@ -107,10 +107,6 @@ def _signed(value: float, rng: random.Random) -> float:
     return -value if rng.random() > 0.5 else value
 
 
-def _rotate_level(level: float, rng: random.Random) -> float:
-    return _signed((level / LEVEL_DENOM) * 30.0, rng)
-
-
 def _enhance_level(level: float, _rng: random.Random) -> float:
     return (level / LEVEL_DENOM) * 1.8 + 0.1
 
@@ -119,45 +115,17 @@ def _enhance_increasing_level(level: float, rng: random.Random) -> float:
     return max(0.1, 1.0 + _signed((level / LEVEL_DENOM) * 0.9, rng))
 
 
-def _shear_level(level: float, rng: random.Random) -> float:
-    return _signed((level / LEVEL_DENOM) * 0.3, rng)
-
-
-def _translate_rel_level(level: float, rng: random.Random) -> float:
-    return _signed((level / LEVEL_DENOM) * TRANSLATE_PCT, rng)
-
-
-def _posterize_level(level: float, _rng: random.Random) -> int:
-    return int((level / LEVEL_DENOM) * 4)
-
-
-def _posterize_increasing_level(level: float, rng: random.Random) -> int:
-    return 4 - _posterize_level(level, rng)
-
-
-def _solarize_level(level: float, _rng: random.Random) -> int:
-    return min(256, int((level / LEVEL_DENOM) * 256))
-
-
-def _solarize_increasing_level(level: float, rng: random.Random) -> int:
-    return 256 - _solarize_level(level, rng)
-
-
-def _solarize_add_level(level: float, _rng: random.Random) -> int:
-    return min(128, int((level / LEVEL_DENOM) * 110))
-
-
 LevelFn = Callable[[float, random.Random], float]
 _LEVEL_FNS: dict[str, LevelFn | None] = {
     "AutoContrast": None,
     "Equalize": None,
     "Invert": None,
-    "Rotate": _rotate_level,
-    "Posterize": _posterize_level,
-    "PosterizeIncreasing": _posterize_increasing_level,
-    "Solarize": _solarize_level,
-    "SolarizeIncreasing": _solarize_increasing_level,
-    "SolarizeAdd": _solarize_add_level,
+    "Rotate": lambda level, rng: _signed((level / LEVEL_DENOM) * 30.0, rng),
+    "Posterize": lambda level, _rng: int((level / LEVEL_DENOM) * 4),
+    "PosterizeIncreasing": lambda level, _rng: 4 - int((level / LEVEL_DENOM) * 4),
+    "Solarize": lambda level, _rng: min(256, int((level / LEVEL_DENOM) * 256)),
+    "SolarizeIncreasing": lambda level, _rng: 256 - min(256, int((level / LEVEL_DENOM) * 256)),
+    "SolarizeAdd": lambda level, _rng: min(128, int((level / LEVEL_DENOM) * 110)),
     "Color": _enhance_level,
     "ColorIncreasing": _enhance_increasing_level,
     "Contrast": _enhance_level,
@@ -166,10 +134,10 @@ _LEVEL_FNS: dict[str, LevelFn | None] = {
     "BrightnessIncreasing": _enhance_increasing_level,
     "Sharpness": _enhance_level,
     "SharpnessIncreasing": _enhance_increasing_level,
-    "ShearX": _shear_level,
-    "ShearY": _shear_level,
-    "TranslateXRel": _translate_rel_level,
-    "TranslateYRel": _translate_rel_level,
+    "ShearX": lambda level, rng: _signed((level / LEVEL_DENOM) * 0.3, rng),
+    "ShearY": lambda level, rng: _signed((level / LEVEL_DENOM) * 0.3, rng),
+    "TranslateXRel": lambda level, rng: _signed((level / LEVEL_DENOM) * TRANSLATE_PCT, rng),
+    "TranslateYRel": lambda level, rng: _signed((level / LEVEL_DENOM) * TRANSLATE_PCT, rng),
 }
 
 

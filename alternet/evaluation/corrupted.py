@@ -27,6 +27,7 @@ from ..data.corrupted.imagenet_c import (
     is_image_tree,
     load_imagenet_c,
 )
+from ..data.files.images import FileList
 from ..errors import DataError
 from ..runs.results import CorruptedImages
 from .config import RobustnessConfig, requested
@@ -217,11 +218,13 @@ def _imagenet_c(
 
 
 def _first_test_images(datamodule: ImageDataModule, n: int) -> tuple[list[str] | None, np.ndarray | None]:
-    """The first ``n`` test images as a condition's first files must be: their file names where the test split has
-    files, else their labels (None: nothing to compare)."""
+    """The first ``n`` test images as a condition's first files must be: their file names where the test split is
+    image files (an image folder's :class:`~alternet.data.files.images.FileList`), else their labels (None: nothing
+    to compare)."""
     test = datamodule.splits["test"]
-    if hasattr(test, "paths"):
-        return [Path(p).name for p in test.paths[:n]], None
+    files = getattr(test, "items", None)
+    if isinstance(files, FileList):
+        return [Path(p.decode()).name for p in files.paths[:n]], None
     return None, (np.asarray(test.labels[:n]) if hasattr(test, "labels") else None)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 from dataclasses import replace
 
 import numpy as np
@@ -14,7 +15,7 @@ import torch
 from omegaconf import OmegaConf
 from PIL import Image
 
-from alternet.data import ArrayDataModule
+from alternet.data import ArrayDataModule, ImageFolderDataModule
 from alternet.data.corrupted.imagenet_c import check_class_names, load_imagenet_c
 from alternet.data.corrupted.names import CORRUPTIONS, EXTRA_CORRUPTIONS, SEVERITIES
 from alternet.data.workers import loader_workers
@@ -32,6 +33,7 @@ from alternet.runs.results import EvaluationReport
 from alternet.typed import build
 
 from helpers import CONF, run_script
+from helpers.imagefolders import make_image_folder
 
 SIZE = 16
 WNIDS = ("n01440764", "n01443537", "n01484850")
@@ -178,6 +180,25 @@ def test_imagenet_c_max_images_scores_the_first_n_of_each_condition_or_refuses_o
         r".*holds 11: set it to at most 11",
     ):
         open_corrupted_sets(few, datamodule(TinySorted), WNIDS)
+
+
+def test_imagenet_c_max_images_on_an_image_folder_compares_the_file_names(tmp_path):
+    """An image folder's test split is files: the first N of a condition must be the first N test images by name
+    (the check never ran for folders, the one data family ImageNet-C is made from)."""
+    folder = make_image_folder(tmp_path / "data", splits={"train": 2, "val": 3}, odd_formats=False, size=20)
+    data = ImageFolderDataModule(root=str(folder), image_size=16, num_workers=0)
+    data.setup()
+    tree = tmp_path / "ImageNet-C"
+    for image in sorted((folder / "val").rglob("*.JPEG")):
+        target = tree / "fog" / "1" / image.parent.name / image.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(image, target)
+    cfg = settings(root=str(tree), corruptions=["fog"], severities=[1], max_images=4).robustness
+    assert open_corrupted_sets(cfg, data, data.class_names).clean_images == 4
+    first = sorted(tree.rglob("*.JPEG"))[0]
+    first.rename(first.with_name("other.JPEG"))  # the first test image's place now holds another image
+    with pytest.raises(DataError, match=r"the first of .*fog/1 are other images than imagefolder's test split"):
+        open_corrupted_sets(cfg, data, data.class_names)
 
 
 def test_imagenet_c_preprocessing_crops_or_resizes_then_crops(tmp_path):

@@ -144,12 +144,7 @@ class Evaluator:
 
     def _temperature(self, logits: np.ndarray, labels: np.ndarray) -> tuple[Temperature, np.ndarray, np.ndarray]:
         """The temperature fitted on the validation split, the test metrics it gives, and the validation logits and
-        labels it was fitted on (kept in predictions.npz)."""
-        if "val" not in self.datamodule.splits:
-            raise ConfigValueError(
-                "calibration.temperature_scaling=true needs a validation split to fit on: set data.val_size > 0 "
-                "(the same value as in training, so the split is the one the model did not train on)"
-            )
+        labels it was fitted on (kept in predictions.npz; :func:`open_sources` checked there is one)."""
         val_logits, val_labels = self._predict("val")
         temperature = fit_temperature(val_logits, val_labels)
         scaled = apply_temperature(logits, temperature)
@@ -294,8 +289,18 @@ def open_sources(
 ) -> tuple[tuple[CorruptedSets, RobustnessBaseline | None] | None, OodSet | None]:
     """What the evaluation reads besides the model's own test split, opened and checked: the corrupted sets and
     their baseline (when robustness is on), and the OOD set (when ``ood.root`` is set)."""
+    check_temperature_split(config, datamodule)
     robust = open_robustness(config, datamodule, class_names) if robustness_enabled(config, datamodule) else None
     return robust, open_ood_set(config.ood, datamodule) if config.ood.root else None
+
+
+def check_temperature_split(config: EvaluationConfig, datamodule: ImageDataModule) -> None:
+    """Temperature scaling fits on the validation split: refused before any work without one."""
+    if config.calibration.temperature_scaling and not datamodule.has_validation:
+        raise ConfigValueError(
+            "calibration.temperature_scaling=true needs a validation split to fit on: set data.val_size > 0 "
+            "(the same value as in training, so the split is the one the model did not train on)"
+        )
 
 
 def as_scored(config: EvaluationConfig) -> EvaluationConfig:
@@ -313,6 +318,7 @@ def check_evaluation_files(
     scoring anything, so that training with ``evaluate.after_training`` refuses a wrong ``robustness.root`` or
     ``ood.root`` before it trains rather than after. Generated corruptions are made when scored, not here."""
     config = as_scored(config)
+    check_temperature_split(config, datamodule)
     if config.robustness.root and robustness_enabled(config, datamodule):
         open_robustness(config, datamodule, class_names)
     if config.ood.root:

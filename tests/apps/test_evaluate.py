@@ -20,6 +20,7 @@ from alternet.apps.evaluate import run_evaluate
 from alternet.apps.train import train
 from alternet.data import DigitsDataModule
 from alternet.dataset_facts import FACTS
+from alternet.errors import ConfigValueError
 from alternet.metrics import calibration_metrics, fit_temperature, softmax
 from alternet.metrics.uncertainty import adaptive_ece, classwise_ece, selective_metrics
 from alternet.runs.results import EvaluationReport
@@ -191,6 +192,14 @@ def test_truncated_checkpoint_is_named(digits_run, tmp_path, monkeypatch, capsys
     broken.write_bytes((digits_run / "checkpoints" / "last.ckpt").read_bytes()[:5000])
     code, stderr = run_main("evaluate.py", [f"ckpt={broken}", f"hydra.run.dir={tmp_path / 'out'}"], monkeypatch, capsys)
     assert_one_line_error(code, stderr, f"checkpoint {broken} is truncated: a torch checkpoint archive cut short (5000")
+
+
+def test_temperature_scaling_without_a_validation_split_is_refused_before_any_work(digits_run, tmp_path, capsys):
+    out = tmp_path / "out"
+    args = [f"ckpt={digits_run}", "data=digits", "data.val_size=0", "calibration.temperature_scaling=true"]
+    with pytest.raises(ConfigValueError, match=r"calibration.temperature_scaling=true needs a validation split"):
+        evaluate_in_process(*args, out=out)
+    assert not any(out.rglob("*.png"))  # nothing scored, nothing plotted
 
 
 def test_evaluation_after_training_joins_the_run(digits_run, digits_summary):

@@ -235,6 +235,11 @@ def test_shards_refuse_a_corrupt_file_or_skip_it(tmp_path):
         write_shards(root, tmp_path / "a", num_workers=1)
     written = write_shards(root, tmp_path / "b", num_workers=1, skip_corrupt=True)
     assert written["skipped"] == 1 and written["images"] == len(scan_split(root / "train")) - 1
+    (root / "train" / "bee" / "broken.JPEG").unlink()
+    Image.fromarray(np.ones((8, 8), np.float32)).save(root / "train" / "bee" / "float.tif")  # no stated range
+    with pytest.raises(DataError, match=r"^image .*float\.tif is floating-point greyscale"):  # the reason alone
+        write_shards(root, tmp_path / "c", num_workers=1)
+    assert write_shards(root, tmp_path / "d", num_workers=1, skip_corrupt=True)["skipped"] == 1
 
 
 def test_shards_of_a_folder_where_nothing_decodes_fail_and_leave_nothing(tmp_path, monkeypatch, capsys):

@@ -14,6 +14,7 @@ import contextlib
 import functools
 import multiprocessing
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -38,7 +39,7 @@ from ...files import (
 from ...hardware import cpu_cores
 from ...seeds import derive_seed, seed_generators
 from ..workers import FILE_WORKERS, StartsWorkersSafely, WorkerLedger
-from .images import FileList, decode_rgb, scan_split
+from .images import FileList, UnreadableImage, decode_rgb, scan_split
 
 CLASSES_FILE = "classes.json"
 SHARDS_COMMAND = "shards"  # the output marker of alternet shards (files.mark_output)
@@ -62,12 +63,15 @@ class _ReadImage:
 
     def __call__(self, item: tuple[str, int]) -> Any:
         name, label = item
-        data = (self.root / name).read_bytes()
+        path = self.root / name
         try:
-            decode_rgb(data, self.root / name)
-        except DataError:
+            data = path.read_bytes()
+            decode_rgb(data, path)
+        except (OSError, DataError) as error:  # unreadable, gone since the scan, or not an image it can decode
             if self.skip_corrupt:
                 return None  # litdata writes nothing for None
+            if isinstance(error, OSError):
+                raise UnreadableImage(f"cannot read image {path}: {error.strerror or error}") from None
             raise
         return {"image": data, "label": int(label), "name": name}
 
@@ -117,10 +121,10 @@ def write_shards(
                     start_method=WRITER_START_METHOD,
                 )
         except RuntimeError as error:  # litdata re-raises a worker's error with its traceback as text
-            reason = next((line for line in str(error).splitlines() if "cannot decode image" in line), None)
-            if reason is None:
+            reasons = re.findall(r"^[\w.]*(?:UnreadableImage|DataError): (.+)$", str(error), re.MULTILINE)
+            if not reasons:
                 raise
-            raise DataError(reason.split("DataError: ", 1)[-1]) from None
+            raise DataError(reasons[-1]) from None
         written = sum(int(chunk["chunk_size"]) for chunk in read_json(out / "index.json", error=DataError)["chunks"])
     if not written:  # every image skipped: an empty index would read as shards and fail in training
         (out / "index.json").unlink(missing_ok=True)

@@ -16,6 +16,7 @@ from typing import Any
 
 import lightning as L
 import torch
+from lightning.pytorch.callbacks import EarlyStopping
 
 from ..architectures.config import LayoutModel, ModelConfig, TimmModel
 from ..architectures.layout import buildup_violations
@@ -165,14 +166,31 @@ def warn_buildup(model: ModelConfig) -> None:
 
 
 def check_monitor(config: TrainConfig) -> None:
-    """The checkpoint monitor names a validation metric the module logs at epoch end (found missing by Lightning
-    only after the first epoch's validation otherwise)."""
-    monitor, logged = config.callbacks.checkpoint.monitor, split_metrics(config, "val")
-    if monitor is not None and monitor not in logged:
-        raise ConfigValueError(
-            f"callbacks.checkpoint.monitor={monitor} is not a metric the run logs at epoch end; choose one of "
-            f"{logged}{suggest(monitor, logged)}"
-        )
+    """The checkpoint monitor and early stopping's name a validation metric the module logs at epoch end (found
+    missing by Lightning only after the first epoch's validation otherwise); early stopping says its mode and
+    takes only Lightning's ``EarlyStopping`` arguments."""
+    logged = split_metrics(config, "val")
+    stopping = config.callbacks.early_stopping
+    monitors = {"callbacks.checkpoint.monitor": config.callbacks.checkpoint.monitor}
+    if stopping is not None:
+        known = frozenset(inspect.signature(EarlyStopping.__init__).parameters) - {"self"}
+        if not isinstance(stopping, Mapping) or not {"monitor", "mode"} <= set(stopping) or set(stopping) - known:
+            raise ConfigValueError(
+                f"callbacks.early_stopping={stopping} is invalid: Lightning's EarlyStopping arguments with its monitor "
+                f"and mode, e.g. {{monitor: val/nll, mode: min, patience: 20}} (arguments: {sorted(known)}), or null"
+            )
+        if not validates(config.data):
+            raise ConfigValueError(
+                "callbacks.early_stopping watches a validation metric and this run holds no validation split: set "
+                "data.val_size > 0, or callbacks.early_stopping=null"
+            )
+        monitors["callbacks.early_stopping.monitor"] = stopping["monitor"]
+    for key, monitor in monitors.items():
+        if monitor is not None and monitor not in logged:
+            raise ConfigValueError(
+                f"{key}={monitor} is not a metric the run logs at epoch end; choose one of "
+                f"{logged}{suggest(monitor, logged)}"
+            )
 
 
 def check_trainer(trainer: TrainerConfig) -> None:

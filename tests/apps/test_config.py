@@ -203,6 +203,16 @@ CHECKED = [
     (["trainer.devices=0"], "trainer.devices=0 is invalid: must be auto, -1 (all), a count >= 1"),
     (["optimized_metric=val/foo"], "optimized_metric=val/foo is not a metric this run reports"),
     (["callbacks.checkpoint.monitor=val/foo"], "callbacks.checkpoint.monitor=val/foo is not a metric the run logs"),
+    (
+        ["callbacks.early_stopping={monitor: val/accc, mode: max}"],
+        "callbacks.early_stopping.monitor=val/accc is not a metric the run logs at epoch end",
+    ),
+    (["callbacks.early_stopping={monitor: val/acc}"], "callbacks.early_stopping={'monitor': 'val/acc'} is invalid"),
+    (["callbacks.early_stopping={monitor: val/acc, mode: max, patiense: 3}"], "Lightning's EarlyStopping arguments"),
+    (
+        ["data.val_size=0", "callbacks.early_stopping={monitor: val/acc, mode: max}"],
+        "callbacks.early_stopping watches a validation metric and this run holds no validation split",
+    ),
     (["callbacks.checkpoint.every_n_train_steps=-1"], "callbacks.checkpoint.every_n_train_steps=-1 is invalid"),
     (["callbacks.checkpoint.train_time_interval=banana"], "callbacks.checkpoint.train_time_interval='banana' is"),
     (["callbacks.preemption.signals=[SIGFOO]"], "callbacks.preemption.signals has unknown signal names ['SIGFOO']"),

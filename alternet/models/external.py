@@ -4,10 +4,12 @@ in one line naming where they come from."""
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import inspect
 import os
 import socket
+import threading
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -135,17 +137,21 @@ def _cached(location: str) -> bool:
 
 
 def _reachable(location: str, timeout: float = 3.0) -> bool:
+    """Whether a connection to the weights' host opens within ``timeout`` seconds, its name lookup included (in a
+    thread: a resolver that never answers takes no socket timeout)."""
     if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes") and location.startswith("hf-hub:"):
         return False
     host = HUB_HOST if location.startswith("hf-hub:") else urlparse(location).hostname
-    try:
-        socket.setdefaulttimeout(timeout)
-        socket.getaddrinfo(host or "", 443)
-        return True
-    except OSError:
-        return False
-    finally:
-        socket.setdefaulttimeout(None)
+    opened: list[bool] = []
+
+    def connect() -> None:
+        with contextlib.suppress(OSError), socket.create_connection((host or "", 443), timeout=timeout):
+            opened.append(True)
+
+    probe = threading.Thread(target=connect, daemon=True)
+    probe.start()
+    probe.join(timeout)
+    return bool(opened)
 
 
 def require_pretrained(

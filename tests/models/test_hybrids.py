@@ -133,6 +133,30 @@ def test_pretrained_true_offline_fails_in_one_line_naming_the_source(monkeypatch
         require_pretrained("alternet_tiny")
 
 
+def test_a_resolver_that_never_answers_reads_as_unreachable_within_the_timeout(monkeypatch):
+    """The check before model.pretrained=true waits its timeout, not the resolver's (socket timeouts do not bound
+    name lookups), and leaves the process's socket default alone."""
+    import socket
+    import threading
+
+    from alternet.models.external import _reachable
+
+    answered = threading.Event()
+
+    def never_answers(*args, **kwargs):
+        answered.wait(30)
+        raise socket.gaierror("no answer")
+
+    monkeypatch.setattr(socket, "getaddrinfo", never_answers)
+    socket.setdefaulttimeout(7.0)
+    try:
+        assert not _reachable("https://download.example/weights.pth", timeout=0.2)
+        assert socket.getdefaulttimeout() == 7.0
+    finally:
+        answered.set()
+        socket.setdefaulttimeout(None)
+
+
 def test_pretrained_true_copies_timms_pretrained_twin_or_fails_in_one_line(monkeypatch):
     model, twin = create_model("resnet18", num_classes=10), create_model("resnet18", num_classes=10)
     other = create_model("resnet18", num_classes=3)

@@ -260,7 +260,13 @@ def whole_directory(out: str | Path) -> Iterator[Path]:
             raise _write_error(path, error.reason, out / Path(path).relative_to(staging)) from None
         os.chmod(staging, 0o777 & ~_UMASK)  # mkdtemp's folder is private (0700); the folder it replaces is not
         with stop_signals_blocked():  # no Ctrl-C between the two renames of a system without an exchange
-            _swap(staging, out)
+            try:
+                _swap(staging, out)
+            except OSError as error:  # e.g. EBUSY: out is a mount point
+                raise WriteError(
+                    f"could not put the new {out} in place: {os_error_reason(error)}; the earlier one is unchanged. "
+                    f"{WRITE_FIX}"
+                ) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # the earlier folder after the exchange, or the unfinished one
 
@@ -282,7 +288,11 @@ def _swap(staging: Path, out: Path) -> None:
         return
     aside = staging.with_name(staging.name + ".old")
     os.rename(out, aside)
-    os.rename(staging, out)
+    try:
+        os.rename(staging, out)
+    except OSError:
+        os.rename(aside, out)
+        raise
     os.rename(aside, staging)
 
 

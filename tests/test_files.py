@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -43,6 +45,30 @@ def test_a_finished_folder_replaces_the_earlier_one_whole(tmp_path, monkeypatch,
     assert _contents(out) == {"a.txt": "new a\n", "b.txt": "new b\n"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
     assert out.stat().st_mode & 0o777 == 0o777 & ~files._UMASK
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["renameat2", "two-renames"])
+def test_a_folder_that_cannot_be_replaced_is_one_line_and_stays_as_it_was(tmp_path, monkeypatch, exchange):
+    """Putting the new folder in place can fail (EBUSY: OUT is a mount point): one line, the earlier folder kept."""
+    busy = OSError(errno.EBUSY, os.strerror(errno.EBUSY))
+    rename = os.rename
+
+    def refuse_into_out(source, target):  # the new folder's rename only: the earlier one may move back
+        if Path(target).name == "out" and Path(source).name.endswith(files.STAGING_SUFFIX):
+            raise busy
+        rename(source, target)
+
+    if exchange:
+        monkeypatch.setattr(files, "_exchange", lambda a, b: (_ for _ in ()).throw(busy))
+    else:
+        monkeypatch.setattr(files, "_exchange", lambda a, b: False)
+        monkeypatch.setattr(files.os, "rename", refuse_into_out)
+    out = tmp_path / "out"
+    before = _earlier(out)
+    refused = r"could not put the new .*out in place: Device or resource busy \(EBUSY\)"
+    with pytest.raises(WriteError, match=refused), whole_directory(out) as staged:
+        write_text(staged / "a.txt", "new a\n")
+    assert _contents(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
 def test_a_failure_while_writing_leaves_the_earlier_folder_as_it_was(tmp_path):

@@ -16,7 +16,7 @@ from torch.utils.data import Dataset, Subset
 from ..data import ImageDataModule
 from ..data.corrupted.names import is_benchmark
 from ..data.workers import loader_workers
-from ..errors import ConfigValueError
+from ..errors import CheckpointError, ConfigValueError
 from ..files import atomic_write, write_json
 from ..metrics import apply_temperature, calibration_metrics, fit_temperature, reliability_bins, softmax
 from ..metrics.calibration import confidence_and_correct, nll_per_sample
@@ -111,6 +111,12 @@ class Evaluator:
         if split == "test" and self.config.max_images is not None and self.config.max_images < len(dataset):
             dataset = Subset(dataset, range(self.config.max_images))
         ((logits, labels),) = self._predict_sets([dataset], [split])
+        bad = int((~np.isfinite(logits).all(axis=1)).sum())
+        if bad:
+            raise CheckpointError(
+                f"{self.label} gives non-finite logits for {bad} of the {len(logits)} {split} images at precision "
+                f"{self.config.precision}: a diverged checkpoint, or an overflow in reduced precision (precision=32)"
+            )
         return logits, labels
 
     def _file(self, path: Path) -> Path:

@@ -19,7 +19,7 @@ from alternet.data import ArrayDataModule, ImageFolderDataModule
 from alternet.data.corrupted.imagenet_c import check_class_names, load_imagenet_c
 from alternet.data.corrupted.names import CORRUPTIONS, EXTRA_CORRUPTIONS, SEVERITIES
 from alternet.data.workers import loader_workers
-from alternet.errors import ConfigValueError, DataError
+from alternet.errors import CheckpointError, ConfigValueError, DataError
 from alternet.evaluation import Evaluator, RobustnessError, RobustnessRow, robustness_summary
 from alternet.evaluation.baselines import builtin_baseline
 from alternet.evaluation.config import EvaluationConfig
@@ -298,6 +298,19 @@ def test_the_check_before_training_reads_the_corrupted_files_as_the_evaluation_w
     check_evaluation_files(cfg, datamodule(TinyCifar10), None)
     with pytest.raises(DataError, match=r"4 images per severity, the test split has 12"):
         check_evaluation_files(replace(cfg, max_images=None), datamodule(TinyCifar10), None)
+
+
+def test_a_model_with_non_finite_logits_is_named_in_one_line(tmp_path):
+    class Diverged(torch.nn.Module):
+        def forward(self, images):
+            logits = torch.zeros(len(images), 10)
+            logits[0, 3] = float("nan")
+            return logits
+
+    cfg = settings(enabled=False)
+    cfg.num_workers = 0
+    with pytest.raises(CheckpointError, match=r"^diverged gives non-finite logits for 1 of the 12 test images at"):
+        Evaluator(Diverged(), datamodule(), cfg, tmp_path / "eval", "diverged").run({})
 
 
 def test_alexnet_baseline_gives_the_mce_formula_value():

@@ -1,5 +1,7 @@
 """Every option of every config group composes, and what it describes can be built."""
 
+import math
+
 import lightning as L
 import pytest
 import torch
@@ -250,6 +252,15 @@ def test_bad_values_are_rejected_with_the_key(overrides, message):
     with pytest.raises(AlternetError) as error:  # ConfigValueError, LayoutError, ...: one line each
         validate_train_config(resolved(*overrides))
     assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_time_interval_reads_as_lightnings_max_time_does():
+    from alternet.training.config import parse_interval
+
+    assert parse_interval("01:30:00") == 5400 and parse_interval("1:00:00:00") == 86400 and parse_interval(90) == 90
+    assert math.isnan(parse_interval("1:2:3:4:5")) and math.isnan(parse_interval("-30"))
+    config = validate_train_config(resolved("callbacks.checkpoint.train_time_interval='00:00:30:00'"))
+    assert parse_interval(config.callbacks.checkpoint.train_time_interval) == 1800
 
 
 def test_a_validation_metric_of_an_image_folders_val_split_can_be_optimized(tmp_path):

@@ -101,6 +101,24 @@ def test_the_whole_step_trains_the_weights_the_eager_step_trains_with_sgd(traced
     )
 
 
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        pytest.param(["+trainer.gradient_clip_algorithm=value", "recipe.grad_clip=0.01"], id="clip-by-value"),
+        pytest.param(  # slow: two epochs, and graphs of its own at each size
+            ["recipe.progressive_resize={sizes:[8],epochs:[1]}", "trainer.max_epochs=2"],
+            id="grown",
+            marks=pytest.mark.slow,
+        ),
+    ],
+)
+def test_the_whole_step_clips_by_value_and_grows_as_the_eager_step(traced, tmp_path, overrides):
+    """The paper recipe with gradients clipped by value (each one, in the whole step's update and in the eager
+    step's fused optimizer), and grown from 8 px for an epoch: the same weights, EMA and optimizer state."""
+    eager = _trained(tmp_path / "eager", *PAPER, *overrides)
+    assert_trains_alike(eager, _trained(tmp_path / "whole", *PAPER, *overrides, "performance.compile=true"))
+
+
 def test_a_whole_run_compiles_each_region_once_without_a_graph_break(traced, monkeypatch, tmp_path):
     """Two epochs of the paper recipe (mixup/cutmix, smoothing, clipping, AdamW, a warmed-up EMA) on the digits (the
     schedule's learning rate and the EMA's weight change at every step, validation between the epochs), from an empty

@@ -283,19 +283,14 @@ class ClassificationModule(L.LightningModule):
 
     @torch.no_grad()
     def _update_ema(self, step: int, skipped: torch.Tensor | None = None) -> None:
-        """Move the EMA towards the weights after optimizer step ``step`` (counted from 1); not at all where the
-        device flag ``skipped`` is 1 (the fused optimizer skipped a non-finite step, as the compiled step does)."""
+        """Move the EMA towards the weights after optimizer step ``step`` (counted from 1), by the compiled step's
+        update; not at all where the device flag ``skipped`` is 1 (the fused optimizer skipped a non-finite step, as
+        the compiled step does; a NaN statistic still moves in, and the guard restores the EMA's buffers)."""
         if self.__dict__.get("_ema_tensors") is None:
             self.__dict__["_ema_tensors"] = self._ema_pairs()
         ema, model, others = self.__dict__["_ema_tensors"]
         weight = 1.0 - self.ema_decay(step)
-        if skipped is None:
-            if ema:
-                torch._foreach_lerp_(ema, model, weight)
-            for e, p in others:
-                e.copy_(p)
-        else:  # the compiled step's update (a NaN statistic still moves in: the guard restores the EMA's buffers)
-            ema_update_(ema, model, others, weight * (1.0 - skipped))
+        ema_update_(ema, model, others, weight if skipped is None else weight * (1.0 - skipped))
 
     def _evaluate(self, stage: str, images: torch.Tensor, labels: torch.Tensor, model: nn.Module | None = None) -> None:
         net = model or self

@@ -154,6 +154,21 @@ def test_focused_linear_attention_runs_through_attention_and_hessian(tmp_path: P
     assert results["hessian"]["hvps"] == 2
 
 
+def test_the_hessian_by_power_iteration_and_with_hdvws_top_eigenvalues_per_minibatch(tmp_path: Path, digits):
+    """method=power (the bulk's top eigenvalues by deflated power iteration) and per_minibatch=2 (HDVW's statistic:
+    each mini-batch's top eigenvalues, pooled in the density): their rows, summary and figure."""
+    torch.manual_seed(0)
+    model = create_model("alternet_tiny", num_classes=10, img_size=16)
+    budget = dict(images=4, batch_size=4, k=2, iterations=3, method="power", slq_runs=0)
+    budget |= dict(minibatches=2, minibatch_steps=3, per_minibatch=2)
+    summary = run_analyses(["hessian"], model, digits, RECIPE, {"hessian": budget}, tmp_path)["hessian"]
+    rows = list(csv.DictReader((tmp_path / "analysis" / "hessian.csv").open()))
+    assert [r["kind"] for r in rows] == ["top"] * 2 + ["minibatch_top"] * 4
+    assert rows[2]["weight"] == rows[2]["residual"] == "" and rows[2]["converged"] in ("True", "False")
+    assert summary["top_eig_per_minibatch"] == 2 and summary["eig_1"] == pytest.approx(float(rows[0]["value"]))
+    assert (tmp_path / "analysis" / "hessian_max_eigenvalues.png").is_file()
+
+
 @pytest.mark.parametrize(("name", "msa_blocks"), [("pit_mini_cifar", 4), ("swin_mini_cifar", 4)])
 def test_every_analysis_runs_on_pit_and_swin_and_leaves_the_model_as_it_was(name, msa_blocks, tmp_path, digits):
     """The paper's instruments on the presets' PiT and Swin (their taps: alternet/analysis/blocks.py)."""

@@ -14,6 +14,7 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
 import signal
 import tempfile
@@ -275,7 +276,9 @@ def stale_directories(out: str | Path) -> list[Path]:
     """The unfinished siblings a killed :func:`whole_directory` left beside ``out`` (``out`` itself is intact). Only
     its one writer, which holds the folder's lock, may remove them."""
     out = Path(out)
-    return sorted(p for p in out.parent.glob(f".{glob.escape(out.name)}.*{STAGING_SUFFIX}") if p.is_dir())
+    own = re.compile(rf"\.{re.escape(out.name)}\.[^.]+{re.escape(STAGING_SUFFIX)}")  # not those of an OUT named NAME.X
+    candidates = out.parent.glob(f".{glob.escape(out.name)}.*{STAGING_SUFFIX}")
+    return sorted(p for p in candidates if own.fullmatch(p.name) and p.is_dir())
 
 
 def _swap(staging: Path, out: Path) -> None:
@@ -290,7 +293,7 @@ def _swap(staging: Path, out: Path) -> None:
     os.rename(out, aside)
     try:
         os.rename(staging, out)
-    except OSError:
+    except BaseException:  # a failure, or a signal a thread took despite the mask: the earlier folder back
         os.rename(aside, out)
         raise
     os.rename(aside, staging)

@@ -71,6 +71,18 @@ def test_a_folder_that_cannot_be_replaced_is_one_line_and_stays_as_it_was(tmp_pa
     assert _contents(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
+def test_a_writer_clears_only_its_own_unfinished_siblings(tmp_path):
+    """OUT named vit clears what a killed writer of vit left, never the folder another writer is building now for
+    an OUT named vit.ema (.vit.ema.XXXXXXXX.partial starts like vit's own)."""
+    killed, building = tmp_path / ".vit.k2j3h4ab.partial", tmp_path / ".vit.ema.a1b2c3d4.partial"
+    killed.mkdir()
+    building.mkdir()
+    assert stale_directories(tmp_path / "vit") == [killed]
+    with whole_directory(tmp_path / "vit") as staged:
+        write_text(staged / "a.txt", "a\n")
+    assert building.is_dir() and not killed.exists()
+
+
 def test_a_failure_while_writing_leaves_the_earlier_folder_as_it_was(tmp_path):
     out = tmp_path / "out"
     before = _earlier(out)

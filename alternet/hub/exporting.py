@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,10 +58,13 @@ def export(source: str | Path, out: str | Path, *, ema: bool = False) -> Path:
     return write_export(out, model, config)
 
 
-def write_export(out: Path, model: nn.Module, config: dict[str, Any]) -> Path:
+def write_export(
+    out: Path, model: nn.Module, config: dict[str, Any], check: Callable[[Path], None] | None = None
+) -> Path:
     """The three files of an export: the model's weights (with their digest), ``config.json`` (which records the
     same digest: :func:`~alternet.hub.sources.read_export` refuses a folder whose two files disagree) and the card.
-    Written whole or not at all (:func:`~alternet.files.whole_directory`), by one command at a time."""
+    Written whole or not at all (:func:`~alternet.files.whole_directory`), by one command at a time; ``check``
+    reads the written folder before it replaces an earlier one."""
     check_destination(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -75,6 +78,8 @@ def write_export(out: Path, model: nn.Module, config: dict[str, Any]) -> Path:
         atomic_write(staged / WEIGHTS_FILE, lambda tmp: save_file(weights, str(tmp), metadata=metadata))
         write_text(staged / CONFIG_FILE, json.dumps(config, indent=2, allow_nan=False) + "\n")
         write_text(staged / "README.md", model_card(config))
+        if check is not None:
+            check(staged)
     return out
 
 
@@ -117,19 +122,19 @@ def import_hdvw(
         "sha256": file_digest(path, "sha256"),
         **opened.hyper_parameters["hdvw"],
     }
-    write_export(out, model, config)
-    _check_reads_back(out, model)
-    return out
+    return write_export(out, model, config, check=lambda staged: _check_reads_back(out, staged, model))
 
 
-def _check_reads_back(out: Path, model: nn.Module) -> None:
-    """The export rebuilds the model with every tensor in place (a strict load), and the weights are the ones
-    imported."""
-    written = read_export(out)
+def _check_reads_back(out: Path, staged: Path, model: nn.Module) -> None:
+    """The export (written in ``staged``, for ``out``) rebuilds the model with every tensor in place (a strict
+    load), and the weights are the ones imported."""
+    written = read_export(staged)
     rebuilt = create_model(written.require_architecture(), num_classes=written.num_classes, **written.model_args)
     apply_weights(rebuilt, written, strict=True, new_head_ok=False)
     if weights_digest(rebuilt.state_dict()) != weights_digest(model.state_dict()):
-        raise CheckpointError(f"the export in {out} does not read back as the imported weights; it is not usable")
+        raise CheckpointError(
+            f"the export for {out} does not read back as the imported weights; it is not usable, and {out} is unchanged"
+        )
 
 
 def _run_config(opened: Source) -> dict[str, Any]:

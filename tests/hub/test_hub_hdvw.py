@@ -16,6 +16,8 @@ import pytest
 import torch
 
 import alternet.hub as hub
+from alternet.errors import CheckpointError
+from alternet.files import OUTPUT_LOCK
 from alternet.hub.cli import main as hub_cli
 from alternet.models import create_model
 
@@ -69,6 +71,26 @@ def test_the_arch_defaults_to_the_checkpoint_name_and_hdvw_files_load_as_a_sourc
     hub_cli(["import-hdvw", str(file), "--out", str(tmp_path / "export")])
     torch.testing.assert_close(logits(hub.load(tmp_path / "export")), logits(original), rtol=0, atol=0)
     torch.testing.assert_close(logits(hub.load(f"hdvw:{file}")), logits(original), rtol=0, atol=0)
+
+
+def test_an_import_that_does_not_read_back_leaves_the_earlier_export(tmp_path, monkeypatch):
+    """The read-back check runs on the new folder before it replaces the earlier export."""
+    from alternet.hub import exporting
+
+    original = randomized("pit_ti_cifar")
+    file = save_as_hdvw(tmp_path / "pit.pth", "pit_ti", dict(original.state_dict()))
+    hub_cli(["import-hdvw", str(file), "--out", str(tmp_path / "export")])
+    before = {p.name: p.read_bytes() for p in (tmp_path / "export").iterdir()}
+
+    def no_read_back(out, staged, model):
+        assert staged.parent == out.parent and staged != out  # read before it replaces the earlier export
+        raise CheckpointError(f"the export for {out} does not read back as the imported weights; {out} is unchanged")
+
+    monkeypatch.setattr(exporting, "_check_reads_back", no_read_back)
+    with pytest.raises(SystemExit, match=r"does not read back as the imported weights; .* is unchanged"):
+        hub_cli(["import-hdvw", str(file), "--out", str(tmp_path / "export")])
+    after = {p.name: p.read_bytes() for p in (tmp_path / "export").iterdir() if p.name != OUTPUT_LOCK}
+    assert after == before  # (the writers' lock file stays where it was taken)
 
 
 def test_a_data_root_without_the_class_names_is_refused_not_exported_with_indices(tmp_path):

@@ -380,8 +380,8 @@ def update_json(path: str | Path, updates: Mapping[str, Any]) -> Path:
 
 def write_csv(path: str | Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> Path:
     """A CSV table with a header: ``columns``, or every key of every row in first-seen order (missing cells
-    empty)."""
-    if not rows:
+    empty); no rows only with ``columns``."""
+    if not rows and columns is None:
         raise ValueError(f"no rows to write to {path}")
     fields = list(columns) if columns is not None else list(dict.fromkeys(key for row in rows for key in row))
 

@@ -11,6 +11,7 @@ from lightning.pytorch.loggers.logger import rank_zero_experiment
 from lightning.pytorch.utilities import rank_zero_only
 
 from .. import tracking
+from ..files import write_csv
 from ..runs.directories import RunDir
 
 
@@ -38,10 +39,7 @@ class HistoryCSVLogger(CSVLogger):
                 kept = [row for row in reader if row.get("step") and int(float(row["step"])) < self.resume_step]
         writer = super().experiment  # Lightning's writer; it removes the old file
         if keys:
-            with open(path, "w", newline="") as file:
-                out = csv.DictWriter(file, fieldnames=sorted(keys))
-                out.writeheader()
-                out.writerows(kept)
+            write_csv(path, kept, sorted(keys))  # whole or not at all (a reader never sees it half written)
             writer.metrics_keys = sorted(keys)
         return writer
 

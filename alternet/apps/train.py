@@ -88,6 +88,8 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
     step = int(header.get("global_step", 0)) if resume else None
     if lock is not None:
         check_fresh_run_dir(run, resuming=resume is not None, reuse=typed.reuse_run_dir)
+        if typed.reuse_run_dir and resume is None:  # afresh: nothing of the earlier run read as this one's
+            run.clear_earlier_run()
         run.remove_stale_temporaries()
     started = time.monotonic()
     if typed.performance.matmul_precision:

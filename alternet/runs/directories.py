@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -156,6 +157,15 @@ class RunDir:
             sorted(self.export_dir.glob("*")),
         )
         return [path for group in groups for path in group if path.is_file()]
+
+    def clear_earlier_run(self) -> None:
+        """Before a run starts afresh in this directory (``reuse_run_dir=true``): the earlier run's products and its
+        W&B ids, its summary first (until the rest is gone the directory reads as an interrupted run)."""
+        self.metrics.unlink(missing_ok=True)
+        for path in [*self.products(), self.wandb_run_id, self.wandb_group]:
+            path.unlink(missing_ok=True)
+        for folder in (self.eval_dir, self.export_dir):
+            shutil.rmtree(folder, ignore_errors=True)
 
     def summary(self) -> RunSummary | None:
         """The run's summary, None before the run finished."""

@@ -61,8 +61,12 @@ def test_an_interrupted_run_is_resumed_or_explicitly_reused(tmp_path):
     (tmp_path / "metrics.json").unlink()  # as if killed after its checkpoint
     with pytest.raises(ConfigValueError, match=r"already holds an interrupted run \(last.ckpt\)"):
         train(compose_train(*FAST, output_dir=tmp_path))
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "metrics.json").write_text("{}")  # an evaluation of the earlier run's weights
+    (tmp_path / "wandb-run-id").write_text("earlier\n")
     again = train(compose_train(*FAST, "reuse_run_dir=true", output_dir=tmp_path))
     assert again.test == first.test
+    assert not (tmp_path / "eval").exists() and not (tmp_path / "wandb-run-id").exists()  # (no W&B in this run)
 
 
 def test_ckpt_path_last_without_a_last_checkpoint_says_it_starts_from_scratch_once(tmp_path, monkeypatch, capsys):

@@ -81,6 +81,8 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
         finished = run.summary() if typed.ckpt_path == "last" else None
         if finished is not None and _trained_to_the_end(finished, typed.trainer):  # a re-launched sweep, a requeue
             print(f"{run.path} holds a finished run ({run.metrics.name}): kept, nothing to train", flush=True)
+            if lock is not None and typed.export.after_training and not run.export_dir.is_dir():
+                export_after_training(typed, finished)  # stopped between its summary and its export
             return finished
     for key, (before, now) in changes.items():
         rescaled = f"the restored learning rates and schedule are rescaled by {now / before:g}"

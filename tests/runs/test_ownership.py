@@ -69,6 +69,15 @@ def test_an_interrupted_run_is_resumed_or_explicitly_reused(tmp_path):
     assert not (tmp_path / "eval").exists() and not (tmp_path / "wandb-run-id").exists()  # (no W&B in this run)
 
 
+def test_a_finished_run_stopped_before_its_export_is_exported_when_launched_again(tmp_path):
+    """A requeue (ckpt_path=last) of a run stopped between its summary and its export trains nothing and exports."""
+    exported = [*FAST, "export.after_training=true"]
+    train(compose_train(*exported, output_dir=tmp_path))
+    shutil.rmtree(tmp_path / "export")  # as if stopped right after metrics.json
+    train(compose_train(*exported, "ckpt_path=last", output_dir=tmp_path))
+    assert (tmp_path / "export" / "config.json").is_file()
+
+
 def test_ckpt_path_last_without_a_last_checkpoint_says_it_starts_from_scratch_once(tmp_path, monkeypatch, capsys):
     """A directory with a run's files but no last.ckpt: the pre-flight check and the run each said it."""
     train(compose_train(*FAST, output_dir=tmp_path))

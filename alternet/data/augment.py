@@ -25,7 +25,8 @@ INTERPOLATIONS = ("bilinear", "bicubic", "random")  # recipe.augment.files.inter
 
 @dataclass(kw_only=True)
 class CutoutConfig(Section):
-    """``recipe.augment.arrays.cutout``: square holes filled with zeros (albumentations' CoarseDropout)."""
+    """``recipe.augment.arrays.cutout``: square holes filled with the data set's mean colour (0 once normalised;
+    albumentations' CoarseDropout)."""
 
     holes: int = 1
     size: int | None = None  # null: half the image side

@@ -39,7 +39,7 @@ def _join(values: Any) -> str:
 
 def _model_section(config: dict[str, Any]) -> list[str]:
     args, info = config["model_args"], config["alternet"]
-    lines = [f"- Architecture: `{config['architecture']}` (a timm model once `import alternet` has run)"]
+    lines = [f"- Architecture: `{config['architecture']}` (a timm model once `import alternet.models` has run)"]
     if "layout" in args:
         lines.append(f"- Layout: `{args['layout']}` (stages separated by `|`; C = Conv block, M = MSA block)")
     keys = ("block", "widths", "heads", "head_dim", "attention")

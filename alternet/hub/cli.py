@@ -31,7 +31,7 @@ def parse_args(argv: Sequence[str] | None = None, prog: str = "alternet") -> arg
         help="upload an export (or a run or checkpoint, exported first) to a Hugging Face Hub model repository",
         description="Upload model.safetensors, config.json and the model card as one commit to REPO_ID (created "
         "when missing); timm then loads it with timm.create_model('hf-hub:REPO_ID', pretrained=True) after "
-        "`import alternet`. Needs a token: `hf auth login` or HF_TOKEN.",
+        "`import alternet.models`. Needs a token: `hf auth login` or HF_TOKEN.",
     )
     pusher.add_argument("source", help="an export directory, a run directory or a Lightning checkpoint (.ckpt)")
     pusher.add_argument("repo_id", help="the Hub model repository: USER/NAME, ORG/NAME or NAME (your namespace)")

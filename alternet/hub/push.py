@@ -1,5 +1,5 @@
 """Publish an export on the Hugging Face Hub, where ``timm.create_model("hf-hub:REPO_ID", pretrained=True)``
-loads it (after ``import alternet``).
+loads it (after ``import alternet.models``).
 
 Nothing remote happens until the files are complete: what was typed is checked first (the repository id, the
 branch, the source), then the token; the export is staged and verified in a temporary directory (removed whatever

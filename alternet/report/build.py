@@ -4,7 +4,7 @@ Reads every finished job of a Hydra multirun (its overrides, metrics.json and pe
 variants by their swept values (seeds are replicates), and writes into ``SWEEP_DIR/report/``: ``runs.csv`` (one row
 per job), ``variants.csv`` (mean and sd over seeds; each metric's difference from the baseline variant with its 95%
 interval and Holm-corrected p-value; the verdict read from them, :mod:`.verdicts`), ``summary.md`` (a
-table to paste into a draft), ``error_vs_train_nll.png``, ``<metric>_vs_<key>.png`` per swept key and
+table to paste into a draft), ``error_vs_train_nll.png``, ``metrics_vs_<key>.png`` per swept key and
 ``train_nll_curves.png``; and logs the same to W&B when the sweep's runs used it.
 """
 

@@ -1,6 +1,7 @@
 """Every option of every config group composes, and what it describes can be built."""
 
 import math
+import shlex
 
 import lightning as L
 import pytest
@@ -252,6 +253,24 @@ def test_bad_values_are_rejected_with_the_key(overrides, message):
     with pytest.raises(AlternetError) as error:  # ConfigValueError, LayoutError, ...: one line each
         validate_train_config(resolved(*overrides))
     assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def tour_commands() -> list[list[str]]:
+    """The single-run ``alternet train`` lines of the pages a newcomer reads first (sweeps, experiments on a GPU and
+    a user's own package left out)."""
+    root, found = CONF.parent, []
+    for page in ("README.md", "docs/index.md", "docs/training.md"):
+        for line in (root / page).read_text().splitlines():
+            skipped = ("experiment=", "--cfg", " -m ", "my_pkg", "imports=")
+            if line.startswith("alternet train") and not any(text in line for text in skipped):
+                found.append(shlex.split(line.split("  #")[0])[2:])
+    return found
+
+
+@pytest.mark.parametrize("arguments", tour_commands(), ids=" ".join)
+def test_the_tour_commands_validate(arguments):
+    """A documented command a newcomer copies passes every check before work (the layout hybrid's failed its own)."""
+    validate_train_config(resolved(*arguments))
 
 
 def test_a_time_interval_reads_as_lightnings_max_time_does():

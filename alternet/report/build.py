@@ -26,7 +26,7 @@ from ..runs.directories import RunDir, SweepDir, SweepJobs
 from . import figures
 from .runs import Run, read_sweep, swept_keys, variant_of
 from .statistics import Difference, Pooled, bootstrap_variance, difference, with_holm
-from .verdicts import Rule, Summary, budget_reason, verdict
+from .verdicts import PAPER_EPOCHS, Rule, Summary, budget_reason, verdict
 
 
 @dataclass(frozen=True)
@@ -216,7 +216,8 @@ def _ranking_holds_at_twice(variant: Variant, baseline: Variant, variants: Seque
 
 def _budget(variant: Variant, baseline: Variant, variants: Sequence[Variant]) -> str | None:
     completed = all(run.completed for run in (*variant.runs, *baseline.runs))
-    return budget_reason(completed, _ranking_holds_at_twice(variant, baseline, variants))
+    paper = all((run.schedule_epochs or 0) >= PAPER_EPOCHS for run in (*variant.runs, *baseline.runs))
+    return budget_reason(completed, _ranking_holds_at_twice(variant, baseline, variants), paper)
 
 
 def variant_rows(
@@ -252,7 +253,9 @@ def variant_rows(
                 **variant.columns("test_aurc", _aurc),
                 **variant.columns("robustness", _robustness),
                 **_difference_columns("robustness", robust_diff),
-                "test_set_noise": variant is not baseline and _test_noise_included(variant, baseline),
+                "test_set_noise": variant is not baseline
+                and settings.bootstrap > 0
+                and _test_noise_included(variant, baseline),
                 "error_mde": _detectable(error_diff, settings.rule),
                 "nll_mde": _detectable(nll_diff, settings.rule),
                 "schedule_completed": all(run.completed for run in variant.runs),
@@ -362,7 +365,8 @@ def markdown(
     runs: Sequence[Run] = (),
     unscored: Sequence[Run] = (),
 ) -> str:
-    noise = any(row["test_set_noise"] for row in rows)
+    compared = [row for row in rows if row["variant"] != baseline.label]
+    noise = {bool(row["test_set_noise"]) for row in compared}
     lines = [
         f"## Sweep {sweep_dir.name}",
         "",
@@ -376,11 +380,18 @@ def markdown(
         f"find with {settings.rule.power:.0%} power at alpha {settings.rule.alpha:g} (before Holm), from its own "
         "seeds (and test-set noise where included). "
         + (
-            "The error intervals include the test set's own sampling noise (a paired bootstrap over test images). "
-            if noise
-            else "The test set's own sampling noise is not included (no run kept its predictions: "
+            "The error intervals include the test set's own sampling noise (a bootstrap over the test images, the "
+            "same images in both arms). "
+            if noise == {True}
+            else "The error intervals of the variants marked in `summary.csv`'s test_set_noise include the test set's "
+            "own sampling noise, the others do not. "
+            if noise == {True, False}
+            else "The test set's own sampling noise is not included (--bootstrap 0, or no run kept its predictions: "
             "evaluate.after_training=true writes them). "
         )
+        + "Clean training NLL intervals hold the seeds' term only: the fixed training subset's own sampling noise "
+        "is not included. "
+        + "Verdicts read the Holm-corrected p-values; the printed intervals are not corrected. "
         + f"Statistics: {settings.describe()}."
         + _robustness_note(runs),
         "",

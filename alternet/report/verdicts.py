@@ -56,9 +56,9 @@ class Rule:
             f"95% intervals; significance at alpha = {self.alpha} after Holm's correction across the variants "
             f"(per metric); at least {self.min_seeds} seeds per variant; equivalence by TOST inside ±"
             f"{self.error_margin * 100:g} pp test error and ±{self.nll_margin:g} nats training NLL; minimum "
-            f"detectable effects at {self.power:.0%} power; a verdict reads as the paper's claim when every run "
-            "completed its schedule and the ranking holds at twice the epochs where the sweep has them, else as "
-            "true at this budget"
+            f"detectable effects at {self.power:.0%} power; a verdict reads as the paper's claim only when every run "
+            f"completed the paper's schedule ({PAPER_EPOCHS} epochs), else as true at this budget (saying whether "
+            "the ranking holds at twice the epochs where the sweep has them)"
         )
 
 
@@ -78,17 +78,23 @@ class Summary:
         return cls(statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0, len(values))
 
 
-def budget_reason(completed: bool, ranking_holds_at_twice: bool | None) -> str | None:
-    """Why a verdict holds only at this budget (None: it stands as the paper's claim):
-    a run that did not complete its schedule, a ranking that changes at twice the epochs, or no arm at twice the
-    epochs to test it (``None``): a ranking at one short budget says nothing of the paper's 300 epochs."""
+PAPER_EPOCHS = 305  # the paper's schedule: 5 warm-up epochs and 300 (recipe=paper, recipe=imagenet)
+
+
+def budget_reason(completed: bool, ranking_holds_at_twice: bool | None, paper_schedule: bool = False) -> str | None:
+    """Why a verdict holds only at this budget (None: it stands as the paper's claim, which only runs that
+    completed the paper's schedule, ``paper_schedule``, can make): a run that did not complete its schedule, a
+    ranking that changes at twice the epochs, or a shorter schedule, with or without an arm at twice the epochs
+    (``None``: none; two short budgets say no more of the paper's 300 epochs than one)."""
     if not completed:
         return "a run did not complete its schedule"
-    if ranking_holds_at_twice is None:
-        return "no arm at twice the epochs tests the ranking"
     if ranking_holds_at_twice is False:
         return "the ranking changes at twice the epochs"
-    return None
+    if paper_schedule:
+        return None
+    if ranking_holds_at_twice is None:
+        return "no arm at twice the epochs tests the ranking"
+    return f"shorter than the paper's {PAPER_EPOCHS} epochs; the ranking, by its means, holds at twice the epochs"
 
 
 def verdict(
@@ -110,6 +116,8 @@ def verdict(
     if error.below_zero(rule.alpha):
         if nll is None:
             return f"{INCONCLUSIVE} (lower error; no {nll_name} logged)"
+        if min(nll.n) < rule.min_seeds:
+            return f"{INCONCLUSIVE} (lower error; {nll_name} of {min(nll.n)} seeds, {rule.min_seeds} needed)"
         if nll.below_zero(rule.alpha) or nll.above_zero(rule.alpha):
             return claim(HELPS_OPTIMISATION if nll.delta < 0 else REGULARISES)
         return f"{INCONCLUSIVE} (lower error; training NLL unresolved)"

@@ -122,6 +122,14 @@ def test_report_of_a_sweep_writes_figures_tables_and_verdicts(sweep, tmp_path, m
     assert "| MDE error |" in summary and "80% power" in summary and "| HDVW's training NLL |" in summary
     assert summary in stdout
     assert len(list((out / "wandb").glob("offline-run-*"))) == 1  # the sweep used W&B, so the report goes there too
+    unbootstrapped = tmp_path / "no_bootstrap"
+    code, _, stderr = module_output(
+        "alternet", ["report", *arguments[:-1], str(unbootstrapped), "--bootstrap", "0"], monkeypatch, capsys
+    )
+    assert code == "0", stderr[-3000:]
+    with open(unbootstrapped / "variants.csv") as f:  # predictions kept, bootstrap off: not in the intervals
+        assert next(r for r in csv.DictReader(f) if r["variant"] == "model=alternet_tiny")["test_set_noise"] == "False"
+    assert "sampling noise is not included (--bootstrap 0" in (unbootstrapped / "summary.md").read_text()
 
 
 def test_a_second_report_into_a_folder_being_written_stops_in_one_line(sweep, tmp_path, monkeypatch, capsys):

@@ -108,7 +108,8 @@ def test_a_schedule_not_completed_reads_at_this_budget():
     (judged,) = _sweep_verdicts(rng, -0.02, -0.1, variants=1, budget=reason)
     assert judged == f"{HELPS_OPTIMISATION} {AT_THIS_BUDGET} (a run did not complete its schedule)"
     assert budget_reason(True, False) == "the ranking changes at twice the epochs"
-    assert budget_reason(True, True) is None
+    assert budget_reason(True, True).startswith("shorter than the paper's 305 epochs")  # two short budgets: still short
+    assert budget_reason(True, True, paper_schedule=True) is None and budget_reason(True, None, True) is None
     # no arm at twice the epochs: a ranking at one budget is never the paper's claim (the gate could not fire)
     assert budget_reason(True, None) == "no arm at twice the epochs tests the ranking"
 
@@ -128,6 +129,13 @@ def test_every_claim_without_an_arm_at_twice_the_epochs_reads_at_this_budget():
     loose = difference(by_seed([0.34, 0.36, 0.35]), by_seed([0.35, 0.35, 0.36]))
     assert verdict(loose, tight_nll, budget=reason) == INCONCLUSIVE
     assert verdict(None, None, budget=reason) == f"{INSUFFICIENT} (1; 3 needed)"
+
+
+def test_a_training_nll_of_too_few_seeds_decides_nothing():
+    """The NLL's seed count is checked as the error's is: runs without train_clean leave the NLL fewer seeds."""
+    lower = difference(by_seed([0.30, 0.31, 0.30, 0.31]), by_seed([0.40, 0.41, 0.40, 0.41]))
+    two = difference(by_seed([1.0, 1.01], seeds=[0, 1]), by_seed([1.3, 1.31], seeds=[0, 1]))
+    assert verdict(lower, two) == f"{INCONCLUSIVE} (lower error; clean training NLL of 2 seeds, 3 needed)"
 
 
 def test_equivalence_needs_a_tight_interval_inside_the_margins():

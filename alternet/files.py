@@ -153,11 +153,14 @@ def check_output_dir(
     own_name: str,
     option: str | None = None,
     error: type[Exception] = WriteError,
+    whole: bool = False,
 ) -> Path:
     """Before a command reads any input: ``out`` is a directory that can be made, an empty one, or one holding the
     command's own earlier output (``own``: a marker the command wrote, never a common file name alone), and it can
-    be written. Anything else raises ``error`` in one line, so no command writes into, or deletes from, a folder of
-    the user's. Returns ``out`` (``~`` expanded)."""
+    be written (``whole``: written by :func:`whole_directory`, which builds the new folder beside ``out`` and puts
+    it in ``out``'s place: ``out``'s parent must be writable and ``out`` no mount point). Anything else raises
+    ``error`` in one line, so no command writes into, or deletes from, a folder of the user's. Returns ``out``
+    (``~`` expanded)."""
     out = Path(out).expanduser()
     where = f" with {option}" if option else ""
     if out.exists() and not out.is_dir():
@@ -174,6 +177,13 @@ def check_output_dir(
                 f"or empty directory{where}"
             )
     existing = next(p for p in [out, *out.parents] if p.exists())
+    if whole and existing == out:
+        existing = out.parent  # where the new folder is built
+        if os.path.ismount(out):
+            raise error(
+                f"{what} {out} is a mount point, which a folder written whole cannot replace; choose a folder inside "
+                f"it{where}"
+            )
     if not os.access(existing, os.W_OK | os.X_OK):
         raise error(f"{what} {out} cannot be written: {existing} is not writable (or read-only){where}")
     return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import signal
 import subprocess
@@ -81,6 +82,17 @@ def test_a_writer_clears_only_its_own_unfinished_siblings(tmp_path):
     with whole_directory(tmp_path / "vit") as staged:
         write_text(staged / "a.txt", "a\n")
     assert building.is_dir() and not killed.exists()
+
+
+def test_a_folder_written_whole_is_refused_at_a_mount_point_before_any_work(tmp_path, monkeypatch):
+    """A bind-mounted OUT (a container's volume) cannot be replaced by a rename: refused before the work."""
+    out = tmp_path / "out"
+    out.mkdir()
+    monkeypatch.setattr(files.os.path, "ismount", lambda path: Path(path) == out)
+    check = functools.partial(files.check_output_dir, out, "export destination", lambda path: True, "an export")
+    assert check() == out  # written into, not replaced: a mount point is fine
+    with pytest.raises(WriteError, match=r"export destination .*out is a mount point, which a folder written whole"):
+        check(whole=True)
 
 
 def test_a_failure_while_writing_leaves_the_earlier_folder_as_it_was(tmp_path):

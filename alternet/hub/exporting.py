@@ -271,7 +271,9 @@ def check_destination(out: Path) -> None:
     export of alternet's (its ``config.json`` has the ``alternet`` section and ``model.safetensors`` is beside it),
     whose three files an export replaces. Any other folder is the user's: a ``config.json`` of their own does not
     make it an export."""
-    check_output_dir(out, "export destination", _is_export, "an alternet export", "--out", error=CheckpointError)
+    check_output_dir(
+        out, "export destination", _is_export, "an alternet export", "--out", error=CheckpointError, whole=True
+    )
 
 
 def _is_export(out: Path) -> bool:

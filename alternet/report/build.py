@@ -465,7 +465,9 @@ def build_report(
     sweep_dir = Path(sweep_dir)
     out_dir = Path(out_dir) if out_dir else SweepDir(sweep_dir).report_dir
     is_report = partial(is_output_of, command=REPORT_COMMAND)
-    out_dir = check_output_dir(out_dir, "report directory", is_report, "a report of alternet report", "--out")
+    out_dir = check_output_dir(
+        out_dir, "report directory", is_report, "a report of alternet report", "--out", whole=True
+    )
     runs, jobs = read_sweep(sweep_dir)
     unscored = [run for run in runs if run.unscored]
     runs = [run for run in runs if not run.unscored]

@@ -107,6 +107,8 @@ def write_shards(
     out.mkdir(parents=True, exist_ok=True)
     with writing(out, "shards output"):  # a second alternet shards into OUT stops here
         mark_output(out, SHARDS_COMMAND)  # first: an interrupted writing is this command's to redo
+        # before the shards: litdata's index.json, written last, makes them readable, and they need this file
+        write_json(out / CLASSES_FILE, {"classes": classes, "source": str(split.resolve()), "seed": seed})
         try:
             with _start_method_kept():
                 litdata.optimize(
@@ -127,7 +129,8 @@ def write_shards(
             raise DataError(reasons[-1]) from None
         written = sum(int(chunk["chunk_size"]) for chunk in read_json(out / "index.json", error=DataError)["chunks"])
     if not written:  # every image skipped: an empty index would read as shards and fail in training
-        (out / "index.json").unlink(missing_ok=True)
+        for name in ("index.json", CLASSES_FILE):
+            (out / name).unlink(missing_ok=True)
         if not existed:
             for name in (OUTPUT_MARKER, OUTPUT_LOCK):
                 (out / name).unlink(missing_ok=True)
@@ -137,7 +140,6 @@ def write_shards(
             f"none of the {len(inputs)} images under {split} decodes (all skipped by --skip-corrupt): no shards were "
             "written; check the folder's files"
         )
-    write_json(out / CLASSES_FILE, {"classes": classes, "source": str(split.resolve()), "seed": seed})
     return {"images": written, "classes": len(classes), "skipped": len(inputs) - written, "out": str(out)}
 
 

@@ -28,6 +28,7 @@ from ..hub.loading import build_model
 from ..hub.sources import Source, check_reference, open_source, preprocessing
 from ..models.flip import FlipAveraged
 from ..runs.directories import METRICS_FILE, RunDir
+from ..runs.ownership import RunDirLock
 from ..runs.records import import_modules, import_recorded
 from ..runs.results import EvaluationReport
 from ..training.config import RecipeConfig
@@ -216,20 +217,24 @@ def _is_evaluation(out: Path) -> bool:
 
 @contextlib.contextmanager
 def _marked(out_dir: Path) -> Iterator[None]:
-    """``out_dir`` marked as an evaluation's (unless it is this evaluation's run directory, whose records mark it);
-    a folder this made is removed again when the evaluation fails before writing anything into it."""
-    if out_dir.is_dir() and RunDir(out_dir).holds_job(EVALUATE_COMMAND):
-        yield
-        return
-    made = not out_dir.exists()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    mark_output(out_dir, EVALUATE_COMMAND)
+    """``out_dir`` locked for this evaluation (its run directory's lock, where it is one: ``out_dir=DIR``; else taken
+    here: ``paths.output_dir=DIR``, a multirun's jobs) and marked as an evaluation's (unless it is this evaluation's
+    run directory, whose records mark it); a folder this made is removed again when the evaluation fails before
+    writing anything into it."""
+    made, out = not out_dir.exists(), RunDir(out_dir)
+    own_run = not made and out.holds_job(EVALUATE_COMMAND)
+    lock = None if RunDirLock.held(out) else RunDirLock(out).acquire()  # a second writer stops here, in one line
     try:
+        if not own_run:
+            mark_output(out_dir, EVALUATE_COMMAND)
         yield
     except BaseException:
-        if made and [path.name for path in out_dir.iterdir()] == [OUTPUT_MARKER]:
+        if made and {path.name for path in out_dir.iterdir()} <= {OUTPUT_MARKER, out.lock.name}:
             shutil.rmtree(out_dir, ignore_errors=True)
         raise
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 def run_evaluate(cfg: DictConfig) -> list[EvaluationReport]:

@@ -442,6 +442,18 @@ def test_out_dir_holds_the_whole_evaluation_and_takes_one_writer(digits_run, tmp
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file() and p.name != ".lock"} == {
         p: t for p, t in before.items() if p.name != ".lock"
     }
+    holder = subprocess.Popen([sys.executable, "-c", holding, str(RunDir(out).lock)], stdout=subprocess.PIPE, text=True)
+    try:  # the output named as paths.output_dir, Hydra's records elsewhere: the same one writer
+        assert holder.stdout.readline().strip() == "held"
+        elsewhere = [arguments[0], f"paths.output_dir={out}", f"hydra.run.dir={tmp_path / 'records'}", arguments[2]]
+        code, stderr = run_main("evaluate.py", elsewhere, monkeypatch, capsys)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert_one_line_error(code, stderr, f"{out} is in use by another run")
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file() and p.name != ".lock"} == {
+        p: t for p, t in before.items() if p.name != ".lock"
+    }
 
 
 def test_max_images_scores_the_first_test_images_and_says_so(digits_run, tmp_path, monkeypatch, capsys):

@@ -19,7 +19,7 @@ from torch.utils.data import Dataset
 
 from ..data import ArrayDataset, ImageDataModule
 from ..data.arrays.transforms import build_transform
-from ..data.corrupted.cifar_c import generate_cifar_c, load_cifar_c, read_manifest
+from ..data.corrupted.cifar_c import generate_and_load, load_cifar_c, read_manifest
 from ..data.corrupted.imagenet_c import (
     ImageFileDataset,
     check_image_size,
@@ -173,8 +173,9 @@ def _generated(
     if cfg.max_images:
         images, labels = images[: cfg.max_images], labels[: cfg.max_images]
     cache = Path(cfg.cache_dir) / f"{datamodule.name}-c-seed{cfg.seed}-n{len(images)}"
-    generate_cifar_c(images, labels, cache, corruptions, severities, seed=cfg.seed, workers=cfg.workers)
-    return load_cifar_c(cache, corruptions, num_classes=datamodule.num_classes)
+    return generate_and_load(
+        images, labels, cache, corruptions, severities, cfg.seed, cfg.workers, num_classes=datamodule.num_classes
+    )
 
 
 def _imagenet_c(

@@ -24,7 +24,7 @@ from PIL import Image
 from scipy import ndimage
 
 from alternet.data.corrupted import cifar_c, corruptions
-from alternet.data.corrupted.cifar_c import CifarC, generate_cifar_c, load_cifar_c, task_seed
+from alternet.data.corrupted.cifar_c import CifarC, generate_and_load, generate_cifar_c, load_cifar_c, task_seed
 from alternet.data.corrupted.corruptions import (
     FROST_PHOTOGRAPHS,
     SEVERITY_PARAMS,
@@ -548,6 +548,21 @@ def test_generate_reuses_then_invalidates_the_cache(
     generate_cifar_c(clean[::-1].copy(), labels, tmp_path, corruptions=NAMES, seed=1, workers=1)  # new images
     assert not np.array_equal(noise, np.load(tmp_path / "gaussian_noise.npy"))
     assert mtimes(tmp_path)["pixelate.npy"] != before["pixelate.npy"]
+
+
+def test_a_generated_directory_is_read_as_its_manifest_lists_it(tmp_path: Path, images: np.ndarray) -> None:
+    """Only the complete files the manifest lists are read: an extra corruption's file left by another key is not
+    scored, and a wanted file the manifest does not list (a generation stopped before it) is refused."""
+    clean, labels = images[:8], np.zeros(8, int)
+    sets = generate_and_load(clean, labels, tmp_path, NAMES, SEVERITIES, seed=0, workers=1)
+    assert sets.corruptions == tuple(NAMES)
+    np.save(tmp_path / f"{EXTRA_CORRUPTIONS[0]}.npy", np.load(tmp_path / f"{NAMES[0]}.npy"))  # not listed
+    assert load_cifar_c(tmp_path, NAMES).corruptions == tuple(NAMES)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    del manifest["files"][f"{NAMES[0]}.npy"]
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(DataError, match=rf"lists no complete {NAMES[0]}\.npy in its manifest\.json"):
+        load_cifar_c(tmp_path, NAMES)
 
 
 def test_a_second_generation_into_the_same_cache_waits_for_the_first(

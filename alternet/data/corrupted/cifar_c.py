@@ -118,7 +118,18 @@ def load_cifar_c(
     _require_files(root, [f"{name}.npy" for name in wanted] + [LABELS])
     manifest = read_manifest(root)
     severities = tuple(manifest["severities"]) if manifest else SEVERITIES
-    extras = [name for name in EXTRA_CORRUPTIONS if name not in wanted and (root / f"{name}.npy").is_file()]
+    listed = set(manifest.get("files", {})) if manifest else None  # generated: its complete files only
+    unlisted = [f"{name}.npy" for name in wanted if listed is not None and f"{name}.npy" not in listed]
+    if unlisted:
+        raise DataError(
+            f"{root} lists no complete {', '.join(unlisted)} in its {MANIFEST} (a generation stopped before it); "
+            "generate it again (alternet cifar-c, or an evaluation with this directory as robustness.cache_dir)"
+        )
+    extras = [
+        name
+        for name in EXTRA_CORRUPTIONS
+        if name not in wanted and (root / f"{name}.npy").is_file() and (listed is None or f"{name}.npy" in listed)
+    ]
     names = tuple(wanted + extras)
     arrays = {name: _open_images(root / f"{name}.npy", len(severities)) for name in names}
     _check_same_shape(arrays, root)
@@ -252,6 +263,37 @@ def generate_cifar_c(
     other input (seed, images, labels, severities, implementation) regenerates them. A directory holding CIFAR-C
     files but no manifest (real CIFAR-C, say) is never written to. Returns ``out_dir``.
     """
+    with _generated(images, labels, out_dir, corruptions, severities, seed, workers) as out:
+        return out
+
+
+def generate_and_load(
+    images: np.ndarray,
+    labels: np.ndarray,
+    out_dir: str | os.PathLike[str],
+    corruptions: Sequence[str],
+    severities: Sequence[int],
+    seed: int = 0,
+    workers: int | None = None,
+    num_classes: int | None = None,
+) -> CifarC:
+    """:func:`generate_cifar_c`, then :func:`load_cifar_c` under the same lock, so another evaluation sharing the
+    directory cannot regenerate it for other settings between the two."""
+    with _generated(images, labels, out_dir, corruptions, severities, seed, workers) as out:
+        return load_cifar_c(out, corruptions, num_classes=num_classes)
+
+
+@contextlib.contextmanager
+def _generated(
+    images: np.ndarray,
+    labels: np.ndarray,
+    out_dir: str | os.PathLike[str],
+    corruptions: Sequence[str],
+    severities: Sequence[int],
+    seed: int,
+    workers: int | None,
+) -> Iterator[Path]:
+    """The directory, its missing files generated, while this process holds its lock."""
     labels = np.asarray(labels)
     names, severities = _check_generation_inputs(images, labels, corruptions, severities, seed)
     out = check_cifar_c_output(out_dir)
@@ -259,7 +301,7 @@ def generate_cifar_c(
         out.mkdir(parents=True, exist_ok=True)
         with writing(out, "CIFAR-C directory", wait=functools.partial(_wait_for, out)):
             _generate_missing(out, images, labels, names, severities, seed, workers)
-    return out
+            yield out
 
 
 def _wait_for(out: Path, owner: str) -> None:

@@ -77,6 +77,7 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
     header = checkpoint_header(resume) if resume else {}
     record = typed.to_dict()  # the resolved config as the run records it (config.yaml, W&B, the checkpoints)
     changes = check_resume_settings(typed.model, typed.recipe, typed.data, resume, header) if resume else {}
+    finished = None
     if resume:
         finished = run.summary() if typed.ckpt_path == "last" else None
         if finished is not None and _trained_to_the_end(finished, typed.trainer):  # a re-launched sweep, a requeue
@@ -117,6 +118,8 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
             print(banner, flush=True)
 
     trainer.callbacks.append(LambdaCallback(on_train_start=announce))
+    if finished is not None and lock is not None:  # continued for more epochs or steps: a run in progress again,
+        run.metrics.unlink(missing_ok=True)  # whose summary (and a report of its sweep) is written when it ends
     exit_code = 1
     try:
         with datamodule.dead_workers_named(), lightning_ctrl_c_raised(trainer):

@@ -63,13 +63,23 @@ class Run:
     def test_correct(self) -> np.ndarray | None:
         """Which test images the run classified correctly (from ``eval/predictions.npz``, written by
         ``evaluate.after_training=true``), for the test set's own noise in a comparison; None without them."""
-        return _correct(self.job.predictions)
+        return _correct(self.predictions) if self.predictions else None
 
     def robust_correct(self) -> np.ndarray | None:
         """Per test image, the share of the benchmark corruption sets the run classified it correctly in (from
         ``eval/predictions.npz``; its mean is the robustness), for the test set's own noise in a robustness
         comparison; None without them."""
-        return _robust_correct(self.job.predictions)
+        return _robust_correct(self.predictions) if self.predictions else None
+
+    @property
+    def predictions(self) -> Path | None:
+        """The predictions of the run's own evaluation after training: its summary names an evaluation, and
+        ``eval/predictions.npz`` is not newer than the summary (a later ``alternet evaluate`` into ``eval/``, of
+        other weights perhaps, is not the run's)."""
+        path, summary = self.job.predictions, self.job.metrics
+        if self.metrics.evaluation_dir is None or not path.is_file():
+            return None
+        return path if path.stat().st_mtime <= summary.stat().st_mtime else None
 
     @property
     def aurc(self) -> float | None:

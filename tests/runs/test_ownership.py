@@ -69,6 +69,23 @@ def test_an_interrupted_run_is_resumed_or_explicitly_reused(tmp_path):
     assert not (tmp_path / "eval").exists() and not (tmp_path / "wandb-run-id").exists()  # (no W&B in this run)
 
 
+def test_a_finished_run_continued_for_more_epochs_reads_as_in_progress_until_it_ends(tmp_path, monkeypatch):
+    """Its earlier summary goes when it trains again, so that a report of its sweep never reads the old summary
+    beside the new training's log."""
+    from alternet.training.module import ClassificationModule
+
+    first = train(compose_train(*FAST, output_dir=tmp_path))
+    seen, start = [], ClassificationModule.on_train_start
+
+    def started(module):
+        seen.append((tmp_path / "metrics.json").exists())
+        start(module)
+
+    monkeypatch.setattr(ClassificationModule, "on_train_start", started)
+    more = train(compose_train(*FAST, f"trainer.max_epochs={first.epochs + 1}", "ckpt_path=last", output_dir=tmp_path))
+    assert seen == [False] and more.epochs == first.epochs + 1 and (tmp_path / "metrics.json").is_file()
+
+
 def test_a_finished_run_stopped_before_its_export_is_exported_when_launched_again(tmp_path):
     """A requeue (ckpt_path=last) of a run stopped between its summary and its export trains nothing and exports."""
     exported = [*FAST, "export.after_training=true"]

@@ -54,7 +54,8 @@ class Rule:
     def describe(self) -> str:
         return (
             f"95% intervals; significance at alpha = {self.alpha} after Holm's correction across the variants "
-            f"(per metric); at least {self.min_seeds} seeds per variant; equivalence by TOST inside ±"
+            f"(per metric); at least {self.min_seeds} seeds per variant; equivalence by TOST (per variant, "
+            "not corrected across them) inside ±"
             f"{self.error_margin * 100:g} pp test error and ±{self.nll_margin:g} nats training NLL; minimum "
             f"detectable effects at {self.power:.0%} power; a verdict reads as the paper's claim only when every run "
             f"completed the paper's schedule ({PAPER_EPOCHS} epochs), else as true at this budget (saying whether "

@@ -165,14 +165,21 @@ class Search:
         self._facts: dict[str, tuple[int | None, int | None]] = {}
 
     def run(self) -> None:
-        from ..report.build import Statistics  # deferred: numpy, scipy
-        from ..report.buildup import Arm, decide  # deferred: matplotlib
+        from ..files import writing  # deferred: the kernel's locks
 
         config = self._config(self.settings.base or None)
         base = self._base_layout(config)
         for stage in range(len(parse_layout(base))):  # every stage one the rules can extend, before any training
             with_one_more_msa(base, stage)
-        recorded_settings(self.dir, self.settings)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with writing(self.dir, "build-up search"):  # a second search into it stops here, in one line
+            recorded_settings(self.dir, self.settings)
+            self._rounds(config, base)
+
+    def _rounds(self, config: Any, base: str) -> None:
+        from ..report.build import Statistics  # deferred: numpy, scipy
+        from ..report.buildup import Arm, decide  # deferred: matplotlib
+
         statistics = Statistics(Rule(self.settings.alpha, self.settings.min_seeds), paired=False)
         epochs = min(config.recipe.epochs, config.trainer.max_epochs)  # fewer where trainer.max_epochs cuts it
 

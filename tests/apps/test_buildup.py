@@ -48,6 +48,21 @@ def test_a_relaunch_with_other_settings_is_refused(tmp_path, monkeypatch, capsys
     assert json.loads((search / SETTINGS_FILE).read_text()) == recorded
 
 
+def test_a_second_search_into_a_search_directory_in_use_stops_in_one_line(tmp_path, monkeypatch, capsys):
+    from alternet.files import OUTPUT_LOCK, lock_file
+
+    search = tmp_path / "search"
+    search.mkdir()
+    held = lock_file(search / OUTPUT_LOCK)  # the first search, running
+    try:
+        arguments = ["buildup", str(search), "--seeds", "2", "--min-seeds", "2", *DIGITS]
+        code, _ = run_command(arguments, monkeypatch, capsys)
+    finally:
+        held.close()
+    assert f"build-up search {search} is being written by another command" in code and "\n" not in code.strip()
+    assert sorted(p.name for p in search.iterdir()) == [OUTPUT_LOCK]  # its settings not recorded, nothing launched
+
+
 @pytest.mark.slow
 def test_a_search_on_digits_resumes_without_retraining_and_its_layout_trains(tmp_path, monkeypatch, capsys):
     """Two rounds on digits (every outcome of round 1 leaves a round 2 from CC|CC|CC: the stage-1 MSA at least); the

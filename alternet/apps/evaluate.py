@@ -23,7 +23,15 @@ from ..data import DATAMODULES, ImageDataModule, build_datamodule, data_config
 from ..errors import AlternetWarning, CheckpointError, ConfigValueError
 from ..evaluation import Evaluator
 from ..evaluation.inference import choose_device
-from ..files import OUTPUT_MARKER, check_output_dir, is_output_of, mark_output, write_csv, write_json
+from ..files import (
+    OUTPUT_MARKER,
+    check_output_dir,
+    is_output_of,
+    mark_output,
+    stale_temporaries,
+    write_csv,
+    write_json,
+)
 from ..hub.loading import build_model
 from ..hub.sources import Source, check_reference, open_source, preprocessing
 from ..models.flip import FlipAveraged
@@ -224,6 +232,8 @@ def _marked(out_dir: Path) -> Iterator[None]:
     made, out = not out_dir.exists(), RunDir(out_dir)
     own_run = not made and out.holds_job(EVALUATE_COMMAND)
     lock = None if RunDirLock.held(out) else RunDirLock(out).acquire()  # a second writer stops here, in one line
+    for stale in stale_temporaries(out_dir):  # what an evaluation killed mid-write left (its files are intact)
+        stale.unlink(missing_ok=True)
     try:
         if not own_run:
             mark_output(out_dir, EVALUATE_COMMAND)

@@ -132,6 +132,9 @@ def test_an_evaluation_writes_again_into_its_own_out_dir(digits_run, tmp_path, m
         code, stderr = run_command(["evaluate", *arguments, "robustness.enabled=false"], monkeypatch, capsys)
         assert code == "0", code + stderr[-2000:]
     assert (out / "metrics.json").is_file()
+    (out / ".metrics.json.k2j3h4ab.tmp").write_text("{")  # what an evaluation killed mid-write leaves
+    code, stderr = run_command(["evaluate", *arguments, "robustness.enabled=false"], monkeypatch, capsys)
+    assert code == "0" and not (out / ".metrics.json.k2j3h4ab.tmp").exists()  # the next writer removes it
 
 
 class _Payload:

@@ -621,10 +621,14 @@ def test_interrupted_generation_resumes(tmp_path: Path, images: np.ndarray, monk
         load_cifar_c(tmp_path, corruptions=NAMES)
 
     before = mtimes(tmp_path)
+    killed = [tmp_path / ".pixelate.npy.partial", tmp_path / ".manifest.json.k2j3h4ab.tmp"]  # what SIGKILL leaves
+    for path in killed:
+        path.write_bytes(b"unfinished")
     generate_cifar_c(clean, labels, tmp_path, corruptions=NAMES, workers=1)
     after = mtimes(tmp_path)
     assert all(after[name] == before[name] for name in names[1:4]) and "pixelate.npy" in after
     assert load_cifar_c(tmp_path, corruptions=NAMES).corruptions == NAMES
+    assert not any(path.exists() for path in killed)
 
 
 def test_generate_never_overwrites_real_files(tmp_path: Path, images: np.ndarray) -> None:

@@ -38,6 +38,7 @@ from ...files import (
     check_output_dir,
     file_digest,
     os_error_reason,
+    stale_temporaries,
     write_json,
     writing,
 )
@@ -351,6 +352,8 @@ def _generate_missing(
     workers: int | None,
 ) -> None:
     """Reuse the files a previous call completed with the same inputs; generate the others."""
+    for stale in [*stale_temporaries(out), *out.glob(".*.npy.partial")]:  # what a generation killed mid-write
+        stale.unlink(missing_ok=True)  # left (the manifest lists none of it)
     key = _cache_key(images, labels, severities, seed)
     previous = read_manifest(out)
     files = _reusable_files(out, previous, key)

@@ -177,15 +177,14 @@ def check_output_dir(
                 f"or empty directory{where}"
             )
     existing = next(p for p in [out, *out.parents] if p.exists())
-    if whole and existing == out:
-        existing = out.parent  # where the new folder is built
-        if os.path.ismount(out):
-            raise error(
-                f"{what} {out} is a mount point, which a folder written whole cannot replace; choose a folder inside "
-                f"it{where}"
-            )
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise error(f"{what} {out} cannot be written: {existing} is not writable (or read-only){where}")
+    if whole and existing == out and os.path.ismount(out):
+        raise error(
+            f"{what} {out} is a mount point, which a folder written whole cannot replace; choose a folder inside "
+            f"it{where}"
+        )
+    for needed in [existing, out.parent] if whole and existing == out else [existing]:  # whole: built beside it
+        if not os.access(needed, os.W_OK | os.X_OK):
+            raise error(f"{what} {out} cannot be written: {needed} is not writable (or read-only){where}")
     return out
 
 
@@ -304,7 +303,8 @@ def _swap(staging: Path, out: Path) -> None:
     try:
         os.rename(staging, out)
     except BaseException:  # a failure, or a signal a thread took despite the mask: the earlier folder back
-        os.rename(aside, out)
+        if staging.exists():  # (a signal landing just after the rename finds the new folder in place)
+            os.rename(aside, out)
         raise
     os.rename(aside, staging)
 

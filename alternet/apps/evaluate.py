@@ -231,7 +231,13 @@ def _marked(out_dir: Path) -> Iterator[None]:
     writing anything into it."""
     made, out = not out_dir.exists(), RunDir(out_dir)
     own_run = not made and out.holds_job(EVALUATE_COMMAND)
-    lock = None if RunDirLock.held(out) else RunDirLock(out).acquire()  # a second writer stops here, in one line
+    try:  # a second writer stops here, in one line
+        lock = None if RunDirLock.held(out) else RunDirLock(out).acquire()
+    except ConfigValueError:
+        raise ConfigValueError(
+            f"evaluation output {out_dir} is being written by another evaluation; wait for it, or choose another "
+            "out_dir"
+        ) from None
     for stale in stale_temporaries(out_dir):  # what an evaluation killed mid-write left (its files are intact)
         stale.unlink(missing_ok=True)
     try:
@@ -274,8 +280,8 @@ def run_evaluate(cfg: DictConfig) -> list[EvaluationReport]:
             target = out_dir if len(sources) == 1 else out_dir / f"{index}-{short_name(source)}"
             reports.append(evaluate_model(config, source, target, set_keys))
             print(evaluation_report(reports[-1], target), flush=True)
-    if len(reports) > 1:
-        print(f"Comparison: {write_comparison(reports, out_dir / 'comparison.csv')}")
+        if len(reports) > 1:
+            print(f"Comparison: {write_comparison(reports, out_dir / 'comparison.csv')}")
     return reports
 
 

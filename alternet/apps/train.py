@@ -23,6 +23,7 @@ from ..errors import AlternetError, ConfigValueError, one_line
 from ..evaluation.evaluator import check_evaluation_files
 from ..files import plain
 from ..hub import load_pretrained
+from ..hub.sources import CONFIG_FILE
 from ..models.external import load_timm_pretrained
 from ..models.factory import model_args
 from ..report.figures import training_curves
@@ -77,13 +78,12 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
     header = checkpoint_header(resume) if resume else {}
     record = typed.to_dict()  # the resolved config as the run records it (config.yaml, W&B, the checkpoints)
     changes = check_resume_settings(typed.model, typed.recipe, typed.data, resume, header) if resume else {}
-    finished = None
     if resume:
         finished = run.summary() if typed.ckpt_path == "last" else None
         if finished is not None and _trained_to_the_end(finished, typed.trainer):  # a re-launched sweep, a requeue
             print(f"{run.path} holds a finished run ({run.metrics.name}): kept, nothing to train", flush=True)
-            if lock is not None and typed.export.after_training and not run.export_dir.is_dir():
-                export_after_training(typed, finished)  # stopped between its summary and its export
+            if lock is not None and typed.export.after_training and not (run.export_dir / CONFIG_FILE).is_file():
+                export_after_training(typed, replace(finished, run_dir=str(run.path)))  # stopped before or in it
             return finished
     for key, (before, now) in changes.items():
         rescaled = f"the restored learning rates and schedule are rescaled by {now / before:g}"
@@ -91,8 +91,6 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
     step = int(header.get("global_step", 0)) if resume else None
     if lock is not None:
         check_fresh_run_dir(run, resuming=resume is not None, reuse=typed.reuse_run_dir)
-        if typed.reuse_run_dir and resume is None:  # afresh: nothing of the earlier run read as this one's
-            run.clear_earlier_run()
         run.remove_stale_temporaries()
     started = time.monotonic()
     if typed.performance.matmul_precision:
@@ -100,6 +98,8 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
     L.seed_everything(typed.seed, workers=True, verbose=False)
     datamodule = _datamodule(typed)
     module = _module(typed, datamodule.facts(), pretrained=resume is None)
+    if lock is not None and typed.reuse_run_dir and resume is None:  # afresh, once its data and weights are read:
+        run.clear_earlier_run()  # nothing of the earlier run reads as this one's (its W&B ids before the loggers)
     loggers = build_loggers(typed.logger.wandb, run, record, resume_step=step)
     loggers += build_extra(typed.logger.extra, "logger.extra", Logger)
     trainer = _trainer(typed, run, datamodule, loggers)
@@ -118,7 +118,7 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
             print(banner, flush=True)
 
     trainer.callbacks.append(LambdaCallback(on_train_start=announce))
-    if finished is not None and lock is not None:  # continued for more epochs or steps: a run in progress again,
+    if resume and lock is not None:  # a finished run continued for more epochs or steps is a run in progress again,
         run.metrics.unlink(missing_ok=True)  # whose summary (and a report of its sweep) is written when it ends
     exit_code = 1
     try:

@@ -165,7 +165,7 @@ def _test_set_variance(
     correctness, :meth:`Run.test_correct`, or the share of corruption sets it was right in,
     :meth:`Run.robust_correct`), the seeds' flips left to the seed term (0 when a run kept no predictions); paired
     exactly where :func:`difference` pairs the seeds."""
-    if settings.bootstrap <= 0 or not _test_noise_included(variant, baseline, correct):
+    if not _test_noise_included(variant, baseline, settings, correct):
         return 0.0
     a, b = sorted(variant.runs, key=lambda r: r.seed), sorted(baseline.runs, key=lambda r: r.seed)
     seeds = [r.seed for r in a] == [r.seed for r in b] and len(a) > 1
@@ -253,9 +253,7 @@ def variant_rows(
                 **variant.columns("test_aurc", _aurc),
                 **variant.columns("robustness", _robustness),
                 **_difference_columns("robustness", robust_diff),
-                "test_set_noise": variant is not baseline
-                and settings.bootstrap > 0
-                and _test_noise_included(variant, baseline),
+                "test_set_noise": variant is not baseline and _test_noise_included(variant, baseline, settings),
                 "error_mde": _detectable(error_diff, settings.rule),
                 "nll_mde": _detectable(nll_diff, settings.rule),
                 "schedule_completed": all(run.completed for run in variant.runs),
@@ -271,8 +269,13 @@ def _detectable(diff: Difference | None, rule: Rule) -> float | None:
     return None if diff is None else diff.detectable(rule.alpha, rule.power)
 
 
-def _test_noise_included(variant: Variant, baseline: Variant, correct: Any = Run.test_correct) -> bool:
-    """Every run kept the per-image record, over the same images (robustness: the same corruption sets)."""
+def _test_noise_included(
+    variant: Variant, baseline: Variant, settings: Statistics, correct: Any = Run.test_correct
+) -> bool:
+    """The bootstrap is on and every run kept the per-image record, over the same images (robustness: the same
+    corruption sets)."""
+    if settings.bootstrap <= 0:
+        return False
     records = [correct(run) for run in (*variant.runs, *baseline.runs)]
     return all(r is not None for r in records) and len({r.shape for r in records}) == 1
 
@@ -383,7 +386,7 @@ def markdown(
             "The error intervals include the test set's own sampling noise (a bootstrap over the test images, the "
             "same images in both arms). "
             if noise == {True}
-            else "The error intervals of the variants marked in `summary.csv`'s test_set_noise include the test set's "
+            else "The error intervals of the variants marked in `variants.csv`'s test_set_noise include the test set's "
             "own sampling noise, the others do not. "
             if noise == {True, False}
             else "The test set's own sampling noise is not included (--bootstrap 0, or no run kept its predictions: "

@@ -73,13 +73,11 @@ class Run:
 
     @property
     def predictions(self) -> Path | None:
-        """The predictions of the run's own evaluation after training: its summary names an evaluation, and
-        ``eval/predictions.npz`` is not newer than the summary (a later ``alternet evaluate`` into ``eval/``, of
-        other weights perhaps, is not the run's)."""
-        path, summary = self.job.predictions, self.job.metrics
-        if self.metrics.evaluation_dir is None or not path.is_file():
-            return None
-        return path if path.stat().st_mtime <= summary.stat().st_mtime else None
+        """The predictions of the run's own evaluation after training, where its summary names one (an earlier
+        finish's ``eval/`` beside a summary without one is not the run's; ``alternet evaluate`` refuses to write
+        into a run's ``eval/``, which it did not mark)."""
+        path = self.job.predictions
+        return path if self.metrics.evaluation_dir is not None and path.is_file() else None
 
     @property
     def aurc(self) -> float | None:

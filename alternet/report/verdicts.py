@@ -122,6 +122,7 @@ def verdict(
         if nll.below_zero(rule.alpha) or nll.above_zero(rule.alpha):
             return claim(HELPS_OPTIMISATION if nll.delta < 0 else REGULARISES)
         return f"{INCONCLUSIVE} (lower error; training NLL unresolved)"
-    if error.equivalent(rule.error_margin, rule.alpha) and (nll is None or nll.equivalent(rule.nll_margin, rule.alpha)):
+    nll_equivalent = nll is None or (min(nll.n) >= rule.min_seeds and nll.equivalent(rule.nll_margin, rule.alpha))
+    if error.equivalent(rule.error_margin, rule.alpha) and nll_equivalent:
         return claim(EQUIVALENT)
     return INCONCLUSIVE

@@ -96,7 +96,11 @@ class RunDir:
     def remove_stale_temporaries(self) -> None:
         """Delete what a write killed mid-way left in the run directory and its checkpoints (a checkpoint written in
         the background when the process was killed): called by the run that holds the directory's lock."""
-        for path in [*stale_temporaries(self.path), *stale_temporaries(self.checkpoints)]:
+        for path in [
+            *stale_temporaries(self.path),
+            *stale_temporaries(self.checkpoints),
+            *stale_temporaries(self.logs),
+        ]:
             path.unlink(missing_ok=True)
 
     def best_checkpoints(self) -> list[Path]:
@@ -159,10 +163,11 @@ class RunDir:
         return [path for group in groups for path in group if path.is_file()]
 
     def clear_earlier_run(self) -> None:
-        """Before a run starts afresh in this directory (``reuse_run_dir=true``): the earlier run's products and its
-        W&B ids, its summary first (until the rest is gone the directory reads as an interrupted run)."""
+        """Before a run starts afresh in this directory (``reuse_run_dir=true``): the earlier run's products, its
+        resumes and its W&B ids, its summary first (until the rest is gone the directory reads as an interrupted
+        run)."""
         self.metrics.unlink(missing_ok=True)
-        for path in [*self.products(), self.wandb_run_id, self.wandb_group]:
+        for path in [*self.products(), self.resumes, self.wandb_run_id, self.wandb_group]:
             path.unlink(missing_ok=True)
         for folder in (self.eval_dir, self.export_dir):
             shutil.rmtree(folder, ignore_errors=True)

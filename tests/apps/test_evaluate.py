@@ -450,7 +450,7 @@ def test_out_dir_holds_the_whole_evaluation_and_takes_one_writer(digits_run, tmp
     finally:
         holder.kill()
         holder.wait()
-    assert_one_line_error(code, stderr, f"{out} is in use by another run")
+    assert_one_line_error(code, stderr, f"evaluation output {out} is being written by another evaluation")
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file() and p.name != ".lock"} == {
         p: t for p, t in before.items() if p.name != ".lock"
     }

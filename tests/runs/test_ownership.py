@@ -64,6 +64,9 @@ def test_an_interrupted_run_is_resumed_or_explicitly_reused(tmp_path):
     (tmp_path / "eval").mkdir()
     (tmp_path / "eval" / "metrics.json").write_text("{}")  # an evaluation of the earlier run's weights
     (tmp_path / "wandb-run-id").write_text("earlier\n")
+    with pytest.raises(ConfigValueError, match=r"data.val_size=5000 is not smaller"):  # refused: nothing removed
+        train(compose_train(*FAST, "reuse_run_dir=true", "data.val_size=5000", output_dir=tmp_path))
+    assert (tmp_path / "checkpoints" / "last.ckpt").is_file() and (tmp_path / "eval" / "metrics.json").is_file()
     again = train(compose_train(*FAST, "reuse_run_dir=true", output_dir=tmp_path))
     assert again.test == first.test
     assert not (tmp_path / "eval").exists() and not (tmp_path / "wandb-run-id").exists()  # (no W&B in this run)
@@ -90,9 +93,13 @@ def test_a_finished_run_stopped_before_its_export_is_exported_when_launched_agai
     """A requeue (ckpt_path=last) of a run stopped between its summary and its export trains nothing and exports."""
     exported = [*FAST, "export.after_training=true"]
     train(compose_train(*exported, output_dir=tmp_path))
-    shutil.rmtree(tmp_path / "export")  # as if stopped right after metrics.json
-    train(compose_train(*exported, "ckpt_path=last", output_dir=tmp_path))
-    assert (tmp_path / "export" / "config.json").is_file()
+    for stopped in ("before its export", "in it"):  # in it: its folder holds the export's lock alone
+        shutil.rmtree(tmp_path / "export")
+        if stopped == "in it":
+            (tmp_path / "export").mkdir()
+            (tmp_path / "export" / ".alternet-writing").write_text("pid 1 on elsewhere\n")
+        train(compose_train(*exported, "ckpt_path=last", output_dir=tmp_path))
+        assert (tmp_path / "export" / "config.json").is_file(), stopped
 
 
 def test_ckpt_path_last_without_a_last_checkpoint_says_it_starts_from_scratch_once(tmp_path, monkeypatch, capsys):

@@ -94,14 +94,12 @@ class RunDir:
     overrides_file = _At(HYDRA, "overrides.yaml")  # the job's overrides as typed
 
     def remove_stale_temporaries(self) -> None:
-        """Delete what a write killed mid-way left in the run directory and its checkpoints (a checkpoint written in
-        the background when the process was killed): called by the run that holds the directory's lock."""
-        for path in [
-            *stale_temporaries(self.path),
-            *stale_temporaries(self.checkpoints),
-            *stale_temporaries(self.logs),
-        ]:
-            path.unlink(missing_ok=True)
+        """Delete what a write killed mid-way left in the run directory, its checkpoints (a checkpoint written in
+        the background when the process was killed) and its CSV log: called by the run that holds the directory's
+        lock."""
+        for folder in (self.path, self.checkpoints, self.logs):
+            for path in stale_temporaries(folder):
+                path.unlink(missing_ok=True)
 
     def best_checkpoints(self) -> list[Path]:
         """Every ``checkpoints/best-*.ckpt`` (whatever its epoch), sorted."""

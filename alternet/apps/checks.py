@@ -97,7 +97,7 @@ def split_metrics(config: TrainConfig, split: str) -> list[str]:
 def validates(data: DataConfig) -> bool:
     """Whether the run has a validation split, as its data module will: ``data.val_size``, or an image folder's
     ``val/``."""
-    folder = isinstance(data, FolderDataConfig) and (Path(data.root).expanduser() / "val").is_dir()
+    folder = isinstance(data, FolderDataConfig) and bool(data.root) and (Path(data.root).expanduser() / "val").is_dir()
     return bool(data.val_size) or folder
 
 
@@ -174,7 +174,8 @@ def check_monitor(config: TrainConfig) -> None:
     monitors = {"callbacks.checkpoint.monitor": config.callbacks.checkpoint.monitor}
     if stopping is not None:
         known = frozenset(inspect.signature(EarlyStopping.__init__).parameters) - {"self"}
-        if not isinstance(stopping, Mapping) or not {"monitor", "mode"} <= set(stopping) or set(stopping) - known:
+        valid = isinstance(stopping, Mapping) and {"monitor", "mode"} <= set(stopping) and not set(stopping) - known
+        if not valid or stopping["mode"] not in ("min", "max") or not stopping["monitor"]:
             raise ConfigValueError(
                 f"callbacks.early_stopping={stopping} is invalid: Lightning's EarlyStopping arguments with its monitor "
                 f"and mode, e.g. {{monitor: val/nll, mode: min, patience: 20}} (arguments: {sorted(known)}), or null"

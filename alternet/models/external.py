@@ -10,6 +10,7 @@ import inspect
 import os
 import socket
 import threading
+import urllib.request
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -142,10 +143,14 @@ def _reachable(location: str, timeout: float = 3.0) -> bool:
     if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes") and location.startswith("hf-hub:"):
         return False
     host = HUB_HOST if location.startswith("hf-hub:") else urlparse(location).hostname
+    if not host:
+        return False
+    if urllib.request.getproxies().get("https"):  # egress through a proxy: a direct connection says nothing
+        return True
     opened: list[bool] = []
 
     def connect() -> None:
-        with contextlib.suppress(OSError), socket.create_connection((host or "", 443), timeout=timeout):
+        with contextlib.suppress(OSError), socket.create_connection((host, 443), timeout=timeout):
             opened.append(True)
 
     probe = threading.Thread(target=connect, daemon=True)

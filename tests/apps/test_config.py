@@ -211,6 +211,7 @@ CHECKED = [
         "callbacks.early_stopping.monitor=val/accc is not a metric the run logs at epoch end",
     ),
     (["callbacks.early_stopping={monitor: val/acc}"], "callbacks.early_stopping={'monitor': 'val/acc'} is invalid"),
+    (["callbacks.early_stopping={monitor: val/acc, mode: maximum}"], "Lightning's EarlyStopping arguments with its"),
     (["callbacks.early_stopping={monitor: val/acc, mode: max, patiense: 3}"], "Lightning's EarlyStopping arguments"),
     (
         ["data.val_size=0", "callbacks.early_stopping={monitor: val/acc, mode: max}"],

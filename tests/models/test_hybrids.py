@@ -152,6 +152,8 @@ def test_a_resolver_that_never_answers_reads_as_unreachable_within_the_timeout(m
     try:
         assert not _reachable("https://download.example/weights.pth", timeout=0.2)
         assert socket.getdefaulttimeout() == 7.0
+        monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")  # egress through a proxy: not probed
+        assert _reachable("https://download.example/weights.pth", timeout=0.2)
     finally:
         answered.set()
         socket.setdefaulttimeout(None)

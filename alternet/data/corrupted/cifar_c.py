@@ -298,11 +298,12 @@ def _generated(
     labels = np.asarray(labels)
     names, severities = _check_generation_inputs(images, labels, corruptions, severities, seed)
     out = check_cifar_c_output(out_dir)
-    with _naming_write_errors(out):
-        out.mkdir(parents=True, exist_ok=True)
-        with writing(out, "CIFAR-C directory", wait=functools.partial(_wait_for, out)):
+    with contextlib.ExitStack() as locked:
+        with _naming_write_errors(out):
+            out.mkdir(parents=True, exist_ok=True)
+            locked.enter_context(writing(out, "CIFAR-C directory", wait=functools.partial(_wait_for, out)))
             _generate_missing(out, images, labels, names, severities, seed, workers)
-            yield out
+        yield out  # what the caller reads under the lock is no write: its errors stay its own
 
 
 def _wait_for(out: Path, owner: str) -> None:

@@ -109,7 +109,9 @@ def recorded_settings(search_dir: Path, settings: Settings) -> None:
     """Record a new search's settings, or check a relaunch's against those recorded."""
     path = search_dir / SETTINGS_FILE
     ours = asdict(settings) | {"overrides": list(settings.overrides)}
-    if not path.is_file() and search_dir.is_dir() and any(search_dir.iterdir()):
+    from ..files import OUTPUT_LOCK  # deferred: as every kernel import here
+
+    if not path.is_file() and search_dir.is_dir() and any(p.name != OUTPUT_LOCK for p in search_dir.iterdir()):
         raise ConfigValueError(
             f"{search_dir} is not empty and holds no search ({SETTINGS_FILE}): give a new or empty SEARCH_DIR"
         )

@@ -48,6 +48,20 @@ def test_a_relaunch_with_other_settings_is_refused(tmp_path, monkeypatch, capsys
     assert json.loads((search / SETTINGS_FILE).read_text()) == recorded
 
 
+def test_a_new_search_records_its_settings_under_its_own_lock(tmp_path):
+    """The search holds its directory's lock when it records its settings: the lock file is no earlier content."""
+    from alternet.apps.buildup import Settings, recorded_settings
+    from alternet.files import OUTPUT_LOCK, writing
+
+    search = tmp_path / "search"
+    search.mkdir()
+    settings = Settings(tuple(DIGITS), "", 2, "error", 0.05, 2)
+    with writing(search, "build-up search"):
+        recorded_settings(search, settings)
+    assert json.loads((search / SETTINGS_FILE).read_text())["seeds"] == 2
+    assert sorted(p.name for p in search.iterdir()) == sorted([OUTPUT_LOCK, SETTINGS_FILE])
+
+
 def test_a_second_search_into_a_search_directory_in_use_stops_in_one_line(tmp_path, monkeypatch, capsys):
     from alternet.files import OUTPUT_LOCK, lock_file
 

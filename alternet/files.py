@@ -184,7 +184,10 @@ def check_output_dir(
         )
     for needed in [existing, out.parent] if whole and existing == out else [existing]:  # whole: built beside it
         if not os.access(needed, os.W_OK | os.X_OK):
-            raise error(f"{what} {out} cannot be written: {needed} is not writable (or read-only){where}")
+            raise error(
+                f"{what} {out} cannot be written: {needed} is not writable (or read-only); choose another "
+                f"directory{where}"
+            )
     return out
 
 

@@ -23,7 +23,7 @@ from ..architectures.layout import buildup_violations
 from ..architectures.named import HYBRIDS, MODEL_NAMES
 from ..architectures.specs import hybrid_spec
 from ..data.config import DataConfig, FolderDataConfig
-from ..errors import AlternetWarning, ConfigValueError, one_of, suggest
+from ..errors import AlternetWarning, ConfigValueError, is_integer, one_of, require, suggest
 from ..evaluation.inference import choose_device
 from ..hardware import machine_memory
 from ..metrics.table import SPLIT_KEYS
@@ -50,6 +50,22 @@ def validate_train_config(cfg: Mapping[str, Any]) -> TrainConfig:
         warnings.warn(
             f"recipe.warmup_epochs={warmup:g} exceeds trainer.max_epochs={epochs}: the learning rate never reaches "
             "its base value (fine for a smoke test, not for a real run)",
+            AlternetWarning,
+            stacklevel=2,
+        )
+    grown = sum(config.recipe.progressive_resize.epochs)
+    if grown >= epochs:
+        warnings.warn(
+            f"recipe.progressive_resize grows over {grown} epochs and trainer.max_epochs={epochs}: the model never "
+            f"trains at data.image_size={config.data.image_size}",
+            AlternetWarning,
+            stacklevel=2,
+        )
+    finetune = config.recipe.finetune
+    if (finetune.freeze_backbone or finetune.backbone_lr_scale != 1) and not config.model.pretrained:
+        warnings.warn(
+            "recipe.finetune treats the backbone apart and model.pretrained is not set: it starts from random "
+            "weights (a control; for fine-tuning set model.pretrained=SOURCE)",
             AlternetWarning,
             stacklevel=2,
         )
@@ -186,6 +202,19 @@ def check_monitor(config: TrainConfig) -> None:
                 "data.val_size > 0, or callbacks.early_stopping=null"
             )
         monitors["callbacks.early_stopping.monitor"] = stopping["monitor"]
+        for key, ok, expectation in (
+            ("patience", lambda v: is_integer(v, 0), "an integer >= 0 (validation checks without improvement)"),
+            ("min_delta", lambda v: v >= 0, "a number >= 0"),
+        ):
+            if key in stopping:
+                require(f"callbacks.early_stopping.{key}", stopping[key], ok, f"must be {expectation}")
+    no_validation = config.trainer.extra.get("limit_val_batches") == 0
+    if no_validation and validates(config.data) and any(monitors.values()):
+        key = next(key for key, monitor in monitors.items() if monitor)
+        raise ConfigValueError(
+            f"{key}={monitors[key]} watches validation, and trainer.limit_val_batches=0 runs none: set "
+            f"{key}=null or trainer.limit_val_batches > 0"
+        )
     for key, monitor in monitors.items():
         if monitor is not None and monitor not in logged:
             raise ConfigValueError(
@@ -205,6 +234,12 @@ def check_trainer(trainer: TrainerConfig) -> None:
                 "see https://lightning.ai/docs/pytorch/stable/common/trainer.html#trainer-flags"
             )
     one_of("trainer.precision", trainer.precision, PRECISIONS)
+    require(
+        "trainer.limit_train_batches",
+        trainer.extra.get("limit_train_batches"),
+        lambda v: v is None or (not isinstance(v, bool) and v > 0),
+        "must be a count >= 1 or a fraction in (0, 1] of the batches (or null: all); 0 trains nothing",
+    )
 
 
 def check_accelerator(config: TrainConfig) -> None:

@@ -50,6 +50,8 @@ class DataConfig(Section):
 
     def check(self) -> None:
         self.require("image_size", integer(1), "must be an integer >= 1")
+        self.require("mean", lambda v: len(v) == 3, "must be 3 values, one per RGB channel (or null)")
+        self.require("std", lambda v: len(v) == 3 and min(v) > 0, "must be 3 values > 0, one per RGB channel (or null)")
         check_val_size(self.val_size, "val_size")
         check_subset(self.subset, self.subset_repeat, self.train_clean_size)
         check_workers(self.num_workers, "num_workers")

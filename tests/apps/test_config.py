@@ -212,6 +212,17 @@ CHECKED = [
     ),
     (["callbacks.early_stopping={monitor: val/acc}"], "callbacks.early_stopping={'monitor': 'val/acc'} is invalid"),
     (["callbacks.early_stopping={monitor: val/acc, mode: maximum}"], "Lightning's EarlyStopping arguments with its"),
+    (
+        ["callbacks.early_stopping={monitor: val/acc, mode: max, patience: abc}"],
+        "callbacks.early_stopping.patience='abc' is invalid: must be an integer >= 0",
+    ),
+    (["trainer.limit_train_batches=0"], "trainer.limit_train_batches=0 is invalid: must be a count >= 1 or a fraction"),
+    (
+        ["trainer.limit_val_batches=0"],
+        "callbacks.checkpoint.monitor=val/nll watches validation, and trainer.limit_val_batches=0 runs none",
+    ),
+    (["data.mean=[0.5]"], "data.mean=[0.5] is invalid: must be 3 values, one per RGB channel"),
+    (["data.std=[0,0,0]"], "data.std=[0, 0, 0] is invalid: must be 3 values > 0"),
     (["callbacks.early_stopping={monitor: val/acc, mode: max, patiense: 3}"], "Lightning's EarlyStopping arguments"),
     (
         ["data.val_size=0", "callbacks.early_stopping={monitor: val/acc, mode: max}"],
@@ -272,6 +283,16 @@ def tour_commands() -> list[list[str]]:
 def test_the_tour_commands_validate(arguments):
     """A documented command a newcomer copies passes every check before work (the layout hybrid's failed its own)."""
     validate_train_config(resolved(*arguments))
+
+
+def test_settings_that_do_nothing_they_seem_to_are_warned():
+    """A growth longer than the run never trains at the data's size; a finetune setting without pretrained weights
+    trains from random ones (a control, so a warning, not a refusal)."""
+    grown = ["recipe.progressive_resize.sizes=[8]", "recipe.progressive_resize.epochs=[5]", "trainer.max_epochs=3"]
+    with pytest.warns(UserWarning, match=r"grows over 5 epochs and trainer.max_epochs=3: the model never trains at"):
+        validate_train_config(resolved(*grown))
+    with pytest.warns(UserWarning, match=r"recipe.finetune treats the backbone apart and model.pretrained is not set"):
+        validate_train_config(resolved("recipe.finetune.freeze_backbone=true"))
 
 
 def test_a_time_interval_reads_as_lightnings_max_time_does():

@@ -390,3 +390,16 @@ def test_an_image_folder_trains_with_the_fast_decode_and_the_same_samples_shape(
     sample, label = fast.splits["train"][key]
     assert sample.shape == exact.splits["train"][key][0].shape == (3, 16, 16) and label == exact.splits["train"][key][1]
     torch.testing.assert_close(fast.splits["train"][key][0], sample)  # the seed fixes the crop
+
+
+def test_the_printed_training_command_quotes_paths_for_the_shell_and_hydra():
+    """alternet shards prints the command that trains from the shards: it reads back as the paths it names."""
+    import shlex
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from alternet.data.files.cli import _override
+
+    for path in ["/data/imagenet", "one class", "sh ü", "it's"]:
+        (argument,) = shlex.split(_override("data.root", path))
+        assert OverridesParser.create().parse_override(argument).value() == path

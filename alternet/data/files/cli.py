@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -62,6 +63,14 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet shards") -> in
         f"wrote {written['images']} images of {written['classes']} classes from {source_split(args.src)} to "
         f"{written['out']} in {time.perf_counter() - start:.1f}s"
         + (f"; skipped {written['skipped']} unreadable images" if written["skipped"] else "")
-        + f"\ntrain from them with: alternet train data=imagefolder data.root={args.src} data.train_shards={args.out}"
+        + f"\ntrain from them with: alternet train data=imagefolder {_override('data.root', args.src)} "
+        + _override("data.train_shards", args.out)
     )
     return 0
+
+
+def _override(key: str, value: object) -> str:
+    """``key=value`` as a shell passes it to Hydra: a value beyond plain path characters quoted for both."""
+    text = str(value)
+    hydra = text if re.fullmatch(r"[A-Za-z0-9_./-]+", text) else '"' + text.replace('"', '\\"') + '"'
+    return shlex.quote(f"{key}={hydra}")

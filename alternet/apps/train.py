@@ -90,7 +90,7 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
         print(f"resuming with {key} {before} -> {now}: {rescaled}", file=sys.stderr, flush=True)
     step = int(header.get("global_step", 0)) if resume else None
     if lock is not None:
-        check_fresh_run_dir(run, resuming=resume is not None, reuse=typed.reuse_run_dir)
+        check_fresh_run_dir(run, resume is not None, typed.reuse_run_dir, asked_last=typed.ckpt_path == "last")
         run.remove_stale_temporaries()
     started = time.monotonic()
     if typed.performance.matmul_precision:

@@ -94,9 +94,10 @@ def discard_unused_run_dir(run: RunDir) -> bool:
     return True
 
 
-def check_fresh_run_dir(run: RunDir, resuming: bool, reuse: bool) -> None:
+def check_fresh_run_dir(run: RunDir, resuming: bool, reuse: bool, asked_last: bool = False) -> None:
     """A new run never silently overwrites another: a directory holding a finished run (``metrics.json``) or an
-    interrupted one (checkpoints) must be resumed (``ckpt_path=last``) or explicitly reused (``reuse_run_dir``)."""
+    interrupted one (checkpoints) must be resumed (``ckpt_path=last``) or explicitly reused (``reuse_run_dir``);
+    ``asked_last``: ``ckpt_path=last`` was given and found no ``last.ckpt``."""
     if resuming or reuse:
         return
     checkpoints = run.checkpoint_files()
@@ -106,7 +107,13 @@ def check_fresh_run_dir(run: RunDir, resuming: bool, reuse: bool) -> None:
             if run.is_finished()
             else f"an interrupted run ({checkpoints[-1].name})"
         )
+        resume = "resume it with ckpt_path=last"
+        if asked_last:  # and it has no last.ckpt: the advice must not be what was just typed
+            resume = f"it has no {run.last_checkpoint.name} for ckpt_path=last"
+            if checkpoints:
+                names = ", ".join(c.name for c in checkpoints[:3])
+                resume += f": resume from one of its checkpoints (ckpt_path=PATH: {names})"
         raise ConfigValueError(
-            f"run directory {run.path} already holds {what}: resume it with ckpt_path=last, give this run its own "
-            "directory (hydra.run.dir=...), or overwrite it with reuse_run_dir=true"
+            f"run directory {run.path} already holds {what}: {resume}, give this run its own directory "
+            "(hydra.run.dir=...), or overwrite it with reuse_run_dir=true"
         )

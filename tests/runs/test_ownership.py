@@ -102,6 +102,23 @@ def test_a_finished_run_stopped_before_its_export_is_exported_when_launched_agai
         assert (tmp_path / "export" / "config.json").is_file(), stopped
 
 
+def test_ckpt_path_last_without_a_last_checkpoint_names_the_checkpoints_there(tmp_path):
+    """A directory a stopped run left with only its non-finite step's checkpoint: the advice is not ckpt_path=last
+    again, which was just given."""
+    train(compose_train(*FAST, output_dir=tmp_path))
+    (tmp_path / "metrics.json").unlink()
+    (tmp_path / "checkpoints" / "last.ckpt").rename(tmp_path / "checkpoints" / "nonfinite-step0.ckpt")
+    for best in (tmp_path / "checkpoints").glob("best-*.ckpt"):
+        best.unlink()
+    with pytest.raises(
+        ConfigValueError, match=r"it has no last.ckpt for ckpt_path=last: resume from one of its ch"
+    ) as e:
+        train(compose_train(*FAST, "ckpt_path=last", output_dir=tmp_path))
+    assert "(ckpt_path=PATH: nonfinite-step0.ckpt)" in str(e.value) and "resume it with ckpt_path=last" not in str(
+        e.value
+    )
+
+
 def test_ckpt_path_last_without_a_last_checkpoint_says_it_starts_from_scratch_once(tmp_path, monkeypatch, capsys):
     """A directory with a run's files but no last.ckpt: the pre-flight check and the run each said it."""
     train(compose_train(*FAST, output_dir=tmp_path))

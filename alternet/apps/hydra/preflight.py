@@ -184,7 +184,8 @@ class RunPreflight(RunDirPreflight):
             if plain is None:
                 return
             resume = resume_checkpoint(plain["ckpt_path"], run, say=False)  # the run says it, once
-            check_fresh_run_dir(run, resuming=resume is not None, reuse=bool(plain["reuse_run_dir"]))
+            asked_last = plain.get("ckpt_path") == "last"
+            check_fresh_run_dir(run, resume is not None, bool(plain["reuse_run_dir"]), asked_last=asked_last)
             if resume:
                 with warnings.catch_warnings():  # the run prints its own warnings
                     warnings.simplefilter("ignore")

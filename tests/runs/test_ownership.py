@@ -110,13 +110,11 @@ def test_ckpt_path_last_without_a_last_checkpoint_names_the_checkpoints_there(tm
     (tmp_path / "checkpoints" / "last.ckpt").rename(tmp_path / "checkpoints" / "nonfinite-step0.ckpt")
     for best in (tmp_path / "checkpoints").glob("best-*.ckpt"):
         best.unlink()
-    with pytest.raises(
-        ConfigValueError, match=r"it has no last.ckpt for ckpt_path=last: resume from one of its ch"
-    ) as e:
+    advice = r"it has no last.ckpt for ckpt_path=last: resume from one of its checkpoints"
+    with pytest.raises(ConfigValueError, match=advice) as refused:
         train(compose_train(*FAST, "ckpt_path=last", output_dir=tmp_path))
-    assert "(ckpt_path=PATH: nonfinite-step0.ckpt)" in str(e.value) and "resume it with ckpt_path=last" not in str(
-        e.value
-    )
+    message = str(refused.value)
+    assert "(ckpt_path=PATH: nonfinite-step0.ckpt)" in message and "resume it with ckpt_path=last" not in message
 
 
 def test_ckpt_path_last_without_a_last_checkpoint_says_it_starts_from_scratch_once(tmp_path, monkeypatch, capsys):

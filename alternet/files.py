@@ -89,6 +89,19 @@ class LockBusy(AlternetError):
         self.owner = owner
 
 
+def lock_owner(path: Path) -> str | None:
+    """Who holds ``path``'s lock (:func:`lock_file`), or None: asked with a shared lock on the file opened for reading,
+    so that asking changes nothing."""
+    if fcntl is None or not path.is_file():
+        return None
+    with open(path) as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return handle.read().strip() or "another process"
+    return None
+
+
 def lock_file(path: Path, wait: Callable[[str], None] | None = None) -> Any:
     """``path`` opened and locked exclusively for as long as the returned handle stays open (the OS releases it when
     the process dies, so a killed holder leaves no stale lock), this process's pid and host written into it.

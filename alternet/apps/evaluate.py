@@ -36,7 +36,7 @@ from ..hub.loading import build_model
 from ..hub.sources import Source, check_reference, open_source, preprocessing
 from ..models.flip import FlipAveraged
 from ..runs.directories import METRICS_FILE, RunDir
-from ..runs.ownership import RunDirLock
+from ..runs.ownership import RunDirLock, training_now
 from ..runs.records import import_modules, import_recorded
 from ..runs.results import EvaluationReport
 from ..training.config import RecipeConfig
@@ -173,6 +173,13 @@ def evaluate_model(
     evaluation settings of ``config`` (its W&B settings: ``logger.wandb``; ``set_keys``: the command line's)."""
     import_recorded(reference)  # the modules a run was trained with, first: its model or data set may be the user's
     source = open_source(reference, ema=config.use_ema)
+    if source.run is not None and (owner := training_now(source.run)) is not None:
+        warnings.warn(
+            f"{source.run.path} is still training ({owner}): {source.checkpoint} is its checkpoint so far, which the "
+            "run may replace; evaluate it again once the run has finished",
+            AlternetWarning,
+            stacklevel=2,
+        )
     recipe = training_recipe(config, source)  # its augmentation and loss feed the analyses of the training objective
     model = build_model(source, strict=True)
     if config.analysis:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigValueError
-from ..files import LockBusy, lock_file
+from ..files import LockBusy, lock_file, lock_owner
 from .directories import RunDir
 
 _HELD: dict[Path, RunDirLock] = {}  # the run directories this process holds, by resolved path
@@ -70,6 +70,11 @@ class RunDirLock:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+def training_now(run: RunDir) -> str | None:
+    """Who holds the run directory's lock (``pid N on HOST``: a run training there), or None."""
+    return None if RunDirLock.held(run) is not None else lock_owner(run.lock)
 
 
 def discard_unused_run_dir(run: RunDir) -> bool:

@@ -4,6 +4,7 @@ import csv
 import itertools
 import json
 import re
+import shutil
 import subprocess
 import sys
 
@@ -200,6 +201,25 @@ def test_temperature_scaling_without_a_validation_split_is_refused_before_any_wo
     with pytest.raises(ConfigValueError, match=r"calibration.temperature_scaling=true needs a validation split"):
         evaluate_in_process(*args, out=out)
     assert not any(out.rglob("*.png"))  # nothing scored, nothing plotted
+
+
+def test_a_run_still_training_is_scored_with_a_warning(digits_run, tmp_path):
+    """Its best checkpoint so far may be replaced: scored, and said (the run's lock, asked without changing it)."""
+    from alternet.runs.directories import RunDir
+
+    run = shutil.copytree(digits_run, tmp_path / "run")  # the shared run's own lock file stays as it is
+    holding = "import sys, time; from pathlib import Path; from alternet.files import lock_file\n"
+    holding += "held = lock_file(Path(sys.argv[1])); print('held', flush=True); time.sleep(60)"
+    lock = RunDir(run).lock
+    holder = subprocess.Popen([sys.executable, "-c", holding, str(lock)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.warns(UserWarning, match=r"is still training \(pid \d+ on .*\): .*best-epoch\d+\.ckpt is its"):
+            evaluate_in_process(f"ckpt={run}", "robustness.enabled=false", out=tmp_path / "out")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert (tmp_path / "out" / "metrics.json").is_file()
 
 
 def test_evaluation_after_training_joins_the_run(digits_run, digits_summary):

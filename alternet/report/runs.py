@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import math
+import warnings
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data.corrupted.names import CORRUPTIONS
-from ..errors import ConfigValueError
+from ..errors import AlternetWarning, ConfigValueError
 from ..runs.directories import METRICS_FILE, RunDir, SweepDir, SweepJobs
 from ..runs.summary import RunSummary
 
@@ -158,7 +159,15 @@ def read_sweep(sweep_dir: Path) -> tuple[list[Run], SweepJobs]:
             f"{sweep_dir} is one run's directory, not a sweep's: alternet report compares the runs of a -m sweep "
             "(its hydra.sweep.dir, e.g. multirun/DATE/TIME); alternet evaluate ckpt=RUN scores one run"
         )
-    jobs = SweepDir(sweep_dir).jobs()
+    sweep = SweepDir(sweep_dir)
+    if not sweep.multirun_record.is_file():
+        warnings.warn(
+            f"{sweep_dir} holds no multirun.yaml: it is no -m sweep's directory, and its runs are compared as if "
+            "one sweep had run them",
+            AlternetWarning,
+            stacklevel=2,
+        )
+    jobs = sweep.jobs()
     if not jobs.finished:
         raise ConfigValueError(
             f"{sweep_dir} holds no finished runs (no <job>/{METRICS_FILE}); point at a multirun's sweep directory, "

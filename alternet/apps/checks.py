@@ -61,6 +61,15 @@ def validate_train_config(cfg: Mapping[str, Any]) -> TrainConfig:
             AlternetWarning,
             stacklevel=2,
         )
+    schedule, after_warmup = config.recipe.schedule, epochs - config.recipe.warmup_epochs
+    late = [m for m in schedule.milestones or [] if m >= after_warmup] if schedule.name == "step" else []
+    if late:
+        warnings.warn(
+            f"recipe.schedule.milestones {late} come at or after the run's last epoch ({after_warmup:g} after "
+            f"warm-up, trainer.max_epochs={epochs}): the learning rate never steps there",
+            AlternetWarning,
+            stacklevel=2,
+        )
     finetune = config.recipe.finetune
     if (finetune.freeze_backbone or finetune.backbone_lr_scale != 1) and not config.model.pretrained:
         warnings.warn(

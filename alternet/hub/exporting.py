@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from torch import nn
 from .. import __version__
 from ..data import DATAMODULES
 from ..dataset_facts import DataFacts
-from ..errors import AlternetError, CheckpointError, DataError
+from ..errors import AlternetError, AlternetWarning, CheckpointError, DataError
 from ..files import atomic_write, check_output_dir, file_digest, os_error_reason, whole_directory, write_text, writing
 from ..models import create_model
 from ..runs.checkpoints import DIGEST_KEY, find_checkpoint, weights_digest
@@ -54,6 +55,13 @@ def export(source: str | Path, out: str | Path, *, ema: bool = False) -> Path:
     saved = DataFacts.from_dict(opened.hyper_parameters["data"]).class_names
     labels, label_note = label_names(trained["data"], opened.num_classes, saved)
     summary = run.summary() if run is not None else None
+    if run is not None and summary is None:
+        warnings.warn(
+            f"{run.path} has not finished (no {run.metrics.name}): {checkpoint.name} is exported, and its card has no "
+            "test results",
+            AlternetWarning,
+            stacklevel=2,
+        )
     config = export_config(opened, model, trained, labels, label_note, summary)
     return write_export(out, model, config)
 

@@ -293,6 +293,8 @@ def test_settings_that_do_nothing_they_seem_to_are_warned():
         validate_train_config(resolved(*grown))
     with pytest.warns(UserWarning, match=r"recipe.finetune treats the backbone apart and model.pretrained is not set"):
         validate_train_config(resolved("recipe.finetune.freeze_backbone=true"))
+    with pytest.warns(UserWarning, match=r"recipe.schedule.milestones \[60, 120, 160\] come at or after the run's"):
+        validate_train_config(resolved("recipe=weak", "trainer.max_epochs=10"))
 
 
 def test_a_time_interval_reads_as_lightnings_max_time_does():

@@ -241,6 +241,14 @@ def test_malicious_pickles_are_refused_without_running(pretrained, tmp_path, kin
     assert not marker.exists()
 
 
+def test_an_unfinished_run_is_exported_with_a_warning(pretrained, tmp_path):
+    run = shutil.copytree(pretrained.run_dir, tmp_path / "run")
+    (run / "metrics.json").unlink()  # stopped before its end
+    with pytest.warns(UserWarning, match=r"run has not finished \(no metrics.json\): .*\.ckpt is exported"):
+        hub.export(run, tmp_path / "export")
+    assert (tmp_path / "export" / "config.json").is_file()
+
+
 def accuracy(model: torch.nn.Module, overrides: list[str]) -> float:
     config = OmegaConf.to_container(compose_train(*overrides), resolve=True)
     datamodule = datamodule_of(config)

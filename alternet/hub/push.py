@@ -66,15 +66,15 @@ def push_to_hub(
 ) -> Pushed:
     """Upload ``source`` (an export directory, or a run directory or checkpoint, exported first) to the Hub model
     repository ``repo_id`` (created when missing) as one commit of model.safetensors, config.json and README.md."""
-    _check_repo_id(repo_id)  # what was typed first, then the credentials
+    _check_repo_id(repo_id)  # what was typed first, then what is pushed, then the credentials
     if revision is not None:
         _check_revision(revision)
     path = Path(source).expanduser()
     if not path.exists():
         raise PushError(f"{path} does not exist: pass an export directory, a run directory or a checkpoint (.ckpt)")
-    token = _require_token()
     with tempfile.TemporaryDirectory(prefix="alternet-push-") as tmp:
         folder = stage(path, Path(tmp) / "upload", repo_id=repo_id, ema=ema)
+        token = _require_token()
         api = HfApi(token=token, library_name="alternet", library_version=__version__)
         try:
             url = api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)

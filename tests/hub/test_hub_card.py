@@ -182,13 +182,18 @@ def fake_hub(tmp_path, monkeypatch) -> type[FakeHub]:
     return fake
 
 
-def test_push_without_a_token_fails_before_any_work(fake_hub, tmp_path, monkeypatch):
+def test_push_without_a_token_fails_before_any_work(fake_hub, run, tmp_path, monkeypatch):
+    """What is pushed is checked first (a wrong source or --ema is said without a token), then the credentials,
+    before anything remote."""
     for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_OIDC_RESOURCE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     monkeypatch.setattr(hf_constants, "HF_TOKEN_PATH", str(tmp_path / "hf-home" / "token"))  # no cached login
+    (tmp_path / "notes").mkdir()
+    with pytest.raises(SystemExit, match=r"is neither a run directory"):
+        hub_main(["push", str(tmp_path / "notes"), REPO])  # a folder that is no export, run or checkpoint
     with pytest.raises(SystemExit) as exit_info:
-        hub_main(["push", str(tmp_path), REPO])  # a source that exists (a missing one is named before the token)
+        hub_main(["push", str(export_of(run)), REPO])
     message = str(exit_info.value.code)
     assert message.startswith("error: no Hugging Face token") and "\n" not in message
     assert "hf auth login" in message and "HF_TOKEN" in message

@@ -193,6 +193,11 @@ def read_hdvw(path: str | Path) -> tuple[str | None, dict[str, torch.Tensor]]:
         ) from None
     except Exception as error:  # any failure of the unpickler on foreign bytes (KeyError, ValueError, ...)
         raise CheckpointError(f"{not_torch}: it is unreadable or truncated ({brief_reason(error)})") from None
+    if isinstance(payload, dict) and "pytorch-lightning_version" in payload:
+        raise CheckpointError(
+            f"{path} is a Lightning checkpoint (alternet's, say), not HDVW's: export it with alternet export "
+            f"{path} --out DIR, or load it as it is (alternet.hub.load, model.pretrained={path})"
+        )
     name = payload.get("name") if isinstance(payload, dict) else None
     weights = payload.get("state_dict", payload) if isinstance(payload, dict) else None
     if not isinstance(weights, dict) or not weights or not all(isinstance(v, torch.Tensor) for v in weights.values()):

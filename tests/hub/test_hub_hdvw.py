@@ -73,6 +73,13 @@ def test_the_arch_defaults_to_the_checkpoint_name_and_hdvw_files_load_as_a_sourc
     torch.testing.assert_close(logits(hub.load(f"hdvw:{file}")), logits(original), rtol=0, atol=0)
 
 
+def test_an_alternet_checkpoint_given_to_import_hdvw_is_sent_to_export(digits_summary, tmp_path):
+    checkpoint = digits_summary.last_checkpoint
+    with pytest.raises(SystemExit, match=r"is a Lightning checkpoint \(alternet's, say\), not HDVW's: export it with"):
+        hub_cli(["import-hdvw", checkpoint, "--out", str(tmp_path / "export")])
+    assert not (tmp_path / "export").exists()
+
+
 def test_an_import_that_does_not_read_back_leaves_the_earlier_export(tmp_path, monkeypatch):
     """The read-back check runs on the new folder before it replaces the earlier export."""
     from alternet.hub import exporting

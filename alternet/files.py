@@ -297,6 +297,68 @@ def whole_directory(out: str | Path) -> Iterator[Path]:
         shutil.rmtree(staging, ignore_errors=True)  # the earlier folder after the exchange, or the unfinished one
 
 
+@contextlib.contextmanager
+def whole_products(out: str | Path, is_product: Callable[[Path], bool]) -> Iterator[Path]:
+    """Write a command's products into ``out`` whole or not at all, where ``out`` also holds what they must not
+    replace (a run directory's records and log, its lock and marker): the body writes into a hidden staging folder
+    inside ``out`` (yielded); then, stop signals blocked, the earlier products (the entries of ``out`` that
+    ``is_product`` names, never a hidden one) are moved aside, the new ones moved in, and the earlier ones removed.
+    An exception or a stop signal in the body leaves ``out`` as it was; a process killed outright (SIGKILL) leaves
+    ``out`` intact and a hidden ``.products.*.partial`` folder that the next writer removes (only a kill during the
+    moves, a few renames long, leaves a mix). The caller holds ``out``'s lock (:func:`writing`, a run directory's):
+    one writer at a time."""
+    out = Path(out)
+    for stale in sorted(out.glob(f"{_PRODUCTS}*{STAGING_SUFFIX}")) if out.is_dir() else []:
+        shutil.rmtree(stale, ignore_errors=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=_PRODUCTS, suffix=STAGING_SUFFIX, dir=out))
+    except OSError as error:
+        raise WriteError(f"could not write {out}: {os_error_reason(error)}; nothing was changed. {WRITE_FIX}") from None
+    try:
+        try:
+            yield staging
+        except WriteError as error:  # named by its place in out, where the earlier file is intact
+            path = getattr(error, "path", None)
+            if path is None or staging not in Path(path).parents:
+                raise
+            raise _write_error(path, error.reason, out / Path(path).relative_to(staging)) from None
+        with stop_signals_blocked():
+            try:
+                aside = Path(tempfile.mkdtemp(prefix=_PRODUCTS, suffix=STAGING_SUFFIX, dir=out))
+                _move([entry for entry in out.iterdir() if entry.name[0] != "." and is_product(entry)], aside)
+                _move(sorted(staging.iterdir()), out, undo=(aside, out))
+            except OSError as error:
+                with contextlib.suppress(OSError):
+                    os.rmdir(aside)  # empty once the earlier products are back
+                raise WriteError(
+                    f"could not put the new files in {out}: {os_error_reason(error)}; the earlier ones are unchanged. "
+                    f"{WRITE_FIX}"
+                ) from None
+            shutil.rmtree(aside, ignore_errors=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+_PRODUCTS = ".products."  # whole_products' staging folders inside the folder they fill: .products.XXXXXXXX.partial
+
+
+def _move(entries: list[Path], into: Path, undo: tuple[Path, Path] | None = None) -> None:
+    """Each entry renamed into ``into``; on a failure those moved go back, and so do ``undo``'s (its first folder's
+    entries into its second), before the error is raised."""
+    moved = []
+    try:
+        for entry in entries:
+            os.rename(entry, into / entry.name)
+            moved.append(entry)
+    except OSError:
+        for entry in moved:
+            os.rename(into / entry.name, entry)
+        if undo is not None:
+            _move(sorted(undo[0].iterdir()), undo[1])
+        raise
+
+
 def stale_directories(out: str | Path) -> list[Path]:
     """The unfinished siblings a killed :func:`whole_directory` left beside ``out`` (``out`` itself is intact). Only
     its one writer, which holds the folder's lock, may remove them."""

@@ -161,3 +161,92 @@ def test_a_writer_stopped_by_any_signal_mid_folder_leaves_the_earlier_one_intact
     with whole_directory(out) as staged:  # the next writer clears what a killed one left
         write_text(staged / "a.txt", "again\n")
     assert _contents(out) == {"a.txt": "again\n"} and stale_directories(out) == []
+
+
+def _run_folder(out):
+    """A folder of a run's records beside an earlier command's products."""
+    (out / ".hydra").mkdir(parents=True)
+    (out / ".hydra" / "config.yaml").write_text("records\n")
+    (out / "evaluate.log").write_text("log\n")
+    (out / "metrics.json").write_text("earlier metrics\n")
+    (out / "plot.png").write_text("earlier plot\n")
+    (out / "0-a").mkdir()
+    (out / "0-a" / "metrics.json").write_text("earlier a\n")
+    return {str(p.relative_to(out)): p.read_text() for p in out.rglob("*") if p.is_file()}
+
+
+PRODUCT = lambda path: path.name in ("metrics.json", "plot.png", "0-a", "new.png")  # noqa: E731
+
+
+def test_products_replace_the_earlier_products_whole_and_leave_the_rest(tmp_path):
+    """The new products take the earlier ones' place (an earlier product the new set lacks goes too); the run's
+    records and log, which are not products, stay; nothing staged is left."""
+    out = tmp_path / "out"
+    before = _run_folder(out)
+    with files.whole_products(out, PRODUCT) as staged:
+        assert staged.parent == out and staged.name.startswith(".products.")
+        write_text(staged / "metrics.json", "new metrics\n")
+        write_text(staged / "new.png", "new plot\n")
+        assert {
+            str(p.relative_to(out)): p.read_text() for p in out.rglob("*") if p.is_file() and p.parent != staged
+        } == before
+    assert {str(p.relative_to(out)): p.read_text() for p in out.rglob("*") if p.is_file()} == {
+        ".hydra/config.yaml": "records\n",
+        "evaluate.log": "log\n",
+        "metrics.json": "new metrics\n",
+        "new.png": "new plot\n",
+    }
+
+
+def test_products_stopped_or_failing_to_move_in_leave_the_earlier_ones(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    before = _run_folder(out)
+    with pytest.raises(KeyboardInterrupt), files.whole_products(out, PRODUCT) as staged:
+        write_text(staged / "metrics.json", "new metrics\n")
+        raise KeyboardInterrupt
+    assert {str(p.relative_to(out)): p.read_text() for p in out.rglob("*") if p.is_file()} == before
+    rename = os.rename
+
+    def refuse_the_second(source, target):  # the second new product cannot move in: all goes back
+        if Path(target) == out / "new.png":
+            raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
+        rename(source, target)
+
+    monkeypatch.setattr(files.os, "rename", refuse_the_second)
+    with pytest.raises(WriteError, match=f"could not put the new files in {out}: .*the earlier ones are unchanged"):
+        with files.whole_products(out, PRODUCT) as staged:
+            write_text(staged / "metrics.json", "new metrics\n")
+            write_text(staged / "new.png", "new plot\n")
+    assert {str(p.relative_to(out)): p.read_text() for p in out.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in out.iterdir()) == [".hydra", "0-a", "evaluate.log", "metrics.json", "plot.png"]
+
+
+PRODUCTS_WRITER = """
+import sys, time
+from pathlib import Path
+from alternet.files import whole_products, write_text
+out = Path(sys.argv[1])
+with whole_products(out, lambda path: path.name == "a.txt") as staged:
+    write_text(staged / "a.txt", "new a\\n")
+    print("writing", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_products_killed_mid_way_leave_the_earlier_ones_and_the_next_writer_clears_the_rest(tmp_path):
+    out = tmp_path / "out"
+    before = _earlier(out)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(PRODUCTS_WRITER), str(out)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert writer.stdout.readline().strip() == "writing"
+        writer.kill()
+        writer.wait(timeout=30)
+    finally:
+        writer.kill()
+    assert {p.name: p.read_text() for p in out.iterdir() if p.is_file()} == before
+    assert len([p for p in out.iterdir() if p.name.startswith(".products.")]) == 1
+    with files.whole_products(out, lambda path: path.name == "a.txt") as staged:
+        write_text(staged / "a.txt", "again\n")
+    assert _contents(out) == {"a.txt": "again\n", "only_earlier.txt": "earlier only\n"}

@@ -144,7 +144,8 @@ def test_train_evaluate_and_report_build_the_same_wandb_settings_from_the_same_v
     seen: list[WandbSettings] = []
     monkeypatch.setattr(tracking, "start_run", lambda settings, **init: seen.append(settings))  # no W&B run
     monkeypatch.setattr(evaluate_app, "model_sources", lambda ckpt: ["model.ckpt"])
-    monkeypatch.setattr(evaluate_app, "evaluate_model", lambda config, *rest: seen.append(config.logger.wandb) or {})
+    monkeypatch.setattr(evaluate_app, "evaluate_model", lambda config, *rest: (seen.append(config.logger.wandb), 0))
+    monkeypatch.setattr(evaluate_app, "log_evaluation", lambda *args: None)
     monkeypatch.setattr(evaluate_app, "evaluation_report", lambda report, out: "")
     monkeypatch.setattr(tracking, "log_sweep_report", lambda settings, *args: seen.append(settings) or "p/r")
 

@@ -19,6 +19,7 @@ from typing import Any
 from torch import nn
 
 from ..data import ImageDataModule
+from ..runs.directories import ANALYSIS_DIR
 from . import attention, fourier, hessian, landscape, lesion, noise, variance
 from .blocks import Block, BlockSequence, block_sequence
 from .config import parse_config
@@ -77,7 +78,7 @@ def run_analyses(
     ``seconds`` (wall time) and ``files`` (paths of the CSV and PNGs written under ``out_dir/analysis``).
     """
     parsed = parse_configs(names, configs)
-    context = AnalysisContext(model, datamodule, recipe, Path(out_dir) / "analysis")
+    context = AnalysisContext(model, datamodule, recipe, Path(out_dir) / ANALYSIS_DIR)
     results: dict[str, dict[str, Any]] = {}
     with eval_mode(model), full_float32():
         for name, config in parsed.items():

@@ -11,9 +11,10 @@ from torch import nn
 from .. import tracking
 from ..data import ImageDataModule
 from ..evaluation import Evaluator
+from ..files import whole_products, write_json
 from ..hub import export
 from ..models.flip import FlipAveraged
-from ..runs.directories import RunDir
+from ..runs.directories import METRICS_FILE, RunDir
 from ..runs.summary import RunSummary
 from .config import TrainConfig
 
@@ -30,8 +31,10 @@ def evaluate_after_training(
     if config.recipe.test_flip:  # predict as the run's own test did, and as alternet evaluate does
         model, meta["test_flip"] = FlipAveraged(model), True
     eval_dir = run.eval_dir
-    evaluator = Evaluator(model, datamodule, config.evaluate, eval_dir, label, class_names=datamodule.class_names)
-    report = evaluator.run(meta)
+    with whole_products(eval_dir, lambda path: True) as staged:  # eval/ holds the evaluation alone
+        evaluator = Evaluator(model, datamodule, config.evaluate, staged, label, class_names=datamodule.class_names)
+        report = evaluator.run(meta).moved(staged, eval_dir)
+        write_json(staged / METRICS_FILE, report.to_json())
     if config.logger.wandb and (tracked := tracking.active_run()) is not None:
         tracking.log_report(tracked, report)
     return {

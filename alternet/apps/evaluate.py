@@ -22,6 +22,7 @@ from ..analysis.config import ObjectiveConfig
 from ..data import DATAMODULES, ImageDataModule, build_datamodule, data_config
 from ..errors import AlternetWarning, CheckpointError, ConfigValueError
 from ..evaluation import Evaluator
+from ..evaluation.evaluator import PRODUCTS
 from ..evaluation.inference import choose_device
 from ..files import (
     OUTPUT_MARKER,
@@ -29,6 +30,7 @@ from ..files import (
     is_output_of,
     mark_output,
     stale_temporaries,
+    whole_products,
     write_csv,
     write_json,
 )
@@ -168,9 +170,13 @@ def evaluate_model(
     reference: str,
     out_dir: Path,
     set_keys: frozenset[str] = frozenset(),
-) -> EvaluationReport:
-    """Score the model ``reference`` names (any source :func:`alternet.hub.load` reads) into ``out_dir`` with the
-    evaluation settings of ``config`` (its W&B settings: ``logger.wandb``; ``set_keys``: the command line's)."""
+    staged: Path | None = None,
+) -> tuple[EvaluationReport, Source]:
+    """Score the model ``reference`` names (any source :func:`alternet.hub.load` reads) for ``out_dir`` with the
+    evaluation settings of ``config`` (``set_keys``: the command line's): its files are written into ``staged``
+    (default: ``out_dir``), which the caller puts in ``out_dir``'s place, and named there. Returns the report and
+    the source it read."""
+    staged = out_dir if staged is None else staged
     import_recorded(reference)  # the modules a run was trained with, first: its model or data set may be the user's
     source = open_source(reference, ema=config.use_ema)
     if source.run is not None and (owner := training_now(source.run)) is not None:
@@ -197,32 +203,47 @@ def evaluate_model(
     if recipe and recipe.test_flip:  # predict as the run's own validation and test did
         predictor, meta["test_flip"] = FlipAveraged(model), True
     with datamodule.dead_workers_named():
-        evaluator = Evaluator(predictor, datamodule, config, out_dir, architecture, class_names=class_names(source))
+        evaluator = Evaluator(predictor, datamodule, config, staged, architecture, class_names=class_names(source))
         report = evaluator.run(meta)
     if config.analysis:
-        analyses = run_analyses(list(config.analysis), model, datamodule, recipe, config.analysis, out_dir)
+        analyses = run_analyses(list(config.analysis), model, datamodule, recipe, config.analysis, staged)
         report = replace(report, analysis=analyses)
-        write_json(out_dir / METRICS_FILE, report.to_json())
-    if config.logger.wandb is not None:
-        recorded = {
-            "checkpoint": dict(source.hyper_parameters),
-            "source": reference,
-            "evaluation": config.to_dict(),
-        }
-        training = tracking.training_run(source.run)  # its W&B id and group, when it logged to W&B
-        name = f"eval-{architecture}-{short_name(reference)}"
-        group = training.get("group")
-        run = tracking.start_evaluation_run(config.logger.wandb, name, recorded, out_dir, group=group)
-        try:
-            if source.checkpoint is not None and source.checkpoint.suffix == ".ckpt":
-                tracking.use_checkpoint(run, source.checkpoint, training.get("id"))
-            tracking.log_report(run, report)
-        finally:
-            tracking.finish()
-    return report
+    if config.analysis or staged != out_dir:
+        report = report.moved(staged, out_dir)
+        write_json(staged / METRICS_FILE, report.to_json())
+    return report, source
+
+
+def log_evaluation(
+    config: EvaluateConfig, reference: str, source: Source, report: EvaluationReport, out_dir: Path
+) -> None:
+    """An evaluation in place in ``out_dir`` logged to W&B as its own run (``logger=wandb``), in the group of the
+    training run it scored, its checkpoint as the artifact it used."""
+    recorded = {"checkpoint": dict(source.hyper_parameters), "source": reference, "evaluation": config.to_dict()}
+    training = tracking.training_run(source.run)  # its W&B id and group, when it logged to W&B
+    name = f"eval-{report.model}-{short_name(reference)}"
+    run = tracking.start_evaluation_run(config.logger.wandb, name, recorded, out_dir, group=training.get("group"))
+    try:
+        if source.checkpoint is not None and source.checkpoint.suffix == ".ckpt":
+            tracking.use_checkpoint(run, source.checkpoint, training.get("id"))
+        tracking.log_report(run, report)
+    finally:
+        tracking.finish()
 
 
 EVALUATE_COMMAND = "evaluate"  # the job's name and its output marker (files.mark_output)
+
+
+COMPARISON_FILE = "comparison.csv"  # the models of one evaluation side by side
+
+
+def _is_product(path: Path) -> bool:
+    """An earlier evaluation's file or folder among its folder's entries (not its records, log, lock or W&B files):
+    one model's files, the comparison of several, or one of several models' folders."""
+    if path.name in PRODUCTS or path.name == COMPARISON_FILE:
+        return True
+    folder = re.fullmatch(r"\d+-.+", path.name) and path.is_dir() and not path.is_symlink()
+    return bool(folder) and all(entry.name in PRODUCTS for entry in path.iterdir())
 
 
 def _is_evaluation(out: Path) -> bool:
@@ -281,15 +302,22 @@ def run_evaluate(cfg: DictConfig) -> list[EvaluationReport]:
     out_dir = check_output_dir(config.out_dir, "evaluation output", _is_evaluation, own, "out_dir")
     sources = model_sources(config.ckpt)
     set_keys = frozenset(command_line_keys())
-    reports = []
+    scored = []
     with _marked(out_dir):
-        for index, source in enumerate(sources):
-            target = out_dir if len(sources) == 1 else out_dir / f"{index}-{short_name(source)}"
-            reports.append(evaluate_model(config, source, target, set_keys))
-            print(evaluation_report(reports[-1], target), flush=True)
-        if len(reports) > 1:
-            print(f"Comparison: {write_comparison(reports, out_dir / 'comparison.csv')}")
-    return reports
+        with whole_products(out_dir, _is_product) as staging:  # the earlier evaluation intact until this one is done
+            for index, reference in enumerate(sources):
+                name = "" if len(sources) == 1 else f"{index}-{short_name(reference)}"
+                report, source = evaluate_model(config, reference, out_dir / name, set_keys, staging / name)
+                scored.append((reference, source, report, out_dir / name))
+            if len(scored) > 1:
+                write_comparison([report for *_, report, _ in scored], staging / COMPARISON_FILE)
+        for reference, source, report, target in scored:
+            print(evaluation_report(report, target), flush=True)
+            if config.logger.wandb is not None:
+                log_evaluation(config, reference, source, report, target)
+        if len(scored) > 1:
+            print(f"Comparison: {out_dir / COMPARISON_FILE}")
+    return [report for *_, report, _ in scored]
 
 
 def short_name(source: str) -> str:

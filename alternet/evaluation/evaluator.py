@@ -29,7 +29,7 @@ from ..metrics.uncertainty import (
     selective_metrics,
 )
 from ..progress import Progress
-from ..runs.directories import METRICS_FILE, PREDICTIONS_FILE
+from ..runs.directories import ANALYSIS_DIR, METRICS_FILE, PREDICTIONS_FILE
 from ..runs.results import (
     EvaluationReport,
     OodResult,
@@ -58,6 +58,21 @@ from .robustness import (
 )
 
 ROBUST_DATA = ("cifar10", "cifar100")
+PRODUCTS = frozenset(  # every file an evaluation writes into its folder (an earlier one's are replaced whole)
+    {
+        METRICS_FILE,
+        PREDICTIONS_FILE,
+        "reliability.png",
+        "reliability_temperature.png",
+        "risk_coverage.png",
+        "ood_scores.png",
+        "robustness_table.csv",
+        "robustness_accuracy.csv",
+        "robustness_extra_table.csv",
+        "robustness_heatmap.png",
+        ANALYSIS_DIR,
+    }
+)
 
 
 class Evaluator:
@@ -119,9 +134,11 @@ class Evaluator:
             )
         return logits, labels
 
-    def _file(self, path: Path) -> Path:
-        self.files.append(path)
-        return path
+    def _file(self, name: str) -> Path:
+        """``name`` in ``out_dir``, recorded among the evaluation's files (one of :data:`PRODUCTS`)."""
+        assert name in PRODUCTS, f"{name} is not among the evaluation's PRODUCTS"
+        self.files.append(self.out_dir / name)
+        return self.out_dir / name
 
     # calibration ----------------------------------------------------------------------------
 
@@ -132,10 +149,10 @@ class Evaluator:
         probs = softmax(logits)
         test = self._split_metrics(probs, labels, logits)
         bins = reliability_bins(probs, labels, self.n_bins)
-        reliability_diagram(bins, self._file(self.out_dir / "reliability.png"), title=self._title("test"))
+        reliability_diagram(bins, self._file("reliability.png"), title=self._title("test"))
         selective = Selective(**selective_metrics(probs, labels))
         curve = risk_coverage(probs, labels)
-        risk_coverage_plot(*curve, selective, self._file(self.out_dir / "risk_coverage.png"), self._title("test"))
+        risk_coverage_plot(*curve, selective, self._file("risk_coverage.png"), self._title("test"))
         arrays = {"logits": logits, "probs": probs.astype(np.float32), "labels": labels}
         scaled = None
         if self.config.calibration.temperature_scaling:
@@ -156,7 +173,7 @@ class Evaluator:
         scaled = apply_temperature(logits, temperature)
         bins = reliability_bins(scaled, labels, self.n_bins)
         title = self._title(f"test, T={temperature:.3f}")
-        reliability_diagram(bins, self._file(self.out_dir / "reliability_temperature.png"), title=title)
+        reliability_diagram(bins, self._file("reliability_temperature.png"), title=title)
         record = Temperature(temperature, self._split_metrics(scaled, labels, logits / temperature))
         return record, val_logits, val_labels
 
@@ -168,7 +185,7 @@ class Evaluator:
         inside, outside = ood_scores(logits), ood_scores(outside_logits)
         scores = {name: OodScores(**ood_metrics(inside[name], outside[name])) for name in inside}
         record = OodResult(str(ood_set.root), ood_set.layout, len(ood_set.dataset), len(logits), scores)
-        path = self._file(self.out_dir / "ood_scores.png")
+        path = self._file("ood_scores.png")
         ood_histograms(inside, outside, record, path, self._title(f"vs {ood_set.root.name}"))
         return record, {f"ood/{name}": scores for name, scores in outside.items()}  # float64: the metrics' own
 
@@ -208,12 +225,12 @@ class Evaluator:
         beyond = robustness_record(extra, robustness_summary(extra)) if extra else None
         record = robustness_record(benchmark, summary)
         record = replace(record, images=sets.images(), precision=self.robust_precision, extra=beyond)
-        write_table_csv(benchmark, self._file(self.out_dir / "robustness_table.csv"))
-        write_accuracy_csv(benchmark, self._file(self.out_dir / "robustness_accuracy.csv"))
+        write_table_csv(benchmark, self._file("robustness_table.csv"))
+        write_accuracy_csv(benchmark, self._file("robustness_accuracy.csv"))
         if extra:
-            write_table_csv(extra, self._file(self.out_dir / "robustness_extra_table.csv"))
+            write_table_csv(extra, self._file("robustness_extra_table.csv"))
         title = f"{self._title(f'{sets.source} corruptions')}: mean acc {summary.robustness:.1%}"
-        heatmap = self._file(self.out_dir / "robustness_heatmap.png")
+        heatmap = self._file("robustness_heatmap.png")
         corruption_heatmap(benchmark, heatmap, clean_acc=clean_acc, title=title)
         return record, predictions
 
@@ -233,8 +250,8 @@ class Evaluator:
         if robust is not None:
             robust_result, corrupted = self.robustness(*robust, arrays["logits"], arrays["labels"])
             arrays |= corrupted
-        write_npz(self._file(self.out_dir / PREDICTIONS_FILE), arrays)
-        metrics_path = self._file(self.out_dir / METRICS_FILE)
+        write_npz(self._file(PREDICTIONS_FILE), arrays)
+        metrics_path = self._file(METRICS_FILE)
         report = EvaluationReport(
             **{"model": self.label, "data": self.datamodule.name} | dict(meta),
             test=test,

@@ -37,6 +37,7 @@ from .summary import RunSummary
 
 METRICS_FILE = "metrics.json"  # a run's summary; an evaluation directory's report has the same name
 PREDICTIONS_FILE = "predictions.npz"  # an evaluation directory's test-set probabilities and labels
+ANALYSIS_DIR = "analysis"  # an evaluation directory's analyses (alternet.analysis.run_analyses)
 BEST_PREFIX = "best-epoch"
 _BEST_EPOCH = re.compile(rf"{BEST_PREFIX}(\d+)")
 

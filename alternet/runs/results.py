@@ -8,7 +8,7 @@ metrics stay a :data:`Record` keyed by the metric table (:mod:`alternet.metrics.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -233,6 +233,18 @@ class EvaluationReport:
 
     def to_json(self) -> Record:
         return payload_of(self, lambda name: name in _ALWAYS)
+
+    def moved(self, src: Path, dst: Path) -> EvaluationReport:
+        """The report with its files (the analyses' too) under ``src`` named under ``dst``, where they were moved."""
+
+        def at(path: str) -> str:
+            return str(dst / Path(path).relative_to(src)) if Path(path).is_relative_to(src) else path
+
+        analysis = self.analysis and {
+            name: {**result, "files": [at(path) for path in result["files"]]} if "files" in result else result
+            for name, result in self.analysis.items()
+        }
+        return replace(self, files=[at(path) for path in self.files], analysis=analysis)
 
     @classmethod
     def from_json(cls, path: str | Path) -> EvaluationReport:

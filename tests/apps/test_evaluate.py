@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -222,10 +223,46 @@ def test_a_run_still_training_is_scored_with_a_warning(digits_run, tmp_path):
     assert (tmp_path / "out" / "metrics.json").is_file()
 
 
+def _files(folder) -> dict:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file() and p.name != ".lock"}
+
+
+def test_a_new_evaluation_replaces_the_earlier_one_whole_and_a_stopped_one_changes_nothing(
+    digits_run, tmp_path, monkeypatch
+):
+    """An evaluation into a folder of an earlier one: stopped mid-way (plots written, not its predictions), the
+    earlier files are as they were and nothing of the new one is left; finished, its files replace the earlier
+    ones whole (an earlier comparison of two models is gone, not left beside one model's scores), the user's own
+    file stays, and metrics.json names the files where they are."""
+    from alternet.evaluation import evaluator
+
+    out, few = tmp_path / "scores", "robustness.enabled=false"
+    evaluate_in_process(f"ckpt=[{digits_run},{digits_run / 'checkpoints' / 'last.ckpt'}]", few, out=out)
+    (out / "notes.txt").write_text("mine\n")
+    before = _files(out)
+    assert "comparison.csv" in before and any(name.startswith("0-") for name in before)
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patched, pytest.raises(KeyboardInterrupt):
+        patched.setattr(evaluator, "write_npz", stopped)
+        evaluate_in_process(f"ckpt={digits_run}", few, out=out)
+    assert _files(out) == before and not [p for p in out.iterdir() if p.name.startswith(".products.")]
+    evaluate_in_process(f"ckpt={digits_run}", few, out=out)
+    names = {p.name for p in out.iterdir()}
+    assert {"metrics.json", "predictions.npz", "reliability.png", "notes.txt"} <= names
+    assert "comparison.csv" not in names and not [n for n in names if n.startswith(("0-", "1-", ".products."))]
+    report = EvaluationReport.from_json(out / "metrics.json")
+    assert report.files and all(Path(f).parent == out and Path(f).is_file() for f in report.files)
+
+
 def test_evaluation_after_training_joins_the_run(digits_run, digits_summary):
     summary = digits_summary  # trained with evaluate.after_training=true
     assert summary.calibration["acc"] == pytest.approx(summary.test["acc"], abs=1e-6)
     assert (digits_run / "eval" / "reliability.png").is_file()
+    files = EvaluationReport.from_json(digits_run / "eval" / "metrics.json").files  # named where they are
+    assert files and all(Path(f).parent == digits_run / "eval" and Path(f).is_file() for f in files)
     assert json.loads((digits_run / "metrics.json").read_text())["calibration"]["brier"] >= 0
 
 

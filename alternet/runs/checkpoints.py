@@ -120,9 +120,12 @@ def read_torch_file(path: str | Path, what: str) -> Any:
     """A file written by ``torch.save`` (``what``: how messages name it), read with ``weights_only=True``: a file
     that needs arbitrary objects unpickled is refused, naming the first one."""
     path = Path(path).expanduser()
+    if path.is_dir():
+        inside = sorted(RunDir(path).checkpoint_files(), key=lambda p: p.name != "last.ckpt")  # last.ckpt first
+        found = f", e.g. {inside[0]} (of {', '.join(p.name for p in inside)})" if inside else " file"
+        raise CheckpointError(f"{what} {path} is a directory, not a checkpoint: pass a .ckpt{found}")
     if not path.is_file():
-        hint = f" (a directory; pass a .ckpt inside it, e.g. {RunDir(path).last_checkpoint})" if path.is_dir() else ""
-        raise CheckpointError(f"{what} {path} does not exist{hint}")
+        raise CheckpointError(f"{what} {path} does not exist")
     check_archive(path, what)
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
@@ -206,7 +209,8 @@ def resume_checkpoint(ckpt_path: str | None, run: RunDir, *, say: bool = True) -
         try:
             read_checkpoint(ckpt_path)
         except CheckpointError as error:
-            raise CheckpointError(f"{error}; {intact_beside(Path(ckpt_path))}") from None
+            beside = "" if Path(ckpt_path).is_dir() else f"; {intact_beside(Path(ckpt_path))}"
+            raise CheckpointError(f"{error}{beside}") from None
     return ckpt_path
 
 

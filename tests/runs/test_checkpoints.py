@@ -205,6 +205,23 @@ def test_a_damaged_last_checkpoint_names_the_intact_ones_beside_it(digits_run, t
         resume_checkpoint("last", run)
 
 
+def test_a_directory_given_as_a_checkpoint_is_named_as_one(digits_run, tmp_path):
+    """ckpt_path=DIR: a run directory names its checkpoints (last.ckpt first), any other folder asks for a file;
+    neither is called missing."""
+    from alternet.runs.checkpoints import resume_checkpoint
+
+    names = ", ".join(sorted((p.name for p in RunDir(digits_run).checkpoint_files()), key=lambda n: n != "last.ckpt"))
+    with pytest.raises(CheckpointError) as refused:
+        resume_checkpoint(str(digits_run), RunDir(tmp_path / "new"))
+    assert str(refused.value) == (
+        f"checkpoint {digits_run} is a directory, not a checkpoint: pass a .ckpt, e.g. "
+        f"{RunDir(digits_run).last_checkpoint} (of {names})"
+    )
+    with pytest.raises(CheckpointError) as refused:
+        resume_checkpoint(str(tmp_path), RunDir(tmp_path / "new"))
+    assert str(refused.value) == f"checkpoint {tmp_path} is a directory, not a checkpoint: pass a .ckpt file"
+
+
 def test_a_recipe_saved_with_null_sections_reads_as_their_off_values():
     """alternet 0.1 saved an EMA, mixup or progressive resizing that was off as null; "off" is a value inside each
     section now, and such a checkpoint reads as it (the sections it set keep their values)."""

@@ -186,6 +186,13 @@ def find_checkpoint(path: str | Path) -> tuple[Path, RunDir | None]:
     ckpts = sorted(path.glob("*.ckpt"))
     if len(ckpts) == 1:
         return ckpts[0], None
+    if run.config.is_file() or run.is_finished():  # a run's records, its checkpoints gone or never written
+        exported = (run.export_dir / "config.json").is_file()
+        instead = f"its export {run.export_dir} holds its weights" if exported else "it holds no weights to read"
+        raise CheckpointError(
+            f"run directory {path} has no {RunDir.CHECKPOINTS}/ folder (removed, or the run stopped before its first "
+            f"checkpoint): {instead}"
+        )
     export = (path / "config.json").is_file() and (path / "model.safetensors").is_file()
     raise CheckpointError(
         f"{path} is an export (model.safetensors, config.json: weights without the run that trained them), not a "

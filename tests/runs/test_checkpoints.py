@@ -179,6 +179,14 @@ def test_an_export_given_where_a_checkpoint_is_needed_is_named_as_an_export(digi
         find_checkpoint(digits_run / "export")
     with pytest.raises(CheckpointError, match=r"is neither a run directory .* nor a folder with one .ckpt file"):
         find_checkpoint(tmp_path)
+    run = shutil.copytree(digits_run, tmp_path / "run", ignore=shutil.ignore_patterns("checkpoints"))
+    with pytest.raises(
+        CheckpointError, match=f"run directory {run} has no checkpoints/ folder .*: its export {run}/export holds"
+    ):
+        find_checkpoint(run)  # its checkpoints removed, to save space
+    shutil.rmtree(run / "export")
+    with pytest.raises(CheckpointError, match=r"has no checkpoints/ folder .*: it holds no weights to read$"):
+        find_checkpoint(run)
 
 
 def test_a_damaged_last_checkpoint_names_the_intact_ones_beside_it(digits_run, tmp_path, monkeypatch, capsys):

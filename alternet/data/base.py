@@ -352,9 +352,14 @@ class ImageDataModule(L.LightningDataModule):
         self.setup("fit")
         images = len(self.splits["train"])
         if self.batch_size > images:
+            held = [key for key in ("val_size", "subset") if getattr(self, key)]  # what takes training images away
+            after = " and ".join(f"data.{key}={getattr(self, key)}" for key in held)
+            room = self.val_size and self.batch_size <= images + len(self.splits["val"])  # a smaller hold-out fits it
+            instead = ", or raise data.subset" if self.subset else ", or lower data.val_size" if room else ""
             raise ConfigValueError(
-                f"recipe.batch_size={self.batch_size} is larger than the {images} training images: the learning rate "
-                f"is scaled for {self.batch_size} images a step; choose recipe.batch_size <= {images}"
+                f"recipe.batch_size={self.batch_size} is larger than the {images} training images"
+                f"{f' left after {after}' if held else ''}: the learning rate is scaled for {self.batch_size} images "
+                f"a step; choose recipe.batch_size <= {images}{instead}"
             )
 
     def train_batches(self) -> int:

@@ -19,6 +19,11 @@ TRAIN = [
     (["recipe.batch_size=0"], "error: recipe.batch_size=0 is invalid: must be an integer >= 1"),
     (["data.val_size=5000"], "error: data.val_size=5000 is not smaller than the 1437 training images"),
     (["recipe.batch_size=100000"], "error: recipe.batch_size=100000 is larger than the 1257 training images"),
+    (  # the hold-out took the images: it says so, and what makes room
+        ["data.val_size=1400"],
+        "error: recipe.batch_size=64 is larger than the 37 training images left after data.val_size=1400: the "
+        "learning rate is scaled for 64 images a step; choose recipe.batch_size <= 37, or lower data.val_size",
+    ),
     (
         ["model.name=alternet_r9000"],
         "error: unknown model 'alternet_r9000'. alternet models: alternet_laptop, alternet_r101",

@@ -213,10 +213,10 @@ def test_products_stopped_or_failing_to_move_in_leave_the_earlier_ones(tmp_path,
         rename(source, target)
 
     monkeypatch.setattr(files.os, "rename", refuse_the_second)
-    with pytest.raises(WriteError, match=f"could not put the new files in {out}: .*the earlier ones are unchanged"):
-        with files.whole_products(out, PRODUCT) as staged:
-            write_text(staged / "metrics.json", "new metrics\n")
-            write_text(staged / "new.png", "new plot\n")
+    refused = f"could not put the new files in {out}: .*the earlier ones are unchanged"
+    with pytest.raises(WriteError, match=refused), files.whole_products(out, PRODUCT) as staged:
+        write_text(staged / "metrics.json", "new metrics\n")
+        write_text(staged / "new.png", "new plot\n")
     assert {str(p.relative_to(out)): p.read_text() for p in out.rglob("*") if p.is_file()} == before
     assert sorted(p.name for p in out.iterdir()) == [".hydra", "0-a", "evaluate.log", "metrics.json", "plot.png"]
 

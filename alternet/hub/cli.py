@@ -59,7 +59,10 @@ def parse_args(argv: Sequence[str] | None = None, prog: str = "alternet") -> arg
         help="the data set it was trained on (default: the public one with its class count; 100 classes: cifar100)",
     )
     importer.add_argument("--data-root", help="the data set's files, for its class names (default: class indices)")
-    return parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said by the command's own parser, with its usage (argparse's parent would show its own)
+        commands.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "alternet") -> None:

@@ -71,6 +71,14 @@ def test_every_command_explains_itself(command, capsys):
     assert capsys.readouterr().out.startswith(f"usage: alternet {command} ")
 
 
+@pytest.mark.parametrize("command", ["export", "push", "import-hdvw"])
+def test_extra_words_are_named_by_the_command_they_follow(command, capsys):
+    """argparse's subcommands report unknown arguments through their parent, whose usage line lists the hub's three
+    commands as if they were all of alternet's: the command's own parser says it."""
+    assert exit_code(cli.main, [command, "a", "b", "--out", "x", "c", "d", "--bogus"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1].startswith(f"alternet {command}: error: unrecognized arguments: ")
+
+
 @pytest.mark.parametrize("command", HYDRA_COMMANDS)
 def test_the_hydra_commands_explain_themselves(command, capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)

@@ -223,6 +223,7 @@ class CheckpointConfig(Section):
 
     def check(self) -> None:
         self.one_of("mode", ("min", "max"))
+        self.require("save_top_k", integer(-1), "must be an integer >= -1 (-1: every checkpoint, 0: none but last)")
         self.require("every_n_epochs", integer(1), "must be an integer >= 1")
         self.require(
             "every_n_train_steps", integer(1), "must be an integer >= 1 (or null: checkpoints at epoch ends only)"

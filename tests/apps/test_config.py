@@ -229,6 +229,7 @@ CHECKED = [
         "callbacks.early_stopping watches a validation metric and this run holds no validation split",
     ),
     (["callbacks.checkpoint.every_n_train_steps=-1"], "callbacks.checkpoint.every_n_train_steps=-1 is invalid"),
+    (["callbacks.checkpoint.save_top_k=-2"], "callbacks.checkpoint.save_top_k=-2 is invalid: must be an integer >= -1"),
     (["callbacks.checkpoint.train_time_interval=banana"], "callbacks.checkpoint.train_time_interval='banana' is"),
     (["callbacks.preemption.signals=[SIGFOO]"], "callbacks.preemption.signals has unknown signal names ['SIGFOO']"),
     (["callbacks.preemption.sync_every_n_steps=0"], "callbacks.preemption.sync_every_n_steps must be a positive"),

@@ -258,10 +258,10 @@ class WholeStep:
 def ema_update_(
     averaged: list[torch.Tensor], current: list[torch.Tensor], others: list[tuple[torch.Tensor, torch.Tensor]], weight
 ) -> None:
-    """averaged += (current - averaged) * weight, a float or a device tensor (0 on a skipped step: nothing moves, as
-    no Python branch could say inside a graph); the other (integer) tensors copied."""
+    """averaged += (current - averaged) * weight in place, ``weight`` a float or a device tensor (0 on a skipped
+    step: nothing moves, as no Python branch could say inside a graph); the other (integer) tensors copied."""
     if averaged:
-        torch._foreach_add_(averaged, torch._foreach_mul(torch._foreach_sub(current, averaged), weight))
+        torch._foreach_lerp_(averaged, current, weight)
     for e, p in others:
         e.copy_(p)
 

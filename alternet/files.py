@@ -258,6 +258,21 @@ def stop_signals_blocked() -> Iterator[None]:
 STAGING_SUFFIX = ".partial"  # a folder being written, beside the one it will replace: .NAME.XXXXXXXX.partial
 
 
+class StoppedWhenWritten(AlternetError):
+    """A stop signal that came while a folder was put in place: the command stops, its folder complete."""
+
+
+def _stop_if_sent(out: Path) -> None:
+    """With the stop signals still blocked, once ``out`` is in place: a stop sent meanwhile is taken here and
+    raised as :class:`StoppedWhenWritten` (unblocked, it would raise as a stop before the folder was written)."""
+    if not hasattr(signal, "sigtimedwait") or not (pending := signal.sigpending() & STOPS):
+        return
+    taken = signal.sigtimedwait(pending, 0)
+    if taken is not None:
+        name = signal.Signals(taken.si_signo).name
+        raise StoppedWhenWritten(f"stopped by {name} once {out} was written: it is complete")
+
+
 @contextlib.contextmanager
 def whole_directory(out: str | Path) -> Iterator[Path]:
     """Write a folder whole or not at all: the body writes into a new temporary sibling of ``out`` (yielded), which
@@ -293,6 +308,7 @@ def whole_directory(out: str | Path) -> Iterator[Path]:
                     f"could not put the new {out} in place: {os_error_reason(error)}; the earlier one is unchanged. "
                     f"{WRITE_FIX}"
                 ) from None
+            _stop_if_sent(out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # the earlier folder after the exchange, or the unfinished one
 
@@ -336,6 +352,7 @@ def whole_products(out: str | Path, is_product: Callable[[Path], bool]) -> Itera
                     f"{WRITE_FIX}"
                 ) from None
             shutil.rmtree(aside, ignore_errors=True)
+            _stop_if_sent(out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

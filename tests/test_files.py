@@ -250,3 +250,40 @@ def test_products_killed_mid_way_leave_the_earlier_ones_and_the_next_writer_clea
     with files.whole_products(out, lambda path: path.name == "a.txt") as staged:
         write_text(staged / "a.txt", "again\n")
     assert _contents(out) == {"a.txt": "again\n", "only_earlier.txt": "earlier only\n"}
+
+
+SIGNALLED_WRITER = """
+import os, signal, sys
+from pathlib import Path
+from alternet import files
+out, whole = Path(sys.argv[1]), sys.argv[2] == "folder"
+swap, move = files._swap, files._move
+def signalled(do):  # a Ctrl-C while the new folder is being put in place (the stop signals blocked)
+    def done(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        return do(*args, **kwargs)
+    return done
+files._swap, files._move = signalled(swap), signalled(move)
+try:
+    with files.whole_directory(out) if whole else files.whole_products(out, lambda p: True) as staged:
+        files.write_text(staged / "a.txt", "new a\\n")
+except files.StoppedWhenWritten as error:
+    print(error)
+"""
+
+
+@pytest.mark.parametrize("whole", ["folder", "products"])
+def test_a_stop_while_the_folder_is_put_in_place_says_it_is_complete(tmp_path, whole):
+    """A stop signal waits while the new folder is put in place; it then stops the command without saying that the
+    earlier folder is kept (the new one is there, complete)."""
+    out = tmp_path / "out"
+    _earlier(out)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(SIGNALLED_WRITER), str(out), whole],
+        capture_output=True,
+        text=True,
+        preexec_fn=as_a_terminal_starts_it,
+        timeout=60,
+    )
+    assert done.stdout.strip() == f"stopped by SIGINT once {out} was written: it is complete", done.stderr
+    assert _contents(out) == {"a.txt": "new a\n"}

@@ -45,7 +45,10 @@ TRAINING_INTERRUPTED = (
     "stopped by SIGINT outside the training steps (set-up, testing, or between a sweep's jobs); the checkpoints and "
     "finished runs already written are kept: run the same command with ckpt_path=last to continue"
 )
-EVALUATION_INTERRUPTED = "stopped by SIGINT; the files already written are kept: run the same command to score again"
+EVALUATION_INTERRUPTED = (
+    "stopped by SIGINT; the output folder's earlier scores are as they were (an evaluation's files land together at "
+    "its end): run the same command to score again"
+)
 # the other commands': what Ctrl-C leaves of their output, and how to go on
 WHOLE_FOLDER_INTERRUPTED = (
     "stopped by SIGINT; {what} is as it was before this command (it is written whole or not at all): run the same "

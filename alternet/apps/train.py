@@ -214,7 +214,7 @@ def _tested(
         train_clean=clean.get("train_clean"),  # the last epoch's (data.train_clean_size)
         train_images=len(datamodule.splits["train"]),
         data_subset=config.data.subset,
-        epochs=trainer.current_epoch,
+        epochs=trainer.current_epoch - getattr(checkpoint, "stopped_inside_epoch", False),  # whole epochs trained
         global_step=trainer.global_step,
         best_val_score=plain(checkpoint.best_model_score),
         best_epoch=best_epoch(best),
@@ -231,10 +231,10 @@ def _tested(
 
 
 def _trained_to_the_end(finished: RunSummary, trainer: TrainerConfig) -> bool:
-    """A finished run already reached this config's limits (so continuing it would train nothing); a run asked for
-    more epochs or steps than it did continues from its last.ckpt instead."""
-    steps_done = trainer.max_steps < 0 or int(finished.global_step or 0) >= trainer.max_steps  # -1: no step limit
-    return int(finished.epochs or 0) >= trainer.max_epochs and steps_done
+    """A finished run already reached one of this config's limits, where Lightning stops (so continuing it would
+    train nothing); a run asked for more epochs and steps than it did continues from its last.ckpt instead."""
+    steps_done = 0 < trainer.max_steps <= int(finished.global_step or 0)  # -1: no step limit
+    return int(finished.epochs or 0) >= trainer.max_epochs or steps_done
 
 
 def by_split(logged: dict[str, Any]) -> dict[str, dict[str, float | None]]:

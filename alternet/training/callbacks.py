@@ -45,6 +45,20 @@ class BestAndLastCheckpoint(ModelCheckpoint):
     ``ckpt_path=last`` went back to that epoch. Its state is saved under ``ModelCheckpoint``'s key, so checkpoints of
     either class resume with their best-so-far."""
 
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        """``trainer.max_steps`` reached inside an epoch: ``last.ckpt`` is saved here, where ``ckpt_path=last``
+        resumes with the epoch's other batches (Lightning ends the epoch there and counts it as done, so its own
+        save at the epoch's end would go on with the next epoch; it is skipped, as saved at this step)."""
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+        stopped = 0 < (trainer.max_steps or 0) <= trainer.global_step and ends_optimizer_step(trainer, batch_idx)
+        self.stopped_inside_epoch = stopped and batch_idx + 1 < trainer.num_training_batches
+        if self.stopped_inside_epoch and self.save_last and not self._should_skip_saving_checkpoint(trainer):
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+
+    stopped_inside_epoch = False  # the run's last epoch was cut by trainer.max_steps (it counts as done in Lightning)
+
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         super().on_train_epoch_end(trainer, pl_module)
         if self._should_save_on_train_epoch_end(trainer):

@@ -316,6 +316,7 @@ class TrainerConfig(Section):
 
     def check(self) -> None:
         self.require("max_epochs", integer(1), "must be an integer >= 1")
+        self.require("max_steps", lambda v: v == -1 or is_integer(v, 1), "must be an integer >= 1, or -1 (no limit)")
         self.require("accumulate_grad_batches", integer(1), "must be an integer >= 1")
         self.require(
             "devices",

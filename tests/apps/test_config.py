@@ -129,6 +129,7 @@ CHECKED = [
     (["recipe.label_smoothing=nan"], "recipe.label_smoothing=nan is invalid: must be a finite number"),
     (["recipe.epochs=-1"], "recipe.epochs=-1 is invalid: must be an integer >= 1"),
     (["trainer.max_epochs=0"], "trainer.max_epochs=0 is invalid: must be an integer >= 1"),
+    (["trainer.max_steps=0"], "trainer.max_steps=0 is invalid: must be an integer >= 1, or -1 (no limit)"),
     (["recipe.batch_size=0"], "recipe.batch_size=0 is invalid: must be an integer >= 1"),
     (["recipe.eval_batch_size=0"], "recipe.eval_batch_size=0 is invalid: must be an integer >= 1"),
     (["recipe=paper", "recipe.batch_size=3"], "recipe.batch_size=3 is invalid: mixup/cutmix needs an even batch size"),

@@ -13,6 +13,7 @@ from alternet.training.module import ClassificationModule
 from alternet.training.precision import choose_precision
 
 from helpers import FAST, compose_train, run_script
+from helpers.models import assert_same_weights
 
 
 def test_train_cli_on_digits_writes_a_complete_run_directory_and_says_so(tmp_path):
@@ -81,6 +82,20 @@ def test_trainer_max_steps_stops_a_long_recipe_after_that_many_steps(tmp_path):
     key exists in the trainer config, so it is set without Hydra's ``+``, and training stops mid-epoch there."""
     summary = train(compose_train(*FAST, "trainer.max_steps=2", output_dir=tmp_path))
     assert summary.global_step == 2 and math.isfinite(summary.test["nll"])
+
+
+def test_a_run_stopped_inside_an_epoch_by_max_steps_resumes_there(tmp_path):
+    """``trainer.max_steps`` stopping inside an epoch leaves a last.ckpt of that place (Lightning counts the epoch as
+    done): ``ckpt_path=last`` without the limit trains the rest of that epoch, not the next one."""
+    first = fit(tmp_path / "cut", "trainer.max_epochs=2", "trainer.max_steps=4")  # 3 steps an epoch: 1 into the 2nd
+    assert (first.epochs, first.global_step) == (1, 4)  # whole epochs, as the report reads them
+    again = fit(tmp_path / "cut", "trainer.max_epochs=2", "trainer.max_steps=4", "ckpt_path=last")  # a requeue
+    assert again == first  # kept: it reached its step limit
+    resumed = fit(tmp_path / "cut", "trainer.max_epochs=2", "ckpt_path=last")
+    assert (resumed.epochs, resumed.global_step) == (2, 6)
+    whole = fit(tmp_path / "whole", "trainer.max_epochs=2")
+    assert_same_weights(*[torch.load(run.last_checkpoint)["state_dict"] for run in (resumed, whole)])  # the epoch's
+    # other batches, in their order
 
 
 def test_unreadable_checkpoint_is_rejected(tmp_path):

@@ -121,7 +121,7 @@ def read_torch_file(path: str | Path, what: str) -> Any:
     that needs arbitrary objects unpickled is refused, naming the first one."""
     path = Path(path).expanduser()
     if path.is_dir():
-        inside = sorted(RunDir(path).checkpoint_files(), key=lambda p: p.name != "last.ckpt")  # last.ckpt first
+        inside = sorted(RunDir(path).checkpoint_files(), key=lambda p: p.name != RunDir.LAST)  # last.ckpt first
         found = f", e.g. {inside[0]} (of {', '.join(p.name for p in inside)})" if inside else " file"
         raise CheckpointError(f"{what} {path} is a directory, not a checkpoint: pass a .ckpt{found}")
     if not path.is_file():

@@ -307,6 +307,10 @@ class ImageDataModule(L.LightningDataModule):
     def has_validation(self) -> bool:
         return bool(self.val_size)
 
+    def _takes_from_train(self, key: str) -> bool:
+        """Whether ``data.val_size`` or ``data.subset`` (``key``) took images from the training split."""
+        return True
+
     @property
     def validation_sets(self) -> list[str]:
         """The splits Lightning's validation loop runs over each epoch, in dataloader order: ``val`` (when there is
@@ -350,12 +354,15 @@ class ImageDataModule(L.LightningDataModule):
         batch size (``recipe.lr_scale_batch``), so a larger batch trains at a rate scaled for images that are not
         there (recipe.batch_size=100000000 on 1,257 images: lr 3125, NaN weights, and a run that "finished")."""
         self.setup("fit")
-        images = len(self.splits["train"])
+        self.check_batch(len(self.splits["train"]))
+
+    def check_batch(self, images: int) -> None:
+        """A batch the training split's ``images`` can fill (:meth:`check_before_fit`)."""
         if self.batch_size > images:
-            held = [key for key in ("val_size", "subset") if getattr(self, key)]  # what takes training images away
+            held = [key for key in ("val_size", "subset") if getattr(self, key) and self._takes_from_train(key)]
             after = " and ".join(f"data.{key}={getattr(self, key)}" for key in held)
-            room = self.val_size and self.batch_size <= images + len(self.splits["val"])  # a smaller hold-out fits it
-            instead = ", or raise data.subset" if self.subset else ", or lower data.val_size" if room else ""
+            room = "val_size" in held and self.batch_size <= images + len(self.splits["val"])  # a smaller hold-out
+            instead = ", or raise data.subset" if "subset" in held else ", or lower data.val_size" if room else ""
             raise ConfigValueError(
                 f"recipe.batch_size={self.batch_size} is larger than the {images} training images"
                 f"{f' left after {after}' if held else ''}: the learning rate is scaled for {self.batch_size} images "

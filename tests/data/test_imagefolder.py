@@ -229,6 +229,19 @@ def test_shards_hold_the_raw_files_shuffled_with_class_names_beside(folder, tmp_
         write_shards(folder, out)
 
 
+def test_a_batch_larger_than_the_shards_or_the_folder_is_refused_before_training(folder, tmp_path):
+    """Streamed shards are counted from their index (the folder's check was skipped for them: a run trained 0 steps
+    and finished); a folder whose val/ is its validation split holds nothing out of train/, and says no hold-out."""
+    shards = tmp_path / "shards"
+    write_shards(folder, shards, num_workers=1)
+    data = ["data=imagefolder", f"data.root={folder}", "data.image_size=16", "recipe.batch_size=64"]
+    for streamed in ([f"data.train_shards={shards}"], []):
+        with pytest.raises(ConfigValueError) as refused:
+            train(compose_train(*FAST, *data, *streamed, output_dir=tmp_path / "run"))
+        assert str(refused.value).startswith("recipe.batch_size=64 is larger than the 40 training images: the")
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
 def test_shards_refuse_a_corrupt_file_or_skip_it(tmp_path):
     root = make_image_folder(tmp_path / "data", per_class=3, splits={"train": 3}, corrupt=True)
     with pytest.raises(DataError, match=r"cannot decode image .*broken\.JPEG"):

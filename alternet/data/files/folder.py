@@ -27,7 +27,7 @@ from ..config import FolderDataConfig, check_folder_settings
 from ..workers import WorkerLedger, init_loader_worker
 from .dali import DaliLoader, check_dali_augment
 from .images import DecodingDataset, SkipCounter, class_folders, scan_split
-from .shards import StreamingImages, StreamingLoader, read_shard_classes
+from .shards import StreamingImages, StreamingLoader, read_shard_classes, shard_images
 from .transforms import DraftedCrop, drafted, file_transform
 
 
@@ -196,8 +196,13 @@ class ImageFolderDataModule(ImageDataModule):
         return self._shards_loader() if self.train_shards else super().train_dataloader()
 
     def check_before_fit(self) -> None:
-        if not self.train_shards:  # streamed shards are opened inside the run: LitData reads its ranks there
+        if not self.train_shards:
             super().check_before_fit()
+        elif (images := shard_images(self.train_shards)) is not None:  # counted from their index: LitData's reader
+            self.check_batch(images)  # is opened inside the run, where it reads its ranks
+
+    def _takes_from_train(self, key: str) -> bool:
+        return key == "subset" or self._split_dir("val") is None  # a val/ folder is the validation split
 
     def train_batches(self) -> int:
         if not self.train_shards:

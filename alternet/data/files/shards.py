@@ -127,7 +127,7 @@ def write_shards(
             if not reasons:
                 raise
             raise DataError(reasons[-1]) from None
-        written = sum(int(chunk["chunk_size"]) for chunk in read_json(out / "index.json", error=DataError)["chunks"])
+        written = shard_images(out)
     if not written:  # every image skipped: an empty index would read as shards and fail in training
         for name in ("index.json", CLASSES_FILE):
             (out / name).unlink(missing_ok=True)
@@ -168,6 +168,14 @@ def read_shard_classes(shards: str | Path) -> list[str] | None:
     if not path.is_file():
         raise DataError(f"data.train_shards={shards}: {path} not found; write shards with alternet shards SRC OUT")
     return list(read_json(path, error=DataError)["classes"])
+
+
+def shard_images(shards: str | Path) -> int | None:
+    """How many images the shards hold (their LitData index); None for object-store URLs."""
+    if is_remote(shards):
+        return None
+    index = read_json(Path(shards).expanduser() / "index.json", error=DataError)
+    return sum(int(chunk["chunk_size"]) for chunk in index["chunks"])
 
 
 class StreamingImages(StreamingDataset):

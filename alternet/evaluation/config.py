@@ -59,6 +59,7 @@ class RobustnessConfig(Section):
 
     def check(self) -> None:
         """The settings that need no files; opening the sets (:mod:`alternet.evaluation.corrupted`) reads the rest."""
+        self.require("enabled", lambda v: v == "auto" or isinstance(v, bool), "must be auto, true or false")
         requested(self, generated=not self.root, prefix="")
         self.require("max_images", integer(1), "null (every image) or a count >= 1")
         check_preprocess(self.preprocess, "preprocess")
@@ -70,6 +71,8 @@ def requested(
 ) -> tuple[tuple[str, ...], tuple[int, ...]]:
     """``robustness.corruptions`` (null: the 15) and ``robustness.severities``, checked (by the typed section as it
     is made, and as the sets are opened)."""
+    if cfg.corruptions is not None and not cfg.corruptions:
+        raise ConfigValueError(f"{prefix}corruptions=[] names none: leave it null for the 15, or name some")
     corruptions = tuple(dict.fromkeys(cfg.corruptions or CORRUPTIONS))
     allowed = CORRUPTIONS if generated else CORRUPTIONS + EXTRA_CORRUPTIONS
     unknown = [name for name in corruptions if name not in allowed]

@@ -243,6 +243,8 @@ CHECKED = [
     (["evaluate.robustness.precision=fp8"], "evaluate.robustness.precision='fp8' is not one of ['32', 'bf16', '16'"),
     (["evaluate.robustness.corruptions=[snow2]"], "evaluate.robustness.corruptions: unknown ['snow2']"),
     (["evaluate.robustness.severities=[9]"], "evaluate.robustness.severities=[9] must be a non-empty subset of 1..5"),
+    (["evaluate.robustness.corruptions=[]"], "evaluate.robustness.corruptions=[] names none: leave it null for the"),
+    (["evaluate.robustness.enabled=off"], "evaluate.robustness.enabled='off' is invalid: must be auto, true or false"),
     (["evaluate.robustness.max_images=0"], "evaluate.robustness.max_images=0 is invalid: null (every image) or"),
     (["evaluate.robustness.preprocess=resize"], "evaluate.robustness.preprocess='resize' is not one of"),
     (["logger=wandb", "logger.wandb.init_timeout=0"], "logger.wandb.init_timeout=0 is invalid: must be seconds > 0"),

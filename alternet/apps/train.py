@@ -3,6 +3,7 @@ what follows training (evaluation, export, W&B artifacts)."""
 
 from __future__ import annotations
 
+import shlex
 import sys
 import time
 from dataclasses import replace
@@ -85,6 +86,13 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
             if lock is not None and typed.export.after_training and not (run.export_dir / CONFIG_FILE).is_file():
                 export_after_training(typed, replace(finished, run_dir=str(run.path)))  # stopped before or in it
             return finished
+    owner = RunDir.of_checkpoint(resume) if resume else None
+    foreign = resume is not None and (owner is None or owner.path.resolve() != run.path.resolve())
+    if foreign and (trained := _limit_reached(header, typed.trainer)):  # its own run finishes testing it instead
+        raise ConfigValueError(
+            f"{resume} has trained {trained}: resuming it would train nothing. Start a new run from its weights with "
+            f"model.pretrained={shlex.quote(str(resume))}, or raise that limit to train it further"
+        )
     for key, (before, now) in changes.items():
         rescaled = f"the restored learning rates and schedule are rescaled by {now / before:g}"
         print(f"resuming with {key} {before} -> {now}: {rescaled}", file=sys.stderr, flush=True)
@@ -228,6 +236,16 @@ def _tested(
         extra=tested,  # any other split the test loop logged
     )
     return replace(summary, optimized_metric=optimized_metric(config.optimized_metric, summary))
+
+
+def _limit_reached(header: dict[str, Any], trainer: TrainerConfig) -> str | None:
+    """What a checkpoint (its ``header``) has trained when that already reaches one of this run's limits, where
+    Lightning would stop at once; None when there is more to train."""
+    progress = header.get("loops", {}).get("fit_loop", {}).get("epoch_progress", {}).get("total", {})
+    epochs, steps = int(progress.get("processed", 0)), int(header.get("global_step", 0))
+    if epochs >= trainer.max_epochs:
+        return f"{epochs} epochs (trainer.max_epochs={trainer.max_epochs})"
+    return f"{steps} steps (trainer.max_steps={trainer.max_steps})" if 0 < trainer.max_steps <= steps else None
 
 
 def _trained_to_the_end(finished: RunSummary, trainer: TrainerConfig) -> bool:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from alternet.apps.train import train
-from alternet.errors import CheckpointError
+from alternet.errors import CheckpointError, ConfigValueError
 from alternet.training.module import ClassificationModule
 from alternet.training.precision import choose_precision
 
@@ -82,6 +82,19 @@ def test_trainer_max_steps_stops_a_long_recipe_after_that_many_steps(tmp_path):
     key exists in the trainer config, so it is set without Hydra's ``+``, and training stops mid-epoch there."""
     summary = train(compose_train(*FAST, "trainer.max_steps=2", output_dir=tmp_path))
     assert summary.global_step == 2 and math.isfinite(summary.test["nll"])
+
+
+def test_resuming_another_runs_checkpoint_that_has_nothing_left_to_train_is_refused(tmp_path):
+    """Another run's checkpoint at its epoch limit, resumed into a new directory, trained nothing and "finished" a
+    run with no checkpoint of its own: refused before any work, pointing at model.pretrained."""
+    first = fit(tmp_path / "a", "trainer.max_epochs=1")
+    with pytest.raises(ConfigValueError) as refused:
+        fit(tmp_path / "b", "trainer.max_epochs=1", f"ckpt_path={first.last_checkpoint}")
+    assert str(refused.value).startswith(f"{first.last_checkpoint} has trained 1 epochs (trainer.max_epochs=1)")
+    assert f"model.pretrained={first.last_checkpoint}" in str(refused.value)
+    assert not (tmp_path / "b" / "metrics.json").exists()
+    resumed = fit(tmp_path / "c", "trainer.max_epochs=2", f"ckpt_path={first.last_checkpoint}")  # more to train
+    assert (resumed.epochs, resumed.global_step) == (2, 6)
 
 
 def test_a_run_stopped_inside_an_epoch_by_max_steps_resumes_there(tmp_path):

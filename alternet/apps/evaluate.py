@@ -72,10 +72,13 @@ def packaged_data(name: str, data_dir: str) -> dict[str, Any]:
     return OmegaConf.to_container(cfg.data, resolve=True)
 
 
+HOLD_OUT = ("val_size", "split_seed")  # the data keys that choose a run's validation images out of its training set
+
+
 def evaluation_data(config: EvaluateConfig, source: Source, set_keys: set[str]) -> dict[str, Any]:
     """The data to evaluate on: ``data=...`` if given, else the training run's, else the packaged data set the
     model records. The model's own preprocessing (:func:`alternet.hub.sources.preprocessing`) replaces the data
-    set's, except for a key the command line set."""
+    set's, except for a key the command line set; so does the run's validation hold-out on its own data set."""
     model_input = preprocessing(source)
     trained = source.run.recorded_config() if source.run else None
     if config.data:
@@ -93,6 +96,19 @@ def evaluation_data(config: EvaluateConfig, source: Source, set_keys: set[str]) 
         data = packaged_data(name, config.paths.data_dir)
     if trained is None or config.data:
         data |= {key: value for key, value in model_input.items() if key in data and f"data.{key}" not in set_keys}
+    if config.data and trained is not None and data.get("name") == trained["data"].get("name"):
+        split = {key: trained["data"][key] for key in HOLD_OUT if key in trained["data"]}  # the run's validation
+        data |= {key: value for key, value in split.items() if f"data.{key}" not in set_keys}  # images, not others
+        changed = [
+            f"data.{key}={data[key]} (trained with {value})" for key, value in split.items() if data[key] != value
+        ]
+        if changed and config.calibration.temperature_scaling:
+            warnings.warn(
+                f"{', '.join(changed)}: the temperature is fitted on a validation split other than the run's, which "
+                "may hold images it trained on",
+                AlternetWarning,
+                stacklevel=2,
+            )
     if config.data_root:
         data["root"] = config.data_root
     if missing := missing_keys(data, "data."):  # a packaged data set's root, say

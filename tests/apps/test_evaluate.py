@@ -204,6 +204,23 @@ def test_temperature_scaling_without_a_validation_split_is_refused_before_any_wo
     assert not any(out.rglob("*.png"))  # nothing scored, nothing plotted
 
 
+def test_data_naming_the_runs_own_data_set_keeps_its_validation_split(tmp_path, monkeypatch, capsys):
+    """``data=digits`` for a run trained on digits with its own hold-out: the temperature is fitted on the run's
+    validation images (the group's default hold-out would take images it trained on); one set on the command line
+    is used, and said."""
+    monkeypatch.chdir(tmp_path)
+    run = train(compose_train(*FAST, "data.val_size=100", output_dir=tmp_path / "run")).run_dir
+    scaled = [f"ckpt={run}", "data=digits", "calibration.temperature_scaling=true", "robustness.enabled=false"]
+    code, stderr = run_main("evaluate.py", [*scaled, f"out_dir={tmp_path / 'kept'}"], monkeypatch, capsys)
+    assert code == "0" and "trained with" not in stderr, stderr[-2000:]
+    assert len(np.load(tmp_path / "kept" / "predictions.npz")["val/labels"]) == 100
+    code, stderr = run_main(
+        "evaluate.py", [*scaled, "data.val_size=500", f"out_dir={tmp_path / 'other'}"], monkeypatch, capsys
+    )
+    assert code == "0" and "data.val_size=500 (trained with 100): the temperature is fitted" in stderr
+    assert len(np.load(tmp_path / "other" / "predictions.npz")["val/labels"]) == 500
+
+
 def test_a_run_still_training_is_scored_with_a_warning(digits_run, tmp_path):
     """Its best checkpoint so far may be replaced: scored, and said (the run's lock, asked without changing it)."""
     from alternet.runs.directories import RunDir

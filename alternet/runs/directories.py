@@ -205,9 +205,17 @@ class RunDir:
         return isinstance(records, dict) and str(((records.get("hydra") or {}).get("job") or {}).get("name")) == job
 
     def swept_values(self) -> dict[str, str]:
-        """The job's overrides as ``key -> value`` (``+key`` / ``~key`` as ``key``; a deletion without a value
-        left out)."""
-        return dict(entry.lstrip("+~").split("=", 1) for entry in self.overrides() if "=" in entry)
+        """The job's overrides that choose what it trains as ``key -> value`` (``+key`` / ``~key`` as ``key``; a
+        deletion without a value left out; :func:`variant_overrides`)."""
+        return dict(entry.lstrip("+~").split("=", 1) for entry in variant_overrides(self.overrides()) if "=" in entry)
+
+
+CONTINUATION_KEYS = ("ckpt_path", "reuse_run_dir")  # how a job was launched again, not what it trains
+
+
+def variant_overrides(overrides: list[str]) -> list[str]:
+    """A job's overrides but :data:`CONTINUATION_KEYS` (``ckpt_path=last`` continues a sweep's jobs as they were)."""
+    return [o for o in overrides if o.split("=", 1)[0].lstrip("+~") not in CONTINUATION_KEYS]
 
 
 # a sweep directory -----------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from ...errors import AlternetError, exit_with_error
 from ...files import check_output_dir, os_error_reason
 from ...launch import check_sweep_launch, devices_per_job, resolved_launcher, visible_gpus
 from ...runs.checkpoints import checkpoint_header, resume_checkpoint
-from ...runs.directories import RunDir, SweepDir
+from ...runs.directories import RunDir, SweepDir, variant_overrides
 from ...runs.ownership import RunDirLock, check_fresh_run_dir, note_created_by_this_process
 from ...training.resume import check_resume_batch, check_resume_settings
 from ..checks import validate_train_config
@@ -110,7 +110,7 @@ def _refuse_another_sweeps_directories(sweep: SweepDir, jobs: Sequence[list[str]
     for index, overrides in enumerate(jobs):
         job = RunDir(sweep.path / str(index))
         recorded = job.overrides()  # none when the directory or Hydra's record of it does not exist
-        if recorded and sorted(recorded) != sorted(overrides):
+        if recorded and sorted(variant_overrides(recorded)) != sorted(variant_overrides(list(overrides))):
             exit_with_error(
                 f"sweep job {index} ({' '.join(overrides)}) would run in {job.path}, which holds a job of other "
                 f"overrides ({' '.join(recorded)}): Hydra would overwrite its records. Launch this sweep with "

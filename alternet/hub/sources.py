@@ -30,7 +30,14 @@ from ..errors import CheckpointError, is_integer, one_line
 from ..files import read_json
 from ..models import MODEL_NAMES, create_model
 from ..models.external import check_name, require_pretrained, weights_location
-from ..runs.checkpoints import DIGEST_KEY, find_checkpoint, read_torch_file, verify_digest, weights_digest
+from ..runs.checkpoints import (
+    DIGEST_KEY,
+    check_archive,
+    find_checkpoint,
+    read_torch_file,
+    verify_digest,
+    weights_digest,
+)
 from ..runs.directories import RunDir
 from ..runs.weights import read_weights, saved_recipe
 from ..tracking import download_artifact
@@ -124,7 +131,8 @@ def check_reference(source: str | Path) -> None:
         return
     path = Path(source).expanduser()
     if path.exists() and not (path / CONFIG_FILE).is_file() and path.suffix != ".safetensors":
-        find_checkpoint(path)  # a run directory without checkpoints, or a folder of several
+        checkpoint, _ = find_checkpoint(path)  # a run directory without checkpoints, or a folder of several
+        check_archive(checkpoint, "checkpoint")  # a truncated file, or one that is no checkpoint
     elif not path.exists() and not ARTIFACT_REF.match(text):
         raise CheckpointError(f"{source} does not exist: expected {KINDS}")
 

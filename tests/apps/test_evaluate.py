@@ -458,6 +458,16 @@ def test_a_source_that_names_nothing_is_one_line_listing_what_is_accepted(tmp_pa
         assert not (tmp_path / "out").exists()
 
 
+def test_a_list_with_a_file_that_is_no_checkpoint_is_refused_before_the_first_model_is_scored(
+    digits_run, tmp_path, monkeypatch, capsys
+):
+    (tmp_path / "notes.ckpt").write_text("not a checkpoint")
+    arguments = [f"ckpt=[{digits_run},{tmp_path / 'notes.ckpt'}]", f"hydra.run.dir={tmp_path / 'out'}"]
+    code, stdout, stderr = main_output("evaluate.py", arguments, monkeypatch, capsys)
+    assert_one_line_error(code, stderr, "notes.ckpt is not a torch checkpoint: it does not begin as torch.save's")
+    assert "Evaluating" not in stdout and not (tmp_path / "out").exists()
+
+
 def test_a_model_that_records_no_data_set_asks_for_one(hub_cache, tmp_path, monkeypatch, capsys):
     model = timm.create_model("test_resnet", num_classes=3)
     save_for_hf(model, cached_repo(hub_cache, "someone/tiny"), safe_serialization=True)

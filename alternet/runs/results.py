@@ -260,6 +260,11 @@ class EvaluationReport:
         """The object of an evaluation's ``metrics.json``."""
         if not isinstance(payload, Mapping):
             raise CheckpointError("an evaluation's metrics.json is not a mapping")
+        if "global_step" in payload and "epochs" in payload:  # both written by every training summary, never here
+            raise CheckpointError(
+                "a training run's summary, not an evaluation's metrics.json: read it with RunSummary.from_json, or "
+                "its evaluation in the run's eval/"
+            )
         typed = {key: read(payload[key]) for key, read in READERS.items() if payload.get(key) is not None}
         known = {item.name for item in fields(cls)}
         extra = {key: value for key, value in payload.items() if key not in known}

@@ -61,3 +61,11 @@ def test_a_result_missing_what_it_needs_is_refused_in_one_line(tmp_path):
         CheckpointError, match=r"^the summary is malformed: selective lacks augrc, acc_cov90, acc_cov95"
     ):
         RunSummary.from_payload(run)
+
+
+def test_a_training_summary_is_not_read_as_an_evaluation(tmp_path):
+    """A run's metrics.json has an evaluation's keys (model, data, test) and more: it was read as one, with no
+    selective results, and the docs' report.selective.aurc failed on None."""
+    (tmp_path / "metrics.json").write_text(json.dumps(RunSummary("m", "digits", {"acc": 0.5}).to_json()))
+    with pytest.raises(CheckpointError, match=r"metrics.json: a training run's summary, not an evaluation's"):
+        EvaluationReport.from_json(tmp_path / "metrics.json")

@@ -173,7 +173,16 @@ def read_sweep(sweep_dir: Path) -> tuple[list[Run], SweepJobs]:
             f"{sweep_dir} holds no finished runs (no <job>/{METRICS_FILE}); point at a multirun's sweep directory, "
             "e.g. multirun/DATE/TIME"
         )
-    runs = [Run(job, job.swept_values(), job.summary(), _curves(job), _schedule(job)) for job in jobs.finished]
+    unrecorded = [job for job in jobs.finished if not job.overrides_file.is_file()]
+    if unrecorded and len(unrecorded) < len(jobs.finished):  # its settings unknown: no variant to put it in
+        warnings.warn(
+            f"{sweep_dir}: job {', '.join(job.path.name for job in unrecorded)} has no Hydra record of its overrides "
+            f"(.hydra/overrides.yaml), so its variant cannot be told: left out of the comparison",
+            AlternetWarning,
+            stacklevel=2,
+        )
+    recorded = [job for job in jobs.finished if job not in unrecorded] or unrecorded
+    runs = [Run(job, job.swept_values(), job.summary(), _curves(job), _schedule(job)) for job in recorded]
     return runs, jobs
 
 

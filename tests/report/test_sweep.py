@@ -387,6 +387,10 @@ def test_records_the_report_reads_are_checked_named_and_counted(sweep, tmp_path)
     summary = (tmp_path / "r3" / "summary.md").read_text()
     assert "1 finished job(s) left out, their test metrics not finite (diverged): 1 (test acc not finite)" in summary
     assert sum(int(row["seeds"]) for row in report["variants"]) == 3
+    shutil.rmtree(copy / "3" / ".hydra")  # its settings unknown: it was a variant of its own, and the baseline
+    with pytest.warns(AlternetWarning, match=r"job 3 has no Hydra record of its overrides .*: left out of the"):
+        report = build_report(copy, tmp_path / "r4", wandb=False)
+    assert sum(int(row["seeds"]) for row in report["variants"]) == 2 and "-" not in report["baseline"]
 
 
 def test_a_swept_layout_is_named_with_or_without_hydras_quotes_and_kept_whole_in_the_table():

@@ -217,17 +217,22 @@ class Search:
     # the config, composed as alternet train composes it ---------------------------------------------------------
 
     def _config(self, layout: str | None) -> Any:
+        from hydra.errors import CompactHydraException  # deferred
         from omegaconf import OmegaConf  # deferred: as every import below, so that --help answers at once
 
         from .checks import validate_train_config  # deferred
         from .config import compose  # deferred
+        from .hydra.composition import composition_error  # deferred
 
         overrides = [o for o in self.settings.overrides if _key(o) != LAYOUT]
         if layout:
             overrides.append(f"model.layout='{layout}'")
         with warnings.catch_warnings():  # the build-up rules' warnings: the candidates' own jobs print them
             warnings.simplefilter("ignore")
-            composed = compose("train", [*overrides, f"paths.output_dir={self.dir}"])
+            try:
+                composed = compose("train", [*overrides, f"paths.output_dir={self.dir}"])
+            except CompactHydraException as error:  # in one line, as alternet train says it
+                raise ConfigValueError(composition_error(error, "train")) from None
             return validate_train_config(OmegaConf.to_container(composed, resolve=True))
 
     def _base_layout(self, config: Any) -> str:

@@ -168,11 +168,13 @@ class Search:
 
     def run(self) -> None:
         from ..files import writing  # deferred: the kernel's locks
+        from .train import build_data  # deferred: torch
 
         config = self._config(self.settings.base or None)
         base = self._base_layout(config)
         for stage in range(len(parse_layout(base))):  # every stage one the rules can extend, before any training
             with_one_more_msa(base, stage)
+        build_data(config).check_before_fit()  # the data every candidate trains on, as alternet train checks it
         self.dir.mkdir(parents=True, exist_ok=True)
         with writing(self.dir, "build-up search"):  # a second search into it stops here, in one line
             recorded_settings(self.dir, self.settings)

@@ -31,6 +31,7 @@ DIGITS = ["model=alternet_tiny", "model.layout='CC|CC|CC'", "data=digits", "debu
         (["model.layout='C|CMCC|CC'", "data=digits"], "stage 2 (CMCC) is not Conv blocks ending in an alternating"),
         (["model=alternet_r9000"], "model=alternet_r9000 is not an option of model (did you mean 'alternet_r50'?)"),
         (["banana"], "cannot read the override 'banana': missing EQUAL"),  # Hydra's tracebacks before
+        (["data=digits", "recipe.batch_size=100000"], "recipe.batch_size=100000 is larger than the 1257 training"),
         (["recipe.optimizer.lrx=1"], "recipe.optimizer.lrx is not a key of recipe.optimizer (did you mean 'lr'?)"),
     ],
 )

@@ -15,6 +15,7 @@ from torch.utils.data import Dataset, Subset
 
 from ..data import ImageDataModule
 from ..data.corrupted.names import is_benchmark
+from ..data.files.images import UnreadableImage
 from ..data.workers import loader_workers
 from ..errors import CheckpointError, ConfigValueError
 from ..files import atomic_write, write_json
@@ -181,7 +182,10 @@ class Evaluator:
 
     def ood(self, ood_set: OodSet, logits: np.ndarray) -> tuple[OodResult, dict[str, np.ndarray]]:
         """The test split's scores against the out-of-distribution images'."""
-        ((outside_logits, _),) = self._predict_sets([ood_set.dataset], ["ood"])
+        try:
+            ((outside_logits, _),) = self._predict_sets([ood_set.dataset], ["ood"])
+        except UnreadableImage as error:  # ood.root's images are read whole: no skipping
+            raise error.advising(f"Replace or delete the file in ood.root={ood_set.root}") from None
         inside, outside = ood_scores(logits), ood_scores(outside_logits)
         scores = {name: OodScores(**ood_metrics(inside[name], outside[name])) for name in inside}
         record = OodResult(str(ood_set.root), ood_set.layout, len(ood_set.dataset), len(logits), scores)

@@ -244,8 +244,10 @@ def test_a_batch_larger_than_the_shards_or_the_folder_is_refused_before_training
 
 def test_shards_refuse_a_corrupt_file_or_skip_it(tmp_path):
     root = make_image_folder(tmp_path / "data", per_class=3, splits={"train": 3}, corrupt=True)
-    with pytest.raises(DataError, match=r"cannot decode image .*broken\.JPEG"):
+    with pytest.raises(DataError, match=r"cannot decode image .*broken\.JPEG") as refused:
         write_shards(root, tmp_path / "a", num_workers=1)
+    assert str(refused.value).endswith("or pass --skip-corrupt to leave unreadable images out of the shards")
+    assert "BytesIO" not in str(refused.value) and "data.skip_corrupt" not in str(refused.value)
     written = write_shards(root, tmp_path / "b", num_workers=1, skip_corrupt=True)
     assert written["skipped"] == 1 and written["images"] == len(scan_split(root / "train")) - 1
     (root / "train" / "bee" / "broken.JPEG").unlink()
@@ -253,6 +255,21 @@ def test_shards_refuse_a_corrupt_file_or_skip_it(tmp_path):
     with pytest.raises(DataError, match=r"^image .*float\.tif is floating-point greyscale"):  # the reason alone
         write_shards(root, tmp_path / "c", num_workers=1)
     assert write_shards(root, tmp_path / "d", num_workers=1, skip_corrupt=True)["skipped"] == 1
+
+
+def test_the_printed_training_command_names_the_data_root_and_the_skipping_the_shards_needed(
+    tmp_path, monkeypatch, capsys
+):
+    """SRC may be the train/ split itself: data.root is the folder holding it (train/ inside it failed); shards
+    that left unreadable images out train with data.skip_corrupt=true (validation reads the folder's files)."""
+    root = make_image_folder(tmp_path / "data", per_class=3, splits={"train": 3, "val": 1}, corrupt=True)
+    arguments = [str(root / "train"), str(tmp_path / "out"), "--skip-corrupt", "--workers", "1"]
+    code, stdout, stderr = module_output("alternet", ["shards", *arguments], monkeypatch, capsys)
+    assert code == "0", stderr[-2000:]
+    command = stdout.strip().splitlines()[-1].removeprefix("train from them with: ")
+    assert command == (
+        f"alternet train data=imagefolder data.root={root} data.train_shards={tmp_path / 'out'} data.skip_corrupt=true"
+    )
 
 
 def test_shards_of_a_folder_where_nothing_decodes_fail_and_leave_nothing(tmp_path, monkeypatch, capsys):

@@ -89,6 +89,12 @@ def composition_error(error: CompactHydraException, command: str) -> str:
             )
         node = getattr(cause, "parent_node", None)
         known = list(node.keys()) if node is not None and hasattr(node, "keys") else []
+        if command == "evaluate" and parent == "data" and not known:  # the checkpoint's data: no data group chosen
+            return (
+                f"{key} sets a data set's key, and alternet evaluate scores on the checkpoint's own data unless "
+                f"data=NAME chooses one: choose it first (data=NAME {key}=...), or give the data's directory with "
+                "data_root=DIR"
+            )
         where = f"of {parent}" if parent else "at the top level"
         return f"{key} is not a key {where}{suggest(name, known)}; `alternet {command} --cfg job` prints the keys"
     if isinstance(cause, ValidationError) and getattr(cause, "full_key", None):

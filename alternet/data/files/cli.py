@@ -59,12 +59,16 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet shards") -> in
         )
     except AlternetError as error:
         exit_with_error(error)
+    split = source_split(args.src)
+    root = split.parent if split.name == "train" else None  # data.root holds train/ (a split elsewhere: unknown)
+    skip = " data.skip_corrupt=true" if written["skipped"] else ""  # validation and test read the folder's files
     print(
-        f"wrote {written['images']} images of {written['classes']} classes from {source_split(args.src)} to "
+        f"wrote {written['images']} images of {written['classes']} classes from {split} to "
         f"{written['out']} in {time.perf_counter() - start:.1f}s"
         + (f"; skipped {written['skipped']} unreadable images" if written["skipped"] else "")
-        + f"\ntrain from them with: alternet train data=imagefolder {_override('data.root', args.src)} "
-        + _override("data.train_shards", args.out)
+        + "\ntrain from them with: alternet train data=imagefolder "
+        + (_override("data.root", root) if root else "data.root=DIR (the folder holding train/ and val/ or test/)")
+        + f" {_override('data.train_shards', args.out)}{skip}"
     )
     return 0
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import multiprocessing
 import os
+import re
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -108,6 +109,10 @@ class UnreadableImage(DataError):
         self.reason, self.advice = reason, advice
         super().__init__(f"{reason}. {advice}" if advice else reason)
 
+    def advising(self, advice: str) -> UnreadableImage:
+        """The same file's reason with another reader's advice (a worker's message holds training's)."""
+        return UnreadableImage(self.reason.removesuffix(f". {SKIP_ADVICE}"), advice)
+
 
 SIXTEEN_BIT = {"I;16", "I;16L", "I;16B", "I;16N"}  # Pillow's 16-bit greyscale modes
 
@@ -152,11 +157,14 @@ def decode_rgb(
             "restore it, or start the run again to list the folder afresh"
         ) from None
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as error:
-        raise UnreadableImage(
-            f"cannot decode image {name or source}: {error}",
-            "Replace or delete the file, or set data.skip_corrupt=true to skip unreadable images (they are counted "
-            "and reported)",
-        ) from None
+        reason = re.sub(r" ?<_io\.BytesIO object at 0x[0-9a-f]+>", "", str(error))  # Pillow names the buffer
+        raise UnreadableImage(f"cannot decode image {name or source}: {reason}", SKIP_ADVICE) from None
+
+
+SKIP_ADVICE = (  # how training goes on past an unreadable image (other readers say their own)
+    "Replace or delete the file, or set data.skip_corrupt=true to skip unreadable images (they are counted and "
+    "reported)"
+)
 
 
 class SkipCounter:

@@ -54,6 +54,9 @@ def source_split(src: Path) -> Path:
     return src / "train" if (src / "train").is_dir() else src
 
 
+SHARDS_ADVICE = "Replace or delete the file, or pass --skip-corrupt to leave unreadable images out of the shards"
+
+
 class _ReadImage:
     """One shard record from (relative path, label): the file's bytes, checked to decode (picklable for
     litdata's worker processes)."""
@@ -71,7 +74,9 @@ class _ReadImage:
             if self.skip_corrupt:
                 return None  # litdata writes nothing for None
             if isinstance(error, OSError):
-                raise UnreadableImage(f"cannot read image {path}: {error.strerror or error}") from None
+                raise UnreadableImage(f"cannot read image {path}: {error.strerror or error}", SHARDS_ADVICE) from None
+            if isinstance(error, UnreadableImage):
+                raise error.advising(SHARDS_ADVICE) from None
             raise
         return {"image": data, "label": int(label), "name": name}
 

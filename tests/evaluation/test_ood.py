@@ -74,7 +74,7 @@ def test_bad_ood_settings_are_one_line_before_any_work(digits_run, tmp_path, mon
 
 
 def test_an_unreadable_ood_image_is_named_with_advice_evaluate_takes(digits_run, tmp_path, monkeypatch, capsys):
-    """Its advice was training's (data.skip_corrupt=true, no key of alternet evaluate): the OOD images are read whole."""
+    """Its advice was training's (data.skip_corrupt=true, no key of evaluate): the OOD images are read whole."""
     root = make_image_folder(tmp_path / "ood", per_class=2, odd_formats=False, corrupt=True)  # train/<class>/
     args = [f"ckpt={digits_run}", f"ood.root={root}", "robustness.enabled=false", f"hydra.run.dir={tmp_path / 'o'}"]
     code, stderr = run_main("evaluate.py", args, monkeypatch, capsys)

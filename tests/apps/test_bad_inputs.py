@@ -112,6 +112,12 @@ EVALUATE = [
     (["ckpt={run}", "evaluation=default"], "error: evaluation= is not chosen on the command line: its settings sit at"),
     (["ckpt={run}", "analysis=[fourier,fourir]"], "error: analysis=fourir is not an option of analysis (did you mean"),
     (["ckpt={run}", "robustness.root=/nonexistent"], "CIFAR-C directory /nonexistent does not exist"),
+    (  # the checkpoint's own data: no data group, so its keys are set by choosing one
+        ["ckpt={run}", "data.download=true"],
+        "error: data.download sets a data set's key, and alternet evaluate scores on the checkpoint's own data unless "
+        "data=NAME chooses one: choose it first (data=NAME data.download=...), or give the data's directory with "
+        "data_root=DIR",
+    ),
 ]
 
 

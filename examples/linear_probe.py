@@ -22,7 +22,7 @@ from torch.utils.data import DataLoader, Dataset, Subset
 
 import alternet.hub
 from alternet.data import DATAMODULES
-from alternet.errors import AlternetError, exit_with_error
+from alternet.errors import AlternetError, DataError, exit_with_error
 
 
 def parse_args() -> argparse.Namespace:
@@ -32,7 +32,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--root", default="data", help="directory holding the CIFAR folders (not needed for digits)")
     parser.add_argument("--limit", type=int, default=None, help="use at most N training and N test images")
     parser.add_argument("--batch-size", type=int, default=256)
-    return parser.parse_args()
+    args = parser.parse_args()
+    for option, value in (("--limit", args.limit), ("--batch-size", args.batch_size)):
+        if value is not None and value < 1:
+            parser.error(f"{option} {value}: must be at least 1")
+    return args
 
 
 @torch.no_grad()
@@ -78,5 +82,7 @@ def main() -> None:
 if __name__ == "__main__":
     try:
         main()
+    except DataError as error:  # its advice names the training keys: this script takes the directory as --root
+        exit_with_error(f"{error} (here: --root DIR)")
     except AlternetError as error:
         exit_with_error(error)

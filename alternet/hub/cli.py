@@ -50,7 +50,8 @@ def parse_args(argv: Sequence[str] | None = None, prog: str = "alternet") -> arg
     importer.add_argument(
         "--arch",
         help="HDVW's model (resnet_dnn_50, vit_ti, pit_ti, swin_ti, alternet_50 ...; a name it does not know lists "
-        "them all) or alternet's zoo name; default: the file's 'name' entry",
+        "them all) or the alternet model it converts to (resnet50_hdvw, alternet_r50_hdvw, vit_ti_cifar ...); "
+        "default: the file's 'name' entry",
     )
     importer.add_argument("--out", required=True, help="the export directory (created; an earlier export is replaced)")
     importer.add_argument(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import timm
@@ -12,8 +13,8 @@ from torch import nn
 
 from ..architectures.config import ModelConfig
 from ..architectures.named import MODEL_NAMES, base_name
-from ..errors import ConfigValueError
-from .external import check_name, check_output_width, constructor_args
+from ..errors import ConfigValueError, is_integer
+from .external import UnknownModelError, check_name, check_output_width, constructor_args
 
 
 def list_models() -> list[str]:
@@ -25,7 +26,19 @@ def create_model(name: str, **kwargs: Any) -> nn.Module:
     """Build a model by name, exactly as ``timm.create_model`` would: an alternet model or any other timm model,
     with a pretrained tag (``resnet50.a1_in1k``), or a ``hf-hub:`` / ``local-dir:`` source. An unknown
     architecture fails here, listing ours and the closest names."""
+    if not isinstance(name, str):
+        raise UnknownModelError(
+            f"a model's name is a string (alternet_r50, resnet50.a1_in1k, hf-hub:OWNER/REPO), not {name!r}"
+        )
+    classes = kwargs.get("num_classes")
+    if classes is not None and not is_integer(classes, 0):
+        raise ConfigValueError(f"num_classes={classes!r} must be an integer >= 0 (0: no classifier, the features)")
     check_name(name, MODEL_NAMES)
+    source, location = parse_model_name(name)
+    if source == "local-dir" and not (Path(location).expanduser() / "config.json").is_file():
+        raise UnknownModelError(
+            f"{name}: {location} has no config.json: expected a folder as timm's save_for_hf writes"
+        )
     return timm.create_model(name, **kwargs)
 
 

@@ -196,11 +196,13 @@ def test_truncated_checkpoint_is_named(digits_run, tmp_path, monkeypatch, capsys
     assert_one_line_error(code, stderr, f"checkpoint {broken} is truncated: a torch checkpoint archive cut short (5000")
 
 
-def test_temperature_scaling_without_a_validation_split_is_refused_before_any_work(digits_run, tmp_path, capsys):
+def test_temperature_scaling_without_a_validation_split_is_refused_before_any_work(
+    digits_run, tmp_path, monkeypatch, capsys
+):
     out = tmp_path / "out"
     args = [f"ckpt={digits_run}", "data=digits", "data.val_size=0", "calibration.temperature_scaling=true"]
-    with pytest.raises(ConfigValueError, match=r"calibration.temperature_scaling=true needs a validation split"):
-        evaluate_in_process(*args, out=out)
+    code, stderr = run_main("evaluate.py", [*args, f"out_dir={out}"], monkeypatch, capsys)  # the command line's
+    assert_one_line_error(code, stderr, "calibration.temperature_scaling=true needs a validation split")  # val_size
     assert not any(out.rglob("*.png"))  # nothing scored, nothing plotted
 
 

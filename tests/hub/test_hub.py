@@ -541,6 +541,12 @@ def test_linear_probe_example_runs(pretrained, monkeypatch, capsys):
     assert code == "0", stderr[-3000:]
     found = re.search(r"on digits: train 1437, test 360 images, test accuracy ([0-9.]+)", stdout)
     assert found and float(found.group(1)) > 0.8, stdout
+    source = str(export_dir(pretrained))
+    code, _, stderr = main_output("examples/linear_probe.py", [source, "--limit", "0"], monkeypatch, capsys)
+    assert code == "2" and stderr.strip().endswith("--limit 0: must be at least 1")  # a numpy traceback before
+    missing = [source, "--data", "cifar10", "--root", "/nonexistent"]
+    code, _, stderr = main_output("examples/linear_probe.py", missing, monkeypatch, capsys)
+    assert code.startswith("error: ") and code.endswith("(here: --root DIR)") and "Traceback" not in stderr
 
 
 def test_timm_and_hub_sources_load_from_the_cache_offline_and_name_it_when_absent(hub_cache):

@@ -7,6 +7,7 @@ import torch
 
 import alternet
 from alternet.architectures.named import spec_kwargs
+from alternet.errors import ConfigValueError
 from alternet.models import MODEL_NAMES, UnknownModelError, create_model
 
 from helpers.models import n_params
@@ -221,6 +222,21 @@ def test_create_model_takes_what_timm_create_model_takes():
     assert tagged.pretrained_cfg["tag"] == "a1_in1k" and tagged.num_classes == 3
     with pytest.raises(UnknownModelError, match=r"unknown model 'resnet9000\.a1_in1k'"):
         alternet.create_model("resnet9000.a1_in1k")
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs", "says"),
+    [  # each a raw TypeError, AttributeError or FileNotFoundError from inside torch or timm before
+        (None, {}, "a model's name is a string (alternet_r50, resnet50.a1_in1k, hf-hub:OWNER/REPO), not None"),
+        ("alternet_tiny", {"num_classes": 2.5}, "num_classes=2.5 must be an integer >= 0"),
+        ("alternet_tiny", {"num_classes": "10"}, "num_classes='10' must be an integer >= 0"),
+        ("local-dir:/nonexistent/model", {}, "local-dir:/nonexistent/model: /nonexistent/model has no config.json"),
+    ],
+)
+def test_create_model_refuses_what_it_cannot_build_in_one_line(name, kwargs, says):
+    with pytest.raises(ConfigValueError) as refused:
+        alternet.create_model(name, **kwargs)
+    assert str(refused.value).startswith(says) and "\n" not in str(refused.value)
 
 
 def test_registry_cfgs_are_neutral_and_tags_describe_training_data():

@@ -22,7 +22,6 @@ from alternet.apps.evaluate import run_evaluate
 from alternet.apps.train import train
 from alternet.data import DigitsDataModule
 from alternet.dataset_facts import FACTS
-from alternet.errors import ConfigValueError
 from alternet.metrics import calibration_metrics, fit_temperature, softmax
 from alternet.metrics.uncertainty import adaptive_ece, classwise_ece, selective_metrics
 from alternet.runs.results import EvaluationReport

@@ -178,7 +178,9 @@ def read_hdvw(path: str | Path) -> tuple[str | None, dict[str, torch.Tensor]]:
     ``torch.load(weights_only=True)``: a file that needs arbitrary objects unpickled is refused."""
     path = Path(path).expanduser()
     if not path.is_file():
-        raise CheckpointError(f"HDVW checkpoint {path} does not exist")
+        raise CheckpointError(
+            f"HDVW checkpoint {path} {'is a directory: pass the file' if path.is_dir() else 'does not exist'}"
+        )
     check_archive(path, "HDVW checkpoint", pickles=True)
     not_torch = f"{path} is not a torch checkpoint (torch.save writes a zip archive, or a pickle in older versions)"
     try:

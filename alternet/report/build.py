@@ -11,6 +11,7 @@ table to paste into a draft), ``error_vs_train_nll.png``, ``metrics_vs_<key>.png
 from __future__ import annotations
 
 import math
+import shlex
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -57,15 +58,20 @@ def pick_baseline(variants: list[Variant], baseline: str | None) -> Variant:
     if len(matches) != 1:
         raise ConfigValueError(
             f"--baseline {baseline!r} matches {len(matches)} variants; choose one of: "
-            + "; ".join(v.label for v in variants)
+            + ", ".join(f"--baseline {shlex.quote(_plain_label(v.label))}" for v in variants)
         )
     return matches[0]
+
+
+def _plain_label(label: str) -> str:
+    """A variant's label without Hydra's quotes around its values, for the shell to quote as a whole."""
+    return " ".join(key + "=" + value.strip("'\"") for key, _, value in (pair.partition("=") for pair in label.split()))
 
 
 def _unquoted(label: str) -> set[str]:
     """A variant's ``key=value`` pairs with Hydra's quotes around a value dropped (``model.layout='C|CM'`` is how a
     layout is swept; ``model.layout=C|CM`` names it too)."""
-    return {key + "=" + value.strip("'\"") for key, _, value in (pair.partition("=") for pair in label.split())}
+    return set(_plain_label(label).split())
 
 
 _error = attrgetter("test_error")

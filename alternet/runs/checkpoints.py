@@ -4,6 +4,7 @@ they were saved, and errors that name the file."""
 from __future__ import annotations
 
 import hashlib
+import os
 import pickle
 import re
 import shlex
@@ -193,6 +194,8 @@ def find_checkpoint(path: str | Path) -> tuple[Path, RunDir | None]:
             f"run directory {path} has no {RunDir.CHECKPOINTS}/ folder (removed, or the run stopped before its first "
             f"checkpoint): {instead}"
         )
+    if ckpts:  # several: which one is the user's to say
+        raise CheckpointError(f"{path} holds {len(ckpts)} checkpoints ({', '.join(c.name for c in ckpts)}): pass one")
     export = (path / "config.json").is_file() and (path / "model.safetensors").is_file()
     raise CheckpointError(
         f"{path} is an export (model.safetensors, config.json: weights without the run that trained them), not a "
@@ -212,6 +215,11 @@ def resume_checkpoint(ckpt_path: str | None, run: RunDir, *, say: bool = True) -
                 print(f"ckpt_path=last: no {run.last_checkpoint} yet, so training starts from scratch", file=sys.stderr)
             return None
         ckpt_path = str(run.last_checkpoint)
+    if ckpt_path and not Path(ckpt_path).expanduser().exists() and os.sep not in ckpt_path and "." not in ckpt_path:
+        raise CheckpointError(  # ckpt_path=best, LAST: a word, not a file
+            f"ckpt_path={ckpt_path} names no file: give a checkpoint's path (a run's {RunDir.CHECKPOINTS}/NAME.ckpt), "
+            "or ckpt_path=last to continue the run in this run directory"
+        )
     if ckpt_path:
         try:
             read_checkpoint(ckpt_path)

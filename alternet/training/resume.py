@@ -63,8 +63,8 @@ def check_resume_settings(
         raise ConfigValueError(
             f"resuming from {checkpoint} with settings that differ from the run that saved it "
             f"({'; '.join(conflicts)}): a resumed run continues with the checkpoint's model, optimizer and "
-            "schedule, so they would not apply. Drop them, or start a new run in its own hydra.run.dir "
-            "(model.pretrained=CHECKPOINT starts from it)"
+            "schedule, so they would not apply. Give them the saved values, or start a new run in its own "
+            "hydra.run.dir (model.pretrained=CHECKPOINT starts from it)"
         )
     return {key: list(change) for key, change in found.items() if key in APPLIED_ON_RESUME}
 

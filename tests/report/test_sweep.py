@@ -400,3 +400,8 @@ def test_a_swept_layout_is_named_with_or_without_hydras_quotes_and_kept_whole_in
     assert pick_baseline(variants, "model.layout=C|CC|CM") is variants[1]
     assert pick_baseline(variants, "model.layout='C|CC|CC'") is variants[0]
     assert _escaped("model.layout='C|CC|CM'") == "model.layout='C\\|CC\\|CM'"
+    with pytest.raises(ConfigValueError) as refused:  # its advice pasted into a shell: a pipe quoted
+        pick_baseline(variants, "model.layout=C|MM|MM")
+    assert str(refused.value).endswith(
+        "choose one of: --baseline 'model.layout=C|CC|CC', --baseline 'model.layout=C|CC|CM'"
+    )

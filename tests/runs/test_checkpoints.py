@@ -216,7 +216,7 @@ def test_a_damaged_last_checkpoint_names_the_intact_ones_beside_it(digits_run, t
 def test_a_directory_given_as_a_checkpoint_is_named_as_one(digits_run, tmp_path):
     """ckpt_path=DIR: a run directory names its checkpoints (last.ckpt first), any other folder asks for a file;
     neither is called missing."""
-    from alternet.runs.checkpoints import resume_checkpoint
+    from alternet.runs.checkpoints import find_checkpoint, resume_checkpoint
 
     names = ", ".join(sorted((p.name for p in RunDir(digits_run).checkpoint_files()), key=lambda n: n != "last.ckpt"))
     with pytest.raises(CheckpointError) as refused:
@@ -228,6 +228,12 @@ def test_a_directory_given_as_a_checkpoint_is_named_as_one(digits_run, tmp_path)
     with pytest.raises(CheckpointError) as refused:
         resume_checkpoint(str(tmp_path), RunDir(tmp_path / "new"))
     assert str(refused.value) == f"checkpoint {tmp_path} is a directory, not a checkpoint: pass a .ckpt file"
+    with pytest.raises(CheckpointError, match=r"^ckpt_path=best names no file: give a checkpoint's path"):
+        resume_checkpoint("best", RunDir(tmp_path / "new"))  # a word: said as one, not as a missing file in .
+    with pytest.raises(
+        CheckpointError, match=r"checkpoints holds 2 checkpoints \(best-epoch000.ckpt, last.ckpt\): pass"
+    ):
+        find_checkpoint(RunDir(digits_run).checkpoints)
 
 
 def test_a_recipe_saved_with_null_sections_reads_as_their_off_values():

@@ -13,7 +13,7 @@ from timm.models import FeatureListNet
 from timm.models._builder import pretrained_cfg_for_features
 from torch import nn
 
-from ..errors import CheckpointError, ConfigValueError
+from ..errors import CheckpointError, ConfigValueError, is_integer
 from ..models import AlterNet, create_model
 from .sources import OTHER_WEIGHTS_KEYS, Source, open_source
 
@@ -232,7 +232,13 @@ def as_features(model: nn.Module, out_indices: tuple[int, ...] | None = None) ->
             f"features_only=True supports the AlterNet family (alternet_*, preresnet*), not {name}; load the "
             "classifier with alternet.hub.load and call its forward_intermediates(x) for per-block features"
         )
-    indices = tuple(range(len(model.feature_info))) if out_indices is None else tuple(out_indices)
-    features = FeatureListNet(model, out_indices=indices, flatten_sequential=True)
+    stages = len(model.feature_info)
+    indices = tuple(range(stages)) if out_indices is None else out_indices
+    if not isinstance(indices, (list, tuple)) or not all(is_integer(i, -stages) and i < stages for i in indices):
+        raise ConfigValueError(
+            f"out_indices={out_indices!r} must be a tuple of feature-map indices in [{-stages}, {stages - 1}] (this "
+            f"model has {stages} feature maps), e.g. out_indices=({stages - 2}, {stages - 1})"
+        )
+    features = FeatureListNet(model, out_indices=tuple(indices), flatten_sequential=True)
     features.pretrained_cfg = features.default_cfg = pretrained_cfg_for_features(model.pretrained_cfg)
     return features

@@ -355,6 +355,12 @@ def test_features_of_selected_stages_and_bad_combinations(pretrained):
     assert features.feature_info.channels() == [64, 128] and features.feature_info.reduction() == [2, 4]
     with pytest.raises(ConfigValueError, match="num_classes has no effect with features_only"):
         hub.load(export_dir(pretrained), num_classes=5, features_only=True)
+    maps = len(hub.load(export_dir(pretrained), features_only=True).feature_info)
+    for indices in [(maps,), "banana"]:  # timm's IndexError and TypeError before
+        with pytest.raises(
+            ConfigValueError, match=rf"^out_indices=.* must be a tuple of feature-map indices in \[-{maps}"
+        ):
+            hub.load(export_dir(pretrained), features_only=True, out_indices=indices)
 
 
 def test_comparison_vit_exports_and_loads_through_timm(tmp_path):

@@ -27,7 +27,19 @@ from ..runs.weights import saved_recipe
 from .card import model_card
 from .hdvw import resolve_arch
 from .loading import apply_weights
-from .sources import CONFIG_FILE, EXPORT_FORMAT, WEIGHTS_FILE, Source, read_export, read_hdvw_source, read_lightning
+from .sources import (
+    CONFIG_FILE,
+    EXPORT_FORMAT,
+    HDVW_PREFIX,
+    HF_HUB_PREFIX,
+    LOCAL_DIR_PREFIX,
+    TIMM_PREFIX,
+    WEIGHTS_FILE,
+    Source,
+    read_export,
+    read_hdvw_source,
+    read_lightning,
+)
 
 PAPER = dict(paper_name="How Do Vision Transformers Work?", paper_ids="arXiv:2202.06709")
 # pretrained_cfg keys timm's save_config_for_hf drops: where weights were loaded from, not what they are
@@ -39,8 +51,16 @@ def export(source: str | Path, out: str | Path, *, ema: bool = False) -> Path:
     """Export a run directory (its best checkpoint, else ``last``) or a Lightning checkpoint into ``out``."""
     path, out = Path(source).expanduser(), Path(out).expanduser()
     check_destination(out)  # the output first: a wrong --out is reported before anything about the source
-    if not path.exists():
-        raise CheckpointError(f"{path} does not exist: pass a run directory or a Lightning checkpoint (.ckpt)")
+    if not path.exists() and str(source).startswith((TIMM_PREFIX, HF_HUB_PREFIX, LOCAL_DIR_PREFIX)):
+        raise CheckpointError(
+            f"{source} is a timm model, ready as it is: alternet.hub.load and alternet evaluate read it; export "
+            "takes a run directory or a Lightning checkpoint (.ckpt)"
+        )
+    if not path.exists() and str(source).startswith(HDVW_PREFIX):
+        raise CheckpointError(f"{source}: an HDVW checkpoint is exported by alternet import-hdvw FILE --out DIR")
+    if not path.exists() or not str(source).strip():  # "" is the current directory to Path
+        named = path if str(source).strip() else repr(source)
+        raise CheckpointError(f"{named} does not exist: pass a run directory or a Lightning checkpoint (.ckpt)")
     if path.is_file() and path.suffix == ".safetensors":  # read as a torch file it was "not a torch checkpoint"
         raise CheckpointError(
             f"{path} holds weights alone (no architecture, classes or data): pass the run directory or the "

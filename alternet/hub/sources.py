@@ -88,6 +88,8 @@ class Source:
 
 def open_source(source: str | Path, *, ema: bool = False) -> Source:
     """Read ``source``: any of :data:`KINDS`."""
+    if not str(source).strip():  # "" is the current directory to Path
+        raise CheckpointError(f"an empty source names no model: expected {KINDS}")
     if isinstance(source, str) and source.startswith((HDVW_PREFIX, TIMM_PREFIX, HF_HUB_PREFIX, LOCAL_DIR_PREFIX)):
         if source.startswith(HDVW_PREFIX):
             return _refuse_ema(read_hdvw_source(*split_hdvw_reference(source)), ema)
@@ -116,6 +118,8 @@ def check_reference(source: str | Path) -> None:
     a list of models fails before the first is scored): a path that does not exist and is no reference, a run
     directory without checkpoints, an unknown timm model or tag."""
     text = str(source)
+    if not text.strip():
+        raise CheckpointError(f"an empty source names no model: expected {KINDS}")
     if text.startswith(TIMM_PREFIX):
         check_name(text.removeprefix(TIMM_PREFIX), MODEL_NAMES)
         weights_location(text.removeprefix(TIMM_PREFIX), text, TIMM_ADVICE)

@@ -355,6 +355,8 @@ def test_features_of_selected_stages_and_bad_combinations(pretrained):
     assert features.feature_info.channels() == [64, 128] and features.feature_info.reduction() == [2, 4]
     with pytest.raises(ConfigValueError, match="num_classes has no effect with features_only"):
         hub.load(export_dir(pretrained), num_classes=5, features_only=True)
+    with pytest.raises(CheckpointError, match=r"^an empty source names no model: expected a run directory"):
+        hub.load("")  # the current directory to Path
     maps = len(hub.load(export_dir(pretrained), features_only=True).feature_info)
     for indices in [(maps,), "banana"]:  # timm's IndexError and TypeError before
         with pytest.raises(
@@ -393,6 +395,9 @@ def test_export_cli_end_to_end(pretrained, tmp_path, monkeypatch, capsys):
     [
         ("RUN", ["--ema"], "has no EMA weights (the run had no recipe.ema)"),
         ("/nonexistent/run", [], "error: /nonexistent/run does not exist"),
+        ("", [], "error: '' does not exist: pass a run directory"),  # the current directory to Path
+        ("timm:resnet18", [], "error: timm:resnet18 is a timm model, ready as it is: alternet.hub.load and"),
+        ("hdvw:model.pth", [], "error: hdvw:model.pth: an HDVW checkpoint is exported by alternet import-hdvw"),
     ],
 )
 def test_export_cli_errors_are_one_line_messages(pretrained, tmp_path, source, flags, message):

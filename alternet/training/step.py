@@ -258,10 +258,11 @@ class WholeStep:
 def ema_update_(
     averaged: list[torch.Tensor], current: list[torch.Tensor], others: list[tuple[torch.Tensor, torch.Tensor]], weight
 ) -> None:
-    """averaged += (current - averaged) * weight in place, ``weight`` a float or a device tensor (0 on a skipped
-    step: nothing moves, as no Python branch could say inside a graph); the other (integer) tensors copied."""
+    """averaged += (current - averaged) * weight, a float or a device tensor (0 on a skipped step: nothing moves, as
+    no Python branch could say inside a graph); the other (integer) tensors copied. Not ``_foreach_lerp_``: it has no
+    tensor-weight form, and a device tensor read as its Scalar would be a host sync every step."""
     if averaged:
-        torch._foreach_lerp_(averaged, current, weight)
+        torch._foreach_add_(averaged, torch._foreach_mul(torch._foreach_sub(current, averaged), weight))
     for e, p in others:
         e.copy_(p)
 

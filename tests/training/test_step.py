@@ -211,3 +211,25 @@ def test_a_run_resumed_from_a_mid_epoch_checkpoint_ends_with_the_same_weights_an
         {f"{i}.{k}": v for i, s in whole["optimizer_states"][0]["state"].items() for k, v in s.items()},
         {f"{i}.{k}": v for i, s in resumed["optimizer_states"][0]["state"].items() for k, v in s.items()},
     )
+
+
+def test_the_ema_update_reads_no_tensor_back_to_the_host():
+    """A device-tensor weight (the guard's skip folded in) must stay on the device: an operator that takes it as a
+    Python Scalar (``_foreach_lerp_``) reads it back, a sync every step on a GPU. Counted on the CPU as the
+    ``_local_scalar_dense`` a Scalar argument dispatches."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Seen(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ops: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    averaged, current = [torch.zeros(3), torch.zeros(2, 2)], [torch.ones(3), torch.ones(2, 2)]
+    with Seen() as seen:
+        step.ema_update_(averaged, current, [], torch.tensor(0.25))
+    assert not [op for op in seen.ops if "_local_scalar_dense" in op or op.startswith("aten.item")], seen.ops
+    torch.testing.assert_close(averaged, [torch.full((3,), 0.25), torch.full((2, 2), 0.25)])

@@ -361,7 +361,7 @@ class ImageDataModule(L.LightningDataModule):
         if self.batch_size > images:
             held = [key for key in ("val_size", "subset") if getattr(self, key) and self._takes_from_train(key)]
             after = " and ".join(f"data.{key}={getattr(self, key)}" for key in held)
-            room = "val_size" in held and self.batch_size <= images + len(self.splits["val"])  # a smaller hold-out
+            room = "val_size" in held and self.batch_size <= images + len(self.splits.get("val") or ())  # less held
             instead = ", or raise data.subset" if "subset" in held else ", or lower data.val_size" if room else ""
             raise ConfigValueError(
                 f"recipe.batch_size={self.batch_size} is larger than the {images} training images"

@@ -240,6 +240,20 @@ def test_a_batch_larger_than_the_shards_or_the_folder_is_refused_before_training
             train(compose_train(*FAST, *data, *streamed, output_dir=tmp_path / "run"))
         assert str(refused.value).startswith("recipe.batch_size=64 is larger than the 40 training images: the")
     assert not (tmp_path / "run" / "checkpoints").exists()
+    held = make_image_folder(tmp_path / "held", per_class=4, splits={"train": 4, "test": 1}, odd_formats=False)
+    write_shards(held, tmp_path / "held-shards", num_workers=1)  # no val/: a hold-out of train/, not of the shards
+    overrides = [f"data.root={held}", f"data.train_shards={tmp_path / 'held-shards'}", "data.val_size=0.25"]
+    with pytest.raises(ConfigValueError, match=r"^recipe.batch_size=64 is larger than the 12 training images: the"):
+        train(
+            compose_train(
+                *FAST,
+                "data=imagefolder",
+                "data.image_size=16",
+                "recipe.batch_size=64",
+                *overrides,
+                output_dir=tmp_path / "run2",
+            )
+        )
 
 
 def test_shards_refuse_a_corrupt_file_or_skip_it(tmp_path):

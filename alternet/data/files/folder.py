@@ -201,8 +201,8 @@ class ImageFolderDataModule(ImageDataModule):
         elif (images := shard_images(self.train_shards)) is not None:  # counted from their index: LitData's reader
             self.check_batch(images)  # is opened inside the run, where it reads its ranks
 
-    def _takes_from_train(self, key: str) -> bool:
-        return key == "subset" or self._split_dir("val") is None  # a val/ folder is the validation split
+    def _takes_from_train(self, key: str) -> bool:  # streamed shards hold train/ whole; a val/ folder is validation
+        return not self.train_shards and (key == "subset" or self._split_dir("val") is None)
 
     def train_batches(self) -> int:
         if not self.train_shards:

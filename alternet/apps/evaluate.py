@@ -239,8 +239,9 @@ def evaluate_model(
 def log_evaluation(
     config: EvaluateConfig, reference: str, source: Source, report: EvaluationReport, out_dir: Path
 ) -> None:
-    """An evaluation in place in ``out_dir`` logged to W&B as its own run (``logger=wandb``), in the group of the
-    training run it scored, its checkpoint as the artifact it used."""
+    """An evaluation in place logged to W&B as its own run (``logger=wandb``; its local files in ``out_dir``, the
+    command's folder: a model's own folder holds its scores alone), in the group of the training run it scored,
+    its checkpoint as the artifact it used."""
     recorded = {"checkpoint": dict(source.hyper_parameters), "source": reference, "evaluation": config.to_dict()}
     training = tracking.training_run(source.run)  # its W&B id and group, when it logged to W&B
     name = f"eval-{report.model}-{short_name(reference)}"
@@ -259,12 +260,27 @@ EVALUATE_COMMAND = "evaluate"  # the job's name and its output marker (files.mar
 COMPARISON_FILE = "comparison.csv"  # the models of one evaluation side by side
 
 
+def _check_model_folders(out_dir: Path) -> None:
+    """An earlier evaluation's folder of one of several models is replaced whole: one holding other files (the user's,
+    an older version's W&B files) is refused before any work, nothing changed."""
+    folders = [f for f in sorted(out_dir.glob("*")) if re.fullmatch(MODEL_FOLDER, f.name) and f.is_dir()]
+    for folder in folders:
+        if foreign := sorted(entry.name for entry in folder.iterdir() if entry.name not in PRODUCTS):
+            raise ConfigValueError(
+                f"{folder} holds files that are not an evaluation's ({', '.join(foreign[:4])}), which scoring into "
+                f"{out_dir} again would replace with the folder; move them out, or choose another out_dir"
+            )
+
+
+MODEL_FOLDER = r"\d+-.+"  # one model's folder of several: {index}-{short name}
+
+
 def _is_product(path: Path) -> bool:
     """An earlier evaluation's file or folder among its folder's entries (not its records, log, lock or W&B files):
     one model's files, the comparison of several, or one of several models' folders."""
     if path.name in PRODUCTS or path.name == COMPARISON_FILE:
         return True
-    folder = re.fullmatch(r"\d+-.+", path.name) and path.is_dir() and not path.is_symlink()
+    folder = re.fullmatch(MODEL_FOLDER, path.name) and path.is_dir() and not path.is_symlink()
     return bool(folder) and all(entry.name in PRODUCTS for entry in path.iterdir())
 
 
@@ -325,6 +341,7 @@ def run_evaluate(cfg: DictConfig) -> list[EvaluationReport]:
     sources = model_sources(config.ckpt)
     set_keys = frozenset(command_line_keys())
     scored = []
+    _check_model_folders(out_dir)
     with _marked(out_dir):
         with whole_products(out_dir, _is_product) as staging:  # the earlier evaluation intact until this one is done
             for index, reference in enumerate(sources):
@@ -336,7 +353,7 @@ def run_evaluate(cfg: DictConfig) -> list[EvaluationReport]:
         for reference, source, report, target in scored:
             print(evaluation_report(report, target), flush=True)
             if config.logger.wandb is not None:
-                log_evaluation(config, reference, source, report, target)
+                log_evaluation(config, reference, source, report, out_dir)
         if len(scored) > 1:
             print(f"Comparison: {out_dir / COMPARISON_FILE}")
     return [report for *_, report, _ in scored]

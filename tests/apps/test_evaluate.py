@@ -22,6 +22,7 @@ from alternet.apps.evaluate import run_evaluate
 from alternet.apps.train import train
 from alternet.data import DigitsDataModule
 from alternet.dataset_facts import FACTS
+from alternet.errors import ConfigValueError
 from alternet.metrics import calibration_metrics, fit_temperature, softmax
 from alternet.metrics.uncertainty import adaptive_ece, classwise_ece, selective_metrics
 from alternet.runs.results import EvaluationReport
@@ -265,6 +266,12 @@ def test_a_new_evaluation_replaces_the_earlier_one_whole_and_a_stopped_one_chang
     (out / "notes.txt").write_text("mine\n")
     before = _files(out)
     assert "comparison.csv" in before and any(name.startswith("0-") for name in before)
+    model = next(p for p in out.iterdir() if p.name.startswith("0-"))
+    (model / "mine.txt").write_text("mine too\n")  # inside a model's folder, which is replaced whole: refused
+    with pytest.raises(ConfigValueError, match=rf"^{model} holds files that are not an evaluation's \(mine.txt\)"):
+        evaluate_in_process(f"ckpt={digits_run}", few, out=out)
+    (model / "mine.txt").unlink()
+    assert _files(out) == before
 
     def stopped(*args, **kwargs):
         raise KeyboardInterrupt

@@ -109,13 +109,7 @@ def evaluation_data(config: EvaluateConfig, source: Source, set_keys: set[str]) 
                 AlternetWarning,
                 stacklevel=2,
             )
-    if config.data_root and data.get("root") is None:  # digits: bundled with scikit-learn
-        warnings.warn(
-            f"data={data.get('name')} reads no files of its own: data_root={config.data_root} is not used",
-            AlternetWarning,
-            stacklevel=2,
-        )
-    elif config.data_root:
+    if config.data_root:  # a data set that reads no files (digits) says it is not used
         data["root"] = config.data_root
     if missing := missing_keys(data, "data."):  # a packaged data set's root, say
         raise ConfigValueError(f"{', '.join(missing)} must be set: e.g. alternet evaluate data_root=DIR")

@@ -215,6 +215,7 @@ class ImageDataModule(L.LightningDataModule):
     default_std: ClassVar[tuple[float, float, float]]
     ledger: WorkerLedger | None = None  # what each loader worker reads (image files); arrays in memory need none
     IN_MEMORY = False  # arrays in memory (num_workers=auto: fewer workers than for image files)
+    reads_files: ClassVar[bool] = True  # False: a data set bundled with a package (data.root is not used)
 
     def __init__(
         self,

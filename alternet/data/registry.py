@@ -3,10 +3,11 @@ from a composed config."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ConfigValueError
+from ..errors import AlternetWarning, ConfigValueError
 from .arrays import CIFAR10DataModule, CIFAR100DataModule, DigitsDataModule
 from .augment import AugmentConfig, section
 from .base import ImageDataModule
@@ -52,6 +53,12 @@ def build_datamodule(
     declared = cls.num_classes if isinstance(cls.num_classes, int) else None  # folders find theirs
     if data.num_classes is not None and declared is not None and data.num_classes != declared:
         raise ConfigValueError(f"data.num_classes={data.num_classes} but {data.name} has {declared} classes")
+    if data.root is not None and not cls.reads_files:
+        warnings.warn(
+            f"data={data.name} reads no files of its own: data.root={data.root} is not used",
+            AlternetWarning,
+            stacklevel=2,
+        )
     return cls(
         **data.arguments(),
         batch_size=batch_size,

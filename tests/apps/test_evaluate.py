@@ -226,7 +226,7 @@ def test_data_naming_the_runs_own_data_set_keeps_its_validation_split(tmp_path, 
 def test_data_root_for_a_bundled_data_set_is_said_to_be_unused(digits_run, tmp_path, monkeypatch, capsys):
     arguments = [f"ckpt={digits_run}", "data_root=/nonexistent", "max_images=20", f"out_dir={tmp_path / 'out'}"]
     code, stderr = run_main("evaluate.py", [*arguments, "robustness.enabled=false"], monkeypatch, capsys)
-    assert code == "0" and "data=digits reads no files of its own: data_root=/nonexistent is not used" in stderr
+    assert code == "0" and "data=digits reads no files of its own: data.root=/nonexistent is not used" in stderr
 
 
 def test_a_run_still_training_is_scored_with_a_warning(digits_run, tmp_path):

@@ -21,6 +21,7 @@ TEST_SEED = 0  # one test split for every run: data.split_seed=N draws the valid
 class DigitsDataModule(ArrayDataModule):
     name = "digits"
     num_classes = 10
+    reads_files = False  # bundled with scikit-learn: data.root is not used
     default_mean = (0.3053, 0.3053, 0.3053)
     default_std = (0.3187, 0.3187, 0.3187)
 

@@ -241,8 +241,11 @@ def _tested(
 def _limit_reached(header: dict[str, Any], trainer: TrainerConfig) -> str | None:
     """What a checkpoint (its ``header``) has trained when that already reaches one of this run's limits, where
     Lightning would stop at once; None when there is more to train."""
-    progress = header.get("loops", {}).get("fit_loop", {}).get("epoch_progress", {}).get("total", {})
+    loop = header.get("loops", {}).get("fit_loop", {})
+    progress = loop.get("epoch_progress", {}).get("total", {})
     epochs, steps = int(progress.get("processed", 0)), int(header.get("global_step", 0))
+    if int(progress.get("started", 0)) > epochs and loop.get("epoch_loop.batch_progress", {}).get("is_last_batch"):
+        epochs += 1  # saved after the epoch's last batch, before its end was counted (at validation's end)
     if epochs >= trainer.max_epochs:
         return f"{epochs} epochs (trainer.max_epochs={trainer.max_epochs})"
     return f"{steps} steps (trainer.max_steps={trainer.max_steps})" if 0 < trainer.max_steps <= steps else None

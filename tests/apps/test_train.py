@@ -95,6 +95,9 @@ def test_resuming_another_runs_checkpoint_that_has_nothing_left_to_train_is_refu
     assert not (tmp_path / "b" / "metrics.json").exists()
     resumed = fit(tmp_path / "c", "trainer.max_epochs=2", f"ckpt_path={first.last_checkpoint}")  # more to train
     assert (resumed.epochs, resumed.global_step) == (2, 6)
+    every = fit(tmp_path / "d", "trainer.max_epochs=2", "+trainer.check_val_every_n_epoch=2")  # saved at validation's
+    with pytest.raises(ConfigValueError, match=r"has trained 2 epochs \(trainer.max_epochs=2\)"):  # end, its last
+        fit(tmp_path / "e", "trainer.max_epochs=2", f"ckpt_path={every.last_checkpoint}")  # epoch not yet counted
 
 
 def test_a_run_stopped_inside_an_epoch_by_max_steps_resumes_there(tmp_path):

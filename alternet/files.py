@@ -263,14 +263,13 @@ class StoppedWhenWritten(AlternetError):
 
 
 def _stop_if_sent(out: Path) -> None:
-    """With the stop signals still blocked, once ``out`` is in place: a stop sent meanwhile is taken here and
-    raised as :class:`StoppedWhenWritten` (unblocked, it would raise as a stop before the folder was written)."""
-    if not hasattr(signal, "sigtimedwait") or not (pending := signal.sigpending() & STOPS):
+    """With the stop signals still blocked, once ``out`` is in place: a Ctrl-C (SIGINT) sent meanwhile is taken here
+    and raised as :class:`StoppedWhenWritten` (unblocked, it would raise as a stop before the folder was written).
+    A scheduler's signals (SIGTERM, SIGUSR1/2) stay pending for their handlers, which may requeue the job."""
+    if not hasattr(signal, "sigtimedwait") or signal.SIGINT not in signal.sigpending():
         return
-    taken = signal.sigtimedwait(pending, 0)
-    if taken is not None:
-        name = signal.Signals(taken.si_signo).name
-        raise StoppedWhenWritten(f"stopped by {name} once {out} was written: it is complete")
+    if signal.sigtimedwait({signal.SIGINT}, 0) is not None:
+        raise StoppedWhenWritten(f"stopped by SIGINT once {out} was written: it is complete")
 
 
 @contextlib.contextmanager
@@ -314,7 +313,7 @@ def whole_directory(out: str | Path) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def whole_products(out: str | Path, is_product: Callable[[Path], bool]) -> Iterator[Path]:
+def whole_products(out: str | Path, is_product: Callable[[Path], bool], *, says_stop: bool = True) -> Iterator[Path]:
     """Write a command's products into ``out`` whole or not at all, where ``out`` also holds what they must not
     replace (a run directory's records and log, its lock and marker): the body writes into a hidden staging folder
     inside ``out`` (yielded); then, stop signals blocked, the earlier products (the entries of ``out`` that
@@ -322,7 +321,8 @@ def whole_products(out: str | Path, is_product: Callable[[Path], bool]) -> Itera
     An exception or a stop signal in the body leaves ``out`` as it was; a process killed outright (SIGKILL) leaves
     ``out`` intact and a hidden ``.products.*.partial`` folder that the next writer removes (only a kill during the
     moves, a few renames long, leaves a mix). The caller holds ``out``'s lock (:func:`writing`, a run directory's):
-    one writer at a time."""
+    one writer at a time. ``says_stop``: a Ctrl-C during the moves is said as :class:`StoppedWhenWritten` (else it
+    raises once they are done, for the caller to word)."""
     out = Path(out)
     for stale in sorted(out.glob(f"{_PRODUCTS}*{STAGING_SUFFIX}")) if out.is_dir() else []:
         shutil.rmtree(stale, ignore_errors=True)
@@ -352,7 +352,8 @@ def whole_products(out: str | Path, is_product: Callable[[Path], bool]) -> Itera
                     f"{WRITE_FIX}"
                 ) from None
             shutil.rmtree(aside, ignore_errors=True)
-            _stop_if_sent(out)
+            if says_stop:  # else a Ctrl-C raises once unblocked, for the caller's own words (training's)
+                _stop_if_sent(out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

@@ -256,11 +256,12 @@ SIGNALLED_WRITER = """
 import os, signal, sys
 from pathlib import Path
 from alternet import files
-out, whole = Path(sys.argv[1]), sys.argv[2] == "folder"
+out, whole, sent = Path(sys.argv[1]), sys.argv[2] == "folder", getattr(signal, sys.argv[3])
+signal.signal(signal.SIGTERM, lambda *args: print("its own handler ran"))  # a scheduler's: a requeue
 swap, move = files._swap, files._move
-def signalled(do):  # a Ctrl-C while the new folder is being put in place (the stop signals blocked)
+def signalled(do):  # a stop while the new folder is being put in place (the stop signals blocked)
     def done(*args, **kwargs):
-        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), sent)
         return do(*args, **kwargs)
     return done
 files._swap, files._move = signalled(swap), signalled(move)
@@ -273,17 +274,19 @@ except files.StoppedWhenWritten as error:
 
 
 @pytest.mark.parametrize("whole", ["folder", "products"])
-def test_a_stop_while_the_folder_is_put_in_place_says_it_is_complete(tmp_path, whole):
-    """A stop signal waits while the new folder is put in place; it then stops the command without saying that the
-    earlier folder is kept (the new one is there, complete)."""
+@pytest.mark.parametrize("sent", ["SIGINT", "SIGTERM"])
+def test_a_stop_while_the_folder_is_put_in_place_says_it_is_complete(tmp_path, whole, sent):
+    """A stop signal waits while the new folder is put in place; a Ctrl-C then stops the command without saying that
+    the earlier folder is kept (the new one is there, complete); a scheduler's signal goes to its own handler."""
     out = tmp_path / "out"
     _earlier(out)
     done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(SIGNALLED_WRITER), str(out), whole],
+        [sys.executable, "-c", textwrap.dedent(SIGNALLED_WRITER), str(out), whole, sent],
         capture_output=True,
         text=True,
         preexec_fn=as_a_terminal_starts_it,
         timeout=60,
     )
-    assert done.stdout.strip() == f"stopped by SIGINT once {out} was written: it is complete", done.stderr
+    said = f"stopped by SIGINT once {out} was written: it is complete" if sent == "SIGINT" else "its own handler ran"
+    assert done.stdout.strip() == said, done.stderr
     assert _contents(out) == {"a.txt": "new a\n"}

@@ -31,7 +31,7 @@ def evaluate_after_training(
     if config.recipe.test_flip:  # predict as the run's own test did, and as alternet evaluate does
         model, meta["test_flip"] = FlipAveraged(model), True
     eval_dir = run.eval_dir
-    with whole_products(eval_dir, lambda path: True) as staged:  # eval/ holds the evaluation alone
+    with whole_products(eval_dir, lambda path: True, says_stop=False) as staged:  # eval/ holds the evaluation alone
         evaluator = Evaluator(model, datamodule, config.evaluate, staged, label, class_names=datamodule.class_names)
         report = evaluator.run(meta).moved(staged, eval_dir)
         write_json(staged / METRICS_FILE, report.to_json())

@@ -233,11 +233,13 @@ def as_features(model: nn.Module, out_indices: tuple[int, ...] | None = None) ->
             "classifier with alternet.hub.load and call its forward_intermediates(x) for per-block features"
         )
     stages = len(model.feature_info)
-    indices = tuple(range(stages)) if out_indices is None else out_indices
+    indices = stages if out_indices is None else out_indices
+    if is_integer(indices, 1) and indices <= stages:  # timm's "the last N"
+        indices = tuple(range(stages - indices, stages))
     if not isinstance(indices, (list, tuple)) or not all(is_integer(i, -stages) and i < stages for i in indices):
         raise ConfigValueError(
-            f"out_indices={out_indices!r} must be a tuple of feature-map indices in [{-stages}, {stages - 1}] (this "
-            f"model has {stages} feature maps), e.g. out_indices=({stages - 2}, {stages - 1})"
+            f"out_indices={out_indices!r} must be feature-map indices in [{-stages}, {stages - 1}] (this model has "
+            f"{stages}), e.g. out_indices=({stages - 2}, {stages - 1}), or a count of the last ones up to {stages}"
         )
     features = FeatureListNet(model, out_indices=tuple(indices), flatten_sequential=True)
     features.pretrained_cfg = features.default_cfg = pretrained_cfg_for_features(model.pretrained_cfg)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from numbers import Integral
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from torch import nn
 
 from ..architectures.config import ModelConfig
 from ..architectures.named import MODEL_NAMES, base_name
-from ..errors import ConfigValueError, is_integer
+from ..errors import ConfigValueError
 from .external import UnknownModelError, check_name, check_output_width, constructor_args
 
 
@@ -31,7 +32,7 @@ def create_model(name: str, **kwargs: Any) -> nn.Module:
             f"a model's name is a string (alternet_r50, resnet50.a1_in1k, hf-hub:OWNER/REPO), not {name!r}"
         )
     classes = kwargs.get("num_classes")
-    if classes is not None and not is_integer(classes, 0):
+    if classes is not None and not (isinstance(classes, Integral) and not isinstance(classes, bool) and classes >= 0):
         raise ConfigValueError(f"num_classes={classes!r} must be an integer >= 0 (0: no classifier, the features)")
     check_name(name, MODEL_NAMES)
     source, location = parse_model_name(name)

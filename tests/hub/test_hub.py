@@ -358,11 +358,11 @@ def test_features_of_selected_stages_and_bad_combinations(pretrained):
     with pytest.raises(CheckpointError, match=r"^an empty source names no model: expected a run directory"):
         hub.load("")  # the current directory to Path
     maps = len(hub.load(export_dir(pretrained), features_only=True).feature_info)
-    for indices in [(maps,), "banana"]:  # timm's IndexError and TypeError before
-        with pytest.raises(
-            ConfigValueError, match=rf"^out_indices=.* must be a tuple of feature-map indices in \[-{maps}"
-        ):
+    for indices in [(maps,), "banana", maps + 1]:  # timm's IndexError and TypeError before
+        with pytest.raises(ConfigValueError, match=rf"^out_indices=.* must be feature-map indices in \[-{maps}"):
             hub.load(export_dir(pretrained), features_only=True, out_indices=indices)
+    last_two = hub.load(export_dir(pretrained), features_only=True, out_indices=2)  # timm's "the last N"
+    assert last_two.feature_info.channels() == features.feature_info.channels()
 
 
 def test_comparison_vit_exports_and_loads_through_timm(tmp_path):

@@ -1,5 +1,6 @@
 """The model zoo: exact parameter counts, shapes, timm integration and downstream interfaces."""
 
+import numpy as np
 import pytest
 import timm
 import timm.optim
@@ -234,6 +235,7 @@ def test_create_model_takes_what_timm_create_model_takes():
     ],
 )
 def test_create_model_refuses_what_it_cannot_build_in_one_line(name, kwargs, says):
+    assert alternet.create_model("alternet_tiny", num_classes=np.int64(3)).num_classes == 3  # a count, as timm takes
     with pytest.raises(ConfigValueError) as refused:
         alternet.create_model(name, **kwargs)
     assert str(refused.value).startswith(says) and "\n" not in str(refused.value)

@@ -46,8 +46,8 @@ TRAINING_INTERRUPTED = (
     "finished runs already written are kept: run the same command with ckpt_path=last to continue"
 )
 EVALUATION_INTERRUPTED = (
-    "stopped by SIGINT; the output folder's earlier scores are as they were (an evaluation's files land together at "
-    "its end): run the same command to score again"
+    "stopped by SIGINT; an evaluation's files land together at its end, so the output folder holds the earlier "
+    "scores, or this evaluation's complete ones if it got that far: run the same command to score again"
 )
 # the other commands': what Ctrl-C leaves of their output, and how to go on
 WHOLE_FOLDER_INTERRUPTED = (

@@ -61,6 +61,8 @@ class OptimizerConfig(Section):
         self.require("betas", lambda v: len(v) == 2 and all(0 <= b < 1 for b in v), "must be two numbers in [0, 1)")
         self.require("momentum", lambda v: 0 <= v < 1, "must be in [0, 1)")
         needed(self, {"adamw": {"betas": "[0.9, 0.999]"}, "sgd": {"momentum": "0.9"}})
+        if self.name == "sgd" and self.nesterov and not self.momentum:  # torch refuses it when the optimizer is built
+            raise ConfigValueError("nesterov=true needs momentum > 0 (e.g. momentum=0.9), or set nesterov=false")
 
 
 @dataclass(kw_only=True)
@@ -189,6 +191,12 @@ class RecipeConfig(Section):
     def check(self) -> None:
         self.require("epochs", integer(1), "must be an integer >= 1")
         self.require("warmup_epochs", lambda v: v >= 0, "must be >= 0")
+        min_lr = self.schedule.min_lr if self.schedule.name == "cosine" else None
+        if min_lr is not None and min_lr > self.optimizer.lr:  # the cosine would climb to it
+            raise ConfigValueError(
+                f"recipe.schedule.min_lr={min_lr:g} is above recipe.optimizer.lr={self.optimizer.lr:g}: the cosine "
+                "decays from the learning rate to min_lr; set min_lr below it (0.0: to zero)"
+            )
         self.require("batch_size", integer(1), "must be an integer >= 1")
         self.require("eval_batch_size", integer(1), "must be an integer >= 1")
         self.require(

@@ -130,6 +130,11 @@ CHECKED = [
     (["recipe.epochs=-1"], "recipe.epochs=-1 is invalid: must be an integer >= 1"),
     (["trainer.max_epochs=0"], "trainer.max_epochs=0 is invalid: must be an integer >= 1"),
     (["trainer.max_steps=0"], "trainer.max_steps=0 is invalid: must be an integer >= 1, or -1 (no limit)"),
+    (  # torch's ValueError once the optimizer was built, after the run started
+        ["recipe=speedrun", "recipe.optimizer.momentum=0"],
+        "recipe.optimizer.nesterov=true needs momentum > 0 (e.g. momentum=0.9), or set nesterov=false",
+    ),
+    (["recipe.schedule.min_lr=1.0"], "recipe.schedule.min_lr=1 is above recipe.optimizer.lr="),  # the lr climbed
     (["recipe.batch_size=0"], "recipe.batch_size=0 is invalid: must be an integer >= 1"),
     (["recipe.eval_batch_size=0"], "recipe.eval_batch_size=0 is invalid: must be an integer >= 1"),
     (["recipe=paper", "recipe.batch_size=3"], "recipe.batch_size=3 is invalid: mixup/cutmix needs an even batch size"),

@@ -3,9 +3,11 @@ what follows training (evaluation, export, W&B artifacts)."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 import time
+import traceback
 from dataclasses import replace
 from typing import Any
 
@@ -131,7 +133,7 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
     exit_code = 1
     try:
         with datamodule.dead_workers_named(), lightning_ctrl_c_raised(trainer):
-            trainer.fit(module, datamodule=datamodule, ckpt_path=resume)
+            _fit(trainer, module, datamodule, resume, step or 0)
             summary = _tested(typed, trainer, module, datamodule, run)
         if trainer.is_global_zero:
             if typed.evaluate.after_training:
@@ -146,6 +148,21 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
         return summary
     finally:
         tracking.finish(exit_code)
+
+
+def _fit(
+    trainer: L.Trainer, module: L.LightningModule, datamodule: ImageDataModule, resume: str | None, start: int
+) -> None:
+    """``trainer.fit``, a setting Lightning itself refuses as the fit starts (``+trainer.val_check_interval`` beyond
+    the epoch's batches) said in one line, the run directory left as before (no step has run since ``start``)."""
+    try:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=resume)
+    except (MisconfigurationException, ValueError) as error:
+        frames = traceback.extract_tb(error.__traceback__)
+        raised_by_lightning = bool(frames) and f"{os.sep}lightning{os.sep}" in frames[-1].filename
+        if raised_by_lightning and trainer.global_step == start:
+            raise ConfigValueError(f"trainer settings rejected by Lightning: {one_line(error)}") from None
+        raise
 
 
 def build_data(config: TrainConfig) -> ImageDataModule:

@@ -19,6 +19,10 @@ TRAIN = [
     (["recipe.batch_size=0"], "error: recipe.batch_size=0 is invalid: must be an integer >= 1"),
     (["data.val_size=5000"], "error: data.val_size=5000 is not smaller than the 1437 training images"),
     (["recipe.batch_size=100000"], "error: recipe.batch_size=100000 is larger than the 1257 training images"),
+    (  # Lightning's own refusal as the fit starts: a traceback, and a run directory left behind
+        ["+trainer.val_check_interval=100"],
+        "error: trainer settings rejected by Lightning: `val_check_interval` (100) must be less than or equal to",
+    ),
     (  # the hold-out took the images: it says so, and what makes room
         ["data.val_size=1400"],
         "error: recipe.batch_size=64 is larger than the 37 training images left after data.val_size=1400: the "

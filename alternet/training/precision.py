@@ -43,6 +43,11 @@ def choose_precision(requested: str, accelerator: str, allow_emulated: bool = Fa
     requested, device = str(requested), device_type(accelerator)
     if requested == "auto":
         return _automatic(device)
+    if device == "cpu" and requested in ("16-mixed", "16"):  # Lightning's CPU autocast has no fp16: it runs bf16
+        raise ConfigValueError(
+            f"trainer.precision={requested}: Lightning trains fp16 mixed precision on GPUs only (on a CPU it would run "
+            "bf16-mixed and record 16-mixed); use trainer.precision=bf16-mixed, auto or 32-true"
+        )
     if device == "cpu" and requested in REDUCED:
         number = REDUCED[requested]
         if not (cpu_native_bf16() if number == "bf16" else cpu_native_fp16()):

@@ -60,10 +60,22 @@ def test_bf16_that_this_cpu_would_emulate_is_refused_with_the_way_out(monkeypatc
 
 def test_fp16_is_judged_by_the_cpus_fp16_not_its_bf16(monkeypatch):
     _hardware(monkeypatch, cpu_bf16=True, cpu_fp16=False)
-    with pytest.raises(ConfigValueError, match=r"trainer.precision=16-mixed: this CPU .* no native fp16"):
-        choose_precision("16-mixed", "cpu")
+    with pytest.raises(ConfigValueError, match=r"trainer.precision=16-true: this CPU .* no native fp16"):
+        choose_precision("16-true", "cpu")
     _hardware(monkeypatch, cpu_bf16=False, cpu_fp16=True)
-    assert choose_precision("16-mixed", "cpu").precision == "16-mixed"
+    assert choose_precision("16-true", "cpu").precision == "16-true"
+
+
+@pytest.mark.parametrize("fp16", [True, False])
+def test_fp16_mixed_on_a_cpu_is_refused_as_lightning_would_run_bf16(monkeypatch, fp16):
+    """Lightning's CPU autocast has no fp16: 16-mixed ran bf16-mixed (with a warning) while the run recorded
+    16-mixed, and the emulation refusal's own advice (allow_emulated_precision) led there."""
+    _hardware(monkeypatch, cpu_bf16=not fp16, cpu_fp16=fp16)
+    for allow in (False, True):
+        with pytest.raises(
+            ConfigValueError, match=r"^trainer.precision=16-mixed: Lightning trains fp16 mixed precision on GPUs only"
+        ):
+            choose_precision("16-mixed", "cpu", allow_emulated=allow)
 
 
 def test_the_refusal_can_be_overridden_and_says_so(monkeypatch):

@@ -221,15 +221,20 @@ class NonFiniteGuard:
             )
         else:
             saved = f"the state before this step was saved to {path}. Resume from it (it retries this batch)"
-        remedies = [f"resume from {run.last_checkpoint.relative_to(run.path)} instead"]
-        clip = module.recipe.grad_clip
-        if clip is None or clip > 1.0:  # advice never repeats a setting already in force
-            remedies.append("add recipe.grad_clip=1.0")
+        remedies = (
+            [f"resume from {run.last_checkpoint.relative_to(run.path)} instead"]
+            if run.last_checkpoint.is_file()
+            else []
+        )
         if not str(module.trainer.precision).startswith("32"):
-            remedies.append("trainer.precision=32")
+            remedies.append("add trainer.precision=32-true")
+        clip = module.recipe.grad_clip
+        if clip is None or clip > 1.0:  # advice never repeats a setting already in force; a resume keeps the recipe
+            remedies.append("start a new run with recipe.grad_clip=1.0")
         raise NonFiniteLossError(
             f"non-finite {what} {where}; {saved} with a lower learning rate: "
-            f"{command}  — if the loss had been growing for a while, {', or '.join(remedies)}"
+            f"{command}"
+            + (f"  — if the loss had been growing for a while, {', or '.join(remedies)}" if remedies else "")
         )
 
 

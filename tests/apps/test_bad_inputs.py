@@ -180,6 +180,7 @@ def test_a_sweep_checks_every_job_before_the_first_trains(sweep, message, tmp_pa
     [
         (["model=alternet_tiny,nosuchmodel"], "sweep job 1 (model=nosuchmodel), before any job ran: model=nosuchmod"),
         (["seed=0,abc"], "sweep job 1 (seed=abc), before any job ran: seed=abc is invalid: must be an integer"),
+        (["recipe.optimizer.lr=interval(1e-3,1e-2)"], "BasicSweeper does not support sweep type : INTERVAL_SWEEP"),
     ],
 )
 def test_a_sweep_job_that_cannot_compose_is_one_line_naming_it(sweep, message, tmp_path, monkeypatch, capsys):

@@ -19,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from hydra.errors import CompactHydraException, MissingConfigException, OverrideParseException
+from hydra.errors import CompactHydraException, HydraException, MissingConfigException, OverrideParseException
 from omegaconf.errors import ConfigKeyError, ValidationError
 
 from ...errors import exit_with_error, suggest
@@ -43,6 +43,13 @@ def one_line_composition_errors(command: str) -> Iterator[None]:
         yield
     except CompactHydraException as error:
         exit_with_error(composition_error(error, command))
+    except HydraException as error:  # the basic sweeper given interval(): Hydra's traceback
+        if "does not support sweep type" not in str(error):
+            raise
+        exit_with_error(
+            f"{error}: interval() needs a sweeper that samples, e.g. hydra/sweeper=optuna (pip install "
+            "hydra-optuna-sweeper); the basic sweeper takes lists, range(), choice() and glob()"
+        )
     finally:
         os.environ.pop(FULL_ERROR, None)
 

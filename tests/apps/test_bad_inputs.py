@@ -116,6 +116,11 @@ EVALUATE = [
     (["ckpt={run}", "evaluation=default"], "error: evaluation= is not chosen on the command line: its settings sit at"),
     (["ckpt={run}", "analysis=[fourier,fourir]"], "error: analysis=fourir is not an option of analysis (did you mean"),
     (["ckpt={run}", "robustness.root=/nonexistent"], "CIFAR-C directory /nonexistent does not exist"),
+    (
+        ["ckpt={run}", "analysis=[fourier]", "analysis.variance.images=16"],
+        "error: analysis.variance sets the budget of an analysis not chosen: add it to the list "
+        "(analysis=[fourier,variance])",
+    ),
     (  # the checkpoint's own data: no data group, so its keys are set by choosing one
         ["ckpt={run}", "data.download=true"],
         "error: data.download sets a data set's key, and alternet evaluate scores on the checkpoint's own data unless "

@@ -96,6 +96,10 @@ def composition_error(error: CompactHydraException, command: str) -> str:
             )
         node = getattr(cause, "parent_node", None)
         known = list(node.keys()) if node is not None and hasattr(node, "keys") else []
+        conf = Path(str(resources.files("alternet.conf")))
+        if command == "evaluate" and parent == "analysis" and (conf / "analysis" / f"{name}.yaml").is_file():
+            chosen = ",".join([*known, name])
+            return f"{key} sets the budget of an analysis not chosen: add it to the list (analysis=[{chosen}])"
         if command == "evaluate" and parent == "data" and not known:  # the checkpoint's data: no data group chosen
             return (
                 f"{key} sets a data set's key, and alternet evaluate scores on the checkpoint's own data unless "

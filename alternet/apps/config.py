@@ -112,6 +112,12 @@ def compose(name: str, overrides: Sequence[str] = ()) -> DictConfig:
 
 def train_config(values: Mapping[str, Any]) -> TrainConfig:
     """A composed, resolved training config (Hydra's own section aside) as objects, every section checked."""
+    wandb = (values.get("logger") or {}).get("wandb")
+    if isinstance(wandb, Mapping) and "project" not in wandb:  # logger=csv over a preset that sets W&B keys
+        raise ConfigValueError(
+            f"logger.wandb holds {', '.join(sorted(wandb))} but no project: a preset's W&B settings outlive "
+            "logger=csv; add logger.wandb=null to switch W&B off, or logger=wandb to log to it"
+        )
     return build(TrainConfig, _set(values, "train"))
 
 

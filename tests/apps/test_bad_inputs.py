@@ -19,6 +19,11 @@ TRAIN = [
     (["recipe.batch_size=0"], "error: recipe.batch_size=0 is invalid: must be an integer >= 1"),
     (["data.val_size=5000"], "error: data.val_size=5000 is not smaller than the 1437 training images"),
     (["recipe.batch_size=100000"], "error: recipe.batch_size=100000 is larger than the 1257 training images"),
+    (  # a W&B preset's tags outlive logger=csv: "logger.wandb.project must be set" advised the opposite
+        ["experiment=alternet_r50_cifar100", "data=digits", "model=alternet_tiny", "trainer=cpu", "logger=csv"],
+        "error: logger.wandb holds tags but no project: a preset's W&B settings outlive logger=csv; add "
+        "logger.wandb=null to switch W&B off",
+    ),
     (  # Lightning's own refusal as the fit starts: a traceback, and a run directory left behind
         ["+trainer.val_check_interval=100"],
         "error: trainer settings rejected by Lightning: `val_check_interval` (100) must be less than or equal to",

@@ -163,6 +163,10 @@ def test_a_run_directory_that_cannot_be_made_is_one_line(tmp_path, monkeypatch, 
         (["model.layout=C|CM|CM,C|CM|MC"], "sweep job 1 (model.layout=C|CM|MC), before any job ran: stage 3 ('MC'):"),
         (["seed=0,1", "data.subset=0.5,1.5"], "sweep job 1 (seed=0 data.subset=1.5), before any job ran: data.subset="),
         (["seed=0,1", "data.subset=1.5", "+note=${hydra:job.num}"], "sweep job 0 (seed=0 data.subset=1.5 +note="),
+        (  # the data a job keeps: arrays are read before the first job (it trained, then job 1 was refused)
+            ["data.subset=1.0,0.05"],
+            "sweep job 1 (data.subset=0.05), before any job ran: recipe.batch_size=64 is larger than the 63 training",
+        ),
         (
             ["seed=0,1", "trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2"],
             "sweep job 0 (seed=0 trainer=ddp trainer.accelerator=cpu trainer.devices=2), before any job ran: "

@@ -62,6 +62,9 @@ class SweepPreflight(Callback):
     to check itself, as it does."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from ...data import DATAMODULES  # deferred: the data modules' libraries
+        from ..train import build_data  # deferred: as above
+
         _refuse_a_run_directory(config)
         loader = GlobalHydra.instance().config_loader()
         jobs = grid_jobs(config) or ()
@@ -85,7 +88,9 @@ class SweepPreflight(Callback):
                     check_sweep_launch(launcher, plain, visible_gpus())
                     with warnings.catch_warnings():  # each job prints its own warnings when it runs
                         warnings.simplefilter("ignore")
-                        validate_train_config(plain)
+                        typed = validate_train_config(plain)
+                        if DATAMODULES[typed.data.name].IN_MEMORY:  # arrays: read in seconds (folders at the job)
+                            build_data(typed).check_before_fit()  # a batch the job's data can fill (data.subset)
                 except AlternetError as error:
                     exit_with_error(f"{said}: {error}")
         finally:

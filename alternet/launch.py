@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from datetime import datetime
+from importlib import resources
 from typing import Any
 
 from omegaconf import OmegaConf
@@ -44,6 +45,21 @@ def run_stamp() -> str:
 def register_resolvers() -> None:
     if not OmegaConf.has_resolver("alternet.run_stamp"):
         OmegaConf.register_new_resolver("alternet.run_stamp", run_stamp, use_cache=True)
+    if not OmegaConf.has_resolver("alternet.groups"):
+        OmegaConf.register_new_resolver("alternet.groups", config_groups)
+
+
+def config_groups(*groups: str) -> str:
+    """``group: option, option ...`` per line for ``groups`` (a command's help lists its own groups, where Hydra's
+    ``$APP_CONFIG_GROUPS`` lists every group under ``conf/``); options starting with ``_`` are shared bases."""
+    conf = resources.files("alternet.conf")
+    lines = []
+    for group in groups:
+        options = sorted(
+            f.name.removesuffix(".yaml") for f in conf.joinpath(group).iterdir() if f.name.endswith(".yaml")
+        )
+        lines.append(f"{group}: {', '.join(o for o in options if not o.startswith('_'))}")
+    return "\n".join(lines)
 
 
 def devices_per_job(devices: Any, accelerator: str, visible_gpus: int) -> int | None:

@@ -149,6 +149,8 @@ def test_help_lists_the_config_groups_their_options_and_examples(monkeypatch, ca
     text = run_help(cli.evaluate_main, "evaluate.py", monkeypatch, capsys)
     assert text.startswith("alternet evaluate: score models")
     assert re.search(r"^analysis: .*fourier", text, re.MULTILINE) and "alternet evaluate ckpt=" in text
+    groups = set(re.findall(r"^([\w/]+): ", text, re.MULTILINE))
+    assert {"data", "analysis", "recipe"} <= groups and not groups & {"model", "trainer", "experiment", "debug"}
 
 
 @pytest.fixture(scope="session")

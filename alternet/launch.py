@@ -49,12 +49,18 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("alternet.groups", config_groups)
 
 
-def config_groups(*groups: str) -> str:
-    """``group: option, option ...`` per line for ``groups`` (a command's help lists its own groups, where Hydra's
-    ``$APP_CONFIG_GROUPS`` lists every group under ``conf/``); options starting with ``_`` are shared bases."""
+COMMAND_GROUPS = {  # the config groups each command takes on its command line (its --help lists them)
+    "train": ("data", "model", "recipe", "trainer", "logger", "callbacks", "experiment", "experiment/paper", "debug"),
+    "evaluate": ("data", "analysis", "logger", "recipe"),
+}
+
+
+def config_groups(command: str) -> str:
+    """``group: option, option ...`` per line for the groups ``command`` takes (Hydra's ``$APP_CONFIG_GROUPS`` lists
+    every group under ``conf/``, those the command refuses too); options starting with ``_`` are shared bases."""
     conf = resources.files("alternet.conf")
     lines = []
-    for group in groups:
+    for group in COMMAND_GROUPS[command]:
         options = sorted(
             f.name.removesuffix(".yaml") for f in conf.joinpath(group).iterdir() if f.name.endswith(".yaml")
         )

@@ -249,6 +249,10 @@ def check_trainer(trainer: TrainerConfig) -> None:
         lambda v: v is None or (not isinstance(v, bool) and v > 0),
         "must be a count >= 1 or a fraction in (0, 1] of the batches (or null: all); 0 trains nothing",
     )
+    for key in ("deterministic", "benchmark"):  # Lightning takes any truthy value, and half applies it
+        if key in trainer.extra:
+            choices = (True, False, None, "warn") if key == "deterministic" else (True, False, None)
+            one_of(f"trainer.{key}", trainer.extra[key], choices)
 
 
 def check_accelerator(config: TrainConfig) -> None:

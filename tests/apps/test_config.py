@@ -130,6 +130,7 @@ CHECKED = [
     (["recipe.epochs=-1"], "recipe.epochs=-1 is invalid: must be an integer >= 1"),
     (["trainer.max_epochs=0"], "trainer.max_epochs=0 is invalid: must be an integer >= 1"),
     (["trainer.max_steps=0"], "trainer.max_steps=0 is invalid: must be an integer >= 1, or -1 (no limit)"),
+    (["trainer.deterministic=maybe"], "trainer.deterministic='maybe' is not one of [True, False, None, 'warn']"),
     (  # torch's ValueError once the optimizer was built, after the run started
         ["recipe=speedrun", "recipe.optimizer.momentum=0"],
         "recipe.optimizer.nesterov=true needs momentum > 0 (e.g. momentum=0.9), or set nesterov=false",

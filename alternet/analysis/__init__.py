@@ -57,9 +57,9 @@ def check_applicable(names: Sequence[str], model: nn.Module) -> None:
     except AnalysisError:  # a model the instruments cannot read: the analyses say so when they run
         return
     if not any(block.kind == "M" for block in blocks):
+        name = (getattr(model, "pretrained_cfg", None) or {}).get("architecture") or type(model).__name__
         raise AnalysisConfigError(
-            f"analysis=attention measures MSA blocks, and this {type(model).__name__} has none: leave it out of "
-            "analysis=[...]"
+            f"analysis=attention measures MSA blocks, and {name} has none: leave it out of analysis=[...]"
         )
 
 

@@ -6,6 +6,7 @@ The catalogue runs ``train.py`` / ``evaluate.py`` as ``__main__`` in this proces
 argument parsing and error handling, as a user's command runs them; a fresh interpreter costs ~8 s a case); one case
 of each also runs as a real subprocess to check the exit status and stderr end to end."""
 
+import importlib.util
 import warnings
 
 import pytest
@@ -195,6 +196,15 @@ def test_a_sweep_checks_every_job_before_the_first_trains(sweep, message, tmp_pa
         (["model=alternet_tiny,nosuchmodel"], "sweep job 1 (model=nosuchmodel), before any job ran: model=nosuchmod"),
         (["seed=0,abc"], "sweep job 1 (seed=abc), before any job ran: seed=abc is invalid: must be an integer"),
         (["recipe.optimizer.lr=interval(1e-3,1e-2)"], "BasicSweeper does not support sweep type : INTERVAL_SWEEP"),
+        pytest.param(
+            ["seed=0,1", "hydra/sweeper=optuna"],
+            "hydra/sweeper=optuna is not an option of hydra/sweeper; the options are basic (Hydra's plugin: pip "
+            "install hydra-optuna-sweeper)",
+            marks=pytest.mark.skipif(
+                importlib.util.find_spec("hydra_plugins.hydra_optuna_sweeper") is not None,
+                reason="the optuna sweeper is installed here",
+            ),
+        ),
     ],
 )
 def test_a_sweep_job_that_cannot_compose_is_one_line_naming_it(sweep, message, tmp_path, monkeypatch, capsys):

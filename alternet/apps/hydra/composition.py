@@ -185,4 +185,13 @@ def _unknown_option(missing: str, found: Sequence[str] | None, command: str) -> 
         if len(options) <= SHOWN_OPTIONS
         else f"`alternet {command} --help` lists its {len(options)} options"
     )
-    return f"{group}={name} is not an option of {group}{suggest(name, options)}; {listed}"
+    plugin = PLUGINS.get(f"{group}={name}")
+    installed = f" (Hydra's plugin: pip install {plugin})" if plugin else ""
+    return f"{group}={name} is not an option of {group}{suggest(name, options)}; {listed}{installed}"
+
+
+PLUGINS = {  # Hydra's plugins whose options the docs name, by the package that brings them
+    "hydra/sweeper=optuna": "hydra-optuna-sweeper",
+    "hydra/launcher=submitit_slurm": "hydra-submitit-launcher",
+    "hydra/launcher=submitit_local": "hydra-submitit-launcher",
+}

@@ -13,6 +13,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import hydra
@@ -60,6 +61,7 @@ def train_main(cfg: DictConfig) -> float | None:
     try:
         summary = train(cfg)
     except AlternetError as error:
+        _sum_up_a_stopped_sweep()
         exit_with_error(error)
     except Exception as error:  # a stop signal's error, raised inside code that put another in its place
         if (stop := raised_by_a_stop(error)) is None:
@@ -67,6 +69,18 @@ def train_main(cfg: DictConfig) -> float | None:
         exit_with_error(stop)
     optimized = summary.optimized_metric  # the value a Hydra sweeper (e.g. Optuna) optimises, if configured
     return optimized.value if optimized else None
+
+
+def _sum_up_a_stopped_sweep() -> None:
+    """A local sweep that a job's refusal stops never reaches its end, where its summary is written: the jobs before
+    it are summed up now (``summary.csv``, as at the end)."""
+    from hydra.types import RunMode  # deferred: as above
+
+    from .hydra.sweep import write_sweep_summary  # deferred: matplotlib
+
+    hydra_config = HydraConfig.get()
+    if hydra_config.mode == RunMode.MULTIRUN:
+        write_sweep_summary(Path(hydra_config.sweep.dir))
 
 
 def run_dir_follows_out_dir(main: Callable[[], Any]) -> Callable[[], Any]:

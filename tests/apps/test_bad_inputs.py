@@ -218,6 +218,20 @@ def test_a_sweep_job_that_cannot_compose_is_one_line_naming_it(sweep, message, t
     assert not (tmp_path / "0").exists()
 
 
+def test_a_sweep_stopped_by_a_jobs_refusal_sums_up_the_jobs_before_it(tmp_path, monkeypatch, capsys):
+    """A job refused as it starts (an image folder's data are checked by the job, not the pre-flight) stops a local
+    sweep before its end, where summary.csv is written: the finished jobs are summed up all the same."""
+    from helpers.imagefolders import make_image_folder
+
+    root = make_image_folder(tmp_path / "images", per_class=2, splits={"train": 2, "val": 1}, odd_formats=False)
+    sweep = ["debug=fast", "data=imagefolder", f"data.root={root}", "data.image_size=16", "recipe.batch_size=4"]
+    arguments = ["-m", *sweep, "data.subset=1.0,0.5", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+    code, stderr = run_main("train.py", arguments, monkeypatch, capsys)
+    assert code.startswith("error: recipe.batch_size=4 is larger than the 3 training images left after data.subset")
+    rows = (tmp_path / "sweep" / "summary.csv").read_text().splitlines()
+    assert len(rows) == 2 and rows[1].startswith("0,") and ",ok," in rows[1]
+
+
 def test_a_sweep_into_a_directory_holding_another_sweeps_jobs_stops_before_touching_them(tmp_path, monkeypatch, capsys):
     """Job 0's directory holds a job of other overrides (another sweep launched into the same directory): Hydra
     would rewrite its .hydra/ records before the job refused to resume it, so the sweep stops before it starts."""

@@ -196,6 +196,7 @@ def test_a_sweep_checks_every_job_before_the_first_trains(sweep, message, tmp_pa
         (["model=alternet_tiny,nosuchmodel"], "sweep job 1 (model=nosuchmodel), before any job ran: model=nosuchmod"),
         (["seed=0,abc"], "sweep job 1 (seed=abc), before any job ran: seed=abc is invalid: must be an integer"),
         (["recipe.optimizer.lr=interval(1e-3,1e-2)"], "BasicSweeper does not support sweep type : INTERVAL_SWEEP"),
+        (["seed=0,0"], "sweep jobs 0 and 1 have the same overrides (seed=0): the second would train the same run"),
         pytest.param(
             ["seed=0,1", "hydra/sweeper=optuna"],
             "hydra/sweeper=optuna is not an option of hydra/sweeper; the options are basic (Hydra's plugin: pip "

@@ -68,6 +68,7 @@ class SweepPreflight(Callback):
         _refuse_a_run_directory(config)
         loader = GlobalHydra.instance().config_loader()
         jobs = grid_jobs(config) or ()
+        _refuse_repeated_jobs(jobs)
         _refuse_another_sweeps_directories(SweepDir(config.hydra.sweep.dir), jobs)
         note_created_by_this_process(SweepDir(config.hydra.sweep.dir).path / str(index) for index in range(len(jobs)))
         try:
@@ -107,6 +108,20 @@ def _refuse_a_run_directory(config: DictConfig) -> None:
             f"hydra.sweep.dir/<job number> ({config.hydra.sweep.dir}/0, /1, ...), not to hydra.run.dir. Pass "
             "hydra.mode=RUN to train one job in hydra.run.dir, or hydra.sweep.dir=DIR to place the sweep"
         )
+
+
+def _refuse_repeated_jobs(jobs: Sequence[list[str]]) -> None:
+    """Two jobs of the same overrides (``seed=0,0``) would train the same run twice, and a report would count it as
+    two seeds."""
+    first: dict[tuple[str, ...], int] = {}
+    for index, overrides in enumerate(jobs):
+        key = tuple(sorted(overrides))
+        if key in first:
+            exit_with_error(
+                f"sweep jobs {first[key]} and {index} have the same overrides ({' '.join(overrides)}): the second "
+                "would train the same run again; list each value once"
+            )
+        first[key] = index
 
 
 def _refuse_another_sweeps_directories(sweep: SweepDir, jobs: Sequence[list[str]]) -> None:

@@ -35,6 +35,11 @@ from ..training.precision import PRECISIONS
 from .config import TrainConfig, train_config
 from .extensions import check_targets
 
+OWN_KEYS = {  # the keys of one optimizer or schedule (key: its name), which the others leave unread
+    "optimizer": {"betas": "adamw", "momentum": "sgd", "nesterov": "sgd"},
+    "schedule": {"min_lr": "cosine", "milestones": "step", "gamma": "step"},
+}
+
 
 def validate_train_config(cfg: Mapping[str, Any]) -> TrainConfig:
     """A resolved training config as objects, every static check made (the checks that need the data happen in
@@ -78,6 +83,16 @@ def validate_train_config(cfg: Mapping[str, Any]) -> TrainConfig:
             AlternetWarning,
             stacklevel=2,
         )
+    for part, owners in OWN_KEYS.items():
+        section = getattr(config.recipe, part)
+        unread = [key for key, owner in owners.items() if getattr(section, key) is not None and section.name != owner]
+        if unread:
+            warnings.warn(
+                f"recipe.{part}.{', '.join(unread)} {'is' if len(unread) == 1 else 'are'} not read by "
+                f"recipe.{part}.name={section.name}",
+                AlternetWarning,
+                stacklevel=2,
+            )
     check_optimized_metric(config)
     check_monitor(config)
     check_trainer(config.trainer)

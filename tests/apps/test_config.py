@@ -430,3 +430,21 @@ def test_debug_fast_is_a_few_batches_per_loop():
 def test_exporting_ema_weights_needs_ema():
     with pytest.raises(ConfigValueError, match=r"export\.ema=true needs EMA weights"):
         validate_train_config(resolved("export.after_training=true", "export.ema=true"))
+
+
+def test_a_key_of_another_optimizer_or_schedule_is_said_to_be_unread():
+    """momentum on AdamW, gamma on a cosine schedule: accepted and unread without a word; no packaged recipe has one."""
+    import warnings
+
+    from alternet.errors import AlternetWarning
+
+    with pytest.warns(AlternetWarning, match=r"^recipe.optimizer.momentum is not read by recipe.optimizer.name=adamw"):
+        validate_train_config(resolved("recipe.optimizer.momentum=0.5"))
+    with pytest.warns(AlternetWarning, match=r"^recipe.schedule.gamma is not read by recipe.schedule.name=cosine"):
+        validate_train_config(resolved("recipe.schedule.gamma=0.1"))
+    recipes = [p.stem for p in (CONF / "recipe").glob("*.yaml") if not p.stem.startswith("_")]
+    for recipe in recipes:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            validate_train_config(resolved(f"recipe={recipe}"))
+        assert not [w for w in caught if "is not read by" in str(w.message)], recipe

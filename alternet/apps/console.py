@@ -63,7 +63,7 @@ def start_banner(
         ("Run directory", str(run.path)),
         ("Model", f"{config.model.name}{f' {layout}' if layout else ''} ({size})"),
         ("Data", data_description),
-        ("Recipe", f"{config.recipe.name}: {trainer.max_epochs} epochs, {batches}"),
+        ("Recipe", f"{config.recipe.name}: {_epochs(trainer.max_epochs, config.recipe.epochs)}, {batches}"),
         ("Learning rate", learning_rate_line(config.recipe, global_batch)),
         ("Device", device_line),
     ]
@@ -149,6 +149,13 @@ def robustness_lines(robustness: RobustnessResult) -> list[str]:
         names = ", ".join(extra.per_corruption)
         lines.append(f"  extra corruptions ({names}; not in the mean or mCE): mean acc {extra.robustness:.4f}")
     return lines
+
+
+def _epochs(trained: int | None, schedule: int) -> str:
+    """The epochs a run trains, and the schedule's where the run stops before its end (its lr never reaches it)."""
+    if trained is not None and trained < schedule:
+        return f"{trained} epochs (of the schedule's {schedule}: stopped early by trainer.max_epochs)"
+    return f"{trained} epochs"
 
 
 def end_summary(summary: RunSummary) -> str:

@@ -20,6 +20,10 @@ TRAIN = [
     (["recipe.batch_size=0"], "error: recipe.batch_size=0 is invalid: must be an integer >= 1"),
     (["data.val_size=5000"], "error: data.val_size=5000 is not smaller than the 1437 training images"),
     (["recipe.batch_size=100000"], "error: recipe.batch_size=100000 is larger than the 1257 training images"),
+    (  # most crops blank padding, some wholly: accepted before
+        ["recipe.augment.arrays.crop_padding=100"],
+        "error: recipe.augment.arrays.crop_padding=100 is not smaller than the 16-px images (data.image_size)",
+    ),
     (  # a W&B preset's tags outlive logger=csv: "logger.wandb.project must be set" advised the opposite
         ["experiment=alternet_r50_cifar100", "data=digits", "model=alternet_tiny", "trainer=cpu", "logger=csv"],
         "error: logger.wandb holds tags but no project: a preset's W&B settings outlive logger=csv; add "

@@ -24,6 +24,11 @@ def augmentation_ops(augment: ArraysAugment, image_size: int, mean: Sequence[flo
     random crop, horizontal flip, RandAugment (timm's policy string, ported), cutout."""
     ops: list[A.BasicTransform] = []
     if padding := augment.crop_padding:
+        if padding >= image_size:  # most crops would be blank padding (some wholly)
+            raise ConfigValueError(
+                f"recipe.augment.arrays.crop_padding={padding} is not smaller than the {image_size}-px images "
+                "(data.image_size): a crop could hold no image at all; CIFAR's is 4 on 32 px"
+            )
         padded = image_size + 2 * padding
         ops += [
             A.PadIfNeeded(padded, padded, border_mode=cv2.BORDER_CONSTANT, fill=0),

@@ -210,7 +210,7 @@ def evaluate_model(
     datamodule = build_datamodule(data, batch_size=config.batch_size, augment=recipe and recipe.augment, seed=0)
     check_classes(datamodule, source)
     datamodule.setup()
-    print(f"Evaluating {source.location}", flush=True)
+    print(f"Evaluating {source.location}{' (its EMA weights)' if config.use_ema else ''}", flush=True)
     architecture = source.require_architecture()
     checkpoint = str(source.checkpoint) if source.checkpoint is not None else source.location
     meta = {"checkpoint": checkpoint, "source": reference, "model": architecture, "data": datamodule.name}

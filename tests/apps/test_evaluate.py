@@ -229,6 +229,15 @@ def test_data_root_for_a_bundled_data_set_is_said_to_be_unused(digits_run, tmp_p
     assert code == "0" and "data=digits reads no files of its own: data.root=/nonexistent is not used" in stderr
 
 
+def test_use_ema_scores_the_ema_weights_and_says_so(tmp_path, monkeypatch, capsys):
+    run = train(compose_train(*FAST, "recipe.ema.decay=0.9", output_dir=tmp_path / "run")).run_dir
+    arguments = [f"ckpt={run}", "use_ema=true", "robustness.enabled=false", f"out_dir={tmp_path / 'out'}"]
+    code, stdout, stderr = main_output("evaluate.py", arguments, monkeypatch, capsys)
+    assert code == "0", stderr[-2000:]
+    assert "(its EMA weights)" in next(line for line in stdout.splitlines() if line.startswith("Evaluating"))
+    assert EvaluationReport.from_json(tmp_path / "out" / "metrics.json").ema is True
+
+
 def test_a_run_still_training_is_scored_with_a_warning(digits_run, tmp_path):
     """Its best checkpoint so far may be replaced: scored, and said (the run's lock, asked without changing it)."""
     from alternet.runs.directories import RunDir

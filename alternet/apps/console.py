@@ -227,7 +227,9 @@ def evaluation_report(report: EvaluationReport, out_dir: Path) -> str:
         lines += robustness_lines(report.robustness)
     analyses = report.analysis or {}
     for name, result in analyses.items():
-        lines.append(f"  analysis {name}: {result['seconds']:.1f} s, {len(result.get('files', []))} files")
+        unconverged = sum(int(v or 0) for k, v in result.items() if k.endswith("_unconverged"))  # the Hessian's
+        said = f"; {unconverged} eigenvalue(s) not converged (see its CSV)" if unconverged else ""
+        lines.append(f"  analysis {name}: {result['seconds']:.1f} s, {len(result.get('files', []))} files{said}")
     written = [*report.files, *(f for r in analyses.values() for f in r.get("files", []))]
     lines.append(f"  files in {out_dir}:")
     lines += [f"    {_relative(Path(path), out_dir)}" for path in written]

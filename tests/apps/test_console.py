@@ -250,3 +250,13 @@ def test_loader_workers_auto_fits_the_machine(monkeypatch):
     assert capped.num_workers == cpu_cores() and not capped.auto_workers  # never more workers than CPUs
     monkeypatch.setattr("alternet.data.workers.cpu_cores", lambda: 16)
     assert DigitsDataModule(num_workers=32, batch_size=8).num_workers == 16
+
+
+def test_an_analysis_whose_eigenvalues_did_not_converge_says_so(tmp_path):
+    """The Hessian's Lanczos may stop before its eigenvalues converge: its CSV said so, the printout did not."""
+    hessian = {"seconds": 1.0, "files": [], "max_eig_unconverged": 2, "top_eig_unconverged": 1}
+    test = dict.fromkeys(("acc", "top5", "nll", "ece", "brier"), 0.5)
+    report = EvaluationReport(model="m", data="digits", test=test, analysis={"hessian": hessian})
+    assert "analysis hessian: 1.0 s, 0 files; 3 eigenvalue(s) not converged" in evaluation_report(report, tmp_path)
+    hessian.update(max_eig_unconverged=0, top_eig_unconverged=0)
+    assert "not converged" not in evaluation_report(report, tmp_path)

@@ -405,3 +405,14 @@ def test_a_swept_layout_is_named_with_or_without_hydras_quotes_and_kept_whole_in
     assert str(refused.value).endswith(
         "choose one of: --baseline 'model.layout=C|CC|CC', --baseline 'model.layout=C|CC|CM'"
     )
+
+
+def test_the_sweep_summary_gives_a_quoted_value_without_hydras_quotes(tmp_path):
+    from alternet.apps.hydra.sweep import job_row
+    from alternet.runs.directories import RunDir
+
+    records = tmp_path / "0" / ".hydra"
+    records.mkdir(parents=True)
+    (records / "overrides.yaml").write_text("- model.layout='C|CM|CM'\n- seed=1\n")
+    row = job_row(RunDir(tmp_path / "0"))
+    assert row["model.layout"] == "C|CM|CM" and row["seed"] == "1" and row["status"] == "unfinished"

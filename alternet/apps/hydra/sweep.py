@@ -19,7 +19,7 @@ from ...runs.directories import RunDir, SweepDir
 def job_row(job: RunDir) -> dict[str, Any]:
     """The overrides and final test metrics of one job directory (status ``unfinished`` without a summary)."""
     row: dict[str, Any] = {"job": job.path.name, "overrides": " ".join(job.overrides())}
-    row.update(job.swept_values())
+    row.update({key: value.strip("'\"") for key, value in job.swept_values().items()})  # Hydra's quotes are syntax
     summary = job.summary()
     if summary is None:
         return row | {"status": "unfinished"}

@@ -285,19 +285,8 @@ def whole_directory(out: str | Path) -> Iterator[Path]:
     out = Path(out)
     for stale in stale_directories(out):
         shutil.rmtree(stale, ignore_errors=True)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=STAGING_SUFFIX, dir=out.parent))
-    except OSError as error:
-        raise WriteError(f"could not write {out}: {os_error_reason(error)}; nothing was changed. {WRITE_FIX}") from None
-    try:
-        try:
-            yield staging
-        except WriteError as error:  # named by its place in out, which is intact
-            path = getattr(error, "path", None)
-            if path is None or staging not in Path(path).parents:
-                raise
-            raise _write_error(path, error.reason, out / Path(path).relative_to(staging)) from None
+    with _staging(out, out.parent, f".{out.name}.") as staging:  # removed after: the earlier folder, or the new one
+        yield staging
         os.chmod(staging, 0o777 & ~_UMASK)  # mkdtemp's folder is private (0700); the folder it replaces is not
         with stop_signals_blocked():  # no Ctrl-C between the two renames of a system without an exchange
             try:
@@ -308,8 +297,6 @@ def whole_directory(out: str | Path) -> Iterator[Path]:
                     f"{WRITE_FIX}"
                 ) from None
             _stop_if_sent(out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)  # the earlier folder after the exchange, or the unfinished one
 
 
 @contextlib.contextmanager
@@ -326,19 +313,8 @@ def whole_products(out: str | Path, is_product: Callable[[Path], bool], *, says_
     out = Path(out)
     for stale in sorted(out.glob(f"{_PRODUCTS}*{STAGING_SUFFIX}")) if out.is_dir() else []:
         shutil.rmtree(stale, ignore_errors=True)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=_PRODUCTS, suffix=STAGING_SUFFIX, dir=out))
-    except OSError as error:
-        raise WriteError(f"could not write {out}: {os_error_reason(error)}; nothing was changed. {WRITE_FIX}") from None
-    try:
-        try:
-            yield staging
-        except WriteError as error:  # named by its place in out, where the earlier file is intact
-            path = getattr(error, "path", None)
-            if path is None or staging not in Path(path).parents:
-                raise
-            raise _write_error(path, error.reason, out / Path(path).relative_to(staging)) from None
+    with _staging(out, out, _PRODUCTS) as staging:
+        yield staging
         with stop_signals_blocked():
             try:
                 aside = Path(tempfile.mkdtemp(prefix=_PRODUCTS, suffix=STAGING_SUFFIX, dir=out))
@@ -354,6 +330,25 @@ def whole_products(out: str | Path, is_product: Callable[[Path], bool], *, says_
             shutil.rmtree(aside, ignore_errors=True)
             if says_stop:  # else a Ctrl-C raises once unblocked, for the caller's own words (training's)
                 _stop_if_sent(out)
+
+
+@contextlib.contextmanager
+def _staging(out: Path, where: Path, prefix: str) -> Iterator[Path]:
+    """A new hidden folder in ``where`` for what will be ``out`` (:func:`whole_directory`, :func:`whole_products`),
+    removed when the body ends, whatever ends it; a :class:`WriteError` of a file in it is named by the file's place
+    in ``out``, where the earlier one is intact."""
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=prefix, suffix=STAGING_SUFFIX, dir=where))
+    except OSError as error:
+        raise WriteError(f"could not write {out}: {os_error_reason(error)}; nothing was changed. {WRITE_FIX}") from None
+    try:
+        yield staging
+    except WriteError as error:
+        path = getattr(error, "path", None)
+        if path is None or staging not in Path(path).parents:
+            raise
+        raise _write_error(path, error.reason, out / Path(path).relative_to(staging)) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

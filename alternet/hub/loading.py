@@ -9,12 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from timm.models import FeatureListNet
-from timm.models._builder import pretrained_cfg_for_features
 from torch import nn
 
 from ..errors import CheckpointError, ConfigValueError, is_integer
-from ..models import AlterNet, create_model
+from ..models import create_model
+from ..models.features import feature_model
 from .sources import OTHER_WEIGHTS_KEYS, Source, open_source
 
 logger = logging.getLogger(__name__)
@@ -224,23 +223,21 @@ def build_model(
     return model.eval()
 
 
-def as_features(model: nn.Module, out_indices: tuple[int, ...] | None = None) -> FeatureListNet:
-    """Wrap an AlterNet classifier as the timm ``FeatureListNet`` that ``features_only=True`` builds for it."""
-    if not isinstance(model, AlterNet):
+def as_features(model: nn.Module, out_indices: int | tuple[int, ...] | None = None) -> nn.Module:
+    """The timm feature wrapper of a loaded classifier that ``features_only=True`` builds (one map per stage)."""
+    if not hasattr(model, "feature_info") or not hasattr(model, "forward_intermediates"):
         name = (getattr(model, "pretrained_cfg", None) or {}).get("architecture", type(model).__name__)
         raise ConfigValueError(
-            f"features_only=True supports the AlterNet family (alternet_*, preresnet*), not {name}; load the "
-            "classifier with alternet.hub.load and call its forward_intermediates(x) for per-block features"
+            f"features_only=True needs a model with timm's feature_info and forward_intermediates, which {name} "
+            "lacks; load the classifier with alternet.hub.load and take its features with forward hooks"
         )
     stages = len(model.feature_info)
     indices = stages if out_indices is None else out_indices
-    if is_integer(indices, 1) and indices <= stages:  # timm's "the last N"
-        indices = tuple(range(stages - indices, stages))
-    if not isinstance(indices, (list, tuple)) or not all(is_integer(i, -stages) and i < stages for i in indices):
+    if not (is_integer(indices, 1) and indices <= stages) and (
+        not isinstance(indices, (list, tuple)) or not all(is_integer(i, -stages) and i < stages for i in indices)
+    ):
         raise ConfigValueError(
             f"out_indices={out_indices!r} must be feature-map indices in [{-stages}, {stages - 1}] (this model has "
             f"{stages}), e.g. out_indices=({stages - 2}, {stages - 1}), or a count of the last ones up to {stages}"
         )
-    features = FeatureListNet(model, out_indices=tuple(indices), flatten_sequential=True)
-    features.pretrained_cfg = features.default_cfg = pretrained_cfg_for_features(model.pretrained_cfg)
-    return features
+    return feature_model(model, indices if isinstance(indices, int) else tuple(indices))

@@ -375,8 +375,10 @@ def test_comparison_vit_exports_and_loads_through_timm(tmp_path):
     with torch.no_grad():
         expected = hub.load(checkpoint)(x)
         torch.testing.assert_close(timm.create_model(f"local-dir:{out}", pretrained=True).eval()(x), expected)
-    with pytest.raises(ConfigValueError, match="features_only=True supports the AlterNet family"):
-        hub.load(out, features_only=True)
+        blocks = hub.load(out, features_only=True, out_indices=2)(x)  # the last two blocks' token maps
+        expected = hub.load(checkpoint).forward_intermediates(x, indices=2, intermediates_only=True)
+    for ours, theirs in zip(blocks, expected, strict=True):
+        torch.testing.assert_close(ours, theirs)
 
 
 def test_export_cli_end_to_end(pretrained, tmp_path, monkeypatch, capsys):

@@ -113,6 +113,24 @@ def test_features_only_returns_stage_maps(img_size, shapes):
     assert model.feature_info.reduction() == [img_size // s[1] for s in shapes]
 
 
+@pytest.mark.parametrize(
+    "name", ["resnet50_hdvw", "vit_mini_cifar", "pit_mini_cifar", "swin_mini_cifar", "botnet_cifar", "coatnet_cifar"]
+)
+def test_features_only_gives_each_family_its_stage_maps(name):
+    """Every family of the zoo, as timm's features_only builds it (ByobNets count three stages where timm's
+    builder counts four; the transformers through forward_intermediates): a map per entry of the classifier's
+    feature_info, and out_indices selects among them."""
+    torch.manual_seed(0)
+    classifier = timm.create_model(name).eval()
+    model = timm.create_model(name, features_only=True).eval()
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        maps = model(x)
+        last_two = timm.create_model(name, features_only=True, out_indices=(-2, -1)).eval()(x)
+    assert [m.shape[1] for m in maps] == model.feature_info.channels() == [i["num_chs"] for i in classifier.feature_info]
+    assert [m.shape for m in last_two] == [m.shape for m in maps[-2:]]
+
+
 def test_downstream_interfaces():
     model = create_model("alternet_tiny", num_classes=10, img_size=16).eval()
     x = torch.randn(2, 3, 16, 16)

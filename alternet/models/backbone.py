@@ -18,7 +18,7 @@ from torch import nn
 
 from ..architectures.layout import StageSpec, resolve_stages
 from ..architectures.rules import check_attention, check_block, choose_stem
-from ..errors import require
+from ..errors import ConfigValueError, require
 from .attention import WindowAttention, fused_setting
 from .blocks import BLOCK_TYPES, STEM_TYPES, MSABlock, NormAct, PreActBlock
 
@@ -148,9 +148,12 @@ class AlterNet(nn.Module):
         self._build_head(num_classes, global_pool)
 
     def _build_head(self, num_classes: int, global_pool: str) -> None:
-        self.head.global_pool = SelectAdaptivePool2d(pool_type=global_pool, flatten=True)
+        if not global_pool and num_classes > 0:  # timm's rule: an unpooled map has no linear classifier
+            raise ConfigValueError(f"global_pool='' leaves the map unpooled: it needs num_classes=0, not {num_classes}")
+        self.head.global_pool = SelectAdaptivePool2d(pool_type=global_pool, flatten=bool(global_pool))
         self.head.drop = nn.Dropout(self.drop_rate)
-        self.head.fc = nn.Linear(self.num_features, num_classes) if num_classes > 0 else nn.Identity()
+        width = self.num_features * self.head.global_pool.feat_mult()  # catavgmax: twice the channels
+        self.head.fc = nn.Linear(width, num_classes) if num_classes > 0 else nn.Identity()
 
     # timm model interface -------------------------------------------------------------------
 
@@ -232,7 +235,7 @@ class AlterNet(nn.Module):
 
     def reset_classifier(self, num_classes: int, global_pool: str | None = None) -> None:
         self.num_classes = num_classes
-        self._build_head(num_classes, global_pool or self.head.global_pool.pool_type)
+        self._build_head(num_classes, self.head.global_pool.pool_type if global_pool is None else global_pool)
 
     def no_weight_decay(self) -> set[str]:
         """Position tables (relative position biases, focused linear attention's key positional encodings): names

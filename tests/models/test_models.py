@@ -131,6 +131,20 @@ def test_features_only_gives_each_family_its_stage_maps(name):
     assert [m.shape for m in last_two] == [m.shape for m in maps[-2:]]
 
 
+def test_the_head_follows_timms_global_pool():
+    """catavgmax doubles the pooled width the classifier reads; '' keeps the map unpooled (timm: only without a
+    classifier) and reset_classifier(N, '') sets it rather than keeping the old pooling."""
+    x = torch.randn(2, 3, 16, 16)
+    model = create_model("alternet_tiny", num_classes=10, img_size=16, global_pool="catavgmax").eval()
+    with torch.no_grad():
+        assert model(x).shape == (2, 10)
+        assert model.forward_head(model.forward_features(x), pre_logits=True).shape == (2, 2 * model.num_features)
+        model.reset_classifier(0, global_pool="")
+        assert model(x).shape == (2, model.num_features, 4, 4)
+    with pytest.raises(ConfigValueError, match="global_pool='' leaves the map unpooled: it needs num_classes=0, not 3"):
+        model.reset_classifier(3)
+
+
 def test_downstream_interfaces():
     model = create_model("alternet_tiny", num_classes=10, img_size=16).eval()
     x = torch.randn(2, 3, 16, 16)

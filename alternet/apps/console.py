@@ -171,9 +171,13 @@ def end_summary(summary: RunSummary) -> str:
     ]
     if summary.best_val_score is not None:
         epoch = summary.best_epoch
-        where = f" after epoch {epoch} of {summary.epochs}" if epoch else ""
+        named = f" ({Path(summary.best_checkpoint).name}: its name counts from 0)" if summary.best_checkpoint else ""
+        where = f" after epoch {epoch} of {summary.epochs}{named}" if epoch else ""
         lines.append(f"Best {summary.monitor} {summary.best_val_score:.4f}{where}")
     lines += [f"Test ({tested}):", *_metrics_table(summary)]
+    images = summary.test_images
+    if images and images.scored < images.of:
+        lines.append(f"  a partial test: the first {images.scored:,} of {images.of:,} test images (limit_test_batches)")
     if summary.robustness:
         lines += robustness_lines(summary.robustness)
     run = RunDir(summary.run_dir or ".")

@@ -34,6 +34,7 @@ from ..runs.checkpoints import checkpoint_header, resume_checkpoint
 from ..runs.directories import RunDir, best_epoch
 from ..runs.ownership import RunDirLock, check_fresh_run_dir, discard_unused_run_dir
 from ..runs.records import record_resume, write_run_records
+from ..runs.results import TestImages
 from ..runs.summary import OptimizedMetric, RunSummary
 from ..training import (
     ClassificationModule,
@@ -45,6 +46,7 @@ from ..training import (
 )
 from ..training.config import TrainerConfig
 from ..training.loggers import build_loggers, define_best_metrics
+from ..training.optim import scaled_lr
 from ..training.resume import check_resume_batch, check_resume_settings
 from ..training.stopping import lightning_ctrl_c_raised
 from .after_training import evaluate_after_training, export_after_training
@@ -224,7 +226,7 @@ def _trainer(config: TrainConfig, run: RunDir, datamodule: ImageDataModule, logg
 
 
 def _tested(
-    config: TrainConfig, trainer: L.Trainer, module: L.LightningModule, datamodule: ImageDataModule, run: RunDir
+    config: TrainConfig, trainer: L.Trainer, module: ClassificationModule, datamodule: ImageDataModule, run: RunDir
 ) -> RunSummary:
     """Test the best checkpoint (else the final weights) and sum the run up."""
     checkpoint = checkpoint_callback(trainer)  # read before testing: test() restores its state from `best`
@@ -236,6 +238,7 @@ def _tested(
         data=config.data.name,
         test=tested.pop("test", {}),
         test_ema=tested.pop("test_ema", None),
+        test_images=TestImages(module.images_tested, len(datamodule.splits["test"])),
         train_clean=clean.get("train_clean"),  # the last epoch's (data.train_clean_size)
         train_images=len(datamodule.splits["train"]),
         data_subset=config.data.subset,
@@ -249,6 +252,8 @@ def _tested(
         last_checkpoint=last,
         run_dir=str(run.path),
         train_images_per_sec=throughput_callback(trainer).images_per_sec,
+        global_batch=module.global_batch,
+        lr=scaled_lr(config.recipe, module.global_batch),
         skipped_images=datamodule.skipped_images,
         extra=tested,  # any other split the test loop logged
     )

@@ -85,13 +85,33 @@ def _recipe_section(config: dict[str, Any]) -> list[str]:
     return [
         f"- Recipe `{recipe.get('name', '?')}`: epochs trained {info['epochs'] or '?'} (of {recipe.get('epochs')}), "
         f"batch size {recipe.get('batch_size')}",
-        f"- Optimizer {optimizer.get('name')}, lr {optimizer.get('lr')}, weight decay {optimizer.get('weight_decay')}; "
+        f"- Optimizer {optimizer.get('name')}, {_learning_rate(recipe, info)}, weight decay "
+        f"{optimizer.get('weight_decay')}; "
         f"{schedule.get('name', 'constant')} schedule, warm-up epochs {recipe.get('warmup_epochs', 0)}",
         f"- Label smoothing {recipe.get('label_smoothing', 0.0)}, drop path {recipe.get('drop_path_rate', 0.0)}, "
         f"mixup {mixup.get('mixup_alpha', 0) or 0} / cutmix {mixup.get('cutmix_alpha', 0) or 0}, "
         f"EMA {(recipe.get('ema') or {}).get('decay') or 'off'}",
         f"- Augmentation: {', '.join(augmentations)}",
     ]
+
+
+def _learning_rate(recipe: dict[str, Any], info: dict[str, Any]) -> str:
+    """The peak rate trained at, and how it came from ``recipe.optimizer.lr`` when scaled to the global batch (an
+    export of before the run recorded it gives the recipe's rate)."""
+    written = (recipe.get("optimizer") or {}).get("lr")
+    if info.get("lr") is None or info["lr"] == written:
+        return f"lr {written}"
+    return (
+        f"lr {info['lr']:.4g} (recipe.optimizer.lr {written} for a global batch of {recipe.get('lr_scale_batch')}, "
+        f"scaled {recipe.get('lr_scale_rule')} to the {info.get('global_batch')} trained)"
+    )
+
+
+def _partial_test(info: dict[str, Any]) -> str | None:
+    """``N of M`` when the test scored fewer than the split's images (``trainer.limit_test_batches``); else None."""
+    images = info.get("test_images") or {}
+    scored, total = images.get("scored"), images.get("of")
+    return f"{scored:,} of {total:,}" if scored is not None and total and scored < total else None
 
 
 def _augmentations(augment: dict[str, Any], data: Any) -> list[str]:
@@ -130,7 +150,11 @@ def _test_section(config: dict[str, Any]) -> list[str]:
     tested = info.get("tested_checkpoint")
     note = "" if tested == info["checkpoint"] else " (not the exported checkpoint)"
     weights = "EMA weights" if ema else "weights"
-    lines += ["", f"Measured on the test split with the {weights} of `{tested or 'the final weights'}`{note}."]
+    partial = _partial_test(info)
+    split = f"the first {partial} images of the test split" if partial else "the test split"
+    lines += ["", f"Measured on {split} with the {weights} of `{tested or 'the final weights'}`{note}."]
+    if partial:
+        lines[-1] += " A partial test: not the model's test result, and not published as one in the metadata."
     if info["recipe"].get("test_flip"):  # the exported model predicts from one view
         lines[-1] += (
             " Each prediction averaged the logits of the image and its mirror image (`recipe.test_flip`); the "
@@ -139,9 +163,10 @@ def _test_section(config: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _robustness_section(summary: RobustnessSummary) -> list[str]:
+def _robustness_section(summary: RobustnessSummary, images: int | None) -> list[str]:
+    each = f" of {images:,} images each" if images else ""
     lines = [
-        f"Corruptions: {summary.source} ({summary.n_conditions} conditions, "
+        f"Corruptions: {summary.source} ({summary.n_conditions} conditions{each}, "
         f"{'complete' if summary.complete else 'partial'} grid)"
         + (f", baseline {summary.baseline}" if summary.baseline else ""),
         "",
@@ -187,8 +212,8 @@ def card_data(config: dict[str, Any], repo_id: str | None = None) -> ModelCardDa
     dataset = HUB_DATASETS.get(name, name)
     test, ema = reported_test(config)
     info = config["alternet"]
-    if info.get("tested_checkpoint") != info.get("checkpoint") or bool(info.get("ema")) != ema:
-        test = None  # measured on other weights (the text says which): not published as this model's results
+    if info.get("tested_checkpoint") != info.get("checkpoint") or bool(info.get("ema")) != ema or _partial_test(info):
+        test = None  # measured on other weights or on part of the split (the text says): not this model's results
     recorded = {key: (test or {}).get(key) for key in HUB_METRICS if (test or {}).get(key) is not None}
     results = [
         EvalResult(
@@ -241,7 +266,8 @@ def model_card(config: dict[str, Any], repo_id: str | None = None) -> str:
         *_test_section(config),
     ]
     if info.get("robustness"):  # the run's robustness summary, as the export's config.json holds it
-        sections += ["", "## Robustness", *_robustness_section(RobustnessSummary.from_payload(info["robustness"]))]
+        robustness = RobustnessSummary.from_payload(info["robustness"])
+        sections += ["", "## Robustness", *_robustness_section(robustness, info.get("robustness_images"))]
         if info.get("ema"):  # the evaluation after training scores the trained weights, not their average
             sections += ["", "Measured with the trained weights, not the exported EMA weights."]
     sections += ["", "## Usage", *_usage_section(config, repo_id)]

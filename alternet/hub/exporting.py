@@ -235,9 +235,19 @@ def export_config(
             "tested_checkpoint": Path(summary.tested_checkpoint).name if summary else None,
             "test": summary.test if summary else None,
             "test_ema": summary.test_ema if summary else None,
+            "test_images": summary.test_images.to_json() if summary and summary.test_images else None,
+            "global_batch": summary.global_batch if summary else None,
+            "lr": summary.lr if summary else None,
             "robustness": summary.robustness.summary.to_json() if summary and summary.robustness else None,
+            "robustness_images": _images_per_condition(summary),
         },
     }
+
+
+def _images_per_condition(summary: RunSummary | None) -> int | None:
+    """How many images each corrupted condition of the run's robustness result held (None: not recorded)."""
+    images = summary.robustness.images if summary and summary.robustness else None
+    return images.images_per_condition if images else None
 
 
 def global_pool(model: nn.Module) -> str | None:

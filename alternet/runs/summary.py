@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import CheckpointError
 from ..files import read_json
-from .results import READERS, OodResult, Record, RobustnessResult, Selective, payload_of
+from .results import READERS, OodResult, Record, RobustnessResult, Selective, TestImages, payload_of
 
 
 @dataclass(frozen=True)
@@ -28,8 +28,11 @@ class OptimizedMetric:
 # or an evaluation after training leave them out)
 _WRITTEN_WHEN_SET = (
     "test_ema",
+    "test_images",
     "train_clean",
     "skipped_images",
+    "global_batch",
+    "lr",
     "calibration",
     "selective",
     "ood",
@@ -49,6 +52,7 @@ class RunSummary:
     data: str
     test: Record
     test_ema: Record | None = None
+    test_images: TestImages | None = None  # how many test images were scored, of the split's
     train_clean: Record | None = None  # the last epoch's clean training metrics (data.train_clean_size)
     train_images: int | None = None
     data_subset: float | None = None
@@ -62,6 +66,8 @@ class RunSummary:
     last_checkpoint: str | None = None
     run_dir: str | None = None
     train_images_per_sec: float | None = None
+    global_batch: int | None = None  # images per optimizer step: per-device batch x processes x accumulated batches
+    lr: float | None = None  # the peak learning rate: recipe.optimizer.lr scaled to the global batch
     skipped_images: int | None = None  # reads of unreadable files skipped on rank 0, every epoch's (data.skip_corrupt)
     optimized_metric: OptimizedMetric | None = None
     calibration: Record | None = None  # evaluate.after_training: the evaluation's test record

@@ -243,8 +243,15 @@ class ClassificationModule(L.LightningModule):
             self.whole_step.evaluation_starts()
 
     def on_test_start(self) -> None:
+        self._test_images = 0
         if self.whole_step is not None:
             self.whole_step.evaluation_starts()
+
+    def on_test_epoch_end(self) -> None:
+        """How many test images the test scored on every rank together (fewer than the split's with
+        ``trainer.limit_test_batches``): ``images_tested``, read by the run's summary."""
+        scored = torch.tensor(self._test_images, device=self.device)
+        self.images_tested = int(self.trainer.strategy.reduce(scored, reduce_op="sum"))
 
     def optimizer_step(self, *args: Any, **kwargs: Any) -> None:
         """The EMA follows each optimizer step (a micro-batch of gradient accumulation is not one), inside the step:
@@ -318,6 +325,7 @@ class ClassificationModule(L.LightningModule):
             self._evaluate("val_ema", *batch, model=self.ema)
 
     def test_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+        self._test_images += len(batch[1])
         self._evaluate("test", *batch)
         if self.ema is not None:
             self._evaluate("test_ema", *batch, model=self.ema)

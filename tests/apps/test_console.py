@@ -94,7 +94,7 @@ def test_end_summary_reports_raw_and_ema_metrics_best_epoch_robustness_and_files
         _summary(tmp_path, test_ema={"acc": 0.93, "top5": 1.0, "nll": 0.25, "ece": 0.01}, robustness=ROBUSTNESS)
     )
     assert "in 1:02:05: 6 epochs, 60 steps, 1,234 training images/s" in text
-    assert "Best val/nll 0.2500 after epoch 5 of 6" in text  # best-epoch004 is Lightning's 0-based index 4
+    assert "Best val/nll 0.2500 after epoch 5 of 6 (best-epoch004.ckpt: its name counts from 0)" in text
     assert "  weights        0.9100   0.9900   0.3000   0.0200" in text
     assert "  EMA weights    0.9300   1.0000   0.2500   0.0100" in text
     assert "\n".join(robustness_lines(RESULT)) in text  # as an evaluation prints it
@@ -138,8 +138,13 @@ def test_one_printer_shows_robustness_for_training_and_evaluation(tmp_path):
 
 
 def test_end_summary_without_ema_has_one_row(tmp_path):
-    text = end_summary(_summary(tmp_path))
-    assert "EMA weights" not in text and "Robustness" not in text
+    text = end_summary(_summary(tmp_path, test_images={"scored": 360, "of": 360}))
+    assert "EMA weights" not in text and "Robustness" not in text and "partial" not in text
+
+
+def test_end_summary_says_when_the_test_scored_part_of_the_split(tmp_path):
+    text = end_summary(_summary(tmp_path, test_images={"scored": 64, "of": 10000}))
+    assert "  a partial test: the first 64 of 10,000 test images (limit_test_batches)" in text
 
 
 class _Tiny(L.LightningModule):

@@ -188,3 +188,25 @@ def test_ckpt_path_last_resumes_from_the_run_directory_when_present(tmp_path):
     assert resume_checkpoint("last", RunDir(tmp_path)) == first.last_checkpoint
     again = fit(tmp_path, "trainer.max_epochs=2", "ckpt_path=last")  # a requeued job continues
     assert again.epochs == 2 and again.global_step == 6
+
+
+def test_the_summary_records_how_many_test_images_were_scored_and_the_rate_trained_at(digits_summary, tmp_path):
+    """The shared run tests the whole split; trainer.limit_test_batches scores its first batches, and the summary
+    says so (the console and the model card read it). The learning rate is the recipe's scaled to the global batch."""
+    assert digits_summary.test_images.scored == digits_summary.test_images.of > 0
+    summary = train(
+        compose_train(
+            *FAST,
+            "recipe.eval_batch_size=16",
+            "trainer.limit_test_batches=1",
+            "recipe.batch_size=32",
+            "recipe.optimizer.lr=0.002",
+            "recipe.lr_scale_batch=64",
+            "recipe.lr_scale_rule=linear",
+            output_dir=tmp_path,
+        )
+    )
+    assert (summary.test_images.scored, summary.test_images.of) == (16, digits_summary.test_images.of)
+    assert (summary.global_batch, summary.lr) == (32, 0.001)
+    written = json.loads((tmp_path / "metrics.json").read_text())
+    assert (written["test_images"], written["global_batch"], written["lr"]) == ({"scored": 16, "of": 360}, 32, 0.001)

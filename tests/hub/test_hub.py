@@ -117,6 +117,8 @@ def test_model_card_reports_robustness_of_a_moved_run_directory(pretrained, tmp_
     assert "## Robustness" in card and "Corruptions: generated (2 conditions, partial grid)" in card
     assert "| mean accuracy over all corruption conditions | 0.7000 |" in card
     assert "not the exported EMA weights" not in card
+    config["alternet"]["robustness_images"] = 32  # a robustness.max_images evaluation's
+    assert "Corruptions: generated (2 conditions of 32 images each, partial grid)" in model_card(config)
     config["alternet"]["ema"] = True  # an EMA export: the robustness was the trained weights'
     assert "Measured with the trained weights, not the exported EMA weights." in model_card(config)
 

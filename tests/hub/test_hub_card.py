@@ -294,6 +294,31 @@ def test_a_refused_push_is_one_line_naming_the_repository(run, fake_hub, monkeyp
     assert list((tmp_path / "tmp").iterdir()) == []
 
 
+def test_a_partial_test_is_said_in_the_card_and_not_published_as_the_models_result(run):
+    """trainer.limit_test_batches scores the first batches only: the card says how many of the split's images, and
+    its metadata holds no test result; the whole split's numbers are published (the shared run's test is whole)."""
+    config = json.loads((export_of(run) / "config.json").read_text())
+    scored = config["alternet"]["test_images"]
+    assert scored["scored"] == scored["of"] == run.test_images.of and card_data(config).eval_results
+    config["alternet"]["test_images"] = {"scored": 64, "of": 10000}
+    assert "Measured on the first 64 of 10,000 images of the test split" in model_card(config)
+    assert card_data(config).eval_results is None
+
+
+def test_the_card_gives_the_learning_rate_trained_at(run):
+    config = json.loads((export_of(run) / "config.json").read_text())
+    info, recipe = config["alternet"], config["alternet"]["recipe"]
+    info |= {"lr": recipe["optimizer"]["lr"] / 4, "global_batch": recipe["lr_scale_batch"] // 4}
+    recipe["lr_scale_rule"] = "linear"
+    expected = (
+        f"lr {info['lr']:.4g} (recipe.optimizer.lr {recipe['optimizer']['lr']} for a global batch of "
+        f"{recipe['lr_scale_batch']}, scaled linear to the {info['global_batch']} trained)"
+    )
+    assert expected in model_card(config)
+    info["lr"] = recipe["optimizer"]["lr"]  # trained at the recipe's rate (or an export of before it was recorded)
+    assert f"lr {recipe['optimizer']['lr']}, weight decay" in model_card(config)
+
+
 def test_the_card_says_when_test_numbers_averaged_mirrored_views(run):
     """A timm user runs one view per image; the card must not let flip-averaged numbers pass for single-view ones."""
     config = json.loads((export_of(run) / "config.json").read_text())

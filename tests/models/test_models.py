@@ -127,7 +127,8 @@ def test_features_only_gives_each_family_its_stage_maps(name):
     with torch.no_grad():
         maps = model(x)
         last_two = timm.create_model(name, features_only=True, out_indices=(-2, -1)).eval()(x)
-    assert [m.shape[1] for m in maps] == model.feature_info.channels() == [i["num_chs"] for i in classifier.feature_info]
+    channels = [info["num_chs"] for info in classifier.feature_info]
+    assert [m.shape[1] for m in maps] == model.feature_info.channels() == channels
     assert [m.shape for m in last_two] == [m.shape for m in maps[-2:]]
 
 

@@ -156,10 +156,11 @@ def _fit(
     trainer: L.Trainer, module: L.LightningModule, datamodule: ImageDataModule, resume: str | None, start: int
 ) -> None:
     """``trainer.fit``, a setting Lightning itself refuses as the fit starts (``+trainer.val_check_interval`` beyond
-    the epoch's batches) said in one line, the run directory left as before (no step has run since ``start``)."""
+    the epoch's batches, a callback whose package is missing) said in one line, the run directory left as before (no
+    step has run since ``start``)."""
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=resume)
-    except (MisconfigurationException, ValueError) as error:
+    except (MisconfigurationException, ValueError, ImportError) as error:
         frames = traceback.extract_tb(error.__traceback__)
         raised_by_lightning = bool(frames) and f"{os.sep}lightning{os.sep}" in frames[-1].filename
         if raised_by_lightning and trainer.global_step == start:

@@ -83,6 +83,11 @@ TRAIN = [
     ),
     (["trainer.devices=0"], "trainer.devices=0 is invalid: must be auto, -1 (all), a count >= 1"),
     (["++trainer.strategy=ddp_foo"], "trainer settings rejected by Lightning: You selected an invalid strategy name"),
+    pytest.param(  # a Lightning callback's missing package, found as the fit starts: a traceback and Hydra's records
+        ["callbacks.extra=[{_target_:lightning.pytorch.callbacks.DeviceStatsMonitor}]"],
+        "trainer settings rejected by Lightning: `DeviceStatsMonitor` cannot log CPU stats as `psutil` is not",
+        marks=pytest.mark.skipif(importlib.util.find_spec("psutil") is not None, reason="psutil is installed here"),
+    ),
     (["callbacks.checkpoint.monitor=val/foo"], "callbacks.checkpoint.monitor=val/foo is not a metric the run logs"),
     (["callbacks.checkpoint.train_time_interval=banana"], "callbacks.checkpoint.train_time_interval='banana' is"),
     (["callbacks.checkpoint.train_time_interval='1:00:00:00:30'"], "train_time_interval='1:00:00:00:30' is invalid"),

@@ -112,8 +112,8 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
     module = _module(typed, datamodule.facts(), pretrained=resume is None)
     if lock is not None and typed.reuse_run_dir and resume is None:  # afresh, once its data and weights are read:
         run.clear_earlier_run()  # nothing of the earlier run reads as this one's (its W&B ids before the loggers)
-    loggers = build_loggers(typed.logger.wandb, run, record, resume_step=step)
-    loggers += build_extra(typed.logger.extra, "logger.extra", Logger)
+    extra = build_extra(typed.logger.extra, "logger.extra", Logger)  # a refusal here comes before W&B starts a run
+    loggers = build_loggers(typed.logger.wandb, run, record, resume_step=step) + extra
     trainer = _trainer(typed, run, datamodule, loggers)
     if resume:  # the devices are known now
         batch = [typed.recipe.batch_size, trainer.world_size, trainer.accumulate_grad_batches]

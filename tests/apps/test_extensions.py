@@ -179,6 +179,10 @@ def test_a_model_function_that_ignores_num_classes_is_refused_in_one_line():
             ["logger.extra=[{_target_:collections.OrderedDict}]"],
             "logger.extra[0] built OrderedDict, not a Lightning Logger",
         ),
+        (  # refused before W&B starts its run (its files kept the run directory)
+            ["logger=wandb", "logger.extra=[{_target_:collections.OrderedDict}]"],
+            "logger.extra[0] built OrderedDict, not a Lightning Logger",
+        ),
     ],
 )
 def test_bad_extensions_are_one_line(arguments, says, tmp_path, monkeypatch, capsys):
@@ -186,6 +190,7 @@ def test_bad_extensions_are_one_line(arguments, says, tmp_path, monkeypatch, cap
         "train.py", [*arguments, "debug=fast", f"hydra.run.dir={tmp_path / 'run'}"], monkeypatch, capsys
     )
     assert_one_line_error(code, stderr, says)
+    assert not (tmp_path / "run").exists()
 
 
 def test_evaluate_refuses_training_loggers(digits_run, tmp_path, monkeypatch, capsys):

@@ -78,9 +78,11 @@ HOLD_OUT = ("val_size", "split_seed")  # the data keys that choose a run's valid
 def evaluation_data(config: EvaluateConfig, source: Source, set_keys: set[str]) -> dict[str, Any]:
     """The data to evaluate on: ``data=...`` if given, else the training run's, else the packaged data set the
     model records. The model's own preprocessing (:func:`alternet.hub.sources.preprocessing`) replaces the data
-    set's, except for a key the command line set; so does the run's validation hold-out on its own data set."""
+    set's, except for a key the command line set; so does the validation hold-out the run (an export, a checkpoint)
+    records, on its own data set."""
     model_input = preprocessing(source)
     trained = source.run.recorded_config() if source.run else None
+    recorded = trained["data"] if trained is not None else source.hyper_parameters.get("data") or {}
     if config.data:
         data = dict(config.data)
     elif trained is not None:
@@ -96,8 +98,8 @@ def evaluation_data(config: EvaluateConfig, source: Source, set_keys: set[str]) 
         data = packaged_data(name, config.paths.data_dir)
     if trained is None or config.data:
         data |= {key: value for key, value in model_input.items() if key in data and f"data.{key}" not in set_keys}
-    if config.data and trained is not None and data.get("name") == trained["data"].get("name"):
-        split = {key: trained["data"][key] for key in HOLD_OUT if key in trained["data"]}  # the run's validation
+    if (config.data or trained is None) and data.get("name") == recorded.get("name"):
+        split = {key: recorded[key] for key in HOLD_OUT if key in recorded}  # the run's (or export's) validation
         data |= {key: value for key, value in split.items() if f"data.{key}" not in set_keys}  # images, not others
         changed = [
             f"data.{key}={data[key]} (trained with {value})" for key, value in split.items() if data[key] != value

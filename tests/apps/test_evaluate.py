@@ -221,6 +221,12 @@ def test_data_naming_the_runs_own_data_set_keeps_its_validation_split(tmp_path, 
     )
     assert code == "0" and "data.val_size=500 (trained with 100): the temperature is fitted" in stderr
     assert len(np.load(tmp_path / "other" / "predictions.npz")["val/labels"]) == 500
+    export = hub.export(run, tmp_path / "export")  # the export records the hold-out, and is scored with it
+    code, stderr = run_main(
+        "evaluate.py", [*scaled[2:], f"ckpt={export}", f"out_dir={tmp_path / 'x'}"], monkeypatch, capsys
+    )
+    assert code == "0", stderr[-2000:]
+    assert len(np.load(tmp_path / "x" / "predictions.npz")["val/labels"]) == 100
 
 
 def test_data_root_for_a_bundled_data_set_is_said_to_be_unused(digits_run, tmp_path, monkeypatch, capsys):

@@ -114,6 +114,10 @@ def test_missing_cifar_says_where_it_looked_and_how_to_fix(tmp_path):
     assert str(tmp_path / "cifar-100-python") in message
     assert "['meta', 'test', 'train']" in message
     assert "data.root=" in message and "data.download=true" in message
+    with pytest.raises(DataError, match=r"meta does not exist: set data.root to the folder that holds cifar-100-py"):
+        assert module.class_names  # what evaluation reads first, without the training split's check
+    with pytest.raises(DataError, match=r"\(alternet evaluate: data_root=DIR\), or data.download=true to fetch it"):
+        module.load_split(train=False)
 
 
 def test_corrupt_cifar_is_detected_by_md5(cifar100_root, tmp_path):

@@ -86,6 +86,11 @@ class CIFARDataModule(ArrayDataModule):
         try:
             with open(path, "rb") as f:
                 return pickle.load(f, encoding="latin1")
+        except FileNotFoundError:
+            raise DataError(
+                f"{path} does not exist: set data.root to the folder that holds {self.folder}/ (alternet evaluate: "
+                "data_root=DIR), or data.download=true to fetch it there"
+            ) from None
         except (OSError, pickle.UnpicklingError, EOFError) as error:
             raise DataError(f"cannot read {path}: {error}. Re-download with data.download=true.") from error
 

@@ -49,7 +49,8 @@ def check_name(name: str, own: tuple[str, ...] = ()) -> None:
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     raise UnknownModelError(
         f"unknown model {name!r}. alternet models: {', '.join(sorted(own))}. Any timm model name also works "
-        f"(see timm.list_models()), and one your package registers with imports=[your_pkg.models]{hint}"
+        f"(see timm.list_models()), and one your package registers: import it first (on alternet's command line: "
+        f"imports=[your_pkg.models]){hint}"
     )
 
 

@@ -168,8 +168,10 @@ def test_overrides_reach_the_backbone():
 
 
 def test_unknown_model_lists_the_valid_ones():
-    with pytest.raises(UnknownModelError, match="alternet_r50, alternet_r50_hdvw"):
+    with pytest.raises(UnknownModelError, match="alternet_r50, alternet_r50_hdvw") as error:
         alternet.create_model("alternet_r9000")
+    # advice for a Python caller as for the command line (an export of a user's model, loaded in a fresh interpreter)
+    assert "one your package registers: import it first (on alternet's command line: imports=" in str(error.value)
 
 
 def test_an_unknown_name_suggests_each_close_name_once():

@@ -12,6 +12,7 @@ import lightning as L
 from torch import nn
 
 from .. import tracking
+from ..architectures.named import base_name, spec_kwargs
 from ..metrics.table import SPLIT_KEYS
 from ..progress import duration
 from ..runs.directories import RunDir
@@ -61,7 +62,7 @@ def start_banner(
         device_line += f"; compiled for training ({what}{graphs}; {mode}: the first steps compile)"
     pairs = [
         ("Run directory", str(run.path)),
-        ("Model", f"{config.model.name}{f' {layout}' if layout else ''} ({size})"),
+        ("Model", f"{config.model.name}{f' {layout}' if layout else ''}{_changed(config)} ({size})"),
         ("Data", data_description),
         ("Recipe", f"{config.recipe.name}: {_epochs(trainer.max_epochs, config.recipe.epochs)}, {batches}"),
         ("Learning rate", learning_rate_line(config.recipe, global_batch)),
@@ -71,6 +72,14 @@ def start_banner(
     if run is not None:
         pairs.append(("W&B", tracking.run_location(run)))
     return "\n" + _rows(pairs) + "\n"
+
+
+def _changed(config: TrainConfig) -> str:
+    """The architecture keys the config sets to other values than its named model's (``model=byob
+    model.self_attn_layer=halo`` still builds under botnet_cifar's name), after a comma; the layout is shown apart."""
+    named = spec_kwargs(base_name(config.model.name))
+    changed = [f"{k}={v}" for k, v in config.model.arguments().items() if k != "layout" and named.get(k, not v) != v]
+    return f", {', '.join(changed)}" if changed else ""
 
 
 def learning_rate_line(recipe: RecipeConfig, global_batch: int) -> str:

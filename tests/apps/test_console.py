@@ -8,13 +8,16 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from alternet.apps.console import end_summary, evaluation_report, robustness_lines
+from alternet.apps.checks import validate_train_config
+from alternet.apps.console import _changed, end_summary, evaluation_report, robustness_lines
 from alternet.data import DigitsDataModule
 from alternet.hardware import cpu_cores
 from alternet.runs.directories import best_epoch
 from alternet.runs.results import EvaluationReport, RobustnessResult
 from alternet.runs.summary import RunSummary
 from alternet.training.display import ProgressLines, TerminalBar, Throughput, progress_bar
+
+from helpers import resolved
 
 
 def _summary(tmp_path, **extra):
@@ -265,3 +268,18 @@ def test_an_analysis_whose_eigenvalues_did_not_converge_says_so(tmp_path):
     assert "analysis hessian: 1.0 s, 0 files; 3 eigenvalue(s) not converged" in evaluation_report(report, tmp_path)
     hessian.update(max_eig_unconverged=0, top_eig_unconverged=0)
     assert "not converged" not in evaluation_report(report, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "shown"),
+    [
+        (["model=byob", "model.self_attn_layer=halo", "model.block_size=2"], ", self_attn_layer=halo, block_size=2"),
+        (["model=botnet_cifar"], ""),
+        (["model=alternet_tiny", "model.layout=C|CM|CM"], ""),  # the banner shows the built layout apart
+        (["model=timm", "model.name=resnet18", "+model.drop_rate=0.1"], ", drop_rate=0.1"),
+    ],
+)
+def test_the_banner_names_what_the_config_changed_in_the_named_architecture(overrides, shown):
+    """model=byob model.self_attn_layer=halo builds under botnet_cifar's name: the banner's model line says what
+    differs from it."""
+    assert _changed(validate_train_config(resolved(*overrides))) == shown

@@ -50,7 +50,19 @@ def register_resolvers() -> None:
 
 
 COMMAND_GROUPS = {  # the config groups each command takes on its command line (its --help lists them)
-    "train": ("data", "model", "recipe", "trainer", "logger", "callbacks", "experiment", "experiment/paper", "debug"),
+    "train": (
+        "data",
+        "model",
+        "recipe",
+        "trainer",
+        "logger",
+        "callbacks",
+        "evaluation",
+        "experiment",
+        "experiment/paper",
+        "debug",
+        "hydra/launcher",
+    ),
     "evaluate": ("data", "analysis", "logger", "recipe"),
 }
 

@@ -144,7 +144,9 @@ def test_help_lists_the_config_groups_their_options_and_examples(monkeypatch, ca
     assert "locality" in groups["experiment/paper"].split(", ")
     assert text.startswith("alternet train: train an image classifier")
     assert "alternet train debug=fast" in text and "python train.py" in text and "alternet-train" not in text
-    assert "hydra/" not in text and not list(tmp_path.iterdir())  # Hydra's own groups left out; nothing written
+    assert groups["hydra/launcher"] == "slurm" and groups["evaluation"] == "default"  # alternet's, as docs/ lists
+    assert [g for g in groups if g.startswith("hydra/")] == ["hydra/launcher"]  # Hydra's own groups left out
+    assert not list(tmp_path.iterdir())  # nothing written
 
     text = run_help(cli.evaluate_main, "evaluate.py", monkeypatch, capsys)
     assert text.startswith("alternet evaluate: score models")

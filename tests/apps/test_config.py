@@ -396,8 +396,9 @@ def test_warmup_longer_than_the_run_is_a_warning():
         validate_train_config(resolved("recipe=paper", "trainer.max_epochs=1"))
 
 
-def test_slurm_launcher_runs_one_task_per_device():
+def test_slurm_launcher_runs_one_task_per_device(tmp_path):
     from hydra import compose, initialize_config_dir
+    from submitit.slurm.slurm import _make_sbatch_string
 
     overrides = ["hydra/launcher=slurm", "trainer=ddp", "trainer.devices=4", "trainer.num_nodes=2"]
     with initialize_config_dir(str(CONF), version_base="1.3"):
@@ -405,6 +406,11 @@ def test_slurm_launcher_runs_one_task_per_device():
     launcher = OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
     assert launcher["_target_"].endswith("SlurmLauncher")
     assert (launcher["nodes"], launcher["tasks_per_node"], launcher["gpus_per_node"]) == (2, 4, 4)
+    # the job script submitit writes: srun ends every task once one fails (no rank left waiting for a refused rank 0)
+    script = _make_sbatch_string(command="python train.py", folder=tmp_path, setup=launcher["setup"], nodes=2)
+    lines = script.splitlines()
+    export = lines.index("export SLURM_KILL_BAD_EXIT=1")
+    assert export < next(i for i, line in enumerate(lines) if line.startswith("srun "))
 
 
 def test_model_config_cannot_contradict_the_data():

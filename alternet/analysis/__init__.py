@@ -24,7 +24,9 @@ from . import attention, fourier, hessian, landscape, lesion, noise, variance
 from .blocks import Block, BlockSequence, block_sequence
 from .config import parse_config
 from .context import AnalysisContext, eval_mode, full_float32
+from .data import batch_sizes, check_even_batches, split
 from .errors import AnalysisConfigError, AnalysisError
+from .objective import batch_size_of
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,25 @@ def check_applicable(names: Sequence[str], model: nn.Module) -> None:
         )
 
 
+def check_data(configs: Mapping[str, Any], datamodule: ImageDataModule, recipe: Any) -> None:
+    """Refuse, once the data is known and before any scoring, what an analysis would refuse only when it runs: a
+    mixed objective's odd batch, a noise band that holds no frequency of the test images."""
+    train = len(split(datamodule, "train")) if "train" in datamodule.splits else 0
+    for name in ("landscape", "hessian"):
+        config = configs.get(name)
+        if config is None or config.targets != "training" or recipe is None or not recipe.mixup.enabled:
+            continue
+        size = batch_size_of(config, recipe)
+        sizes = batch_sizes(config.images, size, train)
+        if name == "hessian" and config.minibatches:
+            sizes.append(min(size, train))
+        check_even_batches(sizes, name)
+    if "noise" in configs:
+        height, width = split(datamodule, "test")[0][0].shape[-2:]
+        for band in noise.frequency_bands(configs["noise"]):
+            noise.band_mask(height, width, band.low, band.high, closed=band.closed)
+
+
 def run_analyses(
     names: Sequence[str],
     model: nn.Module,
@@ -99,6 +120,7 @@ __all__ = [
     "BlockSequence",
     "block_sequence",
     "check_applicable",
+    "check_data",
     "parse_configs",
     "run_analyses",
 ]

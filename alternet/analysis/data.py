@@ -54,14 +54,25 @@ def clean_batches(context: AnalysisContext, config: SampleConfig) -> list[Batch]
     return sample_batches(test, config.images, config.batch_size, config.seed, augment=False, device=context.device)
 
 
-def mixed_batches(batches: Sequence[Batch], mixer: Mixup, seed: int, analysis: str) -> list[Batch]:
-    """Each batch mixed once (a seeded draw per batch): (mixed images, (B, classes) soft targets)."""
-    odd = [len(y) for _, y in batches if len(y) % 2]
+def check_even_batches(sizes: Sequence[int], analysis: str) -> None:
+    """Mixup pairs the images of a batch: every batch of a mixed objective needs an even size."""
+    odd = [size for size in sizes if size % 2]
     if odd:
         raise AnalysisConfigError(
             f"analysis {analysis!r}: the recipe's mixup pairs images within a batch, so every batch needs an even "
             f"size (got {odd[0]}); choose images and batch_size so that each batch is even"
         )
+
+
+def batch_sizes(images: int, batch_size: int, available: int) -> list[int]:
+    """The batches :func:`sample_batches` draws: ``images`` of the ``available`` ones, ``batch_size`` at a time."""
+    drawn = min(images, available)
+    return [min(batch_size, drawn - start) for start in range(0, drawn, batch_size)]
+
+
+def mixed_batches(batches: Sequence[Batch], mixer: Mixup, seed: int, analysis: str) -> list[Batch]:
+    """Each batch mixed once (a seeded draw per batch): (mixed images, (B, classes) soft targets)."""
+    check_even_batches([len(y) for _, y in batches], analysis)
     state = np.random.get_state()  # timm's Mixup draws from NumPy's global generator: seeded here, then restored
     try:
         mixed = []

@@ -17,7 +17,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 from .. import tracking
-from ..analysis import check_applicable, parse_configs, run_analyses
+from ..analysis import check_applicable, check_data, parse_configs, run_analyses
 from ..analysis.config import ObjectiveConfig
 from ..data import DATAMODULES, ImageDataModule, build_datamodule, data_config
 from ..errors import AlternetWarning, CheckpointError, ConfigValueError
@@ -212,6 +212,8 @@ def evaluate_model(
     datamodule = build_datamodule(data, batch_size=config.batch_size, augment=recipe and recipe.augment, seed=0)
     check_classes(datamodule, source)
     datamodule.setup()
+    if config.analysis:
+        check_data(parse_configs(list(config.analysis), config.analysis), datamodule, recipe)
     print(f"Evaluating {source.location}{' (its EMA weights)' if config.use_ema else ''}", flush=True)
     architecture = source.require_architecture()
     checkpoint = str(source.checkpoint) if source.checkpoint is not None else source.location

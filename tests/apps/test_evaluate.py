@@ -585,3 +585,41 @@ def test_max_images_scores_the_first_test_images_and_says_so(digits_run, tmp_pat
     assert_recomputes_from_predictions(report, predictions)
     code, stderr = run_main("evaluate.py", [*arguments, "robustness.max_images=41"], monkeypatch, capsys)
     assert_one_line_error(code, stderr, "robustness.max_images=41 is more than max_images=40")
+
+
+@pytest.mark.parametrize(
+    ("analysis", "says"),
+    [
+        (
+            ["analysis=[noise]", "analysis.noise.bands=rings", "analysis.noise.rings=40"],
+            "the frequency band [0.025, 0.050]π holds no FFT bin of a 16x16 image; use larger images",
+        ),
+        (
+            ["analysis=[landscape]", "analysis.landscape.images=5", "analysis.landscape.batch_size=4"],
+            "analysis 'landscape': the recipe's mixup pairs images within a batch, so every batch needs an even size "
+            "(got 1)",
+        ),
+        (
+            ["analysis=[hessian]", "analysis.hessian.images=6", "analysis.hessian.batch_size=3"],
+            "analysis 'hessian': the recipe's mixup pairs images within a batch, so every batch needs an even size "
+            "(got 3)",
+        ),
+    ],
+)
+def test_an_analysis_the_data_rules_out_is_refused_before_anything_is_scored(
+    analysis, says, digits_mixup_run, tmp_path, monkeypatch, capsys
+):
+    """What an analysis would find only when it runs, after the test split was scored: a noise band without a
+    frequency of the test images' size, a mixed objective's odd batch."""
+    out = tmp_path / "out"
+    arguments = [f"ckpt={digits_mixup_run}", *analysis, f"out_dir={out}"]
+    code, stdout, stderr = main_output("evaluate.py", arguments, monkeypatch, capsys)
+    assert_one_line_error(code, stderr, says)
+    assert "Evaluating" not in stdout and not out.exists()
+
+
+@pytest.fixture(scope="module")
+def digits_mixup_run(tmp_path_factory):
+    """A digits run trained with mixup: its objective's batches are mixed in pairs."""
+    out = tmp_path_factory.mktemp("mixup") / "run"
+    return train(compose_train(*FAST, "recipe.mixup.mixup_alpha=0.2", output_dir=out)).run_dir

@@ -101,6 +101,10 @@ class RunningLoss:
             self._sum, self._count, self._read_at = None, 0, now
         return self._value
 
+    def mean(self) -> float | None:
+        """The mean loss of the steps since the last read, left to read again (one sync); None without a step."""
+        return (self._sum / self._count).item() if self._count else None
+
 
 class Hits:
     """Correct predictions on the training batches, summed on the device (no host sync) and read once, at an epoch's
@@ -188,7 +192,12 @@ class ProgressLines(ProgressBar):
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         elapsed = time.monotonic() - self._epoch_start
-        self.print(f"{self._epoch(trainer)} done in {duration(elapsed)}  {self._metrics(trainer, pl_module)}")
+        metrics = self.get_metrics(trainer, pl_module)
+        epoch = getattr(pl_module, "epoch_loss", None)  # the epoch's mean loss, not the last line's steps'
+        if isinstance(epoch, RunningLoss) and (mean := epoch.mean()) is not None:
+            metrics[RunningLoss.KEY] = mean
+        shown = "  ".join(f"{k} {_value(v)}" for k, v in metrics.items())
+        self.print(f"{self._epoch(trainer)} done in {duration(elapsed)}  {shown}")
 
     def on_test_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._test_start = time.monotonic()

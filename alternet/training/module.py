@@ -386,6 +386,7 @@ class ClassificationModule(L.LightningModule):
         """A frozen backbone also keeps its BatchNorm statistics fixed (a true linear probe). Lightning puts
         the whole module in train mode when fitting starts and restores the modes it found after validation."""
         self.epoch_loss = RunningLoss(max_age=0.0)  # this epoch's steps only (after a mid-epoch resume: the rest)
+        self.running_loss = RunningLoss()  # the progress lines' loss: never a mean across epochs
         self.train_hits = Hits()
         if self.recipe.finetune.freeze_backbone:
             self.model.eval()

@@ -15,7 +15,7 @@ from alternet.hardware import cpu_cores
 from alternet.runs.directories import best_epoch
 from alternet.runs.results import EvaluationReport, RobustnessResult
 from alternet.runs.summary import RunSummary
-from alternet.training.display import ProgressLines, TerminalBar, Throughput, progress_bar
+from alternet.training.display import ProgressLines, RunningLoss, TerminalBar, Throughput, progress_bar
 
 from helpers import resolved
 
@@ -187,6 +187,40 @@ def test_progress_lines_write_periodic_and_per_epoch_lines_without_carriage_retu
     assert any(line.startswith("epoch 2/2  batch 3/5") and "batch/s" in line and "ETA" in line for line in lines)
     assert all("v_num" not in line for line in lines)
     assert throughput.images == 72 and throughput.images_per_sec > 0  # 10 batches of 8, the run's first left out
+
+
+class _KnownLosses(_Tiny):
+    """Losses of 2.0 in the first epoch and 1.0 in the second, kept as ClassificationModule keeps them (the lines'
+    running loss for the whole run here: the epoch's line must not depend on when it was last read)."""
+
+    running_loss = RunningLoss()
+
+    def on_train_epoch_start(self):
+        self.epoch_loss = RunningLoss(max_age=0.0)
+
+    def training_step(self, batch, batch_idx):
+        loss = (self.layer(batch[0]) * 0).sum() + (2.0 if self.current_epoch == 0 else 1.0)
+        self.running_loss.add(loss)
+        self.epoch_loss.add(loss)
+        return loss
+
+
+def test_an_epochs_line_gives_that_epochs_mean_loss(tmp_path):
+    """The lines' loss is read at most once a second: an epoch shorter than that showed the previous epoch's loss,
+    or a mean over both."""
+    stream = io.StringIO()
+    data = TensorDataset(torch.randn(40, 4), torch.randint(0, 2, (40,)))
+    trainer = L.Trainer(
+        max_epochs=2,
+        callbacks=[ProgressLines(interval=0.0, stream=stream)],
+        default_root_dir=str(tmp_path),
+        logger=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(_KnownLosses(), DataLoader(data, batch_size=8))
+    done = [line for line in stream.getvalue().splitlines() if " done in " in line]
+    assert [line.split("train/loss ")[1].split()[0] for line in done] == ["2", "1"]
 
 
 def test_throughput_of_a_run_resumed_mid_epoch_counts_only_its_own_seconds():

@@ -183,7 +183,8 @@ def end_summary(summary: RunSummary) -> str:
         named = f" ({Path(summary.best_checkpoint).name}: its name counts from 0)" if summary.best_checkpoint else ""
         where = f" after epoch {epoch} of {summary.epochs}{named}" if epoch else ""
         lines.append(f"Best {summary.monitor} {summary.best_val_score:.4f}{where}")
-    lines += [f"Test ({tested}):", *_metrics_table(summary)]
+    at = f", {summary.precision}" if summary.precision else ""  # the after-training evaluation's numbers are fp32
+    lines += [f"Test ({tested}{at}):", *_metrics_table(summary)]
     images = summary.test_images
     if images and images.scored < images.of:
         lines.append(f"  a partial test: the first {images.scored:,} of {images.of:,} test images (limit_test_batches)")

@@ -240,6 +240,7 @@ def _tested(
         test=tested.pop("test", {}),
         test_ema=tested.pop("test_ema", None),
         test_images=TestImages(module.images_tested, len(datamodule.splits["test"])),
+        precision=str(trainer.precision),
         train_clean=clean.get("train_clean"),  # the last epoch's (data.train_clean_size)
         train_images=len(datamodule.splits["train"]),
         data_subset=config.data.subset,

@@ -152,7 +152,9 @@ def _test_section(config: dict[str, Any]) -> list[str]:
     weights = "EMA weights" if ema else "weights"
     partial = _partial_test(info)
     split = f"the first {partial} images of the test split" if partial else "the test split"
-    lines += ["", f"Measured on {split} with the {weights} of `{tested or 'the final weights'}`{note}."]
+    precision = info.get("test_precision")
+    at = f" at precision {precision}" if precision and not str(precision).startswith("32") else ""
+    lines += ["", f"Measured on {split} with the {weights} of `{tested or 'the final weights'}`{note}{at}."]
     if partial:
         lines[-1] += " A partial test: not the model's test result, and not published as one in the metadata."
     if info["recipe"].get("test_flip"):  # the exported model predicts from one view

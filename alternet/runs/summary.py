@@ -29,6 +29,7 @@ class OptimizedMetric:
 _WRITTEN_WHEN_SET = (
     "test_ema",
     "test_images",
+    "precision",
     "train_clean",
     "skipped_images",
     "global_batch",
@@ -53,6 +54,7 @@ class RunSummary:
     test: Record
     test_ema: Record | None = None
     test_images: TestImages | None = None  # how many test images were scored, of the split's
+    precision: str | None = None  # what training and its test ran at (bf16-mixed, 32-true...); calibration: 32
     train_clean: Record | None = None  # the last epoch's clean training metrics (data.train_clean_size)
     train_images: int | None = None
     data_subset: float | None = None

@@ -145,9 +145,10 @@ def test_end_summary_without_ema_has_one_row(tmp_path):
     assert "EMA weights" not in text and "Robustness" not in text and "partial" not in text
 
 
-def test_end_summary_says_when_the_test_scored_part_of_the_split(tmp_path):
-    text = end_summary(_summary(tmp_path, test_images={"scored": 64, "of": 10000}))
+def test_end_summary_says_when_the_test_scored_part_of_the_split_and_at_which_precision(tmp_path):
+    text = end_summary(_summary(tmp_path, test_images={"scored": 64, "of": 10000}, precision="bf16-mixed"))
     assert "  a partial test: the first 64 of 10,000 test images (limit_test_batches)" in text
+    assert "Test (best-epoch004.ckpt, bf16-mixed):" in text  # the after-training evaluation's numbers are fp32
 
 
 class _Tiny(L.LightningModule):

@@ -208,5 +208,6 @@ def test_the_summary_records_how_many_test_images_were_scored_and_the_rate_train
     )
     assert (summary.test_images.scored, summary.test_images.of) == (16, digits_summary.test_images.of)
     assert (summary.global_batch, summary.lr) == (32, 0.001)
+    assert summary.precision == choose_precision("auto", "cpu", False).precision  # what trained and tested: auto's
     written = json.loads((tmp_path / "metrics.json").read_text())
     assert (written["test_images"], written["global_batch"], written["lr"]) == ({"scored": 16, "of": 360}, 32, 0.001)

@@ -302,6 +302,10 @@ def test_a_partial_test_is_said_in_the_card_and_not_published_as_the_models_resu
     assert scored["scored"] == scored["of"] == run.test_images.of and card_data(config).eval_results
     config["alternet"]["test_images"] = {"scored": 64, "of": 10000}
     assert "Measured on the first 64 of 10,000 images of the test split" in model_card(config)
+    config["alternet"]["test_precision"] = "32-true"
+    assert "at precision" not in model_card(config)
+    config["alternet"]["test_precision"] = "bf16-mixed"
+    assert "of `best-epoch000.ckpt` at precision bf16-mixed." in model_card(config)
     assert card_data(config).eval_results is None
 
 

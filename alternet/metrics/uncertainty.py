@@ -13,8 +13,9 @@ The selective metrics and FPR95, with their closed-form cases written down for t
 - ``augrc``, the trapezoid of the generalised risk from ``(0, 0)``: ``e^2 / 2`` exactly for a perfect ranker,
   ``e / 2`` for a random one, ``e - e^2 / 2`` for the worst.
 - ``acc_cov90`` / ``acc_cov95``: the accuracy of the ``k = ceil(c n)`` most confident at coverage ``c`` = 0.9 / 0.95.
-- ``fpr95``: a set scored against itself gives 0.95, not 1.0: it is counted at the threshold itself, not read off a
-  thinned ROC curve, which skips that point when scores tie.
+- ``fpr95``: a set of distinct scores scored against itself gives 0.95, not 1.0: it is counted at the threshold
+  itself, not read off a thinned ROC curve, which skips that point when scores tie (scores tied at the threshold
+  count wholly, so a tied set gives more).
 """
 
 from __future__ import annotations

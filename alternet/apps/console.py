@@ -210,7 +210,7 @@ def evaluation_report(report: EvaluationReport, out_dir: Path) -> str:
     """What an evaluation prints for one checkpoint: the test metrics, temperature scaling, robustness
     (:func:`robustness_lines`), the analyses and the files written into ``out_dir``."""
     test = report.test
-    lines = [f"\n{report.model} on {report.data} ({report.checkpoint})"]
+    lines = [f"\n{report.model} on {report.data} ({report.checkpoint}{', its EMA weights' if report.ema else ''})"]
     if report.preprocessing:
         lines.append(f"  preprocessing: {describe_preprocessing(report.preprocessing)}")
     images = report.test_images

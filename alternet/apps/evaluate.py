@@ -242,7 +242,7 @@ def log_evaluation(
     its checkpoint as the artifact it used."""
     recorded = {"checkpoint": dict(source.hyper_parameters), "source": reference, "evaluation": config.to_dict()}
     training = tracking.training_run(source.run)  # its W&B id and group, when it logged to W&B
-    name = f"eval-{report.model}-{short_name(reference)}"
+    name = f"eval-{report.model}-{short_name(reference)}" + ("-ema" if report.ema else "")  # apart from the raw's
     run = tracking.start_evaluation_run(config.logger.wandb, name, recorded, out_dir, group=training.get("group"))
     try:
         if source.checkpoint is not None and source.checkpoint.suffix == ".ckpt":

@@ -269,7 +269,9 @@ def load_baseline(path: str | Path) -> RobustnessBaseline:
     except CheckpointError as error:
         raise RobustnessError(str(error)) from None
     return RobustnessBaseline(
-        name=str(metrics.get("model", path.parent.name)), rows=tuple(rows), clean_acc=clean_accuracy(metrics)
+        name=str(metrics.get("model", path.parent.name)) + (" (EMA weights)" if metrics.get("ema") else ""),
+        rows=tuple(rows),
+        clean_acc=clean_accuracy(metrics),
     )
 
 

@@ -17,7 +17,7 @@ from hydra import compose, initialize_config_dir
 from PIL import Image
 from timm.models import save_for_hf
 
-from alternet import hub
+from alternet import hub, tracking
 from alternet.apps.evaluate import run_evaluate
 from alternet.apps.train import train
 from alternet.data import DigitsDataModule
@@ -238,9 +238,14 @@ def test_data_root_for_a_bundled_data_set_is_said_to_be_unused(digits_run, tmp_p
 def test_use_ema_scores_the_ema_weights_and_says_so(tmp_path, monkeypatch, capsys):
     run = train(compose_train(*FAST, "recipe.ema.decay=0.9", output_dir=tmp_path / "run")).run_dir
     arguments = [f"ckpt={run}", "use_ema=true", "robustness.enabled=false", f"out_dir={tmp_path / 'out'}"]
-    code, stdout, stderr = main_output("evaluate.py", arguments, monkeypatch, capsys)
+    started = []  # the W&B run's name: apart from an evaluation of the raw weights
+    real_start = tracking.start_evaluation_run
+    monkeypatch.setattr(tracking, "start_evaluation_run", lambda *a, **k: started.append(a[1]) or real_start(*a, **k))
+    code, stdout, stderr = main_output("evaluate.py", [*arguments, "logger=wandb"], monkeypatch, capsys)
     assert code == "0", stderr[-2000:]
     assert "(its EMA weights)" in next(line for line in stdout.splitlines() if line.startswith("Evaluating"))
+    assert f"alternet_tiny on digits ({run}/checkpoints/" in stdout and ", its EMA weights)" in stdout
+    assert started == [f"eval-alternet_tiny-{Path(run).name}-ema"]
     assert EvaluationReport.from_json(tmp_path / "out" / "metrics.json").ema is True
 
 

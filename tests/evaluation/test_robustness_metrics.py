@@ -144,6 +144,8 @@ def test_metrics_json_round_trip_and_baseline_loading(tmp_path):
     loaded = load_baseline(path)
     assert loaded.name == "resnet50" and loaded.clean_acc == 0.9 and set(loaded.rows) == set(rows)
     assert robustness_summary(MODEL, loaded, clean_acc=0.95).mce == pytest.approx((75 + 200 / 3) / 2)
+    update_metrics_json(path, {"ema": True})  # an evaluation of EMA weights (use_ema): mCE is "vs" them, by name
+    assert load_baseline(path).name == "resnet50 (EMA weights)"
 
 
 def test_load_baseline_explains_what_is_missing(tmp_path):

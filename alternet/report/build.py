@@ -389,8 +389,9 @@ def markdown(
         f"find with {settings.rule.power:.0%} power at alpha {settings.rule.alpha:g} (before Holm), from its own "
         "seeds (and test-set noise where included). "
         + (
-            "The error intervals include the test set's own sampling noise (a bootstrap over the test images, the "
-            "same images in both arms). "
+            "The error intervals include an estimate of the test set's own sampling noise (a bootstrap over the "
+            "test images, the same images in both arms, less the seeds' own flips, which the seed term holds; an "
+            "estimate of 0, where the flips account for the whole bootstrap spread, leaves the seeds' interval). "
             if noise == {True}
             else "The error intervals of the variants marked in `variants.csv`'s test_set_noise include the test set's "
             "own sampling noise, the others do not. "

@@ -116,7 +116,7 @@ def test_report_of_a_sweep_writes_figures_tables_and_verdicts(sweep, tmp_path, m
         assert (out / name).stat().st_size > 0, name
     summary = (out / "summary.md").read_text()
     assert "| model=alternet_tiny | 2 |" in summary and "Baseline: `model=preresnet_tiny`" in summary
-    assert "include the test set's own sampling noise" in summary and "Holm" in summary
+    assert "include an estimate of the test set's own sampling noise" in summary and "Holm" in summary
     row = next(line for line in summary.splitlines() if line.startswith("| model=alternet_tiny"))
     assert " pp [" in row and "p=" in row  # delta, interval and p per row
     assert "| MDE error |" in summary and "80% power" in summary and "| HDVW's training NLL |" in summary

@@ -132,6 +132,16 @@ def test_features_only_gives_each_family_its_stage_maps(name):
     assert [m.shape for m in last_two] == [m.shape for m in maps[-2:]]
 
 
+def test_the_model_exports_and_traces_for_deployment():
+    """docs/downstream.md: torch.export and torch.jit.trace give the model's logits."""
+    model = create_model("alternet_tiny", num_classes=10, img_size=16).eval()
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        expected = model(x)
+        torch.testing.assert_close(torch.export.export(model, (x,)).module()(x), expected)
+        torch.testing.assert_close(torch.jit.trace(model, x, check_trace=False)(x), expected)
+
+
 def test_the_head_follows_timms_global_pool():
     """catavgmax doubles the pooled width the classifier reads; '' keeps the map unpooled (timm: only without a
     classifier) and reset_classifier(N, '') sets it rather than keeping the old pooling."""

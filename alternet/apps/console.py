@@ -77,9 +77,15 @@ def start_banner(
 def _changed(config: TrainConfig) -> str:
     """The architecture keys the config sets to other values than its named model's (``model=byob
     model.self_attn_layer=halo`` still builds under botnet_cifar's name), after a comma; the layout is shown apart."""
-    named = spec_kwargs(base_name(config.model.name))
-    changed = [f"{k}={v}" for k, v in config.model.arguments().items() if k != "layout" and named.get(k, not v) != v]
+    named = {key: _tupled(value) for key, value in spec_kwargs(base_name(config.model.name)).items()}
+    arguments = config.model.arguments().items()
+    changed = [f"{k}={v}" for k, v in arguments if k != "layout" and (k not in named or named[k] != _tupled(v))]
     return f", {', '.join(changed)}" if changed else ""
+
+
+def _tupled(value: Any) -> Any:
+    """A config's lists as the specs' tuples, to compare them."""
+    return tuple(_tupled(item) for item in value) if isinstance(value, (list, tuple)) else value
 
 
 def learning_rate_line(recipe: RecipeConfig, global_batch: int) -> str:
@@ -186,7 +192,7 @@ def end_summary(summary: RunSummary) -> str:
     at = f", {summary.precision}" if summary.precision else ""  # the after-training evaluation's numbers are fp32
     lines += [f"Test ({tested}{at}):", *_metrics_table(summary)]
     images = summary.test_images
-    if images and images.scored < images.of:
+    if images and images.partial:
         lines.append(f"  a partial test: the first {images.scored:,} of {images.of:,} test images (limit_test_batches)")
     if summary.robustness:
         lines += robustness_lines(summary.robustness)
@@ -214,7 +220,7 @@ def evaluation_report(report: EvaluationReport, out_dir: Path) -> str:
     if report.preprocessing:
         lines.append(f"  preprocessing: {describe_preprocessing(report.preprocessing)}")
     images = report.test_images
-    if images and images.scored < images.of:
+    if images and images.partial:
         lines.append(f"  a quick look: the first {images.scored} of {images.of} test images (max_images)")
     lines += [
         "  test: " + "  ".join(f"{k} {test[k]:.4f}" for k in ("acc", "top5", "nll", "ece", "brier")),

@@ -90,9 +90,9 @@ def evaluation_data(config: EvaluateConfig, source: Source, set_keys: set[str]) 
     else:
         name = (source.hyper_parameters.get("data") or {}).get("name")
         if name not in DATAMODULES:
-            recorded = f" (it records {name!r})" if name else ""
+            records = f" (it records {name!r})" if name else ""
             raise ConfigValueError(
-                f"{source.location} does not say which of alternet's data sets it was trained on{recorded}: give "
+                f"{source.location} does not say which of alternet's data sets it was trained on{records}: give "
                 f"data=NAME ({', '.join(sorted(DATAMODULES))}), e.g. data=imagenet data.root=DIR"
             )
         data = packaged_data(name, config.paths.data_dir)
@@ -104,10 +104,14 @@ def evaluation_data(config: EvaluateConfig, source: Source, set_keys: set[str]) 
         changed = [
             f"data.{key}={data[key]} (trained with {value})" for key, value in split.items() if data[key] != value
         ]
+        unrecorded = [key for key in HOLD_OUT if key not in split and f"data.{key}" not in set_keys]
+        if unrecorded and data.get("val_size"):  # a checkpoint without its run records neither
+            values = ", ".join(f"data.{key}={data[key]}" for key in unrecorded)
+            changed.append(f"{values} ({source.location} does not record its split)")
         if changed and config.calibration.temperature_scaling:
             warnings.warn(
-                f"{', '.join(changed)}: the temperature is fitted on a validation split other than the run's, which "
-                "may hold images it trained on",
+                f"{', '.join(changed)}: the temperature is fitted on a validation split that may not be the run's "
+                "and may hold images it trained on (its run directory, or its export, records the split)",
                 AlternetWarning,
                 stacklevel=2,
             )

@@ -10,7 +10,7 @@ from huggingface_hub import EvalResult, ModelCardData
 from ..data import DATAMODULES
 from ..data.augment import SECTIONS
 from ..metrics.table import SPLIT_METRICS
-from ..runs.results import RobustnessSummary
+from ..runs.results import RobustnessSummary, TestImages
 
 TASK = "image-classification"
 # Hub data set ids of the public data sets alternet trains on (others are tagged by their alternet name)
@@ -109,9 +109,8 @@ def _learning_rate(recipe: dict[str, Any], info: dict[str, Any]) -> str:
 
 def _partial_test(info: dict[str, Any]) -> str | None:
     """``N of M`` when the test scored fewer than the split's images (``trainer.limit_test_batches``); else None."""
-    images = info.get("test_images") or {}
-    scored, total = images.get("scored"), images.get("of")
-    return f"{scored:,} of {total:,}" if scored is not None and total and scored < total else None
+    images = TestImages.from_payload(info["test_images"]) if info.get("test_images") else None
+    return f"{images.scored:,} of {images.of:,}" if images and images.partial else None
 
 
 def _augmentations(augment: dict[str, Any], data: Any) -> list[str]:

@@ -208,7 +208,7 @@ def export_config(
     ``num_classes``, ``num_features``, ``global_pool``, ``label_names``, ``model_args``, ``pretrained_cfg``), so
     ``local-dir:`` and ``hf-hub:`` loads read it as one of timm's own, plus an ``alternet`` section describing
     training and results (from the run's ``summary``, when it finished)."""
-    data = opened.hyper_parameters["data"] | {"val_size": run_config["data"].get("val_size")}
+    data = opened.hyper_parameters["data"] | {key: run_config["data"].get(key) for key in ("val_size", "split_seed")}
     description = description or f"{opened.architecture} trained on {data['name']} with alternet"
     pool = global_pool(model)
     return {

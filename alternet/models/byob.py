@@ -20,7 +20,7 @@ from timm.models.byobnet import ByoBlockCfg, ByobNet, ByoModelCfg
 from ..architectures.layout import CONV, per_stage
 from ..architectures.rules import choose_stem
 from ..architectures.specs import ByobSpec
-from .features import feature_model
+from .features import feature_arguments, feature_model
 from .guards import InputSizeGuard, unstride_stem_conv
 
 FIXED_SIZE_REASON = {
@@ -93,15 +93,14 @@ def build_byob(
     spec.check(img_size, stem)
     size = to_2tuple(img_size)
     build_size = tuple(2 * s for s in size) if stem == "cifar" else size
-    features, out_indices = kwargs.pop("features_only", False), kwargs.pop("out_indices", None)
+    features, out_indices, feature_cls = feature_arguments(kwargs)
     model = build_model_with_cfg(
         ByobNet, variant, pretrained, model_cfg=byob_cfg(spec, stem), img_size=build_size, **kwargs
     )
     if stem == "cifar":
         unstride_stem_conv(model, model.stem.conv)
-    if features:  # wrapped here: timm's builder counts the maps of four stages
-        model = feature_model(model, out_indices)
     reason = fixed_size_reason(spec)
     if reason is not None:
         model.register_forward_pre_hook(InputSizeGuard(size, reason))
-    return model
+    # wrapped here, not by timm's builder, which counts the maps of four stages
+    return feature_model(model, out_indices, feature_cls) if features else model

@@ -2,26 +2,46 @@
 
 from __future__ import annotations
 
-from timm.models import ByobNet, FeatureListNet
+from typing import Any
+
+from timm.models import ByobNet, FeatureListNet, MaxxVit
 from timm.models._builder import pretrained_cfg_for_features
 from timm.models._features import FeatureGetterNet
 from torch import nn
 
+from ..errors import ConfigValueError
 from .backbone import AlterNet
+from .guards import InputSizeGuard
+
+FEATURE_CLASSES = {"list": FeatureListNet, "getter": FeatureGetterNet}  # timm's feature_cls names these take
 
 
-def feature_model(model: nn.Module, out_indices: int | tuple[int, ...] | None = None) -> nn.Module:
+def feature_model(
+    model: nn.Module, out_indices: int | tuple[int, ...] | None = None, feature_cls: str | None = None
+) -> nn.Module:
     """``model``'s stage maps (``out_indices``: their indices, or a count of the last ones; default every one):
-    AlterNet's and ByobNet's taken by module name (timm's ``FeatureListNet``, as timm's builder wraps them), any
-    other model's through its ``forward_intermediates`` (timm's ``FeatureGetterNet``)."""
+    AlterNet's, ByobNet's and MaxxVit's taken by module name (timm's ``FeatureListNet``, as timm's builder wraps
+    them), any other model's through its ``forward_intermediates`` (timm's ``FeatureGetterNet``); ``feature_cls``
+    (``list`` or ``getter``) chooses instead. The model's input-size check holds for the wrapper too."""
+    if feature_cls is not None and feature_cls not in FEATURE_CLASSES:
+        raise ConfigValueError(f"feature_cls={feature_cls!r} is not one this model takes: {', '.join(FEATURE_CLASSES)}")
     maps = len(model.feature_info)
     if out_indices is None:
         out_indices = maps
     if isinstance(out_indices, int):
         out_indices = tuple(range(maps - out_indices, maps))
-    if isinstance(model, (AlterNet, ByobNet)):
+    by_name = feature_cls == "list" or (feature_cls is None and isinstance(model, (AlterNet, ByobNet, MaxxVit)))
+    if by_name:
         features = FeatureListNet(model, out_indices=tuple(out_indices), flatten_sequential=True)
     else:
         features = FeatureGetterNet(model, out_indices=tuple(out_indices))
+    for hook in list(model._forward_pre_hooks.values()):  # the wrapper never calls the model's forward
+        if isinstance(hook, InputSizeGuard):
+            features.register_forward_pre_hook(hook)
     features.pretrained_cfg = features.default_cfg = pretrained_cfg_for_features(model.pretrained_cfg)
     return features
+
+
+def feature_arguments(kwargs: dict[str, Any]) -> tuple[bool, Any, Any]:
+    """``features_only``, ``out_indices`` and ``feature_cls`` taken out of a builder's keywords."""
+    return kwargs.pop("features_only", False), kwargs.pop("out_indices", None), kwargs.pop("feature_cls", None)

@@ -38,7 +38,7 @@ from ..architectures.specs import (
 from ..dataset_facts import FACTS
 from .backbone import AlterNet
 from .byob import build_byob
-from .features import feature_model
+from .features import feature_arguments, feature_model
 from .local_attention import localise_attention
 from .maxxvit import build_maxxvit
 from .resnet import PostActResNet
@@ -240,10 +240,10 @@ def _create_comparison(variant: str, pretrained: bool, **kwargs: Any) -> nn.Modu
     spec = COMPARISONS[variant]
     args = {**spec.kwargs(), **kwargs}
     local_kernel = args.pop("local_kernel", None) if isinstance(spec, ViTSpec) else None  # applied once built
-    features, out_indices = args.pop("features_only", False), args.pop("out_indices", None)
+    features, out_indices, feature_cls = feature_arguments(args)
     model = build_model_with_cfg(MODEL_CLASSES[type(spec)], variant, pretrained, **args)
     model = localise_attention(model, local_kernel)
-    return feature_model(model, out_indices) if features else model
+    return feature_model(model, out_indices, feature_cls) if features else model
 
 
 @register_model

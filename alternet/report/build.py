@@ -421,6 +421,11 @@ def markdown(
     if unscored:
         lines += ["", f"{len(unscored)} finished job(s) left out, their test metrics not finite (diverged): "]
         lines[-1] += f"{_named(unscored)}. Their variants' intervals count only the other seeds."
+    partial = [run for run in runs if run.metrics.test_images and run.metrics.test_images.partial]
+    if partial:  # trainer.limit_test_batches: their test numbers are the first images' only
+        named = "; ".join(f"{run.job.path.name} ({run.metrics.test_images.scored:,})" for run in partial)
+        lines += ["", f"{len(partial)} job(s) tested on the first images of the test split only "]
+        lines[-1] += f"(trainer.limit_test_batches; of {partial[0].metrics.test_images.of:,}): {named}."
     if not jobs.complete:
         lines += ["", f"A partial sweep, the unfinished jobs left out: {jobs.describe()}"]
         lines[-1] += " Re-running the sweep's command with ckpt_path=last and the same hydra.sweep.dir completes it."

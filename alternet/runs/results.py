@@ -206,6 +206,11 @@ class TestImages(_Flat):
     scored: int
     of: int
 
+    @property
+    def partial(self) -> bool:
+        """Fewer than the split's images (``max_images``, ``trainer.limit_test_batches``)."""
+        return self.scored < self.of
+
 
 @dataclass(frozen=True, kw_only=True)
 class EvaluationReport:

@@ -86,6 +86,7 @@ class ClassificationModule(L.LightningModule):
         self.ema = copy.deepcopy(self.model).eval().requires_grad_(False) if self.recipe.ema.enabled else None
         self.train_hits = Hits()
         self.running_loss = RunningLoss()
+        self.images_tested: int | None = None  # set by the test (on_test_epoch_end)
         self.epoch_loss = RunningLoss(max_age=0.0)  # train/nll_epoch: the mean over an epoch's steps, read at its end
         stages = ("val", "test", "val_ema", "test_ema") if self.ema is not None else ("val", "test")
         stages += ("train_clean",)  # the training subset in eval mode, without augmentation (data.train_clean_size)

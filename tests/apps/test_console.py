@@ -199,6 +199,9 @@ class _KnownLosses(_Tiny):
     def on_train_epoch_start(self):
         self.epoch_loss = RunningLoss(max_age=0.0)
 
+    def on_train_epoch_end(self):
+        self.epoch_loss.read()  # as ClassificationModule logs train/nll_epoch: after the callbacks' epoch end
+
     def training_step(self, batch, batch_idx):
         loss = (self.layer(batch[0]) * 0).sum() + (2.0 if self.current_epoch == 0 else 1.0)
         self.running_loss.add(loss)
@@ -310,6 +313,8 @@ def test_an_analysis_whose_eigenvalues_did_not_converge_says_so(tmp_path):
     [
         (["model=byob", "model.self_attn_layer=halo", "model.block_size=2"], ", self_attn_layer=halo, block_size=2"),
         (["model=botnet_cifar"], ""),
+        (["model=alternet_tiny", "model.heads=[2,4,8]"], ", heads=[2, 4, 8]"),
+        (["model=alternet_tiny", "model.widths=[32,64,128]"], ""),  # the named model's own widths, as a list
         (["model=alternet_tiny", "model.layout=C|CM|CM"], ""),  # the banner shows the built layout apart
         (["model=timm", "model.name=resnet18", "+model.drop_rate=0.1"], ", drop_rate=0.1"),
     ],

@@ -211,11 +211,13 @@ def test_data_naming_the_runs_own_data_set_keeps_its_validation_split(tmp_path, 
     validation images (the group's default hold-out would take images it trained on); one set on the command line
     is used, and said."""
     monkeypatch.chdir(tmp_path)
-    run = train(compose_train(*FAST, "data.val_size=100", output_dir=tmp_path / "run")).run_dir
+    trained = train(compose_train(*FAST, "data.val_size=100", "data.split_seed=3", output_dir=tmp_path / "run"))
+    run = trained.run_dir
     scaled = [f"ckpt={run}", "data=digits", "calibration.temperature_scaling=true", "robustness.enabled=false"]
     code, stderr = run_main("evaluate.py", [*scaled, f"out_dir={tmp_path / 'kept'}"], monkeypatch, capsys)
     assert code == "0" and "trained with" not in stderr, stderr[-2000:]
-    assert len(np.load(tmp_path / "kept" / "predictions.npz")["val/labels"]) == 100
+    held_out = np.load(tmp_path / "kept" / "predictions.npz")["val/labels"]
+    assert len(held_out) == 100
     code, stderr = run_main(
         "evaluate.py", [*scaled, "data.val_size=500", f"out_dir={tmp_path / 'other'}"], monkeypatch, capsys
     )
@@ -225,8 +227,13 @@ def test_data_naming_the_runs_own_data_set_keeps_its_validation_split(tmp_path, 
     code, stderr = run_main(
         "evaluate.py", [*scaled[2:], f"ckpt={export}", f"out_dir={tmp_path / 'x'}"], monkeypatch, capsys
     )
-    assert code == "0", stderr[-2000:]
-    assert len(np.load(tmp_path / "x" / "predictions.npz")["val/labels"]) == 100
+    assert code == "0" and "does not record" not in stderr, stderr[-2000:]
+    np.testing.assert_array_equal(np.load(tmp_path / "x" / "predictions.npz")["val/labels"], held_out)
+    bare = shutil.copy(trained.tested_checkpoint, tmp_path / "bare.ckpt")  # no run beside it: no split recorded
+    code, stderr = run_main(
+        "evaluate.py", [*scaled[2:], f"ckpt={bare}", f"out_dir={tmp_path / 'bare'}"], monkeypatch, capsys
+    )
+    assert code == "0" and f"data.val_size=180, data.split_seed=0 ({bare} does not record its split)" in stderr
 
 
 def test_data_root_for_a_bundled_data_set_is_said_to_be_unused(digits_run, tmp_path, monkeypatch, capsys):

@@ -27,7 +27,7 @@ from alternet.errors import CheckpointError, ConfigValueError
 from alternet.evaluation.robustness import RobustnessRow, robustness_record, robustness_summary, update_metrics_json
 from alternet.hub.card import model_card
 from alternet.hub.sources import labelled, open_source, preprocessing
-from alternet.models import create_model
+from alternet.models import LayoutError, create_model
 from alternet.tracking import artifact_notice, log_model_artifacts
 from alternet.training.config import RecipeConfig
 from alternet.training.module import ClassificationModule
@@ -378,9 +378,26 @@ def test_comparison_vit_exports_and_loads_through_timm(tmp_path):
         expected = hub.load(checkpoint)(x)
         torch.testing.assert_close(timm.create_model(f"local-dir:{out}", pretrained=True).eval()(x), expected)
         blocks = hub.load(out, features_only=True, out_indices=2)(x)  # the last two blocks' token maps
-        expected = hub.load(checkpoint).forward_intermediates(x, indices=2, intermediates_only=True)
+        features = timm.create_model(f"local-dir:{out}", pretrained=True, features_only=True, out_indices=2)
+        expected = features.eval()(x)  # timm's own features_only of the same weights
+    assert len(blocks) == 2
     for ours, theirs in zip(blocks, expected, strict=True):
         torch.testing.assert_close(ours, theirs)
+
+
+def test_features_of_a_fixed_size_hybrid_export_keep_its_input_size_check(tmp_path):
+    """A BoTNet's relative position logits span its whole map: hub.load's feature wrapper refuses another input
+    size as the classifier does (the wrapper never calls the classifier's forward, where the check was)."""
+    checkpoint = lightning_checkpoint(tmp_path / "bot.ckpt", "model=botnet_cifar", "data=cifar10", "data.root=/none")
+    out = hub.export(checkpoint, tmp_path / "export")
+    features = hub.load(out, features_only=True)
+    timm_features = timm.create_model(f"local-dir:{out}", pretrained=True, features_only=True).eval()
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        for ours, theirs in zip(features(x), timm_features(x), strict=True):
+            torch.testing.assert_close(ours, theirs)
+        with pytest.raises(LayoutError, match="this model was built for 32x32 inputs and got 64x64"):
+            features(torch.randn(1, 3, 64, 64))
 
 
 def test_export_cli_end_to_end(pretrained, tmp_path, monkeypatch, capsys):

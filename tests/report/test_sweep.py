@@ -266,6 +266,22 @@ def test_the_report_of_a_partial_sweep_says_what_is_missing(sweep, tmp_path):
         "A partial sweep, the unfinished jobs left out: "
         "2 of 4 jobs finished. Started, not finished: 1 (job 2). Not started: 1." in summary
     )
+    assert "tested on the first images" not in summary  # the sweep's jobs tested the whole split
+
+
+def test_the_report_names_jobs_tested_on_part_of_the_split(sweep, tmp_path):
+    """trainer.limit_test_batches: a job's test numbers are its first images' only, and the report says which."""
+    from alternet.evaluation.robustness import update_metrics_json
+
+    sweep_dir, _ = sweep
+    copy = tmp_path / "sweep"
+    shutil.copytree(sweep_dir, copy, ignore=shutil.ignore_patterns("wandb", "report"))
+    update_metrics_json(copy / "1" / "metrics.json", {"test_images": {"scored": 64, "of": 360}})
+    summary = (build_report(copy, wandb=False)["out_dir"] / "summary.md").read_text()
+    assert (
+        "1 job(s) tested on the first images of the test split only (trainer.limit_test_batches; of 360): 1 (64)."
+        in summary
+    )
 
 
 def test_the_report_compares_each_variants_robustness_with_the_baselines(tmp_path):

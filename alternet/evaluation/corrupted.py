@@ -9,6 +9,7 @@ shipped in the public CIFAR-C archives and ImageNet-C's extra set) are scored to
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -225,7 +226,7 @@ def _first_test_images(datamodule: ImageDataModule, n: int) -> tuple[list[str] |
     test = datamodule.splits["test"]
     files = getattr(test, "items", None)
     if isinstance(files, FileList):
-        return [Path(p.decode()).name for p in files.paths[:n]], None
+        return [Path(os.fsdecode(p)).name for p in files.paths[:n]], None
     return None, (np.asarray(test.labels[:n]) if hasattr(test, "labels") else None)
 
 

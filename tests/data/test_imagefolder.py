@@ -447,3 +447,20 @@ def test_the_printed_training_command_quotes_paths_for_the_shell_and_hydra():
     for path in ["/data/imagenet", "one class", "sh ü", "it's"]:
         (argument,) = shlex.split(_override("data.root", path))
         assert OverridesParser.create().parse_override(argument).value() == path
+
+
+def test_any_file_name_is_listed_and_read_and_hidden_files_are_left_out(tmp_path):
+    """Class and file names beyond ASCII (stored as the file system encodes them: the listing once raised
+    UnicodeEncodeError); macOS's ._NAME resource forks and hidden folders inside a class are not images."""
+    root = tmp_path / "data" / "train"
+    for name, colour in (("ünï", (200, 0, 0)), ("猫 cat", (0, 200, 0))):
+        (root / name).mkdir(parents=True)
+        Image.new("RGB", (8, 8), colour).save(root / name / "café.png")
+    (root / "ünï" / "._café.png").write_bytes(b"\x00\x05\x16\x07 AppleDouble")
+    (root / "ünï" / ".ipynb_checkpoints").mkdir()
+    Image.new("RGB", (8, 8)).save(root / "ünï" / ".ipynb_checkpoints" / "copy.png")
+    files = scan_split(root)
+    assert len(files) == 2 and [path.parent.name for path, _, _ in (files[0], files[1])] == ["ünï", "猫 cat"]
+    assert decode_rgb(files[1][0]).getpixel((0, 0)) == (0, 200, 0)
+    written = write_shards(root.parent, tmp_path / "shards", num_workers=1)
+    assert written["images"] == 2

@@ -34,7 +34,7 @@ class FileList:
     """The images of one split: paths relative to ``root`` (bytes) and class indices."""
 
     root: Path
-    paths: np.ndarray  # dtype S: relative paths, UTF-8
+    paths: np.ndarray  # dtype S: relative paths, as the file system encodes them (os.fsencode)
     labels: np.ndarray  # int64
 
     def __len__(self) -> int:
@@ -45,7 +45,7 @@ class FileList:
 
     def __getitem__(self, index: int) -> tuple[Path, int, Path]:
         """(what to decode, label, name for messages) of one image."""
-        path = self.root / self.paths[index].decode()
+        path = self.root / os.fsdecode(self.paths[index])
         return path, int(self.labels[index]), path
 
 
@@ -60,12 +60,14 @@ def class_folders(directory: Path) -> list[str]:
 
 
 def images_under(folder: Path) -> list[str]:
-    """Every image file under ``folder`` (any depth), in sorted order, as paths relative to ``folder``'s parent."""
+    """Every image file under ``folder`` (any depth), in sorted order, as paths relative to ``folder``'s parent;
+    hidden files and folders (``.ipynb_checkpoints``, macOS's ``._NAME.jpg``) left out, as hidden class folders are."""
     found = []
     for parent, dirs, files in os.walk(folder):
-        dirs.sort()
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         rel = os.path.relpath(parent, folder.parent)
-        found += [os.path.join(rel, f) for f in sorted(files) if f.lower().endswith(IMAGE_EXTENSIONS)]
+        shown = (f for f in sorted(files) if not f.startswith("."))
+        found += [os.path.join(rel, f) for f in shown if f.lower().endswith(IMAGE_EXTENSIONS)]
     return found
 
 
@@ -92,7 +94,8 @@ def scan_split(directory: Path, classes: Sequence[str] | None = None) -> FileLis
             )
         paths += files
         labels += [index[name]] * len(files)
-    return FileList(directory, np.array(paths, dtype=np.bytes_), np.array(labels, dtype=np.int64))
+    encoded = np.array([os.fsencode(path) for path in paths], dtype=np.bytes_)  # any name the disk holds
+    return FileList(directory, encoded, np.array(labels, dtype=np.int64))
 
 
 class UnreadableImage(DataError):

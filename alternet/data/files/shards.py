@@ -104,9 +104,9 @@ def write_shards(
         raise DataError(f"{out} already holds shards (index.json); choose an empty directory or delete it first")
     split = source_split(Path(src).expanduser())
     files: FileList = scan_split(split)
-    classes = sorted({p.decode().split(os.sep, 1)[0] for p in files.paths})
+    classes = sorted({os.fsdecode(p).split(os.sep, 1)[0] for p in files.paths})
     order = np.random.default_rng(seed).permutation(len(files))
-    inputs = [(files.paths[i].decode(), int(files.labels[i])) for i in order]
+    inputs = [(os.fsdecode(files.paths[i]), int(files.labels[i])) for i in order]
     workers = num_workers or min(cpu_cores(), FILE_WORKERS)  # the affinity mask's CPUs; the main process idles
     existed = out.exists()
     out.mkdir(parents=True, exist_ok=True)

@@ -240,20 +240,27 @@ def test_a_batch_larger_than_the_shards_or_the_folder_is_refused_before_training
             train(compose_train(*FAST, *data, *streamed, output_dir=tmp_path / "run"))
         assert str(refused.value).startswith("recipe.batch_size=64 is larger than the 40 training images: the")
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_shards_of_a_folder_without_val_take_no_hold_out_and_say_where_they_came_from(tmp_path, monkeypatch, capsys):
+    """The shards hold every image of train/: a hold-out of it (data.val_size) would be trained on, so it is refused,
+    and the printed command turns it off where test/ can evaluate; shards written from another folder than
+    data.root's train/ (its val/, say) are warned about."""
     held = make_image_folder(tmp_path / "held", per_class=4, splits={"train": 4, "test": 1}, odd_formats=False)
-    write_shards(held, tmp_path / "held-shards", num_workers=1)  # no val/: a hold-out of train/, not of the shards
-    overrides = [f"data.root={held}", f"data.train_shards={tmp_path / 'held-shards'}", "data.val_size=0.25"]
-    with pytest.raises(ConfigValueError, match=r"^recipe.batch_size=64 is larger than the 12 training images: the"):
-        train(
-            compose_train(
-                *FAST,
-                "data=imagefolder",
-                "data.image_size=16",
-                "recipe.batch_size=64",
-                *overrides,
-                output_dir=tmp_path / "run2",
-            )
-        )
+    shards = tmp_path / "held-shards"
+    code, stdout, stderr = module_output(
+        "alternet", ["shards", str(held), str(shards), "--workers", "1"], monkeypatch, capsys
+    )
+    assert code == "0" and stdout.rstrip().endswith(f"data.train_shards={shards} data.val_size=0"), stderr
+    data = ["data=imagefolder", f"data.root={held}", f"data.train_shards={shards}", "data.image_size=16"]
+    with pytest.raises(DataError, match=r"^data.val_size=0.25 holds validation images out of .*, which "):
+        train(compose_train(*FAST, *data, "data.val_size=0.25", output_dir=tmp_path / "run"))
+    assert not (tmp_path / "run").exists()
+    other = make_image_folder(tmp_path / "other", per_class=4, splits={"train": 4, "test": 1}, odd_formats=False)
+    config = data_config(resolved(*data[:1], f"data.root={other}", data[2])["data"])
+    module = build_datamodule(config, batch_size=4, seed=0)
+    with pytest.warns(UserWarning, match=rf"was written from {held / 'train'}, not from {other / 'train'}: its"):
+        assert module.class_names == CLASSES
 
 
 def test_shards_refuse_a_corrupt_file_or_skip_it(tmp_path):

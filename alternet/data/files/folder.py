@@ -115,15 +115,23 @@ class ImageFolderDataModule(ImageDataModule):
                     "Arrange the data as train/<wnid>/*.JPEG and val/<wnid>/*.JPEG (docs/training.md, ImageNet)"
                 )
             if self.train_shards:
-                shard_classes = read_shard_classes(self.train_shards)
-                if shard_classes is None:
+                written = read_shard_classes(self.train_shards)
+                shard_classes, source = written if written is not None else (None, None)
+                if written is None:
                     warnings.warn(
                         f"data.train_shards={self.train_shards} is remote: its classes.json is not checked against "
                         f"{train}; the shards must come from the same class folders",
                         AlternetWarning,
                         stacklevel=2,
                     )
-                elif shard_classes != classes:
+                elif source is not None and Path(source) != train.resolve():  # moved data, or another split's images
+                    warnings.warn(
+                        f"data.train_shards={self.train_shards} was written from {source}, not from {train}: its "
+                        "images must be this train/'s, or validation and test may score images it trained on",
+                        AlternetWarning,
+                        stacklevel=2,
+                    )
+                if written is not None and shard_classes != classes:
                     raise DataError(
                         f"data.train_shards={self.train_shards} was written for other classes than {train} "
                         f"({len(shard_classes)} vs {len(classes)} classes, first difference at "
@@ -198,7 +206,14 @@ class ImageFolderDataModule(ImageDataModule):
     def check_before_fit(self) -> None:
         if not self.train_shards:
             super().check_before_fit()
-        elif (images := shard_images(self.train_shards)) is not None:  # counted from their index: LitData's reader
+            return
+        if self._split_dir("val") is None and self.val_size:
+            raise DataError(
+                f"data.val_size={self.val_size} holds validation images out of {self.directory / 'train'}, which "
+                f"data.train_shards streams whole: they would be trained on. Give {self.directory} a val/ folder, or "
+                "a test/ folder and data.val_size=0"
+            )
+        if (images := shard_images(self.train_shards)) is not None:  # counted from their index: LitData's reader
             self.check_batch(images)  # is opened inside the run, where it reads its ranks
 
     def _takes_from_train(self, key: str) -> bool:  # streamed shards hold train/ whole; a val/ folder is validation

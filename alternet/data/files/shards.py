@@ -165,14 +165,16 @@ def is_remote(shards: str | Path) -> bool:
     return "://" in str(shards)
 
 
-def read_shard_classes(shards: str | Path) -> list[str] | None:
-    """The class names written beside the shards; None for object-store URLs (not readable without their SDK)."""
+def read_shard_classes(shards: str | Path) -> tuple[list[str], str | None] | None:
+    """The class names written beside the shards and the folder they were written from (None before it was
+    recorded); None for object-store URLs (not readable without their SDK)."""
     if is_remote(shards):
         return None
     path = Path(shards).expanduser() / CLASSES_FILE
     if not path.is_file():
         raise DataError(f"data.train_shards={shards}: {path} not found; write shards with alternet shards SRC OUT")
-    return list(read_json(path, error=DataError)["classes"])
+    written = read_json(path, error=DataError)
+    return list(written["classes"]), written.get("source")
 
 
 def shard_images(shards: str | Path) -> int | None:

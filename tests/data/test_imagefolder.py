@@ -471,3 +471,22 @@ def test_any_file_name_is_listed_and_read_and_hidden_files_are_left_out(tmp_path
     assert decode_rgb(files[1][0]).getpixel((0, 0)) == (0, 200, 0)
     written = write_shards(root.parent, tmp_path / "shards", num_workers=1)
     assert written["images"] == 2
+
+
+def test_a_shards_run_stopped_inside_an_epoch_resumes_there_in_one_process(tmp_path, image_folder, image_shards):
+    """data.num_workers=0: LitData left a restored epoch open when Lightning stopped at the loader's length, and the
+    next epoch trained no step (200 of 300 steps, and a run that "finished"). Stopped by max_steps at step 4 of 10,
+    the resumed run ends with the uninterrupted run's weights."""
+    from helpers.models import assert_same_weights
+
+    common = [
+        "data=imagefolder", f"data.root={image_folder}", f"data.train_shards={image_shards}", "data.image_size=16",
+        "data.num_workers=0", "recipe.batch_size=4", "trainer.max_epochs=2", "trainer.limit_val_batches=1",
+        "trainer.limit_test_batches=1", "trainer.enable_progress_bar=false",
+    ]  # fmt: skip
+    whole = train(compose_train(*common, output_dir=tmp_path / "whole"))
+    train(compose_train(*common, "trainer.max_steps=4", output_dir=tmp_path / "cut"))
+    resumed = train(compose_train(*common, "ckpt_path=last", output_dir=tmp_path / "cut"))
+    assert resumed.global_step == whole.global_step == 20
+    weights = [torch.load(run.last_checkpoint, weights_only=True)["state_dict"] for run in (whole, resumed)]
+    assert_same_weights(*weights)

@@ -227,7 +227,25 @@ class StreamingImages(StreamingDataset):
 
 class StreamingLoader(StartsWorkersSafely, StreamingDataLoader):
     """LitData's loader: it hands each worker its chunks and saves/restores its position (``state_dict``); its
-    workers leave the group's SIGTERM to this process (``data.workers``)."""
+    workers leave the group's SIGTERM to this process (``data.workers``).
+
+    LitData ends a restored epoch (``restore``) only when its iterator runs out, and Lightning stops an epoch at the
+    loader's length without asking for more: the next epoch then replayed the restored one's position and, in one
+    process (``data.num_workers=0``), trained no step. An iteration after the restored one that yielded batches is
+    a new epoch here."""
+
+    _resumed_batches = 0  # batches yielded since load_state_dict
+
+    def load_state_dict(self, obj: dict[str, Any]) -> None:
+        super().load_state_dict(obj)
+        self._resumed_batches = 0
+
+    def __iter__(self) -> Any:
+        if self.restore and self._resumed_batches:  # the restored epoch has run: this is the next one
+            self.restore = False
+        for batch in super().__iter__():
+            self._resumed_batches += 1
+            yield batch
 
 
 __all__ = ["CLASSES_FILE", "StreamingImages", "StreamingLoader", "read_shard_classes", "write_shards"]

@@ -148,8 +148,9 @@ def check_classes(datamodule: ImageDataModule, source: Source) -> None:
 
 
 def check_class_names(saved: list[Any] | None, datamodule: ImageDataModule, location: str) -> None:
-    """The data's classes are the model's, in its order: the same names in another order are refused (every
-    label would be scored as another class); other names warn (a relabelled copy, or the wrong data set)."""
+    """The data's classes are the model's, in its order: the same names in another order, or a name both have at
+    another label, are refused (its images would be scored as another class); other names at the same labels warn
+    (a relabelled copy, or the wrong data set)."""
     if not saved or len(saved) != datamodule.num_classes:
         return
     trained, now = [str(name) for name in saved], [str(name) for name in datamodule.class_names]
@@ -161,6 +162,13 @@ def check_class_names(saved: list[Any] | None, datamodule: ImageDataModule, loca
         raise CheckpointError(
             f"the data's classes are the model's in another order ({where}): its predictions would be scored "
             "against other classes; give the class folders the order the model was trained on"
+        )
+    moved = next((name for name in trained if name in now and trained.index(name) != now.index(name)), None)
+    if moved is not None:
+        raise CheckpointError(
+            f"the data's classes are not at the model's labels ({where}; {moved!r} is label {trained.index(moved)} "
+            f"for the model, {now.index(moved)} in the data): its images would be scored as another class; give the "
+            "class folders the model's names"
         )
     warnings.warn(
         f"the data's class names are not the model's ({where}): it is scored by label position",

@@ -372,6 +372,10 @@ def test_a_data_set_of_other_class_names_warns_and_the_same_ones_in_another_orde
         check_class_names(["a", "b"], data, "x.ckpt")
     with pytest.raises(CheckpointError, match="the data's classes are the model's in another order"):
         check_class_names(["dog", "cat"], data, "x.ckpt")
+    with pytest.warns(AlternetWarning, match="label 1 is 'cow'"):  # a class renamed in place: scored by position
+        check_class_names(["cat", "cow"], data, "x.ckpt")
+    with pytest.raises(CheckpointError, match=r"; 'dog' is label 0 for the model, 1 in the data\): its images would"):
+        check_class_names(["dog", "ant"], data, "x.ckpt")  # a shared name at another label: never by position
 
 
 # any model: every source alternet.hub.load reads ---------------------------------------------------

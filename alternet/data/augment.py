@@ -13,6 +13,7 @@ leaves out is off (the Python API: ``CIFAR100DataModule(augment={"hflip": True})
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -50,12 +51,51 @@ class CropConfig(Section):
             self.require(key, lambda v: len(v) == 2 and 0 < v[0] <= v[1], "must be [low, high] with 0 < low <= high")
 
 
+RAND_OP_SETS = ("weights", "3a", "3aw")  # timm's named op sets (rand_augment_choices)
+RAND_KEYS = {"m": int, "n": int, "p": float, "mstd": float, "mmax": int, "inc": int}  # timm's rand-... sections
+
+
+def rand_sections(spec: str) -> list[tuple[str, Any]]:
+    """The sections of timm's RandAugment string (``rand-m9-n2-mstd0.5``), in order, each ``(key, value)``, an op
+    set as ``("t", name)``; a ``ValueError`` saying what is wrong where timm would fail, or skip a section silently."""
+    head, *sections = spec.split("-")
+    if head != "rand":
+        raise ValueError("a RandAugment policy starts with 'rand', e.g. rand-m9-n2-mstd0.5 (timm's grammar)")
+    parsed = []
+    for section in sections:
+        if section.startswith("t") and len(section) > 1:
+            if section[1:] not in RAND_OP_SETS:  # timm trains with its default set instead
+                known = ", ".join(f"t{name}" for name in RAND_OP_SETS)
+                raise ValueError(f"its op set {section!r} is not one of timm's: {known}")
+            parsed.append(("t", section[1:]))
+            continue
+        match = re.fullmatch(r"([a-z]+)(.*)", section)
+        key, value = match.groups() if match else (section, "")
+        if key not in RAND_KEYS:
+            keys = " ".join(f"{k}<{kind.__name__}>" for k, kind in RAND_KEYS.items())
+            raise ValueError(f"its section {section!r} is not one of timm's: {keys} t<op set>")
+        try:
+            parsed.append((key, RAND_KEYS[key](value)))
+        except ValueError:
+            kind = RAND_KEYS[key].__name__
+            raise ValueError(f"its section {section!r} needs {key} followed by a number ({kind})") from None
+    return parsed
+
+
 @dataclass(kw_only=True)
 class StackSection(Section):
     """A stack's section: its name and family, for the message that names a key of the other stack."""
 
     NAME: ClassVar[str]
     FAMILY: ClassVar[str]
+
+    def check(self) -> None:
+        policy = getattr(self, "randaugment", None)
+        if policy is not None:
+            try:
+                rand_sections(policy)
+            except ValueError as error:
+                self.require("randaugment", lambda _: False, str(error))
 
     @classmethod
     def unknown_hint(cls, key: str, prefix: str) -> str:
@@ -75,6 +115,7 @@ class ArraysAugment(StackSection):
     cutout: CutoutConfig | None = None
 
     def check(self) -> None:
+        super().check()
         self.require("crop_padding", integer(0), "must be an integer >= 0")
 
 
@@ -92,6 +133,7 @@ class FilesAugment(StackSection):
     random_erasing: float = 0.0  # probability of timm's RandomErasing (per-pixel noise)
 
     def check(self) -> None:
+        super().check()
         self.one_of("interpolation", INTERPOLATIONS)
         self.require("random_erasing", lambda v: 0 <= v <= 1, "must be in [0, 1]")
 

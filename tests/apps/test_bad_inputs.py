@@ -94,7 +94,14 @@ TRAIN = [
     (["callbacks.checkpoint.train_time_interval='1:-30'"], "callbacks.checkpoint.train_time_interval='1:-30' is"),
     (["callbacks.checkpoint.train_time_interval=true"], "callbacks.checkpoint.train_time_interval=True is invalid"),
     (["callbacks.checkpoint.train_time_interval=inf"], "callbacks.checkpoint.train_time_interval=inf is invalid"),
-    (["recipe.augment.arrays.randaugment=banana"], "recipe.augment.arrays: RandAugment config must start with 'rand'"),
+    (
+        ["recipe.augment.arrays.randaugment=banana"],
+        "recipe.augment.arrays.randaugment='banana' is invalid: a RandAugment policy starts with 'rand'",
+    ),
+    (  # timm's own parser (image files): an assertion, a bare int() error, or a section skipped silently
+        ["recipe.augment.files.randaugment=rand-mnine-n2"],
+        "recipe.augment.files.randaugment='rand-mnine-n2' is invalid: its section 'mnine' is not one of timm's",
+    ),
     (["recipe.augment.arrays.cutout={holes: 1, size: 100}"], "cutout.size=100 is larger than the 16-px images"),
     (["trainer.precision=transformer-engine"], "rejected by Lightning: Requirement 'transformer_engine"),
     (["callbacks.checkpoint.every_n_train_steps=-1"], "callbacks.checkpoint.every_n_train_steps=-1 is invalid"),

@@ -218,16 +218,18 @@ def test_parser_values() -> None:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("augmix-m9", "must start with 'rand'"),
-        ("", "must start with 'rand'"),
-        ("rand-x9", "unknown section 'x9'"),
-        ("rand-m9-foo", "unknown section 'foo'"),
-        ("rand-m", r"'m' needs a number \(int\), got ''"),
-        ("rand-m9.5", r"'m' needs a number \(int\)"),
-        ("rand-n2x", r"'n' needs a number \(int\)"),
-        ("rand-mstd1.0.0", r"'mstd' needs a number \(float\)"),
-        ("rand-t3a", "unsupported op set 't3a'"),
-        ("rand-tfoo", "unsupported op set"),
+        ("augmix-m9", "a RandAugment policy starts with 'rand'"),
+        ("", "a RandAugment policy starts with 'rand'"),
+        ("rand-x9", "its section 'x9' is not one of timm's: m<int> n<int>"),
+        ("rand-m9-foo", "its section 'foo' is not one of timm's"),
+        ("rand-M9", "its section 'M9' is not one of timm's"),  # timm skipped it, and trained at m10
+        ("rand-mnine-n2", "its section 'mnine' is not one of timm's"),
+        ("rand-m", r"its section 'm' needs m followed by a number \(int\)"),
+        ("rand-m9.5", r"'m9.5' needs m followed by a number \(int\)"),
+        ("rand-n2x", r"'n2x' needs n followed by a number \(int\)"),
+        ("rand-mstd1.0.0", r"'mstd1.0.0' needs mstd followed by a number \(float\)"),
+        ("rand-t3a", "unsupported op set 't3a'"),  # timm's, not ported
+        ("rand-tfoo", "its op set 'tfoo' is not one of timm's: tweights, t3a, t3aw"),
     ],
 )
 def test_parser_rejects_bad_specs(spec: str, message: str) -> None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import random
-import re
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, NamedTuple
 
@@ -31,6 +30,8 @@ import cv2
 import numpy as np
 from albumentations.core.transforms_interface import BaseTransformInitSchema
 from pydantic import Field, model_validator
+
+from ..augment import rand_sections
 
 __all__ = [
     "DEFAULT_FILL",
@@ -328,13 +329,6 @@ def apply_op(
 _TRANSFORM_SETS = {"weights": RAND_WEIGHTS}
 
 
-def _number(key: str, value: str, kind: type) -> Any:
-    try:
-        return kind(value)
-    except ValueError:
-        raise ValueError(f"RandAugment config: {key!r} needs a number ({kind.__name__}), got {value!r}") from None
-
-
 def parse_config(spec: str) -> dict[str, Any]:
     """Parse a timm ``rand-...`` string into :class:`RandAugment` keyword arguments.
 
@@ -342,34 +336,18 @@ def parse_config(spec: str) -> dict[str, Any]:
     per-op probability (0.5), ``mstd`` magnitude noise std (> 100 means uniform in [0, m]), ``mmax`` magnitude
     upper bound (default 10), ``inc`` 0/1 for the increasing-severity variants, ``t<name>`` op set (``weights``).
     """
-    head, *sections = spec.split("-")
-    if head != "rand":
-        raise ValueError(f"RandAugment config must start with 'rand', got {spec!r}")
     kwargs: dict[str, Any] = {}
     increasing, op_set = False, None
-    for section in sections:
-        if section.startswith("t"):
-            if section[1:] not in _TRANSFORM_SETS:
-                raise ValueError(f"RandAugment config: unsupported op set {section!r} in {spec!r} (known: tweights)")
-            op_set = _TRANSFORM_SETS[section[1:]]
-            continue
-        match = re.fullmatch(r"(\D+)(\d.*)", section)
-        key, value = match.groups() if match else (section, "")
-        if key == "m":
-            kwargs["magnitude"] = _number(key, value, int)
-        elif key == "n":
-            kwargs["num_ops"] = _number(key, value, int)
-        elif key == "p":
-            kwargs["op_prob"] = _number(key, value, float)
-        elif key == "mstd":
-            mstd = _number(key, value, float)
-            kwargs["magnitude_std"] = math.inf if mstd > 100 else mstd
-        elif key == "mmax":
-            kwargs["magnitude_max"] = _number(key, value, int)
+    names = {"m": "magnitude", "n": "num_ops", "p": "op_prob", "mstd": "magnitude_std", "mmax": "magnitude_max"}
+    for key, value in rand_sections(spec):
+        if key == "t":
+            if value not in _TRANSFORM_SETS:
+                raise ValueError(f"RandAugment config: unsupported op set 't{value}' in {spec!r} (known: tweights)")
+            op_set = _TRANSFORM_SETS[value]
         elif key == "inc":
-            increasing = bool(_number(key, value, int))
+            increasing = bool(value)
         else:
-            raise ValueError(f"RandAugment config: unknown section {section!r} in {spec!r}")
+            kwargs[names[key]] = math.inf if key == "mstd" and value > 100 else value
     if op_set is not None:
         kwargs["ops"], kwargs["op_weights"] = tuple(op_set), tuple(op_set.values())
     else:

@@ -49,6 +49,7 @@ class CropConfig(Section):
     def check(self) -> None:
         for key in ("scale", "ratio"):
             self.require(key, lambda v: len(v) == 2 and 0 < v[0] <= v[1], "must be [low, high] with 0 < low <= high")
+        self.require("scale", lambda v: v[1] <= 1, "must be a share of the image's area: high <= 1")
 
 
 RAND_OP_SETS = ("weights", "3a", "3aw")  # timm's named op sets (rand_augment_choices)

@@ -256,6 +256,10 @@ def test_the_config_checks_name_a_key_in_the_wrong_section():
             {"files": {"random_resized_crop": {"scale": [0.9, 0.1]}}},
             r"random_resized_crop\.scale=\[0\.9, 0\.1\] is invalid",
         ),
+        (
+            {"files": {"random_resized_crop": {"scale": [0.5, 3.0]}}},
+            r"random_resized_crop\.scale=\[0\.5, 3\.0\] is invalid: must be a share of the image's area: high <= 1",
+        ),
         ({"files": 3}, r"recipe\.augment\.files=3 is invalid: a section of keys \['random_resized_crop', "),
     ],
 )

@@ -490,3 +490,12 @@ def test_a_shards_run_stopped_inside_an_epoch_resumes_there_in_one_process(tmp_p
     assert resumed.global_step == whole.global_step == 20
     weights = [torch.load(run.last_checkpoint, weights_only=True)["state_dict"] for run in (whole, resumed)]
     assert_same_weights(*weights)
+
+
+def test_a_link_to_a_missing_image_says_so(tmp_path):
+    """A dangling link is listed (its name is an image's) and cannot be read: its target is missing, not 'moved after
+    the run listed it', and listing the folder again would not help."""
+    link = tmp_path / "a.png"
+    link.symlink_to(tmp_path / "nowhere.png")
+    with pytest.raises(DataError, match=rf"^image {link} is a link to {tmp_path / 'nowhere.png'}, which does not exist"):
+        decode_rgb(link)

@@ -155,6 +155,11 @@ def decode_rgb(
             image.load()
             return to_rgb(image, name or source)
     except FileNotFoundError as error:
+        if isinstance(source, (str, os.PathLike)) and os.path.islink(source):  # listed: its target never was there
+            raise UnreadableImage(
+                f"image {name or source} is a link to {os.readlink(source)}, which does not exist: restore its "
+                "target, or delete the link"
+            ) from None
         raise UnreadableImage(
             f"image {name or source} is gone ({error.strerror}): it was moved or deleted after the run listed it; "
             "restore it, or start the run again to list the folder afresh"

@@ -497,5 +497,6 @@ def test_a_link_to_a_missing_image_says_so(tmp_path):
     the run listed it', and listing the folder again would not help."""
     link = tmp_path / "a.png"
     link.symlink_to(tmp_path / "nowhere.png")
-    with pytest.raises(DataError, match=rf"^image {link} is a link to {tmp_path / 'nowhere.png'}, which does not exist"):
+    target = tmp_path / "nowhere.png"
+    with pytest.raises(DataError, match=rf"^image {link} is a link to {target}, which does not exist"):
         decode_rgb(link)

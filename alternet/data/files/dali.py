@@ -14,7 +14,6 @@ provides it; docs/training.md ("Decoding on the GPU") lists where it differs.
 from __future__ import annotations
 
 import math
-import re
 import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -24,7 +23,7 @@ import torch
 
 from ...errors import ConfigValueError, DataError
 from ...seeds import derive_seed
-from ..augment import FilesAugment, fill_from_mean
+from ..augment import FilesAugment, fill_from_mean, rand_sections
 from ..base import EpochSampler
 from .images import DecodingDataset, UnreadableImage, decode_rgb
 
@@ -38,24 +37,21 @@ PREFETCH = 2  # batches DALI prepares ahead of the one handed out
 def randaugment_levels(spec: str) -> tuple[int, int]:
     """(ops per image, magnitude level of 10) of timm's RandAugment string (``rand-m9-n2-mstd0.5``) as DALI runs it.
     ``mstd`` is read and not applied: DALI's magnitudes do not vary; ``inc0`` is timm's default. Anything else of
-    timm's (another policy, ``inc1``, ``mmax``...) is refused."""
-    kind, *parts = spec.split("-")
-    values = {"n": 2.0, "m": float(LEVELS)}  # timm's defaults
-    for part in parts if kind == "rand" else [kind]:
-        match = re.fullmatch(r"(mstd|m|n)(\d+(?:\.\d+)?)", part)
-        if match is None and part != "inc0":
-            raise ConfigValueError(
-                f"recipe.augment.files.randaugment={spec}: data.loader=dali runs timm's rand-m<M>-n<N>[-mstd<S>] "
-                f"only, not {part}; train with data.loader=torch for it"
-            )
-        if match is not None:
-            values[match[1]] = float(match[2])
-    n, m = values["n"], values["m"]
-    if n != int(n) or m != int(m) or not 0 <= m <= LEVELS:
+    timm's (``inc1``, ``mmax``, an op set...) is refused."""
+    sections = rand_sections(spec)  # timm's grammar, checked with the config
+    kept = ("m", "n", "mstd")
+    other = next((f"{k}{v}" for k, v in sections if k not in kept and (k, v) != ("inc", 0)), None)
+    if other is not None:
         raise ConfigValueError(
-            f"recipe.augment.files.randaugment={spec}: data.loader=dali takes a whole n and a whole m in 0..{LEVELS}"
+            f"recipe.augment.files.randaugment={spec}: data.loader=dali runs timm's rand-m<M>-n<N>[-mstd<S>] "
+            f"only, not {other}; train with data.loader=torch for it"
         )
-    return int(n), int(m)
+    values = {"n": 2, "m": LEVELS} | {key: value for key, value in sections if key in ("m", "n")}  # timm's defaults
+    if not 0 <= values["m"] <= LEVELS:
+        raise ConfigValueError(
+            f"recipe.augment.files.randaugment={spec}: data.loader=dali takes a whole m in 0..{LEVELS}"
+        )
+    return values["n"], values["m"]
 
 
 def check_dali_augment(augment: FilesAugment | None) -> None:

@@ -196,7 +196,7 @@ def stop_and_resume(tmp_path: Path, overrides: list[str], signal_name: str, *, g
     output = run.output
     assert returncode == 1, output[-3000:]
     last_line = output.strip().splitlines()[-1]
-    assert re.fullmatch(rf"error: stopped by {signal_name} at global step (\d+) \(epoch 1\); saved .+", last_line), (
+    assert re.fullmatch(rf"error: stopped by {signal_name} at global step (\d+) \(in epoch 2\); saved .+", last_line), (
         output[-3000:]
     )
     for noise in ("Traceback", "killed by signal", "weights_only", "Received SIGTERM"):
@@ -757,7 +757,8 @@ def test_ctrl_c_in_a_training_step_saves_and_says_where_to_resume(tmp_path, monk
         code, _ = run_main("train.py", arguments, monkeypatch, capsys)
     finally:
         signal.signal(signal.SIGINT, handler)
-    assert re.fullmatch(r"error: stopped by SIGINT at global step 2 \(epoch 0\); saved .+ Resume with: .+", code), code
+    stopped = r"error: stopped by SIGINT at global step 2 \(in epoch 1\); saved .+ Resume with: .+"
+    assert re.fullmatch(stopped, code), code
     assert read_checkpoint(tmp_path / "checkpoints" / "last.ckpt")["global_step"] == 2
 
 

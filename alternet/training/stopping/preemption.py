@@ -105,7 +105,7 @@ class PreemptionCheckpoint(L.Callback):
         requeued = requeue_slurm_job() if requeue else False
         self._forward_to(previous)
         raise Preempted(
-            f"stopped by {name} at global step {trainer.global_step} (epoch {trainer.current_epoch}); saved "
+            f"stopped by {name} at global step {trainer.global_step} (in epoch {trainer.current_epoch + 1}); saved "
             f"{self.path}. "
             + ("The SLURM job was requeued and will resume from it. " if requeued else "")
             + f"Resume with: {command}"

@@ -8,6 +8,7 @@ rather than power iteration, the outputs, the options and every difference from 
 from __future__ import annotations
 
 import copy
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -16,6 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..errors import AlternetWarning
 from ..files import write_csv
 from ..models import WindowAttention
 from ..progress import Progress
@@ -345,6 +347,25 @@ def _tops_summary(tops: MinibatchTops, batch_size: int) -> dict[str, Any]:
     )
 
 
+def _warn_if_the_l2_term_dominates(summary: dict[str, Any], model: nn.Module, weight_decay: float) -> None:
+    """The unsquared L2 term's curvature ``wd / ||w||`` is unbounded as a tensor's norm nears 0 (a norm layer's
+    shift, a bias): where the mini-batch maxima sit at it (within 5%), they measure that tensor's penalty, not the
+    loss. Said, with the tensor, and flagged in the summary (``max_eig_is_l2``)."""
+    median, curvature = summary.get("max_eig_median"), summary["l2_curvature_max"]
+    dominated = median is not None and curvature > 0 and abs(median - curvature) <= 0.05 * curvature
+    summary["max_eig_is_l2"] = dominated
+    if dominated:
+        norms = {name: float(p.detach().float().norm()) for name, p in model.named_parameters() if p.requires_grad}
+        name = min((n for n, v in norms.items() if v > 0), key=norms.get)
+        warnings.warn(
+            f"analysis hessian: the mini-batch max eigenvalues (median {median:.4g}) are the L2 term's own curvature "
+            f"weight_decay / ||w|| = {curvature:.4g} of {name} (norm {norms[name]:.3g}), not the loss's; measure the "
+            "loss with analysis.hessian.regulariser=none (or decay_squared)",
+            AlternetWarning,
+            stacklevel=2,
+        )
+
+
 def run(context: AnalysisContext, config: HessianConfig) -> dict[str, Any]:
     model = copy.deepcopy(context.model).float().eval()
     force_math_attention(model)
@@ -395,8 +416,9 @@ def run(context: AnalysisContext, config: HessianConfig) -> dict[str, Any]:
     if tops is not None:
         summary.update(_tops_summary(tops, batch_size))
     if config.regulariser == "hdvw" and objective.weight_decay:  # wd * ||w||: curvature wd / ||w|| across w
-        norms = [float(n) for n in unsquared_norms(params)]  # the tensors the term counts (none all zeros)
+        norms = [float(n.detach()) for n in unsquared_norms(params)]  # the tensors the term counts (none all zeros)
         summary["l2_curvature_max"] = max((objective.weight_decay / n for n in norms), default=0.0)
+        _warn_if_the_l2_term_dominates(summary, model, objective.weight_decay)
     return compact(
         dict(
             summary,

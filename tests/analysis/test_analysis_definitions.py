@@ -480,3 +480,25 @@ def test_mixed_batches_need_an_even_size():
     again = mixed_batches([(torch.randn(4, 3, 8, 8), torch.arange(4))], mixer, 0, "landscape")[0][1]
     torch.testing.assert_close(again, targets)  # the same seeded draw
     assert recipe_mixup(replace(model_recipe, mixup=replace(model_recipe.mixup, mixup_alpha=0.0)), 10) is None
+
+
+def test_the_hessian_says_when_its_maxima_are_the_l2_terms_curvature():
+    """The unsquared L2 term's curvature wd / ||w|| is unbounded as a norm nears 0: a trained BatchNorm shift of norm
+    0.0126 at weight decay 0.05 made every mini-batch's max eigenvalue 3.98, the penalty's, not the loss's."""
+    import warnings
+
+    from alternet.analysis.hessian import _warn_if_the_l2_term_dominates
+    from alternet.errors import AlternetWarning
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
+    with torch.no_grad():
+        model[1].bias.fill_(0.0063)  # norm 0.0126
+    summary = {"max_eig_median": 3.984, "l2_curvature_max": 0.05 / 0.0126}
+    with pytest.warns(AlternetWarning, match=r"are the L2 term's own curvature .* of 1\.bias \(norm 0\.0126\)"):
+        _warn_if_the_l2_term_dominates(summary, model, 0.05)
+    assert summary["max_eig_is_l2"] is True
+    summary = {"max_eig_median": 12.0, "l2_curvature_max": 0.05 / 0.0126}  # the loss's curvature above it
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _warn_if_the_l2_term_dominates(summary, model, 0.05)
+    assert summary["max_eig_is_l2"] is False

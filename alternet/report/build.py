@@ -207,23 +207,26 @@ def _mean_delta(variant: Variant, baseline: Variant, value: Any) -> float | None
     return math.fsum(a) / len(a) - math.fsum(b) / len(b) if a and b else None
 
 
-def _ranking_holds_at_twice(variant: Variant, baseline: Variant, variants: Sequence[Variant]) -> bool | None:
-    """Whether the two variants rank the same (the signs of their mean differences in test error and training NLL)
-    at twice the epochs; None when the sweep has not run both at twice the epochs."""
+def _ranking_holds_at_twice(
+    variant: Variant, baseline: Variant, variants: Sequence[Variant], nll: Any = None
+) -> bool | None:
+    """Whether the two variants rank the same (the signs of their mean differences in test error and the training
+    NLL the verdict reads, ``nll``: the clean one by default) at twice the epochs; None when the sweep has not run
+    both at twice the epochs."""
     doubled, doubled_baseline = _twice(variant, variants), _twice(baseline, variants)
     if doubled is None or doubled_baseline is None:
         return None
-    for value in (_error, _nll):
+    for value in (_error, nll or _nll):
         now, then = _mean_delta(variant, baseline, value), _mean_delta(doubled, doubled_baseline, value)
         if now is not None and then is not None and (now > 0) != (then > 0):
             return False
     return True
 
 
-def _budget(variant: Variant, baseline: Variant, variants: Sequence[Variant]) -> str | None:
+def _budget(variant: Variant, baseline: Variant, variants: Sequence[Variant], nll: Any = None) -> str | None:
     completed = all(run.completed for run in (*variant.runs, *baseline.runs))
     paper = all((run.schedule_epochs or 0) >= PAPER_EPOCHS for run in (*variant.runs, *baseline.runs))
-    return budget_reason(completed, _ranking_holds_at_twice(variant, baseline, variants), paper)
+    return budget_reason(completed, _ranking_holds_at_twice(variant, baseline, variants, nll), paper)
 
 
 def variant_rows(
@@ -240,9 +243,9 @@ def variant_rows(
         if variant is baseline:
             judged = judged_epoch = "baseline"
         else:
-            budget = _budget(variant, baseline, variants)
-            judged = verdict(error_diff, nll_diff, budget, settings.rule)
-            judged_epoch = verdict(error_diff, epoch_diff, budget, settings.rule, "HDVW training NLL")
+            judged = verdict(error_diff, nll_diff, _budget(variant, baseline, variants), settings.rule)
+            budget_epoch = _budget(variant, baseline, variants, _nll_epoch)  # its own ranking at twice the epochs
+            judged_epoch = verdict(error_diff, epoch_diff, budget_epoch, settings.rule, "HDVW training NLL")
         rows.append(
             {
                 "variant": variant.label,

@@ -346,3 +346,23 @@ def test_a_robustness_difference_holds_the_test_sets_own_noise(tmp_path):
     assert _test_set_variance(alternet, baseline, settings, attrgetter("robustness")) == 0  # clean: all right alike
     rows = variant_rows(variants, baseline, settings)
     assert next(r for r in rows if r["variant"] == "model=alternet")["robustness_delta"] is not None
+
+
+def test_each_training_nll_verdict_checks_its_own_ranking_at_twice_the_epochs():
+    """The verdict read with HDVW's training NLL took its budget qualifier from the clean NLL's ranking: it said the
+    ranking holds at twice the epochs where its own NLL's ranking flipped there."""
+    from alternet.report.build import Statistics, group_variants, pick_baseline, variant_rows
+    from alternet.report.runs import swept_keys
+
+    runs = []
+    arms = (("twin", 0.42, (1.40, 1.35), (1.10, 1.10)), ("alternet", 0.40, (1.30, 1.25), (1.00, 1.20)))
+    for model, error, clean, epoch_nll in arms:
+        for index, (done, schedule) in enumerate(((10, 10), (20, 20))):
+            for run in _runs(model, error, clean[index], done, schedule, True):
+                run.curves["train/nll_epoch"] = [epoch_nll[index] + run.metrics.train_clean["nll"] - clean[index]]
+                runs.append(run)
+    variants = group_variants(runs, swept_keys(runs))
+    rows = variant_rows(variants, pick_baseline(variants, "model=twin recipe.epochs=10"), Statistics(bootstrap=0))
+    row = next(r for r in rows if r["variant"] == "model=alternet recipe.epochs=10")
+    assert "the ranking changes at twice the epochs" not in row["verdict"]
+    assert "the ranking changes at twice the epochs" in row["verdict_hdvw_nll"], row["verdict_hdvw_nll"]

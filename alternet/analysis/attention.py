@@ -173,7 +173,7 @@ def run(context: AnalysisContext, config: AttentionConfig) -> dict[str, Any]:
             [r["depth"] for r in rows],
             {
                 "Attention entropy (nats)": (entropies, [r["max_entropy"] for r in rows]),
-                "Attention distance (pixels)": (distances, [r["uniform_distance"] for r in rows]),
+                "Attention distance (feature-map pixels)": (distances, [r["uniform_distance"] for r in rows]),
                 "Data specificity (JS, nats)": (
                     [float("nan") if v is None else v for v in specificities],
                     [r["position_kernel_specificity"] or 0.0 for r in rows],

@@ -399,7 +399,8 @@ def run(context: AnalysisContext, config: HessianConfig) -> dict[str, Any]:
         )
         values = maxima.values if maxima is not None else tops.values
         path = context.path("hessian_max_eigenvalues.png")
-        files.append(plots.max_eigenvalue_density(values, f"{what}, {objective.describe()}", path))
+        pooled = {} if maxima is not None else {"label": f"Top {config.per_minibatch} eigenvalues of each mini-batch"}
+        files.append(plots.max_eigenvalue_density(values, f"{what}, {objective.describe()}", path, **pooled))
     summary: dict[str, Any] = {f"eig_{i}": float(v) for i, v in enumerate(spectrum.top, start=1)}
     if config.method == "lanczos":
         summary["top_residual_max"] = float(spectrum.residuals.max())  # bounds each top eigenvalue's error

@@ -163,13 +163,16 @@ def hessian_spectrum(
     return save_figure(fig, path)
 
 
-def max_eigenvalue_density(values: np.ndarray, title: str, path: Path) -> Path:
-    """Histogram (as a density) of the per-mini-batch maximum Hessian eigenvalues, zero marked."""
+def max_eigenvalue_density(
+    values: np.ndarray, title: str, path: Path, label: str = "Max eigenvalue (largest magnitude, sign kept)"
+) -> Path:
+    """Histogram (as a density) of the per-mini-batch maximum Hessian eigenvalues (or the pooled top ones, as
+    ``label`` says), zero marked."""
     fig = Figure(figsize=(5, 3.8), layout="constrained")
     ax = fig.subplots()
     ax.hist(values, bins=min(30, max(5, len(values) // 2)), density=True, color="tab:blue", alpha=0.8)
     ax.axvline(0.0, color="0.5", lw=0.8)
-    ax.set_xlabel("Max eigenvalue (largest magnitude, sign kept)")
+    ax.set_xlabel(label)
     ax.set_ylabel("Density")
     ax.set_title(title, fontsize=9)
     return save_figure(fig, path)

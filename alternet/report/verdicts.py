@@ -1,6 +1,8 @@
 """Each variant of a sweep against a baseline variant, in the paper's terms (Park & Kim, 2022, section 2): an
-inductive bias that *helps optimisation* lowers the clean training NLL and the test error; one that *regularises*
-raises the training NLL and lowers the test error. A verdict is read from the differences' confidence intervals
+inductive bias that *helps optimisation* lowers the training NLL and the test error; one that *regularises* raises
+the training NLL and lowers the test error. The paper reads HDVW's training NLL (the epoch's mean loss on its
+augmented, mixed batches); this project's primary reading is the clean one (the fixed subset in eval mode), and the
+report gives a verdict with each. A verdict is read from the differences' confidence intervals
 (:mod:`.statistics`), never from means alone. The verdicts, the order they are tried in, and when a verdict holds
 only *at this budget* (:func:`budget_reason`): docs/experiments.md, "Report".
 """

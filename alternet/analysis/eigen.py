@@ -192,7 +192,15 @@ class SpectralDensity:
 
     def negative_fraction(self) -> float:
         """Estimated fraction of eigenvalues below zero."""
-        return float(np.mean([r.weights[r.values < 0].sum() for r in self.runs]))
+        return float(np.mean(self._negative_fractions()))
+
+    def negative_fraction_se(self) -> float | None:
+        """The standard error of :meth:`negative_fraction` across the runs (None from one run: no estimate)."""
+        runs = self._negative_fractions()
+        return float(np.std(runs, ddof=1) / np.sqrt(len(runs))) if len(runs) > 1 else None
+
+    def _negative_fractions(self) -> list[float]:
+        return [float(r.weights[r.values < 0].sum()) for r in self.runs]
 
     def trace(self) -> float:
         """Estimated trace (``dim`` times the mean eigenvalue)."""

@@ -409,7 +409,8 @@ def run(context: AnalysisContext, config: HessianConfig) -> dict[str, Any]:
             lambda_max=float(max(r.values.max() for r in density.runs)),
             lambda_min=float(min(r.values.min() for r in density.runs)),
             negative_fraction=density.negative_fraction(),
-            negative_count=density.negative_fraction() * dim,
+            negative_fraction_se=density.negative_fraction_se(),  # across the SLQ runs (slq_runs >= 2)
+            negative_count=round(density.negative_fraction() * dim),
             trace=density.trace(),
         )
     if maxima is not None:

@@ -417,6 +417,9 @@ def test_lanczos_is_exact_with_as_many_steps_as_dimensions_and_slq_estimates_the
     density = SpectralDensity(runs, 20)
     assert density.negative_fraction() == pytest.approx(0.3, abs=0.03)
     assert density.trace() == pytest.approx(float(eigenvalues.sum()), rel=0.05)
+    fractions = [r.weights[r.values < 0].sum() for r in runs]  # the runs' own scatter, over the root of their count
+    assert density.negative_fraction_se() == pytest.approx(np.std(fractions, ddof=1) / np.sqrt(200))
+    assert SpectralDensity(runs[:1], 20).negative_fraction_se() is None  # one run: no estimate of its error
 
 
 def test_model_hvp_on_a_quadratic_loss_recovers_its_top_eigenvalues():

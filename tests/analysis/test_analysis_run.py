@@ -148,7 +148,8 @@ def test_landscape_origin_equals_the_models_loss_on_mixed_batches(analysed, digi
 def test_focused_linear_attention_runs_through_attention_and_hessian(tmp_path: Path, digits):
     torch.manual_seed(0)
     model = create_model("alternet_tiny", num_classes=10, img_size=16, attention="focused_linear")
-    budgets = {**BUDGETS, "hessian": dict(images=4, batch_size=4, k=2, iterations=2, minibatches=1, minibatch_steps=2)}
+    hessian = dict(images=4, batch_size=4, k=2, iterations=2, minibatches=1, minibatch_steps=2, slq_runs=1)
+    budgets = {**BUDGETS, "hessian": hessian}
     results = run_analyses(["attention", "hessian"], model, digits, RECIPE, budgets, tmp_path)
     assert results["attention"]["msa_blocks"] == 2
     assert results["hessian"]["hvps"] == 2

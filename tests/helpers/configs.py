@@ -37,7 +37,7 @@ TINY_ANALYSIS_BUDGETS = {
     "variance": dict(images=16, batch_size=8),
     "lesion": dict(images=16, batch_size=16),
     "attention": dict(images=8, batch_size=8),
-    "hessian": dict(images=8, k=2, iterations=4, minibatches=3, minibatch_steps=3),
+    "hessian": dict(images=8, k=2, iterations=4, minibatches=3, minibatch_steps=3, slq_runs=1),
     "landscape": dict(images=8, batch_size=8, points_1d=3, points_2d=3),
     "noise": dict(images=16, batch_size=16),
 }

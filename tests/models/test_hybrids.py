@@ -41,7 +41,7 @@ BYOB, MAXXVIT = "botnet_cifar", "coatnet_cifar"  # one model of each family for 
 RECIPE = paper_recipe_in_miniature()
 BUDGETS = {  # a lighter Hessian: the hybrids are slower per step
     **TINY_ANALYSIS_BUDGETS,
-    "hessian": dict(images=4, batch_size=4, k=2, iterations=2, minibatches=1, minibatch_steps=2),
+    "hessian": dict(images=4, batch_size=4, k=2, iterations=2, minibatches=1, minibatch_steps=2, slq_runs=1),
 }
 
 

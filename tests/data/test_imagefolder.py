@@ -4,6 +4,8 @@ shuffled and stream the training split."""
 
 import json
 import math
+import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +19,7 @@ from alternet.data import ImageFolderDataModule, build_datamodule, data_config
 from alternet.data.base import stratified_holdout
 from alternet.data.files.images import decode_rgb, scan_split
 from alternet.data.files.shards import write_shards
-from alternet.errors import ConfigValueError, DataError
+from alternet.errors import AlternetWarning, ConfigValueError, DataError
 from alternet.hub import export
 
 from helpers import FAST, compose_train, datamodule_of, module_output, resolved, run_main
@@ -500,3 +502,20 @@ def test_a_link_to_a_missing_image_says_so(tmp_path):
     target = tmp_path / "nowhere.png"
     with pytest.raises(DataError, match=rf"^image {link} is a link to {target}, which does not exist"):
         decode_rgb(link)
+
+
+def test_shards_written_before_the_folder_changed_are_said_to_be(tmp_path):
+    """Validation, test and train_clean read the folder's files, training the shards: a folder grown or thinned since
+    the shards were written trains on other images than it scores (the shards record how many they listed)."""
+    root = make_image_folder(tmp_path / "data", per_class=4, splits={"train": 4, "test": 1}, odd_formats=False)
+    shards = tmp_path / "shards"
+    write_shards(root, shards, num_workers=1)
+    data = ["data=imagefolder", f"data.root={root}", f"data.train_shards={shards}", "data.val_size=0"]
+    config = data_config(resolved(*data)["data"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AlternetWarning)
+        build_datamodule(config, batch_size=4, seed=0).setup()  # as written: nothing said
+    image = next((root / "train").rglob("*.JPEG"))
+    shutil.copy(image, image.with_name("added.JPEG"))
+    with pytest.warns(UserWarning, match=r"were written from 12 images and .* holds 13: the folder changed since"):
+        build_datamodule(config, batch_size=4, seed=0).setup()

@@ -116,7 +116,7 @@ class ImageFolderDataModule(ImageDataModule):
                 )
             if self.train_shards:
                 written = read_shard_classes(self.train_shards)
-                shard_classes, source = written if written is not None else (None, None)
+                shard_classes, source = (list(written["classes"]), written.get("source")) if written else (None, None)
                 if written is None:
                     warnings.warn(
                         f"data.train_shards={self.train_shards} is remote: its classes.json is not checked against "
@@ -165,6 +165,15 @@ class ImageFolderDataModule(ImageDataModule):
         if val is None and self.val_size:
             held = stratified_holdout(train.labels, split_size(self.val_size, len(train)), self.split_seed)
             train, val = train.take(np.flatnonzero(~held)), train.take(np.flatnonzero(held))
+        listed = (read_shard_classes(self.train_shards) or {}).get("listed") if self.train_shards else None
+        if listed is not None and listed != len(train) + (len(val) if val is not None and not val_dir else 0):
+            warnings.warn(
+                f"data.train_shards={self.train_shards} were written from {listed} images and "
+                f"{self.directory / 'train'} holds {len(train)}: the folder changed since; rewrite the shards with "
+                f"alternet shards {self.directory} {self.train_shards}",
+                AlternetWarning,
+                stacklevel=2,
+            )
         self._train_pool = len(train)
         train = train.take(np.flatnonzero(self._subset_mask(train.labels)))
         if not self.train_shards:  # streamed shards: their classes are checked against the folders when written

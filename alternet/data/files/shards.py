@@ -113,7 +113,8 @@ def write_shards(
     with writing(out, "shards output"):  # a second alternet shards into OUT stops here
         mark_output(out, SHARDS_COMMAND)  # first: an interrupted writing is this command's to redo
         # before the shards: litdata's index.json, written last, makes them readable, and they need this file
-        write_json(out / CLASSES_FILE, {"classes": classes, "source": str(split.resolve()), "seed": seed})
+        record = {"classes": classes, "source": str(split.resolve()), "seed": seed, "listed": len(files)}
+        write_json(out / CLASSES_FILE, record)
         try:
             with _start_method_kept():
                 litdata.optimize(
@@ -165,16 +166,16 @@ def is_remote(shards: str | Path) -> bool:
     return "://" in str(shards)
 
 
-def read_shard_classes(shards: str | Path) -> tuple[list[str], str | None] | None:
-    """The class names written beside the shards and the folder they were written from (None before it was
-    recorded); None for object-store URLs (not readable without their SDK)."""
+def read_shard_classes(shards: str | Path) -> dict[str, Any] | None:
+    """What ``alternet shards`` wrote beside the shards: ``classes``, and (absent from older shards) the folder they
+    were written from (``source``) and how many images it listed (``listed``); None for object-store URLs (not
+    readable without their SDK)."""
     if is_remote(shards):
         return None
     path = Path(shards).expanduser() / CLASSES_FILE
     if not path.is_file():
         raise DataError(f"data.train_shards={shards}: {path} not found; write shards with alternet shards SRC OUT")
-    written = read_json(path, error=DataError)
-    return list(written["classes"]), written.get("source")
+    return read_json(path, error=DataError)
 
 
 def shard_images(shards: str | Path) -> int | None:

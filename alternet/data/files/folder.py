@@ -65,6 +65,7 @@ class ImageFolderDataModule(ImageDataModule):
         self._skipped = SkipCounter() if skip_corrupt else None
         self.ledger = WorkerLedger()  # what each loader worker reads, for a worker that dies mid-sample
         self._classes: list[str] | None = None
+        self._shards_record: dict[str, Any] = {}  # classes.json of data.train_shards, read with the class folders
 
     def check_augment(self) -> None:
         if self.augment:
@@ -116,6 +117,7 @@ class ImageFolderDataModule(ImageDataModule):
                 )
             if self.train_shards:
                 written = read_shard_classes(self.train_shards)
+                self._shards_record = written or {}
                 shard_classes, source = (list(written["classes"]), written.get("source")) if written else (None, None)
                 if written is None:
                     warnings.warn(
@@ -160,13 +162,8 @@ class ImageFolderDataModule(ImageDataModule):
             return
         classes = self.class_names
         train = scan_split(self.directory / "train", classes)
-        val_dir, test_dir = self._split_dir("val"), self._split_dir("test")
-        val = scan_split(val_dir, classes) if val_dir else None
-        if val is None and self.val_size:
-            held = stratified_holdout(train.labels, split_size(self.val_size, len(train)), self.split_seed)
-            train, val = train.take(np.flatnonzero(~held)), train.take(np.flatnonzero(held))
-        listed = (read_shard_classes(self.train_shards) or {}).get("listed") if self.train_shards else None
-        if listed is not None and listed != len(train) + (len(val) if val is not None and not val_dir else 0):
+        listed = self._shards_record.get("listed")  # absent from older shards, and where no shards are streamed
+        if listed is not None and listed != len(train):
             warnings.warn(
                 f"data.train_shards={self.train_shards} were written from {listed} images and "
                 f"{self.directory / 'train'} holds {len(train)}: the folder changed since; rewrite the shards with "
@@ -174,6 +171,11 @@ class ImageFolderDataModule(ImageDataModule):
                 AlternetWarning,
                 stacklevel=2,
             )
+        val_dir, test_dir = self._split_dir("val"), self._split_dir("test")
+        val = scan_split(val_dir, classes) if val_dir else None
+        if val is None and self.val_size:
+            held = stratified_holdout(train.labels, split_size(self.val_size, len(train)), self.split_seed)
+            train, val = train.take(np.flatnonzero(~held)), train.take(np.flatnonzero(held))
         self._train_pool = len(train)
         train = train.take(np.flatnonzero(self._subset_mask(train.labels)))
         if not self.train_shards:  # streamed shards: their classes are checked against the folders when written

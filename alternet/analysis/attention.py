@@ -27,7 +27,7 @@ from .tables import compact, mean_or_none, summary
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True)
 class AttentionConfig(SampleConfig):
     analysis: ClassVar[str] = "attention"
 

@@ -16,7 +16,7 @@ import torch
 from ..files import write_csv
 from . import plots
 from .blocks import Tap
-from .config import SampleConfig, require_choice
+from .config import SampleConfig
 from .context import AnalysisContext
 from .data import clean_batches
 from .errors import AnalysisError
@@ -28,17 +28,17 @@ HIGH_FREQUENCY = ("hdvw", "nyquist")
 BN_MODES = ("eval", "batch")
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True)
 class FourierConfig(SampleConfig):
     analysis: ClassVar[str] = "fourier"
 
     high_frequency: str
     bn_mode: str
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require_choice(self.high_frequency, HIGH_FREQUENCY, self.analysis, "high_frequency")
-        require_choice(self.bn_mode, BN_MODES, self.analysis, "bn_mode")
+    def check(self) -> None:
+        super().check()
+        self.one_of("high_frequency", HIGH_FREQUENCY)
+        self.one_of("bn_mode", BN_MODES)
 
 
 @contextlib.contextmanager

@@ -22,8 +22,9 @@ from ..files import write_csv
 from ..models import WindowAttention
 from ..progress import Progress
 from ..seeds import derive_seed
+from ..typed import integer
 from . import plots
-from .config import ObjectiveConfig, require, require_choice
+from .config import ObjectiveConfig
 from .context import AnalysisContext
 from .data import Batch, objective_batches
 from .eigen import (
@@ -43,7 +44,7 @@ from .tables import compact
 METHODS = ("lanczos", "power")
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True)
 class HessianConfig(ObjectiveConfig):
     analysis: ClassVar[str] = "hessian"
 
@@ -56,23 +57,19 @@ class HessianConfig(ObjectiveConfig):
     tol: float
     slq_runs: int
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require(self.minibatches >= 0, self.analysis, f"minibatches must be >= 0, got {self.minibatches}")
-        require(self.minibatch_steps >= 1, self.analysis, f"minibatch_steps must be >= 1, got {self.minibatch_steps}")
-        require(
-            1 <= self.per_minibatch <= self.minibatch_steps,
-            self.analysis,
-            f"per_minibatch must be in [1, minibatch_steps], got {self.per_minibatch}",
-        )
-        require_choice(self.method, METHODS, self.analysis, "method")
-        require(self.k >= 1, self.analysis, f"k must be >= 1, got {self.k}")
-        require(self.iterations >= 1, self.analysis, f"iterations must be >= 1, got {self.iterations}")
+    def check(self) -> None:
+        super().check()
+        self.require("minibatches", integer(0), "must be >= 0")
+        self.require("minibatch_steps", integer(1), "must be >= 1")
+        self.require("per_minibatch", lambda v: 1 <= v <= self.minibatch_steps, "must be in [1, minibatch_steps]")
+        self.one_of("method", METHODS)
+        self.require("k", integer(1), "must be >= 1")
+        self.require("iterations", integer(1), "must be >= 1")
+        self.require("slq_runs", integer(0), "must be >= 0")
         if self.method == "lanczos":
-            require(self.iterations >= self.k, self.analysis, f"lanczos needs iterations >= k ({self.k})")
-            require(self.slq_runs >= 1, self.analysis, "lanczos needs slq_runs >= 1 (its first run gives the top-k)")
-        require(self.slq_runs >= 0, self.analysis, f"slq_runs must be >= 0, got {self.slq_runs}")
-        require(self.tol > 0, self.analysis, f"tol must be > 0, got {self.tol}")
+            self.require("iterations", lambda v: v >= self.k, f"method=lanczos needs iterations >= k ({self.k})")
+            self.require("slq_runs", integer(1), "method=lanczos needs slq_runs >= 1 (its first run gives the top-k)")
+        self.require("tol", lambda v: v > 0, "must be > 0")
 
 
 def force_math_attention(model: nn.Module) -> None:

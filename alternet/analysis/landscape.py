@@ -20,7 +20,7 @@ from ..files import write_csv
 from ..progress import Progress
 from ..seeds import derive_seed
 from . import plots
-from .config import ObjectiveConfig, require, require_choice
+from .config import ObjectiveConfig
 from .context import AnalysisContext
 from .data import Batch, objective_batches, split
 from .objective import Objective, batch_size_of, nll_accuracy, objective_of
@@ -37,7 +37,7 @@ HDVW_EPS = 1e-7  # HDVW's normalize_filter: ws_norm / (bs_norm + 1e-7)
 Direction = dict[str, torch.Tensor]
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True)
 class LandscapeConfig(ObjectiveConfig):
     analysis: ClassVar[str] = "landscape"
 
@@ -49,15 +49,14 @@ class LandscapeConfig(ObjectiveConfig):
     nll: str
     clip: float | None
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require(self.span > 0, self.analysis, f"span must be > 0, got {self.span}")
+    def check(self) -> None:
+        super().check()
+        self.require("span", lambda v: v > 0, "must be > 0")
         for key in ("points_1d", "points_2d"):
-            points = getattr(self, key)
-            require(points >= 3 and points % 2 == 1, self.analysis, f"{key} must be odd and >= 3 (to include 0)")
-        require_choice(self.normalisation, NORMALISATIONS, self.analysis, "normalisation")
-        require_choice(self.nll, NLL_FORMS, self.analysis, "nll")
-        require(self.clip is None or self.clip > 0, self.analysis, f"clip must be > 0 or null, got {self.clip}")
+            self.require(key, lambda v: v >= 3 and v % 2 == 1, "must be odd and >= 3 (to include 0)")
+        self.one_of("normalisation", NORMALISATIONS)
+        self.one_of("nll", NLL_FORMS)
+        self.require("clip", lambda v: v > 0, "must be > 0 or null")
 
 
 def has_direction(name: str, param: nn.Parameter, normalisation: str, excluded: set[str]) -> bool:

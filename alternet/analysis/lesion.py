@@ -22,7 +22,7 @@ from .objective import accuracy
 from .tables import kind_means, mean_or_none, summary
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True)
 class LesionConfig(SampleConfig):
     analysis: ClassVar[str] = "lesion"
 

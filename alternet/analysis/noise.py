@@ -16,8 +16,9 @@ import torch
 from torch import nn
 
 from ..files import write_csv
+from ..typed import integer
 from . import plots
-from .config import SampleConfig, require, require_choice
+from .config import SampleConfig
 from .context import AnalysisContext
 from .data import Batch, clean_batches
 from .errors import AnalysisError
@@ -29,7 +30,7 @@ HDVW_CENTRES = tuple(round(0.1 * i, 10) for i in range(1, 10))  # units of pi
 HDVW_WIDTH = 0.1
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True)
 class NoiseConfig(SampleConfig):
     analysis: ClassVar[str] = "noise"
 
@@ -38,16 +39,12 @@ class NoiseConfig(SampleConfig):
     max_frequency: float
     rms: float
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require_choice(self.bands, BAND_KINDS, self.analysis, "bands")
-        require(self.rings >= 1, self.analysis, f"rings must be >= 1, got {self.rings}")
-        require(
-            0 < self.max_frequency <= np.sqrt(2),
-            self.analysis,
-            f"max_frequency must be in (0, sqrt(2)] (units of pi), got {self.max_frequency}",
-        )
-        require(self.rms > 0, self.analysis, f"rms must be > 0, got {self.rms}")
+    def check(self) -> None:
+        super().check()
+        self.one_of("bands", BAND_KINDS)
+        self.require("rings", integer(1), "must be >= 1")
+        self.require("max_frequency", lambda v: 0 < v <= np.sqrt(2), "must be in (0, sqrt(2)] (units of pi)")
+        self.require("rms", lambda v: v > 0, "must be > 0")
 
 
 def radial_frequency(height: int, width: int) -> torch.Tensor:

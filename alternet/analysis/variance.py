@@ -14,7 +14,7 @@ import torch
 from ..files import write_csv
 from . import plots
 from .blocks import Tap
-from .config import SampleConfig, require_choice
+from .config import SampleConfig
 from .context import AnalysisContext
 from .data import clean_batches
 from .features import mean_per_tap
@@ -23,15 +23,15 @@ from .tables import summary, tap_summary
 ESTIMATORS = {"unbiased": 1, "population": 0}  # the divisor's correction: H*W - correction
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True)
 class VarianceConfig(SampleConfig):
     analysis: ClassVar[str] = "variance"
 
     estimator: str
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require_choice(self.estimator, tuple(ESTIMATORS), self.analysis, "estimator")
+    def check(self) -> None:
+        super().check()
+        self.one_of("estimator", ESTIMATORS)
 
 
 def spatial_variance(maps: torch.Tensor, estimator: str) -> torch.Tensor:

@@ -20,10 +20,11 @@ from torch import nn
 from alternet.analysis import AnalysisConfigError, parse_configs
 from alternet.analysis.attention import attention_stats
 from alternet.analysis.blocks import Tap, block_sequence
+from alternet.analysis.config import default_values
 from alternet.analysis.data import mixed_batches
 from alternet.analysis.eigen import extreme_eigenvalues, power_iteration
 from alternet.analysis.fourier import batch_statistics, delta_profiles, high_values, plotted_frequencies
-from alternet.analysis.hessian import minibatch_max_eigenvalues, minibatch_top_eigenvalues
+from alternet.analysis.hessian import HessianConfig, minibatch_max_eigenvalues, minibatch_top_eigenvalues
 from alternet.analysis.landscape import dim0_norms, measure, normalised, random_direction
 from alternet.analysis.noise import band_mask, frequency_bands, radial_frequency
 from alternet.analysis.objective import objective_of
@@ -438,34 +439,49 @@ def test_minibatch_extremes_of_a_model_whose_ends_nearly_tie():
 @pytest.mark.parametrize(
     ("name", "values", "message"),
     [
-        ("fourier", {"high_frequency": "pi"}, "high_frequency must be one of ['hdvw', 'nyquist'], got 'pi'"),
-        ("variance", {"estimator": "biased"}, "estimator must be one of ['unbiased', 'population'], got 'biased'"),
-        ("noise", {"bands": "octaves"}, "bands must be one of ['hdvw', 'rings'], got 'octaves'"),
-        ("noise", {"bands": 8}, "bands must be str, got 8"),
-        ("noise", {"rings": 0}, "rings must be >= 1, got 0"),
-        ("landscape", {"normalisation": "layer"}, "normalisation must be one of ['hdvw', 'filter'], got 'layer'"),
-        ("landscape", {"regulariser": "l1"}, "regulariser must be one of ['hdvw', 'decay_squared', 'none'], got 'l1'"),
-        ("landscape", {"targets": "clean"}, "targets must be one of ['training', 'labels'], got 'clean'"),
-        ("landscape", {"nll": "log"}, "nll must be one of ['log_softmax', 'log_of_softmax'], got 'log'"),
-        ("landscape", {"redraw": "yes"}, "redraw must be bool, got 'yes'"),
-        ("landscape", {"redraw": 1}, "redraw must be bool, got 1"),
-        ("landscape", {"clip": 0}, "clip must be > 0 or null, got 0.0"),
-        ("landscape", {"clip": True}, "clip must be float | None, got True"),
+        ("fourier", {"high_frequency": "pi"}, "high_frequency='pi' is not one of ['hdvw', 'nyquist']"),
+        (
+            "variance",
+            {"estimator": "biased"},
+            "estimator='biased' is not one of ['unbiased', 'population'] (did you mean 'unbiased'?)",
+        ),
+        ("noise", {"bands": "octaves"}, "bands='octaves' is not one of ['hdvw', 'rings']"),
+        ("noise", {"bands": 8}, "bands=8 is invalid: must be a string"),
+        ("noise", {"rings": 0}, "rings=0 is invalid: must be >= 1"),
+        ("noise", {"max_frequency": 2}, "max_frequency=2 is invalid: must be in (0, sqrt(2)] (units of pi)"),
+        ("landscape", {"normalisation": "layer"}, "normalisation='layer' is not one of ['hdvw', 'filter']"),
+        ("landscape", {"regulariser": "l1"}, "regulariser='l1' is not one of ['hdvw', 'decay_squared', 'none']"),
+        ("landscape", {"targets": "clean"}, "targets='clean' is not one of ['training', 'labels']"),
+        ("landscape", {"nll": "log"}, "nll='log' is not one of ['log_softmax', 'log_of_softmax']"),
+        ("landscape", {"redraw": "yes"}, "redraw='yes' is invalid: must be true or false"),
+        ("landscape", {"redraw": 1}, "redraw=1 is invalid: must be true or false"),
+        ("landscape", {"clip": 0}, "clip=0 is invalid: must be > 0 or null"),
+        ("landscape", {"clip": True}, "clip=True is invalid: must be a finite number"),
+        ("landscape", {"points_1d": 4}, "points_1d=4 is invalid: must be odd and >= 3 (to include 0)"),
         (
             "landscape",
             {"label_smoothing": 0.1},
             "label_smoothing applies to targets=labels only (targets=training uses the recipe's)",
         ),
-        ("hessian", {"minibatches": -1}, "minibatches must be >= 0, got -1"),
-        ("hessian", {"minibatch_steps": 0}, "minibatch_steps must be >= 1, got 0"),
-        ("hessian", {"batch_size": 0}, "batch_size must be >= 1 or null (the recipe's), got 0"),
+        ("hessian", {"minibatches": -1}, "minibatches=-1 is invalid: must be >= 0"),
+        ("hessian", {"minibatch_steps": 0}, "minibatch_steps=0 is invalid: must be >= 1"),
+        ("hessian", {"per_minibatch": 200}, "per_minibatch=200 is invalid: must be in [1, minibatch_steps]"),
+        ("hessian", {"k": 40}, "iterations=30 is invalid: method=lanczos needs iterations >= k (40)"),
+        ("hessian", {"batch_size": 0}, "batch_size=0 is invalid: must be >= 1 or null (the recipe's)"),
+        ("hessian", {"tol": 0.0}, "tol=0 is invalid: must be > 0"),
+        ("lesion", {"images": None}, "images=null is invalid: must be an integer"),
     ],
 )
 def test_bad_values_of_the_new_keys_are_refused_in_one_line(name, values, message):
     with pytest.raises(AnalysisConfigError) as error:
         parse_configs([name], {name: values})
-    assert str(error.value) == f"analysis {name!r}: {message}"
-    assert "\n" not in str(error.value)
+    assert str(error.value) == f"analysis.{name}.{message}"  # the key as the command line sets it
+
+
+def test_an_analysis_config_made_in_python_is_checked_as_a_composed_one():
+    assert defaults("hessian") == HessianConfig(**default_values("hessian"))
+    with pytest.raises(ConfigValueError, match=r"^images=0 is invalid: must be >= 1$"):
+        replace(defaults("lesion"), images=0)
 
 
 def test_mixed_batches_need_an_even_size():

@@ -50,11 +50,11 @@ def test_unknown_names_and_keys_are_reported_with_the_valid_ones():
     assert "topk" in str(error.value) and "iterations" in str(error.value)
     with pytest.raises(AnalysisConfigError, match="odd"):
         parse_configs(["landscape"], {"landscape": {"points_2d": 4}})
-    with pytest.raises(AnalysisConfigError, match="images must be int"):
+    with pytest.raises(AnalysisConfigError, match=r"analysis.lesion.images=10.5 is invalid: must be an integer"):
         parse_configs(["lesion"], {"lesion": {"images": 10.5}})
     with pytest.raises(AnalysisConfigError, match="method"):
         parse_configs(["hessian"], {"hessian": {"method": "arnoldi"}})
-    with pytest.raises(AnalysisConfigError, match="batch_size must be >= 1 or null"):
+    with pytest.raises(AnalysisConfigError, match=r"analysis.landscape.batch_size=0 is invalid: must be >= 1 or null"):
         parse_configs(["landscape"], {"landscape": {"batch_size": 0}})
 
 

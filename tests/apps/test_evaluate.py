@@ -336,7 +336,7 @@ def test_evaluate_runs_analyses_with_budgets_from_the_command_line(digits_run, t
         assert (out / "analysis" / name).is_file(), name
     overrides = ["analysis=fourier", "analysis.fourier.images=-1", f"hydra.run.dir={tmp_path / 'x'}"]
     code, stderr = run_main("evaluate.py", [f"ckpt={digits_run}", *overrides], monkeypatch, capsys)  # in this process
-    assert "error: analysis 'fourier': images must be >= 1, got -1" in code + stderr
+    assert "error: analysis.fourier.images=-1 is invalid: must be >= 1" in code + stderr
     assert not (tmp_path / "x" / "metrics.json").exists()  # rejected before any evaluation
 
 

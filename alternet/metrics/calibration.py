@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 PROB_FLOOR = 1e-12
 SUM_TOLERANCE = 1e-3
+# a half-precision softmax's rows sum to 1 within its precision (each probability rounds by a relative eps / 2)
+HALF_EPS = {"torch.bfloat16": 2.0**-7, "torch.float16": 2.0**-10, "float16": 2.0**-10}
 CONFIDENCE_CUTOFF = 0.9
 TEMPERATURE_BOUNDS = (0.05, 20.0)
 
@@ -58,9 +61,26 @@ class ReliabilityBins:
         return float(np.sum(self.share[filled] * self.confidence[filled]))
 
 
+def as_array(values: Any, dtype: Any = None) -> np.ndarray:
+    """An array of ``values``: a numpy array, a list, or a torch tensor of any dtype (bf16 too), on any device,
+    with or without its graph."""
+    if hasattr(values, "detach"):  # a torch tensor, read without importing torch
+        values = values.detach().cpu()
+        values = (values.double() if values.is_floating_point() else values).numpy()
+    return np.asarray(values, dtype=dtype)
+
+
+def check_bins(n_bins: Any) -> None:
+    if isinstance(n_bins, bool) or not isinstance(n_bins, int | np.integer) or n_bins < 1:
+        raise ValueError(f"n_bins must be an integer >= 1, got {n_bins!r}")
+
+
 def check_inputs(probs: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Validate and return ``(probs as float64 (N, K), labels as int64 (N,))``; raise ``ValueError`` otherwise."""
-    probs = np.asarray(probs, dtype=np.float64)
+    """Validate and return ``(probs as float64 (N, K), labels as int64 (N,))``; raise ``ValueError`` otherwise. Half
+    precision probabilities are checked within their precision and returned renormalised (rows summing to 1)."""
+    half = HALF_EPS.get(str(getattr(probs, "dtype", "")))
+    tolerance = max(SUM_TOLERANCE, half or 0.0)
+    probs = as_array(probs, np.float64)
     if probs.ndim != 2 or probs.shape[0] == 0 or probs.shape[1] < 2:
         raise ValueError(f"probs must have shape (N, K) with N >= 1 and K >= 2, got {probs.shape}")
     labels = _check_labels(labels, *probs.shape)
@@ -68,17 +88,17 @@ def check_inputs(probs: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.
         raise ValueError("probs contain NaN or infinite values")
     sums = probs.sum(axis=1)
     worst = int(np.argmax(np.abs(sums - 1)))
-    if probs.min() < -SUM_TOLERANCE or probs.max() > 1 + SUM_TOLERANCE or abs(sums[worst] - 1) > SUM_TOLERANCE:
+    if probs.min() < -tolerance or probs.max() > 1 + tolerance or abs(sums[worst] - 1) > tolerance:
         raise ValueError(
-            f"probs must be probabilities in [0, 1] whose rows sum to 1 (within {SUM_TOLERANCE}); row {worst} sums "
+            f"probs must be probabilities in [0, 1] whose rows sum to 1 (within {tolerance:g}); row {worst} sums "
             f"to {sums[worst]:.6g}. Pass softmax probabilities, e.g. softmax(logits) or apply_temperature(logits, T), "
             "not logits or log-probabilities."
         )
-    return probs, labels
+    return (probs / sums[:, None] if half else probs), labels
 
 
 def _check_labels(labels: np.ndarray, n: int, k: int) -> np.ndarray:
-    labels = np.asarray(labels)
+    labels = as_array(labels)
     if labels.shape != (n,):
         raise ValueError(f"labels must have shape ({n},) to match the {n} rows of predictions, got {labels.shape}")
     if not np.issubdtype(labels.dtype, np.integer):
@@ -100,8 +120,7 @@ def bin_index(confidence: np.ndarray, edges: np.ndarray) -> np.ndarray:
 
 def reliability_bins(probs: np.ndarray, labels: np.ndarray, n_bins: int = 10) -> ReliabilityBins:
     """Counts, accuracy and mean confidence per equal-width confidence bin (the data of ECE and its diagram)."""
-    if n_bins < 1:
-        raise ValueError(f"n_bins must be >= 1, got {n_bins}")
+    check_bins(n_bins)
     probs, labels = check_inputs(probs, labels)
     confidence, correct = confidence_and_correct(probs, labels)
     edges = np.arange(n_bins + 1) / n_bins  # exactly i / n_bins, so a confidence of 0.9 sits on an edge
@@ -119,7 +138,7 @@ def top_k_accuracy(probs: np.ndarray, labels: np.ndarray, k: int, logits: np.nda
     tied with other classes counts at its expectation over the orders of the tie: (places left) / (classes tied),
     so a model that scores every class alike has top-k k/K, as a random choice among them would."""
     probs, labels = check_inputs(probs, labels)
-    scores = probs if logits is None else _check_logits(logits)
+    scores = probs if logits is None else check_logits(logits)
     label_score = scores[np.arange(len(labels)), labels][:, None]
     above, tied = np.sum(scores > label_score, axis=1), np.sum(scores == label_score, axis=1)  # tied: the label too
     return float(np.mean(np.clip((min(k, scores.shape[1]) - above) / tied, 0.0, 1.0)))
@@ -141,8 +160,8 @@ def brier_score(probs: np.ndarray, labels: np.ndarray) -> float:
 
 def nll_per_sample(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """Each sample's ``logsumexp(z) - z_y`` in float64: the exact NLL, never floored."""
-    z = _check_logits(logits)
-    labels = np.asarray(labels, dtype=np.int64)
+    z = check_logits(logits)
+    labels = _check_labels(labels, *z.shape)
     top = z.max(axis=1, keepdims=True)
     log_norm = top[:, 0] + np.log(np.exp(z - top).sum(axis=1))
     return log_norm - z[np.arange(len(labels)), labels]
@@ -159,6 +178,11 @@ def calibration_metrics(
     """``acc, top5, nll, ece, brier, acc90, unc90, freq90`` (fractions, not percent) of a whole split; with the
     ``logits`` the probabilities came from, the NLL is exact (:func:`nll_from_logits`)."""
     probs, labels = check_inputs(probs, labels)
+    if logits is not None and check_logits(logits).shape != probs.shape:
+        raise ValueError(
+            f"logits must have the shape of probs, {probs.shape} (the logits the probabilities came from), got "
+            f"{as_array(logits).shape}"
+        )
     confidence, correct = confidence_and_correct(probs, labels)
     confident, errors = confidence > CONFIDENCE_CUTOFF, ~correct
     return {
@@ -175,7 +199,7 @@ def calibration_metrics(
 
 def softmax(logits: np.ndarray) -> np.ndarray:
     """Row-wise softmax in float64, stable for large logits."""
-    logits = _check_logits(logits)
+    logits = check_logits(logits)
     shifted = logits - logits.max(axis=1, keepdims=True)
     exp = np.exp(shifted)
     return exp / exp.sum(axis=1, keepdims=True)
@@ -185,11 +209,11 @@ def apply_temperature(logits: np.ndarray, temperature: float) -> np.ndarray:
     """Calibrated probabilities ``softmax(logits / temperature)``."""
     if not temperature > 0:
         raise ValueError(f"temperature must be positive, got {temperature}")
-    return softmax(_check_logits(logits) / temperature)
+    return softmax(check_logits(logits) / temperature)
 
 
-def _check_logits(logits: np.ndarray) -> np.ndarray:
-    logits = np.asarray(logits, dtype=np.float64)
+def check_logits(logits: np.ndarray) -> np.ndarray:
+    logits = as_array(logits, np.float64)
     if logits.ndim != 2 or logits.shape[0] == 0:
         raise ValueError(f"logits must have shape (N, K) with N >= 1, got {logits.shape}")
     if not np.all(np.isfinite(logits)):
@@ -219,7 +243,7 @@ def fit_temperature(
     (bisection whenever a Newton step leaves the bracket) finds the global minimum deterministically. The result
     never has a higher NLL than T = 1 on the data it was fitted on.
     """
-    logits = _check_logits(logits)
+    logits = check_logits(logits)
     labels = _check_labels(labels, *logits.shape)
     if not 0 < bounds[0] < 1 < bounds[1]:
         raise ValueError(f"bounds must satisfy 0 < low < 1 < high, got {bounds}")

@@ -7,12 +7,17 @@ from __future__ import annotations
 import torch
 from torchmetrics import Metric
 
+from .calibration import HALF_EPS, SUM_TOLERANCE
+
 
 class BinnedCalibrationError(Metric):
     """Expected calibration error over ``n_bins`` equal-width confidence bins, (lo, hi] with 0 in the first bin.
 
     Per bin it keeps the sample count, the number correct and the summed confidence (sums reduce across ranks),
-    so the result does not depend on the batch size or the number of processes.
+    so the result does not depend on the batch size or the number of processes. Rows that are no probabilities
+    (logits, a label outside the classes) are counted on the device, never read per batch, and :meth:`compute`
+    refuses them as :func:`~alternet.metrics.reliability_bins` does; a non-finite row (a diverged model) makes the
+    result NaN.
     """
 
     full_state_update = False
@@ -25,9 +30,18 @@ class BinnedCalibrationError(Metric):
         self.register_buffer("edges", torch.arange(n_bins + 1, dtype=torch.float64) / n_bins, persistent=False)
         for name in ("counts", "correct", "confidence"):
             self.add_state(name, default=torch.zeros(n_bins, dtype=torch.float64), dist_reduce_fx="sum")
+        for name in ("invalid", "nonfinite"):
+            self.add_state(name, default=torch.zeros((), dtype=torch.float64), dist_reduce_fx="sum")
 
     def update(self, probs: torch.Tensor, labels: torch.Tensor) -> None:
-        confidence, prediction = probs.detach().double().max(dim=1)
+        tolerance = max(SUM_TOLERANCE, HALF_EPS.get(str(probs.dtype), 0.0))
+        values = probs.detach().double()
+        finite = torch.isfinite(values).all(dim=1)
+        in_range = (values.amin(dim=1) >= -tolerance) & ((values.sum(dim=1) - 1).abs() <= tolerance)
+        labelled = (labels >= 0) & (labels < values.shape[1])
+        self.invalid += (finite & ~(in_range & labelled)).sum()
+        self.nonfinite += (~finite).sum()
+        confidence, prediction = values.max(dim=1)
         confidence = confidence.clamp(0.0, 1.0)
         index = (torch.searchsorted(self.edges, confidence, right=False) - 1).clamp(0, self.n_bins - 1)
         self.counts += torch.bincount(index, minlength=self.n_bins).double()
@@ -35,5 +49,12 @@ class BinnedCalibrationError(Metric):
         self.confidence += torch.bincount(index, weights=confidence, minlength=self.n_bins)
 
     def compute(self) -> torch.Tensor:
+        if self.invalid > 0:
+            raise ValueError(
+                f"{int(self.invalid)} rows were no probabilities with a label among their classes (logits, rows not "
+                "summing to 1, or a label outside [0, K-1]): pass softmax probabilities and class indices"
+            )
+        if self.nonfinite > 0:
+            return torch.tensor(float("nan"), device=self.counts.device)
         total = self.counts.sum().clamp(min=1.0)
         return ((self.correct - self.confidence).abs().sum() / total).float()

@@ -25,7 +25,7 @@ import math
 import numpy as np
 from sklearn.metrics import average_precision_score, roc_auc_score
 
-from .calibration import bin_index, check_inputs, confidence_and_correct
+from .calibration import as_array, bin_index, check_bins, check_inputs, check_logits, confidence_and_correct
 
 COVERAGES = {"acc_cov90": 0.9, "acc_cov95": 0.95}
 TPR = 0.95  # fpr95's true-positive rate
@@ -68,6 +68,7 @@ def selective_metrics(probs: np.ndarray, labels: np.ndarray) -> dict[str, float]
 def adaptive_ece(probs: np.ndarray, labels: np.ndarray, n_bins: int = 10) -> float:
     """Top-label ECE over ``n_bins`` equal-mass bins: edges at the confidences' quantiles, so each bin holds
     ``n / n_bins`` predictions, and tied confidences share a bin (their order would otherwise decide the value)."""
+    check_bins(n_bins)
     probs, labels = check_inputs(probs, labels)
     confidence, correct = confidence_and_correct(probs, labels)
     edges = np.quantile(confidence, np.arange(n_bins + 1) / n_bins)
@@ -79,6 +80,7 @@ def adaptive_ece(probs: np.ndarray, labels: np.ndarray, n_bins: int = 10) -> flo
 
 def classwise_ece(probs: np.ndarray, labels: np.ndarray, n_bins: int = 10, chunk: int = 64) -> float:
     """The mean over classes of each class's ECE (its probability against being the label, equal-width bins)."""
+    check_bins(n_bins)
     probs, labels = check_inputs(probs, labels)
     n, k = probs.shape
     edges = np.arange(n_bins + 1) / n_bins
@@ -96,7 +98,7 @@ def classwise_ece(probs: np.ndarray, labels: np.ndarray, n_bins: int = 10, chunk
 
 def ood_scores(logits: np.ndarray) -> dict[str, np.ndarray]:
     """Per image, higher = more in-distribution: ``msp`` and ``energy`` (float64)."""
-    z = np.asarray(logits, dtype=np.float64)
+    z = check_logits(logits)
     top = z.max(axis=1, keepdims=True)
     log_norm = top[:, 0] + np.log(np.exp(z - top).sum(axis=1))
     return {"msp": np.exp(top[:, 0] - log_norm), "energy": log_norm}
@@ -104,9 +106,13 @@ def ood_scores(logits: np.ndarray) -> dict[str, np.ndarray]:
 
 def ood_metrics(inside: np.ndarray, outside: np.ndarray) -> dict[str, float]:
     """``auroc``, ``aupr_in``, ``aupr_out``, ``fpr95`` of in-distribution scores against out-of-distribution ones."""
-    inside, outside = np.asarray(inside, dtype=np.float64), np.asarray(outside, dtype=np.float64)
-    if not len(inside) or not len(outside):
-        raise ValueError("OOD metrics need in- and out-of-distribution scores")
+    inside, outside = as_array(inside, np.float64), as_array(outside, np.float64)
+    if inside.ndim != 1 or outside.ndim != 1 or not len(inside) or not len(outside):
+        raise ValueError(
+            f"OOD metrics need 1-D in- and out-of-distribution scores, got shapes {inside.shape} and {outside.shape}"
+        )
+    if not (np.all(np.isfinite(inside)) and np.all(np.isfinite(outside))):
+        raise ValueError("OOD scores contain NaN or infinite values")
     truth = np.r_[np.ones(len(inside)), np.zeros(len(outside))]
     scores = np.r_[inside, outside]
     keep = math.ceil(TPR * len(inside) - 1e-9)  # in-distribution images a threshold must accept

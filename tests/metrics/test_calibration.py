@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torchmetrics.classification import MulticlassCalibrationError
 
 from alternet.evaluation.plots import reliability_diagram
+from alternet.metrics import BinnedCalibrationError
 from alternet.metrics.calibration import (
     PROB_FLOOR,
     apply_temperature,
@@ -24,6 +25,7 @@ from alternet.metrics.calibration import (
     softmax,
     top_k_accuracy,
 )
+from alternet.metrics.uncertainty import adaptive_ece, classwise_ece
 
 # Five samples, three classes. Confidence, prediction and bin (10 bins, (lo, hi], first includes 0):
 #   s0 [0.50, 0.30, 0.20] y=0  conf 0.50  correct  bin 4 (0.4, 0.5]
@@ -233,3 +235,62 @@ def test_nll_from_logits_is_exact_where_probabilities_would_floor_it():
     assert calibration_metrics(probs, labels)["nll"] < exact - 6  # the floored estimate under-reports
     torch_nll = F.cross_entropy(torch.tensor(logits), torch.tensor(labels)).item()
     assert nll_from_logits(logits, labels) == pytest.approx(torch_nll, rel=1e-12)  # as the training loss
+
+
+def test_labels_of_the_logit_nll_are_checked():
+    logits = np.array([[3.0, 1.0, 0.0]])
+    for labels, message in (([-1], r"\[0, 2\]"), ([5], r"\[0, 2\]"), ([1.7], "integer")):
+        with pytest.raises(ValueError, match=message):
+            nll_from_logits(logits, np.array(labels))
+
+
+def test_logits_beside_probabilities_must_be_theirs():
+    probs, labels = np.array([[0.2, 0.8]]), np.array([1])
+    for logits in (np.array([[0.0, 5.0], [1.0, 2.0]]), np.array([[0.0, 5.0, 9.0]])):
+        with pytest.raises(ValueError, match="logits must have the shape of probs"):
+            calibration_metrics(probs, labels, logits=logits)
+
+
+def test_tensors_of_any_dtype_with_or_without_their_graph_are_read():
+    logits = torch.randn(64, 5, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    labels = torch.randint(0, 5, (64,), generator=torch.Generator().manual_seed(1))
+    expected = calibration_metrics(softmax(logits.detach().numpy()), labels.numpy())
+    found = calibration_metrics(logits.softmax(dim=1), labels)  # a tensor that requires grad
+    assert found == pytest.approx(expected, rel=1e-5, nan_ok=True)  # float32 probabilities against float64 ones
+    half = calibration_metrics(logits.bfloat16().softmax(dim=1), labels)  # rows sum to 1 within bf16's precision
+    assert half["acc"] == pytest.approx(expected["acc"], abs=2 / 64)  # bf16 rounding may flip a near tie
+    assert half["ece"] == pytest.approx(expected["ece"], abs=0.03)
+    assert fit_temperature(logits.bfloat16(), labels) == pytest.approx(
+        fit_temperature(logits.detach(), labels), rel=0.05
+    )
+    with pytest.raises(ValueError, match="softmax"):  # logits are still no probabilities, in any dtype
+        calibration_metrics(logits.bfloat16(), labels)
+
+
+@pytest.mark.parametrize("n_bins", [0, 2.5, True])
+def test_a_bin_count_that_is_no_positive_integer_is_refused(n_bins):
+    probs, labels = random_predictions(n=20, k=3, seed=0)
+    for metric in (reliability_bins, adaptive_ece, classwise_ece):
+        with pytest.raises(ValueError, match="n_bins must be an integer >= 1"):
+            metric(probs, labels, n_bins)
+
+
+def test_the_streaming_ece_refuses_logits_and_foreign_labels_and_is_nan_for_a_diverged_model():
+    probs, labels = random_predictions(n=200, k=5, seed=2)
+    probs, labels = torch.from_numpy(probs), torch.from_numpy(labels)
+    metric = BinnedCalibrationError()
+    metric.update(probs, labels)
+    assert metric.compute().item() == pytest.approx(reliability_bins(probs.numpy(), labels.numpy()).ece)
+    for bad in ((probs.log(), labels), (probs, labels + 1)):
+        metric = BinnedCalibrationError()
+        metric.update(*bad)
+        with pytest.raises(ValueError, match="no probabilities"):
+            metric.compute()
+    metric = BinnedCalibrationError()
+    metric.update(probs.bfloat16(), labels)  # a bf16 softmax: within its precision
+    assert metric.compute().item() == pytest.approx(reliability_bins(probs.numpy(), labels.numpy()).ece, abs=0.02)
+    diverged = probs.clone()
+    diverged[3] = float("nan")
+    metric = BinnedCalibrationError()
+    metric.update(diverged, labels)
+    assert math.isnan(metric.compute().item())

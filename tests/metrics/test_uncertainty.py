@@ -136,3 +136,18 @@ def test_fpr95_counts_at_the_threshold_with_paired_ties():
     # there (two at 1.0) and above count as accepted
     inside, outside = np.arange(20.0), np.r_[np.full(5, -1.0), np.full(2, 1.0), np.arange(2.0, 15.0)]
     assert ood_metrics(inside, outside)["fpr95"] == pytest.approx(15 / 20)
+
+
+@pytest.mark.parametrize(
+    ("logits", "message"), [(np.array([[np.nan, 1.0]]), "NaN or infinite"), (np.array([1.0, 2.0]), r"shape \(N, K\)")]
+)
+def test_ood_scores_refuse_what_is_no_logits(logits, message):
+    with pytest.raises(ValueError, match=message):
+        ood_scores(logits)
+
+
+def test_ood_metrics_refuse_non_finite_or_shapeless_scores():
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        ood_metrics(np.array([np.nan, 1.0]), np.array([0.0]))
+    with pytest.raises(ValueError, match="1-D"):
+        ood_metrics(np.ones((2, 2)), np.array([0.0]))

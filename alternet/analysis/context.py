@@ -40,16 +40,41 @@ class AnalysisContext:
 
 @contextmanager
 def full_float32() -> Iterator[None]:
-    """fp32 arithmetic as the analyses mean it: no TF32 in cuDNN's convolutions or in matmuls (10 mantissa bits,
-    ~1e-3 relative: Lanczos' tolerance), which torch allows by default on a GPU. Restored afterwards."""
-    precision, cudnn = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
-    torch.set_float32_matmul_precision("highest")
-    torch.backends.cudnn.allow_tf32 = False
+    """fp32 arithmetic as the analyses mean it: no TF32 in matmuls or cuDNN (10 mantissa bits, ~1e-3 relative:
+    Lanczos' tolerance), which torch allows by default on a GPU, and no bf16 in oneDNN's on a CPU. Restored
+    afterwards as it was, whether it was set through torch's legacy calls or its per-backend ``fp32_precision``;
+    within, the legacy calls read "highest" and ``allow_tf32=False`` unless the caller had already mixed the two
+    (torch then refuses the legacy reads)."""
+    backends = torch.backends
+    settings = (backends, backends.cuda.matmul, backends.cudnn, backends.mkldnn)  # each parent before its children
+    settings += (backends.cudnn.conv, backends.cudnn.rnn, backends.mkldnn.matmul, backends.mkldnn.conv)
+    settings += (backends.mkldnn.rnn,)
+    saved = [(setting, setting.fp32_precision) for setting in settings]
+    legacy = _legacy_precision()
+    if legacy is not None:  # set as the legacy calls set it, so that they read it back within
+        torch.set_float32_matmul_precision("highest")
+        backends.cudnn.allow_tf32 = False
+    else:
+        for setting in (backends.cuda.matmul, backends.cudnn.conv, backends.cudnn.rnn, backends.mkldnn.matmul):
+            setting.fp32_precision = "ieee"
+    for setting in (backends.mkldnn.conv, backends.mkldnn.rnn):
+        setting.fp32_precision = "ieee"
     try:
         yield
     finally:
-        torch.set_float32_matmul_precision(precision)
-        torch.backends.cudnn.allow_tf32 = cudnn
+        if legacy is not None:
+            torch.set_float32_matmul_precision(legacy[0])
+            backends.cudnn.allow_tf32 = legacy[1]
+        for setting, precision in saved:
+            setting.fp32_precision = precision
+
+
+def _legacy_precision() -> tuple[str, bool] | None:
+    """The legacy calls' matmul precision and cuDNN TF32 flag; None once the per-backend settings were mixed in."""
+    try:
+        return torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    except RuntimeError:
+        return None
 
 
 @contextmanager

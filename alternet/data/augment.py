@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from ..errors import ConfigValueError
 from ..typed import Section, build, integer
 
 KEY = "recipe.augment"
@@ -168,9 +169,19 @@ def section(augment: AugmentConfig | Mapping[str, Any] | None, name: str) -> Sta
     return getattr(augment, name) if augment is not None else None
 
 
-def stack_section(augment: StackSection | Mapping[str, Any] | None, name: str) -> StackSection | None:
-    """One stack's section as a data module takes it (typed, or its keys as a mapping: the Python API)."""
-    return build(STACKS[name], augment, f"{KEY}.{name}.") if isinstance(augment, Mapping) else augment
+def stack_section(augment: Any, name: str) -> StackSection | None:
+    """One stack's section as a data module takes it: typed, its keys as a mapping (the Python API), or a recipe's
+    whole ``augment`` (:class:`AugmentConfig`), of which it takes ``name``'s section."""
+    if isinstance(augment, AugmentConfig):
+        return getattr(augment, name)
+    if isinstance(augment, Mapping):
+        return build(STACKS[name], augment, f"{KEY}.{name}.")
+    if augment is not None and not isinstance(augment, STACKS[name]):
+        raise ConfigValueError(
+            f"augment takes {KEY}.{name} ({STACKS[name].__name__}, its keys as a mapping, or the recipe's whole "
+            f"augment section), got a {type(augment).__name__}"
+        )
+    return augment
 
 
 def fill_from_mean(mean: Sequence[float]) -> tuple[int, ...]:

@@ -15,6 +15,8 @@ from alternet.analysis import ANALYSES, AnalysisConfigError, parse_configs, run_
 from alternet.analysis.data import training_batches
 from alternet.analysis.objective import Objective, nll_accuracy
 from alternet.data import DigitsDataModule
+from alternet.data.augment import FilesAugment
+from alternet.errors import ConfigValueError
 from alternet.models import create_model
 
 from helpers import CONF, TINY_ANALYSIS_BUDGETS, paper_recipe_in_miniature
@@ -28,7 +30,7 @@ BUDGETS = TINY_ANALYSIS_BUDGETS
 
 @pytest.fixture(scope="session")
 def digits() -> DigitsDataModule:
-    datamodule = DigitsDataModule(image_size=16, batch_size=8, augment={"crop_padding": 2})
+    datamodule = DigitsDataModule(image_size=16, batch_size=8, augment=RECIPE.augment)  # the recipe's arrays section
     datamodule.setup()
     return datamodule
 
@@ -211,3 +213,82 @@ def test_attention_on_a_model_without_an_msa_block_is_refused_before_any_work():
         check_applicable(["fourier", "attention"], create_model("preresnet_tiny", num_classes=10, img_size=16))
     check_applicable(["attention"], create_model("alternet_tiny", num_classes=10, img_size=16))
     check_applicable(["fourier"], create_model("preresnet_tiny", num_classes=10, img_size=16))
+
+
+def test_the_analyses_restore_each_backends_precision_set_through_the_new_api(digits, tmp_path, monkeypatch):
+    """torch's per-backend fp32_precision: the legacy getter alone raised once it was set (nothing ran), and its
+    restore left cuda.matmul at 'ieee' where it had been 'none'."""
+    import alternet.analysis as analysis
+
+    backends = torch.backends
+    settings = (backends.cuda.matmul, backends.cudnn.conv, backends.cudnn.rnn, backends.mkldnn.matmul)
+    settings += (backends.mkldnn.conv,)
+    seen = []
+    config_class, _ = analysis._REGISTRY["variance"]
+    monkeypatch.setitem(
+        analysis._REGISTRY,
+        "variance",
+        (config_class, lambda *_: seen.append([s.fp32_precision for s in settings]) or {}),
+    )
+    legacy, before = _precision(), [setting.fp32_precision for setting in settings]
+    try:
+        for setting, precision in zip(settings, ("tf32", "tf32", "tf32", "bf16", "bf16")):
+            setting.fp32_precision = precision
+        run_analyses("variance", create_model("alternet_tiny", num_classes=10, img_size=16), digits, None, {}, tmp_path)
+        assert seen == [["ieee"] * 5]  # no TF32, no bf16 within
+        assert [setting.fp32_precision for setting in settings] == ["tf32", "tf32", "tf32", "bf16", "bf16"]
+    finally:
+        torch.set_float32_matmul_precision(legacy[0])
+        backends.cudnn.allow_tf32 = legacy[1]
+        for setting, precision in zip(settings, before):
+            setting.fp32_precision = precision
+
+
+def test_a_model_of_another_dtype_is_measured_in_float32_and_left_as_it_was(digits, tmp_path):
+    torch.manual_seed(0)
+    model = create_model("alternet_tiny", num_classes=10, img_size=16)
+    configs = {"fourier": {"images": 8, "batch_size": 8}, "lesion": {"images": 8, "batch_size": 8}}
+    exact = run_analyses(["fourier", "lesion"], model, digits, None, configs, tmp_path / "fp32")
+    half = model.to(torch.bfloat16)
+    found = run_analyses(["fourier", "lesion"], half, digits, None, configs, tmp_path / "bf16")
+    assert next(half.parameters()).dtype == torch.bfloat16
+    assert found["fourier"]["high_freq_stem"] == pytest.approx(exact["fourier"]["high_freq_stem"], abs=0.05)
+    assert found["lesion"]["baseline_acc"] == pytest.approx(exact["lesion"]["baseline_acc"], abs=2 / 8)
+
+
+def _frozen(model):
+    return model.requires_grad_(False)
+
+
+@pytest.mark.parametrize(
+    ("name", "model", "data", "recipe", "message"),
+    [
+        ("lesion", lambda: create_model("alternet_tiny", num_classes=5, img_size=16), None, None, "5 outputs against"),
+        ("noise", lambda: create_model("alternet_tiny", num_classes=0, img_size=16), None, None, "0 outputs against"),
+        ("hessian", None, None, None, "pass the recipe the model was trained with"),
+        (
+            "landscape",
+            lambda: _frozen(create_model("alternet_tiny", num_classes=10, img_size=16)),
+            None,
+            RECIPE,
+            "none",
+        ),
+        ("landscape", None, {"crop_padding": 2}, RECIPE, r"differs from the recipe's \(crop_padding, hflip"),
+        ("attention", lambda: create_model("preresnet_tiny", num_classes=10, img_size=16), None, None, "MSA blocks"),
+    ],
+)
+def test_what_an_analysis_cannot_measure_is_refused_in_one_line_before_any_work(
+    name, model, data, recipe, message, digits, tmp_path
+):
+    model = model() if model else create_model("alternet_tiny", num_classes=10, img_size=16)
+    datamodule = DigitsDataModule(image_size=16, batch_size=8, augment=data) if data else digits
+    with pytest.raises(AnalysisConfigError, match=message) as error:
+        run_analyses([name], model, datamodule, recipe, BUDGETS, tmp_path)
+    assert "\n" not in str(error.value) and not any(tmp_path.iterdir())
+
+
+def test_a_data_module_takes_the_recipes_whole_augment_section_or_its_own_stack():
+    whole = DigitsDataModule(image_size=16, batch_size=8, augment=RECIPE.augment)
+    assert whole.augment == RECIPE.augment.arrays
+    with pytest.raises(ConfigValueError, match=r"augment takes recipe.augment.arrays \(ArraysAugment, .*got a Files"):
+        DigitsDataModule(image_size=16, batch_size=8, augment=FilesAugment())

@@ -295,7 +295,7 @@ def test_attention_maps_are_the_layers_own(monkeypatch):
 
 @pytest.fixture(scope="session")
 def digits32() -> DigitsDataModule:
-    datamodule = DigitsDataModule(image_size=32, batch_size=8, augment={"crop_padding": 2})
+    datamodule = DigitsDataModule(image_size=32, batch_size=8, augment=RECIPE.augment)
     datamodule.setup()
     return datamodule
 

@@ -58,6 +58,14 @@ def validate_train_config(cfg: Mapping[str, Any]) -> TrainConfig:
             AlternetWarning,
             stacklevel=2,
         )
+    if epochs > config.recipe.epochs:
+        warnings.warn(
+            f"trainer.max_epochs={epochs} exceeds recipe.epochs={config.recipe.epochs}: the schedule ends at epoch "
+            f"{config.recipe.epochs} and the epochs after it train at its final learning rate; set "
+            f"recipe.epochs={epochs} for a schedule over all of them",
+            AlternetWarning,
+            stacklevel=2,
+        )
     grown = sum(config.recipe.progressive_resize.epochs)
     if grown >= epochs:
         warnings.warn(

@@ -47,7 +47,7 @@ from ..training import (
 from ..training.config import TrainerConfig
 from ..training.loggers import build_loggers, define_best_metrics
 from ..training.optim import scaled_lr
-from ..training.resume import check_resume_batch, check_resume_settings
+from ..training.resume import SamplingRecord, check_resume_batch, check_resume_settings, sampling
 from ..training.stopping import lightning_ctrl_c_raised
 from .after_training import evaluate_after_training, export_after_training
 from .checks import validate_train_config
@@ -82,7 +82,7 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
     resume = resume_checkpoint(typed.ckpt_path, run)
     header = checkpoint_header(resume) if resume else {}
     record = typed.to_dict()  # the resolved config as the run records it (config.yaml, W&B, the checkpoints)
-    changes = check_resume_settings(typed.model, typed.recipe, typed.data, resume, header) if resume else {}
+    changes = check_resume_settings(typed.model, typed.recipe, typed.data, resume, header, typed.seed) if resume else {}
     if resume:
         finished = run.summary() if typed.ckpt_path == "last" else None
         if finished is not None and _trained_to_the_end(finished, typed.trainer):  # a re-launched sweep, a requeue
@@ -206,7 +206,10 @@ def _module(config: TrainConfig, facts: DataFacts, pretrained: bool) -> Classifi
 
 
 def _trainer(config: TrainConfig, run: RunDir, datamodule: ImageDataModule, loggers: list[Logger]) -> L.Trainer:
-    extra = build_extra(config.callbacks.extra, "callbacks.extra", Callback)
+    extra = [
+        *build_extra(config.callbacks.extra, "callbacks.extra", Callback),
+        SamplingRecord(sampling(config.seed, config.data)),
+    ]
     try:
         return build_trainer(
             config.trainer,

@@ -400,13 +400,12 @@ class ClassificationModule(L.LightningModule):
         groups = self._parameter_groups(opt_cfg.weight_decay)
         fused = fused_optimizer_supported(self.device, self.trainer.precision)  # lets the guard skip on the device
         optimizer = build_optimizer(groups, opt_cfg, lr, fused=fused, stepped=self.whole_step is not None)
-        epochs = int(self.trainer.max_epochs)
-        steps_per_epoch = self._steps_per_epoch(epochs)
-        scheduler = build_scheduler(
+        steps_per_epoch = self._steps_per_epoch(int(self.trainer.max_epochs))
+        scheduler = build_scheduler(  # over the recipe's epochs: trainer.max_epochs only stops the run (it may resume)
             optimizer,
             recipe.schedule,
             steps_per_epoch=steps_per_epoch,
-            epochs=epochs,
+            epochs=recipe.epochs,
             warmup_epochs=recipe.warmup_epochs,
             base_lr=lr,
         )

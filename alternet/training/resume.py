@@ -11,6 +11,9 @@ import math
 from dataclasses import replace
 from typing import Any
 
+import lightning as L
+from lightning.pytorch.callbacks import Callback
+
 from ..architectures.config import ModelConfig, model_config
 from ..data.augment import AugmentConfig
 from ..data.config import DataConfig
@@ -43,18 +46,46 @@ def differences(model: ModelConfig, recipe: RecipeConfig, data: DataConfig, chec
     )
 
 
+SAMPLING_KEY = "sampling"  # in Lightning checkpoints: the settings that choose the images a run trains on
+
+
+def sampling(seed: int, data: DataConfig) -> dict[str, Any]:
+    """The settings that decide which images a run trains, holds out and measures, in which order and how it
+    normalises them: the run's seed, the hold-out, the subsets and the normalisation as configured."""
+    keys = ("split_seed", "val_size", "subset", "subset_repeat", "train_clean_size", "mean", "std")
+    return {"seed": seed} | {f"data.{key}": getattr(data, key) for key in keys}
+
+
+class SamplingRecord(Callback):
+    """Writes :func:`sampling` into every checkpoint, for :func:`check_resume_settings` to compare."""
+
+    def __init__(self, record: dict[str, Any]) -> None:
+        self.record = record
+
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
+        checkpoint[SAMPLING_KEY] = self.record
+
+
 def check_resume_settings(
-    model: ModelConfig, recipe: RecipeConfig, data: DataConfig, checkpoint: str, header: dict[str, Any]
+    model: ModelConfig,
+    recipe: RecipeConfig,
+    data: DataConfig,
+    checkpoint: str,
+    header: dict[str, Any],
+    seed: int,
 ) -> dict[str, list[Any]]:
-    """Refuse a resume from ``checkpoint`` (its ``header``) with settings the run would silently not apply: every
-    model, recipe and data-set difference but :data:`APPLIED_ON_RESUME`. Returns ``{key: [saved, now]}`` for the
-    :data:`APPLIED_ON_RESUME` settings this resume changes."""
+    """Refuse a resume from ``checkpoint`` (its ``header``) with settings the run would silently not apply, or
+    that would make its record false: every model, recipe and data-set difference but :data:`APPLIED_ON_RESUME`,
+    and every :func:`sampling` setting (a checkpoint from before they were saved is not checked for them). Returns
+    ``{key: [saved, now]}`` for the :data:`APPLIED_ON_RESUME` settings this resume changes."""
     found = differences(model, recipe, data, header)
     conflicts = [
         f"{key}: {before!r} -> {now!r}"
         for key, (before, now) in sorted(found.items())
         if key not in APPLIED_ON_RESUME  # a learning rate: both checked > 0 as their recipes were built
     ]
+    saved, now = header.get(SAMPLING_KEY) or {}, sampling(seed, data)
+    conflicts += [f"{key}: {saved[key]!r} -> {now[key]!r}" for key in now if key in saved and saved[key] != now[key]]
     facts = (header.get("hyper_parameters") or {}).get("data") or {}
     for key in ("name", "image_size"):
         if key in facts and facts[key] != getattr(data, key):
@@ -62,9 +93,9 @@ def check_resume_settings(
     if conflicts:
         raise ConfigValueError(
             f"resuming from {checkpoint} with settings that differ from the run that saved it "
-            f"({'; '.join(conflicts)}): a resumed run continues with the checkpoint's model, optimizer and "
-            "schedule, so they would not apply. Give them the saved values, or start a new run in its own "
-            "hydra.run.dir (model.pretrained=CHECKPOINT starts from it)"
+            f"({'; '.join(conflicts)}): a resumed run continues with the checkpoint's model, optimizer, schedule "
+            "and images, so they would not apply or its record would be false. Give them the saved values, or start a "
+            "new run in its own hydra.run.dir (model.pretrained=CHECKPOINT starts from it)"
         )
     return {key: list(change) for key, change in found.items() if key in APPLIED_ON_RESUME}
 

@@ -134,6 +134,25 @@ def test_resume_refuses_overrides_it_could_not_apply(finished):
     assert "weight_decay: 0.3" not in (run_dir / "config.yaml").read_text()  # the run directory still tells the truth
 
 
+@pytest.mark.parametrize(
+    ("override", "change"),
+    [
+        ("seed=2", "seed: 0 -> 2"),
+        ("data.val_size=300", "data.val_size: 180 -> 300"),
+        ("data.subset=0.5", "data.subset: None -> 0.5"),
+        ("data.split_seed=1", "data.split_seed: 0 -> 1"),
+        ("data.train_clean_size=64", "data.train_clean_size: 2000 -> 64"),
+    ],
+)
+def test_a_resume_that_would_train_other_images_is_refused(finished, override, change):
+    """They were taken silently: a resumed run on another seed or hold-out trained on images it had validated on
+    (or the other way round), and its config.yaml then said the whole run used the new value."""
+    resumes = finished / "resumes.json"
+    with pytest.raises(ConfigValueError, match=rf"{re.escape(change)}\).*images, so they would not apply"):
+        train(compose_train(*DIGITS_RUN, "ckpt_path=last", "trainer.max_epochs=2", override, output_dir=finished))
+    assert not resumes.exists() and override.replace("=", ": ") not in (finished / "config.yaml").read_text()
+
+
 def test_a_resume_on_another_global_batch_is_refused_before_it_trains(finished):
     """The learning rate was scaled for the saved run's images per optimizer step and the schedule counts its steps;
     a resume keeps both, so 2 accumulated batches (or other devices) would silently halve its steps."""

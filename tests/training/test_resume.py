@@ -373,3 +373,15 @@ def test_a_resumed_run_removes_what_a_killed_write_left_behind(tmp_path):
     resumed = train(compose_train(*FAST, "trainer.max_epochs=2", "ckpt_path=last", output_dir=tmp_path))
     assert resumed.global_step == 2 * first.global_step
     assert not stale.exists() and mine.read_text() == "mine"
+
+
+def test_a_run_stopped_by_trainer_max_epochs_and_resumed_follows_the_recipes_schedule(tmp_path):
+    """The schedule spans recipe.epochs: trainer.max_epochs only stops a run. It was built for max_epochs, so a
+    run stopped at epoch 1 of 2 had decayed its learning rate to zero and, resumed, restarted it from the top."""
+    common = [*FAST, "recipe.epochs=2", "recipe.warmup_epochs=0", "data.val_size=0", "trainer.precision=32"]
+    whole = train(compose_train(*common, "trainer.max_epochs=2", output_dir=tmp_path / "whole"))
+    train(compose_train(*common, "trainer.max_epochs=1", output_dir=tmp_path / "stopped"))
+    resumed = train(compose_train(*common, "trainer.max_epochs=2", "ckpt_path=last", output_dir=tmp_path / "stopped"))
+    assert resumed.global_step == whole.global_step == 6
+    a, b = (torch.load(tmp_path / run / "checkpoints" / "last.ckpt")["state_dict"] for run in ("whole", "stopped"))
+    assert all(torch.equal(a[key], b[key]) for key in a)

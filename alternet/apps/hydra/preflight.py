@@ -211,7 +211,7 @@ class RunPreflight(RunDirPreflight):
                     warnings.simplefilter("ignore")
                     typed = validate_train_config(plain)
                 header = checkpoint_header(resume)
-                check_resume_settings(typed.model, typed.recipe, typed.data, resume, header)
+                check_resume_settings(typed.model, typed.recipe, typed.data, resume, header, typed.seed)
                 trainer = typed.trainer
                 devices = devices_per_job(trainer.devices, trainer.accelerator, visible_gpus())
                 if devices is not None:  # else the run checks it once its Trainer knows

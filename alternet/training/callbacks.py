@@ -38,6 +38,26 @@ def ends_optimizer_step(trainer: L.Trainer, batch_idx: int) -> bool:
     return (batch_idx + 1) % trainer.accumulate_grad_batches == 0
 
 
+def _moved(state: dict[str, Any], saved: Path, now: Path) -> dict[str, Any]:
+    """A checkpoint callback's state with its files' paths under ``now`` in place of ``saved``; a file not found
+    there (or never in the folder) is dropped, and the best score with the best file."""
+
+    def here(path: Any) -> str:
+        try:
+            moved = now / Path(str(path)).relative_to(saved)
+        except ValueError:
+            return ""
+        return str(moved) if path and moved.is_file() else ""
+
+    state = dict(state)
+    for key in ("best_model_path", "kth_best_model_path", "last_model_path"):
+        state[key] = here(state.get(key))
+    state["best_k_models"] = {here(k): v for k, v in (state.get("best_k_models") or {}).items() if here(k)}
+    if not state["best_model_path"]:
+        state["best_model_score"] = None
+    return state
+
+
 class BestAndLastCheckpoint(ModelCheckpoint):
     """Lightning's ``ModelCheckpoint``, with ``last.ckpt`` written at every epoch end it checks, as this project
     promises (and Lightning did before 2.6): Lightning 2.6 writes ``last.ckpt`` only when a top-k checkpoint was saved
@@ -58,6 +78,15 @@ class BestAndLastCheckpoint(ModelCheckpoint):
             self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
 
     stopped_inside_epoch = False  # the run's last epoch was cut by trainer.max_steps (it counts as done in Lightning)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """A run resumed in another folder (moved, or copied) reads its best-so-far there: Lightning kept the saved
+        absolute best path alone, so a copy tested its original's best checkpoint (and published its number) and a
+        moved run failed to find it after training; the others it dropped, so a worse epoch became the best."""
+        saved = state_dict.get("dirpath")
+        if saved and self.dirpath and Path(saved) != Path(self.dirpath):
+            state_dict = _moved(state_dict, Path(saved), Path(self.dirpath)) | {"dirpath": self.dirpath}
+        super().load_state_dict(state_dict)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         super().on_train_epoch_end(trainer, pl_module)

@@ -6,6 +6,7 @@ import math
 import os
 import runpy
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -385,3 +386,21 @@ def test_a_run_stopped_by_trainer_max_epochs_and_resumed_follows_the_recipes_sch
     assert resumed.global_step == whole.global_step == 6
     a, b = (torch.load(tmp_path / run / "checkpoints" / "last.ckpt")["state_dict"] for run in ("whole", "stopped"))
     assert all(torch.equal(a[key], b[key]) for key in a)
+
+
+@pytest.mark.parametrize("how", ["copied", "moved"])
+def test_a_run_resumed_in_another_folder_tests_its_own_best_checkpoint(tmp_path, how):
+    """Lightning restored the saved absolute best path alone: a copy resumed there tested (and published) its
+    original's best checkpoint, and a moved run failed with a traceback after training."""
+    common = [*FAST, "recipe.epochs=2", "trainer.max_epochs=2", "data.val_size=180"]
+    first = train(compose_train(*common, output_dir=tmp_path / "a"))
+    target = tmp_path / "b"
+    if how == "copied":
+        shutil.copytree(tmp_path / "a", target)
+        train(compose_train(*common, "seed=5", "reuse_run_dir=true", output_dir=tmp_path / "a"))  # a different run
+    else:
+        (tmp_path / "a").rename(target)
+    (target / "metrics.json").unlink()  # stopped while testing: the resume tests its best checkpoint
+    resumed = train(compose_train(*common, "ckpt_path=last", output_dir=target))
+    assert resumed.tested_checkpoint == str(target / "checkpoints" / Path(first.best_checkpoint).name)
+    assert resumed.test == first.test

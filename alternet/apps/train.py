@@ -235,7 +235,7 @@ def _tested(
     """Test the best checkpoint (else the final weights) and sum the run up."""
     checkpoint = checkpoint_callback(trainer)  # read before testing: test() restores its state from `best`
     best, last = checkpoint.best_model_path or None, checkpoint.last_model_path or None
-    clean = by_split({k: v for k, v in trainer.callback_metrics.items() if k.startswith("train_clean/")})
+    clean = by_split(module.train_clean)  # read before testing, whose metrics replace the callback metrics
     tested = by_split(trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False)[0])
     summary = RunSummary(
         model=config.model.name,

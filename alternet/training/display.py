@@ -254,6 +254,12 @@ class Throughput(L.Callback):
         if self._epoch_seconds > 0:
             pl_module.log("train/images_per_sec", self._epoch_images / self._epoch_seconds, on_epoch=True)
 
+    def state_dict(self) -> dict[str, Any]:  # a resumed run's images per second count its earlier sessions too
+        return {"images": self.images, "seconds": self.seconds}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.images, self.seconds = int(state_dict["images"]), float(state_dict["seconds"])
+
     @property
     def images_per_sec(self) -> float | None:
         return self.images / self.seconds if self.seconds > 0 else None

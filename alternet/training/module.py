@@ -26,6 +26,7 @@ from ..architectures.config import ModelConfig, model_config
 from ..data.mixing import recipe_mixup
 from ..dataset_facts import DataFacts
 from ..errors import ConfigValueError
+from ..files import plain
 from ..metrics import BinnedCalibrationError
 from ..models.factory import create_model, model_args
 from ..models.flip import flip_averaged_logits
@@ -37,7 +38,7 @@ from .config import ProgressiveResizeConfig, RecipeConfig
 from .display import Hits, RunningLoss
 from .guard import NonFiniteGuard, fused_optimizer_supported, uses_grad_scaler
 from .optim import build_optimizer, build_scheduler, rescale_learning_rates, scaled_lr
-from .resume import BATCH_KEY
+from .resume import BATCH_KEY, CLEAN_KEY
 from .step import WholeStep, ema_update_
 
 
@@ -95,6 +96,7 @@ class ClassificationModule(L.LightningModule):
             setattr(self, f"{stage}_nll", MeanMetric())
         self.channels_last = False
         self.guard = NonFiniteGuard(self)
+        self.restored_clean: dict[str, float] = {}  # the checkpoint's train_clean/* values, when it was resumed
         self.progressive = _progressive_resize(
             self.recipe.progressive_resize, self.model, int(data.image_size), channels=len(data.mean)
         )
@@ -133,13 +135,22 @@ class ClassificationModule(L.LightningModule):
         checkpoint.update(to_host(dict(checkpoint)))
         checkpoint[DIGEST_KEY] = weights_digest(checkpoint["state_dict"])
         checkpoint[BATCH_KEY] = self.batch_factors  # a resume on another global batch is refused (training.resume)
+        checkpoint[CLEAN_KEY] = self.train_clean  # the run's summary after a resume that trains no further epoch
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """A resumed run may change ``recipe.optimizer.lr`` (:data:`alternet.training.resume.APPLIED_ON_RESUME`):
         remember the ratio, applied in :meth:`on_train_start` once Lightning has restored the optimizer and schedule."""
+        self.restored_clean = checkpoint.get(CLEAN_KEY) or {}
         saved = (checkpoint.get("hyper_parameters") or {}).get("recipe", {}).get("optimizer", {}).get("lr")
         now = self.recipe.optimizer.lr
         self._lr_ratio = now / float(saved) if saved and now > 0 else 1.0
+
+    @property
+    def train_clean(self) -> dict[str, float]:
+        """The last epoch's ``train_clean/*`` values (``data.train_clean_size``): logged by this session, else those
+        of the checkpoint it resumed."""
+        logged = {k: v for k, v in self.trainer.callback_metrics.items() if k.startswith("train_clean/")}
+        return plain(logged) or dict(self.restored_clean)
 
     def on_train_start(self) -> None:
         self.__dict__["_ema_tensors"] = None  # gathered again at the first update: the module may have moved

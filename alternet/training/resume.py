@@ -101,6 +101,7 @@ def check_resume_settings(
 
 
 BATCH_KEY = "global_batch"  # in Lightning checkpoints: [per-device batch, processes, accumulated batches]
+CLEAN_KEY = "train_clean"  # in Lightning checkpoints: the last epoch's train_clean/* values
 
 
 def check_resume_batch(checkpoint: str, header: dict[str, Any], batch: list[int]) -> None:

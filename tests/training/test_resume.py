@@ -404,3 +404,15 @@ def test_a_run_resumed_in_another_folder_tests_its_own_best_checkpoint(tmp_path,
     resumed = train(compose_train(*common, "ckpt_path=last", output_dir=target))
     assert resumed.tested_checkpoint == str(target / "checkpoints" / Path(first.best_checkpoint).name)
     assert resumed.test == first.test
+
+
+def test_a_run_whose_test_pass_was_stopped_keeps_its_training_record_when_completed(tmp_path):
+    """Its clean training NLL (and throughput) came from this session's logs alone: a resume that trained nothing
+    wrote metrics.json without them, and a report then averaged the sweep over fewer runs than it printed."""
+    run = [*FAST, "recipe.epochs=1", "data.val_size=180"]
+    whole = train(compose_train(*run, output_dir=tmp_path))
+    (tmp_path / "metrics.json").unlink()  # stopped while testing
+    completed = train(compose_train(*run, "ckpt_path=last", output_dir=tmp_path))
+    assert completed.train_clean == whole.train_clean and completed.train_clean["nll"] > 0
+    assert completed.train_images_per_sec == pytest.approx(whole.train_images_per_sec)
+    assert completed.best_val_score == whole.best_val_score and completed.test == whole.test

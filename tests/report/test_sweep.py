@@ -432,3 +432,25 @@ def test_the_sweep_summary_gives_a_quoted_value_without_hydras_quotes(tmp_path):
     (records / "overrides.yaml").write_text("- model.layout='C|CM|CM'\n- seed=1\n")
     row = job_row(RunDir(tmp_path / "0"))
     assert row["model.layout"] == "C|CM|CM" and row["seed"] == "1" and row["status"] == "unfinished"
+
+
+def test_a_copied_job_inside_the_sweep_is_refused_not_counted_twice(sweep, tmp_path):
+    """A backup copy of job 2 beside it counted its seed twice: n=4 and another mean, beside an unchanged delta."""
+    sweep_dir, _ = sweep
+    copy = tmp_path / "sweep"
+    shutil.copytree(sweep_dir, copy, ignore=shutil.ignore_patterns("wandb", "report"))
+    shutil.copytree(copy / "2", copy / "2_bak")
+    with pytest.raises(ConfigValueError, match=r"jobs 2 and 2_bak ran the same overrides and seed .* move one"):
+        build_report(copy, wandb=False)
+    assert not (copy / "report").exists()
+
+
+def test_runs_of_data_sets_the_sweep_did_not_vary_are_refused(sweep, tmp_path):
+    from alternet.evaluation.robustness import update_metrics_json
+
+    sweep_dir, _ = sweep
+    copy = tmp_path / "sweep"
+    shutil.copytree(sweep_dir, copy, ignore=shutil.ignore_patterns("wandb", "report"))
+    update_metrics_json(copy / "1" / "metrics.json", {"data": "cifar100"})
+    with pytest.raises(ConfigValueError, match=r"runs of different data sets \(cifar100, digits\) that its sweep"):
+        build_report(copy, wandb=False)

@@ -183,13 +183,13 @@ def read_sweep(sweep_dir: Path) -> tuple[list[Run], SweepJobs]:
         )
     recorded = [job for job in jobs.finished if job not in unrecorded] or unrecorded
     runs = [Run(job, job.swept_values(), job.summary(), _curves(job), _schedule(job)) for job in recorded]
-    _check_one_comparison(runs, sweep_dir)
+    _check_no_twins(runs, sweep_dir)
     return runs, jobs
 
 
-def _check_one_comparison(runs: list[Run], sweep_dir: Path) -> None:
-    """Refuse what is no comparison: two jobs of the same overrides and seed (a copy, or a run listed twice, would
-    count its seed twice), or runs of different data sets where the sweep did not vary the data."""
+def _check_no_twins(runs: list[Run], sweep_dir: Path) -> None:
+    """Refuse two jobs of the same overrides and seed: a copy of one (or one job twice) would count its seed
+    twice. (Runs of different data sets are warned about where the variants are built.)"""
     seen: dict[tuple, Run] = {}
     for run in runs:
         twin = seen.setdefault(tuple(sorted(run.overrides.items())), run)
@@ -199,12 +199,6 @@ def _check_one_comparison(runs: list[Run], sweep_dir: Path) -> None:
                 "copy of one, or one job twice): the comparison would count that seed twice; move one of them out of "
                 "the sweep directory"
             )
-    data = sorted({str(run.metrics.data) for run in runs})
-    if len(data) > 1 and not any(key == "data" or key.startswith("data.name") for key in swept_keys(runs)):
-        raise ConfigValueError(
-            f"{sweep_dir} holds runs of different data sets ({', '.join(data)}) that its sweep did not vary: a "
-            "comparison of their errors means nothing; report each data set's runs apart"
-        )
 
 
 def _schedule(job: RunDir) -> int | None:

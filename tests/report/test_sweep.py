@@ -443,14 +443,3 @@ def test_a_copied_job_inside_the_sweep_is_refused_not_counted_twice(sweep, tmp_p
     with pytest.raises(ConfigValueError, match=r"jobs 2 and 2_bak ran the same overrides and seed .* move one"):
         build_report(copy, wandb=False)
     assert not (copy / "report").exists()
-
-
-def test_runs_of_data_sets_the_sweep_did_not_vary_are_refused(sweep, tmp_path):
-    from alternet.evaluation.robustness import update_metrics_json
-
-    sweep_dir, _ = sweep
-    copy = tmp_path / "sweep"
-    shutil.copytree(sweep_dir, copy, ignore=shutil.ignore_patterns("wandb", "report"))
-    update_metrics_json(copy / "1" / "metrics.json", {"data": "cifar100"})
-    with pytest.raises(ConfigValueError, match=r"runs of different data sets \(cifar100, digits\) that its sweep"):
-        build_report(copy, wandb=False)

@@ -13,7 +13,8 @@ from typing import Any
 @dataclass(frozen=True)
 class DataFacts:
     """A data set's name, class count, input size and normalisation; its class names when known (the files are
-    read); and for image folders how evaluation resizes (``crop_pct``, ``crop_mode``, ``interpolation``)."""
+    read); and for image folders how evaluation resizes (``crop_pct``, ``crop_mode``, ``interpolation``) and, where
+    validation is a hold-out of train/, a digest of train/'s listing (``train_listing``)."""
 
     name: str
     num_classes: int
@@ -24,6 +25,7 @@ class DataFacts:
     crop_pct: float | None = None
     crop_mode: str | None = None
     interpolation: str | None = None
+    train_listing: str | None = None  # where validation is a hold-out of train/: a digest of its listing
 
     def to_dict(self) -> dict[str, Any]:
         """The checkpoint's form (plain lists; the keys set only): what ``from_dict`` reads back."""

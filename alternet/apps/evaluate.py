@@ -147,6 +147,21 @@ def check_classes(datamodule: ImageDataModule, source: Source) -> None:
             )
 
 
+def check_holdout(datamodule: ImageDataModule, source: Source) -> None:
+    """Where validation (and so test, without a test/ folder) is a hold-out of train/: drawn again only from the
+    listing the run drew it from (a grown or thinned folder would put training images among the scored ones)."""
+    if not getattr(datamodule, "holds_out_of_train", False):
+        return
+    recorded = source.hyper_parameters.get("data") or {}
+    listing = recorded.get("train_listing")
+    if listing and recorded.get("name") == datamodule.name and datamodule.facts().train_listing != listing:
+        raise ConfigValueError(
+            f"{datamodule.directory / 'train'} lists other images than when {source.location} was trained: its "
+            "validation hold-out cannot be drawn again, and one drawn now would hold images it trained on. Evaluate "
+            "on the folder as it was, or on a test/ folder of images it never saw"
+        )
+
+
 def check_class_names(saved: list[Any] | None, datamodule: ImageDataModule, location: str) -> None:
     """The data's classes are the model's, in its order: the same names in another order, or a name both have at
     another label, are refused (its images would be scored as another class); other names at the same labels warn
@@ -223,6 +238,7 @@ def evaluate_model(
     data = data_config(evaluation_data(config, source, set(set_keys)))
     datamodule = build_datamodule(data, batch_size=config.batch_size, augment=recipe and recipe.augment, seed=0)
     check_classes(datamodule, source)
+    check_holdout(datamodule, source)
     datamodule.setup()
     if config.analysis:
         check_data(parse_configs(list(config.analysis), config.analysis), datamodule, recipe)

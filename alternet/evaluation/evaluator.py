@@ -322,11 +322,18 @@ def open_sources(
 
 
 def check_temperature_split(config: EvaluationConfig, datamodule: ImageDataModule) -> None:
-    """Temperature scaling fits on the validation split: refused before any work without one."""
+    """Temperature scaling fits on the validation split: refused before any work without one, or where the test
+    split is that split."""
     if config.calibration.temperature_scaling and not datamodule.has_validation:
         raise ConfigValueError(
             "calibration.temperature_scaling=true needs a validation split to fit on: set data.val_size > 0 "
             "(the same value as in training, so the split is the one the model did not train on)"
+        )
+    if config.calibration.temperature_scaling and getattr(datamodule, "test_is_validation", False):
+        raise ConfigValueError(
+            f"calibration.temperature_scaling fits the temperature on the validation split, and without a test/ "
+            f"folder in {datamodule.directory} the test split is the validation split: the calibrated numbers would "
+            "be fitted on the images they score. Add a test/ folder, or set calibration.temperature_scaling=false"
         )
 
 

@@ -229,7 +229,11 @@ def export_config(
             "label_names_note": label_note,
             "model": opened.hyper_parameters["model"],
             "data": {k: data.get(k) for k in ("name", "num_classes", "image_size", "mean", "std", "val_size")}
-            | {k: data[k] for k in ("split_seed", "crop_pct", "crop_mode", "interpolation") if data.get(k) is not None},
+            | {
+                k: data[k]
+                for k in ("split_seed", "train_listing", "crop_pct", "crop_mode", "interpolation")
+                if data.get(k) is not None
+            },
             "recipe": run_config["recipe"],
             "epochs": summary.epochs if summary else None,
             "tested_checkpoint": Path(summary.tested_checkpoint).name if summary else None,

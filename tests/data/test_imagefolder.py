@@ -519,3 +519,30 @@ def test_shards_written_before_the_folder_changed_are_said_to_be(tmp_path):
     shutil.copy(image, image.with_name("added.JPEG"))
     with pytest.warns(UserWarning, match=r"were written from 12 images and .* holds 13: the folder changed since"):
         build_datamodule(config, batch_size=4, seed=0).setup()
+
+
+def test_an_evaluation_draws_the_hold_out_again_only_from_the_listing_it_was_drawn_from(tmp_path, monkeypatch, capsys):
+    """A folder without val/ or test/ is validated and tested on a seeded hold-out of train/: grown since training,
+    the hold-out evaluate drew again held images the model trained on, and it said nothing."""
+    root = make_image_folder(tmp_path / "data", per_class=12, odd_formats=False)
+    run = [*FAST, "data=imagefolder", f"data.root={root}", "data.image_size=16", "data.num_workers=0"]
+    summary = train(compose_train(*run, "recipe.batch_size=8", "data.val_size=0.25", output_dir=tmp_path / "run"))
+    listing = torch.load(summary.last_checkpoint, weights_only=True)["hyper_parameters"]["data"]["train_listing"]
+    assert len(listing) == 16
+    evaluated = [f"ckpt={summary.run_dir}", "robustness.enabled=false"]
+    code, stderr = run_main("evaluate.py", [*evaluated, f"hydra.run.dir={tmp_path}/e1"], monkeypatch, capsys)
+    assert code == "0", stderr[-2000:]
+    image = next((root / "train").rglob("*.JPEG"))
+    shutil.copy(image, image.with_name("added.JPEG"))
+    code, _ = run_main("evaluate.py", [*evaluated, f"hydra.run.dir={tmp_path}/e2"], monkeypatch, capsys)
+    assert code.startswith("error: ") and "lists other images than when" in code and "\n" not in code.strip()
+    assert not (tmp_path / "e2" / "metrics.json").exists()
+    exported = export(summary.run_dir, tmp_path / "export")  # an export draws it from the same listing only
+    code, _ = run_main(
+        "evaluate.py", [f"ckpt={exported}", f"data_root={root}", f"hydra.run.dir={tmp_path}/e4"], monkeypatch, capsys
+    )
+    assert "lists other images than when" in code
+    image.with_name("added.JPEG").unlink()  # as it was: a temperature would be fitted on the images it scores
+    scaled = [*evaluated, "calibration.temperature_scaling=true", f"hydra.run.dir={tmp_path}/e3"]
+    code, _ = run_main("evaluate.py", scaled, monkeypatch, capsys)
+    assert code.startswith("error: calibration.temperature_scaling fits the temperature on the validation split")

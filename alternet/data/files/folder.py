@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -26,7 +27,7 @@ from ..base import ImageDataModule, split_size, stratified_holdout
 from ..config import FolderDataConfig, check_folder_settings
 from ..workers import WorkerLedger, init_loader_worker
 from .dali import DaliLoader, check_dali_augment
-from .images import DecodingDataset, SkipCounter, class_folders, scan_split
+from .images import DecodingDataset, FileList, SkipCounter, class_folders, scan_split
 from .shards import StreamingImages, StreamingLoader, read_shard_classes, shard_images
 from .transforms import DraftedCrop, drafted, file_transform
 
@@ -160,8 +161,7 @@ class ImageFolderDataModule(ImageDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
             return
-        classes = self.class_names
-        train = scan_split(self.directory / "train", classes)
+        classes, train = self.class_names, self._train_files
         listed = self._shards_record.get("listed")  # absent from older shards, and where no shards are streamed
         if listed is not None and listed != len(train):
             warnings.warn(
@@ -269,9 +269,30 @@ class ImageFolderDataModule(ImageDataModule):
         )
         return self.on_node(loader)
 
+    @cached_property
+    def _train_files(self) -> FileList:
+        return scan_split(self.directory / "train", self.class_names)
+
+    @property
+    def holds_out_of_train(self) -> bool:
+        """Validation is a seeded hold-out of train/ (no val/ folder, ``data.val_size`` set)."""
+        return self._split_dir("val") is None and bool(self.val_size)
+
+    @property
+    def test_is_validation(self) -> bool:
+        """No test/ folder: the test split is the validation split (val/, or the hold-out)."""
+        return self._split_dir("test") is None
+
     def facts(self) -> dict[str, Any]:
+        """The data set's facts, and where validation (or test) is a hold-out of train/, a digest of train/'s
+        listing: an evaluation draws that hold-out again only from the same listing."""
+        listing = self._train_files.digest() if self.holds_out_of_train else None
         return replace(
-            super().facts(), crop_pct=self.crop_pct, crop_mode=self.crop_mode, interpolation=self.interpolation
+            super().facts(),
+            crop_pct=self.crop_pct,
+            crop_mode=self.crop_mode,
+            interpolation=self.interpolation,
+            train_listing=listing,
         )
 
     def _read_from(self) -> str:

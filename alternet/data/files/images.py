@@ -7,6 +7,7 @@ workers then share it without copy-on-write growth (reference counts would touch
 
 from __future__ import annotations
 
+import hashlib
 import io
 import multiprocessing
 import os
@@ -42,6 +43,12 @@ class FileList:
 
     def take(self, indices: np.ndarray) -> FileList:
         return FileList(self.root, self.paths[indices], self.labels[indices])
+
+    def digest(self) -> str:
+        """A digest of the listing (each image's relative path and class): what a seeded hold-out is drawn from."""
+        listing = hashlib.sha256(b"\0".join(self.paths.tolist()))
+        listing.update(np.ascontiguousarray(self.labels, dtype="<i8").tobytes())
+        return listing.hexdigest()[:16]
 
     def __getitem__(self, index: int) -> tuple[Path, int, Path]:
         """(what to decode, label, name for messages) of one image."""

@@ -86,6 +86,7 @@ class EvaluateConfig(EvaluationConfig):
     imports: list[str]  # the user's modules, imported before the checks (apps.extensions)
     data_root: str | None
     use_ema: bool
+    test_flip: bool | None  # each prediction averaged with its mirror image's; null: as the run did (recipe.test_flip)
     out_dir: str
     logger: LoggerConfig
     paths: PathsConfig

@@ -219,6 +219,8 @@ def evaluation_report(report: EvaluationReport, out_dir: Path) -> str:
     lines = [f"\n{report.model} on {report.data} ({report.checkpoint}{', its EMA weights' if report.ema else ''})"]
     if report.preprocessing:
         lines.append(f"  preprocessing: {describe_preprocessing(report.preprocessing)}")
+    if report.test_flip:
+        lines.append("  predictions: the mean of each image's and its mirror's logits (test_flip=false: one view)")
     images = report.test_images
     if images and images.partial:
         lines.append(f"  a quick look: the first {images.scored} of {images.of} test images (max_images)")

@@ -242,13 +242,14 @@ def evaluate_model(
     datamodule.setup()
     if config.analysis:
         check_data(parse_configs(list(config.analysis), config.analysis), datamodule, recipe)
-    print(f"Evaluating {source.location}{' (its EMA weights)' if config.use_ema else ''}", flush=True)
+    print(f"Evaluating {source.location}{' (its EMA weights)' if source.ema else ''}", flush=True)
     architecture = source.require_architecture()
     checkpoint = str(source.checkpoint) if source.checkpoint is not None else source.location
     meta = {"checkpoint": checkpoint, "source": reference, "model": architecture, "data": datamodule.name}
-    meta["ema"] = config.use_ema
+    meta["ema"] = source.ema  # the weights': an export of EMA weights holds them without use_ema
     predictor = model
-    if recipe and recipe.test_flip:  # predict as the run's own validation and test did
+    flip = config.test_flip if config.test_flip is not None else bool(recipe and recipe.test_flip)  # as the run did
+    if flip:
         predictor, meta["test_flip"] = FlipAveraged(model), True
     with datamodule.dead_workers_named():
         evaluator = Evaluator(predictor, datamodule, config, staged, architecture, class_names=class_names(source))

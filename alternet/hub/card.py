@@ -159,7 +159,8 @@ def _test_section(config: dict[str, Any]) -> list[str]:
     if info["recipe"].get("test_flip"):  # the exported model predicts from one view
         lines[-1] += (
             " Each prediction averaged the logits of the image and its mirror image (`recipe.test_flip`); the "
-            "exported model's forward pass sees one view, which usually scores a little lower."
+            "exported model's forward pass sees one view, which scores differently (`alternet evaluate "
+            "test_flip=false` measures it)."
         )
     return lines
 

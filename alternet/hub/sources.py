@@ -144,8 +144,9 @@ def check_reference(source: str | Path) -> None:
 def _refuse_ema(source: Source, ema: bool) -> Source:
     if ema and not source.ema:
         raise CheckpointError(
-            f"{source.location} holds no EMA weights; ema=True applies to Lightning checkpoints of runs with "
-            "recipe.ema (or export them with `alternet export RUN --ema`)"
+            f"{source.location} holds no EMA weights; their choice (alternet evaluate use_ema=true, ema=True in "
+            "Python) applies to Lightning checkpoints of runs with recipe.ema (or export them with `alternet export "
+            "RUN --ema`)"
         )
     return source
 

@@ -254,6 +254,10 @@ def test_use_ema_scores_the_ema_weights_and_says_so(tmp_path, monkeypatch, capsy
     assert f"alternet_tiny on digits ({run}/checkpoints/" in stdout and ", its EMA weights)" in stdout
     assert started == [f"eval-alternet_tiny-{Path(run).name}-ema"]
     assert EvaluationReport.from_json(tmp_path / "out" / "metrics.json").ema is True
+    exported = hub.export(run, tmp_path / "export", ema=True)  # its weights are the EMA's: no use_ema needed, or taken
+    (report,) = evaluate_in_process(f"ckpt={exported}", "robustness.enabled=false", out=tmp_path / "export-eval")
+    expected = EvaluationReport.from_json(tmp_path / "out" / "metrics.json").test
+    assert report.ema is True and (report.test["acc"], report.test["nll"]) == (expected["acc"], expected["nll"])
 
 
 def test_a_run_still_training_is_scored_with_a_warning(digits_run, tmp_path):
@@ -353,6 +357,10 @@ def test_test_flip_predicts_alike_in_training_and_in_evaluate(tmp_path):
     assert report.test_flip is True
     assert report.test["nll"] == pytest.approx(flipped.test["nll"], rel=1e-5)
     assert report.test["acc"] == pytest.approx(flipped.test["acc"], abs=1e-6)
+    (one_view,) = evaluate_in_process(f"ckpt={tmp_path / 'flip'}", "test_flip=false", out=tmp_path / "one")
+    assert not one_view.test_flip and one_view.test["nll"] != pytest.approx(report.test["nll"], rel=1e-4)
+    (averaged,) = evaluate_in_process(f"ckpt={tmp_path / 'plain'}", "test_flip=true", out=tmp_path / "two")
+    assert averaged.test_flip and averaged.test["nll"] != pytest.approx(plain.test["nll"], rel=1e-4)
 
 
 def test_a_data_set_of_other_class_names_warns_and_the_same_ones_in_another_order_are_refused(tmp_path):

@@ -9,13 +9,14 @@ import pickle
 import re
 import shlex
 import sys
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from ..errors import CheckpointError
+from ..errors import AlternetWarning, CheckpointError
 from .directories import RunDir
 
 DIGEST_KEY = "weights_digest"  # in Lightning checkpoints; also in the metadata of exported safetensors
@@ -168,6 +169,13 @@ def select_checkpoint(run: RunDir) -> Path:
     if candidates:
         return candidates[0]
     if run.last_checkpoint.is_file():
+        if summary is not None and summary.best_checkpoint:  # tested on a best checkpoint that is gone
+            warnings.warn(
+                f"{run.path}'s best checkpoint {Path(summary.best_checkpoint).name} is missing: its last.ckpt (the "
+                "final weights, not the ones its test numbers are for) is used instead",
+                AlternetWarning,
+                stacklevel=2,
+            )
         return run.last_checkpoint
     raise CheckpointError(
         f"run directory {run.path} has no checkpoints in {run.checkpoints} (did training finish an epoch?)"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import ctypes
 import errno
 import glob
 import hashlib
@@ -17,6 +18,7 @@ import platform
 import re
 import shutil
 import signal
+import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -239,6 +241,21 @@ def write_text(path: str | Path, text: str) -> Path:
 # What schedulers and terminals send to stop a run (the pre-emption callback's choices)
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2")
 STOPS = frozenset(getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name))  # those this OS has
+
+
+def die_with_parent() -> None:
+    """In a worker process (Linux): it is killed when the process that started it ends. A command killed outright
+    (SIGKILL, the OOM killer) otherwise left workers running for minutes, writing into its output and holding its
+    folder's lock under the dead command's pid. Elsewhere: nothing."""
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0 and os.getppid() != parent:
+        os._exit(1)  # the parent ended before the request was made
+
+
+PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 @contextlib.contextmanager

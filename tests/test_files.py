@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -290,3 +291,41 @@ def test_a_stop_while_the_folder_is_put_in_place_says_it_is_complete(tmp_path, w
     said = f"stopped by SIGINT once {out} was written: it is complete" if sent == "SIGINT" else "its own handler ran"
     assert done.stdout.strip() == said, done.stderr
     assert _contents(out) == {"a.txt": "new a\n"}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl(PR_SET_PDEATHSIG) is Linux's")
+def test_a_worker_ends_with_the_command_that_started_it_and_releases_its_lock(tmp_path):
+    """A command killed outright (SIGKILL, the OOM killer) left its workers running for minutes: they went on writing
+    its output and held its folder's lock, which the next command then refused under the dead command's pid."""
+    lock = tmp_path / ".lock"
+    command = textwrap.dedent(
+        f"""
+        import multiprocessing, os, sys, time
+        from pathlib import Path
+        from alternet.files import die_with_parent, lock_file
+
+        def work():
+            die_with_parent()
+            time.sleep(60)
+
+        held = lock_file(Path({str(lock)!r}))
+        worker = multiprocessing.get_context("fork").Process(target=work)
+        worker.start()
+        print(worker.pid, flush=True)
+        time.sleep(60)
+        """
+    )
+    parent = subprocess.Popen([sys.executable, "-c", command], stdout=subprocess.PIPE, text=True)
+    worker = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    for _ in range(100):  # the kernel signals it at once; a few ms to be reaped by init
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(worker, signal.SIGKILL)
+        pytest.fail("the worker outlived the command that started it")
+    files.lock_file(lock).close()  # free: no LockBusy

@@ -32,7 +32,7 @@ from threadpoolctl import threadpool_limits
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
 from ..errors import DataError
-from ..files import STOPS, stop_signals_blocked
+from ..files import STOPS, die_with_parent, stop_signals_blocked
 from ..hardware import cpu_cores
 from .config import check_workers
 
@@ -139,6 +139,7 @@ def leave_stop_signals_to_main_process() -> None:
     torch's own handler does, only when the parent sent it. Where ``sigwaitinfo`` does not exist (macOS) torch's
     handler stays.
     """
+    die_with_parent()  # a worker ignoring the stop signals must not outlive a main process killed outright
     ignored = STOPS - {signal.SIGTERM}
     for sig in ignored:
         signal.signal(sig, signal.SIG_IGN)  # one sent since the fork waited, blocked: ignoring it discards it

@@ -36,6 +36,7 @@ from ...files import (
     atomic_write,
     bytes_digest,
     check_output_dir,
+    die_with_parent,
     file_digest,
     os_error_reason,
     stale_temporaries,
@@ -503,6 +504,7 @@ def _init_worker(images: np.ndarray) -> None:
     """Keep the source images in the worker (sent once, not per task); one cv2 and one BLAS thread per process
     (the processes already fill the cores; multi-threaded BLAS on busy cores made zoom blur 10x slower)."""
     global _WORKER_IMAGES
+    die_with_parent()  # its server's end (the command's) ends it: no generation goes on writing after a kill
     _WORKER_IMAGES = images
     cv2.setNumThreads(1)
     threadpool_limits(1)

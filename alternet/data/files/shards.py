@@ -30,6 +30,7 @@ from ...files import (
     OUTPUT_LOCK,
     OUTPUT_MARKER,
     check_output_dir,
+    die_with_parent,
     is_output_of,
     mark_output,
     read_json,
@@ -65,6 +66,8 @@ class _ReadImage:
         self.root, self.skip_corrupt = root, skip_corrupt
 
     def __call__(self, item: tuple[str, int]) -> Any:
+        if not self.__dict__.get("_bound"):  # once per worker process: it ends with the command (writing its OUT)
+            self._bound = die_with_parent() or True
         name, label = item
         path = self.root / name
         try:

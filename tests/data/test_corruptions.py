@@ -14,6 +14,7 @@ import importlib
 import io
 import itertools
 import json
+import shutil
 import sys
 import threading
 from pathlib import Path
@@ -669,3 +670,17 @@ def test_a_cache_with_synthetic_frost_regenerates_frost_alone_once_the_photograp
     assert after["fog.npy"] == before["fog.npy"] and after["frost.npy"] != before["frost.npy"]
     loaded = load_cifar_c(out, ("frost", "fog"))
     assert loaded.frost_source == "photographs" and not loaded.synthetic_frost
+
+
+def test_a_generated_file_replaced_since_is_generated_again_or_refused(tmp_path: Path, images: np.ndarray) -> None:
+    """The manifest's digests were written and never read: a file copied over another was reused and scored as
+    the corruption it replaced."""
+    clean, labels = images[:8], np.zeros(8, int)
+    generate_cifar_c(clean, labels, tmp_path, corruptions=NAMES, seed=0, workers=1)
+    first, second = (tmp_path / f"{name}.npy" for name in NAMES[:2])
+    own = first.read_bytes()
+    shutil.copy(second, first)  # the same size: only the digest tells
+    with pytest.raises(DataError, match=rf"{first.name} no longer holds what was generated"):
+        load_cifar_c(tmp_path, NAMES)
+    generate_cifar_c(clean, labels, tmp_path, corruptions=NAMES, seed=0, workers=1)  # made again
+    assert first.read_bytes() == own and load_cifar_c(tmp_path, NAMES).corruptions == tuple(NAMES)

@@ -127,6 +127,17 @@ def load_cifar_c(
             f"{root} lists no complete {', '.join(unlisted)} in its {MANIFEST} (a generation stopped before it); "
             "generate it again (alternet cifar-c, or an evaluation with this directory as robustness.cache_dir)"
         )
+    changed = [
+        f"{name}.npy"
+        for name in wanted
+        if manifest and not _holds_what_was_written(root / f"{name}.npy", manifest["files"][f"{name}.npy"])
+    ]
+    if changed:
+        raise DataError(
+            f"{root}: {', '.join(changed)} no longer holds what was generated (its bytes differ from {MANIFEST}'s "
+            "digest: replaced or damaged since); generate it again (alternet cifar-c, or an evaluation with this "
+            "directory as robustness.cache_dir)"
+        )
     extras = [
         name
         for name in EXTRA_CORRUPTIONS
@@ -421,8 +432,22 @@ def _reusable_files(out: Path, manifest: Mapping[str, Any] | None, key: Mapping[
         for name, entry in manifest.get("files", {}).items()
         if (out / name).is_file()
         and (out / name).stat().st_size == entry.get("bytes")
+        and _holds_what_was_written(out / name, entry)
         and not (name == "frost.npy" and stale_frost)
     }
+
+
+def _holds_what_was_written(path: Path, entry: Mapping[str, Any]) -> bool:
+    """The file's bytes are those its manifest entry's digest records (a file copied over another, or damaged, is
+    not: it was scored as the corruption it replaced); each file is read once per process and state."""
+    stat = path.stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    if key not in _DIGESTS:
+        _DIGESTS[key] = file_digest(path)
+    return entry.get("sha256") in (None, _DIGESTS[key])  # a manifest from before digests were kept: not checked
+
+
+_DIGESTS: dict[tuple[str, int, int], str] = {}
 
 
 def _discard_stale(out: Path, manifest: Mapping[str, Any] | None, keep: Mapping[str, Any]) -> None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -125,6 +126,20 @@ class RunSummary:
                     f"{where} is malformed: {', '.join(bad[:3])} is not a number; restore the file from the run's "
                     "own copy (or evaluate its checkpoint again), or move the job out of the sweep"
                 )
+            impossible = [f"{split}.{k}={v!r}" for k, v in (section or {}).items() if not _possible(k, v)]
+            if impossible:
+                raise CheckpointError(
+                    f"{where} is malformed: {', '.join(impossible[:3])} is out of its range (a share in [0, 1], a "
+                    "loss >= 0); restore the file from the run's own copy, or move the job out of the sweep"
+                )
+        counts = [
+            f"{key}={payload[key]!r}" for key in _COUNTS if payload.get(key) is not None and not _count(payload[key])
+        ]
+        if counts:
+            raise CheckpointError(
+                f"{where} is malformed: {', '.join(counts)} is no count >= 0; restore the file from the run's own "
+                "copy, or move the job out of the sweep"
+            )
         known = {item.name for item in fields(cls)} - {"extra"}
         values = {key: value for key, value in payload.items() if key in known}
         try:
@@ -141,6 +156,22 @@ class RunSummary:
 
 
 _SPLITS = ("test", "test_ema", "train_clean")
+
+
+# the ranges of the metrics a summary holds (a share, or Brier's [0, 2], or a loss); another metric is not checked
+_RANGES = {"nll": (0.0, math.inf), "brier": (0.0, 2.0)} | dict.fromkeys(
+    ("acc", "top5", "ece", "acc90", "unc90", "freq90", "ece_adaptive", "ece_classwise"), (0.0, 1.0)
+)
+_COUNTS = ("epochs", "global_step", "train_images")
+
+
+def _possible(name: str, value: Any) -> bool:
+    low, high = _RANGES.get(name, (-math.inf, math.inf))
+    return value is None or low <= value <= high
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _number_or_null(value: Any) -> bool:

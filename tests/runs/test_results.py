@@ -69,3 +69,20 @@ def test_a_training_summary_is_not_read_as_an_evaluation(tmp_path):
     (tmp_path / "metrics.json").write_text(json.dumps(RunSummary("m", "digits", {"acc": 0.5}).to_json()))
     with pytest.raises(CheckpointError, match=r"metrics.json: a training run's summary, not an evaluation's"):
         EvaluationReport.from_json(tmp_path / "metrics.json")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"test": {"acc": 1.7, "nll": 0.3}}, r"test.acc=1.7 is out of its range"),
+        ({"test": {"acc": 0.5, "nll": -3}}, r"test.nll=-3 is out of its range"),
+        ({"train_clean": {"ece": -0.1}}, r"train_clean.ece=-0.1 is out of its range"),
+        ({"epochs": -4}, r"epochs=-4 is no count >= 0"),
+        ({"train_images": 2.5}, r"train_images=2.5 is no count >= 0"),
+    ],
+)
+def test_a_summary_holding_an_impossible_number_is_refused(change, message):
+    """Only the types were checked: a report printed a test error of -0.7 and an NLL of -3 from an edited file."""
+    run = {"model": "m", "data": "d", "test": {"acc": 0.5, "nll": 0.3}, "epochs": 1, "global_step": 1} | change
+    with pytest.raises(CheckpointError, match=rf"^the summary is malformed: {message}"):
+        RunSummary.from_payload(run)

@@ -176,8 +176,8 @@ def check_output_dir(
     it in ``out``'s place: ``out``'s parent must be writable and ``out`` no mount point). Anything else raises
     ``error`` in one line, so no command writes into, or deletes from, a folder of the user's. Returns ``out``
     (``~`` expanded)."""
-    out = Path(out).expanduser()
     where = f" with {option}" if option else ""
+    out = through_links(Path(out).expanduser(), what, where, error)
     if out.exists() and not out.is_dir():
         raise error(f"{what} {out} is a file; choose a directory{where}")
     blocked = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
@@ -203,6 +203,26 @@ def check_output_dir(
                 f"{what} {out} cannot be written: {needed} is not writable (or read-only); choose another "
                 f"directory{where}"
             )
+    return out
+
+
+def through_links(out: Path, what: str, where: str = "", error: type[Exception] = WriteError) -> Path:
+    """``out`` with a link in it followed to the folder it names, so a command writes into that folder (a whole
+    folder put in a link's place replaced the link, and the output never reached its target); a link to nothing,
+    or one that leads back to itself, raises ``error`` in one line."""
+    for path in [*reversed(out.parents), out]:
+        if not path.is_symlink():
+            continue
+        try:
+            path.resolve(strict=True)
+        except FileNotFoundError:
+            raise error(
+                f"{what} {out} cannot be made: {path} is a link to {os.readlink(path)}, which does not exist; make "
+                f"that folder, or choose another directory{where}"
+            ) from None
+        except (RuntimeError, OSError):  # a loop of links (RuntimeError before Python 3.13)
+            raise error(f"{what} {out} cannot be made: {path} is a link that leads back to itself{where}") from None
+        return out.resolve()
     return out
 
 

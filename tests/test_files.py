@@ -329,3 +329,20 @@ def test_a_worker_ends_with_the_command_that_started_it_and_releases_its_lock(tm
         os.kill(worker, signal.SIGKILL)
         pytest.fail("the worker outlived the command that started it")
     files.lock_file(lock).close()  # free: no LockBusy
+
+
+def test_an_output_through_a_link_is_written_into_the_folder_it_names(tmp_path):
+    """A folder written whole was put in the link's place: the link became a folder and its target got nothing."""
+    (tmp_path / "target").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "target")
+    out = files.check_output_dir(tmp_path / "link", "output", lambda _: False, "ours", whole=True)
+    assert out == tmp_path / "target"
+    with whole_directory(out) as staged:
+        write_text(staged / "a.txt", "new\n")
+    assert (tmp_path / "link").is_symlink() and (tmp_path / "target" / "a.txt").read_text() == "new\n"
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "loop1").symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
+    for where, message in [("dangling", "is a link to .*nowhere, which does not exist"), ("loop1/x", "leads back")]:
+        with pytest.raises(WriteError, match=rf"^output .* cannot be made: .* {message}"):
+            files.check_output_dir(tmp_path / where, "output", lambda _: False, "ours")

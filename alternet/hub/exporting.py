@@ -50,7 +50,7 @@ KEEP_NULL = ("pool_size", "first_conv", "classifier")  # timm writes these even 
 def export(source: str | Path, out: str | Path, *, ema: bool = False) -> Path:
     """Export a run directory (its best checkpoint, else ``last``) or a Lightning checkpoint into ``out``."""
     path, out = Path(source).expanduser(), Path(out).expanduser()
-    check_destination(out)  # the output first: a wrong --out is reported before anything about the source
+    out = check_destination(out)  # the output first: a wrong --out is reported before anything about the source
     if not path.exists() and str(source).startswith((TIMM_PREFIX, HF_HUB_PREFIX, LOCAL_DIR_PREFIX)):
         raise CheckpointError(
             f"{source} is a timm model, ready as it is: alternet.hub.load and alternet evaluate read it; export "
@@ -93,7 +93,7 @@ def write_export(
     same digest: :func:`~alternet.hub.sources.read_export` refuses a folder whose two files disagree) and the card.
     Written whole or not at all (:func:`~alternet.files.whole_directory`), by one command at a time; ``check``
     reads the written folder before it replaces an earlier one."""
-    check_destination(out)
+    out = check_destination(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -126,7 +126,7 @@ def import_hdvw(
     count); ``data_root`` where its files are, for the class names (else class indices). The export is read back
     strictly before this returns."""
     path, out = Path(source).expanduser(), Path(out).expanduser()
-    check_destination(out)
+    out = check_destination(out)
     if arch is not None:
         resolve_arch(arch, None, str(path))  # a name that is no model, before the file is read
     opened = read_hdvw_source(path, arch, data)
@@ -309,12 +309,12 @@ def hub_pretrained_cfg(model: nn.Module, cfg: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def check_destination(out: Path) -> None:
+def check_destination(out: Path) -> Path:
     """Before anything is read or converted: ``out`` is a new directory that can be made, an empty one, or an earlier
     export of alternet's (its ``config.json`` has the ``alternet`` section and ``model.safetensors`` is beside it),
     whose three files an export replaces. Any other folder is the user's: a ``config.json`` of their own does not
-    make it an export."""
-    check_output_dir(
+    make it an export. Returns ``out`` as written to (a link followed to its folder)."""
+    return check_output_dir(
         out, "export destination", _is_export, "an alternet export", "--out", error=CheckpointError, whole=True
     )
 

@@ -5,11 +5,14 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from safetensors import SafetensorError
 from safetensors.torch import save_file
 from timm.data import resolve_data_config
 from torch import nn
@@ -103,12 +106,24 @@ def write_export(
     config = {**config, "alternet": {**config["alternet"], DIGEST_KEY: digest}}
     with writing(out, "export destination"), whole_directory(out) as staged:
         metadata = {"format": "pt", DIGEST_KEY: digest}
-        atomic_write(staged / WEIGHTS_FILE, lambda tmp: save_file(weights, str(tmp), metadata=metadata))
+        atomic_write(staged / WEIGHTS_FILE, lambda tmp: save_weights(weights, tmp, metadata))
         write_text(staged / CONFIG_FILE, json.dumps(config, indent=2, allow_nan=False) + "\n")
         write_text(staged / "README.md", model_card(config))
         if check is not None:
             check(staged)
     return out
+
+
+def save_weights(weights: dict[str, Any], path: Path, metadata: dict[str, str]) -> None:
+    """safetensors' ``save_file``, its failure to write (a full disk) raised as the ``OSError`` it is (safetensors
+    raises its own error type, which was a traceback)."""
+    try:
+        save_file(weights, str(path), metadata=metadata)
+    except SafetensorError as error:
+        code = re.search(r"(?:os error|code:) (\d+)", str(error))
+        if code is None:
+            raise
+        raise OSError(int(code.group(1)), os.strerror(int(code.group(1))), str(path)) from None
 
 
 def import_hdvw(

@@ -664,3 +664,23 @@ def test_an_exports_architecture_is_a_model_name_not_a_source_to_fetch(pretraine
     (out / "config.json").write_text(json.dumps(config | {"architecture": architecture}))
     with pytest.raises(CheckpointError, match=f"names the architecture {re.escape(repr(architecture))}, which is not"):
         hub.load(out)
+
+
+def test_a_full_disk_under_the_weights_file_is_one_line(tmp_path):
+    """safetensors raises its own error type for a failed write, which was a 32-line traceback."""
+    import resource
+    import signal
+
+    from alternet.files import WriteError, atomic_write
+    from alternet.hub.exporting import save_weights
+
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write then fails with EFBIG, as on a full disk
+    resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, limit[1]))
+    try:
+        with pytest.raises(WriteError, match=r"could not write .*weights\.safetensors: File too large \(EFBIG\)"):
+            atomic_write(tmp_path / "weights.safetensors", lambda tmp: save_weights({"w": torch.zeros(10**5)}, tmp, {}))
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limit)
+        signal.signal(signal.SIGXFSZ, handler)
+    assert not list(tmp_path.iterdir())

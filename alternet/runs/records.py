@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import importlib
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -114,6 +115,19 @@ def command_line() -> list[str]:
     return [*command_words(), *sys.argv[1:]]
 
 
+def hydra_quoted(value: str) -> str:
+    """``value`` for Hydra's single quotes: a quote escaped, and backslashes doubled where they would escape a quote
+    (before one, or at the end); Hydra reads other backslashes as they are."""
+    return re.sub(r"(\\*)('|$)", lambda m: m.group(1) * 2 + ("\\'" if m.group(2) else ""), value)
+
+
+def override(key: str, value: object) -> str:
+    """``key=value`` as Hydra reads it: a value beyond plain path characters (a space, a non-ASCII letter, a symbol
+    of Hydra's grammar) in Hydra's single quotes; ``shlex`` then quotes the word for the shell."""
+    text = str(value)
+    return f"{key}={text}" if re.fullmatch(r"[A-Za-z0-9_./-]+", text) else f"{key}='{hydra_quoted(text)}'"
+
+
 def resume_command(run: RunDir, checkpoint: str | Path = "last", **changes: Any) -> str:
     """The shell command that resumes this run in its own directory: the command that started it
     (:func:`command_words`), the job's own overrides (Hydra's record of them, else the command line), its run
@@ -125,7 +139,8 @@ def resume_command(run: RunDir, checkpoint: str | Path = "last", **changes: Any)
         overrides = [a for a in sys.argv[1:] if a not in ("-m", "--multirun")]
     dropped = ("ckpt_path=", "hydra.run.dir=", *(f"{k}=" for k in changes))
     kept = [a for a in overrides if not a.lstrip("+").startswith(dropped)]
-    extra = [f"hydra.run.dir={run.path}", f"ckpt_path={checkpoint}", *(f"{k}={v}" for k, v in changes.items())]
+    extra = [override("hydra.run.dir", run.path), override("ckpt_path", checkpoint)]
+    extra += [override(key, value) for key, value in changes.items()]
     return shlex.join([*command, *kept, *extra])
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import runpy
+import shlex
 import subprocess
 import sys
 import types
@@ -246,3 +247,15 @@ def test_python_m_alternet_ends_on_an_error_with_one_line_and_status_1(tmp_path)
         [sys.executable, "-m", "alternet", "report", str(missing)], capture_output=True, text=True, timeout=120
     )
     assert failed.returncode == 1 and failed.stderr == f"error: sweep directory {missing} does not exist\n"
+
+
+def test_a_resume_command_reads_back_a_run_directory_of_spaces_and_other_letters(monkeypatch):
+    """The override was quoted for the shell alone: Hydra refused the pasted command ("cannot read the override")."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    run = "/tmp/sp ace/ünï cødé/it's/run2"
+    monkeypatch.setattr(HydraConfig.instance(), "cfg", None)
+    monkeypatch.setattr(sys, "argv", ["train.py", "seed=3"])
+    words = shlex.split(records.resume_command(RunDir(run)))
+    parsed = OverridesParser.create().parse_overrides([w for w in words if "=" in w])
+    assert {o.key_or_group: o.value() for o in parsed}["hydra.run.dir"] == run

@@ -23,6 +23,7 @@ from hydra.errors import CompactHydraException, HydraException, MissingConfigExc
 from omegaconf.errors import ConfigKeyError, ValidationError
 
 from ...errors import exit_with_error, suggest
+from ...runs.records import hydra_quoted
 from ...typed import SECTION, section_type
 from ..config import EvaluateConfig, TrainConfig
 
@@ -52,12 +53,6 @@ def one_line_composition_errors(command: str) -> Iterator[None]:
         )
     finally:
         os.environ.pop(FULL_ERROR, None)
-
-
-def hydra_quoted(value: str) -> str:
-    """``value`` for Hydra's single quotes: a quote escaped, and backslashes doubled where they would escape a quote
-    (before one, or at the end); Hydra reads other backslashes as they are."""
-    return re.sub(r"(\\*)('|$)", lambda m: m.group(1) * 2 + ("\\'" if m.group(2) else ""), value)
 
 
 def composition_error(error: CompactHydraException, command: str) -> str:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ...errors import AlternetError, check_option, exit_with_error
+from ...runs.records import override
 
 SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)B?\s*$", re.IGNORECASE)
 UNITS = {"": 1, "K": 1000, "M": 1000**2, "G": 1000**3, "T": 1000**4}  # litdata's own (decimal) units
@@ -82,7 +83,5 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet shards") -> in
 
 
 def _override(key: str, value: object) -> str:
-    """``key=value`` as a shell passes it to Hydra: a value beyond plain path characters quoted for both."""
-    text = str(value)
-    hydra = text if re.fullmatch(r"[A-Za-z0-9_./-]+", text) else '"' + text.replace('"', '\\"') + '"'
-    return shlex.quote(f"{key}={hydra}")
+    """``key=value`` as a shell passes it to Hydra (:func:`alternet.runs.records.override`, quoted for the shell)."""
+    return shlex.quote(override(key, value))

@@ -500,7 +500,8 @@ def read_yaml(path: str | Path, *, error: type[Exception] = AlternetError) -> di
     try:
         payload = yaml.safe_load(Path(path).read_text()) or {}
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise error(f"{path} is unreadable or not valid YAML: {exc}") from exc
+        reason = " ".join(str(exc).split())  # PyYAML's message spans lines (the problem, then where)
+        raise error(f"{path} is unreadable or not valid YAML: {reason}") from exc
     if not isinstance(payload, dict):
         raise error(f"{path} should hold a mapping, found {type(payload).__name__}")
     return payload

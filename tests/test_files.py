@@ -346,3 +346,11 @@ def test_an_output_through_a_link_is_written_into_the_folder_it_names(tmp_path):
     for where, message in [("dangling", "is a link to .*nowhere, which does not exist"), ("loop1/x", "leads back")]:
         with pytest.raises(WriteError, match=rf"^output .* cannot be made: .* {message}"):
             files.check_output_dir(tmp_path / where, "output", lambda _: False, "ours")
+
+
+def test_a_yaml_file_that_does_not_parse_is_named_in_one_line(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("data: [unclosed\n  foo: : :\n")
+    with pytest.raises(files.AlternetError, match=r"config\.yaml is unreadable or not valid YAML: .*line \d+") as error:
+        files.read_yaml(path)
+    assert "\n" not in str(error.value)

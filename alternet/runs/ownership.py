@@ -31,8 +31,8 @@ class RunDirLock:
     failed before any work remove it (:func:`discard_unused_run_dir`). Acquiring a directory this process already
     holds returns the held lock."""
 
-    def __init__(self, run: RunDir):
-        self.run = run
+    def __init__(self, run: RunDir, what: str = "run directory", option: str = "hydra.run.dir"):
+        self.run, self.what, self.option = run, what, option
         self.path = run.lock
         self.created = False
         self.parents_made: list[Path] = []  # the folders above it that acquiring it created, innermost first
@@ -59,8 +59,8 @@ class RunDirLock:
             self._file = lock_file(self.path)  # held open for the run's life
         except LockBusy as busy:
             raise ConfigValueError(
-                f"run directory {self.run.path} is in use by another run ({busy.owner}); wait for it, or give this "
-                "run its own directory (hydra.run.dir=...)"
+                f"{self.what} {self.run.path} is in use by another run ({busy.owner}); wait for it, or give this "
+                f"one its own directory ({self.option}=...)"
             ) from None
         _HELD[key] = self
         return self

@@ -375,7 +375,9 @@ def test_a_second_launch_into_a_live_run_is_refused_in_one_line_and_changes_noth
         if command == "evaluate.py":
             arguments.append(f"hydra.run.dir={run_dir}")
         code, stderr = run_main(command, arguments, monkeypatch, capsys)
-        assert code.startswith(f"error: run directory {run_dir} is in use by another run (pid {holder.pid} on")
+        what, option = ("run", "hydra.run.dir") if command == "train.py" else ("evaluation", "out_dir")
+        assert code.startswith(f"error: {what} directory {run_dir} is in use by another run (pid {holder.pid} on")
+        assert code.endswith(f"({option}=...)")  # the key its command sets the directory with
         assert "\n" not in code and "Traceback" not in stderr
         assert fingerprint(run_dir) == before
     finally:

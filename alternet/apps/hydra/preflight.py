@@ -149,9 +149,9 @@ def _resolved_before_it_runs(job: DictConfig) -> dict[str, Any] | None:
         return None
 
 
-RUN_DIRECTORIES = {  # job name: (what its hydra.run.dir is called, whose files it holds)
-    "train": ("run directory", "a run of alternet's"),
-    "evaluate": ("evaluation directory", "an evaluation of alternet's"),
+RUN_DIRECTORIES = {  # job name: (what its hydra.run.dir is called, whose files it holds, the key that sets it)
+    "train": ("run directory", "a run of alternet's", "hydra.run.dir"),
+    "evaluate": ("evaluation directory", "an evaluation of alternet's", "out_dir"),
 }
 
 
@@ -165,18 +165,18 @@ class RunDirPreflight(Callback):
         if rank_zero_only.rank != 0:  # other ranks join rank 0's run
             return
         run, job = RunDir(str(config.hydra.run.dir)), str(config.hydra.job.name)
-        what, own = RUN_DIRECTORIES.get(job, ("run directory", f"a {job} job's"))
-        lock = RunDirLock(run)
+        what, own, option = RUN_DIRECTORIES.get(job, ("run directory", f"a {job} job's", "hydra.run.dir"))
+        lock = RunDirLock(run, what, option)
         try:
             if lock.path.is_file():  # an alternet directory: a live run there is reported as such, first
                 lock.acquire()
-            check_output_dir(run.path, what, lambda path: RunDir(path).holds_job(job), own, "hydra.run.dir")
+            check_output_dir(run.path, what, lambda path: RunDir(path).holds_job(job), own, option)
             lock.acquire()
         except AlternetError as error:
             exit_with_error(error)
         except OSError as error:  # a name too long for the file system (ENAMETOOLONG) ...
             exit_with_error(
-                f"{what} {run.path} cannot be made: {os_error_reason(error)}; give it another one (hydra.run.dir=...)"
+                f"{what} {run.path} cannot be made: {os_error_reason(error)}; give it another one ({option}=...)"
             )
 
 

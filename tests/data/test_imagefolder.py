@@ -546,3 +546,14 @@ def test_an_evaluation_draws_the_hold_out_again_only_from_the_listing_it_was_dra
     scaled = [*evaluated, "calibration.temperature_scaling=true", f"hydra.run.dir={tmp_path}/e3"]
     code, _ = run_main("evaluate.py", scaled, monkeypatch, capsys)
     assert code.startswith("error: calibration.temperature_scaling fits the temperature on the validation split")
+
+
+def test_shards_missing_a_chunk_are_refused_when_opened(image_shards, tmp_path):
+    """A chunk gone (or cut short) was found mid-epoch, in LitData's 137-line ChunkWaitTimeoutError."""
+    from alternet.data.files.shards import StreamingImages
+
+    shards = Path(shutil.copytree(image_shards, tmp_path / "shards"))
+    chunk = sorted(shards.glob("chunk-*.bin"))[1]
+    chunk.unlink()
+    with pytest.raises(DataError, match=rf"lacks {chunk.name} \(missing, or of another size .*alternet shards$"):
+        StreamingImages(shards, lambda image: image, seed=0)

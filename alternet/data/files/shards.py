@@ -189,6 +189,23 @@ def shard_images(shards: str | Path) -> int | None:
     return sum(int(chunk["chunk_size"]) for chunk in index["chunks"])
 
 
+def check_chunks(path: Path, shards: str | Path) -> None:
+    """Every chunk the index lists is there, whole (a missing one stopped the run mid-epoch with LitData's
+    ``ChunkWaitTimeoutError``, saying it was not a missing object)."""
+    index = read_json(path / "index.json", error=DataError)
+    bad = [
+        chunk["filename"]
+        for chunk in index.get("chunks", [])
+        if not (path / chunk["filename"]).is_file() or (path / chunk["filename"]).stat().st_size != chunk["chunk_bytes"]
+    ]
+    if bad:
+        shown = ", ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+        raise DataError(
+            f"data.train_shards={shards} lacks {shown} (missing, or of another size than its index.json says): "
+            "write the shards again with alternet shards"
+        )
+
+
 class StreamingImages(StreamingDataset):
     """Shuffled, rank-sharded image records decoded and transformed in the loader workers. Each sample's
     augmentation is seeded by (seed, epoch, its index in the shards), as on the folder path. A record that does
@@ -210,6 +227,7 @@ class StreamingImages(StreamingDataset):
                 raise DataError(
                     f"data.train_shards={shards} holds no LitData index.json; write it with alternet shards"
                 )
+            check_chunks(path, shards)
             source = str(path.resolve())
         super().__init__(input_dir=source, shuffle=True, drop_last=True, seed=seed)
         self.image_transform, self.base_seed, self.ledger = transform, seed, ledger

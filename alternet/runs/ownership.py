@@ -102,7 +102,14 @@ def discard_unused_run_dir(run: RunDir) -> bool:
 def check_fresh_run_dir(run: RunDir, resuming: bool, reuse: bool, asked_last: bool = False) -> None:
     """A new run never silently overwrites another: a directory holding a finished run (``metrics.json``) or an
     interrupted one (checkpoints) must be resumed (``ckpt_path=last``) or explicitly reused (``reuse_run_dir``);
-    ``asked_last``: ``ckpt_path=last`` was given and found no ``last.ckpt``."""
+    ``asked_last``: ``ckpt_path=last`` was given and found no ``last.ckpt``. A file where the run keeps a folder
+    (its checkpoints, its log) is refused first: the run would train and then fail to save."""
+    for folder in (run.checkpoints, run.logs):
+        if folder.exists() and not folder.is_dir():
+            raise ConfigValueError(
+                f"{folder} is a file where a run keeps its {folder.name} folder: move it away, or give this run its "
+                "own directory (hydra.run.dir=...)"
+            )
     if resuming or reuse:
         return
     checkpoints = run.checkpoint_files()

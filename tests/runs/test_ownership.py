@@ -421,3 +421,12 @@ def test_two_launches_into_one_run_directory_leave_one_intact_run(when, tmp_path
     summary = json.loads((run_dir / "metrics.json").read_text())
     assert summary["run_dir"] == str(run_dir) and (run_dir / "checkpoints" / "last.ckpt").is_file()
     assert (run_dir / "logs" / "metrics.csv").is_file()
+
+
+def test_a_file_where_the_run_keeps_its_checkpoints_is_refused_before_it_trains(finished):
+    """It trained the whole epoch, then failed to save ("File exists ... Free space")."""
+    shutil.rmtree(finished / "checkpoints")
+    (finished / "checkpoints").write_text("not a folder\n")
+    with pytest.raises(ConfigValueError, match=r"checkpoints is a file where a run keeps its checkpoints folder"):
+        train(compose_train(*DIGITS_RUN, "reuse_run_dir=true", output_dir=finished))
+    assert (finished / "checkpoints").read_text() == "not a folder\n"

@@ -34,6 +34,7 @@ from ..runs.checkpoints import (
     DIGEST_KEY,
     check_archive,
     find_checkpoint,
+    intact_beside,
     read_torch_file,
     verify_digest,
     weights_digest,
@@ -109,7 +110,13 @@ def open_source(source: str | Path, *, ema: bool = False) -> Source:
         return _refuse_ema(read_safetensors_source(path), ema)
     if path.is_dir() or path.is_file():
         checkpoint, run = find_checkpoint(path)
-        return read_lightning(checkpoint, ema=ema, run=run)
+        try:
+            return read_lightning(checkpoint, ema=ema, run=run)
+        except CheckpointError as error:
+            if run is None or not path.is_dir():  # a file named by the user: theirs to choose another
+                raise
+            beside = intact_beside(checkpoint, "pass the newest for the run's final weights: {}")
+            raise CheckpointError(f"{error}; {beside}") from None
     raise CheckpointError(f"{source} does not exist: expected {KINDS}")
 
 

@@ -237,8 +237,9 @@ def resume_checkpoint(ckpt_path: str | None, run: RunDir, *, say: bool = True) -
     return ckpt_path
 
 
-def intact_beside(path: Path) -> str:
-    """Which other checkpoints in ``path``'s folder read whole (the digest checked), as advice to resume from one."""
+def intact_beside(path: Path, use: str = "resume from the newest with ckpt_path={}") -> str:
+    """Which other checkpoints in ``path``'s folder read whole (the digest checked), as advice to ``use`` one (the
+    newest's path in place of ``{}``)."""
     intact = []
     for other in sorted(path.parent.glob("*.ckpt"), key=lambda p: p.stat().st_mtime, reverse=True):
         if other.name != path.name and other.is_file():
@@ -250,4 +251,4 @@ def intact_beside(path: Path) -> str:
     if not intact:
         return f"no other checkpoint in {path.parent} reads whole"
     names = ", ".join(p.name for p in intact)
-    return f"intact beside it: {names}; resume from the newest with ckpt_path={shlex.quote(str(intact[0]))}"
+    return f"intact beside it: {names}; {use.format(shlex.quote(str(intact[0])))}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -249,3 +250,15 @@ def test_a_recipe_saved_with_null_sections_reads_as_their_off_values():
         {"hyper_parameters": {"recipe": recipe | {"ema": {"decay": 0.9, "warmup": True}}}}, "x"
     )
     assert kept["recipe"]["ema"] == {"decay": 0.9, "warmup": True} and recipe["ema"] is None  # the caller's, untouched
+
+
+def test_a_run_whose_best_checkpoint_is_truncated_names_the_intact_ones(digits_summary, tmp_path):
+    """evaluate and export said "is truncated" alone; a resume named the intact checkpoints beside it."""
+    copy = Path(shutil.copytree(digits_summary.run_dir, tmp_path / "copy"))
+    best = copy / "checkpoints" / Path(digits_summary.best_checkpoint).name
+    best.write_bytes(best.read_bytes()[: best.stat().st_size // 2])
+    with pytest.raises(
+        CheckpointError,
+        match=r"is truncated: .*; intact beside it: last\.ckpt; pass the newest for the run.s final weights: ",
+    ):
+        open_source(copy)

@@ -23,8 +23,9 @@ class _NoAdvertising(logging.Filter):
 
 def quiet_lightning() -> None:
     """Drop what tells a user nothing about their run: Lightning's product tip, its own internal deprecation
-    warning (from Lightning's code, not the user's), and its guess that a loader with fewer than two workers is a
-    bottleneck (``data.num_workers=auto`` starts at the fewest and grows while the step waits for batches)."""
+    warning (from Lightning's code, not the user's), its guess that a loader with fewer than two workers is a
+    bottleneck (``data.num_workers=auto`` starts at the fewest and grows while the step waits for batches), and its
+    false word to a resumed run that its CSV log's earlier rows will be deleted."""
     logger = logging.getLogger("lightning.pytorch.utilities.rank_zero")
     if not any(isinstance(f, _NoAdvertising) for f in logger.filters):
         logger.addFilter(_NoAdvertising())
@@ -36,6 +37,10 @@ def quiet_lightning() -> None:
             own.propagate = True
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)", category=Warning)
     warnings.filterwarnings("ignore", message=r"The '\w+' does not have many workers", category=Warning)
+    # the CSV logger of a resumed run: it keeps the earlier rows (its metrics.csv is rewritten with them)
+    warnings.filterwarnings(
+        "ignore", message=r".*Previous log files in this directory will be deleted", category=Warning
+    )
 
 
 def _shown(metrics: dict[str, Any], pl_module: L.LightningModule) -> dict[str, Any]:

@@ -416,3 +416,23 @@ def test_a_run_whose_test_pass_was_stopped_keeps_its_training_record_when_comple
     assert completed.train_clean == whole.train_clean and completed.train_clean["nll"] > 0
     assert completed.train_images_per_sec == pytest.approx(whole.train_images_per_sec)
     assert completed.best_val_score == whole.best_val_score and completed.test == whole.test
+
+
+def test_a_resumed_run_keeps_its_csv_rows_and_says_nothing_false_about_them(tmp_path, recwarn):
+    """Lightning told every resumed run that its earlier log files would be deleted; the rows are kept."""
+    common = [*FAST, "recipe.epochs=2", "data.val_size=0"]
+    train(compose_train(*common, "trainer.max_epochs=1", output_dir=tmp_path))
+    rows = _rows(tmp_path / "logs" / "metrics.csv")
+    train(compose_train(*common, "trainer.max_epochs=2", "ckpt_path=last", output_dir=tmp_path))
+    assert not [w for w in recwarn if "Previous log files" in str(w.message)]
+    kept = _rows(tmp_path / "logs" / "metrics.csv")
+    trained = [row for row in rows if not any(key.startswith("test/") for key in row)]  # the test: done again
+    assert len(kept) > len(rows) and all(row in kept for row in trained)
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    """A CSV log's rows, each by its set columns (a resumed run's log may add columns)."""
+    import csv
+
+    with path.open(newline="") as file:
+        return [{k: v for k, v in row.items() if v} for row in csv.DictReader(file)]

@@ -293,9 +293,24 @@ _DEAD_WORKER = re.compile(
 )
 
 
+# torch's errors where shared memory cannot hold a worker's batch (its file there cannot grow)
+_SHARED_MEMORY = re.compile(r"unable to (?:resize|write to) file <?/?torch_|No space left on device.*shm|/dev/shm")
+
+
+def one_line_reason(error: BaseException) -> str:
+    """The last line of an error's message (torch's worker errors carry the worker's traceback before it)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[-1] if lines else type(error).__name__
+
+
 def dead_worker_error(error: BaseException, ledger: WorkerLedger | None) -> DataError | None:
     """``error`` (torch's report of a loader worker that died) as one line naming the sample the worker was reading,
-    when the ledger knows it; None for any other error."""
+    when the ledger knows it, or a worker's batch that shared memory could not hold; None for any other error."""
+    if _SHARED_MEMORY.search(str(error)):
+        return DataError(
+            "a data loader worker could not pass its batch through shared memory (/dev/shm is full, or limited: "
+            f"{one_line_reason(error)}); free or enlarge /dev/shm (a container's --shm-size), or set data.num_workers=0"
+        )
     found = _DEAD_WORKER.search(str(error)) if ledger is not None else None
     if found is None:
         return None

@@ -25,6 +25,7 @@ from alternet.data.workers import (
     spare_cores,
     worker_cores,
 )
+from alternet.errors import DataError
 
 
 class _ThreadCounts(Dataset):
@@ -234,3 +235,16 @@ def test_streamed_shards_promise_no_growth(tmp_path):
 
     data = ImageFolderDataModule(root=str(tmp_path), num_workers="auto", train_shards=str(tmp_path / "shards"))
     assert data.auto_workers and not data.grows_workers
+
+
+def test_a_batch_shared_memory_cannot_hold_is_one_line_around_the_loop():
+    """torch's worker error (its traceback inside) reached the user as a 40-line traceback ending in "unable to resize
+    file </torch_...>: File too large"."""
+    raised = RuntimeError(
+        "Caught RuntimeError in DataLoader worker process 0.\nOriginal Traceback (most recent call last):\n"
+        '  File "worker.py", line 1\nRuntimeError: unable to resize file </torch_1_2_0> to the right size: File too '
+        "large (27)"
+    )
+    refused = pytest.raises(DataError, match=r"^a data loader worker could not pass its batch through shared memory")
+    with refused, DigitsDataModule(image_size=8, batch_size=4).dead_workers_named():
+        raise raised

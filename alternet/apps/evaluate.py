@@ -400,7 +400,7 @@ def short_name(source: str) -> str:
 def write_comparison(reports: list[EvaluationReport], path: Path) -> Path:
     rows = []
     for report in reports:
-        row = {"checkpoint": report.checkpoint, "model": report.model} | report.test
+        row = {"checkpoint": report.checkpoint, "model": report.model, "data": report.data} | report.test
         if report.robustness:
             summary = report.robustness.summary
             row |= {"robustness": summary.robustness, "robustness_source": report.robustness.source, "mce": summary.mce}

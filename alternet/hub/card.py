@@ -58,8 +58,9 @@ def _data_section(config: dict[str, Any]) -> list[str]:
     data, cfg, info = config["alternet"]["data"], config["pretrained_cfg"], config["alternet"]
     names = config["label_names"]
     labels = info["label_names_note"] or f"from the data set ({_join(names[:10])}{', ...' if len(names) > 10 else ''})"
+    part = f" (trained on a seeded {data['subset']:g} of its training split: data.subset)" if data.get("subset") else ""
     return [
-        f"- Data set: {data['name']}, {config['num_classes']} classes",
+        f"- Data set: {data['name']}, {config['num_classes']} classes{part}",
         f"- Input: {'x'.join(str(v) for v in cfg['input_size'])}, normalised with mean {_join(cfg['mean'])}, "
         f"std {_join(cfg['std'])}",
         f"- Label names: {labels}",

@@ -223,7 +223,8 @@ def export_config(
     ``num_classes``, ``num_features``, ``global_pool``, ``label_names``, ``model_args``, ``pretrained_cfg``), so
     ``local-dir:`` and ``hf-hub:`` loads read it as one of timm's own, plus an ``alternet`` section describing
     training and results (from the run's ``summary``, when it finished)."""
-    data = opened.hyper_parameters["data"] | {key: run_config["data"].get(key) for key in ("val_size", "split_seed")}
+    recorded = ("val_size", "split_seed", "subset")  # what chose its training images
+    data = opened.hyper_parameters["data"] | {key: run_config["data"].get(key) for key in recorded}
     description = description or f"{opened.architecture} trained on {data['name']} with alternet"
     pool = global_pool(model)
     return {
@@ -246,7 +247,14 @@ def export_config(
             "data": {k: data.get(k) for k in ("name", "num_classes", "image_size", "mean", "std", "val_size")}
             | {
                 k: data[k]
-                for k in ("split_seed", "train_listing", "crop_pct", "crop_mode", "interpolation")
+                for k in (
+                    "split_seed",
+                    "subset",
+                    "train_listing",
+                    "crop_pct",
+                    "crop_mode",
+                    "interpolation",
+                )
                 if data.get(k) is not None
             },
             "recipe": run_config["recipe"],

@@ -186,7 +186,8 @@ def test_several_checkpoints_and_a_baseline(digits_run, tmp_path, capsys):
     )
     assert "mCE 100.0%" in capsys.readouterr().out  # the best checkpoint against itself
     with open(out / "comparison.csv") as f:
-        assert len(list(csv.DictReader(f))) == 2
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 2 and {row["data"] for row in rows} == {"digits"}  # the data set each was scored on
 
 
 def test_truncated_checkpoint_is_named(digits_run, tmp_path, monkeypatch, capsys):

@@ -423,3 +423,11 @@ def test_an_export_whose_config_says_no_class_count_is_one_line(run, tmp_path):
     (edited / "config.json").write_text(json.dumps(config | {"num_classes": "ten"}))
     with pytest.raises(CheckpointError, match=r"config\.json says num_classes='ten', not a class count"):
         hub.load(edited)
+
+
+def test_the_card_says_a_model_trained_on_a_subset_of_its_data(run):
+    """An export of a data.subset=0.02 run read "Data set: cifar100" alone."""
+    config = json.loads((export_of(run) / "config.json").read_text())
+    assert "subset" not in config["alternet"]["data"] and "data.subset" not in model_card(config)
+    config["alternet"]["data"]["subset"] = 0.02
+    assert "classes (trained on a seeded 0.02 of its training split: data.subset)" in model_card(config)

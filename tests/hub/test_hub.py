@@ -286,11 +286,12 @@ def test_linear_probe_from_a_pretrained_backbone_beats_its_new_head(pretrained, 
     control = train(compose_train(*probe, output_dir=tmp_path / "control"))  # frozen random backbone
 
     tuned_acc, control_acc = tuned.test["acc"], control.test["acc"]
-    # Relations, not absolute accuracies: measured over seeds 0-3 x {AVX-512 with bf16, AVX2 in fp32} on a Zen 4
-    # (docs/development.md, Thresholds), the probe's accuracy ranged 0.73-0.83 (an absolute 0.8 failed on an AMX
-    # Xeon at 0.797), its error was 0.20-0.42 of the loaded model's, and it beat the frozen random backbone by
-    # 0.63-0.72. The bounds keep a margin of 0.18 and 0.23 below the worst of those draws.
-    assert 1 - tuned_acc < 0.6 * (1 - new_head_acc), (tuned_acc, new_head_acc)
+    # Relations, not absolute accuracies: measured over seeds 0-3 x {AVX-512 with bf16, AVX2 in fp32} on a Zen 5
+    # (docs/development.md, Thresholds; the schedule spanning recipe.epochs, trainer.max_epochs=1 stopping it), the
+    # probe's accuracy ranged 0.86-0.91 (an absolute 0.8 failed on an AMX Xeon at 0.797), its error was 0.15-0.40 of
+    # the loaded model's, and it beat the frozen random backbone by 0.74-0.82. The bounds keep a margin of 0.25 and
+    # 0.34 beyond the worst of those draws, at least the spread between them.
+    assert 1 - tuned_acc < 0.65 * (1 - new_head_acc), (tuned_acc, new_head_acc)
     assert tuned_acc > control_acc + 0.4, (tuned_acc, control_acc)
     final = torch.load(tuned.last_checkpoint)["state_dict"]
     for name, parameter in backbone.named_parameters():

@@ -13,6 +13,7 @@ import glob
 import hashlib
 import json
 import math
+import multiprocessing
 import os
 import platform
 import re
@@ -266,13 +267,17 @@ STOPS = frozenset(getattr(signal, name) for name in STOP_SIGNALS if hasattr(sign
 def die_with_parent() -> None:
     """In a worker process (Linux): it is killed when the process that started it ends. A command killed outright
     (SIGKILL, the OOM killer) otherwise left workers running for minutes, writing into its output and holding its
-    folder's lock under the dead command's pid. Elsewhere: nothing."""
+    folder's lock under the dead command's pid. A worker whose parent ended before this call ends at once. (The
+    kernel ties the request to the thread that forked the worker: alternet starts its workers from the main thread.)
+    Elsewhere: nothing."""
     if not sys.platform.startswith("linux"):
         return
-    parent = os.getppid()
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0 and os.getppid() != parent:
-        os._exit(1)  # the parent ended before the request was made
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        return
+    parent = multiprocessing.parent_process()  # its liveness is the parent's own pipe: no race with the fork
+    if parent is not None and not parent.is_alive():
+        os._exit(1)
 
 
 PR_SET_PDEATHSIG = 1  # prctl(2)

@@ -319,10 +319,8 @@ def test_a_worker_ends_with_the_command_that_started_it_and_releases_its_lock(tm
     worker = int(parent.stdout.readline())
     parent.kill()
     parent.wait()
-    for _ in range(100):  # the kernel signals it at once; a few ms to be reaped by init
-        try:
-            os.kill(worker, 0)
-        except ProcessLookupError:
+    for _ in range(100):  # the kernel signals it at once; dead, it may stay a zombie until something reaps it
+        if not _alive(worker):
             break
         time.sleep(0.05)
     else:
@@ -354,3 +352,12 @@ def test_a_yaml_file_that_does_not_parse_is_named_in_one_line(tmp_path):
     with pytest.raises(files.AlternetError, match=r"config\.yaml is unreadable or not valid YAML: .*line \d+") as error:
         files.read_yaml(path)
     assert "\n" not in str(error.value)
+
+
+def _alive(pid: int) -> bool:
+    """Running or sleeping: not gone, and not a zombie (dead, not yet reaped by its new parent)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

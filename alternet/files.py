@@ -211,9 +211,11 @@ def through_links(out: Path, what: str, where: str = "", error: type[Exception] 
     """``out`` with a link in it followed to the folder it names, so a command writes into that folder (a whole
     folder put in a link's place replaced the link, and the output never reached its target); a link to nothing,
     or one that leads back to itself, raises ``error`` in one line."""
+    linked = False
     for path in [*reversed(out.parents), out]:
         if not path.is_symlink():
             continue
+        linked = True
         try:
             path.resolve(strict=True)
         except FileNotFoundError:
@@ -223,8 +225,7 @@ def through_links(out: Path, what: str, where: str = "", error: type[Exception] 
             ) from None
         except (RuntimeError, OSError):  # a loop of links (RuntimeError before Python 3.13)
             raise error(f"{what} {out} cannot be made: {path} is a link that leads back to itself{where}") from None
-        return out.resolve()
-    return out
+    return out.resolve() if linked else out
 
 
 def stale_temporaries(directory: Path) -> list[Path]:

@@ -341,7 +341,11 @@ def test_an_output_through_a_link_is_written_into_the_folder_it_names(tmp_path):
     (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
     (tmp_path / "loop1").symlink_to(tmp_path / "loop2")
     (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
-    for where, message in [("dangling", "is a link to .*nowhere, which does not exist"), ("loop1/x", "leads back")]:
+    (tmp_path / "target" / "inner").symlink_to(tmp_path / "loop1")  # a good link, then a loop below it
+    (tmp_path / "target" / "gone").symlink_to(tmp_path / "nowhere")
+    cases = [("dangling", "is a link to .*nowhere, which does not exist"), ("loop1/x", "leads back")]
+    cases += [("link/inner/x", "leads back"), ("link/gone/x", "is a link to .*nowhere, which does not exist")]
+    for where, message in cases:
         with pytest.raises(WriteError, match=rf"^output .* cannot be made: .* {message}"):
             files.check_output_dir(tmp_path / where, "output", lambda _: False, "ours")
 

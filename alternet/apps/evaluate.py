@@ -147,11 +147,14 @@ def check_classes(datamodule: ImageDataModule, source: Source) -> None:
             )
 
 
-def check_holdout(datamodule: ImageDataModule, source: Source) -> None:
-    """Where validation (and so test, without a test/ folder) is a hold-out of train/: drawn again only from the
-    listing the run drew it from (a grown or thinned folder would put training images among the scored ones)."""
+def check_holdout(datamodule: ImageDataModule, source: Source, temperature_scaling: bool) -> None:
+    """Where the evaluation reads a hold-out of train/ (as its test split, without a test/ folder, or to fit a
+    temperature on): drawn again only from the listing the run drew it from (a grown or thinned folder would put
+    training images among the ones it reads)."""
     if not getattr(datamodule, "holds_out_of_train", False):
         return
+    if not (datamodule.test_is_validation or temperature_scaling):
+        return  # its test/ folder alone is scored
     recorded = source.hyper_parameters.get("data") or {}
     listing = recorded.get("train_listing")
     if listing and recorded.get("name") == datamodule.name and datamodule.facts().train_listing != listing:
@@ -238,7 +241,7 @@ def evaluate_model(
     data = data_config(evaluation_data(config, source, set(set_keys)))
     datamodule = build_datamodule(data, batch_size=config.batch_size, augment=recipe and recipe.augment, seed=0)
     check_classes(datamodule, source)
-    check_holdout(datamodule, source)
+    check_holdout(datamodule, source, config.calibration.temperature_scaling)
     datamodule.setup()
     if config.analysis:
         check_data(parse_configs(list(config.analysis), config.analysis), datamodule, recipe)

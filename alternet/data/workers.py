@@ -294,7 +294,9 @@ _DEAD_WORKER = re.compile(
 
 
 # torch's errors where shared memory cannot hold a worker's batch (its file there cannot grow)
-_SHARED_MEMORY = re.compile(r"unable to (?:resize|write to) file <?/?torch_|No space left on device.*shm|/dev/shm")
+_SHARED_MEMORY = re.compile(
+    r"unable to (?:resize|write to) file <?/?torch_|out of shared memory|insufficient shared memory"
+)
 
 
 def one_line_reason(error: BaseException) -> str:

@@ -115,7 +115,7 @@ def open_source(source: str | Path, *, ema: bool = False) -> Source:
         except CheckpointError as error:
             if run is None or not path.is_dir():  # a file named by the user: theirs to choose another
                 raise
-            beside = intact_beside(checkpoint, "pass the newest for the run's final weights: {}")
+            beside = intact_beside(checkpoint, "pass one of them by its path instead (the newest: {})")
             raise CheckpointError(f"{error}; {beside}") from None
     raise CheckpointError(f"{source} does not exist: expected {KINDS}")
 

@@ -191,7 +191,7 @@ def _check_no_twins(runs: list[Run], sweep_dir: Path) -> None:
     """Refuse two jobs of the same overrides and seed: a copy of one (or one job twice) would count its seed
     twice. (Runs of different data sets are warned about where the variants are built.)"""
     seen: dict[tuple, Run] = {}
-    for run in runs:
+    for run in (run for run in runs if run.job.overrides_file.is_file()):  # without one, no settings to compare
         twin = seen.setdefault(tuple(sorted(run.overrides.items())), run)
         if twin is not run:
             raise ConfigValueError(

@@ -55,6 +55,8 @@ def _moved(state: dict[str, Any], saved: Path, now: Path) -> dict[str, Any]:
     state["best_k_models"] = {here(k): v for k, v in (state.get("best_k_models") or {}).items() if here(k)}
     if not state["best_model_path"]:
         state["best_model_score"] = None
+    if not state["kth_best_model_path"]:
+        state.pop("kth_value", None)  # Lightning's own start value, as for a run with no checkpoint yet
     return state
 
 

@@ -684,3 +684,6 @@ def test_a_generated_file_replaced_since_is_generated_again_or_refused(tmp_path:
         load_cifar_c(tmp_path, NAMES)
     generate_cifar_c(clean, labels, tmp_path, corruptions=NAMES, seed=0, workers=1)  # made again
     assert first.read_bytes() == own and load_cifar_c(tmp_path, NAMES).corruptions == tuple(NAMES)
+    np.save(tmp_path / "labels.npy", np.ones(8, int))  # the labels every score reads
+    with pytest.raises(DataError, match=r"labels\.npy no longer holds what was generated"):
+        load_cifar_c(tmp_path, NAMES)

@@ -546,6 +546,10 @@ def test_an_evaluation_draws_the_hold_out_again_only_from_the_listing_it_was_dra
     scaled = [*evaluated, "calibration.temperature_scaling=true", f"hydra.run.dir={tmp_path}/e3"]
     code, _ = run_main("evaluate.py", scaled, monkeypatch, capsys)
     assert code.startswith("error: calibration.temperature_scaling fits the temperature on the validation split")
+    make_image_folder(root, per_class=2, splits={"test": 2}, odd_formats=False)  # a test/ folder of its own
+    shutil.copy(image, image.with_name("added.JPEG"))  # train/ changed: its hold-out is not read, test/ alone
+    code, _ = run_main("evaluate.py", [*evaluated, f"hydra.run.dir={tmp_path}/e5"], monkeypatch, capsys)
+    assert code == "0", code
 
 
 def test_shards_missing_a_chunk_are_refused_when_opened(image_shards, tmp_path):

@@ -443,3 +443,7 @@ def test_a_copied_job_inside_the_sweep_is_refused_not_counted_twice(sweep, tmp_p
     with pytest.raises(ConfigValueError, match=r"jobs 2 and 2_bak ran the same overrides and seed .* move one"):
         build_report(copy, wandb=False)
     assert not (copy / "report").exists()
+    shutil.rmtree(copy / "2_bak")
+    for job in ("0", "1", "2", "3"):  # no job records its overrides (hydra.output_subdir=null): none is a twin
+        shutil.rmtree(copy / job / ".hydra")
+    assert build_report(copy, tmp_path / "unrecorded", wandb=False)["variants"]

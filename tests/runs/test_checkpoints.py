@@ -259,6 +259,6 @@ def test_a_run_whose_best_checkpoint_is_truncated_names_the_intact_ones(digits_s
     best.write_bytes(best.read_bytes()[: best.stat().st_size // 2])
     with pytest.raises(
         CheckpointError,
-        match=r"is truncated: .*; intact beside it: last\.ckpt; pass the newest for the run.s final weights: ",
+        match=r"is truncated: .*; intact beside it: last\.ckpt; pass one of them by its path instead \(the newest: ",
     ):
         open_source(copy)

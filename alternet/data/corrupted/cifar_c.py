@@ -127,23 +127,21 @@ def load_cifar_c(
             f"{root} lists no complete {', '.join(unlisted)} in its {MANIFEST} (a generation stopped before it); "
             "generate it again (alternet cifar-c, or an evaluation with this directory as robustness.cache_dir)"
         )
-    changed = [
-        f"{name}.npy"
-        for name in wanted
-        if manifest and not _holds_what_was_written(root / f"{name}.npy", manifest["files"][f"{name}.npy"])
-    ]
-    if changed:
-        raise DataError(
-            f"{root}: {', '.join(changed)} no longer holds what was generated (its bytes differ from {MANIFEST}'s "
-            "digest: replaced or damaged since); generate it again (alternet cifar-c, or an evaluation with this "
-            "directory as robustness.cache_dir)"
-        )
     extras = [
         name
         for name in EXTRA_CORRUPTIONS
         if name not in wanted and (root / f"{name}.npy").is_file() and (listed is None or f"{name}.npy" in listed)
     ]
     names = tuple(wanted + extras)
+    entries = (manifest or {}).get("files", {})
+    read = [f"{name}.npy" for name in names] + [LABELS]
+    changed = [name for name in read if name in entries and not _holds_what_was_written(root / name, entries[name])]
+    if changed:
+        raise DataError(
+            f"{root}: {', '.join(changed)} no longer holds what was generated (its bytes differ from {MANIFEST}'s "
+            "digest: replaced or damaged since); generate it again (alternet cifar-c, or an evaluation with this "
+            "directory as robustness.cache_dir)"
+        )
     arrays = {name: _open_images(root / f"{name}.npy", len(severities)) for name in names}
     _check_same_shape(arrays, root)
     rows, *image_shape = next(iter(arrays.values())).shape
@@ -440,11 +438,13 @@ def _reusable_files(out: Path, manifest: Mapping[str, Any] | None, key: Mapping[
 def _holds_what_was_written(path: Path, entry: Mapping[str, Any]) -> bool:
     """The file's bytes are those its manifest entry's digest records (a file copied over another, or damaged, is
     not: it was scored as the corruption it replaced); each file is read once per process and state."""
+    if entry.get("sha256") is None:  # a manifest from before digests were kept: not checked
+        return True
     stat = path.stat()
     key = (str(path), stat.st_size, stat.st_mtime_ns)
     if key not in _DIGESTS:
         _DIGESTS[key] = file_digest(path)
-    return entry.get("sha256") in (None, _DIGESTS[key])  # a manifest from before digests were kept: not checked
+    return entry["sha256"] == _DIGESTS[key]
 
 
 _DIGESTS: dict[tuple[str, int, int], str] = {}
@@ -458,8 +458,10 @@ def _discard_stale(out: Path, manifest: Mapping[str, Any] | None, keep: Mapping[
 
 
 def _file_entry(path: Path) -> dict[str, Any]:
-    """Size and sha256 of a finished file, for the manifest."""
-    return {"bytes": path.stat().st_size, "sha256": file_digest(path)}
+    """Size and sha256 of a finished file, for the manifest (remembered: reading it back hashes it no more)."""
+    stat, digest = path.stat(), file_digest(path)
+    _DIGESTS[(str(path), stat.st_size, stat.st_mtime_ns)] = digest
+    return {"bytes": stat.st_size, "sha256": digest}
 
 
 def _write_manifest(out: Path, manifest: dict[str, Any]) -> None:

@@ -193,11 +193,13 @@ def check_chunks(path: Path, shards: str | Path) -> None:
     """Every chunk the index lists is there, whole (a missing one stopped the run mid-epoch with LitData's
     ``ChunkWaitTimeoutError``, saying it was not a missing object)."""
     index = read_json(path / "index.json", error=DataError)
-    bad = [
-        chunk["filename"]
-        for chunk in index.get("chunks", [])
-        if not (path / chunk["filename"]).is_file() or (path / chunk["filename"]).stat().st_size != chunk["chunk_bytes"]
-    ]
+    sized = not (index.get("config") or {}).get("compression")  # a compressed chunk's index gives its raw size
+
+    def whole(chunk: dict[str, Any]) -> bool:
+        file = path / chunk["filename"]
+        return file.is_file() and (not sized or file.stat().st_size == chunk["chunk_bytes"])
+
+    bad = [chunk["filename"] for chunk in index.get("chunks", []) if not whole(chunk)]
     if bad:
         shown = ", ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
         raise DataError(

@@ -47,7 +47,13 @@ from ..training import (
 from ..training.config import TrainerConfig
 from ..training.loggers import build_loggers, define_best_metrics
 from ..training.optim import scaled_lr
-from ..training.resume import SamplingRecord, check_resume_batch, check_resume_settings, sampling
+from ..training.resume import (
+    SamplingRecord,
+    check_resume_batch,
+    check_resume_settings,
+    sampling,
+    warn_earlier_schedule,
+)
 from ..training.stopping import lightning_ctrl_c_raised
 from .after_training import evaluate_after_training, export_after_training
 from .checks import validate_train_config
@@ -100,6 +106,8 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
     for key, (before, now) in changes.items():
         rescaled = f"the restored learning rates and schedule are rescaled by {now / before:g}"
         print(f"resuming with {key} {before} -> {now}: {rescaled}", file=sys.stderr, flush=True)
+    if resume:
+        warn_earlier_schedule(resume, header, owner.recorded_config() if owner else None)
     step = int(header.get("global_step", 0)) if resume else None
     if lock is not None:
         check_fresh_run_dir(run, resume is not None, typed.reuse_run_dir, asked_last=typed.ckpt_path == "last")

@@ -38,7 +38,7 @@ from .config import ProgressiveResizeConfig, RecipeConfig
 from .display import Hits, RunningLoss
 from .guard import NonFiniteGuard, fused_optimizer_supported, uses_grad_scaler
 from .optim import build_optimizer, build_scheduler, rescale_learning_rates, scaled_lr
-from .resume import BATCH_KEY, CLEAN_KEY
+from .resume import BATCH_KEY, CLEAN_KEY, SCHEDULE_KEY
 from .step import WholeStep, ema_update_
 
 
@@ -136,6 +136,7 @@ class ClassificationModule(L.LightningModule):
         checkpoint[DIGEST_KEY] = weights_digest(checkpoint["state_dict"])
         checkpoint[BATCH_KEY] = self.batch_factors  # a resume on another global batch is refused (training.resume)
         checkpoint[CLEAN_KEY] = self.train_clean  # the run's summary after a resume that trains no further epoch
+        checkpoint[SCHEDULE_KEY] = self.recipe.epochs  # what its schedule spans (training.resume)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """A resumed run may change ``recipe.optimizer.lr`` (:data:`alternet.training.resume.APPLIED_ON_RESUME`):

@@ -8,6 +8,7 @@ for :data:`APPLIED_ON_RESUME`, which the module applies to the restored state an
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import replace
 from typing import Any
 
@@ -18,7 +19,7 @@ from ..architectures.config import ModelConfig, model_config
 from ..data.augment import AugmentConfig
 from ..data.config import DataConfig
 from ..data.registry import DATAMODULES
-from ..errors import CheckpointError, ConfigValueError
+from ..errors import AlternetWarning, CheckpointError, ConfigValueError
 from ..runs.weights import saved_hyperparameters
 from ..typed import Section, build
 from .config import RecipeConfig
@@ -102,6 +103,23 @@ def check_resume_settings(
 
 BATCH_KEY = "global_batch"  # in Lightning checkpoints: [per-device batch, processes, accumulated batches]
 CLEAN_KEY = "train_clean"  # in Lightning checkpoints: the last epoch's train_clean/* values
+SCHEDULE_KEY = "schedule_epochs"  # in Lightning checkpoints: the epochs its learning-rate schedule spans
+
+
+def warn_earlier_schedule(checkpoint: str, header: dict[str, Any], recorded: dict[str, Any] | None) -> None:
+    """A checkpoint saved before the schedule spanned ``recipe.epochs`` (it spanned ``trainer.max_epochs``): where
+    its run stopped early by ``trainer.max_epochs``, the resumed learning rate follows another curve; said."""
+    if SCHEDULE_KEY in header or not recorded:
+        return
+    stopped, epochs = (recorded.get("trainer") or {}).get("max_epochs"), (recorded.get("recipe") or {}).get("epochs")
+    if stopped and epochs and stopped != epochs:
+        warnings.warn(
+            f"{checkpoint} was saved by an earlier alternet, whose learning-rate schedule spanned trainer.max_epochs="
+            f"{stopped}; it now spans recipe.epochs={epochs}, so the resumed run's learning rate follows another "
+            "curve than the one it trained on",
+            AlternetWarning,
+            stacklevel=2,
+        )
 
 
 def check_resume_batch(checkpoint: str, header: dict[str, Any], batch: list[int]) -> None:

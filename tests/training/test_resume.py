@@ -436,3 +436,20 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
     with path.open(newline="") as file:
         return [{k: v for k, v in row.items() if v} for row in csv.DictReader(file)]
+
+
+def test_a_checkpoint_of_the_earlier_schedule_stopped_early_is_said_to_resume_on_another_curve(tmp_path):
+    """Saved before the schedule spanned recipe.epochs, a run stopped by trainer.max_epochs had compressed its
+    cosine into those epochs; resumed, its learning rate jumps onto the recipe's curve: said, not silent."""
+    from alternet.errors import AlternetWarning
+    from alternet.training.resume import SCHEDULE_KEY
+
+    common = [*FAST, "recipe.epochs=3", "data.val_size=0"]
+    train(compose_train(*common, "trainer.max_epochs=1", output_dir=tmp_path))
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    checkpoint = torch.load(last, weights_only=True)
+    assert checkpoint[SCHEDULE_KEY] == 3
+    del checkpoint[SCHEDULE_KEY]  # as an earlier alternet saved it
+    torch.save(checkpoint, last)
+    with pytest.warns(AlternetWarning, match=r"spanned trainer.max_epochs=1; it now spans recipe.epochs=3"):
+        train(compose_train(*common, "trainer.max_epochs=2", "ckpt_path=last", output_dir=tmp_path))

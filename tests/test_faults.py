@@ -867,3 +867,19 @@ def test_a_loader_worker_that_dies_while_evaluate_scores_is_reported_by_its_samp
     assert read_from(worker_death("alternet.data.files.images", str(fatal), "always", "evaluate.py", arguments)) == str(
         fatal
     )
+
+
+def test_sigterm_where_lightning_answers_it_names_sigterm_on_the_stop_line(tmp_path, monkeypatch, capsys):
+    """A SIGTERM during testing ended on the line for SIGINT (Lightning's loops raise SIGTERMException there)."""
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+    def terminated(self, *args, **kwargs):
+        self.trainer._signal_connector.received_sigterm = True  # what Lightning's SIGTERM handler sets
+        raise SIGTERMException
+
+    run_dir = tmp_path / "run"
+    arguments = [*FAST, "evaluate.after_training=false", f"hydra.run.dir={run_dir}"]
+    with monkeypatch.context() as patch:
+        patch.setattr("alternet.training.module.ClassificationModule.test_step", terminated)
+        code, _ = run_main("train.py", arguments, monkeypatch, capsys)
+    assert code.startswith("error: stopped by SIGTERM outside the training steps") and "ckpt_path=last" in code

@@ -45,6 +45,8 @@ TRAINING_INTERRUPTED = (
     "stopped by SIGINT outside the training steps (set-up, testing, or between a sweep's jobs); the checkpoints and "
     "finished runs already written are kept: run the same command with ckpt_path=last to continue"
 )
+# SIGTERM where Lightning answers it (testing, the sanity check): its loops raise SIGTERMException there
+TRAINING_TERMINATED = TRAINING_INTERRUPTED.replace("SIGINT", "SIGTERM", 1)
 EVALUATION_INTERRUPTED = (
     "stopped by SIGINT; an evaluation's files land together at its end, so the output folder holds the earlier "
     "scores, or this evaluation's complete ones if it got that far: run the same command to score again"
@@ -155,12 +157,15 @@ def ctrl_c_noted() -> Iterator[NotedCtrlC]:
 def lightning_ctrl_c_raised(trainer: L.Trainer) -> Iterator[None]:
     """Lightning answers Ctrl-C inside ``fit`` or ``test`` where the pre-emption callback does not hold SIGINT (set-up,
     the sanity check, testing) with its own line and ``sys.exit(1)``; raise it on as the KeyboardInterrupt it was,
-    so the command ends on its one-line stop message with the way to continue (:data:`TRAINING_INTERRUPTED`)."""
+    so the command ends on its one-line stop message with the way to continue (:data:`TRAINING_INTERRUPTED`; a
+    SIGTERM there, which Lightning's loops answer the same way, on :data:`TRAINING_TERMINATED`)."""
     try:
         yield
     except SystemExit:
         if not trainer.interrupted:
             raise
+        if getattr(trainer, "received_sigterm", False):  # Lightning's own SIGTERM stop, not a Ctrl-C
+            exit_with_error(TRAINING_TERMINATED)
         raise KeyboardInterrupt from None
 
 

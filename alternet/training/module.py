@@ -412,7 +412,7 @@ class ClassificationModule(L.LightningModule):
         groups = self._parameter_groups(opt_cfg.weight_decay)
         fused = fused_optimizer_supported(self.device, self.trainer.precision)  # lets the guard skip on the device
         optimizer = build_optimizer(groups, opt_cfg, lr, fused=fused, stepped=self.whole_step is not None)
-        steps_per_epoch = self._steps_per_epoch(int(self.trainer.max_epochs))
+        steps_per_epoch = self._steps_per_epoch()
         scheduler = build_scheduler(  # over the recipe's epochs: trainer.max_epochs only stops the run (it may resume)
             optimizer,
             recipe.schedule,
@@ -433,13 +433,16 @@ class ClassificationModule(L.LightningModule):
         """The global batch's factors: the per-device batch, the processes, the accumulated batches."""
         return [self.recipe.batch_size, self.trainer.world_size, self.trainer.accumulate_grad_batches]
 
-    def _steps_per_epoch(self, epochs: int) -> int:
+    def _steps_per_epoch(self) -> int:
         """Optimizer steps per epoch, from the data module's batch count when it knows it: reading
         ``trainer.estimated_stepping_batches`` here would build the train loader before a resumed run restores the
-        loader's position, and Lightning would then silently drop that position (Lightning issue #20550)."""
+        loader's position, and Lightning would then silently drop that position (Lightning issue #20550). Another
+        data module's loader is counted by Lightning (``trainer.max_steps`` caps the run, not an epoch)."""
         datamodule = getattr(self.trainer, "datamodule", None)
         if datamodule is None or not hasattr(datamodule, "train_batches"):
-            return max(1, self.trainer.estimated_stepping_batches // epochs)
+            _ = self.trainer.estimated_stepping_batches  # sets the training loader up, which counts its batches
+            batches = self.trainer.num_training_batches
+            return max(1, math.ceil(batches / self.trainer.accumulate_grad_batches)) if math.isfinite(batches) else 1
         batches = datamodule.train_batches()
         limit = self.trainer.limit_train_batches
         if isinstance(limit, int):

@@ -358,3 +358,26 @@ def test_a_progressive_size_the_model_cannot_run_is_refused_before_training(sett
     with pytest.raises(ConfigValueError, match=re.escape(message)):
         train(compose_train(*FAST, f"recipe.progressive_resize={setting}", output_dir=tmp_path / "run"))
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_a_module_fit_on_plain_loaders_spans_the_recipes_epochs_whatever_max_steps_stops():
+    """Without alternet's data module the steps per epoch came from Lightning's estimate divided by max_epochs: with
+    max_steps capping the run, 3 // 10 steps an epoch, so the cosine ended after 10 steps instead of 80."""
+    import lightning as L
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from alternet.dataset_facts import DataFacts
+
+    config = typed("recipe.epochs=10", "recipe.warmup_epochs=0")
+    module = ClassificationModule(config.model, config.recipe, DataFacts("digits", 10, 16, (0.5,) * 3, (0.5,) * 3))
+    loader = DataLoader(TensorDataset(torch.randn(64, 3, 16, 16), torch.randint(0, 10, (64,))), batch_size=8)
+    quiet = {
+        "logger": False,
+        "enable_checkpointing": False,
+        "enable_progress_bar": False,
+        "enable_model_summary": False,
+    }
+    trainer = L.Trainer(max_steps=3, max_epochs=10, accelerator="cpu", **quiet)
+    trainer.fit(module, train_dataloaders=loader)
+    factor = trainer.lr_scheduler_configs[0].scheduler.lr_lambdas[0]
+    assert factor(79) > 0 and factor(80) == 0.0  # 8 batches an epoch, 10 epochs

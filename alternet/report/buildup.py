@@ -7,7 +7,6 @@ the earlier stage if it improves; else move on to the stages before it. The tabl
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,20 +22,15 @@ from .verdicts import Summary
 IMPROVES, WORSE, INCONCLUSIVE = "improves", "worse", "inconclusive"
 
 
-def _last(run: Run, key: str) -> float | None:
-    values = run.curves.get(key) or []
-    return float(values[-1]) if values and math.isfinite(values[-1]) else None
-
-
 def _val_error(run: Run) -> float | None:
-    accuracy = _last(run, "val/acc")
+    accuracy = run.last("val/acc")
     return None if accuracy is None else 1.0 - accuracy
 
 
 # what a search may decide on: the last epoch's validation metric (lower is better), never the test split's
 METRICS: dict[str, tuple[str, Callable[[Run], float | None]]] = {
     "error": ("validation error", _val_error),
-    "nll": ("validation NLL", lambda run: _last(run, "val/nll")),
+    "nll": ("validation NLL", lambda run: run.last("val/nll")),
 }
 
 

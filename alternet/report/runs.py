@@ -58,7 +58,11 @@ class Run:
     def train_nll_epoch(self) -> float | None:
         """The last epoch's HDVW training NLL (``train/nll_epoch``: the mean training loss over its augmented, mixed
         batches), None when the run did not log it."""
-        values = self.curves.get("train/nll_epoch") or []
+        return self.last("train/nll_epoch")
+
+    def last(self, key: str) -> float | None:
+        """The last epoch's value of a logged curve (``val/acc``...), None when not logged or not finite."""
+        values = self.curves.get(key) or []
         return float(values[-1]) if values and math.isfinite(values[-1]) else None
 
     def test_correct(self) -> np.ndarray | None:

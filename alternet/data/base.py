@@ -248,6 +248,11 @@ class ImageDataModule(L.LightningDataModule):
         self.image_size = image_size
         self.mean = tuple(self.default_mean if mean is None else mean)
         self.std = tuple(self.default_std if std is None else std)
+        if len(self.mean) != 3 or len(self.std) != 3:  # a data set's own defaults (data.mean/std are checked as set)
+            raise DataError(
+                f"{self.name}: default_mean {self.mean} and default_std {self.std} must be 3 values each, one per RGB "
+                "channel (its images are RGB: a grey data set repeats its one value)"
+            )
         self.batch_size = int(batch_size)
         self.eval_batch_size = int(eval_batch_size)
         self.num_workers = num_workers

@@ -201,3 +201,50 @@ def test_the_digits_test_split_is_the_same_whatever_split_seed():
     first.setup(), other.setup()
     np.testing.assert_array_equal(first.splits["test"].images, other.splits["test"].images)
     assert not np.array_equal(first.splits["val"].images, other.splits["val"].images)
+
+
+def _blobs(images: np.ndarray, labels: np.ndarray, test: tuple | None = None, mean=(0.5,) * 3):
+    """A user's in-memory data set (docs/training.md) whose load_split gives these arrays."""
+    from alternet.data import ArrayDataModule
+
+    class Blobs(ArrayDataModule):
+        name, num_classes = "blobs", 3
+        default_mean, default_std = mean, (0.25,) * 3
+
+        def load_split(self, train):
+            return (images, labels) if train or test is None else test
+
+    return Blobs(image_size=16, batch_size=4)
+
+
+GOOD = (np.zeros((12, 16, 16, 3), np.uint8), np.arange(12) % 3)
+
+
+@pytest.mark.parametrize(
+    ("arrays", "message"),
+    [
+        (
+            (GOOD[0].astype(np.float32) / 255, GOOD[1]),
+            r"float32 images of shape \(12, 16, 16, 3\); it must give uint8",
+        ),
+        ((GOOD[0].transpose(0, 3, 1, 2), GOOD[1]), r"uint8 images of shape \(12, 3, 16, 16\)"),
+        ((GOOD[0][..., 0], GOOD[1]), r"uint8 images of shape \(12, 16, 16\)"),
+        ((GOOD[0], GOOD[1] + 1), r"labels in \[1, 3\]; they must lie in \[0, 2\] for its 3 classes"),
+        ((GOOD[0], GOOD[1] - 1), r"labels in \[-1, 1\]"),
+        ((GOOD[0], GOOD[1] * 0.5), r"labels of shape \(12,\) and dtype float64"),
+    ],
+)
+def test_what_a_users_load_split_gives_is_checked_before_any_work(arrays, message):
+    """Float images were divided by 255 again and trained to chance in silence; the others failed mid-run in a
+    traceback (or with advice about the validation hold-out)."""
+    with pytest.raises(DataError, match=rf"^blobs: load_split\(train=True\) gave {message}"):
+        _blobs(*arrays).setup()
+
+
+def test_a_test_split_of_another_size_or_a_grey_mean_is_refused_before_any_work():
+    small = (np.zeros((6, 12, 16, 3), np.uint8), np.arange(6) % 3)
+    with pytest.raises(DataError, match=r"train=False\) gave 12x16 images where the training split's are 16x16"):
+        _blobs(*GOOD, test=small).setup()
+    with pytest.raises(DataError, match=r"^blobs: default_mean \(0.5,\) and default_std .* must be 3 values each"):
+        _blobs(*GOOD, mean=(0.5,))
+    _blobs(*GOOD, test=GOOD).setup()  # as documented: fine

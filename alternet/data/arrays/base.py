@@ -79,7 +79,7 @@ class ArrayDataModule(ImageDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
             return
-        images, labels = self.load_split(train=True)
+        images, labels = self._checked(*self.load_split(train=True), train=True)
         self.stored_size = images.shape[1]  # CIFAR's 32 px whatever data.image_size asks: resized image by image
         n_val = split_size(self.val_size, len(images))
         order = np.random.default_rng(self.split_seed).permutation(len(images))
@@ -95,8 +95,38 @@ class ArrayDataModule(ImageDataModule):
         if self.train_clean_size:
             clean = train_idx[self._train_clean_mask(labels[train_idx])]
             self.splits["train_clean"] = ArrayDataset(images[clean], labels[clean], eval_transform, evaluate)
-        test_images, test_labels = self.load_split(train=False)
+        test_images, test_labels = self._checked(*self.load_split(train=False), train=False, size=images.shape[1:3])
         self.splits["test"] = ArrayDataset(test_images, test_labels, eval_transform, evaluate)
+
+    def _checked(
+        self, images: np.ndarray, labels: np.ndarray, *, train: bool, size: tuple[int, ...] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """What :meth:`load_split` gave, refused in one line before any work where it is not uint8 (N, H, W, 3)
+        images (of the training split's size) and N integer labels of the data set's classes: float images were
+        divided by 255 once more and trained to chance, others failed mid-run in a traceback or a wrong advice."""
+        images, labels = np.asarray(images), np.asarray(labels)
+        given = f"{self.name}: load_split(train={train}) gave"
+        if images.dtype != np.uint8 or images.ndim != 4 or images.shape[-1] != 3:
+            raise DataError(
+                f"{given} {images.dtype} images of shape {images.shape}; it must give uint8 RGB images (N, H, W, 3) "
+                "in 0-255, e.g. np.round(x * 255).astype(np.uint8), or np.repeat(grey[..., None], 3, axis=-1)"
+            )
+        if size is not None and images.shape[1:3] != size:
+            raise DataError(
+                f"{given} {images.shape[1]}x{images.shape[2]} images where the training split's are "
+                f"{size[0]}x{size[1]}: give every split one size"
+            )
+        if labels.shape != (len(images),) or not np.issubdtype(labels.dtype, np.integer):
+            raise DataError(
+                f"{given} labels of shape {labels.shape} and dtype {labels.dtype} for {len(images)} images; it must "
+                "give one integer class index per image"
+            )
+        if len(labels) and (labels.min() < 0 or labels.max() >= self.num_classes):
+            raise DataError(
+                f"{given} labels in [{labels.min()}, {labels.max()}]; they must lie in [0, {self.num_classes - 1}] "
+                f"for its {self.num_classes} classes (num_classes)"
+            )
+        return images, labels
 
     def _batch_pipelines(self, images: np.ndarray) -> tuple[BatchPipeline | None, BatchPipeline | None]:
         """(evaluation, training) :class:`BatchPipeline`: where the images are stored at the training size, and for

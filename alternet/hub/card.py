@@ -183,14 +183,22 @@ def _usage_section(config: dict[str, Any], repo_id: str | None) -> list[str]:
     name, classes = config["architecture"], config["num_classes"]
     hub = repo_id or PLACEHOLDER_REPO
     pushed = [] if repo_id else ["# once pushed with `alternet push path/to/export USER/REPO`"]
-    return [
-        "```python",
+    timm_lines = [
         "import timm",
         "import alternet.models  # registers alternet's architectures with timm: import it before create_model",
         *pushed,
         f'model = timm.create_model("hf-hub:{hub}", pretrained=True)',
         'model = timm.create_model("local-dir:path/to/export", pretrained=True)  # a downloaded copy',
         "",
+    ]
+    if not config["alternet"].get("timm_loads", True):  # a user's model function: timm would not load its weights
+        timm_lines = [
+            f'# {name} is your own model: timm.create_model("local-dir:...") builds it with your function, which',
+            "# loads no weights unless it is built with timm's build_model_with_cfg; load it with alternet.hub:",
+        ]
+    return [
+        "```python",
+        *timm_lines,
         "import alternet.hub",
         'model = alternet.hub.load("path/to/export")               # or num_classes=N for a new head',
         'features = alternet.hub.load("path/to/export", features_only=True)  # per-stage feature maps',

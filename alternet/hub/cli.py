@@ -77,11 +77,16 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet") -> None:
 
 
 def _export(args: argparse.Namespace) -> None:
-    from .exporting import export  # deferred: --help answers at once
+    from ..files import read_json
+    from .exporting import CONFIG_FILE, export  # deferred: --help answers at once
 
     out = export(args.source, args.out, ema=args.ema)
     print(f"Exported {args.source} to {out}: model.safetensors, config.json, README.md")
-    print(f'Load: alternet.hub.load("{out}") or timm.create_model("local-dir:{out}", pretrained=True)')
+    timm_loads = read_json(out / CONFIG_FILE)["alternet"].get("timm_loads", True)
+    print(
+        f'Load: alternet.hub.load("{out}")'
+        + (f' or timm.create_model("local-dir:{out}", pretrained=True)' if timm_loads else "")
+    )
 
 
 def _import_hdvw(args: argparse.Namespace) -> None:

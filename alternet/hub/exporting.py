@@ -242,6 +242,9 @@ def export_config(
             "checkpoint": opened.checkpoint.name if opened.checkpoint else None,
             "ema": opened.ema,
             "num_params": sum(p.numel() for p in model.parameters()),
+            # timm's local-dir and hf-hub loading builds the model with its registered function, which loads the
+            # weights where it is built with timm's build_model_with_cfg, as alternet's and timm's own are
+            "timm_loads": type(model).__module__.split(".")[0] in ("alternet", "timm"),
             "label_names_note": label_note,
             "model": opened.hyper_parameters["model"],
             "data": {k: data.get(k) for k in ("name", "num_classes", "image_size", "mean", "std", "val_size")}

@@ -143,7 +143,14 @@ def test_a_users_model_data_callback_and_tensorboard_from_the_command_line(tmp_p
     assert json.loads((tmp_path / "e" / "metrics.json").read_text())["data"] == "blobs"
     exported = alternet_warm(root, "export", str(run), "--out", str(tmp_path / "export"))
     assert exported.returncode == 0, exported.stderr[-3000:]
-    assert json.loads((tmp_path / "export" / "config.json").read_text())["architecture"] == "my_net"
+    config = json.loads((tmp_path / "export" / "config.json").read_text())
+    assert config["architecture"] == "my_net"
+    # its function builds a model without loading weights: timm's local-dir path (a random 1000-class model) is not
+    # offered, on the console or in the card, and alternet.hub.load is
+    assert config["alternet"]["timm_loads"] is False and 'Load: alternet.hub.load("' in exported.stdout
+    assert (
+        "local-dir" not in exported.stdout and "local-dir:path" not in (tmp_path / "export" / "README.md").read_text()
+    )
     # where the recorded modules cannot be imported: refused in one line naming them (in this process, which
     # never had the user's package on its path)
     code, stderr = run_main("evaluate.py", [f"ckpt={run}", f"hydra.run.dir={tmp_path / 'f'}"], monkeypatch, capsys)

@@ -100,6 +100,13 @@ def _checked(args: argparse.Namespace) -> tuple[Settings, Budget]:
     return settings, Budget(args.max_rounds, args.max_hours, args.max_epochs)
 
 
+def _searchpath(option: Path, overrides: list[str]) -> str:
+    """``hydra.searchpath=[...]`` with the search's folder of model options first and the search's own entries
+    after (two ``hydra.searchpath=`` overrides do not merge: the last replaced the first)."""
+    own = [o.split("=", 1)[1].strip().strip("[]") for o in overrides if _key(o) == "hydra.searchpath"]
+    return "hydra.searchpath=[" + ",".join([f"file://{option.parent.parent.resolve()}", *filter(None, own)]) + "]"
+
+
 def _key(override: str) -> str:
     """An override's key (``+key=value``, ``~key``: ``key``)."""
     return override.split("=", 1)[0].lstrip("+~")
@@ -354,7 +361,8 @@ class Search:
         option = self._option_file(chosen)
         lines = _summary(self.settings, rounds, rows, chosen, reason, statistics)
         # the search's other overrides, a model's own (e.g. model.heads) among them; its option and layout are given
-        train = " ".join(o for o in self.settings.overrides if _key(o) not in ("model", LAYOUT))
+        kept = [o for o in self.settings.overrides if _key(o) not in ("model", LAYOUT)]
+        train, beside = " ".join(kept), " ".join(o for o in kept if _key(o) != "hydra.searchpath")
         lines += [
             "",
             f"Chosen layout: `{chosen}`"
@@ -363,8 +371,8 @@ class Search:
             "",
             f"    alternet train model={self._model_option()} model.layout='{chosen}' {train}".rstrip(),
             "",
-            f"or as a model option: `alternet train hydra.searchpath=[file://{option.parent.parent.resolve()}] "
-            f"model=buildup {train}`".rstrip(" ")
+            f"or as a model option: `alternet train {_searchpath(option, self.settings.overrides)} "
+            f"model=buildup {beside}`".rstrip(" ")
             + ".",
         ]
         text = "\n".join(lines) + "\n"

@@ -5,6 +5,7 @@ finished job again, and the layout it keeps trains through ``alternet train``.""
 import csv
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -159,3 +160,15 @@ def test_a_round_starts_only_within_the_budget(tmp_path, budget, number, planned
         _finished_jobs(tmp_path / f"round_{index:02d}", 3, epochs=4, seconds=1000.0)
     search = Search(tmp_path, Settings((), "", 3, "error", 0.05, 3), budget)
     assert search._over_budget(number, planned) == stops
+
+
+def test_the_model_option_command_merges_the_searchs_own_searchpath():
+    """Two hydra.searchpath= overrides do not merge: the printed command lost the search's folder of options (or
+    the user's data set's), and failed with "is not an option"."""
+    from alternet.apps.buildup import _searchpath
+
+    option = Path("/runs/bu1/conf/model/buildup.yaml")
+    assert _searchpath(option, ["data=blobs", "hydra.searchpath=[pkg://my_pkg.conf]"]) == (
+        "hydra.searchpath=[file:///runs/bu1/conf,pkg://my_pkg.conf]"
+    )
+    assert _searchpath(option, ["data=digits"]) == "hydra.searchpath=[file:///runs/bu1/conf]"

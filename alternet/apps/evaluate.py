@@ -89,11 +89,16 @@ def evaluation_data(config: EvaluateConfig, source: Source, set_keys: set[str]) 
         data = {k: v for k, v in trained["data"].items() if k != "loader"}  # the training split's: DALI not needed
     else:
         name = (source.hyper_parameters.get("data") or {}).get("name")
-        if name not in DATAMODULES:
-            records = f" (it records {name!r})" if name else ""
+        if name not in DATAMODULES and name:  # a user's data set, its module not imported
             raise ConfigValueError(
-                f"{source.location} does not say which of alternet's data sets it was trained on{records}: give "
-                f"data=NAME ({', '.join(sorted(DATAMODULES))}), e.g. data=imagenet data.root=DIR"
+                f"{source.location} was trained on {name!r}, which no imported module registers: give the module "
+                f"that registers it and its config option, e.g. imports=[my_pkg.data] "
+                f"hydra.searchpath=[pkg://my_pkg.conf] data={name}"
+            )
+        if name not in DATAMODULES:
+            raise ConfigValueError(
+                f"{source.location} does not say which data set it was trained on: give data=NAME "
+                f"({', '.join(sorted(DATAMODULES))}), e.g. data=imagenet data.root=DIR"
             )
         data = packaged_data(name, config.paths.data_dir)
     if trained is None or config.data:

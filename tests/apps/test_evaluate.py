@@ -527,9 +527,19 @@ def test_a_model_that_records_no_data_set_asks_for_one(hub_cache, tmp_path, monk
     save_for_hf(model, cached_repo(hub_cache, "someone/tiny"), safe_serialization=True)
     args = ["ckpt=hf-hub:someone/tiny", f"hydra.run.dir={tmp_path / 'out'}"]
     code, stderr = run_main("evaluate.py", args, monkeypatch, capsys)
-    assert_one_line_error(
-        code, stderr, "hf-hub:someone/tiny does not say which of alternet's data sets it was trained on"
-    )
+    assert_one_line_error(code, stderr, "hf-hub:someone/tiny does not say which data set it was trained on")
+
+
+def test_a_lone_checkpoint_of_a_users_data_set_asks_for_the_module_that_registers_it(
+    digits_run, tmp_path, monkeypatch, capsys
+):
+    """It said the checkpoint did not say its data set ("it records 'blobs'"), and offered alternet's alone."""
+    checkpoint = torch.load(digits_run / "checkpoints" / "last.ckpt", weights_only=True)
+    checkpoint["hyper_parameters"]["data"]["name"] = "blobs"  # as a run on a user's registered data set saves it
+    torch.save(checkpoint, tmp_path / "lone.ckpt")
+    args = [f"ckpt={tmp_path / 'lone.ckpt'}", f"hydra.run.dir={tmp_path / 'out'}"]
+    code, stderr = run_main("evaluate.py", args, monkeypatch, capsys)
+    assert_one_line_error(code, stderr, "was trained on 'blobs', which no imported module registers: give the module")
 
 
 def test_the_analyses_take_a_timm_model_and_ask_for_its_recipe_where_they_measure_the_training_loss(

@@ -255,6 +255,20 @@ def check_monitor(config: TrainConfig) -> None:
             )
 
 
+def check_extra_monitors(callbacks: list[Any], config: TrainConfig) -> None:
+    """A callback of ``callbacks.extra`` watching a validation or clean-training metric (Lightning's
+    ``EarlyStopping``, ``ModelCheckpoint``...) names one the run logs: a misspelt name was found by Lightning only
+    after the first epoch, in a traceback."""
+    logged = split_metrics(config, "val") + [f"train_clean/{metric}" for metric in SPLIT_KEYS]
+    for index, callback in enumerate(callbacks):
+        monitor = getattr(callback, "monitor", None)
+        if isinstance(monitor, str) and monitor.startswith(("val", "train_clean")) and monitor not in logged:
+            raise ConfigValueError(
+                f"callbacks.extra[{index}] ({type(callback).__name__}) monitors {monitor}, which the run does not log; "
+                f"choose one of {logged}{suggest(monitor, logged)}"
+            )
+
+
 def check_trainer(trainer: TrainerConfig) -> None:
     """``trainer`` against Lightning's own tables: any other argument (``+trainer.KEY=VALUE``) is one of its
     ``Trainer``'s, ``precision`` one it accepts (or ``auto``)."""

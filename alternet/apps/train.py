@@ -56,7 +56,7 @@ from ..training.resume import (
 )
 from ..training.stopping import lightning_ctrl_c_raised
 from .after_training import evaluate_after_training, export_after_training
-from .checks import validate_train_config
+from .checks import check_extra_monitors, validate_train_config
 from .config import TrainConfig
 from .console import end_summary, start_banner
 from .extensions import build_extra
@@ -214,10 +214,9 @@ def _module(config: TrainConfig, facts: DataFacts, pretrained: bool) -> Classifi
 
 
 def _trainer(config: TrainConfig, run: RunDir, datamodule: ImageDataModule, loggers: list[Logger]) -> L.Trainer:
-    extra = [
-        *build_extra(config.callbacks.extra, "callbacks.extra", Callback),
-        SamplingRecord(sampling(config.seed, config.data)),
-    ]
+    extra = build_extra(config.callbacks.extra, "callbacks.extra", Callback)
+    check_extra_monitors(extra, config)  # before the first epoch, where Lightning would find a misspelt name
+    extra.append(SamplingRecord(sampling(config.seed, config.data)))
     try:
         return build_trainer(
             config.trainer,

@@ -190,6 +190,10 @@ def test_a_model_function_that_ignores_num_classes_is_refused_in_one_line():
             ["logger=wandb", "logger.extra=[{_target_:collections.OrderedDict}]"],
             "logger.extra[0] built OrderedDict, not a Lightning Logger",
         ),
+        (  # found by Lightning after the first epoch, in a traceback
+            ["callbacks.extra=[{_target_:lightning.pytorch.callbacks.EarlyStopping,monitor:val/accc,mode:max}]"],
+            "callbacks.extra[0] (EarlyStopping) monitors val/accc, which the run does not log; choose one of",
+        ),
     ],
 )
 def test_bad_extensions_are_one_line(arguments, says, tmp_path, monkeypatch, capsys):

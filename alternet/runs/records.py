@@ -155,9 +155,10 @@ def import_modules(names: Sequence[Any] | None) -> None:
         try:
             importlib.import_module(name)
         except Exception as error:  # whatever the module raises on import: its own code
+            missing = isinstance(error, ModuleNotFoundError) and name.startswith(str(error.name))  # it, or a parent
+            hint = "is its package installed, or its folder on PYTHONPATH?" if missing else "its own code raised it"
             raise ConfigValueError(
-                f"imports: {name} cannot be imported ({type(error).__name__}: {one_line(error)}); is its package "
-                "installed, or its folder on PYTHONPATH?"
+                f"imports: {name} cannot be imported ({type(error).__name__}: {one_line(error)}); {hint}"
             ) from None
 
 

@@ -2,6 +2,8 @@
 
 import subprocess
 
+import pytest
+
 from alternet.runs import records
 
 
@@ -18,3 +20,17 @@ def test_the_code_commit_is_read_once_a_process(monkeypatch):
     assert first["git_commit"] == second["git_commit"] and len(calls) == asked  # git asked once, for both records
     assert calls[0][:2] == ["git", "rev-parse"]
     records.code_commit.cache_clear()
+
+
+def test_an_import_that_fails_says_whether_the_module_is_missing_or_its_own_code_raised(tmp_path, monkeypatch):
+    """A module that imported and then raised (a data set's name taken) was asked whether its package was
+    installed."""
+    from alternet.errors import ConfigValueError
+    from alternet.runs.records import import_modules
+
+    (tmp_path / "raising_module.py").write_text("raise ValueError('the name digits is taken')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigValueError, match=r"\(ValueError: the name digits is taken\); its own code raised it$"):
+        import_modules(["raising_module"])
+    with pytest.raises(ConfigValueError, match=r"\(ModuleNotFoundError: .*\); is its package installed"):
+        import_modules(["no_such_package.data"])

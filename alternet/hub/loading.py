@@ -216,6 +216,8 @@ def build_model(
     classes = 0 if features_only else (opened.num_classes if num_classes is None else num_classes)
     overlay = dict.fromkeys(OTHER_WEIGHTS_KEYS) | opened.pretrained_cfg  # not the registry's weights' test size
     model = create_model(opened.require_architecture(), num_classes=classes, pretrained_cfg_overlay=overlay, **args)
+    if features_only:
+        check_features(model)  # before its weights: a model without features may also take no headless weights
     report = apply_weights(model, opened, strict=strict, new_head_ok=num_classes is not None or features_only)
     if features_only:
         model = as_features(model, out_indices)
@@ -223,14 +225,19 @@ def build_model(
     return model.eval()
 
 
-def as_features(model: nn.Module, out_indices: int | tuple[int, ...] | None = None) -> nn.Module:
-    """The timm feature wrapper of a loaded classifier that ``features_only=True`` builds (one map per stage)."""
+def check_features(model: nn.Module) -> None:
+    """``features_only=True`` needs timm's ``feature_info`` and ``forward_intermediates``: refused in one line."""
     if not hasattr(model, "feature_info") or not hasattr(model, "forward_intermediates"):
         name = (getattr(model, "pretrained_cfg", None) or {}).get("architecture", type(model).__name__)
         raise ConfigValueError(
             f"features_only=True needs a model with timm's feature_info and forward_intermediates, which {name} "
             "lacks; load the classifier with alternet.hub.load and take its features with forward hooks"
         )
+
+
+def as_features(model: nn.Module, out_indices: int | tuple[int, ...] | None = None) -> nn.Module:
+    """The timm feature wrapper of a loaded classifier that ``features_only=True`` builds (one map per stage)."""
+    check_features(model)
     stages = len(model.feature_info)
     indices = stages if out_indices is None else out_indices
     if not (is_integer(indices, 1) and indices <= stages) and (

@@ -685,3 +685,15 @@ def test_a_full_disk_under_the_weights_file_is_one_line(tmp_path):
         resource.setrlimit(resource.RLIMIT_FSIZE, limit)
         signal.signal(signal.SIGXFSZ, handler)
     assert not list(tmp_path.iterdir())
+
+
+def test_features_of_a_model_without_them_are_refused_before_its_weights_are_read():
+    """A user's Sequential: hub.load(features_only=True) blamed its weights ("do not fit ... another layout?")."""
+    from alternet.errors import ConfigValueError
+    from alternet.hub.loading import check_features
+
+    with pytest.raises(
+        ConfigValueError, match=r"^features_only=True needs a model with timm's feature_info .* Sequential"
+    ):
+        check_features(torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3)))
+    check_features(create_model("alternet_tiny", num_classes=0, img_size=16))

@@ -375,6 +375,34 @@ class ImageDataModule(L.LightningDataModule):
                 f"a step; choose recipe.batch_size <= {images}{instead}"
             )
 
+    def check_world(self, world: int) -> None:
+        """With ``world`` processes (known once the Trainer is): each one's share of the training split fills a
+        batch, and every evaluation split gives each one an image. A batch larger than a share trained on fewer
+        images than the learning rate was scaled for (and recorded as the global batch); a split smaller than the
+        processes failed on every rank in a traceback, after training where it was the test split."""
+        if world <= 1:
+            return
+        images = self.train_images()
+        if images is not None and self.batch_size > images // world:
+            raise ConfigValueError(
+                f"recipe.batch_size={self.batch_size} is larger than the {images // world} training images each of the "
+                f"{world} processes gets ({images} in all): the learning rate is scaled for {self.batch_size} images "
+                f"a step on each; choose recipe.batch_size <= {images // world}, or fewer processes"
+            )
+        small = [
+            f"{name} ({len(split)})" for name, split in self.splits.items() if name != "train" and len(split) < world
+        ]
+        if small:
+            raise ConfigValueError(
+                f"the {', '.join(small)} split{'s' * (len(small) > 1)} hold{'s' * (len(small) == 1)} fewer images than "
+                f"the {world} processes, each of which scores its share: give it at least {world} (data.val_size, "
+                "data.train_clean_size, a larger test/ folder), or train on fewer processes"
+            )
+
+    def train_images(self) -> int | None:
+        """How many images the training split holds (None where it is not known before training)."""
+        return len(self.splits["train"])
+
     def train_batches(self) -> int:
         """Batches per epoch on this rank, known without building a loader: the learning-rate schedule needs it
         before a resumed run restores the loader's position (building the loader first would drop it, Lightning

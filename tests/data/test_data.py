@@ -248,3 +248,17 @@ def test_a_test_split_of_another_size_or_a_grey_mean_is_refused_before_any_work(
     with pytest.raises(DataError, match=r"^blobs: default_mean \(0.5,\) and default_std .* must be 3 values each"):
         _blobs(*GOOD, mean=(0.5,))
     _blobs(*GOOD, test=GOOD).setup()  # as documented: fine
+
+
+def test_each_process_needs_a_batch_of_its_share_and_an_image_of_every_evaluation_split():
+    """Under DDP the batch was checked against the whole training split: 31 images a rank trained at batch 48,
+    recorded as a global batch of 96 with its scaled learning rate; a validation split of one failed on every rank."""
+    data = DigitsDataModule(image_size=8, batch_size=700, val_size=180)
+    data.setup()
+    data.check_world(1)
+    with pytest.raises(ConfigValueError, match=r"recipe.batch_size=700 is larger than the 628 training images each of"):
+        data.check_world(2)
+    tiny = DigitsDataModule(image_size=8, batch_size=4, val_size=1)
+    tiny.setup()
+    with pytest.raises(ConfigValueError, match=r"^the val \(1\) split holds fewer images than the 2 processes"):
+        tiny.check_world(2)

@@ -227,6 +227,9 @@ class ImageFolderDataModule(ImageDataModule):
         if (images := shard_images(self.train_shards)) is not None:  # counted from their index: LitData's reader
             self.check_batch(images)  # is opened inside the run, where it reads its ranks
 
+    def train_images(self) -> int | None:
+        return shard_images(self.train_shards) if self.train_shards else super().train_images()
+
     def _takes_from_train(self, key: str) -> bool:  # streamed shards hold train/ whole; a val/ folder is validation
         return not self.train_shards and (key == "subset" or self._split_dir("val") is None)
 

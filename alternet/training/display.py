@@ -91,11 +91,18 @@ class RunningLoss:
 
     def add(self, loss: torch.Tensor) -> None:
         loss = loss.detach().float()
-        if self._sum is None or self._sum.device != loss.device:
+        if self._sum is None:
             self._sum, self._count = loss.clone(), 1
         else:
-            self._sum.add_(loss)
+            self._sum = self._sum.to(loss.device).add_(loss)  # a restored sum (state) moves to the loss's device once
             self._count += 1
+
+    def state(self) -> tuple[float, int]:
+        """The sum and count since the last read (one sync): what a checkpoint saved inside an epoch carries."""
+        return (float(self._sum) if self._count else 0.0), self._count
+
+    def restore(self, total: float, count: int) -> None:
+        self._sum, self._count = (torch.tensor(float(total)), int(count)) if count else (None, 0)
 
     def read(self) -> float | None:
         """The mean loss of the steps since the last read (the last value when no step was added since, or when it
@@ -120,8 +127,17 @@ class Hits:
         self._seen = 0
 
     def add(self, correct: torch.Tensor, seen: int) -> None:
-        self._correct = correct.detach().clone() if self._correct is None else self._correct.add_(correct)
+        correct = correct.detach()
+        self._correct = correct.clone() if self._correct is None else self._correct.to(correct.device).add_(correct)
         self._seen += seen
+
+    def state(self) -> tuple[float, int]:
+        """The count correct and seen since the last read (one sync): what a checkpoint saved inside an epoch
+        carries."""
+        return (float(self._correct) if self._seen else 0.0), self._seen
+
+    def restore(self, correct: float, seen: int) -> None:
+        self._correct, self._seen = (torch.tensor(float(correct)), int(seen)) if seen else (None, 0)
 
     def read(self) -> float | None:
         """The accuracy since the last read (None when nothing was added), then start again."""

@@ -38,7 +38,7 @@ from .config import ProgressiveResizeConfig, RecipeConfig
 from .display import Hits, RunningLoss
 from .guard import NonFiniteGuard, fused_optimizer_supported, uses_grad_scaler
 from .optim import build_optimizer, build_scheduler, rescale_learning_rates, scaled_lr
-from .resume import BATCH_KEY, CLEAN_KEY, SCHEDULE_KEY
+from .resume import BATCH_KEY, CLEAN_KEY, EPOCH_KEY, SCHEDULE_KEY
 from .step import WholeStep, ema_update_
 
 
@@ -137,11 +137,16 @@ class ClassificationModule(L.LightningModule):
         checkpoint[BATCH_KEY] = self.batch_factors  # a resume on another global batch is refused (training.resume)
         checkpoint[CLEAN_KEY] = self.train_clean  # the run's summary after a resume that trains no further epoch
         checkpoint[SCHEDULE_KEY] = self.recipe.epochs  # what its schedule spans (training.resume)
+        # the epoch so far, for its train/acc and train/nll_epoch after a resume inside it (empty at an epoch's end)
+        checkpoint[EPOCH_KEY] = {"hits": self.train_hits.state(), "loss": self.epoch_loss.state()}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """A resumed run may change ``recipe.optimizer.lr`` (:data:`alternet.training.resume.APPLIED_ON_RESUME`):
         remember the ratio, applied in :meth:`on_train_start` once Lightning has restored the optimizer and schedule."""
         self.restored_clean = checkpoint.get(CLEAN_KEY) or {}
+        epoch = checkpoint.get(EPOCH_KEY) or {}
+        self.train_hits.restore(*epoch.get("hits", (0.0, 0)))  # a resume at an epoch's end starts the next afresh
+        self.epoch_loss.restore(*epoch.get("loss", (0.0, 0)))
         saved = (checkpoint.get("hyper_parameters") or {}).get("recipe", {}).get("optimizer", {}).get("lr")
         now = self.recipe.optimizer.lr
         self._lr_ratio = now / float(saved) if saved and now > 0 else 1.0

@@ -104,6 +104,7 @@ def check_resume_settings(
 BATCH_KEY = "global_batch"  # in Lightning checkpoints: [per-device batch, processes, accumulated batches]
 CLEAN_KEY = "train_clean"  # in Lightning checkpoints: the last epoch's train_clean/* values
 SCHEDULE_KEY = "schedule_epochs"  # in Lightning checkpoints: the epochs its learning-rate schedule spans
+EPOCH_KEY = "epoch_so_far"  # in Lightning checkpoints: the epoch's training hits and loss until the checkpoint
 
 
 def warn_earlier_schedule(checkpoint: str, header: dict[str, Any], recorded: dict[str, Any] | None) -> None:

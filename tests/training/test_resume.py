@@ -453,3 +453,18 @@ def test_a_checkpoint_of_the_earlier_schedule_stopped_early_is_said_to_resume_on
     torch.save(checkpoint, last)
     with pytest.warns(AlternetWarning, match=r"spanned trainer.max_epochs=1; it now spans recipe.epochs=3"):
         train(compose_train(*common, "trainer.max_epochs=2", "ckpt_path=last", output_dir=tmp_path))
+
+
+def test_an_epoch_resumed_inside_it_logs_the_training_accuracy_and_loss_of_all_its_steps(tmp_path):
+    """They covered only the steps after the resume (0.69 where the uninterrupted epoch had 0.58): the curves and
+    the report's HDVW training NLL read them."""
+    common = [*FAST, "recipe.epochs=2", "trainer.max_epochs=2", "data.val_size=0", "trainer.precision=32"]
+    train(compose_train(*common, output_dir=tmp_path / "whole"))
+    train(compose_train(*common, "trainer.max_steps=2", output_dir=tmp_path / "stopped"))  # inside epoch 0 (3 steps)
+    train(compose_train(*common, "ckpt_path=last", output_dir=tmp_path / "stopped"))
+
+    def epoch_rows(run: str) -> dict[str, tuple[str, str]]:  # the last row of each epoch (a stop by max_steps
+        rows = _rows(tmp_path / run / "logs" / "metrics.csv")  # ends its epoch early and logs it too)
+        return {row["epoch"]: (row["train/acc"], row["train/nll_epoch"]) for row in rows if "train/acc" in row}
+
+    assert epoch_rows("stopped") == epoch_rows("whole") and len(epoch_rows("whole")) == 2

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from ..dataset_facts import FACTS
 from ..errors import AlternetError, exit_with_error
+from ..files import read_json
 
 
 def parse_args(argv: Sequence[str] | None = None, prog: str = "alternet") -> argparse.Namespace:
@@ -77,7 +78,6 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet") -> None:
 
 
 def _export(args: argparse.Namespace) -> None:
-    from ..files import read_json
     from .exporting import CONFIG_FILE, export  # deferred: --help answers at once
 
     out = export(args.source, args.out, ema=args.ema)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import AlternetError
+from .errors import AlternetError, one_line
 
 try:
     import fcntl
@@ -506,8 +506,7 @@ def read_yaml(path: str | Path, *, error: type[Exception] = AlternetError) -> di
     try:
         payload = yaml.safe_load(Path(path).read_text()) or {}
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        reason = " ".join(str(exc).split())  # PyYAML's message spans lines (the problem, then where)
-        raise error(f"{path} is unreadable or not valid YAML: {reason}") from exc
+        raise error(f"{path} is unreadable or not valid YAML: {one_line(exc)}") from exc  # PyYAML's spans lines
     if not isinstance(payload, dict):
         raise error(f"{path} should hold a mapping, found {type(payload).__name__}")
     return payload

@@ -88,7 +88,7 @@ def evaluation_data(config: EvaluateConfig, source: Source, set_keys: set[str]) 
     elif trained is not None:
         data = {k: v for k, v in trained["data"].items() if k != "loader"}  # the training split's: DALI not needed
     else:
-        name = (source.hyper_parameters.get("data") or {}).get("name")
+        name = recorded.get("name")  # the checkpoint's own record (no run directory's config here)
         if name not in DATAMODULES and name:  # a user's data set, its module not imported
             raise ConfigValueError(
                 f"{source.location} was trained on {name!r}, which no imported module registers: give the module "
@@ -156,7 +156,7 @@ def check_holdout(datamodule: ImageDataModule, source: Source, temperature_scali
     """Where the evaluation reads a hold-out of train/ (as its test split, without a test/ folder, or to fit a
     temperature on): drawn again only from the listing the run drew it from (a grown or thinned folder would put
     training images among the ones it reads)."""
-    if not getattr(datamodule, "holds_out_of_train", False):
+    if not datamodule.holds_out_of_train:
         return
     if not (datamodule.test_is_validation or temperature_scaling):
         return  # its test/ folder alone is scored

@@ -412,6 +412,16 @@ class ImageDataModule(L.LightningDataModule):
         return per_rank // self.batch_size if self._drop_last(per_rank) else -(-per_rank // self.batch_size)
 
     @property
+    def holds_out_of_train(self) -> bool:
+        """Validation is a seeded hold-out drawn from a listing of files that may change (an image folder's)."""
+        return False
+
+    @property
+    def test_is_validation(self) -> bool:
+        """The test split is the validation split (an image folder without test/)."""
+        return False
+
+    @property
     def skipped_images(self) -> int | None:
         """Unreadable images skipped so far, where they are skipped (``data.skip_corrupt``); None elsewhere."""
         return None

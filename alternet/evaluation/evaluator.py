@@ -329,7 +329,7 @@ def check_temperature_split(config: EvaluationConfig, datamodule: ImageDataModul
             "calibration.temperature_scaling=true needs a validation split to fit on: set data.val_size > 0 "
             "(the same value as in training, so the split is the one the model did not train on)"
         )
-    if config.calibration.temperature_scaling and getattr(datamodule, "test_is_validation", False):
+    if config.calibration.temperature_scaling and datamodule.test_is_validation:
         raise ConfigValueError(
             f"calibration.temperature_scaling fits the temperature on the validation split, and without a test/ "
             f"folder in {datamodule.directory} the test split is the validation split: the calibrated numbers would "

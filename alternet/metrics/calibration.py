@@ -70,6 +70,12 @@ def as_array(values: Any, dtype: Any = None) -> np.ndarray:
     return np.asarray(values, dtype=dtype)
 
 
+def sum_tolerance(dtype: Any) -> float:
+    """How far a row of probabilities of ``dtype`` may sum from 1: :data:`SUM_TOLERANCE`, or a half precision's
+    own."""
+    return max(SUM_TOLERANCE, HALF_EPS.get(str(dtype), 0.0))
+
+
 def check_bins(n_bins: Any) -> None:
     if isinstance(n_bins, bool) or not isinstance(n_bins, int | np.integer) or n_bins < 1:
         raise ValueError(f"n_bins must be an integer >= 1, got {n_bins!r}")
@@ -78,8 +84,8 @@ def check_bins(n_bins: Any) -> None:
 def check_inputs(probs: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Validate and return ``(probs as float64 (N, K), labels as int64 (N,))``; raise ``ValueError`` otherwise. Half
     precision probabilities are checked within their precision and returned renormalised (rows summing to 1)."""
-    half = HALF_EPS.get(str(getattr(probs, "dtype", "")))
-    tolerance = max(SUM_TOLERANCE, half or 0.0)
+    half = str(getattr(probs, "dtype", "")) in HALF_EPS
+    tolerance = sum_tolerance(getattr(probs, "dtype", ""))
     probs = as_array(probs, np.float64)
     if probs.ndim != 2 or probs.shape[0] == 0 or probs.shape[1] < 2:
         raise ValueError(f"probs must have shape (N, K) with N >= 1 and K >= 2, got {probs.shape}")

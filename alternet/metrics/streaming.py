@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from torchmetrics import Metric
 
-from .calibration import HALF_EPS, SUM_TOLERANCE
+from .calibration import sum_tolerance
 
 
 class BinnedCalibrationError(Metric):
@@ -34,7 +34,7 @@ class BinnedCalibrationError(Metric):
             self.add_state(name, default=torch.zeros((), dtype=torch.float64), dist_reduce_fx="sum")
 
     def update(self, probs: torch.Tensor, labels: torch.Tensor) -> None:
-        tolerance = max(SUM_TOLERANCE, HALF_EPS.get(str(probs.dtype), 0.0))
+        tolerance = sum_tolerance(probs.dtype)
         values = probs.detach().double()
         finite = torch.isfinite(values).all(dim=1)
         in_range = (values.amin(dim=1) >= -tolerance) & ((values.sum(dim=1) - 1).abs() <= tolerance)

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, is_integer
 from ..files import read_json
 from .results import READERS, OodResult, Record, RobustnessResult, Selective, TestImages, payload_of
 
@@ -133,7 +133,9 @@ class RunSummary:
                     "loss >= 0); restore the file from the run's own copy, or move the job out of the sweep"
                 )
         counts = [
-            f"{key}={payload[key]!r}" for key in _COUNTS if payload.get(key) is not None and not _count(payload[key])
+            f"{key}={payload[key]!r}"
+            for key in _COUNTS
+            if payload.get(key) is not None and not is_integer(payload[key], 0)
         ]
         if counts:
             raise CheckpointError(
@@ -168,10 +170,6 @@ _COUNTS = ("epochs", "global_step", "train_images")
 def _possible(name: str, value: Any) -> bool:
     low, high = _RANGES.get(name, (-math.inf, math.inf))
     return value is None or low <= value <= high
-
-
-def _count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _number_or_null(value: Any) -> bool:

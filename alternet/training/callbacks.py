@@ -52,7 +52,7 @@ def _moved(state: dict[str, Any], saved: Path, now: Path) -> dict[str, Any]:
     state = dict(state)
     for key in ("best_model_path", "kth_best_model_path", "last_model_path"):
         state[key] = here(state.get(key))
-    state["best_k_models"] = {here(k): v for k, v in (state.get("best_k_models") or {}).items() if here(k)}
+    state["best_k_models"] = {moved: v for k, v in (state.get("best_k_models") or {}).items() if (moved := here(k))}
     if not state["best_model_path"]:
         state["best_model_score"] = None
     if not state["kth_best_model_path"]:

@@ -218,14 +218,14 @@ class ImageFolderDataModule(ImageDataModule):
         if not self.train_shards:
             super().check_before_fit()
             return
-        if self._split_dir("val") is None and self.val_size:
+        if self.holds_out_of_train:
             raise DataError(
                 f"data.val_size={self.val_size} holds validation images out of {self.directory / 'train'}, which "
                 f"data.train_shards streams whole: they would be trained on. Give {self.directory} a val/ folder, or "
                 "a test/ folder and data.val_size=0"
             )
-        if (images := shard_images(self.train_shards)) is not None:  # counted from their index: LitData's reader
-            self.check_batch(images)  # is opened inside the run, where it reads its ranks
+        if (images := self.train_images()) is not None:  # counted from their index: LitData's reader is opened
+            self.check_batch(images)  # inside the run, where it reads its ranks
 
     def train_images(self) -> int | None:
         return shard_images(self.train_shards) if self.train_shards else super().train_images()

@@ -7,7 +7,6 @@ workers then share it without copy-on-write growth (reference counts would touch
 
 from __future__ import annotations
 
-import hashlib
 import io
 import multiprocessing
 import os
@@ -24,6 +23,7 @@ from PIL import Image
 from torch.utils.data import Dataset
 
 from ...errors import AlternetWarning, DataError
+from ...files import bytes_digest
 from ...seeds import seed_generators
 from ..workers import WorkerLedger
 
@@ -46,9 +46,8 @@ class FileList:
 
     def digest(self) -> str:
         """A digest of the listing (each image's relative path and class): what a seeded hold-out is drawn from."""
-        listing = hashlib.sha256(b"\0".join(self.paths.tolist()))
-        listing.update(np.ascontiguousarray(self.labels, dtype="<i8").tobytes())
-        return listing.hexdigest()[:16]
+        labels = np.ascontiguousarray(self.labels, dtype="<i8").tobytes()
+        return bytes_digest(b"\0".join(self.paths.tolist()) + labels)[:16]
 
     def __getitem__(self, index: int) -> tuple[Path, int, Path]:
         """(what to decode, label, name for messages) of one image."""

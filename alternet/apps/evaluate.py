@@ -200,14 +200,13 @@ def check_class_names(saved: list[Any] | None, datamodule: ImageDataModule, loca
     )
 
 
-def training_recipe(config: EvaluateConfig, source: Source) -> RecipeConfig | None:
+def training_recipe(config: EvaluateConfig, source: Source, configs: dict[str, Any]) -> RecipeConfig | None:
     """The recipe the model was trained with: ``recipe=NAME`` if given, else the one it records. The analyses of
     the training objective (loss, weight decay, batch size, augmentation) need one: refused before any work when
     there is none."""
     if config.recipe:
         return build(RecipeConfig, config.recipe, "recipe.")
     recipe = source.hyper_parameters.get("recipe") or {}
-    configs = parse_configs(list(config.analysis), config.analysis) if config.analysis else {}
     needing = [name for name, config in configs.items() if isinstance(config, ObjectiveConfig)]
     if needing and not recipe:
         raise ConfigValueError(
@@ -239,7 +238,8 @@ def evaluate_model(
             AlternetWarning,
             stacklevel=2,
         )
-    recipe = training_recipe(config, source)  # its augmentation and loss feed the analyses of the training objective
+    analyses = parse_configs(list(config.analysis), config.analysis) if config.analysis else {}  # typed once
+    recipe = training_recipe(config, source, analyses)  # its augmentation and loss feed the objective's analyses
     model = build_model(source, strict=True)
     if config.analysis:
         check_applicable(list(config.analysis), model)
@@ -249,7 +249,7 @@ def evaluate_model(
     check_holdout(datamodule, source, config.calibration.temperature_scaling)
     datamodule.setup()
     if config.analysis:
-        check_data(parse_configs(list(config.analysis), config.analysis), datamodule, recipe)
+        check_data(analyses, datamodule, recipe)
     print(f"Evaluating {source.location}{' (its EMA weights)' if source.ema else ''}", flush=True)
     architecture = source.require_architecture()
     checkpoint = str(source.checkpoint) if source.checkpoint is not None else source.location

@@ -178,8 +178,10 @@ class ProgressLines(ProgressBar):
     def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
         return _shown(super().get_metrics(trainer, pl_module), pl_module)
 
-    def _metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> str:
-        return "  ".join(f"{k} {_value(v)}" for k, v in self.get_metrics(trainer, pl_module).items())
+    def _metrics(self, trainer: L.Trainer, pl_module: L.LightningModule, shown: dict[str, Any] | None = None) -> str:
+        """The bar's metrics in one line, ``shown`` in place of (or after) those of the same names."""
+        metrics = self.get_metrics(trainer, pl_module) | (shown or {})
+        return "  ".join(f"{k} {_value(v)}" for k, v in metrics.items())
 
     def _epoch(self, trainer: L.Trainer) -> str:
         total = "" if trainer.max_epochs in (None, -1) else f"/{trainer.max_epochs}"
@@ -213,11 +215,9 @@ class ProgressLines(ProgressBar):
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         elapsed = time.monotonic() - self._epoch_start
-        metrics = self.get_metrics(trainer, pl_module)
         epoch = getattr(pl_module, "epoch_loss", None)  # the epoch's mean loss, not the last line's steps'
-        if isinstance(epoch, RunningLoss) and (mean := epoch.mean()) is not None:
-            metrics[RunningLoss.KEY] = mean
-        shown = "  ".join(f"{k} {_value(v)}" for k, v in metrics.items())
+        mean = epoch.mean() if isinstance(epoch, RunningLoss) else None
+        shown = self._metrics(trainer, pl_module, {RunningLoss.KEY: mean} if mean is not None else None)
         self.print(f"{self._epoch(trainer)} done in {duration(elapsed)}  {shown}")
 
     def on_test_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:

@@ -432,8 +432,11 @@ class ImageDataModule(L.LightningDataModule):
         the sample it was reading, in one line, instead of torch's ``DataLoader worker (pid N) is killed``."""
         try:
             yield
-        except RuntimeError as error:
-            named = dead_worker_error(error, self.ledger)  # the sample it read (image files; arrays crash no decoder)
+        except (RuntimeError, TypeError) as error:
+            # torch's report arrives by SIGCHLD wherever the main process is: inside inspect (Lightning's self.log
+            # reads a signature) it came out as TypeError('unsupported callable') raised from it
+            cause = error if isinstance(error, RuntimeError) else error.__cause__
+            named = dead_worker_error(cause, self.ledger) if isinstance(cause, RuntimeError) else None
             if named is None:
                 raise
             raise named from None

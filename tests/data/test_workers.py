@@ -4,6 +4,7 @@ the main process's, and as many as ``auto`` finds keep up with the step."""
 import os
 import sys
 import time
+import types
 
 import cv2
 import lightning as L
@@ -248,3 +249,16 @@ def test_a_batch_shared_memory_cannot_hold_is_one_line_around_the_loop():
     refused = pytest.raises(DataError, match=r"^a data loader worker could not pass its batch through shared memory")
     with refused, DigitsDataModule(image_size=8, batch_size=4).dead_workers_named():
         raise raised
+
+
+def test_a_dead_workers_report_raised_inside_inspect_is_named_all_the_same():
+    """torch's SIGCHLD report landed inside inspect (Lightning's self.log), which raised TypeError('unsupported
+    callable') from it: a traceback where the sample's one line was due (seen once in CI)."""
+    data = DigitsDataModule(image_size=8, batch_size=4)
+    killed = RuntimeError("DataLoader worker (pid(s) 4242) exited unexpectedly")
+    data.ledger = types.SimpleNamespace(sample_of=lambda pid: "images/broken.jpg" if pid == 4242 else None)
+    refused = pytest.raises(DataError, match=r"^a data loader worker \(pid 4242\) died while reading images/broken")
+    with refused, data.dead_workers_named():
+        raise TypeError("unsupported callable") from killed
+    with pytest.raises(TypeError, match="unrelated"), data.dead_workers_named():
+        raise TypeError("unrelated")

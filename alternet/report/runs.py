@@ -125,11 +125,16 @@ def _robust_correct(path: Path) -> np.ndarray | None:
 
 
 def read_history(csv_path: Path) -> dict[str, dict[int, float]]:
-    """Per-epoch values of each logged metric (per-step ones averaged over the epoch); the learning rates per step
-    under ``<name>@step`` (``train/lr`` and LearningRateMonitor's epoch-less ``lr-<optimizer>/pg<N>`` rows)."""
-    sums: dict[str, dict[int, list[float]]] = {}
+    """Per-epoch values of each logged metric: a per-step one (logged in the rows that hold ``train/lr``) averaged
+    over the epoch, any other the epoch's last row (a run stopped inside an epoch by ``trainer.max_steps`` logs that
+    epoch's partial row, and its resume the whole epoch's after it); the learning rates per step under
+    ``<name>@step`` (``train/lr`` and LearningRateMonitor's epoch-less ``lr-<optimizer>/pg<N>`` rows)."""
+    values: dict[str, dict[int, list[float]]] = {}
+    per_step_keys: set[str] = set()
     with open(csv_path, newline="") as file:
         for line, row in enumerate(csv.DictReader(file), start=2):
+            if row.get("train/lr"):
+                per_step_keys.update(key for key, value in row.items() if value)
             for key, value in row.items():
                 if key in ("epoch", "step") or not value:
                     continue
@@ -144,8 +149,11 @@ def read_history(csv_path: Path) -> dict[str, dict[int, float]]:
                         "move the job out of the sweep"
                     ) from None
                 name = f"{key}@step" if per_step else key
-                sums.setdefault(name, {}).setdefault(index, []).append(number)
-    return {key: {i: sum(v) / len(v) for i, v in sorted(values.items())} for key, values in sums.items()}
+                values.setdefault(name, {}).setdefault(index, []).append(number)
+    return {
+        key: {i: sum(v) / len(v) if key in per_step_keys else v[-1] for i, v in sorted(rows.items())}
+        for key, rows in values.items()
+    }
 
 
 def _curves(job: RunDir) -> dict[str, list[float]]:

@@ -9,6 +9,8 @@ import torch
 
 from alternet.apps.train import train
 from alternet.errors import CheckpointError, ConfigValueError
+from alternet.report.runs import read_history
+from alternet.runs.directories import RunDir
 from alternet.training.module import ClassificationModule
 from alternet.training.precision import choose_precision
 
@@ -113,6 +115,10 @@ def test_a_run_stopped_inside_an_epoch_by_max_steps_resumes_there(tmp_path):
     whole = fit(tmp_path / "whole", "trainer.max_epochs=2")
     assert_same_weights(*[torch.load(run.last_checkpoint)["state_dict"] for run in (resumed, whole)])  # the epoch's
     # other batches, in their order
+    # the curves: the cut epoch's partial row is replaced by its resumed whole one, not averaged with it
+    cut, uncut = (read_history(RunDir(path).metrics_csv) for path in (tmp_path / "cut", tmp_path / "whole"))
+    for key in ("train/acc", "train/nll_epoch", "val/acc", "val/nll"):
+        assert cut[key] == pytest.approx(uncut[key], abs=1e-6), key
 
 
 def test_unreadable_checkpoint_is_rejected(tmp_path):

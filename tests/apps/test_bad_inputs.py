@@ -166,6 +166,19 @@ def test_bad_training_input_fails_in_one_line_before_work(arguments, message, tm
     assert not run_dir.exists()  # no training, and no run directory holding only Hydra's records left behind
 
 
+def test_an_unknown_option_lists_the_options_on_the_users_searchpath_too(tmp_path, monkeypatch, capsys):
+    (tmp_path / "conf" / "data").mkdir(parents=True)
+    (tmp_path / "conf" / "data" / "mydata.yaml").write_text("defaults:\n  - digits\n  - _self_\n")
+    searchpath = f"hydra.searchpath=[file://{tmp_path / 'conf'}]"
+    code, stderr = run_main(
+        "train.py", ["data=mydat", searchpath, f"hydra.run.dir={tmp_path / 'run'}"], monkeypatch, capsys
+    )
+    assert (
+        "data=mydat is not an option of data (did you mean 'mydata'?); the options are cifar10, cifar100, digits, "
+        "imagefolder, imagenet, mydata" in code + stderr
+    )
+
+
 def test_a_run_directory_that_cannot_be_made_is_one_line(tmp_path, monkeypatch, capsys):
     """A name longer than the file system allows (ENAMETOOLONG): two chained tracebacks after a Hydra warning."""
     run_dir = tmp_path / ("x" * 300)

@@ -162,15 +162,17 @@ def _expected(reason: str) -> str:
 
 def _unknown_option(missing: str, found: Sequence[str] | None, command: str) -> str:
     """``GROUP=NAME is not an option of GROUP`` with the group's options (or the closest, for a long list): ours,
-    nested folders included (experiment=paper/locality), or for Hydra's own groups what Hydra ``found`` (its plugins'
-    launchers among them)."""
+    nested folders included (experiment=paper/locality), and those Hydra ``found`` on the user's searchpath; for
+    Hydra's own groups what Hydra found (its plugins' launchers among them)."""
     parts = missing.split("/")
     ours = parts[0] != "hydra"
     depth = 1 if ours else 2  # hydra/launcher is a group; experiment/paper/x an option of experiment
     group, name = "/".join(parts[:depth]), "/".join(parts[depth:])
     folder = Path(str(resources.files("alternet.conf"))) / group
-    options = sorted(
-        [str(path.relative_to(folder).with_suffix("")) for path in folder.rglob("*.yaml")] if ours else found or []
+    options = sorted(  # ours: nested folders too, and what Hydra found on the user's searchpath
+        {str(path.relative_to(folder).with_suffix("")) for path in folder.rglob("*.yaml")} | set(found or [])
+        if ours
+        else found or []
     )
     options = [option for option in options if not any(part.startswith("_") for part in option.split("/"))]
     if not name or not options:

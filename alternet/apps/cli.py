@@ -29,7 +29,7 @@ from ..training.stopping import (
     raised_by_a_stop,
 )
 from . import config as _schemas  # noqa: F401 - registers train.yaml's and evaluate.yaml's schemas
-from .hydra.composition import one_line_composition_errors
+from .hydra.composition import one_line_composition_errors, warn_shadowed_options
 
 CONFIG_PATH = "pkg://alternet.conf"
 PROG = "alternet"
@@ -56,6 +56,7 @@ def _command_main(message: str, command: str) -> Callable[[Callable[[], Any]], C
 @hydra.main(config_path=CONFIG_PATH, config_name="train", version_base="1.3")
 def train_main(cfg: DictConfig) -> float | None:
     """``alternet train [group=option ...] [key=value ...]``: train one model (or, with ``-m``, a sweep)."""
+    warn_shadowed_options()
     from .train import train  # deferred: `alternet train --help` answers without torch
 
     try:
@@ -103,6 +104,7 @@ def run_dir_follows_out_dir(main: Callable[[], Any]) -> Callable[[], Any]:
 @hydra.main(config_path=CONFIG_PATH, config_name="evaluate", version_base="1.3")
 def evaluate_main(cfg: DictConfig) -> None:
     """``alternet evaluate ckpt=SOURCE [data=...] [key=value ...]``: score models."""
+    warn_shadowed_options()
     from ..runs.directories import RunDir  # deferred: `alternet evaluate --help` answers without torch
     from ..runs.ownership import discard_unused_run_dir  # deferred: as above
     from .evaluate import run_evaluate  # deferred: as above

@@ -179,6 +179,21 @@ def test_an_unknown_option_lists_the_options_on_the_users_searchpath_too(tmp_pat
     )
 
 
+def test_an_option_on_the_users_searchpath_hidden_by_a_built_in_one_is_named(tmp_path, monkeypatch, capsys):
+    """Hydra reads alternet's own ``data/digits.yaml`` first: the user's of that name was silently never read."""
+    (tmp_path / "conf" / "data").mkdir(parents=True)
+    (hidden := tmp_path / "conf" / "data" / "digits.yaml").write_text("defaults:\n  - _base\n  - _self_\n")
+    searchpath = f"hydra.searchpath=[file://{tmp_path / 'conf'}]"
+    code, stderr = run_main(
+        "train.py", [searchpath, "data.val_size=1400", f"hydra.run.dir={tmp_path / 'run'}"], monkeypatch, capsys
+    )
+    assert (
+        f"{hidden} is not read: data=digits is alternet's own option, which Hydra finds first; give yours "
+        "another name (data=my_digits)" in stderr
+    )
+    assert "data.val_size=1400" in code  # the run's own refusal follows
+
+
 def test_a_run_directory_that_cannot_be_made_is_one_line(tmp_path, monkeypatch, capsys):
     """A name longer than the file system allows (ENAMETOOLONG): two chained tracebacks after a Hydra warning."""
     run_dir = tmp_path / ("x" * 300)

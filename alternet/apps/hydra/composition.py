@@ -14,6 +14,7 @@ import os
 import re
 import shlex
 import typing
+import warnings
 from collections.abc import Iterator, Sequence
 from importlib import resources
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any
 from hydra.errors import CompactHydraException, HydraException, MissingConfigException, OverrideParseException
 from omegaconf.errors import ConfigKeyError, ValidationError
 
-from ...errors import exit_with_error, suggest
+from ...errors import AlternetWarning, exit_with_error, suggest
 from ...runs.records import hydra_quoted
 from ...typed import SECTION, section_type
 from ..config import EvaluateConfig, TrainConfig
@@ -192,3 +193,35 @@ PLUGINS = {  # Hydra's plugins whose options the docs name, by the package that 
     "hydra/launcher=submitit_slurm": "hydra-submitit-launcher",
     "hydra/launcher=submitit_local": "hydra-submitit-launcher",
 }
+
+
+def warn_shadowed_options() -> None:
+    """Warn of an option on the user's ``hydra.searchpath`` that the chosen one of the same name hides: Hydra
+    searches alternet's own configs first, so a user's ``conf/data/digits.yaml`` is never read for ``data=digits``."""
+    from hydra.core.hydra_config import HydraConfig  # deferred: composition errors need no Hydra app
+
+    runtime = HydraConfig.get().runtime
+    ours = Path(str(resources.files("alternet.conf")))
+    users = [_folder(source) for source in runtime.config_sources if source.provider not in ("main", "hydra")]
+    for group, choice in runtime.choices.items():
+        group = group.split("@")[0]
+        if choice is None or group.startswith("hydra") or not (ours / group / f"{choice}.yaml").is_file():
+            continue
+        for folder in filter(None, users):
+            if (hidden := folder / group / f"{choice}.yaml").is_file():
+                warnings.warn(
+                    f"{hidden} is not read: {group}={choice} is alternet's own option, which Hydra finds first; "
+                    f"give yours another name ({group}=my_{choice.rsplit('/', 1)[-1]})",
+                    AlternetWarning,
+                    stacklevel=2,
+                )
+
+
+def _folder(source: Any) -> Path | None:
+    """A config source's folder (``file://`` or ``pkg://``), if it is one on this file system."""
+    if source.schema == "file":
+        return Path(source.path)
+    if source.schema == "pkg":
+        with contextlib.suppress(ImportError, TypeError, ValueError):
+            return Path(str(resources.files(source.path.replace("/", "."))))
+    return None

@@ -131,6 +131,7 @@ def start_run(settings: WandbSettings, **init: Any) -> Any:
             return wandb.init(mode="online", settings=wandb.Settings(init_timeout=settings.init_timeout), **init)
         except wandb.errors.Error as error:  # CommError: no answer within init_timeout; AuthenticationError
             reason = f"the W&B server did not accept the run ({str(error).splitlines()[0]})"
+            wandb.teardown()  # W&B's service still holds the run's id: an offline run of that id needs a new one
     run = wandb.init(mode="offline", **init)
     if reason != "requested":
         log.warning(f"W&B: {reason}; logging offline to {offline_directory(run)} (upload later: `wandb sync`).")

@@ -86,10 +86,11 @@ def test_an_unreachable_server_falls_back_to_offline_within_init_timeout(tmp_pat
     monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # nothing listens there: no answer
     wandb.teardown()  # W&B reads its environment once per process: start afresh with this one
     started = time.monotonic()
-    run = start_run(wandb_settings({"project": "p", "init_timeout": 1}), dir=str(tmp_path), reinit="finish_previous")
+    init = dict(dir=str(tmp_path), id="0a1b2c3d", resume="allow")  # as training starts it: the offline run takes
+    run = start_run(wandb_settings({"project": "p", "init_timeout": 1}), **init)  # the id the online one was given
     assert time.monotonic() - started < 60
     try:
-        assert run.offline
+        assert run.offline and run.id == "0a1b2c3d"
     finally:
         wandb.finish()
         wandb.teardown()

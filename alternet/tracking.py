@@ -11,7 +11,9 @@ import csv
 import logging
 import netrc
 import os
+import sys
 import uuid
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from functools import cache
@@ -24,7 +26,7 @@ import yaml
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 
-from .errors import AlternetError, ConfigValueError
+from .errors import AlternetError, AlternetWarning, ConfigValueError
 from .files import write_text
 from .runs.directories import RunDir
 from .runs.results import Condition, EvaluationReport, RobustnessResult
@@ -62,7 +64,23 @@ class WandbSettings(Section):
     init_timeout: float
 
     def check(self) -> None:
-        self.require("project", lambda v: isinstance(v, str) and v, "must be a project name")
+        self.require(
+            "project",
+            _w_and_b_name,
+            f"must be a W&B project name (at most {NAME_LENGTH} characters, none of {NOT_IN_NAMES})",
+        )
+        self.require(
+            "entity",
+            lambda v: _w_and_b_name(v, NOT_IN_NAMES + " \t"),
+            f"must be a W&B entity (a user or team name, none of {NOT_IN_NAMES} or spaces)",
+        )
+        self.require(
+            "group", lambda v: 0 < len(str(v)) <= NAME_LENGTH, f"must be a group name of 1 to {NAME_LENGTH} characters"
+        )
+        for tag in map(str, self.tags or []):
+            if not 0 < len(tag) <= TAG_LENGTH:
+                shown_tag = repr(tag if len(tag) <= 20 else tag[:20] + "...")
+                raise ConfigValueError(f"tags: {shown_tag} has {len(tag)} characters; W&B takes 1 to {TAG_LENGTH}")
         if not isinstance(self.offline, bool):  # a null here is no default: it must be said
             raise ConfigValueError(f"offline={shown(self.offline)} is invalid: must be true or false")
         self.require("init_timeout", lambda v: not isinstance(v, bool) and v > 0, "must be seconds > 0")
@@ -73,6 +91,36 @@ class WandbSettings(Section):
 
 
 WANDB_KEYS = tuple(f.name for f in fields(WandbSettings))
+NAME_LENGTH, TAG_LENGTH = 128, 64  # W&B's limits on project and group names, and on tags
+NOT_IN_NAMES = "/\\#?%:"  # W&B refuses a project name holding any of them
+
+
+def _w_and_b_name(value: Any, refused: str = NOT_IN_NAMES) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= NAME_LENGTH and not set(value) & set(refused)
+
+
+def usable(settings: WandbSettings | None) -> WandbSettings | None:
+    """``settings`` for a command about to log to W&B, checked before any work: None, with a warning, when W&B's
+    own switch ``WANDB_MODE=disabled`` turns it off; a W&B that cannot be imported is refused in one line."""
+    if settings is None:
+        return None
+    if os.environ.get("WANDB_MODE") == "disabled":
+        warnings.warn(
+            "WANDB_MODE=disabled: nothing is logged to W&B, though logger=wandb asks for it (WANDB_MODE=offline "
+            "logs for `wandb sync` later)",
+            AlternetWarning,
+            stacklevel=2,
+        )
+        return None
+    try:
+        import wandb  # noqa: F401
+    except Exception as error:  # an ImportError, or whatever a broken installation raises
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ConfigValueError(
+            f"logger=wandb needs W&B, which cannot be imported ({reason}): pip install 'wandb>=0.31', or leave "
+            "logger=wandb out"
+        ) from None
+    return settings
 
 
 @cache
@@ -111,7 +159,7 @@ def offline_reason(requested_offline: bool) -> str | None:
     """Why W&B must run offline before trying the server (``None``: try it): asked for (``offline``,
     ``WANDB_MODE``), or no API key. Whether the server answers is W&B's own business: :func:`start_run` asks it,
     through any proxy the environment names (``HTTPS_PROXY``), within ``init_timeout``."""
-    if requested_offline or os.environ.get("WANDB_MODE") in ("offline", "disabled", "dryrun"):
+    if requested_offline or os.environ.get("WANDB_MODE") in ("offline", "dryrun"):
         return "requested"
     if not _has_api_key():
         return "no W&B API key (set WANDB_API_KEY or run `wandb login`)"
@@ -132,7 +180,10 @@ def start_run(settings: WandbSettings, **init: Any) -> Any:
         except wandb.errors.Error as error:  # CommError: no answer within init_timeout; AuthenticationError
             reason = f"the W&B server did not accept the run ({str(error).splitlines()[0]})"
             wandb.teardown()  # W&B's service still holds the run's id: an offline run of that id needs a new one
-    run = wandb.init(mode="offline", **init)
+    try:
+        run = wandb.init(mode="offline", **init)
+    except OSError as error:  # its folder cannot be written (read-only, full)
+        raise ConfigValueError(f"W&B cannot write its run into {init.get('dir', '.')}/wandb: {error}") from None
     if reason != "requested":
         log.warning(f"W&B: {reason}; logging offline to {offline_directory(run)} (upload later: `wandb sync`).")
     return run
@@ -188,6 +239,8 @@ def sweep_group() -> str | None:
 
 def active_run() -> Any:
     """The W&B run this process is logging to, if one is active and not disabled."""
+    if sys.modules.get("wandb") is None:  # nothing started one: a run without W&B never imports it
+        return None
     import wandb
 
     run = wandb.run
@@ -199,16 +252,33 @@ def offline_directory(run: Any) -> Path:
     return Path(run.dir).parent
 
 
+def sync_command(run: Any) -> str:
+    """The command that uploads an offline run: every segment of it (a resumed run starts one per start, in its
+    run directory's ``wandb/``), which ``wandb sync`` uploads in the order they started."""
+    folder = offline_directory(run)
+    if len(segments := list(folder.parent.glob(f"offline-run-*-{run.id}"))) > 1:
+        return f"wandb sync {folder.parent}/offline-run-*-{run.id}  # its {len(segments)} segments, in order"
+    return f"wandb sync {folder}"
+
+
+def unsynced_segments(run: RunDir, run_id: str) -> list[Path]:
+    """The offline segments of the W&B run ``run_id`` in ``run``'s ``wandb/`` that ``wandb sync`` has not uploaded
+    (it leaves ``run-<id>.wandb.synced`` beside the run's file)."""
+    folders = sorted(run.wandb_dir.glob(f"offline-run-*-{run_id}"))
+    return [folder for folder in folders if not (folder / f"run-{run_id}.wandb.synced").is_file()]
+
+
 def run_location(run: Any) -> str:
     """Where to look at ``run``: its URL, or for an offline run its directory and the command that uploads it."""
     if run.offline:
-        sync_dir = offline_directory(run)
-        return f"offline run {run.id} in {sync_dir} (upload later: wandb sync {sync_dir})"
+        return f"offline run {run.id} in {offline_directory(run)} (upload later: {sync_command(run)})"
     return str(run.url)
 
 
 def finish(exit_code: int = 0) -> None:
     """Close the active W&B run, if any (also after a failure, and between multirun jobs)."""
+    if sys.modules.get("wandb") is None:
+        return
     import wandb
 
     if wandb.run is not None:
@@ -445,10 +515,9 @@ def artifact_notice(run: Any, logged: list[LoggedArtifact]) -> str:
     """What happened to the artifacts: where they are, and for an offline run how to upload them."""
     names = ", ".join(f"{a.name} ({a.kind}, {a.path})" for a in logged)
     if run.offline:
-        sync_dir = offline_directory(run)
         return (
             f"W&B is offline: nothing was uploaded. Model artifacts {names} are recorded in the offline run and "
-            f"the files stay in place; upload them with `wandb sync {sync_dir}` (keep the files until then)."
+            f"the files stay in place; upload them with `{sync_command(run)}` (keep the files until then)."
         )
     ref = f"{run.entity}/{run.project}/{logged[-1].name}:best"
     return (

@@ -2,6 +2,7 @@
 logged (same name, same digest: lineage) and joins that run's group; robustness and analysis results arrive as
 interactive charts; an unreachable server costs init_timeout, then the run logs offline."""
 
+import sys
 import time
 
 import pytest
@@ -14,6 +15,7 @@ from wandb.sdk.wandb_run import Run
 from alternet import tracking
 from alternet.apps.evaluate import run_evaluate
 from alternet.apps.train import train
+from alternet.errors import AlternetWarning, ConfigValueError
 from alternet.tracking import log_model_artifacts, start_run, use_checkpoint, wandb_settings
 
 from helpers import CONF, FAST, compose_train
@@ -133,6 +135,7 @@ def test_train_evaluate_and_report_build_the_same_wandb_settings_from_the_same_v
     """One settings shape (conf/logger/wandb.yaml, ``logger.wandb.*``) parsed by one function for the three commands
     that log to W&B: the same values give the same settings; the report's ``--wandb`` gives the packaged ones, as
     ``logger=wandb`` does; evaluate's retired ``wandb.*`` keys are refused by name."""
+    monkeypatch.setenv("WANDB_MODE", "offline")  # the tests' "disabled" switches W&B off
     import yaml
 
     from alternet.apps import evaluate as evaluate_app
@@ -190,3 +193,47 @@ def test_train_evaluate_and_report_build_the_same_wandb_settings_from_the_same_v
         evaluate("wandb.enabled=true")
     assert report(None, True) == packaged  # --wandb for a sweep that did not use W&B
     assert evaluate() is None
+
+
+def test_a_run_without_wandb_never_imports_it_and_one_asking_for_it_is_told_in_one_line(tmp_path, monkeypatch):
+    """W&B that cannot be imported (a broken installation): training with the CSV logger alone went on to import it
+    at its start and end (a traceback); ``logger=wandb`` is refused before any work."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setitem(sys.modules, "wandb", None)  # `import wandb` raises ImportError
+    summary = train(compose_train(*FAST, output_dir=tmp_path / "csv"))
+    assert (tmp_path / "csv" / "metrics.json").is_file() and summary.global_step > 0
+    with pytest.raises(ConfigValueError, match=r"^logger=wandb needs W&B, which cannot be imported \(.*\): pip"):
+        train(compose_train(*FAST, "logger=wandb", output_dir=tmp_path / "wandb"))
+    assert not (tmp_path / "wandb").exists()
+
+
+def test_wandb_mode_disabled_switches_wandb_off_as_wandb_documents(tmp_path, monkeypatch):
+    """W&B's own switch: a run with WANDB_MODE=disabled logged a whole offline run and said to upload it."""
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    with pytest.warns(AlternetWarning, match="WANDB_MODE=disabled: nothing is logged to W&B"):
+        train(compose_train(*FAST, "logger=wandb", output_dir=tmp_path))
+    assert not (tmp_path / "wandb").exists() and not (tmp_path / "wandb-run-id").exists()
+
+
+def test_a_wandb_folder_that_cannot_be_written_is_one_line(tmp_path, monkeypatch):
+    def unwritable(*args, **kwargs):
+        raise PermissionError(f"{tmp_path}/wandb/offline-run-x/logs is not writable")
+
+    monkeypatch.setattr(wandb, "init", unwritable)
+    with pytest.raises(ConfigValueError, match=r"^W&B cannot write its run into .*/wandb: .* is not writable$"):
+        start_run(wandb_settings({"project": "p", "offline": True}), dir=str(tmp_path))
+
+
+def test_a_resumed_offline_run_is_uploaded_whole_and_its_earlier_segment_is_named(
+    tmp_path, monkeypatch, caplog, capsys
+):
+    """Each start of an offline run writes a segment of its own; the upload command named only the last."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    first = train(compose_train(*FAST, "logger=wandb", "trainer.max_epochs=1", output_dir=tmp_path))
+    run_id = (tmp_path / "wandb-run-id").read_text().strip()
+    resumed = train(compose_train(*FAST, "logger=wandb", "trainer.max_epochs=2", "ckpt_path=last", output_dir=tmp_path))
+    assert resumed.global_step > first.global_step
+    segments = sorted((tmp_path / "wandb").glob(f"offline-run-*-{run_id}"))
+    assert len(segments) == 2
+    assert "earlier offline segment(s) of this run are not uploaded" in caplog.text
+    assert f"wandb sync {tmp_path / 'wandb'}/offline-run-*-{run_id}  # its 2 segments" in capsys.readouterr().out

@@ -18,6 +18,7 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import EarlyStopping
 
+from .. import tracking
 from ..architectures.config import LayoutModel, ModelConfig, TimmModel
 from ..architectures.layout import buildup_violations
 from ..architectures.named import HYBRIDS, MODEL_NAMES
@@ -110,6 +111,7 @@ def validate_train_config(cfg: Mapping[str, Any]) -> TrainConfig:
         raise ConfigValueError("export.ema=true needs EMA weights: set recipe.ema.decay (e.g. recipe.ema.decay=0.9999)")
     check_input_memory(config)
     check_model_builds(config)
+    config.logger.wandb = tracking.usable(config.logger.wandb)
     return config
 
 

@@ -363,6 +363,7 @@ def run_evaluate(cfg: DictConfig) -> list[EvaluationReport]:
     settings = OmegaConf.to_container(cfg, resolve=True)
     import_modules(settings.get("imports"))  # first: the models and data modules they register
     config = evaluate_config(settings)  # every setting before any work starts: the evaluation's, W&B's
+    config.logger.wandb = tracking.usable(config.logger.wandb)
     choose_device(config.device, "device")  # a GPU this machine lacks, refused before any model is read
     if config.logger.extra:
         raise ConfigValueError(

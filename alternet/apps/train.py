@@ -45,7 +45,7 @@ from ..training import (
     throughput_callback,
 )
 from ..training.config import TrainerConfig
-from ..training.loggers import build_loggers, define_best_metrics
+from ..training.loggers import build_loggers, define_metrics
 from ..training.optim import scaled_lr
 from ..training.resume import (
     SamplingRecord,
@@ -131,7 +131,7 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
             record_resume(run, resume, step or 0, changes)
     if trainer.is_global_zero:
         write_run_records(run, record)
-        define_best_metrics(loggers)
+        define_metrics(loggers)
 
     def announce(trainer: L.Trainer, _: L.LightningModule) -> None:  # after setup: the splits are known, on every rank
         if trainer.is_global_zero:

@@ -443,7 +443,7 @@ def sweep_wandb_settings(run: RunDir, enabled: bool | None = None) -> tracking.W
     recorded = ((run.recorded_config() or {}).get("logger") or {}).get("wandb")
     if recorded is not None:
         recorded = {key: value for key, value in recorded.items() if key in tracking.WANDB_KEYS}
-    return tracking.wandb_settings(recorded, enabled=enabled, key=f"{run.path}: logger.wandb")
+    return tracking.usable(tracking.wandb_settings(recorded, enabled=enabled, key=f"{run.path}: logger.wandb"))
 
 
 def _named(runs: Sequence[Run]) -> str:

@@ -14,6 +14,7 @@ run directory holds (``hydra.run.dir`` names it)::
     eval/               evaluate.after_training: metrics.json (the evaluation's report), predictions.npz, tables
     export/             export.after_training: model.safetensors, config.json, README.md
     wandb-run-id  wandb-group   the W&B run and group a resume rejoins
+    wandb/              W&B's local files of the run (an offline run's segments, one per start, for ``wandb sync``)
 
 A sweep directory (``hydra.sweep.dir``, :class:`SweepDir`) holds one run directory per job (``<sweep>/<job>/``),
 Hydra's ``multirun.yaml``, the multirun callback's ``summary.csv`` and ``summary.png`` and ``alternet report``'s
@@ -91,6 +92,7 @@ class RunDir:
     export_dir = _At("export")  # what export.after_training writes
     wandb_run_id = _At("wandb-run-id")  # the W&B run a resumed run continues
     wandb_group = _At("wandb-group")  # the W&B group fixed at the run's first start
+    wandb_dir = _At("wandb")  # W&B's own files of the run (wandb.init's dir is the run directory)
     hydra = _At(HYDRA)  # Hydra's records of the job
     overrides_file = _At(HYDRA, "overrides.yaml")  # the job's overrides as typed
 
@@ -163,12 +165,12 @@ class RunDir:
 
     def clear_earlier_run(self) -> None:
         """Before a run starts afresh in this directory (``reuse_run_dir=true``): the earlier run's products, its
-        resumes and its W&B ids, its summary first (until the rest is gone the directory reads as an interrupted
-        run)."""
+        resumes, its W&B ids and W&B's local files (an offline run's artifacts name checkpoints the new run
+        replaces), its summary first (until the rest is gone the directory reads as an interrupted run)."""
         self.metrics.unlink(missing_ok=True)
         for path in [*self.products(), self.resumes, self.wandb_run_id, self.wandb_group]:
             path.unlink(missing_ok=True)
-        for folder in (self.eval_dir, self.export_dir):
+        for folder in (self.eval_dir, self.export_dir, self.wandb_dir):
             shutil.rmtree(folder, ignore_errors=True)
 
     def summary(self) -> RunSummary | None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import csv
+import logging
 from typing import Any
 
 from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
@@ -13,6 +14,8 @@ from lightning.pytorch.utilities import rank_zero_only
 from .. import tracking
 from ..files import write_csv
 from ..runs.directories import RunDir
+
+log = logging.getLogger(__name__)
 
 
 class HistoryCSVLogger(CSVLogger):
@@ -53,6 +56,12 @@ def build_loggers(
     if settings is None:
         return loggers
     run_id = tracking.wandb_run_id(run)
+    earlier = tracking.unsynced_segments(run, run_id) if rank_zero_only.rank == 0 and resume_step is not None else []
+    if earlier:
+        log.warning(
+            f"W&B: {len(earlier)} earlier offline segment(s) of this run are not uploaded ({earlier[-1]} ...); their "
+            "model artifacts name checkpoints this resume may replace: `wandb sync` them first to keep those"
+        )
     init = dict(
         group=tracking.wandb_group(run, settings.group or tracking.sweep_group() or run_id),
         name=settings.name or tracking.run_name(run_config, run),
@@ -65,19 +74,32 @@ def build_loggers(
     experiment = tracking.start_run(settings, **init) if rank_zero_only.rank == 0 else None
     init = settings.init_args() | init
     init["save_dir"] = init.pop("dir")
-    loggers.append(WandbLogger(experiment=experiment, **init))  # model artifacts: log_model_artifacts
+    loggers.append(RunWandbLogger(experiment=experiment, **init))  # model artifacts: log_model_artifacts
     return loggers
 
 
-# the direction of each validation metric, so the W&B runs table shows its best value (max or min) per run
-BEST_OF = {"val/acc": "max", "val/top5": "max", "val/nll": "min", "val/ece": "min", "train_clean/nll": "min"}
+class RunWandbLogger(WandbLogger):
+    """Lightning's W&B logger on the run alternet started, whose config is the run's resolved one (``wandb.init``'s
+    ``config``, as ``config.yaml``): the module's and data module's hyperparameters are not written over it (W&B
+    replaced its ``data`` section by the module's, losing the split and subset keys)."""
+
+    @rank_zero_only
+    def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None:
+        pass
 
 
-def define_best_metrics(loggers: list[Logger]) -> None:
-    """``define_metric`` for :data:`BEST_OF` on each W&B logger's run (rank zero's; other ranks have none)."""
+STEP = "trainer/global_step"  # what Lightning's W&B logger adds to each row: the axis of every chart, as in the CSV
+BEST_OF = {"val/acc": "max", "val/nll": "min"}  # the runs table's best value of these; every other key its last
+
+
+def define_metrics(loggers: list[Logger]) -> None:
+    """On each W&B logger's run (rank zero's; other ranks have none): every metric charted against the optimizer
+    step (W&B's own ``_step`` counts log calls and starts again on a resume), and :data:`BEST_OF` summarised."""
     for logger in loggers:
         if isinstance(logger, WandbLogger):
             experiment = logger.experiment
             if hasattr(experiment, "define_metric"):
+                experiment.define_metric(STEP)
+                experiment.define_metric("*", step_metric=STEP, step_sync=True)
                 for name, goal in BEST_OF.items():
                     experiment.define_metric(name, summary=goal)

@@ -43,6 +43,13 @@ TRAIN = [
         "error: unknown model 'alternet_r9000'. alternet models: alternet_laptop, alternet_r101",
     ),
     (["model=alternet_r9000"], "error: model=alternet_r9000 is not an option of model (did you mean 'alternet_r50'?)"),
+    (  # W&B's own refusal came as a traceback once the data had loaded, leaving the run directory behind
+        ["logger=wandb", "logger.wandb.project='my/proj:x'"],
+        "error: logger.wandb.project='my/proj:x' is invalid: must be a W&B project name (at most 128 characters",
+    ),
+    (["logger=wandb", f"logger.wandb.tags=[{'t' * 80}]"], "error: logger.wandb.tags: 'tttttttttttttttttttt...' has 80"),
+    (["logger=wandb", "logger.wandb.entity='team name'"], "error: logger.wandb.entity='team name' is invalid: must be"),
+    (["logger=wandb", f"logger.wandb.group={'g' * 129}"], "is invalid: must be a group name of 1 to 128 characters"),
     (
         ["data=imagenet_21k"],
         "error: data=imagenet_21k is not an option of data (did you mean 'imagenet'?); the options",

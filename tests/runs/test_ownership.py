@@ -64,12 +64,14 @@ def test_an_interrupted_run_is_resumed_or_explicitly_reused(tmp_path):
     (tmp_path / "eval").mkdir()
     (tmp_path / "eval" / "metrics.json").write_text("{}")  # an evaluation of the earlier run's weights
     (tmp_path / "wandb-run-id").write_text("earlier\n")
+    (tmp_path / "wandb" / "offline-run-20260101_000000-earlier").mkdir(parents=True)  # its artifact names last.ckpt
     with pytest.raises(ConfigValueError, match=r"data.val_size=5000 is not smaller"):  # refused: nothing removed
         train(compose_train(*FAST, "reuse_run_dir=true", "data.val_size=5000", output_dir=tmp_path))
     assert (tmp_path / "checkpoints" / "last.ckpt").is_file() and (tmp_path / "eval" / "metrics.json").is_file()
     again = train(compose_train(*FAST, "reuse_run_dir=true", output_dir=tmp_path))
     assert again.test == first.test
     assert not (tmp_path / "eval").exists() and not (tmp_path / "wandb-run-id").exists()  # (no W&B in this run)
+    assert not (tmp_path / "wandb").exists()  # its upload would have sent the new run's weights under the old name
 
 
 def test_a_finished_run_continued_for_more_epochs_reads_as_in_progress_until_it_ends(tmp_path, monkeypatch):

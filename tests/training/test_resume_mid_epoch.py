@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from alternet.data.base import EpochSampler, ResumableLoader
 from alternet.runs.directories import RunDir
@@ -158,8 +159,9 @@ def test_a_resumed_run_continues_its_wandb_run(tmp_path):
 
 
 def test_wandb_runs_say_what_ran_and_show_best_validation_values(tmp_path, monkeypatch):
-    """Run name <model>-<data>-s<seed>, and define_metric so the runs table shows best val accuracy (max) and NLL
-    (min), on a real offline W&B run."""
+    """Run name <model>-<data>-s<seed>, define_metric so the runs table shows best val accuracy (max) and NLL (min)
+    and every chart is against the optimizer step, and the run's config as the run recorded it, on a real offline
+    W&B run."""
     import wandb
     from wandb.sdk.wandb_run import Run
 
@@ -173,7 +175,7 @@ def test_wandb_runs_say_what_ran_and_show_best_validation_values(tmp_path, monke
     define = Run.define_metric
 
     def spy(self, name, *args, **kwargs):
-        defined[name] = kwargs.get("summary")
+        defined[name] = kwargs.get("summary") or kwargs.get("step_metric")
         return define(self, name, *args, **kwargs)
 
     monkeypatch.setattr(Run, "define_metric", spy)
@@ -182,7 +184,7 @@ def test_wandb_runs_say_what_ran_and_show_best_validation_values(tmp_path, monke
 
     def capture_then_finish(*args, **kwargs):
         if wandb.run is not None:
-            seen.update(name=wandb.run.name, group=wandb.run.group)
+            seen.update(name=wandb.run.name, group=wandb.run.group, config=dict(wandb.run.config))
         return finish(*args, **kwargs)
 
     monkeypatch.setattr(wandb, "finish", capture_then_finish)
@@ -192,6 +194,9 @@ def test_wandb_runs_say_what_ran_and_show_best_validation_values(tmp_path, monke
     assert seen["group"] == run_id == (tmp_path / "wandb-group").read_text().strip()  # a single run: its own group
     assert defined["val/acc"] == "max" and defined["val/nll"] == "min"
     assert {name: defined.get(name) for name in BEST_OF} == BEST_OF
+    assert defined["*"] == "trainer/global_step"  # W&B's own _step counts log calls, and restarts on a resume
+    recorded = yaml.safe_load((tmp_path / "config.yaml").read_text())  # not overwritten by the module's hparams
+    assert seen["config"]["data"] == recorded["data"] and "val_size" in recorded["data"]
 
 
 @pytest.mark.parametrize(("rank_zero_says", "saved"), [(False, []), (True, [10])])

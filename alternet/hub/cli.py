@@ -109,4 +109,7 @@ def _push(args: argparse.Namespace) -> None:
         commit_message=args.commit_message,
     )
     print(f"Pushed {args.source} to {pushed.url}" + (f" (commit {pushed.commit_url})" if pushed.commit_url else ""))
-    print(f'Load: import alternet.models, timm; timm.create_model("{pushed.timm_name}", pretrained=True)')
+    if pushed.timm_loads:
+        print(f'Load: import alternet.models, timm; timm.create_model("{pushed.timm_name}", pretrained=True)')
+    else:  # a user's model function: alternet builds it again from the export's config
+        print(f'Load: alternet.hub.load("{pushed.timm_name}") (with the module that registers its model imported)')

@@ -48,6 +48,7 @@ class Pushed:
     url: str
     commit_url: str | None
     revision: str | None
+    timm_loads: bool = True  # False: a user's own model function, which timm does not build the upload with
 
     @property
     def timm_name(self) -> str:
@@ -74,6 +75,7 @@ def push_to_hub(
         raise PushError(f"{path} does not exist: pass an export directory, a run directory or a checkpoint (.ckpt)")
     with tempfile.TemporaryDirectory(prefix="alternet-push-") as tmp:
         folder = stage(path, Path(tmp) / "upload", repo_id=repo_id, ema=ema)
+        timm_loads = read_json(folder / CONFIG_FILE, error=PushError)["alternet"].get("timm_loads", True)
         token = _require_token()
         api = HfApi(token=token, library_name="alternet", library_version=__version__)
         try:
@@ -96,7 +98,7 @@ def push_to_hub(
                 f"could not reach the Hugging Face Hub at {api.endpoint} to push {repo_id} ({brief_reason(error)}); "
                 "check the network connection (and HF_ENDPOINT or proxy settings), then run the command again"
             ) from error
-    return Pushed(repo_id, str(url), getattr(commit, "commit_url", None), revision)
+    return Pushed(repo_id, str(url), getattr(commit, "commit_url", None), revision, timm_loads)
 
 
 def stage(source: Path, folder: Path, *, repo_id: str, ema: bool = False) -> Path:

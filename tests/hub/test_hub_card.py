@@ -237,6 +237,18 @@ def test_push_uploads_the_three_files_in_one_commit(run, fake_hub, tmp_path, cap
     assert card.data.model_name == REPO.split("/")[-1] and card.data.library_name == "timm"
 
 
+def test_push_of_a_users_model_function_names_alternets_loader_not_timms(run, fake_hub, tmp_path, capsys):
+    """timm builds a user's model function without its weights: the printed load line named timm all the same."""
+    export = tmp_path / "export"
+    shutil.copytree(export_of(run), export)
+    config = json.loads((export / "config.json").read_text())
+    config["alternet"]["timm_loads"] = False  # as an export of a user's model function records it
+    (export / "config.json").write_text(json.dumps(config))
+    hub_main(["push", str(export), REPO])
+    output = capsys.readouterr().out
+    assert f'Load: alternet.hub.load("hf-hub:{REPO}")' in output and "timm.create_model" not in output
+
+
 def test_what_push_uploads_loads_through_timms_hf_hub_name(run, fake_hub, monkeypatch):
     hub.push_to_hub(export_of(run), REPO)
     config = json.loads((export_of(run) / "config.json").read_text())

@@ -56,14 +56,27 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet buildup") -> i
     )
     parser.add_argument("search_dir", type=Path, help="the search's directory: each round's sweep and the results")
     parser.add_argument("overrides", nargs="*", help="alternet train overrides, e.g. data=cifar100 data.val_size=5000")
-    parser.add_argument("--seeds", type=int, default=3, help="seeds per layout (seed=0..N-1)")
-    parser.add_argument("--metric", choices=("error", "nll"), default="error", help="the validation metric decided on")
-    parser.add_argument("--max-rounds", type=int, help="stop after this many rounds")
-    parser.add_argument("--max-hours", type=float, help="stop once the jobs' summed wall time reaches this (hours)")
-    parser.add_argument("--max-epochs", type=int, help="do not start a round that would exceed this summed epochs")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds per layout (seed=0..N-1; default %(default)s)")
+    parser.add_argument(
+        "--metric",
+        choices=("error", "nll"),
+        default="error",
+        help="the validation metric decided on (default %(default)s)",
+    )
+    parser.add_argument("--max-rounds", type=int, help="stop after this many rounds (default: no limit)")
+    parser.add_argument(
+        "--max-hours", type=float, help="stop once the jobs' summed wall time reaches this (hours; default: no limit)"
+    )
+    parser.add_argument(
+        "--max-epochs", type=int, help="do not start a round that would exceed this summed epochs (default: no limit)"
+    )
     rule = Rule()
-    parser.add_argument("--alpha", type=float, default=rule.alpha, help="significance level (Holm over a round)")
-    parser.add_argument("--min-seeds", type=int, default=rule.min_seeds, help="fewest seeds for a decision")
+    parser.add_argument(
+        "--alpha", type=float, default=rule.alpha, help="significance level (Holm over a round; default %(default)s)"
+    )
+    parser.add_argument(
+        "--min-seeds", type=int, default=rule.min_seeds, help="fewest seeds for a decision (default %(default)s)"
+    )
     args = parser.parse_intermixed_args(argv)
     try:
         settings, budget = _checked(args)

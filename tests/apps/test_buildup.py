@@ -172,3 +172,13 @@ def test_the_model_option_command_merges_the_searchs_own_searchpath():
         "hydra.searchpath=[file:///runs/bu1/conf,pkg://my_pkg.conf]"
     )
     assert _searchpath(option, ["data=digits"]) == "hydra.searchpath=[file:///runs/bu1/conf]"
+
+
+def test_the_help_says_each_options_default(capsys):
+    from alternet.apps.buildup import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for said in ("seed=0..N-1; default 3", "decided on (default error)", "Holm over a round; default 0.05"):
+        assert said in text

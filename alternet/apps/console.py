@@ -21,6 +21,7 @@ from ..runs.summary import RunSummary
 from ..training.builders import compile_mode, compile_refusal
 from ..training.config import RecipeConfig
 from ..training.optim import scaled_lr
+from .checks import layout_and_heads
 from .config import TrainConfig
 
 WORST_SHOWN = 5  # the worst corruption conditions shown
@@ -48,7 +49,7 @@ def start_banner(
     hardware = f"{device.type} x{trainer.world_size}" + (
         f" ({trainer.num_nodes} nodes)" if trainer.num_nodes > 1 else ""
     )
-    layout = getattr(model, "layout", None)  # AlterNets: the block sequence, which overrides may have changed
+    layout = layout_and_heads(config.model)[0]  # the block sequence, which overrides may have changed
     batch = config.recipe.batch_size
     global_batch = batch * trainer.world_size * trainer.accumulate_grad_batches
     batches = f"batch {batch}" if global_batch == batch else f"batch {batch} per device, {global_batch} global"

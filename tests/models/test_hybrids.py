@@ -22,7 +22,7 @@ from alternet.analysis.blocks import (
     bottleneck_attention_map,
     halo_attention_map,
 )
-from alternet.apps.checks import validate_train_config
+from alternet.apps.checks import layout_and_heads, validate_train_config
 from alternet.apps.train import train
 from alternet.architectures.config import model_config
 from alternet.architectures.named import HYBRIDS, TIMM_TWINS
@@ -248,13 +248,15 @@ def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
     "name",
     [BYOB, MAXXVIT, *(pytest.param(n, marks=pytest.mark.slow) for n in HYBRIDS if n not in (BYOB, MAXXVIT))],
 )
-def test_a_cifar_variant_trains_two_steps_and_resumes_exactly(tmp_path, name):
+def test_a_cifar_variant_trains_two_steps_and_resumes_exactly(tmp_path, name, capsys):
     common = [*FAST, f"model={name}", "data.image_size=32", "trainer.limit_train_batches=2", "recipe.batch_size=2"]
     # no validation split: last.ckpt is written at every epoch end; fp32: bf16 at batch 2 can overflow a gradient
     common += ["data.val_size=0", "data.train_clean_size=0", "trainer.limit_test_batches=1", "trainer.precision=32"]
     common += ["recipe.drop_path_rate=0.1"]  # stochastic depth: the resumed run must replay the same draws
     reference = train(compose_train(*common, "trainer.max_epochs=2", output_dir=tmp_path / "reference"))
     assert reference.global_step == 4
+    layout, _ = layout_and_heads(validate_train_config(OmegaConf.to_container(compose_train(*common))).model)
+    assert f"Model:         {name} {layout} (" in capsys.readouterr().out  # the banner shows a hybrid's layout too
     train(compose_train(*common, "trainer.max_epochs=1", output_dir=tmp_path / "resumed"))
     last = tmp_path / "resumed" / "checkpoints" / "last.ckpt"
     resumed = train(compose_train(*common, "trainer.max_epochs=2", f"ckpt_path={last}", output_dir=last.parents[1]))

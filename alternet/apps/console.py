@@ -221,7 +221,9 @@ def evaluation_report(report: EvaluationReport, out_dir: Path) -> str:
     if report.preprocessing:
         lines.append(f"  preprocessing: {describe_preprocessing(report.preprocessing)}")
     if report.test_flip:
-        lines.append("  predictions: the mean of each image's and its mirror's logits (test_flip=false: one view)")
+        lines.append(
+            "  predictions: the mean of each image's and its mirror's logits (for one view, pass test_flip=false)"
+        )
     images = report.test_images
     if images and images.partial:
         lines.append(f"  a quick look: the first {images.scored} of {images.of} test images (max_images)")

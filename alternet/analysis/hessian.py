@@ -412,6 +412,14 @@ def run(context: AnalysisContext, config: HessianConfig) -> dict[str, Any]:
         )
     if maxima is not None:
         summary.update(_max_summary(maxima, batch_size))
+        if 2 * maxima.unconverged > len(maxima.extremes):  # the summaries would mostly be of unfinished Lanczos
+            warnings.warn(
+                f"analysis hessian: {maxima.unconverged} of {len(maxima.extremes)} mini-batches' Lanczos did not "
+                f"converge within minibatch_steps={config.minibatch_steps}: the max_eig_* summaries are mostly of "
+                "values still moving; raise analysis.hessian.minibatch_steps (or tol)",
+                AlternetWarning,
+                stacklevel=2,
+            )
     if tops is not None:
         summary.update(_tops_summary(tops, batch_size))
     if config.regulariser == "hdvw" and objective.weight_decay:  # wd * ||w||: curvature wd / ||w|| across w

@@ -71,6 +71,17 @@ def analysed(tmp_path_factory, digits):
     return model, state, results, out_dir
 
 
+def test_mini_batch_maxima_mostly_unconverged_are_said_to_be(digits, tmp_path):
+    """Their summaries (max_eig_*) were written as plain numbers with every mini-batch's Lanczos cut short."""
+    from alternet.errors import AlternetWarning
+
+    model = create_model("alternet_tiny", num_classes=10, img_size=16)
+    budgets = {"hessian": {**BUDGETS["hessian"], "minibatch_steps": 1}}
+    with pytest.warns(AlternetWarning, match=r"3 of 3 mini-batches' Lanczos did not converge within minibatch_steps=1"):
+        results = run_analyses(["hessian"], model, digits, RECIPE, budgets, tmp_path)
+    assert results["hessian"]["max_eig_unconverged"] == 3
+
+
 def test_every_analysis_writes_its_files_and_a_json_summary(analysed):
     _, _, results, out_dir = analysed
     assert list(results) == list(ANALYSES)

@@ -452,17 +452,19 @@ def _summary(
             "| test error |",
             "|---" * 11 + "|",
         ]
+        places = 2 if scale != 1 else 3  # percentage points to 2 decimals, nats to 3
         for row in (r for r in rows if r["round"] == done.number):
             delta = (
                 "–"
                 if row["delta"] is None
-                else f"{scale * row['delta']:+.2f} [{scale * row['ci_low']:+.2f}, {scale * row['ci_high']:+.2f}]"
+                else f"{scale * row['delta']:+.{places}f} [{scale * row['ci_low']:+.{places}f}, "
+                f"{scale * row['ci_high']:+.{places}f}]"
             )
             lines.append(
                 f"| {row['arm']} | {_cell(row['layout'])} | {row['msas']} | {_number(row['params'])} | "
                 f"{_number(row['macs'])} | {_pm(row['mean'], row['sd'])} | {delta} | "
                 f"{'–' if row['p_holm'] is None else format(row['p_holm'], '.3g')} | "
-                f"{'–' if row['mde'] is None else format(scale * row['mde'], '.2f')} | {row['reading']} | "
+                f"{'–' if row['mde'] is None else format(scale * row['mde'], f'.{places}f')} | {row['reading']} | "
                 f"{'–' if row['test_error'] is None else format(row['test_error'], '.4f')} |"
             )
         lines += ["", f"Decision: {done.decision}."]

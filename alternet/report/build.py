@@ -333,15 +333,17 @@ def _cell(row: dict[str, Any], name: str) -> str:
 
 
 def _delta_cell(row: dict[str, Any], name: str, scale: float, unit: str) -> str:
-    """``Δ [low, high] p=…`` (Holm-corrected p), or a dash for the baseline and for runs without the metric."""
+    """``Δ [low, high] p=…`` (Holm-corrected p), or a dash for the baseline and for runs without the metric;
+    percentage points to 2 decimals, nats to 3 (the NLL differences at stake are a few hundredths)."""
     if row.get(f"{name}_delta") is None:
         return "–"
     delta, low, high = (scale * row[f"{name}_{part}"] for part in ("delta", "ci_low", "ci_high"))
-    return f"{delta:+.2f}{unit} [{low:+.2f}, {high:+.2f}] p={row[f'{name}_p_holm']:.3g}"
+    places = 2 if unit else 3
+    return f"{delta:+.{places}f}{unit} [{low:+.{places}f}, {high:+.{places}f}] p={row[f'{name}_p_holm']:.3g}"
 
 
 def _mde_cell(value: float | None, scale: float, unit: str) -> str:
-    return "–" if value is None or not math.isfinite(value) else f"{scale * value:.2f}{unit}"
+    return "–" if value is None or not math.isfinite(value) else f"{scale * value:.{2 if unit else 3}f}{unit}"
 
 
 def _robustness_note(runs: Sequence[Run]) -> str:
@@ -399,6 +401,8 @@ def markdown(
             else "The error intervals of the variants marked in `variants.csv`'s test_set_noise include the test set's "
             "own sampling noise, the others do not. "
             if noise == {True, False}
+            else "One variant: nothing is compared, so no difference has an interval. "
+            if not compared
             else "The test set's own sampling noise is not included (--bootstrap 0, or no run kept its predictions: "
             "evaluate.after_training=true writes them). "
         )

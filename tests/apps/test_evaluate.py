@@ -244,6 +244,7 @@ def test_data_root_for_a_bundled_data_set_is_said_to_be_unused(digits_run, tmp_p
 
 
 def test_use_ema_scores_the_ema_weights_and_says_so(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("WANDB_MODE", "offline")  # the tests' WANDB_MODE=disabled switches W&B off
     run = train(compose_train(*FAST, "recipe.ema.decay=0.9", output_dir=tmp_path / "run")).run_dir
     arguments = [f"ckpt={run}", "use_ema=true", "robustness.enabled=false", f"out_dir={tmp_path / 'out'}"]
     started = []  # the W&B run's name: apart from an evaluation of the raw weights

@@ -4,6 +4,7 @@
 import csv
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -26,20 +27,22 @@ def sweep(tmp_path_factory):
     """Two models x two seeds of debug=fast on digits, logged to W&B offline, as one real multirun (in this process:
     a fresh interpreter's imports cost seconds; tests/test_faults.py runs sweeps in processes of their own)."""
     sweep_dir = tmp_path_factory.mktemp("sweep")
-    code, stdout, stderr = script_output(
-        "train.py",
-        [
-            "-m",
-            "model=alternet_tiny,preresnet_tiny",
-            "seed=0,1",
-            "debug=fast",
-            "trainer.limit_val_batches=1",
-            "logger=wandb",
-            "logger.wandb.offline=true",
-            "evaluate.after_training=true",  # eval/predictions.npz: the test set's own noise in the report's intervals
-            f"hydra.sweep.dir={sweep_dir}",
-        ],
-    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("WANDB_MODE", "offline")  # the tests' WANDB_MODE=disabled switches W&B off
+        code, stdout, stderr = script_output(
+            "train.py",
+            [
+                "-m",
+                "model=alternet_tiny,preresnet_tiny",
+                "seed=0,1",
+                "debug=fast",
+                "trainer.limit_val_batches=1",
+                "logger=wandb",
+                "logger.wandb.offline=true",
+                "evaluate.after_training=true",  # eval/predictions.npz: the test set's own noise in the intervals
+                f"hydra.sweep.dir={sweep_dir}",
+            ],
+        )
     assert code == "0", stderr[-3000:]
     return sweep_dir, stdout
 
@@ -119,6 +122,7 @@ def test_report_of_a_sweep_writes_figures_tables_and_verdicts(sweep, tmp_path, m
     assert "include an estimate of the test set's own sampling noise" in summary and "Holm" in summary
     row = next(line for line in summary.splitlines() if line.startswith("| model=alternet_tiny"))
     assert " pp [" in row and "p=" in row  # delta, interval and p per row
+    assert re.match(r" [+-]\d\.\d{3} \[[+-]\d\.\d{3}, [+-]\d\.\d{3}\] p=", row.split("|")[7])  # NLL: 3 places
     assert "| MDE error |" in summary and "80% power" in summary and "| HDVW's training NLL |" in summary
     assert summary in stdout
     assert len(list((out / "wandb").glob("offline-run-*"))) == 1  # the sweep used W&B, so the report goes there too

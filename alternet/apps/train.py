@@ -244,6 +244,7 @@ def _tested(
     checkpoint = checkpoint_callback(trainer)  # read before testing: test() restores its state from `best`
     best, last = checkpoint.best_model_path or None, checkpoint.last_model_path or None
     clean = by_split(module.train_clean)  # read before testing, whose metrics replace the callback metrics
+    images_per_sec = throughput_callback(trainer).images_per_sec  # before testing: it restores the best's count
     tested = by_split(trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False)[0])
     summary = RunSummary(
         model=config.model.name,
@@ -264,7 +265,7 @@ def _tested(
         best_checkpoint=best,
         last_checkpoint=last,
         run_dir=str(run.path),
-        train_images_per_sec=throughput_callback(trainer).images_per_sec,
+        train_images_per_sec=images_per_sec,
         global_batch=module.global_batch,
         lr=scaled_lr(config.recipe, module.global_batch),
         skipped_images=datamodule.skipped_images,

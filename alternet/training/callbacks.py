@@ -38,6 +38,12 @@ def ends_optimizer_step(trainer: L.Trainer, batch_idx: int) -> bool:
     return (batch_idx + 1) % trainer.accumulate_grad_batches == 0
 
 
+def epochs_last_batch(trainer: L.Trainer) -> bool:
+    """The epoch's last batch: its validation and epoch end come after this batch's hooks, and a checkpoint saved
+    here resumes with the next epoch, without them (Lightning counts the epoch as done)."""
+    return bool(trainer.fit_loop.epoch_loop.batch_progress.is_last_batch)
+
+
 def _moved(state: dict[str, Any], saved: Path, now: Path) -> dict[str, Any]:
     """A checkpoint callback's state with its files' paths under ``now`` in place of ``saved``; a file not found
     there (or never in the folder) is dropped, and the best score with the best file."""
@@ -137,7 +143,7 @@ class MidEpochCheckpoint(L.Callback):
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        if not ends_optimizer_step(trainer, batch_idx):
+        if not ends_optimizer_step(trainer, batch_idx) or epochs_last_batch(trainer):  # the epoch's end saves next
             return
         step = trainer.global_step
         due = bool(self.every and step % self.every == 0)

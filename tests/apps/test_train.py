@@ -121,6 +121,14 @@ def test_a_run_stopped_inside_an_epoch_by_max_steps_resumes_there(tmp_path):
         assert cut[key] == pytest.approx(uncut[key], abs=1e-6), key
 
 
+def test_the_runs_throughput_counts_every_epoch_not_the_tested_checkpoints(tmp_path):
+    """Testing the best checkpoint restored its callbacks' state: the summary's images/s was the best epoch's count."""
+    summary = fit(tmp_path, "recipe.epochs=3", "trainer.max_epochs=3", "callbacks.checkpoint.mode=max")  # best: a
+    assert summary.best_epoch < 3  # worst-NLL epoch, an early one
+    saved = torch.load(summary.last_checkpoint)["callbacks"]["Throughput"]  # the whole run's count
+    assert summary.train_images_per_sec == pytest.approx(saved["images"] / saved["seconds"])
+
+
 def test_unreadable_checkpoint_is_rejected(tmp_path):
     bad = tmp_path / "broken.ckpt"
     bad.write_bytes(b"not a checkpoint")

@@ -49,7 +49,7 @@ def _final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
     return checkpoint["state_dict"]
 
 
-def _interrupted_then_resumed(tmp_path: Path, overrides: list[str], how: str, at: int = 13) -> Path:
+def _interrupted_then_resumed(tmp_path: Path, overrides: list[str], how: str, at: int = 13, saved: int = 0) -> Path:
     run = tmp_path / how
     interrupted = run_script(SCRIPT, str(run), how, str(at), *overrides, timeout=300)
     if how == "KILL":
@@ -59,7 +59,7 @@ def _interrupted_then_resumed(tmp_path: Path, overrides: list[str], how: str, at
         assert f"stopped by SIG{how} at global step {at}" in interrupted.stderr
         assert f"hydra.run.dir={run} ckpt_path=last" in interrupted.stderr  # resumes in its own directory
     assert not (run / "metrics.json").exists()
-    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == at
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == (saved or at)
     resumed = run_script(SCRIPT, str(run), "NONE", "0", *overrides, "ckpt_path=last", timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     with open(run / "logs" / "metrics.csv", newline="") as file:
@@ -95,10 +95,14 @@ def test_image_folder_run_interrupted_mid_epoch_resumes_exactly(tmp_path, image_
 
 @pytest.mark.slow  # 3 fresh interpreters
 def test_a_run_killed_after_an_epochs_last_step_resumes_exactly(tmp_path, image_folder, uninterrupted):
-    """The last mid-epoch checkpoint holds the epoch's last step (10 of 10): the resumed run starts the next epoch
-    with the uninterrupted run's batches, neither repeating nor skipping one."""
+    """Killed after the epoch's last step (10 of 10), before its validation: the mid-epoch checkpoints skip that
+    step (resumed from it, the run went on with the next epoch and never validated this one), so the resumed run
+    trains step 10 again from step 9's checkpoint, validates, and ends with the uninterrupted run's weights."""
     overrides = _common(image_folder)
-    assert_same_weights(uninterrupted, _final_weights(_interrupted_then_resumed(tmp_path, overrides, "KILL", at=10)))
+    run = _interrupted_then_resumed(tmp_path, overrides, "KILL", at=10, saved=9)
+    assert_same_weights(uninterrupted, _final_weights(run))
+    with open(run / "logs" / "metrics.csv", newline="") as file:
+        assert sorted(row["epoch"] for row in csv.DictReader(file) if row.get("val/nll")) == ["0", "1"]
 
 
 @pytest.mark.slow  # 3 fresh interpreters

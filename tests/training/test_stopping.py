@@ -208,6 +208,7 @@ class _Ranks:
         self.default_root_dir, self.current_epoch, self.is_global_zero = str(tmp_path), 0, True
         self.collectives, self.saved = [], []
         self.strategy = SimpleNamespace(reduce_boolean_decision=self._agree, checkpoint_io=AtomicCheckpointIO())
+        self.fit_loop = SimpleNamespace(epoch_loop=SimpleNamespace(batch_progress=SimpleNamespace(is_last_batch=False)))
 
     def _agree(self, decision: bool, all: bool) -> bool:
         self.collectives.append(self.global_step)
@@ -229,6 +230,26 @@ def test_ddp_ranks_agree_on_a_preemption_every_n_steps_not_every_step(tmp_path):
             callback.on_train_batch_end(trainer, None, None, None, step - 1)
     assert trainer.collectives == [10, 20]
     assert trainer.saved == [(20, "last.ckpt")]
+
+
+def test_a_stop_asked_for_in_an_epochs_last_batch_waits_for_its_validation(tmp_path):
+    """Saved after the epoch's last batch but before its validation, the resumed run went on with the next epoch:
+    that epoch's validation (its best-checkpoint candidate and curve point) was never run."""
+    from alternet.apps.train import train
+    from alternet.report.runs import read_history
+
+    from helpers import FAST, compose_train
+
+    common = [*FAST, "recipe.epochs=2", "trainer.max_epochs=2"]  # 3 steps an epoch
+    signal_at_3 = "callbacks.extra=[{_target_:helpers.callbacks.SignalBeforeStep,step:3}]"
+    with pytest.raises(Preempted, match=r"stopped by SIGTERM at global step 3 \(in epoch 1\)"):
+        train(compose_train(*common, signal_at_3, output_dir=tmp_path / "cut"))
+    resumed = train(compose_train(*common, "ckpt_path=last", output_dir=tmp_path / "cut"))
+    whole = train(compose_train(*common, output_dir=tmp_path / "whole"))
+    cut, uncut = (read_history(RunDir(tmp_path / name).metrics_csv) for name in ("cut", "whole"))
+    assert list(cut["val/nll"]) == [0, 1] and cut["val/nll"] == pytest.approx(uncut["val/nll"], abs=1e-6)
+    assert cut["train/acc"] == pytest.approx(uncut["train/acc"], abs=1e-6)  # the epoch's end logged before the stop
+    assert (resumed.best_epoch, resumed.test) == (whole.best_epoch, whole.test)
 
 
 @pytest.mark.parametrize("every", [0, -3, 2.5, True, "10"])

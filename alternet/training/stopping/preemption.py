@@ -11,7 +11,7 @@ import lightning as L
 
 from ...runs.directories import RunDir
 from ...runs.records import resume_command
-from ..callbacks import ends_optimizer_step
+from ..callbacks import ends_optimizer_step, epochs_last_batch
 from . import Preempted, StoppedWithoutSaving, check_preemption, is_pythons_ctrl_c, requeue_slurm_job, say
 
 
@@ -39,6 +39,7 @@ class PreemptionCheckpoint(L.Callback):
         self._before_run: dict[int, Any] = {}  # the handlers the run started with (e.g. submitit's): forwarded to
         self._displaced: dict[int, Any] = {}  # the handlers ours replace while training (Lightning's): restored
         self._rank = ""  # "[rank N] " under DDP: every rank of a signalled group says so
+        self._at_epoch_end: tuple[int, int] | None = None  # (step, epoch) of a stop asked for in an epoch's last batch
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         """Before Lightning installs its own signal handlers: remember the ones the run started with."""
@@ -78,7 +79,20 @@ class PreemptionCheckpoint(L.Callback):
                 f"stays ignored; stop this run with {' or '.join(others) or 'SIGKILL (no checkpoint)'}"
             )
 
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """A stop asked for in the epoch's last batch waited for the epoch's validation and end (saved before them,
+        the resumed run would go on with the next epoch without them): the fit ends here, and :meth:`on_train_end`
+        saves and stops."""
+        received = self.received is not None
+        if trainer.world_size > 1:  # every rank reaches the epoch's end: one collective an epoch
+            received = trainer.strategy.reduce_boolean_decision(received, all=False)
+        if received:
+            self._at_epoch_end = (trainer.global_step, trainer.current_epoch)
+            trainer.should_stop = True
+
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._at_epoch_end is not None:
+            self._save_and_stop(trainer, *self._at_epoch_end)
         self._restore()
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
@@ -92,8 +106,11 @@ class PreemptionCheckpoint(L.Callback):
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        if not ends_optimizer_step(trainer, batch_idx) or not self._stop_now(trainer):
+        if not ends_optimizer_step(trainer, batch_idx) or epochs_last_batch(trainer) or not self._stop_now(trainer):
             return
+        self._save_and_stop(trainer, trainer.global_step, trainer.current_epoch)
+
+    def _save_and_stop(self, trainer: L.Trainer, step: int, epoch: int) -> None:
         trainer.save_checkpoint(self.path, weights_only=False)
         trainer.strategy.checkpoint_io.teardown()  # an asynchronous write on disk before anything may end the job
         self._restore()  # saved: a signal from here on (the requeue's own SIGTERM) is no longer one "before saving"
@@ -105,7 +122,7 @@ class PreemptionCheckpoint(L.Callback):
         requeued = requeue_slurm_job() if requeue else False
         self._forward_to(previous)
         raise Preempted(
-            f"stopped by {name} at global step {trainer.global_step} (in epoch {trainer.current_epoch + 1}); saved "
+            f"stopped by {name} at global step {step} (in epoch {epoch + 1}); saved "
             f"{self.path}. "
             + ("The SLURM job was requeued and will resume from it. " if requeued else "")
             + f"Resume with: {command}"

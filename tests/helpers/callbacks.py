@@ -1,0 +1,18 @@
+"""Callbacks a test puts into a run through ``callbacks.extra`` (``_target_: helpers.callbacks.NAME``)."""
+
+import os
+import signal
+
+import lightning as L
+
+
+class SignalBeforeStep(L.Callback):
+    """Send this process ``signal`` (a name: TERM, INT, USR1) as optimizer step ``step`` (1-based) starts: the
+    run's handler sees it before the step's own hooks."""
+
+    def __init__(self, step: int, signal: str = "TERM"):
+        self.step, self.signal = step, signal
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if trainer.global_step + 1 == self.step:
+            os.kill(os.getpid(), getattr(signal, f"SIG{self.signal}"))

@@ -16,3 +16,10 @@ class SignalBeforeStep(L.Callback):
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         if trainer.global_step + 1 == self.step:
             os.kill(os.getpid(), getattr(signal, f"SIG{self.signal}"))
+
+
+def fit_loop_inside_an_epoch():
+    """A fake trainer's ``fit_loop`` as the checkpoint callbacks read it: not at an epoch's last batch."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(epoch_loop=SimpleNamespace(batch_progress=SimpleNamespace(is_last_batch=False)))

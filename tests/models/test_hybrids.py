@@ -360,8 +360,10 @@ def test_the_laptop_hybrids_keep_alternet_laptops_size():
 
 
 @pytest.mark.parametrize("preset", ["hybrids", "hybrids_full"])
-def test_the_hybrids_preset_sweeps_alternet_its_twin_and_both_families_on_one_recipe(preset):
+def test_the_hybrids_preset_sweeps_alternet_its_twin_and_both_families_on_one_recipe(preset, monkeypatch):
     from hydra import compose, initialize_config_dir
+
+    monkeypatch.setenv("WANDB_MODE", "offline")  # the full preset logs to W&B, which the tests' "disabled" turns off
 
     from helpers import CONF
 

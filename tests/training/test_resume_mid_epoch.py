@@ -17,6 +17,7 @@ from alternet.tracking import WandbSettings, finish
 from alternet.training.loggers import build_loggers
 
 from helpers import run_script
+from helpers.callbacks import fit_loop_inside_an_epoch
 from helpers.models import assert_same_weights
 
 # pytest-xdist: the whole module on one worker, so that its uninterrupted run (session-scoped) is made once; the
@@ -222,6 +223,7 @@ def test_a_time_based_mid_epoch_checkpoint_is_rank_zeros_decision(tmp_path, rank
     trainer = SimpleNamespace(
         global_step=0,
         accumulate_grad_batches=1,
+        fit_loop=fit_loop_inside_an_epoch(),
         strategy=SimpleNamespace(broadcast=broadcast),
         save_checkpoint=lambda path, weights_only: written.append(trainer.global_step),
     )

@@ -13,18 +13,20 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from ..errors import AlternetError, exit_with_error, warnings_on_one_line
+from ..errors import AlternetError, error_line, exit_with_error, warnings_on_one_line
+from ..runs.directories import SweepDir
 from ..training.stopping import (
     COMMAND_INTERRUPTED,
     EVALUATION_INTERRUPTED,
     TRAINING_INTERRUPTED,
+    Preempted,
+    StoppedWithoutSaving,
     ends_on_its_stop_line,
     raised_by_a_stop,
 )
@@ -36,20 +38,63 @@ PROG = "alternet"
 DDP_JOB_NAME = "hydra.job.name=train_ddp_process_"  # what Lightning adds to a rank it launches under Hydra
 
 
+class SweepJobFailed(AlternetError, RuntimeError):
+    """A sweep job's own error (a diverged learning rate, a refusal only the job can find), said at once in one
+    line: Hydra records the job as failed and the sweep goes on with its other jobs, then ends on one line
+    (:func:`_swept`)."""
+
+
 def _command_main(message: str, command: str) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
-    """A Hydra app's main as a command runs it: warnings and composition errors on one line, and Ctrl-C ending on
-    the command's stop line (``message``; the policy: :mod:`alternet.training.stopping`)."""
+    """A Hydra app's main as a command runs it: warnings and composition errors on one line, a sweep whose jobs
+    failed ending on one line after its other jobs ran, and Ctrl-C ending on the command's stop line (``message``;
+    the policy: :mod:`alternet.training.stopping`)."""
 
     def wrap(main: Callable[[], Any]) -> Callable[[], Any]:
         @ends_on_its_stop_line(message)
         @functools.wraps(main)
         def run() -> Any:
             with warnings_on_one_line(), one_line_composition_errors(command):
-                return main()
+                try:
+                    return main()
+                except Exception as error:
+                    _swept(error)
+                    raise
 
         return run
 
     return wrap
+
+
+def _swept(error: Exception) -> None:
+    """End a sweep whose jobs failed (Hydra raises the first failure once every job ran) on one line, its summary
+    written now that all jobs are done; a job that failed under the submitit launcher raised in its own process."""
+    submitit = type(error).__module__.startswith("submitit")
+    if not isinstance(error, SweepJobFailed) and not submitit:
+        return
+    from .hydra.sweep import RUNNING, write_sweep_summary  # deferred: matplotlib
+
+    if not RUNNING:
+        return
+    sweep = RUNNING[0]
+    path = write_sweep_summary(sweep)
+    ran = f"; {SweepDir(sweep).jobs().describe()}" + (f" (summary: {path})" if path else "")
+    if submitit:  # its message holds the job's whole traceback: the job's own error line is in its log
+        first = str(error).strip().splitlines()[0]
+        exit_with_error(f"a sweep job failed under the submitit launcher ({first}); its log: {sweep}/.submitit/{ran}")
+    exit_with_error(f"{error}{ran}")
+
+
+def _sweep_job() -> str | None:
+    """``sweep job N (overrides)`` inside a multirun's job, else None."""
+    from hydra.types import RunMode  # deferred: as above
+
+    try:
+        hydra_config = HydraConfig.get()
+    except ValueError:  # not inside a Hydra job (train() from Python)
+        return None
+    if hydra_config.mode != RunMode.MULTIRUN:
+        return None
+    return f"sweep job {hydra_config.job.num} ({' '.join(hydra_config.overrides.task)})"
 
 
 @_command_main(TRAINING_INTERRUPTED, "train")
@@ -61,8 +106,12 @@ def train_main(cfg: DictConfig) -> float | None:
 
     try:
         summary = train(cfg)
+    except (Preempted, StoppedWithoutSaving) as error:  # a stop signal stops the whole sweep
+        exit_with_error(error)
     except AlternetError as error:
-        _sum_up_a_stopped_sweep()
+        if (job := _sweep_job()) is not None:  # said now; the sweep goes on with its other jobs
+            print(error_line(f"{job}: {error}"), file=sys.stderr, flush=True)
+            raise SweepJobFailed(f"{job}: {error}") from None
         exit_with_error(error)
     except Exception as error:  # a stop signal's error, raised inside code that put another in its place
         if (stop := raised_by_a_stop(error)) is None:
@@ -70,18 +119,6 @@ def train_main(cfg: DictConfig) -> float | None:
         exit_with_error(stop)
     optimized = summary.optimized_metric  # the value a Hydra sweeper (e.g. Optuna) optimises, if configured
     return optimized.value if optimized else None
-
-
-def _sum_up_a_stopped_sweep() -> None:
-    """A local sweep that a job's refusal stops never reaches its end, where its summary is written: the jobs before
-    it are summed up now (``summary.csv``, as at the end)."""
-    from hydra.types import RunMode  # deferred: as above
-
-    from .hydra.sweep import write_sweep_summary  # deferred: matplotlib
-
-    hydra_config = HydraConfig.get()
-    if hydra_config.mode == RunMode.MULTIRUN:
-        write_sweep_summary(Path(hydra_config.sweep.dir))
 
 
 def run_dir_follows_out_dir(main: Callable[[], Any]) -> Callable[[], Any]:

@@ -85,7 +85,8 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
         typed.trainer.precision, typed.trainer.accelerator, typed.performance.allow_emulated_precision
     )
     typed.trainer.precision = precision.precision  # what ran, in the run's config.yaml and checkpoints
-    resume = resume_checkpoint(typed.ckpt_path, run)
+    starts_afresh = typed.reuse_run_dir or not run.checkpoint_files()  # else the run directory's check refuses it
+    resume = resume_checkpoint(typed.ckpt_path, run, say=starts_afresh)
     header = checkpoint_header(resume) if resume else {}
     record = typed.to_dict()  # the resolved config as the run records it (config.yaml, W&B, the checkpoints)
     changes = check_resume_settings(typed.model, typed.recipe, typed.data, resume, header, typed.seed) if resume else {}

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import ConfigValueError
 from ..files import LockBusy, lock_file, lock_owner
-from .directories import RunDir
+from .directories import RunDir, SweepDir
 
 _HELD: dict[Path, RunDirLock] = {}  # the run directories this process holds, by resolved path
 _TO_CREATE: set[Path] = set()  # sweep job directories this process's launcher creates (noted before it does)
@@ -59,8 +59,8 @@ class RunDirLock:
             self._file = lock_file(self.path)  # held open for the run's life
         except LockBusy as busy:
             raise ConfigValueError(
-                f"{self.what} {self.run.path} is in use by another run ({busy.owner}); wait for it, or give this "
-                f"one its own directory ({self.option}=...)"
+                f"{self.what} {self.run.path} is in use by another run ({busy.owner}); wait for it, or "
+                f"{_own_directory(self.run, self.option)}"
             ) from None
         _HELD[key] = self
         return self
@@ -126,6 +126,13 @@ def check_fresh_run_dir(run: RunDir, resuming: bool, reuse: bool, asked_last: bo
                 names = ", ".join(c.name for c in checkpoints[:3])
                 resume += f": resume from one of its checkpoints (ckpt_path=PATH: {names})"
         raise ConfigValueError(
-            f"run directory {run.path} already holds {what}: {resume}, give this run its own directory "
-            "(hydra.run.dir=...), or overwrite it with reuse_run_dir=true"
+            f"run directory {run.path} already holds {what}: {resume}, {_own_directory(run, 'hydra.run.dir')}, or "
+            "overwrite it with reuse_run_dir=true"
         )
+
+
+def _own_directory(run: RunDir, option: str) -> str:
+    """How to give a run a directory of its own: ``option``, or for a sweep's job the sweep's directory."""
+    if option == "hydra.run.dir" and SweepDir(run.path.parent).multirun_record.is_file():
+        return "give the sweep its own directory (hydra.sweep.dir=...)"
+    return f"give this {'run' if option == 'hydra.run.dir' else 'one'} its own directory ({option}=...)"

@@ -7,6 +7,7 @@ argument parsing and error handling, as a user's command runs them; a fresh inte
 of each also runs as a real subprocess to check the exit status and stderr end to end."""
 
 import importlib.util
+import re
 import warnings
 
 import pytest
@@ -270,19 +271,24 @@ def test_a_sweep_job_that_cannot_compose_is_one_line_naming_it(sweep, message, t
     assert not (tmp_path / "0").exists()
 
 
-def test_a_sweep_stopped_by_a_jobs_refusal_sums_up_the_jobs_before_it(tmp_path, monkeypatch, capsys):
-    """A job refused as it starts (an image folder's data are checked by the job, not the pre-flight) stops a local
-    sweep before its end, where summary.csv is written: the finished jobs are summed up all the same."""
+def test_a_sweep_job_that_fails_is_said_and_the_sweep_goes_on_with_its_other_jobs(tmp_path, monkeypatch, capsys):
+    """A job refused as it starts (an image folder's data are checked by the job, not the pre-flight), like a job
+    whose learning rate diverges, stopped a local sweep there: the jobs after it never ran, and a relaunch stopped
+    at it again. It is said at once; the other jobs run; the sweep ends on one line summing them up."""
     from helpers.imagefolders import make_image_folder
 
     root = make_image_folder(tmp_path / "images", per_class=2, splits={"train": 2, "val": 1}, odd_formats=False)
     sweep = ["debug=fast", "data=imagefolder", f"data.root={root}", "data.image_size=16", "recipe.batch_size=4"]
-    arguments = ["-m", *sweep, "data.subset=1.0,0.5", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+    arguments = ["-m", *sweep, "data.subset=0.5,1.0", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
     code, stderr = run_main("train.py", arguments, monkeypatch, capsys)
-    assert code.startswith("error: recipe.batch_size=4 is larger than the 3 training images left after data.subset")
+    refused = "data.subset=0.5): recipe.batch_size=4 is larger than the 3 training images left after data.subset"
+    assert re.search(rf"^error: sweep job 0 \(.*{re.escape(refused)}", stderr, re.M)  # at once, as the sweep goes on
+    assert code.startswith("error: sweep job 0 (") and refused in code and "\n" not in code
+    assert "; 1 of 2 jobs finished" in code and f"(summary: {tmp_path / 'sweep' / 'summary.csv'})" in code
     assert "Traceback" not in stderr
     rows = (tmp_path / "sweep" / "summary.csv").read_text().splitlines()
-    assert len(rows) == 2 and rows[1].startswith("0,") and ",ok," in rows[1]
+    assert len(rows) == 2 and rows[1].startswith("1,") and ",ok," in rows[1]  # the job after it ran (job 0, refused
+    # before any work, left no directory)
 
 
 def test_a_sweep_into_a_directory_holding_another_sweeps_jobs_stops_before_touching_them(tmp_path, monkeypatch, capsys):

@@ -258,6 +258,30 @@ def test_a_relaunched_sweep_keeps_finished_jobs_and_resumes_interrupted_ones(tmp
     assert resumes[-1]["checkpoint"] == str(interrupted / "checkpoints" / "last.ckpt")
 
 
+def test_a_sweep_in_folders_named_by_its_overrides_is_relaunched_into_them(tmp_path, monkeypatch, capsys):
+    """hydra.sweep.subdir=${hydra.job.override_dirname} named the relaunch's folders with ckpt_path=last in them:
+    every job trained again beside the first; and a relaunch without ckpt_path=last is told of the sweep's own
+    directory (hydra.run.dir, which its hint named, is refused for a sweep)."""
+    command = [
+        "-m",
+        "seed=0",
+        "debug=fast",
+        f"hydra.sweep.dir={tmp_path}",
+        "hydra.sweep.subdir=${hydra.job.override_dirname}",
+    ]
+    code, _, stderr = main_output("train.py", command, monkeypatch, capsys)
+    assert code == "0", stderr[-3000:]
+    code, stdout, stderr = main_output("train.py", [*command, "ckpt_path=last"], monkeypatch, capsys)
+    assert code == "0", stderr[-3000:]
+    assert f"{tmp_path / 'debug=fast,seed=0'} holds a finished run (metrics.json): kept, nothing to train" in stdout
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["debug=fast,seed=0"]
+    code, _, _ = main_output("train.py", command, monkeypatch, capsys)
+    assert (
+        "already holds a finished run (metrics.json): resume it with ckpt_path=last, give the sweep its own "
+        "directory (hydra.sweep.dir=...)" in code
+    )
+
+
 def test_the_report_of_a_partial_sweep_says_what_is_missing(sweep, tmp_path):
     sweep_dir, _ = sweep
     partial = tmp_path / "sweep"

@@ -104,7 +104,7 @@ def test_a_finished_run_stopped_before_its_export_is_exported_when_launched_agai
         assert (tmp_path / "export" / "config.json").is_file(), stopped
 
 
-def test_ckpt_path_last_without_a_last_checkpoint_names_the_checkpoints_there(tmp_path):
+def test_ckpt_path_last_without_a_last_checkpoint_names_the_checkpoints_there(tmp_path, capsys):
     """A directory a stopped run left with only its non-finite step's checkpoint: the advice is not ckpt_path=last
     again, which was just given."""
     train(compose_train(*FAST, output_dir=tmp_path))
@@ -117,6 +117,7 @@ def test_ckpt_path_last_without_a_last_checkpoint_names_the_checkpoints_there(tm
         train(compose_train(*FAST, "ckpt_path=last", output_dir=tmp_path))
     message = str(refused.value)
     assert "(ckpt_path=PATH: nonfinite-step0.ckpt)" in message and "resume it with ckpt_path=last" not in message
+    assert "starts from scratch" not in capsys.readouterr().err  # said before the refusal, it contradicted it
 
 
 def test_ckpt_path_last_without_a_last_checkpoint_says_it_starts_from_scratch_once(tmp_path, monkeypatch, capsys):

@@ -45,8 +45,14 @@ def write_sweep_summary(sweep_dir: Path) -> Path | None:
     return path
 
 
+RUNNING: list[Path] = []  # the sweep this process launched (the command line's end reads it: alternet.apps.cli)
+
+
 class SweepSummary(Callback):
     """Registered in ``conf/hydra/default.yaml``; runs in the launching process after all jobs."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        RUNNING[:] = [Path(config.hydra.sweep.dir)]
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep = SweepDir(config.hydra.sweep.dir)

@@ -229,12 +229,16 @@ def run_name(run_config: Mapping[str, Any], run: RunDir) -> str:
 
 
 def sweep_group() -> str | None:
-    """The W&B group of a multirun job: its sweep directory's name (one group per sweep); None for a single run."""
+    """The W&B group of a multirun job: its sweep directory's and its parent's names (one group per sweep: the
+    rounds of two build-up searches are both ``round_01``); None for a single run."""
     try:
         hydra = HydraConfig.get()
     except ValueError:  # not inside a Hydra job
         return None
-    return Path(hydra.sweep.dir).name if hydra.mode == RunMode.MULTIRUN else None
+    if hydra.mode != RunMode.MULTIRUN:
+        return None
+    sweep = Path(hydra.sweep.dir)  # with its parent's name: multirun/DATE/TIME, a build-up search's SEARCH/round_01
+    return f"{sweep.parent.name}-{sweep.name}"[-NAME_LENGTH:] if sweep.parent.name else sweep.name
 
 
 def active_run() -> Any:

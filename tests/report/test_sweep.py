@@ -219,7 +219,8 @@ def test_report_options_out_of_range_fail_in_one_line_before_any_run_is_read(opt
 
 
 def test_a_multirun_job_joins_its_sweeps_wandb_group(tmp_path):
-    """W&B group of a multirun job: the sweep directory's name (a single run has none: see test_resume_mid_epoch)."""
+    """W&B group of a multirun job: the sweep directory's and its parent's names (a build-up search's rounds are
+    all round_NN, a default sweep's folder the time alone); a single run has none (see test_resume_mid_epoch)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.hydra_config import HydraConfig
 
@@ -228,11 +229,11 @@ def test_a_multirun_job_joins_its_sweeps_wandb_group(tmp_path):
     from helpers import CONF
 
     with initialize_config_dir(str(CONF), version_base="1.3"):
-        overrides = ["hydra.mode=MULTIRUN", f"hydra.sweep.dir={tmp_path / 'my-sweep'}"]
+        overrides = ["hydra.mode=MULTIRUN", f"hydra.sweep.dir={tmp_path / 'searchA' / 'round_01'}"]
         config = compose("train", overrides=overrides, return_hydra_config=True)
     HydraConfig.instance().set_config(config)
     try:
-        assert sweep_group() == "my-sweep"
+        assert sweep_group() == "searchA-round_01"
     finally:
         HydraConfig.instance().cfg = None
     assert sweep_group() is None

@@ -197,6 +197,8 @@ def test_preemption_under_slurm_requeues_the_job_with_scontrol(tmp_path, monkeyp
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "7")
     assert requeue_slurm_job()
     assert calls.read_text().splitlines() == ["requeue 4242", "requeue 4200_7"]
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # a container on a SLURM node: no scontrol (a traceback took
+    assert not requeue_slurm_job()  # the stop line's place)
     monkeypatch.delenv("SLURM_JOB_ID")
     assert not requeue_slurm_job()  # not under SLURM: nothing to requeue
 

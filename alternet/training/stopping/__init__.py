@@ -115,7 +115,10 @@ def requeue_slurm_job() -> bool:
         return False
     if os.environ.get("SLURM_ARRAY_JOB_ID"):
         job = f"{job}_{os.environ['SLURM_ARRAY_TASK_ID']}"
-    return subprocess.run(["scontrol", "requeue", job], check=False).returncode == 0
+    try:
+        return subprocess.run(["scontrol", "requeue", job], check=False).returncode == 0
+    except OSError:  # no scontrol here (a container on a SLURM node): the stop line says to resume by hand
+        return False
 
 
 class NotedCtrlC:

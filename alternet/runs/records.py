@@ -100,6 +100,8 @@ def command_words() -> list[str]:
     package = __name__.split(".")[0]
     if spec is not None and spec.name.split(".")[0] == package:
         head = ["-m", spec.name.removesuffix(".__main__")]
+    elif _launched_by_submitit():  # a job of Hydra's submitit launcher: its script is submitit's own
+        head = ["-m", package]
     else:
         head = [sys.argv[0]]
     dispatched = head[-1] == package or Path(head[-1]).stem == package
@@ -111,8 +113,19 @@ def command_words() -> list[str]:
 
 
 def command_line() -> list[str]:
-    """The whole command this process runs, as :func:`command_words` and the arguments after them."""
+    """The whole command this process runs, as :func:`command_words` and the arguments after them (a submitit job's
+    own overrides, where its arguments are submitit's folder)."""
+    if _launched_by_submitit():
+        try:
+            return [*command_words(), *HydraConfig.get().overrides.task]
+        except ValueError:
+            pass
     return [*command_words(), *sys.argv[1:]]
+
+
+def _launched_by_submitit() -> bool:
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return (spec is not None and spec.name.startswith("submitit")) or "submitit" in Path(sys.argv[0]).parts
 
 
 def hydra_quoted(value: str) -> str:

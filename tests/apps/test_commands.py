@@ -240,6 +240,25 @@ def test_a_resume_command_repeats_the_command_that_started_the_run(tmp_path, mon
     assert seen == [f"{sys.executable} {head} {tail}" for head in heads]
 
 
+def test_a_submitit_jobs_records_and_resume_command_name_alternet_not_submitits_script(tmp_path, monkeypatch):
+    """A job of Hydra's submitit launcher runs ``python .../submitit/core/_submit.py FOLDER``: its resume command
+    and environment.json named that script and folder."""
+    from hydra import compose, initialize_config_dir
+
+    from helpers import CONF
+
+    main = types.ModuleType("__main__")
+    main.__spec__ = importlib.machinery.ModuleSpec("submitit.core._submit", None)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    monkeypatch.setattr(sys, "argv", ["/venv/lib/site-packages/submitit/core/_submit.py", "/sweep/.submitit/%j"])
+    with initialize_config_dir(str(CONF), version_base="1.3"):
+        config = compose("train", overrides=["seed=3"], return_hydra_config=True)
+    monkeypatch.setattr(HydraConfig.instance(), "cfg", config)
+    assert records.command_line() == [sys.executable, "-m", "alternet", "train", "seed=3"]
+    resumed = f"{sys.executable} -m alternet train seed=3 hydra.run.dir=RUN ckpt_path=last"
+    assert records.resume_command(RunDir("RUN")) == resumed
+
+
 @pytest.mark.slow  # ~8 s on 2 busy cores: the whole command imports every library
 def test_python_m_alternet_ends_on_an_error_with_one_line_and_status_1(tmp_path):
     missing = tmp_path / "missing"

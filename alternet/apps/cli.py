@@ -56,6 +56,13 @@ def _command_main(message: str, command: str) -> Callable[[Callable[[], Any]], C
             with warnings_on_one_line(), one_line_composition_errors(command):
                 try:
                     return main()
+                except ValueError as error:  # Hydra's refusal of two modes, as a traceback
+                    if str(error).startswith("Only one of --run, --multirun, --cfg"):
+                        exit_with_error(
+                            f"{error}: --cfg prints one job's composed config; drop -m (its overrides as one job's: "
+                            "a=1, not a=1,2)"
+                        )
+                    raise
                 except Exception as error:
                     _swept(error)
                     raise

@@ -202,6 +202,12 @@ def test_an_option_on_the_users_searchpath_hidden_by_a_built_in_one_is_named(tmp
     assert "data.val_size=1400" in code  # the run's own refusal follows
 
 
+def test_a_sweep_asked_for_its_config_is_told_how_in_one_line(monkeypatch, capsys):
+    code, stderr = run_main("train.py", ["-m", "seed=0,1", "--cfg", "job"], monkeypatch, capsys)
+    assert code.startswith("error: Only one of --run, --multirun, --cfg") and "drop -m" in code
+    assert "Traceback" not in stderr
+
+
 def test_a_run_directory_that_cannot_be_made_is_one_line(tmp_path, monkeypatch, capsys):
     """A name longer than the file system allows (ENAMETOOLONG): two chained tracebacks after a Hydra warning."""
     run_dir = tmp_path / ("x" * 300)

@@ -9,6 +9,7 @@ EMA weights, a hybrid's windows fit the data's image size ...).
 from __future__ import annotations
 
 import inspect
+import os
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -105,6 +106,7 @@ def validate_train_config(cfg: Mapping[str, Any]) -> TrainConfig:
     check_optimized_metric(config)
     check_monitor(config)
     check_trainer(config.trainer)
+    check_slurm_tasks(config.trainer)
     check_accelerator(config)
     choose_device(config.evaluate.device, "evaluate.device")
     if config.export.after_training and config.export.ema and not config.recipe.ema.enabled:
@@ -269,6 +271,21 @@ def check_extra_monitors(callbacks: list[Any], config: TrainConfig) -> None:
                 f"callbacks.extra[{index}] ({type(callback).__name__}) monitors {monitor}, which the run does not log; "
                 f"choose one of {logged}{suggest(monitor, logged)}"
             )
+
+
+def check_slurm_tasks(trainer: TrainerConfig) -> None:
+    """A multi-task ``srun`` step names its run directory after the step (``runs/slurm-JOB.STEP``, the same on every
+    rank: :func:`alternet.launch.run_stamp`); one process per run (``trainer.devices=1``, one node) then has every task
+    train its own run into that one directory, the other tasks past its lock, which only rank 0 takes."""
+    tasks = int(os.environ.get("SLURM_NTASKS", "1") or 1)
+    single = trainer.devices in (1, "1", [0]) and trainer.num_nodes == 1
+    if tasks > 1 and single and os.environ.get("SLURM_JOB_ID") and os.environ.get("SLURM_STEP_ID"):
+        raise ConfigValueError(
+            f"SLURM runs this command as {tasks} tasks (srun -n {tasks}, or --ntasks-per-node), but "
+            f"trainer.devices={trainer.devices} trains in one process: every task would train its own run into the "
+            f"one run directory of the step. Run it as one task (srun -n 1), or as one run over {tasks} processes "
+            f"(trainer=ddp trainer.devices={tasks})"
+        )
 
 
 def check_trainer(trainer: TrainerConfig) -> None:

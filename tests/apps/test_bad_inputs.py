@@ -212,7 +212,7 @@ def test_a_one_process_run_started_as_several_slurm_tasks_is_refused(tmp_path, m
     """srun -n 2 without DDP: both tasks trained into runs/slurm-JOB.STEP, the second past rank 0's lock."""
     for key, value in {"SLURM_JOB_ID": "1236", "SLURM_STEP_ID": "0", "SLURM_NTASKS": "2"}.items():
         monkeypatch.setenv(key, value)
-    code, stderr = run_main("train.py", ["debug=fast", f"hydra.run.dir={tmp_path / 'run'}"], monkeypatch, capsys)
+    code, _ = run_main("train.py", ["debug=fast", f"hydra.run.dir={tmp_path / 'run'}"], monkeypatch, capsys)
     assert code.startswith("error: SLURM runs this command as 2 tasks (srun -n 2, or --ntasks-per-node), but ")
     assert "(trainer=ddp trainer.devices=2)" in code and not (tmp_path / "run").exists()
 

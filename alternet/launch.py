@@ -108,6 +108,12 @@ def check_sweep_launch(launcher: Mapping[str, Any], job: Mapping[str, Any], visi
             "process, and Lightning's DDP would re-execute the command line per device, relaunching the sweep. Run "
             "each job as a command of its own, sweep on SLURM (hydra/launcher=slurm), or set trainer.devices=1"
         )
+    if target.endswith("submitit_launcher.LocalLauncher") and devices is not None and devices > 1:
+        raise ConfigValueError(
+            f"trainer.devices={trainer.get('devices')}: hydra/launcher=submitit_local runs each job as one process, "
+            "and Lightning's DDP would re-execute submitit's command line per device, which Hydra cannot read. Sweep "
+            "on SLURM (hydra/launcher=slurm: one task per device), or set trainer.devices=1"
+        )
     if "SlurmLauncher" in target:
         tasks, nodes = launcher.get("tasks_per_node"), launcher.get("nodes")
         if devices is None or tasks != devices:

@@ -241,6 +241,11 @@ def test_a_run_directory_that_cannot_be_made_is_one_line(tmp_path, monkeypatch, 
             "trainer.devices=2: a local -m sweep runs its jobs one after another",
         ),
         (
+            ["seed=0", "hydra/launcher=submitit_local", "trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2"],
+            "sweep job 0 (seed=0 trainer=ddp trainer.accelerator=cpu trainer.devices=2), before any job ran: "
+            "trainer.devices=2: hydra/launcher=submitit_local runs each job as one process",
+        ),
+        (
             ["seed=0", "hydra/launcher=slurm", "trainer=ddp", "trainer.devices=4", "hydra.launcher.tasks_per_node=2"],
             "sweep job 0 (seed=0 trainer=ddp trainer.devices=4), before any job ran: hydra.launcher.tasks_per_node=2 "
             "but trainer.devices=4: Lightning needs one SLURM task",

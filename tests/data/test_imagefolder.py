@@ -4,6 +4,7 @@ shuffled and stream the training split."""
 
 import json
 import math
+import os
 import shutil
 import warnings
 from pathlib import Path
@@ -229,6 +230,18 @@ def test_shards_hold_the_raw_files_shuffled_with_class_names_beside(folder, tmp_
     assert len({r["label"] for r in records[:first_chunk]}) >= 2  # the file order was shuffled before writing
     with pytest.raises(DataError, match="already holds shards"):
         write_shards(folder, out)
+
+
+def test_shards_take_a_file_name_that_is_not_utf_8(tmp_path):
+    """A name the file system holds as bytes (Latin-1, say) trains from the folder; writing shards of it ended in
+    litdata's traceback (UnicodeEncodeError: surrogates not allowed)."""
+    folder = make_image_folder(tmp_path / "images", per_class=2, splits={"train": 2}, odd_formats=False)
+    first = next(path for path in (folder / "train").rglob("*") if path.is_file())
+    odd = os.fsdecode(os.fsencode(first.parent) + b"/caf\xe9" + os.fsencode(first.suffix))
+    os.rename(first, odd)
+    write_shards(folder, tmp_path / "shards", num_workers=1)
+    names = {StreamingDataset(str(tmp_path / "shards"))[i]["name"] for i in range(4)}
+    assert f"{first.parent.name}/caf\\xe9{first.suffix}" in names
 
 
 def test_a_batch_larger_than_the_shards_or_the_folder_is_refused_before_training(folder, tmp_path):

@@ -81,7 +81,8 @@ class _ReadImage:
             if isinstance(error, UnreadableImage):
                 raise error.advising(SHARDS_ADVICE) from None
             raise
-        return {"image": data, "label": int(label), "name": name}
+        # a name that is not UTF-8 (a file system's bytes, held as surrogates) as text litdata can store: \xff
+        return {"image": data, "label": int(label), "name": os.fsencode(name).decode("utf-8", "backslashreplace")}
 
 
 def write_shards(

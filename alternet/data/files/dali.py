@@ -13,6 +13,8 @@ provides it; docs/training.md ("Decoding on the GPU") lists where it differs.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 import warnings
 from collections.abc import Iterator, Sequence
@@ -20,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from PIL import Image
 
 from ...errors import ConfigValueError, DataError
 from ...seeds import derive_seed
@@ -309,9 +312,25 @@ class DaliLoader:
                 advice = ". Replace or delete the file, or train with data.loader=torch data.skip_corrupt=true, which "
                 advice += "skips unreadable images"
                 return DataError(f"data.loader=dali: {unreadable.reason}{advice if unreadable.advice else ''}")
+        for index in (i for batch in batches for i in batch):  # one Pillow reads and nvImageCodec does not
+            source, _, name = self.dataset.items[index]
+            with contextlib.suppress(OSError, ValueError), Image.open(_opened(source)) as image:
+                if image.format not in DALI_FORMATS:
+                    return DataError(
+                        f"data.loader=dali: {name} is a {image.format} image, which DALI does not decode (it reads "
+                        f"{', '.join(sorted(DALI_FORMATS))}): convert it, or train with data.loader=torch"
+                    )
         text = str(error).partition("encountered:")[2] or str(error)  # DALI's reason follows its operator's name
         first = next((line.strip() for line in text.splitlines() if line.strip()), type(error).__name__)
         return DataError(f"data.loader=dali: DALI stopped on the training split: {first}")
+
+
+# nvImageCodec's formats by Pillow's names (MPO: a JPEG with more frames, its first decoded)
+DALI_FORMATS = frozenset({"JPEG", "MPO", "PNG", "TIFF", "BMP", "PPM", "JPEG2000", "WEBP"})
+
+
+def _opened(source: Any) -> Any:
+    return io.BytesIO(source) if isinstance(source, (bytes, bytearray, memoryview)) else source
 
 
 def _solarize_threshold(magnitude: float) -> np.float32:

@@ -255,7 +255,7 @@ def _tested(
         test_images=TestImages(module.images_tested, len(datamodule.splits["test"])),
         precision=str(trainer.precision),
         train_clean=clean.get("train_clean"),  # the last epoch's (data.train_clean_size)
-        train_images=len(datamodule.splits["train"]),
+        train_images=datamodule.train_images() or len(datamodule.splits["train"]),  # shards: their index's count
         data_subset=config.data.subset,
         epochs=trainer.current_epoch - getattr(checkpoint, "stopped_inside_epoch", False),  # whole epochs trained
         global_step=trainer.global_step,

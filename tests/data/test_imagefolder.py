@@ -19,7 +19,7 @@ from alternet.apps.train import train
 from alternet.data import ImageFolderDataModule, build_datamodule, data_config
 from alternet.data.base import stratified_holdout
 from alternet.data.files.images import decode_rgb, scan_split
-from alternet.data.files.shards import write_shards
+from alternet.data.files.shards import shard_images, write_shards
 from alternet.errors import AlternetWarning, ConfigValueError, DataError
 from alternet.hub import export
 
@@ -503,6 +503,7 @@ def test_a_shards_run_stopped_inside_an_epoch_resumes_there_in_one_process(tmp_p
     train(compose_train(*common, "trainer.max_steps=4", output_dir=tmp_path / "cut"))
     resumed = train(compose_train(*common, "ckpt_path=last", output_dir=tmp_path / "cut"))
     assert resumed.global_step == whole.global_step == 20
+    assert whole.train_images == shard_images(image_shards) == 40  # the shards' count (not LitData's stream length)
     weights = [torch.load(run.last_checkpoint, weights_only=True)["state_dict"] for run in (whole, resumed)]
     assert_same_weights(*weights)
 

@@ -109,6 +109,7 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
         print(f"resuming with {key} {before} -> {now}: {rescaled}", file=sys.stderr, flush=True)
     if resume:
         warn_earlier_schedule(resume, header, owner.recorded_config() if owner else None)
+    loading = _loading_changes(typed, owner) if resume else {}  # how the images are read: recorded, not refused
     step = int(header.get("global_step", 0)) if resume else None
     if lock is not None:
         check_fresh_run_dir(run, resume is not None, typed.reuse_run_dir, asked_last=typed.ckpt_path == "last")
@@ -129,7 +130,7 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
         batch = [typed.recipe.batch_size, trainer.world_size, trainer.accumulate_grad_batches]
         check_resume_batch(resume, header, batch)
         if lock is not None:
-            record_resume(run, resume, step or 0, changes)
+            record_resume(run, resume, step or 0, changes | loading)
     if trainer.is_global_zero:
         write_run_records(run, record)
         define_metrics(loggers)
@@ -236,6 +237,22 @@ def _trainer(config: TrainConfig, run: RunDir, datamodule: ImageDataModule, logg
     except (MisconfigurationException, TypeError, ValueError, ImportError) as error:  # Lightning's checks of
         # trainer.* values, and a plugin whose package is not installed (trainer.precision=transformer-engine)
         raise ConfigValueError(f"trainer settings rejected by Lightning: {one_line(error)}") from None
+
+
+def _loading_changes(config: TrainConfig, owner: RunDir | None) -> dict[str, list[Any]]:
+    """``data.loader`` and ``data.decode`` changed since the run that saved the checkpoint (its config.yaml): the
+    images of the rest of the run are read another way (DALI's augmentation is its own), said and recorded in
+    ``resumes.json``."""
+    recorded = ((owner.recorded_config() if owner else None) or {}).get("data") or {}
+    changed = {}
+    for key in ("loader", "decode"):
+        before, now = recorded.get(key), getattr(config.data, key, None)
+        if before is not None and now is not None and before != now:
+            changed[f"data.{key}"] = [before, now]
+            print(
+                f"resuming with data.{key} {before} -> {now}: the rest of the run reads its images so", file=sys.stderr
+            )
+    return changed
 
 
 def _tested(

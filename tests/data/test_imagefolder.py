@@ -508,6 +508,15 @@ def test_a_shards_run_stopped_inside_an_epoch_resumes_there_in_one_process(tmp_p
     assert_same_weights(*weights)
 
 
+def test_a_resume_that_reads_the_images_another_way_records_it(tmp_path, image_folder, capsys):
+    """data.decode (or data.loader) changed on a resume: resumes.json recorded nothing changed."""
+    common = ["data=imagefolder", f"data.root={image_folder}", "data.image_size=16", "recipe.batch_size=4", *FAST]
+    train(compose_train(*common, "trainer.max_steps=2", output_dir=tmp_path))
+    train(compose_train(*common, "data.decode=fast", "ckpt_path=last", output_dir=tmp_path))
+    assert json.loads((tmp_path / "resumes.json").read_text())[-1]["changed"] == {"data.decode": ["exact", "fast"]}
+    assert "resuming with data.decode exact -> fast" in capsys.readouterr().err
+
+
 def test_a_link_to_a_missing_image_says_so(tmp_path):
     """A dangling link is listed (its name is an image's) and cannot be read: its target is missing, not 'moved after
     the run listed it', and listing the folder again would not help."""

@@ -140,17 +140,40 @@ def recorded_settings(search_dir: Path, settings: Settings) -> None:
             recorded: Any = json.loads(path.read_text())
         except (OSError, ValueError):
             recorded = None
-        if recorded != ours:
-            differing = sorted(k for k in ours if not isinstance(recorded, dict) or recorded.get(k) != ours[k])
+        if not isinstance(recorded, dict) or _trained(recorded) != _trained(ours):
+            theirs, now = (_trained(recorded) if isinstance(recorded, dict) else {}), _trained(ours)
+            differing = [_difference(k, theirs.get(k), now[k]) for k in now if theirs.get(k) != now[k]]
             raise ConfigValueError(
-                f"{search_dir} holds a search with other settings ({', '.join(differing) or SETTINGS_FILE}; recorded "
+                f"{search_dir} holds a search with other settings ({'; '.join(differing) or SETTINGS_FILE}; recorded "
                 f"in {path}): relaunch it with its own command to resume it, or give a new SEARCH_DIR"
             )
-        return
+        if recorded == ours:
+            return
     from ..files import write_json  # deferred: the kernel's writer, needed only once a search starts
 
     search_dir.mkdir(parents=True, exist_ok=True)
     write_json(path, ours)
+
+
+def _trained(settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings that decide what the search trains: its overrides in any order, the launcher's left out (a
+    relaunch may move the search from this machine to SLURM, or give its jobs more time)."""
+    overrides = settings.get("overrides")
+    kept = sorted(o for o in overrides if not _launching(o)) if isinstance(overrides, list) else overrides
+    return settings | {"overrides": kept}
+
+
+def _launching(override: str) -> bool:
+    key = _key(override)
+    return key == "hydra/launcher" or key.startswith("hydra.launcher.")
+
+
+def _difference(key: str, recorded: Any, now: Any) -> str:
+    """``key`` as it differs: the overrides added and dropped, or the recorded and new values."""
+    if key == "overrides" and isinstance(recorded, list) and isinstance(now, list):
+        added, dropped = [o for o in now if o not in recorded], [o for o in recorded if o not in now]
+        return "overrides: " + ", ".join([*(f"+{o}" for o in added), *(f"-{o}" for o in dropped)])
+    return f"{key}: {recorded!r} -> {now!r}"
 
 
 def launch_round(round_dir: Path, overrides: Sequence[str], layouts: Sequence[str], seeds: int) -> None:

@@ -49,8 +49,23 @@ def test_a_relaunch_with_other_settings_is_refused(tmp_path, monkeypatch, capsys
     recorded = {"overrides": DIGITS, "base": "CC|CC|CC", "seeds": 2, "metric": "error", "alpha": 0.05, "min_seeds": 2}
     (search / SETTINGS_FILE).write_text(json.dumps(recorded))
     code, _ = run_command(["buildup", str(search), "--seeds", "3", "--min-seeds", "2", *DIGITS], monkeypatch, capsys)
-    assert f"{search} holds a search with other settings (seeds; recorded in" in code
+    assert f"{search} holds a search with other settings (seeds: 2 -> 3; recorded in" in code
     assert json.loads((search / SETTINGS_FILE).read_text()) == recorded
+
+
+def test_a_relaunch_may_change_the_launcher_and_the_order_of_its_overrides_but_not_what_it_trains(tmp_path):
+    """Moving a search to SLURM (or giving its jobs more time), or typing its overrides in another order, was
+    refused as 'other settings (overrides)', naming none."""
+    from alternet.apps.buildup import Settings, recorded_settings
+    from alternet.errors import ConfigValueError
+
+    search = tmp_path / "search"
+    recorded_settings(search, Settings(tuple(DIGITS), "", 2, "error", 0.05, 2))
+    moved = ("hydra/launcher=submitit_local", "hydra.launcher.timeout_min=60", *reversed(DIGITS))
+    recorded_settings(search, Settings(moved, "", 2, "error", 0.05, 2))  # accepted, and recorded as relaunched
+    assert json.loads((search / SETTINGS_FILE).read_text())["overrides"] == list(moved)
+    with pytest.raises(ConfigValueError, match=r"other settings \(overrides: \+data.subset=0.5; recorded in"):
+        recorded_settings(search, Settings((*moved, "data.subset=0.5"), "", 2, "error", 0.05, 2))
 
 
 def test_a_new_search_records_its_settings_under_its_own_lock(tmp_path):

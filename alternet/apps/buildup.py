@@ -397,7 +397,7 @@ class Search:
         option = self._option_file(chosen)
         lines = _summary(self.settings, rounds, rows, chosen, reason, statistics)
         # the search's other overrides, a model's own (e.g. model.heads) among them; its option and layout are given
-        kept = [o for o in self.settings.overrides if _key(o) not in ("model", LAYOUT)]
+        kept = [o for o in self.settings.overrides if _key(o) not in ("model", LAYOUT) and not _launching(o)]
         train, beside = " ".join(kept), " ".join(o for o in kept if _key(o) != "hydra.searchpath")
         lines += [
             "",

@@ -258,6 +258,11 @@ class SweepJobs:
             line += f" Started, not finished: {len(self.unfinished)} (job{'s' * (len(self.unfinished) > 1)} {numbers})."
         if self.not_started:
             line += f" Not started: {self.not_started}."
+        if self.expected and len(self.jobs) > self.expected:  # an earlier, larger sweep's folders beside these
+            line += (
+                f" The folder holds {len(self.jobs)} job folders for the sweep's {self.expected} jobs: the others are "
+                "an earlier sweep's, counted here."
+            )
         return line
 
 

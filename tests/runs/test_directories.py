@@ -15,7 +15,7 @@ from alternet.apps.hydra.sweep import write_sweep_summary
 from alternet.errors import CheckpointError, ConfigValueError
 from alternet.report import build_report
 from alternet.report.runs import read_sweep
-from alternet.runs.directories import RunDir, SweepDir, best_epoch
+from alternet.runs.directories import RunDir, SweepDir, SweepJobs, best_epoch
 from alternet.runs.summary import OptimizedMetric, RunSummary
 
 from helpers import ROOT
@@ -266,6 +266,11 @@ def test_one_sweep_reader_gives_the_callback_and_the_report_the_same_jobs(tmp_pa
     assert [job.path.name for job in jobs.unfinished] == ["1"]
     assert (jobs.expected, jobs.not_started, jobs.complete) == (3, 1, False)
     assert jobs.describe() == "1 of 3 jobs finished. Started, not finished: 1 (job 1). Not started: 1."
+    fewer = SweepJobs(jobs.jobs, expected=1)  # relaunched as a 1-job sweep into the folder: it said "1 of 1"
+    assert fewer.describe() == (
+        "1 of 1 jobs finished. Started, not finished: 1 (job 1). The folder holds 2 job folders for the sweep's 1 "
+        "jobs: the others are an earlier sweep's, counted here."
+    )
 
     path = write_sweep_summary(sweep)
     with open(path) as f:

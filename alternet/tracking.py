@@ -430,7 +430,7 @@ def log_sweep_report(
     settings: WandbSettings, sweep: str, out_dir: Path, files: Sequence[Path], rows: Sequence[Mapping[str, Any]]
 ) -> str:
     """A W&B run ``report-<sweep>`` of job type ``report`` in the sweep's project and group (``settings``: the
-    runs' own) holding the report's variant table and figures; returns the run's path (``entity/project/id``)."""
+    runs' own) holding the report's variant table and figures; returns where to look at it (:func:`run_location`)."""
     import wandb
 
     run = start_run(
@@ -447,9 +447,9 @@ def log_sweep_report(
     }
     payload |= {f"report/{path.stem}": wandb.Image(str(path)) for path in files if path.suffix == ".png"}
     run.log(payload)
-    path = run.path
+    where = run_location(run)  # its URL, or offline its folder and the upload command
     run.finish()
-    return str(path)
+    return where
 
 
 # model artifacts -------------------------------------------------------------------------------

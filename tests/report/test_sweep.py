@@ -126,6 +126,7 @@ def test_report_of_a_sweep_writes_figures_tables_and_verdicts(sweep, tmp_path, m
     assert "| MDE error |" in summary and "80% power" in summary and "| HDVW's training NLL |" in summary
     assert summary in stdout
     assert len(list((out / "wandb").glob("offline-run-*"))) == 1  # the sweep used W&B, so the report goes there too
+    assert re.search(r"^W&B: offline run \w+ in .*/wandb/offline-run-.* \(upload later: wandb sync ", stderr, re.M)
     unbootstrapped = tmp_path / "no_bootstrap"
     code, _, stderr = module_output(
         "alternet", ["report", *arguments[:-1], str(unbootstrapped), "--bootstrap", "0"], monkeypatch, capsys

@@ -345,6 +345,9 @@ def log_report(run: Any, report: EvaluationReport, prefix: str = "eval") -> None
     for section, value in sections.items():
         if value:
             run.summary.update(flatten(value if isinstance(value, dict) else value.to_json(), f"{prefix}/{section}"))
+    if report.test_images is not None:  # max_images: the numbers above are of the first images only
+        images = report.test_images
+        run.summary.update({f"{prefix}/test_images": images.scored, f"{prefix}/test_images_of": images.of})
     payload: dict[str, Any] = {}
     robustness = report.robustness
     if robustness:

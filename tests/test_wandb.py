@@ -80,6 +80,7 @@ def test_evaluation_consumes_the_training_checkpoint_artifact_joins_its_group_an
     assert isinstance(charts["eval/robustness_heatmap"], wandb.Image)  # the static figures still come along
     assert isinstance(charts["eval/risk_coverage"], wandb.Image)
     assert {"eval/selective/aurc", "eval/selective/augrc", "eval/test/ece_adaptive"} <= set(summaries[-1])
+    assert summaries[-1]["eval/test_images"] <= summaries[-1]["eval/test_images_of"]  # how many the numbers cover
 
 
 def test_an_unreachable_server_falls_back_to_offline_within_init_timeout(tmp_path, monkeypatch, caplog):

@@ -385,7 +385,9 @@ def markdown(
         f"## Sweep {sweep_dir.name}",
         "",
         f"Swept: {', '.join(keys) or 'nothing (seeds only)'}. Baseline: `{baseline.label}`. Test error on the test "
-        "split, clean training NLL on the fixed training subset in eval mode (`train_clean/nll`, last epoch), HDVW's "
+        "split (each run's own test pass, in its training precision: its `metrics.json`; the evaluation after "
+        "training, in fp32, whose predictions give the test set's noise, may differ by a few images), clean "
+        "training NLL on the fixed training subset in eval mode (`train_clean/nll`, last epoch), HDVW's "
         "training NLL (`train/nll_epoch`: the last epoch's mean loss on its augmented, mixed batches, as the paper "
         "reads it; the verdict is read with each), test NLL, calibration error (ECE) and the area under the "
         "risk-coverage curve (AURC, scored after training): mean ± "

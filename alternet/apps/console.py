@@ -169,9 +169,10 @@ def robustness_lines(robustness: RobustnessResult) -> list[str]:
 
 def _epochs(trained: int | None, schedule: int) -> str:
     """The epochs a run trains, and the schedule's where the run stops before its end (its lr never reaches it)."""
+    epochs = f"{trained} epoch{'s' * (trained != 1)}"
     if trained is not None and trained < schedule:
-        return f"{trained} epochs (of the schedule's {schedule}: stopped early by trainer.max_epochs)"
-    return f"{trained} epochs"
+        return f"{epochs} (of the schedule's {schedule}: stopped early by trainer.max_epochs)"
+    return epochs
 
 
 def end_summary(summary: RunSummary) -> str:

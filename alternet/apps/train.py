@@ -301,7 +301,7 @@ def _limit_reached(header: dict[str, Any], trainer: TrainerConfig) -> str | None
     if int(progress.get("started", 0)) > epochs and loop.get("epoch_loop.batch_progress", {}).get("is_last_batch"):
         epochs += 1  # saved after the epoch's last batch, before its end was counted (at validation's end)
     if epochs >= trainer.max_epochs:
-        return f"{epochs} epochs (trainer.max_epochs={trainer.max_epochs})"
+        return f"{epochs} epoch{'s' * (epochs != 1)} (trainer.max_epochs={trainer.max_epochs})"
     return f"{steps} steps (trainer.max_steps={trainer.max_steps})" if 0 < trainer.max_steps <= steps else None
 
 

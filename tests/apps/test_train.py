@@ -93,7 +93,7 @@ def test_resuming_another_runs_checkpoint_that_has_nothing_left_to_train_is_refu
     first = fit(tmp_path / "a", "trainer.max_epochs=1")
     with pytest.raises(ConfigValueError) as refused:
         fit(tmp_path / "b", "trainer.max_epochs=1", f"ckpt_path={first.last_checkpoint}")
-    assert str(refused.value).startswith(f"{first.last_checkpoint} has trained 1 epochs (trainer.max_epochs=1)")
+    assert str(refused.value).startswith(f"{first.last_checkpoint} has trained 1 epoch (trainer.max_epochs=1)")
     assert f"model.pretrained={first.last_checkpoint}" in str(refused.value)
     assert not (tmp_path / "b" / "metrics.json").exists()
     resumed = fit(tmp_path / "c", "trainer.max_epochs=2", f"ckpt_path={first.last_checkpoint}")  # more to train

@@ -252,7 +252,7 @@ def test_the_banner_says_what_is_compiled(overrides, says, tmp_path, capsys, mon
     train(compose_train(*compiled, output_dir=tmp_path))
     out = capsys.readouterr().out
     assert says in out
-    assert "digits: 1 epochs (of the schedule's 15: stopped early by trainer.max_epochs)" in out  # debug=fast's cut
+    assert "digits: 1 epoch (of the schedule's 15: stopped early by trainer.max_epochs)" in out  # debug=fast's cut
 
 
 @pytest.mark.slow

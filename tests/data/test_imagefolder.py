@@ -172,14 +172,18 @@ def test_a_corrupt_image_is_named_or_skipped_and_counted(tmp_path):
             r"val has class folders the training split lacks: \['zebra'\]",
         ),
         ({"val": {"ant": 1}}, r"train not found\. data\.root must hold train/<class>"),
-        ({"train": {}}, r"train holds no class folders"),
+        ({"train": {}}, r"train holds no class folders: expected .*/train/<class>/<image> files$"),
+        (  # ImageNet's val/ as downloaded: its images flat, their labels in the devkit
+            {"train": {"ant": 2, "bee": 2}, "val": {"": 2}},
+            r"val holds no class folders: .*; images lying flat in it \(as ImageNet's val/ comes\) go into their",
+        ),
     ],
 )
 def test_layout_mistakes_fail_before_training(tmp_path, layout, message):
     for split, classes in layout.items():
         (tmp_path / split).mkdir()
         for name, count in classes.items():
-            (tmp_path / split / name).mkdir()
+            (tmp_path / split / name).mkdir(exist_ok=True)  # "": the images lie in the split itself
             for i in range(count):
                 Image.new("RGB", (4, 4), (9, 9, 9)).save(tmp_path / split / name / f"{i}.png")
     with pytest.raises(DataError, match=message):

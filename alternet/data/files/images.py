@@ -61,7 +61,14 @@ def class_folders(directory: Path) -> list[str]:
         raise DataError(f"{directory} is not a directory: expected one folder per class in it (<split>/<class>/*)")
     names = sorted(entry.name for entry in os.scandir(directory) if entry.is_dir() and not entry.name.startswith("."))
     if not names:
-        raise DataError(f"{directory} holds no class folders: expected {directory}/<class>/<image> files")
+        flat = any(entry.is_file() for entry in os.scandir(directory))
+        hint = (  # ImageNet's official validation images come so, their labels in the devkit
+            "; images lying flat in it (as ImageNet's val/ comes) go into their class folders first (docs/training.md, "
+            '"ImageNet": torchvision arranges them)'
+            if flat
+            else ""
+        )
+        raise DataError(f"{directory} holds no class folders: expected {directory}/<class>/<image> files{hint}")
     return names
 
 

@@ -278,8 +278,13 @@ def check_slurm_tasks(trainer: TrainerConfig) -> None:
     rank: :func:`alternet.launch.run_stamp`); one process per run (``trainer.devices=1``, one node) then has every task
     train its own run into that one directory, the other tasks past its lock, which only rank 0 takes."""
     tasks = int(os.environ.get("SLURM_NTASKS", "1") or 1)
-    single = trainer.devices in (1, "1", [0]) and trainer.num_nodes == 1
-    if tasks > 1 and single and os.environ.get("SLURM_JOB_ID") and os.environ.get("SLURM_STEP_ID"):
+    if tasks <= 1:
+        return
+    from ..launch import devices_per_job, visible_gpus  # deferred: the launcher's tables
+
+    processes = devices_per_job(trainer.devices, str(trainer.accelerator), visible_gpus())
+    single = processes in (1, None) and trainer.num_nodes == 1  # None: auto on a CPU, one process
+    if single and os.environ.get("SLURM_JOB_ID") and os.environ.get("SLURM_STEP_ID"):
         raise ConfigValueError(
             f"SLURM runs this command as {tasks} tasks (srun -n {tasks}, or --ntasks-per-node), but "
             f"trainer.devices={trainer.devices} trains in one process: every task would train its own run into the "

@@ -78,17 +78,28 @@ def _swept(error: Exception) -> None:
     submitit = type(error).__module__.startswith("submitit")
     if not isinstance(error, SweepJobFailed) and not submitit:
         return
+    ran = _sum_up_the_sweep()
+    if ran is None:
+        return
+    if submitit:  # a job that crashed (its message: the job's traceback); the launcher stopped waiting for the rest
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        cause = next((line for line in reversed(lines) if "Error" in line or line.startswith("error:")), lines[0])
+        exit_with_error(
+            f"a sweep job crashed under the submitit launcher ({cause}); jobs still running may have been "
+            f"cancelled, each job's log is under its .submitit/ folder{ran}"
+        )
+    exit_with_error(f"a sweep job failed (the first: {error}){ran}")
+
+
+def _sum_up_the_sweep() -> str | None:
+    """Write the summary of the sweep this process launched, now that its jobs ran or it was stopped; the jobs line
+    and the summary's path (None outside a sweep)."""
     from .hydra.sweep import RUNNING, write_sweep_summary  # deferred: matplotlib
 
     if not RUNNING:
-        return
-    sweep = RUNNING[0]
-    path = write_sweep_summary(sweep)
-    ran = f"; {SweepDir(sweep).jobs().describe()}" + (f" (summary: {path})" if path else "")
-    if submitit:  # its message holds the job's whole traceback: the job's own error line is in its log
-        first = str(error).strip().splitlines()[0]
-        exit_with_error(f"a sweep job failed under the submitit launcher ({first}); its log: {sweep}/.submitit/{ran}")
-    exit_with_error(f"{error}{ran}")
+        return None
+    path = write_sweep_summary(RUNNING[0])
+    return f"; {SweepDir(RUNNING[0]).jobs().describe()}" + (f" (summary: {path})" if path else "")
 
 
 def _sweep_job() -> str | None:
@@ -114,6 +125,8 @@ def train_main(cfg: DictConfig) -> float | None:
     try:
         summary = train(cfg)
     except (Preempted, StoppedWithoutSaving) as error:  # a stop signal stops the whole sweep
+        if (ran := _sum_up_the_sweep()) is not None:
+            print(f"The sweep stopped{ran}; its command again with ckpt_path=last completes it", file=sys.stderr)
         exit_with_error(error)
     except AlternetError as error:
         if (job := _sweep_job()) is not None:  # said now; the sweep goes on with its other jobs

@@ -184,7 +184,7 @@ def end_summary(summary: RunSummary) -> str:
     lines = [
         "",
         f"Finished {summary.model} on {summary.data} in {duration(summary.wall_seconds or 0.0)}: "
-        f"{summary.epochs} epochs, {summary.global_step} steps{rate}",
+        f"{summary.epochs} epoch{'s' * (summary.epochs != 1)}, {summary.global_step} steps{rate}",
     ]
     if summary.best_val_score is not None:
         epoch = summary.best_epoch

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import Callback, EarlyStopping, LearningRateMonitor, ModelCheckpoint
+from lightning.pytorch.callbacks import Callback, LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 from lightning.pytorch.plugins.io import AsyncCheckpointIO
@@ -17,7 +17,7 @@ from ..dataset_facts import DataFacts
 from ..errors import ConfigValueError
 from ..launch import devices_per_job
 from ..runs.directories import RunDir
-from .callbacks import AtomicCheckpointIO, BatchSeed, BestAndLastCheckpoint, MidEpochCheckpoint
+from .callbacks import AtomicCheckpointIO, BatchSeed, BestAndLastCheckpoint, MidEpochCheckpoint, ResumedEarlyStopping
 from .config import CallbacksConfig, PerformanceConfig, RecipeConfig, TrainerConfig, parse_interval
 from .display import Throughput, progress_bar, quiet_lightning
 from .module import ClassificationModule
@@ -140,7 +140,7 @@ def build_callbacks(
             PreemptionCheckpoint(run, preemption.signals, preemption.requeue, preemption.sync_every_n_steps)
         )
     if callbacks_cfg.early_stopping and has_val:
-        callbacks.append(EarlyStopping(**callbacks_cfg.early_stopping))
+        callbacks.append(ResumedEarlyStopping(**callbacks_cfg.early_stopping))
     callbacks.append(Throughput())
     if progress_bar_on:
         callbacks.append(progress_bar(callbacks_cfg.progress.interval))

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from ..files import atomic_write
@@ -123,6 +123,21 @@ class BestAndLastCheckpoint(ModelCheckpoint):
     @property
     def state_key(self) -> str:
         return super().state_key.replace(type(self).__qualname__, ModelCheckpoint.__qualname__, 1)
+
+
+class ResumedEarlyStopping(EarlyStopping):
+    """Lightning's ``EarlyStopping``, whose decision a resume keeps: a checkpoint saved once it had stopped the run
+    (its epoch's end; a stop signal in that epoch's last batch; a requeue killed while testing) restored its counts
+    but not the stop, and the resumed run trained on past it. Its state is saved under ``EarlyStopping``'s key."""
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        super().on_train_start(trainer, pl_module)
+        if self.stopped_epoch > 0:  # it stopped the run before the checkpoint was saved
+            trainer.should_stop = True
+
+    @property
+    def state_key(self) -> str:
+        return super().state_key.replace(type(self).__qualname__, EarlyStopping.__qualname__, 1)
 
 
 INTERVAL_SYNC_STEPS = 10  # how often the ranks agree whether train_time_interval has passed

@@ -303,12 +303,24 @@ def test_a_sweep_job_that_fails_is_said_and_the_sweep_goes_on_with_its_other_job
     code, stderr = run_main("train.py", arguments, monkeypatch, capsys)
     refused = "data.subset=0.5): recipe.batch_size=4 is larger than the 3 training images left after data.subset"
     assert re.search(rf"^error: sweep job 0 \(.*{re.escape(refused)}", stderr, re.M)  # at once, as the sweep goes on
-    assert code.startswith("error: sweep job 0 (") and refused in code and "\n" not in code
+    assert code.startswith("error: a sweep job failed (the first: sweep job 0 (") and refused in code
+    assert "\n" not in code
     assert "; 1 of 2 jobs finished" in code and f"(summary: {tmp_path / 'sweep' / 'summary.csv'})" in code
     assert "Traceback" not in stderr
     rows = (tmp_path / "sweep" / "summary.csv").read_text().splitlines()
     assert len(rows) == 2 and rows[1].startswith("1,") and ",ok," in rows[1]  # the job after it ran (job 0, refused
     # before any work, left no directory)
+
+
+def test_a_sweep_a_stop_signal_stops_sums_up_its_jobs(tmp_path, monkeypatch, capsys):
+    """A stop signal stops the whole sweep (its job's stop line), and the jobs before it are summed up."""
+    stop = "callbacks.extra=choice([],[{_target_:helpers.callbacks.SignalBeforeStep,step:2}])"  # job 1: at step 2
+    arguments = ["-m", "debug=fast", stop, f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+    code, stderr = run_main("train.py", arguments, monkeypatch, capsys)
+    assert code.startswith("error: stopped by SIGTERM at global step 2") and "Traceback" not in stderr
+    assert "The sweep stopped; 1 of 2 jobs finished. Started, not finished: 1 (job 1)." in stderr
+    rows = (tmp_path / "sweep" / "summary.csv").read_text().splitlines()
+    assert [row.split(",")[0] for row in rows[1:]] == ["0", "1"] and ",ok," in rows[1]
 
 
 def test_a_sweep_into_a_directory_holding_another_sweeps_jobs_stops_before_touching_them(tmp_path, monkeypatch, capsys):

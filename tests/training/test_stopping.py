@@ -255,6 +255,31 @@ def test_a_stop_asked_for_in_an_epochs_last_batch_waits_for_its_validation(tmp_p
     assert (resumed.best_epoch, resumed.test) == (whole.best_epoch, whole.test)
 
 
+def test_a_run_early_stopping_stopped_stays_stopped_when_resumed(tmp_path):
+    """EarlyStopping's decision was not in the checkpoint (its counts were): a stop signal in the last batch of the
+    epoch where it stopped the run, resumed, trained on past it (3 epochs to the uninterrupted run's 2)."""
+    from alternet.apps.train import train
+
+    from helpers import FAST, compose_train
+
+    common = [
+        *FAST,
+        "recipe.epochs=5",
+        "trainer.max_epochs=5",
+        "+callbacks.early_stopping={monitor:val/nll,mode:max,patience:1}",
+    ]
+    signal_at_6 = "callbacks.extra=[{_target_:helpers.callbacks.SignalBeforeStep,step:6}]"  # epoch 2's last step
+    with pytest.raises(Preempted, match=r"at global step 6 \(in epoch 2\)"):
+        train(compose_train(*common, signal_at_6, output_dir=tmp_path / "cut"))
+    resumed = train(compose_train(*common, "ckpt_path=last", output_dir=tmp_path / "cut"))
+    whole = train(compose_train(*common, output_dir=tmp_path / "whole"))
+    assert (
+        (resumed.epochs, resumed.global_step, resumed.test)
+        == (whole.epochs, whole.global_step, whole.test)
+        == (2, 6, whole.test)
+    )
+
+
 @pytest.mark.parametrize("every", [0, -3, 2.5, True, "10"])
 def test_a_bad_sync_interval_is_refused_when_the_callback_is_built(tmp_path, every):
     with pytest.raises(ConfigValueError, match=r"callbacks\.preemption\.sync_every_n_steps must be a positive integer"):

@@ -86,7 +86,9 @@ class PreemptionCheckpoint(L.Callback):
         received = self.received is not None
         if trainer.world_size > 1:  # every rank reaches the epoch's end: one collective an epoch
             received = trainer.strategy.reduce_boolean_decision(received, all=False)
-        if received:
+        loop = trainer.fit_loop  # Lightning would not stop before trainer.min_epochs / min_steps: the next step does
+        early = (loop.min_epochs or 0) > trainer.current_epoch + 1 or (loop.min_steps or 0) > trainer.global_step
+        if received and not early:
             self._at_epoch_end = (trainer.global_step, trainer.current_epoch)
             trainer.should_stop = True
 

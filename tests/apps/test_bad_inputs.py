@@ -208,11 +208,13 @@ def test_a_sweep_asked_for_its_config_is_told_how_in_one_line(monkeypatch, capsy
     assert "Traceback" not in stderr
 
 
-def test_a_one_process_run_started_as_several_slurm_tasks_is_refused(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("devices", ["1", "auto"])
+def test_a_one_process_run_started_as_several_slurm_tasks_is_refused(tmp_path, monkeypatch, capsys, devices):
     """srun -n 2 without DDP: both tasks trained into runs/slurm-JOB.STEP, the second past rank 0's lock."""
     for key, value in {"SLURM_JOB_ID": "1236", "SLURM_STEP_ID": "0", "SLURM_NTASKS": "2"}.items():
         monkeypatch.setenv(key, value)
-    code, _ = run_main("train.py", ["debug=fast", f"hydra.run.dir={tmp_path / 'run'}"], monkeypatch, capsys)
+    arguments = ["debug=fast", f"trainer.devices={devices}", f"hydra.run.dir={tmp_path / 'run'}"]
+    code, _ = run_main("train.py", arguments, monkeypatch, capsys)
     assert code.startswith("error: SLURM runs this command as 2 tasks (srun -n 2, or --ntasks-per-node), but ")
     assert "(trainer=ddp trainer.devices=2)" in code and not (tmp_path / "run").exists()
 

@@ -260,7 +260,7 @@ def sync_command(run: Any) -> str:
     """The command that uploads an offline run: every segment of it (a resumed run starts one per start, in its
     run directory's ``wandb/``), which ``wandb sync`` uploads in the order they started."""
     folder = offline_directory(run)
-    if len(segments := list(folder.parent.glob(f"offline-run-*-{run.id}"))) > 1:
+    if len(segments := _segments(folder.parent, run.id)) > 1:
         return f"wandb sync {folder.parent}/offline-run-*-{run.id}  # its {len(segments)} segments, in order"
     return f"wandb sync {folder}"
 
@@ -268,8 +268,12 @@ def sync_command(run: Any) -> str:
 def unsynced_segments(run: RunDir, run_id: str) -> list[Path]:
     """The offline segments of the W&B run ``run_id`` in ``run``'s ``wandb/`` that ``wandb sync`` has not uploaded
     (it leaves ``run-<id>.wandb.synced`` beside the run's file)."""
-    folders = sorted(run.wandb_dir.glob(f"offline-run-*-{run_id}"))
-    return [folder for folder in folders if not (folder / f"run-{run_id}.wandb.synced").is_file()]
+    return [s for s in _segments(run.wandb_dir, run_id) if not (s / f"run-{run_id}.wandb.synced").is_file()]
+
+
+def _segments(wandb_dir: Path, run_id: str) -> list[Path]:
+    """The offline runs of id ``run_id`` in a ``wandb/`` folder: one per start of a resumed run, oldest first."""
+    return sorted(wandb_dir.glob(f"offline-run-*-{run_id}"))
 
 
 def run_location(run: Any) -> str:

@@ -78,9 +78,7 @@ def _swept(error: Exception) -> None:
     submitit = type(error).__module__.startswith("submitit")
     if not isinstance(error, SweepJobFailed) and not submitit:
         return
-    ran = _sum_up_the_sweep()
-    if ran is None:
-        return
+    ran = _sum_up_the_sweep() or ""
     if submitit:  # a job that crashed (its message: the job's traceback); the launcher stopped waiting for the rest
         lines = [line.strip() for line in str(error).splitlines() if line.strip()]
         cause = next((line for line in reversed(lines) if "Error" in line or line.startswith("error:")), lines[0])

@@ -232,6 +232,7 @@ def test_a_resumed_offline_run_is_uploaded_whole_and_its_earlier_segment_is_name
     monkeypatch.setenv("WANDB_MODE", "offline")
     first = train(compose_train(*FAST, "logger=wandb", "trainer.max_epochs=1", output_dir=tmp_path))
     run_id = (tmp_path / "wandb-run-id").read_text().strip()
+    time.sleep(1.1)  # W&B names a segment's folder to the second: a start in the same second shares the first's
     resumed = train(compose_train(*FAST, "logger=wandb", "trainer.max_epochs=2", "ckpt_path=last", output_dir=tmp_path))
     assert resumed.global_step > first.global_step
     segments = sorted((tmp_path / "wandb").glob(f"offline-run-*-{run_id}"))

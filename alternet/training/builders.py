@@ -9,7 +9,6 @@ import torch
 from lightning.pytorch.callbacks import Callback, LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.plugins.environments import SLURMEnvironment
-from lightning.pytorch.plugins.io import AsyncCheckpointIO
 from lightning.pytorch.strategies import DDPStrategy
 
 from ..architectures.config import ModelConfig
@@ -17,7 +16,14 @@ from ..dataset_facts import DataFacts
 from ..errors import ConfigValueError
 from ..launch import devices_per_job
 from ..runs.directories import RunDir
-from .callbacks import AtomicCheckpointIO, BatchSeed, BestAndLastCheckpoint, MidEpochCheckpoint, ResumedEarlyStopping
+from .callbacks import (
+    AtomicCheckpointIO,
+    BatchSeed,
+    BestAndLastCheckpoint,
+    MidEpochCheckpoint,
+    OrderedAsyncCheckpointIO,
+    ResumedEarlyStopping,
+)
 from .config import CallbacksConfig, PerformanceConfig, RecipeConfig, TrainerConfig, parse_interval
 from .display import Throughput, progress_bar, quiet_lightning
 from .module import ClassificationModule
@@ -171,7 +177,7 @@ def build_trainer(
     if trainer_args.get("strategy") == "ddp":
         trainer_args["strategy"] = ddp_strategy(performance.ddp_compression)
     writes_later = on_a_gpu_when_auto(performance.async_checkpoint, trainer.accelerator)
-    plugins: list = [AsyncCheckpointIO(AtomicCheckpointIO()) if writes_later else AtomicCheckpointIO()]
+    plugins: list = [OrderedAsyncCheckpointIO(AtomicCheckpointIO()) if writes_later else AtomicCheckpointIO()]
     if SLURMEnvironment.detect():  # pre-emption is ours (PreemptionCheckpoint): exact, mid-epoch, after the step
         plugins.append(SLURMEnvironment(auto_requeue=False))
     quiet_lightning()

@@ -8,7 +8,7 @@ from typing import Any
 
 import lightning as L
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
-from lightning.pytorch.plugins.io import TorchCheckpointIO
+from lightning.pytorch.plugins.io import AsyncCheckpointIO, TorchCheckpointIO
 
 from ..files import atomic_write
 from ..runs.directories import RunDir
@@ -168,6 +168,24 @@ class MidEpochCheckpoint(L.Callback):
         if due and step != self._last_step and step > 0:
             trainer.save_checkpoint(self.path, weights_only=False)  # the full state: exactly resumable
             self._last_save, self._last_step = time.monotonic(), step
+
+
+class OrderedAsyncCheckpointIO(AsyncCheckpointIO):
+    """Lightning's writer of checkpoints in a background thread, whose removals wait for the writes queued before
+    them: it removed the old best at once while the new best was still being written, so a run killed in between
+    (or a write that failed) was left with neither."""
+
+    def remove_checkpoint(self, path: str | Path) -> None:
+        self._ensure_setup()
+        assert self._executor is not None
+
+        def remove() -> None:
+            try:
+                super(OrderedAsyncCheckpointIO, self).remove_checkpoint(path)
+            except BaseException as error:  # said at the next save or at teardown, as a failed write is
+                self._error = error
+
+        self._executor.submit(remove)
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

@@ -362,6 +362,28 @@ def test_a_checkpoint_written_in_the_background_holds_the_state_of_its_step(tmp_
     assert resumed.global_step == summary.global_step // 3 * 4
 
 
+def test_a_background_writer_removes_an_old_best_only_after_the_new_one_is_written(tmp_path, monkeypatch):
+    """Lightning removed the old best at once while the new best was still queued: a run killed in between (or a
+    write that failed) had neither."""
+    from alternet.training.callbacks import OrderedAsyncCheckpointIO
+
+    write = AtomicCheckpointIO.save_checkpoint
+
+    def slow_write(self, checkpoint, path, storage_options=None):
+        time.sleep(0.3)
+        write(self, checkpoint, path, storage_options)
+
+    monkeypatch.setattr(AtomicCheckpointIO, "save_checkpoint", slow_write)
+    old, new = tmp_path / "best-epoch000.ckpt", tmp_path / "best-epoch001.ckpt"
+    old.write_bytes(b"the old best")
+    io = OrderedAsyncCheckpointIO(AtomicCheckpointIO())
+    io.save_checkpoint({"w": torch.ones(2)}, new)
+    io.remove_checkpoint(old)  # as ModelCheckpoint does right after queueing the new best
+    assert old.is_file() and not new.exists()  # still being written: the old one stays
+    io.teardown()
+    assert new.is_file() and not old.exists()
+
+
 def test_a_resumed_run_removes_what_a_killed_write_left_behind(tmp_path):
     """SIGKILL during a checkpoint write (in the background, say) leaves the atomic writer's temporary file beside
     the intact last.ckpt; the run that resumes in the directory (holding its lock) removes it, and nothing else."""

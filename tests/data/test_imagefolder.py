@@ -158,7 +158,7 @@ def test_a_corrupt_image_is_named_or_skipped_and_counted(tmp_path):
 
     skipping = _datamodule(root, skip_corrupt=True)
     skipping.setup("fit")
-    with pytest.warns(UserWarning, match="skipped unreadable image .*broken.JPEG"):
+    with pytest.warns(UserWarning, match=r"skipped an unreadable image \(cannot decode image .*broken.JPEG: "):
         _, label = skipping.splits["train"][broken]
     assert label == files.labels[(broken + 1) % len(files)] and skipping.skipped_images == 1
 

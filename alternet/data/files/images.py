@@ -197,9 +197,13 @@ class SkipCounter:
     def add(self, name: Any, error: DataError) -> None:
         with self._value.get_lock():
             self._value.value += 1
-        warnings.warn(
-            f"skipped unreadable image {name}: {getattr(error, 'reason', error)}", AlternetWarning, stacklevel=2
+        reason = str(getattr(error, "reason", error))
+        said = (
+            f"skipped an unreadable image ({reason})"
+            if str(name) in reason
+            else f"skipped unreadable image {name}: {reason}"
         )
+        warnings.warn(said, AlternetWarning, stacklevel=2)
 
     @property
     def count(self) -> int:

@@ -512,6 +512,7 @@ def test_a_shards_run_stopped_inside_an_epoch_resumes_there_in_one_process(tmp_p
     assert_same_weights(*weights)
 
 
+@pytest.mark.slow  # two runs, ~8 s
 def test_a_resume_that_reads_the_images_another_way_records_it(tmp_path, image_folder, capsys):
     """data.decode (or data.loader) changed on a resume: resumes.json recorded nothing changed."""
     common = ["data=imagefolder", f"data.root={image_folder}", "data.image_size=16", "recipe.batch_size=4", *FAST]

@@ -260,6 +260,7 @@ def test_a_relaunched_sweep_keeps_finished_jobs_and_resumes_interrupted_ones(tmp
     assert resumes[-1]["checkpoint"] == str(interrupted / "checkpoints" / "last.ckpt")
 
 
+@pytest.mark.slow  # three sweeps, ~11 s
 def test_a_sweep_in_folders_named_by_its_overrides_is_relaunched_into_them(tmp_path, monkeypatch, capsys):
     """hydra.sweep.subdir=${hydra.job.override_dirname} named the relaunch's folders with ckpt_path=last in them:
     every job trained again beside the first; and a relaunch without ckpt_path=last is told of the sweep's own

@@ -172,6 +172,8 @@ def _difference(key: str, recorded: Any, now: Any) -> str:
     """``key`` as it differs: the overrides added and dropped, or the recorded and new values."""
     if key == "overrides" and isinstance(recorded, list) and isinstance(now, list):
         added, dropped = [o for o in now if o not in recorded], [o for o in recorded if o not in now]
+        if not added and not dropped:  # the same overrides, one repeated
+            return f"overrides: {' '.join(recorded)} -> {' '.join(now)}"
         return "overrides: " + ", ".join([*(f"+{o}" for o in added), *(f"-{o}" for o in dropped)])
     return f"{key}: {recorded!r} -> {now!r}"
 

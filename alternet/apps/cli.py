@@ -123,8 +123,9 @@ def train_main(cfg: DictConfig) -> float | None:
     try:
         summary = train(cfg)
     except (Preempted, StoppedWithoutSaving) as error:  # a stop signal stops the whole sweep
-        if (ran := _sum_up_the_sweep()) is not None:
-            print(f"The sweep stopped{ran}; its command again with ckpt_path=last completes it", file=sys.stderr)
+        if (ran := _sum_up_the_sweep()) is not None:  # the job's own stop line, then the sweep's: what to run
+            print(error_line(error), file=sys.stderr, flush=True)
+            exit_with_error(f"the sweep stopped{ran}; its command again with ckpt_path=last completes it")
         exit_with_error(error)
     except AlternetError as error:
         if (job := _sweep_job()) is not None:  # said now; the sweep goes on with its other jobs

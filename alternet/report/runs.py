@@ -182,8 +182,11 @@ def read_sweep(sweep_dir: Path) -> tuple[list[Run], SweepJobs]:
     jobs = sweep.jobs()
     if not jobs.finished:
         raise ConfigValueError(
-            f"{sweep_dir} holds no finished runs (no <job>/{METRICS_FILE}); point at a multirun's sweep directory, "
-            "e.g. multirun/DATE/TIME"
+            f"{sweep_dir} is a sweep none of whose jobs finished ({jobs.describe()}): each job's train.log says why; "
+            "its command again with ckpt_path=last completes it"
+            if jobs.jobs
+            else f"{sweep_dir} holds no finished runs (no <job>/{METRICS_FILE}); point at a multirun's sweep "
+            "directory, e.g. multirun/DATE/TIME"
         )
     unrecorded = [job for job in jobs.finished if not job.overrides_file.is_file()]
     if unrecorded and len(unrecorded) < len(jobs.finished):  # its settings unknown: no variant to put it in

@@ -319,8 +319,9 @@ def test_a_sweep_a_stop_signal_stops_sums_up_its_jobs(tmp_path, monkeypatch, cap
     stop = "callbacks.extra=choice([],[{_target_:helpers.callbacks.SignalBeforeStep,step:2}])"  # job 1: at step 2
     arguments = ["-m", "debug=fast", stop, f"hydra.sweep.dir={tmp_path / 'sweep'}"]
     code, stderr = run_main("train.py", arguments, monkeypatch, capsys)
-    assert code.startswith("error: stopped by SIGTERM at global step 2") and "Traceback" not in stderr
-    assert "The sweep stopped; 1 of 2 jobs finished. Started, not finished: 1 (job 1)." in stderr
+    assert "error: stopped by SIGTERM at global step 2" in stderr and "Traceback" not in stderr  # the job's line
+    assert code.startswith("error: the sweep stopped; 1 of 2 jobs finished. Started, not finished: 1 (job 1).")
+    assert code.endswith("its command again with ckpt_path=last completes it")  # the sweep's, last
     rows = (tmp_path / "sweep" / "summary.csv").read_text().splitlines()
     assert [row.split(",")[0] for row in rows[1:]] == ["0", "1"] and ",ok," in rows[1]
 

@@ -66,6 +66,11 @@ def test_a_relaunch_may_change_the_launcher_and_the_order_of_its_overrides_but_n
     assert json.loads((search / SETTINGS_FILE).read_text())["overrides"] == list(moved)
     with pytest.raises(ConfigValueError, match=r"other settings \(overrides: \+data.subset=0.5; recorded in"):
         recorded_settings(search, Settings((*moved, "data.subset=0.5"), "", 2, "error", 0.05, 2))
+    with pytest.raises(
+        ConfigValueError,
+        match=r"other settings \(overrides: .* debug=fast model.* -> .* debug=fast debug=fast model.*; ",
+    ):
+        recorded_settings(search, Settings((*moved, "debug=fast"), "", 2, "error", 0.05, 2))  # one repeated: named
 
 
 def test_a_new_search_records_its_settings_under_its_own_lock(tmp_path):

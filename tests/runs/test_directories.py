@@ -266,6 +266,11 @@ def test_one_sweep_reader_gives_the_callback_and_the_report_the_same_jobs(tmp_pa
     assert [job.path.name for job in jobs.unfinished] == ["1"]
     assert (jobs.expected, jobs.not_started, jobs.complete) == (3, 1, False)
     assert jobs.describe() == "1 of 3 jobs finished. Started, not finished: 1 (job 1). Not started: 1."
+    unfinished = tmp_path / "unfinished"  # every job failed: the report named no sweep at all
+    _job(unfinished, "0", 0, finished=False)
+    (unfinished / "multirun.yaml").write_text("hydra:\n  overrides:\n    task:\n    - seed=0,1\n")
+    with pytest.raises(ConfigValueError, match=r"is a sweep none of whose jobs finished \(0 of 2 jobs finished\."):
+        read_sweep(unfinished)
     fewer = SweepJobs(jobs.jobs, expected=1)  # relaunched as a 1-job sweep into the folder: it said "1 of 1"
     assert fewer.describe() == (
         "1 of 1 jobs finished. Started, not finished: 1 (job 1). The folder holds 2 job folders for the sweep's 1 "

@@ -13,12 +13,12 @@ from omegaconf import DictConfig
 
 from ...files import write_csv
 from ...report.figures import sweep_comparison
-from ...runs.directories import RunDir, SweepDir
+from ...runs.directories import RunDir, SweepDir, variant_overrides
 
 
 def job_row(job: RunDir) -> dict[str, Any]:
     """The overrides and final test metrics of one job directory (status ``unfinished`` without a summary)."""
-    row: dict[str, Any] = {"job": job.path.name, "overrides": " ".join(job.overrides())}
+    row: dict[str, Any] = {"job": job.path.name, "overrides": " ".join(variant_overrides(job.overrides()))}
     row.update({key: value.strip("'\"") for key, value in job.swept_values().items()})  # Hydra's quotes are syntax
     summary = job.summary()
     if summary is None:

@@ -96,8 +96,9 @@ def _sum_up_the_sweep() -> str | None:
 
     if not RUNNING:
         return None
-    path = write_sweep_summary(RUNNING[0])
-    return f"; {SweepDir(RUNNING[0]).jobs().describe()}" + (f" (summary: {path})" if path else "")
+    sweep = RUNNING.pop()  # this sweep's end: a later command in this process (a test's) launched no sweep
+    path = write_sweep_summary(sweep)
+    return f"; {SweepDir(sweep).jobs().describe()}" + (f" (summary: {path})" if path else "")
 
 
 def _sweep_job() -> str | None:
@@ -123,7 +124,7 @@ def train_main(cfg: DictConfig) -> float | None:
     try:
         summary = train(cfg)
     except (Preempted, StoppedWithoutSaving) as error:  # a stop signal stops the whole sweep
-        if (ran := _sum_up_the_sweep()) is not None:  # the job's own stop line, then the sweep's: what to run
+        if _sweep_job() is not None and (ran := _sum_up_the_sweep()) is not None:  # the job's line, then the sweep's
             print(error_line(error), file=sys.stderr, flush=True)
             exit_with_error(f"the sweep stopped{ran}; its command again with ckpt_path=last completes it")
         exit_with_error(error)

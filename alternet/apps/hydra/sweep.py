@@ -55,6 +55,7 @@ class SweepSummary(Callback):
         RUNNING[:] = [Path(config.hydra.sweep.dir)]
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        RUNNING.clear()  # ended: a later command in this process launched no sweep
         sweep = SweepDir(config.hydra.sweep.dir)
         path = write_sweep_summary(sweep.path)
         if path is not None:

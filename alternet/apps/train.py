@@ -107,9 +107,10 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
     for key, (before, now) in changes.items():
         rescaled = f"the restored learning rates and schedule are rescaled by {now / before:g}"
         print(f"resuming with {key} {before} -> {now}: {rescaled}", file=sys.stderr, flush=True)
+    recorded = owner.recorded_config() if owner else None  # the config.yaml of the run that saved the checkpoint
     if resume:
-        warn_earlier_schedule(resume, header, owner.recorded_config() if owner else None)
-    loading = _loading_changes(typed, owner) if resume else {}  # how the images are read: recorded, not refused
+        warn_earlier_schedule(resume, header, recorded)
+    loading = _loading_changes(typed, recorded) if resume else {}  # how the images are read: recorded, not refused
     step = int(header.get("global_step", 0)) if resume else None
     if lock is not None:
         check_fresh_run_dir(run, resume is not None, typed.reuse_run_dir, asked_last=typed.ckpt_path == "last")
@@ -239,11 +240,11 @@ def _trainer(config: TrainConfig, run: RunDir, datamodule: ImageDataModule, logg
         raise ConfigValueError(f"trainer settings rejected by Lightning: {one_line(error)}") from None
 
 
-def _loading_changes(config: TrainConfig, owner: RunDir | None) -> dict[str, list[Any]]:
+def _loading_changes(config: TrainConfig, recorded_config: dict[str, Any] | None) -> dict[str, list[Any]]:
     """``data.loader`` and ``data.decode`` changed since the run that saved the checkpoint (its config.yaml): the
     images of the rest of the run are read another way (DALI's augmentation is its own), said and recorded in
     ``resumes.json``."""
-    recorded = ((owner.recorded_config() if owner else None) or {}).get("data") or {}
+    recorded = (recorded_config or {}).get("data") or {}
     changed = {}
     for key in ("loader", "decode"):
         before, now = recorded.get(key), getattr(config.data, key, None)

@@ -136,9 +136,11 @@ def hydra_quoted(value: str) -> str:
 
 def override(key: str, value: object) -> str:
     """``key=value`` as Hydra reads it: a value beyond plain path characters (a space, a non-ASCII letter, a symbol
-    of Hydra's grammar) in Hydra's single quotes; ``shlex`` then quotes the word for the shell."""
+    of Hydra's grammar) in Hydra's single quotes; ``shlex`` then quotes the word for the shell. A ``+`` after the
+    first character needs no quotes (a number's exponent: ``1e+29``)."""
     text = str(value)
-    return f"{key}={text}" if re.fullmatch(r"[A-Za-z0-9_./-]+", text) else f"{key}='{hydra_quoted(text)}'"
+    plain = re.fullmatch(r"[A-Za-z0-9_./-][A-Za-z0-9_./+-]*", text)
+    return f"{key}={text}" if plain else f"{key}='{hydra_quoted(text)}'"
 
 
 def resume_command(run: RunDir, checkpoint: str | Path = "last", **changes: Any) -> str:

@@ -34,3 +34,17 @@ def test_an_import_that_fails_says_whether_the_module_is_missing_or_its_own_code
         import_modules(["raising_module"])
     with pytest.raises(ConfigValueError, match=r"\(ModuleNotFoundError: .*\); is its package installed"):
         import_modules(["no_such_package.data"])
+
+
+@pytest.mark.parametrize("value", [1e29, 1e-05, 0.1, "a+b", "/data/one class", "it's", "+x", "ü"])
+def test_an_override_reads_back_as_its_value_and_a_number_is_left_unquoted(value):
+    """A resume command's changed learning rate (a diverged run's, 1e+29 written as a number) reads back as the same
+    value, and is not quoted as a string for the shell and Hydra."""
+    import shlex
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    (argument,) = shlex.split(shlex.join([records.override("key", value)]))
+    assert OverridesParser.create().parse_override(argument).value() == value
+    if isinstance(value, float):
+        assert records.override("key", value) == f"key={value}"

@@ -375,16 +375,17 @@ def markdown(
     baseline: Variant,
     files: list[Path],
     jobs: SweepJobs,
-    settings: Statistics = Statistics(),
-    runs: Sequence[Run] = (),
-    unscored: Sequence[Run] = (),
+    settings: Statistics,
+    runs: Sequence[Run],
+    unscored: Sequence[Run],
 ) -> str:
     compared = [row for row in rows if row["variant"] != baseline.label]
     noise = {bool(row["test_set_noise"]) for row in compared}
     lines = [
         f"## Sweep {sweep_dir.name}",
         "",
-        f"Swept: {', '.join(keys) or 'nothing (seeds only)'}. Baseline: `{baseline.label}`. Test error on the test "
+        f"Swept: {', '.join(keys) or ('nothing (seeds only)' if len(runs) > 1 else 'nothing (one run)')}. "
+        f"Baseline: `{baseline.label}`. Test error on the test "
         "split (each run's own test pass, in its training precision: its `metrics.json`; the evaluation after "
         "training, in fp32, whose predictions give the test set's noise, may differ by a few images), clean "
         "training NLL on the fixed training subset in eval mode (`train_clean/nll`, last epoch), HDVW's "

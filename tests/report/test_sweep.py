@@ -298,6 +298,11 @@ def test_the_report_of_a_partial_sweep_says_what_is_missing(sweep, tmp_path):
         "2 of 4 jobs finished. Started, not finished: 1 (job 2). Not started: 1." in summary
     )
     assert "tested on the first images" not in summary  # the sweep's jobs tested the whole split
+    for job in ("0", "2"):
+        shutil.rmtree(partial / job)
+    shutil.rmtree(report["out_dir"])
+    summary = (build_report(partial, wandb=False)["out_dir"] / "summary.md").read_text()
+    assert "1 of 4 jobs finished" in summary and "Swept: nothing (one run)." in summary  # not 'seeds only'
 
 
 def test_the_report_names_jobs_tested_on_part_of_the_split(sweep, tmp_path):

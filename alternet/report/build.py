@@ -438,7 +438,11 @@ def markdown(
         lines[-1] += f"(trainer.limit_test_batches; of {partial[0].metrics.test_images.of:,}): {named}."
     if not jobs.complete:
         lines += ["", f"A partial sweep, the unfinished jobs left out: {jobs.describe()}"]
-        lines[-1] += " Re-running the sweep's command with ckpt_path=last and the same hydra.sweep.dir completes it."
+        if jobs.not_started or len(jobs.diverged) < len(jobs.unfinished):
+            what = "the others" if jobs.diverged else "it"
+            lines[-1] += (
+                f" Re-running the sweep's command with ckpt_path=last and the same hydra.sweep.dir completes {what}."
+            )
     lines += ["", *(f"![{path.stem}]({path.name})" for path in files if path.suffix == ".png")]
     return "\n".join(lines) + "\n"
 

@@ -182,8 +182,12 @@ def read_sweep(sweep_dir: Path) -> tuple[list[Run], SweepJobs]:
     jobs = sweep.jobs()
     if not jobs.finished:
         raise ConfigValueError(
-            f"{sweep_dir} is a sweep none of whose jobs finished ({jobs.describe()}): each job's train.log says why; "
-            "its command again with ckpt_path=last completes it"
+            f"{sweep_dir} is a sweep none of whose jobs finished ({jobs.describe()}): each job's train.log says why"
+            + (
+                "; its command again with ckpt_path=last completes it"
+                if jobs.not_started or len(jobs.diverged) < len(jobs.jobs)
+                else ""
+            )
             if jobs.jobs
             else f"{sweep_dir} holds no finished runs (no <job>/{METRICS_FILE}); point at a multirun's sweep "
             "directory, e.g. multirun/DATE/TIME"

@@ -112,6 +112,13 @@ class RunDir:
         """Every ``checkpoints/*.ckpt``, sorted (none when there is no checkpoint folder)."""
         return sorted(self.checkpoints.glob("*.ckpt")) if self.checkpoints.is_dir() else []
 
+    def diverged(self) -> bool:
+        """Stopped by a non-finite loss and not resumed past it: a ``nonfinite-stepN.ckpt`` no older than
+        ``last.ckpt``."""
+        stopped = [path.stat().st_mtime for path in self.checkpoints.glob("nonfinite-step*.ckpt")]
+        last = self.last_checkpoint.stat().st_mtime if self.last_checkpoint.is_file() else None
+        return bool(stopped) and (last is None or max(stopped) >= last)
+
     def nonfinite_checkpoint(self, step: int) -> Path:
         """``checkpoints/nonfinite-stepN.ckpt``: the state before a step whose loss or gradients went non-finite."""
         return self.checkpoints / f"nonfinite-step{step}.ckpt"
@@ -241,6 +248,12 @@ class SweepJobs:
         return tuple(job for job in self.jobs if not job.is_finished())
 
     @property
+    def diverged(self) -> tuple[RunDir, ...]:
+        """Started, not finished, stopped by a non-finite loss (a ``nonfinite-stepN.ckpt`` no older than its
+        ``last.ckpt``): ``ckpt_path=last`` would repeat the divergence, or start afresh where there is no last."""
+        return tuple(job for job in self.unfinished if job.diverged())
+
+    @property
     def not_started(self) -> int | None:
         """How many of the launched jobs left no directory (never started, or failed before any work)."""
         return None if self.expected is None else max(self.expected - len(self.jobs), 0)
@@ -256,6 +269,12 @@ class SweepJobs:
         if self.unfinished:
             numbers = ", ".join(job.path.name for job in self.unfinished)
             line += f" Started, not finished: {len(self.unfinished)} (job{'s' * (len(self.unfinished) > 1)} {numbers})."
+        if diverged := self.diverged:
+            numbers = ", ".join(job.path.name for job in diverged)
+            line += (
+                f" Stopped at a non-finite loss: job{'s' * (len(diverged) > 1)} {numbers} (its train.log ends on the "
+                "command that resumes it with a lower learning rate; the sweep's command would diverge again)."
+            )
         if self.not_started:
             line += f" Not started: {self.not_started}."
         if self.expected and len(self.jobs) > self.expected:  # an earlier, larger sweep's folders beside these

@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 import csv
 import json
+import os
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -293,6 +295,37 @@ def test_one_sweep_reader_gives_the_callback_and_the_report_the_same_jobs(tmp_pa
         "A partial sweep, the unfinished jobs left out: "
         "1 of 3 jobs finished. Started, not finished: 1 (job 1). Not started: 1." in text
     )
+
+
+def test_a_sweep_job_stopped_at_a_non_finite_loss_is_not_said_to_be_completed_by_the_sweeps_command(tmp_path):
+    """A diverged job (its guard's nonfinite-stepN.ckpt, no newer last.ckpt) would diverge again from ckpt_path=last:
+    the jobs line names it and points at its own resume; a job resumed past its divergence is an interrupted one."""
+    sweep = tmp_path / "sweep"
+    _job(sweep, "0", 0, finished=True)
+    diverged = RunDir(_job(sweep, "1", 1, finished=False))
+    diverged.nonfinite_checkpoint(3).write_bytes(b"x")
+    resumed = RunDir(_job(sweep, "2", 2, finished=False))
+    resumed.nonfinite_checkpoint(3).write_bytes(b"x")
+    os.utime(resumed.nonfinite_checkpoint(3), (1, 1))  # older than its last.ckpt: resumed past it, then stopped
+    (sweep / "multirun.yaml").write_text("hydra:\n  overrides:\n    task:\n    - seed=0,1,2\n")
+    jobs = SweepDir(sweep).jobs()
+    assert [job.path.name for job in jobs.diverged] == ["1"]
+    assert jobs.describe() == (
+        "1 of 3 jobs finished. Started, not finished: 2 (jobs 1, 2). Stopped at a non-finite loss: job 1 (its "
+        "train.log ends on the command that resumes it with a lower learning rate; the sweep's command would diverge "
+        "again)."
+    )
+    text = (build_report(sweep, tmp_path / "report", wandb=False)["out_dir"] / "summary.md").read_text()
+    assert "hydra.sweep.dir completes the others." in text
+    shutil.rmtree(sweep / "2")
+    (sweep / "multirun.yaml").write_text("hydra:\n  overrides:\n    task:\n    - seed=0,1\n")
+    shutil.rmtree(tmp_path / "report")
+    text = (build_report(sweep, tmp_path / "report", wandb=False)["out_dir"] / "summary.md").read_text()
+    assert "diverge again)." in text and "completes" not in text  # the only unfinished job: no relaunch advised
+    shutil.rmtree(sweep / "0")
+    (sweep / "multirun.yaml").write_text("hydra:\n  overrides:\n    task:\n    - seed=1\n")
+    with pytest.raises(ConfigValueError, match=r"diverge again\)\.\): each job's train.log says why$"):
+        read_sweep(sweep)
 
 
 def test_a_missing_sweep_directory_is_refused(tmp_path):

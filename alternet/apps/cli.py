@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -124,11 +125,13 @@ def train_main(cfg: DictConfig) -> float | None:
     try:
         summary = train(cfg)
     except (Preempted, StoppedWithoutSaving) as error:  # a stop signal stops the whole sweep
+        _logged(error)
         if _sweep_job() is not None and (ran := _sum_up_the_sweep()) is not None:  # the job's line, then the sweep's
             print(error_line(error), file=sys.stderr, flush=True)
             exit_with_error(f"the sweep stopped{ran}; its command again with ckpt_path=last completes it")
         exit_with_error(error)
     except AlternetError as error:
+        _logged(error)
         if (job := _sweep_job()) is not None:  # said now; the sweep goes on with its other jobs
             print(error_line(f"{job}: {error}"), file=sys.stderr, flush=True)
             raise SweepJobFailed(f"{job}: {error}") from None
@@ -136,9 +139,20 @@ def train_main(cfg: DictConfig) -> float | None:
     except Exception as error:  # a stop signal's error, raised inside code that put another in its place
         if (stop := raised_by_a_stop(error)) is None:
             raise
-        exit_with_error(stop)
+        exit_with_error(_logged(stop))
     optimized = summary.optimized_metric  # the value a Hydra sweeper (e.g. Optuna) optimises, if configured
     return optimized.value if optimized else None
+
+
+def _logged(error: BaseException | str) -> BaseException | str:
+    """``error``'s line, as the command line ends on it, also at the end of the job's log file (``train.log``):
+    a sweep's job, or a run looked at later, says there why it stopped. Hydra's console handler is left out (the
+    line is printed once, by the command's end)."""
+    record = logging.LogRecord(__name__, logging.ERROR, __file__, 0, str(error), None, None)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)
+    return error
 
 
 def run_dir_follows_out_dir(main: Callable[[], Any]) -> Callable[[], Any]:
@@ -170,7 +184,7 @@ def evaluate_main(cfg: DictConfig) -> None:
         run_evaluate(cfg)
     except AlternetError as error:
         discard_unused_run_dir(RunDir(HydraConfig.get().runtime.output_dir))  # as a training run's (apps.train)
-        exit_with_error(error)
+        exit_with_error(_logged(error))
 
 
 def _hydra_app(main: Callable[[], Any]) -> Callable[[list[str]], int]:

@@ -324,6 +324,23 @@ def test_a_sweep_a_stop_signal_stops_sums_up_its_jobs(tmp_path, monkeypatch, cap
     assert code.endswith("its command again with ckpt_path=last completes it")  # the sweep's, last
     rows = (tmp_path / "sweep" / "summary.csv").read_text().splitlines()
     assert [row.split(",")[0] for row in rows[1:]] == ["0", "1"] and ",ok," in rows[1]
+    log = (tmp_path / "sweep" / "1" / "train.log").read_text().splitlines()
+    assert "stopped by SIGTERM at global step 2" in log[-1]  # the job's folder says why it stopped
+
+
+def test_a_diverged_sweep_job_says_why_in_its_log_and_is_not_said_to_be_completed_by_a_relaunch(
+    tmp_path, monkeypatch, capsys
+):
+    """The jobs line promises each job's train.log says why it stopped, and names the diverged job, whose resume
+    is its own command (a lower learning rate), not the sweep's."""
+    arguments = ["-m", "debug=fast", "recipe.optimizer.lr=1e30", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+    code, stderr = run_main("train.py", arguments, monkeypatch, capsys)
+    assert "error: sweep job 0 (debug=fast recipe.optimizer.lr=1e+30): non-finite" in stderr
+    assert "Stopped at a non-finite loss: job 0 (its train.log ends on the command" in code and "\n" not in code
+    log = (tmp_path / "sweep" / "0" / "train.log").read_text().splitlines()
+    assert (
+        "non-finite" in log[-1] and log[-1].endswith("recipe.grad_clip=1.0") and "recipe.optimizer.lr=1e+29" in log[-1]
+    )
 
 
 def test_a_sweep_into_a_directory_holding_another_sweeps_jobs_stops_before_touching_them(tmp_path, monkeypatch, capsys):

@@ -20,6 +20,7 @@ from timm.models.maxxvit import MaxxVit, MaxxVitCfg, MaxxVitConvCfg, MaxxVitTran
 from ..architectures.layout import CONV, MSA, per_stage
 from ..architectures.rules import choose_stem
 from ..architectures.specs import MaxxVitSpec
+from .features import feature_arguments, feature_model
 from .guards import InputSizeGuard, unstride_stem_conv
 
 
@@ -51,21 +52,21 @@ def build_maxxvit(
     spec.check(img_size, stem)
     size = to_2tuple(img_size)
     build_size = tuple(2 * s for s in size) if stem == "cifar" else size
+    features, out_indices, feature_cls = feature_arguments(kwargs)
     model = build_model_with_cfg(
         MaxxVit,
         variant,
         pretrained,
         model_cfg=maxxvit_cfg(spec, build_size),
         img_size=build_size,
-        feature_cfg=dict(flatten_sequential=True),
         pretrained_filter_fn=checkpoint_filter_fn,
         **kwargs,
     )
     if stem == "cifar":
         unstride_stem_conv(model, model.stem.conv1)
-        if isinstance(model, MaxxVit):
-            model.img_size = size
+        model.img_size = size
     if spec.msa_block == "T" and any(MSA in sequence for sequence in spec.stages()):
         reason = "its attention's relative position biases are sized for the feature maps"
         model.register_forward_pre_hook(InputSizeGuard(size, reason))
-    return model
+    # wrapped here, not by timm's builder, so that the maps' reductions are the unstrided stem's
+    return feature_model(model, out_indices, feature_cls) if features else model

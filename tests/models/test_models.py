@@ -114,7 +114,16 @@ def test_features_only_returns_stage_maps(img_size, shapes):
 
 
 @pytest.mark.parametrize(
-    "name", ["resnet50_hdvw", "vit_mini_cifar", "pit_mini_cifar", "swin_mini_cifar", "botnet_cifar", "coatnet_cifar"]
+    "name",
+    [
+        "resnet50_hdvw",
+        "vit_mini_cifar",
+        "pit_mini_cifar",
+        "swin_mini_cifar",
+        "botnet_cifar",
+        "coatnet_cifar",
+        "maxvit_cifar",
+    ],
 )
 def test_features_only_gives_each_family_its_stage_maps(name):
     """Every family of the zoo, as timm's features_only builds it (ByobNets count three stages where timm's
@@ -129,6 +138,7 @@ def test_features_only_gives_each_family_its_stage_maps(name):
         last_two = timm.create_model(name, features_only=True, out_indices=(-2, -1)).eval()(x)
     channels = [info["num_chs"] for info in classifier.feature_info]
     assert [m.shape[1] for m in maps] == model.feature_info.channels() == channels
+    assert model.feature_info.reduction() == [32 // m.shape[-1] for m in maps]  # a neck's strides (CoAtNet's doubled)
     assert [m.shape for m in last_two] == [m.shape for m in maps[-2:]]
 
 

@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from timm.models import (
     build_model_with_cfg,
     checkpoint_seq,
@@ -17,6 +18,7 @@ from timm.models import (
     register_model,
     resolve_pretrained_cfg,
 )
+from timm.models import pit, swin_transformer, vision_transformer
 from timm.models.pit import PoolingVisionTransformer
 from timm.models.swin_transformer import SwinTransformer
 from timm.models.vision_transformer import VisionTransformer
@@ -70,12 +72,30 @@ class PiT(PoolingVisionTransformer):
             stage.blocks.grad_checkpointing = enable
 
 
+def _adapt_pit_checkpoint(state_dict: dict[str, torch.Tensor], model: PiT) -> dict[str, torch.Tensor]:
+    """timm's PiT checkpoint conversion, and the position embedding (a map) resized bicubically to the model's,
+    which timm's leaves undone: a checkpoint loads at another input size, as a ViT's does."""
+    state_dict = pit.checkpoint_filter_fn(state_dict, model)
+    position = state_dict.get("pos_embed")
+    if position is not None and position.shape[-2:] != model.pos_embed.shape[-2:]:
+        size = model.pos_embed.shape[-2:]
+        state_dict["pos_embed"] = F.interpolate(position, size=size, mode="bicubic", align_corners=False)
+    return state_dict
+
+
 # the class each comparison family builds (AlterNets and the hybrids have builders of their own)
 MODEL_CLASSES: dict[type[ModelSpec], type[nn.Module]] = {
     ResNetSpec: PostActResNet,
     ViTSpec: VisionTransformer,
     PiTSpec: PiT,
     SwinSpec: SwinTransformer,
+}
+# timm's own adaptation of a checkpoint to the model being built, for the families timm adapts: position embeddings
+# and relative position tables resized to another input size or window (the ResNet has none)
+CHECKPOINT_FILTERS = {
+    ViTSpec: vision_transformer.checkpoint_filter_fn,
+    PiTSpec: _adapt_pit_checkpoint,
+    SwinSpec: swin_transformer.checkpoint_filter_fn,
 }
 
 
@@ -241,8 +261,10 @@ def _create_comparison(variant: str, pretrained: bool, **kwargs: Any) -> nn.Modu
     args = {**spec.kwargs(), **kwargs}
     local_kernel = args.pop("local_kernel", None) if isinstance(spec, ViTSpec) else None  # applied once built
     features, out_indices, feature_cls = feature_arguments(args)
-    model = build_model_with_cfg(MODEL_CLASSES[type(spec)], variant, pretrained, **args)
-    model = localise_attention(model, local_kernel)
+    size = _input_size(variant, args)
+    adapt = CHECKPOINT_FILTERS.get(type(spec))
+    model = build_model_with_cfg(MODEL_CLASSES[type(spec)], variant, pretrained, pretrained_filter_fn=adapt, **args)
+    model = _describe_build(localise_attention(model, local_kernel), size)
     return feature_model(model, out_indices, feature_cls) if features else model
 
 

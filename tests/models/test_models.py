@@ -319,3 +319,26 @@ def test_the_imagenet_tag_and_a_224_px_build_describe_the_imagenet_stem():
     built = timm.create_model("alternet_r18", img_size=224, num_classes=5)
     assert built.pretrained_cfg["input_size"] == (3, 224, 224)  # the cfg says what was built, not the default
     assert timm.create_model("alternet_r18").pretrained_cfg["input_size"] == (3, 32, 32)
+
+
+@pytest.mark.parametrize("name", ["resnet50_hdvw", "vit_mini_cifar", "pit_mini_cifar", "swin_mini_cifar"])
+def test_a_comparison_models_cfg_says_the_size_it_was_built_for_and_its_checkpoint_loads_at_another(name, tmp_path):
+    """timm's data config reads the built size (it said 32 px of a 64 px ViT, whose forward then refused timm's own
+    transform's images), and a checkpoint loads at another input size with its position tables resized, as timm's
+    ViT and Swin do (PiT's too, which timm leaves undone); at its own size it loads exactly."""
+    from timm.data import resolve_model_data_config
+
+    torch.manual_seed(0)
+    source = timm.create_model(name, num_classes=10).eval()
+    path = tmp_path / "weights.pth"
+    torch.save(source.state_dict(), path)
+    overlay = dict(file=str(path), num_classes=10)
+    for size in (32, 64):
+        model = timm.create_model(name, img_size=size, num_classes=10, pretrained=True, pretrained_cfg_overlay=overlay)
+        assert model.pretrained_cfg["input_size"] == resolve_model_data_config(model)["input_size"] == (3, size, size)
+        x = torch.randn(2, 3, size, size)
+        with torch.no_grad():
+            logits = model.eval()(x)
+            if size == 32:
+                torch.testing.assert_close(logits, source(x), rtol=0, atol=0)
+        assert logits.shape == (2, 10) and torch.isfinite(logits).all()

@@ -15,10 +15,12 @@ from timm.models import (
     build_model_with_cfg,
     checkpoint_seq,
     generate_default_cfgs,
+    pit,
     register_model,
     resolve_pretrained_cfg,
+    swin_transformer,
+    vision_transformer,
 )
-from timm.models import pit, swin_transformer, vision_transformer
 from timm.models.pit import PoolingVisionTransformer
 from timm.models.swin_transformer import SwinTransformer
 from timm.models.vision_transformer import VisionTransformer

@@ -22,7 +22,8 @@ def feature_model(
     """``model``'s stage maps (``out_indices``: their indices, or a count of the last ones; default every one):
     AlterNet's, ByobNet's and MaxxVit's taken by module name (timm's ``FeatureListNet``, as timm's builder wraps
     them), any other model's through its ``forward_intermediates`` (timm's ``FeatureGetterNet``); ``feature_cls``
-    (``list`` or ``getter``) chooses instead. The model's input-size check holds for the wrapper too."""
+    (``list`` or ``getter``) chooses instead, with the same maps (an AlterNet's last after its final norm either
+    way). The model's input-size check holds for the wrapper too."""
     if feature_cls is not None and feature_cls not in FEATURE_CLASSES:
         raise ConfigValueError(f"feature_cls={feature_cls!r} is not one this model takes: {', '.join(FEATURE_CLASSES)}")
     maps = len(model.feature_info)
@@ -34,7 +35,8 @@ def feature_model(
     if by_name:
         features = FeatureListNet(model, out_indices=tuple(out_indices), flatten_sequential=True)
     else:
-        features = FeatureGetterNet(model, out_indices=tuple(out_indices))
+        norm = isinstance(model, AlterNet)  # its last map after the final norm, as its feature_info names it
+        features = FeatureGetterNet(model, out_indices=tuple(out_indices), norm=norm)
     for hook in list(model._forward_pre_hooks.values()):  # the wrapper never calls the model's forward
         if isinstance(hook, InputSizeGuard):
             features.register_forward_pre_hook(hook)

@@ -26,7 +26,6 @@ from timm.models.swin_transformer import SwinTransformer
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
-from ..architectures.layout import parse_layout
 from ..architectures.named import ARCHITECTURES, COMPARISONS, HYBRIDS, SPECS, TIMM_TWINS
 from ..architectures.specs import (
     AlterNetSpec,
@@ -158,10 +157,9 @@ def _describe_build(model: nn.Module, img_size: tuple[int, int]) -> nn.Module:
 def _create_alternet(variant: str, pretrained: bool = False, **kwargs: Any) -> AlterNet:
     size = _input_size(variant, kwargs)
     model_args = {**ARCHITECTURES[variant].kwargs(), **kwargs}
-    stages = tuple(range(len(parse_layout(model_args["layout"]))))
-    feature_cfg = dict(flatten_sequential=True, out_indices=model_args.pop("out_indices", stages))
-    model = build_model_with_cfg(AlterNet, variant, pretrained, feature_cfg=feature_cfg, **model_args)
-    return _describe_build(model, size)
+    features, out_indices, feature_cls = feature_arguments(model_args)
+    model = _describe_build(build_model_with_cfg(AlterNet, variant, pretrained, **model_args), size)
+    return feature_model(model, out_indices, feature_cls) if features else model
 
 
 @register_model

@@ -231,6 +231,11 @@ def test_forward_intermediates_gives_stage_maps_as_features_only_does():
         torch.testing.assert_close(last_two[0], maps[1])
         first = model.forward_intermediates(x, indices=[0], stop_early=True, intermediates_only=True)
         torch.testing.assert_close(first[0], maps[0])
+        for feature_cls in ("list", "getter"):  # timm's two wrappers give the same maps (the last after the norm)
+            torch.manual_seed(0)
+            chosen = create_model("alternet_tiny", num_classes=10, features_only=True, feature_cls=feature_cls)
+            for ours, theirs in zip(chosen.eval()(x), expected):
+                torch.testing.assert_close(ours, theirs)
 
 
 def test_prune_intermediate_layers_keeps_what_forward_intermediates_takes():

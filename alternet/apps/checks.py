@@ -28,7 +28,7 @@ from ..data.config import DataConfig, FolderDataConfig
 from ..errors import AlternetWarning, ConfigValueError, is_integer, one_of, require, suggest
 from ..evaluation.inference import choose_device
 from ..hardware import machine_memory
-from ..metrics.table import SPLIT_KEYS
+from ..metrics.table import SPLIT_KEYS, metric_mode
 from ..models.external import check_name, require_pretrained
 from ..models.factory import check_builds
 from ..runs.records import import_modules
@@ -161,7 +161,7 @@ def check_optimized_metric(config: TrainConfig) -> None:
     hint = (
         " A validation metric needs a validation split (data.val_size > 0, or an image folder's val/) and must be "
         "the checkpoint monitor "
-        f"(callbacks.checkpoint.monitor={name} callbacks.checkpoint.mode=min|max)."
+        f"(callbacks.checkpoint.monitor={name} callbacks.checkpoint.mode={metric_mode(name) or 'min|max'})."
         if str(name).startswith("val")
         else ""
     )
@@ -256,6 +256,17 @@ def check_monitor(config: TrainConfig) -> None:
             raise ConfigValueError(
                 f"{key}={monitor} is not a metric the run logs at epoch end; choose one of "
                 f"{logged}{suggest(monitor, logged)}"
+            )
+    modes = {"callbacks.checkpoint": config.callbacks.checkpoint.mode}
+    if stopping is not None:
+        modes["callbacks.early_stopping"] = stopping["mode"]
+    for section, mode in modes.items():
+        monitor = monitors[f"{section}.monitor"]
+        if monitor is not None and metric_mode(monitor) not in (None, mode):
+            worst = "lowest" if mode == "min" else "highest"
+            raise ConfigValueError(
+                f"{section}.monitor={monitor} with {section}.mode={mode} would keep the epoch of the {worst} "
+                f"{monitor}, its worst: set {section}.mode={metric_mode(monitor)}"
             )
 
 

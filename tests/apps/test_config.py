@@ -214,6 +214,16 @@ CHECKED = [
     (["optimized_metric=val/foo"], "optimized_metric=val/foo is not a metric this run reports"),
     (["callbacks.checkpoint.monitor=val/foo"], "callbacks.checkpoint.monitor=val/foo is not a metric the run logs"),
     (
+        ["callbacks.checkpoint.monitor=val/acc"],  # mode min (the default, val/nll's) kept the worst epoch
+        "callbacks.checkpoint.monitor=val/acc with callbacks.checkpoint.mode=min would keep the epoch of the lowest "
+        "val/acc, its worst: set callbacks.checkpoint.mode=max",
+    ),
+    (
+        ["callbacks.early_stopping={monitor: val/nll, mode: max}"],
+        "callbacks.early_stopping.monitor=val/nll with callbacks.early_stopping.mode=max would keep the epoch of the "
+        "highest val/nll, its worst: set callbacks.early_stopping.mode=min",
+    ),
+    (
         ["callbacks.early_stopping={monitor: val/accc, mode: max}"],
         "callbacks.early_stopping.monitor=val/accc is not a metric the run logs at epoch end",
     ),

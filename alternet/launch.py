@@ -114,6 +114,12 @@ def check_sweep_launch(launcher: Mapping[str, Any], job: Mapping[str, Any], visi
             "and Lightning's DDP would re-execute submitit's command line per device, which Hydra cannot read. Sweep "
             "on SLURM (hydra/launcher=slurm: one task per device), or set trainer.devices=1"
         )
+    if target.endswith("JoblibLauncher") and devices is not None and devices > 1:
+        raise ConfigValueError(
+            f"trainer.devices={trainer.get('devices')}: hydra/launcher=joblib runs each job in a worker process of "
+            "joblib's, and Lightning's DDP would re-execute that worker's command line per device. Sweep on SLURM "
+            "(hydra/launcher=slurm: one task per device), or set trainer.devices=1"
+        )
     if "SlurmLauncher" in target:
         tasks, nodes = launcher.get("tasks_per_node"), launcher.get("nodes")
         if devices is None or tasks != devices:

@@ -45,6 +45,9 @@ class SweepJobFailed(AlternetError, RuntimeError):
     (:func:`_swept`)."""
 
 
+FAILED: list[SweepJobFailed] = []  # the failed jobs of the sweep this process runs, said as each failed
+
+
 def _command_main(message: str, command: str) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
     """A Hydra app's main as a command runs it: warnings and composition errors on one line, a sweep whose jobs
     failed ending on one line after its other jobs ran, and Ctrl-C ending on the command's stop line (``message``;
@@ -56,7 +59,7 @@ def _command_main(message: str, command: str) -> Callable[[Callable[[], Any]], C
         def run() -> Any:
             with warnings_on_one_line(), one_line_composition_errors(command):
                 try:
-                    return main()
+                    result = main()
                 except ValueError as error:  # Hydra's refusal of two modes, as a traceback
                     if str(error).startswith("Only one of --run, --multirun, --cfg"):
                         exit_with_error(
@@ -67,6 +70,9 @@ def _command_main(message: str, command: str) -> Callable[[Callable[[], Any]], C
                 except Exception as error:
                     _swept(error)
                     raise
+                if FAILED:  # a search's sweeper went on past failed jobs (max_failure_rate) and ended without error
+                    _swept(FAILED[0])
+                return result
 
         return run
 
@@ -79,7 +85,7 @@ def _swept(error: Exception) -> None:
     submitit = type(error).__module__.startswith("submitit")
     if not isinstance(error, SweepJobFailed) and not submitit:
         return
-    ran = _sum_up_the_sweep() or ""
+    ran = (_sum_up_the_sweep() or ("",))[0]
     if submitit:  # a job that crashed (its message: the job's traceback); the launcher stopped waiting for the rest
         lines = [line.strip() for line in str(error).splitlines() if line.strip()]
         cause = next((line for line in reversed(lines) if "Error" in line or line.startswith("error:")), lines[0])
@@ -90,16 +96,24 @@ def _swept(error: Exception) -> None:
     exit_with_error(f"a sweep job failed (the first: {error}){ran}")
 
 
-def _sum_up_the_sweep() -> str | None:
+def _sum_up_the_sweep() -> tuple[str, str] | None:
     """Write the summary of the sweep this process launched, now that its jobs ran or it was stopped; the jobs line
-    and the summary's path (None outside a sweep)."""
+    with the summary's path, and how to go on after a stop (None outside a sweep)."""
     from .hydra.sweep import RUNNING, write_sweep_summary  # deferred: matplotlib
 
     if not RUNNING:
         return None
-    sweep = RUNNING.pop()  # this sweep's end: a later command in this process (a test's) launched no sweep
+    sweep, search = RUNNING.pop()  # this sweep's end: a later command in this process (a test's) launched no sweep
+    FAILED.clear()
     path = write_sweep_summary(sweep)
-    return f"; {SweepDir(sweep).jobs().describe()}" + (f" (summary: {path})" if path else "")
+    ran = f"; {SweepDir(sweep).jobs().describe()}" + (f" (summary: {path})" if path else "")
+    go_on = (
+        "its finished jobs are kept; a new search goes to a new hydra.sweep.dir (its values are drawn anew: Optuna "
+        "continues a study from hydra.sweeper.storage)"
+        if search
+        else "its command again with ckpt_path=last completes it"
+    )
+    return ran, go_on
 
 
 def _sweep_job() -> str | None:
@@ -126,15 +140,16 @@ def train_main(cfg: DictConfig) -> float | None:
         summary = train(cfg)
     except (Preempted, StoppedWithoutSaving) as error:  # a stop signal stops the whole sweep
         _logged(error)
-        if _sweep_job() is not None and (ran := _sum_up_the_sweep()) is not None:  # the job's line, then the sweep's
+        if _sweep_job() is not None and (summed := _sum_up_the_sweep()) is not None:  # the job's line, the sweep's
             print(error_line(error), file=sys.stderr, flush=True)
-            exit_with_error(f"the sweep stopped{ran}; its command again with ckpt_path=last completes it")
+            exit_with_error(f"the sweep stopped{summed[0]}; {summed[1]}")
         exit_with_error(error)
     except AlternetError as error:
         _logged(error)
         if (job := _sweep_job()) is not None:  # said now; the sweep goes on with its other jobs
             print(error_line(f"{job}: {error}"), file=sys.stderr, flush=True)
-            raise SweepJobFailed(f"{job}: {error}") from None
+            FAILED.append(failed := SweepJobFailed(f"{job}: {error}"))
+            raise failed from None
         exit_with_error(error)
     except Exception as error:  # a stop signal's error, raised inside code that put another in its place
         if (stop := raised_by_a_stop(error)) is None:

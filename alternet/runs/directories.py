@@ -265,7 +265,7 @@ class SweepJobs:
     def describe(self) -> str:
         """``N of M jobs finished. Started, not finished: 2 (jobs a, b). Not started: K.``"""
         of = f" of {self.expected}" if self.expected else ""
-        line = f"{len(self.finished)}{of} jobs finished."
+        line = f"{len(self.finished)}{of} job{'s' * ((self.expected or len(self.finished)) != 1)} finished."
         if self.unfinished:
             numbers = ", ".join(job.path.name for job in self.unfinished)
             line += f" Started, not finished: {len(self.unfinished)} (job{'s' * (len(self.unfinished) > 1)} {numbers})."

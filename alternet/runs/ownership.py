@@ -22,6 +22,12 @@ def note_created_by_this_process(paths: Iterable[Path]) -> None:
     _TO_CREATE.update(path.resolve() for path in map(Path, paths) if not path.exists())
 
 
+def note_search_dir(sweep_dir: Path) -> None:
+    """A search's jobs are not known before it runs: its sweep directory, which holds no job yet, is noted instead,
+    and the job folders in it are this process's (:func:`note_created_by_this_process`)."""
+    _TO_CREATE.add(Path(sweep_dir).resolve())
+
+
 class RunDirLock:
     """An exclusive lock on a run directory for the life of the run (released by the OS when the process dies, so a
     killed run never leaves a stale lock). Where ``fcntl`` is missing (Windows) there is no lock.
@@ -54,7 +60,7 @@ class RunDirLock:
             self.created = True
             self.parents_made = missing
         except FileExistsError:
-            self.created = key in _TO_CREATE
+            self.created = key in _TO_CREATE or key.parent in _TO_CREATE
         try:
             self._file = lock_file(self.path)  # held open for the run's life
         except LockBusy as busy:

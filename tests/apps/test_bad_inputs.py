@@ -273,8 +273,8 @@ def test_a_sweep_checks_every_job_before_the_first_trains(sweep, message, tmp_pa
         (["seed=0,0"], "sweep jobs 0 and 1 have the same overrides (seed=0): the second would train the same run"),
         pytest.param(
             ["seed=0,1", "hydra/sweeper=optuna"],
-            "hydra/sweeper=optuna is not an option of hydra/sweeper; the options are basic (Hydra's plugin: pip "
-            "install hydra-optuna-sweeper)",
+            "hydra/sweeper=optuna is not an option of hydra/sweeper; the options are basic, test_search (Hydra's "
+            "plugin: pip install hydra-optuna-sweeper)",  # test_search: tests/hydra_plugins/
             marks=pytest.mark.skipif(
                 importlib.util.find_spec("hydra_plugins.hydra_optuna_sweeper") is not None,
                 reason="the optuna sweeper is installed here",
@@ -314,6 +314,65 @@ def test_a_sweep_job_that_fails_is_said_and_the_sweep_goes_on_with_its_other_job
     # before any work, left no directory)
 
 
+SEARCH = [
+    "-m",
+    "hydra/sweeper=test_search",
+    "debug=fast",
+]  # a sweeper choosing its jobs as it goes (tests/hydra_plugins)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (
+            ["seed=0,1"],
+            "TestSearch chooses each job's values by what the earlier jobs returned, and a run returns its ",
+        ),
+        (
+            ["seed=0,1", "optimized_metric=val/nll", "hydra.sweeper.direction=maximize"],
+            "hydra.sweeper.direction=maximize would look for the worst optimized_metric=val/nll: set "
+            "hydra.sweeper.direction=minimize",
+        ),
+        (
+            ["seed=0,1", "optimized_metric=val/nll", "trainer=ddp", "trainer.accelerator=cpu"],
+            "the search's jobs (debug=fast optimized_metric=val/nll trainer=ddp trainer.accelerator=cpu), before any "
+            "job ran: trainer.devices=2: a local -m sweep runs its jobs one after another",
+        ),
+        (
+            ["seed=0,1", "optimized_metric=val/nll", "data.subset=2.0"],
+            "the search's jobs (debug=fast optimized_metric=val/nll data.subset=2.0), before any job ran: "
+            "data.subset=2.0 is invalid",
+        ),
+    ],
+)
+def test_a_search_is_refused_before_any_job_where_it_cannot_search(arguments, message, tmp_path, monkeypatch, capsys):
+    """A search (Optuna's sweeper) optimises what its jobs return, in the direction that improves it, and its jobs
+    are not known before it runs: the settings they share are checked once, before the first."""
+    code, stderr = run_main("train.py", [*SEARCH, *arguments, f"hydra.sweep.dir={tmp_path / 's'}"], monkeypatch, capsys)
+    assert code.startswith(f"error: {message}") and "\n" not in code and "Traceback" not in stderr
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_search_goes_on_past_a_failed_job_ends_on_its_failure_and_is_not_continued_in_its_directory(
+    tmp_path, monkeypatch, capsys
+):
+    """A search's sweeper goes on past a failed job and ended with exit status 0; its job refused before any work
+    left a folder the summary called unfinished. Launched again into the same directory, it would number its jobs
+    from 0 with new values, overwriting the finished jobs' records and handing their results back: refused."""
+    sweep = tmp_path / "s"
+    arguments = [*SEARCH, "recipe.optimizer.lr=0.001,-1", "optimized_metric=val/nll", f"hydra.sweep.dir={sweep}"]
+    code, stderr = run_main("train.py", arguments, monkeypatch, capsys)
+    assert (
+        "error: sweep job 1 (debug=fast optimized_metric=val/nll recipe.optimizer.lr=-1): recipe.optimizer.lr" in stderr
+    )
+    assert code.startswith("error: a sweep job failed (the first: sweep job 1 (") and "\n" not in code
+    assert sorted(path.name for path in sweep.iterdir()) == ["0", "summary.csv", "summary.png"]
+    records = (sweep / "0" / ".hydra" / "overrides.yaml").read_text()
+    code, _ = run_main("train.py", [*arguments, "ckpt_path=last"], monkeypatch, capsys)
+    assert code.startswith(f"error: hydra.sweep.dir={sweep} holds 1 job folder of an earlier sweep, and TestSearch ")
+    assert (sweep / "0" / ".hydra" / "overrides.yaml").read_text() == records
+
+
 def test_a_sweep_a_stop_signal_stops_sums_up_its_jobs(tmp_path, monkeypatch, capsys):
     """A stop signal stops the whole sweep (its job's stop line), and the jobs before it are summed up."""
     stop = "callbacks.extra=choice([],[{_target_:helpers.callbacks.SignalBeforeStep,step:2}])"  # job 1: at step 2
@@ -326,6 +385,13 @@ def test_a_sweep_a_stop_signal_stops_sums_up_its_jobs(tmp_path, monkeypatch, cap
     assert [row.split(",")[0] for row in rows[1:]] == ["0", "1"] and ",ok," in rows[1]
     log = (tmp_path / "sweep" / "1" / "train.log").read_text().splitlines()
     assert "stopped by SIGTERM at global step 2" in log[-1]  # the job's folder says why it stopped
+    search = ["-m", "hydra/sweeper=test_search", "debug=fast", stop, "optimized_metric=val/nll"]
+    code, stderr = run_main("train.py", [*search, f"hydra.sweep.dir={tmp_path / 'search'}"], monkeypatch, capsys)
+    assert code.startswith("error: the sweep stopped; 1 job finished. Started, not finished: 1 (job 1).")
+    assert code.endswith(
+        "its finished jobs are kept; a new search goes to a new hydra.sweep.dir (its values are "
+        "drawn anew: Optuna continues a study from hydra.sweeper.storage)"
+    )  # not the grid's relaunch
 
 
 def test_a_diverged_sweep_job_says_why_in_its_log_and_is_not_said_to_be_completed_by_a_relaunch(

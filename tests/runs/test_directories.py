@@ -275,7 +275,7 @@ def test_one_sweep_reader_gives_the_callback_and_the_report_the_same_jobs(tmp_pa
         read_sweep(unfinished)
     fewer = SweepJobs(jobs.jobs, expected=1)  # relaunched as a 1-job sweep into the folder: it said "1 of 1"
     assert fewer.describe() == (
-        "1 of 1 jobs finished. Started, not finished: 1 (job 1). The folder holds 2 job folders for the sweep's 1 "
+        "1 of 1 job finished. Started, not finished: 1 (job 1). The folder holds 2 job folders for the sweep's 1 "
         "jobs: the others are an earlier sweep's, counted here."
     )
 

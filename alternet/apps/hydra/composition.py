@@ -190,6 +190,7 @@ def _unknown_option(missing: str, found: Sequence[str] | None, command: str) -> 
 
 PLUGINS = {  # Hydra's plugins whose options the docs name, by the package that brings them
     "hydra/sweeper=optuna": "hydra-optuna-sweeper",
+    "hydra/launcher=joblib": "hydra-joblib-launcher",
     "hydra/launcher=submitit_slurm": "hydra-submitit-launcher",
     "hydra/launcher=submitit_local": "hydra-submitit-launcher",
 }

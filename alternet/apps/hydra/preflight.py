@@ -23,14 +23,14 @@ from omegaconf.errors import OmegaConfBaseException
 from ...errors import AlternetError, exit_with_error
 from ...files import check_output_dir, os_error_reason
 from ...launch import check_sweep_launch, devices_per_job, resolved_launcher, visible_gpus
+from ...metrics.table import metric_mode
 from ...runs.checkpoints import checkpoint_header, resume_checkpoint
 from ...runs.directories import RunDir, SweepDir, variant_overrides
-from ...runs.ownership import RunDirLock, check_fresh_run_dir, note_created_by_this_process
+from ...runs.ownership import RunDirLock, check_fresh_run_dir, note_created_by_this_process, note_search_dir
 from ...training.resume import check_resume_batch, check_resume_settings
 from ..checks import validate_train_config
 from .composition import composition_error
-
-GRID_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"  # its name in a config, not an import
+from .sweep import GRID_SWEEPER, is_search
 
 
 def grid_jobs(config: DictConfig) -> list[list[str]] | None:
@@ -67,13 +67,19 @@ class SweepPreflight(Callback):
 
         _refuse_a_run_directory(config)
         loader = GlobalHydra.instance().config_loader()
-        jobs = grid_jobs(config) or ()
-        _refuse_repeated_jobs(jobs)
-        _refuse_another_sweeps_directories(SweepDir(config.hydra.sweep.dir), jobs)
-        note_created_by_this_process(SweepDir(config.hydra.sweep.dir).path / str(index) for index in range(len(jobs)))
+        if is_search(config):  # its jobs unknown until it runs: the settings they share, checked once
+            _check_a_search(config)
+            shared = [str(o) for o in config.hydra.overrides.task if not _is_sweep(str(o))]
+            checked = [(f"the search's jobs ({' '.join(shared) or 'no overrides'}), before any job ran", shared)]
+        else:
+            jobs = grid_jobs(config) or ()
+            _refuse_repeated_jobs(jobs)
+            _refuse_another_sweeps_directories(SweepDir(config.hydra.sweep.dir), jobs)
+            made = (SweepDir(config.hydra.sweep.dir).path / str(index) for index in range(len(jobs)))
+            note_created_by_this_process(made)
+            checked = [(f"sweep job {i} ({' '.join(o)}), before any job ran", o) for i, o in enumerate(jobs)]
         try:
-            for index, overrides in enumerate(jobs):
-                said = f"sweep job {index} ({' '.join(overrides)}), before any job ran"
+            for index, (said, overrides) in enumerate(checked):
                 try:
                     job = loader.load_sweep_config(config, overrides)
                 except CompactHydraException as error:  # Hydra would print it as a warning, then its own report
@@ -96,6 +102,40 @@ class SweepPreflight(Callback):
                     exit_with_error(f"{said}: {error}")
         finally:
             HydraConfig.instance().cfg = None  # unset, as the launcher expects to find it
+
+
+def _is_sweep(override: str) -> bool:
+    (parsed,) = OverridesParser.create().parse_overrides([override])
+    return parsed.is_sweep_override()
+
+
+def _check_a_search(config: DictConfig) -> None:
+    """A search optimises the value its jobs return (``optimized_metric``), in the direction that improves it, and
+    numbers its jobs from 0 again on each launch, with new values: a directory holding an earlier search's jobs
+    would have their records overwritten and their finished runs handed back as the new values' results."""
+    sweeper = str(config.hydra.sweeper.get("_target_")).rsplit(".", 1)[-1]
+    metric = config.get("optimized_metric")
+    if metric is None:
+        exit_with_error(
+            f"{sweeper} chooses each job's values by what the earlier jobs returned, and a run returns its "
+            "optimized_metric: set one, e.g. optimized_metric=val/nll hydra.sweeper.direction=minimize"
+        )
+    direction = config.hydra.sweeper.get("direction")
+    wanted = {"max": "maximize", "min": "minimize"}.get(metric_mode(metric) or "")
+    if isinstance(direction, str) and wanted and direction.lower() != wanted:
+        exit_with_error(
+            f"hydra.sweeper.direction={direction} would look for the worst optimized_metric={metric}: set "
+            f"hydra.sweeper.direction={wanted}"
+        )
+    sweep = SweepDir(config.hydra.sweep.dir)
+    if sweep.path.is_dir() and (earlier := sweep.jobs().jobs):
+        exit_with_error(
+            f"hydra.sweep.dir={sweep.path} holds {len(earlier)} job folder{'s' * (len(earlier) > 1)} of an earlier "
+            f"sweep, and {sweeper} numbers its jobs from 0 with new values on every launch: it would overwrite their "
+            "records and hand their results back as the new values'. Launch it with hydra.sweep.dir=NEW_DIR (a "
+            "search continues from its storage, e.g. Optuna's hydra.sweeper.storage and study_name)"
+        )
+    note_search_dir(sweep.path)
 
 
 def _refuse_a_run_directory(config: DictConfig) -> None:

@@ -45,14 +45,24 @@ def write_sweep_summary(sweep_dir: Path) -> Path | None:
     return path
 
 
-RUNNING: list[Path] = []  # the sweep this process launched (the command line's end reads it: alternet.apps.cli)
+GRID_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"  # its name in a config, not an import
+
+
+def is_search(config: DictConfig) -> bool:
+    """A sweeper that chooses its jobs as it goes, from the values the earlier ones returned (Optuna, Ax, Nevergrad),
+    not Hydra's grid sweeper."""
+    return config.hydra.sweeper.get("_target_") != GRID_SWEEPER
+
+
+# the sweep this process launched, and whether it is a search (the command line's end reads it: alternet.apps.cli)
+RUNNING: list[tuple[Path, bool]] = []
 
 
 class SweepSummary(Callback):
     """Registered in ``conf/hydra/default.yaml``; runs in the launching process after all jobs."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        RUNNING[:] = [Path(config.hydra.sweep.dir)]
+        RUNNING[:] = [(Path(config.hydra.sweep.dir), is_search(config))]
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         RUNNING.clear()  # ended: a later command in this process launched no sweep

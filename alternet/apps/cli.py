@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -156,7 +157,7 @@ def train_main(cfg: DictConfig) -> float | None:
             raise
         exit_with_error(_logged(stop))
     optimized = summary.optimized_metric  # the value a Hydra sweeper (e.g. Optuna) optimises, if configured
-    return optimized.value if optimized else None
+    return (math.nan if optimized.value is None else optimized.value) if optimized else None
 
 
 def _logged(error: BaseException | str) -> BaseException | str:

@@ -8,6 +8,7 @@ import shlex
 import sys
 import time
 import traceback
+import warnings
 from dataclasses import replace
 from typing import Any
 
@@ -22,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from .. import tracking
 from ..data import ImageDataModule, build_datamodule
 from ..dataset_facts import DataFacts
-from ..errors import AlternetError, ConfigValueError, one_line
+from ..errors import AlternetError, AlternetWarning, ConfigValueError, one_line
 from ..evaluation.evaluator import check_evaluation_files
 from ..files import plain
 from ..hub import load_pretrained
@@ -325,13 +326,17 @@ def by_split(logged: dict[str, Any]) -> dict[str, dict[str, float | None]]:
 
 def optimized_metric(name: str | None, summary: RunSummary) -> OptimizedMetric | None:
     """The metric a sweep optimises (``optimized_metric``) and its value: the best value of the checkpoint monitor,
-    or a test metric. :func:`~alternet.apps.checks.validate_train_config` has checked the name before training; a
-    value missing now is an error, never a silent substitute."""
+    or a test metric. :func:`~alternet.apps.checks.validate_train_config` has checked the name before training, so
+    a value missing now was not finite (a diverged run: ``metrics.json`` writes it as null): said, and a sweeper
+    gets NaN (Optuna fails that trial), never a substitute."""
     if name is None:
         return None
     value = summary.metric(name)
     if value is None:
-        raise ConfigValueError(
-            f"optimized_metric={name} was not recorded by this run (its metrics: {summary.to_json()})"
+        warnings.warn(
+            f"optimized_metric={name} has no finite value in this run (NaN or inf: it diverged, or no epoch was "
+            "validated); a sweeper gets NaN",
+            AlternetWarning,
+            stacklevel=2,
         )
     return OptimizedMetric(name, value)

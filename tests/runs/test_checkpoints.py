@@ -108,6 +108,21 @@ def test_the_optimized_metric_is_recorded_and_returned(tmp_path):
     assert summary.to_json()["optimized_metric"] == {"name": "test/acc", "value": summary.test["acc"]}
 
 
+def test_an_optimized_metric_that_is_not_finite_is_said_and_recorded_as_null(tmp_path):
+    """A run whose validation NLL diverged (NaN, written as null) finishes and says so; a sweeper gets NaN. It was
+    refused as 'not recorded by this run' with the whole summary in the line, and left no metrics.json."""
+    from dataclasses import replace
+
+    from alternet.apps.train import optimized_metric
+    from alternet.errors import AlternetWarning
+
+    summary = train(compose_train(*FAST, output_dir=tmp_path))
+    diverged = replace(summary, best_val_score=None)
+    with pytest.warns(AlternetWarning, match=r"^optimized_metric=val/nll has no finite value in this run \(NaN"):
+        assert optimized_metric("val/nll", diverged).value is None
+    assert optimized_metric("test/acc", diverged).value == summary.test["acc"]
+
+
 def test_a_sweep_on_a_metric_that_does_not_exist_fails_before_training(tmp_path, monkeypatch, capsys):
     # train.py in this process: its exit message is the last line of stderr, status 1 (tests/apps/test_bad_inputs.py)
     arguments = [*FAST, "optimized_metric=val/acc", "data.val_size=0", f"hydra.run.dir={tmp_path}"]

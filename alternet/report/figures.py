@@ -128,6 +128,27 @@ def training_curves(run: RunDir) -> Path | None:
     return save_figure(fig, run.curves)
 
 
+def _job_labels(jobs: Sequence[dict]) -> list[str]:
+    """Each job's number and the overrides that tell it from the others (one per line; a number to 4 significant
+    digits: a search's drawn values are long), not those every job shares."""
+    overrides = [dict(o.split("=", 1) for o in str(row.get("overrides") or "").split() if "=" in o) for row in jobs]
+    keys = list(dict.fromkeys(key for job in overrides for key in job))
+    varied = [key for key in keys if len({job.get(key) for job in overrides}) > 1]
+
+    def shown(value: str | None) -> str:
+        if value is None:
+            return "-"
+        try:
+            return value if value.isdigit() else f"{float(value):.4g}"
+        except ValueError:
+            return value
+
+    return [
+        "\n".join([str(row["job"]), *(f"{key}={shown(job.get(key))}" for key in varied)])
+        for row, job in zip(jobs, overrides)
+    ]
+
+
 def sweep_comparison(rows: Sequence[dict], metric: str, path: Path) -> Path | None:
     """One bar per finished job of a multirun for ``metric`` (a ``summary.csv`` column), labelled by its
     overrides: the picture next to the sweep's summary table."""
@@ -140,7 +161,6 @@ def sweep_comparison(rows: Sequence[dict], metric: str, path: Path) -> Path | No
     ax.bar(range(len(jobs)), values, color="#4c72b0")
     for i, value in enumerate(values):
         ax.annotate(f"{value:.3f}", (i, value), ha="center", va="bottom", fontsize=7)
-    labels = [f"{row['job']}: {row.get('overrides', '')}".replace(" ", "\n") for row in jobs]
-    ax.set_xticks(range(len(jobs)), labels, fontsize=6)
+    ax.set_xticks(range(len(jobs)), _job_labels(jobs), fontsize=6)
     ax.set_ylabel(metric)
     return save_figure(fig, path)

@@ -483,3 +483,16 @@ def test_a_copied_job_inside_the_sweep_is_refused_not_counted_twice(sweep, tmp_p
     for job in ("0", "1", "2", "3"):  # no job records its overrides (hydra.output_subdir=null): none is a twin
         shutil.rmtree(copy / job / ".hydra")
     assert build_report(copy, tmp_path / "unrecorded", wandb=False)["variants"]
+
+
+def test_a_sweeps_bars_are_labelled_by_what_tells_its_jobs_apart():
+    """A search's summary.png labelled each bar with every override, the shared ones and a drawn learning rate's 17
+    digits included, which ran into each other at three jobs."""
+    from alternet.report.figures import _job_labels
+
+    jobs = [
+        {"job": "0", "overrides": "debug=fast recipe.optimizer.lr=0.008419498462635601 optimized_metric=val/nll"},
+        {"job": "1", "overrides": "debug=fast recipe.optimizer.lr=0.00529 optimized_metric=val/nll seed=3"},
+    ]
+    assert _job_labels(jobs) == ["0\nrecipe.optimizer.lr=0.008419\nseed=-", "1\nrecipe.optimizer.lr=0.00529\nseed=3"]
+    assert _job_labels([{"job": "0", "overrides": "model=vit_mini_cifar"}]) == ["0"]  # one job: nothing to tell apart

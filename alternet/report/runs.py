@@ -172,14 +172,14 @@ def read_sweep(sweep_dir: Path) -> tuple[list[Run], SweepJobs]:
             "(its hydra.sweep.dir, e.g. multirun/DATE/TIME); alternet evaluate ckpt=RUN scores one run"
         )
     sweep = SweepDir(sweep_dir)
-    if not sweep.multirun_record.is_file():
+    jobs = sweep.jobs()
+    if not sweep.multirun_record.is_file() and not any(job.sweeper() for job in jobs.jobs[:1]):  # a search has none
         warnings.warn(
             f"{sweep_dir} holds no multirun.yaml: it is no -m sweep's directory, and its runs are compared as if "
             "one sweep had run them",
             AlternetWarning,
             stacklevel=2,
         )
-    jobs = sweep.jobs()
     if not jobs.finished:
         raise ConfigValueError(
             f"{sweep_dir} is a sweep none of whose jobs finished ({jobs.describe()}): each job's train.log says why"

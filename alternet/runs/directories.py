@@ -213,6 +213,16 @@ class RunDir:
             return False
         return isinstance(records, dict) and str(((records.get("hydra") or {}).get("job") or {}).get("name")) == job
 
+    def sweeper(self) -> str | None:
+        """The class name of the Hydra sweeper that launched this job (``BasicSweeper``, Hydra's grid;
+        ``OptunaSweeper`` ...), from ``.hydra/hydra.yaml``; None for a single run or without that record."""
+        try:
+            hydra = (yaml.safe_load((self.hydra / "hydra.yaml").read_text()) or {}).get("hydra") or {}
+        except (OSError, yaml.YAMLError, AttributeError):
+            return None
+        target = (hydra.get("sweeper") or {}).get("_target_") if hydra.get("mode") == "MULTIRUN" else None
+        return str(target).rsplit(".", 1)[-1] if target else None
+
     def swept_values(self) -> dict[str, str]:
         """The job's overrides that choose what it trains as ``key -> value`` (``+key`` / ``~key`` as ``key``; a
         deletion without a value left out; :func:`variant_overrides`)."""

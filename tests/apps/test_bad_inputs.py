@@ -13,6 +13,8 @@ import warnings
 import pytest
 import torch
 
+from alternet.report import build_report
+
 from helpers import run_main, run_script
 
 TRAIN = [
@@ -371,6 +373,12 @@ def test_a_search_goes_on_past_a_failed_job_ends_on_its_failure_and_is_not_conti
     code, _ = run_main("train.py", [*arguments, "ckpt_path=last"], monkeypatch, capsys)
     assert code.startswith(f"error: hydra.sweep.dir={sweep} holds 1 job folder of an earlier sweep, and TestSearch ")
     assert (sweep / "0" / ".hydra" / "overrides.yaml").read_text() == records
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "holds no multirun.yaml: it is no -m sweep's directory" (a search has none)
+        report = build_report(sweep, tmp_path / "report", wandb=False)
+    summary = (report["out_dir"] / "summary.md").read_text()
+    assert "A search by TestSearch: each job's values were drawn for it" in summary
+    assert "1 job finished. Started, not finished" not in summary and "completes" not in summary
 
 
 def test_a_sweep_a_stop_signal_stops_sums_up_its_jobs(tmp_path, monkeypatch, capsys):

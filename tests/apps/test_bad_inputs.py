@@ -345,6 +345,11 @@ SEARCH = [
             "the search's jobs (debug=fast optimized_metric=val/nll data.subset=2.0), before any job ran: "
             "data.subset=2.0 is invalid",
         ),
+        (
+            ["recipe.optimzer.lr=0.1,0.2", "optimized_metric=val/nll"],  # the sweeper found it at its first job
+            "the search's jobs (debug=fast optimized_metric=val/nll), before any job ran: recipe.optimzer is not a key "
+            "of recipe (did you mean 'optimizer'?)",
+        ),
     ],
 )
 def test_a_search_is_refused_before_any_job_where_it_cannot_search(arguments, message, tmp_path, monkeypatch, capsys):

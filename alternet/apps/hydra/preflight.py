@@ -70,7 +70,8 @@ class SweepPreflight(Callback):
         if is_search(config):  # its jobs unknown until it runs: the settings they share, checked once
             _check_a_search(config)
             shared = [str(o) for o in config.hydra.overrides.task if not _is_sweep(str(o))]
-            checked = [(f"the search's jobs ({' '.join(shared) or 'no overrides'}), before any job ran", shared)]
+            said = f"the search's jobs ({' '.join(shared) or 'no overrides'}), before any job ran"
+            checked = [(said, [*shared, *_absent_swept_keys(config)])]
         else:
             jobs = grid_jobs(config) or ()
             _refuse_repeated_jobs(jobs)
@@ -102,6 +103,20 @@ class SweepPreflight(Callback):
                     exit_with_error(f"{said}: {error}")
         finally:
             HydraConfig.instance().cfg = None  # unset, as the launcher expects to find it
+
+
+def _absent_swept_keys(config: DictConfig) -> list[str]:
+    """A searched key the config lacks (a misspelt ``recipe.optimzer.lr=interval(...)``), as ``key=0``: composing
+    it gives Hydra's own refusal of the key, before the search's sweeper would find it at its first job."""
+    parsed = OverridesParser.create().parse_overrides([str(o) for o in config.hydra.overrides.task])
+    swept = [o.get_key_element() for o in parsed if o.is_sweep_override() and not o.is_add()]
+    return [f"{key}=0" for key in swept if not _is_key(config, key)]
+
+
+def _is_key(config: DictConfig, key: str) -> bool:
+    parent, _, last = key.rpartition(".")
+    node = OmegaConf.select(config, parent) if parent else config
+    return isinstance(node, DictConfig) and last in node
 
 
 def _is_sweep(override: str) -> bool:

@@ -375,6 +375,20 @@ def test_the_schema_refuses_a_wrong_type_or_an_unknown_key_while_composing(overr
     assert line.startswith(message) and "\n" not in line
 
 
+def test_a_composition_error_names_the_first_error_of_its_chain():
+    """A sweeper plugin installed without its library: Hydra's line ended on "Error loading 'optuna.samplers.X':",
+    the ImportError that says why two causes down."""
+    from hydra.errors import HydraException, InstantiationException
+
+    missing = ModuleNotFoundError("No module named 'optuna'")
+    loading = InstantiationException("Error loading 'optuna.samplers.TPESampler':\nModuleNotFoundError(...)")
+    loading.__cause__ = missing
+    error = HydraException("Error locating target 'optuna.samplers.TPESampler'")
+    error.__cause__ = loading
+    line = composition_error(error, "train")
+    assert line.endswith("Error loading 'optuna.samplers.TPESampler':; No module named 'optuna'") and "\n" not in line
+
+
 def test_the_speedrun_preset_is_an_alternet_that_follows_the_buildup_rules(recwarn):
     config = resolved("experiment=cifar100_speedrun", "data.root=/data")
     validate_train_config(config)  # the build-up rules warn when broken

@@ -119,8 +119,11 @@ def composition_error(error: CompactHydraException, command: str) -> str:
             f"`alternet {command} --cfg job` prints them"
         )
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    if cause is not None:
-        lines.append(str(cause).splitlines()[0])
+    while cause is not None:  # down to the first error ("Error loading X:" holds the ImportError that says why)
+        said = (str(cause).splitlines() or [type(cause).__name__])[0].strip()
+        if said and said not in lines:
+            lines.append(said)
+        cause = cause.__cause__
     return "; ".join(lines)
 
 

@@ -21,7 +21,7 @@ from ..architectures.layout import CONV, per_stage
 from ..architectures.rules import choose_stem
 from ..architectures.specs import ByobSpec
 from .features import feature_arguments, feature_model
-from .guards import InputSizeGuard, unstride_stem_conv
+from .guards import InputSizeGuard, LayoutCheck, unstride_stem_conv
 
 FIXED_SIZE_REASON = {
     "bottleneck": "BoTNet's relative position logits span the whole feature map",
@@ -102,5 +102,7 @@ def build_byob(
     reason = fixed_size_reason(spec)
     if reason is not None:
         model.register_forward_pre_hook(InputSizeGuard(size, reason))
+    elif spec.self_attn_layer == "halo":
+        model.register_forward_pre_hook(LayoutCheck(spec, stem))
     # wrapped here, not by timm's builder, which counts the maps of four stages
     return feature_model(model, out_indices, feature_cls) if features else model

@@ -11,7 +11,7 @@ from torch import nn
 
 from ..errors import ConfigValueError
 from .backbone import AlterNet
-from .guards import InputSizeGuard
+from .guards import InputSizeGuard, LayoutCheck
 
 FEATURE_CLASSES = {"list": FeatureListNet, "getter": FeatureGetterNet}  # timm's feature_cls names these take
 
@@ -38,7 +38,7 @@ def feature_model(
         norm = isinstance(model, AlterNet)  # its last map after the final norm, as its feature_info names it
         features = FeatureGetterNet(model, out_indices=tuple(out_indices), norm=norm)
     for hook in list(model._forward_pre_hooks.values()):  # the wrapper never calls the model's forward
-        if isinstance(hook, InputSizeGuard):
+        if isinstance(hook, InputSizeGuard | LayoutCheck):
             features.register_forward_pre_hook(hook)
     features.pretrained_cfg = features.default_cfg = pretrained_cfg_for_features(model.pretrained_cfg)
     return features

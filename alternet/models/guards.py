@@ -1,5 +1,6 @@
-"""What the timm hybrid families share: a CIFAR stem made from timm's stride-2 stem conv, and a one-line refusal of
-inputs whose size a fixed-size model was not built for (timm's own check there is an empty assertion)."""
+"""What the timm hybrid families share: a CIFAR stem made from timm's stride-2 stem conv, and one-line refusals of
+inputs whose size a fixed-size model was not built for, or that its layout cannot take (timm's own checks there are
+empty assertions)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,27 @@ class InputSizeGuard:
                 f"this model was built for {height}x{width} inputs and got {got[0]}x{got[1]} ({self.reason}); "
                 f"feed it {height}x{width} images (data.image_size={height}) or build it for the new size"
             )
+
+
+class LayoutCheck:
+    """A forward pre-hook: an input whose size the layout cannot take at every stage (a halo block or MaxViT window
+    that does not divide a stage's map: timm's own check is an empty assertion) refused in one line by the spec's
+    own check, as a build at that size would be; each size is checked once."""
+
+    def __init__(self, spec: Any, stem: str):
+        self.spec, self.stem = spec, stem
+        self.passed: set[tuple[int, int]] = set()
+
+    def __call__(self, _module: nn.Module, args: tuple[Any, ...]) -> None:
+        if not args or not isinstance(args[0], torch.Tensor) or args[0].dim() != 4:
+            return
+        size = (int(args[0].shape[-2]), int(args[0].shape[-1]))
+        if size not in self.passed:
+            try:
+                self.spec.check(size, self.stem)
+            except LayoutError as error:
+                raise LayoutError(f"this model cannot take a {size[0]}x{size[1]} input: {error}") from None
+            self.passed.add(size)
 
 
 def unstride_stem_conv(model: nn.Module, conv: nn.Conv2d) -> None:

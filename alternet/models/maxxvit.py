@@ -11,6 +11,7 @@ builds it, so modules and state-dict keys are timm's. Every stage halves the map
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from timm.layers import to_2tuple
@@ -21,7 +22,7 @@ from ..architectures.layout import CONV, MSA, per_stage
 from ..architectures.rules import choose_stem
 from ..architectures.specs import MaxxVitSpec
 from .features import feature_arguments, feature_model
-from .guards import InputSizeGuard, unstride_stem_conv
+from .guards import InputSizeGuard, LayoutCheck, unstride_stem_conv
 
 
 def maxxvit_cfg(spec: MaxxVitSpec, build_size: tuple[int, int]) -> MaxxVitCfg:
@@ -68,5 +69,8 @@ def build_maxxvit(
     if spec.msa_block == "T" and any(MSA in sequence for sequence in spec.stages()):
         reason = "its attention's relative position biases are sized for the feature maps"
         model.register_forward_pre_hook(InputSizeGuard(size, reason))
+    elif any(MSA in sequence for sequence in spec.stages()):  # the window and grid it was built with, at any size
+        built = replace(spec, window=spec.window or spec.partition(build_size)[0])
+        model.register_forward_pre_hook(LayoutCheck(built, stem))
     # wrapped here, not by timm's builder, so that the maps' reductions are the unstrided stem's
     return feature_model(model, out_indices, feature_cls) if features else model

@@ -50,12 +50,16 @@ from .resnet import PostActResNet
 class _CheckpointedBlocks(nn.Sequential):
     """An ``nn.Sequential`` of blocks that can recompute each block in backward (same children, same names)."""
 
-    grad_checkpointing = False
+    def __init__(self, *blocks: nn.Module):
+        super().__init__(*blocks)
+        self.grad_checkpointing = False  # an instance attribute: TorchScript sees no class attribute
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.grad_checkpointing and not torch.jit.is_scripting() and torch.is_grad_enabled():
             return checkpoint_seq(self, x)
-        return super().forward(x)
+        for block in self:  # nn.Sequential's forward, written out: TorchScript compiles no super() call
+            x = block(x)
+        return x
 
 
 class PiT(PoolingVisionTransformer):

@@ -210,6 +210,12 @@ def test_a_fixed_size_model_refuses_another_input_size_in_one_line():
         model(torch.randn(1, 3, 64, 64))
     halo = create_model("halonet_cifar", num_classes=10, img_size=32).eval()
     assert halo(torch.randn(1, 3, 64, 64)).shape == (1, 10)  # halo attention runs at any size its blocks divide
+    with pytest.raises(LayoutError, match=r"^this model cannot take a 48x48 input: stage 4 \(MM\): halo block_size"):
+        halo(torch.randn(1, 3, 48, 48))  # timm's own refusal was an empty AssertionError
+    maxvit = create_model("maxvit_cifar", num_classes=10, features_only=True).eval()  # its window, built at 32 px
+    with pytest.raises(LayoutError, match=r"^this model cannot take a 48x48 input: stage 4 \(M\): the MaxViT window"):
+        maxvit(torch.randn(1, 3, 48, 48))
+    assert maxvit(torch.randn(1, 3, 64, 64))[-1].shape[-1] == 4
 
 
 def test_a_non_square_build_says_its_size():

@@ -152,6 +152,15 @@ def test_the_model_exports_and_traces_for_deployment():
         torch.testing.assert_close(torch.jit.trace(model, x, check_trace=False)(x), expected)
 
 
+@pytest.mark.parametrize("name", ["resnet50_hdvw", "vit_mini_cifar", "pit_mini_cifar", "swin_mini_cifar"])
+def test_the_comparison_models_script_as_timms_own_do(name):
+    """PiT's checkpointable blocks kept their switch as a class attribute, which TorchScript cannot see."""
+    model = create_model(name, num_classes=10).eval()
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.jit.script(model)(x), model(x))
+
+
 def test_the_head_follows_timms_global_pool():
     """catavgmax doubles the pooled width the classifier reads; '' keeps the map unpooled (timm: only without a
     classifier) and reset_classifier(N, '') sets it rather than keeping the old pooling."""

@@ -161,7 +161,7 @@ def check_optimized_metric(config: TrainConfig) -> None:
     hint = (
         " A validation metric needs a validation split (data.val_size > 0, or an image folder's val/) and must be "
         "the checkpoint monitor "
-        f"(callbacks.checkpoint.monitor={name} callbacks.checkpoint.mode={metric_mode(name) or 'min|max'})."
+        f"(callbacks.checkpoint.monitor={name})."
         if str(name).startswith("val")
         else ""
     )
@@ -260,13 +260,15 @@ def check_monitor(config: TrainConfig) -> None:
     modes = {"callbacks.checkpoint": config.callbacks.checkpoint.mode}
     if stopping is not None:
         modes["callbacks.early_stopping"] = stopping["mode"]
-    for section, mode in modes.items():
+    for section, mode in modes.items():  # an explicit mode is obeyed, and said when it seeks the metric's worst
         monitor = monitors[f"{section}.monitor"]
-        if monitor is not None and metric_mode(monitor) not in (None, mode):
+        if monitor is not None and mode is not None and metric_mode(monitor) not in (None, mode):
             worst = "lowest" if mode == "min" else "highest"
-            raise ConfigValueError(
-                f"{section}.monitor={monitor} with {section}.mode={mode} would keep the epoch of the {worst} "
-                f"{monitor}, its worst: set {section}.mode={metric_mode(monitor)}"
+            warnings.warn(
+                f"{section}.monitor={monitor} with {section}.mode={mode} keeps the epoch of the {worst} {monitor}, "
+                f"its worst (null, the default, takes the metric's own: {metric_mode(monitor)})",
+                AlternetWarning,
+                stacklevel=2,
             )
 
 

@@ -58,6 +58,7 @@ def _command_main(message: str, command: str) -> Callable[[Callable[[], Any]], C
         @ends_on_its_stop_line(message)
         @functools.wraps(main)
         def run() -> Any:
+            FAILED.clear()  # this command's sweep's failed jobs only (an earlier command's in this process: a test's)
             with warnings_on_one_line(), one_line_composition_errors(command):
                 try:
                     result = main()

@@ -15,6 +15,7 @@ from ..architectures.config import ModelConfig
 from ..dataset_facts import DataFacts
 from ..errors import ConfigValueError
 from ..launch import devices_per_job
+from ..metrics.table import metric_mode
 from ..runs.directories import RunDir
 from .callbacks import (
     AtomicCheckpointIO,
@@ -124,6 +125,7 @@ def build_callbacks(
     epoch end; mid-epoch ``last.ckpt`` every ``every_n_train_steps`` / ``train_time_interval`` and on pre-emption),
     per-batch reseeding, optional early stopping."""
     checkpoint = callbacks_cfg.checkpoint.to_dict()
+    checkpoint["mode"] = checkpoint["mode"] or metric_mode(checkpoint["monitor"] or "") or "min"
     steps, interval = checkpoint.pop("every_n_train_steps"), checkpoint.pop("train_time_interval")  # mid-epoch
     if not has_val:  # without a validation split only the last checkpoint is kept
         checkpoint.update(monitor=None, save_top_k=0)

@@ -222,7 +222,7 @@ class CheckpointConfig(Section):
     """Lightning's ``ModelCheckpoint`` settings (``best`` needs a validation split)."""
 
     monitor: str | None
-    mode: str
+    mode: str | None  # None: the monitor's own direction (val/acc: max, val/nll: min)
     save_top_k: int
     save_last: bool
     every_n_epochs: int

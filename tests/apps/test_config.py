@@ -214,16 +214,6 @@ CHECKED = [
     (["optimized_metric=val/foo"], "optimized_metric=val/foo is not a metric this run reports"),
     (["callbacks.checkpoint.monitor=val/foo"], "callbacks.checkpoint.monitor=val/foo is not a metric the run logs"),
     (
-        ["callbacks.checkpoint.monitor=val/acc"],  # mode min (the default, val/nll's) kept the worst epoch
-        "callbacks.checkpoint.monitor=val/acc with callbacks.checkpoint.mode=min would keep the epoch of the lowest "
-        "val/acc, its worst: set callbacks.checkpoint.mode=max",
-    ),
-    (
-        ["callbacks.early_stopping={monitor: val/nll, mode: max}"],
-        "callbacks.early_stopping.monitor=val/nll with callbacks.early_stopping.mode=max would keep the epoch of the "
-        "highest val/nll, its worst: set callbacks.early_stopping.mode=min",
-    ),
-    (
         ["callbacks.early_stopping={monitor: val/accc, mode: max}"],
         "callbacks.early_stopping.monitor=val/accc is not a metric the run logs at epoch end",
     ),
@@ -373,6 +363,26 @@ def test_the_schema_refuses_a_wrong_type_or_an_unknown_key_while_composing(overr
         compose_train(*overrides)
     line = composition_error(error.value, "train")
     assert line.startswith(message) and "\n" not in line
+
+
+def test_the_checkpoint_monitors_mode_follows_its_metric_and_a_mode_seeking_its_worst_is_said(tmp_path):
+    """callbacks.checkpoint.monitor=val/acc kept the worst epoch under the default mode=min, and a sweeper optimised
+    it: the mode is now the metric's own unless set; one set against the metric is obeyed and said."""
+    from alternet.errors import AlternetWarning
+    from alternet.runs.directories import RunDir
+    from alternet.training.builders import build_callbacks
+
+    def checkpoint_mode(*overrides):
+        config = validate_train_config(resolved(*overrides))
+        callbacks = build_callbacks(config.callbacks, 0, RunDir(tmp_path), has_val=True, progress_bar_on=False)
+        return callbacks[0].mode
+
+    assert checkpoint_mode("callbacks.checkpoint.monitor=val/acc") == "max"
+    assert checkpoint_mode() == "min"  # val/nll
+    with pytest.warns(AlternetWarning, match=r"^callbacks.early_stopping.monitor=val/nll with callbacks.early_sto"):
+        validate_train_config(resolved("callbacks.early_stopping={monitor: val/nll, mode: max}"))
+    with pytest.warns(AlternetWarning, match=r"keeps the epoch of the lowest val/top5, its worst \(null, the def"):
+        assert checkpoint_mode("callbacks.checkpoint.monitor=val/top5", "callbacks.checkpoint.mode=min") == "min"
 
 
 def test_a_composition_error_names_the_first_error_of_its_chain():

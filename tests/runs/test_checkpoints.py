@@ -22,6 +22,7 @@ from alternet.metrics import BinnedCalibrationError, calibration_metrics
 from alternet.runs.checkpoints import find_checkpoint, select_checkpoint
 from alternet.runs.directories import RunDir
 from alternet.runs.records import record_resume
+from alternet.runs.summary import RunSummary
 from alternet.runs.weights import OFF_WAS_NULL, load_model, saved_hyperparameters
 from alternet.seeds import derive_seed
 from alternet.training.config import RecipeConfig
@@ -108,6 +109,17 @@ def test_the_optimized_metric_is_recorded_and_returned(tmp_path):
     assert summary.to_json()["optimized_metric"] == {"name": "test/acc", "value": summary.test["acc"]}
 
 
+_SUMMARY = {  # a finished run's metrics.json, as written
+    "model": "alternet_tiny",
+    "data": "digits",
+    "test": {"acc": 0.9, "top5": 1.0, "nll": 0.3, "ece": 0.02},
+    "best_val_score": 0.25,
+    "monitor": "val/nll",
+    "epochs": 2,
+    "global_step": 20,
+}
+
+
 def test_an_optimized_metric_that_is_not_finite_is_said_and_recorded_as_null(tmp_path):
     """A run whose validation NLL diverged (NaN, written as null) finishes and says so; a sweeper gets NaN. It was
     refused as 'not recorded by this run' with the whole summary in the line, and left no metrics.json."""
@@ -116,7 +128,7 @@ def test_an_optimized_metric_that_is_not_finite_is_said_and_recorded_as_null(tmp
     from alternet.apps.train import optimized_metric
     from alternet.errors import AlternetWarning
 
-    summary = train(compose_train(*FAST, output_dir=tmp_path))
+    summary = RunSummary.from_payload({**_SUMMARY, "run_dir": str(tmp_path)}, where="a test's")
     diverged = replace(summary, best_val_score=None)
     with pytest.warns(AlternetWarning, match=r"^optimized_metric=val/nll has no finite value in this run \(NaN"):
         assert optimized_metric("val/nll", diverged).value is None

@@ -8,6 +8,7 @@ points".
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import logging
@@ -167,8 +168,9 @@ def _logged(error: BaseException | str) -> BaseException | str:
     line is printed once, by the command's end)."""
     record = logging.LogRecord(__name__, logging.ERROR, __file__, 0, str(error), None, None)
     for handler in logging.getLogger().handlers:
-        if isinstance(handler, logging.FileHandler):
-            handler.handle(record)
+        if isinstance(handler, logging.FileHandler) and os.path.isdir(os.path.dirname(handler.baseFilename)):
+            with contextlib.suppress(OSError):  # a log file that cannot be written loses the line, not the error
+                handler.handle(record)
     return error
 
 

@@ -45,12 +45,14 @@ from ..training import (
     choose_precision,
     throughput_callback,
 )
+from ..training.builders import checkpoint_mode
 from ..training.config import TrainerConfig
 from ..training.loggers import build_loggers, define_metrics
 from ..training.optim import scaled_lr
 from ..training.resume import (
     SamplingRecord,
     check_resume_batch,
+    check_resume_monitor,
     check_resume_settings,
     sampling,
     warn_earlier_schedule,
@@ -91,6 +93,8 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
     header = checkpoint_header(resume) if resume else {}
     record = typed.to_dict()  # the resolved config as the run records it (config.yaml, W&B, the checkpoints)
     changes = check_resume_settings(typed.model, typed.recipe, typed.data, resume, header, typed.seed) if resume else {}
+    if resume:
+        check_resume_monitor(typed.callbacks.checkpoint.monitor, checkpoint_mode(typed.callbacks), resume, header)
     if resume:
         finished = run.summary() if typed.ckpt_path == "last" else None
         if finished is not None and _trained_to_the_end(finished, typed.trainer):  # a re-launched sweep, a requeue

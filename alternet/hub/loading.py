@@ -4,7 +4,7 @@ error naming the keys when anything else does not fit."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ from torch import nn
 from ..errors import CheckpointError, ConfigValueError, is_integer
 from ..models import create_model
 from ..models.features import feature_model
+from ..models.zoo import adapt_checkpoint
 from .sources import OTHER_WEIGHTS_KEYS, Source, open_source
 
 logger = logging.getLogger(__name__)
@@ -121,7 +122,9 @@ def _head_note(model: nn.Module, source: Source, model_head: list[str], source_h
 
 def select_weights(model: nn.Module, source: Source) -> tuple[dict[str, torch.Tensor], LoadReport]:
     """The source tensors to load into ``model``. The head is skipped when it does not fit (another class count,
-    or absent on either side); a shape mismatch anywhere else is an error naming the keys."""
+    or absent on either side); a shape mismatch anywhere else is an error naming the keys. A ViT's, PiT's or Swin's
+    position tables are first resized to the model's input size, as timm does (:func:`adapt_checkpoint`)."""
+    source = replace(source, state_dict=adapt_checkpoint(source.state_dict, model))
     expected, weights = model.state_dict(), source.state_dict
     classifiers = _classifier_names(model, source)
     _check_body_shapes(expected, source, classifiers)

@@ -104,6 +104,15 @@ CHECKPOINT_FILTERS = {
 }
 
 
+def adapt_checkpoint(state_dict: dict[str, torch.Tensor], model: nn.Module) -> dict[str, torch.Tensor]:
+    """``state_dict`` as timm adapts a checkpoint to the model it loads into, for the families timm adapts (a
+    ViT's, PiT's or Swin's position tables resized to the model's input size); any other model's as it is."""
+    for spec_type, adapt in CHECKPOINT_FILTERS.items():
+        if isinstance(model, MODEL_CLASSES[spec_type]):
+            return adapt(dict(state_dict), model)
+    return state_dict
+
+
 def _cfg(spec: ModelSpec, data: str | None = None) -> dict[str, Any]:
     """The registry's ``pretrained_cfg``: neutral without ``data`` (ImageNet statistics and 1000 classes, as timm's
     untrained entries; the input size follows the build, 224 px with the ImageNet stem), or, tagged with a data set

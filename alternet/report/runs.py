@@ -173,7 +173,8 @@ def read_sweep(sweep_dir: Path) -> tuple[list[Run], SweepJobs]:
         )
     sweep = SweepDir(sweep_dir)
     jobs = sweep.jobs()
-    if not sweep.multirun_record.is_file() and not any(job.sweeper() for job in jobs.jobs[:1]):  # a search has none
+    searched = any(job.sweeper() not in (None, "BasicSweeper") for job in jobs.jobs[:1])  # a search writes none
+    if not sweep.multirun_record.is_file() and not searched:
         warnings.warn(
             f"{sweep_dir} holds no multirun.yaml: it is no -m sweep's directory, and its runs are compared as if "
             "one sweep had run them",
@@ -184,7 +185,9 @@ def read_sweep(sweep_dir: Path) -> tuple[list[Run], SweepJobs]:
         raise ConfigValueError(
             f"{sweep_dir} is a sweep none of whose jobs finished ({jobs.describe()}): each job's train.log says why"
             + (
-                "; its command again with ckpt_path=last completes it"
+                "; a new search goes to a new hydra.sweep.dir"
+                if searched
+                else "; its command again with ckpt_path=last completes it"
                 if jobs.not_started or len(jobs.diverged) < len(jobs.jobs)
                 else ""
             )

@@ -118,6 +118,12 @@ def on_a_gpu_when_auto(setting: bool | str, accelerator: str) -> bool:
     return device_type(accelerator) == "cuda" if setting == "auto" else bool(setting)
 
 
+def checkpoint_mode(callbacks: CallbacksConfig) -> str:
+    """The checkpoint monitor's mode: as set, else its metric's own direction (``val/acc``: max)."""
+    checkpoint = callbacks.checkpoint
+    return checkpoint.mode or metric_mode(checkpoint.monitor or "") or "min"
+
+
 def build_callbacks(
     callbacks_cfg: CallbacksConfig, seed: int, run: RunDir, has_val: bool, progress_bar_on: bool
 ) -> list[Callback]:
@@ -125,7 +131,7 @@ def build_callbacks(
     epoch end; mid-epoch ``last.ckpt`` every ``every_n_train_steps`` / ``train_time_interval`` and on pre-emption),
     per-batch reseeding, optional early stopping."""
     checkpoint = callbacks_cfg.checkpoint.to_dict()
-    checkpoint["mode"] = checkpoint["mode"] or metric_mode(checkpoint["monitor"] or "") or "min"
+    checkpoint["mode"] = checkpoint_mode(callbacks_cfg)
     steps, interval = checkpoint.pop("every_n_train_steps"), checkpoint.pop("train_time_interval")  # mid-epoch
     if not has_val:  # without a validation split only the last checkpoint is kept
         checkpoint.update(monitor=None, save_top_k=0)

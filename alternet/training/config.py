@@ -230,7 +230,7 @@ class CheckpointConfig(Section):
     train_time_interval: Any  # seconds or "DD:HH:MM:SS"
 
     def check(self) -> None:
-        self.one_of("mode", ("min", "max"))
+        self.require("mode", lambda v: v in ("min", "max"), "must be min, max or null (the monitored metric's own)")
         self.require("save_top_k", integer(-1), "must be an integer >= -1 (-1: every checkpoint, 0: none but last)")
         self.require("every_n_epochs", integer(1), "must be an integer >= 1")
         self.require(

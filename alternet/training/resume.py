@@ -7,7 +7,9 @@ for :data:`APPLIED_ON_RESUME`, which the module applies to the restored state an
 
 from __future__ import annotations
 
+import ast
 import math
+import re
 import warnings
 from dataclasses import replace
 from typing import Any
@@ -65,6 +67,25 @@ class SamplingRecord(Callback):
 
     def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
         checkpoint[SAMPLING_KEY] = self.record
+
+
+def check_resume_monitor(monitor: str | None, mode: str, checkpoint: str, header: dict[str, Any]) -> None:
+    """Refuse a resume whose checkpoint monitor keeps ``monitor`` the other way than the checkpoint's record of its
+    best did: Lightning keys that record by monitor and mode, so it would be dropped without a word (the best chosen
+    among the resumed epochs only, the earlier best file left beside the new one); a run recorded before the mode
+    followed its metric (``val/acc`` with ``mode: min``) meets this."""
+    for key in header.get("callbacks") or {}:
+        recorded = re.fullmatch(r"\w*Checkpoint(\{.*\})", key)
+        try:
+            state = ast.literal_eval(recorded.group(1)) if recorded else None
+        except (ValueError, SyntaxError):
+            continue
+        if isinstance(state, dict) and state.get("monitor") == monitor and state.get("mode") not in (None, mode):
+            raise ConfigValueError(
+                f"{checkpoint} kept its best {monitor} with callbacks.checkpoint.mode={state['mode']}, and this run "
+                f"would keep it with mode={mode}, dropping that record: resume with "
+                f"callbacks.checkpoint.mode={state['mode']}, or start a new run"
+            )
 
 
 def check_resume_settings(

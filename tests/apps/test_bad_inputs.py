@@ -337,18 +337,18 @@ SEARCH = [
         ),
         (
             ["seed=0,1", "optimized_metric=val/nll", "trainer=ddp", "trainer.accelerator=cpu"],
-            "the search's jobs (debug=fast optimized_metric=val/nll trainer=ddp trainer.accelerator=cpu), before any "
-            "job ran: trainer.devices=2: a local -m sweep runs its jobs one after another",
+            "the search's jobs (debug=fast seed=0 optimized_metric=val/nll trainer=ddp trainer.accelerator=cpu: a job "
+            "it may draw), before any job ran: trainer.devices=2: a local -m sweep runs its jobs one after another",
         ),
         (
             ["seed=0,1", "optimized_metric=val/nll", "data.subset=2.0"],
-            "the search's jobs (debug=fast optimized_metric=val/nll data.subset=2.0), before any job ran: "
-            "data.subset=2.0 is invalid",
+            "the search's jobs (debug=fast seed=0 optimized_metric=val/nll data.subset=2.0: a job it may draw), before "
+            "any job ran: data.subset=2.0 is invalid",
         ),
         (
             ["recipe.optimzer.lr=0.1,0.2", "optimized_metric=val/nll"],  # the sweeper found it at its first job
-            "the search's jobs (debug=fast optimized_metric=val/nll), before any job ran: recipe.optimzer is not a key "
-            "of recipe (did you mean 'optimizer'?)",
+            "the search's jobs (debug=fast recipe.optimzer.lr=0.1 optimized_metric=val/nll: a job it may draw), before "
+            "any job ran: recipe.optimzer is not a key of recipe (did you mean 'optimizer'?)",
         ),
     ],
 )
@@ -358,6 +358,32 @@ def test_a_search_is_refused_before_any_job_where_it_cannot_search(arguments, me
     code, stderr = run_main("train.py", [*SEARCH, *arguments, f"hydra.sweep.dir={tmp_path / 's'}"], monkeypatch, capsys)
     assert code.startswith(f"error: {message}") and "\n" not in code and "Traceback" not in stderr
     assert not (tmp_path / "s").exists()
+
+
+def test_a_search_is_checked_at_values_it_may_draw_not_at_defaults_none_of_its_jobs_holds():
+    """A swept data.val_size (default 0) was checked at 0, and optimized_metric=val/nll refused for lack of a
+    validation split that every job had; a ${hydra.job.num} in an override failed the whole pre-flight (unchecked)."""
+    from omegaconf import OmegaConf
+
+    from alternet.apps.hydra.preflight import _a_search_job
+
+    task = ["a=choice(x,y)", "b=tag(log,interval(1e-4,1e-2))", "c=int(interval(1,10))", "d=interval(0,1)", "e=3"]
+    config = OmegaConf.create(
+        {"hydra": {"overrides": {"task": task, "hydra": ["hydra.sweep.subdir=${hydra.job.num}"]}}}
+    )
+    assert _a_search_job(config) == ["a=x", "b=0.001", "c=6", "d=0.5", "e=3"]
+
+
+def test_a_search_into_folders_of_an_earlier_ones_nested_jobs_is_refused(tmp_path, monkeypatch, capsys):
+    """hydra.sweep.subdir=${hydra.job.num}/run nests each job a level down, and its ${hydra.job.num} failed the
+    pre-flight (Hydra said so in a warning and launched the search unchecked over the earlier one's jobs)."""
+    (tmp_path / "s" / "0" / "run" / ".hydra").mkdir(parents=True)
+    subdir = "hydra.sweep.subdir=${hydra.job.num}/run"
+    arguments = [*SEARCH, "seed=0,1", "optimized_metric=val/nll", subdir, f"hydra.sweep.dir={tmp_path / 's'}"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Callback SweepPreflight.on_multirun_start raised ..."
+        code, _ = run_main("train.py", arguments, monkeypatch, capsys)
+    assert code.startswith(f"error: hydra.sweep.dir={tmp_path / 's'} holds 1 job folder of an earlier sweep")
 
 
 def test_a_search_goes_on_past_a_failed_job_ends_on_its_failure_and_is_not_continued_in_its_directory(

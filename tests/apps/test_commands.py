@@ -278,3 +278,26 @@ def test_a_resume_command_reads_back_a_run_directory_of_spaces_and_other_letters
     words = shlex.split(records.resume_command(RunDir(run)))
     parsed = OverridesParser.create().parse_overrides([w for w in words if "=" in w])
     assert {o.key_or_group: o.value() for o in parsed}["hydra.run.dir"] == run
+
+
+def test_the_line_that_ends_a_run_goes_to_its_log_file_and_a_log_file_gone_loses_only_the_line(tmp_path):
+    """A run's train.log ends on its error or stop line; a refused run's directory is removed before that line is
+    written, and a file handler opened late (Hydra's ``delay: true``) raised FileNotFoundError in its place."""
+    import logging
+
+    from alternet.apps.cli import _logged
+
+    kept, gone = tmp_path / "run" / "train.log", tmp_path / "gone" / "train.log"
+    kept.parent.mkdir()
+    handlers = [logging.FileHandler(kept), logging.FileHandler(gone, delay=True)]
+    root = logging.getLogger()
+    for handler in handlers:
+        root.addHandler(handler)
+    try:
+        error = ValueError("stopped by SIGTERM at global step 2")
+        assert _logged(error) is error
+    finally:
+        for handler in handlers:
+            root.removeHandler(handler)
+            handler.close()
+    assert kept.read_text() == "stopped by SIGTERM at global step 2\n" and not gone.parent.exists()

@@ -356,3 +356,12 @@ def test_a_comparison_models_cfg_says_the_size_it_was_built_for_and_its_checkpoi
             if size == 32:
                 torch.testing.assert_close(logits, source(x), rtol=0, atol=0)
         assert logits.shape == (2, 10) and torch.isfinite(logits).all()
+    from safetensors.torch import save_file
+
+    from alternet.hub import load_pretrained
+
+    save_file(source.state_dict(), tmp_path / "weights.safetensors")  # alternet's loaders adapt them alike
+    model = timm.create_model(name, img_size=64, num_classes=10)
+    assert load_pretrained(model, tmp_path / "weights.safetensors").complete
+    with torch.no_grad():
+        torch.testing.assert_close(model.eval()(x), logits)

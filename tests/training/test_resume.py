@@ -89,6 +89,9 @@ def test_last_ckpt_holds_the_last_epoch_when_a_later_epoch_is_not_the_best(tmp_p
     assert last["global_step"] == first.global_step
     keys = list(last["callbacks"])  # the state under ModelCheckpoint's key, as in checkpoints of before the fix
     assert any(key.startswith("ModelCheckpoint{") for key in keys) and not any("BestAndLast" in key for key in keys)
+    kept = r"kept its best val/nll with callbacks.checkpoint.mode=max, and this run would keep it with mode=min, drop"
+    with pytest.raises(ConfigValueError, match=kept):  # the record of the best, keyed by the mode, would be dropped
+        train(compose_train(*FAST, "trainer.max_epochs=4", "ckpt_path=last", output_dir=tmp_path))
     resumed = train(compose_train(*FAST, "trainer.max_epochs=4", *worst_is_best, "ckpt_path=last", output_dir=tmp_path))
     assert resumed.global_step == first.global_step // 3 * 4  # one more epoch, not three
     assert resumed.best_checkpoint == first.best_checkpoint  # the best so far came back with the resume

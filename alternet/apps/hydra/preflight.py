@@ -27,7 +27,8 @@ from ...metrics.table import metric_mode
 from ...runs.checkpoints import checkpoint_header, resume_checkpoint
 from ...runs.directories import RunDir, SweepDir, variant_overrides
 from ...runs.ownership import RunDirLock, check_fresh_run_dir, note_created_by_this_process, note_search_dir
-from ...training.resume import check_resume_batch, check_resume_settings
+from ...training.builders import checkpoint_mode
+from ...training.resume import check_resume_batch, check_resume_monitor, check_resume_settings
 from ..checks import validate_train_config
 from .composition import composition_error
 from .sweep import GRID_SWEEPER, is_search
@@ -67,11 +68,10 @@ class SweepPreflight(Callback):
 
         _refuse_a_run_directory(config)
         loader = GlobalHydra.instance().config_loader()
-        if is_search(config):  # its jobs unknown until it runs: the settings they share, checked once
+        if is_search(config):  # its jobs unknown until it runs: one of them, of values it may draw, checked
             _check_a_search(config)
-            shared = [str(o) for o in config.hydra.overrides.task if not _is_sweep(str(o))]
-            said = f"the search's jobs ({' '.join(shared) or 'no overrides'}), before any job ran"
-            checked = [(said, [*shared, *_absent_swept_keys(config)])]
+            probe = _a_search_job(config)
+            checked = [(f"the search's jobs ({' '.join(probe)}: a job it may draw), before any job ran", probe)]
         else:
             jobs = grid_jobs(config) or ()
             _refuse_repeated_jobs(jobs)
@@ -105,23 +105,29 @@ class SweepPreflight(Callback):
             HydraConfig.instance().cfg = None  # unset, as the launcher expects to find it
 
 
-def _absent_swept_keys(config: DictConfig) -> list[str]:
-    """A searched key the config lacks (a misspelt ``recipe.optimzer.lr=interval(...)``), as ``key=0``: composing
-    it gives Hydra's own refusal of the key, before the search's sweeper would find it at its first job."""
-    parsed = OverridesParser.create().parse_overrides([str(o) for o in config.hydra.overrides.task])
-    swept = [o.get_key_element() for o in parsed if o.is_sweep_override() and not o.is_add()]
-    return [f"{key}=0" for key in swept if not _is_key(config, key)]
+def _task_overrides(config: DictConfig) -> list[str]:
+    """The command line's overrides as typed (a ``${hydra.job.num}`` in one resolves only once a job runs)."""
+    return [str(o) for o in OmegaConf.to_container(config.hydra.overrides, resolve=False)["task"]]
 
 
-def _is_key(config: DictConfig, key: str) -> bool:
-    parent, _, last = key.rpartition(".")
-    node = OmegaConf.select(config, parent) if parent else config
-    return isinstance(node, DictConfig) and last in node
-
-
-def _is_sweep(override: str) -> bool:
-    (parsed,) = OverridesParser.create().parse_overrides([override])
-    return parsed.is_sweep_override()
+def _a_search_job(config: DictConfig) -> list[str]:
+    """The overrides of a job a search may launch: its fixed ones, and for each searched key a value it may draw
+    (a choice's first, an interval's middle: geometric for a log interval), so that the checks meet the values the
+    jobs will hold, not the defaults none of them uses; a misspelt key is refused by Hydra as it composes it."""
+    job = []
+    for override in OverridesParser.create().parse_overrides(_task_overrides(config)):
+        key = override.get_key_element()
+        if not override.is_sweep_override():
+            job.append(f"{key}={override.get_value_element_as_str()}")
+        elif override.is_discrete_sweep():
+            job.append(f"{key}={next(iter(override.sweep_string_iterator()))}")
+        else:  # interval(a, b), maybe tagged log
+            interval = override.value()
+            low, high = interval.start, interval.end
+            log = "log" in interval.tags and low > 0 and high > 0
+            middle = (low * high) ** 0.5 if log else (low + high) / 2
+            job.append(f"{key}={round(middle) if isinstance(low, int) and isinstance(high, int) else middle!r}")
+    return job
 
 
 def _check_a_search(config: DictConfig) -> None:
@@ -136,14 +142,16 @@ def _check_a_search(config: DictConfig) -> None:
             "optimized_metric: set one, e.g. optimized_metric=val/nll hydra.sweeper.direction=minimize"
         )
     direction = config.hydra.sweeper.get("direction")
+    direction = str(getattr(direction, "name", direction))  # Optuna's default is its Direction enum, not a string
     wanted = {"max": "maximize", "min": "minimize"}.get(metric_mode(metric) or "")
-    if isinstance(direction, str) and wanted and direction.lower() != wanted:
+    if direction in ("minimize", "maximize") and wanted and direction != wanted:
         exit_with_error(
             f"hydra.sweeper.direction={direction} would look for the worst optimized_metric={metric}: set "
             f"hydra.sweeper.direction={wanted}"
         )
     sweep = SweepDir(config.hydra.sweep.dir)
-    if sweep.path.is_dir() and (earlier := sweep.jobs().jobs):
+    folders = [p for p in sweep.path.iterdir() if p.is_dir() and p.name[0] != "."] if sweep.path.is_dir() else []
+    if earlier := [p for p in folders if p != sweep.report_dir]:  # job folders, or folders of them (a subdir)
         exit_with_error(
             f"hydra.sweep.dir={sweep.path} holds {len(earlier)} job folder{'s' * (len(earlier) > 1)} of an earlier "
             f"sweep, and {sweeper} numbers its jobs from 0 with new values on every launch: it would overwrite their "
@@ -156,7 +164,8 @@ def _check_a_search(config: DictConfig) -> None:
 def _refuse_a_run_directory(config: DictConfig) -> None:
     """``hydra.run.dir`` names one run's directory; a multirun (``-m``, or a sweep preset that sets
     ``hydra.mode=MULTIRUN``) ignores it and numbers its jobs under ``hydra.sweep.dir`` from 0."""
-    given = [o for o in config.hydra.overrides.hydra if str(o).split("=", 1)[0].lstrip("+~") == "hydra.run.dir"]
+    typed = OmegaConf.to_container(config.hydra.overrides, resolve=False)["hydra"]  # ${hydra.job.num}: unresolved
+    given = [o for o in typed if str(o).split("=", 1)[0].lstrip("+~") == "hydra.run.dir"]
     if given:
         exit_with_error(
             f"{given[0]}: this is a sweep (-m, or a preset that sweeps), whose jobs go to "
@@ -247,7 +256,7 @@ class RunPreflight(RunDirPreflight):
         run = RunDir(str(config.hydra.run.dir))
         if not (run.is_finished() or run.checkpoint_files()):
             return  # nothing there whose records Hydra could overwrite
-        if sorted(run.overrides()) == sorted(map(str, config.hydra.overrides.task)):
+        if sorted(run.overrides()) == sorted(_task_overrides(config)):
             return  # the run's own command again (a requeued job): Hydra rewrites its records as they were
         job = config.copy()
         with open_dict(job):
@@ -267,6 +276,9 @@ class RunPreflight(RunDirPreflight):
                     typed = validate_train_config(plain)
                 header = checkpoint_header(resume)
                 check_resume_settings(typed.model, typed.recipe, typed.data, resume, header, typed.seed)
+                check_resume_monitor(
+                    typed.callbacks.checkpoint.monitor, checkpoint_mode(typed.callbacks), resume, header
+                )
                 trainer = typed.trainer
                 devices = devices_per_job(trainer.devices, trainer.accelerator, visible_gpus())
                 if devices is not None:  # else the run checks it once its Trainer knows

@@ -336,6 +336,11 @@ SEARCH = [
             "hydra.sweeper.direction=minimize",
         ),
         (
+            ["seed=0,1", "optimized_metric=val/acc"],  # the default direction: Optuna's enum, minimize
+            "hydra.sweeper.direction=minimize would look for the worst optimized_metric=val/acc: set "
+            "hydra.sweeper.direction=maximize",
+        ),
+        (
             ["seed=0,1", "optimized_metric=val/nll", "trainer=ddp", "trainer.accelerator=cpu"],
             "the search's jobs (debug=fast seed=0 optimized_metric=val/nll trainer=ddp trainer.accelerator=cpu: a job "
             "it may draw), before any job ran: trainer.devices=2: a local -m sweep runs its jobs one after another",

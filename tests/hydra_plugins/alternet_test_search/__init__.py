@@ -1,9 +1,11 @@
 """A Hydra sweeper that chooses its jobs as it goes, as Optuna's does, for the tests of a search (tests/ is on
 sys.path, so Hydra's plugin discovery finds this ``hydra_plugins`` package): ``hydra/sweeper=test_search`` launches
 one job at a time, trying a swept key's values in order (``key=a,b`` or ``choice(a,b)``), reads the value each job
-returns, and goes on past a failed job (Optuna's ``max_failure_rate=1.0``); ``direction`` is only recorded."""
+returns, and goes on past a failed job (Optuna's ``max_failure_rate=1.0``); ``direction`` (an enum, as Optuna's)
+is only recorded."""
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -12,17 +14,22 @@ from hydra.core.plugins import Plugins
 from hydra.plugins.sweeper import Sweeper
 
 
+class Direction(Enum):  # as Optuna's sweeper types its direction: an enum, not a string
+    minimize = 1
+    maximize = 2
+
+
 @dataclass
 class TestSearchConf:
     _target_: str = "hydra_plugins.alternet_test_search.TestSearch"
-    direction: str = "minimize"
+    direction: Direction = Direction.minimize
 
 
 ConfigStore.instance().store(group="hydra/sweeper", name="test_search", node=TestSearchConf, provider="tests")
 
 
 class TestSearch(Sweeper):
-    def __init__(self, direction: str = "minimize"):
+    def __init__(self, direction: Direction = Direction.minimize):
         self.direction = direction
         self.returned: list[float | None] = []
 

@@ -261,7 +261,10 @@ CHECKED = [
     (["recipe.optimizer.momentum=1"], "recipe.optimizer.momentum=1 is invalid: must be in [0, 1)"),
     (["recipe.schedule.gamma=0"], "recipe.schedule.gamma=0 is invalid: must be in (0, 1]"),
     (["recipe.progressive_resize={sizes: [0], epochs: [1]}"], "recipe.progressive_resize.sizes=[0] is invalid: a"),
-    (["callbacks.checkpoint.mode=up"], "callbacks.checkpoint.mode='up' is not one of ['min', 'max']"),
+    (
+        ["callbacks.checkpoint.mode=up"],
+        "callbacks.checkpoint.mode='up' is invalid: must be min, max or null (the monitored metric's own)",
+    ),
     (["callbacks.progress.interval=-1"], "callbacks.progress.interval=-1 is invalid: must be seconds >= 0"),
     (["performance.matmul_precision=low"], "performance.matmul_precision='low' is not one of ['highest', 'high'"),
     (["logger=wandb", "+logger.wandb.mode=offline"], "logger.wandb.mode is not a key of logger.wandb"),

@@ -159,6 +159,9 @@ class ClassificationModule(L.LightningModule):
         return plain(logged) or dict(self.restored_clean)
 
     def on_train_start(self) -> None:
+        if self.recipe.finetune.freeze_backbone:  # a true linear probe: the backbone's BatchNorm statistics fixed
+            self.model.eval()  # here, as fitting starts (a run resumed mid-epoch gets no on_train_epoch_start);
+            self.model.get_classifier().train()  # Lightning restores these modes after every validation
         self.__dict__["_ema_tensors"] = None  # gathered again at the first update: the module may have moved
         if self.whole_step is not None:
             self.whole_step.reset()
@@ -401,14 +404,9 @@ class ClassificationModule(L.LightningModule):
         )
 
     def on_train_epoch_start(self) -> None:
-        """A frozen backbone also keeps its BatchNorm statistics fixed (a true linear probe). Lightning puts
-        the whole module in train mode when fitting starts and restores the modes it found after validation."""
         self.epoch_loss = RunningLoss(max_age=0.0)  # this epoch's steps only (after a mid-epoch resume: the rest)
         self.running_loss = RunningLoss()  # the progress lines' loss: never a mean across epochs
         self.train_hits = Hits()
-        if self.recipe.finetune.freeze_backbone:
-            self.model.eval()
-            self.model.get_classifier().train()
 
     def configure_optimizers(self) -> dict[str, Any]:
         recipe = self.recipe

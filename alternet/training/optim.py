@@ -99,12 +99,16 @@ def build_scheduler(
 
 
 def rescale_learning_rates(optimizer: torch.optim.Optimizer, scheduler: Any, ratio: float) -> None:
-    """Multiply a restored optimizer's learning rates, and the base rates its schedule multiplies, by ``ratio``: a
-    resumed run with a new ``recipe.optimizer.lr`` continues the same schedule at the new scale."""
+    """Multiply the base rates of a restored optimizer's schedule by ``ratio``: a resumed run with a new
+    ``recipe.optimizer.lr`` continues the same schedule from the new base (its floor, ``recipe.schedule.min_lr``,
+    stays: with none, every rate is ``ratio`` times the saved one). The current rates are the schedule's at the
+    restored step, so the first step after the resume follows the same rule as the rest."""
     for group in optimizer.param_groups:
         group["lr"] *= ratio
         if "initial_lr" in group:
             group["initial_lr"] *= ratio
     if scheduler is not None:
         scheduler.base_lrs = [lr * ratio for lr in scheduler.base_lrs]
+        for group, base, factor in zip(optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas, strict=True):
+            group["lr"] = base * factor(scheduler.last_epoch)
         scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]

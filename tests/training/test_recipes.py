@@ -65,6 +65,37 @@ def test_warmup_then_cosine_schedule_values():
     assert lr_factor(1000, **kwargs) == pytest.approx(0.0, abs=1e-12)
 
 
+def test_a_resume_with_a_new_learning_rate_follows_one_rule_from_its_first_step():
+    """A resumed run with a new recipe.optimizer.lr rebuilds its schedule from the new base (the floor min_lr kept)
+    and restores the saved one: its first step ran at the saved rate times new/saved (0.5 x a cosine that already
+    includes the floor), the next ones by the rebuilt rule, so the rate jumped up once (1.13x the uninterrupted)."""
+    from alternet.training.config import ScheduleConfig
+    from alternet.training.optim import build_scheduler, rescale_learning_rates
+
+    def schedule(lr: float) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+        optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=lr)
+        config = ScheduleConfig(name="cosine", min_lr=1e-4)
+        return optimizer, build_scheduler(optimizer, config, steps_per_epoch=5, epochs=4, warmup_epochs=1, base_lr=lr)
+
+    saved_optimizer, saved = schedule(2e-3)
+    for _ in range(10):
+        saved_optimizer.step()
+        saved.step()
+    optimizer, resumed = schedule(1e-3)  # configure_optimizers at the new rate, then Lightning's restore
+    optimizer.load_state_dict(saved_optimizer.state_dict())
+    resumed.load_state_dict(saved.state_dict())
+    rescale_learning_rates(optimizer, resumed, 0.5)
+    rates = []
+    for _ in range(6):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        resumed.step()
+    expected = [
+        1e-3 * lr_factor(s, total_steps=20, warmup_steps=5, schedule="cosine", min_lr_ratio=0.1) for s in range(10, 16)
+    ]
+    assert rates == pytest.approx(expected, rel=1e-9)
+
+
 def test_step_schedule_values():
     kwargs = dict(total_steps=1000, warmup_steps=10, schedule="step", milestones=[110, 210], gamma=0.2)
     assert lr_factor(9, **kwargs) == 1.0

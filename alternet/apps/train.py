@@ -48,12 +48,14 @@ from ..training import (
 from ..training.builders import checkpoint_mode
 from ..training.config import TrainerConfig
 from ..training.loggers import build_loggers, define_metrics
+from ..training.module import steps_per_epoch
 from ..training.optim import scaled_lr
 from ..training.resume import (
     SamplingRecord,
     check_resume_batch,
     check_resume_monitor,
     check_resume_settings,
+    check_resume_steps,
     sampling,
     warn_earlier_schedule,
 )
@@ -135,6 +137,7 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
     if resume:
         batch = [typed.recipe.batch_size, trainer.world_size, trainer.accumulate_grad_batches]
         check_resume_batch(resume, header, batch)
+        check_resume_steps(resume, header, steps_per_epoch(datamodule, trainer))
         if lock is not None:
             record_resume(run, resume, step or 0, changes | loading)
     if trainer.is_global_zero:

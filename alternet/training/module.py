@@ -38,7 +38,7 @@ from .config import ProgressiveResizeConfig, RecipeConfig
 from .display import Hits, RunningLoss
 from .guard import NonFiniteGuard, fused_optimizer_supported, uses_grad_scaler
 from .optim import build_optimizer, build_scheduler, rescale_learning_rates, scaled_lr
-from .resume import BATCH_KEY, CLEAN_KEY, EPOCH_KEY, SCHEDULE_KEY
+from .resume import BATCH_KEY, CLEAN_KEY, EPOCH_KEY, SCHEDULE_KEY, STEPS_KEY
 from .step import WholeStep, ema_update_
 
 
@@ -97,6 +97,7 @@ class ClassificationModule(L.LightningModule):
         self.channels_last = False
         self.guard = NonFiniteGuard(self)
         self.restored_clean: dict[str, float] = {}  # the checkpoint's train_clean/* values, when it was resumed
+        self.steps_per_epoch: int | None = None  # the optimizer steps of an epoch of its schedule (once configured)
         self.progressive = _progressive_resize(
             self.recipe.progressive_resize, self.model, int(data.image_size), channels=len(data.mean)
         )
@@ -137,6 +138,7 @@ class ClassificationModule(L.LightningModule):
         checkpoint[BATCH_KEY] = self.batch_factors  # a resume on another global batch is refused (training.resume)
         checkpoint[CLEAN_KEY] = self.train_clean  # the run's summary after a resume that trains no further epoch
         checkpoint[SCHEDULE_KEY] = self.recipe.epochs  # what its schedule spans (training.resume)
+        checkpoint[STEPS_KEY] = self.steps_per_epoch  # and the steps of each of its epochs
         # the epoch so far, for its train/acc and train/nll_epoch after a resume inside it (empty at an epoch's end)
         checkpoint[EPOCH_KEY] = {"hits": self.train_hits.state(), "loss": self.epoch_loss.state()}
 
@@ -415,7 +417,7 @@ class ClassificationModule(L.LightningModule):
         groups = self._parameter_groups(opt_cfg.weight_decay)
         fused = fused_optimizer_supported(self.device, self.trainer.precision)  # lets the guard skip on the device
         optimizer = build_optimizer(groups, opt_cfg, lr, fused=fused, stepped=self.whole_step is not None)
-        steps_per_epoch = self._steps_per_epoch()
+        steps_per_epoch = self.steps_per_epoch = self._steps_per_epoch()
         scheduler = build_scheduler(  # over the recipe's epochs: trainer.max_epochs only stops the run (it may resume)
             optimizer,
             recipe.schedule,
@@ -441,18 +443,26 @@ class ClassificationModule(L.LightningModule):
         ``trainer.estimated_stepping_batches`` here would build the train loader before a resumed run restores the
         loader's position, and Lightning would then silently drop that position (Lightning issue #20550). Another
         data module's loader is counted by Lightning (``trainer.max_steps`` caps the run, not an epoch)."""
-        datamodule = getattr(self.trainer, "datamodule", None)
-        if datamodule is None or not hasattr(datamodule, "train_batches"):
-            _ = self.trainer.estimated_stepping_batches  # sets the training loader up, which counts its batches
-            batches = self.trainer.num_training_batches
-            return max(1, math.ceil(batches / self.trainer.accumulate_grad_batches)) if math.isfinite(batches) else 1
-        batches = datamodule.train_batches()
-        limit = self.trainer.limit_train_batches
-        if isinstance(limit, int):
-            batches = min(batches, limit)
-        elif limit is not None:
-            batches = int(batches * float(limit))
-        return max(1, math.ceil(batches / self.trainer.accumulate_grad_batches))
+        steps = steps_per_epoch(getattr(self.trainer, "datamodule", None), self.trainer)
+        if steps is not None:
+            return steps
+        _ = self.trainer.estimated_stepping_batches  # sets the training loader up, which counts its batches
+        batches = self.trainer.num_training_batches
+        return max(1, math.ceil(batches / self.trainer.accumulate_grad_batches)) if math.isfinite(batches) else 1
+
+
+def steps_per_epoch(datamodule: Any, trainer: L.Trainer) -> int | None:
+    """The optimizer steps of one epoch of a data module that counts its batches (``train_batches``), under the
+    trainer's ``limit_train_batches`` and ``accumulate_grad_batches``; None for another data module."""
+    if datamodule is None or not hasattr(datamodule, "train_batches"):
+        return None
+    batches = datamodule.train_batches()
+    limit = trainer.limit_train_batches
+    if isinstance(limit, int):
+        batches = min(batches, limit)
+    elif limit is not None:
+        batches = int(batches * float(limit))
+    return max(1, math.ceil(batches / trainer.accumulate_grad_batches))
 
 
 def _progressive_resize(

@@ -126,6 +126,7 @@ BATCH_KEY = "global_batch"  # in Lightning checkpoints: [per-device batch, proce
 CLEAN_KEY = "train_clean"  # in Lightning checkpoints: the last epoch's train_clean/* values
 SCHEDULE_KEY = "schedule_epochs"  # in Lightning checkpoints: the epochs its learning-rate schedule spans
 EPOCH_KEY = "epoch_so_far"  # in Lightning checkpoints: the epoch's training hits and loss until the checkpoint
+STEPS_KEY = "schedule_steps_per_epoch"  # in Lightning checkpoints: the optimizer steps an epoch of its schedule counts
 
 
 def warn_earlier_schedule(checkpoint: str, header: dict[str, Any], recorded: dict[str, Any] | None) -> None:
@@ -166,6 +167,22 @@ def check_resume_batch(checkpoint: str, header: dict[str, Any], batch: list[int]
             "images. Resume it on as many devices and nodes with the same trainer.accumulate_grad_batches, or from "
             "a checkpoint saved at an epoch's end"
         )
+
+
+def check_resume_steps(checkpoint: str, header: dict[str, Any], steps: int | None) -> None:
+    """Refuse a resume whose epochs hold another number of optimizer steps (``trainer.limit_train_batches``, or data
+    that changed) than the saved run's schedule counted: rebuilt over the new count, its learning rate would jump
+    or sit at 0 for the rest of the run. (A checkpoint from before this was saved, or a data module that does not
+    count its batches, is not checked.)"""
+    saved = header.get(STEPS_KEY)
+    if saved is None or steps is None or saved == steps:
+        return
+    raise ConfigValueError(
+        f"resuming from {checkpoint} with {steps} optimizer steps per epoch where its schedule counted {saved} "
+        "(trainer.limit_train_batches, or the training data, changed): the learning-rate schedule would be rebuilt "
+        "over the new count. Resume with the same trainer.limit_train_batches, or start a new run from its weights "
+        "(model.pretrained=CHECKPOINT)"
+    )
 
 
 def _mid_epoch(header: dict[str, Any]) -> bool:

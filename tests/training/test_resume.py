@@ -97,6 +97,21 @@ def test_last_ckpt_holds_the_last_epoch_when_a_later_epoch_is_not_the_best(tmp_p
     assert resumed.best_checkpoint == first.best_checkpoint  # the best so far came back with the resume
 
 
+def test_a_resume_whose_epochs_hold_other_step_counts_is_refused(tmp_path):
+    """A quick look (trainer.limit_train_batches=2), then the real run from its last.ckpt: the schedule was rebuilt
+    over the new count, its rate dropping and warming up again (or sitting at 0), and resumes.json said nothing."""
+    first, again = ["recipe.epochs=2", "trainer.max_epochs=1"], ["recipe.epochs=2", "trainer.max_epochs=2"]
+    train(compose_train(*FAST, *first, "trainer.limit_train_batches=2", output_dir=tmp_path))
+    steps = r"with 3 optimizer steps per epoch where its schedule counted 2 \(trainer.limit_train_batches"
+    with pytest.raises(ConfigValueError, match=steps):
+        train(compose_train(*FAST, *again, "trainer.limit_train_batches=3", "ckpt_path=last", output_dir=tmp_path))
+    assert not (tmp_path / "resumes.json").exists()
+    resumed = train(
+        compose_train(*FAST, *again, "trainer.limit_train_batches=2", "ckpt_path=last", output_dir=tmp_path)
+    )
+    assert resumed.global_step == 4
+
+
 def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
     target = tmp_path / "last.ckpt"
     target.write_bytes(b"previous good checkpoint")

@@ -98,6 +98,7 @@ class ClassificationModule(L.LightningModule):
         self.guard = NonFiniteGuard(self)
         self.restored_clean: dict[str, float] = {}  # the checkpoint's train_clean/* values, when it was resumed
         self.steps_per_epoch: int | None = None  # the optimizer steps of an epoch of its schedule (once configured)
+        self.lr_group = 0  # the optimizer's group train/lr shows: the one at the recipe's rate (once configured)
         self.progressive = _progressive_resize(
             self.recipe.progressive_resize, self.model, int(data.image_size), channels=len(data.mean)
         )
@@ -205,7 +206,7 @@ class ClassificationModule(L.LightningModule):
             self.train_hits.add(correct, len(labels))
         if self.trainer._logger_connector.should_update_logs:
             self.log("train/loss", loss, on_step=True, on_epoch=False, batch_size=len(labels))
-            self.log("train/lr", self.optimizers().param_groups[0]["lr"], on_step=True, on_epoch=False)
+            self.log("train/lr", self.optimizers().param_groups[self.lr_group]["lr"], on_step=True, on_epoch=False)
         return loss
 
     def _eager_step(
@@ -417,6 +418,8 @@ class ClassificationModule(L.LightningModule):
         groups = self._parameter_groups(opt_cfg.weight_decay)
         fused = fused_optimizer_supported(self.device, self.trainer.precision)  # lets the guard skip on the device
         optimizer = build_optimizer(groups, opt_cfg, lr, fused=fused, stepped=self.whole_step is not None)
+        rates = [float(group["lr"]) for group in optimizer.param_groups]
+        self.lr_group = rates.index(max(rates))  # train/lr: the recipe's rate (the head's), not a decayed layer's
         steps_per_epoch = self.steps_per_epoch = self._steps_per_epoch()
         scheduler = build_scheduler(  # over the recipe's epochs: trainer.max_epochs only stops the run (it may resume)
             optimizer,

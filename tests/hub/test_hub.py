@@ -3,6 +3,7 @@ fine-tuning, feature maps, W&B artifacts, the export CLI and the linear-probe ex
 
 from __future__ import annotations
 
+import csv
 import errno
 import json
 import logging
@@ -319,6 +320,11 @@ def test_train_cli_fine_tunes_from_an_export_and_reports_the_load(pretrained, tm
     code, stdout, stderr = main_output("train.py", [*arguments, f"hydra.run.dir={tmp_path}"], monkeypatch, capsys)
     assert code == "0", stderr[-3000:]
     assert f"loaded 78 tensors from {export_dir(pretrained)}" in stdout + stderr
+    with open(tmp_path / "logs" / "metrics.csv") as f:
+        rows = [r for r in csv.DictReader(f) if r["step"] == "0"]
+    groups = {float(v) for r in rows for key, v in r.items() if key.startswith("lr-") and v}  # LearningRateMonitor's
+    (logged,) = [float(r["train/lr"]) for r in rows if r.get("train/lr")]
+    assert len(groups) == 2 and logged == pytest.approx(max(groups), rel=1e-6)  # the head's rate, not the backbone's
     state = torch.load(tmp_path / "checkpoints" / "last.ckpt")["state_dict"]
     ema = {key[4:]: value for key, value in state.items() if key.startswith("ema.")}
     loaded = hub.load(export_dir(pretrained)).state_dict()

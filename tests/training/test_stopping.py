@@ -3,6 +3,7 @@ ranks, Ctrl-C noted and ended on a command's stop line, and Lightning's own Ctrl
 stops of real runs (signals to a training process and its workers, resume after them) are tests/test_faults.py's
 and tests/training/test_resume_mid_epoch.py's."""
 
+import csv
 import gc
 import inspect
 import json
@@ -253,6 +254,30 @@ def test_a_stop_asked_for_in_an_epochs_last_batch_waits_for_its_validation(tmp_p
     assert list(cut["val/nll"]) == [0, 1] and cut["val/nll"] == pytest.approx(uncut["val/nll"], abs=1e-6)
     assert cut["train/acc"] == pytest.approx(uncut["train/acc"], abs=1e-6)  # the epoch's end logged before the stop
     assert (resumed.best_epoch, resumed.test) == (whole.best_epoch, whole.test)
+
+
+def test_a_stop_inside_an_epoch_keeps_its_last_steps_row(tmp_path):
+    """The stop is raised in on_train_batch_end, before Lightning writes the step's train/loss and train/lr row, and
+    the resumed run starts at the next step: the row was lost for good."""
+    from alternet.apps.train import train
+
+    from helpers import FAST, compose_train
+
+    common = [*FAST, "recipe.epochs=2", "trainer.max_epochs=2"]  # 3 steps an epoch
+    signal_at_2 = "callbacks.extra=[{_target_:helpers.callbacks.SignalBeforeStep,step:2}]"
+    with pytest.raises(Preempted, match=r"stopped by SIGTERM at global step 2 \(in epoch 1\)"):
+        train(compose_train(*common, signal_at_2, output_dir=tmp_path / "cut"))
+    train(compose_train(*common, "ckpt_path=last", output_dir=tmp_path / "cut"))
+    train(compose_train(*common, output_dir=tmp_path / "whole"))
+    for key in ("train/loss", "train/lr"):
+        cut, uncut = (_by_step(RunDir(tmp_path / name).metrics_csv, key) for name in ("cut", "whole"))
+        assert list(cut) == list(uncut) == list(range(6)), key
+        assert cut == pytest.approx(uncut, abs=1e-6), key
+
+
+def _by_step(path, key: str) -> dict[int, float]:
+    with open(path) as f:
+        return {int(row["step"]): float(row[key]) for row in csv.DictReader(f) if row.get(key)}
 
 
 def test_a_run_early_stopping_stopped_stays_stopped_when_resumed(tmp_path):

@@ -110,6 +110,8 @@ class PreemptionCheckpoint(L.Callback):
     ) -> None:
         if not ends_optimizer_step(trainer, batch_idx) or epochs_last_batch(trainer) or not self._stop_now(trainer):
             return
+        trainer._logger_connector.update_train_step_metrics()  # this step's row (train/loss, train/lr), which
+        # Lightning writes only after the callbacks return: a resume starts at the next step and never writes it
         self._save_and_stop(trainer, trainer.global_step, trainer.current_epoch)
 
     def _save_and_stop(self, trainer: L.Trainer, step: int, epoch: int) -> None:

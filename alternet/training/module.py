@@ -252,6 +252,10 @@ class ClassificationModule(L.LightningModule):
 
     def on_train_epoch_end(self) -> None:
         self.guard.settle()
+        trainer = self.trainer
+        cut = 0 < (trainer.max_steps or 0) <= trainer.global_step
+        if cut and trainer.fit_loop.epoch_loop.batch_progress.current.ready < trainer.num_training_batches:
+            return  # trainer.max_steps cut the epoch (Lightning ends it here): its means continue in the resumed run
         accuracy = self.train_hits.read()  # one sync an epoch
         if accuracy is not None:
             self.log("train/acc", accuracy, on_step=False, on_epoch=True, sync_dist=True)

@@ -256,9 +256,9 @@ def test_a_stop_asked_for_in_an_epochs_last_batch_waits_for_its_validation(tmp_p
     assert (resumed.best_epoch, resumed.test) == (whole.best_epoch, whole.test)
 
 
-def test_a_stop_inside_an_epoch_keeps_its_last_steps_row(tmp_path):
-    """The stop is raised in on_train_batch_end, before Lightning writes the step's train/loss and train/lr row, and
-    the resumed run starts at the next step: the row was lost for good."""
+def test_a_stop_inside_an_epoch_keeps_its_curves_as_an_uninterrupted_run_has_them(tmp_path):
+    """A signal's stop is raised in on_train_batch_end, before Lightning writes the step's train/loss and train/lr
+    row, and the resumed run starts at the next step: the row was lost for good."""
     from alternet.apps.train import train
 
     from helpers import FAST, compose_train
@@ -273,6 +273,13 @@ def test_a_stop_inside_an_epoch_keeps_its_last_steps_row(tmp_path):
         cut, uncut = (_by_step(RunDir(tmp_path / name).metrics_csv, key) for name in ("cut", "whole"))
         assert list(cut) == list(uncut) == list(range(6)), key
         assert cut == pytest.approx(uncut, abs=1e-6), key
+    # an epoch cut by trainer.max_steps (Lightning ends it there) logged its means over the steps so far, and the
+    # resumed run its true ones: two train/acc and train/nll_epoch rows for epoch 1
+    train(compose_train(*common, "trainer.max_steps=4", output_dir=tmp_path / "steps"))
+    train(compose_train(*common, "ckpt_path=last", output_dir=tmp_path / "steps"))
+    for key in ("train/acc", "train/nll_epoch"):
+        cut, uncut = (_by_step(RunDir(tmp_path / name).metrics_csv, key) for name in ("steps", "whole"))
+        assert list(cut) == list(uncut) == [2, 5] and cut == pytest.approx(uncut, abs=1e-6), key
 
 
 def _by_step(path, key: str) -> dict[int, float]:

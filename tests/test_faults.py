@@ -53,7 +53,7 @@ from alternet.training.callbacks import AtomicCheckpointIO
 from alternet.training.stopping import PreemptionCheckpoint, StoppedWithoutSaving
 
 from helpers import FAST, ROOT, compose_train, run_main, run_warm, warm
-from helpers.callbacks import fit_loop_inside_an_epoch
+from helpers.callbacks import fit_loop_inside_an_epoch, step_logs
 from helpers.models import assert_same_weights
 
 # pytest-xdist: the whole module on one worker, so that its session-scoped fixtures (an image folder, its shards and the
@@ -292,7 +292,7 @@ class _Trainer:
         self.global_step, self.current_epoch, self.is_global_zero = 7, 0, True
         self.default_root_dir = str(run_dir)
         self.write = write
-        self.fit_loop = fit_loop_inside_an_epoch()
+        self.fit_loop, self._logger_connector = fit_loop_inside_an_epoch(), step_logs()
 
     def save_checkpoint(self, path: Path, weights_only: bool | None = None) -> None:
         assert weights_only is False  # said, so Lightning does not warn that it was not

@@ -18,6 +18,13 @@ class SignalBeforeStep(L.Callback):
             os.kill(os.getpid(), getattr(signal, f"SIG{self.signal}"))
 
 
+def step_logs():
+    """A fake trainer's ``_logger_connector`` as the pre-emption callback uses it: it writes the step's row."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(update_train_step_metrics=lambda: None)
+
+
 def fit_loop_inside_an_epoch():
     """A fake trainer's ``fit_loop`` as the checkpoint callbacks read it: not at an epoch's last batch."""
     from types import SimpleNamespace

@@ -31,7 +31,7 @@ from alternet.training.stopping import (
 )
 
 from helpers import run_script
-from helpers.callbacks import fit_loop_inside_an_epoch
+from helpers.callbacks import fit_loop_inside_an_epoch, step_logs
 from helpers.processes import run_command
 
 # the DDP probe starts processes of its own: on the worker of the other tests that do (pytest-xdist)
@@ -212,7 +212,7 @@ class _Ranks:
         self.default_root_dir, self.current_epoch, self.is_global_zero = str(tmp_path), 0, True
         self.collectives, self.saved = [], []
         self.strategy = SimpleNamespace(reduce_boolean_decision=self._agree, checkpoint_io=AtomicCheckpointIO())
-        self.fit_loop = fit_loop_inside_an_epoch()
+        self.fit_loop, self._logger_connector = fit_loop_inside_an_epoch(), step_logs()
 
     def _agree(self, decision: bool, all: bool) -> bool:
         self.collectives.append(self.global_step)
@@ -355,6 +355,7 @@ def test_preemption_writes_before_a_requeue_and_requeues_once(tmp_path, monkeypa
         global_step=5,
         current_epoch=0,
         fit_loop=fit_loop_inside_an_epoch(),
+        _logger_connector=step_logs(),
         strategy=SimpleNamespace(checkpoint_io=SimpleNamespace(teardown=lambda: calls.append("written"))),
         save_checkpoint=lambda path, weights_only: calls.append("queued") or calls.append(callback._displaced.copy()),
     )

@@ -183,7 +183,9 @@ def test_the_hessian_by_power_iteration_and_with_hdvws_top_eigenvalues_per_minib
     assert (tmp_path / "analysis" / "hessian_max_eigenvalues.png").is_file()
 
 
-@pytest.mark.parametrize(("name", "msa_blocks"), [("pit_mini_cifar", 4), ("swin_mini_cifar", 4)])
+@pytest.mark.parametrize(
+    ("name", "msa_blocks"), [("pit_mini_cifar", 4), pytest.param("swin_mini_cifar", 4, marks=pytest.mark.slow)]
+)
 def test_every_analysis_runs_on_pit_and_swin_and_leaves_the_model_as_it_was(name, msa_blocks, tmp_path, digits):
     """The paper's instruments on the presets' PiT and Swin (their taps: alternet/analysis/blocks.py)."""
     torch.manual_seed(0)

@@ -105,7 +105,7 @@ def test_model_timm_passes_only_the_keywords_a_constructor_takes():
         build_from_config("model=timm", "model.name=resnet18", "+model.drop_rat=0.2")
 
 
-@pytest.mark.parametrize("name", ["resnet18", "vit_tiny_patch16_224"])
+@pytest.mark.parametrize("name", ["resnet18", pytest.param("vit_tiny_patch16_224", marks=pytest.mark.slow)])
 def test_model_timm_trains_through_train_py(tmp_path, name):
     """Any timm model trains like alternet's own: a constructor without img_size (resnet18) and one with it
     (ViT-Ti, built for the data's 32 px), one epoch of a few steps, tested and checkpointed."""
@@ -252,7 +252,7 @@ def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
 
 @pytest.mark.parametrize(
     "name",
-    [BYOB, MAXXVIT, *(pytest.param(n, marks=pytest.mark.slow) for n in HYBRIDS if n not in (BYOB, MAXXVIT))],
+    [MAXXVIT, *(pytest.param(n, marks=pytest.mark.slow) for n in HYBRIDS if n != MAXXVIT)],  # the suite's time
 )
 def test_a_cifar_variant_trains_two_steps_and_resumes_exactly(tmp_path, name, capsys):
     common = [*FAST, f"model={name}", "data.image_size=32", "trainer.limit_train_batches=2", "recipe.batch_size=2"]
@@ -308,7 +308,7 @@ def digits32() -> DigitsDataModule:
     return datamodule
 
 
-@pytest.mark.parametrize("name", [BYOB, MAXXVIT])
+@pytest.mark.parametrize("name", [pytest.param(BYOB, marks=pytest.mark.slow), MAXXVIT])  # the suite's time
 def test_every_instrument_runs_on_the_family_and_leaves_the_model_as_it_was(tmp_path, digits32, name):
     torch.manual_seed(0)
     model = create_model(name, num_classes=10, img_size=32)

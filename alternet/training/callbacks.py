@@ -44,6 +44,12 @@ def epochs_last_batch(trainer: L.Trainer) -> bool:
     return bool(trainer.fit_loop.epoch_loop.batch_progress.is_last_batch)
 
 
+def max_steps_cut_the_epoch(trainer: L.Trainer, batches_done: int) -> bool:
+    """``trainer.max_steps`` reached with the epoch's batches not all done: Lightning ends the epoch there and counts
+    it as done, though a resumed run goes on with its other batches."""
+    return 0 < (trainer.max_steps or 0) <= trainer.global_step and batches_done < trainer.num_training_batches
+
+
 def _moved(state: dict[str, Any], saved: Path, now: Path) -> dict[str, Any]:
     """A checkpoint callback's state with its files' paths under ``now`` in place of ``saved``; a file not found
     there (or never in the folder) is dropped, and the best score with the best file."""
@@ -80,8 +86,8 @@ class BestAndLastCheckpoint(ModelCheckpoint):
         resumes with the epoch's other batches (Lightning ends the epoch there and counts it as done, so its own
         save at the epoch's end would go on with the next epoch; it is skipped, as saved at this step)."""
         super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
-        stopped = 0 < (trainer.max_steps or 0) <= trainer.global_step and ends_optimizer_step(trainer, batch_idx)
-        self.stopped_inside_epoch = stopped and batch_idx + 1 < trainer.num_training_batches
+        cut = max_steps_cut_the_epoch(trainer, batch_idx + 1)
+        self.stopped_inside_epoch = cut and ends_optimizer_step(trainer, batch_idx)
         if self.stopped_inside_epoch and self.save_last and not self._should_skip_saving_checkpoint(trainer):
             self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
 

@@ -34,6 +34,7 @@ from ..models.params import decay_groups
 from ..runs.checkpoints import DIGEST_KEY, to_host, weights_digest
 from ..runs.weights import saved_hyperparameters
 from ..typed import build
+from .callbacks import max_steps_cut_the_epoch
 from .config import ProgressiveResizeConfig, RecipeConfig
 from .display import Hits, RunningLoss
 from .guard import NonFiniteGuard, fused_optimizer_supported, uses_grad_scaler
@@ -252,10 +253,8 @@ class ClassificationModule(L.LightningModule):
 
     def on_train_epoch_end(self) -> None:
         self.guard.settle()
-        trainer = self.trainer
-        cut = 0 < (trainer.max_steps or 0) <= trainer.global_step
-        if cut and trainer.fit_loop.epoch_loop.batch_progress.current.ready < trainer.num_training_batches:
-            return  # trainer.max_steps cut the epoch (Lightning ends it here): its means continue in the resumed run
+        if max_steps_cut_the_epoch(self.trainer, self.trainer.fit_loop.epoch_loop.batch_progress.current.ready):
+            return  # its means continue in the resumed run, which logs them
         accuracy = self.train_hits.read()  # one sync an epoch
         if accuracy is not None:
             self.log("train/acc", accuracy, on_step=False, on_epoch=True, sync_dist=True)

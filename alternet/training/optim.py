@@ -104,11 +104,12 @@ def rescale_learning_rates(optimizer: torch.optim.Optimizer, scheduler: Any, rat
     stays: with none, every rate is ``ratio`` times the saved one). The current rates are the schedule's at the
     restored step, so the first step after the resume follows the same rule as the rest."""
     for group in optimizer.param_groups:
-        group["lr"] *= ratio
         if "initial_lr" in group:
             group["initial_lr"] *= ratio
+        if scheduler is None:
+            group["lr"] *= ratio
     if scheduler is not None:
         scheduler.base_lrs = [lr * ratio for lr in scheduler.base_lrs]
         for group, base, factor in zip(optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas, strict=True):
-            group["lr"] = base * factor(scheduler.last_epoch)
+            group["lr"] = base * factor(scheduler.last_epoch)  # the schedule's rate, not the restored one x ratio
         scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]

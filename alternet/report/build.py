@@ -436,13 +436,13 @@ def markdown(
         named = "; ".join(f"{run.job.path.name} ({run.metrics.test_images.scored:,})" for run in partial)
         lines += ["", f"{len(partial)} job(s) tested on the first images of the test split only "]
         lines[-1] += f"(trainer.limit_test_batches; of {partial[0].metrics.test_images.of:,}): {named}."
-    sweeper = runs[0].job.sweeper() if runs else None
-    if sweeper not in (None, "BasicSweeper"):  # Hydra's grid sweeper relaunches; a search draws new values
+    sweeper = runs[0].job.searched_by() if runs else None
+    if sweeper:  # Hydra's grid sweeper relaunches; a search draws new values
         lines += ["", f"A search by {sweeper}: each job's values were drawn for it, so each variant is one run and "]
         lines[-1] += "no difference has an interval; summary.csv gives each job's optimized_metric."
     if not jobs.complete:
         lines += ["", f"A partial sweep, the unfinished jobs left out: {jobs.describe()}"]
-        if sweeper in (None, "BasicSweeper") and (jobs.not_started or len(jobs.diverged) < len(jobs.unfinished)):
+        if not sweeper and (jobs.not_started or len(jobs.diverged) < len(jobs.unfinished)):
             what = "the others" if jobs.diverged else "it"
             lines[-1] += (
                 f" Re-running the sweep's command with ckpt_path=last and the same hydra.sweep.dir completes {what}."

@@ -173,7 +173,7 @@ def read_sweep(sweep_dir: Path) -> tuple[list[Run], SweepJobs]:
         )
     sweep = SweepDir(sweep_dir)
     jobs = sweep.jobs()
-    searched = any(job.sweeper() not in (None, "BasicSweeper") for job in jobs.jobs[:1])  # a search writes none
+    searched = any(job.searched_by() for job in jobs.jobs[:1])  # a search writes none
     if not sweep.multirun_record.is_file() and not searched:
         warnings.warn(
             f"{sweep_dir} holds no multirun.yaml: it is no -m sweep's directory, and its runs are compared as if "

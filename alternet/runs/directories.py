@@ -213,20 +213,28 @@ class RunDir:
             return False
         return isinstance(records, dict) and str(((records.get("hydra") or {}).get("job") or {}).get("name")) == job
 
-    def sweeper(self) -> str | None:
-        """The class name of the Hydra sweeper that launched this job (``BasicSweeper``, Hydra's grid;
-        ``OptunaSweeper`` ...), from ``.hydra/hydra.yaml``; None for a single run or without that record."""
+    def searched_by(self) -> str | None:
+        """The search sweeper that launched this job (:func:`search_sweeper`), from ``.hydra/hydra.yaml``; None for
+        a grid sweep's job, a single run, or without that record."""
         try:
             hydra = (yaml.safe_load((self.hydra / "hydra.yaml").read_text()) or {}).get("hydra") or {}
         except (OSError, yaml.YAMLError, AttributeError):
             return None
-        target = (hydra.get("sweeper") or {}).get("_target_") if hydra.get("mode") == "MULTIRUN" else None
-        return str(target).rsplit(".", 1)[-1] if target else None
+        return search_sweeper((hydra.get("sweeper") or {}).get("_target_")) if hydra.get("mode") == "MULTIRUN" else None
 
     def swept_values(self) -> dict[str, str]:
         """The job's overrides that choose what it trains as ``key -> value`` (``+key`` / ``~key`` as ``key``; a
         deletion without a value left out; :func:`variant_overrides`)."""
         return dict(entry.lstrip("+~").split("=", 1) for entry in variant_overrides(self.overrides()) if "=" in entry)
+
+
+GRID_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"  # its name in a config, not an import
+
+
+def search_sweeper(target: Any) -> str | None:
+    """The class name of a Hydra sweeper (its ``_target_``) that chooses its jobs as it goes, from the values the
+    earlier ones returned (``OptunaSweeper``, Ax, Nevergrad); None for Hydra's grid sweeper (or none)."""
+    return str(target).rsplit(".", 1)[-1] if target and target != GRID_SWEEPER else None
 
 
 CONTINUATION_KEYS = ("ckpt_path", "reuse_run_dir")  # how a job was launched again, not what it trains

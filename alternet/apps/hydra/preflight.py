@@ -25,13 +25,13 @@ from ...files import check_output_dir, os_error_reason
 from ...launch import check_sweep_launch, devices_per_job, resolved_launcher, visible_gpus
 from ...metrics.table import metric_mode
 from ...runs.checkpoints import checkpoint_header, resume_checkpoint
-from ...runs.directories import RunDir, SweepDir, variant_overrides
+from ...runs.directories import GRID_SWEEPER, RunDir, SweepDir, search_sweeper, variant_overrides
 from ...runs.ownership import RunDirLock, check_fresh_run_dir, note_created_by_this_process, note_search_dir
 from ...training.builders import checkpoint_mode
 from ...training.resume import check_resume_batch, check_resume_monitor, check_resume_settings
 from ..checks import validate_train_config
 from .composition import composition_error
-from .sweep import GRID_SWEEPER, is_search
+from .sweep import is_search
 
 
 def grid_jobs(config: DictConfig) -> list[list[str]] | None:
@@ -134,7 +134,7 @@ def _check_a_search(config: DictConfig) -> None:
     """A search optimises the value its jobs return (``optimized_metric``), in the direction that improves it, and
     numbers its jobs from 0 again on each launch, with new values: a directory holding an earlier search's jobs
     would have their records overwritten and their finished runs handed back as the new values' results."""
-    sweeper = str(config.hydra.sweeper.get("_target_")).rsplit(".", 1)[-1]
+    sweeper = search_sweeper(config.hydra.sweeper.get("_target_"))
     metric = config.get("optimized_metric")
     if metric is None:
         exit_with_error(

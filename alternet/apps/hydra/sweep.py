@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 
 from ...files import write_csv
 from ...report.figures import sweep_comparison
-from ...runs.directories import RunDir, SweepDir, variant_overrides
+from ...runs.directories import RunDir, SweepDir, search_sweeper, variant_overrides
 
 
 def job_row(job: RunDir) -> dict[str, Any]:
@@ -45,13 +45,9 @@ def write_sweep_summary(sweep_dir: Path) -> Path | None:
     return path
 
 
-GRID_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"  # its name in a config, not an import
-
-
 def is_search(config: DictConfig) -> bool:
-    """A sweeper that chooses its jobs as it goes, from the values the earlier ones returned (Optuna, Ax, Nevergrad),
-    not Hydra's grid sweeper."""
-    return config.hydra.sweeper.get("_target_") != GRID_SWEEPER
+    """Whether the multirun's sweeper chooses its jobs as it goes (:func:`search_sweeper`), not Hydra's grid's."""
+    return search_sweeper(config.hydra.sweeper.get("_target_")) is not None
 
 
 # the sweep this process launched, and whether it is a search (the command line's end reads it: alternet.apps.cli)

@@ -59,7 +59,7 @@ def _command_main(message: str, command: str) -> Callable[[Callable[[], Any]], C
         @ends_on_its_stop_line(message)
         @functools.wraps(main)
         def run() -> Any:
-            FAILED.clear()  # this command's sweep's failed jobs only (an earlier command's in this process: a test's)
+            _forget_failed_jobs()  # this command's sweep's only (an earlier command's in this process: a test's)
             with warnings_on_one_line(), one_line_composition_errors(command):
                 try:
                     result = main()
@@ -75,6 +75,7 @@ def _command_main(message: str, command: str) -> Callable[[Callable[[], Any]], C
                     raise
                 if FAILED:  # a search's sweeper went on past failed jobs (max_failure_rate) and ended without error
                     _swept(FAILED[0])
+                _failed_elsewhere()
                 return result
 
         return run
@@ -97,6 +98,29 @@ def _swept(error: Exception) -> None:
             f"cancelled, each job's log is under its .submitit/ folder{ran}"
         )
     exit_with_error(f"a sweep job failed (the first: {error}){ran}")
+
+
+def _failed_elsewhere() -> None:
+    """End a search whose sweeper went on past jobs that failed in a launcher's worker process (joblib's), which the
+    record of failed jobs (``FAILED``) cannot see, on one line and a failure's exit status."""
+    unfinished = _forget_failed_jobs()
+    if unfinished:
+        jobs = ", ".join(unfinished)
+        plural = "s" * (len(unfinished) > 1)
+        exit_with_error(
+            f"search job{plural} {jobs} failed in the launcher's worker process (the search went on past "
+            f"{'them' if plural else 'it'}): each job's train.log ends on why"
+        )
+
+
+def _forget_failed_jobs() -> list[str]:
+    """Clear the records of failed jobs; the unfinished jobs of the search that ended, as they were."""
+    FAILED.clear()
+    sweep = sys.modules.get("alternet.apps.hydra.sweep")  # imported for a multirun's callback only (matplotlib)
+    unfinished = list(sweep.SEARCH_JOBS_UNFINISHED) if sweep is not None else []
+    if sweep is not None:
+        sweep.SEARCH_JOBS_UNFINISHED.clear()
+    return unfinished
 
 
 def _sum_up_the_sweep() -> tuple[str, str] | None:

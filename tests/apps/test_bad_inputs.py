@@ -417,6 +417,34 @@ def test_a_search_goes_on_past_a_failed_job_ends_on_its_failure_and_is_not_conti
     assert "1 job finished. Started, not finished" not in summary and "completes" not in summary
 
 
+class _RecordedInAWorker(list):
+    """The command's record of failed jobs as a launcher whose jobs run in worker processes (joblib's) leaves it:
+    each job's failure is recorded in its worker, none here."""
+
+    def append(self, failure):
+        pass
+
+
+def test_a_search_past_jobs_that_failed_in_worker_processes_ends_on_a_failure(tmp_path, monkeypatch, capsys):
+    """Under joblib's launcher a search's failed jobs failed in other processes, and the search ended with exit
+    status 0: its folder's jobs that did not finish say it (a search's folder holds this launch's jobs only)."""
+    from alternet.apps import cli
+
+    monkeypatch.setattr(cli, "FAILED", _RecordedInAWorker())
+    sweep = tmp_path / "s"
+    arguments = [*SEARCH, "recipe.optimizer.lr=1e30,0.001", "optimized_metric=val/nll", f"hydra.sweep.dir={sweep}"]
+    code, stderr = run_main("train.py", arguments, monkeypatch, capsys)
+    assert code == (
+        "error: search job 0 failed in the launcher's worker process (the search went on past it): each job's "
+        "train.log ends on why"
+    )
+    assert "Traceback" not in stderr and "non-finite" in (sweep / "0" / "train.log").read_text().splitlines()[-1]
+    assert (sweep / "1" / "metrics.json").is_file()
+    from alternet.apps.hydra.sweep import SEARCH_JOBS_UNFINISHED
+
+    assert not SEARCH_JOBS_UNFINISHED  # read once: a later command in this process ran no search
+
+
 def test_a_sweep_a_stop_signal_stops_sums_up_its_jobs(tmp_path, monkeypatch, capsys):
     """A stop signal stops the whole sweep (its job's stop line), and the jobs before it are summed up."""
     stop = "callbacks.extra=choice([],[{_target_:helpers.callbacks.SignalBeforeStep,step:2}])"  # job 1: at step 2

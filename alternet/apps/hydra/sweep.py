@@ -52,6 +52,9 @@ def is_search(config: DictConfig) -> bool:
 
 # the sweep this process launched, and whether it is a search (the command line's end reads it: alternet.apps.cli)
 RUNNING: list[tuple[Path, bool]] = []
+# the jobs of the search this process launched that did not finish: failed in a launcher's worker process (joblib),
+# where the command's record of failed jobs cannot see them; its sweeper went on past them (the command's end reads it)
+SEARCH_JOBS_UNFINISHED: list[str] = []
 
 
 class SweepSummary(Callback):
@@ -59,6 +62,7 @@ class SweepSummary(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         RUNNING[:] = [(Path(config.hydra.sweep.dir), is_search(config))]
+        SEARCH_JOBS_UNFINISHED.clear()
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         RUNNING.clear()  # ended: a later command in this process launched no sweep
@@ -66,3 +70,5 @@ class SweepSummary(Callback):
         path = write_sweep_summary(sweep.path)
         if path is not None:
             print(f"Sweep summary: {path} (plot: {sweep.summary_png}); {sweep.jobs().describe()}", flush=True)
+        if path is not None and is_search(config):  # a search's folder holds this launch's jobs only (pre-flight)
+            SEARCH_JOBS_UNFINISHED[:] = [job.path.name for job in sweep.jobs().unfinished]

@@ -169,14 +169,15 @@ def check_output_dir(
     own_name: str,
     option: str | None = None,
     error: type[Exception] = WriteError,
-    whole: bool = False,
+    whole: Callable[[str], bool] | None = None,
 ) -> Path:
     """Before a command reads any input: ``out`` is a directory that can be made, an empty one, or one holding the
     command's own earlier output (``own``: a marker the command wrote, never a common file name alone), and it can
-    be written (``whole``: written by :func:`whole_directory`, which builds the new folder beside ``out`` and puts
-    it in ``out``'s place: ``out``'s parent must be writable and ``out`` no mount point). Anything else raises
-    ``error`` in one line, so no command writes into, or deletes from, a folder of the user's. Returns ``out``
-    (``~`` expanded)."""
+    be written. ``whole``: the folder is written by :func:`whole_directory`, which builds the new folder beside
+    ``out`` and puts it in ``out``'s place (``out``'s parent must be writable, ``out`` no mount point), and names
+    the entries the command writes: an earlier output beside anything else (a clone's ``.git``, a user's notes) is
+    refused, as putting the new folder in its place would delete them. Anything else raises ``error`` in one line,
+    so no command writes into, or deletes from, a folder of the user's. Returns ``out`` (``~`` expanded)."""
     where = f" with {option}" if option else ""
     out = through_links(Path(out).expanduser(), what, where, error)
     if out.exists() and not out.is_dir():
@@ -192,13 +193,20 @@ def check_output_dir(
                 f"{what} {out} holds files that are not {own_name} ({shown}); nothing there was changed. Choose a new "
                 f"or empty directory{where}"
             )
+        others = [name for name in names if whole is not None and not whole(name)]
+        if others:
+            shown = ", ".join(others[:4]) + (f" and {len(others) - 4} more" if len(others) > 4 else "")
+            raise error(
+                f"{what} {out} holds {own_name} and files it did not write ({shown}), which writing it anew would "
+                f"delete; nothing there was changed. Move them out, or choose a new or empty directory{where}"
+            )
     existing = next(p for p in [out, *out.parents] if p.exists())
-    if whole and existing == out and os.path.ismount(out):
+    if whole is not None and existing == out and os.path.ismount(out):
         raise error(
             f"{what} {out} is a mount point, which a folder written whole cannot replace; choose a folder inside "
             f"it{where}"
         )
-    for needed in [existing, out.parent] if whole and existing == out else [existing]:  # whole: built beside it
+    for needed in [existing, out.parent] if whole is not None and existing == out else [existing]:  # built beside
         if not os.access(needed, os.W_OK | os.X_OK):
             raise error(
                 f"{what} {out} cannot be written: {needed} is not writable (or read-only); choose another "

@@ -93,7 +93,7 @@ def test_a_folder_written_whole_is_refused_at_a_mount_point_before_any_work(tmp_
     check = functools.partial(files.check_output_dir, out, "export destination", lambda path: True, "an export")
     assert check() == out  # written into, not replaced: a mount point is fine
     with pytest.raises(WriteError, match=r"export destination .*out is a mount point, which a folder written whole"):
-        check(whole=True)
+        check(whole=lambda name: True)
 
 
 def test_a_failure_while_writing_leaves_the_earlier_folder_as_it_was(tmp_path):
@@ -333,7 +333,7 @@ def test_an_output_through_a_link_is_written_into_the_folder_it_names(tmp_path):
     """A folder written whole was put in the link's place: the link became a folder and its target got nothing."""
     (tmp_path / "target").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "target")
-    out = files.check_output_dir(tmp_path / "link", "output", lambda _: False, "ours", whole=True)
+    out = files.check_output_dir(tmp_path / "link", "output", lambda _: False, "ours", whole=lambda name: True)
     assert out == tmp_path / "target"
     with whole_directory(out) as staged:
         write_text(staged / "a.txt", "new\n")

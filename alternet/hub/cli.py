@@ -11,6 +11,8 @@ from ..dataset_facts import FACTS
 from ..errors import AlternetError, exit_with_error
 from ..files import read_json
 
+OUT_HELP = "the export directory (created; an earlier export there is replaced, one beside other files refused)"
+
 
 def parse_args(argv: Sequence[str] | None = None, prog: str = "alternet") -> argparse.Namespace:
     """The arguments of ``PROG export|push|import-hdvw ...``."""
@@ -25,7 +27,7 @@ def parse_args(argv: Sequence[str] | None = None, prog: str = "alternet") -> arg
         description="Write model.safetensors, config.json and a README.md model card into --out.",
     )
     exporter.add_argument("source", help="a run directory or a Lightning checkpoint (.ckpt)")
-    exporter.add_argument("--out", required=True, help="the export directory (created; an earlier export is replaced)")
+    exporter.add_argument("--out", required=True, help=OUT_HELP)
     exporter.add_argument("--ema", action="store_true", help="export the EMA weights (runs with recipe.ema)")
     pusher = commands.add_parser(
         "push",
@@ -54,7 +56,7 @@ def parse_args(argv: Sequence[str] | None = None, prog: str = "alternet") -> arg
         "them all) or the alternet model it converts to (resnet50_hdvw, alternet_r50_hdvw, vit_ti_cifar ...); "
         "default: the file's 'name' entry",
     )
-    importer.add_argument("--out", required=True, help="the export directory (created; an earlier export is replaced)")
+    importer.add_argument("--out", required=True, help=OUT_HELP)
     importer.add_argument(
         "--data",
         choices=sorted(FACTS),

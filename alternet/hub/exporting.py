@@ -31,7 +31,9 @@ from .card import model_card
 from .hdvw import resolve_arch
 from .loading import apply_weights
 from .sources import (
+    CARD_FILE,
     CONFIG_FILE,
+    EXPORT_FILES,
     EXPORT_FORMAT,
     HDVW_PREFIX,
     HF_HUB_PREFIX,
@@ -108,7 +110,7 @@ def write_export(
         metadata = {"format": "pt", DIGEST_KEY: digest}
         atomic_write(staged / WEIGHTS_FILE, lambda tmp: save_weights(weights, tmp, metadata))
         write_text(staged / CONFIG_FILE, json.dumps(config, indent=2, allow_nan=False) + "\n")
-        write_text(staged / "README.md", model_card(config))
+        write_text(staged / CARD_FILE, model_card(config))
         if check is not None:
             check(staged)
     return out
@@ -341,8 +343,13 @@ def check_destination(out: Path) -> Path:
     whose three files an export replaces. Any other folder is the user's: a ``config.json`` of their own does not
     make it an export. Returns ``out`` as written to (a link followed to its folder)."""
     return check_output_dir(
-        out, "export destination", _is_export, "an alternet export", "--out", error=CheckpointError, whole=True
+        out, "export destination", _is_export, "an alternet export", "--out", error=CheckpointError, whole=_written
     )
+
+
+def _written(name: str) -> bool:
+    """Whether an entry of an export's folder is one an export writes (its three files)."""
+    return name in EXPORT_FILES
 
 
 def _is_export(out: Path) -> bool:

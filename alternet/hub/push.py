@@ -26,12 +26,10 @@ from ..files import read_json, write_text
 from ..runs.checkpoints import brief_reason
 from .card import model_card
 from .exporting import export
-from .sources import CONFIG_FILE, TORCH_WEIGHTS_FILE, WEIGHTS_FILE, read_export
+from .sources import CARD_FILE, CONFIG_FILE, EXPORT_FILES, TORCH_WEIGHTS_FILE, read_export
 
 log = logging.getLogger("alternet.hub")
 
-CARD_FILE = "README.md"
-FILES = (WEIGHTS_FILE, CONFIG_FILE, CARD_FILE)
 # huggingface_hub raises its HTTP client's own errors for network failures (requests, httpx or httpx2, by
 # version); HfHubHTTPError derives from that client's HTTPError, so its bases name the client's error class.
 NETWORK_ERRORS = (OSError, *HfHubHTTPError.__bases__)
@@ -108,11 +106,11 @@ def stage(source: Path, folder: Path, *, repo_id: str, ema: bool = False) -> Pat
         opened = read_export(source)  # the config's keys and the weights' digest, before anything is uploaded
         if ema and not opened.ema:
             raise PushError(f"{source} holds no EMA weights; push the run with --ema, or export it with --ema")
-        missing = [name for name in FILES if not (source / name).is_file()]
+        missing = [name for name in EXPORT_FILES if not (source / name).is_file()]
         if missing:
             raise PushError(f"{source} is an incomplete export (no {', '.join(missing)}); export it again")
         folder.mkdir(parents=True)
-        for name in FILES:
+        for name in EXPORT_FILES:
             _link_or_copy(source / name, folder / name)
     else:
         export(source, folder, ema=ema)
@@ -124,8 +122,8 @@ def stage(source: Path, folder: Path, *, repo_id: str, ema: bool = False) -> Pat
     else:
         log.info("%s is not alternet's generated card for this export: uploading it as it is", source / CARD_FILE)
     found = sorted(p.name for p in folder.iterdir())
-    if found != sorted(FILES):
-        raise PushError(f"the staged upload holds {found}, not {sorted(FILES)}; nothing was uploaded")
+    if found != sorted(EXPORT_FILES):
+        raise PushError(f"the staged upload holds {found}, not {sorted(EXPORT_FILES)}; nothing was uploaded")
     return folder
 
 

@@ -47,6 +47,8 @@ from .hdvw import ALIASES, ARCHS, read_converted
 WEIGHTS_FILE = "model.safetensors"
 TORCH_WEIGHTS_FILE = "pytorch_model.bin"  # what timm's save_for_hf writes by default, read with weights_only=True
 CONFIG_FILE = "config.json"
+CARD_FILE = "README.md"  # the model card
+EXPORT_FILES = (WEIGHTS_FILE, CONFIG_FILE, CARD_FILE)  # what an export writes, and push uploads
 EXPORT_FORMAT = 1
 # entity/project/name:version (or project/name:version with the default entity)
 ARTIFACT_REF = re.compile(r"^(?:[\w.-]+/){1,2}[\w.-]+:[\w.-]+$")

@@ -11,6 +11,7 @@ table to paste into a draft), ``error_vs_train_nll.png``, ``metrics_vs_<key>.png
 from __future__ import annotations
 
 import math
+import re
 import shlex
 import warnings
 from collections.abc import Sequence
@@ -22,7 +23,16 @@ from typing import Any
 
 from .. import tracking
 from ..errors import AlternetWarning, ConfigValueError, check_option
-from ..files import check_output_dir, is_output_of, mark_output, whole_directory, write_csv, write_text, writing
+from ..files import (
+    OUTPUT_MARKER,
+    check_output_dir,
+    is_output_of,
+    mark_output,
+    whole_directory,
+    write_csv,
+    write_text,
+    writing,
+)
 from ..runs.directories import RunDir, SweepDir, SweepJobs
 from . import figures
 from .runs import Run, read_sweep, swept_keys, variant_of
@@ -485,6 +495,14 @@ def warn_mixed_data(runs: Sequence[Run]) -> None:
 REPORT_COMMAND = "report"  # the output marker of alternet report (files.mark_output)
 
 
+REPORT_FILES = ("runs.csv", "variants.csv", "summary.md", "error_vs_train_nll.png", "train_nll_curves.png")
+
+
+def _written(name: str) -> bool:
+    """Whether an entry of a report's folder is one a report writes (``wandb``: its W&B run's local folder)."""
+    return name in (OUTPUT_MARKER, "wandb", *REPORT_FILES) or re.fullmatch(r"metrics_vs_.+\.png", name) is not None
+
+
 def build_report(
     sweep_dir: Path,
     out_dir: Path | None = None,
@@ -499,7 +517,7 @@ def build_report(
     out_dir = Path(out_dir) if out_dir else SweepDir(sweep_dir).report_dir
     is_report = partial(is_output_of, command=REPORT_COMMAND)
     out_dir = check_output_dir(
-        out_dir, "report directory", is_report, "a report of alternet report", "--out", whole=True
+        out_dir, "report directory", is_report, "a report of alternet report", "--out", whole=_written
     )
     runs, jobs = read_sweep(sweep_dir)
     unscored = [run for run in runs if run.unscored]

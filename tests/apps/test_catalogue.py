@@ -76,6 +76,29 @@ def test_a_users_folder_is_refused_before_any_input_is_read_and_left_as_it_was(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]  # nothing written beside it either
 
 
+EARLIER = {  # a command's earlier output, which it writes anew as a whole folder, beside a user's own files
+    "export": {"config.json": '{"alternet": {"format": 1}}\n', "model.safetensors": "x", "README.md": "card\n"},
+    "report": {".alternet-output": "report\n", "summary.md": "# a report\n", "metrics_vs_seed.png": "x"},
+}
+
+
+@pytest.mark.parametrize("command", list(EARLIER))
+def test_an_earlier_output_beside_a_users_files_is_refused_rather_than_replaced_whole(
+    command, tmp_path, monkeypatch, capsys
+):
+    """An export folder that is a clone of its Hub repository (``.git``) or holds a user's notes: writing the new
+    export whole in its place deleted them without a word."""
+    folder = tmp_path / "earlier"
+    (folder / ".git").mkdir(parents=True)
+    for name, text in {**EARLIER[command], "notes.md": "mine\n", ".git/HEAD": "ref\n"}.items():
+        (folder / name).write_text(text)
+    before = fingerprint(folder)
+    arguments = next(arguments for name, arguments, _ in COMMANDS if name == command)
+    code, stderr = run(arguments, folder, tmp_path, monkeypatch, capsys)
+    assert_one_line_error(code, stderr, str(folder), "and files it did not write (.git, notes.md), which writing")
+    assert fingerprint(folder) == before
+
+
 @pytest.mark.parametrize(("command", "arguments", "own"), COMMANDS, ids=IDS)
 def test_an_output_under_a_file_is_refused_in_one_line(command, arguments, own, tmp_path, monkeypatch, capsys):
     (tmp_path / "a-file").write_text("x")

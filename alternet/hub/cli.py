@@ -29,6 +29,7 @@ def parse_args(argv: Sequence[str] | None = None, prog: str = "alternet") -> arg
     exporter.add_argument("source", help="a run directory or a Lightning checkpoint (.ckpt)")
     exporter.add_argument("--out", required=True, help=OUT_HELP)
     exporter.add_argument("--ema", action="store_true", help="export the EMA weights (runs with recipe.ema)")
+    exporter.add_argument("--license", help="the weights' licence on the Hub, e.g. cc-by-4.0 (default: mit)")
     pusher = commands.add_parser(
         "push",
         help="upload an export (or a run or checkpoint, exported first) to a Hugging Face Hub model repository",
@@ -63,6 +64,7 @@ def parse_args(argv: Sequence[str] | None = None, prog: str = "alternet") -> arg
         help="the data set it was trained on (default: the public one with its class count; 100 classes: cifar100)",
     )
     importer.add_argument("--data-root", help="the data set's files, for its class names (default: class indices)")
+    importer.add_argument("--license", help="the weights' licence on the Hub (default: apache-2.0, HDVW's)")
     args, extra = parser.parse_known_args(argv)
     if extra:  # said by the command's own parser, with its usage (argparse's parent would show its own)
         commands.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
@@ -82,7 +84,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet") -> None:
 def _export(args: argparse.Namespace) -> None:
     from .exporting import CONFIG_FILE, export  # deferred: --help answers at once
 
-    out = export(args.source, args.out, ema=args.ema)
+    out = export(args.source, args.out, ema=args.ema, license_id=args.license)
     print(f"Exported {args.source} to {out}: model.safetensors, config.json, README.md")
     timm_loads = read_json(out / CONFIG_FILE)["alternet"].get("timm_loads", True)
     print(
@@ -94,7 +96,9 @@ def _export(args: argparse.Namespace) -> None:
 def _import_hdvw(args: argparse.Namespace) -> None:
     from .exporting import import_hdvw  # deferred: --help answers at once
 
-    out = import_hdvw(args.source, args.out, arch=args.arch, data=args.data, data_root=args.data_root)
+    out = import_hdvw(
+        args.source, args.out, arch=args.arch, data=args.data, data_root=args.data_root, license_id=args.license
+    )
     print(f"Imported {args.source} to {out}: model.safetensors, config.json, README.md (read back strictly)")
     print(f'Load: alternet.hub.load("{out}"); fine-tune: alternet train model=... model.pretrained={out}')
 

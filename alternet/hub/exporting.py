@@ -47,15 +47,20 @@ from .sources import (
 )
 
 PAPER = dict(paper_name="How Do Vision Transformers Work?", paper_ids="arXiv:2202.06709")
+HDVW_LICENSE = "apache-2.0"  # how-do-vits-work's, its released checkpoints' included (NOTICE)
+LICENSE_ID = re.compile(r"[a-z0-9][a-z0-9.+-]*")  # the Hub's licence identifiers: mit, apache-2.0, cc-by-nc-4.0, other
 # pretrained_cfg keys timm's save_config_for_hf drops: where weights were loaded from, not what they are
 SOURCE_KEYS = ("url", "file", "hf_hub_id", "hf_hub_filename", "source", "state_dict", "label_offset")
 KEEP_NULL = ("pool_size", "first_conv", "classifier")  # timm writes these even when None
 
 
-def export(source: str | Path, out: str | Path, *, ema: bool = False) -> Path:
-    """Export a run directory (its best checkpoint, else ``last``) or a Lightning checkpoint into ``out``."""
+def export(source: str | Path, out: str | Path, *, ema: bool = False, license_id: str | None = None) -> Path:
+    """Export a run directory (its best checkpoint, else ``last``) or a Lightning checkpoint into ``out``;
+    ``license_id``: the weights' licence on the Hub (its identifier, e.g. ``cc-by-4.0``; default: ``mit``, the
+    package's)."""
     path, out = Path(source).expanduser(), Path(out).expanduser()
     out = check_destination(out)  # the output first: a wrong --out is reported before anything about the source
+    check_license(license_id)
     if not path.exists() and str(source).startswith((TIMM_PREFIX, HF_HUB_PREFIX, LOCAL_DIR_PREFIX)):
         raise CheckpointError(
             f"{source} is a timm model, ready as it is: alternet.hub.load and alternet evaluate read it; export "
@@ -87,7 +92,7 @@ def export(source: str | Path, out: str | Path, *, ema: bool = False) -> Path:
             AlternetWarning,
             stacklevel=2,
         )
-    config = export_config(opened, model, trained, labels, label_note, summary)
+    config = export_config(opened, model, trained, labels, label_note, summary, license_id=license_id)
     return write_export(out, model, config)
 
 
@@ -135,15 +140,19 @@ def import_hdvw(
     arch: str | None = None,
     data: str | None = None,
     data_root: str | Path | None = None,
+    license_id: str | None = None,
 ) -> Path:
     """Export a checkpoint saved by the paper's code (HDVW) into ``out``, as :func:`export` does for ours.
 
     ``arch`` is HDVW's model name (``resnet_dnn_50``, ``vit_ti``, ``pit_ti``, ``swin_ti``, ``alternet_50``...),
     else the checkpoint's own ``name``; ``data`` the data set (default: the public one with the head's class
     count); ``data_root`` where its files are, for the class names (else class indices). The export is read back
-    strictly before this returns."""
+    strictly before this returns. Its licence on the Hub is ``license_id``, by default the one the authors released
+    their code and weights under (Apache-2.0)."""
+    license_id = license_id or HDVW_LICENSE
     path, out = Path(source).expanduser(), Path(out).expanduser()
     out = check_destination(out)
+    check_license(license_id)
     if arch is not None:
         resolve_arch(arch, None, str(path))  # a name that is no model, before the file is read
     opened = read_hdvw_source(path, arch, data)
@@ -160,7 +169,16 @@ def import_hdvw(
     apply_weights(model, opened, strict=True)
     facts = DataFacts.from_dict(opened.hyper_parameters["data"])
     description = f"{opened.architecture} trained on {facts.name} by the paper's authors (HDVW), imported"
-    config = export_config(opened, model, {"data": {}, "recipe": {}}, labels, label_note, None, description=description)
+    config = export_config(
+        opened,
+        model,
+        {"data": {}, "recipe": {}},
+        labels,
+        label_note,
+        None,
+        description=description,
+        license_id=license_id,
+    )
     config["alternet"]["imported"] = {
         "from": "HDVW (github.com/xxxnell/how-do-vits-work)",
         "file": path.name,
@@ -220,6 +238,7 @@ def export_config(
     summary: RunSummary | None,
     *,
     description: str | None = None,
+    license_id: str | None = None,
 ) -> dict[str, Any]:
     """``config.json``: what timm's ``save_config_for_hf`` writes for this model (``architecture``,
     ``num_classes``, ``num_features``, ``global_pool``, ``label_names``, ``model_args``, ``pretrained_cfg``), so
@@ -236,7 +255,11 @@ def export_config(
         **({"global_pool": pool} if pool else {}),
         "label_names": labels,
         "model_args": hub_model_args(model, opened.model_args),
-        "pretrained_cfg": hub_pretrained_cfg(model, {**opened.pretrained_cfg, "description": description, **PAPER}),
+        "pretrained_cfg": hub_pretrained_cfg(
+            model,
+            {**opened.pretrained_cfg, "description": description, **PAPER}
+            | ({"license": license_id} if license_id else {}),
+        ),
         "alternet": {
             "format": EXPORT_FORMAT,
             "version": __version__,
@@ -335,6 +358,15 @@ def hub_pretrained_cfg(model: nn.Module, cfg: dict[str, Any]) -> dict[str, Any]:
                 out.pop(key, None)
         out["num_classes"] = model.num_classes
     return out
+
+
+def check_license(license_id: str | None) -> None:
+    """A licence identifier as the Hub's model cards spell it, before any work."""
+    if license_id is not None and not LICENSE_ID.fullmatch(license_id):
+        raise CheckpointError(
+            f"--license {license_id!r} is not a Hugging Face Hub licence identifier (lowercase, e.g. mit, apache-2.0, "
+            "cc-by-4.0, other: huggingface.co/docs/hub/repositories-licenses)"
+        )
 
 
 def check_destination(out: Path) -> Path:

@@ -4,6 +4,7 @@ error naming the keys when anything else does not fit."""
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -218,7 +219,7 @@ def build_model(
     args = {**opened.model_args, **kwargs}
     classes = 0 if features_only else (opened.num_classes if num_classes is None else num_classes)
     overlay = dict.fromkeys(OTHER_WEIGHTS_KEYS) | opened.pretrained_cfg  # not the registry's weights' test size
-    model = create_model(opened.require_architecture(), num_classes=classes, pretrained_cfg_overlay=overlay, **args)
+    model = build_architecture(opened, num_classes=classes, pretrained_cfg_overlay=overlay, **args)
     if features_only:
         check_features(model)  # before its weights: a model without features may also take no headless weights
     report = apply_weights(model, opened, strict=strict, new_head_ok=num_classes is not None or features_only)
@@ -226,6 +227,26 @@ def build_model(
         model = as_features(model, out_indices)
     model.load_report = report
     return model.eval()
+
+
+def build_architecture(opened: Source, **kwargs: Any) -> nn.Module:
+    """``opened``'s architecture built with ``kwargs`` (its model arguments among them); an argument the
+    architecture does not take (an export written by another alternet, or edited) is refused in one line."""
+    architecture = opened.require_architecture()
+    try:
+        return create_model(architecture, **kwargs)
+    except TypeError as error:
+        unexpected = re.search(r"unexpected keyword argument '(\w+)'", str(error))
+        if unexpected is None:
+            raise
+        name = unexpected.group(1)
+        if name not in opened.model_args:  # the caller's own keyword
+            raise ConfigValueError(f"{architecture} takes no argument {name}") from None
+        raise CheckpointError(
+            f"{opened.location} builds {architecture} with {name}={opened.model_args[name]!r}, an argument "
+            f"{architecture} does not take: it was written by another version of alternet (or edited); export it "
+            "again with this one"
+        ) from None
 
 
 def check_features(model: nn.Module) -> None:

@@ -15,18 +15,21 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from huggingface_hub import HfApi, constants, get_token
+import timm
+from huggingface_hub import HfApi, ModelCard, constants, get_token
 from huggingface_hub.errors import HfHubHTTPError, HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
 from .. import __version__
-from ..errors import AlternetError
+from ..errors import AlternetError, CheckpointError
 from ..files import read_json, write_text
-from ..runs.checkpoints import brief_reason
-from .card import model_card
+from ..runs.checkpoints import brief_reason, find_checkpoint
+from .card import card_data, model_card
 from .exporting import export
-from .sources import CARD_FILE, CONFIG_FILE, EXPORT_FILES, TORCH_WEIGHTS_FILE, read_export
+from .loading import build_model
+from .sources import CARD_FILE, CONFIG_FILE, EXPORT_FILES, TORCH_WEIGHTS_FILE, Source, read_export
 
 log = logging.getLogger("alternet.hub")
 
@@ -71,10 +74,20 @@ def push_to_hub(
     path = Path(source).expanduser()
     if not path.exists():
         raise PushError(f"{path} does not exist: pass an export directory, a run directory or a checkpoint (.ckpt)")
+    if not (path / CONFIG_FILE).is_file():  # a run or checkpoint, exported once the token is there
+        try:
+            find_checkpoint(path)
+        except CheckpointError as error:
+            if not str(error).startswith(f"{path} is neither"):  # several checkpoints, one unreadable: said as it is
+                raise
+            raise PushError(
+                f"{path} is neither an export directory ({CONFIG_FILE}), a run directory nor a checkpoint (.ckpt): "
+                "pass one of those"
+            ) from None
+    token = _require_token()  # before a run is exported
     with tempfile.TemporaryDirectory(prefix="alternet-push-") as tmp:
         folder = stage(path, Path(tmp) / "upload", repo_id=repo_id, ema=ema)
         timm_loads = read_json(folder / CONFIG_FILE, error=PushError)["alternet"].get("timm_loads", True)
-        token = _require_token()
         api = HfApi(token=token, library_name="alternet", library_version=__version__)
         try:
             url = api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
@@ -114,17 +127,64 @@ def stage(source: Path, folder: Path, *, repo_id: str, ema: bool = False) -> Pat
             _link_or_copy(source / name, folder / name)
     else:
         export(source, folder, ema=ema)
-    read_export(folder)  # what is staged, read again: an export replaced while it was linked is refused
+    opened = read_export(folder)  # what is staged, read again: an export replaced while it was linked is refused
     config = read_json(folder / CONFIG_FILE, error=PushError)
+    if not isinstance(config.get("alternet"), dict):
+        raise PushError(
+            f"{source} is not an alternet export (its {CONFIG_FILE} has no alternet section, as timm's save_for_hf "
+            "writes it): upload it with huggingface_hub's upload_folder, or push the run it came from"
+        )
+    _check_it_loads(source, opened)
     card = folder / CARD_FILE
     if card.read_text() == model_card(config):
         write_text(card, model_card(config, repo_id))  # replaces the file: the export's own card is untouched
     else:
+        _check_card_agrees(source, card.read_text(), config, repo_id)
         log.info("%s is not alternet's generated card for this export: uploading it as it is", source / CARD_FILE)
     found = sorted(p.name for p in folder.iterdir())
     if found != sorted(EXPORT_FILES):
         raise PushError(f"the staged upload holds {found}, not {sorted(EXPORT_FILES)}; nothing was uploaded")
     return folder
+
+
+def _check_it_loads(source: Path, opened: Source) -> None:
+    """The staged export builds its architecture from its own config and loads every tensor into it (a config
+    edited by hand, or of other weights, loads nowhere): built where the architecture is registered here."""
+    if not timm.is_model(opened.architecture):  # a user's model, registered by a module this command did not import
+        log.info("%s was not built as a check: %s is not a registered model here", source, opened.architecture)
+        return
+    try:
+        build_model(opened, strict=True)
+    except AlternetError as error:
+        raise PushError(f"{source} does not load as its {CONFIG_FILE} says ({error}); nothing was uploaded") from None
+
+
+def _check_card_agrees(source: Path, card: str, config: dict[str, Any], repo_id: str) -> None:
+    """A card the user edited is uploaded as it is, but not where its metadata contradicts the export's config (its
+    licence, data set or results): a card from another export, or one a config edit left behind."""
+    try:
+        theirs = ModelCard(card).data
+    except Exception as error:  # huggingface_hub's parser: YAML and metadata errors of its own types
+        raise PushError(f"{source / CARD_FILE} has metadata the Hub cannot read ({brief_reason(error)})") from None
+    ours = card_data(config, repo_id)
+    results = {
+        name: sorted((r.dataset_type, r.dataset_split, r.metric_type, r.metric_value) for r in data.eval_results or [])
+        for name, data in (("card", theirs), ("config", ours))
+    }
+    disagreements = [
+        f"{key}: the card says {mine!r}, the config {wanted!r}"
+        for key, mine, wanted in (
+            ("license", theirs.license, ours.license),
+            ("datasets", theirs.datasets, ours.datasets),
+            ("results", results["card"], results["config"]),
+        )
+        if mine and mine != wanted
+    ]
+    if disagreements:
+        raise PushError(
+            f"{source / CARD_FILE} contradicts its {CONFIG_FILE} ({'; '.join(disagreements)}): it is another model's "
+            "card, or one a config edit left behind; export again to regenerate it (nothing was uploaded)"
+        )
 
 
 def _require_token() -> str:

@@ -24,6 +24,7 @@ from timm.data import resolve_data_config
 from timm.models import get_pretrained_cfg
 from torch import nn
 
+from .. import __version__
 from ..architectures.named import spec_kwargs
 from ..dataset_facts import FACTS, DataFacts
 from ..errors import CheckpointError, is_integer, one_line
@@ -279,6 +280,12 @@ def read_export(directory: Path, location: str | None = None) -> Source:
             "digits, '_', '.' and '-'; no hub or folder source): it is not a timm/alternet model config"
         )
     alternet = config.get("alternet") or {}
+    written = alternet.get("format", EXPORT_FORMAT)
+    if not is_integer(written, 1) or written > EXPORT_FORMAT:
+        raise CheckpointError(
+            f"{directory / CONFIG_FILE} is in export format {written!r}, which this alternet ({__version__}, format "
+            f"{EXPORT_FORMAT}) does not read: it was written by a newer alternet; upgrade alternet to load it"
+        )
     state_dict = read_export_weights(directory)
     _check_one_export(directory, alternet.get(DIGEST_KEY), state_dict)
     return Source(

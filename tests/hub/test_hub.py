@@ -136,7 +136,9 @@ def test_timm_and_hub_loads_give_the_lightning_models_logits(pretrained):
             "pretrained_cfg_overlay": timm.create_model(
                 "alternet_tiny",
                 pretrained=True,
-                pretrained_cfg_overlay=dict(config["pretrained_cfg"], file=str(out / "model.safetensors")),
+                pretrained_cfg_overlay=dict(  # as examples/README.md spells it
+                    config["pretrained_cfg"], label_names=config["label_names"], file=str(out / "model.safetensors")
+                ),
                 num_classes=10,
                 **config["model_args"],
             ),
@@ -149,6 +151,7 @@ def test_timm_and_hub_loads_give_the_lightning_models_logits(pretrained):
     assert models["local-dir"].pretrained_cfg["label_names"] == config["label_names"]
     assert models["hub export"].pretrained_cfg["mean"] == [0.3053] * 3
     assert models["pretrained_cfg_overlay"].pretrained_cfg["mean"] == [0.3053] * 3  # the digits', not ImageNet's
+    assert models["pretrained_cfg_overlay"].pretrained_cfg["label_names"] == config["label_names"]
 
 
 def test_checkpoint_and_export_give_the_same_weights(pretrained):

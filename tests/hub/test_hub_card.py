@@ -24,7 +24,7 @@ from timm.models import _hub as timm_hub
 
 import alternet.hub as hub
 import alternet.models  # noqa: F401  (registers alternet's architectures with timm)
-from alternet.errors import CheckpointError
+from alternet.errors import CheckpointError, ConfigValueError
 from alternet.hub.card import card_data, model_card
 from alternet.training.module import ClassificationModule
 
@@ -190,7 +190,9 @@ def test_push_without_a_token_fails_before_any_work(fake_hub, run, tmp_path, mon
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     monkeypatch.setattr(hf_constants, "HF_TOKEN_PATH", str(tmp_path / "hf-home" / "token"))  # no cached login
     (tmp_path / "notes").mkdir()
-    with pytest.raises(SystemExit, match=r"is neither a run directory"):
+    with pytest.raises(
+        SystemExit, match=r"is neither an export directory \(config.json\), a run directory nor a checkpoint"
+    ):
         hub_main(["push", str(tmp_path / "notes"), REPO])  # a folder that is no export, run or checkpoint
     with pytest.raises(SystemExit) as exit_info:
         hub_main(["push", str(export_of(run)), REPO])
@@ -443,3 +445,86 @@ def test_the_card_says_a_model_trained_on_a_subset_of_its_data(run):
     assert "subset" not in config["alternet"]["data"] and "data.subset" not in model_card(config)
     config["alternet"]["data"]["subset"] = 0.02
     assert "classes (trained on a seeded 0.02 of its training split: data.subset)" in model_card(config)
+
+
+def edited_export(run, tmp_path: Path, edit) -> Path:
+    """A copy of the shared run's export whose config.json ``edit`` changed by hand."""
+    export = tmp_path / "edited"
+    shutil.copytree(export_of(run), export)
+    config = json.loads((export / "config.json").read_text())
+    edit(config)
+    (export / "config.json").write_text(json.dumps(config))
+    return export
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (lambda c: c.update(num_classes=3), "its config and weights do not belong together"),
+        (lambda c: c["model_args"].update(widths=[8, 16, 48]), "does not load as its config.json says"),
+        (lambda c: c.update(architecture="resnet18"), "builds resnet18 with layout="),
+    ],
+    ids=["num_classes", "widths", "architecture"],
+)
+def test_push_refuses_an_export_whose_config_no_longer_fits_its_weights(run, fake_hub, tmp_path, edit, said):
+    """Its digest still matched, so it was uploaded: one that timm cannot load (checked by building it, as
+    import-hdvw reads back what it wrote)."""
+    export = edited_export(run, tmp_path, edit)
+    with pytest.raises(hub.PushError, match=r"does not load as its config\.json says") as refused:
+        hub.push_to_hub(export, REPO)
+    assert said in str(refused.value) and "nothing was uploaded" in str(refused.value)
+    assert fake_hub.calls == []
+
+
+def test_push_refuses_a_card_that_contradicts_its_export_and_keeps_one_that_agrees(run, fake_hub, tmp_path):
+    """A card copied from another export (another data set, other results) or left behind by a config edit (a new
+    licence) was uploaded as the user's own card; one whose prose alone was edited still is."""
+    export = edited_export(run, tmp_path, lambda c: c["pretrained_cfg"].update(license="cc-by-4.0"))
+    with pytest.raises(
+        hub.PushError, match=r"contradicts its config\.json \(license: the card says 'mit', the config "
+    ):
+        hub.push_to_hub(export, REPO)
+    config = json.loads((export_of(run) / "config.json").read_text())
+    other = json.loads(json.dumps(config))
+    other["alternet"]["data"]["name"] = "cifar10"
+    export = tmp_path / "other-card"
+    shutil.copytree(export_of(run), export)
+    (export / "README.md").write_text(model_card(other))
+    with pytest.raises(hub.PushError, match=r"datasets: the card says \['uoft-cs/cifar10'\], the config \['digits'\]"):
+        hub.push_to_hub(export, REPO)
+    assert fake_hub.calls == []
+    (export / "README.md").write_text(model_card(config).replace("## Usage", "## My notes\n\nMine.\n\n## Usage"))
+    hub.push_to_hub(export, REPO)
+    assert "## My notes" in (fake_hub.remote / REPO / "README.md").read_text()
+
+
+def test_push_of_a_folder_timm_saved_is_one_line(run, fake_hub, tmp_path):
+    """timm's save_for_hf writes no alternet section: push read the card's facts from it (a KeyError)."""
+    export = edited_export(run, tmp_path, lambda c: c.pop("alternet"))
+    with pytest.raises(hub.PushError, match=r"is not an alternet export \(its config\.json has no alternet section"):
+        hub.push_to_hub(export, REPO)
+    assert fake_hub.calls == []
+
+
+def test_an_export_of_a_newer_format_or_with_arguments_its_model_lacks_is_one_line(run, tmp_path):
+    """An export written by a later alternet: its format was not read, and a model argument this one's architecture
+    lacks was a TypeError from the constructor."""
+    export = edited_export(run, tmp_path, lambda c: c["alternet"].update(format=2))
+    with pytest.raises(CheckpointError, match=r"is in export format 2, which this alternet .* written by a newer"):
+        hub.load(export)
+    shutil.rmtree(export)
+    export = edited_export(run, tmp_path, lambda c: c["model_args"].update(new_feature=True))
+    with pytest.raises(
+        CheckpointError, match=r"builds alternet_tiny with new_feature=True, an argument alternet_tiny "
+    ):
+        hub.load(export)
+    with pytest.raises(ConfigValueError, match=r"^alternet_tiny takes no argument colour$"):
+        hub.load(export_of(run), colour=1)
+
+
+def test_the_licence_is_the_exporters_choice_and_hdvws_own_for_its_weights(run, tmp_path):
+    out = hub.export(run.run_dir, tmp_path / "licensed", license_id="cc-by-4.0")
+    assert ModelCard.load(out / "README.md").data.license == "cc-by-4.0"
+    with pytest.raises(CheckpointError, match=r"--license 'CC BY' is not a Hugging Face Hub licence identifier"):
+        hub.export(run.run_dir, tmp_path / "refused", license_id="CC BY")
+    assert not (tmp_path / "refused").exists()

@@ -14,6 +14,7 @@ import argparse
 
 import pytest
 import torch
+from huggingface_hub import ModelCard
 
 import alternet.hub as hub
 from alternet.errors import CheckpointError
@@ -63,6 +64,7 @@ def test_an_hdvw_checkpoint_imports_as_an_export_that_computes_the_same_logits(a
         0.4408,
     ]
     torch.testing.assert_close(logits(imported), logits(original), rtol=0, atol=0)
+    assert ModelCard.load(tmp_path / "export" / "README.md").data.license == "apache-2.0"  # the authors' (NOTICE)
 
 
 def test_the_arch_defaults_to_the_checkpoint_name_and_hdvw_files_load_as_a_source(tmp_path):

@@ -299,8 +299,11 @@ class Search:
             )
         return layout
 
-    def _facts_of(self, layout: str) -> tuple[int | None, int | None]:
-        """A layout's parameters and multiply-adds per image, built on the meta device (no memory, no weights)."""
+    def _facts_of(self, layout: str, classes: int | None) -> tuple[int | None, int | None]:
+        """A layout's parameters and multiply-adds per image, built on the meta device (no memory, no weights) with
+        the data's ``classes`` (its head's size; None: unknown, and so are the counts)."""
+        if classes is None:
+            return None, None
         if layout not in self._facts:
             import timm  # deferred
             import torch  # deferred
@@ -310,7 +313,7 @@ class Search:
 
             config = self._config(layout)
             size = config.data.image_size
-            args = model_args(config.model, num_classes=config.data.num_classes or 2, img_size=size, drop_path_rate=0)
+            args = model_args(config.model, num_classes=classes, img_size=size, drop_path_rate=0)
             with torch.device("meta"):
                 model = timm.create_model(config.model.name, **args).eval()
                 params = sum(p.numel() for p in model.parameters())
@@ -392,7 +395,8 @@ class Search:
         from ..files import write_csv, write_text  # deferred
         from ..report.buildup import figure, round_rows  # deferred
 
-        rows = round_rows(rounds, self.settings.metric, statistics, self._facts_of)
+        classes = _class_count(rounds)
+        rows = round_rows(rounds, self.settings.metric, statistics, lambda layout: self._facts_of(layout, classes))
         if rows:
             write_csv(self.dir / "rounds.csv", rows)
             figure(rows, self.dir / "buildup.png")
@@ -509,3 +513,17 @@ def _number(value: int | None) -> str:
 
 def _pm(mean: float | None, sd: float | None) -> str:
     return "–" if mean is None else f"{mean:.4f} ± {sd or 0:.4f}"
+
+
+def _class_count(rounds: list) -> int | None:
+    """The class count the rounds' models were built with (their data's, found when the data were read): a
+    finished job's checkpoint says it; None when none can be read."""
+    from ..errors import AlternetError  # deferred
+    from ..runs.checkpoints import checkpoint_header, select_checkpoint  # deferred
+
+    for run in (run for done in rounds for arm in done.arms for run in arm.runs):
+        try:
+            return int(checkpoint_header(select_checkpoint(run.job))["hyper_parameters"]["data"]["num_classes"])
+        except (AlternetError, OSError, RuntimeError, KeyError, TypeError, ValueError):
+            continue
+    return None

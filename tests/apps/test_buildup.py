@@ -202,3 +202,23 @@ def test_the_help_says_each_options_default(capsys):
     text = " ".join(capsys.readouterr().out.split())
     for said in ("seed=0..N-1; default 3", "decided on (default error)", "Holm over a round; default 0.05"):
         assert said in text
+
+
+def test_a_rounds_parameter_counts_are_its_models_with_the_datas_classes(digits_run, tmp_path):
+    """The counts in rounds.csv and summary.md were of a 2-class head whatever the data (no data config states its
+    class count): the class count is the one the round's jobs were built with, read from a job's checkpoint."""
+    import alternet
+    from alternet.apps.buildup import _class_count
+    from alternet.report.buildup import Arm, Round
+    from alternet.report.runs import Run
+    from alternet.runs.directories import RunDir
+    from alternet.runs.summary import RunSummary
+
+    job = Run(RunDir(digits_run), {}, RunSummary.from_json(digits_run / "metrics.json"))  # alternet_tiny on digits
+    assert _class_count([Round(1, (Arm("C|CC|CM", None, (job,)),), None, None, "")]) == 10
+    assert _class_count([]) is None
+    search = Search(tmp_path, Settings(tuple(DIGITS), "", 2, "error", 0.05, 2), Budget())
+    params, macs = search._facts_of("C|CM|CM", 10)
+    model = alternet.create_model("alternet_tiny", num_classes=10, img_size=16, layout="C|CM|CM")
+    assert params == sum(p.numel() for p in model.parameters()) and macs > 0
+    assert search._facts_of("C|CC|CM", None) == (None, None)

@@ -400,11 +400,13 @@ class Search:
         if rows:
             write_csv(self.dir / "rounds.csv", rows)
             figure(rows, self.dir / "buildup.png")
-        option = self._option_file(chosen)
-        lines = _summary(self.settings, rounds, rows, chosen, reason, statistics)
         # the search's other overrides, a model's own (e.g. model.heads) among them; its option and layout are given
         kept = [o for o in self.settings.overrides if _key(o) not in ("model", LAYOUT) and not _launching(o)]
-        train, beside = " ".join(kept), " ".join(o for o in kept if _key(o) != "hydra.searchpath")
+        in_option = [o for o in kept if _key(o).startswith("model.") and not o.startswith("~")]  # the option's keys
+        option = self._option_file(chosen, in_option)
+        lines = _summary(self.settings, rounds, rows, chosen, reason, statistics)
+        train = " ".join(kept)
+        beside = " ".join(o for o in kept if _key(o) != "hydra.searchpath" and o not in in_option)
         lines += [
             "",
             f"Chosen layout: `{chosen}`"
@@ -422,16 +424,22 @@ class Search:
         if reason is not None:
             print(text, flush=True)
 
-    def _option_file(self, chosen: str) -> Path:
-        """``SEARCH_DIR/conf/model/buildup.yaml``: the base model option with the chosen layout."""
+    def _option_file(self, chosen: str, overrides: Sequence[str]) -> Path:
+        """``SEARCH_DIR/conf/model/buildup.yaml``: the base model option with the chosen layout and the search's
+        other model keys (``overrides``: ``model.heads=[8,4,2]``), so that ``model=buildup`` is the searched model."""
+        from hydra.core.override_parser.overrides_parser import OverridesParser  # deferred
+        from omegaconf import OmegaConf  # deferred
+
         from ..files import write_text  # deferred
 
         option = self._model_option()
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+        keys = {o.key_or_group.removeprefix("model."): o.value() for o in parsed}
         path = self.dir / "conf" / "model" / "buildup.yaml"
         return write_text(
             path,
             f"# chosen by alternet buildup in {self.dir.resolve()}: {option} with the layout the search kept\n"
-            f"defaults: [{option}, _self_]\nlayout: '{chosen}'\n",
+            f"defaults: [{option}, _self_]\n" + OmegaConf.to_yaml({"layout": chosen, **keys}),
         )
 
     def _model_option(self) -> str:

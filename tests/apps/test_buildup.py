@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 
 from alternet.apps.buildup import SETTINGS_FILE, Budget, Search, Settings
 
@@ -137,19 +138,20 @@ def test_a_search_on_digits_resumes_without_retraining_and_its_layout_trains(tmp
         and "data=digits debug=fast model.heads=[1,2,4]" in summary
     )
 
-    option = (search / "conf" / "model" / "buildup.yaml").read_text()
-    chosen = option.split("layout: '")[1].split("'")[0]
+    option = yaml.safe_load((search / "conf" / "model" / "buildup.yaml").read_text())
+    chosen = option["layout"]
     run = tmp_path / "chosen"
     train = [
         "train",
         f"hydra.searchpath=[file://{search / 'conf'}]",
-        "model=buildup",
+        "model=buildup",  # the search's model.heads in it
         *DIGITS[2:],
         f"hydra.run.dir={run}",
     ]
     code, _ = run_command(train, monkeypatch, capsys)
     assert code == "0"
-    assert f"layout: {chosen}" in (run / ".hydra" / "config.yaml").read_text()
+    trained = yaml.safe_load((run / ".hydra" / "config.yaml").read_text())["model"]
+    assert trained["layout"] == chosen and trained["heads"] == [1, 2, 4]
 
 
 def _finished_jobs(round_dir, count, epochs, seconds):
@@ -222,3 +224,15 @@ def test_a_rounds_parameter_counts_are_its_models_with_the_datas_classes(digits_
     model = alternet.create_model("alternet_tiny", num_classes=10, img_size=16, layout="C|CM|CM")
     assert params == sum(p.numel() for p in model.parameters()) and macs > 0
     assert search._facts_of("C|CC|CM", None) == (None, None)
+
+
+def test_the_chosen_layouts_model_option_is_the_searched_model(tmp_path):
+    """conf/model/buildup.yaml held the base option and the layout alone: model=buildup, as the docs give it, built
+    the zoo's heads and widths, not those the search trained (its model.* overrides)."""
+    from alternet.apps.config import compose
+
+    settings = Settings((*DIGITS, "model.heads=[1,2,4]", "+model.drop_rate=0.1"), "", 2, "error", 0.05, 2)
+    search = Search(tmp_path, settings, Budget())
+    search._option_file("C|CM|CM", ["model.heads=[1,2,4]", "+model.drop_rate=0.1"])
+    config = compose("train", ["model=buildup", f"hydra.searchpath=[file://{tmp_path / 'conf'}]"])
+    assert (config.model.name, config.model.layout, list(config.model.heads)) == ("alternet_tiny", "C|CM|CM", [1, 2, 4])

@@ -1,11 +1,12 @@
 """The out-of-distribution pass (``ood.root``): images of classes the model never saw, scored against the test
 split with :func:`alternet.metrics.uncertainty.ood_scores` (MSP, energy). ``ood.root`` is any folder of images
-(searched recursively, in sorted order; resized to the model's input and centre-cropped as the data's evaluation
-does) or a CIFAR-format set (the folder holding ``cifar-10-batches-py/`` or ``cifar-100-python/``, or that folder:
-its test split, resized to the model's input when it is not 32 px)."""
+(searched recursively, in sorted order; through the test split's own pipeline for image files, resized whole to the
+model's input for arrays) or a CIFAR-format set (the folder holding ``cifar-10-batches-py/`` or
+``cifar-100-python/``, or that folder: its test split, resized to the model's input when it is not 32 px)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,9 +17,16 @@ import numpy as np
 from albumentations.pytorch import ToTensorV2
 from torch.utils.data import Dataset
 
-from ..data import DATAMODULES, ArrayDataset, CIFAR10DataModule, CIFAR100DataModule, ImageDataModule
+from ..data import (
+    DATAMODULES,
+    ArrayDataset,
+    CIFAR10DataModule,
+    CIFAR100DataModule,
+    ImageDataModule,
+    ImageFolderDataModule,
+)
 from ..data.corrupted.imagenet_c import ImageFileDataset, crop_transform
-from ..data.files.images import IMAGE_EXTENSIONS, images_under
+from ..data.files.images import IMAGE_EXTENSIONS, DecodingDataset, FileList, images_under
 from ..errors import DataError
 
 if TYPE_CHECKING:
@@ -46,12 +54,17 @@ def open_ood_set(cfg: OodConfig, datamodule: ImageDataModule) -> OodSet:
         images, _ = arrays.load_split(train=False)
         images = images[:limit]
         return OodSet(root, cifar, ArrayDataset(images, np.zeros(len(images), np.int64), _array_transform(datamodule)))
-    paths = [str(root.parent / path) for path in images_under(root)][:limit]
-    if not paths:
+    found = images_under(root)[:limit]
+    if not found:
         raise DataError(f"ood.root={root} holds no images ({', '.join(IMAGE_EXTENSIONS)}) and no CIFAR-format set")
-    crop_pct = float(getattr(datamodule, "crop_pct", 1.0))  # arrays (CIFAR, digits): the whole image
-    transform = crop_transform(datamodule.mean, datamodule.std, datamodule.image_size, "resize_center_crop", crop_pct)
-    return OodSet(root, "folder", ImageFileDataset(np.array(paths), np.zeros(len(paths), np.int64), transform))
+    labels = np.zeros(len(found), np.int64)
+    if isinstance(datamodule, ImageFolderDataModule):  # image files: the test split's own pipeline (timm's)
+        files = FileList(root.parent, np.array([os.fsencode(path) for path in found], dtype=np.bytes_), labels)
+        return OodSet(root, "folder", DecodingDataset(files, datamodule.eval_transform()))
+    paths = [str(root.parent / path) for path in found]
+    # arrays (CIFAR, digits), evaluated at their own size: each image resized whole to it
+    transform = crop_transform(datamodule.mean, datamodule.std, datamodule.image_size, "resize_center_crop", 1.0)
+    return OodSet(root, "folder", ImageFileDataset(np.array(paths), labels, transform))
 
 
 def _cifar_layout(root: Path) -> str | None:

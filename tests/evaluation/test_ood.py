@@ -80,3 +80,34 @@ def test_an_unreadable_ood_image_is_named_with_advice_evaluate_takes(digits_run,
     code, stderr = run_main("evaluate.py", args, monkeypatch, capsys)
     assert_one_line_error(code, stderr, "broken.JPEG", f"Replace or delete the file in ood.root={root}")
     assert "skip_corrupt" not in code
+
+
+def test_ood_images_of_an_image_folder_go_through_the_test_splits_own_pipeline(tmp_path):
+    """The test split as its own OOD set scores AUROC 0.5 exactly: the OOD images went through another resize
+    (OpenCV's, no antialiasing, round() for floor(), the data's interpolation and crop mode ignored) and read
+    0.52 (MSP) and 0.45 (energy) there."""
+    import timm
+    import torch
+    from timm.models import save_for_hf
+
+    from helpers.imagefolders import COLOURS
+
+    torch.manual_seed(0)
+    model = timm.create_model("test_resnet", num_classes=3, pretrained_cfg_overlay={"input_size": (3, 16, 16)})
+    save_for_hf(model, tmp_path / "model", model_config={"label_names": sorted(COLOURS)})
+    folder = make_image_folder(tmp_path / "images", splits={"train": 2, "test": 6}, odd_formats=False, size=37)
+    report = evaluate(
+        f"ckpt=local-dir:{tmp_path / 'model'}",
+        "data=imagefolder",
+        f"data.root={folder}",
+        "data.num_workers=0",
+        "data.crop_pct=0.9",
+        "data.interpolation=bicubic",
+        "robustness.enabled=false",
+        f"ood.root={folder / 'test'}",
+        out=tmp_path / "eval",
+    )
+    saved = np.load(tmp_path / "eval" / "predictions.npz")
+    for name in ("msp", "energy"):
+        assert sorted(saved[f"ood/{name}"]) == sorted(ood_scores(saved["logits"])[name])
+        assert report.ood.scores[name].auroc == 0.5

@@ -77,6 +77,18 @@ class ImageFolderDataModule(ImageDataModule):
         (recipe.augment.files; null: the evaluation pipeline)."""
         return file_transform(self.mean, self.std, self.image_size, self.augment)
 
+    def eval_transform(self) -> Any:
+        """The evaluation splits' pipeline (timm's ``validate.py``: resize by ``crop_pct``, centre crop); also the
+        one out-of-distribution images of image files go through (:mod:`alternet.evaluation.ood`)."""
+        return file_transform(
+            self.mean,
+            self.std,
+            self.image_size,
+            crop_pct=self.crop_pct,
+            crop_mode=self.crop_mode,
+            eval_interpolation=self.interpolation,
+        )
+
     def train_pipeline(self) -> tuple[DraftedCrop | None, Any]:
         """(the crop made while decoding, the rest): with ``data.decode=fast`` and a random-resized crop to draw
         (an augmenting recipe), the crop decodes no more of a JPEG than it needs; else the whole pipeline after a
@@ -186,14 +198,7 @@ class ImageFolderDataModule(ImageDataModule):
                 f"{self.name}: {self.directory} has neither val/ nor test/ and data.val_size=0: nothing to evaluate "
                 "on; add val/ or test/, or hold out part of train/ with data.val_size (e.g. 0.1)"
             )
-        eval_transform = file_transform(
-            self.mean,
-            self.std,
-            self.image_size,
-            crop_pct=self.crop_pct,
-            crop_mode=self.crop_mode,
-            eval_interpolation=self.interpolation,
-        )
+        eval_transform = self.eval_transform()
         crop, transform = self.train_pipeline()
         if self.train_shards:
             self.splits["train"] = StreamingImages(

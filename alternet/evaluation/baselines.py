@@ -45,7 +45,7 @@ def builtin_baseline(name: str, benchmark: str) -> RobustnessBaseline:
         for corruption, accs in table["acc"].items()
         for severity, acc in enumerate(accs, start=1)
     )
-    return RobustnessBaseline(f"{name} ({benchmark})", rows, table["clean_acc"])
+    return RobustnessBaseline(f"{name} ({benchmark})", rows, table["clean_acc"], published=True)
 
 
 def resolve_baseline(value: str | None, benchmark: str | None, source: str) -> RobustnessBaseline | None:

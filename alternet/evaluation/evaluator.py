@@ -308,7 +308,25 @@ def open_robustness(
         missing = [f"{c}/{s}" for c, s in sets.conditions if is_benchmark(c) and (c, s) not in held]
         if missing:
             raise RobustnessError(f"baseline {baseline.name!r} lacks results for {', '.join(missing[:5])}")
+        check_same_images(sets, baseline)
     return sets, baseline
+
+
+def check_same_images(sets: CorruptedSets, baseline: RobustnessBaseline) -> None:
+    """An evaluation's own baseline (a metrics.json) scored the same number of images of each condition as these
+    sets hold, the first N of the same files: mCE compares errors on the same images. A built-in table of published
+    results is of the whole sets."""
+    if baseline.published:
+        return
+    held = {row.key: row.n for row in baseline.rows}
+    for (corruption, severity), dataset in zip(sets.conditions, sets.datasets):
+        theirs, ours = held.get((corruption, severity)), len(dataset)
+        if theirs is not None and theirs != ours:
+            raise RobustnessError(
+                f"baseline {baseline.name!r} was scored on {theirs} images of {corruption}/{severity}, this "
+                f"evaluation scores {ours}: mCE compares errors on the same images; evaluate both with the same "
+                "max_images and robustness.max_images"
+            )
 
 
 def open_sources(

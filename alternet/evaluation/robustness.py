@@ -105,6 +105,7 @@ class RobustnessBaseline:
     name: str
     rows: tuple[RobustnessRow, ...]
     clean_acc: float | None
+    published: bool = False  # a built-in table of published results (whole sets), not an evaluation's own
 
     def __post_init__(self) -> None:
         _check_fraction(f"baseline {self.name!r} clean_acc", self.clean_acc)

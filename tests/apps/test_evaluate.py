@@ -23,6 +23,7 @@ from alternet.apps.train import train
 from alternet.data import DigitsDataModule
 from alternet.dataset_facts import FACTS
 from alternet.errors import ConfigValueError
+from alternet.evaluation.robustness import RobustnessError
 from alternet.metrics import calibration_metrics, fit_temperature, softmax
 from alternet.metrics.uncertainty import adaptive_ece, classwise_ece, selective_metrics
 from alternet.runs.results import EvaluationReport
@@ -188,6 +189,17 @@ def test_several_checkpoints_and_a_baseline(digits_run, tmp_path, capsys):
     with open(out / "comparison.csv") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 2 and {row["data"] for row in rows} == {"digits"}  # the data set each was scored on
+    # a baseline scored on other images (here fewer of each condition): its mCE was printed without a word
+    with pytest.raises(RobustnessError, match=r"baseline 'alternet_tiny' was scored on \d+ images of \w+/1, this "):
+        evaluate_in_process(
+            f"ckpt={digits_run}",
+            "robustness.enabled=true",
+            "robustness.max_images=12",
+            "robustness.workers=1",
+            f"robustness.cache_dir={tmp_path / 'cache'}",
+            f"robustness.baseline={first / 'metrics.json'}",
+            out=tmp_path / "fewer",
+        )
 
 
 def test_truncated_checkpoint_is_named(digits_run, tmp_path, monkeypatch, capsys):

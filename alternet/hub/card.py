@@ -138,6 +138,12 @@ def reported_test(config: dict[str, Any]) -> tuple[dict[str, Any] | None, bool]:
     return (info.get("test_ema") if ema else info.get("test")) or None, ema
 
 
+def _telling(key: str, config: dict[str, Any]) -> bool:
+    """Whether a test metric says something of the model: top-5 accuracy is 1 by construction with 5 classes or
+    fewer (it is counted at min(5, classes))."""
+    return key != "top5" or int(config["num_classes"]) > 5
+
+
 def _test_section(config: dict[str, Any]) -> list[str]:
     info = config["alternet"]
     test, ema = reported_test(config)
@@ -146,7 +152,7 @@ def _test_section(config: dict[str, Any]) -> list[str]:
     if not test:
         return ["No test metrics were recorded (no metrics.json next to the checkpoint)."]
     lines = ["| metric | value |", "| --- | --- |"]
-    lines += [f"| {label} | {_number(test.get(key))} |" for key, label in TEST_METRICS]
+    lines += [f"| {label} | {_number(test.get(key))} |" for key, label in TEST_METRICS if _telling(key, config)]
     tested = info.get("tested_checkpoint")
     note = "" if tested == info["checkpoint"] else " (not the exported checkpoint)"
     weights = "EMA weights" if ema else "weights"
@@ -207,7 +213,9 @@ def _usage_section(config: dict[str, Any], repo_id: str | None) -> list[str]:
         'config = json.load(open("path/to/export/config.json"))  # its preprocessing, labels and weights:',
         "model = timm.create_model(",
         f'    "{name}", pretrained=True, num_classes={classes}, **config["model_args"],',
-        '    pretrained_cfg_overlay=dict(config["pretrained_cfg"], file="path/to/export/model.safetensors"),',
+        "    pretrained_cfg_overlay=dict(",
+        '        config["pretrained_cfg"], label_names=config["label_names"], file="path/to/export/model.safetensors"',
+        "    ),",
         ")",
         "```",
         "",
@@ -225,7 +233,9 @@ def card_data(config: dict[str, Any], repo_id: str | None = None) -> ModelCardDa
     info = config["alternet"]
     if info.get("tested_checkpoint") != info.get("checkpoint") or bool(info.get("ema")) != ema or _partial_test(info):
         test = None  # measured on other weights or on part of the split (the text says): not this model's results
-    recorded = {key: (test or {}).get(key) for key in HUB_METRICS if (test or {}).get(key) is not None}
+    recorded = {
+        key: (test or {}).get(key) for key in HUB_METRICS if (test or {}).get(key) is not None and _telling(key, config)
+    }
     results = [
         EvalResult(
             task_type=TASK,

@@ -204,8 +204,22 @@ def _run_config(opened: Source) -> dict[str, Any]:
     """The run's resolved data and recipe: its config.yaml when present, else the checkpoint's hyperparameters."""
     resolved = (opened.run.recorded_config() if opened.run else None) or {}
     if isinstance(resolved.get("data"), dict) and isinstance(resolved.get("recipe"), dict):
+        _check_of_the_run(opened, resolved)
         return resolved | {"recipe": saved_recipe(resolved["recipe"])}
     return {"data": opened.hyper_parameters["data"], "recipe": opened.hyper_parameters.get("recipe") or {}}
+
+
+def _check_of_the_run(opened: Source, resolved: dict[str, Any]) -> None:
+    """The checkpoint trained the model on the data its run directory's config records: one copied in from another
+    run would be exported with that run's recipe and test results."""
+    for section in ("model", "data"):
+        saved, recorded = opened.hyper_parameters[section].get("name"), (resolved.get(section) or {}).get("name")
+        if recorded and saved != recorded:
+            raise CheckpointError(
+                f"{opened.location} trained {section} {saved!r}, but its run directory {opened.run.path} records "
+                f"{section}={recorded}: it is another run's checkpoint; export that run, or the checkpoint alone "
+                "from a folder of its own"
+            )
 
 
 def label_names(

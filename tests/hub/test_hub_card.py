@@ -528,3 +528,25 @@ def test_the_licence_is_the_exporters_choice_and_hdvws_own_for_its_weights(run, 
     with pytest.raises(CheckpointError, match=r"--license 'CC BY' is not a Hugging Face Hub licence identifier"):
         hub.export(run.run_dir, tmp_path / "refused", license_id="CC BY")
     assert not (tmp_path / "refused").exists()
+
+
+def test_a_checkpoint_copied_in_from_another_run_is_not_exported_with_this_runs_results(run, tmp_path):
+    """Its card said the checkpoint's data and this run's recipe and test results: a mix of two runs."""
+    copied = tmp_path / "run"
+    shutil.copytree(run.run_dir, copied, ignore=shutil.ignore_patterns("export", "wandb"))
+    recorded = copied / "config.yaml"
+    config = OmegaConf.load(recorded)
+    config.data.name = "cifar100"  # the run this folder records trained on other data
+    OmegaConf.save(config, recorded)
+    with pytest.raises(CheckpointError, match=r"trained data 'digits', but its run directory .* records data=cifar100"):
+        hub.export(copied, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_top5_accuracy_is_left_out_of_the_card_of_a_model_of_five_classes_or_fewer(run):
+    """It is 1 by construction there (counted at min(5, classes)), and the model-index published it as a result."""
+    config = json.loads((export_of(run) / "config.json").read_text())
+    assert "Top-5 accuracy" in model_card(config)  # digits: 10 classes
+    config["num_classes"] = 3
+    card = model_card(config)
+    assert "Top-5 accuracy" not in card and "top_5_accuracy" not in card and "Top-1 accuracy" in card

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
+import unicodedata
 import warnings
 from collections.abc import Iterator
 from dataclasses import replace
@@ -123,7 +124,10 @@ def evaluation_data(config: EvaluateConfig, source: Source, set_keys: set[str]) 
     if config.data_root:  # a data set that reads no files (digits) says it is not used
         data["root"] = config.data_root
     if missing := missing_keys(data, "data."):  # a packaged data set's root, say
-        raise ConfigValueError(f"{', '.join(missing)} must be set: e.g. alternet evaluate data_root=DIR")
+        if not config.data:  # the checkpoint's data: its root is data_root (data.X sets a chosen data=NAME's keys)
+            missing = ["data_root" if key == "data.root" else key for key in missing]
+        example = " ".join(f"{key}=..." for key in missing)
+        raise ConfigValueError(f"{', '.join(missing)} must be set: e.g. alternet evaluate {example}")
     return data
 
 
@@ -181,6 +185,13 @@ def check_class_names(saved: list[Any] | None, datamodule: ImageDataModule, loca
         return
     label = next(i for i, (a, b) in enumerate(zip(trained, now)) if a != b)
     where = f"label {label} is {trained[label]!r} in {location} but {now[label]!r} in data={datamodule.name}"
+    composed = [[unicodedata.normalize("NFC", name) for name in names] for names in (trained, now)]
+    if sorted(composed[0]) == sorted(composed[1]) and sorted(trained) != sorted(now):
+        raise CheckpointError(
+            f"the data's class names are the model's written in another Unicode normalisation ({where}, alike on "
+            "screen; macOS writes names decomposed, NFD), which sorts the folders in another order: rename the "
+            "class folders to composed names (NFC, e.g. convmv -r -f utf8 -t utf8 --nfc --notest DIR)"
+        )
     if sorted(trained) == sorted(now):
         raise CheckpointError(
             f"the data's classes are the model's in another order ({where}): its predictions would be scored "

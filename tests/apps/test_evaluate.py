@@ -671,3 +671,35 @@ def digits_mixup_run(tmp_path_factory):
     """A digits run trained with mixup: its objective's batches are mixed in pairs."""
     out = tmp_path_factory.mktemp("mixup") / "run"
     return train(compose_train(*FAST, "recipe.mixup.mixup_alpha=0.2", output_dir=out)).run_dir
+
+
+def test_the_root_of_a_checkpoints_own_data_is_asked_for_as_data_root(digits_run, tmp_path, monkeypatch, capsys):
+    """An export of a model trained on image folders records no root: the message said data.root, which evaluate
+    then refuses for the checkpoint's own data (data.X sets a chosen data=NAME's keys)."""
+    export = tmp_path / "export"
+    shutil.copytree(digits_run / "export", export)
+    config = json.loads((export / "config.json").read_text())
+    config["alternet"]["data"]["name"] = "imagefolder"
+    (export / "config.json").write_text(json.dumps(config))
+    code, stderr = run_main("evaluate.py", [f"ckpt={export}", f"out_dir={tmp_path / 'out'}"], monkeypatch, capsys)
+    assert_one_line_error(code, stderr, "data_root must be set: e.g. alternet evaluate data_root=...")
+
+
+def test_class_folders_named_in_another_unicode_normalisation_are_said_to_be(tmp_path):
+    """macOS writes decomposed names (NFD): the same names sort in another order, and the refusal said to give the
+    folders the model's names, which they print as already."""
+    import unicodedata
+
+    from PIL import Image
+
+    from alternet.apps.evaluate import check_class_names
+    from alternet.data import ImageFolderDataModule
+    from alternet.errors import CheckpointError
+
+    names = ["chat_noir", "Ünïcødé"]
+    for name in names:
+        (tmp_path / "train" / unicodedata.normalize("NFD", name)).mkdir(parents=True)
+        Image.new("RGB", (8, 8)).save(tmp_path / "train" / unicodedata.normalize("NFD", name) / "0.png")
+    data = ImageFolderDataModule(root=str(tmp_path), image_size=8, batch_size=1)
+    with pytest.raises(CheckpointError, match=r"written in another Unicode normalisation .* composed names \(NFC"):
+        check_class_names(sorted(names), data, "x.ckpt")

@@ -15,7 +15,8 @@ import logging
 import math
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import hydra
@@ -207,9 +208,33 @@ def run_dir_follows_out_dir(main: Callable[[], Any]) -> Callable[[], Any]:
         out = next((value for key, value in given if key.lstrip("+") == "out_dir"), None)
         if out is not None and not any(key.lstrip("+") == "hydra.run.dir" for key, _ in given):
             sys.argv.append(f"hydra.run.dir={out}")
-        return main()
+        run_dir = next((value for key, value in given if key.lstrip("+") == "hydra.run.dir"), out)
+        with _records_kept_unless_done(run_dir):
+            return main()
 
     return run
+
+
+@contextlib.contextmanager
+def _records_kept_unless_done(run_dir: str | None) -> Iterator[None]:
+    """An evaluation's folder keeps the earlier one's ``.hydra/`` records when this one does not end (refused,
+    stopped, failed): Hydra rewrites them as a job starts, and they would name a command that wrote none of the
+    files there."""
+    records = Path(run_dir).expanduser() / ".hydra" if run_dir else None
+    try:
+        before = {path: path.read_bytes() for path in records.iterdir() if path.is_file()} if records else {}
+    except OSError:  # no earlier records
+        before = {}
+    try:
+        yield
+    except BaseException as error:
+        if before and not (isinstance(error, SystemExit) and error.code in (None, 0)):
+            with contextlib.suppress(OSError):
+                for path in set(records.iterdir()) - set(before):
+                    path.unlink()
+                for path, content in before.items():
+                    path.write_bytes(content)
+        raise
 
 
 @run_dir_follows_out_dir

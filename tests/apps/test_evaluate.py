@@ -703,3 +703,18 @@ def test_class_folders_named_in_another_unicode_normalisation_are_said_to_be(tmp
     data = ImageFolderDataModule(root=str(tmp_path), image_size=8, batch_size=1)
     with pytest.raises(CheckpointError, match=r"written in another Unicode normalisation .* composed names \(NFC"):
         check_class_names(sorted(names), data, "x.ckpt")
+
+
+def test_an_evaluation_that_does_not_end_leaves_the_earlier_ones_records(digits_run, tmp_path, monkeypatch, capsys):
+    """Hydra rewrote .hydra/ as the refused command started: the folder's records named a command that wrote none
+    of its files."""
+    out = tmp_path / "eval"
+    args = [f"ckpt={digits_run}", "max_images=16", "robustness.enabled=false", f"out_dir={out}"]
+    code, _ = run_main("evaluate.py", args, monkeypatch, capsys)
+    assert code == "0"
+    records = {path.name: path.read_text() for path in (out / ".hydra").iterdir()}
+    code, stderr = run_main(
+        "evaluate.py", [f"ckpt={tmp_path / 'missing.ckpt'}", "max_images=9", f"out_dir={out}"], monkeypatch, capsys
+    )
+    assert_one_line_error(code, stderr, "missing.ckpt does not exist")
+    assert {path.name: path.read_text() for path in (out / ".hydra").iterdir()} == records

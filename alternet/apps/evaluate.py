@@ -396,7 +396,8 @@ def run_evaluate(cfg: DictConfig) -> list[EvaluationReport]:
                 report, source = evaluate_model(config, reference, out_dir / name, set_keys, staging / name)
                 scored.append((reference, source, report, out_dir / name))
             if len(scored) > 1:
-                write_comparison([report for *_, report, _ in scored], staging / COMPARISON_FILE)
+                reports, folders = [report for *_, report, _ in scored], [target.name for *_, target in scored]
+                write_comparison(reports, folders, staging / COMPARISON_FILE)
         for reference, source, report, target in scored:
             print(evaluation_report(report, target), flush=True)
             if config.logger.wandb is not None:
@@ -407,22 +408,35 @@ def run_evaluate(cfg: DictConfig) -> list[EvaluationReport]:
 
 
 def short_name(source: str) -> str:
-    """A name for a scored model (its folder among several, its W&B run): a checkpoint's run directory, another
-    folder's own name, else the source spelled as a file name."""
+    """A name for a scored model (its folder among several, its W&B run): a checkpoint's run directory (a loose
+    checkpoint's own name), another folder's own name, else the source spelled as a file name."""
     path = Path(source).expanduser()
     if path.suffix == ".ckpt":
-        return path.resolve().parent.parent.name
+        return path.resolve().parent.parent.name if RunDir.of_checkpoint(path) is not None else path.stem
     if path.is_dir():
         return path.resolve().name
     return re.sub(r"[^\w.-]+", "-", source).strip("-")[-80:]
 
 
-def write_comparison(reports: list[EvaluationReport], path: Path) -> Path:
+def write_comparison(reports: list[EvaluationReport], folders: list[str], path: Path) -> Path:
+    """One row per model: where its files are (``folder``), what was scored (the test images, of how many; the
+    corrupted conditions, and whether they are the whole benchmark) beside its numbers."""
     rows = []
-    for report in reports:
-        row = {"checkpoint": report.checkpoint, "model": report.model, "data": report.data} | report.test
+    for folder, report in zip(folders, reports):
+        row = {"folder": folder, "checkpoint": report.checkpoint, "model": report.model, "data": report.data}
+        if report.test_images:
+            row |= {"test_images": report.test_images.scored, "test_images_of": report.test_images.of}
+        row |= report.test
+        if report.selective:
+            row |= {"aurc": report.selective.aurc, "augrc": report.selective.augrc}
         if report.robustness:
             summary = report.robustness.summary
-            row |= {"robustness": summary.robustness, "robustness_source": report.robustness.source, "mce": summary.mce}
+            row |= {
+                "robustness": summary.robustness,
+                "robustness_source": report.robustness.source,
+                "robustness_conditions": summary.n_conditions,
+                "robustness_complete": summary.complete,
+                "mce": summary.mce,
+            }
         rows.append(row)
     return write_csv(path, rows)

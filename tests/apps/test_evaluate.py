@@ -189,6 +189,9 @@ def test_several_checkpoints_and_a_baseline(digits_run, tmp_path, capsys):
     with open(out / "comparison.csv") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 2 and {row["data"] for row in rows} == {"digits"}  # the data set each was scored on
+    assert [row["folder"] for row in rows] == [f"0-{digits_run.name}", f"1-{digits_run.name}"]
+    assert {(row["robustness_conditions"], row["robustness_complete"]) for row in rows} == {("75", "True")}
+    assert {row["test_images"] for row in rows} == {"360"} and all(float(row["aurc"]) >= 0 for row in rows)
     # a baseline scored on other images (here fewer of each condition): its mCE was printed without a word
     with pytest.raises(RobustnessError, match=r"baseline 'alternet_tiny' was scored on \d+ images of \w+/1, this "):
         evaluate_in_process(
@@ -718,3 +721,14 @@ def test_an_evaluation_that_does_not_end_leaves_the_earlier_ones_records(digits_
     )
     assert_one_line_error(code, stderr, "missing.ckpt does not exist")
     assert {path.name: path.read_text() for path in (out / ".hydra").iterdir()} == records
+
+
+def test_a_loose_checkpoints_folder_among_several_is_named_after_it(digits_run, tmp_path):
+    """Its folder's parent named it (``0-tmp``, ``1-tmp`` for two checkpoints side by side)."""
+    from alternet.apps.evaluate import short_name
+
+    loose = tmp_path / "mine" / "allcorrect.ckpt"
+    loose.parent.mkdir()
+    shutil.copy(digits_run / "checkpoints" / "last.ckpt", loose)
+    assert short_name(str(loose)) == "allcorrect"
+    assert short_name(str(digits_run / "checkpoints" / "last.ckpt")) == digits_run.name  # a run's: the run's name

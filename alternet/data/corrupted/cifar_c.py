@@ -166,11 +166,17 @@ def _require_files(root: Path, files: list[str]) -> None:
     if not root.is_dir():
         raise DataError(f"CIFAR-C directory {root.resolve()} does not exist. {HOW_TO_GET}")
     missing = [name for name in files if not (root / name).is_file()]
-    if missing:
+    if not missing:
+        return
+    said = f"CIFAR-C files missing in {root.resolve()}: {', '.join(missing)} ({len(missing)} of {len(files)} expected)"
+    if (root / MANIFEST).is_file():  # a generated directory whose generation stopped before these
         raise DataError(
-            f"CIFAR-C files missing in {root.resolve()}: {', '.join(missing)} "
-            f"({len(missing)} of {len(files)} expected). {HOW_TO_GET}"
+            f"{said}; its {MANIFEST} says alternet generated it: the same alternet cifar-c --export command (or an "
+            "evaluation with this directory as robustness.cache_dir) completes it"
         )
+    held = [name.removesuffix(".npy") for name in files if name.endswith(".npy") and name not in missing]
+    scores_these = f" robustness.corruptions=[{','.join(held)}] scores the ones it holds;" if held else ""
+    raise DataError(f"{said}.{scores_these} {HOW_TO_GET}")
 
 
 def read_manifest(root: Path) -> dict[str, Any] | None:

@@ -6,6 +6,7 @@ MSA block is shaded grey and the span leading into each block that starts a new 
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -171,10 +172,13 @@ def max_eigenvalue_density(
     fig = Figure(figsize=(5, 3.8), layout="constrained")
     ax = fig.subplots()
     ax.hist(values, bins=min(30, max(5, len(values) // 2)), density=True, color="tab:blue", alpha=0.8)
-    ax.axvline(0.0, color="0.5", lw=0.8)
+    ax.plot(values, np.zeros_like(values), "|", color="k", ms=14)  # each value, seen however close they lie
+    low, high = float(np.min(values)), float(np.max(values))
+    if low - (high - low) <= 0.0 <= high + (high - low):  # zero in sight; marking a far one squeezed the bars to lines
+        ax.axvline(0.0, color="0.5", lw=0.8)
     ax.set_xlabel(label)
     ax.set_ylabel("Density")
-    ax.set_title(title, fontsize=9)
+    ax.set_title(textwrap.fill(title, 60), fontsize=9)
     return save_figure(fig, path)
 
 

@@ -522,3 +522,15 @@ def test_bands_partition_the_spectrum():
     assert radial_frequency(16, 16)[8, 8] == pytest.approx(math.sqrt(2))  # the (pi, pi) corner
     with pytest.raises(AnalysisError, match="fewer rings"):
         band_mask(4, 4, 0.1, 0.2, closed=False)
+
+
+def test_close_max_eigenvalues_are_seen_in_their_histogram(tmp_path, monkeypatch):
+    """Zero marked far from values within 3e-4 of each other stretched the axis to it: empty axes, no bar."""
+    from alternet.analysis import plots
+
+    drawn = {}
+    monkeypatch.setattr(plots, "save_figure", lambda fig, path: drawn.setdefault("axes", fig.axes[0]) and path)
+    plots.max_eigenvalue_density(np.array([17.4741, 17.4743, 17.4744]), "a long title " * 8, tmp_path / "h.png")
+    low, high = drawn["axes"].get_xlim()
+    assert 17.47 < low < 17.4741 and 17.4744 < high < 17.48
+    plots.max_eigenvalue_density(np.array([-2.0, 1.0, 3.0]), "straddling zero", tmp_path / "h2.png")

@@ -198,15 +198,25 @@ def run(context: AnalysisContext, config: AttentionConfig) -> dict[str, Any]:
 
 
 def without_maps(blocks: Sequence[Block]) -> dict[str, Any]:
-    """The MSA blocks that compute no attention map (a lambda layer's, timm's parallel MaxViT's), said in the
-    summary and the log instead of failing: ``{}`` when every MSA block has maps."""
+    """The MSA blocks that compute no attention map (a lambda layer's, timm's parallel MaxViT's), or map only part
+    of their attention (a MaxViT block's window attention, not its grid attention), said in the summary and the log
+    instead of failing: ``{}`` when every MSA block's attention is mapped whole."""
     missing = [block for block in blocks if block.kind == "M" and block.attention is None]
-    if not missing:
+    partial = [block for block in blocks if block.kind == "M" and block.attention is not None and block.attention_note]
+    notes, said = [], {}
+    if missing:
+        why = "; ".join(sorted({block.attention_note or "no attention map" for block in missing}))
+        notes.append(f"{len(missing)} MSA block(s) without attention maps, not in the statistics: {why}")
+        said["msa_blocks_without_maps"] = len(missing)
+    if partial:
+        what = "; ".join(sorted({str(block.attention_note) for block in partial}))
+        notes.append(f"{len(partial)} MSA block(s) mapped in part: {what}")
+        said["msa_blocks_mapped_in_part"] = len(partial)
+    if not notes:
         return {}
-    notes = sorted({block.attention_note or "no attention map" for block in missing})
-    note = f"{len(missing)} MSA block(s) without attention maps, not in the statistics: {'; '.join(notes)}"
-    log.warning("attention: %s (%s)", note, ", ".join(block.name for block in missing))
-    return {"msa_blocks_without_maps": len(missing), "note": note}
+    note = ". ".join(notes)
+    log.warning("attention: %s (%s)", note, ", ".join(block.name for block in [*missing, *partial]))
+    return {**said, "note": note}
 
 
 def _at(values: list[float] | None, index: int) -> float | None:

@@ -108,7 +108,7 @@ class Block:
     lesion: Callable[[], AbstractContextManager[None]]
     attention: AttentionTap | None = None
     projection: bool = False
-    attention_note: str | None = None  # an M block without attention maps: why (e.g. a lambda layer)
+    attention_note: str | None = None  # an M block without attention maps, or mapped in part: why (a lambda layer)
 
 
 @dataclass(frozen=True)
@@ -468,7 +468,8 @@ def _maxxvit_attention(block: nn.Module) -> tuple[AttentionTap | None, str | Non
         return AttentionTap(attn, partial(attention2d_map, attn), map_positions, _position_kernel(attn)), None
     if isinstance(block, MaxxVitBlock) and block.attn_block is not None:
         attn = block.attn_block.attn
-        return AttentionTap(attn, partial(attention_cl_map, attn), window_positions, _position_kernel(attn)), None
+        tap = AttentionTap(attn, partial(attention_cl_map, attn), window_positions, _position_kernel(attn))
+        return tap, "a MaxViT block's window attention (its grid attention is not mapped)"
     return None, f"no attention maps for {type(block).__name__} (timm's parallel window/grid attention)"
 
 

@@ -331,6 +331,17 @@ def test_a_lambda_layer_has_no_attention_map_and_the_attention_analysis_says_so(
     assert "computes no attention map" in results["attention"]["note"]
 
 
+def test_a_maxvit_blocks_attention_is_said_to_be_mapped_in_part():
+    """Only its window attention is mapped (its grid attention is not): the summary said msa_blocks: 2 and nothing
+    else, as if each block's attention had been measured whole."""
+    from alternet.analysis.attention import without_maps
+
+    sequence = block_sequence(create_model("maxvit_cifar", num_classes=10, img_size=32))
+    said = without_maps(sequence.blocks)
+    assert said["msa_blocks_mapped_in_part"] == sum(b.kind == "M" for b in sequence.blocks) > 0
+    assert "mapped in part: a MaxViT block's window attention (its grid attention is not mapped)" in said["note"]
+
+
 # the preset --------------------------------------------------------------------------------------------------
 
 # the laptop scale's four arms (experiment=hybrids) at 100 classes: layout, parameters, multiply-adds per 32 px image

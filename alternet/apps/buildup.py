@@ -468,7 +468,9 @@ def _summary(
     settings: Settings, rounds: Sequence[Any], rows: Sequence[dict], chosen: str, reason: str | None, statistics: Any
 ) -> list[str]:
     """The search as markdown: its settings, each round's arms and decision, and why it stopped."""
-    metric = rows[0]["metric"] if rows else settings.metric
+    from ..report.buildup import METRICS  # deferred: as the rows'
+
+    metric = rows[0]["metric"] if rows else METRICS[settings.metric][0]
     scale, unit = (100, "pp") if settings.metric == "error" else (1, "nats")
     rule = statistics.rule
     lines = [

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..data.corrupted.names import CORRUPTIONS
 from ..errors import AlternetWarning, ConfigValueError
+from ..files import is_output_of
 from ..runs.directories import METRICS_FILE, RunDir, SweepDir, SweepJobs
 from ..runs.summary import RunSummary
 
@@ -166,6 +167,18 @@ def _curves(job: RunDir) -> dict[str, list[float]]:
 def read_sweep(sweep_dir: Path) -> tuple[list[Run], SweepJobs]:
     """The finished jobs of ``sweep_dir`` as runs, and all its jobs (finished, started and not finished, not
     started) by :meth:`SweepDir.jobs`, the rule the multirun callback's ``summary.csv`` reads it by too."""
+    if rounds := sorted(path.name for path in Path(sweep_dir).glob("round_[0-9]*") if path.is_dir()):
+        raise ConfigValueError(
+            f"{sweep_dir} is a build-up search's folder ({', '.join(rounds)}): its summary.md compares its layouts; "
+            f"report a round's runs with alternet report {Path(sweep_dir) / rounds[-1]}"
+        )
+    folder = Path(sweep_dir)
+    if folder.is_dir() and (is_output_of(folder, "evaluate") or RunDir(folder).holds_job("evaluate")):
+        raise ConfigValueError(
+            f"{sweep_dir} is an evaluation's folder (alternet evaluate's), not a sweep's: alternet report compares "
+            "the runs of a -m sweep (its hydra.sweep.dir, e.g. multirun/DATE/TIME); an evaluation of several models "
+            "compares them in its comparison.csv"
+        )
     if RunDir(sweep_dir).is_finished() or RunDir(sweep_dir).environment.is_file():
         raise ConfigValueError(
             f"{sweep_dir} is one run's directory, not a sweep's: alternet report compares the runs of a -m sweep "

@@ -256,6 +256,24 @@ def test_a_report_pointed_at_one_run_says_it_needs_a_sweep(digits_run, monkeypat
     assert not (digits_run / "report").exists()
 
 
+def test_a_report_pointed_at_an_evaluation_or_a_buildup_search_says_what_it_is(tmp_path, monkeypatch, capsys):
+    """An evaluation's folder was called one run's directory; a build-up search's was read as a sweep of no
+    finished runs, with no word of its rounds."""
+    evaluation = tmp_path / "eval"
+    evaluation.mkdir()
+    (evaluation / ".alternet-output").write_text("evaluate\n")
+    (evaluation / "metrics.json").write_text("{}\n")
+    code, stderr = run_command(["report", str(evaluation)], monkeypatch, capsys)
+    assert_one_line_error(code, stderr, f"{evaluation} is an evaluation's folder (alternet evaluate's), not a sweep's")
+    search = tmp_path / "search"
+    (search / "round_01" / "0").mkdir(parents=True)
+    (search / "round_02").mkdir()
+    code, stderr = run_command(["report", str(search)], monkeypatch, capsys)
+    assert_one_line_error(
+        code, stderr, "is a build-up search's folder (round_01, round_02)", f"alternet report {search / 'round_02'}"
+    )
+
+
 def test_a_warning_before_an_error_is_one_line_shaped_as_the_error(tmp_path, monkeypatch, capsys):
     """A layout against the build-up rules warns, then fails on another key: both lines read the same way, with no
     file, line number or source line of the warning's call."""

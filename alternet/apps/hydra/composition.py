@@ -95,7 +95,10 @@ def composition_error(error: CompactHydraException, command: str) -> str:
         conf = Path(str(resources.files("alternet.conf")))
         if command == "evaluate" and parent == "analysis" and (conf / "analysis" / f"{name}.yaml").is_file():
             chosen = ",".join([*known, name])
-            return f"{key} sets the budget of an analysis not chosen: add it to the list (analysis=[{chosen}])"
+            return (
+                f"{key} sets the budget of an analysis not chosen: add it to the list (analysis=[{chosen}]), or leave "
+                f"analysis.{name} out"
+            )
         if command == "evaluate" and parent == "data" and not known:  # the checkpoint's data: no data group chosen
             return (
                 f"{key} sets a data set's key, and alternet evaluate scores on the checkpoint's own data unless "

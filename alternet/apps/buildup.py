@@ -12,7 +12,7 @@ import math
 import subprocess
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -140,7 +140,7 @@ def recorded_settings(search_dir: Path, settings: Settings) -> None:
             recorded: Any = json.loads(path.read_text())
         except (OSError, ValueError):
             recorded = None
-        if not isinstance(recorded, dict) or _trained(recorded) != _trained(ours):
+        if not isinstance(recorded, dict) or _trained(recorded, _canonical) != _trained(ours, _canonical):
             theirs, now = (_trained(recorded) if isinstance(recorded, dict) else {}), _trained(ours)
             differing = [_difference(k, theirs.get(k), now[k]) for k in now if theirs.get(k) != now[k]]
             raise ConfigValueError(
@@ -155,12 +155,27 @@ def recorded_settings(search_dir: Path, settings: Settings) -> None:
     write_json(path, ours)
 
 
-def _trained(settings: dict[str, Any]) -> dict[str, Any]:
-    """The settings that decide what the search trains: its overrides in any order, the launcher's left out (a
-    relaunch may move the search from this machine to SLURM, or give its jobs more time)."""
+def _trained(settings: dict[str, Any], spelled: Callable[[Any], Any] = str) -> dict[str, Any]:
+    """The settings that decide what the search trains: its overrides in any order (each as ``spelled`` gives it),
+    the launcher's left out (a relaunch may move the search from this machine to SLURM, or give its jobs more
+    time)."""
     overrides = settings.get("overrides")
-    kept = sorted(o for o in overrides if not _launching(o)) if isinstance(overrides, list) else overrides
+    kept = sorted(spelled(o) for o in overrides if not _launching(o)) if isinstance(overrides, list) else overrides
     return settings | {"overrides": kept}
+
+
+def _canonical(override: Any) -> Any:
+    """An override as Hydra reads it, whatever its quoting (``model.layout='C|CC|CC'`` and ``model.layout=C|CC|CC``
+    are one value)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser  # deferred
+    from hydra.errors import HydraException  # deferred
+
+    try:
+        parsed = OverridesParser.create().parse_override(str(override))
+    except HydraException:
+        return override
+    prefix = {"ADD": "+", "FORCE_ADD": "++", "DEL": "~"}.get(parsed.type.name, "")
+    return f"{prefix}{parsed.key_or_group}={parsed.value()!r}" if not parsed.is_delete() else f"~{parsed.key_or_group}"
 
 
 def _launching(override: str) -> bool:

@@ -72,6 +72,9 @@ def test_a_relaunch_may_change_the_launcher_and_the_order_of_its_overrides_but_n
         match=r"other settings \(overrides: .* debug=fast model.* -> .* debug=fast debug=fast model.*; ",
     ):
         recorded_settings(search, Settings((*moved, "debug=fast"), "", 2, "error", 0.05, 2))  # one repeated: named
+    unquoted = tuple(o.replace("'", "") for o in moved)  # model.layout=CC|CC|CC: the same value, as Hydra reads it
+    assert unquoted != moved
+    recorded_settings(search, Settings(unquoted, "", 2, "error", 0.05, 2))
 
 
 def test_a_new_search_records_its_settings_under_its_own_lock(tmp_path):

@@ -502,8 +502,8 @@ def _summary(
             "",
             f"### Round {done.number}",
             "",
-            f"| arm | layout | MSAs | params | MACs | {metric} | Δ {unit} [95% CI] | p (Holm) | MDE {unit} | reading "
-            "| test error |",
+            f"| arm | layout | MSAs | params | MACs | {metric}{' %' * (scale != 1)} | Δ {unit} [95% CI] | p (Holm) | "
+            f"MDE {unit} | reading | test error{' %' * (scale != 1)} |",
             "|---" * 11 + "|",
         ]
         places = 2 if scale != 1 else 3  # percentage points to 2 decimals, nats to 3
@@ -516,10 +516,10 @@ def _summary(
             )
             lines.append(
                 f"| {row['arm']} | {_cell(row['layout'])} | {row['msas']} | {_number(row['params'])} | "
-                f"{_number(row['macs'])} | {_pm(row['mean'], row['sd'])} | {delta} | "
+                f"{_number(row['macs'])} | {_pm(row['mean'], row['sd'], scale, places)} | {delta} | "
                 f"{'–' if row['p_holm'] is None else format(row['p_holm'], '.3g')} | "
                 f"{'–' if row['mde'] is None else format(scale * row['mde'], f'.{places}f')} | {row['reading']} | "
-                f"{'–' if row['test_error'] is None else format(row['test_error'], '.4f')} |"
+                f"{'–' if row['test_error'] is None else format(scale * row['test_error'], f'.{places}f')} |"
             )
         lines += ["", f"Decision: {done.decision}."]
     if reason is not None:
@@ -536,8 +536,9 @@ def _number(value: int | None) -> str:
     return "–" if value is None else f"{value / 1e6:.2f}M"
 
 
-def _pm(mean: float | None, sd: float | None) -> str:
-    return "–" if mean is None else f"{mean:.4f} ± {sd or 0:.4f}"
+def _pm(mean: float | None, sd: float | None, scale: float, places: int) -> str:
+    """A mean ± sd over seeds in the table's unit (an error in percent, as its differences are in points)."""
+    return "–" if mean is None else f"{scale * mean:.{places}f} ± {scale * (sd or 0):.{places}f}"
 
 
 def _class_count(rounds: list) -> int | None:

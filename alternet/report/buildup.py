@@ -170,7 +170,7 @@ def figure(rows: Sequence[dict[str, object]], path: Path) -> Path:
     ax.set_xticks(range(min(counts), max(counts) + 1))
     ax.set_xlim(min(counts) - 0.4, max(counts) + 0.9)  # room for the layouts' labels
     ax.set_xlabel("MSA blocks")
-    ax.set_ylabel(str(rows[0]["metric"]) if rows else "")
+    ax.set_ylabel(f"{rows[0]['metric']} (mean ± 1 sd over seeds)" if rows else "")
     ax.set_title("build-up search (Park & Kim, 2022, Fig. 11)", fontsize=9)
     ax.legend(fontsize=8)
     return save_figure(fig, path)

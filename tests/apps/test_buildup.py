@@ -239,3 +239,10 @@ def test_the_chosen_layouts_model_option_is_the_searched_model(tmp_path):
     search._option_file("C|CM|CM", ["model.heads=[1,2,4]", "+model.drop_rate=0.1"])
     config = compose("train", ["model=buildup", f"hydra.searchpath=[file://{tmp_path / 'conf'}]"])
     assert (config.model.name, config.model.layout, list(config.model.heads)) == ("alternet_tiny", "C|CM|CM", [1, 2, 4])
+
+
+def test_the_summary_gives_errors_in_the_unit_of_their_differences():
+    """Means and test errors were fractions (0.9111 ± 0.0000) beside differences and MDEs in percentage points."""
+    from alternet.apps.buildup import _pm
+
+    assert _pm(0.9111, 0.0123, 100, 2) == "91.11 ± 1.23" and _pm(2.3456, None, 1, 3) == "2.346 ± 0.000"

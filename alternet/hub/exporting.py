@@ -191,7 +191,7 @@ def import_hdvw(
 def _check_reads_back(out: Path, staged: Path, model: nn.Module) -> None:
     """The export (written in ``staged``, for ``out``) rebuilds the model with every tensor in place (a strict
     load), and the weights are the ones imported."""
-    written = read_export(staged)
+    written = read_export(staged, location=str(out))  # said as where it lands, not the staging folder
     rebuilt = create_model(written.require_architecture(), num_classes=written.num_classes, **written.model_args)
     apply_weights(rebuilt, written, strict=True, new_head_ok=False)
     if weights_digest(rebuilt.state_dict()) != weights_digest(model.state_dict()):

@@ -219,6 +219,9 @@ def build_model(
     args = {**opened.model_args, **kwargs}
     classes = 0 if features_only else (opened.num_classes if num_classes is None else num_classes)
     overlay = dict.fromkeys(OTHER_WEIGHTS_KEYS) | opened.pretrained_cfg  # not the registry's weights' test size
+    if classes != opened.num_classes:  # a new head: the source's class names are not its classes
+        overlay = {k: v for k, v in overlay.items() if k not in ("label_names", "label_descriptions")}
+        overlay["num_classes"] = classes
     model = build_architecture(opened, num_classes=classes, pretrained_cfg_overlay=overlay, **args)
     if features_only:
         check_features(model)  # before its weights: a model without features may also take no headless weights

@@ -550,3 +550,11 @@ def test_top5_accuracy_is_left_out_of_the_card_of_a_model_of_five_classes_or_few
     config["num_classes"] = 3
     card = model_card(config)
     assert "Top-5 accuracy" not in card and "top_5_accuracy" not in card and "Top-1 accuracy" in card
+
+
+def test_a_new_head_does_not_keep_the_sources_class_names(run):
+    """timm's pretrained_cfg kept the ten digit names and num_classes=10 on a 3-class model."""
+    model = hub.load(export_of(run), num_classes=3)
+    assert model.num_classes == 3 and model.pretrained_cfg["num_classes"] == 3
+    assert not model.pretrained_cfg.get("label_names")
+    assert len(hub.load(export_of(run)).pretrained_cfg["label_names"]) == 10

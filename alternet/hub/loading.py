@@ -12,10 +12,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..errors import CheckpointError, ConfigValueError, is_integer
+from ..errors import CheckpointError, ConfigValueError, is_integer, one_line
 from ..models import create_model
 from ..models.features import feature_model
 from ..models.zoo import adapt_checkpoint
+from ..runs.records import override
 from .sources import OTHER_WEIGHTS_KEYS, Source, open_source
 
 logger = logging.getLogger(__name__)
@@ -76,9 +77,39 @@ def _check_body_shapes(expected: dict[str, torch.Tensor], source: Source, classi
         ]
         raise CheckpointError(
             f"weights in {source.location} do not fit the model outside its classifier head ({len(wrong)} tensors): "
-            f"{_names(details)}. Were they trained with another architecture or layout? Build the model with the "
-            "source's model arguments (alternet.hub.load does this)."
+            f"{_names(details)}. {_fitting_advice(source, wrong)}"
         )
+
+
+def _fitting_advice(source: Source, wrong: list[str]) -> str:
+    """What builds a model the source's weights fit: its input size where its relative position tables are what
+    differs, else its model arguments, as overrides of alternet train."""
+    size = (source.hyper_parameters.get("data") or {}).get("image_size")
+    if size and all("rel_pos" in key for key in wrong):
+        return (
+            "Its relative position tables are sized by its attention windows, which loading does not resize: build "
+            f"the model with the windows of the source (the input size it was trained at, data.image_size={size}, "
+            "builds them; a larger one may keep them)"
+        )
+    args = {k: v for k, v in source.model_args.items() if k not in ("num_classes", "img_size", "drop_path_rate")}
+    shown = " ".join(_shell_word(_as_override(f"model.{k}", v)) for k, v in args.items())
+    built = f" It was built with {shown} (alternet train overrides; alternet.hub.load builds it so)" if shown else ""
+    return f"Were they trained with another architecture or layout?{built}"
+
+
+def _as_override(key: str, value: Any) -> str:
+    """``key=value`` as an alternet train override (a list as Hydra's ``[a,b]``)."""
+    if isinstance(value, (list, tuple)):
+        return f"{key}=[{','.join(str(item) for item in value)}]"
+    return override(key, value)
+
+
+def _shell_word(text: str) -> str:
+    """``text`` as one shell word, in double quotes where the shell would read it otherwise (Hydra's own single
+    quotes kept inside)."""
+    if re.fullmatch(r"[\w.=/+,-]+", text):
+        return text
+    return '"' + re.sub(r'(["$`\\])', r"\\\1", text) + '"'
 
 
 def _check_values(expected: dict[str, torch.Tensor], source: Source, classifiers: tuple[str, ...]) -> None:
@@ -125,7 +156,14 @@ def select_weights(model: nn.Module, source: Source) -> tuple[dict[str, torch.Te
     """The source tensors to load into ``model``. The head is skipped when it does not fit (another class count,
     or absent on either side); a shape mismatch anywhere else is an error naming the keys. A ViT's, PiT's or Swin's
     position tables are first resized to the model's input size, as timm does (:func:`adapt_checkpoint`)."""
-    source = replace(source, state_dict=adapt_checkpoint(source.state_dict, model))
+    try:
+        source = replace(source, state_dict=adapt_checkpoint(source.state_dict, model))
+    except (ValueError, RuntimeError, KeyError, IndexError) as error:  # timm's filter, given another family's tensors
+        arch = f" ({source.architecture} weights)" if source.architecture else ""
+        raise CheckpointError(
+            f"{source.location}{arch} does not fit this {type(model).__name__}: its position tables cannot be "
+            f"resized to it ({one_line(error)}); check model.name against the weights' architecture"
+        ) from None
     expected, weights = model.state_dict(), source.state_dict
     classifiers = _classifier_names(model, source)
     _check_body_shapes(expected, source, classifiers)

@@ -23,7 +23,7 @@ from omegaconf import OmegaConf
 from timm.models import _hub as timm_hub
 
 import alternet.hub as hub
-import alternet.models  # noqa: F401  (registers alternet's architectures with timm)
+import alternet.models  # registers alternet's architectures with timm
 from alternet.errors import CheckpointError, ConfigValueError
 from alternet.hub.card import card_data, model_card
 from alternet.training.module import ClassificationModule
@@ -558,3 +558,34 @@ def test_a_new_head_does_not_keep_the_sources_class_names(run):
     assert model.num_classes == 3 and model.pretrained_cfg["num_classes"] == 3
     assert not model.pretrained_cfg.get("label_names")
     assert len(hub.load(export_of(run)).pretrained_cfg["label_names"]) == 10
+
+
+@pytest.mark.parametrize(
+    ("weights", "into"), [("vit_mini_cifar", "pit_mini_cifar"), ("pit_mini_cifar", "vit_mini_cifar")]
+)
+def test_a_vits_weights_into_a_pit_and_back_are_refused_in_one_line(tmp_path, weights, into):
+    """timm's position-table filter raised on the other family's tensors: a bare ValueError or RuntimeError."""
+    from safetensors.torch import save_file
+
+    path = tmp_path / "weights.safetensors"
+    save_file(alternet.models.create_model(weights, num_classes=10).state_dict(), str(path))
+    model = alternet.models.create_model(into, num_classes=10)
+    with pytest.raises(CheckpointError, match=r"does not fit this \w+: its position tables cannot be resized to it"):
+        hub.load_pretrained(model, path)
+
+
+def test_weights_of_other_widths_name_the_overrides_that_build_their_model(run):
+    """The refusal advised alternet.hub.load, a Python function, to a user of alternet train."""
+    model = alternet.models.create_model("alternet_tiny", num_classes=10, img_size=16, widths=[16, 32, 64])
+    with pytest.raises(CheckpointError, match=r"do not fit the model outside its classifier head") as refused:
+        hub.load_pretrained(model, export_of(run))
+    assert 'It was built with "model.layout=\'C|CM|CM\'" model.block=basic "model.widths=[32,64,128]"' in str(
+        refused.value
+    )
+
+
+def test_relative_position_tables_of_other_windows_say_which_input_size_builds_them(run):
+    """At 24 px (window 6) the refusal asked whether the weights were of another architecture: they are not."""
+    model = alternet.models.create_model("alternet_tiny", num_classes=10, img_size=24, window=6)
+    with pytest.raises(CheckpointError, match=r"sized by its attention windows, .* data.image_size=16, builds them"):
+        hub.load_pretrained(model, export_of(run))

@@ -93,7 +93,24 @@ def _recipe_section(config: dict[str, Any]) -> list[str]:
         f"mixup {mixup.get('mixup_alpha', 0) or 0} / cutmix {mixup.get('cutmix_alpha', 0) or 0}, "
         f"EMA {(recipe.get('ema') or {}).get('decay') or 'off'}",
         f"- Augmentation: {', '.join(augmentations)}",
+        *_initialised_from(info),
     ]
+
+
+def _initialised_from(info: dict[str, Any]) -> list[str]:
+    """Where the weights started (``model.pretrained``), and how they were fine-tuned from there."""
+    pretrained = (info.get("model") or {}).get("pretrained")
+    if not pretrained:
+        return []
+    finetune = (info.get("recipe") or {}).get("finetune") or {}
+    if finetune.get("freeze_backbone"):
+        how = "a linear probe: the backbone frozen, its weights those of the source"
+    elif (scale := finetune.get("backbone_lr_scale", 1)) != 1:
+        how = f"fine-tuned, the backbone at {scale:g}x the head's rate"
+    else:
+        how = "fine-tuned"
+    source = "timm's registered weights" if pretrained is True else f"`{pretrained}`"
+    return [f"- Initialised from {source} ({how}); the source's licence and terms apply to what it contributes"]
 
 
 def _learning_rate(recipe: dict[str, Any], info: dict[str, Any]) -> str:

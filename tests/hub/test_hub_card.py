@@ -589,3 +589,12 @@ def test_relative_position_tables_of_other_windows_say_which_input_size_builds_t
     model = alternet.models.create_model("alternet_tiny", num_classes=10, img_size=24, window=6)
     with pytest.raises(CheckpointError, match=r"sized by its attention windows, .* data.image_size=16, builds them"):
         hub.load_pretrained(model, export_of(run))
+
+
+def test_the_card_of_a_fine_tuned_model_says_where_its_weights_started(run):
+    """It said 'trained on digits with alternet' for a linear probe on the paper authors' weights."""
+    config = json.loads((export_of(run) / "config.json").read_text())
+    assert "Initialised from" not in model_card(config)
+    config["alternet"]["model"]["pretrained"] = "hdvw:vit_ti_cifar100.pth.tar"
+    config["alternet"]["recipe"]["finetune"] = {"freeze_backbone": True, "backbone_lr_scale": 1.0}
+    assert "- Initialised from `hdvw:vit_ti_cifar100.pth.tar` (a linear probe: the backbone frozen" in model_card(config)

@@ -3,6 +3,7 @@ what follows training (evaluation, export, W&B artifacts)."""
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 import sys
@@ -219,9 +220,28 @@ def _module(config: TrainConfig, facts: DataFacts, pretrained: bool) -> Classifi
         args = model_args(model, num_classes=facts.num_classes, img_size=size, drop_path_rate=rate)
         load_timm_pretrained(module.model, model.name, **args)
     else:
-        load_pretrained(module.model, model.pretrained)  # a different class count resets the head
+        report = load_pretrained(module.model, model.pretrained)  # a different class count resets the head
+        _warn_other_normalisation(report.normalisation, facts, model.pretrained, settable=hasattr(config.data, "mean"))
     module.restart_ema()
     return module
+
+
+def _warn_other_normalisation(
+    source: tuple[tuple[float, ...], ...] | None, facts: DataFacts, name: str, *, settable: bool
+) -> None:
+    """Fine-tuning normalises by the new data's statistics: said where the source's weights were trained with
+    others (a frozen backbone then sees inputs of another scale)."""
+    ours = (tuple(facts.mean), tuple(facts.std))
+    if source is None or all(math.isclose(a, b, abs_tol=5e-4) for s, o in zip(source, ours) for a, b in zip(s, o)):
+        return
+    shown = ",".join(f"{v:g}" for v in source[0]), ",".join(f"{v:g}" for v in source[1])
+    keep = f"set data.mean=[{shown[0]}] data.std=[{shown[1]}] to keep the source's" if settable else "as documented"
+    warnings.warn(
+        f"model.pretrained={name} was trained on inputs normalised by mean [{shown[0]}] and std [{shown[1]}]; this "
+        f"run normalises by data={facts.name}'s (mean [{','.join(f'{v:g}' for v in ours[0])}]): {keep}",
+        AlternetWarning,
+        stacklevel=2,
+    )
 
 
 def _trainer(config: TrainConfig, run: RunDir, datamodule: ImageDataModule, loggers: list[Logger]) -> L.Trainer:

@@ -32,6 +32,7 @@ class LoadReport:
     missing: tuple[str, ...] = ()
     unexpected: tuple[str, ...] = ()
     head: str | None = None
+    normalisation: tuple[tuple[float, ...], tuple[float, ...]] | None = None  # the source's (mean, std), if recorded
 
     @property
     def complete(self) -> bool:
@@ -179,8 +180,17 @@ def select_weights(model: nn.Module, source: Source) -> tuple[dict[str, torch.Te
         missing=tuple(k for k in expected if k not in weights and k not in skip),
         unexpected=tuple(k for k in weights if k not in expected and k not in skip),
         head=head_note,
+        normalisation=_normalisation(source.pretrained_cfg),
     )
     return selected, report
+
+
+def _normalisation(cfg: dict[str, Any]) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
+    """The (mean, std) a source's weights were trained with, where its pretrained_cfg records them."""
+    mean, std = cfg.get("mean"), cfg.get("std")
+    if not isinstance(mean, (list, tuple)) or not isinstance(std, (list, tuple)):
+        return None
+    return tuple(float(v) for v in mean), tuple(float(v) for v in std)
 
 
 def apply_weights(model: nn.Module, source: Source, *, strict: bool = False, new_head_ok: bool = True) -> LoadReport:

@@ -12,6 +12,7 @@ import pickle
 import re
 import shutil
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -323,6 +324,7 @@ def test_train_cli_fine_tunes_from_an_export_and_reports_the_load(pretrained, tm
     code, stdout, stderr = main_output("train.py", [*arguments, f"hydra.run.dir={tmp_path}"], monkeypatch, capsys)
     assert code == "0", stderr[-3000:]
     assert f"loaded 78 tensors from {export_dir(pretrained)}" in stdout + stderr
+    assert "was trained on inputs normalised by" not in stderr  # digits onto digits: the same statistics
     with open(tmp_path / "logs" / "metrics.csv") as f:
         rows = [r for r in csv.DictReader(f) if r["step"] == "0"]
     groups = {float(v) for r in rows for key, v in r.items() if key.startswith("lr-") and v}  # LearningRateMonitor's
@@ -709,3 +711,21 @@ def test_features_of_a_model_without_them_are_refused_before_its_weights_are_rea
     ):
         check_features(torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3)))
     check_features(create_model("alternet_tiny", num_classes=0, img_size=16))
+
+
+def test_fine_tuning_on_data_of_other_statistics_says_so():
+    """A frozen backbone trained on CIFAR-100's statistics was fed ImageNet-normalised images, without a word."""
+    from alternet.apps.train import _warn_other_normalisation
+    from alternet.dataset_facts import FACTS
+    from alternet.errors import AlternetWarning
+
+    cifar = (FACTS["cifar100"].mean, FACTS["cifar100"].std)
+    with pytest.warns(
+        AlternetWarning,
+        match=r"trained on inputs normalised by mean \[0.5071,0.4867,0.4408\] .* set "
+        r"data.mean=\[0.5071,0.4867,0.4408\] data.std=\[0.2675,0.2565,0.2761\] to keep",
+    ):
+        _warn_other_normalisation(cifar, FACTS["in1k"], "runs/c100/export", settable=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _warn_other_normalisation(cifar, FACTS["cifar100"], "runs/c100/export", settable=True)

@@ -597,4 +597,6 @@ def test_the_card_of_a_fine_tuned_model_says_where_its_weights_started(run):
     assert "Initialised from" not in model_card(config)
     config["alternet"]["model"]["pretrained"] = "hdvw:vit_ti_cifar100.pth.tar"
     config["alternet"]["recipe"]["finetune"] = {"freeze_backbone": True, "backbone_lr_scale": 1.0}
-    assert "- Initialised from `hdvw:vit_ti_cifar100.pth.tar` (a linear probe: the backbone frozen" in model_card(config)
+    assert "- Initialised from `hdvw:vit_ti_cifar100.pth.tar` (a linear probe: the backbone frozen" in model_card(
+        config
+    )

@@ -215,12 +215,12 @@ def find_checkpoint(path: str | Path) -> tuple[Path, RunDir | None]:
 
 def resume_checkpoint(ckpt_path: str | None, run: RunDir, *, say: bool = True) -> str | None:
     """The checkpoint a training run resumes from. ``last`` means the run directory's ``last.ckpt`` when it exists
-    (a requeued SLURM job; when it does not, training starts from scratch and, if ``say``, says so); any other path is
-    checked now, so that a bad one fails before training."""
+    (a requeued SLURM job; when it does not, training starts afresh, from ``model.pretrained`` where set, and, if
+    ``say``, says so); any other path is checked now, so that a bad one fails before training."""
     if ckpt_path == "last":
         if not run.last_checkpoint.is_file():
             if say:
-                print(f"ckpt_path=last: no {run.last_checkpoint} yet, so training starts from scratch", file=sys.stderr)
+                print(f"ckpt_path=last: no {run.last_checkpoint} yet, so training starts afresh", file=sys.stderr)
             return None
         ckpt_path = str(run.last_checkpoint)
     if ckpt_path and not Path(ckpt_path).expanduser().exists() and os.sep not in ckpt_path and "." not in ckpt_path:

@@ -117,7 +117,7 @@ def test_ckpt_path_last_without_a_last_checkpoint_names_the_checkpoints_there(tm
         train(compose_train(*FAST, "ckpt_path=last", output_dir=tmp_path))
     message = str(refused.value)
     assert "(ckpt_path=PATH: nonfinite-step0.ckpt)" in message and "resume it with ckpt_path=last" not in message
-    assert "starts from scratch" not in capsys.readouterr().err  # said before the refusal, it contradicted it
+    assert "starts afresh" not in capsys.readouterr().err  # said before the refusal, it contradicted it
 
 
 def test_ckpt_path_last_without_a_last_checkpoint_says_it_starts_from_scratch_once(tmp_path, monkeypatch, capsys):

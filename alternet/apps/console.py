@@ -95,16 +95,29 @@ def learning_rate_line(recipe: RecipeConfig, global_batch: int) -> str:
     lr, reference, rule = recipe.optimizer.lr, recipe.lr_scale_batch, recipe.lr_scale_rule
     effective = scaled_lr(recipe, global_batch)
     if global_batch == reference:
-        return f"{effective:g} (the recipe's, for its global batch of {reference})"
-    if rule == "none":
-        return (
+        line = f"{effective:g} (the recipe's, for its global batch of {reference})"
+    elif rule == "none":
+        line = (
             f"{effective:g}, as written: recipe.optimizer.lr is for a global batch of {reference}, this run's is "
             f"{global_batch}, and recipe.lr_scale_rule=none keeps it"
         )
-    return (
-        f"{effective:g}: recipe.optimizer.lr {lr:g} is for a global batch of {reference}, this run's is "
-        f"{global_batch}, scaled by the {rule} rule (recipe.lr_scale_rule=none keeps {lr:g})"
-    )
+    else:
+        line = (
+            f"{effective:g}: recipe.optimizer.lr {lr:g} is for a global batch of {reference}, this run's is "
+            f"{global_batch}, scaled by the {rule} rule (recipe.lr_scale_rule=none keeps {lr:g})"
+        )
+    return line + _groups_note(recipe)
+
+
+def _groups_note(recipe: RecipeConfig) -> str:
+    """Where parts of the model train at other rates than the head's (the line's rate)."""
+    if recipe.layer_decay is not None:
+        return f"; the head's, each earlier block's x{recipe.layer_decay:g} (recipe.layer_decay)"
+    if recipe.finetune.freeze_backbone:
+        return "; the head's, the backbone frozen"
+    if recipe.finetune.backbone_lr_scale != 1:
+        return f"; the head's, the backbone's x{recipe.finetune.backbone_lr_scale:g} (recipe.finetune)"
+    return ""
 
 
 def _cell(value: Any) -> str:

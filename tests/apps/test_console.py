@@ -323,3 +323,26 @@ def test_the_banner_names_what_the_config_changed_in_the_named_architecture(over
     """model=byob model.self_attn_layer=halo builds under botnet_cifar's name: the banner's model line says what
     differs from it."""
     assert _changed(validate_train_config(resolved(*overrides))) == shown
+
+
+@pytest.mark.parametrize(
+    ("overrides", "said"),
+    [
+        ([], "the recipe's, for its global batch of"),
+        (["recipe.finetune.backbone_lr_scale=0.1"], "; the head's, the backbone's x0.1 (recipe.finetune)"),
+        (["recipe.finetune.freeze_backbone=true"], "; the head's, the backbone frozen"),
+        (["recipe.layer_decay=0.75"], "; the head's, each earlier block's x0.75 (recipe.layer_decay)"),
+    ],
+)
+def test_the_learning_rate_line_says_where_parts_train_at_other_rates(overrides, said):
+    """With a scaled backbone or layer decay it gave the head's rate alone, as if the whole model trained at it."""
+    from omegaconf import OmegaConf
+
+    from alternet.apps.config import train_config
+    from alternet.apps.console import learning_rate_line
+
+    from helpers import compose_train
+
+    recipe = train_config(OmegaConf.to_container(compose_train("debug=fast", *overrides), resolve=True)).recipe
+    line = learning_rate_line(recipe, recipe.lr_scale_batch)
+    assert said in line and (overrides or "the head's" not in line)

@@ -113,6 +113,11 @@ def _shell_word(text: str) -> str:
     return '"' + re.sub(r'(["$`\\])', r"\\\1", text) + '"'
 
 
+def model_name(model: nn.Module) -> str:
+    """A built model's name as the user chose it (``preresnet_tiny``, not its class ``AlterNet``)."""
+    return (getattr(model, "pretrained_cfg", None) or {}).get("architecture") or type(model).__name__
+
+
 def _check_values(expected: dict[str, torch.Tensor], source: Source, classifiers: tuple[str, ...]) -> None:
     """Weights are looked at before they are loaded: a floating tensor stored as integers would be cast silently,
     a NaN or infinity would load and poison every output, and a head narrower than the source's own class count
@@ -162,7 +167,7 @@ def select_weights(model: nn.Module, source: Source) -> tuple[dict[str, torch.Te
     except (ValueError, RuntimeError, KeyError, IndexError) as error:  # timm's filter, given another family's tensors
         arch = f" ({source.architecture} weights)" if source.architecture else ""
         raise CheckpointError(
-            f"{source.location}{arch} does not fit this {type(model).__name__}: its position tables cannot be "
+            f"{source.location}{arch} does not fit this {model_name(model)}: its position tables cannot be "
             f"resized to it ({one_line(error)}); check model.name against the weights' architecture"
         ) from None
     expected, weights = model.state_dict(), source.state_dict
@@ -201,7 +206,7 @@ def apply_weights(model: nn.Module, source: Source, *, strict: bool = False, new
     if not selected:
         arch = f" ({source.architecture} weights)" if source.architecture else ""
         raise CheckpointError(
-            f"no tensor of {source.location}{arch} fits this {type(model).__name__}: none of its "
+            f"no tensor of {source.location}{arch} fits this {model_name(model)}: none of its "
             f"{len(source.state_dict)} names is the model's, so it would start from its random initialisation; "
             "check model.name against the weights' architecture"
         )
@@ -303,7 +308,7 @@ def build_architecture(opened: Source, **kwargs: Any) -> nn.Module:
 def check_features(model: nn.Module) -> None:
     """``features_only=True`` needs timm's ``feature_info`` and ``forward_intermediates``: refused in one line."""
     if not hasattr(model, "feature_info") or not hasattr(model, "forward_intermediates"):
-        name = (getattr(model, "pretrained_cfg", None) or {}).get("architecture", type(model).__name__)
+        name = model_name(model)
         raise ConfigValueError(
             f"features_only=True needs a model with timm's feature_info and forward_intermediates, which {name} "
             "lacks; load the classifier with alternet.hub.load and take its features with forward hooks"

@@ -414,7 +414,9 @@ def test_weights_that_share_no_name_with_the_model_are_refused_not_left_at_initi
     from alternet.models import create_model
 
     save_file({"features.0.weight": torch.zeros(4, 3, 3, 3)}, str(tmp_path / "other.safetensors"))
-    with pytest.raises(CheckpointError, match=r"no tensor of .*other\.safetensors fits this \w+: none of its 1 names"):
+    with pytest.raises(
+        CheckpointError, match=r"no tensor of .*other\.safetensors fits this alternet_tiny: none of its 1"
+    ):
         hub.load_pretrained(create_model("alternet_tiny", num_classes=10), tmp_path / "other.safetensors")
 
 
@@ -570,7 +572,9 @@ def test_a_vits_weights_into_a_pit_and_back_are_refused_in_one_line(tmp_path, we
     path = tmp_path / "weights.safetensors"
     save_file(alternet.models.create_model(weights, num_classes=10).state_dict(), str(path))
     model = alternet.models.create_model(into, num_classes=10)
-    with pytest.raises(CheckpointError, match=r"does not fit this \w+: its position tables cannot be resized to it"):
+    with pytest.raises(
+        CheckpointError, match=rf"does not fit this {into}: its position tables cannot be resized to it"
+    ):
         hub.load_pretrained(model, path)
 
 

@@ -205,6 +205,11 @@ def find_checkpoint(path: str | Path) -> tuple[Path, RunDir | None]:
     if ckpts:  # several: which one is the user's to say
         raise CheckpointError(f"{path} holds {len(ckpts)} checkpoints ({', '.join(c.name for c in ckpts)}): pass one")
     export = (path / "config.json").is_file() and (path / "model.safetensors").is_file()
+    if (path / "model.safetensors").is_file() and not export:
+        raise CheckpointError(
+            f"{path} holds model.safetensors but no config.json: an export missing its config (it says the "
+            "architecture and classes); export the run again, or give its run directory or a .ckpt file"
+        )
     raise CheckpointError(
         f"{path} is an export (model.safetensors, config.json: weights without the run that trained them), not a "
         "checkpoint; give its run directory or a .ckpt file (alternet.hub.load reads the export)"

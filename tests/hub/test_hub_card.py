@@ -604,3 +604,11 @@ def test_the_card_of_a_fine_tuned_model_says_where_its_weights_started(run):
     assert "- Initialised from `hdvw:vit_ti_cifar100.pth.tar` (a linear probe: the backbone frozen" in model_card(
         config
     )
+
+
+def test_an_export_missing_its_config_is_said_to_be(run, tmp_path):
+    export = tmp_path / "export"
+    shutil.copytree(export_of(run), export)
+    (export / "config.json").unlink()
+    with pytest.raises(CheckpointError, match=r"holds model.safetensors but no config.json: an export missing its"):
+        hub.load(export)

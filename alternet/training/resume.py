@@ -20,6 +20,7 @@ from lightning.pytorch.callbacks import Callback
 from ..architectures.config import ModelConfig, model_config
 from ..data.augment import AugmentConfig
 from ..data.config import DataConfig
+from ..data.files.shards import SHARDS_DIGEST, shards_digest
 from ..data.registry import DATAMODULES
 from ..errors import AlternetWarning, CheckpointError, ConfigValueError
 from ..runs.weights import saved_hyperparameters
@@ -108,6 +109,7 @@ def check_resume_settings(
     ]
     saved, now = header.get(SAMPLING_KEY) or {}, sampling(seed, data)
     conflicts += [f"{key}: {saved[key]!r} -> {now[key]!r}" for key in now if key in saved and saved[key] != now[key]]
+    check_resume_loader(checkpoint, header, getattr(data, "train_shards", None))
     facts = (header.get("hyper_parameters") or {}).get("data") or {}
     for key in ("name", "image_size"):
         if key in facts and facts[key] != getattr(data, key):
@@ -183,6 +185,33 @@ def check_resume_steps(checkpoint: str, header: dict[str, Any], steps: int | Non
         "over the new count. Resume with the same trainer.limit_train_batches, or start a new run from its weights "
         "(model.pretrained=CHECKPOINT)"
     )
+
+
+def check_resume_loader(checkpoint: str, header: dict[str, Any], shards: str | None) -> None:
+    """A resume reads its training images as the run that saved it did: from the image folders or from streamed
+    shards (their loaders save positions of two kinds), and streamed, from the same shards (LitData restores a
+    position in the chunks it saved; shards written again hold other chunks, even from the same folder)."""
+    loops = (header.get("loops") or {}).get("fit_loop", {}).get("state_dict", {})
+    states = loops.get("combined_loader") or [{}]
+    state = states[0] if isinstance(states[0], dict) else {}
+    if not state:
+        return
+    streamed = "current_epoch" in state  # LitData's position; the folders' loader saves its epoch and batches
+    if streamed != bool(shards):
+        was = "streaming data.train_shards" if streamed else "reading the image folders (data.train_shards unset)"
+        now = f"data.train_shards={shards}" if shards else "no data.train_shards"
+        raise ConfigValueError(
+            f"resuming from {checkpoint} with {now} where it was saved {was}: the loader's saved position is of the "
+            "other kind. Resume it as it trained, or start a new run from its weights (model.pretrained=CHECKPOINT)"
+        )
+    saved, now = state.get(SHARDS_DIGEST), shards_digest(shards) if shards else None
+    if streamed and saved and now and saved != now:
+        raise ConfigValueError(
+            f"resuming from {checkpoint} with data.train_shards={shards}, which hold other shards than the run "
+            "stopped in (their index.json changed: written again?): LitData restores its position in the chunks it "
+            "saved, so images would repeat and others be skipped. Resume with the shards it trained on, or start a "
+            "new run from its weights (model.pretrained=CHECKPOINT)"
+        )
 
 
 def _mid_epoch(header: dict[str, Any]) -> bool:

@@ -512,6 +512,29 @@ def test_a_shards_run_stopped_inside_an_epoch_resumes_there_in_one_process(tmp_p
     assert_same_weights(*weights)
 
 
+def test_a_shards_run_resumes_from_moved_shards_and_refuses_other_ones(tmp_path, image_folder, image_shards):
+    """Stopped inside an epoch: the same shards at another path (a copy, another mount) crashed in LitData's state
+    check; shards written again silently repeated and skipped images; the image folders in their place (or back)
+    raised a bare KeyError."""
+    common = [
+        "data=imagefolder", f"data.root={image_folder}", "data.image_size=16", "data.num_workers=0",
+        "recipe.batch_size=4", "trainer.max_epochs=1", "trainer.limit_val_batches=1", "trainer.limit_test_batches=1",
+        "trainer.enable_progress_bar=false",
+    ]  # fmt: skip
+    train(compose_train(*common, f"data.train_shards={image_shards}", "trainer.max_steps=4", output_dir=tmp_path))
+    resume = [*common, "ckpt_path=last"]
+    with pytest.raises(ConfigValueError, match=r"with no data.train_shards where it was saved streaming"):
+        train(compose_train(*resume, output_dir=tmp_path))
+    rewritten = tmp_path / "rewritten"
+    write_shards(image_folder, rewritten, seed=1, num_workers=1)
+    with pytest.raises(ConfigValueError, match=r"which hold other shards than the run stopped in \(their index.json"):
+        train(compose_train(*resume, f"data.train_shards={rewritten}", output_dir=tmp_path))
+    moved = tmp_path / "moved"
+    shutil.copytree(image_shards, moved)
+    resumed = train(compose_train(*resume, f"data.train_shards={moved}", output_dir=tmp_path))
+    assert resumed.global_step == 10
+
+
 @pytest.mark.slow  # two runs, ~8 s
 def test_a_resume_that_reads_the_images_another_way_records_it(tmp_path, image_folder, capsys):
     """data.decode (or data.loader) changed on a resume: resumes.json recorded nothing changed."""

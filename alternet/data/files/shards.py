@@ -31,6 +31,7 @@ from ...files import (
     OUTPUT_MARKER,
     check_output_dir,
     die_with_parent,
+    file_digest,
     is_output_of,
     mark_output,
     read_json,
@@ -190,6 +191,20 @@ def shard_images(shards: str | Path) -> int | None:
     return sum(int(chunk["chunk_size"]) for chunk in index["chunks"])
 
 
+SHARDS_DIGEST = "alternet_shards_digest"  # in the streaming loader's saved position: which shards it is a position in
+
+
+def shards_digest(shards: str | Path) -> str | None:
+    """A digest of the shards' LitData index (their chunks, each one's images and bytes): shards written again hold
+    other chunks, even from the same folder with the same seed; None for object-store URLs or no index."""
+    if is_remote(shards):
+        return None
+    try:
+        return file_digest(Path(shards).expanduser() / "index.json")[:16]
+    except OSError:
+        return None
+
+
 def check_chunks(path: Path, shards: str | Path) -> None:
     """Every chunk the index lists is there, whole (a missing one stopped the run mid-epoch with LitData's
     ``ChunkWaitTimeoutError``, saying it was not a missing object)."""
@@ -261,7 +276,24 @@ class StreamingLoader(StartsWorkersSafely, StreamingDataLoader):
 
     _resumed_batches = 0  # batches yielded since load_state_dict
 
+    def state_dict(self) -> dict[str, Any]:
+        return super().state_dict() | {SHARDS_DIGEST: shards_digest(self.dataset.input_dir.path or "")}
+
     def load_state_dict(self, obj: dict[str, Any]) -> None:
+        """The saved position, in these shards: moved to another folder (a copy, another mount), the same shards
+        (the resume's check compared their digests: :func:`alternet.training.resume.check_resume_loader`) are read
+        where they are now."""
+        obj = dict(obj)
+        saved, here = obj.pop(SHARDS_DIGEST, None), self.dataset.input_dir.path
+        position = dict(obj.get("dataset") or {})
+        if here and position.get("input_dir_path") not in (None, here):
+            if saved is None or saved != shards_digest(here):
+                raise DataError(
+                    f"data.train_shards={here}: the run stopped streaming {position['input_dir_path']}, which these "
+                    "shards cannot be shown to be; resume with data.train_shards set to those, or start a new run "
+                    "from its weights (model.pretrained=CHECKPOINT)"
+                )
+            obj["dataset"] = position | {"input_dir_path": here}
         super().load_state_dict(obj)
         self._resumed_batches = 0
 

@@ -330,6 +330,32 @@ def test_shards_of_a_folder_where_nothing_decodes_fail_and_leave_nothing(tmp_pat
     assert not (tmp_path / "out").exists()
 
 
+def test_ctrl_c_while_shards_are_written_stops_with_a_failure_and_leaves_the_process_its_handler(
+    tmp_path, monkeypatch, capsys
+):
+    """litdata's SIGINT handler ended the process with os._exit(0) (no word, status 0, the folder half-written) and
+    stayed installed after write_shards. Its handler is the one litdata installs inside optimize: simulated here."""
+    import signal
+
+    from litdata.processing.data_processor import DataProcessor
+
+    from alternet.data.files import shards
+
+    before = signal.getsignal(signal.SIGINT)
+
+    def interrupted(**_):  # optimize, as far as its handler goes: installed, then a Ctrl-C arrives
+        processor = object.__new__(DataProcessor)
+        signal.signal(signal.SIGINT, processor._signal_handler)
+        signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(shards.litdata, "optimize", interrupted)
+    root = make_image_folder(tmp_path / "data", per_class=2, splits={"train": 2}, odd_formats=False)
+    code, _, stderr = module_output("alternet", ["shards", str(root), str(tmp_path / "out")], monkeypatch, capsys)
+    assert code.startswith(f"error: stopped: the shards in {tmp_path / 'out'} are incomplete") and "\n" not in code
+    assert code.endswith("run the same command again to write them") and "Traceback" not in stderr
+    assert signal.getsignal(signal.SIGINT) is before and not (tmp_path / "out" / "index.json").exists()
+
+
 def test_object_store_shards_pass_through_to_litdata_unchecked(folder):
     datamodule = _datamodule(folder, train_shards="s3://bucket/imagenet-shards")
     with pytest.warns(UserWarning, match="is remote: its classes.json is not checked"):

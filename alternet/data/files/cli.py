@@ -60,6 +60,11 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet shards") -> in
         )
     except AlternetError as error:
         exit_with_error(error)
+    except KeyboardInterrupt:
+        exit_with_error(
+            f"stopped: the shards in {args.out} are incomplete (no index.json, which LitData writes last, so nothing "
+            "reads them); run the same command again to write them"
+        )
     split = source_split(args.src)
     root = split.parent if split.name == "train" else None  # data.root holds train/ (a split elsewhere: unknown)
     extra = " data.skip_corrupt=true" if written["skipped"] else ""  # validation and test read the folder's files

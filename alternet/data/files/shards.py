@@ -15,6 +15,7 @@ import functools
 import multiprocessing
 import os
 import re
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ import litdata
 import numpy as np
 import torch
 from litdata import StreamingDataLoader, StreamingDataset
+from litdata.processing.data_processor import DataProcessor
 
 from ...errors import DataError
 from ...files import (
@@ -121,7 +123,7 @@ def write_shards(
         record = {"classes": classes, "source": str(split.resolve()), "seed": seed, "listed": len(files)}
         write_json(out / CLASSES_FILE, record)
         try:
-            with _start_method_kept():
+            with _start_method_kept(), _stops_raised():
                 litdata.optimize(
                     fn=_ReadImage(split, skip_corrupt),
                     inputs=inputs,
@@ -152,6 +154,32 @@ def write_shards(
             "written; check the folder's files"
         )
     return {"images": written, "classes": len(classes), "skipped": len(inputs) - written, "out": str(out)}
+
+
+@contextlib.contextmanager
+def _stops_raised() -> Iterator[None]:
+    """litdata's ``optimize`` sets its own SIGINT handler, which stops its writers and ends the whole process with
+    ``os._exit(0)`` (Ctrl-C: status 0, no word, the shards half-written), and leaves it in place after (a script or
+    notebook that wrote shards then ended silently on any Ctrl-C). Here the handler stops the writers and raises
+    ``KeyboardInterrupt``; the process's own handler is put back after."""
+    before, parent = signal.getsignal(signal.SIGINT), os.getpid()
+    litdata_handler = DataProcessor._signal_handler
+
+    def stop(processor: DataProcessor, signum: int, frame: Any) -> None:
+        if os.getpid() != parent:  # a writer forked with the handler: it ends as litdata ends it, silently
+            os._exit(0)
+        for queue in getattr(processor, "stop_queues", None) or []:
+            queue.put(None)
+        for worker in getattr(processor, "workers", None) or []:
+            worker.join(0)
+        raise KeyboardInterrupt
+
+    DataProcessor._signal_handler = stop
+    try:
+        yield
+    finally:
+        DataProcessor._signal_handler = litdata_handler
+        signal.signal(signal.SIGINT, before)
 
 
 @contextlib.contextmanager

@@ -356,6 +356,19 @@ def test_ctrl_c_while_shards_are_written_stops_with_a_failure_and_leaves_the_pro
     assert signal.getsignal(signal.SIGINT) is before and not (tmp_path / "out" / "index.json").exists()
 
 
+def test_missing_or_half_written_shards_say_what_writes_them(tmp_path, image_folder, image_shards):
+    """Both read as '.../index.json is unreadable or not valid JSON: [Errno 2] ...', naming neither the setting nor
+    the command that writes them."""
+    common = ["data=imagefolder", f"data.root={image_folder}", "data.image_size=16", *FAST]
+    with pytest.raises(DataError, match=r"data.train_shards=\S+/nowhere does not exist: write the shards with"):
+        train(compose_train(*common, f"data.train_shards={tmp_path / 'nowhere'}", output_dir=tmp_path / "a"))
+    half = tmp_path / "half"
+    shutil.copytree(image_shards, half)
+    (half / "index.json").unlink()  # a writing stopped before litdata's last file
+    with pytest.raises(DataError, match=r"holds no LitData index.json: .* \(the same command completes a writing"):
+        train(compose_train(*common, f"data.train_shards={half}", output_dir=tmp_path / "b"))
+
+
 def test_object_store_shards_pass_through_to_litdata_unchecked(folder):
     datamodule = _datamodule(folder, train_shards="s3://bucket/imagenet-shards")
     with pytest.warns(UserWarning, match="is remote: its classes.json is not checked"):

@@ -207,7 +207,8 @@ def read_shard_classes(shards: str | Path) -> dict[str, Any] | None:
         return None
     path = Path(shards).expanduser() / CLASSES_FILE
     if not path.is_file():
-        raise DataError(f"data.train_shards={shards}: {path} not found; write shards with alternet shards SRC OUT")
+        where = "does not exist" if not path.parent.exists() else f"holds no {CLASSES_FILE} (not alternet's shards)"
+        raise DataError(f"data.train_shards={shards} {where}: write the shards with alternet shards SRC {shards}")
     return read_json(path, error=DataError)
 
 
@@ -215,8 +216,19 @@ def shard_images(shards: str | Path) -> int | None:
     """How many images the shards hold (their LitData index); None for object-store URLs."""
     if is_remote(shards):
         return None
-    index = read_json(Path(shards).expanduser() / "index.json", error=DataError)
-    return sum(int(chunk["chunk_size"]) for chunk in index["chunks"])
+    return sum(int(chunk["chunk_size"]) for chunk in read_index(shards)["chunks"])
+
+
+def read_index(shards: str | Path) -> dict[str, Any]:
+    """The shards' LitData ``index.json`` (written last: a writing that stopped has none)."""
+    path = Path(shards).expanduser() / "index.json"
+    if not path.is_file():
+        where = "does not exist" if not Path(shards).expanduser().exists() else "holds no LitData index.json"
+        raise DataError(
+            f"data.train_shards={shards} {where}: write the shards with alternet shards SRC {shards} (the same command "
+            "completes a writing that was stopped)"
+        )
+    return read_json(path, error=DataError)
 
 
 SHARDS_DIGEST = "alternet_shards_digest"  # in the streaming loader's saved position: which shards it is a position in
@@ -236,7 +248,7 @@ def shards_digest(shards: str | Path) -> str | None:
 def check_chunks(path: Path, shards: str | Path) -> None:
     """Every chunk the index lists is there, whole (a missing one stopped the run mid-epoch with LitData's
     ``ChunkWaitTimeoutError``, saying it was not a missing object)."""
-    index = read_json(path / "index.json", error=DataError)
+    index = read_index(path)
     sized = not (index.get("config") or {}).get("compression")  # a compressed chunk's index gives its raw size
 
     def whole(chunk: dict[str, Any]) -> bool:
@@ -269,10 +281,6 @@ class StreamingImages(StreamingDataset):
         source = str(shards)
         if not is_remote(shards):
             path = Path(shards).expanduser()
-            if not (path / "index.json").is_file():
-                raise DataError(
-                    f"data.train_shards={shards} holds no LitData index.json; write it with alternet shards"
-                )
             check_chunks(path, shards)
             source = str(path.resolve())
         super().__init__(input_dir=source, shuffle=True, drop_last=True, seed=seed)

@@ -606,8 +606,11 @@ def test_shards_written_before_the_folder_changed_are_said_to_be(tmp_path):
         warnings.simplefilter("error", AlternetWarning)
         build_datamodule(config, batch_size=4, seed=0).setup()  # as written: nothing said
     image = next((root / "train").rglob("*.JPEG"))
-    shutil.copy(image, image.with_name("added.JPEG"))
-    with pytest.warns(UserWarning, match=r"were written from 12 images and .* holds 13: the folder changed since"):
+    image.rename(image.with_name("renamed.JPEG"))  # as many images, another listing (a move to val/ and back in)
+    with pytest.warns(UserWarning, match=r"were written from 12 images of .* which holds other files \(moved"):
+        build_datamodule(config, batch_size=4, seed=0).setup()
+    shutil.copy(image.with_name("renamed.JPEG"), image.with_name("added.JPEG"))
+    with pytest.warns(UserWarning, match=r"were written from 12 images of .* which holds 13 images now: .* NEW_DIR"):
         build_datamodule(config, batch_size=4, seed=0).setup()
 
 

@@ -151,7 +151,8 @@ class ImageFolderDataModule(ImageDataModule):
                         f"data.train_shards={self.train_shards} was written for other classes than {train} "
                         f"({len(shard_classes)} vs {len(classes)} classes, first difference at "
                         f"{next((i for i, (a, b) in enumerate(zip(shard_classes, classes)) if a != b), 'the end')}); "
-                        f"rewrite them with alternet shards {train.parent} {self.train_shards}"
+                        f"write them anew into a new folder (alternet shards {train.parent} NEW_DIR) and train with "
+                        "data.train_shards=NEW_DIR"
                     )
             self._classes = classes
         return self._classes
@@ -175,11 +176,14 @@ class ImageFolderDataModule(ImageDataModule):
             return
         classes, train = self.class_names, self._train_files
         listed = self._shards_record.get("listed")  # absent from older shards, and where no shards are streamed
-        if listed is not None and listed != len(train):
+        listing = self._shards_record.get("listing")  # the listing's digest (shards since 2026-12-01)
+        if (listed is not None and listed != len(train)) or (listing is not None and listing != train.digest()):
+            now = f"{len(train)} images" if listed != len(train) else "other files (moved, renamed or replaced)"
             warnings.warn(
-                f"data.train_shards={self.train_shards} were written from {listed} images and "
-                f"{self.directory / 'train'} holds {len(train)}: the folder changed since; rewrite the shards with "
-                f"alternet shards {self.directory} {self.train_shards}",
+                f"data.train_shards={self.train_shards} were written from {listed} images of "
+                f"{self.directory / 'train'}, which holds {now} now: the shards train on what the folder held then, "
+                "and validation or test may score images they hold; write the shards anew into a new folder "
+                f"(alternet shards {self.directory} NEW_DIR) and train with data.train_shards=NEW_DIR",
                 AlternetWarning,
                 stacklevel=2,
             )

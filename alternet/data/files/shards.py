@@ -120,7 +120,13 @@ def write_shards(
     with writing(out, "shards output"):  # a second alternet shards into OUT stops here
         mark_output(out, SHARDS_COMMAND)  # first: an interrupted writing is this command's to redo
         # before the shards: litdata's index.json, written last, makes them readable, and they need this file
-        record = {"classes": classes, "source": str(split.resolve()), "seed": seed, "listed": len(files)}
+        record = {
+            "classes": classes,
+            "source": str(split.resolve()),
+            "seed": seed,
+            "listed": len(files),
+            "listing": files.digest(),  # which files: a folder of as many other ones is another
+        }
         write_json(out / CLASSES_FILE, record)
         try:
             with _start_method_kept(), _stops_raised():

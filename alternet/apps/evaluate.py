@@ -88,6 +88,8 @@ def evaluation_data(config: EvaluateConfig, source: Source, set_keys: set[str]) 
         data = dict(config.data)
     elif trained is not None:
         data = {k: v for k, v in trained["data"].items() if k != "loader"}  # the training split's: DALI not needed
+        if data.get("train_shards"):  # nor its streamed shards: an evaluation reads the folders' val/ and test/
+            data["train_shards"] = None
     else:
         name = recorded.get("name")  # the checkpoint's own record (no run directory's config here)
         if name not in DATAMODULES and name:  # a user's data set, its module not imported

@@ -369,6 +369,23 @@ def test_missing_or_half_written_shards_say_what_writes_them(tmp_path, image_fol
         train(compose_train(*common, f"data.train_shards={half}", output_dir=tmp_path / "b"))
 
 
+def test_a_shards_run_is_evaluated_without_its_training_shards(
+    tmp_path, image_folder, image_shards, monkeypatch, capsys
+):
+    """An evaluation reads val/ and test/ from the folders, never the training shards, and was refused once they
+    had moved ('classes.json not found'), with data_root of no help."""
+    shards = tmp_path / "shards"
+    shutil.copytree(image_shards, shards)
+    common = ["data=imagefolder", f"data.root={image_folder}", f"data.train_shards={shards}", "data.image_size=16"]
+    run = [*common, "data.num_workers=0", "recipe.batch_size=8", *FAST]
+    summary = train(compose_train(*run, output_dir=tmp_path / "run"))
+    shutil.rmtree(shards)
+    arguments = [f"ckpt={summary.run_dir}", "robustness.enabled=false", f"out_dir={tmp_path / 'eval'}"]
+    code, stderr = run_main("evaluate.py", arguments, monkeypatch, capsys)
+    assert code == "0", stderr[-2000:]
+    assert json.loads((tmp_path / "eval" / "metrics.json").read_text())["data"] == "imagefolder"
+
+
 def test_object_store_shards_pass_through_to_litdata_unchecked(folder):
     datamodule = _datamodule(folder, train_shards="s3://bucket/imagenet-shards")
     with pytest.warns(UserWarning, match="is remote: its classes.json is not checked"):

@@ -501,12 +501,17 @@ class ImageDataModule(L.LightningDataModule):
 
     def describe(self) -> str:
         """The start banner's data line: the data set, its splits, where training reads from and its loader."""
-        sizes = ", ".join(f"{k} {len(v)}" for k, v in self.splits.items())
+        sizes = ", ".join(f"{k} {self._split_size(k, v)}" for k, v in self.splits.items())
         workers, most = self.worker_counts()
         loader = f"{workers} loader worker{'s' * (workers != 1)}" if workers else "loaded in the training process"
         if self.grows_workers and most > workers:
             loader += f" (auto: up to {most} while the step waits for batches)"
         return f"{self.name}: {self.num_classes} classes, {self.image_size}px ({sizes}){self._read_from()}; {loader}"
+
+    def _split_size(self, name: str, split: Any) -> int:
+        """A split's image count (the training images' as :meth:`train_images` counts them: a stream's length is
+        its batches' images, the short last batch dropped)."""
+        return (self.train_images() or len(split)) if name == "train" else len(split)
 
     def _read_from(self) -> str:
         """Where training reads from, when not the data set's own files (streamed shards)."""

@@ -386,6 +386,14 @@ def test_a_shards_run_is_evaluated_without_its_training_shards(
     assert json.loads((tmp_path / "eval" / "metrics.json").read_text())["data"] == "imagefolder"
 
 
+def test_the_banner_counts_the_shards_images_not_their_streams_batches(image_folder, image_shards):
+    """It gave LitData's length, the short last batch dropped (train 32 of 40 at batch 16)."""
+    data = ["data=imagefolder", f"data.root={image_folder}", f"data.train_shards={image_shards}", "data.val_size=0"]
+    datamodule = build_datamodule(data_config(resolved(*data)["data"]), batch_size=16, seed=0)
+    datamodule.setup()
+    assert "(train 40, " in datamodule.describe()
+
+
 def test_object_store_shards_pass_through_to_litdata_unchecked(folder):
     datamodule = _datamodule(folder, train_shards="s3://bucket/imagenet-shards")
     with pytest.warns(UserWarning, match="is remote: its classes.json is not checked"):

@@ -387,10 +387,12 @@ def test_a_shards_run_is_evaluated_without_its_training_shards(
 
 
 def test_the_banner_counts_the_shards_images_not_their_streams_batches(image_folder, image_shards):
-    """It gave LitData's length, the short last batch dropped (train 32 of 40 at batch 16)."""
+    """It gave LitData's length, each worker's short last batch dropped (train 32 of 40 at batch 16, 2 workers)."""
     data = ["data=imagefolder", f"data.root={image_folder}", f"data.train_shards={image_shards}", "data.val_size=0"]
+    data += ["data.num_workers=2"]
     datamodule = build_datamodule(data_config(resolved(*data)["data"]), batch_size=16, seed=0)
     datamodule.setup()
+    datamodule.train_dataloader()  # the banner is printed once training built it, LitData's length then its own
     assert "(train 40, " in datamodule.describe()
 
 

@@ -271,6 +271,12 @@ def test_shards_of_a_folder_without_val_take_no_hold_out_and_say_where_they_came
         "alternet", ["shards", str(held), str(shards), "--workers", "1"], monkeypatch, capsys
     )
     assert code == "0" and stdout.rstrip().endswith(f"data.train_shards={shards} data.val_size=0"), stderr
+    bare = make_image_folder(tmp_path / "bare", per_class=4, splits={"train": 4}, odd_formats=False)
+    code, stdout, _ = module_output(
+        "alternet", ["shards", str(bare), str(tmp_path / "bare-shards"), "--workers", "1"], monkeypatch, capsys
+    )  # no val/ or test/: the command it printed failed on the default hold-out
+    assert code == "0" and "\nonce it has one, train from them with: alternet train" in stdout
+    assert stdout.rstrip().endswith("data.val_size=0")
     data = ["data=imagefolder", f"data.root={held}", f"data.train_shards={shards}", "data.image_size=16"]
     with pytest.raises(DataError, match=r"^data.val_size=0.25 holds validation images out of .*, which "):
         train(compose_train(*FAST, *data, "data.val_size=0.25", output_dir=tmp_path / "run"))
@@ -394,6 +400,26 @@ def test_the_banner_counts_the_shards_images_not_their_streams_batches(image_fol
     datamodule.setup()
     datamodule.train_dataloader()  # the banner is printed once training built it, LitData's length then its own
     assert "(train 40, " in datamodule.describe()
+
+
+def test_shards_of_other_classes_name_them_and_an_output_that_cannot_be_made_is_one_line(tmp_path, monkeypatch):
+    """The refusal gave the position of the first difference ('at the end'), not the classes; an OUT the system
+    would not make (/proc/x) was a FileNotFoundError traceback."""
+    root = make_image_folder(tmp_path / "data", per_class=2, splits={"train": 2, "test": 1}, odd_formats=False)
+    shards = tmp_path / "shards"
+    write_shards(root, shards, num_workers=1)
+    (root / "train" / "zebra").mkdir()
+    shutil.copy(next((root / "train").rglob("*.JPEG")), root / "train" / "zebra" / "z.JPEG")
+    data = ["data=imagefolder", f"data.root={root}", f"data.train_shards={shards}", "data.val_size=0"]
+    with pytest.raises(DataError, match=r"\(3 vs 4 classes; only in the folder: zebra\); write them anew"):
+        build_datamodule(data_config(resolved(*data)["data"]), batch_size=2, seed=0).setup()
+
+    def refused(self, *args, **kwargs):
+        raise FileNotFoundError(2, "No such file or directory", str(self))
+
+    monkeypatch.setattr(Path, "mkdir", refused)
+    with pytest.raises(DataError, match=r"^shards output \S+ cannot be made: .*; choose another OUT$"):
+        write_shards(root, tmp_path / "elsewhere", num_workers=1)
 
 
 def test_object_store_shards_pass_through_to_litdata_unchecked(folder):

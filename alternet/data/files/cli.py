@@ -68,9 +68,11 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet shards") -> in
     split = source_split(args.src)
     root = split.parent if split.name == "train" else None  # data.root holds train/ (a split elsewhere: unknown)
     extra = " data.skip_corrupt=true" if written["skipped"] else ""  # validation and test read the folder's files
+    train_with = "train from them with"
     if root is not None and not (root / "val").is_dir():  # the shards hold all of train/: no hold-out from it
-        extra += " data.val_size=0" if (root / "test").is_dir() else ""
+        extra += " data.val_size=0"
         if not (root / "test").is_dir():
+            train_with = "once it has one, train from them with"
             print(
                 f"note: {root} holds no val/ or test/ to evaluate on, and a hold-out of train/ would be trained on "
                 "from the shards: add a val/ or test/ folder beside train/",
@@ -80,7 +82,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet shards") -> in
         f"wrote {written['images']} images of {written['classes']} classes from {split} to "
         f"{written['out']} in {time.perf_counter() - start:.1f}s"
         + (f"; skipped {written['skipped']} unreadable images" if written["skipped"] else "")
-        + "\ntrain from them with: alternet train data=imagefolder "
+        + f"\n{train_with}: alternet train data=imagefolder "
         + (_override("data.root", root) if root else "data.root=DIR (the folder holding train/ and val/ or test/)")
         + f" {_override('data.train_shards', args.out)}{extra}"
     )

@@ -147,10 +147,15 @@ class ImageFolderDataModule(ImageDataModule):
                         stacklevel=2,
                     )
                 if written is not None and shard_classes != classes:
+                    only_shards = sorted(set(shard_classes) - set(classes))[:3]
+                    only_folder = sorted(set(classes) - set(shard_classes))[:3]
+                    differ = "; ".join(
+                        [f"only in the shards: {', '.join(only_shards)}"] * bool(only_shards)
+                        + [f"only in the folder: {', '.join(only_folder)}"] * bool(only_folder)
+                    )
                     raise DataError(
                         f"data.train_shards={self.train_shards} was written for other classes than {train} "
-                        f"({len(shard_classes)} vs {len(classes)} classes, first difference at "
-                        f"{next((i for i, (a, b) in enumerate(zip(shard_classes, classes)) if a != b), 'the end')}); "
+                        f"({len(shard_classes)} vs {len(classes)} classes; {differ or 'in another order'}); "
                         f"write them anew into a new folder (alternet shards {train.parent} NEW_DIR) and train with "
                         "data.train_shards=NEW_DIR"
                     )

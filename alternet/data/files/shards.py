@@ -36,6 +36,7 @@ from ...files import (
     file_digest,
     is_output_of,
     mark_output,
+    os_error_reason,
     read_json,
     write_json,
     writing,
@@ -116,7 +117,10 @@ def write_shards(
     inputs = [(os.fsdecode(files.paths[i]), int(files.labels[i])) for i in order]
     workers = num_workers or min(cpu_cores(), FILE_WORKERS)  # the affinity mask's CPUs; the main process idles
     existed = out.exists()
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise DataError(f"shards output {out} cannot be made: {os_error_reason(error)}; choose another OUT") from None
     with writing(out, "shards output"):  # a second alternet shards into OUT stops here
         mark_output(out, SHARDS_COMMAND)  # first: an interrupted writing is this command's to redo
         # before the shards: litdata's index.json, written last, makes them readable, and they need this file

@@ -219,11 +219,13 @@ def run_dir_follows_out_dir(main: Callable[[], Any]) -> Callable[[], Any]:
 def _records_kept_unless_done(run_dir: str | None) -> Iterator[None]:
     """An evaluation's folder keeps the earlier one's ``.hydra/`` records when this one does not end (refused,
     stopped, failed): Hydra rewrites them as a job starts, and they would name a command that wrote none of the
-    files there."""
-    records = Path(run_dir).expanduser() / ".hydra" if run_dir else None
+    files there. Put back as they were, their times too."""
+    from ..runs.directories import RunDir  # deferred: the commands' --help answers without the kernel
+
+    records = RunDir(Path(run_dir).expanduser()).hydra if run_dir else None
     try:
-        before = {path: path.read_bytes() for path in records.iterdir() if path.is_file()} if records else {}
-    except OSError:  # no earlier records
+        before = {path: (path.read_bytes(), path.stat()) for path in records.iterdir() if path.is_file()}
+    except (OSError, AttributeError):  # no earlier records
         before = {}
     try:
         yield
@@ -232,8 +234,10 @@ def _records_kept_unless_done(run_dir: str | None) -> Iterator[None]:
             with contextlib.suppress(OSError):
                 for path in set(records.iterdir()) - set(before):
                     path.unlink()
-                for path, content in before.items():
-                    path.write_bytes(content)
+                for path, (content, stat) in before.items():
+                    if not path.is_file() or path.read_bytes() != content:
+                        path.write_bytes(content)
+                        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
         raise
 
 

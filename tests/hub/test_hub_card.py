@@ -612,3 +612,22 @@ def test_an_export_missing_its_config_is_said_to_be(run, tmp_path):
     (export / "config.json").unlink()
     with pytest.raises(CheckpointError, match=r"holds model.safetensors but no config.json: an export missing its"):
         hub.load(export)
+
+
+def test_an_earlier_alternets_card_is_pushed_with_its_repository_named(run, fake_hub, tmp_path):
+    """A card generated before this version (other wording; top-5 of a model of 5 classes or fewer) was refused as
+    'another model's card', or uploaded with its <user>/<repo> placeholder."""
+    config = json.loads((export_of(run) / "config.json").read_text())
+    few = json.loads(json.dumps(config)) | {"num_classes": 3}
+    push_module._check_card_agrees(tmp_path, model_card(config), few, REPO)  # its top-5 no contradiction
+    export = tmp_path / "earlier"
+    shutil.copytree(export_of(run), export)
+    (export / "README.md").write_text(model_card(config).replace("## Usage", "## How to load"))
+    hub.push_to_hub(export, REPO)
+    pushed = (fake_hub.remote / REPO / "README.md").read_text()
+    assert "## How to load" in pushed and "<user>/<repo>" not in pushed and f"hf-hub:{REPO}" in pushed
+    lic = tmp_path / "licence-in-card"
+    shutil.copytree(export_of(run), lic)
+    (lic / "README.md").write_text(model_card(config).replace("license: mit", "license: cc-by-4.0"))
+    with pytest.raises(hub.PushError, match=r"or a licence set in the card alone; .* --license ID sets the licence"):
+        hub.push_to_hub(lic, REPO)

@@ -67,8 +67,8 @@ def _is_head(key: str, classifiers: tuple[str, ...]) -> bool:
     return any(key == name or key.startswith(name + ".") for name in classifiers)
 
 
-def _check_body_shapes(expected: dict[str, torch.Tensor], source: Source, classifiers: tuple[str, ...]) -> None:
-    weights = source.state_dict
+def _check_body_shapes(model: nn.Module, source: Source, classifiers: tuple[str, ...]) -> None:
+    expected, weights = model.state_dict(), source.state_dict
     wrong = [
         k for k in expected if k in weights and weights[k].shape != expected[k].shape and not _is_head(k, classifiers)
     ]
@@ -78,13 +78,16 @@ def _check_body_shapes(expected: dict[str, torch.Tensor], source: Source, classi
         ]
         raise CheckpointError(
             f"weights in {source.location} do not fit the model outside its classifier head ({len(wrong)} tensors): "
-            f"{_names(details)}. {_fitting_advice(source, wrong)}"
+            f"{_names(details)}. {_fitting_advice(source, wrong, model_name(model))}"
         )
 
 
-def _fitting_advice(source: Source, wrong: list[str]) -> str:
-    """What builds a model the source's weights fit: its input size where its relative position tables are what
-    differs, else its model arguments, as overrides of alternet train."""
+def _fitting_advice(source: Source, wrong: list[str], model: str) -> str:
+    """What builds a model the source's weights fit: another architecture's (``model``: the one built), named; its
+    input size where its relative position tables are what differs; else its model arguments, as overrides of
+    alternet train."""
+    if source.architecture and source.architecture != model:
+        return f"They are {source.architecture}'s: build that architecture (model={source.architecture})"
     size = (source.hyper_parameters.get("data") or {}).get("image_size")
     if size and all("rel_pos" in key for key in wrong):
         return (
@@ -172,7 +175,7 @@ def select_weights(model: nn.Module, source: Source) -> tuple[dict[str, torch.Te
         ) from None
     expected, weights = model.state_dict(), source.state_dict
     classifiers = _classifier_names(model, source)
-    _check_body_shapes(expected, source, classifiers)
+    _check_body_shapes(model, source, classifiers)
     _check_values(expected, source, classifiers)
     model_head = [k for k in expected if _is_head(k, classifiers)]
     source_head = [k for k in weights if _is_head(k, classifiers)]

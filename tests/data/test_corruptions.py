@@ -441,6 +441,11 @@ def test_missing_files_are_all_named(tmp_path: Path) -> None:
     assert str(tmp_path.resolve()) in message
     assert "zenodo.org/record/2535967" in message and "zenodo.org/record/3555552" in message
     assert "robustness.corruptions=[gaussian_noise,shot_noise," in message  # the ones it holds can be scored
+    assert "labels" not in message.split("robustness.corruptions=")[1].split("]")[0]
+    (tmp_path / "labels.npy").unlink()
+    with pytest.raises(DataError) as error:
+        load_cifar_c(tmp_path)
+    assert "robustness.corruptions=" not in str(error.value)  # without labels nothing can be scored
     (tmp_path / "manifest.json").write_text('{"severities": [1, 2, 3, 4, 5], "files": {}}')  # generated, stopped
     with pytest.raises(DataError, match=r"alternet generated it: the same alternet cifar-c --export command"):
         load_cifar_c(tmp_path)

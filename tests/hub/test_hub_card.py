@@ -631,3 +631,19 @@ def test_an_earlier_alternets_card_is_pushed_with_its_repository_named(run, fake
     (lic / "README.md").write_text(model_card(config).replace("license: mit", "license: cc-by-4.0"))
     with pytest.raises(hub.PushError, match=r"or a licence set in the card alone; .* --license ID sets the licence"):
         hub.push_to_hub(lic, REPO)
+
+
+def test_another_architectures_weights_are_named_as_its_not_given_its_overrides():
+    """A ViT's run as model.pretrained of a Swin: the refusal listed the ViT's arguments as overrides for the Swin,
+    which refused them (model.depth is not a key of model)."""
+    from alternet.hub.loading import apply_weights
+    from alternet.hub.sources import Source
+
+    vit = alternet.models.create_model("vit_mini_cifar", num_classes=10)
+    swin = alternet.models.create_model("swin_mini_cifar", num_classes=10)
+    source = Source("runs/vit", vit.state_dict(), "vit_mini_cifar", 10, {"depth": 4})
+    with pytest.raises(CheckpointError) as refused:
+        apply_weights(swin, source)
+    message = str(refused.value)
+    assert message.endswith("They are vit_mini_cifar's: build that architecture (model=vit_mini_cifar)")
+    assert "model.depth" not in message

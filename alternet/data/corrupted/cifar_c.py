@@ -174,8 +174,9 @@ def _require_files(root: Path, files: list[str]) -> None:
             f"{said}; its {MANIFEST} says alternet generated it: the same alternet cifar-c --export command (or an "
             "evaluation with this directory as robustness.cache_dir) completes it"
         )
-    held = [name.removesuffix(".npy") for name in files if name.endswith(".npy") and name not in missing]
-    scores_these = f" robustness.corruptions=[{','.join(held)}] scores the ones it holds;" if held else ""
+    held = [name.removesuffix(".npy") for name in files if name != LABELS and name not in missing]
+    scores = held and LABELS not in missing  # without the labels no corruption can be scored
+    scores_these = f" robustness.corruptions=[{','.join(held)}] scores the ones it holds;" if scores else ""
     raise DataError(f"{said}.{scores_these} {HOW_TO_GET}")
 
 

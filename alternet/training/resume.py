@@ -201,16 +201,17 @@ def check_resume_loader(checkpoint: str, header: dict[str, Any], shards: str | N
         was = "streaming data.train_shards" if streamed else "reading the image folders (data.train_shards unset)"
         now = f"data.train_shards={shards}" if shards else "no data.train_shards"
         raise ConfigValueError(
-            f"resuming from {checkpoint} with {now} where it was saved {was}: the loader's saved position is of the "
-            "other kind. Resume it as it trained, or start a new run from its weights (model.pretrained=CHECKPOINT)"
+            f"resuming from {checkpoint} with {now} where it was saved {was}: the loader restores its saved state "
+            "(its epoch, and inside an epoch its position), which is of the other kind. Resume it as it trained, or "
+            "read the images the other way in a new run from its weights (model.pretrained=CHECKPOINT)"
         )
     saved, now = state.get(SHARDS_DIGEST), shards_digest(shards) if shards else None
     if streamed and saved and now and saved != now:
         raise ConfigValueError(
             f"resuming from {checkpoint} with data.train_shards={shards}, which hold other shards than the run "
-            "stopped in (their index.json changed: written again?): LitData restores its position in the chunks it "
-            "saved, so images would repeat and others be skipped. Resume with the shards it trained on, or start a "
-            "new run from its weights (model.pretrained=CHECKPOINT)"
+            "stopped in (their index.json changed: written again?): LitData restores its saved state, a position in "
+            "the chunks it read (inside an epoch, images would repeat and others be skipped). Resume with the shards "
+            "it trained on, or train on the new ones in a new run from its weights (model.pretrained=CHECKPOINT)"
         )
 
 

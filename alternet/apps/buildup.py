@@ -420,8 +420,10 @@ class Search:
         in_option = [o for o in kept if _key(o).startswith("model.") and not o.startswith("~")]  # the option's keys
         option = self._option_file(chosen, in_option)
         lines = _summary(self.settings, rounds, rows, chosen, reason, statistics)
-        train = " ".join(kept)
-        beside = " ".join(o for o in kept if _key(o) != "hydra.searchpath" and o not in in_option)
+        from ..runs.records import shell_word  # deferred: as the kernel's other imports here
+
+        train = " ".join(shell_word(o) for o in kept)  # as typed, each one shell word (model.heads=[2, 2, 2])
+        beside = " ".join(shell_word(o) for o in kept if _key(o) != "hydra.searchpath" and o not in in_option)
         lines += [
             "",
             f"Chosen layout: `{chosen}`"
@@ -430,7 +432,7 @@ class Search:
             "",
             f"    alternet train model={self._model_option()} model.layout='{chosen}' {train}".rstrip(),
             "",
-            f"or as a model option: `alternet train {_searchpath(option, self.settings.overrides)} "
+            f"or as a model option: `alternet train {shell_word(_searchpath(option, self.settings.overrides))} "
             f"model=buildup {beside}`".rstrip(" ")
             + ".",
         ]

@@ -16,7 +16,7 @@ from ..errors import CheckpointError, ConfigValueError, is_integer, one_line
 from ..models import create_model
 from ..models.features import feature_model
 from ..models.zoo import adapt_checkpoint
-from ..runs.records import override
+from ..runs.records import override, shell_word
 from .sources import OTHER_WEIGHTS_KEYS, Source, open_source
 
 logger = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ def _fitting_advice(source: Source, wrong: list[str], model: str) -> str:
             "builds them; a larger one may keep them)"
         )
     args = {k: v for k, v in source.model_args.items() if k not in ("num_classes", "img_size", "drop_path_rate")}
-    shown = " ".join(_shell_word(_as_override(f"model.{k}", v)) for k, v in args.items())
+    shown = " ".join(shell_word(_as_override(f"model.{k}", v)) for k, v in args.items())
     built = f" It was built with {shown} (alternet train overrides; alternet.hub.load builds it so)" if shown else ""
     return f"Were they trained with another architecture or layout?{built}"
 
@@ -106,14 +106,6 @@ def _as_override(key: str, value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return f"{key}=[{','.join(str(item) for item in value)}]"
     return override(key, value)
-
-
-def _shell_word(text: str) -> str:
-    """``text`` as one shell word, in double quotes where the shell would read it otherwise (Hydra's own single
-    quotes kept inside)."""
-    if re.fullmatch(r"[\w.=/+,-]+", text):
-        return text
-    return '"' + re.sub(r'(["$`\\])', r"\\\1", text) + '"'
 
 
 def model_name(model: nn.Module) -> str:

@@ -143,6 +143,14 @@ def override(key: str, value: object) -> str:
     return f"{key}={text}" if plain else f"{key}='{hydra_quoted(text)}'"
 
 
+def shell_word(text: str) -> str:
+    """``text`` as one shell word, in double quotes where the shell would read it otherwise (Hydra's own single
+    quotes kept inside)."""
+    if re.fullmatch(r"[\w.=/+,-]+", text):
+        return text
+    return '"' + re.sub(r'(["$`\\])', r"\\\1", text) + '"'
+
+
 def resume_command(run: RunDir, checkpoint: str | Path = "last", **changes: Any) -> str:
     """The shell command that resumes this run in its own directory: the command that started it
     (:func:`command_words`), the job's own overrides (Hydra's record of them, else the command line), its run

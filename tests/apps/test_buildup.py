@@ -138,7 +138,7 @@ def test_a_search_on_digits_resumes_without_retraining_and_its_layout_trains(tmp
     # the command that trains the chosen layout keeps the search's own model settings (rule 3's heads)
     assert (
         "alternet train model=alternet_tiny model.layout='" in summary
-        and "data=digits debug=fast model.heads=[1,2,4]" in summary
+        and 'data=digits debug=fast "model.heads=[1,2,4]"' in summary
     )
 
     option = yaml.safe_load((search / "conf" / "model" / "buildup.yaml").read_text())

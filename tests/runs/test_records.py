@@ -48,3 +48,16 @@ def test_an_override_reads_back_as_its_value_and_a_number_is_left_unquoted(value
     assert OverridesParser.create().parse_override(argument).value() == value
     if isinstance(value, float):
         assert records.override("key", value) == f"key={value}"
+
+
+@pytest.mark.parametrize(
+    "override", ["model.heads=[2, 2, 2]", "model.layout='C|CM|CM'", 'a="x$y"', "data.root=/a b/ü", "seed=3"]
+)
+def test_an_override_printed_for_the_shell_is_read_back_as_typed(override):
+    """buildup's 'Train it with' command split model.heads=[2, 2, 2] into three words."""
+    import subprocess
+
+    from alternet.runs.records import shell_word
+
+    read = subprocess.run(["bash", "-c", f"printf '%s\\0' {shell_word(override)}"], capture_output=True, check=True)
+    assert read.stdout.decode().split("\0")[:-1] == [override]

@@ -94,8 +94,9 @@ def record_resume(run: RunDir, checkpoint: str, step: int, changes: dict[str, li
 def command_words() -> list[str]:
     """How this process was started, up to its overrides: ``python SCRIPT`` (``train.py``, the ``alternet`` console
     script) or ``python -m alternet``, then, for the ``alternet`` command, the command word: inside a Hydra job it
-    is the job's config name (``train``, ``evaluate``), as the dispatcher hands Hydra the overrides alone
-    (:mod:`alternet.apps.cli`)."""
+    is the job's name (``train``, ``evaluate``: train.yaml and evaluate.yaml set it, and a user's primary config
+    built on them keeps it; a DDP rank's is ``train_ddp_process_N``), as the dispatcher hands Hydra the overrides
+    alone (:mod:`alternet.apps.cli`)."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     package = __name__.split(".")[0]
     if spec is not None and spec.name.split(".")[0] == package:
@@ -106,10 +107,30 @@ def command_words() -> list[str]:
         head = [sys.argv[0]]
     dispatched = head[-1] == package or Path(head[-1]).stem == package
     try:
-        word = [HydraConfig.get().job.config_name] if dispatched else []
+        job = HydraConfig.get().job
+        word = [next((w for w in COMMANDS if job.name == w or job.name.startswith(f"{w}_")), job.config_name)]
+        word = word if dispatched else []
     except ValueError:  # not inside a Hydra job (called from Python)
         word = []
     return [sys.executable, *head, *word]
+
+
+COMMANDS = ("train", "evaluate")  # the Hydra commands, as their configs name their jobs
+
+
+def composed_from() -> list[str]:
+    """The options that chose a Hydra job's config besides its overrides: the user's primary config
+    (``--config-name``), its folder (``--config-dir``) and the folders on ``hydra.searchpath``; none outside a job."""
+    try:
+        hydra = HydraConfig.get()
+    except ValueError:
+        return []
+    words = [
+        f"--config-dir={source.path}" for source in hydra.runtime.config_sources if source.provider == "command-line"
+    ]
+    if hydra.job.config_name not in COMMANDS:
+        words.append(f"--config-name={hydra.job.config_name}")
+    return words + [o for o in hydra.overrides.hydra if o.lstrip("+").startswith("hydra.searchpath=")]
 
 
 def command_line() -> list[str]:
@@ -164,7 +185,7 @@ def resume_command(run: RunDir, checkpoint: str | Path = "last", **changes: Any)
     kept = [a for a in overrides if not a.lstrip("+").startswith(dropped)]
     extra = [override("hydra.run.dir", run.path), override("ckpt_path", checkpoint)]
     extra += [override(key, value) for key, value in changes.items()]
-    return shlex.join([*command, *kept, *extra])
+    return shlex.join([*command, *composed_from(), *kept, *extra])
 
 
 # the user's modules (imports=) -------------------------------------------------------------------------

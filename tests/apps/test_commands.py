@@ -301,3 +301,35 @@ def test_the_line_that_ends_a_run_goes_to_its_log_file_and_a_log_file_gone_loses
             root.removeHandler(handler)
             handler.close()
     assert kept.read_text() == "stopped by SIGTERM at global step 2\n" and not gone.parent.exists()
+
+
+def test_a_run_of_the_users_own_configs_resumes_with_the_command_it_prints(tmp_path, monkeypatch, capsys):
+    """With --config-dir/--config-name and hydra.searchpath, the printed resume command named the config as the
+    command word ('alternet mytrain': unknown command) and dropped what chose the config (its options unknown)."""
+    import re
+    import shlex
+
+    from helpers.processes import run_command
+
+    primary, options = tmp_path / "primary", tmp_path / "options"
+    primary.mkdir()
+    (options / "model").mkdir(parents=True)
+    (primary / "mytrain.yaml").write_text("defaults:\n  - train\n  - _self_\n")
+    (options / "model" / "my_tiny.yaml").write_text("defaults:\n  - alternet_tiny\n  - _self_\nwidths: [8, 16, 32]\n")
+    stop = "callbacks.extra=[{_target_:helpers.callbacks.SignalBeforeStep,step:2}]"
+    run = tmp_path / "run"
+    arguments = [f"--config-dir={primary}", "--config-name=mytrain", f"hydra.searchpath=[file://{options}]"]
+    arguments += ["model=my_tiny", "debug=fast", stop, f"hydra.run.dir={run}"]
+    code, stderr = run_command(["train", *arguments], monkeypatch, capsys)
+    printed = re.search(r"Resume with: (.+)$", code + "\n" + stderr, re.MULTILINE)
+    assert printed, code
+    words = shlex.split(printed.group(1))
+    word = words.index("train")  # the command word, after the program (here: alternet, run in this process)
+    assert words[word - 1].endswith("alternet") and "mytrain" not in words[:word], words
+    assert f"--config-dir={primary}" in words and "--config-name=mytrain" in words
+    assert f"hydra.searchpath=[file://{options}]" in words and "model=my_tiny" in words
+    again = [w for w in words[word:] if not w.startswith("callbacks.extra=")]
+    code, _ = run_command(again, monkeypatch, capsys)
+    assert code == "0"
+    environment = (run / "environment.json").read_text()
+    assert "alternet mytrain" not in environment and '"train"' in environment

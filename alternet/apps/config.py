@@ -21,7 +21,8 @@ from typing import Any
 import hydra
 from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from ..architectures.config import model_section
 from ..data.config import data_section
@@ -46,7 +47,11 @@ class LoggerConfig(Section):
 class PathsConfig(Section):
     data_dir: str
     log_dir: str
-    output_dir: str
+    output_dir: str | None  # the job's directory: Hydra's runtime.output_dir, none where no job runs (--cfg job)
+
+    def check(self) -> None:
+        if self.output_dir is None:
+            raise ConfigValueError("paths.output_dir=null is invalid: it is the run directory (hydra.run.dir sets it)")
 
 
 @dataclass(kw_only=True)
@@ -87,12 +92,17 @@ class EvaluateConfig(EvaluationConfig):
     data_root: str | None
     use_ema: bool
     test_flip: bool | None  # each prediction averaged with its mirror image's; null: as the run did (recipe.test_flip)
-    out_dir: str
+    out_dir: str | None  # the evaluation's directory (paths.output_dir: none where no job runs, --cfg job)
     logger: LoggerConfig
     paths: PathsConfig
     data: Any = None  # the data group when one is chosen (default: the checkpoint's data)
     analysis: Any = None  # the analyses chosen (analysis=[...]), their budgets checked by alternet.analysis.config
     recipe: Any = None  # recipe=NAME: the training recipe of a model that records none (the objective analyses)
+
+    def check(self) -> None:
+        super().check()
+        if self.out_dir is None:
+            raise ConfigValueError("out_dir=null is invalid: it is the evaluation's directory (out_dir=DIR sets it)")
 
 
 # the two schemas in Hydra's ConfigStore (train.yaml and evaluate.yaml name them first in their defaults)
@@ -109,6 +119,21 @@ def compose(name: str, overrides: Sequence[str] = ()) -> DictConfig:
         return hydra.compose(name, overrides=list(overrides))
     with hydra.initialize_config_module("alternet.conf", version_base="1.3"):
         return hydra.compose(name, overrides=list(overrides))
+
+
+def resolved(cfg: DictConfig) -> dict[str, Any]:
+    """A composed config's values, every interpolation resolved: one that cannot be (an unset environment variable
+    in ``${oc.env:VAR}``, a key that is not there) is one line naming the key, not OmegaConf's traceback."""
+    try:
+        return OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException as error:
+        key = getattr(error, "full_key", None)
+        value = OmegaConf.to_container(cfg, resolve=False)
+        for part in str(key or "").split("."):
+            value = value.get(part) if isinstance(value, Mapping) else None
+        reason = str(error).splitlines()[0].split(": ", 1)[-1].strip('"') if str(error) else type(error).__name__
+        shown = f"{key}={value}" if key and isinstance(value, str) else (key or "the config")
+        raise ConfigValueError(f"{shown} cannot be resolved: {reason}") from None
 
 
 def train_config(values: Mapping[str, Any]) -> TrainConfig:

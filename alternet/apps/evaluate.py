@@ -44,7 +44,7 @@ from ..runs.records import import_modules, import_recorded
 from ..runs.results import EvaluationReport
 from ..training.config import RecipeConfig
 from ..typed import build
-from .config import EvaluateConfig, compose, evaluate_config, missing_keys
+from .config import EvaluateConfig, compose, evaluate_config, missing_keys, resolved
 from .console import evaluation_report
 
 
@@ -373,7 +373,7 @@ def run_evaluate(cfg: DictConfig) -> list[EvaluationReport]:
             "ckpt is required: alternet evaluate ckpt=SOURCE (a run directory, a .ckpt, an export directory, "
             "hdvw:FILE, timm:NAME, hf-hub:REPO, local-dir:DIR) or a list [A,B]"
         )
-    settings = OmegaConf.to_container(cfg, resolve=True)
+    settings = resolved(cfg)
     import_modules(settings.get("imports"))  # first: the models and data modules they register
     config = evaluate_config(settings)  # every setting before any work starts: the evaluation's, W&B's
     config.logger.wandb = tracking.usable(config.logger.wandb)

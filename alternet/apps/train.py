@@ -3,6 +3,7 @@ what follows training (evaluation, export, W&B artifacts)."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shlex
@@ -20,6 +21,7 @@ from lightning.pytorch.callbacks import Callback, LambdaCallback
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from .. import tracking
 from ..data import ImageDataModule, build_datamodule
@@ -63,26 +65,37 @@ from ..training.resume import (
 from ..training.stopping import lightning_ctrl_c_raised
 from .after_training import evaluate_after_training, export_after_training
 from .checks import check_extra_monitors, validate_train_config
-from .config import TrainConfig
+from .config import TrainConfig, resolved
 from .console import end_summary, start_banner
 from .extensions import build_extra
 
 
 def train(cfg: DictConfig) -> RunSummary:
     """Train, test and record one run; returns its summary, what ``metrics.json`` holds."""
-    config = OmegaConf.to_container(cfg, resolve=True)
-    run = RunDir(config["paths"]["output_dir"])
+    run = _run_directory(cfg)
     # first of all, the run directory's lock (held already when the pre-flight callback took it before Hydra wrote
     # its records); other ranks join rank 0's run. A refusal here touches nothing.
     lock = RunDirLock(run).acquire() if rank_zero_only.rank == 0 else None
     try:
-        return _owned_train(config, run, lock)
+        return _owned_train(resolved(cfg), run, lock)
     except AlternetError:
         discard_unused_run_dir(run)  # a run that failed before any work leaves no directory it created behind
         raise
     finally:
         if lock is not None:
             lock.release()
+
+
+def _run_directory(cfg: DictConfig) -> RunDir:
+    """The run's directory (``paths.output_dir``: Hydra's job directory); a config without it (a user's primary
+    config not built on train.yaml) is one line."""
+    with contextlib.suppress(OmegaConfBaseException, AttributeError):  # a paths section left at ??? (AttributeError)
+        if directory := OmegaConf.select(cfg, "paths.output_dir"):
+            return RunDir(directory)
+    raise ConfigValueError(
+        "paths.output_dir is not set: a primary config of your own builds on alternet's (its defaults list "
+        "starts with train), whose paths group sets it"
+    )
 
 
 def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -> RunSummary:

@@ -559,3 +559,22 @@ def test_the_quoting_advice_works_when_pasted_into_a_posix_shell(value):
     (argument,) = words.stdout.splitlines()
     (parsed,) = OverridesParser.create().parse_overrides([argument])
     assert parsed.key_or_group == "data.root" and parsed.value() == value
+
+
+@pytest.mark.parametrize(
+    ("script", "arguments", "message"),
+    [
+        ("train.py", ["debug=fast", "recipe.epochs=${oc.env:ALTERNET_NOT_SET}"], "recipe.epochs=${oc.env:ALTERNET_NOT"),
+        ("train.py", ["debug=fast", "trainer.max_epochs=${recipe.nope}"], "Interpolation key 'recipe.nope' not found"),
+        ("evaluate.py", ["ckpt=x", "max_images=${oc.env:ALTERNET_NOT_SET}"], "Environment variable 'ALTERNET_NOT_SET'"),
+    ],
+)
+def test_an_interpolation_that_cannot_be_resolved_is_one_line_and_leaves_no_directory(
+    script, arguments, message, tmp_path, monkeypatch, capsys
+):
+    """An unset environment variable or a missing key in ${...} was OmegaConf's 129-line traceback, and the run left
+    its directory of Hydra records behind."""
+    monkeypatch.delenv("ALTERNET_NOT_SET", raising=False)
+    code, stderr = run_main(script, [*arguments, f"hydra.run.dir={tmp_path / 'run'}"], monkeypatch, capsys)
+    assert code.startswith("error: ") and "cannot be resolved" in code and message in code and "\n" not in code
+    assert "Traceback" not in stderr and not (tmp_path / "run").exists()

@@ -333,3 +333,28 @@ def test_a_run_of_the_users_own_configs_resumes_with_the_command_it_prints(tmp_p
     assert code == "0"
     environment = (run / "environment.json").read_text()
     assert "alternet mytrain" not in environment and '"train"' in environment
+
+
+@pytest.mark.parametrize("command", ["train", "evaluate"])
+def test_the_composed_config_prints_resolved(command, monkeypatch, capsys):
+    """--cfg job --resolve ended in a 60-line traceback: paths.output_dir is Hydra's job directory, which a config
+    printed without running a job has not."""
+    from helpers.processes import main_output
+
+    code, stdout, stderr = main_output(f"{command}.py", ["--cfg", "job", "--resolve"], monkeypatch, capsys)
+    assert code == "0" and "Traceback" not in stderr and "output_dir: null" in stdout
+
+
+def test_a_primary_config_not_built_on_alternets_is_one_line(tmp_path, monkeypatch, capsys):
+    """Without train.yaml's paths group the run crashed on a TypeError."""
+    from helpers.processes import assert_one_line_error, run_command
+
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "bare.yaml").write_text("defaults:\n  - train_schema\n  - data: digits\n  - _self_\n")
+    run = tmp_path / "run"
+    code, stderr = run_command(
+        ["train", f"--config-dir={tmp_path / 'conf'}", "--config-name=bare", f"hydra.run.dir={run}"],
+        monkeypatch,
+        capsys,
+    )
+    assert_one_line_error(code, stderr, "paths.output_dir is not set: a primary config of your own builds on")

@@ -15,7 +15,7 @@ import torch
 
 from alternet.report import build_report
 
-from helpers import run_main, run_script
+from helpers import assert_one_line_error, run_main, run_script
 
 TRAIN = [
     # (arguments, what the error must say)
@@ -578,3 +578,13 @@ def test_an_interpolation_that_cannot_be_resolved_is_one_line_and_leaves_no_dire
     code, stderr = run_main(script, [*arguments, f"hydra.run.dir={tmp_path / 'run'}"], monkeypatch, capsys)
     assert code.startswith("error: ") and "cannot be resolved" in code and message in code and "\n" not in code
     assert "Traceback" not in stderr and not (tmp_path / "run").exists()
+
+
+def test_an_option_of_the_users_that_is_not_valid_yaml_is_one_line(tmp_path, monkeypatch, capsys):
+    """Its indentation wrong: yaml.scanner's traceback, the only composition error that was not one line."""
+    (tmp_path / "conf" / "recipe").mkdir(parents=True)
+    (tmp_path / "conf" / "recipe" / "mine.yaml").write_text("defaults:\n  - paper\n  - _self_\nmixup:\n  a: 1\n b: 2\n")
+    arguments = ["debug=fast", f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "recipe=mine"]
+    code, stderr = run_main("train.py", [*arguments, f"hydra.run.dir={tmp_path / 'run'}"], monkeypatch, capsys)
+    assert_one_line_error(code, stderr, "mine.yaml, line 6, column 2 is not valid YAML (", "fix that line of the file")
+    assert not (tmp_path / "run").exists()

@@ -20,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import yaml
 from hydra.errors import CompactHydraException, HydraException, MissingConfigException, OverrideParseException
 from omegaconf.errors import ConfigKeyError, ValidationError
 
@@ -45,6 +46,11 @@ def one_line_composition_errors(command: str) -> Iterator[None]:
         yield
     except CompactHydraException as error:
         exit_with_error(composition_error(error, command))
+    except yaml.YAMLError as error:  # a config file of the user's that is not valid YAML (its indentation, say)
+        mark = getattr(error, "problem_mark", None)
+        where = f"{mark.name}, line {mark.line + 1}, column {mark.column + 1}" if mark else "a config file"
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        exit_with_error(f"{where} is not valid YAML ({problem}): fix that line of the file")
     except HydraException as error:  # the basic sweeper given interval(): Hydra's traceback
         if "does not support sweep type" not in str(error):
             raise

@@ -14,10 +14,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
@@ -67,16 +69,27 @@ COMMAND_GROUPS = {  # the config groups each command takes on its command line (
 }
 
 
-def config_groups(command: str) -> str:
+def config_groups(command: str, searchpath: Sequence[str] = ()) -> str:
     """``group: option, option ...`` per line for the groups ``command`` takes (Hydra's ``$APP_CONFIG_GROUPS`` lists
-    every group under ``conf/``, those the command refuses too); options starting with ``_`` are shared bases."""
-    conf = resources.files("alternet.conf")
+    every group under ``conf/``, those the command refuses too), the options of the folders and packages on
+    ``hydra.searchpath`` among them; options starting with ``_`` are shared bases."""
+    roots = [resources.files("alternet.conf")]
+    for entry in searchpath or ():
+        scheme, _, where = str(entry).partition("://")
+        with contextlib.suppress(ModuleNotFoundError, TypeError, ValueError):  # one that does not exist lists nothing
+            roots.append(Path(where) if scheme == "file" else resources.files(where))
     lines = []
     for group in COMMAND_GROUPS[command]:
         options = sorted(
-            f.name.removesuffix(".yaml") for f in conf.joinpath(group).iterdir() if f.name.endswith(".yaml")
+            {
+                f.name.removesuffix(".yaml")
+                for root in roots
+                if root.joinpath(group).is_dir()
+                for f in root.joinpath(group).iterdir()
+                if f.name.endswith(".yaml") and not f.name.startswith("_")
+            }
         )
-        lines.append(f"{group}: {', '.join(o for o in options if not o.startswith('_'))}")
+        lines.append(f"{group}: {', '.join(options)}")
     return "\n".join(lines)
 
 

@@ -125,8 +125,8 @@ def test_the_packaged_config_composes_outside_the_checkout(tmp_path, monkeypatch
     assert cfg.paths.data_dir == os.environ.get("ALTERNET_DATA_DIR", "data")
 
 
-def run_help(main, argv0: str, monkeypatch, capsys) -> str:
-    monkeypatch.setattr(sys, "argv", [argv0, "--help"])
+def run_help(main, argv0: str, monkeypatch, capsys, *overrides: str) -> str:
+    monkeypatch.setattr(sys, "argv", [argv0, *overrides, "--help"])
     with pytest.raises(SystemExit) as exited:
         main()
     assert exited.value.code in (0, None)
@@ -153,6 +153,12 @@ def test_help_lists_the_config_groups_their_options_and_examples(monkeypatch, ca
     assert re.search(r"^analysis: .*fourier", text, re.MULTILINE) and "alternet evaluate ckpt=" in text
     groups = set(re.findall(r"^([\w/]+): ", text, re.MULTILINE))
     assert {"data", "analysis", "recipe"} <= groups and not groups & {"model", "trainer", "experiment", "debug"}
+
+    (tmp_path / "conf" / "model").mkdir(parents=True)  # the user's own options: listed beside alternet's
+    (tmp_path / "conf" / "model" / "my_tiny.yaml").write_text("defaults:\n  - alternet_tiny\n  - _self_\n")
+    searchpath = f"hydra.searchpath=[file://{tmp_path / 'conf'}]"
+    text = run_help(cli.train_main, "train.py", monkeypatch, capsys, searchpath)
+    assert "my_tiny" in dict(re.findall(r"^([\w/]+): (.+)$", text, re.MULTILINE))["model"].split(", ")
 
 
 @pytest.fixture(scope="session")

@@ -124,7 +124,8 @@ def build(cls: type[S], values: Mapping[str, Any], prefix: str = "") -> S:
                 section = section(value)
             value = build(section, value, f"{key}.")
         elif section is None and value is not None and not conforms(value, hints[field.name]):
-            raise ConfigValueError(f"{key}={shown(value)} is invalid: must be {described(hints[field.name])}")
+            typed = repr(value) if isinstance(value, float) else shown(value)  # 1.0 for an integer key, not "1"
+            raise ConfigValueError(f"{key}={typed} is invalid: must be {described(hints[field.name])}")
         kwargs[field.name] = value
     try:
         return cls(**kwargs)

@@ -77,6 +77,7 @@ TRAIN = [
         "trainer.max_epoch is not an argument of lightning.Trainer (did you mean 'max_epochs'?)",
     ),
     (["seed=abc"], "error: seed=abc is invalid: must be an integer"),
+    (["trainer.max_epochs=1.0"], "error: trainer.max_epochs=1.0 is invalid: must be an integer"),  # it read =1
     (["data.image_size=100000"], "error: data.image_size=100000 with recipe.batch_size=64 needs 7,152.6 GiB for one"),
     (["evaluate.calibration.n_bins=10000000000"], "evaluate.calibration.n_bins=10000000000 is invalid: must be an"),
     (["data=imagefolder"], "data.root must be set"),

@@ -191,9 +191,7 @@ def check_resume_loader(checkpoint: str, header: dict[str, Any], shards: str | N
     """A resume reads its training images as the run that saved it did: from the image folders or from streamed
     shards (their loaders save positions of two kinds), and streamed, from the same shards (LitData restores a
     position in the chunks it saved; shards written again hold other chunks, even from the same folder)."""
-    loops = (header.get("loops") or {}).get("fit_loop", {}).get("state_dict", {})
-    states = loops.get("combined_loader") or [{}]
-    state = states[0] if isinstance(states[0], dict) else {}
+    state = _loader_state(header)
     if not state:
         return
     streamed = "current_epoch" in state  # LitData's position; the folders' loader saves its epoch and batches
@@ -218,10 +216,15 @@ def check_resume_loader(checkpoint: str, header: dict[str, Any], shards: str | N
 def _mid_epoch(header: dict[str, Any]) -> bool:
     """Whether a checkpoint was saved inside an epoch: its training loader's position (``data.base``) short of the
     epoch's end (a checkpoint from before the position recorded the epoch's length counts as mid-epoch)."""
+    state = _loader_state(header)
+    return 0 < int(state.get("batches", 0)) < int(state.get("of", 2**62))
+
+
+def _loader_state(header: dict[str, Any]) -> dict[str, Any]:
+    """The training loader's saved state in a checkpoint (Lightning's fit loop keeps it); empty where there is none."""
     loops = (header.get("loops") or {}).get("fit_loop", {}).get("state_dict", {})
     states = loops.get("combined_loader") or [{}]
-    state = states[0] if isinstance(states[0], dict) else {}
-    return 0 < int(state.get("batches", 0)) < int(state.get("of", 2**62))
+    return states[0] if isinstance(states[0], dict) else {}
 
 
 def _spelled(batch: list[int]) -> str:

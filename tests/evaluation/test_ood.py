@@ -83,31 +83,22 @@ def test_an_unreadable_ood_image_is_named_with_advice_evaluate_takes(digits_run,
 
 
 def test_ood_images_of_an_image_folder_go_through_the_test_splits_own_pipeline(tmp_path):
-    """The test split as its own OOD set scores AUROC 0.5 exactly: the OOD images went through another resize
-    (OpenCV's, no antialiasing, round() for floor(), the data's interpolation and crop mode ignored) and read
-    0.52 (MSP) and 0.45 (energy) there."""
-    import timm
+    """The test split as its own OOD set must give the same inputs, hence AUROC 0.5 exactly: the OOD images went
+    through another resize (OpenCV's, no antialiasing, round() for floor(), the data's interpolation and crop mode
+    ignored) and read AUROC 0.52 (MSP) and 0.45 (energy)."""
     import torch
-    from timm.models import save_for_hf
 
-    from helpers.imagefolders import COLOURS
+    from alternet.data import ImageFolderDataModule
+    from alternet.evaluation.config import OodConfig
+    from alternet.evaluation.ood import open_ood_set
 
-    torch.manual_seed(0)
-    model = timm.create_model("test_resnet", num_classes=3, pretrained_cfg_overlay={"input_size": (3, 16, 16)})
-    save_for_hf(model, tmp_path / "model", model_config={"label_names": sorted(COLOURS)})
-    folder = make_image_folder(tmp_path / "images", splits={"train": 2, "test": 6}, odd_formats=False, size=37)
-    report = evaluate(
-        f"ckpt=local-dir:{tmp_path / 'model'}",
-        "data=imagefolder",
-        f"data.root={folder}",
-        "data.num_workers=0",
-        "data.crop_pct=0.9",
-        "data.interpolation=bicubic",
-        "robustness.enabled=false",
-        f"ood.root={folder / 'test'}",
-        out=tmp_path / "eval",
+    folder = make_image_folder(tmp_path / "images", splits={"train": 2, "test": 2}, odd_formats=False, size=37)
+    datamodule = ImageFolderDataModule(
+        root=str(folder), image_size=16, batch_size=2, crop_pct=0.9, interpolation="bicubic"
     )
-    saved = np.load(tmp_path / "eval" / "predictions.npz")
-    for name in ("msp", "energy"):
-        assert sorted(saved[f"ood/{name}"]) == sorted(ood_scores(saved["logits"])[name])
-        assert report.ood.scores[name].auroc == 0.5
+    datamodule.setup()
+    ood = open_ood_set(OodConfig(root=str(folder / "test"), max_images=None), datamodule)
+    test = datamodule.splits["test"]
+    assert len(ood.dataset) == len(test) == 6
+    for index in range(len(test)):  # the same files in the same (sorted) order
+        torch.testing.assert_close(ood.dataset[index][0], test[index][0], rtol=0, atol=0)

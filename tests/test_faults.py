@@ -261,6 +261,7 @@ def test_a_stop_signal_saves_mid_epoch_and_the_run_resumes_exactly(
 # a second signal: stop at once, the previous checkpoint intact ---------------------------------------------------
 
 
+@pytest.mark.slow  # a subprocess run stopped twice, ~7 s: the default suite's time (the first signal's tests stay)
 def test_a_second_signal_stops_at_once_and_leaves_the_previous_checkpoint_intact(tmp_path, big_folder, reference):
     """SIGTERM then SIGINT to the group (the scheduler's stop, then an impatient Ctrl-C): the run stops before the
     step ends, saves nothing, and the mid-epoch checkpoint written before resumes exactly."""

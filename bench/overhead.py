@@ -46,6 +46,7 @@ from omegaconf import OmegaConf
 from torch.utils.data import DataLoader
 
 from alternet.apps.config import TrainConfig, compose, train_config
+from alternet.dataset_facts import DataFacts
 from alternet.runs.directories import RunDir
 from alternet.training.builders import build_module, build_trainer
 
@@ -134,8 +135,8 @@ def alternet_config(args: argparse.Namespace, log_every: int, arm: str) -> Train
     return train_config(OmegaConf.to_container(config, resolve=True))
 
 
-def data_facts(args: argparse.Namespace) -> dict:
-    return {"name": "synthetic", "num_classes": CLASSES, "image_size": args.size, "mean": [0.5] * 3, "std": [0.25] * 3}
+def data_facts(args: argparse.Namespace) -> DataFacts:
+    return DataFacts("synthetic", CLASSES, args.size, (0.5,) * 3, (0.25,) * 3)
 
 
 def intervals(marks: list[float], skip: int) -> list[float]:

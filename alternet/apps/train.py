@@ -146,6 +146,7 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
     extra = build_extra(typed.logger.extra, "logger.extra", Logger)  # a refusal here comes before W&B starts a run
     loggers = build_loggers(typed.logger.wandb, run, record, resume_step=step) + extra
     trainer = _trainer(typed, run, datamodule, loggers)
+    datamodule.trainer = trainer  # its ranks, before fit attaches it: a resume's checks count this rank's batches
     datamodule.check_world(trainer.world_size)  # the devices are known now
     if resume:
         batch = [typed.recipe.batch_size, trainer.world_size, trainer.accumulate_grad_batches]

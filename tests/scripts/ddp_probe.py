@@ -1,12 +1,14 @@
-"""Train briefly with 2-process CPU DDP, twice in the same two processes (one DDP start-up for both): first from
+"""Train briefly with 2-process CPU DDP, three times in the same two processes (one DDP start-up for all): first from
 arrays (digits), recording per rank which training samples it loaded and the host syncs counted between the starts
 of consecutive training batches (``bench.syncs``; nothing logs and the ranks never agree on a signal
 within the epoch, so every window but the epoch's end should be empty); then from LitData shards of an image folder,
-recording which images each rank streamed and the batches per epoch its schedule was built for.
+recording which images each rank streamed and the batches per epoch its schedule was built for; then that run
+resumed for a second epoch in a new process group (as a relaunch resumes it), recording the same.
 
 ``ddp_probe.py OUT FOLDER SHARDS``. Lightning re-executes this script for rank 1 at the first fit, so both ranks run
-it; the second fit finds the processes launched (``LOCAL_RANK`` set) and reuses them. Each rank writes
-``arrays/rank<N>.json`` and ``shards/rank<N>.json`` into OUT. Used by ``tests/training/test_distributed.py``.
+it; the later fits find the processes launched (``LOCAL_RANK`` set) and reuse them. Each rank writes
+``arrays/rank<N>.json``, ``shards/rank<N>.json`` and ``shards/resumed<N>.json`` into OUT (for
+``tests/training/test_distributed.py``).
 """
 
 import json
@@ -18,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: helpers
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the root: bench
 
 
+import torch.distributed
 from litdata import StreamingDataset
 
 from alternet.apps.train import train
@@ -67,20 +70,26 @@ def recording_train_batches(self: ImageFolderDataModule) -> int:
 
 
 ImageFolderDataModule.train_batches = recording_train_batches
-summary = train(
-    compose_train(
-        *DDP_CPU,
-        "recipe.epochs=1",
-        "recipe.warmup_epochs=0",
-        "recipe.batch_size=4",
-        "data=imagefolder",
-        f"data.root={folder}",
-        f"data.train_shards={shards}",
-        "data.image_size=16",
-        "data.num_workers=0",
-        output_dir=out / "shards",
-    )
-)
+shards_run = [
+    *DDP_CPU,
+    "recipe.epochs=2",
+    "recipe.warmup_epochs=0",
+    "recipe.batch_size=4",
+    "data=imagefolder",
+    f"data.root={folder}",
+    f"data.train_shards={shards}",
+    "data.image_size=16",
+    "data.num_workers=0",
+]
+summary = train(compose_train(*shards_run, output_dir=out / "shards"))
 (out / "shards" / f"rank{rank}.json").write_text(
     json.dumps({"streamed": streamed, "scheduled": scheduled, "test": summary.test})
 )
+
+# the same run resumed for its second epoch (the processes' third fit), as a relaunch resumes it: before the process
+# group starts (the checks of a resume count the batches of this rank first)
+torch.distributed.destroy_process_group()
+os.environ["MASTER_PORT"] = str(int(os.environ["MASTER_PORT"]) + 1)  # a new group: not the old one's closing sockets
+streamed.clear(), scheduled.clear()
+train(compose_train(*shards_run, "trainer.max_epochs=2", "ckpt_path=last", output_dir=out / "shards"))
+(out / "shards" / f"resumed{rank}.json").write_text(json.dumps({"streamed": streamed, "scheduled": scheduled}))

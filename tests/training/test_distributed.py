@@ -40,6 +40,15 @@ def test_two_process_ddp_shards_data_and_agrees_on_metrics(image_folder, image_s
     # not the whole epoch's batches divided again by the world size
     assert [r["scheduled"] for r in ranks] == [[len(shares[0]) // 4]] * 2
 
+    # resumed for a second epoch: each rank counts and streams its own share again (the data set is built before the
+    # process group to count the batches: it read every chunk on every rank, and the resume was refused as a change
+    # of steps per epoch)
+    resumed = [json.loads((tmp_path / "shards" / f"resumed{r}.json").read_text()) for r in range(2)]
+    again = [r["streamed"] for r in resumed]
+    assert len(again[0]) == len(again[1]) == len(shares[0])
+    assert not set(again[0]) & set(again[1]), "resumed ranks streamed overlapping images"
+    assert all(r["scheduled"] and set(r["scheduled"]) == {len(shares[0]) // 4} for r in resumed), resumed
+
 
 # One optimizer step of a LayerNorm ViT (no BatchNorm, whose statistics are per device) on digits, no validation.
 ONE_STEP = [

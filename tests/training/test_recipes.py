@@ -189,6 +189,7 @@ def test_compiled_training_compiles_one_graph_whatever_the_batch_shapes(tmp_path
     padded), no graph break, no recompilation. Inductor's code, for real."""
     from torch._dynamo.utils import counters
 
+    torch._dynamo.reset()  # graphs an earlier test of this worker compiled (other shapes) would count as recompiles
     monkeypatch.setattr(torch._dynamo.config, "error_on_recompile", True)
     counters.clear()
     overrides = ["performance.compile=true", "trainer.limit_train_batches=null", "trainer.limit_val_batches=null"]

@@ -275,6 +275,9 @@ class ImageFolderDataModule(ImageDataModule):
         return max(1, most if self.auto_workers else workers)
 
     def _shards_loader(self) -> DataLoader:
+        trainer = self.trainer
+        ranks = (trainer.world_size, trainer.global_rank, trainer.num_nodes) if trainer is not None else (1, 0, 1)
+        self.splits["train"].share(*ranks)
         loader = StreamingLoader(
             self.splits["train"],
             batch_size=self.batch_size,

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from litdata import StreamingDataLoader, StreamingDataset
 from litdata.processing.data_processor import DataProcessor
+from litdata.utilities.env import _DistributedEnv
 
 from ...errors import DataError
 from ...files import (
@@ -309,6 +310,13 @@ class StreamingImages(StreamingDataset):
         if self.ledger is not None:
             self.ledger.done()
         return self.image_transform(image), int(record["label"])
+
+    def share(self, world_size: int, global_rank: int, num_nodes: int) -> None:
+        """Read this rank's share of ``world_size`` processes. LitData reads the ranks from torch.distributed when
+        the data set is built; a data set built before the process group (to count a resume's batches) took every
+        rank for the only one: each read all the chunks (the ranks trained on the same images) and counted twice
+        the batches."""
+        self.distributed_env = _DistributedEnv(world_size, global_rank, num_nodes)
 
 
 class StreamingLoader(StartsWorkersSafely, StreamingDataLoader):

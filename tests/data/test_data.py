@@ -1,6 +1,8 @@
 """Data modules: splits, deterministic sharded sampling, real CIFAR-100, and the errors users see."""
 
 import shutil
+import threading
+from pathlib import Path
 from urllib.error import URLError
 
 import numpy as np
@@ -11,7 +13,9 @@ import yaml
 from torch.utils.data import DataLoader
 
 from alternet.data import DATAMODULES, CIFAR100DataModule, DigitsDataModule, EpochSampler
+from alternet.data.arrays.cifar import DOWNLOAD_LOCK
 from alternet.errors import ConfigValueError, DataError
+from alternet.files import lock_file
 
 from helpers import CONF
 
@@ -154,6 +158,34 @@ def test_download_without_network_names_the_archive_and_what_to_do(tmp_path, mon
         DataError, match=r"cannot download cifar100 \(https://www\.cs\.toronto\.edu/.*\) to .*: .*name resolution"
     ):
         datamodule.prepare_data()
+
+
+def test_download_fetches_before_the_first_read_once_and_one_process_at_a_time(cifar100_root, tmp_path, monkeypatch):
+    """data.download=true: the archive is fetched before the checks that precede training read the files (they
+    refused, "set data.download=true", before Lightning's own prepare_data ran), and before an evaluation reads the
+    class names; a second process waits for the first (the lock in data.root), then finds the files whole."""
+    fetched = []
+
+    def served(url, root, **kwargs):  # the archive, unpacked as torchvision unpacks it (the real files, linked)
+        fetched.append(root)
+        (Path(root) / "cifar-100-python").mkdir()
+        for name in ("meta", "train", "test"):
+            (Path(root) / "cifar-100-python" / name).symlink_to(cifar100_root / "cifar-100-python" / name)
+
+    monkeypatch.setattr(torchvision.datasets.cifar, "download_and_extract_archive", served)
+    module = CIFAR100DataModule(root=str(tmp_path / "train"), download=True)
+    module.check_before_fit()  # what training runs before the Trainer starts
+    assert fetched == [str(tmp_path / "train")] and len(module.splits["test"]) == 10000
+    assert len(CIFAR100DataModule(root=str(tmp_path / "evaluate"), download=True).class_names) == 100
+
+    holder = lock_file(tmp_path / "train" / DOWNLOAD_LOCK)  # another process downloading
+    waiting = threading.Thread(target=CIFAR100DataModule(root=str(tmp_path / "train"), download=True).prepare_data)
+    waiting.start()
+    waiting.join(0.5)
+    assert waiting.is_alive()
+    holder.close()
+    waiting.join(30)
+    assert not waiting.is_alive() and len(fetched) == 2  # the files found whole: not fetched again
 
 
 def test_a_split_that_leaves_a_class_without_training_images_is_refused_naming_it(tmp_path):

@@ -6,6 +6,8 @@ folder itself is accepted too). ``data.download=true`` fetches the archive with 
 
 from __future__ import annotations
 
+import functools
+import logging
 import pickle
 from pathlib import Path
 from typing import ClassVar
@@ -16,8 +18,15 @@ from torchvision.datasets import CIFAR10, CIFAR100
 
 from ...dataset_facts import FACTS
 from ...errors import DataError
-from ...files import file_digest
+from ...files import file_digest, lock_file
 from .base import ArrayDataModule
+
+log = logging.getLogger(__name__)
+DOWNLOAD_LOCK = ".alternet-download.lock"
+
+
+def _wait_for(name: str, root: Path, owner: str) -> None:
+    log.warning("%s is being downloaded into %s by another process (%s); waiting for it", name, root, owner)
 
 
 class CIFARDataModule(ArrayDataModule):
@@ -30,6 +39,7 @@ class CIFARDataModule(ArrayDataModule):
     label_key: ClassVar[str]
     names_key: ClassVar[str]
     url_page = "https://www.cs.toronto.edu/~kriz/cifar.html"
+    _fetched = False  # data.download done in this process
 
     @property
     def directory(self) -> Path:
@@ -37,18 +47,29 @@ class CIFARDataModule(ArrayDataModule):
         return root if root.name == self.folder else root / self.folder
 
     def prepare_data(self) -> None:
-        if self.download:
-            dataset = CIFAR100 if self.num_classes == 100 else CIFAR10
-            root = self.directory.parent
+        """With ``data.download=true``, the archive fetched and unpacked into ``data.root`` unless its files are
+        there and whole (torchvision checks their md5): before the first file is read (the checks before training,
+        an evaluation's class names), once per process, under a lock in ``data.root`` so that the ranks of a
+        torchrun or srun launch wait for one download instead of writing the same files."""
+        if not self.download or self._fetched:
+            return
+        dataset = CIFAR100 if self.num_classes == 100 else CIFAR10
+        root = self.directory.parent
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            handle = lock_file(root / DOWNLOAD_LOCK, wait=functools.partial(_wait_for, self.name, root))
             try:
-                for train in (True, False):
-                    dataset(str(root), train=train, download=True)
-            except (URLError, OSError) as error:
-                reason = getattr(error, "reason", error)
-                raise DataError(
-                    f"cannot download {self.name} ({dataset.url}) to {root}: {reason}. Without network, fetch the "
-                    f"archive on another machine and unpack it so that {self.directory} exists"
-                ) from None
+                dataset(str(root), download=True)  # the archive holds both splits
+            finally:
+                if handle is not None:
+                    handle.close()
+        except (URLError, OSError) as error:
+            reason = getattr(error, "reason", error)
+            raise DataError(
+                f"cannot download {self.name} ({dataset.url}) to {root}: {reason}. Without network, fetch the "
+                f"archive on another machine and unpack it so that {self.directory} exists"
+            ) from None
+        self._fetched = True
 
     def verify(self) -> None:
         """Raise a :class:`DataError` naming what is missing or corrupt, and how to fix it."""
@@ -69,6 +90,7 @@ class CIFARDataModule(ArrayDataModule):
                 )
 
     def load_split(self, train: bool) -> tuple[np.ndarray, np.ndarray]:
+        self.prepare_data()
         if train:
             self.verify()
         batches = [self._unpickle(name) for name in (self.train_files if train else self.test_files)]
@@ -82,6 +104,7 @@ class CIFARDataModule(ArrayDataModule):
         return list(self._unpickle(self.meta_file[0])[self.names_key])
 
     def _unpickle(self, name: str) -> dict:
+        self.prepare_data()
         path = self.directory / name
         try:
             with open(path, "rb") as f:

@@ -11,6 +11,7 @@ weights as a run never interrupted. The default suite runs one representative ca
 from __future__ import annotations
 
 import contextlib
+import csv
 import errno
 import json
 import multiprocessing
@@ -139,6 +140,15 @@ class TrainingProcess:
         return False
 
 
+def epoch_means(run_dir: Path) -> list[dict[str, str]]:
+    """Each epoch's train/acc and train/nll_epoch as logs/metrics.csv holds them: an epoch a stop cut continues the
+    sums its checkpoint saved (each rank its own), so a resumed run logs the uninterrupted run's numbers."""
+    with open(run_dir / "logs" / "metrics.csv", newline="") as f:
+        rows = [row for row in csv.DictReader(f) if row.get("train/acc")]
+    assert len(rows) == EPOCHS, rows
+    return [{key: row[key] for key in ("epoch", "train/acc", "train/nll_epoch")} for row in rows]
+
+
 def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
     checkpoint = read_checkpoint(run_dir / "checkpoints" / "last.ckpt")
     assert checkpoint["global_step"] == EPOCHS * STEPS
@@ -174,14 +184,15 @@ def big_shards(big_folder, tmp_path_factory) -> Path:
 def reference(tmp_path_factory):
     """The final weights of each data path's run never interrupted. The number of workers changes nothing on the
     arrays and folder paths (each sample is seeded); LitData hands chunks to workers, so the shards' order differs."""
-    cache: dict[tuple, dict[str, torch.Tensor]] = {}
+    cache: dict[tuple, tuple[dict[str, torch.Tensor], list[dict[str, str]]]] = {}
 
-    def weights(overrides: list[str], key: tuple) -> dict[str, torch.Tensor]:
+    def weights(overrides: list[str], key: tuple) -> tuple[dict[str, torch.Tensor], list[dict[str, str]]]:
+        """(the final weights, the epochs' training means)."""
         if key not in cache:
             run_dir = tmp_path_factory.mktemp("reference") / "run"
             run = TrainingProcess(run_dir, overrides)
             assert run.wait() == 0, run.output[-3000:]
-            cache[key] = final_weights(run_dir)
+            cache[key] = final_weights(run_dir), epoch_means(run_dir)
         return cache[key]
 
     return weights
@@ -253,9 +264,10 @@ def test_a_stop_signal_saves_mid_epoch_and_the_run_resumes_exactly(
 ):
     shards = request.getfixturevalue("big_shards") if path == "shards" else None
     overrides = [*COMMON, *(DDP if ddp else []), *data_overrides(path, workers, big_folder, shards, 2 if ddp else 1)]
-    expected = reference(overrides, (path, ddp, workers if path == "shards" else None))
+    expected, means = reference(overrides, (path, ddp, workers if path == "shards" else None))
     stop_and_resume(tmp_path, overrides, signal_name, group=group, ranks=2 if ddp else 1)
     assert_same_weights(expected, final_weights(tmp_path / "run"))
+    assert epoch_means(tmp_path / "run") == means
 
 
 # a second signal: stop at once, the previous checkpoint intact ---------------------------------------------------
@@ -266,7 +278,7 @@ def test_a_second_signal_stops_at_once_and_leaves_the_previous_checkpoint_intact
     """SIGTERM then SIGINT to the group (the scheduler's stop, then an impatient Ctrl-C): the run stops before the
     step ends, saves nothing, and the mid-epoch checkpoint written before resumes exactly."""
     overrides = [*COMMON, *data_overrides("folder", 2, big_folder, None), "callbacks.checkpoint.every_n_train_steps=4"]
-    expected = reference([o for o in overrides if "every_n_train_steps" not in o], ("folder", False, None))
+    expected, means = reference([o for o in overrides if "every_n_train_steps" not in o], ("folder", False, None))
     run = TrainingProcess(tmp_path / "run", overrides)
     run.wait_for(f"epoch 2/{EPOCHS}  batch 7/")
     run.send("SIGTERM", group=True)
@@ -283,6 +295,7 @@ def test_a_second_signal_stops_at_once_and_leaves_the_previous_checkpoint_intact
     assert run.group_is_gone()
     resume_as_printed(run.run_dir, output)
     assert_same_weights(expected, final_weights(tmp_path / "run"))
+    assert epoch_means(tmp_path / "run") == means
 
 
 class _Trainer:

@@ -141,14 +141,19 @@ class ClassificationModule(L.LightningModule):
         checkpoint[CLEAN_KEY] = self.train_clean  # the run's summary after a resume that trains no further epoch
         checkpoint[SCHEDULE_KEY] = self.recipe.epochs  # what its schedule spans (training.resume)
         checkpoint[STEPS_KEY] = self.steps_per_epoch  # and the steps of each of its epochs
-        # the epoch so far, for its train/acc and train/nll_epoch after a resume inside it (empty at an epoch's end)
-        checkpoint[EPOCH_KEY] = {"hits": self.train_hits.state(), "loss": self.epoch_loss.state()}
+        # the epoch so far, for its train/acc and train/nll_epoch after a resume inside it (empty at an epoch's end):
+        # each rank's own sums (every rank saves each checkpoint, rank 0 writes it: the others' sums are gathered)
+        so_far = [*self.train_hits.state(), *self.epoch_loss.state()]
+        ranks = self.all_gather(torch.tensor(so_far, dtype=torch.float64, device=self.device)).reshape(-1, 4)
+        checkpoint[EPOCH_KEY] = {"ranks": [{"hits": r[:2], "loss": r[2:]} for r in ranks.tolist()]}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """A resumed run may change ``recipe.optimizer.lr`` (:data:`alternet.training.resume.APPLIED_ON_RESUME`):
         remember the ratio, applied in :meth:`on_train_start` once Lightning has restored the optimizer and schedule."""
         self.restored_clean = checkpoint.get(CLEAN_KEY) or {}
-        epoch = checkpoint.get(EPOCH_KEY) or {}
+        ranks = (checkpoint.get(EPOCH_KEY) or {}).get("ranks") or []
+        world = self._trainer.world_size if self._trainer is not None else 1  # loaded outside a Trainer: rank 0
+        epoch = ranks[self.global_rank] if len(ranks) == world else {}  # its own share's sums
         self.train_hits.restore(*epoch.get("hits", (0.0, 0)))  # a resume at an epoch's end starts the next afresh
         self.epoch_loss.restore(*epoch.get("loss", (0.0, 0)))
         saved = (checkpoint.get("hyper_parameters") or {}).get("recipe", {}).get("optimizer", {}).get("lr")

@@ -95,7 +95,9 @@ class TrainingProcess:
     def __init__(self, run_dir: Path, overrides: list[str], command: list[str] | None = None, log: str = ".log"):
         self.run_dir = run_dir
         self.log = run_dir.with_name(run_dir.name + log)
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+        tests = str(ROOT / "tests")  # helpers.callbacks for callbacks.extra, in rank 0 and the ranks Lightning starts
+        python_path = os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")]))
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": python_path}
         python, script, *args = command or [sys.executable, "train.py", *overrides, f"hydra.run.dir={run_dir}"]
         assert Path(python).name.startswith("python") and script.endswith(".py"), f"not a python SCRIPT line: {command}"
         self.process = warm.start(script, args, cwd=ROOT, env=env, stdout=self.log, new_session=True)
@@ -294,6 +296,22 @@ def test_a_second_signal_stops_at_once_and_leaves_the_previous_checkpoint_intact
     assert not list(checkpoints.glob(".*.tmp"))
     assert run.group_is_gone()
     resume_as_printed(run.run_dir, output)
+    assert_same_weights(expected, final_weights(tmp_path / "run"))
+    assert epoch_means(tmp_path / "run") == means
+
+
+@pytest.mark.slow  # ~40 s: a 2-process run whose rank 0 writes its checkpoints 6 s late
+@pytest.mark.xdist_group("processes")
+def test_no_rank_ends_a_ddp_stop_before_rank_0_has_written_its_checkpoint(tmp_path, big_folder, reference):
+    """Rank 1 raised its stop as soon as the save's barrier passed, and exited 1; Lightning's launcher then killed
+    every process, rank 0 too, while its background write was under way: the pre-emption checkpoint was lost."""
+    overrides = [*COMMON, *DDP, *data_overrides("digits", 0, big_folder, None, 2)]
+    expected, means = reference(overrides, ("digits", True, None))
+    slow = "callbacks.extra=[{_target_:helpers.callbacks.SlowWritesOnRankZero,seconds:6}]"
+    output = stop_and_resume(
+        tmp_path, [*overrides, "performance.async_checkpoint=true", slow], "SIGTERM", group=True, ranks=2
+    )
+    assert output.count("error: stopped by SIGTERM at global step") == 2  # rank 0 said it too: it was not killed
     assert_same_weights(expected, final_weights(tmp_path / "run"))
     assert epoch_means(tmp_path / "run") == means
 

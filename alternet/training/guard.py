@@ -208,6 +208,8 @@ class NonFiniteGuard:
             save_before_step(module.trainer, path)
         else:
             module.trainer.save_checkpoint(path, weights_only=False)
+        module.trainer.strategy.checkpoint_io.teardown()  # an asynchronous write on disk, then no rank ends before
+        module.trainer.strategy.barrier("nonfinite checkpoint written")  # it is (one rank's exit ends them all)
         lower = module.recipe.optimizer.lr / 10
         command = resume_command(run, path, **{"recipe.optimizer.lr": f"{lower:g}"})
         loss = bad.loss.item()
@@ -263,4 +265,3 @@ def save_before_step(trainer: Any, path: Path) -> None:
     loop = checkpoint["loops"]["fit_loop"]["epoch_loop.state_dict"]
     loop["_batches_that_stepped"] -= 1
     trainer.strategy.save_checkpoint(checkpoint, path)
-    trainer.strategy.barrier("nonfinite checkpoint")

@@ -2,6 +2,7 @@
 
 import os
 import signal
+import time
 
 import lightning as L
 
@@ -30,3 +31,24 @@ def fit_loop_inside_an_epoch():
     from types import SimpleNamespace
 
     return SimpleNamespace(epoch_loop=SimpleNamespace(batch_progress=SimpleNamespace(is_last_batch=False)))
+
+
+class SlowWritesOnRankZero(L.Callback):
+    """Rank 0's checkpoint writes take ``seconds`` longer, as a large checkpoint on a slow disk does (written in the
+    background under ``performance.async_checkpoint=true``)."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+    def setup(self, trainer, pl_module, stage):
+        if not trainer.is_global_zero:
+            return
+        io = trainer.strategy.checkpoint_io
+        writer = getattr(io, "checkpoint_io", None) or io  # the background writer's own writer
+        save = writer.save_checkpoint
+
+        def slow_save(*args, **kwargs):
+            time.sleep(self.seconds)
+            return save(*args, **kwargs)
+
+        writer.save_checkpoint = slow_save

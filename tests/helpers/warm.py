@@ -212,6 +212,8 @@ def _become(message: dict) -> None:
     sys.stderr = stream(2, errors="backslashreplace", line_buffering=True)
     sys.argv = list(message["argv"])
     sys.path[0] = str(Path(sys.argv[0]).resolve().parent)
+    added = [path for path in os.environ.get("PYTHONPATH", "").split(os.pathsep) if path and path not in sys.path]
+    sys.path[1:1] = added  # after the script's folder, as a fresh interpreter puts them
     threads = os.environ.get("OMP_NUM_THREADS")
     if threads:
         import torch

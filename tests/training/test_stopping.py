@@ -211,7 +211,9 @@ class _Ranks:
         self.world_size, self.global_step, self.accumulate_grad_batches = 2, 0, 1
         self.default_root_dir, self.current_epoch, self.is_global_zero = str(tmp_path), 0, True
         self.collectives, self.saved = [], []
-        self.strategy = SimpleNamespace(reduce_boolean_decision=self._agree, checkpoint_io=AtomicCheckpointIO())
+        self.strategy = SimpleNamespace(
+            reduce_boolean_decision=self._agree, checkpoint_io=AtomicCheckpointIO(), barrier=lambda name: None
+        )
         self.fit_loop, self._logger_connector = fit_loop_inside_an_epoch(), step_logs()
 
     def _agree(self, decision: bool, all: bool) -> bool:
@@ -356,11 +358,15 @@ def test_preemption_writes_before_a_requeue_and_requeues_once(tmp_path, monkeypa
         current_epoch=0,
         fit_loop=fit_loop_inside_an_epoch(),
         _logger_connector=step_logs(),
-        strategy=SimpleNamespace(checkpoint_io=SimpleNamespace(teardown=lambda: calls.append("written"))),
+        strategy=SimpleNamespace(
+            checkpoint_io=SimpleNamespace(teardown=lambda: calls.append("written")),
+            barrier=lambda name: calls.append("every rank waits"),
+        ),
         save_checkpoint=lambda path, weights_only: calls.append("queued") or calls.append(callback._displaced.copy()),
     )
     with pytest.raises(Preempted):
         callback.on_train_batch_end(trainer, None, None, None, 0)
-    requeued_by = "submitit" if started_with != "none" else "scontrol requeue"
-    assert calls[0] == "queued" and calls[2:] == ["written", requeued_by]
+    # no rank ends before rank 0 has written and run its own requeue; submitit's handler (which exits) comes last
+    then = ["scontrol requeue", "every rank waits"] if started_with == "none" else ["every rank waits", "submitit"]
+    assert calls[0] == "queued" and calls[2:] == ["written", *then]
     assert callback._displaced == {}  # ours restored before the requeue

@@ -124,6 +124,9 @@ class PreemptionCheckpoint(L.Callback):
         requeues_itself = getattr(previous, "__module__", "").startswith("submitit")  # submitit's handler requeues
         requeue = self.requeue and trainer.is_global_zero and not requeues_itself
         requeued = requeue_slurm_job() if requeue else False
+        # no rank ends before rank 0 has written and requeued: a rank's exit ends them all (Lightning's launcher
+        # kills every process when one exits non-zero; srun --kill-on-bad-exit; torchrun)
+        trainer.strategy.barrier("stopped")
         self._forward_to(previous)
         raise Preempted(
             f"stopped by {name} at global step {step} (in epoch {epoch + 1}); saved "

@@ -55,23 +55,25 @@ def build_loggers(
     loggers: list[Logger] = [HistoryCSVLogger(run, resume_step=resume_step)]
     if settings is None:
         return loggers
-    run_id = tracking.wandb_run_id(run)
-    earlier = tracking.unsynced_segments(run, run_id) if rank_zero_only.rank == 0 and resume_step is not None else []
+    # rank zero starts the run (online, else offline: start_run) and keeps its id and group in the run directory; the
+    # other ranks' loggers stay silent and write nothing (under torchrun or srun two ranks wrote ids of their own)
+    zero = rank_zero_only.rank == 0
+    run_id = tracking.wandb_run_id(run) if zero else None
+    earlier = tracking.unsynced_segments(run, run_id) if zero and resume_step is not None else []
     if earlier:
         log.warning(
             f"W&B: {len(earlier)} earlier offline segment(s) of this run are not uploaded ({earlier[-1]} ...); their "
             "model artifacts name checkpoints this resume may replace: `wandb sync` them first to keep those"
         )
     init = dict(
-        group=tracking.wandb_group(run, settings.group or tracking.sweep_group() or run_id),
+        group=tracking.wandb_group(run, settings.group or tracking.sweep_group() or run_id) if zero else None,
         name=settings.name or tracking.run_name(run_config, run),
         dir=str(run.path),
         config=run_config,
         id=run_id,
         resume="allow",
     )
-    # rank zero starts the run (online, else offline: start_run); the other ranks' loggers stay silent
-    experiment = tracking.start_run(settings, **init) if rank_zero_only.rank == 0 else None
+    experiment = tracking.start_run(settings, **init) if zero else None
     init = settings.init_args() | init
     init["save_dir"] = init.pop("dir")
     loggers.append(RunWandbLogger(experiment=experiment, **init))  # model artifacts: log_model_artifacts

@@ -163,6 +163,17 @@ def test_a_resumed_run_continues_its_wandb_run(tmp_path):
     finish()
 
 
+def test_only_rank_zero_keeps_the_wandb_run_id(tmp_path, monkeypatch):
+    """Under torchrun or srun the ranks build their loggers at once: each wrote an id of its own when it found none,
+    and the file could name another run than the one rank 0 started."""
+    from lightning.pytorch.utilities import rank_zero_only
+
+    settings = WandbSettings(project="p", entity=None, group=None, name=None, tags=[], offline=True, init_timeout=5)
+    monkeypatch.setattr(rank_zero_only, "rank", 1)
+    silent = build_loggers(settings, RunDir(tmp_path), {})[1]
+    assert silent._experiment is None and sorted(p.name for p in tmp_path.iterdir()) == []
+
+
 def test_wandb_runs_say_what_ran_and_show_best_validation_values(tmp_path, monkeypatch):
     """Run name <model>-<data>-s<seed>, define_metric so the runs table shows best val accuracy (max) and NLL (min)
     and every chart is against the optimizer step, and the run's config as the run recorded it, on a real offline

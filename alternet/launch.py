@@ -148,6 +148,30 @@ def check_sweep_launch(launcher: Mapping[str, Any], job: Mapping[str, Any], visi
             )
 
 
+def check_nodes_launched(num_nodes: Any) -> None:
+    """Refuse ``trainer.num_nodes`` > 1 where no launcher starts the nodes' processes (torchrun, SLURM, LSF, MPI).
+    Started as one command per node (Lightning's own launcher with ``NODE_RANK``), the first process of every node
+    is rank 0 until the Trainer exists: each took the run for its own (a run directory and W&B run each, and a
+    resume on one node only; or, in one directory, one refused while the other waited for it)."""
+    if not isinstance(num_nodes, int) or num_nodes <= 1:
+        return
+    from lightning.fabric.plugins.environments import (
+        LSFEnvironment,
+        MPIEnvironment,
+        SLURMEnvironment,
+        TorchElasticEnvironment,
+    )
+
+    launchers = (SLURMEnvironment, TorchElasticEnvironment, LSFEnvironment, MPIEnvironment)  # as Lightning detects
+    if any(launcher.detect() for launcher in launchers):
+        return
+    raise ConfigValueError(
+        f"trainer.num_nodes={num_nodes}: start the nodes' processes with a launcher, torchrun (--nnodes={num_nodes}) "
+        "or SLURM (hydra/launcher=slurm, or srun in an sbatch script); started as one command per node (NODE_RANK), "
+        "each node would take the run for its own"
+    )
+
+
 def visible_gpus() -> int:
     import torch
 

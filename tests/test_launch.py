@@ -93,3 +93,25 @@ def test_a_slurm_launch_with_other_node_counts_is_refused():
     job = {"trainer": {"devices": 4, "accelerator": "gpu", "num_nodes": 2}}
     with pytest.raises(ConfigValueError, match=r"hydra\.launcher\.nodes=1 but trainer\.num_nodes=2"):
         check_sweep_launch({**SLURM, "tasks_per_node": 4, "nodes": 1}, job, visible_gpus=0)
+
+
+NODE_ENV = (*JOB_ENV, "RANK", "GROUP_RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "LSB_JOBID", "LSB_DJOB_RANKFILE")
+
+
+def test_several_nodes_need_a_launcher_that_starts_them(tmp_path, monkeypatch, capsys):
+    """One command per node (Lightning's NODE_RANK launch): each node's first process took the run for its own
+    before the Trainer knew its rank; refused on every node before anything is written."""
+    from alternet.launch import check_nodes_launched
+
+    from helpers import assert_one_line_error, run_main
+
+    for name in NODE_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NODE_RANK", "1")
+    nodes = ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=1", "trainer.num_nodes=2", "debug=fast"]
+    code, stderr = run_main("train.py", [*nodes, f"hydra.run.dir={tmp_path / 'run'}"], monkeypatch, capsys)
+    assert_one_line_error(code, stderr, "trainer.num_nodes=2: start the nodes' processes with a launcher, torchrun")
+    assert not (tmp_path / "run").exists()
+    check_nodes_launched(1)
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job7")  # torchrun's
+    check_nodes_launched(2)

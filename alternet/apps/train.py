@@ -31,6 +31,7 @@ from ..evaluation.evaluator import check_evaluation_files
 from ..files import plain
 from ..hub import load_pretrained
 from ..hub.sources import CONFIG_FILE
+from ..launch import check_nodes_launched
 from ..models.external import load_timm_pretrained
 from ..models.factory import model_args
 from ..report.figures import training_curves
@@ -72,6 +73,7 @@ from .extensions import build_extra
 
 def train(cfg: DictConfig) -> RunSummary:
     """Train, test and record one run; returns its summary, what ``metrics.json`` holds."""
+    check_nodes_launched(cfg.trainer.get("num_nodes", 1))  # before a node's first process takes the run
     run = _run_directory(cfg)
     # first of all, the run directory's lock (held already when the pre-flight callback took it before Hydra wrote
     # its records); other ranks join rank 0's run. A refusal here touches nothing.

@@ -22,7 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from ...errors import AlternetError, exit_with_error
 from ...files import check_output_dir, os_error_reason
-from ...launch import check_sweep_launch, devices_per_job, resolved_launcher, visible_gpus
+from ...launch import check_nodes_launched, check_sweep_launch, devices_per_job, resolved_launcher, visible_gpus
 from ...metrics.table import metric_mode
 from ...runs.checkpoints import checkpoint_header, resume_checkpoint
 from ...runs.directories import GRID_SWEEPER, RunDir, SweepDir, search_sweeper, variant_overrides
@@ -252,6 +252,10 @@ class RunPreflight(RunDirPreflight):
     directory is left as it was. The run repeats the checks once it owns the directory (:mod:`alternet.apps.train`)."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:  # on every node, before any takes the lock
+            check_nodes_launched(config.trainer.get("num_nodes", 1))
+        except AlternetError as error:
+            exit_with_error(error)
         super().on_run_start(config, **kwargs)  # the lock first (apps.train finds it held)
         run = RunDir(str(config.hydra.run.dir))
         if not (run.is_finished() or run.checkpoint_files()):

@@ -14,7 +14,8 @@ from helpers import DDP_CPU, ROOT, compose_train, run_warm
 
 @pytest.mark.xdist_group("processes")  # 2-process DDP: one at a time, on the processes worker (helpers.warm)
 def test_two_process_ddp_shards_data_and_agrees_on_metrics(image_folder, image_shards, tmp_path):
-    """Two fits in one pair of DDP processes (tests/scripts/ddp_probe.py): from arrays, then from LitData shards."""
+    """Three fits in one pair of DDP processes (tests/scripts/ddp_probe.py): from arrays, then from LitData shards,
+    then the shards run resumed in a new process group."""
     result = run_warm("tests/scripts/ddp_probe.py", str(tmp_path), str(image_folder), str(image_shards), timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "distributed_backend=gloo" in result.stderr + result.stdout

@@ -132,7 +132,7 @@ class FilesAugment(StackSection):
     interpolation: str = "bilinear"  # the crop's resize
     hflip: bool = False
     randaugment: str | None = None  # timm's own
-    random_erasing: float = 0.0  # probability of timm's RandomErasing (per-pixel noise)
+    random_erasing: float = 0.0  # probability of timm's RandomErasing (a box of the mean colour, as HDVW's)
 
     def check(self) -> None:
         super().check()

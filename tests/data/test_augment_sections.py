@@ -118,7 +118,7 @@ def files_steps(size: int, mean, *, crop=TIMM_DEFAULT_CROP, interpolation="bilin
     """The image files' augmentation of a recipe: random-resized crop, flip, RandAugment, random erasing."""
     steps: list[tuple] = [("RandomResizedCrop", (size, size), *crop, interpolation), ("hflip", 0.5)]
     steps += [("RandAugment", *randaugment, fill_from_mean(mean))] if randaugment else []
-    steps += [("RandomErasing", erasing, "pixel")] if erasing else []
+    steps += [("RandomErasing", erasing, "const")] if erasing else []  # the paper's code's mode
     return steps
 
 

@@ -181,13 +181,15 @@ def test_an_unreadable_or_vanished_image_is_named_in_one_line(tmp_path, fault, s
 
 
 def test_random_erasing_draws_timms_boxes_from_its_seed():
-    """timm's RandomErasing (pixel mode, one box): probability 1 erases one box in each image, 2-33% of its area
-    and of aspect 0.3-3.3, filled with noise; the seed fixes it; probability 0 changes nothing."""
-    images = torch.zeros(200, 3, 24, 20)
+    """timm's RandomErasing (const mode, one box, as the paper's code): probability 1 erases one box in each image,
+    2-33% of its area and of aspect 0.3-3.3, filled with 0 (the mean colour); the seed fixes it; probability 0
+    changes nothing."""
+    images = torch.ones(200, 3, 24, 20)
     assert erase(images, 0.0, seed=1) is images
     erased = erase(images, 1.0, seed=1)
     torch.testing.assert_close(erased, erase(images, 1.0, seed=1))
-    changed = erased != 0
+    assert set(erased.unique().tolist()) == {0.0, 1.0}
+    changed = erased != 1
     assert torch.equal(changed[:, 0], changed[:, 1]) and torch.equal(changed[:, 0], changed[:, 2])
     for mask in changed[:, 0]:
         rows, cols = mask.any(1).nonzero().squeeze(1), mask.any(0).nonzero().squeeze(1)
@@ -195,7 +197,7 @@ def test_random_erasing_draws_timms_boxes_from_its_seed():
         assert tall and wide and mask.sum() == tall * wide  # one box in every image
         assert 4 <= tall * wide <= 180  # 9.6 to 160 pixels drawn (2-33% of 480), each side rounded
         assert 0.3 / 2 <= tall / wide <= 3.3 * 2
-    share = (erase(images, 0.25, seed=2) != 0).flatten(1).any(1).float().mean()
+    share = (erase(images, 0.25, seed=2) != 1).flatten(1).any(1).float().mean()
     assert 0.15 < share < 0.35  # 200 images at p 0.25: sd 0.031
 
 

@@ -69,10 +69,10 @@ def check_dali_augment(augment: FilesAugment | None) -> None:
 
 
 def erase(images: torch.Tensor, probability: float, seed: int) -> torch.Tensor:
-    """timm's RandomErasing (``mode="pixel"``, one box) on a normalised batch, on its device: each image, with
-    ``probability``, gets a box of 2-33% of its area with aspect 0.3-3.3 (the first of 10 draws that fits; none if
-    none fits), filled with standard normal noise per pixel and channel; every draw from ``seed``, on the device (no
-    host sync)."""
+    """timm's RandomErasing (``mode="const"``, one box: the paper's code's, HDVW ``ops/datasets.py``) on a normalised
+    batch, on its device: each image, with ``probability``, gets a box of 2-33% of its area with aspect 0.3-3.3 (the
+    first of 10 draws that fits; none if none fits), filled with 0 (the mean colour); every draw from ``seed``, on
+    the device (no host sync)."""
     if probability <= 0:
         return images
     batch, _, height, width = images.shape
@@ -94,8 +94,7 @@ def erase(images: torch.Tensor, probability: float, seed: int) -> torch.Tensor:
     cols = torch.arange(width, device=device)[None, None, :]
     inside = (rows >= top[:, None, None]) & (rows < (top + tall * erased)[:, None, None])
     inside = (inside & (cols >= left[:, None, None]) & (cols < (left + wide * erased)[:, None, None]))[:, None]
-    noise = torch.randn(images.shape, generator=generator, device=device, dtype=images.dtype)
-    return torch.where(inside, noise, images)
+    return images.masked_fill(inside, 0)
 
 
 class DaliLoader:

@@ -39,7 +39,8 @@ def file_transform(
     ratio}``, timm's defaults when null) at ``interpolation`` (``random`` draws bilinear or bicubic per image),
     horizontal flip (``hflip``),
     RandAugment (``randaugment``, filling with :func:`~alternet.data.augment.fill_from_mean`, as the arrays' does),
-    no colour jitter, then RandomErasing (``random_erasing`` probability, per-pixel noise as timm's training script).
+    no colour jitter, then RandomErasing (``random_erasing`` probability, one box filled with 0 after normalisation,
+    the mean colour: timm's ``const`` mode, the paper's code's, HDVW ``ops/datasets.py``).
     Eval: resize to ``image_size / crop_pct`` (the shorter side for ``crop_mode=center``, both for ``squash``, the
     longer for ``border``, which pads), centre crop: timm's ``validate.py``.
     """
@@ -66,7 +67,7 @@ def file_transform(
         mean=tuple(mean),
         std=tuple(std),
         re_prob=augment.random_erasing,
-        re_mode="pixel",
+        re_mode="const",
         re_count=1,
     )
     return fill_randaugment(transform, fill_from_mean(mean))

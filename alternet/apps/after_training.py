@@ -14,6 +14,7 @@ from ..evaluation import Evaluator
 from ..files import whole_products, write_json
 from ..hub import export
 from ..models.flip import FlipAveraged
+from ..runs.checkpoints import select_checkpoint
 from ..runs.directories import METRICS_FILE, RunDir
 from ..runs.summary import RunSummary
 from .config import TrainConfig
@@ -57,7 +58,7 @@ def export_after_training(config: TrainConfig, summary: RunSummary) -> Path | No
         print(f"Export:          {export_dir}", flush=True)
     run = tracking.active_run() if config.logger.wandb else None
     if run is not None and options.wandb_artifacts:
-        checkpoint = Path(summary.best_checkpoint or summary.last_checkpoint or "")
+        checkpoint = select_checkpoint(run_dir)  # the one its test numbers are for
         metadata = {"model": summary.model, "data": summary.data, "test": summary.test, "epochs": summary.epochs}
         logged = tracking.log_model_artifacts(run, checkpoint, export_dir, metadata)
         print(tracking.artifact_notice(run, logged), flush=True)

@@ -191,7 +191,9 @@ def _epochs(trained: int | None, schedule: int) -> str:
 def end_summary(summary: RunSummary) -> str:
     """Test metrics (raw and EMA), the best validation score and its epoch, time and throughput, robustness when
     scored after training, and every file written."""
-    tested = Path(summary.tested_checkpoint).name if summary.best_checkpoint else "final weights"
+    tested = Path(summary.tested_checkpoint).name  # a file's name, or "final weights"
+    if summary.best_checkpoint and summary.tested_checkpoint != summary.best_checkpoint:
+        tested += ": its test images are its validation images, on which the best was chosen"
     images_per_sec = summary.train_images_per_sec
     rate = f", {images_per_sec:,.0f} training images/s" if images_per_sec else ""
     lines = [

@@ -302,12 +302,15 @@ def _loading_changes(config: TrainConfig, recorded_config: dict[str, Any] | None
 def _tested(
     config: TrainConfig, trainer: L.Trainer, module: ClassificationModule, datamodule: ImageDataModule, run: RunDir
 ) -> RunSummary:
-    """Test the best checkpoint (else the final weights) and sum the run up."""
+    """Test the best checkpoint (else the final weights) and sum the run up. Where the test split is the validation
+    split (ImageNet's val/, an image folder without test/), the best by the monitor was chosen on the test images:
+    the last checkpoint (the final weights) is tested instead."""
     checkpoint = checkpoint_callback(trainer)  # read before testing: test() restores its state from `best`
     best, last = checkpoint.best_model_path or None, checkpoint.last_model_path or None
+    tested_path = last if datamodule.test_is_validation else best
     clean = by_split(module.train_clean)  # read before testing, whose metrics replace the callback metrics
     images_per_sec = throughput_callback(trainer).images_per_sec  # before testing: it restores the best's count
-    tested = by_split(trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False)[0])
+    tested = by_split(trainer.test(module, datamodule=datamodule, ckpt_path=tested_path, verbose=False)[0])
     summary = RunSummary(
         model=config.model.name,
         data=config.data.name,
@@ -323,7 +326,7 @@ def _tested(
         best_val_score=plain(checkpoint.best_model_score),
         best_epoch=best_epoch(best),
         monitor=checkpoint.monitor,
-        tested_checkpoint=best or "final weights",
+        tested_checkpoint=tested_path or "final weights",
         best_checkpoint=best,
         last_checkpoint=last,
         run_dir=str(run.path),

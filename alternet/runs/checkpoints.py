@@ -152,9 +152,12 @@ def checkpoint_header(path: str | Path) -> dict[str, Any]:
 
 
 def select_checkpoint(run: RunDir) -> Path:
-    """The checkpoint that stands for a run directory: its best (the one its metrics.json names, by file name inside
-    the run's own folder, or the only ``best-*.ckpt``), else ``last.ckpt``."""
+    """The checkpoint that stands for a run directory: the one its test numbers are for (its metrics.json's
+    ``tested_checkpoint``: the best by the monitor, or ``last.ckpt`` where the test split is the validation split), by
+    file name inside the run's own folder; else its best (the only ``best-*.ckpt``), else ``last.ckpt``."""
     summary = run.summary()
+    if summary is not None and (tested := run.checkpoint_in_folder(summary.tested_checkpoint)).is_file():
+        return tested
     if summary is not None and summary.best_checkpoint:
         named = run.checkpoint_in_folder(summary.best_checkpoint)
         if named.is_file():

@@ -64,7 +64,7 @@ class RunSummary:
     best_val_score: float | None = None
     best_epoch: int | None = None
     monitor: str | None = None
-    tested_checkpoint: str = "final weights"
+    tested_checkpoint: str = "final weights"  # the best by the monitor; the last where the test is the validation
     best_checkpoint: str | None = None
     last_checkpoint: str | None = None
     run_dir: str | None = None

@@ -707,3 +707,18 @@ def test_shards_missing_a_chunk_are_refused_when_opened(image_shards, tmp_path):
     chunk.unlink()
     with pytest.raises(DataError, match=rf"lacks {chunk.name} \(missing, or of another size .*alternet shards$"):
         StreamingImages(shards, lambda image: image, seed=0)
+
+
+def test_a_folder_whose_test_is_its_validation_tests_its_last_checkpoint(tmp_path, image_folder, capsys):
+    """No test/: the test split is val/, on which the best checkpoint is chosen; testing that one reported a test
+    score selected on the test images (ImageNet's val/ too)."""
+    from alternet.runs.checkpoints import select_checkpoint
+    from alternet.runs.directories import RunDir
+
+    common = ["data=imagefolder", f"data.root={image_folder}", "data.image_size=16", "recipe.batch_size=4", *FAST]
+    summary = train(compose_train(*common, output_dir=tmp_path))
+    assert summary.best_checkpoint and summary.tested_checkpoint == summary.last_checkpoint
+    assert select_checkpoint(RunDir(tmp_path)) == Path(summary.last_checkpoint)  # what evaluate and export take
+    assert "Test (last.ckpt: its test images are its validation images, on which the best was chosen" in (
+        capsys.readouterr().out
+    )

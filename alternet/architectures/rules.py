@@ -10,6 +10,7 @@ from ..errors import ConfigValueError, one_of
 
 BLOCKS = ("basic", "bottleneck")  # a Conv block: expansion 1 or 4
 STEMS = ("cifar", "patch2", "imagenet")  # and "auto": the CIFAR stem below IMAGENET_STEM_MIN_SIZE
+TIMM_STEMS = ("cifar", "imagenet")  # the families timm builds (ResNet, ByobNet, MaxxVit): no patch2 stem
 IMAGENET_STEM_MIN_SIZE = 128
 ATTENTION_KINDS = ("window", "global", "focused_linear", "position_only")
 WINDOWED_KINDS = ("window", "position_only")  # kinds that attend within p x p windows (the others: the whole map)
@@ -23,14 +24,19 @@ def check_block(block: Any, key: str = "block") -> None:
     one_of(key, block, BLOCKS)
 
 
-def check_stem(stem: Any, key: str = "stem") -> None:
-    """The one check of a stem (``model.stem``): ``auto`` or one of :data:`STEMS`."""
-    one_of(key, stem, ("auto", *STEMS))
+def check_stem(stem: Any, key: str = "stem", stems: Sequence[str] = STEMS) -> None:
+    """The one check of a stem (``model.stem``): ``auto`` or one of the family's ``stems``."""
+    one_of(key, stem, ("auto", *stems))
 
 
-def choose_stem(stem: str, img_size: int | Sequence[int]) -> str:
+def check_timm_stem(stem: Any, key: str = "stem") -> None:
+    """:func:`check_stem` for the families timm builds, which have no ``patch2`` stem (it built the ImageNet one)."""
+    check_stem(stem, key, TIMM_STEMS)
+
+
+def choose_stem(stem: str, img_size: int | Sequence[int], stems: Sequence[str] = STEMS) -> str:
     """``auto``: the CIFAR stem for small inputs (< 128 px), the ImageNet stem otherwise."""
-    check_stem(stem)
+    check_stem(stem, stems=stems)
     if stem == "auto":
         size = img_size if isinstance(img_size, int) else min(img_size)
         return "imagenet" if size >= IMAGENET_STEM_MIN_SIZE else "cifar"

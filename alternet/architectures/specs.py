@@ -17,9 +17,11 @@ from .rules import (
     CONV_BLOCKS,
     MSA_BLOCKS,
     SELF_ATTN_LAYERS,
+    TIMM_STEMS,
     check_attention,
     check_block,
     check_stem,
+    check_timm_stem,
     choose_stem,
 )
 
@@ -95,7 +97,7 @@ class ResNetSpec(ModelSpec):
 
     @classmethod
     def check_config(cls, values: Any) -> None:
-        _checked(values, block=check_block, stem=check_stem)
+        _checked(values, block=check_block, stem=check_timm_stem)
 
 
 @dataclass(frozen=True)
@@ -213,13 +215,13 @@ class ByobSpec(ModelSpec):
 
     @classmethod
     def check_config(cls, values: Any) -> None:
-        _checked(values, stem=check_stem)
+        _checked(values, stem=check_timm_stem)
         values.one_of("self_attn_layer", SELF_ATTN_LAYERS)
 
     def check(self, img_size: int | tuple[int, int], stem: str | None = None) -> None:
         """The family's hard constraints at ``img_size``, each in one line (:class:`LayoutError`), before anything is
         built; ``stem``: the stem chosen for it (``self.stem`` resolved)."""
-        stem = stem or choose_stem(self.stem, img_size)
+        stem = stem or choose_stem(self.stem, img_size, TIMM_STEMS)
         one_of("model.self_attn_layer", self.self_attn_layer, SELF_ATTN_LAYERS)
         stages = self.stages()
         n = len(stages)
@@ -293,14 +295,14 @@ class MaxxVitSpec(ModelSpec):
 
     @classmethod
     def check_config(cls, values: Any) -> None:
-        _checked(values, stem=check_stem)
+        _checked(values, stem=check_timm_stem)
         values.one_of("msa_block", MSA_BLOCKS)
         values.one_of("conv_block", CONV_BLOCKS)
 
     def check(self, img_size: int | tuple[int, int], stem: str | None = None) -> None:
         """The family's hard constraints at ``img_size``, each in one line (:class:`LayoutError`), before anything is
         built; ``stem``: the stem chosen for it (``self.stem`` resolved)."""
-        stem = stem or choose_stem(self.stem, img_size)
+        stem = stem or choose_stem(self.stem, img_size, TIMM_STEMS)
         one_of("model.msa_block", self.msa_block, MSA_BLOCKS)
         one_of("model.conv_block", self.conv_block, CONV_BLOCKS)
         stages = self.stages()

@@ -18,7 +18,7 @@ from timm.models import build_model_with_cfg
 from timm.models.byobnet import ByoBlockCfg, ByobNet, ByoModelCfg
 
 from ..architectures.layout import CONV, per_stage
-from ..architectures.rules import choose_stem
+from ..architectures.rules import TIMM_STEMS, choose_stem
 from ..architectures.specs import ByobSpec
 from .features import feature_arguments, feature_model
 from .guards import InputSizeGuard, LayoutCheck, unstride_stem_conv
@@ -89,7 +89,7 @@ def build_byob(
 
     The CIFAR stem is timm's 3x3 conv stem with its stride set to 1: the network is configured for an input twice
     as large, whose stage maps are exactly this one's, so relative positions and parameters are the same."""
-    stem = choose_stem(spec.stem, img_size)
+    stem = choose_stem(spec.stem, img_size, TIMM_STEMS)
     spec.check(img_size, stem)
     size = to_2tuple(img_size)
     build_size = tuple(2 * s for s in size) if stem == "cifar" else size

@@ -19,7 +19,7 @@ from timm.models import build_model_with_cfg
 from timm.models.maxxvit import MaxxVit, MaxxVitCfg, MaxxVitConvCfg, MaxxVitTransformerCfg, checkpoint_filter_fn
 
 from ..architectures.layout import CONV, MSA, per_stage
-from ..architectures.rules import choose_stem
+from ..architectures.rules import TIMM_STEMS, choose_stem
 from ..architectures.specs import MaxxVitSpec
 from .features import feature_arguments, feature_model
 from .guards import InputSizeGuard, LayoutCheck, unstride_stem_conv
@@ -49,7 +49,7 @@ def build_maxxvit(
 
     The CIFAR stem is timm's stem with its first conv at stride 1: the network is configured for an input twice as
     large, whose stage maps are exactly this one's, so relative position biases and parameters are the same."""
-    stem = choose_stem(spec.stem, img_size)
+    stem = choose_stem(spec.stem, img_size, TIMM_STEMS)
     spec.check(img_size, stem)
     size = to_2tuple(img_size)
     build_size = tuple(2 * s for s in size) if stem == "cifar" else size

@@ -12,7 +12,7 @@ from timm.models.resnet import BasicBlock, Bottleneck, ResNet
 from torch import nn
 
 from ..architectures.layout import LayoutError
-from ..architectures.rules import choose_stem
+from ..architectures.rules import TIMM_STEMS, choose_stem
 
 RESNET_BLOCKS: dict[str, type[nn.Module]] = {"basic": BasicBlock, "bottleneck": Bottleneck}
 CIFAR_STEM_REDUCTION = 4  # timm's stem (7x7 stride 2, max-pool stride 2) downsamples 4x; the CIFAR stem does not
@@ -35,7 +35,7 @@ class PostActResNet(ResNet):
         if block not in RESNET_BLOCKS:
             raise LayoutError(f"unknown ResNet block {block!r}; choose one of {list(RESNET_BLOCKS)}")
         super().__init__(block=RESNET_BLOCKS[block], layers=tuple(layers), in_chans=in_chans, **kwargs)
-        self.stem_kind = choose_stem(stem, img_size)
+        self.stem_kind = choose_stem(stem, img_size, TIMM_STEMS)
         if self.stem_kind == "cifar":
             self._use_cifar_stem(in_chans)
 

@@ -159,6 +159,10 @@ CHECKED = [
     (["recipe.lr_scale_rule=log"], "recipe.lr_scale_rule='log' is not one of ['linear', 'sqrt', 'none']"),
     (["recipe.lr_scale_batch=0"], "recipe.lr_scale_batch=0 is invalid: must be an integer >= 1: the global batch"),
     (["performance.ddp_compression=fp8"], "performance.ddp_compression='fp8' is not one of ['bf16']"),
+    *(  # timm's families have no patch2 stem: they built the ImageNet one
+        ([f"model={name}", "model.stem=patch2"], "model.stem='patch2' is not one of ['auto', 'cifar', 'imagenet']")
+        for name in ("resnet50_hdvw", "botnet_cifar", "coatnet_cifar")
+    ),
     (["performance.compile_mode=fast"], "performance.compile_mode='fast' is not one of ['auto', 'default', 'reduce-"),
     (["performance.compile=maybe"], "performance.compile='maybe' is invalid: must be auto, true, false or backbone"),
     (["performance.channels_last=maybe"], "performance.channels_last='maybe' is invalid: must be auto, true or false"),

@@ -56,7 +56,7 @@ OLD_FLAT = {
     "digits": BASE_FLAT | {"crop_padding": 2, "hflip": False},
     "imagefolder": IMAGEFOLDER_FLAT,
     "imagenet": IMAGEFOLDER_FLAT | {"hflip": True, "random_erasing": 0.25},
-    "imagenet_weak": BASE_FLAT | {"crop_padding": 0, "random_resized_crop": CROP},
+    "imagenet_weak": BASE_FLAT | {"crop_padding": 0, "random_resized_crop": CROP, "interpolation": "random"},
 }
 FILE_RECIPES = ("imagefolder", "imagenet", "imagenet_weak")  # every other recipe is the arrays'
 
@@ -132,7 +132,7 @@ EXPECTED = {
     ("digits", "arrays"): dict(pad=2, hflip=False),
     ("imagefolder", "files"): dict(crop=RECIPE_CROP, interpolation="random", randaugment=(9.0, 2, 0.5)),
     ("imagenet", "files"): dict(crop=RECIPE_CROP, interpolation="random", randaugment=(9.0, 2, 0.5), erasing=0.25),
-    ("imagenet_weak", "files"): dict(crop=RECIPE_CROP),
+    ("imagenet_weak", "files"): dict(crop=RECIPE_CROP, interpolation="random"),  # HDVW get_imagenet's default
     **{(r, "files"): {} for r in RECIPES if r not in FILE_RECIPES},  # the arrays' recipes: the base's
 }
 REFUSED_BEFORE = {(r, f) for r in RECIPES for f in SECTIONS if f != recipe_family(r)}

@@ -299,12 +299,12 @@ def finish(exit_code: int = 0) -> None:
 def start_evaluation_run(
     settings: WandbSettings, name: str, config: Mapping[str, Any], out_dir: Path, group: str | None = None
 ) -> Any:
-    """A W&B run of job type ``evaluation`` named ``settings.name`` or ``name``, in ``group`` (the training run's,
-    so a model's training and evaluations sit together) or else ``settings.group``."""
+    """A W&B run of job type ``evaluation`` named ``settings.name`` or ``name``, in ``settings.group`` when set, else
+    in ``group`` (the training run's, so a model's training and evaluations sit together)."""
     return start_run(
         settings,
         name=settings.name or name,
-        group=group or settings.group,
+        group=settings.group or group,
         job_type="evaluation",
         config=dict(config),
         dir=str(out_dir),

@@ -4,6 +4,8 @@ interactive charts; an unreachable server costs init_timeout, then the run logs 
 
 import sys
 import time
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import wandb
@@ -16,7 +18,7 @@ from alternet import tracking
 from alternet.apps.evaluate import run_evaluate
 from alternet.apps.train import train
 from alternet.errors import AlternetWarning, ConfigValueError
-from alternet.tracking import log_model_artifacts, start_run, use_checkpoint, wandb_settings
+from alternet.tracking import WandbSettings, log_model_artifacts, start_run, use_checkpoint, wandb_settings
 
 from helpers import CONF, FAST, compose_train
 
@@ -240,3 +242,13 @@ def test_a_resumed_offline_run_is_uploaded_whole_and_its_earlier_segment_is_name
     assert len(segments) == 2
     assert "earlier offline segment(s) of this run are not uploaded" in caplog.text
     assert f"wandb sync {tmp_path / 'wandb'}/offline-run-*-{run_id}  # its 2 segments" in capsys.readouterr().out
+
+
+def test_an_evaluation_runs_in_the_group_its_settings_name_else_the_training_runs(monkeypatch):
+    """logger.wandb.group set in alternet evaluate lost to the training run's group without a word."""
+    started = []
+    monkeypatch.setattr(tracking, "start_run", lambda settings, **init: started.append(init["group"]))
+    settings = WandbSettings(project="p", entity=None, group=None, name=None, tags=[], offline=True, init_timeout=5)
+    tracking.start_evaluation_run(settings, "eval", {}, Path("."), group="training-group")
+    tracking.start_evaluation_run(replace(settings, group="mine"), "eval", {}, Path("."), group="training-group")
+    assert started == ["training-group", "mine"]

@@ -52,3 +52,18 @@ class SlowWritesOnRankZero(L.Callback):
             return save(*args, **kwargs)
 
         writer.save_checkpoint = slow_save
+
+
+class HoldUntil(L.Callback):
+    """Hold the run at the start of epoch ``epoch`` (0-based) until the file ``path`` exists (at most ``timeout``
+    seconds): the run still owns its directory when a test's second command arrives, however fast it trains."""
+
+    def __init__(self, path: str, epoch: int = 1, timeout: float = 120):
+        self.path, self.epoch, self.timeout = path, epoch, timeout
+
+    def on_train_epoch_start(self, trainer, pl_module):
+        from pathlib import Path
+
+        deadline = time.monotonic() + self.timeout
+        while trainer.current_epoch == self.epoch and not Path(self.path).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)

@@ -400,17 +400,22 @@ def test_two_launches_into_one_run_directory_leave_one_intact_run(when, tmp_path
 
     run_dir = tmp_path / "run"
     arguments = [*FAST, f"hydra.run.dir={run_dir}", "trainer.enable_progress_bar=false"]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    # the first trains long enough (4 short epochs) to still hold the directory when the second arrives
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT / "tests")}  # helpers.callbacks
+    # the first holds the directory at its second epoch's start until the second launch has ended (4 short epochs
+    # were over before a second warm child started, on a fast machine)
+    released = tmp_path / "second-ended"
+    hold = f"callbacks.extra=[{{_target_:helpers.callbacks.HoldUntil,path:'{released}'}}]"
     first = warm.start(
-        ROOT / "train.py", [*arguments, "trainer.max_epochs=4"], cwd=ROOT, env=env, stdout=tmp_path / "first.log"
+        ROOT / "train.py", [*arguments, "trainer.max_epochs=2", hold], cwd=ROOT, env=env, stdout=tmp_path / "first.log"
     )
     deadline = time.monotonic() + 120
     while when != "at once" and not (run_dir / when).exists():
         assert first.poll() is None and time.monotonic() < deadline, (tmp_path / "first.log").read_text()[-3000:]
         time.sleep(0.005)
     second = warm.start(ROOT / "train.py", arguments, cwd=ROOT, env=env, stdout=tmp_path / "second.log")
-    codes = {"first": first.wait(300), "second": second.wait(300)}
+    codes = {"second": second.wait(300)}
+    released.touch()
+    codes["first"] = first.wait(300)
     logs = {name: (tmp_path / f"{name}.log").read_text() for name in codes}
 
     assert sorted(codes.values()) == [0, 1], logs

@@ -73,7 +73,7 @@ from .extensions import build_extra
 
 def train(cfg: DictConfig) -> RunSummary:
     """Train, test and record one run; returns its summary, what ``metrics.json`` holds."""
-    check_nodes_launched(cfg.trainer.get("num_nodes", 1))  # before a node's first process takes the run
+    check_nodes_launched(OmegaConf.select(cfg, "trainer.num_nodes", default=1))  # before a node takes the run
     run = _run_directory(cfg)
     # first of all, the run directory's lock (held already when the pre-flight callback took it before Hydra wrote
     # its records); other ranks join rank 0's run. A refusal here touches nothing.

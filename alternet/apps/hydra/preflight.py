@@ -253,7 +253,7 @@ class RunPreflight(RunDirPreflight):
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:  # on every node, before any takes the lock
-            check_nodes_launched(config.trainer.get("num_nodes", 1))
+            check_nodes_launched(OmegaConf.select(config, "trainer.num_nodes", default=1))
         except AlternetError as error:
             exit_with_error(error)
         super().on_run_start(config, **kwargs)  # the lock first (apps.train finds it held)

@@ -153,7 +153,7 @@ def check_nodes_launched(num_nodes: Any) -> None:
     Started as one command per node (Lightning's own launcher with ``NODE_RANK``), the first process of every node
     is rank 0 until the Trainer exists: each took the run for its own (a run directory and W&B run each, and a
     resume on one node only; or, in one directory, one refused while the other waited for it)."""
-    if not isinstance(num_nodes, int) or num_nodes <= 1:
+    if not str(num_nodes).strip().isdigit() or int(num_nodes) <= 1:  # a count, or text of one (${oc.env:...})
         return
     from lightning.fabric.plugins.environments import (
         LSFEnvironment,

@@ -111,6 +111,12 @@ def validate_train_config(cfg: Mapping[str, Any]) -> TrainConfig:
     choose_device(config.evaluate.device, "evaluate.device")
     if config.export.after_training and config.export.ema and not config.recipe.ema.enabled:
         raise ConfigValueError("export.ema=true needs EMA weights: set recipe.ema.decay (e.g. recipe.ema.decay=0.9999)")
+    strategy = config.trainer.extra.get("strategy", "auto")
+    if config.performance.ddp_compression and strategy != "ddp":  # dropped without a word (training.builders)
+        raise ConfigValueError(
+            f"performance.ddp_compression={config.performance.ddp_compression} compresses trainer=ddp's gradients, "
+            f"and trainer.strategy is {strategy}: add trainer=ddp"
+        )
     check_input_memory(config)
     check_model_builds(config)
     config.logger.wandb = tracking.usable(config.logger.wandb)

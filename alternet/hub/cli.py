@@ -23,7 +23,7 @@ def parse_args(argv: Sequence[str] | None = None, prog: str = "alternet") -> arg
     commands = parser.add_subparsers(dest="command", required=True)
     exporter = commands.add_parser(
         "export",
-        help="export a run's best checkpoint (else last) or a checkpoint as a timm-loadable directory",
+        help="export a run's tested checkpoint (its best, else last) or a checkpoint as a timm-loadable directory",
         description="Write model.safetensors, config.json and a README.md model card into --out.",
     )
     exporter.add_argument("source", help="a run directory or a Lightning checkpoint (.ckpt)")

@@ -55,7 +55,7 @@ KEEP_NULL = ("pool_size", "first_conv", "classifier")  # timm writes these even 
 
 
 def export(source: str | Path, out: str | Path, *, ema: bool = False, license_id: str | None = None) -> Path:
-    """Export a run directory (its best checkpoint, else ``last``) or a Lightning checkpoint into ``out``;
+    """Export a run directory (its tested checkpoint, else ``last``) or a Lightning checkpoint into ``out``;
     ``license_id``: the weights' licence on the Hub (its identifier, e.g. ``cc-by-4.0``; default: ``mit``, the
     package's)."""
     path, out = Path(source).expanduser(), Path(out).expanduser()

@@ -240,7 +240,7 @@ def load(
     """A model rebuilt from ``source`` with its weights, in eval mode.
 
     Args:
-        source: an export directory, a run directory (its best checkpoint), a Lightning checkpoint, a W&B
+        source: an export directory, a run directory (its tested checkpoint), a Lightning checkpoint, a W&B
             artifact reference ``entity/project/name:version``, ``hdvw:[ARCH:]FILE``, ``timm:NAME``,
             ``hf-hub:REPO`` or ``local-dir:DIR`` (:data:`alternet.hub.sources.KINDS`).
         num_classes: a new class count (the head is then new; every other tensor is loaded).

@@ -184,11 +184,6 @@ def build_trainer(
         trainer_args["limit_val_batches"] = 0
     if trainer_args.get("strategy") == "ddp":
         trainer_args["strategy"] = ddp_strategy(performance.ddp_compression)
-    elif performance.ddp_compression:  # dropped without a word (trainer.devices=4 runs Lightning's own DDP)
-        raise ConfigValueError(
-            f"performance.ddp_compression={performance.ddp_compression} compresses trainer=ddp's gradients, and "
-            f"trainer.strategy is {trainer_args.get('strategy', 'auto')}: add trainer=ddp"
-        )
     writes_later = on_a_gpu_when_auto(performance.async_checkpoint, trainer.accelerator)
     plugins: list = [OrderedAsyncCheckpointIO(AtomicCheckpointIO()) if writes_later else AtomicCheckpointIO()]
     if SLURMEnvironment.detect():  # pre-emption is ours (PreemptionCheckpoint): exact, mid-epoch, after the step

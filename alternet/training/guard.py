@@ -208,8 +208,10 @@ class NonFiniteGuard:
             save_before_step(module.trainer, path)
         else:
             module.trainer.save_checkpoint(path, weights_only=False)
-        module.trainer.strategy.checkpoint_io.teardown()  # an asynchronous write on disk, then no rank ends before
-        module.trainer.strategy.barrier("nonfinite checkpoint written")  # it is (one rank's exit ends them all)
+        try:
+            module.trainer.strategy.checkpoint_io.teardown()  # an asynchronous write on disk, then no rank ends
+        finally:
+            module.trainer.strategy.barrier("nonfinite checkpoint written")  # before it is (one exit ends them all)
         lower = module.recipe.optimizer.lr / 10
         command = resume_command(run, path, **{"recipe.optimizer.lr": f"{lower:g}"})
         loss = bad.loss.item()

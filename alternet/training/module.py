@@ -143,8 +143,8 @@ class ClassificationModule(L.LightningModule):
         checkpoint[STEPS_KEY] = self.steps_per_epoch  # and the steps of each of its epochs
         # the epoch so far, for its train/acc and train/nll_epoch after a resume inside it (empty at an epoch's end):
         # each rank's own sums (every rank saves each checkpoint, rank 0 writes it: the others' sums are gathered)
-        so_far = [*self.train_hits.state(), *self.epoch_loss.state()]
-        ranks = self.all_gather(torch.tensor(so_far, dtype=torch.float64, device=self.device)).reshape(-1, 4)
+        so_far = torch.tensor([*self.train_hits.state(), *self.epoch_loss.state()], device=self.device)  # f32: MPS
+        ranks = self.all_gather(so_far).reshape(-1, 4)
         checkpoint[EPOCH_KEY] = {"ranks": [{"hits": r[:2], "loss": r[2:]} for r in ranks.tolist()]}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:

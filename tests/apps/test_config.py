@@ -159,6 +159,7 @@ CHECKED = [
     (["recipe.lr_scale_rule=log"], "recipe.lr_scale_rule='log' is not one of ['linear', 'sqrt', 'none']"),
     (["recipe.lr_scale_batch=0"], "recipe.lr_scale_batch=0 is invalid: must be an integer >= 1: the global batch"),
     (["performance.ddp_compression=fp8"], "performance.ddp_compression='fp8' is not one of ['bf16']"),
+    (["performance.ddp_compression=bf16", "trainer.devices=2"], "and trainer.strategy is auto: add trainer=ddp"),
     *(  # timm's families have no patch2 stem: they built the ImageNet one
         ([f"model={name}", "model.stem=patch2"], "model.stem='patch2' is not one of ['auto', 'cifar', 'imagenet']")
         for name in ("resnet50_hdvw", "botnet_cifar", "coatnet_cifar")

@@ -1,7 +1,9 @@
 """Data modules: splits, deterministic sharded sampling, real CIFAR-100, and the errors users see."""
 
+import logging
 import shutil
 import threading
+import time
 from pathlib import Path
 from urllib.error import URLError
 
@@ -160,7 +162,9 @@ def test_download_without_network_names_the_archive_and_what_to_do(tmp_path, mon
         datamodule.prepare_data()
 
 
-def test_download_fetches_before_the_first_read_once_and_one_process_at_a_time(cifar100_root, tmp_path, monkeypatch):
+def test_download_fetches_before_the_first_read_once_and_one_process_at_a_time(
+    cifar100_root, tmp_path, monkeypatch, caplog
+):
     """data.download=true: the archive is fetched before the checks that precede training read the files (they
     refused, "set data.download=true", before Lightning's own prepare_data ran), and before an evaluation reads the
     class names; a second process waits for the first (the lock in data.root), then finds the files whole."""
@@ -178,14 +182,22 @@ def test_download_fetches_before_the_first_read_once_and_one_process_at_a_time(c
     assert fetched == [str(tmp_path / "train")] and len(module.splits["test"]) == 10000
     assert len(CIFAR100DataModule(root=str(tmp_path / "evaluate"), download=True).class_names) == 100
 
-    holder = lock_file(tmp_path / "train" / DOWNLOAD_LOCK)  # another process downloading
-    waiting = threading.Thread(target=CIFAR100DataModule(root=str(tmp_path / "train"), download=True).prepare_data)
-    waiting.start()
-    waiting.join(0.5)
-    assert waiting.is_alive()
-    holder.close()
-    waiting.join(30)
-    assert not waiting.is_alive() and len(fetched) == 2  # the files found whole: not fetched again
+    (tmp_path / "train" / DOWNLOAD_LOCK).unlink()
+    CIFAR100DataModule(root=str(tmp_path / "train"), download=True).prepare_data()  # the files there: no lock taken
+    assert not (tmp_path / "train" / DOWNLOAD_LOCK).exists() and len(fetched) == 2
+
+    (tmp_path / "third").mkdir()
+    holder = lock_file(tmp_path / "third" / DOWNLOAD_LOCK)  # another process downloading
+    waiting = threading.Thread(target=CIFAR100DataModule(root=str(tmp_path / "third"), download=True).prepare_data)
+    with caplog.at_level(logging.WARNING, logger="alternet.data.arrays.cifar"):
+        waiting.start()
+        deadline = time.monotonic() + 30
+        while "is being downloaded into" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert waiting.is_alive() and len(fetched) == 2  # waiting, not downloading
+        holder.close()
+        waiting.join(30)
+    assert not waiting.is_alive() and len(fetched) == 3
 
 
 def test_a_split_that_leaves_a_class_without_training_images_is_refused_naming_it(tmp_path):

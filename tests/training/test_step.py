@@ -104,7 +104,11 @@ def test_the_whole_step_trains_the_weights_the_eager_step_trains_with_sgd(traced
 @pytest.mark.parametrize(
     "overrides",
     [
-        pytest.param(["+trainer.gradient_clip_algorithm=value", "recipe.grad_clip=0.01"], id="clip-by-value"),
+        pytest.param(  # slow: ~9 s of the default suite's time (clipping by norm runs in the whole-run test)
+            ["+trainer.gradient_clip_algorithm=value", "recipe.grad_clip=0.01"],
+            id="clip-by-value",
+            marks=pytest.mark.slow,
+        ),
         pytest.param(  # slow: two epochs, and graphs of its own at each size
             ["recipe.progressive_resize={sizes:[8],epochs:[1]}", "trainer.max_epochs=2"],
             id="grown",

@@ -50,8 +50,9 @@ class CIFARDataModule(ArrayDataModule):
         """With ``data.download=true``, the archive fetched and unpacked into ``data.root`` unless its files are
         there and whole (torchvision checks their md5): before the first file is read (the checks before training,
         an evaluation's class names), once per process, under a lock in ``data.root`` so that the ranks of a
-        torchrun or srun launch wait for one download instead of writing the same files."""
-        if not self.download or self._fetched:
+        torchrun or srun launch wait for one download instead of writing the same files. Files all there are left
+        to :meth:`verify` (a read-only ``data.root`` holding them takes no lock)."""
+        if not self.download or self._fetched or self._files_present():
             return
         dataset = CIFAR100 if self.num_classes == 100 else CIFAR10
         root = self.directory.parent
@@ -70,6 +71,10 @@ class CIFARDataModule(ArrayDataModule):
                 f"archive on another machine and unpack it so that {self.directory} exists"
             ) from None
         self._fetched = True
+
+    def _files_present(self) -> bool:
+        expected = [*self.train_files, *self.test_files, self.meta_file[0]]
+        return all((self.directory / name).is_file() for name in expected)
 
     def verify(self) -> None:
         """Raise a :class:`DataError` naming what is missing or corrupt, and how to fix it."""

@@ -116,17 +116,19 @@ class PreemptionCheckpoint(L.Callback):
 
     def _save_and_stop(self, trainer: L.Trainer, step: int, epoch: int) -> None:
         trainer.save_checkpoint(self.path, weights_only=False)
-        trainer.strategy.checkpoint_io.teardown()  # an asynchronous write on disk before anything may end the job
-        self._restore()  # saved: a signal from here on (the requeue's own SIGTERM) is no longer one "before saving"
-        name = signal.Signals(self.received).name if self.received else "a signal on another rank"
-        command = resume_command(self.run)
-        previous = self._before_run.get(self.received) if self.received else None
-        requeues_itself = getattr(previous, "__module__", "").startswith("submitit")  # submitit's handler requeues
-        requeue = self.requeue and trainer.is_global_zero and not requeues_itself
-        requeued = requeue_slurm_job() if requeue else False
-        # no rank ends before rank 0 has written and requeued: a rank's exit ends them all (Lightning's launcher
-        # kills every process when one exits non-zero; srun --kill-on-bad-exit; torchrun)
-        trainer.strategy.barrier("stopped")
+        try:
+            trainer.strategy.checkpoint_io.teardown()  # an asynchronous write on disk before anything may end the job
+            self._restore()  # saved: a signal from here on (the requeue's own SIGTERM) is no longer one "before saving"
+            name = signal.Signals(self.received).name if self.received else "a signal on another rank"
+            command = resume_command(self.run)
+            previous = self._before_run.get(self.received) if self.received else None
+            requeues_itself = getattr(previous, "__module__", "").startswith("submitit")  # submitit's handler requeues
+            requeue = self.requeue and trainer.is_global_zero and not requeues_itself
+            requeued = requeue_slurm_job() if requeue else False
+        finally:  # no rank ends before rank 0 has written and requeued (or failed to: its error is raised after): a
+            # rank's exit ends them all (Lightning's launcher kills every process when one exits non-zero; srun
+            # --kill-on-bad-exit; torchrun)
+            trainer.strategy.barrier("stopped")
         self._forward_to(previous)
         raise Preempted(
             f"stopped by {name} at global step {step} (in epoch {epoch + 1}); saved "

@@ -52,7 +52,7 @@ class CIFARDataModule(ArrayDataModule):
         an evaluation's class names), once per process, under a lock in ``data.root`` so that the ranks of a
         torchrun or srun launch wait for one download instead of writing the same files. Files all there are left
         to :meth:`verify` (a read-only ``data.root`` holding them takes no lock)."""
-        if not self.download or self._fetched or self._files_present():
+        if not self.download or self._fetched or not self._missing():
             return
         dataset = CIFAR100 if self.num_classes == 100 else CIFAR10
         root = self.directory.parent
@@ -72,14 +72,17 @@ class CIFARDataModule(ArrayDataModule):
             ) from None
         self._fetched = True
 
-    def _files_present(self) -> bool:
-        expected = [*self.train_files, *self.test_files, self.meta_file[0]]
-        return all((self.directory / name).is_file() for name in expected)
+    @property
+    def _expected(self) -> dict[str, str]:
+        """Each file of the data set and its md5."""
+        return {**self.train_files, **self.test_files, self.meta_file[0]: self.meta_file[1]}
+
+    def _missing(self) -> list[str]:
+        return [name for name in self._expected if not (self.directory / name).is_file()]
 
     def verify(self) -> None:
         """Raise a :class:`DataError` naming what is missing or corrupt, and how to fix it."""
-        expected = {**self.train_files, **self.test_files, self.meta_file[0]: self.meta_file[1]}
-        missing = [name for name in expected if not (self.directory / name).is_file()]
+        expected, missing = self._expected, self._missing()
         if missing:
             raise DataError(
                 f"{self.name} not found: looked in {self.directory.resolve()} for {sorted(expected)}; "

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +176,19 @@ class MidEpochCheckpoint(L.Callback):
         if due and step != self._last_step and step > 0:
             trainer.save_checkpoint(self.path, weights_only=False)  # the full state: exactly resumable
             self._last_save, self._last_step = time.monotonic(), step
+
+
+@contextlib.contextmanager
+def written_before_any_rank_ends(trainer: L.Trainer, name: str) -> Iterator[None]:
+    """For a stop after a save: the background write drained (on rank 0, the one that writes), then what the body
+    does (rank 0's requeue), then every rank waits for the others, even where the write or the body failed (its error
+    is raised after). One rank's exit ends them all (Lightning's launcher kills every process when one exits
+    non-zero; srun --kill-on-bad-exit; torchrun): the others exiting first killed rank 0 while it wrote."""
+    try:
+        trainer.strategy.checkpoint_io.teardown()
+        yield
+    finally:
+        trainer.strategy.barrier(name)
 
 
 class OrderedAsyncCheckpointIO(AsyncCheckpointIO):

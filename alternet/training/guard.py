@@ -23,6 +23,7 @@ from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
 from ..errors import AlternetError
 from ..runs.directories import RunDir
 from ..runs.records import resume_command
+from .callbacks import written_before_any_rank_ends
 
 if TYPE_CHECKING:
     import lightning as L
@@ -208,10 +209,8 @@ class NonFiniteGuard:
             save_before_step(module.trainer, path)
         else:
             module.trainer.save_checkpoint(path, weights_only=False)
-        try:
-            module.trainer.strategy.checkpoint_io.teardown()  # an asynchronous write on disk, then no rank ends
-        finally:
-            module.trainer.strategy.barrier("nonfinite checkpoint written")  # before it is (one exit ends them all)
+        with written_before_any_rank_ends(module.trainer, "nonfinite checkpoint written"):
+            pass
         lower = module.recipe.optimizer.lr / 10
         command = resume_command(run, path, **{"recipe.optimizer.lr": f"{lower:g}"})
         loss = bad.loss.item()

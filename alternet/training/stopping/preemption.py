@@ -11,7 +11,7 @@ import lightning as L
 
 from ...runs.directories import RunDir
 from ...runs.records import resume_command
-from ..callbacks import ends_optimizer_step, epochs_last_batch
+from ..callbacks import ends_optimizer_step, epochs_last_batch, written_before_any_rank_ends
 from . import Preempted, StoppedWithoutSaving, check_preemption, is_pythons_ctrl_c, requeue_slurm_job, say
 
 
@@ -116,8 +116,7 @@ class PreemptionCheckpoint(L.Callback):
 
     def _save_and_stop(self, trainer: L.Trainer, step: int, epoch: int) -> None:
         trainer.save_checkpoint(self.path, weights_only=False)
-        try:
-            trainer.strategy.checkpoint_io.teardown()  # an asynchronous write on disk before anything may end the job
+        with written_before_any_rank_ends(trainer, "stopped"):  # and requeued
             self._restore()  # saved: a signal from here on (the requeue's own SIGTERM) is no longer one "before saving"
             name = signal.Signals(self.received).name if self.received else "a signal on another rank"
             command = resume_command(self.run)
@@ -125,10 +124,6 @@ class PreemptionCheckpoint(L.Callback):
             requeues_itself = getattr(previous, "__module__", "").startswith("submitit")  # submitit's handler requeues
             requeue = self.requeue and trainer.is_global_zero and not requeues_itself
             requeued = requeue_slurm_job() if requeue else False
-        finally:  # no rank ends before rank 0 has written and requeued (or failed to: its error is raised after): a
-            # rank's exit ends them all (Lightning's launcher kills every process when one exits non-zero; srun
-            # --kill-on-bad-exit; torchrun)
-            trainer.strategy.barrier("stopped")
         self._forward_to(previous)
         raise Preempted(
             f"stopped by {name} at global step {step} (in epoch {epoch + 1}); saved "

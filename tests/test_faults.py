@@ -685,7 +685,8 @@ def test_an_image_that_disappears_mid_run_is_named_in_one_line(tmp_path, monkeyp
     delete_when_training_starts(sorted((folder / "train" / "bee").iterdir()), monkeypatch)
     run_dir = tmp_path / "run"
     arguments = ["data=imagefolder", f"data.root={folder}", "data.image_size=16", "data.num_workers=1"]
-    arguments += ["recipe.batch_size=4", "recipe.epochs=1", "recipe.warmup_epochs=0", *FAST, f"hydra.run.dir={run_dir}"]
+    arguments = [*FAST, *arguments, "recipe.batch_size=4", "recipe.epochs=1", "recipe.warmup_epochs=0"]
+    arguments.append(f"hydra.run.dir={run_dir}")
     code, stderr = run_main("train.py", arguments, monkeypatch, capsys)
     assert re.fullmatch(
         rf"error: image {re.escape(str(folder))}/train/bee/bee_00\d\.JPEG is gone \(No such file or directory\): it "
@@ -703,7 +704,7 @@ def test_images_that_disappear_mid_run_are_skipped_and_counted_with_skip_corrupt
     delete_when_training_starts(gone, monkeypatch)
     arguments = ["data=imagefolder", f"data.root={folder}", "data.image_size=16", "data.num_workers=1"]
     arguments += ["data.skip_corrupt=true", "recipe.batch_size=4", "recipe.epochs=1", "recipe.warmup_epochs=0"]
-    summary = train(compose_train(*arguments, *FAST, "trainer.limit_train_batches=null", output_dir=tmp_path / "run"))
+    summary = train(compose_train(*FAST, *arguments, "trainer.limit_train_batches=null", output_dir=tmp_path / "run"))
     # a whole epoch reads every training image once (the clean-training pass may read some again)
     assert summary.global_step == 6 and summary.skipped_images >= len(gone)
 
@@ -867,7 +868,7 @@ def read_from(message: str) -> str:
 
 def folder_run(folder: Path, *extra: str) -> list[str]:
     arguments = ["data=imagefolder", f"data.root={folder}", "data.image_size=16", "data.num_workers=1"]
-    arguments += ["recipe.batch_size=4", "recipe.epochs=1", "recipe.warmup_epochs=0", *FAST]
+    arguments = [*FAST, *arguments, "recipe.batch_size=4", "recipe.epochs=1", "recipe.warmup_epochs=0"]
     return [*arguments, "evaluate.after_training=false", *extra]
 
 

@@ -365,7 +365,7 @@ def test_ctrl_c_while_shards_are_written_stops_with_a_failure_and_leaves_the_pro
 def test_missing_or_half_written_shards_say_what_writes_them(tmp_path, image_folder, image_shards):
     """Both read as '.../index.json is unreadable or not valid JSON: [Errno 2] ...', naming neither the setting nor
     the command that writes them."""
-    common = ["data=imagefolder", f"data.root={image_folder}", "data.image_size=16", *FAST]
+    common = [*FAST, "data=imagefolder", f"data.root={image_folder}", "data.image_size=16"]
     with pytest.raises(DataError, match=r"data.train_shards=\S+/nowhere does not exist: write the shards with"):
         train(compose_train(*common, f"data.train_shards={tmp_path / 'nowhere'}", output_dir=tmp_path / "a"))
     half = tmp_path / "half"
@@ -383,7 +383,7 @@ def test_a_shards_run_is_evaluated_without_its_training_shards(
     shards = tmp_path / "shards"
     shutil.copytree(image_shards, shards)
     common = ["data=imagefolder", f"data.root={image_folder}", f"data.train_shards={shards}", "data.image_size=16"]
-    run = [*common, "data.num_workers=0", "recipe.batch_size=8", *FAST]
+    run = [*FAST, *common, "data.num_workers=0", "recipe.batch_size=8"]
     summary = train(compose_train(*run, output_dir=tmp_path / "run"))
     shutil.rmtree(shards)
     arguments = [f"ckpt={summary.run_dir}", "robustness.enabled=false", f"out_dir={tmp_path / 'eval'}"]
@@ -630,7 +630,7 @@ def test_a_shards_run_resumes_from_moved_shards_and_refuses_other_ones(tmp_path,
 @pytest.mark.slow  # two runs, ~8 s
 def test_a_resume_that_reads_the_images_another_way_records_it(tmp_path, image_folder, capsys):
     """data.decode (or data.loader) changed on a resume: resumes.json recorded nothing changed."""
-    common = ["data=imagefolder", f"data.root={image_folder}", "data.image_size=16", "recipe.batch_size=4", *FAST]
+    common = [*FAST, "data=imagefolder", f"data.root={image_folder}", "data.image_size=16", "recipe.batch_size=4"]
     train(compose_train(*common, "trainer.max_steps=2", output_dir=tmp_path))
     train(compose_train(*common, "data.decode=fast", "ckpt_path=last", output_dir=tmp_path))
     assert json.loads((tmp_path / "resumes.json").read_text())[-1]["changed"] == {"data.decode": ["exact", "fast"]}
@@ -715,7 +715,7 @@ def test_a_folder_whose_test_is_its_validation_tests_its_last_checkpoint(tmp_pat
     from alternet.runs.checkpoints import select_checkpoint
     from alternet.runs.directories import RunDir
 
-    common = ["data=imagefolder", f"data.root={image_folder}", "data.image_size=16", "recipe.batch_size=4", *FAST]
+    common = [*FAST, "data=imagefolder", f"data.root={image_folder}", "data.image_size=16", "recipe.batch_size=4"]
     summary = train(compose_train(*common, output_dir=tmp_path))
     assert summary.best_checkpoint and summary.tested_checkpoint == summary.last_checkpoint
     assert select_checkpoint(RunDir(tmp_path)) == Path(summary.last_checkpoint)  # what evaluate and export take

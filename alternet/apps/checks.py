@@ -24,7 +24,9 @@ from ..architectures.config import LayoutModel, ModelConfig, TimmModel
 from ..architectures.layout import buildup_violations
 from ..architectures.named import HYBRIDS, MODEL_NAMES
 from ..architectures.specs import hybrid_spec
+from ..data.augment import STACKS
 from ..data.config import DataConfig, FolderDataConfig
+from ..data.registry import DATAMODULES
 from ..errors import AlternetWarning, ConfigValueError, is_integer, one_of, require, suggest
 from ..evaluation.inference import choose_device
 from ..hardware import machine_memory
@@ -103,9 +105,11 @@ def validate_train_config(cfg: Mapping[str, Any]) -> TrainConfig:
                 AlternetWarning,
                 stacklevel=2,
             )
+    warn_unread_randaugment(config)
     check_optimized_metric(config)
     check_monitor(config)
     check_trainer(config.trainer)
+    check_gradient_clip(config)
     check_slurm_tasks(config.trainer)
     check_accelerator(config)
     choose_device(config.evaluate.device, "evaluate.device")
@@ -121,6 +125,29 @@ def validate_train_config(cfg: Mapping[str, Any]) -> TrainConfig:
     check_model_builds(config)
     config.logger.wandb = tracking.usable(config.logger.wandb)
     return config
+
+
+def warn_unread_randaugment(config: TrainConfig) -> None:
+    """A recipe written for the other data family (``data=cifar100 recipe=imagenet``): its RandAugment sits on the
+    stack this data set does not read, and the run trains without one."""
+    datamodule = DATAMODULES.get(config.data.name)
+    if datamodule is None:
+        return
+    family, augment = datamodule.augment_section, config.recipe.augment
+    own = getattr(augment, family)
+    if own is not None and own.randaugment:
+        return
+    for name in STACKS:
+        other = getattr(augment, name)
+        if name != family and other is not None and other.randaugment:
+            warnings.warn(
+                f"recipe.augment.{name}.randaugment={other.randaugment} is not read by data={config.data.name}, "
+                f"which reads recipe.augment.{family} (randaugment null there): it trains without RandAugment; set "
+                f"recipe.augment.{family}.randaugment, or choose a recipe written for its data (e.g. recipe="
+                f"{'paper' if family == 'arrays' else 'imagenet'})",
+                AlternetWarning,
+                stacklevel=2,
+            )
 
 
 def check_input_memory(config: TrainConfig) -> None:
@@ -333,6 +360,21 @@ def check_trainer(trainer: TrainerConfig) -> None:
         if key in trainer.extra:
             choices = (True, False, None, "warn") if key == "deterministic" else (True, False, None)
             one_of(f"trainer.{key}", trainer.extra[key], choices)
+
+
+def check_gradient_clip(config: TrainConfig) -> None:
+    """``trainer.gradient_clip_val`` follows ``recipe.grad_clip`` (conf/trainer/default.yaml): set apart, the run
+    would clip at one value and record, resume and report the other."""
+    clip, recipe = config.trainer.extra.get("gradient_clip_val"), config.recipe.grad_clip
+    if isinstance(clip, str) and clip.startswith("${"):  # an interpolation not resolved yet (a sweep's job)
+        return
+    if clip != recipe:
+        shown = {None: "null"}.get(clip, f"{clip:g}" if isinstance(clip, float) else str(clip))
+        raise ConfigValueError(
+            f"trainer.gradient_clip_val={shown} is not recipe.grad_clip="
+            f"{'null' if recipe is None else format(recipe, 'g')}: the run records, resumes and reports the "
+            f"recipe's clip; set recipe.grad_clip={shown} instead (trainer.gradient_clip_val follows it)"
+        )
 
 
 def check_accelerator(config: TrainConfig) -> None:

@@ -19,6 +19,16 @@ from helpers import assert_one_line_error, run_main, run_script
 
 TRAIN = [
     # (arguments, what the error must say)
+    (  # Lightning clipped at one value while the run recorded, resumed and reported the recipe's other
+        ["trainer.gradient_clip_val=1.0"],
+        "error: trainer.gradient_clip_val=1 is not recipe.grad_clip=5: the run records, resumes and reports the "
+        "recipe's clip; set recipe.grad_clip=1 instead (trainer.gradient_clip_val follows it)",
+    ),
+    (
+        ["trainer.gradient_clip_val=null"],
+        "error: trainer.gradient_clip_val=null is not recipe.grad_clip=5: the run records, resumes and reports the "
+        "recipe's clip; set recipe.grad_clip=null instead",
+    ),
     (["recipe.epochs=-1"], "error: recipe.epochs=-1 is invalid: must be an integer >= 1"),
     (["recipe.batch_size=0"], "error: recipe.batch_size=0 is invalid: must be an integer >= 1"),
     (["data.val_size=5000"], "error: data.val_size=5000 is not smaller than the 1437 training images"),

@@ -1,6 +1,7 @@
 """Every option of every config group composes, and what it describes can be built."""
 
 import math
+import re
 import shlex
 
 import lightning as L
@@ -495,4 +496,22 @@ def test_a_key_of_another_optimizer_or_schedule_is_said_to_be_unread():
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             validate_train_config(resolved(f"recipe={recipe}"))
-        assert not [w for w in caught if "is not read by" in str(w.message)], recipe
+        unread = [w for w in caught if re.match(r"recipe\.(optimizer|schedule)\.\w+ is not read", str(w.message))]
+        assert not unread, recipe
+
+
+def test_a_recipe_written_for_the_other_data_family_warns_that_its_randaugment_is_not_read():
+    """data=digits recipe=imagenet trained without RandAugment, without a word: the recipe's policy is on the stack
+    of image files, and digits reads the stack of arrays."""
+    import warnings
+
+    from alternet.errors import AlternetWarning
+
+    unread = r"^recipe.augment.files.randaugment=rand-m9-n2-mstd0.5 is not read by data=digits, which reads recipe"
+    with pytest.warns(AlternetWarning, match=unread + r".augment.arrays \(randaugment null there\): it trains with"):
+        validate_train_config(resolved("recipe=imagenet"))
+    for overrides in (["recipe=paper"], ["recipe=imagenet", "recipe.augment.arrays.randaugment=rand-m9-n2"]):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            validate_train_config(resolved(*overrides))
+        assert not [w for w in caught if "randaugment" in str(w.message)], overrides

@@ -368,12 +368,13 @@ def check_gradient_clip(config: TrainConfig) -> None:
     clip, recipe = config.trainer.extra.get("gradient_clip_val"), config.recipe.grad_clip
     if isinstance(clip, str) and clip.startswith("${"):  # an interpolation not resolved yet (a sweep's job)
         return
-    if clip != recipe:
-        shown = {None: "null"}.get(clip, f"{clip:g}" if isinstance(clip, float) else str(clip))
+    if (clip or None) != recipe:  # Lightning's 0 is no clipping, the recipe's null
+        shown = "null" if clip is None else format(clip, "g") if isinstance(clip, float) else str(clip)
         raise ConfigValueError(
             f"trainer.gradient_clip_val={shown} is not recipe.grad_clip="
             f"{'null' if recipe is None else format(recipe, 'g')}: the run records, resumes and reports the "
-            f"recipe's clip; set recipe.grad_clip={shown} instead (trainer.gradient_clip_val follows it)"
+            f"recipe's clip; set recipe.grad_clip={shown if clip else 'null'} instead (trainer.gradient_clip_val "
+            "follows it)"
         )
 
 

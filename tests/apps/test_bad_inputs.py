@@ -24,6 +24,11 @@ TRAIN = [
         "error: trainer.gradient_clip_val=1 is not recipe.grad_clip=5: the run records, resumes and reports the "
         "recipe's clip; set recipe.grad_clip=1 instead (trainer.gradient_clip_val follows it)",
     ),
+    (  # Lightning's 0 is no clipping: the advice names the recipe's spelling of it
+        ["trainer.gradient_clip_val=0"],
+        "error: trainer.gradient_clip_val=0 is not recipe.grad_clip=5: the run records, resumes and reports the "
+        "recipe's clip; set recipe.grad_clip=null instead",
+    ),
     (
         ["trainer.gradient_clip_val=null"],
         "error: trainer.gradient_clip_val=null is not recipe.grad_clip=5: the run records, resumes and reports the "

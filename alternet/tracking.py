@@ -467,6 +467,7 @@ class LoggedArtifact:
     name: str  # e.g. model-1a2b3c4d
     kind: str  # "checkpoint" or "export"
     path: Path
+    aliases: tuple[str, ...] = ARTIFACT_ALIASES
 
 
 def download_artifact(ref: str) -> Path:
@@ -487,19 +488,21 @@ def download_artifact(ref: str) -> Path:
 
 
 def log_model_artifacts(
-    run: Any, checkpoint: Path, export_dir: Path | None, metadata: dict[str, Any]
+    run: Any, checkpoint: Path, export_dir: Path | None, metadata: dict[str, Any], best: bool = True
 ) -> list[LoggedArtifact]:
     """Log the checkpoint (``model-<run id>``) and the export (``export-<run id>``) as ``model`` artifacts with
-    aliases best and latest. Files are referenced in place (immutable policy): an offline run records them for
-    ``wandb sync``, an online run uploads them."""
+    aliases best and latest, or latest alone where the checkpoint is not the monitor's best (``best=False``: the
+    final weights, tested where the test split is the validation split or no monitor chose). Files are referenced
+    in place (immutable policy): an offline run records them for ``wandb sync``, an online run uploads them."""
+    aliases = ARTIFACT_ALIASES if best else ("latest",)
     logged = []
     entries = [(checkpoint_artifact_name(run.id), "checkpoint", checkpoint)]
     if export_dir is not None:
         entries.append((f"export-{run.id}", "export", export_dir))
     for name, kind, path in entries:
         artifact = _checkpoint_artifact(name, path, {**metadata, "kind": kind})
-        run.log_artifact(artifact, aliases=list(ARTIFACT_ALIASES))
-        logged.append(LoggedArtifact(artifact.name, kind, path))
+        run.log_artifact(artifact, aliases=list(aliases))
+        logged.append(LoggedArtifact(artifact.name, kind, path, aliases))
     return logged
 
 
@@ -530,8 +533,8 @@ def artifact_notice(run: Any, logged: list[LoggedArtifact]) -> str:
             f"W&B is offline: nothing was uploaded. Model artifacts {names} are recorded in the offline run and "
             f"the files stay in place; upload them with `{sync_command(run)}` (keep the files until then)."
         )
-    ref = f"{run.entity}/{run.project}/{logged[-1].name}:best"
+    ref = f"{run.entity}/{run.project}/{logged[-1].name}:{logged[-1].aliases[0]}"
     return (
-        f"W&B: logged model artifacts {names} with aliases {', '.join(ARTIFACT_ALIASES)}; "
+        f"W&B: logged model artifacts {names} with aliases {', '.join(logged[-1].aliases)}; "
         f"pull: alternet.hub.load({ref!r})"
     )

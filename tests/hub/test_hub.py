@@ -13,6 +13,7 @@ import re
 import shutil
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -549,6 +550,35 @@ def test_online_artifacts_are_model_artifacts_with_best_and_latest_aliases(pretr
     assert (export_artifact.name, export_aliases) == ("export-abc123", ["best", "latest"])
     assert sorted(export_artifact.manifest.entries) == ["README.md", "config.json", "model.safetensors"]
     assert "pull: alternet.hub.load('me/alternet/export-abc123:best')" in artifact_notice(run, logged)
+
+
+def test_final_weights_are_logged_as_latest_and_not_called_best(pretrained, tmp_path, monkeypatch):
+    """Where the run tested its final weights (no monitor chose them: the test split is the validation split), the
+    artifact of last.ckpt was still aliased best, which a later hub.load('...:best') took for the monitor's pick."""
+    from types import SimpleNamespace
+
+    from alternet import tracking
+    from alternet.apps.after_training import export_after_training
+    from alternet.runs.directories import RunDir
+
+    run_dir = RunDir(shutil.copytree(pretrained.run_dir, tmp_path / "run"))
+    config = SimpleNamespace(
+        export=SimpleNamespace(after_training=False, wandb_artifacts=True), logger=SimpleNamespace(wandb=True)
+    )
+    for tested, aliases in (("best", ["best", "latest"]), ("last", ["latest"])):
+        summary = replace(run_dir.summary(), run_dir=str(run_dir.path))
+        if tested == "last":
+            summary = replace(summary, tested_checkpoint=str(run_dir.last_checkpoint))
+        run_dir.write_summary(summary)
+        recording = RecordingRun()
+        monkeypatch.setattr(tracking, "active_run", lambda recording=recording: recording)
+        export_after_training(config, summary)
+        assert [logged for _, logged in recording.logged] == [aliases], tested
+    run = RecordingRun()
+    logged = log_model_artifacts(run, Path(pretrained.last_checkpoint), export_dir(pretrained), {}, best=False)
+    assert [aliases for _, aliases in run.logged] == [["latest"], ["latest"]]
+    notice = artifact_notice(run, logged)
+    assert "with aliases latest;" in notice and "pull: alternet.hub.load('me/alternet/export-abc123:latest')" in notice
 
 
 def test_wandb_references_fail_clearly_without_wandb(monkeypatch, tmp_path):

@@ -27,7 +27,6 @@ class BinnedCalibrationError(Metric):
         if n_bins < 1:
             raise ValueError(f"n_bins must be >= 1, got {n_bins}")
         self.n_bins = n_bins
-        self.register_buffer("edges", torch.arange(n_bins + 1, dtype=torch.float64) / n_bins, persistent=False)
         for name in ("counts", "correct", "confidence"):
             self.add_state(name, default=torch.zeros(n_bins, dtype=torch.float64), dist_reduce_fx="sum")
         for name in ("invalid", "nonfinite"):
@@ -43,7 +42,8 @@ class BinnedCalibrationError(Metric):
         self.nonfinite += (~finite).sum()
         confidence, prediction = values.max(dim=1)
         confidence = confidence.clamp(0.0, 1.0)
-        index = (torch.searchsorted(self.edges, confidence, right=False) - 1).clamp(0, self.n_bins - 1)
+        edges = torch.arange(self.n_bins + 1, dtype=torch.float64, device=values.device) / self.n_bins  # (lo, hi]
+        index = (torch.searchsorted(edges, confidence, right=False) - 1).clamp(0, self.n_bins - 1)
         self.counts += torch.bincount(index, minlength=self.n_bins).double()
         self.correct += torch.bincount(index, weights=(prediction == labels).double(), minlength=self.n_bins)
         self.confidence += torch.bincount(index, weights=confidence, minlength=self.n_bins)

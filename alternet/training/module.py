@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from timm.loss import SoftTargetCrossEntropy
 from timm.optim import param_groups_layer_decay
 from torch import nn
-from torchmetrics import MeanMetric, MetricCollection
+from torchmetrics import MeanMetric, Metric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy
 
 from ..architectures.config import ModelConfig, model_config
@@ -105,6 +105,25 @@ class ClassificationModule(L.LightningModule):
         )
 
     # construction helpers -------------------------------------------------------------------
+
+    def _apply(self, fn: Any, recurse: bool = True) -> ClassificationModule:
+        """Lightning's ``*-true`` precisions convert the whole module (``module.to(dtype)``), and torchmetrics lets
+        ``to`` convert its states: sums of NLL, bin counts and confidences kept in bf16 or fp16 drift (fp16 reaches
+        inf past 65,504). The metrics keep the dtypes they were made with; only their device follows."""
+        metrics = {metric: metric._dtype for metric in self.modules() if isinstance(metric, Metric)}  # inputs' dtype
+        states = {
+            (metric, name): getattr(metric, name).dtype
+            for metric in metrics
+            for name in metric._defaults
+            if isinstance(getattr(metric, name), torch.Tensor)
+        }
+        super()._apply(fn, recurse)
+        for metric, dtype in metrics.items():
+            metric._dtype = dtype
+        for (metric, name), dtype in states.items():
+            setattr(metric, name, getattr(metric, name).to(dtype))
+            metric._defaults[name] = metric._defaults[name].to(dtype)
+        return self
 
     def use_channels_last(self) -> None:
         self.channels_last = True

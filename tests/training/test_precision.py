@@ -117,3 +117,31 @@ def test_a_cpu_held_to_avx2_refuses_bf16_in_one_line_as_a_user_sees_it(tmp_path)
     assert "Traceback" not in result.stderr
     assert last.startswith("error: trainer.precision=bf16-mixed: this CPU (") and ", AVX2, no native bf16" in last
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("precision", ["bf16-true", "16-true"])
+def test_true_precisions_leave_the_metrics_sums_in_their_own_dtype(precision):
+    """Lightning's ``*-true`` precisions convert the module with ``module.to(dtype)``, which torchmetrics let convert
+    its states: 50,000 NLLs of 2.0 summed to inf in fp16 (test/nll inf, the run dropped as diverged), and ECE's bin
+    counts and confidences drifted in bf16."""
+    from lightning.pytorch.plugins.precision import HalfPrecision
+
+    from alternet.dataset_facts import DataFacts
+    from alternet.metrics import calibration_metrics
+    from alternet.training.module import ClassificationModule
+
+    from helpers import typed
+
+    config = typed()
+    module = ClassificationModule(config.model, config.recipe, DataFacts("digits", 10, 16, (0.5,) * 3, (0.5,) * 3))
+    module = HalfPrecision(precision).convert_module(module)
+    assert next(module.model.parameters()).dtype != torch.float32  # the weights are converted, as Lightning does
+    generator = torch.Generator().manual_seed(0)
+    probs = torch.softmax(3 * torch.randn(10_000, 10, generator=generator), dim=1)
+    labels = torch.randint(0, 10, (10_000,), generator=generator)
+    for batch in range(100):
+        module.test_nll.update(torch.full((500,), 2.0 + 1e-3 * (batch % 3)))
+        module.test_metrics.update(probs[batch * 100 : (batch + 1) * 100], labels[batch * 100 : (batch + 1) * 100])
+    assert module.test_nll.compute().item() == pytest.approx(2.0 + 1e-3 * 99 / 100, rel=1e-6)
+    expected = calibration_metrics(probs.double().numpy(), labels.numpy())["ece"]
+    assert module.test_metrics.compute()["test/ece"].item() == pytest.approx(expected, rel=1e-6)

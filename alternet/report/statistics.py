@@ -110,8 +110,9 @@ def difference(
         df = variance**2 / denominator if denominator > 0 else n[0] + n[1] - 2
     else:
         return None
-    if extra_variance > 0 and variance > 0:  # Satterthwaite: the test-set term is estimated from thousands of
-        df = (variance + extra_variance) ** 2 / (variance**2 / df)  # images, as good as known next to the seeds'
+    if extra_variance > 0:  # Satterthwaite: the test-set term is estimated from thousands of images, as good as
+        # known next to the seeds'; with no spread between the seeds the error is that term alone (df infinite)
+        df = (variance + extra_variance) ** 2 / (variance**2 / df) if variance > 0 else math.inf
     se = math.sqrt(variance + extra_variance)
     p = float(2 * stats.t.sf(abs(delta) / se, df)) if se > 0 else float(delta == 0)
     half = _t_quantile(0.95, df) * se

@@ -64,6 +64,14 @@ def test_one_seed_has_no_interval_and_no_verdict():
     assert verdict(None, None, budget=None).startswith(INSUFFICIENT)
 
 
+def test_seeds_that_agree_leave_the_test_sets_term_with_its_normal_quantile():
+    """Identical seed differences (no spread) with the test set's variance beside them: the standard error is that
+    term alone, known, so the interval is normal; it kept the seeds' 2 degrees of freedom, 2.2x too wide."""
+    found = difference({"0": 0.11, "1": 0.11, "2": 0.11}, {"0": 0.1, "1": 0.1, "2": 0.1}, extra_variance=1e-5)
+    assert found.df == float("inf")
+    assert found.high - found.low == pytest.approx(2 * stats.norm.ppf(0.975) * 1e-5**0.5)
+
+
 def test_holm_steps_down():
     assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
     assert holm([0.5]) == [0.5] and holm([0.4, 0.9]) == [0.8, 0.9]

@@ -188,7 +188,11 @@ def _test_set_variance(
     finite = all(value(r) is not None for r in (*a, *b))
     paired = settings.paired and not settings.pooled and same_initialisation(variant, baseline) and seeds and finite
     records = [correct(run) for run in a], [correct(run) for run in b]
-    return bootstrap_variance(*records, settings.bootstrap, paired=paired)
+    variance = bootstrap_variance(*records, settings.bootstrap, paired=paired)
+    tested = [run.images_tested for run in (*a, *b)]
+    if correct is Run.test_correct and None not in tested:  # the error is over the images the training's test
+        variance *= len(records[0][0]) / min(tested)  # scored, the record may be fewer (evaluate.max_images)
+    return variance
 
 
 EPOCHS = "recipe.epochs"  # the budget a sweep may double to check a ranking

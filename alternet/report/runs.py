@@ -66,6 +66,11 @@ class Run:
         values = self.curves.get(key) or []
         return float(values[-1]) if values and math.isfinite(values[-1]) else None
 
+    @property
+    def images_tested(self) -> int | None:
+        """How many test images its test error is over (None where its summary does not say)."""
+        return None if self.metrics.test_images is None else self.metrics.test_images.scored
+
     def test_correct(self) -> np.ndarray | None:
         """Which test images the run classified correctly (from ``eval/predictions.npz``, written by
         ``evaluate.after_training=true``), for the test set's own noise in a comparison; None without them."""

@@ -356,6 +356,47 @@ def test_a_robustness_difference_holds_the_test_sets_own_noise(tmp_path):
     assert next(r for r in rows if r["variant"] == "model=alternet")["robustness_delta"] is not None
 
 
+def test_the_test_sets_term_is_for_the_images_the_error_is_over(tmp_path):
+    """The test error is the training's test over the whole split, the per-image record its evaluation's, fewer
+    with evaluate.max_images: the record's bootstrap is var(mu)/500, the error's term var(mu)/2,000 (it was taken
+    whole, 4x the variance, so a difference read as inconclusive)."""
+    from operator import attrgetter
+
+    from alternet.report.build import Statistics, _test_set_variance, group_variants, pick_baseline
+    from alternet.report.runs import Run, swept_keys
+    from alternet.runs.directories import RunDir
+    from alternet.runs.results import TestImages
+    from alternet.runs.summary import RunSummary
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 10, 500)
+    runs = []
+    for model, skill in (("twin", 0.55), ("alternet", 0.6)):
+        for seed in SEEDS:
+            job = RunDir(tmp_path / f"{model}-{seed}")
+            job.predictions.parent.mkdir(parents=True)
+            right = rng.random(500) < skill
+            np.savez(job.predictions, probs=np.eye(10)[np.where(right, labels, (labels + 1) % 10)], labels=labels)
+            summary = RunSummary(
+                model=model,
+                data="cifar100",
+                test={"acc": skill, "nll": 1.5},
+                test_images=TestImages(2000, 2000),
+                evaluation_dir=str(job.eval_dir),
+            )
+            job.write_summary(summary)
+            runs.append(Run(job, {"model": model, "seed": seed}, summary, {}, 10))
+    variants = group_variants(runs, swept_keys(runs))
+    baseline = pick_baseline(variants, "model=twin")
+    alternet = next(v for v in variants if v is not baseline)
+    settings = Statistics(bootstrap=500)
+    record = bootstrap_variance(
+        [r.test_correct() for r in alternet.runs], [r.test_correct() for r in baseline.runs], 500
+    )
+    term = _test_set_variance(alternet, baseline, settings, attrgetter("test_error"))
+    assert term == pytest.approx(record * 500 / 2000) and term > 0
+
+
 def test_each_training_nll_verdict_checks_its_own_ranking_at_twice_the_epochs():
     """The verdict read with HDVW's training NLL took its budget qualifier from the clean NLL's ranking: it said the
     ranking holds at twice the epochs where its own NLL's ranking flipped there."""

@@ -106,6 +106,7 @@ class RobustnessBaseline:
     rows: tuple[RobustnessRow, ...]
     clean_acc: float | None
     published: bool = False  # a built-in table of published results (whole sets), not an evaluation's own
+    severity_means: bool = False  # each corruption's error averaged over severities 1..5 (Hendrycks' ImageNet-C)
 
     def __post_init__(self) -> None:
         _check_fraction(f"baseline {self.name!r} clean_acc", self.clean_acc)
@@ -203,6 +204,12 @@ def _baseline_grid(rows: Sequence[RobustnessRow], baseline: RobustnessBaseline) 
     if missing:
         raise RobustnessError(f"baseline {baseline.name!r} lacks (corruption, severity) results for {missing}")
     corruptions, severities, _ = accuracy_grid(rows)
+    if baseline.severity_means and tuple(severities) != SEVERITIES:
+        raise RobustnessError(
+            f"baseline {baseline.name!r} holds each corruption's error averaged over severities 1..5, and this "
+            f"evaluation scored severities {list(severities)}: score all five (robustness.severities=[1,2,3,4,5]), "
+            "or use robustness.baseline=alexnet_hdvw (per severity)"
+        )
     return np.array([[reference[(c, s)] for s in severities] for c in corruptions], dtype=np.float64)
 
 

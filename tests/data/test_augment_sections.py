@@ -199,14 +199,28 @@ NOT_A_SECTION = (
 )
 
 
-@pytest.mark.parametrize("override", ["recipe.augment.crop_padding=8", "+recipe.augment.crop_padding=8"])
-def test_a_flat_key_on_the_command_line_fails_before_any_work(override, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize(
+    "override, said",
+    [
+        ("recipe.augment.crop_padding=8", NOT_A_SECTION),
+        ("+recipe.augment.crop_padding=8", "crop_padding is a key of recipe.augment.arrays"),
+        (
+            "recipe.augment.arrays.random_erasing=0.2",
+            "recipe.augment.arrays.random_erasing is not a key of recipe.augment.arrays; random_erasing is a key of "
+            "recipe.augment.files",
+        ),
+    ],
+)
+def test_a_key_in_the_wrong_section_on_the_command_line_names_its_section(
+    override, said, tmp_path, monkeypatch, capsys
+):
+    """The command line's refusal named no section (only the recipe file's did, through the typed sections)."""
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exited:
         # Hydra's logging off: a job's handlers on this test's captured streams would outlive it (closed streams)
         cli.main(["train", "debug=fast", override, "hydra/job_logging=none", "hydra/hydra_logging=none"])
     assert exited.value.code not in (None, 0)
-    assert "crop_padding" in f"{exited.value.code}{capsys.readouterr().err}"
+    assert said in f"{exited.value.code}{capsys.readouterr().err}"
     assert not (tmp_path / "outputs").exists()  # no run directory: refused before any work
 
 

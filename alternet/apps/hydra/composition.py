@@ -26,7 +26,7 @@ from omegaconf.errors import ConfigKeyError, ValidationError
 
 from ...errors import AlternetWarning, exit_with_error, suggest
 from ...runs.records import hydra_quoted
-from ...typed import SECTION, section_type
+from ...typed import SECTION, Section, section_type
 from ..config import EvaluateConfig, TrainConfig
 
 FULL_ERROR = "HYDRA_FULL_ERROR"
@@ -112,7 +112,10 @@ def composition_error(error: CompactHydraException, command: str) -> str:
                 "data_root=DIR"
             )
         where = f"of {parent}" if parent else "at the top level"
-        return f"{key} is not a key {where}{suggest(name, known)}; `alternet {command} --cfg job` prints the keys"
+        section = _schema_section(parent, command)  # its own hint: the section a key belongs to (recipe.augment)
+        own = section is not None and not section.OPEN  # an open section's keys are more than its class's
+        hint = section.unknown_hint(name, f"{parent}.") if own else suggest(name, known)
+        return f"{key} is not a key {where}{hint}; `alternet {command} --cfg job` prints the keys"
     if isinstance(cause, ValidationError) and getattr(cause, "full_key", None):
         merging = str(error).partition("Error merging override ")[2].strip()
         reason = str(cause).splitlines()[0]
@@ -139,14 +142,21 @@ def composition_error(error: CompactHydraException, command: str) -> str:
 def _null_section_key(key: str, command: str) -> bool:
     """Whether ``key`` names a key of its section in the schema, so that composing refused it only because the
     section is null there (``recipe.augment.arrays.cutout.holes``, ``logger.wandb.project``)."""
+    parent, _, name = key.rpartition(".")
+    section = _schema_section(parent, command)
+    return section is not None and name in {f.name for f in dataclasses.fields(section)}
+
+
+def _schema_section(path: str, command: str) -> type[Section] | None:
+    """The typed section the schema declares at ``path`` (``recipe.augment``; ``""``: the root), None where it
+    declares none (an open mapping, a section chosen by its values such as ``data``)."""
     section: Any = {"train": TrainConfig, "evaluate": EvaluateConfig}.get(command)
-    *path, name = key.split(".")
-    for part in path:
+    for part in path.split(".") if path else ():
         if not dataclasses.is_dataclass(section) or part not in {f.name for f in dataclasses.fields(section)}:
-            return False
+            return None
         field = next(f for f in dataclasses.fields(section) if f.name == part)
         section = field.metadata.get(SECTION) or section_type(typing.get_type_hints(section)[part])
-    return dataclasses.is_dataclass(section) and name in {f.name for f in dataclasses.fields(section)}
+    return section if isinstance(section, type) and issubclass(section, Section) else None
 
 
 def _off(cause: ValidationError) -> str:

@@ -10,11 +10,12 @@ from .calibration import (
     reliability_bins,
     softmax,
 )
-from .streaming import BinnedCalibrationError
+from .streaming import BinnedCalibrationError, TopKAccuracy
 
 __all__ = [
     "BinnedCalibrationError",
     "ReliabilityBins",
+    "TopKAccuracy",
     "apply_temperature",
     "calibration_metrics",
     "fit_temperature",

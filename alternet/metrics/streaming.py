@@ -58,3 +58,31 @@ class BinnedCalibrationError(Metric):
             return torch.tensor(float("nan"), device=self.counts.device)
         total = self.counts.sum().clamp(min=1.0)
         return ((self.correct - self.confidence).abs().sum() / total).float()
+
+
+class TopKAccuracy(Metric):
+    """Share of samples whose label is among the ``k`` highest scores, a label tied with other classes counted at
+    its expectation over the orders of the tie, (places left) / (classes tied), as
+    :func:`~alternet.metrics.calibration.top_k_accuracy` counts it on a whole split. torch's ``topk`` breaks a tie by
+    position, so bf16 logits (ties are common there) gave training's test/top5 and the evaluation's different values."""
+
+    full_state_update = False
+
+    def __init__(self, k: int, **kwargs):
+        super().__init__(**kwargs)
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        self.k = k
+        for name in ("hits", "seen"):
+            self.add_state(name, default=torch.zeros((), dtype=torch.float64), dist_reduce_fx="sum")
+
+    def update(self, scores: torch.Tensor, labels: torch.Tensor) -> None:
+        scores = scores.detach()
+        label_score = scores.gather(1, labels[:, None].long())
+        above, tied = (scores > label_score).sum(dim=1), (scores == label_score).sum(dim=1)  # tied: the label too
+        places = min(self.k, scores.shape[1]) - above
+        self.hits += (places.double() / tied.double()).clamp(0.0, 1.0).sum()
+        self.seen += labels.numel()
+
+    def compute(self) -> torch.Tensor:
+        return (self.hits / self.seen.clamp(min=1.0)).float()

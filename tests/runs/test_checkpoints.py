@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from alternet.apps.checks import reported_metrics, validate_train_config
 from alternet.apps.train import train
@@ -68,8 +69,14 @@ def test_the_bare_model_of_a_checkpoint_gives_the_trained_logits(digits_summary)
 def test_training_and_evaluation_record_the_same_metric_names_and_ece(digits_summary):
     summary = digits_summary  # evaluated after training
     assert set(summary.test) == {"acc", "top5", "nll", "ece"} <= set(summary.calibration)
-    for name in ("acc", "top5"):  # one definition, computed batch by batch and on the whole split: counts (float32)
-        assert summary.test[name] == pytest.approx(summary.calibration[name], abs=1e-6), name
+    # one definition, computed batch by batch and on the whole split: counts, equal where both ran in float32; the
+    # training's test runs at the run's precision and the evaluation in float32, and bf16 logits of the barely
+    # trained tiny model tie where float32 ones do not (top-5 moved by half an image of 360 on a Zen 5, ties counted
+    # at their expectation in both): there, two images' worth
+    precision = OmegaConf.load(Path(summary.run_dir) / "config.yaml").trainer.precision
+    tolerance = 1e-6 if str(precision).startswith("32") else 2 / summary.test_images.scored
+    for name in ("acc", "top5"):
+        assert summary.test[name] == pytest.approx(summary.calibration[name], abs=tolerance), (name, precision)
     # ECE sums float32 confidences per bin, batch by batch against the whole split at once: the two orders of
     # summation differ by ~1e-5 on an AVX-512 CPU (1.1e-5 measured on a Zen 4), while another binning or
     # definition would differ by ~1e-3 (one image of 360 moving bins)

@@ -257,9 +257,20 @@ def variant_rows(
         if variant is baseline:
             judged = judged_epoch = "baseline"
         else:
-            judged = verdict(error_diff, nll_diff, _budget(variant, baseline, variants), settings.rule)
+            # the training NLLs are the last epoch's: a test of an earlier best checkpoint pairs two models
+            paired = all(run.tested_its_last_epoch for run in (*variant.runs, *baseline.runs))
+            name = "" if paired else " of the tested weights (an earlier epoch's best was tested)"
+            judged = verdict(
+                error_diff,
+                nll_diff if paired else None,
+                _budget(variant, baseline, variants),
+                settings.rule,
+                f"clean training NLL{name}",
+            )
             budget_epoch = _budget(variant, baseline, variants, _nll_epoch)  # its own ranking at twice the epochs
-            judged_epoch = verdict(error_diff, epoch_diff, budget_epoch, settings.rule, "HDVW training NLL")
+            judged_epoch = verdict(
+                error_diff, epoch_diff if paired else None, budget_epoch, settings.rule, f"HDVW training NLL{name}"
+            )
         rows.append(
             {
                 "variant": variant.label,

@@ -67,6 +67,15 @@ class Run:
         return float(values[-1]) if values and math.isfinite(values[-1]) else None
 
     @property
+    def tested_its_last_epoch(self) -> bool:
+        """Whether its test error is of the weights its training NLLs are of, the last epoch's: its final weights
+        tested, or the monitor's best of that epoch (a best of an earlier epoch is another model)."""
+        summary = self.metrics
+        if summary.best_checkpoint is None or summary.tested_checkpoint != summary.best_checkpoint:
+            return True
+        return summary.best_epoch is not None and summary.best_epoch >= summary.epochs
+
+    @property
     def images_tested(self) -> int | None:
         """How many test images its test error is over (None where its summary does not say)."""
         return None if self.metrics.test_images is None else self.metrics.test_images.scored

@@ -241,6 +241,26 @@ def test_a_completed_cosine_schedule_passes_the_gate_that_a_plateau_rule_refused
     )
 
 
+def test_a_test_of_an_earlier_best_checkpoint_is_not_read_against_the_last_epochs_training_nll():
+    """The verdict paired the test error of the monitor's best checkpoint (epoch 6 of 10) with the training NLL of
+    the final weights: two models' numbers in one reading."""
+    runs = _runs("twin", 0.42, 1.40, 10, 10) + _runs("alternet", 0.40, 1.30, 10, 10)
+
+    def tested(epoch):
+        best = {"best_checkpoint": f"best-epoch{epoch - 1:03d}.ckpt", "best_epoch": epoch}
+        return [
+            replace(run, metrics=replace(run.metrics, **best, tested_checkpoint=best["best_checkpoint"]))
+            for run in runs
+        ]
+
+    earlier = tested(6)
+    assert _verdicts(earlier, "model=twin")["model=alternet"] == (
+        f"{INCONCLUSIVE} (lower error; no clean training NLL of the tested weights (an earlier epoch's best was "
+        "tested) logged)"
+    )
+    assert _verdicts(tested(10), "model=twin")["model=alternet"].startswith(HELPS_OPTIMISATION)  # the last epoch's best
+
+
 @pytest.mark.parametrize(("nll_at_twice", "expected"), [(1.25, ""), (1.45, " at this budget (the ranking changes")])
 def test_where_the_sweep_doubles_the_epochs_the_ranking_must_hold_there(nll_at_twice, expected):
     runs = _runs("twin", 0.42, 1.40, 10, 10, True) + _runs("alternet", 0.40, 1.30, 10, 10, True)

@@ -6,6 +6,7 @@ differences from HDVW: docs/analysis.md, "Fourier analysis of feature maps".
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -21,7 +22,7 @@ from .context import AnalysisContext
 from .data import clean_batches
 from .errors import AnalysisError
 from .features import mean_per_tap
-from .tables import summary, tap_summary
+from .tables import finite_or_none, summary, tap_summary
 
 AMPLITUDE_EPS = 1e-6  # added to |FFT| before the log, as in the paper's notebook
 HIGH_FREQUENCY = ("hdvw", "nyquist")
@@ -107,6 +108,19 @@ def high_values(profiles: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[float
     return [float(delta[-1]) if len(delta) > 1 else float("nan") for _, delta in profiles]
 
 
+def msa_minus_conv(profiles: Sequence[tuple[np.ndarray, np.ndarray]], kinds: Sequence[str]) -> float:
+    """The MSA blocks' highest-frequency Δ log amplitude less the Conv blocks', at one frequency: per map size (the
+    taps whose profiles end at the same frequency) where both kinds are, the M mean less the C mean, then the mean
+    over those sizes; NaN where no size has both. The overall M and C means compare different frequencies (on CIFAR
+    a 32x32 stage's last point is 0.94π, a 4x4 one's 0.5π) and mostly different stages."""
+    high, by_size = high_values(profiles), {}
+    for (frequencies, _), kind, value in zip(profiles, kinds, high, strict=True):
+        if kind in ("C", "M") and math.isfinite(value):
+            by_size.setdefault(float(frequencies[-1]), {}).setdefault(kind, []).append(value)
+    contrasts = [np.mean(k["M"]) - np.mean(k["C"]) for k in by_size.values() if "M" in k and "C" in k]
+    return float(np.mean(contrasts)) if contrasts else float("nan")
+
+
 def run(context: AnalysisContext, config: FourierConfig) -> dict[str, Any]:
     sequence = context.blocks
     batches = clean_batches(context, config)
@@ -146,4 +160,5 @@ def run(context: AnalysisContext, config: FourierConfig) -> dict[str, Any]:
         high_frequency=config.high_frequency,
         bn_mode=config.bn_mode,
         **tap_summary("high_freq", high, depth_rows),
+        high_freq_msa_minus_conv=finite_or_none(msa_minus_conv(profiles, [row["kind"] for row in depth_rows])),
     )

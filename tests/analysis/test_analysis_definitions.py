@@ -185,6 +185,21 @@ def test_a_map_too_small_for_a_high_frequency_reports_none_not_zero():
         assert math.isfinite(value) == finite, (size, profile)
 
 
+def test_the_msa_conv_contrast_compares_blocks_at_one_frequency():
+    """The summary's M and C means mix frequencies: a 32x32 Conv stage's last point (0.94π) against a 4x4 MSA's
+    (0.5π). The contrast takes the M less the C mean per map size where both are, here 8x8 alone: +0.5, where the
+    means differ by 1.75."""
+    from alternet.analysis.fourier import msa_minus_conv
+
+    def profile(size, value):
+        return np.arange(size // 2) * 2 / size, np.linspace(0.0, value, size // 2)
+
+    profiles = [profile(32, -3.0), profile(8, -1.0), profile(8, -0.5), profile(4, 0.0), profile(2, 5.0)]
+    kinds = ["C", "C", "M", "M", "M"]  # the 2x2 map has no high frequency (NaN): left out
+    assert msa_minus_conv(profiles, kinds) == pytest.approx(0.5)
+    assert math.isnan(msa_minus_conv(profiles[:1] + profiles[3:4], ["C", "M"]))  # no size holds both
+
+
 def test_variance_default_is_unbiased():
     """A 2x2 map [[0, 2], [0, 2]]: mean 1, squared deviations sum to 4: 4/3 unbiased, 4/4 population."""
     maps = torch.tensor([[0.0, 2.0], [0.0, 2.0]]).expand(1, 1, 2, 2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,7 @@ def test_every_analysis_writes_its_files_and_a_json_summary(analysed):
         assert all(Path(f).is_file() and Path(f).name.startswith(name) for f in summary["files"])
     fourier = list(csv.DictReader((out_dir / "analysis" / "fourier.csv").open()))
     assert {row["name"] for row in fourier} >= {"stem", "stages.1.1"}
+    assert math.isfinite(results["fourier"]["high_freq_msa_minus_conv"])  # C|CM|CM: C and M share two stages
     assert results["attention"]["msa_blocks"] == 2
     assert set(results["hessian"]) >= {"eig_1", "eig_2", "negative_fraction", "trace", "max_eig_median"}
     assert results["hessian"]["hvps"] == BUDGETS["hessian"]["iterations"]

@@ -523,6 +523,20 @@ def test_the_fast_decode_reaches_the_scale_the_box_allows_whatever_the_photos_si
     assert 10 * math.log10(255**2 / np.mean((fast - exact) ** 2)) >= 30
 
 
+def test_the_fast_decode_crops_an_mpo_jpeg_as_the_plain_jpeg_of_its_first_picture(tmp_path):
+    """Pillow opens a JPEG with more pictures (a phone's gain map) as MPO, which drafts as a JPEG does: the box was
+    kept at full scale on the reduced image ("box can't exceed original image size", or a wrong crop)."""
+    path = _photo_jpeg(tmp_path / "photo.jpg", 800, 600, seed=2)
+    with Image.open(path) as plain:
+        first = plain.convert("RGB")
+    mpo = tmp_path / "photo_mpo.jpg"
+    first.save(mpo, format="MPO", save_all=True, append_images=[first.resize((200, 150))], quality=95)
+    with Image.open(mpo) as opened:
+        assert opened.format == "MPO"
+    worst, reduced = _fast_against_exact(mpo, 64, "bilinear", 10)
+    assert worst >= 30 and reduced >= 5, (worst, reduced)
+
+
 def test_the_fast_decode_of_a_real_photo_stays_within_resampling_error():
     """The same check on a real photo (matplotlib's sample grace_hopper.jpg, 512x600, shipped with a dependency): at
     112 px most of timm's boxes decode at a reduced DCT scale. Measured on a Zen 4, over these 40 boxes: 34 reduced,
@@ -535,6 +549,17 @@ def test_the_fast_decode_of_a_real_photo_stays_within_resampling_error():
     worst, reduced = _fast_against_exact(photo, 112, "bicubic", 40)
     assert worst >= 32, worst
     assert reduced >= 25, reduced
+
+
+def test_training_without_augmentation_takes_the_evaluation_pipeline_with_its_crop_settings(folder):
+    """recipe.augment.files=null trains on the evaluation pipeline, as documented: it took timm's defaults
+    (crop_pct 0.875, centre crop, bilinear) instead of the data's, so training zoomed and kept the aspect where the
+    evaluation squashed with bicubic."""
+    overrides = ["data=imagefolder", f"data.root={folder}", "data.image_size=16", "recipe.augment.files=null"]
+    settings = ["data.crop_pct=1.0", "data.crop_mode=squash", "data.interpolation=bicubic"]
+    datamodule = datamodule_of(resolved(*overrides, *settings))
+    assert str(datamodule.train_transform()) == str(datamodule.eval_transform())
+    assert "bicubic" in str(datamodule.train_transform()) and "(16, 16)" in str(datamodule.train_transform())
 
 
 def test_an_image_folder_trains_with_the_fast_decode_and_the_same_samples_shape(folder):

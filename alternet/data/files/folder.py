@@ -74,8 +74,12 @@ class ImageFolderDataModule(ImageDataModule):
 
     def train_transform(self) -> Any:
         """The training split's pipeline (folders and shards alike): timm's, augmenting by :attr:`augment`
-        (recipe.augment.files; null: the evaluation pipeline)."""
-        return file_transform(self.mean, self.std, self.image_size, self.augment)
+        (recipe.augment.files; null: the evaluation pipeline, its crop settings included)."""
+        return (
+            file_transform(self.mean, self.std, self.image_size, self.augment)
+            if self.augment
+            else self.eval_transform()
+        )
 
     def eval_transform(self) -> Any:
         """The evaluation splits' pipeline (timm's ``validate.py``: resize by ``crop_pct``, centre crop); also the

@@ -105,7 +105,7 @@ class DraftedCrop:
         reduce = next((r for r in REDUCTIONS if height / r >= out_h and width / r >= out_w), 1)
         scale = 1.0  # libjpeg's: Pillow decodes at min(W // w, H // h) of the size (w, h) asked, so W // r is asked
         drafted = opened.draft("RGB", (full_w // reduce, full_h // reduce)) if reduce > 1 else None
-        if drafted is not None and opened.format == "JPEG":
+        if drafted is not None:  # a JPEG, or an MPO (a phone's JPEG with more pictures), which drafts the same
             scale = full_w / drafted[1][2]  # its box: (0, 0, W / scale, H / scale), the image ceil(W / scale) wide
         opened.load()
         image = to_rgb(opened, name)

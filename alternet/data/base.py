@@ -161,6 +161,11 @@ class ResumableLoader(StartsWorkersSafely, DataLoader):
         grown = {"workers": self._grown or self.num_workers} if self.most_workers else {}
         return {"epoch": self.sampler.epoch, "batches": self.delivered, "of": len(self)} | grown
 
+    def one_batch_back(self, state: dict[str, Any]) -> dict[str, Any]:
+        """``state`` (:meth:`state_dict`'s) one batch earlier: a checkpoint written inside a step, before its batch
+        trained (the non-finite guard's), resumes with that batch."""
+        return state | {"batches": max(int(state["batches"]) - 1, 0)}
+
     def load_state_dict(self, state: dict[str, int]) -> None:
         self._resume = {"epoch": int(state["epoch"]), "batches": int(state["batches"])}
         if self.most_workers and "workers" in state:  # what the run had grown to (none before 2026-11-29)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
+from lightning.fabric.utilities.types import _Stateful
 from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
 
 from ..errors import AlternetError
@@ -261,8 +262,16 @@ def non_finite_flag(optimizer: torch.optim.Optimizer) -> torch.Tensor:
 
 def save_before_step(trainer: Any, path: Path) -> None:
     """``trainer.save_checkpoint`` from inside a step. Lightning assumes a checkpoint follows a finished step and
-    counts one more logged step on restart; this one precedes its step, so its count is one lower."""
+    counts one more logged step on restart; this one precedes its step, so its count is one lower. The training
+    loader has delivered the step's batch too: its position goes back by that batch, so that the resumed run trains
+    it (else it went on with the next, every later batch one index off its seeds, the epoch a step short)."""
     checkpoint = trainer._checkpoint_connector.dump_checkpoint()
-    loop = checkpoint["loops"]["fit_loop"]["epoch_loop.state_dict"]
-    loop["_batches_that_stepped"] -= 1
+    fit = checkpoint["loops"]["fit_loop"]
+    fit["epoch_loop.state_dict"]["_batches_that_stepped"] -= 1
+    if states := fit["state_dict"].get("combined_loader"):  # one per stateful loader, in Lightning's order
+        loaders = [loader for loader in trainer.fit_loop._combined_loader.flattened if isinstance(loader, _Stateful)]
+        fit["state_dict"]["combined_loader"] = [
+            loader.one_batch_back(state) if hasattr(loader, "one_batch_back") else state
+            for loader, state in zip(loaders, states, strict=True)
+        ]
     trainer.strategy.save_checkpoint(checkpoint, path)

@@ -109,6 +109,15 @@ def test_the_augmentation_is_fixed_by_seed_epoch_and_rank_and_resumes_mid_epoch(
     rest = [images for images, _ in resumed]
     assert len(rest) == len(whole) - 2 and all(torch.equal(a, b) for a, b in zip(whole[2:], rest))
     assert interrupted.state_dict() == {"epoch": 1, "batches": len(whole), "of": len(whole)}  # nothing of DALI's
+    # the non-finite guard's checkpoint, written inside the second batch's step: the same images from that batch on,
+    # DALI's draws afresh (its state is the one after the batch)
+    earlier = interrupted.one_batch_back(state)
+    assert earlier == {"epoch": 1, "batches": 1, "of": len(whole)}
+    again = dali_loader(module, epoch=1)
+    again.load_state_dict(earlier)
+    assert [labels.tolist() for _, labels in again] == [labels.tolist() for _, labels in dali_loader(module, epoch=1)][
+        1:
+    ]
 
 
 @has_dali

@@ -402,6 +402,29 @@ def test_the_banner_counts_the_shards_images_not_their_streams_batches(image_fol
     assert "(train 40, " in datamodule.describe()
 
 
+@pytest.mark.parametrize(("shards", "workers"), [(False, 0), (True, 0), (True, 2)])
+def test_a_loaders_position_one_batch_back_resumes_with_that_batch(image_folder, image_shards, shards, workers):
+    """The non-finite guard's checkpoint is written inside a step, after its batch was delivered: its loader's
+    position goes back one batch (LitData's: the samples yielded and the last worker of its round robin), so the
+    resumed loader delivers that batch again and then the rest of the epoch, as the uninterrupted one did."""
+    data = ["data=imagefolder", f"data.root={image_folder}", "data.val_size=0", f"data.num_workers={workers}"]
+    data += [f"data.train_shards={image_shards}"] if shards else []
+
+    def loader():
+        datamodule = build_datamodule(data_config(resolved(*data)["data"]), batch_size=4, seed=0)
+        datamodule.setup("fit")
+        return datamodule.train_dataloader()
+
+    first, whole, state = loader(), [], None
+    for index, (images, _) in enumerate(first):
+        whole.append(images.sum(dim=(1, 2, 3)).tolist())
+        if index == 3:  # the fourth batch's step goes non-finite
+            state = first.one_batch_back(first.state_dict())
+    resumed = loader()
+    resumed.load_state_dict(state)
+    assert [images.sum(dim=(1, 2, 3)).tolist() for images, _ in resumed] == whole[3:]
+
+
 def test_shards_of_other_classes_name_them_and_an_output_that_cannot_be_made_is_one_line(tmp_path, monkeypatch):
     """The refusal gave the position of the first difference ('at the end'), not the classes; an OUT the system
     would not make (/proc/x) was a FileNotFoundError traceback."""

@@ -32,6 +32,21 @@ def poison_inputs_at(monkeypatch, step: int) -> None:
     monkeypatch.setattr(ClassificationModule, "on_train_batch_start", poisoned)
 
 
+def record_batches(monkeypatch) -> dict[tuple[int, int], list[int]]:
+    """The labels of each training batch as its step begins, by (epoch, batch index), filled as runs train."""
+    from alternet.training.module import ClassificationModule
+
+    seen: dict[tuple[int, int], list[int]] = {}
+    start = ClassificationModule.on_train_batch_start
+
+    def recorded(self, batch, batch_idx):
+        seen[self.current_epoch, batch_idx] = batch[1].tolist()
+        start(self, batch, batch_idx)
+
+    monkeypatch.setattr(ClassificationModule, "on_train_batch_start", recorded)
+    return seen
+
+
 def state_before_step(monkeypatch, step: int, overrides: list[str], output_dir: Path) -> dict:
     """A clean run's weights, BatchNorm statistics and optimizer state as optimizer step ``step`` found them."""
     from alternet.training.guard import NonFiniteGuard

@@ -24,7 +24,7 @@ from alternet.training.callbacks import AtomicCheckpointIO
 from alternet.training.resume import BATCH_KEY, check_resume_batch
 
 from helpers import FAST, ROOT, compose_train, run_main, run_script, run_warm
-from helpers.nonfinite import assert_same_state, fail_at, poison_inputs_at, state_before_step
+from helpers.nonfinite import assert_same_state, fail_at, poison_inputs_at, record_batches, state_before_step
 
 # Small batches make an epoch long enough (~80 steps) to be killed in its middle.
 RESUMABLE = [
@@ -176,7 +176,9 @@ def test_a_non_finite_step_is_skipped_on_the_device_and_acted_on_one_step_later(
     does not depend on the step's path, and a third traced run costs the whole step's case 4 s). The EMA too is as
     before step 2: step 2's update moved none of its weights, and the NaN statistics it took in are restored."""
     six_steps = [*SIX_STEPS, "recipe.ema.decay=0.9", *step_path]
+    seen = record_batches(monkeypatch)
     before_step_2 = state_before_step(monkeypatch, 2, six_steps, tmp_path / "clean")
+    clean_batches = dict(seen)
     message = (
         r"non-finite gradients \(training loss nan\) at global step 2, epoch 0, batch 2; its update was skipped "
         r"and the state at step 3 \(weights, optimizer and BatchNorm statistics as they were before step 2\)"
@@ -191,10 +193,13 @@ def test_a_non_finite_step_is_skipped_on_the_device_and_acted_on_one_step_later(
     if step_path:
         return
 
+    seen.clear()
     summary = train(
         compose_train(*six_steps, f"ckpt_path={saved_path}", "recipe.optimizer.lr=2e-4", output_dir=tmp_path / "failed")
     )
     assert summary.global_step == 6  # batch 3 is retried; batch 2 stays skipped
+    # the images of batches 3-5, at their own indices (the loader's position was one batch on: 4-6 trained)
+    assert seen == {key: clean_batches[key] for key in ((0, 3), (0, 4), (0, 5))}
     assert math.isfinite(summary.test["nll"])
     clean, resumed = _lr_by_step(tmp_path / "clean"), _lr_by_step(tmp_path / "failed")
     assert resumed[1] == clean[1]  # rows of the run before the fault are kept
@@ -269,17 +274,21 @@ def test_without_a_fused_optimizer_the_loss_is_checked_before_backward(tmp_path,
     """The synchronous path (fp16 with a GradScaler, other strategies): the state before the failing step, which
     the resumed run retries."""
     monkeypatch.setattr("alternet.training.module.fused_optimizer_supported", lambda device, precision: False)
+    seen = record_batches(monkeypatch)
     before_step_2 = state_before_step(monkeypatch, 2, SIX_STEPS, tmp_path / "clean")
+    clean_batches = dict(seen)
     message = r"non-finite training loss \(nan\) at global step 2, epoch 0, batch 2; the state before this step"
     with _guard_collectives(monkeypatch) as collectives:
         saved, saved_path, _ = fail_at(monkeypatch, 2, SIX_STEPS, tmp_path / "failed", message)
     assert len(collectives) == 3  # one agreement per step, steps 0-2, the one the deferred guard does without
     assert saved["global_step"] == 2
     assert_same_state(saved, before_step_2)
+    seen.clear()
     summary = train(
         compose_train(*SIX_STEPS, f"ckpt_path={saved_path}", "recipe.optimizer.lr=2e-4", output_dir=tmp_path / "failed")
     )
     assert summary.global_step == 6 and math.isfinite(summary.test["nll"])
+    assert seen == {key: clean_batches[key] for key in ((0, 2), (0, 3), (0, 4), (0, 5))}  # batch 2 retried, as said
 
 
 def test_a_checkpoint_of_a_multi_tensor_optimizer_resumes(tmp_path, monkeypatch):

@@ -166,6 +166,12 @@ class DaliLoader:
             torch.distributed.all_gather_object(ranks, own)
         return state | {"dali": ranks, "graph": self._graph()}
 
+    def one_batch_back(self, state: dict[str, Any]) -> dict[str, Any]:
+        """``state`` one batch earlier (a checkpoint written inside a step, before its batch trained): the same
+        images; DALI's random state is the one after that batch, so the epoch's rest draws afresh."""
+        earlier = {key: value for key, value in state.items() if key not in ("dali", "graph")}
+        return earlier | {"batches": max(int(state["batches"]) - 1, 0)}
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._resume = dict(state)
 

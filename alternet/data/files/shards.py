@@ -333,6 +333,21 @@ class StreamingLoader(StartsWorkersSafely, StreamingDataLoader):
     def state_dict(self) -> dict[str, Any]:
         return super().state_dict() | {SHARDS_DIGEST: shards_digest(self.dataset.input_dir.path or "")}
 
+    def one_batch_back(self, state: dict[str, Any]) -> dict[str, Any]:
+        """``state`` one batch earlier (a checkpoint written inside a step, before its batch trained): LitData's
+        position is the samples yielded and the worker that yielded the last batch (round robin)."""
+        if not state.get("num_samples_yielded"):
+            return state
+        batch, workers = int(self.batch_size or 1), max(int(self.num_workers), 1)
+        dataset = dict(state["dataset"])
+        dataset["num_samples_yielded"] = dataset["num_samples_yielded"] - batch
+        dataset["sample_in_epoch"] = dataset["sample_in_epoch"] - batch * int(dataset.get("world_size") or 1)
+        return state | {
+            "dataset": dataset,
+            "num_samples_yielded": state["num_samples_yielded"] - batch,
+            "latest_worker_idx": (int(state["latest_worker_idx"]) - 1) % workers,
+        }
+
     def load_state_dict(self, obj: dict[str, Any]) -> None:
         """The saved position, in these shards: moved to another folder (a copy, another mount), the same shards
         (the resume's check compared their digests: :func:`alternet.training.resume.check_resume_loader`) are read

@@ -30,11 +30,13 @@ from ..data.registry import DATAMODULES
 from ..errors import AlternetWarning, ConfigValueError, is_integer, one_of, require, suggest
 from ..evaluation.inference import choose_device
 from ..hardware import machine_memory
+from ..launch import devices_per_job, visible_gpus
 from ..metrics.table import SPLIT_KEYS, metric_mode
 from ..models.external import check_name, require_pretrained
 from ..models.factory import check_builds
 from ..runs.records import import_modules
 from ..training.config import TrainerConfig
+from ..training.optim import check_min_lr
 from ..training.precision import PRECISIONS
 from .config import TrainConfig, train_config
 from .extensions import check_targets
@@ -110,11 +112,25 @@ def validate_train_config(cfg: Mapping[str, Any]) -> TrainConfig:
     check_monitor(config)
     check_trainer(config.trainer)
     check_gradient_clip(config)
+    trainer = config.trainer
+    devices = devices_per_job(trainer.devices, trainer.accelerator, gpus := visible_gpus()) or (None if gpus else 1)
+    if devices is not None:  # else the module checks it once its Trainer knows
+        check_min_lr(
+            config.recipe, config.recipe.batch_size * devices * trainer.num_nodes * trainer.accumulate_grad_batches
+        )
     check_slurm_tasks(config.trainer)
     check_accelerator(config)
     choose_device(config.evaluate.device, "evaluate.device")
     if config.export.after_training and config.export.ema and not config.recipe.ema.enabled:
         raise ConfigValueError("export.ema=true needs EMA weights: set recipe.ema.decay (e.g. recipe.ema.decay=0.9999)")
+    precision = str(config.trainer.precision)
+    if precision in HALF_WEIGHTS and config.recipe.ema.enabled:  # the whole module converted, the EMA with it
+        raise ConfigValueError(
+            f"recipe.ema.decay={config.recipe.ema.decay:g} with trainer.precision={precision}: the EMA's weights would "
+            f"be {HALF_WEIGHTS[precision]}, too coarse for its per-step change ({1 - config.recipe.ema.decay:g} of "
+            f"the gap to the weights: an EMA that barely moves); use trainer.precision={precision[:-5]}-mixed, or "
+            "recipe.ema.decay=null"
+        )
     strategy = config.trainer.extra.get("strategy", "auto")
     if config.performance.ddp_compression and strategy != "ddp":  # dropped without a word (training.builders)
         raise ConfigValueError(
@@ -360,6 +376,9 @@ def check_trainer(trainer: TrainerConfig) -> None:
         if key in trainer.extra:
             choices = (True, False, None, "warn") if key == "deterministic" else (True, False, None)
             one_of(f"trainer.{key}", trainer.extra[key], choices)
+
+
+HALF_WEIGHTS = {"bf16-true": "bf16 (8 significant bits)", "16-true": "fp16 (11 significant bits)"}
 
 
 def check_gradient_clip(config: TrainConfig) -> None:

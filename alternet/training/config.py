@@ -191,12 +191,6 @@ class RecipeConfig(Section):
     def check(self) -> None:
         self.require("epochs", integer(1), "must be an integer >= 1")
         self.require("warmup_epochs", lambda v: v >= 0, "must be >= 0")
-        min_lr = self.schedule.min_lr if self.schedule.name == "cosine" else None
-        if min_lr is not None and min_lr > self.optimizer.lr:  # the cosine would climb to it
-            raise ConfigValueError(
-                f"recipe.schedule.min_lr={min_lr:g} is above recipe.optimizer.lr={self.optimizer.lr:g}: the cosine "
-                "decays from the learning rate to min_lr; set min_lr below it (0.0: to zero)"
-            )
         self.require("batch_size", integer(1), "must be an integer >= 1")
         self.require("eval_batch_size", integer(1), "must be an integer >= 1")
         self.require(

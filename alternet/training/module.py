@@ -38,7 +38,7 @@ from .callbacks import max_steps_cut_the_epoch
 from .config import ProgressiveResizeConfig, RecipeConfig
 from .display import Hits, RunningLoss
 from .guard import NonFiniteGuard, fused_optimizer_supported, uses_grad_scaler
-from .optim import build_optimizer, build_scheduler, rescale_learning_rates, scaled_lr
+from .optim import build_optimizer, build_scheduler, check_min_lr, rescale_learning_rates, scaled_lr
 from .resume import BATCH_KEY, CLEAN_KEY, EPOCH_KEY, SCHEDULE_KEY, STEPS_KEY
 from .step import WholeStep, ema_update_
 
@@ -441,6 +441,7 @@ class ClassificationModule(L.LightningModule):
     def configure_optimizers(self) -> dict[str, Any]:
         recipe = self.recipe
         opt_cfg = recipe.optimizer
+        check_min_lr(recipe, self.global_batch)  # the command checked it where it could tell its devices
         lr = scaled_lr(recipe, self.global_batch)
         groups = self._parameter_groups(opt_cfg.weight_decay)
         fused = fused_optimizer_supported(self.device, self.trainer.precision)  # lets the guard skip on the device

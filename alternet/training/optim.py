@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from ..errors import one_of
+from ..errors import ConfigValueError, one_of
 from .config import SCHEDULES, OptimizerConfig, RecipeConfig, ScheduleConfig
 from .step import stepped as stepped_class
 
@@ -24,6 +24,24 @@ def scaled_lr(recipe: RecipeConfig, global_batch: int) -> float:
         return lr
     ratio = global_batch / float(reference)
     return lr * (ratio if rule == "linear" else math.sqrt(ratio))
+
+
+def check_min_lr(recipe: RecipeConfig, global_batch: int) -> None:
+    """The cosine's floor below the rate it decays from, the recipe's scaled to the global batch: above it, the
+    "decay" climbs to it."""
+    min_lr = recipe.schedule.min_lr if recipe.schedule.name == "cosine" else None
+    lr = scaled_lr(recipe, global_batch)
+    if min_lr is not None and min_lr > lr:
+        scaled = (
+            ""
+            if lr == recipe.optimizer.lr
+            else f" (recipe.optimizer.lr={recipe.optimizer.lr:g} scaled {recipe.lr_scale_rule} from "
+            f"recipe.lr_scale_batch={recipe.lr_scale_batch} to the global batch {global_batch})"
+        )
+        raise ConfigValueError(
+            f"recipe.schedule.min_lr={min_lr:g} is above the learning rate the cosine decays from, {lr:g}{scaled}: "
+            "set min_lr below it (0.0: to zero)"
+        )
 
 
 def build_optimizer(

@@ -34,6 +34,12 @@ TRAIN = [
         "error: trainer.gradient_clip_val=null is not recipe.grad_clip=5: the run records, resumes and reports the "
         "recipe's clip; set recipe.grad_clip=null instead",
     ),
+    (  # Lightning's *-true converts the whole module: an EMA in bf16 stayed near its first weights
+        ["trainer.precision=bf16-true", "recipe.ema.decay=0.9999"],
+        "error: recipe.ema.decay=0.9999 with trainer.precision=bf16-true: the EMA's weights would be bf16 (8 "
+        "significant bits), too coarse for its per-step change (0.0001 of the gap to the weights: an EMA that barely "
+        "moves); use trainer.precision=bf16-mixed, or recipe.ema.decay=null",
+    ),
     (["recipe.epochs=-1"], "error: recipe.epochs=-1 is invalid: must be an integer >= 1"),
     (["recipe.batch_size=0"], "error: recipe.batch_size=0 is invalid: must be an integer >= 1"),
     (["data.val_size=5000"], "error: data.val_size=5000 is not smaller than the 1437 training images"),

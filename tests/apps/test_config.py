@@ -136,7 +136,7 @@ CHECKED = [
         ["recipe=speedrun", "recipe.optimizer.momentum=0"],
         "recipe.optimizer.nesterov=true needs momentum > 0 (e.g. momentum=0.9), or set nesterov=false",
     ),
-    (["recipe.schedule.min_lr=1.0"], "recipe.schedule.min_lr=1 is above recipe.optimizer.lr="),  # the lr climbed
+    (["recipe.schedule.min_lr=1.0"], "recipe.schedule.min_lr=1 is above the learning rate the cosine decays from"),
     (["recipe.batch_size=0"], "recipe.batch_size=0 is invalid: must be an integer >= 1"),
     (["recipe.eval_batch_size=0"], "recipe.eval_batch_size=0 is invalid: must be an integer >= 1"),
     (["recipe=paper", "recipe.batch_size=3"], "recipe.batch_size=3 is invalid: mixup/cutmix needs an even batch size"),
@@ -284,6 +284,21 @@ def test_bad_values_are_rejected_with_the_key(overrides, message):
     with pytest.raises(AlternetError) as error:  # ConfigValueError, LayoutError, ...: one line each
         validate_train_config(resolved(*overrides))
     assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_the_cosine_floor_is_checked_against_the_rate_scaled_to_the_global_batch():
+    """min_lr was compared with recipe.optimizer.lr as written, while the cosine decays from the rate scaled to the
+    global batch: at batch 16 of the digits recipe's 64 (2e-3 -> 5e-4) a floor of 1e-3 made the 'decay' climb, and
+    at batch 128 (4e-3) a floor of 3e-3 was refused though the cosine decays to it."""
+    floor = ["recipe.optimizer.lr=2e-3", "recipe.lr_scale_rule=linear"]
+    with pytest.raises(AlternetError) as error:
+        validate_train_config(resolved(*floor, "recipe.batch_size=16", "recipe.schedule.min_lr=1e-3"))
+    assert str(error.value) == (
+        "recipe.schedule.min_lr=0.001 is above the learning rate the cosine decays from, 0.0005 "
+        "(recipe.optimizer.lr=0.002 scaled linear from recipe.lr_scale_batch=64 to the global batch 16): set min_lr "
+        "below it (0.0: to zero)"
+    )
+    validate_train_config(resolved(*floor, "recipe.batch_size=128", "recipe.schedule.min_lr=3e-3"))
 
 
 def tour_commands() -> list[list[str]]:

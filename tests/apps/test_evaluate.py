@@ -490,7 +490,8 @@ def test_a_hub_model_gets_imagenet_c_and_mce_on_an_image_folder(hub_cache, tmp_p
 
 
 def write_imagenet_c(root, classes, corruptions, per_class=1):
-    """<root>/<corruption>/<severity>/<class>/<i>.JPEG, 20 px."""
+    """<root>/<corruption>/<severity>/<class>/<i>.JPEG, 16 px: the model's input, as ImageNet-C's 224 px are a
+    224-px model's."""
     rng = np.random.default_rng(0)
     for corruption in corruptions:
         for severity in range(1, 6):
@@ -498,7 +499,7 @@ def write_imagenet_c(root, classes, corruptions, per_class=1):
                 folder = root / corruption / str(severity) / name
                 folder.mkdir(parents=True)
                 for i in range(per_class):
-                    Image.fromarray(rng.integers(0, 256, (20, 20, 3), dtype=np.uint8)).save(folder / f"{i}.JPEG")
+                    Image.fromarray(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)).save(folder / f"{i}.JPEG")
     return root
 
 

@@ -85,9 +85,9 @@ def settings(**robustness) -> EvaluationConfig:
     return build(EvaluationConfig, base | {"batch_size": 16})
 
 
-def write_tree(root, classes=WNIDS, corruptions=(*PICKED, "spatter"), family=False, per_class=2):
-    """An ImageNet-C tree of tiny JPEGs: <root>/[<family>/]<corruption>/<severity>/<wnid>/<i>.JPEG, 20 px (the
-    model's input is 16: a centre crop)."""
+def write_tree(root, classes=WNIDS, corruptions=(*PICKED, "spatter"), family=False, per_class=2, size=SIZE):
+    """An ImageNet-C tree of tiny JPEGs: <root>/[<family>/]<corruption>/<severity>/<wnid>/<i>.JPEG, ``size`` px (16:
+    the model's input, as ImageNet-C's 224 px are a 224-px model's)."""
     rng = np.random.default_rng(0)
     for corruption in corruptions:
         base = root / ("family" if family else "") / corruption
@@ -96,7 +96,7 @@ def write_tree(root, classes=WNIDS, corruptions=(*PICKED, "spatter"), family=Fal
                 folder = base / str(severity) / name
                 folder.mkdir(parents=True)
                 for i in range(per_class):
-                    pixels = rng.integers(0, 256, (20, 20, 3), dtype=np.uint8)
+                    pixels = rng.integers(0, 256, (size, size, 3), dtype=np.uint8)
                     Image.fromarray(pixels).save(folder / f"{name}_{i}.JPEG", quality=90)
     return root
 
@@ -193,7 +193,9 @@ def test_imagenet_c_max_images_on_an_image_folder_compares_the_file_names(tmp_pa
         target = tree / "fog" / "1" / image.parent.name / image.name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(image, target)
-    cfg = settings(root=str(tree), corruptions=["fog"], severities=[1], max_images=4).robustness
+    cfg = settings(
+        root=str(tree), corruptions=["fog"], severities=[1], max_images=4, preprocess="resize_center_crop"
+    ).robustness
     assert open_corrupted_sets(cfg, data, data.class_names).clean_images == 4
     first = sorted(tree.rglob("*.JPEG"))[0]
     first.rename(first.with_name("other.JPEG"))  # the first test image's place now holds another image
@@ -202,6 +204,9 @@ def test_imagenet_c_max_images_on_an_image_folder_compares_the_file_names(tmp_pa
 
 
 def test_imagenet_c_preprocessing_crops_or_resizes_then_crops(tmp_path):
+    """At the model's input size the reference centre crop takes the image as it is; images larger than the input
+    are refused for it (their objects would be magnified against the clean test images: a 128-px model cropped the
+    middle 128 px of ImageNet-C's 224, 1.75x) and resized first with resize_center_crop."""
     root = write_tree(tmp_path / "C", corruptions=("fog",), per_class=1)
     module = datamodule()
     crop, resized = (
@@ -209,11 +214,21 @@ def test_imagenet_c_preprocessing_crops_or_resizes_then_crops(tmp_path):
         for p in ("center_crop", "resize_center_crop")
     )
     image = np.asarray(Image.open(sorted((root / "fog" / "1" / WNIDS[0]).iterdir())[0]).convert("RGB"))
-    expected = (image[2:18, 2:18] / 255.0 - 0.5) / 0.25  # a 16 px centre crop of the 20 px image, no resize
     first = crop.datasets[0][0][0]
-    np.testing.assert_allclose(first.permute(1, 2, 0).numpy(), expected, atol=1e-5)
+    np.testing.assert_allclose(first.permute(1, 2, 0).numpy(), (image / 255.0 - 0.5) / 0.25, atol=1e-5)
     assert resized.datasets[0][0][0].shape == first.shape and resized.preprocess == "resize_center_crop"
-    assert not torch.allclose(resized.datasets[0][0][0], first)
+    assert not torch.allclose(resized.datasets[0][0][0], first)  # resized to 16 / 0.875 = 18, then cropped
+    larger = write_tree(tmp_path / "L", corruptions=("fog",), per_class=1, size=20)
+    with pytest.raises(DataError, match=r"is 20x20, larger than the model's 16px input: a centre crop alone would "):
+        open_corrupted_sets(settings(root=str(larger), corruptions=["fog"]).robustness, module)
+    assert (
+        open_corrupted_sets(
+            settings(root=str(larger), corruptions=["fog"], preprocess="resize_center_crop").robustness, module
+        )
+        .datasets[0][0][0]
+        .shape
+        == first.shape
+    )
     with pytest.raises(ConfigValueError, match=r"robustness.preprocess='resize' is not one of \['center_crop', "):
         settings(root=str(root), corruptions=["fog"], preprocess="resize")  # refused as the settings are made
 

@@ -197,13 +197,17 @@ def crop_transform(
 
 
 def check_image_size(path: str | os.PathLike[str], image_size: int, preprocess: str) -> None:
-    """A centre crop cannot enlarge: raise a DataError when ``path`` is smaller than the crop."""
+    """A centre crop neither enlarges nor keeps the scale of a larger image: raise a DataError when ``path`` is not
+    the crop's size. (ImageNet-C's images are 224 px, made as the clean test images are for a 224-px model: a
+    smaller input cropped from them sees its objects larger than in its clean test images, 1.75x at 128 px.)"""
     with Image.open(path) as image:
         width, height = image.size
-    if preprocess == "center_crop" and min(width, height) < image_size:
+    if preprocess == "center_crop" and min(width, height) != image_size:
+        than = "smaller than" if min(width, height) < image_size else "larger than"
         raise DataError(
-            f"{path} is {width}x{height}, smaller than the model's {image_size}px input; "
-            "set robustness.preprocess=resize_center_crop to resize first"
+            f"{path} is {width}x{height}, {than} the model's {image_size}px input: a centre crop alone would "
+            f"{'have to enlarge it' if than == 'smaller than' else 'magnify its objects against the clean test images'}"
+            "; set robustness.preprocess=resize_center_crop to resize first"
         )
 
 

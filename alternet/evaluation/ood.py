@@ -1,8 +1,9 @@
 """The out-of-distribution pass (``ood.root``): images of classes the model never saw, scored against the test
 split with :func:`alternet.metrics.uncertainty.ood_scores` (MSP, energy). ``ood.root`` is any folder of images
-(searched recursively, in sorted order; through the test split's own pipeline for image files, resized whole to the
-model's input for arrays) or a CIFAR-format set (the folder holding ``cifar-10-batches-py/`` or
-``cifar-100-python/``, or that folder: its test split, resized to the model's input when it is not 32 px)."""
+(searched recursively, in sorted order; through the test split's own pipeline for image files; for arrays the
+shorter side resized to the model's input, anti-aliased, and centre-cropped) or a CIFAR-format set (the folder
+holding ``cifar-10-batches-py/`` or ``cifar-100-python/``, or that folder: its test split, resized to the model's
+input when it is not 32 px)."""
 
 from __future__ import annotations
 

@@ -117,7 +117,7 @@ def open_corrupted_sets(
         conditions=tuple(conditions),
         datasets=tuple(datasets),
         clean_images=scored,
-        benchmark=CIFAR_BENCHMARKS.get(datamodule.name),
+        benchmark=CIFAR_BENCHMARKS.get(datamodule.name) if sets.source == "real" else None,  # generated: none
         synthetic_frost=sets.synthetic_frost,
         frost_source=sets.frost_source,
         max_images=max_images,

@@ -276,10 +276,12 @@ def load_baseline(path: str | Path) -> RobustnessBaseline:
         rows = rows_from_record(RobustnessResult.from_payload(metrics["robustness"], f"{path}'s robustness"))
     except CheckpointError as error:
         raise RobustnessError(str(error)) from None
-    return RobustnessBaseline(
+    summary = (metrics["robustness"] or {}).get("summary") or {}
+    clean = summary.get("clean_acc")  # on the images its corrupted sets hold (robustness.max_images); test.acc is
+    return RobustnessBaseline(  # the whole split's, another set of images than its corrupted errors'
         name=str(metrics.get("model", path.parent.name)) + (" (EMA weights)" if metrics.get("ema") else ""),
         rows=tuple(rows),
-        clean_acc=clean_accuracy(metrics),
+        clean_acc=float(clean) if clean is not None else clean_accuracy(metrics),
     )
 
 

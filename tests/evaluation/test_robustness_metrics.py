@@ -146,6 +146,11 @@ def test_metrics_json_round_trip_and_baseline_loading(tmp_path):
     assert robustness_summary(MODEL, loaded, clean_acc=0.95).mce == pytest.approx((75 + 200 / 3) / 2)
     update_metrics_json(path, {"ema": True})  # an evaluation of EMA weights (use_ema): mCE is "vs" them, by name
     assert load_baseline(path).name == "resnet50 (EMA weights)"
+    # the clean accuracy on the images its corrupted sets hold (robustness.max_images) over the whole split's:
+    # relative mCE subtracted a 10,000-image clean error from 500-image corrupted ones
+    subset = robustness_summary(rows, clean_acc=0.8)
+    update_metrics_json(path, {"robustness": robustness_record(rows, subset).to_json()})
+    assert load_baseline(path).clean_acc == 0.8
 
 
 def test_load_baseline_explains_what_is_missing(tmp_path):

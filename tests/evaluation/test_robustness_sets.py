@@ -260,6 +260,13 @@ def cifar_c_folder(root, n: int, num_classes: int):
     return root
 
 
+def test_generated_corruptions_name_no_benchmark_whatever_the_data_set(tmp_path):
+    """Corruptions generated from CIFAR-10's test images were recorded as benchmark cifar10-c in metrics.json."""
+    cfg = settings(corruptions=["fog"], severities=[1], max_images=4, workers=1, cache_dir=str(tmp_path / "cache"))
+    sets = open_corrupted_sets(cfg.robustness, datamodule(TinyCifar10))
+    assert sets.source == "generated" and sets.images().benchmark is None
+
+
 def test_nineteen_file_cifar_c_folder_reports_the_extras_apart(tmp_path):
     root = cifar_c_folder(tmp_path / "CIFAR-10-C", n=4, num_classes=10)
     out = tmp_path / "eval"

@@ -488,19 +488,25 @@ def download_artifact(ref: str) -> Path:
 
 
 def log_model_artifacts(
-    run: Any, checkpoint: Path, export_dir: Path | None, metadata: dict[str, Any], best: bool = True
+    run: Any,
+    checkpoint: Path,
+    export_dir: Path | None,
+    metadata: dict[str, Any],
+    best: bool = True,
+    export_metadata: dict[str, Any] | None = None,
 ) -> list[LoggedArtifact]:
     """Log the checkpoint (``model-<run id>``) and the export (``export-<run id>``) as ``model`` artifacts with
     aliases best and latest, or latest alone where the checkpoint is not the monitor's best (``best=False``: the
     final weights, tested where the test split is the validation split or no monitor chose). Files are referenced
-    in place (immutable policy): an offline run records them for ``wandb sync``, an online run uploads them."""
+    in place (immutable policy): an offline run records them for ``wandb sync``, an online run uploads them.
+    ``export_metadata``: the export's where its weights are not the checkpoint's (EMA: its own test numbers)."""
     aliases = ARTIFACT_ALIASES if best else ("latest",)
     logged = []
-    entries = [(checkpoint_artifact_name(run.id), "checkpoint", checkpoint)]
+    entries = [(checkpoint_artifact_name(run.id), "checkpoint", checkpoint, metadata)]
     if export_dir is not None:
-        entries.append((f"export-{run.id}", "export", export_dir))
-    for name, kind, path in entries:
-        artifact = _checkpoint_artifact(name, path, {**metadata, "kind": kind})
+        entries.append((f"export-{run.id}", "export", export_dir, export_metadata or metadata))
+    for name, kind, path, described in entries:
+        artifact = _checkpoint_artifact(name, path, {**described, "kind": kind})
         run.log_artifact(artifact, aliases=list(aliases))
         logged.append(LoggedArtifact(artifact.name, kind, path, aliases))
     return logged

@@ -60,7 +60,8 @@ def export_after_training(config: TrainConfig, summary: RunSummary) -> Path | No
     if run is not None and options.wandb_artifacts:
         checkpoint = select_checkpoint(run_dir)  # the one its test numbers are for
         metadata = {"model": summary.model, "data": summary.data, "test": summary.test, "epochs": summary.epochs}
+        exported = metadata | ({"test": summary.test_ema, "ema": True} if options.ema else {})  # its weights' test
         best = summary.best_checkpoint is not None and checkpoint.name == Path(summary.best_checkpoint).name
-        logged = tracking.log_model_artifacts(run, checkpoint, export_dir, metadata, best)
+        logged = tracking.log_model_artifacts(run, checkpoint, export_dir, metadata, best, exported)
         print(tracking.artifact_notice(run, logged), flush=True)
     return export_dir

@@ -248,8 +248,9 @@ def card_data(config: dict[str, Any], repo_id: str | None = None) -> ModelCardDa
     dataset = HUB_DATASETS.get(name, name)
     test, ema = reported_test(config)
     info = config["alternet"]
-    if info.get("tested_checkpoint") != info.get("checkpoint") or bool(info.get("ema")) != ema or _partial_test(info):
-        test = None  # measured on other weights or on part of the split (the text says): not this model's results
+    other = info.get("tested_checkpoint") != info.get("checkpoint") or bool(info.get("ema")) != ema
+    if other or _partial_test(info) or (info.get("recipe") or {}).get("test_flip"):
+        test = None  # measured on other weights, on part of the split or two views (the text says): not this model's
     recorded = {
         key: (test or {}).get(key) for key in HUB_METRICS if (test or {}).get(key) is not None and _telling(key, config)
     }

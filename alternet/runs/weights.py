@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from ..architectures.config import model_config
-from ..architectures.named import spec_kwargs
+from ..architectures.named import base_name, spec_kwargs
 from ..data.augment import SECTIONS
 from ..dataset_facts import DataFacts
 from ..errors import CheckpointError
@@ -57,7 +57,7 @@ def saved_hyperparameters(checkpoint: dict[str, Any], source: str) -> dict[str, 
     return hparams
 
 
-TRAINING_ONLY_ARGS = ("num_classes", "drop_path_rate")  # set by whoever builds the model, or training-only
+TRAINING_ONLY_ARGS = ("num_classes", "drop_rate", "drop_path_rate", "drop_block_rate")  # the builder's, or training's
 
 
 @dataclass
@@ -105,7 +105,7 @@ def read_weights(path: str | Path, *, ema: bool = False) -> CheckpointWeights:
     model, data = model_config(hparams["model"]), DataFacts.from_dict(hparams["data"])
     num_classes = int(data.num_classes)
     # the full architecture (the zoo's spec under the run's overrides), so the record does not depend on the zoo
-    args = spec_kwargs(model.name) | model_args(
+    args = spec_kwargs(base_name(model.name)) | model_args(
         model, num_classes=num_classes, img_size=data.image_size, drop_path_rate=0.0
     )
     return CheckpointWeights(
@@ -113,7 +113,7 @@ def read_weights(path: str | Path, *, ema: bool = False) -> CheckpointWeights:
         state_dict=state_dict,
         architecture=model.name,
         num_classes=num_classes,
-        model_args={k: v for k, v in args.items() if k not in TRAINING_ONLY_ARGS},
+        model_args={k: v for k, v in args.items() if k not in TRAINING_ONLY_ARGS and not k.endswith("_drop_rate")},
         hyper_parameters=hparams,
     )
 

@@ -563,7 +563,8 @@ def test_final_weights_are_logged_as_latest_and_not_called_best(pretrained, tmp_
 
     run_dir = RunDir(shutil.copytree(pretrained.run_dir, tmp_path / "run"))
     config = SimpleNamespace(
-        export=SimpleNamespace(after_training=False, wandb_artifacts=True), logger=SimpleNamespace(wandb=True)
+        export=SimpleNamespace(after_training=False, wandb_artifacts=True, ema=False),
+        logger=SimpleNamespace(wandb=True),
     )
     for tested, aliases in (("best", ["best", "latest"]), ("last", ["latest"])):
         summary = replace(run_dir.summary(), run_dir=str(run_dir.path))
@@ -579,6 +580,18 @@ def test_final_weights_are_logged_as_latest_and_not_called_best(pretrained, tmp_
     assert [aliases for _, aliases in run.logged] == [["latest"], ["latest"]]
     notice = artifact_notice(run, logged)
     assert "with aliases latest;" in notice and "pull: alternet.hub.load('me/alternet/export-abc123:latest')" in notice
+
+
+def test_an_ema_export_artifact_carries_the_ema_weights_test_numbers(pretrained):
+    """export.ema=true exports the EMA weights; their artifact's metadata held the raw weights' test numbers."""
+    run = RecordingRun()
+    raw, ema = {"acc": 0.5}, {"acc": 0.6}
+    log_model_artifacts(
+        run, Path(pretrained.last_checkpoint), export_dir(pretrained), {"test": raw}, True, {"test": ema, "ema": True}
+    )
+    (checkpoint_artifact, _), (export_artifact, _) = run.logged
+    assert checkpoint_artifact.metadata["test"] == raw and export_artifact.metadata["test"] == ema
+    assert export_artifact.metadata["ema"] is True and export_artifact.metadata["kind"] == "export"
 
 
 def test_wandb_references_fail_clearly_without_wandb(monkeypatch, tmp_path):

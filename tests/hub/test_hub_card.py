@@ -91,8 +91,12 @@ def test_cifar100_cards_name_the_hub_data_set():
 
 @pytest.mark.parametrize(
     "exported",
-    [{"checkpoint": "last.ckpt", "tested_checkpoint": "best-epoch003.ckpt"}, {"ema": True, "test_ema": None}],
-    ids=["another checkpoint tested", "the EMA exported, the raw weights tested"],
+    [
+        {"checkpoint": "last.ckpt", "tested_checkpoint": "best-epoch003.ckpt"},
+        {"ema": True, "test_ema": None},
+        {"recipe": {"test_flip": True}},
+    ],
+    ids=["another checkpoint tested", "the EMA exported, the raw weights tested", "tested on two views, flip-averaged"],
 )
 def test_results_measured_on_other_weights_are_not_published_as_the_models(exported):
     """The card's text says which weights were tested; the model-index, which the Hub shows as the model's own
@@ -136,6 +140,15 @@ def test_config_holds_every_key_of_timms_own_export(run, tmp_path, kind):
     assert not {"url", "file", "hf_hub_id", "source"} & set(ours["pretrained_cfg"])
     # num_classes stays top-level only: loaders pass it beside **model_args
     assert set(theirs.get("model_args", {})) - {"num_classes"} <= set(ours["model_args"])
+
+
+def test_an_export_leaves_the_training_dropout_rates_out_of_its_model_args(tmp_path):
+    """timm's own export leaves drop rates out of model_args; ours kept drop_rate, so timm.create_model('hf-hub:...',
+    pretrained=True, num_classes=5) fine-tuned with training's dropout unasked."""
+    overrides = ["model=timm", "model.name=test_resnet", "+model.drop_rate=0.3", "+model.drop_block_rate=0.1"]
+    source = untrained_checkpoint(tmp_path / "resnet.ckpt", *overrides)
+    args = json.loads((hub.export(source, tmp_path / "export") / "config.json").read_text())["model_args"]
+    assert not [key for key in args if "drop" in key], args
 
 
 # push ------------------------------------------------------------------------------------------------

@@ -66,6 +66,16 @@ def test_the_bare_model_of_a_checkpoint_gives_the_trained_logits(digits_summary)
     assert not model.training
 
 
+def test_a_tagged_model_name_records_its_architecture(digits_summary, tmp_path):
+    """alternet_tiny.cifar10 (a name with timm's tag) recorded no architecture: the zoo's spec was looked up under
+    the tagged name, so an export's model_args held no layout and the model was rebuilt from the zoo of the day."""
+    checkpoint = torch.load(digits_summary.best_checkpoint, weights_only=True)
+    checkpoint["hyper_parameters"]["model"]["name"] = "alternet_tiny.cifar10"
+    torch.save(checkpoint, tmp_path / "tagged.ckpt")
+    _, weights = load_model(tmp_path / "tagged.ckpt")
+    assert weights.model_args["layout"] == "C|CM|CM" and "widths" in weights.model_args
+
+
 def test_training_and_evaluation_record_the_same_metric_names_and_ece(digits_summary):
     summary = digits_summary  # evaluated after training
     assert set(summary.test) == {"acc", "top5", "nll", "ece"} <= set(summary.calibration)

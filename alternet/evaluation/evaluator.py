@@ -309,6 +309,8 @@ def open_robustness(
         if missing:
             raise RobustnessError(f"baseline {baseline.name!r} lacks results for {', '.join(missing[:5])}")
         check_same_images(sets, baseline)
+        if not baseline.published:
+            baseline.check_same_benchmark(datamodule.name, sets.images())
     return sets, baseline
 
 

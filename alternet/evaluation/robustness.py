@@ -38,7 +38,7 @@ from ..data.corrupted.names import CORRUPTIONS, EXTRA_CORRUPTIONS, FAMILIES, SEV
 from ..errors import AlternetError, CheckpointError
 from ..files import read_json, write_csv
 from ..files import update_json as update_metrics_json  # merge into metrics.json, atomically
-from ..runs.results import Condition, RobustnessResult, RobustnessSummary
+from ..runs.results import Condition, CorruptedImages, RobustnessResult, RobustnessSummary
 
 SOURCES = ("real", "generated")
 FAMILY_OF = {corruption: family for family, members in FAMILIES.items() for corruption in members}
@@ -107,6 +107,31 @@ class RobustnessBaseline:
     clean_acc: float | None
     published: bool = False  # a built-in table of published results (whole sets), not an evaluation's own
     severity_means: bool = False  # each corruption's error averaged over severities 1..5 (Hendrycks' ImageNet-C)
+    data: str | None = None  # an evaluation's own: the data set it was scored on (metrics.json's data)
+    images: CorruptedImages | None = None  # and where its corrupted images came from, how they were read
+
+    def check_same_benchmark(self, data: str, images: CorruptedImages) -> None:
+        """An evaluation's own baseline was scored on corruptions of the same data set, read the same way: mCE
+        divides this model's errors by its errors on the same images (CIFAR-10-C errors under CIFAR-100-C ones
+        passed, as both hold 10,000 images a condition)."""
+        theirs = self.images or CorruptedImages()
+        differences = [
+            (what, mine, other)
+            for what, mine, other in (
+                ("data", data, self.data),
+                ("layout", images.layout, theirs.layout),
+                ("benchmark", images.benchmark, theirs.benchmark),
+                ("preprocess", images.preprocess, theirs.preprocess),
+                ("frost_source", images.frost_source, theirs.frost_source),
+            )
+            if mine is not None and other is not None and mine != other
+        ]
+        if differences:
+            what, mine, other = differences[0]
+            raise RobustnessError(
+                f"baseline {self.name!r} was scored with {what} {other}, this evaluation with {what} {mine}: mCE "
+                "divides errors on the same images; evaluate the baseline on these corruptions first"
+            )
 
     def __post_init__(self) -> None:
         _check_fraction(f"baseline {self.name!r} clean_acc", self.clean_acc)
@@ -273,7 +298,8 @@ def load_baseline(path: str | Path) -> RobustnessBaseline:
     if "robustness" not in metrics:
         raise RobustnessError(f"{path} has no 'robustness' section; evaluate the baseline on corruptions first")
     try:
-        rows = rows_from_record(RobustnessResult.from_payload(metrics["robustness"], f"{path}'s robustness"))
+        record = RobustnessResult.from_payload(metrics["robustness"], f"{path}'s robustness")
+        rows = rows_from_record(record)
     except CheckpointError as error:
         raise RobustnessError(str(error)) from None
     summary = (metrics["robustness"] or {}).get("summary") or {}
@@ -282,6 +308,8 @@ def load_baseline(path: str | Path) -> RobustnessBaseline:
         name=str(metrics.get("model", path.parent.name)) + (" (EMA weights)" if metrics.get("ema") else ""),
         rows=tuple(rows),
         clean_acc=float(clean) if clean is not None else clean_accuracy(metrics),
+        data=metrics.get("data"),
+        images=record.images,
     )
 
 

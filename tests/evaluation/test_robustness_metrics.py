@@ -153,6 +153,28 @@ def test_metrics_json_round_trip_and_baseline_loading(tmp_path):
     assert load_baseline(path).clean_acc == 0.8
 
 
+def test_a_baseline_scored_on_another_benchmark_is_refused(tmp_path):
+    """A CIFAR-10-C evaluation as the baseline of a CIFAR-100-C one: both real, 10,000 images a condition, so mCE
+    and relative mCE were reported against the other data set's errors."""
+    from dataclasses import replace
+
+    from alternet.runs.results import CorruptedImages
+
+    path = tmp_path / "c10" / "metrics.json"
+    rows = list(BASELINE.rows)
+    images = CorruptedImages(layout="cifar-c", benchmark="cifar10-c", images_per_condition=10000)
+    record = replace(robustness_record(rows, robustness_summary(rows)), images=images)
+    update_metrics_json(path, {"model": "resnet", "data": "cifar10", "robustness": record.to_json()})
+    baseline = load_baseline(path)
+    baseline.check_same_benchmark("cifar10", images)  # the same: no word
+    with pytest.raises(RobustnessError, match=r"scored with data cifar10, this evaluation with data cifar100: mCE"):
+        baseline.check_same_benchmark("cifar100", replace(images, benchmark="cifar100-c"))
+    with pytest.raises(RobustnessError, match=r"scored with preprocess center_crop, this evaluation with preprocess"):
+        replace(baseline, images=replace(images, preprocess="center_crop")).check_same_benchmark(
+            "cifar10", replace(images, preprocess="resize_center_crop")
+        )
+
+
 def test_load_baseline_explains_what_is_missing(tmp_path):
     with pytest.raises(RobustnessError, match="not found"):
         load_baseline(tmp_path / "absent.json")

@@ -153,8 +153,9 @@ def robustness_lines(robustness: RobustnessResult) -> list[str]:
     """A robustness result as the lines both an evaluation and the end of a training run print: the mean accuracy,
     mCE against the baseline, the families, the worst conditions, the generated-frost caveat and the extra
     corruptions."""
-    summary = robustness.summary
-    mean = f"mean acc {summary.robustness:.4f} over {summary.n_conditions} conditions"
+    summary, images = robustness.summary, robustness.images
+    subset = f" (the first {images.images_per_condition} images of each)" if images and images.max_images else ""
+    mean = f"mean acc {summary.robustness:.4f} over {summary.n_conditions} conditions{subset}"
     precision = f", {robustness.precision}" if robustness.precision not in (None, "32") else ""
     lines = [f"  robustness ({robustness.source} corruptions{precision}): {mean}"]
     if summary.mce is not None:
@@ -163,6 +164,11 @@ def robustness_lines(robustness: RobustnessResult) -> list[str]:
             lines.append(
                 f"  note: mCE over {summary.n_conditions} conditions, not the benchmark's 15 corruptions x 5 "
                 "severities: not comparable with published mCE"
+            )
+        elif subset:
+            lines.append(
+                f"  note: mCE from the first {images.images_per_condition} images of each condition: an estimate of "
+                "the benchmark's, noisier than over its whole sets"
             )
     families = "  ".join(f"{name} {block['acc']:.4f}" for name, block in summary.per_family.items())
     lines.append(f"  per family: {families}")

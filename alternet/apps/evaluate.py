@@ -421,23 +421,26 @@ def short_name(source: str) -> str:
 
 
 def write_comparison(reports: list[EvaluationReport], folders: list[str], path: Path) -> Path:
-    """One row per model: where its files are (``folder``), what was scored (the test images, of how many; the
-    corrupted conditions, and whether they are the whole benchmark) beside its numbers."""
+    """One row per model: where its files are (``folder``), what was scored (the weights, EMA or not, one view or
+    two; the test images, of how many; the corrupted conditions, their images each, and whether they are the whole
+    benchmark) beside its numbers."""
     rows = []
     for folder, report in zip(folders, reports):
         row = {"folder": folder, "checkpoint": report.checkpoint, "model": report.model, "data": report.data}
+        row |= {"ema": bool(report.ema), "test_flip": bool(report.test_flip)}  # each model's own where not set
         if report.test_images:
             row |= {"test_images": report.test_images.scored, "test_images_of": report.test_images.of}
         row |= report.test
         if report.selective:
             row |= {"aurc": report.selective.aurc, "augrc": report.selective.augrc}
         if report.robustness:
-            summary = report.robustness.summary
+            summary, images = report.robustness.summary, report.robustness.images
             row |= {
                 "robustness": summary.robustness,
                 "robustness_source": report.robustness.source,
                 "robustness_conditions": summary.n_conditions,
-                "robustness_complete": summary.complete,
+                "robustness_images": images.images_per_condition if images else None,  # a subset: max_images
+                "robustness_complete": summary.complete and not (images and images.max_images),
                 "mce": summary.mce,
             }
         rows.append(row)

@@ -126,6 +126,21 @@ def test_a_relative_mce_left_undefined_or_an_incomplete_mce_says_why():
     )
 
 
+def test_a_corruption_subset_says_its_images_per_condition():
+    """robustness.max_images=500 printed "over 75 conditions" as the whole benchmark, its mCE against AlexNet's
+    whole sets without a word."""
+    subset = RobustnessResult.from_payload(ROBUSTNESS | {"max_images": 500, "images_per_condition": 500})
+    lines = robustness_lines(subset)
+    assert (
+        lines[0] == "  robustness (real corruptions): mean acc 0.4500 over 75 conditions (the first 500 images of each)"
+    )
+    assert lines[2] == (
+        "  note: mCE from the first 500 images of each condition: an estimate of the benchmark's, noisier than over "
+        "its whole sets"
+    )
+    assert robustness_lines(RESULT)[0].endswith("over 75 conditions")  # the whole sets: nothing added
+
+
 def test_one_printer_shows_robustness_for_training_and_evaluation(tmp_path):
     assert RESULT.to_json() == ROBUSTNESS  # the file's record, read and written back whole
     lines = robustness_lines(RESULT)

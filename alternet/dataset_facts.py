@@ -52,5 +52,7 @@ FACTS = {
     "cifar100": DataFacts("cifar100", 100, 32, (0.5071, 0.4867, 0.4408), (0.2675, 0.2565, 0.2761)),
     # timm's tag for ImageNet-1k, with timm's IMAGENET_DEFAULT_MEAN / _STD (written here: this module is imported
     # before timm, which registers the zoo when it is imported: alternet/__init__.py)
-    "in1k": DataFacts("in1k", 1000, 224, (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
+    "in1k": DataFacts(  # evaluated at Resize(256) + CenterCrop(224), bilinear: HDVW's ops/datasets.py, timm's default
+        "in1k", 1000, 224, (0.485, 0.456, 0.406), (0.229, 0.224, 0.225), crop_pct=0.875, interpolation="bilinear"
+    ),
 }

@@ -14,7 +14,12 @@ from ..runs.results import RobustnessSummary, TestImages
 
 TASK = "image-classification"
 # Hub data set ids of the public data sets alternet trains on (others are tagged by their alternet name)
-HUB_DATASETS = {"cifar10": "uoft-cs/cifar10", "cifar100": "uoft-cs/cifar100", "imagenet": "ILSVRC/imagenet-1k"}
+HUB_DATASETS = {
+    "cifar10": "uoft-cs/cifar10",
+    "cifar100": "uoft-cs/cifar100",
+    "imagenet": "ILSVRC/imagenet-1k",
+    "in1k": "ILSVRC/imagenet-1k",  # an HDVW import's ImageNet (timm's tag)
+}
 # metrics.json key -> (model-index metric type, its name on the Hub)
 HUB_METRICS = {metric.key: (metric.hub_type, metric.hub_name) for metric in SPLIT_METRICS}
 PLACEHOLDER_REPO = "<user>/<repo>"

@@ -67,6 +67,18 @@ def test_an_hdvw_checkpoint_imports_as_an_export_that_computes_the_same_logits(a
     assert ModelCard.load(tmp_path / "export" / "README.md").data.license == "apache-2.0"  # the authors' (NOTICE)
 
 
+def test_an_imagenet_import_records_the_crop_it_was_evaluated_with():
+    """HDVW evaluates ImageNet at Resize(256) + CenterCrop(224): an in1k import recorded crop_pct 1.0 (the arrays'
+    whole image), and its card named the data set 'in1k' rather than the Hub's."""
+    from alternet.dataset_facts import FACTS
+    from alternet.hub.card import HUB_DATASETS
+    from alternet.hub.sources import data_pretrained_cfg
+
+    cfg = data_pretrained_cfg("resnet50_hdvw", FACTS["in1k"])
+    assert (cfg["crop_pct"], cfg["interpolation"], cfg["input_size"]) == (0.875, "bilinear", [3, 224, 224])
+    assert HUB_DATASETS["in1k"] == "ILSVRC/imagenet-1k"
+
+
 def test_the_arch_defaults_to_the_checkpoint_name_and_hdvw_files_load_as_a_source(tmp_path):
     original = randomized("pit_ti_cifar")
     file = save_as_hdvw(tmp_path / "pit.pth", "pit_ti", dict(original.state_dict()))  # already today's timm layout

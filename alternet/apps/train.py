@@ -317,6 +317,7 @@ def _tested(
         test=tested.pop("test", {}),
         test_ema=tested.pop("test_ema", None),
         test_images=TestImages(module.images_tested, len(datamodule.splits["test"])),
+        test_split="validation" if datamodule.test_is_validation else "test",
         precision=str(trainer.precision),
         train_clean=clean.get("train_clean"),  # the last epoch's (data.train_clean_size)
         train_images=datamodule.train_images() or len(datamodule.splits["train"]),  # shards: their index's count

@@ -305,6 +305,7 @@ def export_config(
             "test": summary.test if summary else None,
             "test_ema": summary.test_ema if summary else None,
             "test_images": summary.test_images.to_json() if summary and summary.test_images else None,
+            "test_split": summary.test_split if summary else None,
             "test_precision": summary.precision if summary else None,
             "global_batch": summary.global_batch if summary else None,
             "lr": summary.lr if summary else None,

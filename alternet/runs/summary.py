@@ -30,6 +30,7 @@ class OptimizedMetric:
 _WRITTEN_WHEN_SET = (
     "test_ema",
     "test_images",
+    "test_split",
     "precision",
     "train_clean",
     "skipped_images",
@@ -55,6 +56,7 @@ class RunSummary:
     test: Record
     test_ema: Record | None = None
     test_images: TestImages | None = None  # how many test images were scored, of the split's
+    test_split: str | None = None  # "validation" where the test is the validation split (ImageNet's val/), else "test"
     precision: str | None = None  # what training and its test ran at (bf16-mixed, 32-true...); calibration: 32
     train_clean: Record | None = None  # the last epoch's clean training metrics (data.train_clean_size)
     train_images: int | None = None

@@ -766,6 +766,7 @@ def test_a_folder_whose_test_is_its_validation_tests_its_last_checkpoint(tmp_pat
     common = [*FAST, "data=imagefolder", f"data.root={image_folder}", "data.image_size=16", "recipe.batch_size=4"]
     summary = train(compose_train(*common, output_dir=tmp_path))
     assert summary.best_checkpoint and summary.tested_checkpoint == summary.last_checkpoint
+    assert summary.test_split == "validation"  # what the card's model-index says the numbers are of
     assert select_checkpoint(RunDir(tmp_path)) == Path(summary.last_checkpoint)  # what evaluate and export take
     assert "Test (last.ckpt: its test images are its validation images, on which the best was chosen" in (
         capsys.readouterr().out

@@ -87,6 +87,18 @@ def test_cifar100_cards_name_the_hub_data_set():
     assert data.datasets == ["uoft-cs/cifar100"] and "cifar100" in data.tags and data.metrics == ["accuracy"]
     assert data.model_name == "r50" and [r.metric_value for r in data.eval_results] == [0.81]
     assert card_data({**config, "alternet": {**config["alternet"], "test": None}}).eval_results is None
+    assert data.eval_results[0].dataset_split == "test"
+
+
+def test_a_test_on_the_validation_split_is_published_as_the_validation_splits():
+    """ImageNet's test is its val/ (no labels in its test split): the model-index said split 'test'."""
+    config = {
+        "architecture": "alternet_r50",
+        "pretrained_cfg": {},
+        "alternet": {"ema": False, "data": {"name": "imagenet"}, "test": {"acc": 0.8}, "test_split": "validation"},
+    }
+    result = card_data(config).eval_results[0]
+    assert (result.dataset_type, result.dataset_split) == ("ILSVRC/imagenet-1k", "validation")
 
 
 @pytest.mark.parametrize(

@@ -312,7 +312,14 @@ def model_card(config: dict[str, Any], repo_id: str | None = None) -> str:
     if info.get("robustness"):  # the run's robustness summary, as the export's config.json holds it
         robustness = RobustnessSummary.from_payload(info["robustness"])
         sections += ["", "## Robustness", *_robustness_section(robustness, info.get("robustness_images"))]
-        if info.get("ema"):  # the evaluation after training scores the trained weights, not their average
-            sections += ["", "Measured with the trained weights, not the exported EMA weights."]
+        notes = []  # the evaluation after training scored the tested checkpoint's trained weights, as the run tests
+        if info.get("tested_checkpoint") != info["checkpoint"]:
+            notes.append(f"with `{info.get('tested_checkpoint') or 'the final weights'}`, not the exported checkpoint")
+        if info.get("ema"):
+            notes.append("with the trained weights, not the exported EMA weights")
+        if (info.get("recipe") or {}).get("test_flip"):
+            notes.append("each prediction averaged with its mirror image's (`recipe.test_flip`)")
+        if notes:
+            sections += ["", f"Measured {'; '.join(notes)}."]
     sections += ["", "## Usage", *_usage_section(config, repo_id)]
     return "\n".join(sections) + "\n"

@@ -124,6 +124,12 @@ def test_model_card_reports_robustness_of_a_moved_run_directory(pretrained, tmp_
     assert "Corruptions: generated (2 conditions of 32 images each, partial grid)" in model_card(config)
     config["alternet"]["ema"] = True  # an EMA export: the robustness was the trained weights'
     assert "Measured with the trained weights, not the exported EMA weights." in model_card(config)
+    config["alternet"] |= {"ema": False, "checkpoint": "last.ckpt"}  # an export of another checkpoint than tested
+    config["alternet"]["recipe"]["test_flip"] = True
+    assert (
+        f"Measured with `{Path(pretrained.best_checkpoint).name}`, not the exported checkpoint; each prediction "
+        "averaged with its mirror image's (`recipe.test_flip`)." in model_card(config)
+    )
 
 
 def test_timm_and_hub_loads_give_the_lightning_models_logits(pretrained):

@@ -86,12 +86,18 @@ def push_to_hub(
             ) from None
     token = _require_token()  # before a run is exported
     with tempfile.TemporaryDirectory(prefix="alternet-push-") as tmp:
-        folder = stage(path, Path(tmp) / "upload", repo_id=repo_id, ema=ema)
+        staged = f"{repo_id}@{revision}" if revision else repo_id  # what the card's loading snippet names
+        folder = stage(path, Path(tmp) / "upload", repo_id=staged, ema=ema)
         timm_loads = read_json(folder / CONFIG_FILE, error=PushError)["alternet"].get("timm_loads", True)
         api = HfApi(token=token, library_name="alternet", library_version=__version__)
         try:
             url = api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
-            repo_id = getattr(url, "repo_id", None) or repo_id  # the full id when the namespace was implied
+            full = getattr(url, "repo_id", None) or repo_id  # the full id when the namespace was implied
+            if full != repo_id:  # the card named NAME alone, a repository at the Hub's root: it names USER/NAME
+                card = folder / CARD_FILE
+                named = f"{full}@{revision}" if revision else full
+                write_text(card, card.read_text().replace(f"hf-hub:{staged}", f"hf-hub:{named}"))
+            repo_id = full
             if revision:
                 api.create_branch(repo_id, branch=revision, repo_type="model", exist_ok=True)
             commit = api.upload_folder(

@@ -264,6 +264,24 @@ def test_push_uploads_the_three_files_in_one_commit(run, fake_hub, tmp_path, cap
     assert card.data.model_name == REPO.split("/")[-1] and card.data.library_name == "timm"
 
 
+def test_the_pushed_cards_snippet_names_the_branch_and_the_namespace(run, fake_hub, monkeypatch):
+    """--revision ema: the card on branch ema told readers to load hf-hub:USER/REPO, main's weights; a bare NAME
+    (the token's namespace) was written as hf-hub:NAME, a repository at the Hub's root."""
+    hub_main(["push", run.run_dir, REPO, "--revision", "ema"])
+    card = ModelCard.load(fake_hub.remote / REPO / "README.md")
+    assert f'timm.create_model("hf-hub:{REPO}@ema", pretrained=True)' in card.text
+    assert card.data.model_name == REPO.split("/")[-1]
+
+    def in_namespace(self, repo_id, *, repo_type=None, private=False, exist_ok=False):
+        self.calls.append(("create_repo", repo_id, private, exist_ok))
+        return RepoUrl(f"{self.endpoint}/me/{repo_id}", endpoint=self.endpoint)
+
+    monkeypatch.setattr(fake_hub, "create_repo", in_namespace)
+    hub_main(["push", run.run_dir, "tiny"])
+    card = ModelCard.load(fake_hub.remote / "me" / "tiny" / "README.md")
+    assert 'timm.create_model("hf-hub:me/tiny", pretrained=True)' in card.text and "hf-hub:tiny" not in card.text
+
+
 def test_push_of_a_users_model_function_names_alternets_loader_not_timms(run, fake_hub, tmp_path, capsys):
     """timm builds a user's model function without its weights: the printed load line named timm all the same."""
     export = tmp_path / "export"

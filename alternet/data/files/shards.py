@@ -339,6 +339,8 @@ class StreamingLoader(StartsWorkersSafely, StreamingDataLoader):
         if not state.get("num_samples_yielded"):
             return state
         batch, workers = int(self.batch_size or 1), max(int(self.num_workers), 1)
+        if state["num_samples_yielded"] <= batch:  # the epoch's first: LitData restores no position of 0 samples
+            return state | {"current_epoch": int(state["current_epoch"]) - 1, "num_samples_yielded": 0}  # its next
         dataset = dict(state["dataset"])
         dataset["num_samples_yielded"] = dataset["num_samples_yielded"] - batch
         dataset["sample_in_epoch"] = dataset["sample_in_epoch"] - batch * int(dataset.get("world_size") or 1)

@@ -73,11 +73,12 @@ class TopKAccuracy(Metric):
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         self.k = k
-        for name in ("hits", "seen"):
+        for name in ("hits", "seen", "nonfinite"):
             self.add_state(name, default=torch.zeros((), dtype=torch.float64), dist_reduce_fx="sum")
 
     def update(self, scores: torch.Tensor, labels: torch.Tensor) -> None:
         scores = scores.detach()
+        self.nonfinite += (~torch.isfinite(scores).all(dim=1)).sum()  # a diverged model's: the result is NaN
         label_score = scores.gather(1, labels[:, None].long())
         above, tied = (scores > label_score).sum(dim=1), (scores == label_score).sum(dim=1)  # tied: the label too
         places = min(self.k, scores.shape[1]) - above
@@ -85,4 +86,6 @@ class TopKAccuracy(Metric):
         self.seen += labels.numel()
 
     def compute(self) -> torch.Tensor:
+        if self.nonfinite > 0:  # a NaN score ties with nothing: it counted as a hit
+            return torch.tensor(float("nan"), device=self.hits.device)
         return (self.hits / self.seen.clamp(min=1.0)).float()

@@ -162,6 +162,9 @@ def test_training_counts_top_k_ties_as_the_evaluation_does_batch_by_batch():
             metric.update(probs[start : start + 64], labels[start : start + 64])
         expected = top_k_accuracy(probs.double().numpy(), labels.numpy(), k)
         assert metric.compute().item() == pytest.approx(expected, abs=1e-6), k
+    diverged = TopKAccuracy(5)  # a NaN score ties with nothing: it counted as a hit, top-5 1.0
+    diverged.update(torch.full((2, 10), float("nan")), torch.tensor([0, 1]))
+    assert math.isnan(diverged.compute().item())
     hand = TopKAccuracy(2)
     hand.update(
         torch.tensor([[0.4, 0.4, 0.1, 0.1], [0.1, 0.2, 0.3, 0.4], [0.7, 0.1, 0.1, 0.1]]), torch.tensor([1, 0, 3])

@@ -266,10 +266,16 @@ def variant_rows(
                 _budget(variant, baseline, variants),
                 settings.rule,
                 f"clean training NLL{name}",
+                nll_read=paired,
             )
             budget_epoch = _budget(variant, baseline, variants, _nll_epoch)  # its own ranking at twice the epochs
             judged_epoch = verdict(
-                error_diff, epoch_diff if paired else None, budget_epoch, settings.rule, f"HDVW training NLL{name}"
+                error_diff,
+                epoch_diff if paired else None,
+                budget_epoch,
+                settings.rule,
+                f"HDVW training NLL{name}",
+                nll_read=paired,
             )
         rows.append(
             {

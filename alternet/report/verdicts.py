@@ -106,6 +106,7 @@ def verdict(
     budget: str | None = None,
     rule: Rule = Rule(),
     nll_name: str = "clean training NLL",
+    nll_read: bool = True,
 ) -> str:
     """The paper's reading of a variant's differences in test error and a training NLL (``nll_name``: the clean
     one, or HDVW's epoch mean on augmented batches) from the baseline (``budget``: why a claim, any verdict but
@@ -126,5 +127,6 @@ def verdict(
         return f"{INCONCLUSIVE} (lower error; training NLL unresolved)"
     nll_equivalent = nll is None or (min(nll.n) >= rule.min_seeds and nll.equivalent(rule.nll_margin, rule.alpha))
     if error.equivalent(rule.error_margin, rule.alpha) and nll_equivalent:
-        return claim(EQUIVALENT)
+        # ``nll_read=False``: the NLL is there but not of the tested weights, so it cannot be said to agree
+        return claim(EQUIVALENT) if nll_read else f"{INCONCLUSIVE} (equivalent test error; no {nll_name})"
     return INCONCLUSIVE

@@ -241,6 +241,16 @@ def test_a_completed_cosine_schedule_passes_the_gate_that_a_plateau_rule_refused
     )
 
 
+def test_an_equivalence_that_could_not_read_the_training_nll_is_no_equivalence():
+    """Where an earlier epoch's best was tested the training NLL is not read: an equivalent test error alone read
+    as *equivalent*, which needs both."""
+    error = difference({"0": 0.4, "1": 0.4001, "2": 0.3999}, {"0": 0.4, "1": 0.4, "2": 0.4})
+    assert verdict(error, None) == EQUIVALENT
+    assert verdict(error, None, nll_name="clean training NLL of the tested weights", nll_read=False) == (
+        f"{INCONCLUSIVE} (equivalent test error; no clean training NLL of the tested weights)"
+    )
+
+
 def test_a_test_of_an_earlier_best_checkpoint_is_not_read_against_the_last_epochs_training_nll():
     """The verdict paired the test error of the monitor's best checkpoint (epoch 6 of 10) with the training NLL of
     the final weights: two models' numbers in one reading."""

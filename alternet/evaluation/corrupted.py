@@ -120,7 +120,7 @@ def open_corrupted_sets(
         benchmark=CIFAR_BENCHMARKS.get(datamodule.name) if sets.source == "real" else None,  # generated: none
         synthetic_frost=sets.synthetic_frost,
         frost_source=sets.frost_source,
-        max_images=max_images,
+        max_images=max_images if max_images and scored < len(datamodule.splits["test"]) else None,  # it cut
     )
 
 
@@ -215,7 +215,7 @@ def _imagenet_c(
         clean_images=n,
         benchmark="imagenet-c",
         preprocess=preprocess,
-        max_images=n,
+        max_images=n if n is not None and n < len(datamodule.splits["test"]) else None,  # a subset: it cut
     )
 
 

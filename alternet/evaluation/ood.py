@@ -63,7 +63,7 @@ def open_ood_set(cfg: OodConfig, datamodule: ImageDataModule) -> OodSet:
         files = FileList(root.parent, np.array([os.fsencode(path) for path in found], dtype=np.bytes_), labels)
         return OodSet(root, "folder", DecodingDataset(files, datamodule.eval_transform()))
     paths = [str(root.parent / path) for path in found]
-    # arrays (CIFAR, digits), evaluated at their own size: each image resized whole to it
+    # arrays (CIFAR, digits), evaluated at their own size: the shorter side resized to it (anti-aliased), cropped
     transform = crop_transform(datamodule.mean, datamodule.std, datamodule.image_size, "resize_center_crop", 1.0)
     return OodSet(root, "folder", ImageFileDataset(np.array(paths), labels, transform))
 

@@ -279,7 +279,7 @@ def card_data(config: dict[str, Any], repo_id: str | None = None) -> ModelCardDa
         tags=[TASK, "timm", "alternet", name],
         datasets=[dataset],
         metrics=[HUB_METRICS[key][0] for key in recorded] or ["accuracy"],
-        model_name=repo_id.split("/")[-1].split("@")[0] if repo_id else f"{config['architecture']}-{name}",
+        model_name=repo_id.partition("@")[0].split("/")[-1] if repo_id else f"{config['architecture']}-{name}",
         eval_results=results or None,
     )
 

@@ -265,6 +265,9 @@ def test_generated_corruptions_name_no_benchmark_whatever_the_data_set(tmp_path)
     cfg = settings(corruptions=["fog"], severities=[1], max_images=4, workers=1, cache_dir=str(tmp_path / "cache"))
     sets = open_corrupted_sets(cfg.robustness, datamodule(TinyCifar10))
     assert sets.source == "generated" and sets.images().benchmark is None
+    assert sets.images().max_images == 4  # the first 4 of the 12 test images: a subset
+    whole = settings(corruptions=["fog"], severities=[1], max_images=100, workers=1, cache_dir=str(tmp_path / "c2"))
+    assert open_corrupted_sets(whole.robustness, datamodule(TinyCifar10)).images().max_images is None  # all 12
 
 
 def test_nineteen_file_cifar_c_folder_reports_the_extras_apart(tmp_path):

@@ -271,6 +271,8 @@ def test_the_pushed_cards_snippet_names_the_branch_and_the_namespace(run, fake_h
     card = ModelCard.load(fake_hub.remote / REPO / "README.md")
     assert f'timm.create_model("hf-hub:{REPO}@ema", pretrained=True)' in card.text
     assert card.data.model_name == REPO.split("/")[-1]
+    config = json.loads((export_of(run) / "config.json").read_text())
+    assert card_data(config, f"{REPO}@exp/v2").model_name == REPO.split("/")[-1]  # a branch may hold a "/"
 
     def in_namespace(self, repo_id, *, repo_type=None, private=False, exist_ok=False):
         self.calls.append(("create_repo", repo_id, private, exist_ok))

@@ -302,8 +302,7 @@ def load_baseline(path: str | Path) -> RobustnessBaseline:
         rows = rows_from_record(record)
     except CheckpointError as error:
         raise RobustnessError(str(error)) from None
-    summary = (metrics["robustness"] or {}).get("summary") or {}
-    clean = summary.get("clean_acc")  # on the images its corrupted sets hold (robustness.max_images); test.acc is
+    clean = record.summary.clean_acc  # on the images its corrupted sets hold (robustness.max_images); test.acc is
     return RobustnessBaseline(  # the whole split's, another set of images than its corrupted errors'
         name=str(metrics.get("model", path.parent.name)) + (" (EMA weights)" if metrics.get("ema") else ""),
         rows=tuple(rows),

@@ -130,6 +130,12 @@ def _learning_rate(recipe: dict[str, Any], info: dict[str, Any]) -> str:
     )
 
 
+def _flip_averaged(info: dict[str, Any]) -> bool:
+    """Whether the recorded test and robustness averaged each prediction with its mirror image's
+    (``recipe.test_flip``), where the exported model's forward pass sees one view."""
+    return bool((info.get("recipe") or {}).get("test_flip"))
+
+
 def _partial_test(info: dict[str, Any]) -> str | None:
     """``N of M`` when the test scored fewer than the split's images (``trainer.limit_test_batches``); else None."""
     images = TestImages.from_payload(info["test_images"]) if info.get("test_images") else None
@@ -185,7 +191,7 @@ def _test_section(config: dict[str, Any]) -> list[str]:
     lines += ["", f"Measured on {split} with the {weights} of `{tested or 'the final weights'}`{note}{at}."]
     if partial:
         lines[-1] += " A partial test: not the model's test result, and not published as one in the metadata."
-    if info["recipe"].get("test_flip"):  # the exported model predicts from one view
+    if _flip_averaged(info):  # the exported model predicts from one view
         lines[-1] += (
             " Each prediction averaged the logits of the image and its mirror image (`recipe.test_flip`); the "
             "exported model's forward pass sees one view, which scores differently (`alternet evaluate "
@@ -254,7 +260,7 @@ def card_data(config: dict[str, Any], repo_id: str | None = None) -> ModelCardDa
     test, ema = reported_test(config)
     info = config["alternet"]
     other = info.get("tested_checkpoint") != info.get("checkpoint") or bool(info.get("ema")) != ema
-    if other or _partial_test(info) or (info.get("recipe") or {}).get("test_flip"):
+    if other or _partial_test(info) or _flip_averaged(info):
         test = None  # measured on other weights, on part of the split or two views (the text says): not this model's
     recorded = {
         key: (test or {}).get(key) for key in HUB_METRICS if (test or {}).get(key) is not None and _telling(key, config)
@@ -317,7 +323,7 @@ def model_card(config: dict[str, Any], repo_id: str | None = None) -> str:
             notes.append(f"with `{info.get('tested_checkpoint') or 'the final weights'}`, not the exported checkpoint")
         if info.get("ema"):
             notes.append("with the trained weights, not the exported EMA weights")
-        if (info.get("recipe") or {}).get("test_flip"):
+        if _flip_averaged(info):
             notes.append("each prediction averaged with its mirror image's (`recipe.test_flip`)")
         if notes:
             sections += ["", f"Measured {'; '.join(notes)}."]

@@ -259,24 +259,9 @@ def variant_rows(
         else:
             # the training NLLs are the last epoch's: a test of an earlier best checkpoint pairs two models
             paired = all(run.tested_its_last_epoch for run in (*variant.runs, *baseline.runs))
-            name = "" if paired else " of the tested weights (an earlier epoch's best was tested)"
-            judged = verdict(
-                error_diff,
-                nll_diff if paired else None,
-                _budget(variant, baseline, variants),
-                settings.rule,
-                f"clean training NLL{name}",
-                nll_read=paired,
-            )
+            judged = _verdict(error_diff, nll_diff, _budget(variant, baseline, variants), settings, "clean", paired)
             budget_epoch = _budget(variant, baseline, variants, _nll_epoch)  # its own ranking at twice the epochs
-            judged_epoch = verdict(
-                error_diff,
-                epoch_diff if paired else None,
-                budget_epoch,
-                settings.rule,
-                f"HDVW training NLL{name}",
-                nll_read=paired,
-            )
+            judged_epoch = _verdict(error_diff, epoch_diff, budget_epoch, settings, "HDVW", paired)
         rows.append(
             {
                 "variant": variant.label,
@@ -302,6 +287,15 @@ def variant_rows(
             }
         )
     return rows
+
+
+def _verdict(
+    error: Difference | None, nll: Difference | None, budget: str | None, settings: Statistics, kind: str, paired: bool
+) -> str:
+    """The verdict on the test error and a training NLL (``kind``: clean, or HDVW's epoch mean), which is not read
+    where a run tested an earlier epoch's best (``paired`` false: the NLL is the last epoch's, another model's)."""
+    of = "" if paired else " of the tested weights (an earlier epoch's best was tested)"
+    return verdict(error, nll if paired else None, budget, settings.rule, f"{kind} training NLL{of}", nll_read=paired)
 
 
 def _detectable(diff: Difference | None, rule: Rule) -> float | None:

@@ -205,11 +205,11 @@ def check_image_size(path: str | os.PathLike[str], image_size: int, preprocess: 
     with Image.open(path) as image:
         width, height = image.size
     if preprocess == "center_crop" and min(width, height) != image_size:
-        than = "smaller than" if min(width, height) < image_size else "larger than"
+        smaller = min(width, height) < image_size
+        would = "have to enlarge it" if smaller else "magnify its objects against the clean test images"
         raise DataError(
-            f"{path} is {width}x{height}, {than} the model's {image_size}px input: a centre crop alone would "
-            f"{'have to enlarge it' if than == 'smaller than' else 'magnify its objects against the clean test images'}"
-            "; set robustness.preprocess=resize_center_crop to resize first"
+            f"{path} is {width}x{height}, {'smaller' if smaller else 'larger'} than the model's {image_size}px input: "
+            f"a centre crop alone would {would}; set robustness.preprocess=resize_center_crop to resize first"
         )
 
 

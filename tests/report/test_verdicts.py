@@ -336,12 +336,11 @@ def test_the_test_set_term_counts_each_source_of_noise_once_and_covers_at_its_no
     assert twice >= once and widths[1] > 1.05 * widths[0], (once, twice, widths)  # counted twice: too wide
 
 
-def test_a_robustness_difference_holds_the_test_sets_own_noise(tmp_path):
-    """Δ robustness (the mean accuracy over the benchmark corruption sets) gets the test set's term from each run's
-    corrupted predictions, as the error does (it was left out); a set outside the benchmark is left out of it."""
-    from operator import attrgetter
-
-    from alternet.report.build import Statistics, _test_set_variance, group_variants, pick_baseline, variant_rows
+def _evaluated_arms(tmp_path, recorded):
+    """Three seeds of two arms, twin right on 55% of 500 test images and alternet on 60%, each run with its
+    evaluation's predictions and summary (``recorded(rng, labels, skill)``: the arrays of ``predictions.npz`` and the
+    summary's other fields): the runs, the variants, the baseline (twin) and the other variant."""
+    from alternet.report.build import group_variants, pick_baseline
     from alternet.report.runs import Run, swept_keys
     from alternet.runs.directories import RunDir
     from alternet.runs.summary import RunSummary
@@ -353,28 +352,37 @@ def test_a_robustness_difference_holds_the_test_sets_own_noise(tmp_path):
         for seed in SEEDS:
             job = RunDir(tmp_path / f"{model}-{seed}")
             job.predictions.parent.mkdir(parents=True)
-            arrays = {"probs": np.eye(10)[labels], "labels": labels}
-            for key in ("fog/1", "fog/2", "speckle_noise/1"):  # the last is no benchmark corruption
-                right = rng.random(500) < skill
-                arrays[f"corrupted/{key}/pred"] = np.where(right, labels, (labels + 1) % 10)
-                arrays[f"corrupted/{key}/labels"] = labels
+            arrays, fields = recorded(rng, labels, skill)
             np.savez(job.predictions, **arrays)
-            robust = np.mean([arrays[f"corrupted/fog/{s}/pred"] == labels for s in (1, 2)])
-            summary = RunSummary(
-                model=model,
-                data="cifar100",
-                test={"acc": 0.6, "nll": 1.5},
-                robustness=robustness_result(float(robust)),
-                evaluation_dir=str(job.eval_dir),
-            )
+            summary = RunSummary(model=model, data="cifar100", evaluation_dir=str(job.eval_dir), **fields)
             job.write_summary(summary)  # after its evaluation: the predictions are the run's own
             runs.append(Run(job, {"model": model, "seed": seed}, summary, {}, 10))
+    variants = group_variants(runs, swept_keys(runs))
+    baseline = pick_baseline(variants, "model=twin")
+    return runs, variants, baseline, next(v for v in variants if v is not baseline)
+
+
+def test_a_robustness_difference_holds_the_test_sets_own_noise(tmp_path):
+    """Δ robustness (the mean accuracy over the benchmark corruption sets) gets the test set's term from each run's
+    corrupted predictions, as the error does (it was left out); a set outside the benchmark is left out of it."""
+    from operator import attrgetter
+
+    from alternet.report.build import Statistics, _test_set_variance, variant_rows
+    from alternet.report.runs import Run
+
+    def recorded(rng, labels, skill):
+        arrays = {"probs": np.eye(10)[labels], "labels": labels}
+        for key in ("fog/1", "fog/2", "speckle_noise/1"):  # the last is no benchmark corruption
+            right = rng.random(500) < skill
+            arrays[f"corrupted/{key}/pred"] = np.where(right, labels, (labels + 1) % 10)
+            arrays[f"corrupted/{key}/labels"] = labels
+        robust = np.mean([arrays[f"corrupted/fog/{s}/pred"] == labels for s in (1, 2)])
+        return arrays, {"test": {"acc": 0.6, "nll": 1.5}, "robustness": robustness_result(float(robust))}
+
+    runs, variants, baseline, alternet = _evaluated_arms(tmp_path, recorded)
     assert runs[0].robust_correct().shape == (500,)  # per image, the share of the two fog sets it was right in
     unnamed = Run(runs[1].job, {}, replace(runs[1].metrics, evaluation_dir=None), {}, 10)
     assert unnamed.robust_correct() is None  # predictions its summary does not name are not the run's
-    variants = group_variants(runs, swept_keys(runs))
-    baseline = pick_baseline(variants, "model=twin")
-    alternet = next(v for v in variants if v is not baseline)
     settings = Statistics(bootstrap=500)
     term = _test_set_variance(alternet, baseline, settings, attrgetter("robustness"), Run.robust_correct)
     expected = bootstrap_variance(
@@ -392,33 +400,15 @@ def test_the_test_sets_term_is_for_the_images_the_error_is_over(tmp_path):
     whole, 4x the variance, so a difference read as inconclusive)."""
     from operator import attrgetter
 
-    from alternet.report.build import Statistics, _test_set_variance, group_variants, pick_baseline
-    from alternet.report.runs import Run, swept_keys
-    from alternet.runs.directories import RunDir
+    from alternet.report.build import Statistics, _test_set_variance
     from alternet.runs.results import TestImages
-    from alternet.runs.summary import RunSummary
 
-    rng = np.random.default_rng(0)
-    labels = rng.integers(0, 10, 500)
-    runs = []
-    for model, skill in (("twin", 0.55), ("alternet", 0.6)):
-        for seed in SEEDS:
-            job = RunDir(tmp_path / f"{model}-{seed}")
-            job.predictions.parent.mkdir(parents=True)
-            right = rng.random(500) < skill
-            np.savez(job.predictions, probs=np.eye(10)[np.where(right, labels, (labels + 1) % 10)], labels=labels)
-            summary = RunSummary(
-                model=model,
-                data="cifar100",
-                test={"acc": skill, "nll": 1.5},
-                test_images=TestImages(2000, 2000),
-                evaluation_dir=str(job.eval_dir),
-            )
-            job.write_summary(summary)
-            runs.append(Run(job, {"model": model, "seed": seed}, summary, {}, 10))
-    variants = group_variants(runs, swept_keys(runs))
-    baseline = pick_baseline(variants, "model=twin")
-    alternet = next(v for v in variants if v is not baseline)
+    def recorded(rng, labels, skill):
+        right = rng.random(500) < skill
+        arrays = {"probs": np.eye(10)[np.where(right, labels, (labels + 1) % 10)], "labels": labels}
+        return arrays, {"test": {"acc": skill, "nll": 1.5}, "test_images": TestImages(2000, 2000)}
+
+    _, _, baseline, alternet = _evaluated_arms(tmp_path, recorded)
     settings = Statistics(bootstrap=500)
     record = bootstrap_variance(
         [r.test_correct() for r in alternet.runs], [r.test_correct() for r in baseline.runs], 500

@@ -95,9 +95,9 @@ def _norm(tensor: torch.Tensor) -> float:
 def assert_trains_alike(eager: dict, whole: dict) -> None:
     """Two runs' checkpoints, the eager step's and the whole step's, fp32: the same weights, EMA and optimizer state,
     to float rounding amplified by training. The two steps round differently (the mixing, the loss and the update
-    are written in another order than timm's and torch's): gradients agree to ~1e-6 at first, until a rounding
-    difference flips a ReLU or a tie, which moves the early layers' gradients by ~0.3% at once, and training carries
-    it to every layer. Measured after 8 steps of the paper recipe on a Zen 3 (AVX2; step 3 flipped there, not on
+    are written in another order than timm's and torch's): gradients agree to ~1e-6 at first, until the early
+    layers' gradients jump to ~0.3% apart at once (as when rounding flips a ReLU or a tie), and training carries it
+    to every layer. Measured after 8 steps of the paper recipe on a Zen 3 (AVX2; step 3 flipped there, not on
     the AVX-512 machines): each tensor's difference is at most 0.6% of how far it moved from its built value, each
     optimizer moment's at most 0.7% of its norm. The bounds, 5% of both, keep a 7x margin; a learning rate 10% off
     in the whole step's update differs by 11% of the movement there. A tensor that hardly moves (an attention's

@@ -2,6 +2,7 @@
 skipped, layout mistakes fail before training, class names reach the export, and LitData shards hold the raw files
 shuffled and stream the training split."""
 
+import gc
 import json
 import math
 import os
@@ -424,6 +425,27 @@ def test_a_loaders_position_one_batch_back_resumes_with_that_batch(image_folder,
         resumed = loader()
         resumed.load_state_dict(state)
         assert [images.sum(dim=(1, 2, 3)).tolist() for images, _ in resumed] == whole[index:], index
+
+
+def test_a_dropped_shards_loader_ends_its_workers_at_once(image_folder, image_shards):
+    """LitData's iterator held its loader and the loader it: dropped, the two waited for the garbage collector,
+    which closed the workers' queues before asking the workers to end on them, and each worker then cost 5 s in
+    whatever ran at that moment (30 s of an unrelated test in this module)."""
+    data = ["data=imagefolder", f"data.root={image_folder}", f"data.train_shards={image_shards}", "data.val_size=0"]
+    datamodule = build_datamodule(data_config(resolved(*data, "data.num_workers=2")["data"]), batch_size=4, seed=0)
+    datamodule.setup("fit")
+    loader = datamodule.train_dataloader()
+    next(iter(loader))
+    workers = list(loader._iterator._workers)
+    assert len(workers) == 2 and all(worker.is_alive() for worker in workers)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        del loader, datamodule
+        assert not any(worker.is_alive() for worker in workers)
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def test_shards_of_other_classes_name_them_and_an_output_that_cannot_be_made_is_one_line(tmp_path, monkeypatch):

@@ -17,6 +17,7 @@ import os
 import re
 import signal
 import sys
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -367,6 +368,16 @@ class StreamingLoader(StartsWorkersSafely, StreamingDataLoader):
             obj["dataset"] = position | {"input_dir_path": here}
         super().load_state_dict(obj)
         self._resumed_batches = 0
+
+    def _get_iterator(self) -> Any:
+        """LitData's iterator over workers holds its loader, and the loader holds it: a dropped loader is then freed
+        by the garbage collector, which first closes the queues of the iterator's workers and then asks them to end
+        on those queues. They never hear it, and each cost 5 s (torch's wait before it kills a worker) in whatever
+        ran when the collector did. Holding the loader weakly, the iterator ends with its loader."""
+        iterator = super()._get_iterator()
+        if isinstance(getattr(iterator, "_loader", None), StreamingDataLoader):
+            iterator._loader = weakref.proxy(self)
+        return iterator
 
     def __iter__(self) -> Any:
         if self.restore and self._resumed_batches:  # the restored epoch has run: this is the next one

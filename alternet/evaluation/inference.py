@@ -12,7 +12,7 @@ import torch
 from torch import nn
 from torch.utils.data import ConcatDataset, Dataset, Sampler
 
-from ..data.workers import PlainLoader, init_loader_worker
+from ..data.workers import PlainLoader, end_workers, init_loader_worker
 from ..errors import ConfigValueError
 from ..hardware import cpu_native_bf16, cuda_bf16
 from ..progress import progress
@@ -120,12 +120,15 @@ def predict_sets(
     batches = iter(loader)
     layout = torch.channels_last if channels_last else torch.contiguous_format
     with memory_format(model, channels_last):
-        for name, size in zip(names, sizes):
-            count = math.ceil(size / batch_size)
-            logits, targets = [], []
-            with torch.autocast(device.type, dtype=autocast) if autocast is not None else nullcontext():
-                for images, labels_ in progress(itertools.islice(batches, count), count, name, final=final_lines):
-                    inputs = images.to(device, non_blocking=True).contiguous(memory_format=layout)
-                    logits.append(net(inputs).float().cpu())
-                    targets.append(labels_)
-            yield torch.cat(logits).numpy(), torch.cat(targets).numpy()
+        try:
+            for name, size in zip(names, sizes):
+                count = math.ceil(size / batch_size)
+                logits, targets = [], []
+                with torch.autocast(device.type, dtype=autocast) if autocast is not None else nullcontext():
+                    for images, labels_ in progress(itertools.islice(batches, count), count, name, final=final_lines):
+                        inputs = images.to(device, non_blocking=True).contiguous(memory_format=layout)
+                        logits.append(net(inputs).float().cpu())
+                        targets.append(labels_)
+                yield torch.cat(logits).numpy(), torch.cat(targets).numpy()
+        finally:  # an unreadable image's error, or a caller that stops early: the workers end now
+            end_workers(batches)

@@ -370,10 +370,9 @@ class StreamingLoader(StartsWorkersSafely, StreamingDataLoader):
         self._resumed_batches = 0
 
     def _get_iterator(self) -> Any:
-        """LitData's iterator over workers holds its loader, and the loader holds it: a dropped loader is then freed
-        by the garbage collector, which first closes the queues of the iterator's workers and then asks them to end
-        on those queues. They never hear it, and each cost 5 s (torch's wait before it kills a worker) in whatever
-        ran when the collector did. Holding the loader weakly, the iterator ends with its loader."""
+        """LitData's iterator over workers holds its loader, and the loader holds it: a dropped loader waited for
+        the garbage collector, and each worker then cost 5 s (:func:`alternet.data.workers.end_workers` says why)
+        in whatever ran at that moment. Holding its loader weakly, the iterator ends with it."""
         iterator = super()._get_iterator()
         if isinstance(getattr(iterator, "_loader", None), StreamingDataLoader):
             iterator._loader = weakref.proxy(self)

@@ -117,10 +117,10 @@ def predict_sets(
         pin_memory=device.type == "cuda",
         worker_init_fn=init_loader_worker,
     )
-    batches = iter(loader)
     layout = torch.channels_last if channels_last else torch.contiguous_format
-    with memory_format(model, channels_last):
-        try:
+    batches = iter(loader)
+    try:
+        with memory_format(model, channels_last):
             for name, size in zip(names, sizes):
                 count = math.ceil(size / batch_size)
                 logits, targets = [], []
@@ -130,5 +130,5 @@ def predict_sets(
                         logits.append(net(inputs).float().cpu())
                         targets.append(labels_)
                 yield torch.cat(logits).numpy(), torch.cat(targets).numpy()
-        finally:  # an unreadable image's error, or a caller that stops early: the workers end now
-            end_workers(batches)
+    finally:  # an unreadable image's error, or a caller that stops early: the workers end now
+        end_workers(batches)

@@ -36,7 +36,11 @@ def test_an_error_in_a_loader_worker_ends_the_workers_at_once():
     try:
         with pytest.raises(OSError, match="truncated") as raised:
             list(predict_sets(model, [_UnreadableAt()], device=torch.device("cpu"), batch_size=2, num_workers=1))
-        assert raised.value.__traceback__ is not None  # the frames, with the iterator, are still held here
+        held, frames = [], raised.value.__traceback__  # the frames, with the iterator, are still held here
+        while frames is not None:
+            held.append(frames.tb_frame.f_locals.get("batches"))
+            frames = frames.tb_next
+        assert any(type(batches).__name__ == "_MultiProcessingDataLoaderIter" for batches in held)
         assert set(multiprocessing.active_children()) <= before
     finally:
         if collecting:

@@ -370,9 +370,10 @@ class StreamingLoader(StartsWorkersSafely, StreamingDataLoader):
         self._resumed_batches = 0
 
     def _get_iterator(self) -> Any:
-        """LitData's iterator over workers holds its loader, and the loader holds it: a dropped loader waited for
-        the garbage collector, and each worker then cost 5 s (:func:`alternet.data.workers.end_workers` says why)
-        in whatever ran at that moment. Holding its loader weakly, the iterator ends with it."""
+        """LitData's iterator over workers holds its loader, and the loader holds it (persistent workers, as the
+        training loader's are): a dropped loader waited for the garbage collector, and each worker then cost 5 s
+        (:func:`alternet.data.workers.end_workers` says why) in whatever ran at that moment. Holding its loader
+        weakly, the iterator ends with it."""
         iterator = super()._get_iterator()
         if isinstance(getattr(iterator, "_loader", None), StreamingDataLoader):
             iterator._loader = weakref.proxy(self)

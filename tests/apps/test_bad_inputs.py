@@ -610,3 +610,16 @@ def test_an_option_of_the_users_that_is_not_valid_yaml_is_one_line(tmp_path, mon
     code, stderr = run_main("train.py", [*arguments, f"hydra.run.dir={tmp_path / 'run'}"], monkeypatch, capsys)
     assert_one_line_error(code, stderr, "mine.yaml, line 6, column 2 is not valid YAML (", "fix that line of the file")
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("option", ["mine", "lab/mine"])
+def test_an_experiment_of_the_users_without_its_package_header_says_to_add_it(option, tmp_path, monkeypatch, capsys):
+    """Without `# @package _global_` an experiment's keys land under `experiment`: the error was Hydra's "In
+    'experiment/mine': ConfigKeyError raised while composing config:; Key 'experiment' not in 'TrainConfig'"."""
+    (tmp_path / "conf" / "experiment" / "lab").mkdir(parents=True)
+    (tmp_path / "conf" / "experiment" / f"{option}.yaml").write_text("trainer:\n  max_epochs: 2\n")
+    arguments = ["debug=fast", f"hydra.searchpath=[file://{tmp_path / 'conf'}]", f"experiment={option}"]
+    code, stderr = run_main("train.py", [*arguments, f"hydra.run.dir={tmp_path / 'run'}"], monkeypatch, capsys)
+    said = f"experiment/{option}.yaml puts its keys under experiment, which the config does not have: begin the file"
+    assert_one_line_error(code, stderr, said, "with the line `# @package _global_`")
+    assert not (tmp_path / "run").exists()

@@ -130,6 +130,16 @@ def composition_error(error: CompactHydraException, command: str) -> str:
             f"{group}= is not chosen on the command line: its settings sit {keys} and are set one by one; "
             f"`alternet {command} --cfg job` prints them"
         )
+    unplaced = re.match(r"In '(([\w-]+)/[\w/-]+)'", str(error))
+    context = error.__context__
+    if unplaced and isinstance(context, ConfigKeyError) and str(context.full_key) == unplaced.group(2):
+        # an option file without a package header: its keys went under its group's name, which the schema lacks
+        path, group = unplaced.groups()
+        return (
+            f"{path}.yaml puts its keys under {group}, which the config does not have: begin the file with the line "
+            "`# @package _global_` so that its keys are the config's own (trainer.max_epochs, ...), as the shipped "
+            f"{group} files do"
+        )
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     while cause is not None:  # down to the first error ("Error loading X:" holds the ImportError that says why)
         said = (str(cause).splitlines() or [type(cause).__name__])[0].strip()

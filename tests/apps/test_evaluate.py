@@ -358,6 +358,7 @@ def test_test_flip_predicts_alike_in_training_and_in_evaluate(tmp_path):
     differently with it, and evaluate.py and the evaluation after training reproduce the run's flipped test numbers."""
     fp32 = ["trainer.max_epochs=2", "trainer.precision=32-true"]  # evaluate.py scores at precision 32, as this
     fp32 += ["recipe.batch_size=64"]  # weights far enough from a uniform guess that a mirror image changes the NLL
+    fp32 += ["trainer.limit_test_batches=1.0"]  # the whole test split, as evaluate.py scores it
     plain = train(compose_train(*FAST, *fp32, output_dir=tmp_path / "plain"))
     flip = ["recipe.test_flip=true", "evaluate.after_training=true"]
     flipped = train(compose_train(*FAST, *fp32, *flip, output_dir=tmp_path / "flip"))

@@ -2,7 +2,6 @@
 skipped, layout mistakes fail before training, class names reach the export, and LitData shards hold the raw files
 shuffled and stream the training split."""
 
-import gc
 import json
 import math
 import os
@@ -24,7 +23,7 @@ from alternet.data.files.shards import shard_images, write_shards
 from alternet.errors import AlternetWarning, ConfigValueError, DataError
 from alternet.hub import export
 
-from helpers import FAST, compose_train, datamodule_of, module_output, resolved, run_main
+from helpers import FAST, compose_train, datamodule_of, module_output, resolved, run_main, without_collection
 from helpers.imagefolders import COLOURS, make_image_folder
 
 CLASSES = sorted(COLOURS)
@@ -438,14 +437,9 @@ def test_a_dropped_shards_loader_ends_its_workers_at_once(image_folder, image_sh
     next(iter(loader))
     workers = list(loader._iterator._workers)
     assert len(workers) == 2 and all(worker.is_alive() for worker in workers)
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with without_collection():
         del loader, datamodule
         assert not any(worker.is_alive() for worker in workers)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def test_shards_of_other_classes_name_them_and_an_output_that_cannot_be_made_is_one_line(tmp_path, monkeypatch):

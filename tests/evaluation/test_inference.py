@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import multiprocessing
 
 import pytest
@@ -11,6 +10,8 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from alternet.evaluation.inference import predict_sets
+
+from helpers import without_collection
 
 
 class _UnreadableAt(Dataset):
@@ -31,9 +32,7 @@ def test_an_error_in_a_loader_worker_ends_the_workers_at_once():
     then."""
     model = nn.Sequential(nn.Flatten(), nn.Linear(48, 3))
     before = set(multiprocessing.active_children())
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with without_collection():
         with pytest.raises(OSError, match="truncated") as raised:
             list(predict_sets(model, [_UnreadableAt()], device=torch.device("cpu"), batch_size=2, num_workers=1))
         held, frames = [], raised.value.__traceback__  # the frames, with the iterator, are still held here
@@ -42,6 +41,3 @@ def test_an_error_in_a_loader_worker_ends_the_workers_at_once():
             frames = frames.tb_next
         assert any(type(batches).__name__ == "_MultiProcessingDataLoaderIter" for batches in held)
         assert set(multiprocessing.active_children()) <= before
-    finally:
-        if collecting:
-            gc.enable()

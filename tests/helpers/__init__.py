@@ -26,6 +26,7 @@ from helpers.processes import (
     run_script,
     run_warm,
     script_output,
+    without_collection,
 )
 
 __all__ = [
@@ -53,4 +54,5 @@ __all__ = [
     "run_warm",
     "script_output",
     "typed",
+    "without_collection",
 ]

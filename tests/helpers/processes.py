@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import io
 import logging
 import os
@@ -9,8 +10,8 @@ import runpy
 import subprocess
 import sys
 import warnings
-from collections.abc import Callable
-from contextlib import redirect_stderr, redirect_stdout
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 
 import pytest
 
@@ -30,6 +31,19 @@ HEAVY_IMPORTS = (
     "wandb",
     "litdata",
 )
+
+
+@contextmanager
+def without_collection() -> Iterator[None]:
+    """The garbage collector off inside: what a dropped object must do at once (end its loader workers) is not left
+    to a collection that happens to run."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def run_script(script: str, *args: str, cwd=ROOT, timeout: int = 300) -> subprocess.CompletedProcess:

@@ -173,7 +173,8 @@ def risk_coverage_plot(
 ) -> Path:
     """Selective risk and generalised risk against coverage (the model abstains on its least confident), with the
     error rate a random ranker would keep at every coverage; ``areas``: ``aurc`` and ``augrc``."""
-    fig = Figure(figsize=(5.6, 4.2), layout="constrained")
+    fig = Figure(figsize=(5.6, 4.2))  # fixed margins: the layout engine took a quarter of the figure's time
+    fig.subplots_adjust(left=0.13, right=0.95, bottom=0.12, top=0.9)
     ax = fig.subplots()
     ax.plot(coverage, risk, color=ACCURACY_COLOR, label=f"selective risk (AURC {areas.aurc:.4f})")
     ax.plot(coverage, generalised, color=GAP_COLOR, label=f"generalised risk (AUGRC {areas.augrc:.4f})")

@@ -8,6 +8,7 @@ of each also runs as a real subprocess to check the exit status and stderr end t
 
 import importlib.util
 import re
+import shlex
 import warnings
 
 import pytest
@@ -15,7 +16,7 @@ import torch
 
 from alternet.report import build_report
 
-from helpers import assert_one_line_error, run_main, run_script
+from helpers import assert_one_line_error, compose_train, run_main, run_script
 
 TRAIN = [
     # (arguments, what the error must say)
@@ -623,3 +624,35 @@ def test_an_experiment_of_the_users_without_its_package_header_says_to_add_it(op
     said = f"experiment/{option}.yaml puts its keys under experiment, which the config does not have: begin the file"
     assert_one_line_error(code, stderr, said, "with the line `# @package _global_`")
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [
+        ("mine", "experiment/mine.yaml in the working directory is not on Hydra's search path; add {searchpath}"),
+        ("experiment/mine.yaml", "an option is named, not a file: experiment=mine {searchpath}"),
+        ("loose.yaml", "an option is named, not a file: put loose.yaml into a folder DIR/experiment/ as NAME.yaml"),
+    ],
+    ids=["in-the-working-directory", "named-by-its-path", "outside-a-group-folder"],
+)
+def test_an_experiment_file_off_the_search_path_says_how_to_put_it_on(option, said, tmp_path, monkeypatch, capsys):
+    """A newcomer's experiment/mine.yaml in the working directory, or a file named by its path, was "not an option
+    of experiment; `alternet train --help` lists its 22 options": Hydra reads options from its search path only. The
+    advice, pasted in a POSIX shell, composes the file (a folder with a space in its name)."""
+    folder = tmp_path / "my runs"
+    (folder / "experiment").mkdir(parents=True)
+    (folder / "experiment" / "mine.yaml").write_text("# @package _global_\ntrainer:\n  max_epochs: 2\n")
+    (folder / "loose.yaml").write_text("# @package _global_\n")
+    monkeypatch.chdir(folder)
+    searchpath = "'hydra.searchpath=['\"'\"'file://" + str(folder) + "'\"'\"']'"
+    code, stderr = run_main(
+        "train.py", [f"experiment={option}", f"hydra.run.dir={tmp_path / 'run'}"], monkeypatch, capsys
+    )
+    assert_one_line_error(
+        code, stderr, f"experiment={option} is not an option of experiment: ", said.format(searchpath=searchpath)
+    )
+    assert not (tmp_path / "run").exists()
+    if option != "loose.yaml":  # the advice, as the shell hands it over, composes the file
+        words = shlex.split(code.split("; add ")[-1] if option == "mine" else code.split("not a file: ")[-1])
+        overrides = ["experiment=mine", *words] if option == "mine" else words
+        assert compose_train(*overrides).trainer.max_epochs == 2

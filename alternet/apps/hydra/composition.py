@@ -208,6 +208,8 @@ def _unknown_option(missing: str, found: Sequence[str] | None, command: str) -> 
         else found or []
     )
     options = [option for option in options if not any(part.startswith("_") for part in option.split("/"))]
+    if ours and name and (misplaced := _file_not_on_the_searchpath(group, name)):
+        return f"{group}={name} is not an option of {group}: {misplaced}"
     if not name or not options:
         return f"config {missing!r} not found; `alternet {command} --help` lists the config groups and options"
     listed = (
@@ -218,6 +220,32 @@ def _unknown_option(missing: str, found: Sequence[str] | None, command: str) -> 
     plugin = PLUGINS.get(f"{group}={name}")
     installed = f" (Hydra's plugin: pip install {plugin})" if plugin else ""
     return f"{group}={name} is not an option of {group}{suggest(name, options)}; {listed}{installed}"
+
+
+def _file_not_on_the_searchpath(group: str, name: str) -> str | None:
+    """How to make a YAML file the user meant into an option, where one is there: ``GROUP/NAME.yaml`` in the working
+    directory, or a file named by its path (``experiment=exp/mine.yaml``). Hydra reads options from its search path
+    only, in folders named after their group, by name without ``.yaml``."""
+    here = Path(group) / f"{name}.yaml"
+    if here.is_file():
+        return f"{here} in the working directory is not on Hydra's search path; add {_searchpath(Path.cwd())}"
+    path = Path(name).expanduser()
+    if path.suffix not in (".yaml", ".yml") or not path.is_file():
+        return None
+    path = path.resolve()
+    if path.parent.name == group and path.suffix == ".yaml":
+        return f"an option is named, not a file: {group}={path.stem} {_searchpath(path.parent.parent)}"
+    return (
+        f"an option is named, not a file: put {path.name} into a folder DIR/{group}/ as NAME.yaml and give "
+        f"{group}=NAME hydra.searchpath=[file://DIR]"
+    )
+
+
+def _searchpath(folder: Path) -> str:
+    """The override that adds ``folder`` to Hydra's search path, quoted for Hydra and for a POSIX shell."""
+    value = f"file://{folder}"
+    plain = re.fullmatch(r"[A-Za-z0-9_./:-]+", value)
+    return shlex.quote(f"hydra.searchpath=[{value}]" if plain else f"hydra.searchpath=['{hydra_quoted(value)}']")
 
 
 PLUGINS = {  # Hydra's plugins whose options the docs name, by the package that brings them

@@ -273,7 +273,8 @@ class Throughput(L.Callback):
         self.images += self._epoch_images
         self.seconds += self._epoch_seconds
         if self._epoch_seconds > 0:
-            pl_module.log("train/images_per_sec", self._epoch_images / self._epoch_seconds, on_epoch=True)
+            rate = self._epoch_images / self._epoch_seconds  # all ranks' images, by this rank's clock
+            pl_module.log("train/images_per_sec", rate, on_epoch=True, sync_dist=True)  # the ranks' clocks' mean
 
     def state_dict(self) -> dict[str, Any]:  # a resumed run's images per second count its earlier sessions too
         return {"images": self.images, "seconds": self.seconds}

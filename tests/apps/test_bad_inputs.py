@@ -631,9 +631,10 @@ def test_an_experiment_of_the_users_without_its_package_header_says_to_add_it(op
     [
         ("mine", "experiment/mine.yaml in the working directory is not on Hydra's search path; add {searchpath}"),
         ("experiment/mine.yaml", "an option is named, not a file: experiment=mine {searchpath}"),
+        ("mine.yaml", "an option is named, not a file: experiment=mine {searchpath}"),
         ("loose.yaml", "an option is named, not a file: put loose.yaml into a folder DIR/experiment/ as NAME.yaml"),
     ],
-    ids=["in-the-working-directory", "named-by-its-path", "outside-a-group-folder"],
+    ids=["in-the-working-directory", "named-by-its-path", "named-by-its-file-name", "outside-a-group-folder"],
 )
 def test_an_experiment_file_off_the_search_path_says_how_to_put_it_on(option, said, tmp_path, monkeypatch, capsys):
     """A newcomer's experiment/mine.yaml in the working directory, or a file named by its path, was "not an option

@@ -230,6 +230,8 @@ def _file_not_on_the_searchpath(group: str, name: str) -> str | None:
     if here.is_file():
         return f"{here} in the working directory is not on Hydra's search path; add {_searchpath(Path.cwd())}"
     path = Path(name).expanduser()
+    if not path.is_file() and (Path(group) / name).is_file():  # experiment=mine.yaml beside ./experiment/mine.yaml
+        path = Path(group) / name
     if path.suffix not in (".yaml", ".yml") or not path.is_file():
         return None
     path = path.resolve()

@@ -645,7 +645,7 @@ def test_an_experiment_file_off_the_search_path_says_how_to_put_it_on(option, sa
     (folder / "experiment" / "mine.yaml").write_text("# @package _global_\ntrainer:\n  max_epochs: 2\n")
     (folder / "loose.yaml").write_text("# @package _global_\n")
     monkeypatch.chdir(folder)
-    searchpath = "'hydra.searchpath=['\"'\"'file://" + str(folder) + "'\"'\"']'"
+    searchpath = shlex.quote(f"hydra.searchpath=['file://{folder}']")  # Hydra's quotes (a space), then the shell's
     code, stderr = run_main(
         "train.py", [f"experiment={option}", f"hydra.run.dir={tmp_path / 'run'}"], monkeypatch, capsys
     )

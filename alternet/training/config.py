@@ -67,8 +67,8 @@ class OptimizerConfig(Section):
 
 @dataclass(kw_only=True)
 class ScheduleConfig(Section):
-    """``{name: cosine, min_lr}`` (per step, to min_lr at the last step), ``{name: step, milestones, gamma}`` or
-    ``{name: constant}``."""
+    """``{name: cosine, min_lr}`` (per step, reaching min_lr at ``total_steps``, the step after the last),
+    ``{name: step, milestones, gamma}`` or ``{name: constant}``."""
 
     name: str
     min_lr: float | None = None  # cosine's

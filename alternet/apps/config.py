@@ -81,6 +81,12 @@ class TrainConfig(Section):
 
     def check(self) -> None:
         self.require("seed", lambda v: is_integer(v, 0) and v < 2**32, "must be an integer in [0, 2**32 - 1]")
+        self.require(  # "" reached Lightning, which asked for `.fit(ckpt_path=PATH)`
+            "ckpt_path",
+            str.strip,
+            "it must name a checkpoint file (a run's checkpoints/NAME.ckpt), or be last (the run directory's "
+            "last.ckpt) or null (start afresh)",
+        )
 
 
 @dataclass(kw_only=True)

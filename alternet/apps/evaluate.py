@@ -8,7 +8,7 @@ import re
 import shutil
 import unicodedata
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -51,9 +51,16 @@ from .console import evaluation_report
 def model_sources(ckpt: Any) -> list[str]:
     """The models ``ckpt=`` names (one, or a list), each checked as far as it can be without reading weights (a
     number is a name too: Hydra reads ``ckpt=2024`` as one)."""
-    sources = [str(source) for source in ckpt] if isinstance(ckpt, list | tuple) else [str(ckpt)]
-    if not sources:
+    items = list(ckpt) if isinstance(ckpt, list | tuple) else [ckpt]
+    if not items:
         raise ConfigValueError("ckpt=[] names no model: alternet evaluate ckpt=SOURCE or ckpt=[SOURCE,SOURCE]")
+    for item in items:
+        if isinstance(item, Mapping | list | tuple):  # ckpt=[[RUN]], ckpt={a:1}: no path
+            raise ConfigValueError(
+                f"ckpt holds {'a mapping' if isinstance(item, Mapping) else 'a list'} ({item}), which names no model: "
+                "give one source, ckpt=SOURCE, or a flat list of them, ckpt=[SOURCE,SOURCE]"
+            )
+    sources = [str(item) for item in items]
     for source in sources:
         check_reference(source)
     return sources

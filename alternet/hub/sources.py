@@ -9,6 +9,7 @@ Hugging Face cache, so a model fetched once loads offline.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -41,7 +42,7 @@ from ..runs.checkpoints import (
     weights_digest,
 )
 from ..runs.directories import RunDir
-from ..runs.weights import read_weights, saved_recipe
+from ..runs.weights import NoEmaWeights, read_weights, saved_recipe
 from ..tracking import download_artifact
 from .hdvw import ALIASES, ARCHS, read_converted
 
@@ -92,6 +93,8 @@ class Source:
 
 def open_source(source: str | Path, *, ema: bool = False) -> Source:
     """Read ``source``: any of :data:`KINDS`."""
+    if not isinstance(source, str | os.PathLike):  # None or a number: os.fspath's bare TypeError, naming no argument
+        raise TypeError(f"a model source is a path or a reference string ({KINDS}), not {type(source).__name__}")
     if not str(source).strip():  # "" is the current directory to Path
         raise CheckpointError(f"an empty source names no model: expected {KINDS}")
     if isinstance(source, str) and source.startswith((HDVW_PREFIX, TIMM_PREFIX, HF_HUB_PREFIX, LOCAL_DIR_PREFIX)):
@@ -117,6 +120,8 @@ def open_source(source: str | Path, *, ema: bool = False) -> Source:
             return read_lightning(checkpoint, ema=ema, run=run)
         except CheckpointError as error:
             if run is None or not path.is_dir():  # a file named by the user: theirs to choose another
+                raise
+            if isinstance(error, NoEmaWeights):  # true of every checkpoint of the run: none to advise
                 raise
             beside = intact_beside(checkpoint, "pass one of them by its path instead (the newest: {})")
             raise CheckpointError(f"{error}; {beside}") from None

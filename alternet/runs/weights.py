@@ -87,6 +87,10 @@ class CheckpointWeights:
         return model.eval()
 
 
+class NoEmaWeights(CheckpointError):
+    """EMA weights asked of a run that kept none: true of every checkpoint of that run, so no other is advised."""
+
+
 def read_weights(path: str | Path, *, ema: bool = False) -> CheckpointWeights:
     """The network of a checkpoint written by alternet's training (its EMA copy with ``ema``), read safely."""
     path = Path(path)
@@ -99,9 +103,13 @@ def read_weights(path: str | Path, *, ema: bool = False) -> CheckpointWeights:
         )
     prefix = "ema." if ema else "model."
     state_dict = {k[len(prefix) :]: v for k, v in checkpoint["state_dict"].items() if k.startswith(prefix)}
+    if not state_dict and ema:
+        raise NoEmaWeights(
+            f"checkpoint {path} has no EMA weights: the run had no recipe.ema, so none of its checkpoints has; "
+            "use its model weights (leave out use_ema=true or --ema; ema=False in Python)"
+        )
     if not state_dict:
-        what = "EMA weights (the run had no recipe.ema)" if ema else "model weights (no 'model.' keys)"
-        raise CheckpointError(f"checkpoint {path} has no {what}")
+        raise CheckpointError(f"checkpoint {path} has no model weights (no 'model.' keys)")
     model, data = model_config(hparams["model"]), DataFacts.from_dict(hparams["data"])
     num_classes = int(data.num_classes)
     # the full architecture (the zoo's spec under the run's overrides), so the record does not depend on the zoo

@@ -89,6 +89,7 @@ TRAIN = [
     (["model.window=3"], "error: stage 2 ('CM'): window 3 does not divide the stage's 8x8 feature map"),
     (["data=cifar100", "data.root=/nonexistent"], "error: cifar100 not found: looked in /nonexistent/cifar-100-python"),
     (["ckpt_path=/nonexistent.ckpt"], "error: checkpoint /nonexistent.ckpt does not exist"),
+    (["ckpt_path=''"], "error: ckpt_path='' is invalid: it must name a checkpoint file"),  # not Lightning's `.fit(...)`
     (
         ["recipe.optimizer.name=adam"],
         "recipe.optimizer.name='adam' is not one of ['adamw', 'sgd'] (did you mean 'adamw'?)",
@@ -162,6 +163,13 @@ EVALUATE = [
         ["ckpt={run}", "device=cuda"],
         "device=cuda but this machine has no usable CUDA GPU",
         marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU"),
+    ),
+    (["ckpt=[[{run}]]"], "error: ckpt holds a list ("),  # not "... does not exist" of a path that does
+    (["ckpt={{a:1}}"], "error: ckpt holds a mapping ({'a': 1}), which names no model: give one source"),
+    # every checkpoint of a run without EMA lacks it: no other is advised, and the EMA choice is named
+    (
+        ["ckpt={run}", "use_ema=true"],
+        "has no EMA weights: the run had no recipe.ema, so none of its checkpoints has; use",
     ),
     (["ckpt={run}", "device=tpu9"], "device='tpu9' is invalid: use auto, cpu, cuda or cuda:N"),
     (["ckpt={run}", "calibration.n_bins=0"], "calibration.n_bins=0 is invalid: must be an integer in [1, 100,000]"),

@@ -436,7 +436,7 @@ def test_export_cli_end_to_end(pretrained, tmp_path, monkeypatch, capsys):
 @pytest.mark.parametrize(
     ("source", "flags", "message"),
     [
-        ("RUN", ["--ema"], "has no EMA weights (the run had no recipe.ema)"),
+        ("RUN", ["--ema"], "has no EMA weights: the run had no recipe.ema, so none of its checkpoints has; use its"),
         ("/nonexistent/run", [], "error: /nonexistent/run does not exist"),
         ("", [], "error: '' does not exist: pass a run directory"),  # the current directory to Path
         ("timm:resnet18", [], "error: timm:resnet18 is a timm model, ready as it is: alternet.hub.load and"),
@@ -760,6 +760,16 @@ def test_features_of_a_model_without_them_are_refused_before_its_weights_are_rea
     ):
         check_features(torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3)))
     check_features(create_model("alternet_tiny", num_classes=0, img_size=16))
+
+
+@pytest.mark.parametrize("source", [None, 123, ["a.ckpt"]])
+def test_a_source_that_is_no_path_or_reference_is_a_type_error_saying_what_a_source_is(source):
+    """``hub.load(None)`` ended on os.fspath's "expected str, bytes or os.PathLike object, not NoneType"."""
+    with pytest.raises(
+        TypeError,
+        match=rf"^a model source is a path or a reference string \(a run directory, .*\), not {type(source).__name__}$",
+    ):
+        hub.load(source)
 
 
 def test_fine_tuning_on_data_of_other_statistics_says_so():

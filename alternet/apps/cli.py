@@ -51,6 +51,18 @@ class SweepJobFailed(AlternetError, RuntimeError):
 FAILED: list[SweepJobFailed] = []  # the failed jobs of the sweep this process runs, said as each failed
 
 
+def check_working_directory() -> None:
+    """A shell left in a folder deleted since (or moved away): Hydra's ``os.getcwd()`` ended in a 40-line traceback,
+    and torch's import in ``Intel oneMKL FATAL ERROR: Cannot load libtorch_cpu.so``."""
+    try:
+        os.getcwd()
+    except OSError as error:
+        exit_with_error(
+            f"the current directory cannot be read ({error.strerror}): it was deleted or moved after this shell "
+            "entered it; cd to an existing directory and run the command again"
+        )
+
+
 def _command_main(message: str, command: str) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
     """A Hydra app's main as a command runs it: warnings and composition errors on one line, a sweep whose jobs
     failed ending on one line after its other jobs ran, and Ctrl-C ending on the command's stop line (``message``;
@@ -60,6 +72,7 @@ def _command_main(message: str, command: str) -> Callable[[Callable[[], Any]], C
         @ends_on_its_stop_line(message)
         @functools.wraps(main)
         def run() -> Any:
+            check_working_directory()  # python train.py / evaluate.py come here without main()
             _forget_failed_jobs()  # this command's sweep's only (an earlier command's in this process: a test's)
             with warnings_on_one_line(), one_line_composition_errors(command):
                 try:
@@ -340,6 +353,7 @@ def lightning_rank(args: Sequence[str]) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     """``alternet COMMAND [ARGS]`` (``argv``: the command and its arguments; default: the process's)."""
     args = sys.argv[1:] if argv is None else list(argv)
+    check_working_directory()
     if not args or args[0] in ("-h", "--help"):
         print(usage(), file=sys.stdout if args else sys.stderr)
         return 0 if args else 2

@@ -238,3 +238,33 @@ def test_every_help_answers_without_torch():
     assert list(seen) == ["-", *cli.COMMANDS]
     assert {command: loaded for command, (_, loaded) in seen.items() if loaded} == {}
     assert all(lines >= 5 for lines, _ in seen.values()), seen  # each printed its help
+
+
+def test_a_command_run_in_a_deleted_directory_says_so_in_one_line_before_any_import():
+    """A shell left in a folder deleted since: train and evaluate ended in a 40-line traceback from Hydra's
+    ``os.getcwd()``, export in ``Intel oneMKL FATAL ERROR: Cannot load libtorch_cpu.so`` (exit status 2). One fresh
+    interpreter, as with the help: the commands, and train.py as a checkout runs it."""
+    code = (
+        "import contextlib, io, json, os, runpy, sys, tempfile\n"
+        "from alternet.apps import cli\n"
+        "gone = tempfile.mkdtemp()\n"
+        "os.chdir(gone)\n"
+        "os.rmdir(gone)\n"
+        "said = {}\n"
+        "for args in (['train', 'debug=fast'], ['evaluate', 'ckpt=run'], ['export', 'run', '--out', 'e'], []):\n"
+        "    sys.argv = ['alternet', *args]\n"
+        "    try:\n"
+        f"        cli.main(args) if args else runpy.run_path({str(ROOT / 'train.py')!r}, run_name='__main__')\n"
+        "    except SystemExit as stop:\n"
+        "        said[' '.join(args) or 'train.py'] = str(stop.code)\n"
+        f"said['loaded'] = sorted(m for m in {HEAVY_IMPORTS!r} if m in sys.modules)\n"
+        "print(json.dumps(said))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout.strip().splitlines()[-1])
+    assert said.pop("loaded") == []
+    assert list(said) == ["train debug=fast", "evaluate ckpt=run", "export run --out e", "train.py"]
+    for line in said.values():
+        assert line.startswith("error: the current directory cannot be read (No such file or directory): it was ")
+        assert line.endswith("; cd to an existing directory and run the command again")

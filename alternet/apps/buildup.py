@@ -234,6 +234,12 @@ class Search:
         base = self._base_layout(config)
         for stage in range(len(parse_layout(base))):  # every stage one the rules can extend, before any training
             with_one_more_msa(base, stage)
+        if not next_candidates(base, len(parse_layout(base)) - 1):  # it ended at once with "Chosen layout: BASE"
+            raise ConfigValueError(
+                f"model.layout={base!r} has no stage with room for one more MSA (a stage keeps a Conv block first "
+                "and takes one per MSA), so there is nothing to search: start from a layout of longer stages, e.g. "
+                "model.layout='C|CC|CC'"
+            )
         build_data(config).check_before_fit()  # the data every candidate trains on, as alternet train checks it
         self.dir.mkdir(parents=True, exist_ok=True)
         with writing(self.dir, "build-up search"):  # a second search into it stops here, in one line

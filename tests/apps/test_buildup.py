@@ -31,9 +31,13 @@ DIGITS = ["model=alternet_tiny", "model.layout='CC|CC|CC'", "data=digits", "debu
         (["model=vit_mini_cifar", "data=digits"], "model=vit_mini_cifar has no layout: alternet buildup searches"),
         (["data=digits", "data.val_size=0"], "holds no validation split (data.val_size=0): the search decides on a "),
         (["model.layout='C|CMCC|CC'", "data=digits"], "stage 2 (CMCC) is not Conv blocks ending in an alternating"),
+        (["model.layout='C|C|C'", "data=digits"], "model.layout='C|C|C' has no stage with room for one more MSA"),
         (["model=alternet_r9000"], "model=alternet_r9000 is not an option of model (did you mean 'alternet_r50'?)"),
         (["banana"], "cannot read the override 'banana': missing EQUAL"),  # Hydra's tracebacks before
-        (["data=digits", "recipe.batch_size=100000"], "recipe.batch_size=100000 is larger than the 1257 training"),
+        (
+            ["data=digits", "model.layout='C|CC|CC'", "recipe.batch_size=100000"],
+            "recipe.batch_size=100000 is larger than the 1257 training",
+        ),
         (["recipe.optimizer.lrx=1"], "recipe.optimizer.lrx is not a key of recipe.optimizer (did you mean 'lr'?)"),
     ],
 )

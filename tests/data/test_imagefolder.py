@@ -318,6 +318,19 @@ def test_the_printed_training_command_names_the_data_root_and_the_skipping_the_s
     )
 
 
+def test_shards_of_one_class_are_refused_before_any_is_written(tmp_path, monkeypatch, capsys):
+    """They were written whole, with a training command to paste, which refused a data set of one class."""
+    root = make_image_folder(tmp_path / "data", per_class=2, odd_formats=False)
+    for extra in sorted(p for p in (root / "train").iterdir() if p.name != "ant"):
+        shutil.rmtree(extra)
+    code, _, stderr = module_output("alternet", ["shards", str(root), str(tmp_path / "out")], monkeypatch, capsys)
+    assert code == (
+        f"error: {root / 'train'} holds one class folder (ant); a classifier needs at least two, and training refuses "
+        "a data set of one: add a folder per class, then write the shards"
+    )
+    assert "Traceback" not in stderr and not (tmp_path / "out").exists()
+
+
 def test_shards_of_a_folder_where_nothing_decodes_fail_and_leave_nothing(tmp_path, monkeypatch, capsys):
     """--skip-corrupt on a folder whose every image is unreadable once said "wrote 0 images" and exit 0, then printed
     a training command that died in a litdata traceback."""

@@ -115,6 +115,11 @@ def write_shards(
     split = source_split(Path(src).expanduser())
     files: FileList = scan_split(split)
     classes = sorted({os.fsdecode(p).split(os.sep, 1)[0] for p in files.paths})
+    if len(classes) < 2:  # written whole before, then refused by the training they were written for
+        raise DataError(
+            f"{split} holds one class folder ({classes[0]}); a classifier needs at least two, and training refuses "
+            "a data set of one: add a folder per class, then write the shards"
+        )
     order = np.random.default_rng(seed).permutation(len(files))
     inputs = [(os.fsdecode(files.paths[i]), int(files.labels[i])) for i in order]
     workers = num_workers or min(cpu_cores(), FILE_WORKERS)  # the affinity mask's CPUs; the main process idles

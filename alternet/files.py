@@ -232,7 +232,10 @@ def through_links(out: Path, what: str, where: str = "", error: type[Exception] 
                 f"that folder, or choose another directory{where}"
             ) from None
         except (RuntimeError, OSError):  # a loop of links (RuntimeError before Python 3.13)
-            raise error(f"{what} {out} cannot be made: {path} is a link that leads back to itself{where}") from None
+            raise error(
+                f"{what} {out} cannot be made: {path} is a link that leads back to itself; choose another "
+                f"directory{where}"
+            ) from None
     return out.resolve() if linked else out
 
 

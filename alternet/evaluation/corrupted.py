@@ -175,7 +175,15 @@ def _generated(
         images, labels = images[: cfg.max_images], labels[: cfg.max_images]
     cache = Path(cfg.cache_dir) / f"{datamodule.name}-c-seed{cfg.seed}-n{len(images)}"
     return generate_and_load(
-        images, labels, cache, corruptions, severities, cfg.seed, cfg.workers, num_classes=datamodule.num_classes
+        images,
+        labels,
+        cache,
+        corruptions,
+        severities,
+        cfg.seed,
+        cfg.workers,
+        num_classes=datamodule.num_classes,
+        option="robustness.cache_dir",
     )
 
 

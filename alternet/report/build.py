@@ -529,6 +529,8 @@ def build_report(
     wrote. ``wandb=None`` logs to W&B when the sweep's runs did, with their settings (``logger.wandb``: train's
     shape); True logs with them, or the packaged ones (conf/logger/wandb.yaml) when the runs did not use W&B."""
     sweep_dir = Path(sweep_dir)
+    if out_dir is None and not sweep_dir.is_dir():  # the report would go inside it: what is wrong with it first
+        read_sweep(sweep_dir)
     out_dir = Path(out_dir) if out_dir else SweepDir(sweep_dir).report_dir
     is_report = partial(is_output_of, command=REPORT_COMMAND)
     out_dir = check_output_dir(

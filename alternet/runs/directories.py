@@ -322,6 +322,10 @@ class SweepDir:
         checkpoint folder or a summary), in Hydra's numbering order, and how many the sweep launches. The one rule
         both the multirun callback and the report read a sweep by."""
         if not self.path.is_dir():
+            if self.path.is_symlink():  # to a folder gone, or a loop of links
+                raise ConfigValueError(
+                    f"sweep directory {self.path} is a link to {self.path.readlink()}, which reaches no folder"
+                )
             raise ConfigValueError(f"sweep directory {self.path} does not exist")
         jobs = [RunDir(p) for p in self.path.iterdir() if p.is_dir() and RunDir(p).is_job()]
         jobs.sort(key=lambda job: (len(job.path.name), job.path.name))

@@ -178,6 +178,10 @@ EVALUATE = [
     (["ckpt={run}", "data=imagefolder"], "error: data.root must be set: e.g. alternet evaluate data.root=..."),
     (["ckpt={run}", "evaluation=default"], "error: evaluation= is not chosen on the command line: its settings sit at"),
     (["ckpt={run}", "analysis=[fourier,fourir]"], "error: analysis=fourir is not an option of analysis (did you mean"),
+    (  # generated corruptions' cache under a file: the setting named, before any image is scored
+        ["ckpt={run}", "robustness.enabled=true", "robustness.cache_dir={run}/config.yaml/c"],
+        "config.yaml is a file; choose another directory with robustness.cache_dir",
+    ),
     (["ckpt={run}", "robustness.root=/nonexistent"], "CIFAR-C directory /nonexistent does not exist"),
     (
         ["ckpt={run}", "analysis=[fourier]", "analysis.variance.images=16"],

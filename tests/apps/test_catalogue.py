@@ -313,3 +313,19 @@ def test_a_second_shards_into_a_folder_being_written_stops_in_one_line(image_fol
         assert fingerprint(out) == before
     finally:
         holder.close()
+
+
+def test_a_loop_of_links_is_said_to_be_one_where_it_is_an_output_and_where_it_is_an_input(
+    tmp_path, monkeypatch, capsys
+):
+    """A run directory inside a loop of links was "... leads back to itself with hydra.run.dir"; a sweep directory
+    that is one blamed the report's default output inside it, "with --out", an option the user had not given."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.symlink_to(b)
+    b.symlink_to(a)
+    code, stderr = run_command(["train", "debug=fast", f"hydra.run.dir={a / 'run'}"], monkeypatch, capsys)
+    assert_one_line_error(code, stderr, f"{a / 'run'} cannot be made: {a} is a link that leads back to itself; choose")
+    assert code.endswith("choose another directory with hydra.run.dir")
+    code, stderr = run_command(["report", str(a)], monkeypatch, capsys)
+    assert_one_line_error(code, stderr, f"sweep directory {a} is a link to {b}, which reaches no folder")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]

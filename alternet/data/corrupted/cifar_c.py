@@ -294,10 +294,12 @@ def generate_and_load(
     seed: int = 0,
     workers: int | None = None,
     num_classes: int | None = None,
+    option: str | None = None,
 ) -> CifarC:
     """:func:`generate_cifar_c`, then :func:`load_cifar_c` under the same lock, so another evaluation sharing the
-    directory cannot regenerate it for other settings between the two."""
-    with _generated(images, labels, out_dir, corruptions, severities, seed, workers) as out:
+    directory cannot regenerate it for other settings between the two. ``option``: the setting that chose
+    ``out_dir``'s place, named by a refusal of it."""
+    with _generated(images, labels, out_dir, corruptions, severities, seed, workers, option) as out:
         return load_cifar_c(out, corruptions, num_classes=num_classes)
 
 
@@ -310,11 +312,12 @@ def _generated(
     severities: Sequence[int],
     seed: int,
     workers: int | None,
+    option: str | None = None,
 ) -> Iterator[Path]:
     """The directory, its missing files generated, while this process holds its lock."""
     labels = np.asarray(labels)
     names, severities = _check_generation_inputs(images, labels, corruptions, severities, seed)
-    out = check_cifar_c_output(out_dir)
+    out = check_cifar_c_output(out_dir, option)
     with contextlib.ExitStack() as locked:
         with _naming_write_errors(out):
             out.mkdir(parents=True, exist_ok=True)

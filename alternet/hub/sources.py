@@ -9,6 +9,7 @@ Hugging Face cache, so a model fetched once loads offline.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -291,6 +292,7 @@ def read_export(directory: Path, location: str | None = None) -> Source:
             f"{directory / CONFIG_FILE} is in export format {written!r}, which this alternet ({__version__}, format "
             f"{EXPORT_FORMAT}) does not read: it was written by a newer alternet; upgrade alternet to load it"
         )
+    pretrained_cfg = _checked_pretrained_cfg(directory / CONFIG_FILE, config)
     state_dict = read_export_weights(directory)
     _check_one_export(directory, alternet.get(DIGEST_KEY), state_dict)
     return Source(
@@ -299,11 +301,40 @@ def read_export(directory: Path, location: str | None = None) -> Source:
         architecture=str(config["architecture"]),
         num_classes=int(config["num_classes"]),
         model_args={k: v for k, v in (config.get("model_args") or {}).items() if k != "num_classes"},  # top level
-        pretrained_cfg=labelled(config["pretrained_cfg"], config.get("label_names")),
+        pretrained_cfg=pretrained_cfg,
         hyper_parameters={key: alternet[key] for key in ("model", "data") if alternet.get(key)}
         | ({"recipe": saved_recipe(alternet["recipe"])} if alternet.get("recipe") else {}),
         ema=bool(alternet.get("ema", False)),
     )
+
+
+def _checked_pretrained_cfg(path: Path, config: dict[str, Any]) -> dict[str, Any]:
+    """The export's ``pretrained_cfg`` with its ``label_names``, refused where a reader of it would go wrong: a
+    name list of another length than the head's classes (a prediction with no name), or a normalisation that is
+    not one number per channel, finite, with every std above 0 (torchvision's "std evaluated to zero" later; none
+    at all leaves timm's defaults)."""
+    cfg = config["pretrained_cfg"]
+    if not isinstance(cfg, dict):
+        raise CheckpointError(f"{path} holds a pretrained_cfg that is not a mapping: export the model again")
+    mean, std = cfg.get("mean"), cfg.get("std")
+    finite = [isinstance(v, list) and v and all(_finite_number(x) for x in v) for v in (mean, std)]
+    if (mean, std) != (None, None) and (not all(finite) or len(mean) != len(std) or min(std) <= 0):
+        raise CheckpointError(
+            f"{path} says mean={mean!r}, std={std!r}: a model's normalisation is one finite number per "
+            "channel for each, every std above 0; it was edited: export the model again"
+        )
+    cfg = labelled(cfg, config.get("label_names"))
+    names, classes = cfg.get("label_names"), int(config["num_classes"])
+    if names and classes and len(names) != classes:
+        raise CheckpointError(
+            f"{path} names {len(names)} classes in label_names for a head of {classes}: they cannot be its classes' "
+            "names; it was edited: export the model again"
+        )
+    return cfg
+
+
+def _finite_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _check_one_export(directory: Path, recorded: str | None, state_dict: dict[str, torch.Tensor]) -> None:

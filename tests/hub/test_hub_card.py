@@ -507,7 +507,10 @@ def edited_export(run, tmp_path: Path, edit) -> Path:
 @pytest.mark.parametrize(
     ("edit", "said"),
     [
-        (lambda c: c.update(num_classes=3), "its config and weights do not belong together"),
+        (  # its label names cut alike: a config that agrees with itself, not with its weights
+            lambda c: c.update(num_classes=3, label_names=c["label_names"][:3]),
+            "its config and weights do not belong together",
+        ),
         (lambda c: c["model_args"].update(widths=[8, 16, 48]), "does not load as its config.json says"),
         (lambda c: c.update(architecture="resnet18"), "builds resnet18 with layout="),
     ],
@@ -520,6 +523,30 @@ def test_push_refuses_an_export_whose_config_no_longer_fits_its_weights(run, fak
     with pytest.raises(hub.PushError, match=r"does not load as its config\.json says") as refused:
         hub.push_to_hub(export, REPO)
     assert said in str(refused.value) and "nothing was uploaded" in str(refused.value)
+    assert fake_hub.calls == []
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (lambda c: c.update(label_names=["a", "b"]), "names 2 classes in label_names for a head of 10: they cannot"),
+        (lambda c: c["pretrained_cfg"].update(mean=[0.5], std=[0, 0, 0]), "says mean=[0.5], std=[0, 0, 0]: a model's"),
+        (lambda c: c["pretrained_cfg"].update(std=[0.2, -0.2, 0.2]), "std=[0.2, -0.2, 0.2]: a model's normalisation"),
+        (lambda c: c["pretrained_cfg"].update(mean="imagenet"), "says mean='imagenet', std="),
+    ],
+    ids=["label_names", "mean-and-std", "negative-std", "mean-no-list"],
+)
+def test_an_export_whose_config_names_other_classes_or_no_normalisation_is_refused_by_load_and_push(
+    run, fake_hub, tmp_path, edit, said
+):
+    """A config.json edited to 2 label names for a head of 10 loaded (class 8 had no name), and one with a std of 0
+    loaded, then failed in torchvision's Normalize; push went on to upload either."""
+    export = edited_export(run, tmp_path, edit)
+    with pytest.raises(CheckpointError, match=re.escape(said)):
+        hub.load(export)
+    with pytest.raises(SystemExit) as exited:
+        hub_main(["push", str(export), REPO])
+    assert said in str(exited.value.code) and "\n" not in str(exited.value.code)
     assert fake_hub.calls == []
 
 

@@ -3,6 +3,7 @@ plane, one point per run), accuracy and robustness against each swept variable, 
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,6 +14,12 @@ from ..files import save_figure
 from ..runs.directories import RunDir
 from .runs import Run, read_history, variant_of
 from .verdicts import Summary
+
+
+def _wrapped(label: str) -> str:
+    """A variant's label on lines of at most 40 characters: a sweep of several keys (``data.root=/a/long/path``)
+    gave a legend wider than the figure, which the layout then gave up on."""
+    return textwrap.fill(label, 40)
 
 
 def _palette(labels: Sequence[str]) -> dict[str, tuple[float, ...]]:
@@ -32,9 +39,9 @@ def error_vs_train_nll(runs: Sequence[Run], keys: list[str], path: Path) -> Path
     ax = fig.subplots()
     labelled: set[str] = set()
     for nll, error, label in points:
-        ax.scatter(nll, error, color=colours[label], s=36, label=None if label in labelled else label)
+        ax.scatter(nll, error, color=colours[label], s=36, label=None if label in labelled else _wrapped(label))
         if label not in labelled:
-            ax.annotate(label, (nll, error), fontsize=7, xytext=(4, 4), textcoords="offset points")
+            ax.annotate(_wrapped(label), (nll, error), fontsize=7, xytext=(4, 4), textcoords="offset points")
         labelled.add(label)
     ax.set_xlabel("clean training NLL (train_clean/nll, last epoch)")
     ax.set_ylabel("test error")
@@ -73,7 +80,7 @@ def metrics_vs(runs: Sequence[Run], key: str, keys: list[str], path: Path) -> Pa
                     xs.append(i)
                     means.append(summary.mean)
                     sds.append(summary.sd)
-            ax.errorbar(xs, means, yerr=sds, marker="o", capsize=3, color=colours[line], label=line)
+            ax.errorbar(xs, means, yerr=sds, marker="o", capsize=3, color=colours[line], label=_wrapped(line))
         ax.set_xticks(range(len(x_values)), x_values, rotation=20, fontsize=8)
         ax.set_xlabel(key)
         ax.set_ylabel(label)
@@ -94,7 +101,8 @@ def train_nll_curves(runs: Sequence[Run], keys: list[str], path: Path) -> Path |
     ax = fig.subplots()
     labelled: set[str] = set()
     for values, label in curves:
-        ax.plot(range(len(values)), values, color=colours[label], label=None if label in labelled else label)
+        shown = None if label in labelled else _wrapped(label)
+        ax.plot(range(len(values)), values, color=colours[label], label=shown)
         labelled.add(label)
     ax.set_xlabel("epoch")
     ax.set_ylabel("clean training NLL")

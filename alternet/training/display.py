@@ -24,8 +24,9 @@ class _NoAdvertising(logging.Filter):
 def quiet_lightning() -> None:
     """Drop what tells a user nothing about their run: Lightning's product tip, its own internal deprecation
     warning (from Lightning's code, not the user's), its guess that a loader with fewer than two workers is a
-    bottleneck (``data.num_workers=auto`` starts at the fewest and grows while the step waits for batches), and its
-    false word to a resumed run that its CSV log's earlier rows will be deleted."""
+    bottleneck (``data.num_workers=auto`` starts at the fewest and grows while the step waits for batches), its
+    false word to a resumed run that its CSV log's earlier rows will be deleted, and its word that the run's
+    checkpoint folder is not empty (the run directory's own checks allowed it: a resume, ``reuse_run_dir``)."""
     logger = logging.getLogger("lightning.pytorch.utilities.rank_zero")
     if not any(isinstance(f, _NoAdvertising) for f in logger.filters):
         logger.addFilter(_NoAdvertising())
@@ -41,6 +42,7 @@ def quiet_lightning() -> None:
     warnings.filterwarnings(
         "ignore", message=r".*Previous log files in this directory will be deleted", category=Warning
     )
+    warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty", category=Warning)
 
 
 def _shown(metrics: dict[str, Any], pl_module: L.LightningModule) -> dict[str, Any]:

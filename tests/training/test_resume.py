@@ -303,6 +303,17 @@ def test_a_checkpoint_of_a_multi_tensor_optimizer_resumes(tmp_path, monkeypatch)
     assert summary.global_step == 6 and math.isfinite(summary.test["nll"])
 
 
+def test_a_run_resumed_from_its_best_checkpoint_is_not_warned_of_its_own_checkpoints(tmp_path, recwarn):
+    """The advice after a damaged last.ckpt (resume from the newest intact one) was followed by Lightning's
+    multi-line "Checkpoint directory .../checkpoints exists and is not empty.": the run directory's checks decide
+    whether a run may write there, and had."""
+    train(compose_train(*FAST, output_dir=tmp_path))
+    best = next((tmp_path / "checkpoints").glob("best-*.ckpt"))
+    summary = train(compose_train(*FAST, "trainer.max_epochs=2", f"ckpt_path={best}", output_dir=tmp_path))
+    assert summary.epochs == 2
+    assert not [w for w in recwarn if "exists and is not empty" in str(w.message)]
+
+
 @pytest.mark.slow  # 9 s of two processes (-m slow); by default the guard's single-process cases above
 @pytest.mark.xdist_group("processes")  # 2-process DDP: one at a time, on the processes worker (helpers.warm)
 def test_two_ddp_ranks_stop_together_when_one_rank_goes_non_finite(tmp_path):

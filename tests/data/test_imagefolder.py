@@ -99,6 +99,29 @@ def test_an_image_whose_range_the_file_does_not_state_is_refused_naming_it(tmp_p
     assert "\n" not in str(error.value)
 
 
+def test_an_image_over_pillows_bomb_guard_is_named_with_its_cost_and_one_twice_over_it_is_refused(
+    tmp_path, monkeypatch
+):
+    """Pillow warns of an image over ``Image.MAX_IMAGE_PIXELS`` without naming its file ("Image size (100000000
+    pixels) exceeds limit ..."): said with the file and what each read of it decodes. Its limit, lowered here, is
+    Pillow's own setting; over twice it, Pillow refuses the image, named as any unreadable one."""
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)
+    large = _saved(tmp_path, Image.new("RGB", (40, 40)), "large.png")  # 1,600 pixels: warned
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        assert decode_rgb(large).size == (40, 40)
+    assert [(w.category, str(w.message)) for w in said] == [
+        (
+            AlternetWarning,
+            f"image {large} is 40x40 (1,600 pixels), above Pillow's 1,000-pixel guard against decompression bombs: "
+            "every read of it decodes 0 MiB; downscale such files once, before training",
+        )
+    ]
+    larger = _saved(tmp_path, Image.new("RGB", (50, 50)), "larger.png")  # 2,500 pixels: refused
+    with pytest.raises(DataError, match=f"^cannot decode image {larger}: Image size \\(2500 pixels\\) exceeds"):
+        decode_rgb(larger)
+
+
 def test_each_training_image_is_seen_once_per_epoch_with_its_folder_label(folder):
     datamodule = _datamodule(folder)
     datamodule.setup("fit")

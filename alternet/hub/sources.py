@@ -9,7 +9,6 @@ Hugging Face cache, so a model fetched once loads offline.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -45,6 +44,7 @@ from ..runs.checkpoints import (
 from ..runs.directories import RunDir
 from ..runs.weights import NoEmaWeights, read_weights, saved_recipe
 from ..tracking import download_artifact
+from ..typed import conforms
 from .hdvw import ALIASES, ARCHS, read_converted
 
 WEIGHTS_FILE = "model.safetensors"
@@ -317,7 +317,7 @@ def _checked_pretrained_cfg(path: Path, config: dict[str, Any]) -> dict[str, Any
     if not isinstance(cfg, dict):
         raise CheckpointError(f"{path} holds a pretrained_cfg that is not a mapping: export the model again")
     mean, std = cfg.get("mean"), cfg.get("std")
-    finite = [isinstance(v, list) and v and all(_finite_number(x) for x in v) for v in (mean, std)]
+    finite = [bool(v) and conforms(v, list[float]) for v in (mean, std)]  # numbers, none of them inf or nan
     if (mean, std) != (None, None) and (not all(finite) or len(mean) != len(std) or min(std) <= 0):
         raise CheckpointError(
             f"{path} says mean={mean!r}, std={std!r}: a model's normalisation is one finite number per "
@@ -331,10 +331,6 @@ def _checked_pretrained_cfg(path: Path, config: dict[str, Any]) -> dict[str, Any
             "names; it was edited: export the model again"
         )
     return cfg
-
-
-def _finite_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _check_one_export(directory: Path, recorded: str | None, state_dict: dict[str, torch.Tensor]) -> None:

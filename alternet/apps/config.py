@@ -109,6 +109,11 @@ class EvaluateConfig(EvaluationConfig):
         super().check()
         if self.out_dir is None:
             raise ConfigValueError("out_dir=null is invalid: it is the evaluation's directory (out_dir=DIR sets it)")
+        if self.logger.extra:
+            raise ConfigValueError(
+                "logger.extra (and logger=tensorboard) apply to alternet train; an evaluation writes its numbers into "
+                "its output folder, and to W&B with logger=wandb"
+            )
 
 
 # the two schemas in Hydra's ConfigStore (train.yaml and evaluate.yaml name them first in their defaults)
@@ -155,6 +160,11 @@ def train_config(values: Mapping[str, Any]) -> TrainConfig:
 
 def evaluate_config(values: Mapping[str, Any]) -> EvaluateConfig:
     """A composed, resolved evaluation config (Hydra's own section aside) as objects, every section checked."""
+    if values.get("ckpt") in (None, "???"):  # before _set's word for any key left at ???: what ckpt takes
+        raise ConfigValueError(
+            "ckpt is required: alternet evaluate ckpt=SOURCE (a run directory, a .ckpt, an export directory, "
+            "hdvw:FILE, timm:NAME, hf-hub:REPO, local-dir:DIR) or a list [A,B]"
+        )
     return build(EvaluateConfig, _set(values, "evaluate"))
 
 

@@ -375,21 +375,11 @@ def _marked(out_dir: Path) -> Iterator[None]:
 
 
 def run_evaluate(cfg: DictConfig) -> list[EvaluationReport]:
-    if cfg.get("ckpt") in (None, "???"):
-        raise ConfigValueError(
-            "ckpt is required: alternet evaluate ckpt=SOURCE (a run directory, a .ckpt, an export directory, "
-            "hdvw:FILE, timm:NAME, hf-hub:REPO, local-dir:DIR) or a list [A,B]"
-        )
     settings = resolved(cfg)
     import_modules(settings.get("imports"))  # first: the models and data modules they register
     config = evaluate_config(settings)  # every setting before any work starts: the evaluation's, W&B's
     config.logger.wandb = tracking.usable(config.logger.wandb)
     choose_device(config.device, "device")  # a GPU this machine lacks, refused before any model is read
-    if config.logger.extra:
-        raise ConfigValueError(
-            "logger.extra (and logger=tensorboard) apply to alternet train; an evaluation writes its numbers into "
-            "its output folder, and to W&B with logger=wandb"
-        )
     if config.analysis:
         parse_configs(list(config.analysis), config.analysis)
     own = "an evaluation of alternet's"

@@ -268,3 +268,39 @@ def test_a_command_run_in_a_deleted_directory_says_so_in_one_line_before_any_imp
     for line in said.values():
         assert line.startswith("error: the current directory cannot be read (No such file or directory): it was ")
         assert line.endswith("; cd to an existing directory and run the command again")
+
+
+def test_a_value_its_command_refuses_is_said_before_torch_is_imported(tmp_path):
+    """A misspelt value (``trainer.max_epochs=0``, an evaluation without ``ckpt``) was refused after the run
+    directory's pre-flight had imported torch and Lightning: 8-10 s on a laptop for one line. The pre-flight types
+    the config first, and so does a sweep's for each job. One fresh interpreter; nothing is written where the
+    commands ran."""
+    cases = {
+        "train trainer.max_epochs=0": "error: trainer.max_epochs=0 is invalid: must be an integer >= 1",
+        "train recipe.optimizer.lr=-1": "error: recipe.optimizer.lr=-1 is invalid: must be > 0",
+        "train -m trainer.max_epochs=0,1": "error: sweep job 0 (trainer.max_epochs=0), before any job ran: trainer.max",
+        "evaluate": "error: ckpt is required: alternet evaluate ckpt=SOURCE (",
+        "evaluate ckpt=run logger=tensorboard": "error: logger.extra (and logger=tensorboard) apply to alternet train",
+    }
+    code = (
+        "import json, sys\n"
+        "from alternet.apps import cli\n"
+        "said = {}\n"
+        f"for line in {list(cases)!r}:\n"
+        "    args = line.split()\n"
+        "    sys.argv = ['alternet', *args]\n"
+        "    try:\n"
+        "        cli.main(args)\n"
+        "    except SystemExit as stop:\n"
+        "        said[line] = str(stop.code)\n"
+        f"said['loaded'] = sorted(m for m in {HEAVY_IMPORTS!r} if m in sys.modules)\n"
+        "print(json.dumps(said))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout.strip().splitlines()[-1])
+    assert said.pop("loaded") == []
+    assert list(said) == list(cases)
+    for line, expected in cases.items():
+        assert said[line].startswith(expected), said[line]
+    assert list(tmp_path.iterdir()) == []

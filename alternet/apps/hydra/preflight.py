@@ -2,7 +2,9 @@
 its directory before the job's own checks run, so these give the checks that protect other runs' directories first.
 Before a grid sweep's first job, every job checked (:class:`SweepPreflight`); before a single run, its directory's
 lock taken (:class:`RunDirPreflight`, train and evaluate) and the run directory it was pointed at checked
-(:class:`RunPreflight`)."""
+(:class:`RunPreflight`). First of all, a single run's settings are typed and checked as its command will check
+them (:func:`_check_values`): this module imports neither torch nor Lightning, which take seconds to import, so a
+misspelt value is one line in about a second; the command checks again, with everything that needs them."""
 
 from __future__ import annotations
 
@@ -16,20 +18,16 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import CompactHydraException
 from hydra.experimental.callback import Callback
-from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from ...errors import AlternetError, exit_with_error
 from ...files import check_output_dir, os_error_reason
 from ...launch import check_nodes_launched, check_sweep_launch, devices_per_job, resolved_launcher, visible_gpus
-from ...metrics.table import metric_mode
-from ...runs.checkpoints import checkpoint_header, resume_checkpoint
 from ...runs.directories import GRID_SWEEPER, RunDir, SweepDir, search_sweeper, variant_overrides
 from ...runs.ownership import RunDirLock, check_fresh_run_dir, note_created_by_this_process, note_search_dir
-from ...training.builders import checkpoint_mode
-from ...training.resume import check_resume_batch, check_resume_monitor, check_resume_settings
-from ..checks import validate_train_config
+from ...runs.records import import_modules
+from ..config import evaluate_config, train_config
 from .composition import composition_error
 from .sweep import is_search
 
@@ -63,9 +61,6 @@ class SweepPreflight(Callback):
     to check itself, as it does."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from ...data import DATAMODULES  # deferred: the data modules' libraries
-        from ..train import build_data  # deferred: as above
-
         _refuse_a_run_directory(config)
         loader = GlobalHydra.instance().config_loader()
         if is_search(config):  # its jobs unknown until it runs: one of them, of values it may draw, checked
@@ -93,16 +88,27 @@ class SweepPreflight(Callback):
                 if plain is None:
                     continue
                 try:
-                    check_sweep_launch(launcher, plain, visible_gpus())
-                    with warnings.catch_warnings():  # each job prints its own warnings when it runs
-                        warnings.simplefilter("ignore")
-                        typed = validate_train_config(plain)
-                        if DATAMODULES[typed.data.name].IN_MEMORY:  # arrays: read in seconds (folders at the job)
-                            build_data(typed).check_before_fit()  # a batch the job's data can fill (data.subset)
+                    _check_job(launcher, plain)
                 except AlternetError as error:
                     exit_with_error(f"{said}: {error}")
         finally:
             HydraConfig.instance().cfg = None  # unset, as the launcher expects to find it
+
+
+def _check_job(launcher: dict[str, Any], plain: dict[str, Any]) -> None:
+    """A sweep job's checks, as a single run gets them before any work: typed first (:func:`_typed`, before torch
+    is imported), then its launch, the checks that need torch, and an in-memory data set's first batch."""
+    _typed("train", plain)
+    from ...data import DATAMODULES  # deferred, as every import of torch and Lightning here (the module's doc)
+    from ..checks import validate_train_config  # deferred
+    from ..train import build_data  # deferred
+
+    check_sweep_launch(launcher, plain, visible_gpus())
+    with warnings.catch_warnings():  # each job prints its own warnings when it runs
+        warnings.simplefilter("ignore")
+        typed = validate_train_config(plain)
+        if DATAMODULES[typed.data.name].IN_MEMORY:  # arrays: read in seconds (folders at the job)
+            build_data(typed).check_before_fit()  # a batch the job's data can fill (data.subset)
 
 
 def _task_overrides(config: DictConfig) -> list[str]:
@@ -134,6 +140,8 @@ def _check_a_search(config: DictConfig) -> None:
     """A search optimises the value its jobs return (``optimized_metric``), in the direction that improves it, and
     numbers its jobs from 0 again on each launch, with new values: a directory holding an earlier search's jobs
     would have their records overwritten and their finished runs handed back as the new values' results."""
+    from ...metrics.table import metric_mode  # deferred: the metrics' torch (the module's doc)
+
     sweeper = search_sweeper(config.hydra.sweeper.get("_target_"))
     metric = config.get("optimized_metric")
     if metric is None:
@@ -213,6 +221,46 @@ def _resolved_before_it_runs(job: DictConfig) -> dict[str, Any] | None:
         return None
 
 
+def _run_values(config: DictConfig, run: RunDir) -> dict[str, Any] | None:
+    """A single run's config as its job will resolve it, in ``run``'s directory (``${hydra:...}`` read as
+    Hydra's ``run_job`` will set it); ``None`` when a value resolves only once it runs."""
+    job = config.copy()
+    with open_dict(job):
+        job.hydra.runtime.output_dir = str(run.path.absolute())  # as run_job sets it; a link loop is the lock's to say
+    before = HydraConfig.instance().cfg
+    HydraConfig.instance().set_config(job)
+    try:
+        return _resolved_before_it_runs(job)
+    finally:
+        HydraConfig.instance().cfg = before
+
+
+CONFIGS = {"train": train_config, "evaluate": evaluate_config}  # a job's name: its command's typed config
+
+
+def _typed(command: str, values: dict[str, Any]) -> None:
+    """``values`` typed and checked as ``command`` types them (its ``imports=`` first: what they register is known
+    to the checks), before anything imports torch: a value the command refuses is one line in about a second, not
+    after seconds of imports. Its warnings are the command's to print, once."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import_modules(values.get("imports"))
+        CONFIGS[command](values)
+
+
+def _check_values(config: DictConfig, run: RunDir) -> None:
+    """A single run's settings typed (:func:`_typed`) where its job is one of ours; a value that resolves only as
+    the job runs is left to the command."""
+    command = str(config.hydra.job.name)
+    values = _run_values(config, run) if command in CONFIGS else None
+    if values is None:
+        return
+    try:
+        _typed(command, values)
+    except AlternetError as error:
+        exit_with_error(error)
+
+
 RUN_DIRECTORIES = {  # job name: (what its hydra.run.dir is called, whose files it holds, the key that sets it)
     "train": ("run directory", "a run of alternet's", "hydra.run.dir"),
     "evaluate": ("evaluation directory", "an evaluation of alternet's", "out_dir"),
@@ -226,9 +274,12 @@ class RunDirPreflight(Callback):
     the timing, and only the command that created the directory may remove it when it fails before any work."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        run, job = RunDir(str(config.hydra.run.dir)), str(config.hydra.job.name)
+        _check_values(config, run)
+        from lightning.pytorch.utilities import rank_zero_only  # deferred (the module's doc)
+
         if rank_zero_only.rank != 0:  # other ranks join rank 0's run
             return
-        run, job = RunDir(str(config.hydra.run.dir)), str(config.hydra.job.name)
         what, own, option = RUN_DIRECTORIES.get(job, ("run directory", f"a {job} job's", "hydra.run.dir"))
         lock = RunDirLock(run, what, option)
         try:
@@ -262,15 +313,15 @@ class RunPreflight(RunDirPreflight):
             return  # nothing there whose records Hydra could overwrite
         if sorted(run.overrides()) == sorted(_task_overrides(config)):
             return  # the run's own command again (a requeued job): Hydra rewrites its records as they were
-        job = config.copy()
-        with open_dict(job):
-            job.hydra.runtime.output_dir = str(run.path.resolve())
-        before = HydraConfig.instance().cfg
-        HydraConfig.instance().set_config(job)  # what ${hydra:...} reads, as run_job sets it
+        from ...runs.checkpoints import checkpoint_header, resume_checkpoint  # deferred (the module's doc)
+        from ...training.builders import checkpoint_mode  # deferred
+        from ...training.resume import check_resume_batch, check_resume_monitor, check_resume_settings  # deferred
+        from ..checks import validate_train_config  # deferred
+
+        plain = _run_values(config, run)
+        if plain is None:
+            return
         try:
-            plain = _resolved_before_it_runs(job)
-            if plain is None:
-                return
             resume = resume_checkpoint(plain["ckpt_path"], run, say=False)  # the run says it, once
             asked_last = plain.get("ckpt_path") == "last"
             check_fresh_run_dir(run, resume is not None, bool(plain["reuse_run_dir"]), asked_last=asked_last)
@@ -290,5 +341,3 @@ class RunPreflight(RunDirPreflight):
                     check_resume_batch(resume, header, batch)
         except AlternetError as error:
             exit_with_error(error)
-        finally:
-            HydraConfig.instance().cfg = before

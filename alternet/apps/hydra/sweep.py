@@ -12,7 +12,6 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from ...files import write_csv
-from ...report.figures import sweep_comparison
 from ...runs.directories import RunDir, SweepDir, search_sweeper, variant_overrides
 
 
@@ -38,6 +37,8 @@ def write_sweep_summary(sweep_dir: Path) -> Path | None:
     jobs = sweep.jobs().jobs if sweep.path.is_dir() else ()
     if not jobs:
         return None
+    from ...report.figures import sweep_comparison  # deferred: Hydra makes this callback for every command
+
     rows = [job_row(job) for job in jobs]
     path = write_csv(sweep.summary_csv, rows)
     optimized = [r.get("optimized_metric") for r in rows if r.get("optimized_metric")]

@@ -17,6 +17,7 @@ from ..errors import AlternetWarning, ConfigValueError
 from ..files import is_output_of
 from ..runs.directories import METRICS_FILE, RunDir, SweepDir, SweepJobs
 from ..runs.summary import RunSummary
+from ..typed import conforms
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,9 @@ class Run:
     @property
     def unscored(self) -> str | None:
         """Why the run has no number to compare (its test accuracy or NLL not finite: it diverged), else None."""
-        bad = [k for k in ("acc", "nll") if not _finite(self.metrics.test.get(k) if self.metrics.test else None)]
+        bad = [
+            k for k in ("acc", "nll") if not conforms(self.metrics.test.get(k) if self.metrics.test else None, float)
+        ]
         return f"test {' and '.join(bad)} not finite" if bad else None
 
     @property
@@ -108,10 +111,6 @@ class Run:
     def robustness(self) -> float | None:
         """Mean accuracy over the corruption sets, when the run scored them after training."""
         return None if self.metrics.robustness is None else float(self.metrics.robustness.summary.robustness)
-
-
-def _finite(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @cache

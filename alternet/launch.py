@@ -172,6 +172,17 @@ def check_nodes_launched(num_nodes: Any) -> None:
     )
 
 
+def launched_rank() -> int:
+    """This process's rank as its launcher set it before any Trainer exists: torchrun's ``RANK``, the
+    ``LOCAL_RANK`` Lightning gives the processes it starts, SLURM's ``SLURM_PROCID``, LSF's ``JSM_NAMESPACE_RANK``,
+    the first set in that order; 0 where none is. What Lightning's ``rank_zero_only`` reads on import, read here
+    without importing it (the pre-flights answer before torch is imported)."""
+    for key in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK"):
+        if (value := os.environ.get(key)) is not None:
+            return int(value)
+    return 0
+
+
 def visible_gpus() -> int:
     import torch
 

@@ -3,7 +3,7 @@
 import pytest
 
 from alternet.errors import ConfigValueError
-from alternet.launch import check_sweep_launch, devices_per_job, run_stamp
+from alternet.launch import check_sweep_launch, devices_per_job, launched_rank, run_stamp
 
 JOB_ENV = ("TORCHELASTIC_RUN_ID", "WORLD_SIZE", "SLURM_NTASKS", "SLURM_JOB_ID", "SLURM_STEP_ID")
 
@@ -115,3 +115,19 @@ def test_several_nodes_need_a_launcher_that_starts_them(tmp_path, monkeypatch, c
     check_nodes_launched(1)
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job7")  # torchrun's
     check_nodes_launched(2)
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{}, {"RANK": "1"}, {"LOCAL_RANK": "2", "SLURM_PROCID": "0"}, {"SLURM_PROCID": "3"}, {"JSM_NAMESPACE_RANK": "4"}],
+)
+def test_the_launched_rank_is_the_one_lightning_reads(env, monkeypatch):
+    """The run-directory pre-flight picks rank 0 without importing Lightning; the run itself asks Lightning
+    (``rank_zero_only``): both must name the same process, or two would take the lock, or none."""
+    from lightning.fabric.utilities.rank_zero import _get_rank
+
+    for key in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert launched_rank() == (_get_rank() or 0)

@@ -151,7 +151,7 @@ def test_train_evaluate_and_report_build_the_same_wandb_settings_from_the_same_v
 
     seen: list[WandbSettings] = []
     monkeypatch.setattr(tracking, "start_run", lambda settings, **init: seen.append(settings))  # no W&B run
-    monkeypatch.setattr(evaluate_app, "model_sources", lambda ckpt: ["model.ckpt"])
+    monkeypatch.setattr(evaluate_app, "check_reference", lambda source: None)  # no model is read
     monkeypatch.setattr(evaluate_app, "evaluate_model", lambda config, *rest: (seen.append(config.logger.wandb), 0))
     monkeypatch.setattr(evaluate_app, "log_evaluation", lambda *args: None)
     monkeypatch.setattr(evaluate_app, "evaluation_report", lambda report, out: "")
@@ -164,7 +164,7 @@ def test_train_evaluate_and_report_build_the_same_wandb_settings_from_the_same_v
 
     def evaluate(*values: str) -> WandbSettings | None:
         with initialize_config_dir(str(CONF), version_base="1.3"):
-            overrides = ["ckpt=unused", f"paths.output_dir={tmp_path / 'eval'}", *values]
+            overrides = [f"ckpt={tmp_path}", f"paths.output_dir={tmp_path / 'eval'}", *values]
             run_evaluate(compose("evaluate", overrides=overrides))
         return seen.pop()
 

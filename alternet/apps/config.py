@@ -28,6 +28,7 @@ from ..architectures.config import model_section
 from ..data.config import data_section
 from ..errors import ConfigValueError, is_integer
 from ..evaluation.config import EvaluationConfig
+from ..hub.references import check_named
 from ..launch import register_resolvers
 from ..tracking import WandbSettings
 from ..training.config import CallbacksConfig, ExportConfig, PerformanceConfig, RecipeConfig, TrainerConfig
@@ -114,6 +115,33 @@ class EvaluateConfig(EvaluationConfig):
                 "logger.extra (and logger=tensorboard) apply to alternet train; an evaluation writes its numbers into "
                 "its output folder, and to W&B with logger=wandb"
             )
+
+
+def model_sources(ckpt: Any) -> list[str]:
+    """The models ``ckpt=`` names (one, or a list), each checked as far as its name and the file system tell
+    (:func:`alternet.hub.references.check_named`; a number is a name too: Hydra reads ``ckpt=2024`` as one)."""
+    items = list(ckpt) if isinstance(ckpt, list | tuple) else [ckpt]
+    if not items:
+        raise ConfigValueError("ckpt=[] names no model: alternet evaluate ckpt=SOURCE or ckpt=[SOURCE,SOURCE]")
+    for item in items:
+        if isinstance(item, Mapping | list | tuple):  # ckpt=[[RUN]], ckpt={a:1}: no path
+            raise ConfigValueError(
+                f"ckpt holds {'a mapping' if isinstance(item, Mapping) else 'a list'} ({item}), which names no model: "
+                "give one source, ckpt=SOURCE, or a flat list of them, ckpt=[SOURCE,SOURCE]"
+            )
+    sources = [str(item) for item in items]
+    for source in sources:
+        check_named(source)
+    return sources
+
+
+def check_sources(config: TrainConfig | EvaluateConfig) -> None:
+    """The weights a command reads, as far as their names and the file system tell (torch-free): evaluate's
+    ``ckpt``, and a new run's ``model.pretrained`` (a resume reads its own checkpoint's; ``true`` is timm's)."""
+    if isinstance(config, EvaluateConfig):
+        model_sources(config.ckpt)
+    elif isinstance(config.model.pretrained, str) and config.ckpt_path is None:
+        check_named(config.model.pretrained)
 
 
 # the two schemas in Hydra's ConfigStore (train.yaml and evaluate.yaml name them first in their defaults)

@@ -8,7 +8,7 @@ import re
 import shutil
 import unicodedata
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -44,26 +44,8 @@ from ..runs.records import import_modules, import_recorded
 from ..runs.results import EvaluationReport
 from ..training.config import RecipeConfig
 from ..typed import build
-from .config import EvaluateConfig, compose, evaluate_config, missing_keys, resolved
+from .config import EvaluateConfig, compose, evaluate_config, missing_keys, model_sources, resolved
 from .console import evaluation_report
-
-
-def model_sources(ckpt: Any) -> list[str]:
-    """The models ``ckpt=`` names (one, or a list), each checked as far as it can be without reading weights (a
-    number is a name too: Hydra reads ``ckpt=2024`` as one)."""
-    items = list(ckpt) if isinstance(ckpt, list | tuple) else [ckpt]
-    if not items:
-        raise ConfigValueError("ckpt=[] names no model: alternet evaluate ckpt=SOURCE or ckpt=[SOURCE,SOURCE]")
-    for item in items:
-        if isinstance(item, Mapping | list | tuple):  # ckpt=[[RUN]], ckpt={a:1}: no path
-            raise ConfigValueError(
-                f"ckpt holds {'a mapping' if isinstance(item, Mapping) else 'a list'} ({item}), which names no model: "
-                "give one source, ckpt=SOURCE, or a flat list of them, ckpt=[SOURCE,SOURCE]"
-            )
-    sources = [str(item) for item in items]
-    for source in sources:
-        check_reference(source)
-    return sources
 
 
 def command_line_keys() -> set[str]:
@@ -385,6 +367,8 @@ def run_evaluate(cfg: DictConfig) -> list[EvaluationReport]:
     own = "an evaluation of alternet's"
     out_dir = check_output_dir(config.out_dir, "evaluation output", _is_evaluation, own, "out_dir")
     sources = model_sources(config.ckpt)
+    for source in sources:  # what needs the registries and the files' bytes; the config checked the rest
+        check_reference(source)
     set_keys = frozenset(command_line_keys())
     scored = []
     _check_model_folders(out_dir)

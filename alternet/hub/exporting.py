@@ -30,15 +30,12 @@ from ..runs.weights import saved_recipe
 from .card import model_card
 from .hdvw import resolve_arch
 from .loading import apply_weights
+from .references import HDVW_PREFIX, HF_HUB_PREFIX, LOCAL_DIR_PREFIX, TIMM_PREFIX
 from .sources import (
     CARD_FILE,
     CONFIG_FILE,
     EXPORT_FILES,
     EXPORT_FORMAT,
-    HDVW_PREFIX,
-    HF_HUB_PREFIX,
-    LOCAL_DIR_PREFIX,
-    TIMM_PREFIX,
     WEIGHTS_FILE,
     Source,
     read_export,

@@ -242,7 +242,7 @@ def load(
     Args:
         source: an export directory, a run directory (its tested checkpoint), a Lightning checkpoint, a W&B
             artifact reference ``entity/project/name:version``, ``hdvw:[ARCH:]FILE``, ``timm:NAME``,
-            ``hf-hub:REPO`` or ``local-dir:DIR`` (:data:`alternet.hub.sources.KINDS`).
+            ``hf-hub:REPO`` or ``local-dir:DIR`` (:data:`alternet.hub.references.KINDS`).
         num_classes: a new class count (the head is then new; every other tensor is loaded).
         features_only: a timm ``FeatureListNet`` returning one feature map per stage (``out_indices=`` selects).
         ema: the EMA weights of a Lightning checkpoint.

@@ -46,6 +46,15 @@ from ..runs.weights import NoEmaWeights, read_weights, saved_recipe
 from ..tracking import download_artifact
 from ..typed import conforms
 from .hdvw import ALIASES, ARCHS, read_converted
+from .references import (
+    ARTIFACT_REF,
+    HDVW_PREFIX,
+    HF_HUB_PREFIX,
+    KINDS,
+    LOCAL_DIR_PREFIX,
+    TIMM_PREFIX,
+    check_named,
+)
 
 WEIGHTS_FILE = "model.safetensors"
 TORCH_WEIGHTS_FILE = "pytorch_model.bin"  # what timm's save_for_hf writes by default, read with weights_only=True
@@ -53,17 +62,7 @@ CONFIG_FILE = "config.json"
 CARD_FILE = "README.md"  # the model card
 EXPORT_FILES = (WEIGHTS_FILE, CONFIG_FILE, CARD_FILE)  # what an export writes, and push uploads
 EXPORT_FORMAT = 1
-# entity/project/name:version (or project/name:version with the default entity)
-ARTIFACT_REF = re.compile(r"^(?:[\w.-]+/){1,2}[\w.-]+:[\w.-]+$")
-HDVW_PREFIX = "hdvw:"  # hdvw:FILE or hdvw:ARCH:FILE, a checkpoint saved by the paper's code (alternet.hub.hdvw)
 MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # a registered architecture (and tag), as a file may name it
-TIMM_PREFIX = "timm:"  # timm:NAME[.TAG], e.g. timm:resnet50.a1_in1k
-HF_HUB_PREFIX = "hf-hub:"  # hf-hub:OWNER/REPO[@REVISION], timm's spelling
-LOCAL_DIR_PREFIX = "local-dir:"  # local-dir:DIR, timm's spelling
-KINDS = (
-    "a run directory, a checkpoint (.ckpt), an export directory, a .safetensors file, "
-    "a W&B artifact reference entity/project/name:version, hdvw:[ARCH:]FILE, timm:NAME, hf-hub:REPO or local-dir:DIR"
-)
 
 
 @dataclass
@@ -131,30 +130,22 @@ def open_source(source: str | Path, *, ema: bool = False) -> Source:
 
 def check_reference(source: str | Path) -> None:
     """Refuse ``source`` when it can be told without reading or downloading weights that it names nothing (so
-    a list of models fails before the first is scored): a path that does not exist and is no reference, a run
-    directory without checkpoints, an unknown timm model or tag."""
+    a list of models fails before the first is scored): what :func:`~.references.check_named` tells, a run
+    directory without checkpoints or a file that is no checkpoint, an unknown timm model or tag, a missing HDVW
+    file."""
+    check_named(source)
     text = str(source)
-    if not text.strip():
-        raise CheckpointError(f"an empty source names no model: expected {KINDS}")
     if text.startswith(TIMM_PREFIX):
         check_name(text.removeprefix(TIMM_PREFIX), MODEL_NAMES)
         weights_location(text.removeprefix(TIMM_PREFIX), text, TIMM_ADVICE)
-        return
-    if text.startswith(HF_HUB_PREFIX):
-        if "/" not in text.removeprefix(HF_HUB_PREFIX):
-            raise CheckpointError(f"{text} names no repository: expected hf-hub:OWNER/REPO[@REVISION]")
-        return
-    if text.startswith((HDVW_PREFIX, LOCAL_DIR_PREFIX)):
-        path = Path(split_hdvw_reference(text)[0] if text.startswith(HDVW_PREFIX) else text.partition(":")[2])
-        if not path.expanduser().exists():
+    elif text.startswith(HDVW_PREFIX):
+        if not (path := Path(split_hdvw_reference(text)[0])).expanduser().exists():
             raise CheckpointError(f"{text}: {path} does not exist")
-        return
-    path = Path(source).expanduser()
-    if path.exists() and not (path / CONFIG_FILE).is_file() and path.suffix != ".safetensors":
+    elif text.startswith((HF_HUB_PREFIX, LOCAL_DIR_PREFIX)) or not (path := Path(text).expanduser()).exists():
+        return  # a reference checked above, or a W&B artifact's
+    elif not (path / CONFIG_FILE).is_file() and path.suffix != ".safetensors":
         checkpoint, _ = find_checkpoint(path)  # a run directory without checkpoints, or a folder of several
         check_archive(checkpoint, "checkpoint")  # a truncated file, or one that is no checkpoint
-    elif not path.exists() and not ARTIFACT_REF.match(text):
-        raise CheckpointError(f"{source} does not exist: expected {KINDS}")
 
 
 def _refuse_ema(source: Source, ema: bool) -> Source:

@@ -271,7 +271,8 @@ def test_a_command_run_in_a_deleted_directory_says_so_in_one_line_before_any_imp
 
 
 def test_a_value_its_command_refuses_is_said_before_torch_is_imported(tmp_path):
-    """A misspelt value (``trainer.max_epochs=0``, an evaluation without ``ckpt``) was refused after the run
+    """A misspelt value (``trainer.max_epochs=0``, an evaluation without ``ckpt`` or of a path that does not
+    exist) was refused after the run
     directory's pre-flight had imported torch and Lightning: 8-10 s on a laptop for one line. The pre-flight types
     the config first, and so does a sweep's for each job. One fresh interpreter; nothing is written where the
     commands ran."""
@@ -281,6 +282,8 @@ def test_a_value_its_command_refuses_is_said_before_torch_is_imported(tmp_path):
         "train -m trainer.max_epochs=0,1": "error: sweep job 0 (trainer.max_epochs=0), before any job ran: trainer.max",
         "evaluate": "error: ckpt is required: alternet evaluate ckpt=SOURCE (",
         "evaluate ckpt=run logger=tensorboard": "error: logger.extra (and logger=tensorboard) apply to alternet train",
+        "evaluate ckpt=[/nonexistent/a.ckpt]": "error: /nonexistent/a.ckpt does not exist: expected a run directory",
+        "train model.pretrained=hf-hub:tiny": "error: hf-hub:tiny names no repository: expected hf-hub:OWNER/REPO",
     }
     code = (
         "import json, sys\n"

@@ -153,6 +153,7 @@ def test_every_spelling_of_train_and_evaluate_runs_the_same_job(tmp_path, monkey
     monkeypatch.setattr("alternet.apps.train.train", job(SUMMARY))
     monkeypatch.setattr("alternet.apps.evaluate.run_evaluate", job([]))
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "RUN").mkdir()  # a source that exists: the pre-flight checks it before the job
     train_args = ["seed=3", f"hydra.run.dir={tmp_path / 'run'}", *QUIET]
     eval_args = ["ckpt=RUN", f"hydra.run.dir={tmp_path / 'eval'}", *QUIET]
     exe = sys.executable

@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 from PIL import Image
 
 from alternet.apps.checks import validate_train_config
-from alternet.apps.config import TrainConfig, train_config
+from alternet.apps.config import TrainConfig, check_sources, train_config
 from alternet.apps.hydra.composition import composition_error
 from alternet.architectures.named import spec_kwargs
 from alternet.data import DATAMODULES
@@ -530,3 +530,14 @@ def test_a_recipe_written_for_the_other_data_family_warns_that_its_randaugment_i
             warnings.simplefilter("always")
             validate_train_config(resolved(*overrides))
         assert not [w for w in caught if "randaugment" in str(w.message)], overrides
+
+
+def test_weights_to_start_from_that_do_not_exist_are_refused_before_work_unless_the_run_resumes(tmp_path):
+    """``model.pretrained=PATH`` is checked before torch is imported (``check_sources``, from the run's pre-flight,
+    after its output); a run that resumes reads its own checkpoint's weights, so a starting point moved since does
+    not stop it."""
+    missing = tmp_path / "moved-export"
+    with pytest.raises(AlternetError, match=f"^{re.escape(str(missing))} does not exist: expected a run directory"):
+        check_sources(train_config(resolved(f"model.pretrained={missing}")))
+    check_sources(train_config(resolved(f"model.pretrained={missing}", "ckpt_path=last")))
+    check_sources(train_config(resolved(f"model.pretrained={tmp_path}")))

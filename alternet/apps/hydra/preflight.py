@@ -3,7 +3,7 @@ its directory before the job's own checks run, so these give the checks that pro
 Before a grid sweep's first job, every job checked (:class:`SweepPreflight`); before a single run, its directory's
 lock taken (:class:`RunDirPreflight`, train and evaluate) and the run directory it was pointed at checked
 (:class:`RunPreflight`). First of all, a single run's settings are typed and checked as its command will check
-them (:func:`_check_values`): this module imports neither torch nor Lightning, which take seconds to import, so a
+them (:func:`_typed`): this module imports neither torch nor Lightning, which take seconds to import, so a
 misspelt value is one line in about a second; the command checks again, with everything that needs them."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from hydra.core.global_hydra import GlobalHydra
@@ -23,11 +24,24 @@ from omegaconf.errors import OmegaConfBaseException
 
 from ...errors import AlternetError, exit_with_error
 from ...files import check_output_dir, os_error_reason
-from ...launch import check_nodes_launched, check_sweep_launch, devices_per_job, resolved_launcher, visible_gpus
+from ...launch import (
+    check_nodes_launched,
+    check_sweep_launch,
+    devices_per_job,
+    launched_rank,
+    resolved_launcher,
+    visible_gpus,
+)
 from ...runs.directories import GRID_SWEEPER, RunDir, SweepDir, search_sweeper, variant_overrides
-from ...runs.ownership import RunDirLock, check_fresh_run_dir, note_created_by_this_process, note_search_dir
+from ...runs.ownership import (
+    RunDirLock,
+    check_fresh_run_dir,
+    discard_unused_run_dir,
+    note_created_by_this_process,
+    note_search_dir,
+)
 from ...runs.records import import_modules
-from ..config import evaluate_config, train_config
+from ..config import EvaluateConfig, TrainConfig, check_sources, evaluate_config, train_config
 from .composition import composition_error
 from .sweep import is_search
 
@@ -222,15 +236,19 @@ def _resolved_before_it_runs(job: DictConfig) -> dict[str, Any] | None:
 
 
 def _run_values(config: DictConfig, run: RunDir) -> dict[str, Any] | None:
-    """A single run's config as its job will resolve it, in ``run``'s directory (``${hydra:...}`` read as
-    Hydra's ``run_job`` will set it); ``None`` when a value resolves only once it runs."""
+    """A single run's config but Hydra's section as its job will resolve it, in ``run``'s directory
+    (``${hydra:...}`` read as Hydra's ``run_job`` will set it); ``None`` when a value does not resolve."""
     job = config.copy()
     with open_dict(job):
         job.hydra.runtime.output_dir = str(run.path.absolute())  # as run_job sets it; a link loop is the lock's to say
     before = HydraConfig.instance().cfg
     HydraConfig.instance().set_config(job)
     try:
-        return _resolved_before_it_runs(job)
+        with open_dict(job):
+            del job["hydra"]
+        return OmegaConf.to_container(job, resolve=True)
+    except OmegaConfBaseException:
+        return None
     finally:
         HydraConfig.instance().cfg = before
 
@@ -238,25 +256,23 @@ def _run_values(config: DictConfig, run: RunDir) -> dict[str, Any] | None:
 CONFIGS = {"train": train_config, "evaluate": evaluate_config}  # a job's name: its command's typed config
 
 
-def _typed(command: str, values: dict[str, Any]) -> None:
+def _typed(command: str, values: dict[str, Any]) -> TrainConfig | EvaluateConfig:
     """``values`` typed and checked as ``command`` types them (its ``imports=`` first: what they register is known
     to the checks), before anything imports torch: a value the command refuses is one line in about a second, not
     after seconds of imports. Its warnings are the command's to print, once."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import_modules(values.get("imports"))
-        CONFIGS[command](values)
+        return CONFIGS[command](values)
 
 
-def _check_values(config: DictConfig, run: RunDir) -> None:
-    """A single run's settings typed (:func:`_typed`) where its job is one of ours; a value that resolves only as
-    the job runs is left to the command."""
+def _checked_values(config: DictConfig, run: RunDir) -> TrainConfig | EvaluateConfig | None:
+    """A single run's settings typed (:func:`_typed`) where its job is one of ours; ``None`` where a value resolves
+    only as the job runs (left to the command)."""
     command = str(config.hydra.job.name)
     values = _run_values(config, run) if command in CONFIGS else None
-    if values is None:
-        return
     try:
-        _typed(command, values)
+        return None if values is None else _typed(command, values)
     except AlternetError as error:
         exit_with_error(error)
 
@@ -267,6 +283,12 @@ RUN_DIRECTORIES = {  # job name: (what its hydra.run.dir is called, whose files 
 }
 
 
+def _output_checked(typed: TrainConfig | EvaluateConfig, run: RunDir) -> bool:
+    """Whether the run directory's check was the command's check of its output: a training run's, and an
+    evaluation's into its run directory (not one with ``out_dir`` elsewhere, which the command checks)."""
+    return not isinstance(typed, EvaluateConfig) or Path(typed.out_dir).expanduser().absolute() == run.path.absolute()
+
+
 class RunDirPreflight(Callback):
     """Registered for every command with a run directory (train, evaluate): before Hydra writes anything into
     ``hydra.run.dir``, rank 0 takes the directory's lock (:class:`alternet.runs.ownership.RunDirLock`, held for the
@@ -275,10 +297,8 @@ class RunDirPreflight(Callback):
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         run, job = RunDir(str(config.hydra.run.dir)), str(config.hydra.job.name)
-        _check_values(config, run)
-        from lightning.pytorch.utilities import rank_zero_only  # deferred (the module's doc)
-
-        if rank_zero_only.rank != 0:  # other ranks join rank 0's run
+        typed = _checked_values(config, run)
+        if launched_rank() != 0:  # other ranks join rank 0's run
             return
         what, own, option = RUN_DIRECTORIES.get(job, ("run directory", f"a {job} job's", "hydra.run.dir"))
         lock = RunDirLock(run, what, option)
@@ -293,6 +313,12 @@ class RunDirPreflight(Callback):
             exit_with_error(
                 f"{what} {run.path} cannot be made: {os_error_reason(error)}; give it another one ({option}=...)"
             )
+        if typed is not None and _output_checked(typed, run):  # the output first, then the weights it reads
+            try:
+                check_sources(typed)
+            except AlternetError as error:
+                discard_unused_run_dir(run)  # made by the lock above: a refused command leaves nothing
+                exit_with_error(error)
 
 
 class RunPreflight(RunDirPreflight):

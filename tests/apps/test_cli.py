@@ -240,30 +240,37 @@ def test_every_help_answers_without_torch():
     assert all(lines >= 5 for lines, _ in seen.values()), seen  # each printed its help
 
 
-def test_a_command_run_in_a_deleted_directory_says_so_in_one_line_before_any_import():
-    """A shell left in a folder deleted since: train and evaluate ended in a 40-line traceback from Hydra's
-    ``os.getcwd()``, export in ``Intel oneMKL FATAL ERROR: Cannot load libtorch_cpu.so`` (exit status 2). One fresh
-    interpreter, as with the help: the commands, and train.py as a checkout runs it."""
+def exits_in_one_interpreter(lines: list[str], cwd: Path, preamble: str = "") -> tuple[dict[str, str], list[str]]:
+    """Each command line (``alternet LINE``; ``""``: ``python train.py`` as a checkout runs it) in one fresh
+    interpreter, after ``preamble``: what each exited with, and which heavy modules were imported by the end."""
     code = (
-        "import contextlib, io, json, os, runpy, sys, tempfile\n"
+        "import json, os, runpy, sys, tempfile\n"
         "from alternet.apps import cli\n"
-        "gone = tempfile.mkdtemp()\n"
-        "os.chdir(gone)\n"
-        "os.rmdir(gone)\n"
+        f"{preamble}"
         "said = {}\n"
-        "for args in (['train', 'debug=fast'], ['evaluate', 'ckpt=run'], ['export', 'run', '--out', 'e'], []):\n"
+        f"for line in {lines!r}:\n"
+        "    args = line.split()\n"
         "    sys.argv = ['alternet', *args]\n"
         "    try:\n"
         f"        cli.main(args) if args else runpy.run_path({str(ROOT / 'train.py')!r}, run_name='__main__')\n"
         "    except SystemExit as stop:\n"
-        "        said[' '.join(args) or 'train.py'] = str(stop.code)\n"
-        f"said['loaded'] = sorted(m for m in {HEAVY_IMPORTS!r} if m in sys.modules)\n"
-        "print(json.dumps(said))\n"
+        "        said[line or 'train.py'] = str(stop.code)\n"
+        f"print(json.dumps([said, sorted(m for m in {HEAVY_IMPORTS!r} if m in sys.modules)]))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    said = json.loads(done.stdout.strip().splitlines()[-1])
-    assert said.pop("loaded") == []
+    said, loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    return said, loaded
+
+
+def test_a_command_run_in_a_deleted_directory_says_so_in_one_line_before_any_import():
+    """A shell left in a folder deleted since: train and evaluate ended in a 40-line traceback from Hydra's
+    ``os.getcwd()``, export in ``Intel oneMKL FATAL ERROR: Cannot load libtorch_cpu.so`` (exit status 2). One fresh
+    interpreter, as with the help: the commands, and train.py as a checkout runs it."""
+    lines = ["train debug=fast", "evaluate ckpt=run", "export run --out e", ""]
+    gone = "gone = tempfile.mkdtemp()\nos.chdir(gone)\nos.rmdir(gone)\n"
+    said, loaded = exits_in_one_interpreter(lines, ROOT, preamble=gone)
+    assert loaded == []
     assert list(said) == ["train debug=fast", "evaluate ckpt=run", "export run --out e", "train.py"]
     for line in said.values():
         assert line.startswith("error: the current directory cannot be read (No such file or directory): it was ")
@@ -272,10 +279,9 @@ def test_a_command_run_in_a_deleted_directory_says_so_in_one_line_before_any_imp
 
 def test_a_value_its_command_refuses_is_said_before_torch_is_imported(tmp_path):
     """A misspelt value (``trainer.max_epochs=0``, an evaluation without ``ckpt`` or of a path that does not
-    exist) was refused after the run
-    directory's pre-flight had imported torch and Lightning: 8-10 s on a laptop for one line. The pre-flight types
-    the config first, and so does a sweep's for each job. One fresh interpreter; nothing is written where the
-    commands ran."""
+    exist) was refused after the run directory's pre-flight had imported torch and Lightning: 8-10 s on a laptop
+    for one line. The pre-flight types the config first, and so does a sweep's for each job. One fresh
+    interpreter; nothing is written where the commands ran."""
     cases = {
         "train trainer.max_epochs=0": "error: trainer.max_epochs=0 is invalid: must be an integer >= 1",
         "train recipe.optimizer.lr=-1": "error: recipe.optimizer.lr=-1 is invalid: must be > 0",
@@ -285,24 +291,8 @@ def test_a_value_its_command_refuses_is_said_before_torch_is_imported(tmp_path):
         "evaluate ckpt=[/nonexistent/a.ckpt]": "error: /nonexistent/a.ckpt does not exist: expected a run directory",
         "train model.pretrained=hf-hub:tiny": "error: hf-hub:tiny names no repository: expected hf-hub:OWNER/REPO",
     }
-    code = (
-        "import json, sys\n"
-        "from alternet.apps import cli\n"
-        "said = {}\n"
-        f"for line in {list(cases)!r}:\n"
-        "    args = line.split()\n"
-        "    sys.argv = ['alternet', *args]\n"
-        "    try:\n"
-        "        cli.main(args)\n"
-        "    except SystemExit as stop:\n"
-        "        said[line] = str(stop.code)\n"
-        f"said['loaded'] = sorted(m for m in {HEAVY_IMPORTS!r} if m in sys.modules)\n"
-        "print(json.dumps(said))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    said = json.loads(done.stdout.strip().splitlines()[-1])
-    assert said.pop("loaded") == []
+    said, loaded = exits_in_one_interpreter(list(cases), tmp_path)
+    assert loaded == []
     assert list(said) == list(cases)
     for line, expected in cases.items():
         assert said[line].startswith(expected), said[line]

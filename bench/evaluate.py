@@ -44,7 +44,7 @@ def main() -> None:
     from alternet.evaluation.inference import AUTOCAST, fast_precision, predict_sets
     from alternet.metrics import calibration_metrics, softmax
     from alternet.models import create_model
-    from alternet.runs.checkpoints import find_checkpoint
+    from alternet.runs.checkpoint_files import find_checkpoint
     from alternet.runs.weights import load_model
 
     if not (Path(args.root) / "cifar-100-python" / "test").is_file():

@@ -48,6 +48,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "runs",  # runs/__init__.py imports nothing; its modules but runs.weights (the model in a checkpoint)
         "runs.directories",
         "runs.summary",
+        "runs.checkpoint_files",
         "runs.checkpoints",
         "runs.ownership",
         "runs.records",

@@ -14,7 +14,7 @@ from ..evaluation import Evaluator
 from ..files import whole_products, write_json
 from ..hub import export
 from ..models.flip import FlipAveraged
-from ..runs.checkpoints import select_checkpoint
+from ..runs.checkpoint_files import select_checkpoint
 from ..runs.directories import METRICS_FILE, RunDir
 from ..runs.summary import RunSummary
 from .config import TrainConfig

@@ -553,7 +553,8 @@ def _class_count(rounds: list) -> int | None:
     """The class count the rounds' models were built with (their data's, found when the data were read): a
     finished job's checkpoint says it; None when none can be read."""
     from ..errors import AlternetError  # deferred
-    from ..runs.checkpoints import checkpoint_header, select_checkpoint  # deferred
+    from ..runs.checkpoint_files import select_checkpoint  # deferred
+    from ..runs.checkpoints import checkpoint_header  # deferred
 
     for run in (run for done in rounds for arm in done.arms for run in arm.runs):
         try:

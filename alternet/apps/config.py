@@ -30,6 +30,7 @@ from ..errors import ConfigValueError, is_integer
 from ..evaluation.config import EvaluationConfig
 from ..hub.references import check_named
 from ..launch import register_resolvers
+from ..runs.checkpoint_files import check_resume_path
 from ..tracking import WandbSettings
 from ..training.config import CallbacksConfig, ExportConfig, PerformanceConfig, RecipeConfig, TrainerConfig
 from ..typed import SECTION, Section, build
@@ -137,10 +138,14 @@ def model_sources(ckpt: Any) -> list[str]:
 
 def check_sources(config: TrainConfig | EvaluateConfig) -> None:
     """The weights a command reads, as far as their names and the file system tell (torch-free): evaluate's
-    ``ckpt``, and a new run's ``model.pretrained`` (a resume reads its own checkpoint's; ``true`` is timm's)."""
+    ``ckpt``, a resume's ``ckpt_path`` (``last`` is the run directory's, if any), and a new run's
+    ``model.pretrained`` (a resume reads its own checkpoint's; ``true`` is timm's)."""
     if isinstance(config, EvaluateConfig):
         model_sources(config.ckpt)
-    elif isinstance(config.model.pretrained, str) and config.ckpt_path is None:
+    elif config.ckpt_path is not None:
+        if config.ckpt_path != "last":
+            check_resume_path(config.ckpt_path)
+    elif isinstance(config.model.pretrained, str):
         check_named(config.model.pretrained)
 
 

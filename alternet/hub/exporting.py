@@ -23,7 +23,8 @@ from ..dataset_facts import DataFacts
 from ..errors import AlternetError, AlternetWarning, CheckpointError, DataError
 from ..files import atomic_write, check_output_dir, file_digest, os_error_reason, whole_directory, write_text, writing
 from ..models import create_model
-from ..runs.checkpoints import DIGEST_KEY, find_checkpoint, weights_digest
+from ..runs.checkpoint_files import find_checkpoint
+from ..runs.checkpoints import DIGEST_KEY, weights_digest
 from ..runs.records import import_recorded
 from ..runs.summary import RunSummary
 from ..runs.weights import saved_recipe

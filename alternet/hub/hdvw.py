@@ -27,7 +27,8 @@ from timm.models import get_pretrained_cfg
 from ..dataset_facts import FACTS
 from ..errors import CheckpointError
 from ..models import create_model
-from ..runs.checkpoints import brief_reason, check_archive, refused_global
+from ..runs.checkpoint_files import check_archive
+from ..runs.checkpoints import brief_reason, refused_global
 
 Rename = tuple[str, str | Callable[[re.Match[str]], str]]
 DATA_BY_CLASSES = {facts.num_classes: name for name, facts in FACTS.items()}  # 10, 100, 1000 classes

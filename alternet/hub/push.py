@@ -25,7 +25,8 @@ from huggingface_hub.utils import validate_repo_id
 from .. import __version__
 from ..errors import AlternetError, CheckpointError
 from ..files import read_json, write_text
-from ..runs.checkpoints import brief_reason, find_checkpoint
+from ..runs.checkpoint_files import find_checkpoint
+from ..runs.checkpoints import brief_reason
 from .card import PLACEHOLDER_REPO, card_data, model_card
 from .exporting import export
 from .loading import build_model

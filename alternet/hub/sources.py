@@ -3,7 +3,7 @@ artifact reference, a checkpoint of the paper's authors (``hdvw:[ARCH:]FILE``), 
 registry's pretrained weights), ``hf-hub:REPO`` and ``local-dir:DIR`` (a folder in the format of timm's ``save_for_hf``,
 which is also an export's). Everything is read without unpickling code: safetensors, or
 ``torch.load(weights_only=True)``; a run directory stands for the checkpoint
-:func:`alternet.runs.checkpoints.find_checkpoint` picks, as for every other command. Hub downloads go through the
+:func:`alternet.runs.checkpoint_files.find_checkpoint` picks, as for every other command. Hub downloads go through the
 Hugging Face cache, so a model fetched once loads offline.
 """
 
@@ -32,15 +32,8 @@ from ..errors import CheckpointError, is_integer, one_line
 from ..files import read_json
 from ..models import MODEL_NAMES, create_model
 from ..models.external import check_name, require_pretrained, weights_location
-from ..runs.checkpoints import (
-    DIGEST_KEY,
-    check_archive,
-    find_checkpoint,
-    intact_beside,
-    read_torch_file,
-    verify_digest,
-    weights_digest,
-)
+from ..runs.checkpoint_files import find_checkpoint
+from ..runs.checkpoints import DIGEST_KEY, intact_beside, read_torch_file, verify_digest, weights_digest
 from ..runs.directories import RunDir
 from ..runs.weights import NoEmaWeights, read_weights, saved_recipe
 from ..tracking import download_artifact
@@ -48,6 +41,7 @@ from ..typed import conforms
 from .hdvw import ALIASES, ARCHS, read_converted
 from .references import (
     ARTIFACT_REF,
+    CONFIG_FILE,
     HDVW_PREFIX,
     HF_HUB_PREFIX,
     KINDS,
@@ -58,7 +52,6 @@ from .references import (
 
 WEIGHTS_FILE = "model.safetensors"
 TORCH_WEIGHTS_FILE = "pytorch_model.bin"  # what timm's save_for_hf writes by default, read with weights_only=True
-CONFIG_FILE = "config.json"
 CARD_FILE = "README.md"  # the model card
 EXPORT_FILES = (WEIGHTS_FILE, CONFIG_FILE, CARD_FILE)  # what an export writes, and push uploads
 EXPORT_FORMAT = 1
@@ -138,14 +131,8 @@ def check_reference(source: str | Path) -> None:
     if text.startswith(TIMM_PREFIX):
         check_name(text.removeprefix(TIMM_PREFIX), MODEL_NAMES)
         weights_location(text.removeprefix(TIMM_PREFIX), text, TIMM_ADVICE)
-    elif text.startswith(HDVW_PREFIX):
-        if not (path := Path(split_hdvw_reference(text)[0])).expanduser().exists():
-            raise CheckpointError(f"{text}: {path} does not exist")
-    elif text.startswith((HF_HUB_PREFIX, LOCAL_DIR_PREFIX)) or not (path := Path(text).expanduser()).exists():
-        return  # a reference checked above, or a W&B artifact's
-    elif not (path / CONFIG_FILE).is_file() and path.suffix != ".safetensors":
-        checkpoint, _ = find_checkpoint(path)  # a run directory without checkpoints, or a folder of several
-        check_archive(checkpoint, "checkpoint")  # a truncated file, or one that is no checkpoint
+    elif text.startswith(HDVW_PREFIX) and not (path := Path(split_hdvw_reference(text)[0])).expanduser().exists():
+        raise CheckpointError(f"{text}: {path} does not exist")
 
 
 def _refuse_ema(source: Source, ema: bool) -> Source:

@@ -279,9 +279,10 @@ def test_a_command_run_in_a_deleted_directory_says_so_in_one_line_before_any_imp
 
 def test_a_value_its_command_refuses_is_said_before_torch_is_imported(tmp_path):
     """A misspelt value (``trainer.max_epochs=0``, an evaluation without ``ckpt`` or of a path that does not
-    exist) was refused after the run directory's pre-flight had imported torch and Lightning: 8-10 s on a laptop
-    for one line. The pre-flight types the config first, and so does a sweep's for each job. One fresh
-    interpreter; nothing is written where the commands ran."""
+    exist, a resume from a file that is none) was refused after the run directory's pre-flight had imported torch
+    and Lightning: 8-10 s on a laptop for one line. The pre-flight types the config first, and so does a sweep's for
+    each job; it tells a path that holds no checkpoint from the file system. One fresh interpreter; nothing is
+    written where the commands ran."""
     cases = {
         "train trainer.max_epochs=0": "error: trainer.max_epochs=0 is invalid: must be an integer >= 1",
         "train recipe.optimizer.lr=-1": "error: recipe.optimizer.lr=-1 is invalid: must be > 0",
@@ -290,6 +291,11 @@ def test_a_value_its_command_refuses_is_said_before_torch_is_imported(tmp_path):
         "evaluate ckpt=run logger=tensorboard": "error: logger.extra (and logger=tensorboard) apply to alternet train",
         "evaluate ckpt=[/nonexistent/a.ckpt]": "error: /nonexistent/a.ckpt does not exist: expected a run directory",
         "train model.pretrained=hf-hub:tiny": "error: hf-hub:tiny names no repository: expected hf-hub:OWNER/REPO",
+        f"evaluate ckpt={ROOT / 'README.md'}": f"error: checkpoint {ROOT / 'README.md'} is not a torch checkpoint: it",
+        f"evaluate ckpt={ROOT / 'docs'}": f"error: {ROOT / 'docs'} is neither a run directory (no checkpoints/ folder)",
+        "train ckpt_path=/nonexistent/x.ckpt": "error: checkpoint /nonexistent/x.ckpt does not exist; no other checkpo",
+        "train ckpt_path=best": "error: ckpt_path=best names no file: give a checkpoint's path (a run's checkpoints/",
+        f"train ckpt_path={ROOT / 'docs'}": f"error: checkpoint {ROOT / 'docs'} is a directory, not a checkpoint: pass",
     }
     said, loaded = exits_in_one_interpreter(list(cases), tmp_path)
     assert loaded == []

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import types
 import warnings
+import zipfile
 
 import pytest
 from hydra.core.hydra_config import HydraConfig
@@ -153,7 +154,8 @@ def test_every_spelling_of_train_and_evaluate_runs_the_same_job(tmp_path, monkey
     monkeypatch.setattr("alternet.apps.train.train", job(SUMMARY))
     monkeypatch.setattr("alternet.apps.evaluate.run_evaluate", job([]))
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "RUN").mkdir()  # a source that exists: the pre-flight checks it before the job
+    (tmp_path / "RUN").mkdir()  # a source that exists, an export by its files: the pre-flight checks it before the job
+    (tmp_path / "RUN" / "config.json").write_text("{}")
     train_args = ["seed=3", f"hydra.run.dir={tmp_path / 'run'}", *QUIET]
     eval_args = ["ckpt=RUN", f"hydra.run.dir={tmp_path / 'eval'}", *QUIET]
     exe = sys.executable
@@ -225,7 +227,8 @@ def test_a_resume_command_repeats_the_command_that_started_the_run(tmp_path, mon
         "alternet.apps.train.train", lambda cfg: seen.append(records.resume_command(RunDir("RUN"))) or done
     )
     monkeypatch.chdir(tmp_path)
-    args = ["seed=3", "ckpt_path=old", f"hydra.run.dir={tmp_path / 'run'}", *QUIET]
+    zipfile.ZipFile(tmp_path / "old.ckpt", "w").close()  # a checkpoint's archive, as the pre-flight can tell
+    args = ["seed=3", "ckpt_path=old.ckpt", f"hydra.run.dir={tmp_path / 'run'}", *QUIET]
     monkeypatch.setattr(sys, "argv", [ALTERNET])
     cli.main(["train", *args])
     monkeypatch.setattr(sys, "argv", ["train.py", *args])

@@ -540,4 +540,31 @@ def test_weights_to_start_from_that_do_not_exist_are_refused_before_work_unless_
     with pytest.raises(AlternetError, match=f"^{re.escape(str(missing))} does not exist: expected a run directory"):
         check_sources(train_config(resolved(f"model.pretrained={missing}")))
     check_sources(train_config(resolved(f"model.pretrained={missing}", "ckpt_path=last")))
+    with pytest.raises(AlternetError, match=r"is neither a run directory \(no checkpoints/ folder\) nor a folder"):
+        check_sources(train_config(resolved(f"model.pretrained={tmp_path}")))
+    (tmp_path / "config.json").write_text("{}")  # an export, as far as the file system tells
     check_sources(train_config(resolved(f"model.pretrained={tmp_path}")))
+
+
+def test_a_resume_from_a_path_that_holds_no_checkpoint_is_refused_before_work_with_what_lies_beside_it(tmp_path):
+    """A training run's ``ckpt_path`` is checked in the first pass as far as the file system tells: a word, a folder,
+    a missing file, a file that is no checkpoint. Where other checkpoints lie beside a bad file, the run itself
+    refuses it naming those that read whole (it reads their weights), so the first pass leaves it to the run."""
+    text = tmp_path / "notes" / "notes.ckpt"
+    text.parent.mkdir()
+    text.write_text("not a checkpoint")
+    beside = f"; no other checkpoint in {text.parent} reads whole"
+    cases = {
+        "best": "ckpt_path=best names no file: give a checkpoint's path (a run's checkpoints/NAME.ckpt), or ckpt_pa",
+        str(tmp_path): f"checkpoint {tmp_path} is a directory, not a checkpoint: pass a .ckpt file",
+        str(tmp_path / "gone.ckpt"): f"checkpoint {tmp_path / 'gone.ckpt'} does not exist; no other checkpoint in",
+        str(text): f"checkpoint {text} is not a torch checkpoint: it does not begin as torch.save's zip archive",
+    }
+    for path, message in cases.items():
+        with pytest.raises(AlternetError, match=f"^{re.escape(message)}") as refused:
+            check_sources(train_config(resolved(f"ckpt_path={path}")))
+        assert path != str(text) or str(refused.value).endswith(beside)
+    check_sources(train_config(resolved("ckpt_path=last")))  # the run directory's, if there is one
+    for path in (tmp_path / "gone.ckpt", text):  # beside another checkpoint: the run names those that read whole
+        (path.parent / "last.ckpt").write_bytes(b"PK\x03\x04")
+        check_sources(train_config(resolved(f"ckpt_path={path}")))

@@ -813,7 +813,7 @@ def test_shards_missing_a_chunk_are_refused_when_opened(image_shards, tmp_path):
 def test_a_folder_whose_test_is_its_validation_tests_its_last_checkpoint(tmp_path, image_folder, capsys):
     """No test/: the test split is val/, on which the best checkpoint is chosen; testing that one reported a test
     score selected on the test images (ImageNet's val/ too)."""
-    from alternet.runs.checkpoints import select_checkpoint
+    from alternet.runs.checkpoint_files import select_checkpoint
     from alternet.runs.directories import RunDir
 
     common = [*FAST, "data=imagefolder", f"data.root={image_folder}", "data.image_size=16", "recipe.batch_size=4"]

@@ -20,7 +20,7 @@ from alternet.errors import AlternetWarning, CheckpointError, ConfigValueError
 from alternet.files import atomic_write, read_json, write_csv, write_json
 from alternet.hub.sources import open_source
 from alternet.metrics import BinnedCalibrationError, calibration_metrics
-from alternet.runs.checkpoints import find_checkpoint, select_checkpoint
+from alternet.runs.checkpoint_files import find_checkpoint, select_checkpoint
 from alternet.runs.directories import RunDir
 from alternet.runs.records import record_resume
 from alternet.runs.summary import RunSummary
@@ -219,7 +219,7 @@ def test_a_run_resumed_twice_records_both_resumes(tmp_path):
 def test_an_export_given_where_a_checkpoint_is_needed_is_named_as_an_export(digits_run, tmp_path):
     """The message listed "an export directory (no config.json)" among what a checkpoint path may be, for a folder
     that held a config.json, and export and evaluate take none."""
-    from alternet.runs.checkpoints import find_checkpoint
+    from alternet.runs.checkpoint_files import find_checkpoint
 
     with pytest.raises(CheckpointError, match=r"is an export \(model.safetensors, config.json: weights without"):
         find_checkpoint(digits_run / "export")
@@ -262,7 +262,8 @@ def test_a_damaged_last_checkpoint_names_the_intact_ones_beside_it(digits_run, t
 def test_a_directory_given_as_a_checkpoint_is_named_as_one(digits_run, tmp_path):
     """ckpt_path=DIR: a run directory names its checkpoints (last.ckpt first), any other folder asks for a file;
     neither is called missing."""
-    from alternet.runs.checkpoints import find_checkpoint, resume_checkpoint
+    from alternet.runs.checkpoint_files import find_checkpoint
+    from alternet.runs.checkpoints import resume_checkpoint
 
     names = ", ".join(sorted((p.name for p in RunDir(digits_run).checkpoint_files()), key=lambda n: n != "last.ckpt"))
     with pytest.raises(CheckpointError) as refused:

@@ -315,7 +315,9 @@ class RunDirPreflight(Callback):
             )
         if typed is not None and _output_checked(typed, run):  # the output first, then the weights it reads
             try:
-                check_sources(typed)
+                with warnings.catch_warnings():  # a run's missing best checkpoint: the command warns of it, once
+                    warnings.simplefilter("ignore")
+                    check_sources(typed)
             except AlternetError as error:
                 discard_unused_run_dir(run)  # made by the lock above: a refused command leaves nothing
                 exit_with_error(error)

@@ -213,13 +213,15 @@ def _logged(error: BaseException | str) -> BaseException | str:
 
 def run_dir_follows_out_dir(main: Callable[[], Any]) -> Callable[[], Any]:
     """``evaluate out_dir=DIR`` is the evaluation's directory, its records (.hydra/, evaluate.log) and lock
-    included, so nothing goes to ./outputs/: the command line gains ``hydra.run.dir=DIR`` unless it sets one."""
+    included, so nothing goes to ./outputs/: the command line gains ``hydra.run.dir=DIR`` unless it sets one or
+    sweeps (``-m``: each job's folder is its ``out_dir``, which the sweep's pre-flight checks is its own)."""
 
     @functools.wraps(main)
     def run() -> Any:
         given = [arg.split("=", 1) for arg in sys.argv[1:] if "=" in arg]
         out = next((value for key, value in given if key.lstrip("+") == "out_dir"), None)
-        if out is not None and not any(key.lstrip("+") == "hydra.run.dir" for key, _ in given):
+        sweeps = any(arg in ("-m", "--multirun") for arg in sys.argv[1:])
+        if out is not None and not sweeps and not any(key.lstrip("+") == "hydra.run.dir" for key, _ in given):
             sys.argv.append(f"hydra.run.dir={out}")
         run_dir = next((value for key, value in given if key.lstrip("+") == "hydra.run.dir"), out)
         with _records_kept_unless_done(run_dir):

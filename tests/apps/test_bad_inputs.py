@@ -16,7 +16,7 @@ import torch
 
 from alternet.report import build_report
 
-from helpers import assert_one_line_error, compose_train, run_main, run_script
+from helpers import assert_one_line_error, compose_train, main_output, run_main, run_script
 
 TRAIN = [
     # (arguments, what the error must say)
@@ -68,6 +68,11 @@ TRAIN = [
         "error: unknown model 'alternet_r9000'. alternet models: alternet_laptop, alternet_r101",
     ),
     (["model=alternet_r9000"], "error: model=alternet_r9000 is not an option of model (did you mean 'alternet_r50'?)"),
+    (  # a group set to null: Hydra's 47-line ValueError traceback
+        ["data=null"],
+        "error: data=null is invalid: data= chooses one of its options (the options are cifar10, cifar100, digits, "
+        "imagefolder, imagenet); leave it out for the default",
+    ),
     (  # W&B's own refusal came as a traceback once the data had loaded, leaving the run directory behind
         ["logger=wandb", "logger.wandb.project='my/proj:x'"],
         "error: logger.wandb.project='my/proj:x' is invalid: must be a W&B project name (at most 128 characters",
@@ -176,6 +181,7 @@ EVALUATE = [
     (["ckpt={run}", "precision=17"], "error: precision='17' is not one of ['32', 'bf16', '16']"),
     (["ckpt={run}", "batch_size=0"], "error: batch_size=0 is invalid: must be an integer >= 1"),
     (["ckpt={run}", "data=imagefolder"], "error: data.root must be set: e.g. alternet evaluate data.root=..."),
+    (["ckpt={run}", "analysis=null"], "error: analysis=null is invalid: analysis= chooses one of its options (the"),
     (["ckpt={run}", "evaluation=default"], "error: evaluation= is not chosen on the command line: its settings sit at"),
     (["ckpt={run}", "analysis=[fourier,fourir]"], "error: analysis=fourir is not an option of analysis (did you mean"),
     (  # generated corruptions' cache under a file: the setting named, before any image is scored
@@ -306,6 +312,7 @@ def test_a_sweep_checks_every_job_before_the_first_trains(sweep, message, tmp_pa
     [
         (["model=alternet_tiny,nosuchmodel"], "sweep job 1 (model=nosuchmodel), before any job ran: model=nosuchmod"),
         (["seed=0,abc"], "sweep job 1 (seed=abc), before any job ran: seed=abc is invalid: must be an integer"),
+        (["model=alternet_tiny,null"], "sweep job 1 (model=null), before any job ran: model=null is invalid: model="),
         (["recipe.optimizer.lr=interval(1e-3,1e-2)"], "BasicSweeper does not support sweep type : INTERVAL_SWEEP"),
         (["seed=0,0"], "sweep jobs 0 and 1 have the same overrides (seed=0): the second would train the same run"),
         pytest.param(
@@ -328,6 +335,39 @@ def test_a_sweep_job_that_cannot_compose_is_one_line_naming_it(sweep, message, t
     assert code.startswith(f"error: {message}") and "\n" not in code and "Traceback" not in stderr
     assert [str(w.message) for w in caught if "Callback" in str(w.message)] == []
     assert not (tmp_path / "0").exists()
+
+
+def test_sweep_jobs_given_one_folder_are_refused_before_any_runs(digits_run, tmp_path, monkeypatch, capsys):
+    """A training sweep with a ``hydra.sweep.subdir`` that is the same for every job trained job 0, refused job 1
+    with advice that did not fit and summed it up with job 0's numbers under job 1's overrides; an evaluation sweep
+    with one ``out_dir`` wrote each job over the one before. Refused before any job runs, nothing written."""
+    sweep = tmp_path / "sweep"
+    train = ["-m", "debug=fast", "seed=0,1", f"hydra.sweep.dir={sweep}", "hydra.sweep.subdir=same"]
+    code, stderr = run_main("train.py", train, monkeypatch, capsys)
+    assert_one_line_error(code, stderr, f"sweep jobs 0 and 1 would write into one folder, {sweep / 'same'}: hydra.")
+    shown = "hydra.sweep.subdir='${hydra.job.num}_NAME'"
+    assert code.endswith(shown) and shlex.split(shown) == ["hydra.sweep.subdir=${hydra.job.num}_NAME"]
+    out = tmp_path / "scores"
+    evaluate = ["-m", f"ckpt={digits_run},{digits_run / 'export'}", f"out_dir={out}", f"hydra.sweep.dir={sweep}"]
+    code, stderr = run_main("evaluate.py", evaluate, monkeypatch, capsys)
+    assert_one_line_error(code, stderr, f"sweep jobs 0 and 1 would write into one folder, {out}: out_dir names one")
+    assert not sweep.exists() and not out.exists()
+
+
+def test_a_sweep_of_evaluations_ends_without_a_training_summary(digits_run, tmp_path, monkeypatch, capsys):
+    """The training sweep's summary read each evaluation's metrics.json as a run's and ended in Hydra's
+    two-line UserWarning; each job writes into its own folder, and the sweep says where."""
+    sweep = tmp_path / "sweep"
+    arguments = ["-m", f"ckpt={digits_run}", "max_images=20", "batch_size=10,20", f"hydra.sweep.dir={sweep}"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code, stdout, stderr = main_output("evaluate.py", arguments, monkeypatch, capsys)
+    assert code == "0", stderr[-2000:]
+    assert [str(w.message) for w in caught if "Callback" in str(w.message)] == []
+    assert stdout.rstrip().endswith(
+        f"Sweep of evaluations ended: each job's results are in its out_dir ({sweep}/NUMBER unless set)"
+    )
+    assert all((sweep / job / "metrics.json").is_file() for job in ("0", "1"))
 
 
 def test_a_sweep_job_that_fails_is_said_and_the_sweep_goes_on_with_its_other_jobs(tmp_path, monkeypatch, capsys):

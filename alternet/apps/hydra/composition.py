@@ -13,6 +13,7 @@ import dataclasses
 import os
 import re
 import shlex
+import sys
 import typing
 import warnings
 from collections.abc import Iterator, Sequence
@@ -51,6 +52,10 @@ def one_line_composition_errors(command: str) -> Iterator[None]:
         where = f"{mark.name}, line {mark.line + 1}, column {mark.column + 1}" if mark else "a config file"
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         exit_with_error(f"{where} is not valid YAML ({problem}): fix that line of the file")
+    except ValueError as error:
+        if (said := null_group_error(error, sys.argv[1:], command)) is None:
+            raise
+        exit_with_error(said)
     except HydraException as error:  # the basic sweeper given interval(): Hydra's traceback
         if "does not support sweep type" not in str(error):
             raise
@@ -201,25 +206,50 @@ def _unknown_option(missing: str, found: Sequence[str] | None, command: str) -> 
     ours = parts[0] != "hydra"
     depth = 1 if ours else 2  # hydra/launcher is a group; experiment/paper/x an option of experiment
     group, name = "/".join(parts[:depth]), "/".join(parts[depth:])
-    folder = Path(str(resources.files("alternet.conf"))) / group
-    options = sorted(  # ours: nested folders too, and what Hydra found on the user's searchpath
-        {str(path.relative_to(folder).with_suffix("")) for path in folder.rglob("*.yaml")} | set(found or [])
-        if ours
-        else found or []
-    )
-    options = [option for option in options if not any(part.startswith("_") for part in option.split("/"))]
+    options = _group_options(group, found) if ours else [o for o in found or [] if not _hidden(o)]
     if ours and name and (misplaced := _file_not_on_the_searchpath(group, name)):
         return f"{group}={name} is not an option of {group}: {misplaced}"
     if not name or not options:
         return f"config {missing!r} not found; `alternet {command} --help` lists the config groups and options"
-    listed = (
-        f"the options are {', '.join(options)}"
-        if len(options) <= SHOWN_OPTIONS
-        else f"`alternet {command} --help` lists its {len(options)} options"
-    )
     plugin = PLUGINS.get(f"{group}={name}")
     installed = f" (Hydra's plugin: pip install {plugin})" if plugin else ""
+    listed = _listed(options, group, command)
     return f"{group}={name} is not an option of {group}{suggest(name, options)}; {listed}{installed}"
+
+
+def _group_options(group: str, found: Sequence[str] | None = None) -> list[str]:
+    """The options of one of our config groups: nested folders too (experiment=paper/locality), and those Hydra
+    ``found`` on the user's searchpath."""
+    folder = Path(str(resources.files("alternet.conf"))) / group
+    options = {str(path.relative_to(folder).with_suffix("")) for path in folder.rglob("*.yaml")} | set(found or [])
+    return sorted(option for option in options if not _hidden(option))
+
+
+def _hidden(option: str) -> bool:
+    return any(part.startswith("_") for part in option.split("/"))
+
+
+def _listed(options: Sequence[str], group: str, command: str) -> str:
+    if len(options) <= SHOWN_OPTIONS:
+        return f"the options are {', '.join(options)}"
+    return f"`alternet {command} --help` lists its {len(options)} options"
+
+
+def null_group_error(error: ValueError, overrides: Sequence[str], command: str) -> str | None:
+    """Hydra's "Config group override must be a string or a list" (a ``ValueError``, with its traceback) in one
+    line, naming the first of ``overrides`` that sets one of our config groups to null (``model=null``, or a sweep's
+    ``model=null,NAME``); None for any other error."""
+    if "Config group override" not in str(error):
+        return None
+    conf = Path(str(resources.files("alternet.conf")))
+    for override in overrides:
+        group, equals, value = override.lstrip("+").partition("=")
+        if equals and group and (conf / group).is_dir() and "null" in value.replace(" ", "").lower().split(","):
+            listed = _listed(_group_options(group), group, command)
+            return (
+                f"{group}=null is invalid: {group}= chooses one of its options ({listed}); leave it out for the default"
+            )
+    return None
 
 
 def _file_not_on_the_searchpath(group: str, name: str) -> str | None:

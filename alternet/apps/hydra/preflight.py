@@ -42,7 +42,7 @@ from ...runs.ownership import (
 )
 from ...runs.records import import_modules
 from ..config import EvaluateConfig, TrainConfig, check_sources, evaluate_config, train_config
-from .composition import composition_error
+from .composition import composition_error, null_group_error
 from .sweep import is_search
 
 
@@ -68,14 +68,16 @@ def grid_jobs(config: DictConfig) -> list[list[str]] | None:
 
 
 class SweepPreflight(Callback):
-    """Registered for training (``conf/train.yaml``): before a grid sweep's first job, every job's config
-    composed and given the checks a single run gets before any work (:func:`validate_train_config`), so a value
-    that cannot train stops the sweep in one line now, not after the jobs before it have trained for hours. A job
+    """Registered for training and evaluation (``conf/train.yaml``, ``conf/evaluate.yaml``): before a grid sweep's
+    first job, every job's config composed and given the checks a single run gets before any work (training's
+    :func:`validate_train_config`), and no two jobs given one folder, so a value that cannot run stops the sweep in
+    one line now, not after the jobs before it have trained for hours. A job
     holding a value that only resolves once it runs (``${hydra:runtime.output_dir}`` in a key of its own) is left
     to check itself, as it does."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         _refuse_a_run_directory(config)
+        command = str(config.hydra.job.name)
         loader = GlobalHydra.instance().config_loader()
         if is_search(config):  # its jobs unknown until it runs: one of them, of values it may draw, checked
             _check_a_search(config)
@@ -88,31 +90,71 @@ class SweepPreflight(Callback):
             made = (SweepDir(config.hydra.sweep.dir).path / str(index) for index in range(len(jobs)))
             note_created_by_this_process(made)
             checked = [(f"sweep job {i} ({' '.join(o)}), before any job ran", o) for i, o in enumerate(jobs)]
+        outputs: dict[Path, int] = {}
         try:
             for index, (said, overrides) in enumerate(checked):
                 try:
                     job = loader.load_sweep_config(config, overrides)
                 except CompactHydraException as error:  # Hydra would print it as a warning, then its own report
-                    exit_with_error(f"{said}: {composition_error(error, 'train')}")
+                    exit_with_error(f"{said}: {composition_error(error, command)}")
+                except ValueError as error:  # a group set to null
+                    if (null := null_group_error(error, overrides, command)) is None:
+                        raise
+                    exit_with_error(f"{said}: {null}")
                 with open_dict(job):
                     job.hydra.job.num = index
                 HydraConfig.instance().set_config(job)  # what ${hydra:...} reads, as the launcher sets it per job
+                if not is_search(config):
+                    _refuse_a_shared_output(job, index, outputs)
                 launcher = resolved_launcher(job)  # before the job's Hydra section goes
                 plain = _resolved_before_it_runs(job)
                 if plain is None:
                     continue
                 try:
-                    _check_job(launcher, plain)
+                    _check_job(command, launcher, plain)
                 except AlternetError as error:
                     exit_with_error(f"{said}: {error}")
         finally:
             HydraConfig.instance().cfg = None  # unset, as the launcher expects to find it
 
 
-def _check_job(launcher: dict[str, Any], plain: dict[str, Any]) -> None:
+def _refuse_a_shared_output(job: DictConfig, index: int, outputs: dict[Path, int]) -> None:
+    """Two jobs writing into one folder (a ``hydra.sweep.subdir`` without the job's number, an evaluation's
+    ``out_dir``) would each overwrite the one before and leave one job's results under another's overrides."""
+    try:
+        folder = Path(str(job.hydra.sweep.dir)) / str(job.hydra.sweep.subdir)
+        output = folder
+        if "out_dir" in job:  # an evaluation's: its job folder (paths.output_dir), unless set
+            evaluation = job.copy()
+            with open_dict(evaluation):
+                evaluation.paths.output_dir = str(folder)  # ${hydra:runtime.output_dir}, as the launcher sets it
+            output = Path(str(evaluation.out_dir))
+    except OmegaConfBaseException:
+        return  # resolved only once the job runs
+    output = output.expanduser().absolute()
+    if (first := outputs.setdefault(output, index)) == index:
+        return
+    if output != folder.expanduser().absolute():
+        exit_with_error(
+            f"sweep jobs {first} and {index} would write into one folder, {output}: out_dir names one folder for "
+            "every job; leave it out (each job writes to hydra.sweep.dir/NUMBER), or score the models in one "
+            "evaluation, ckpt=[A,B]"
+        )
+    raw = OmegaConf.to_container(job.hydra.sweep, resolve=False)["subdir"]
+    exit_with_error(
+        f"sweep jobs {first} and {index} would write into one folder, {output}: hydra.sweep.subdir={raw} names the "
+        "same folder for every job; leave it out (each job's number) or make it differ by job, e.g. "
+        "hydra.sweep.subdir='${hydra.job.num}_NAME'"
+    )
+
+
+def _check_job(command: str, launcher: dict[str, Any], plain: dict[str, Any]) -> None:
     """A sweep job's checks, as a single run gets them before any work: typed first (:func:`_typed`, before torch
-    is imported), then its launch, the checks that need torch, and an in-memory data set's first batch."""
-    _typed("train", plain)
+    is imported); for training, then its launch, the checks that need torch, and an in-memory data set's first
+    batch (an evaluation checks the rest as it starts)."""
+    _typed(command, plain)
+    if command != "train":
+        return
     from ...data import DATAMODULES  # deferred, as every import of torch and Lightning here (the module's doc)
     from ..checks import validate_train_config  # deferred
     from ..train import build_data  # deferred

@@ -68,6 +68,9 @@ class SweepSummary(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         RUNNING.clear()  # ended: a later command in this process launched no sweep
         sweep = SweepDir(config.hydra.sweep.dir)
+        if str(config.hydra.job.name) != "train":  # a sweep of evaluations: each job's folder is its summary
+            print(f"Sweep of evaluations ended: each job's results are in its out_dir ({sweep.path}/NUMBER unless set)")
+            return
         path = write_sweep_summary(sweep.path)
         if path is not None:
             print(f"Sweep summary: {path} (plot: {sweep.summary_png}); {sweep.jobs().describe()}", flush=True)

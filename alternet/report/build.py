@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 import shlex
+import shutil
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -510,12 +511,13 @@ def warn_mixed_data(runs: Sequence[Run]) -> None:
 REPORT_COMMAND = "report"  # the output marker of alternet report (files.mark_output)
 
 
+WANDB_DIR = "wandb"  # the local folder of the report's W&B runs, kept from report to report (not yet synced, maybe)
 REPORT_FILES = ("runs.csv", "variants.csv", "summary.md", "error_vs_train_nll.png", "train_nll_curves.png")
 
 
 def _written(name: str) -> bool:
     """Whether an entry of a report's folder is one a report writes (``wandb``: its W&B run's local folder)."""
-    return name in (OUTPUT_MARKER, "wandb", *REPORT_FILES) or re.fullmatch(r"metrics_vs_.+\.png", name) is not None
+    return name in (OUTPUT_MARKER, WANDB_DIR, *REPORT_FILES) or re.fullmatch(r"metrics_vs_.+\.png", name) is not None
 
 
 def build_report(
@@ -553,6 +555,8 @@ def build_report(
     # a second report into the same folder stops here; the folder is replaced whole, or left as it was
     with writing(out_dir, "report directory"), whole_directory(out_dir) as staged:
         mark_output(staged, REPORT_COMMAND)
+        if (out_dir / WANDB_DIR).is_dir():  # earlier reports' W&B runs, an offline one perhaps the only copy
+            shutil.copytree(out_dir / WANDB_DIR, staged / WANDB_DIR, symlinks=True)
         written = [
             write_csv(staged / "runs.csv", run_rows(runs, keys)),
             write_csv(staged / "variants.csv", rows),

@@ -185,6 +185,21 @@ def test_a_report_stopped_midway_leaves_the_earlier_report_whole_and_says_how_to
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]
 
 
+def test_a_report_written_again_keeps_the_earlier_reports_wandb_runs(sweep, tmp_path):
+    """The report replaced its folder whole, its ``wandb/`` included: an earlier report's offline W&B run, not yet
+    synced and perhaps the only copy, went without a word, and the ``wandb sync`` command it had printed failed."""
+    sweep_dir, _ = sweep
+    out = tmp_path / "report"
+    build_report(sweep_dir, out, wandb=False)
+    earlier = out / "wandb" / "offline-run-20261203_131941-9znjxt0p"
+    (earlier / "files").mkdir(parents=True)
+    (earlier / "run-9znjxt0p.wandb").write_bytes(b"not yet synced")
+    (out / "runs.csv").write_text("an earlier report's table\n")
+    build_report(sweep_dir, out, wandb=False)
+    assert (earlier / "run-9znjxt0p.wandb").read_bytes() == b"not yet synced" and (earlier / "files").is_dir()
+    assert (out / "runs.csv").read_text() != "an earlier report's table\n"  # the report itself is new
+
+
 def test_report_refuses_what_it_cannot_read(sweep, tmp_path):
     sweep_dir, _ = sweep
     no_sweep = pytest.warns(UserWarning, match="no -m sweep")  # said, beside what else is wrong

@@ -36,7 +36,7 @@ from ..files import (
 )
 from ..runs.directories import RunDir, SweepDir, SweepJobs
 from . import figures
-from .runs import Run, read_sweep, swept_keys, variant_of
+from .runs import Run, launched, read_sweep, swept_keys, variant_of
 from .statistics import Difference, Pooled, bootstrap_variance, difference, with_holm
 from .verdicts import PAPER_EPOCHS, Rule, Summary, budget_reason, verdict
 
@@ -76,6 +76,8 @@ def pick_baseline(variants: list[Variant], baseline: str | None) -> Variant:
 
 def _plain_label(label: str) -> str:
     """A variant's label without Hydra's quotes around its values, for the shell to quote as a whole."""
+    if "=" not in label:  # "all runs": no value swept
+        return label
     return " ".join(key + "=" + value.strip("'\"") for key, _, value in (pair.partition("=") for pair in label.split()))
 
 
@@ -547,7 +549,7 @@ def build_report(
         )
     warn_mixed_data(runs)
     wandb_settings = sweep_wandb_settings(runs[0].job, wandb)  # checked before any figure is drawn
-    keys = swept_keys(runs)
+    keys = swept_keys(launched(jobs))
     variants = group_variants(runs, keys)
     base = pick_baseline(variants, baseline)
     rows = variant_rows(variants, base, settings)

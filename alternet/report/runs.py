@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import math
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -254,12 +255,19 @@ def _schedule(job: RunDir) -> int | None:
     return int(epochs) if isinstance(epochs, int | float) else None
 
 
-def swept_keys(runs: list[Run]) -> list[str]:
-    """Override keys whose values differ between runs, seed excluded, in the order they were first typed."""
+def swept_keys(jobs: Sequence[Mapping[str, str]]) -> list[str]:
+    """Override keys whose values differ between ``jobs`` (each one's overrides, ``key -> value``), seed excluded,
+    in the order they were first typed. A report passes every job that started (:func:`launched`): a value none of
+    whose jobs finished was swept too, and the runs that did are labelled by the value they hold."""
     keys: list[str] = []
-    for run in runs:
-        keys += [k for k in run.overrides if k not in keys]
-    return [k for k in keys if k != "seed" and len({run.overrides.get(k) for run in runs}) > 1]
+    for overrides in jobs:
+        keys += [k for k in overrides if k not in keys]
+    return [k for k in keys if k != "seed" and len({overrides.get(k) for overrides in jobs}) > 1]
+
+
+def launched(jobs: SweepJobs) -> list[dict[str, str]]:
+    """The overrides of each job of a sweep that started and recorded them."""
+    return [job.swept_values() for job in jobs.jobs if job.overrides_file.is_file()]
 
 
 def variant_of(run: Run, keys: list[str]) -> str:

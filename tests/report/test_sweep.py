@@ -318,6 +318,24 @@ def test_the_report_of_a_partial_sweep_says_what_is_missing(sweep, tmp_path):
     shutil.rmtree(report["out_dir"])
     summary = (build_report(partial, wandb=False)["out_dir"] / "summary.md").read_text()
     assert "1 of 4 jobs finished" in summary and "Swept: nothing (one run)." in summary  # not 'seeds only'
+    with pytest.raises(ConfigValueError, match=r"matches 0 variants; choose one of: --baseline 'all runs'$"):
+        build_report(partial, tmp_path / "r", baseline="model=vit", wandb=False)  # not 'all= runs='
+
+
+def test_a_value_whose_every_job_failed_is_still_said_to_be_swept(sweep, tmp_path):
+    """When both jobs of one model stopped unfinished (diverged, say), the report said "Swept: nothing (seeds
+    only)", labelled the other model's runs "all runs" and refused ``--baseline model=THAT_MODEL``."""
+    sweep_dir, _ = sweep
+    partial = tmp_path / "sweep"
+    shutil.copytree(sweep_dir, partial, ignore=shutil.ignore_patterns("wandb", "report"))
+    for job in ("2", "3"):  # preresnet_tiny, both seeds: started, not finished
+        (partial / job / "metrics.json").unlink()
+    report = build_report(partial, baseline="model=alternet_tiny", wandb=False)
+    assert report["baseline"] == "model=alternet_tiny"
+    summary = (report["out_dir"] / "summary.md").read_text()
+    assert "Swept: nothing" not in summary and "Started, not finished: 2 (jobs 2, 3)" in summary
+    with open(report["out_dir"] / "runs.csv") as f:
+        assert {row["model"] for row in csv.DictReader(f)} == {"alternet_tiny"}
 
 
 def test_the_report_names_jobs_tested_on_part_of_the_split(sweep, tmp_path):

@@ -223,7 +223,7 @@ def _verdicts(runs, baseline: str) -> dict[str, str]:
     from alternet.report.build import Statistics, group_variants, pick_baseline, variant_rows
     from alternet.report.runs import swept_keys
 
-    variants = group_variants(runs, swept_keys(runs))
+    variants = group_variants(runs, swept_keys([run.overrides for run in runs]))
     rows = variant_rows(variants, pick_baseline(variants, baseline), Statistics(bootstrap=0))
     return {row["variant"]: row["verdict"] for row in rows}
 
@@ -286,7 +286,7 @@ def test_seeds_pair_variants_only_where_they_share_initialisation():
     from alternet.report.runs import swept_keys
 
     def methods(runs, baseline):
-        variants = group_variants(runs, swept_keys(runs))
+        variants = group_variants(runs, swept_keys([run.overrides for run in runs]))
         rows = variant_rows(variants, pick_baseline(variants, baseline), Statistics(bootstrap=0))
         return {row["variant"]: row["error_method"] for row in rows if row["error_method"]}
 
@@ -357,7 +357,7 @@ def _evaluated_arms(tmp_path, recorded):
             summary = RunSummary(model=model, data="cifar100", evaluation_dir=str(job.eval_dir), **fields)
             job.write_summary(summary)  # after its evaluation: the predictions are the run's own
             runs.append(Run(job, {"model": model, "seed": seed}, summary, {}, 10))
-    variants = group_variants(runs, swept_keys(runs))
+    variants = group_variants(runs, swept_keys([run.overrides for run in runs]))
     baseline = pick_baseline(variants, "model=twin")
     return runs, variants, baseline, next(v for v in variants if v is not baseline)
 
@@ -430,7 +430,7 @@ def test_each_training_nll_verdict_checks_its_own_ranking_at_twice_the_epochs():
             for run in _runs(model, error, clean[index], done, schedule, True):
                 run.curves["train/nll_epoch"] = [epoch_nll[index] + run.metrics.train_clean["nll"] - clean[index]]
                 runs.append(run)
-    variants = group_variants(runs, swept_keys(runs))
+    variants = group_variants(runs, swept_keys([run.overrides for run in runs]))
     rows = variant_rows(variants, pick_baseline(variants, "model=twin recipe.epochs=10"), Statistics(bootstrap=0))
     row = next(r for r in rows if r["variant"] == "model=alternet recipe.epochs=10")
     assert "the ranking changes at twice the epochs" not in row["verdict"]

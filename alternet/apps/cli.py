@@ -221,7 +221,7 @@ def run_dir_follows_out_dir(main: Callable[[], Any]) -> Callable[[], Any]:
         given = [arg.split("=", 1) for arg in sys.argv[1:] if "=" in arg]
         out = next((value for key, value in given if key.lstrip("+") == "out_dir"), None)
         sweeps = any(arg in ("-m", "--multirun") for arg in sys.argv[1:])
-        if out is not None and not sweeps and not any(key.lstrip("+") == "hydra.run.dir" for key, _ in given):
+        if out not in (None, "null") and not sweeps and not any(key.lstrip("+") == "hydra.run.dir" for key, _ in given):
             sys.argv.append(f"hydra.run.dir={out}")
         run_dir = next((value for key, value in given if key.lstrip("+") == "hydra.run.dir"), out)
         with _records_kept_unless_done(run_dir):

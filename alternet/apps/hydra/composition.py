@@ -124,7 +124,10 @@ def composition_error(error: CompactHydraException, command: str) -> str:
     if isinstance(cause, ValidationError) and getattr(cause, "full_key", None):
         merging = str(error).partition("Error merging override ")[2].strip()
         reason = str(cause).splitlines()[0]
-        if "is not Optional" in reason:  # a section set to null: "off" is a value inside it
+        kind = _field_type(cause)
+        if "is not Optional" in reason and kind in SCALARS:  # seed=null
+            reason = f"must be {SCALARS[kind]}, never null; `alternet {command} --cfg job` prints its default"
+        elif "is not Optional" in reason:  # a section set to null: "off" is a value inside it
             reason = f"a section of keys is never null{_off(cause)}; `alternet {command} --cfg job` prints its keys"
         return f"{merging or cause.full_key} is invalid: {_expected(reason)}"
     placed = re.search(r"Could not override '([\w/]+)'\.\s+Did you mean to override \1@(\w+)", str(error))
@@ -174,14 +177,21 @@ def _schema_section(path: str, command: str) -> type[Section] | None:
     return section if isinstance(section, type) and issubclass(section, Section) else None
 
 
-def _off(cause: ValidationError) -> str:
-    """How the section a null was given for is switched off (its class's ``OFF``), when it says."""
+SCALARS = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+
+
+def _field_type(cause: ValidationError) -> Any:
+    """The declared type of the key a value was refused for (None where its schema does not say)."""
     owner, key = getattr(cause, "object_type", None), str(cause.full_key).rpartition(".")[2]
     try:
-        section = typing.get_type_hints(owner).get(key) if dataclasses.is_dataclass(owner) else None
+        return typing.get_type_hints(owner).get(key) if dataclasses.is_dataclass(owner) else None
     except NameError:
-        return ""
-    off = getattr(section, "OFF", None)
+        return None
+
+
+def _off(cause: ValidationError) -> str:
+    """How the section a null was given for is switched off (its class's ``OFF``), when it says."""
+    off = getattr(_field_type(cause), "OFF", None)
     return f": {' '.join(f'{cause.full_key}.{setting}' for setting in off.split())} switches it off" if off else ""
 
 

@@ -263,6 +263,25 @@ def exits_in_one_interpreter(lines: list[str], cwd: Path, preamble: str = "") ->
     return said, loaded
 
 
+def test_a_new_run_into_a_finished_runs_directory_is_refused_before_torch_is_imported(digits_run, tmp_path):
+    """The refusal to overwrite a finished run waited for the resume checks' imports (~9 s) though a new run needs
+    only what the directory holds. The run is left as it was."""
+    from helpers.paths import fingerprint
+
+    run = tmp_path / "run"
+    shutil.copytree(digits_run, run)
+    before = fingerprint(run)
+    said, loaded = exits_in_one_interpreter([f"train debug=fast hydra.run.dir={run}"], tmp_path)
+    assert loaded == []
+    assert list(said.values()) == [
+        f"error: run directory {run} already holds a finished run (metrics.json): resume it with ckpt_path=last, "
+        "give this run its own directory (hydra.run.dir=...), or overwrite it with reuse_run_dir=true"
+    ]
+    after = fingerprint(run)
+    assert after.keys() == before.keys()
+    assert {k: v for k, v in after.items() if k != ".lock"} == {k: v for k, v in before.items() if k != ".lock"}
+
+
 def test_a_command_run_in_a_deleted_directory_says_so_in_one_line_before_any_import():
     """A shell left in a folder deleted since: train and evaluate ended in a 40-line traceback from Hydra's
     ``os.getcwd()``, export in ``Intel oneMKL FATAL ERROR: Cannot load libtorch_cpu.so`` (exit status 2). One fresh

@@ -383,14 +383,20 @@ class RunPreflight(RunDirPreflight):
             return  # nothing there whose records Hydra could overwrite
         if sorted(run.overrides()) == sorted(_task_overrides(config)):
             return  # the run's own command again (a requeued job): Hydra rewrites its records as they were
+        plain = _run_values(config, run)
+        if plain is None:
+            return
+        if plain["ckpt_path"] is None:  # a new run: what the directory holds is all there is to check
+            try:
+                check_fresh_run_dir(run, False, bool(plain["reuse_run_dir"]))
+            except AlternetError as error:
+                exit_with_error(error)
+            return
         from ...runs.checkpoints import checkpoint_header, resume_checkpoint  # deferred (the module's doc)
         from ...training.builders import checkpoint_mode  # deferred
         from ...training.resume import check_resume_batch, check_resume_monitor, check_resume_settings  # deferred
         from ..checks import validate_train_config  # deferred
 
-        plain = _run_values(config, run)
-        if plain is None:
-            return
         try:
             resume = resume_checkpoint(plain["ckpt_path"], run, say=False)  # the run says it, once
             asked_last = plain.get("ckpt_path") == "last"

@@ -11,7 +11,8 @@ import zipfile
 from pathlib import Path
 
 from ..errors import AlternetWarning, CheckpointError
-from .directories import RunDir
+from ..files import is_output_of
+from .directories import RunDir, SweepDir
 
 ZIP_MAGIC = b"PK\x03\x04"  # how torch.save's zip archive begins
 
@@ -122,6 +123,17 @@ def find_checkpoint(path: str | Path) -> tuple[Path, RunDir | None]:
     ckpts = sorted(path.glob("*.ckpt"))
     if len(ckpts) == 1:
         return ckpts[0], None
+    if is_output_of(path, "evaluate") or run.holds_job("evaluate"):
+        raise CheckpointError(
+            f"{path} is an evaluation's folder (alternet evaluate's), not a model: give the run or checkpoint it scored"
+        )
+    if (jobs := [job.path.name for job in SweepDir(path).jobs().jobs]) and not run.config.is_file():
+        named = f"jobs {', '.join(jobs)}" if len(jobs) <= 8 else f"{len(jobs)} jobs"
+        several = ",".join(str(path / job) for job in jobs[:2])
+        raise CheckpointError(
+            f"{path} is a sweep's folder ({named}), not a run: give one job, e.g. {path / jobs[0]} (alternet evaluate "
+            f"takes several: ckpt=[{several}])"
+        )
     if run.config.is_file() or run.is_finished():  # a run's records, its checkpoints gone or never written
         exported = (run.export_dir / "config.json").is_file()
         instead = f"its export {run.export_dir} holds its weights" if exported else "it holds no weights to read"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -233,6 +234,30 @@ def test_an_export_given_where_a_checkpoint_is_needed_is_named_as_an_export(digi
     shutil.rmtree(run / "export")
     with pytest.raises(CheckpointError, match=r"has no checkpoints/ folder .*: it holds no weights to read$"):
         find_checkpoint(run)
+
+
+def test_an_evaluations_or_a_sweeps_folder_given_as_a_model_is_named_as_such(tmp_path):
+    """Both were refused as "run directory ... has no checkpoints/ folder" or "neither a run directory nor a folder
+    with one .ckpt file", with no word of what they are or which folder to give instead."""
+    from alternet.files import mark_output
+    from alternet.runs.checkpoint_files import find_checkpoint
+
+    evaluation = tmp_path / "ev"
+    evaluation.mkdir()
+    mark_output(evaluation, "evaluate")
+    (evaluation / "metrics.json").write_text("{}")
+    with pytest.raises(CheckpointError, match=rf"^{evaluation} is an evaluation's folder \(alternet evaluate's\), not"):
+        find_checkpoint(evaluation)
+    sweep = tmp_path / "sweep"
+    for job in ("0", "1", "2"):
+        (sweep / job / ".hydra").mkdir(parents=True)
+        (sweep / job / ".hydra" / "overrides.yaml").write_text(f"- seed={job}\n")
+    said = (
+        f"{sweep} is a sweep's folder (jobs 0, 1, 2), not a run: give one job, e.g. {sweep / '0'} (alternet evaluate "
+        f"takes several: ckpt=[{sweep / '0'},{sweep / '1'}])"
+    )
+    with pytest.raises(CheckpointError, match=f"^{re.escape(said)}$"):
+        find_checkpoint(sweep)
 
 
 def test_a_damaged_last_checkpoint_names_the_intact_ones_beside_it(digits_run, tmp_path, monkeypatch, capsys):

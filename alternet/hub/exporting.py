@@ -282,6 +282,7 @@ def export_config(
             # timm's local-dir and hf-hub loading builds the model with its registered function, which loads the
             # weights where it is built with timm's build_model_with_cfg, as alternet's and timm's own are
             "timm_loads": type(model).__module__.split(".")[0] in ("alternet", "timm"),
+            "imports": list(run_config.get("imports") or []),  # the modules that register a user's model
             "label_names_note": label_note,
             "model": opened.hyper_parameters["model"],
             "data": {k: data.get(k) for k in ("name", "num_classes", "image_size", "mean", "std", "val_size")}

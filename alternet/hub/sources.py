@@ -22,7 +22,7 @@ from huggingface_hub.errors import EntryNotFoundError
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 from timm.data import resolve_data_config
-from timm.models import get_pretrained_cfg
+from timm.models import get_pretrained_cfg, is_model
 from torch import nn
 
 from .. import __version__
@@ -269,6 +269,12 @@ def read_export(directory: Path, location: str | None = None) -> Source:
         raise CheckpointError(
             f"{directory / CONFIG_FILE} is in export format {written!r}, which this alternet ({__version__}, format "
             f"{EXPORT_FORMAT}) does not read: it was written by a newer alternet; upgrade alternet to load it"
+        )
+    if (imports := alternet.get("imports")) and not is_model(architecture):  # the user's model, not imported here
+        modules = ",".join(map(str, imports))
+        raise CheckpointError(
+            f"{directory} holds a {architecture}, a model its run registered with imports=[{modules}]: import them "
+            f"first (on alternet's command line: imports=[{modules}]; in Python: import {modules})"
         )
     pretrained_cfg = _checked_pretrained_cfg(directory / CONFIG_FILE, config)
     state_dict = read_export_weights(directory)

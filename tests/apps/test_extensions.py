@@ -155,6 +155,15 @@ def test_a_users_model_data_callback_and_tensorboard_from_the_command_line(tmp_p
     # never had the user's package on its path)
     code, stderr = run_main("evaluate.py", [f"ckpt={run}", f"hydra.run.dir={tmp_path / 'f'}"], monkeypatch, capsys)
     assert_one_line_error(code, stderr, "imports: my_ext.models cannot be imported (ModuleNotFoundError")
+    # the export records them too: scored without them, it names them, not a list of alternet's 30 models
+    modules = "my_ext.models,my_ext.data,my_ext.callbacks"
+    assert config["alternet"]["imports"] == modules.split(",")
+    code, stderr = run_main(
+        "evaluate.py", [f"ckpt={tmp_path / 'export'}", f"hydra.run.dir={tmp_path / 'g'}"], monkeypatch, capsys
+    )
+    assert_one_line_error(
+        code, stderr, f"export holds a my_net, a model its run registered with imports=[{modules}]: import them first"
+    )
 
 
 def test_a_model_function_that_ignores_num_classes_is_refused_in_one_line():

@@ -536,6 +536,13 @@ def build_report(
     if out_dir is None and not sweep_dir.is_dir():  # the report would go inside it: what is wrong with it first
         read_sweep(sweep_dir)
     out_dir = Path(out_dir) if out_dir else SweepDir(sweep_dir).report_dir
+    other = SweepDir(out_dir.parent)
+    elsewhere = other.path.is_dir() and other.path.resolve() != sweep_dir.resolve()
+    if out_dir == other.report_dir and elsewhere and other.jobs().jobs:
+        raise ConfigValueError(
+            f"--out {out_dir} is the report folder of another sweep, {other.path}: its report would be replaced by "
+            f"{sweep_dir}'s; choose another --out"
+        )
     is_report = partial(is_output_of, command=REPORT_COMMAND)
     out_dir = check_output_dir(
         out_dir, "report directory", is_report, "a report of alternet report", "--out", whole=_written

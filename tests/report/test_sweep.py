@@ -17,6 +17,7 @@ from alternet.report.runs import read_history
 from alternet.report.verdicts import INSUFFICIENT
 
 from helpers import main_output, module_output, script_output
+from helpers.paths import fingerprint
 
 # pytest-xdist: the whole module on one worker, so that its sweep (session-scoped) is made once
 pytestmark = pytest.mark.xdist_group("test_sweep")
@@ -198,6 +199,19 @@ def test_a_report_written_again_keeps_the_earlier_reports_wandb_runs(sweep, tmp_
     build_report(sweep_dir, out, wandb=False)
     assert (earlier / "run-9znjxt0p.wandb").read_bytes() == b"not yet synced" and (earlier / "files").is_dir()
     assert (out / "runs.csv").read_text() != "an earlier report's table\n"  # the report itself is new
+
+
+def test_a_report_into_another_sweeps_report_folder_is_refused(sweep, tmp_path):
+    """``--out B/report`` for sweep A silently replaced sweep B's own report with A's (both are reports, and the
+    marker does not say of which sweep); B's report is left as it was."""
+    sweep_dir, _ = sweep
+    other = tmp_path / "other"
+    shutil.copytree(sweep_dir, other, ignore=shutil.ignore_patterns("wandb", "report"))
+    build_report(other, wandb=False)
+    before = fingerprint(other / "report")
+    with pytest.raises(ConfigValueError, match=f"^--out {other / 'report'} is the report folder of another sweep, "):
+        build_report(sweep_dir, other / "report", wandb=False)
+    assert fingerprint(other / "report") == before
 
 
 def test_report_refuses_what_it_cannot_read(sweep, tmp_path):

@@ -19,13 +19,8 @@ from typing import Any
 
 from ..data.corrupted.names import SEVERITIES
 from ..files import read_yaml
+from .config import BUILTIN
 from .robustness import FAMILY_OF, RobustnessBaseline, RobustnessError, RobustnessRow, load_baseline
-
-BENCHMARKS = ("cifar10-c", "cifar100-c", "imagenet-c")
-BUILTIN = {  # name -> the table of alexnet.yaml each benchmark reads
-    "alexnet": {"cifar10-c": "cifar10-c", "cifar100-c": "cifar100-c", "imagenet-c": "hendrycks-imagenet-c"},
-    "alexnet_hdvw": {benchmark: benchmark for benchmark in BENCHMARKS},
-}
 
 
 @functools.cache

@@ -8,12 +8,14 @@ the commands before any work (:func:`alternet.evaluation.inference.choose_device
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..data.config import check_workers
 from ..data.corrupted.names import CORRUPTIONS, EXTRA_CORRUPTIONS, SEVERITIES, check_preprocess, is_benchmark
-from ..errors import ConfigValueError
+from ..errors import AlternetWarning, ConfigValueError
 from ..typed import Section, integer
 
 INTEGER_1 = "must be an integer >= 1"
@@ -30,6 +32,13 @@ class CalibrationConfig(Section):
         self.require("n_bins", lambda v: integer(1)(v) and v <= MAX_BINS, f"must be an integer in [1, {MAX_BINS:,}]")
 
 
+BENCHMARKS = ("cifar10-c", "cifar100-c", "imagenet-c")
+BUILTIN = {  # a built-in robustness baseline's name -> the table of alexnet.yaml each benchmark reads (baselines.py)
+    "alexnet": {"cifar10-c": "cifar10-c", "cifar100-c": "cifar100-c", "imagenet-c": "hendrycks-imagenet-c"},
+    "alexnet_hdvw": {benchmark: benchmark for benchmark in BENCHMARKS},
+}
+
+
 @dataclass(kw_only=True)
 class OodConfig(Section):
     """Out-of-distribution images scored against the test split (:mod:`alternet.evaluation.ood`)."""
@@ -39,6 +48,13 @@ class OodConfig(Section):
 
     def check(self) -> None:
         self.require("max_images", integer(1), "must be >= 1 or null")
+        if self.max_images is not None and self.root is None:
+            warnings.warn(
+                f"ood.max_images={self.max_images} does nothing without ood.root (no out-of-distribution images are "
+                "scored): set ood.root=DIR",
+                AlternetWarning,
+                stacklevel=2,
+            )
 
 
 @dataclass(kw_only=True)
@@ -64,6 +80,12 @@ class RobustnessConfig(Section):
         self.require("max_images", integer(1), "null (every image) or a count >= 1")
         check_preprocess(self.preprocess, "preprocess")
         self.one_of("precision", (*PRECISIONS, "auto"))
+        named = self.baseline is None or self.baseline in BUILTIN
+        if not named and not Path(self.baseline).expanduser().is_file():
+            raise ConfigValueError(
+                f"baseline={self.baseline} is neither a built-in baseline ({', '.join(BUILTIN)}) nor a metrics.json "
+                "that exists: evaluate the baseline's robustness first, and give its metrics.json"
+            )
 
 
 def requested(

@@ -10,7 +10,7 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from torch import nn
@@ -18,18 +18,13 @@ from torch import nn
 from ..files import write_csv
 from . import plots
 from .blocks import Block
-from .config import SampleConfig
+from .config import AttentionConfig
 from .context import AnalysisContext
 from .data import clean_batches
 from .features import capture
 from .tables import compact, mean_or_none, summary
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(kw_only=True)
-class AttentionConfig(SampleConfig):
-    analysis: ClassVar[str] = "attention"
 
 
 def row_entropy(probs: torch.Tensor) -> torch.Tensor:

@@ -8,8 +8,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch
@@ -17,7 +16,7 @@ import torch
 from ..files import write_csv
 from . import plots
 from .blocks import Tap
-from .config import SampleConfig
+from .config import FourierConfig
 from .context import AnalysisContext
 from .data import clean_batches
 from .errors import AnalysisError
@@ -25,21 +24,6 @@ from .features import mean_per_tap
 from .tables import finite_or_none, summary, tap_summary
 
 AMPLITUDE_EPS = 1e-6  # added to |FFT| before the log, as in the paper's notebook
-HIGH_FREQUENCY = ("hdvw", "nyquist")
-BN_MODES = ("eval", "batch")
-
-
-@dataclass(kw_only=True)
-class FourierConfig(SampleConfig):
-    analysis: ClassVar[str] = "fourier"
-
-    high_frequency: str
-    bn_mode: str
-
-    def check(self) -> None:
-        super().check()
-        self.one_of("high_frequency", HIGH_FREQUENCY)
-        self.one_of("bn_mode", BN_MODES)
 
 
 @contextlib.contextmanager

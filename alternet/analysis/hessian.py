@@ -11,7 +11,7 @@ import copy
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch
@@ -22,9 +22,8 @@ from ..files import write_csv
 from ..models import WindowAttention
 from ..progress import Progress
 from ..seeds import derive_seed
-from ..typed import integer
 from . import plots
-from .config import ObjectiveConfig
+from .config import HessianConfig
 from .context import AnalysisContext
 from .data import Batch, objective_batches
 from .eigen import (
@@ -40,36 +39,6 @@ from .eigen import (
 )
 from .objective import Objective, batch_size_of, objective_of, unsquared_norms
 from .tables import compact
-
-METHODS = ("lanczos", "power")
-
-
-@dataclass(kw_only=True)
-class HessianConfig(ObjectiveConfig):
-    analysis: ClassVar[str] = "hessian"
-
-    minibatches: int
-    minibatch_steps: int
-    per_minibatch: int
-    k: int
-    method: str
-    iterations: int
-    tol: float
-    slq_runs: int
-
-    def check(self) -> None:
-        super().check()
-        self.require("minibatches", integer(0), "must be >= 0")
-        self.require("minibatch_steps", integer(1), "must be >= 1")
-        self.require("per_minibatch", lambda v: 1 <= v <= self.minibatch_steps, "must be in [1, minibatch_steps]")
-        self.one_of("method", METHODS)
-        self.require("k", integer(1), "must be >= 1")
-        self.require("iterations", integer(1), "must be >= 1")
-        self.require("slq_runs", integer(0), "must be >= 0")
-        if self.method == "lanczos":
-            self.require("iterations", lambda v: v >= self.k, f"method=lanczos needs iterations >= k ({self.k})")
-            self.require("slq_runs", integer(1), "method=lanczos needs slq_runs >= 1 (its first run gives the top-k)")
-        self.require("tol", lambda v: v > 0, "must be > 0")
 
 
 def force_math_attention(model: nn.Module) -> None:

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch
@@ -20,7 +19,7 @@ from ..files import write_csv
 from ..progress import Progress
 from ..seeds import derive_seed
 from . import plots
-from .config import ObjectiveConfig
+from .config import LandscapeConfig
 from .context import AnalysisContext
 from .data import Batch, objective_batches, split
 from .objective import Objective, batch_size_of, nll_accuracy, objective_of
@@ -30,33 +29,9 @@ from .tables import compact, finite_or_none
 HDVW_POSITION_KEYWORDS = ("pos_embed", "relative_position", "rel_pos", "positional_encoding")
 # ... and, for filter normalisation, the learned tokens too.
 POSITION_KEYWORDS = (*HDVW_POSITION_KEYWORDS, "cls_token", "reg_token", "dist_token")
-NORMALISATIONS = ("hdvw", "filter")
-NLL_FORMS = ("log_softmax", "log_of_softmax")
 HDVW_EPS = 1e-7  # HDVW's normalize_filter: ws_norm / (bs_norm + 1e-7)
 
 Direction = dict[str, torch.Tensor]
-
-
-@dataclass(kw_only=True)
-class LandscapeConfig(ObjectiveConfig):
-    analysis: ClassVar[str] = "landscape"
-
-    span: float
-    points_1d: int
-    points_2d: int
-    normalisation: str
-    redraw: bool
-    nll: str
-    clip: float | None
-
-    def check(self) -> None:
-        super().check()
-        self.require("span", lambda v: v > 0, "must be > 0")
-        for key in ("points_1d", "points_2d"):
-            self.require(key, lambda v: v >= 3 and v % 2 == 1, "must be odd and >= 3 (to include 0)")
-        self.one_of("normalisation", NORMALISATIONS)
-        self.one_of("nll", NLL_FORMS)
-        self.require("clip", lambda v: v > 0, "must be > 0 or null")
 
 
 def has_direction(name: str, param: nn.Parameter, normalisation: str, excluded: set[str]) -> bool:

@@ -6,8 +6,7 @@ averaged with the others: docs/analysis.md, "Lesion study".
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from torch import nn
 
@@ -15,16 +14,11 @@ from ..files import write_csv
 from ..progress import Progress
 from . import plots
 from .blocks import Block
-from .config import SampleConfig
+from .config import LesionConfig
 from .context import AnalysisContext
 from .data import Batch, clean_batches
 from .objective import accuracy
 from .tables import kind_means, mean_or_none, summary
-
-
-@dataclass(kw_only=True)
-class LesionConfig(SampleConfig):
-    analysis: ClassVar[str] = "lesion"
 
 
 def lesioned_accuracies(model: nn.Module, blocks: Sequence[Block], batches: Sequence[Batch]) -> list[float]:

@@ -9,42 +9,23 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
 from ..files import write_csv
-from ..typed import integer
 from . import plots
-from .config import SampleConfig
+from .config import NoiseConfig
 from .context import AnalysisContext
 from .data import Batch, clean_batches
 from .errors import AnalysisError
 from .objective import accuracy
 from .tables import summary
 
-BAND_KINDS = ("hdvw", "rings")
 HDVW_CENTRES = tuple(round(0.1 * i, 10) for i in range(1, 10))  # units of pi
 HDVW_WIDTH = 0.1
-
-
-@dataclass(kw_only=True)
-class NoiseConfig(SampleConfig):
-    analysis: ClassVar[str] = "noise"
-
-    bands: str
-    rings: int
-    max_frequency: float
-    rms: float
-
-    def check(self) -> None:
-        super().check()
-        self.one_of("bands", BAND_KINDS)
-        self.require("rings", integer(1), "must be >= 1")
-        self.require("max_frequency", lambda v: 0 < v <= np.sqrt(2), "must be in (0, sqrt(2)] (units of pi)")
-        self.require("rms", lambda v: v > 0, "must be > 0")
 
 
 def radial_frequency(height: int, width: int) -> torch.Tensor:

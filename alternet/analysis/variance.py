@@ -6,32 +6,18 @@ the summary and the differences from HDVW: docs/analysis.md, "Feature-map varian
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 
 from ..files import write_csv
 from . import plots
 from .blocks import Tap
-from .config import SampleConfig
+from .config import ESTIMATORS, VarianceConfig
 from .context import AnalysisContext
 from .data import clean_batches
 from .features import mean_per_tap
 from .tables import summary, tap_summary
-
-ESTIMATORS = {"unbiased": 1, "population": 0}  # the divisor's correction: H*W - correction
-
-
-@dataclass(kw_only=True)
-class VarianceConfig(SampleConfig):
-    analysis: ClassVar[str] = "variance"
-
-    estimator: str
-
-    def check(self) -> None:
-        super().check()
-        self.one_of("estimator", ESTIMATORS)
 
 
 def spatial_variance(maps: torch.Tensor, estimator: str) -> torch.Tensor:

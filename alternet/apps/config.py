@@ -24,6 +24,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from ..analysis.config import parse_configs
 from ..architectures.config import model_section
 from ..data.config import data_section
 from ..errors import ConfigValueError, is_integer
@@ -111,6 +112,8 @@ class EvaluateConfig(EvaluationConfig):
         super().check()
         if self.out_dir is None:
             raise ConfigValueError("out_dir=null is invalid: it is the evaluation's directory (out_dir=DIR sets it)")
+        if self.analysis:  # their budgets, typed before any work (the model and data are checked as they load)
+            parse_configs(list(self.analysis), self.analysis)
         if self.logger.extra:
             raise ConfigValueError(
                 "logger.extra (and logger=tensorboard) apply to alternet train; an evaluation writes its numbers into "

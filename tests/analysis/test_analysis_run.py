@@ -115,11 +115,10 @@ def test_every_analysis_writes_its_files_and_a_json_summary(analysed):
 
 def test_the_analyses_compute_in_full_float32_and_restore_the_settings_they_found(digits, tmp_path, monkeypatch):
     """No TF32 (torch allows it on GPUs by default: ~1e-3 relative, Lanczos' tolerance), whatever the run set."""
-    import alternet.analysis as analysis
+    import alternet.analysis.runner as analysis
 
     seen = []
-    config_class, _ = analysis._REGISTRY["variance"]
-    monkeypatch.setitem(analysis._REGISTRY, "variance", (config_class, lambda *_: seen.append(_precision()) or {}))
+    monkeypatch.setitem(analysis._RUNS, "variance", lambda *_: seen.append(_precision()) or {})
     before = _precision()
     torch.set_float32_matmul_precision("high")
     try:
@@ -233,18 +232,13 @@ def test_attention_on_a_model_without_an_msa_block_is_refused_before_any_work():
 def test_the_analyses_restore_each_backends_precision_set_through_the_new_api(digits, tmp_path, monkeypatch):
     """torch's per-backend fp32_precision: the legacy getter alone raised once it was set (nothing ran), and its
     restore left cuda.matmul at 'ieee' where it had been 'none'."""
-    import alternet.analysis as analysis
+    import alternet.analysis.runner as analysis
 
     backends = torch.backends
     settings = (backends.cuda.matmul, backends.cudnn.conv, backends.cudnn.rnn, backends.mkldnn.matmul)
     settings += (backends.mkldnn.conv,)
     seen = []
-    config_class, _ = analysis._REGISTRY["variance"]
-    monkeypatch.setitem(
-        analysis._REGISTRY,
-        "variance",
-        (config_class, lambda *_: seen.append([s.fp32_precision for s in settings]) or {}),
-    )
+    monkeypatch.setitem(analysis._RUNS, "variance", lambda *_: seen.append([s.fp32_precision for s in settings]) or {})
     legacy, before = _precision(), [setting.fp32_precision for setting in settings]
     try:
         for setting, precision in zip(settings, ("tf32", "tf32", "tf32", "bf16", "bf16")):

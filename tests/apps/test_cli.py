@@ -313,6 +313,7 @@ def test_a_value_its_command_refuses_is_said_before_torch_is_imported(tmp_path):
         f"evaluate ckpt={ROOT / 'README.md'}": f"error: checkpoint {ROOT / 'README.md'} is not a torch checkpoint: it",
         f"evaluate ckpt={ROOT / 'docs'}": f"error: {ROOT / 'docs'} is neither a run directory (no checkpoints/ folder)",
         "train ckpt_path=/nonexistent/x.ckpt": "error: checkpoint /nonexistent/x.ckpt does not exist; no other checkpo",
+        "evaluate ckpt=run analysis=[fourier] analysis.fourier.images=0": "error: analysis.fourier.images=0 is inva",
         "train seed=null": "error: seed=null is invalid: must be an integer, never null; `alternet train --cfg job` pr",
         "evaluate ckpt=run out_dir=null": "error: out_dir=null is invalid: it is the evaluation's directory (out_dir=",
         "train ckpt_path=best": "error: ckpt_path=best names no file: give a checkpoint's path (a run's checkpoints/",

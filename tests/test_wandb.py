@@ -162,9 +162,13 @@ def test_train_evaluate_and_report_build_the_same_wandb_settings_from_the_same_v
         build_loggers(wandb_settings(config["logger"]["wandb"]), RunDir(tmp_path / "run"), {})
         return seen.pop()
 
+    model = tmp_path / "model"  # an export, as far as the file system tells: the stand-in job reads no weights
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+
     def evaluate(*values: str) -> WandbSettings | None:
         with initialize_config_dir(str(CONF), version_base="1.3"):
-            overrides = [f"ckpt={tmp_path}", f"paths.output_dir={tmp_path / 'eval'}", *values]
+            overrides = [f"ckpt={model}", f"paths.output_dir={tmp_path / 'eval'}", *values]
             run_evaluate(compose("evaluate", overrides=overrides))
         return seen.pop()
 

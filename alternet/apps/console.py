@@ -187,10 +187,13 @@ def robustness_lines(robustness: RobustnessResult) -> list[str]:
 
 
 def _epochs(trained: int | None, schedule: int) -> str:
-    """The epochs a run trains, and the schedule's where the run stops before its end (its lr never reaches it)."""
+    """The epochs a run trains, and the schedule's where they differ: a run stopped before its end (its lr never
+    reaches it), or one that trains on past it at its final learning rate."""
     epochs = f"{trained} epoch{'s' * (trained != 1)}"
     if trained is not None and trained < schedule:
         return f"{epochs} (of the schedule's {schedule}: stopped early by trainer.max_epochs)"
+    if trained is not None and trained > schedule:
+        return f"{epochs} (the schedule's {schedule}, then its final learning rate: trainer.max_epochs)"
     return epochs
 
 

@@ -9,7 +9,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from alternet.apps.checks import validate_train_config
-from alternet.apps.console import _changed, end_summary, evaluation_report, robustness_lines
+from alternet.apps.console import _changed, _epochs, end_summary, evaluation_report, robustness_lines
 from alternet.data import DigitsDataModule
 from alternet.hardware import cpu_cores
 from alternet.runs.directories import best_epoch
@@ -361,3 +361,11 @@ def test_the_learning_rate_line_says_where_parts_train_at_other_rates(overrides,
     recipe = train_config(OmegaConf.to_container(compose_train("debug=fast", *overrides), resolve=True)).recipe
     line = learning_rate_line(recipe, recipe.lr_scale_batch)
     assert said in line and (overrides or "the head's" not in line)
+
+
+def test_the_banner_says_where_the_epochs_trained_and_the_schedules_differ():
+    """``trainer.max_epochs`` above ``recipe.epochs`` printed "digits: 100 epochs" beside the warning that the
+    schedule ends at 15: the banner says both, either way."""
+    assert _epochs(15, 15) == "15 epochs"
+    assert _epochs(1, 15) == "1 epoch (of the schedule's 15: stopped early by trainer.max_epochs)"
+    assert _epochs(100, 15) == "100 epochs (the schedule's 15, then its final learning rate: trainer.max_epochs)"

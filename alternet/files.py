@@ -502,6 +502,10 @@ def read_json(path: str | Path, *, error: type[Exception] = AlternetError, kind:
     naming the file."""
     try:
         payload = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise error(f"{path} does not exist") from None
+    except IsADirectoryError:
+        raise error(f"{path} is a directory, not a JSON file") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise error(f"{path} is unreadable or not valid JSON: {exc}") from exc
     if not isinstance(payload, kind):

@@ -255,8 +255,9 @@ class EvaluationReport:
     def from_json(cls, path: str | Path) -> EvaluationReport:
         """An evaluation's ``metrics.json`` (``alternet evaluate``'s, or a run's ``eval/``), refused in one line naming
         the file when it is not one."""
+        payload = read_json(path, error=CheckpointError)  # its errors name the file
         try:
-            return cls.from_payload(read_json(path, error=CheckpointError))
+            return cls.from_payload(payload)
         except CheckpointError as error:
             raise CheckpointError(f"{path}: {error}") from None
 

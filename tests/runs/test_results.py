@@ -86,3 +86,21 @@ def test_a_summary_holding_an_impossible_number_is_refused(change, message):
     run = {"model": "m", "data": "d", "test": {"acc": 0.5, "nll": 0.3}, "epochs": 1, "global_step": 1} | change
     with pytest.raises(CheckpointError, match=rf"^the summary is malformed: {message}"):
         RunSummary.from_payload(run)
+
+
+def test_an_evaluation_read_from_no_file_or_a_folder_says_which_once(tmp_path):
+    """``from_json`` of a missing file or a folder said "unreadable or not valid JSON: [Errno 2] ..." and a file
+    that is no JSON named its path twice."""
+    from alternet.errors import CheckpointError
+    from alternet.runs.results import EvaluationReport
+
+    text = tmp_path / "comparison.csv"
+    text.write_text("model,acc\n")
+    for path, said in (
+        (tmp_path / "nope.json", f"{tmp_path / 'nope.json'} does not exist"),
+        (tmp_path, f"{tmp_path} is a directory, not a JSON file"),
+        (text, f"{text} is unreadable or not valid JSON: Expecting value: line 1 column 1 (char 0)"),
+    ):
+        with pytest.raises(CheckpointError) as refused:
+            EvaluationReport.from_json(path)
+        assert str(refused.value) == said

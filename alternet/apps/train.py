@@ -30,7 +30,7 @@ from ..errors import AlternetError, AlternetWarning, ConfigValueError, one_line
 from ..evaluation.evaluator import check_evaluation_files
 from ..files import plain
 from ..hub import load_pretrained
-from ..hub.sources import CONFIG_FILE
+from ..hub.references import CONFIG_FILE
 from ..launch import check_nodes_launched
 from ..models.external import load_timm_pretrained
 from ..models.factory import model_args

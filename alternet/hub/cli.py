@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 
 from ..dataset_facts import FACTS
 from ..errors import AlternetError, exit_with_error
 from ..files import read_json
+from .references import CONFIG_FILE, check_destination, check_export_request, check_hdvw_file, check_license
 
 OUT_HELP = "the export directory (created; an earlier export there is replaced, one beside other files refused)"
 
@@ -82,7 +84,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet") -> None:
 
 
 def _export(args: argparse.Namespace) -> None:
-    from .exporting import CONFIG_FILE, export  # deferred: --help answers at once
+    check_export_request(args.source, args.out, args.license)  # before torch is imported: a wrong path in a second
+    from .exporting import export  # deferred: --help answers at once
 
     out = export(args.source, args.out, ema=args.ema, license_id=args.license)
     print(f"Exported {args.source} to {out}: model.safetensors, config.json, README.md")
@@ -94,6 +97,10 @@ def _export(args: argparse.Namespace) -> None:
 
 
 def _import_hdvw(args: argparse.Namespace) -> None:
+    check_destination(Path(args.out).expanduser())  # the output first, then the file, before torch is imported
+    check_license(args.license)
+    if args.arch is None:  # else its name first, from HDVW's table (alternet.hub.hdvw), then the file
+        check_hdvw_file(Path(args.source).expanduser())
     from .exporting import import_hdvw  # deferred: --help answers at once
 
     out = import_hdvw(

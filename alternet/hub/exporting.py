@@ -21,7 +21,7 @@ from .. import __version__
 from ..data import DATAMODULES
 from ..dataset_facts import DataFacts
 from ..errors import AlternetError, AlternetWarning, CheckpointError, DataError
-from ..files import atomic_write, check_output_dir, file_digest, os_error_reason, whole_directory, write_text, writing
+from ..files import atomic_write, file_digest, os_error_reason, whole_directory, write_text, writing
 from ..models import create_model
 from ..runs.checkpoint_files import find_checkpoint
 from ..runs.checkpoints import DIGEST_KEY, weights_digest
@@ -31,13 +31,16 @@ from ..runs.weights import saved_recipe
 from .card import model_card
 from .hdvw import resolve_arch
 from .loading import apply_weights
-from .references import HDVW_PREFIX, HF_HUB_PREFIX, LOCAL_DIR_PREFIX, TIMM_PREFIX
-from .sources import (
+from .references import (
     CARD_FILE,
     CONFIG_FILE,
-    EXPORT_FILES,
-    EXPORT_FORMAT,
     WEIGHTS_FILE,
+    check_destination,
+    check_export_request,
+    check_license,
+)
+from .sources import (
+    EXPORT_FORMAT,
     Source,
     read_export,
     read_hdvw_source,
@@ -46,7 +49,6 @@ from .sources import (
 
 PAPER = dict(paper_name="How Do Vision Transformers Work?", paper_ids="arXiv:2202.06709")
 HDVW_LICENSE = "apache-2.0"  # how-do-vits-work's, its released checkpoints' included (NOTICE)
-LICENSE_ID = re.compile(r"[a-z0-9][a-z0-9.+-]*")  # the Hub's licence identifiers: mit, apache-2.0, cc-by-nc-4.0, other
 # pretrained_cfg keys timm's save_config_for_hf drops: where weights were loaded from, not what they are
 SOURCE_KEYS = ("url", "file", "hf_hub_id", "hf_hub_filename", "source", "state_dict", "label_offset")
 KEEP_NULL = ("pool_size", "first_conv", "classifier")  # timm writes these even when None
@@ -56,24 +58,8 @@ def export(source: str | Path, out: str | Path, *, ema: bool = False, license_id
     """Export a run directory (its tested checkpoint, else ``last``) or a Lightning checkpoint into ``out``;
     ``license_id``: the weights' licence on the Hub (its identifier, e.g. ``cc-by-4.0``; default: ``mit``, the
     package's)."""
-    path, out = Path(source).expanduser(), Path(out).expanduser()
-    out = check_destination(out)  # the output first: a wrong --out is reported before anything about the source
-    check_license(license_id)
-    if not path.exists() and str(source).startswith((TIMM_PREFIX, HF_HUB_PREFIX, LOCAL_DIR_PREFIX)):
-        raise CheckpointError(
-            f"{source} is a timm model, ready as it is: alternet.hub.load and alternet evaluate read it; export "
-            "takes a run directory or a Lightning checkpoint (.ckpt)"
-        )
-    if not path.exists() and str(source).startswith(HDVW_PREFIX):
-        raise CheckpointError(f"{source}: an HDVW checkpoint is exported by alternet import-hdvw FILE --out DIR")
-    if not path.exists() or not str(source).strip():  # "" is the current directory to Path
-        named = path if str(source).strip() else repr(source)
-        raise CheckpointError(f"{named} does not exist: pass a run directory or a Lightning checkpoint (.ckpt)")
-    if path.is_file() and path.suffix == ".safetensors":  # read as a torch file it was "not a torch checkpoint"
-        raise CheckpointError(
-            f"{path} holds weights alone (no architecture, classes or data): pass the run directory or the "
-            "Lightning checkpoint (.ckpt) it came from (an export's own model.safetensors: its folder is the export)"
-        )
+    path = Path(source).expanduser()
+    out = check_export_request(source, out, license_id)  # the output first, before anything about the source
     import_recorded(path)  # the modules the run was trained with, first: its model may be the user's
     checkpoint, run = find_checkpoint(path)
     opened = read_lightning(checkpoint, ema=ema, run=run)
@@ -372,35 +358,3 @@ def hub_pretrained_cfg(model: nn.Module, cfg: dict[str, Any]) -> dict[str, Any]:
                 out.pop(key, None)
         out["num_classes"] = model.num_classes
     return out
-
-
-def check_license(license_id: str | None) -> None:
-    """A licence identifier as the Hub's model cards spell it, before any work."""
-    if license_id is not None and not LICENSE_ID.fullmatch(license_id):
-        raise CheckpointError(
-            f"--license {license_id!r} is not a Hugging Face Hub licence identifier (lowercase, e.g. mit, apache-2.0, "
-            "cc-by-4.0, other: huggingface.co/docs/hub/repositories-licenses)"
-        )
-
-
-def check_destination(out: Path) -> Path:
-    """Before anything is read or converted: ``out`` is a new directory that can be made, an empty one, or an earlier
-    export of alternet's (its ``config.json`` has the ``alternet`` section and ``model.safetensors`` is beside it),
-    whose three files an export replaces. Any other folder is the user's: a ``config.json`` of their own does not
-    make it an export. Returns ``out`` as written to (a link followed to its folder)."""
-    return check_output_dir(
-        out, "export destination", _is_export, "an alternet export", "--out", error=CheckpointError, whole=_written
-    )
-
-
-def _written(name: str) -> bool:
-    """Whether an entry of an export's folder is one an export writes (its three files)."""
-    return name in EXPORT_FILES
-
-
-def _is_export(out: Path) -> bool:
-    try:
-        config = json.loads((out / CONFIG_FILE).read_text())
-    except (OSError, ValueError):
-        return False
-    return isinstance(config, dict) and isinstance(config.get("alternet"), dict) and (out / WEIGHTS_FILE).is_file()

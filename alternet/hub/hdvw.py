@@ -27,8 +27,8 @@ from timm.models import get_pretrained_cfg
 from ..dataset_facts import FACTS
 from ..errors import CheckpointError
 from ..models import create_model
-from ..runs.checkpoint_files import check_archive
 from ..runs.checkpoints import brief_reason, refused_global
+from .references import check_hdvw_file
 
 Rename = tuple[str, str | Callable[[re.Match[str]], str]]
 DATA_BY_CLASSES = {facts.num_classes: name for name, facts in FACTS.items()}  # 10, 100, 1000 classes
@@ -178,11 +178,7 @@ def read_hdvw(path: str | Path) -> tuple[str | None, dict[str, torch.Tensor]]:
     """The ``name`` and ``state_dict`` of a checkpoint HDVW saved (or a bare state dict), read with
     ``torch.load(weights_only=True)``: a file that needs arbitrary objects unpickled is refused."""
     path = Path(path).expanduser()
-    if not path.is_file():
-        raise CheckpointError(
-            f"HDVW checkpoint {path} {'is a directory: pass the file' if path.is_dir() else 'does not exist'}"
-        )
-    check_archive(path, "HDVW checkpoint", pickles=True)
+    check_hdvw_file(path)
     not_torch = f"{path} is not a torch checkpoint (torch.save writes a zip archive, or a pickle in older versions)"
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)

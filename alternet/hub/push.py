@@ -30,7 +30,8 @@ from ..runs.checkpoints import brief_reason
 from .card import PLACEHOLDER_REPO, card_data, model_card
 from .exporting import export
 from .loading import build_model
-from .sources import CARD_FILE, CONFIG_FILE, EXPORT_FILES, TORCH_WEIGHTS_FILE, Source, read_export
+from .references import CARD_FILE, CONFIG_FILE, EXPORT_FILES, TORCH_WEIGHTS_FILE
+from .sources import Source, read_export
 
 log = logging.getLogger("alternet.hub")
 

@@ -1,13 +1,17 @@
 """How a model is named: the reference spellings every reader of weights takes (:func:`alternet.hub.load`,
 ``alternet evaluate ckpt=...``, export, push), and what the name alone and the file system tell of one
-(:func:`check_named`). Torch-free: evaluate's config check answers with it before torch is imported."""
+(:func:`check_named`); an export's files, and what an export or import is refused for before anything is read
+(:func:`check_export_request`, :func:`check_hdvw_file`). Torch-free: the commands answer with it before torch is
+imported."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 from ..errors import CheckpointError
+from ..files import check_output_dir
 from ..runs.checkpoint_files import check_archive, find_checkpoint
 
 # entity/project/name:version (or project/name:version with the default entity)
@@ -17,6 +21,11 @@ TIMM_PREFIX = "timm:"  # timm:NAME[.TAG], e.g. timm:resnet50.a1_in1k
 HF_HUB_PREFIX = "hf-hub:"  # hf-hub:OWNER/REPO[@REVISION], timm's spelling
 LOCAL_DIR_PREFIX = "local-dir:"  # local-dir:DIR, timm's spelling
 CONFIG_FILE = "config.json"  # what makes a folder an export (its architecture, classes and preprocessing)
+WEIGHTS_FILE = "model.safetensors"
+TORCH_WEIGHTS_FILE = "pytorch_model.bin"  # what timm's save_for_hf writes by default, read with weights_only=True
+CARD_FILE = "README.md"  # the model card
+EXPORT_FILES = (WEIGHTS_FILE, CONFIG_FILE, CARD_FILE)  # what an export writes, and push uploads
+LICENSE_ID = re.compile(r"[a-z0-9][a-z0-9.+-]*")  # the Hub's licence identifiers: mit, apache-2.0, cc-by-nc-4.0, other
 KINDS = (
     "a run directory, a checkpoint (.ckpt), an export directory, a .safetensors file, "
     "a W&B artifact reference entity/project/name:version, hdvw:[ARCH:]FILE, timm:NAME, hf-hub:REPO or local-dir:DIR"
@@ -45,3 +54,70 @@ def check_named(source: str | Path) -> None:
     elif not (path / CONFIG_FILE).is_file() and path.suffix != ".safetensors":
         checkpoint, _ = find_checkpoint(path)  # a run directory without checkpoints, or a folder of several
         check_archive(checkpoint, "checkpoint")  # a truncated file, or one that is no checkpoint
+
+
+def check_license(license_id: str | None) -> None:
+    """A licence identifier as the Hub's model cards spell it, before any work."""
+    if license_id is not None and not LICENSE_ID.fullmatch(license_id):
+        raise CheckpointError(
+            f"--license {license_id!r} is not a Hugging Face Hub licence identifier (lowercase, e.g. mit, apache-2.0, "
+            "cc-by-4.0, other: huggingface.co/docs/hub/repositories-licenses)"
+        )
+
+
+def check_destination(out: Path) -> Path:
+    """Before anything is read or converted: ``out`` is a new directory that can be made, an empty one, or an earlier
+    export of alternet's (its ``config.json`` has the ``alternet`` section and ``model.safetensors`` is beside it),
+    whose three files an export replaces. Any other folder is the user's: a ``config.json`` of their own does not
+    make it an export. Returns ``out`` as written to (a link followed to its folder)."""
+    return check_output_dir(
+        out, "export destination", _is_export, "an alternet export", "--out", error=CheckpointError, whole=_written
+    )
+
+
+def _written(name: str) -> bool:
+    """Whether an entry of an export's folder is one an export writes (its three files)."""
+    return name in EXPORT_FILES
+
+
+def _is_export(out: Path) -> bool:
+    try:
+        config = json.loads((out / CONFIG_FILE).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and isinstance(config.get("alternet"), dict) and (out / WEIGHTS_FILE).is_file()
+
+
+def check_export_request(source: str | Path, out: str | Path, license_id: str | None) -> Path:
+    """What an export of ``source`` into ``out`` is refused for before anything is read: the destination first
+    (:func:`check_destination`; returned as written to), the licence, then a source that is a timm or HDVW
+    reference, does not exist, is weights alone, or is no run directory or checkpoint by its files."""
+    out = check_destination(Path(out).expanduser())
+    check_license(license_id)
+    path = Path(source).expanduser()
+    if not path.exists() and str(source).startswith((TIMM_PREFIX, HF_HUB_PREFIX, LOCAL_DIR_PREFIX)):
+        raise CheckpointError(
+            f"{source} is a timm model, ready as it is: alternet.hub.load and alternet evaluate read it; export "
+            "takes a run directory or a Lightning checkpoint (.ckpt)"
+        )
+    if not path.exists() and str(source).startswith(HDVW_PREFIX):
+        raise CheckpointError(f"{source}: an HDVW checkpoint is exported by alternet import-hdvw FILE --out DIR")
+    if not path.exists() or not str(source).strip():  # "" is the current directory to Path
+        named = path if str(source).strip() else repr(source)
+        raise CheckpointError(f"{named} does not exist: pass a run directory or a Lightning checkpoint (.ckpt)")
+    if path.is_file() and path.suffix == ".safetensors":  # read as a torch file it was "not a torch checkpoint"
+        raise CheckpointError(
+            f"{path} holds weights alone (no architecture, classes or data): pass the run directory or the "
+            "Lightning checkpoint (.ckpt) it came from (an export's own model.safetensors: its folder is the export)"
+        )
+    check_archive(find_checkpoint(path)[0], "checkpoint")
+    return out
+
+
+def check_hdvw_file(path: Path) -> None:
+    """A checkpoint HDVW saved, as far as the file system and its first bytes tell (a zip archive, or a pickle)."""
+    if not path.is_file():
+        raise CheckpointError(
+            f"HDVW checkpoint {path} {'is a directory: pass the file' if path.is_dir() else 'does not exist'}"
+        )
+    check_archive(path, "HDVW checkpoint", pickles=True)

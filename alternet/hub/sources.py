@@ -47,13 +47,11 @@ from .references import (
     KINDS,
     LOCAL_DIR_PREFIX,
     TIMM_PREFIX,
+    TORCH_WEIGHTS_FILE,
+    WEIGHTS_FILE,
     check_named,
 )
 
-WEIGHTS_FILE = "model.safetensors"
-TORCH_WEIGHTS_FILE = "pytorch_model.bin"  # what timm's save_for_hf writes by default, read with weights_only=True
-CARD_FILE = "README.md"  # the model card
-EXPORT_FILES = (WEIGHTS_FILE, CONFIG_FILE, CARD_FILE)  # what an export writes, and push uploads
 EXPORT_FORMAT = 1
 MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # a registered architecture (and tag), as a file may name it
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -84,7 +85,9 @@ def main(argv: Sequence[str] | None = None, prog: str = "alternet") -> None:
 
 
 def _export(args: argparse.Namespace) -> None:
-    check_export_request(args.source, args.out, args.license)  # before torch is imported: a wrong path in a second
+    with warnings.catch_warnings():  # a run's missing best checkpoint: export warns of it, once
+        warnings.simplefilter("ignore")
+        check_export_request(args.source, args.out, args.license)  # before torch is imported: a wrong path at once
     from .exporting import export  # deferred: --help answers at once
 
     out = export(args.source, args.out, ema=args.ema, license_id=args.license)

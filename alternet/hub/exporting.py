@@ -23,7 +23,6 @@ from ..dataset_facts import DataFacts
 from ..errors import AlternetError, AlternetWarning, CheckpointError, DataError
 from ..files import atomic_write, file_digest, os_error_reason, whole_directory, write_text, writing
 from ..models import create_model
-from ..runs.checkpoint_files import find_checkpoint
 from ..runs.checkpoints import DIGEST_KEY, weights_digest
 from ..runs.records import import_recorded
 from ..runs.summary import RunSummary
@@ -59,9 +58,8 @@ def export(source: str | Path, out: str | Path, *, ema: bool = False, license_id
     ``license_id``: the weights' licence on the Hub (its identifier, e.g. ``cc-by-4.0``; default: ``mit``, the
     package's)."""
     path = Path(source).expanduser()
-    out = check_export_request(source, out, license_id)  # the output first, before anything about the source
-    import_recorded(path)  # the modules the run was trained with, first: its model may be the user's
-    checkpoint, run = find_checkpoint(path)
+    out, checkpoint, run = check_export_request(source, out, license_id)  # the output first, then the source
+    import_recorded(path)  # the modules the run was trained with, before its model is built: it may be the user's
     opened = read_lightning(checkpoint, ema=ema, run=run)
     model = create_model(opened.require_architecture(), num_classes=opened.num_classes, **opened.model_args)
     apply_weights(model, opened, strict=True)  # the weights must rebuild their architecture exactly

@@ -13,6 +13,7 @@ from pathlib import Path
 from ..errors import CheckpointError
 from ..files import check_output_dir
 from ..runs.checkpoint_files import check_archive, find_checkpoint
+from ..runs.directories import RunDir
 
 # entity/project/name:version (or project/name:version with the default entity)
 ARTIFACT_REF = re.compile(r"^(?:[\w.-]+/){1,2}[\w.-]+:[\w.-]+$")
@@ -88,10 +89,13 @@ def _is_export(out: Path) -> bool:
     return isinstance(config, dict) and isinstance(config.get("alternet"), dict) and (out / WEIGHTS_FILE).is_file()
 
 
-def check_export_request(source: str | Path, out: str | Path, license_id: str | None) -> Path:
-    """What an export of ``source`` into ``out`` is refused for before anything is read: the destination first
-    (:func:`check_destination`; returned as written to), the licence, then a source that is a timm or HDVW
-    reference, does not exist, is weights alone, or is no run directory or checkpoint by its files."""
+def check_export_request(
+    source: str | Path, out: str | Path, license_id: str | None
+) -> tuple[Path, Path, RunDir | None]:
+    """What an export of ``source`` into ``out`` is refused for before anything is read: the destination first,
+    the licence, then a source that is a timm or HDVW reference, does not exist, is weights alone, or is no run
+    directory or checkpoint by its files. Returns the destination as written to (:func:`check_destination`), and
+    the checkpoint the source stands for with its run directory (:func:`find_checkpoint`)."""
     out = check_destination(Path(out).expanduser())
     check_license(license_id)
     path = Path(source).expanduser()
@@ -110,8 +114,9 @@ def check_export_request(source: str | Path, out: str | Path, license_id: str | 
             f"{path} holds weights alone (no architecture, classes or data): pass the run directory or the "
             "Lightning checkpoint (.ckpt) it came from (an export's own model.safetensors: its folder is the export)"
         )
-    check_archive(find_checkpoint(path)[0], "checkpoint")
-    return out
+    checkpoint, run = find_checkpoint(path)
+    check_archive(checkpoint, "checkpoint")
+    return out, checkpoint, run
 
 
 def check_hdvw_file(path: Path) -> None:

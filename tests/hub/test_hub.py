@@ -788,3 +788,18 @@ def test_fine_tuning_on_data_of_other_statistics_says_so():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _warn_other_normalisation(cifar, FACTS["cifar100"], "runs/c100/export", settable=True)
+
+
+def test_an_export_of_a_run_whose_best_checkpoint_is_gone_warns_of_it_once(digits_run, tmp_path):
+    """The command's first pass, before torch, finds the run's checkpoint as the export does: the warning that its
+    last.ckpt stands in for the missing best one came twice."""
+    import warnings
+
+    from alternet.hub import cli as hub_cli
+
+    run = shutil.copytree(digits_run, tmp_path / "run", ignore=shutil.ignore_patterns("best-*.ckpt", "export"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        hub_cli.main(["export", str(run), "--out", str(tmp_path / "export")])
+    missing = [str(w.message) for w in caught if "best checkpoint" in str(w.message)]
+    assert len(missing) == 1 and "is missing: its last.ckpt" in missing[0], missing

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import math
+import re
 import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -73,6 +74,16 @@ def is_integer(value: Any, minimum: int | None = None) -> bool:
 def one_line(text: object) -> str:
     """``text`` (e.g. a library's exception) on one line: its runs of whitespace and line breaks as single spaces."""
     return " ".join(str(text).split())
+
+
+_ENFORCE = re.compile(r"^\[enforce fail at [^\]]*\][\s.]*")
+
+
+def brief_reason(error: BaseException) -> str:
+    """The first line of a library's reason (torch's, for a file it cannot read: without its C++ source location),
+    short enough for a one-line error."""
+    text = str(error).strip()
+    return _ENFORCE.sub("", text.splitlines()[0])[:200] if text else type(error).__name__
 
 
 def error_line(error: BaseException | str) -> str:

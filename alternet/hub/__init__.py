@@ -22,7 +22,7 @@ __getattr__, __dir__ = exports(
     __name__,
     {
         "LoadReport": "loading",
-        "PushError": "push",
+        "PushError": "references",
         "export": "exporting",
         "import_hdvw": "exporting",
         "load": "loading",

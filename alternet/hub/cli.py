@@ -12,7 +12,14 @@ from pathlib import Path
 from ..dataset_facts import FACTS
 from ..errors import AlternetError, exit_with_error
 from ..files import read_json
-from .references import CONFIG_FILE, check_destination, check_export_request, check_hdvw_file, check_license
+from .references import (
+    CONFIG_FILE,
+    check_destination,
+    check_export_request,
+    check_hdvw_file,
+    check_license,
+    check_push_request,
+)
 
 OUT_HELP = "the export directory (created; an earlier export there is replaced, one beside other files refused)"
 
@@ -114,6 +121,9 @@ def _import_hdvw(args: argparse.Namespace) -> None:
 
 
 def _push(args: argparse.Namespace) -> None:
+    with warnings.catch_warnings():  # a run's missing best checkpoint: the export warns of it, once
+        warnings.simplefilter("ignore")
+        check_push_request(args.source, args.repo_id, args.revision)  # before torch is imported: the token at once
     from .push import push_to_hub  # deferred: --help answers at once
 
     pushed = push_to_hub(

@@ -25,9 +25,9 @@ import torch
 from timm.models import get_pretrained_cfg
 
 from ..dataset_facts import FACTS
-from ..errors import CheckpointError
+from ..errors import CheckpointError, brief_reason
 from ..models import create_model
-from ..runs.checkpoints import brief_reason, refused_global
+from ..runs.checkpoints import refused_global
 from .references import check_hdvw_file
 
 Rename = tuple[str, str | Callable[[re.Match[str]], str]]

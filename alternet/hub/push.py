@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -18,19 +17,24 @@ from pathlib import Path
 from typing import Any
 
 import timm
-from huggingface_hub import HfApi, ModelCard, constants, get_token
-from huggingface_hub.errors import HfHubHTTPError, HFValidationError
-from huggingface_hub.utils import validate_repo_id
+from huggingface_hub import HfApi, ModelCard
+from huggingface_hub.errors import HfHubHTTPError
 
 from .. import __version__
-from ..errors import AlternetError, CheckpointError
+from ..errors import AlternetError, brief_reason
 from ..files import read_json, write_text
-from ..runs.checkpoint_files import find_checkpoint
-from ..runs.checkpoints import brief_reason
 from .card import PLACEHOLDER_REPO, card_data, model_card
 from .exporting import export
 from .loading import build_model
-from .references import CARD_FILE, CONFIG_FILE, EXPORT_FILES, TORCH_WEIGHTS_FILE
+from .references import (
+    CARD_FILE,
+    CONFIG_FILE,
+    EXPORT_FILES,
+    LOGIN,
+    TORCH_WEIGHTS_FILE,
+    PushError,
+    check_push_request,
+)
 from .sources import Source, read_export
 
 log = logging.getLogger("alternet.hub")
@@ -38,11 +42,6 @@ log = logging.getLogger("alternet.hub")
 # huggingface_hub raises its HTTP client's own errors for network failures (requests, httpx or httpx2, by
 # version); HfHubHTTPError derives from that client's HTTPError, so its bases name the client's error class.
 NETWORK_ERRORS = (OSError, *HfHubHTTPError.__bases__)
-LOGIN = "run `hf auth login` (`huggingface-cli login` with older huggingface_hub) or set HF_TOKEN"
-
-
-class PushError(AlternetError, RuntimeError):
-    """A push that cannot start or that the Hub refused; nothing was published unless the message says so."""
 
 
 @dataclass(frozen=True)
@@ -70,23 +69,7 @@ def push_to_hub(
 ) -> Pushed:
     """Upload ``source`` (an export directory, or a run directory or checkpoint, exported first) to the Hub model
     repository ``repo_id`` (created when missing) as one commit of model.safetensors, config.json and README.md."""
-    _check_repo_id(repo_id)  # what was typed first, then what is pushed, then the credentials
-    if revision is not None:
-        _check_revision(revision)
-    path = Path(source).expanduser()
-    if not path.exists():
-        raise PushError(f"{path} does not exist: pass an export directory, a run directory or a checkpoint (.ckpt)")
-    if not (path / CONFIG_FILE).is_file():  # a run or checkpoint, exported once the token is there
-        try:
-            find_checkpoint(path)
-        except CheckpointError as error:
-            if not str(error).startswith(f"{path} is neither"):  # several checkpoints, one unreadable: said as it is
-                raise
-            raise PushError(
-                f"{path} is neither an export directory ({CONFIG_FILE}), a run directory nor a checkpoint (.ckpt): "
-                "pass one of those"
-            ) from None
-    token = _require_token()  # before a run is exported
+    path, token = check_push_request(source, repo_id, revision)  # before a run is exported
     with tempfile.TemporaryDirectory(prefix="alternet-push-") as tmp:
         staged = f"{repo_id}@{revision}" if revision else repo_id  # what the card's loading snippet names
         folder = stage(path, Path(tmp) / "upload", repo_id=staged, ema=ema)
@@ -206,42 +189,6 @@ def _check_card_agrees(source: Path, card: str, config: dict[str, Any], repo_id:
             "regenerate its card (alternet export RUN --out DIR, or import-hdvw FILE --out DIR; --license ID sets "
             "the licence). Nothing was uploaded"
         )
-
-
-def _require_token() -> str:
-    """Fail before any work when no upload could be authorised."""
-    if constants.HF_HUB_OFFLINE:
-        raise PushError("HF_HUB_OFFLINE is set: pushing needs the network; unset HF_HUB_OFFLINE and run it again")
-    token = get_token()
-    if not token:
-        raise PushError(f"no Hugging Face token found: {LOGIN} with a token that has write access, then run it again")
-    return token
-
-
-def _check_revision(revision: str) -> None:
-    """A branch name git accepts (its check-ref-format rules), before the token is asked for or the Hub reached."""
-    bad = (
-        not revision.strip()
-        or revision.startswith(("-", "/", "."))
-        or re.search(r"(/|\.|\.lock)$", revision)  # git's rules: no trailing slash, dot, or .lock
-        or any(part in revision for part in ("..", "@{", "//", "/."))
-        or any(c in revision for c in " ~^:?*[\\")
-        or not revision.isprintable()
-    )
-    if bad:
-        raise PushError(
-            f"--revision {revision!r} is invalid: a git branch name (letters, digits, '-', '_', '.', '/'; no '..', "
-            "spaces or ~^:?*[\\), e.g. --revision v1 (or leave it out: main)"
-        )
-
-
-def _check_repo_id(repo_id: str) -> None:
-    try:
-        validate_repo_id(repo_id)
-    except HFValidationError as error:
-        raise PushError(
-            f"{repo_id!r} is not a Hub repository id: use NAME or USER/NAME ({brief_reason(error)})"
-        ) from error
 
 
 def _link_or_copy(source: Path, target: Path) -> None:

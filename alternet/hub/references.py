@@ -1,8 +1,8 @@
 """How a model is named: the reference spellings every reader of weights takes (:func:`alternet.hub.load`,
 ``alternet evaluate ckpt=...``, export, push), and what the name alone and the file system tell of one
 (:func:`check_named`); an export's files, and what an export or import is refused for before anything is read
-(:func:`check_export_request`, :func:`check_hdvw_file`). Torch-free: the commands answer with it before torch is
-imported."""
+(:func:`check_export_request`, :func:`check_hdvw_file`), and a push before the Hub is reached
+(:func:`check_push_request`). Torch-free: the commands answer with it before torch is imported."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import json
 import re
 from pathlib import Path
 
-from ..errors import CheckpointError
+from ..errors import AlternetError, CheckpointError, brief_reason
 from ..files import check_output_dir
 from ..runs.checkpoint_files import check_archive, find_checkpoint
 from ..runs.directories import RunDir
@@ -27,10 +27,15 @@ TORCH_WEIGHTS_FILE = "pytorch_model.bin"  # what timm's save_for_hf writes by de
 CARD_FILE = "README.md"  # the model card
 EXPORT_FILES = (WEIGHTS_FILE, CONFIG_FILE, CARD_FILE)  # what an export writes, and push uploads
 LICENSE_ID = re.compile(r"[a-z0-9][a-z0-9.+-]*")  # the Hub's licence identifiers: mit, apache-2.0, cc-by-nc-4.0, other
+LOGIN = "run `hf auth login` (`huggingface-cli login` with older huggingface_hub) or set HF_TOKEN"
 KINDS = (
     "a run directory, a checkpoint (.ckpt), an export directory, a .safetensors file, "
     "a W&B artifact reference entity/project/name:version, hdvw:[ARCH:]FILE, timm:NAME, hf-hub:REPO or local-dir:DIR"
 )
+
+
+class PushError(AlternetError, RuntimeError):
+    """A push that cannot start or that the Hub refused; nothing was published unless the message says so."""
 
 
 def check_named(source: str | Path) -> None:
@@ -109,6 +114,13 @@ def check_export_request(
     if not path.exists() or not str(source).strip():  # "" is the current directory to Path
         named = path if str(source).strip() else repr(source)
         raise CheckpointError(f"{named} does not exist: pass a run directory or a Lightning checkpoint (.ckpt)")
+    checkpoint, run = _find_checkpoint(path)
+    return out, checkpoint, run
+
+
+def _find_checkpoint(path: Path) -> tuple[Path, RunDir | None]:
+    """The checkpoint an existing ``path`` stands for (:func:`find_checkpoint`), refused when it is weights alone or
+    no checkpoint by its first bytes."""
     if path.is_file() and path.suffix == ".safetensors":  # read as a torch file it was "not a torch checkpoint"
         raise CheckpointError(
             f"{path} holds weights alone (no architecture, classes or data): pass the run directory or the "
@@ -116,7 +128,7 @@ def check_export_request(
         )
     checkpoint, run = find_checkpoint(path)
     check_archive(checkpoint, "checkpoint")
-    return out, checkpoint, run
+    return checkpoint, run
 
 
 def check_hdvw_file(path: Path) -> None:
@@ -126,3 +138,63 @@ def check_hdvw_file(path: Path) -> None:
             f"HDVW checkpoint {path} {'is a directory: pass the file' if path.is_dir() else 'does not exist'}"
         )
     check_archive(path, "HDVW checkpoint", pickles=True)
+
+
+def check_push_request(source: str | Path, repo_id: str, revision: str | None) -> tuple[Path, str]:
+    """What a push is refused for before anything is read or staged: what was typed (the repository id, the
+    branch), the source (an export directory, a run directory or a checkpoint), then the credentials. Returns the
+    source's path and the token."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as error:
+        raise PushError(
+            f"{repo_id!r} is not a Hub repository id: use NAME or USER/NAME ({brief_reason(error)})"
+        ) from None
+    if revision is not None:
+        _check_revision(revision)
+    path = Path(source).expanduser()
+    if not path.exists():
+        raise PushError(f"{path} does not exist: pass an export directory, a run directory or a checkpoint (.ckpt)")
+    if not (path / CONFIG_FILE).is_file():  # a run or checkpoint, exported once the token is there
+        try:
+            _find_checkpoint(path)
+        except CheckpointError as error:
+            if not str(error).startswith(f"{path} is neither"):  # several checkpoints, one unreadable: said as it is
+                raise
+            raise PushError(
+                f"{path} is neither an export directory ({CONFIG_FILE}), a run directory nor a checkpoint (.ckpt): "
+                "pass one of those"
+            ) from None
+    return path, _require_token()
+
+
+def _require_token() -> str:
+    """Fail before any work when no upload could be authorised."""
+    from huggingface_hub import constants, get_token
+
+    if constants.HF_HUB_OFFLINE:
+        raise PushError("HF_HUB_OFFLINE is set: pushing needs the network; unset HF_HUB_OFFLINE and run it again")
+    token = get_token()
+    if not token:
+        raise PushError(f"no Hugging Face token found: {LOGIN} with a token that has write access, then run it again")
+    return token
+
+
+def _check_revision(revision: str) -> None:
+    """A branch name git accepts (its check-ref-format rules), before the token is asked for or the Hub reached."""
+    bad = (
+        not revision.strip()
+        or revision.startswith(("-", "/", "."))
+        or re.search(r"(/|\.|\.lock)$", revision)  # git's rules: no trailing slash, dot, or .lock
+        or any(part in revision for part in ("..", "@{", "//", "/."))
+        or any(c in revision for c in " ~^:?*[\\")
+        or not revision.isprintable()
+    )
+    if bad:
+        raise PushError(
+            f"--revision {revision!r} is invalid: a git branch name (letters, digits, '-', '_', '.', '/'; no '..', "
+            "spaces or ~^:?*[\\), e.g. --revision v1 (or leave it out: main)"
+        )

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, brief_reason
 from .checkpoint_files import NONE_INTACT, check_resume_path, checkpoint_file
 from .directories import RunDir
 
@@ -70,20 +70,12 @@ def verify_digest(state_dict: dict[str, torch.Tensor], expected: str | None, pat
 
 
 _REFUSED_GLOBAL = re.compile(r"unsupported (?:global: )?GLOBAL ([\w.]+)", re.IGNORECASE)
-_ENFORCE = re.compile(r"^\[enforce fail at [^\]]*\][\s.]*")
 
 
 def refused_global(error: BaseException) -> str | None:
     """The global (``posix.system``) a pickle asked for that ``torch.load(weights_only=True)`` refused, if named."""
     found = _REFUSED_GLOBAL.search(str(error))
     return found[1] if found else None
-
-
-def brief_reason(error: BaseException) -> str:
-    """The first line of a library's reason (torch's, for a file it cannot read: without its C++ source location),
-    short enough for a one-line error."""
-    text = str(error).strip()
-    return _ENFORCE.sub("", text.splitlines()[0])[:200] if text else type(error).__name__
 
 
 def read_checkpoint(path: str | Path) -> dict[str, Any]:

@@ -296,6 +296,32 @@ def test_a_command_run_in_a_deleted_directory_says_so_in_one_line_before_any_imp
         assert line.endswith("; cd to an existing directory and run the command again")
 
 
+def test_a_push_without_a_token_or_of_nothing_is_refused_before_torch_is_imported(tmp_path):
+    """``alternet push`` said "no Hugging Face token found" after ~10 s of imports (the exporter, the model card's
+    timm): what was typed, the source and the credentials are known before torch is. One fresh interpreter with no
+    token (HF_TOKEN unset, an empty HF_HOME); nothing is written."""
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "config.json").write_text('{"alternet": {}}')
+    work = tmp_path / "work"
+    work.mkdir()
+    cases = {
+        f"push {export} me/model": "error: no Hugging Face token found: run `hf auth login`",
+        f"push {export} me/model --revision a..b": "error: --revision 'a..b' is invalid: a git branch name",
+        f"push {export} me//model": "error: 'me//model' is not a Hub repository id: use NAME or USER/NAME",
+        "push /nonexistent/run me/model": "error: /nonexistent/run does not exist: pass an export directory, a run",
+        f"push {ROOT / 'docs'} me/model": f"error: {ROOT / 'docs'} is neither an export directory (config.json), a",
+        f"push {ROOT / 'README.md'} me/model": f"error: checkpoint {ROOT / 'README.md'} is not a torch checkpoint",
+    }
+    no_token = f"os.environ.pop('HF_TOKEN', None); os.environ['HF_HOME'] = {str(tmp_path / 'hf')!r}\n"
+    said, loaded = exits_in_one_interpreter(list(cases), work, preamble=no_token)
+    assert loaded == []
+    assert list(said) == list(cases)
+    for line, expected in cases.items():
+        assert said[line].startswith(expected) and "\n" not in said[line], said[line]
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["config.json", "export", "work"]
+
+
 def test_a_value_its_command_refuses_is_said_before_torch_is_imported(tmp_path):
     """A misspelt value (``trainer.max_epochs=0``, an evaluation without ``ckpt`` or of a path that does not
     exist, a resume from a file that is none) was refused after the run directory's pre-flight had imported torch

@@ -23,7 +23,7 @@ from .. import tracking
 from ..architectures.config import LayoutModel, ModelConfig, TimmModel
 from ..architectures.layout import buildup_violations
 from ..architectures.named import HYBRIDS, MODEL_NAMES
-from ..architectures.specs import hybrid_spec
+from ..architectures.specs import spec_with
 from ..data.augment import STACKS
 from ..data.config import DataConfig, FolderDataConfig
 from ..data.registry import DATAMODULES
@@ -220,16 +220,14 @@ def check_optimized_metric(config: TrainConfig) -> None:
 
 
 def check_model(config: TrainConfig) -> None:
-    """Before any work: a name timm knows (any timm model's, with the closest names), a hybrid family's own hard
-    constraints at the data's image size (one line each), and, with ``model.pretrained=true``, timm's weights cached
-    here or reachable."""
+    """Before any work: a name timm knows (any timm model's, with the closest names) and, with
+    ``model.pretrained=true``, timm's weights cached here or reachable (a family's constraints at the data's image
+    size: :meth:`alternet.architectures.config.ModelConfig.check_size`, as the config is typed)."""
     model = config.model
     if isinstance(model, TimmModel):
         check_name(model.name, MODEL_NAMES)
     if model.pretrained is True:
         require_pretrained(model.name)
-    if model.name in HYBRIDS:
-        hybrid_spec(HYBRIDS[model.name], model.arguments()).check(config.data.image_size)
 
 
 def check_model_builds(config: TrainConfig) -> None:
@@ -250,7 +248,7 @@ def layout_and_heads(model: ModelConfig) -> tuple[str | None, Any]:
     if not isinstance(model, LayoutModel):
         return None, None
     if model.name in HYBRIDS:
-        spec = hybrid_spec(HYBRIDS[model.name], model.arguments())
+        spec = spec_with(HYBRIDS[model.name], model.arguments())
         return spec.layout, spec.msa_heads()
     built = model.built()
     return built.get("layout"), built.get("heads")

@@ -90,6 +90,7 @@ class TrainConfig(Section):
             "it must name a checkpoint file (a run's checkpoints/NAME.ckpt), or be last (the run directory's "
             "last.ckpt) or null (start afresh)",
         )
+        self.model.check_size(self.data.image_size)  # the layout against the widths, heads and windows: torch-free
 
 
 @dataclass(kw_only=True)

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 from ..errors import one_of
 from ..typed import Section, build
 from .named import SPECS, base_name, spec_kwargs
-from .specs import FAMILY_SPECS, ModelSpec
+from .specs import FAMILY_SPECS, ModelSpec, spec_with
 
 BUILDUP_RULES = ("warn", "off")
 # the model's name, where its starting weights come from, and whether to warn about the paper's build-up rules
@@ -43,6 +43,13 @@ class ModelConfig(Section):
         """The ``create_model`` keywords the config sets (its non-null keys but the name and the weights)."""
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)} | getattr(self, "extra", {})
         return {k: v for k, v in values.items() if k not in NOT_MODEL_ARGS and v is not None}
+
+    def check_size(self, img_size: int) -> None:
+        """The family's hard constraints at the data's image size (its spec's ``check``: the layout against the
+        widths, heads and windows ...), torch-free, before anything is built."""
+        arch = base_name(self.name)
+        if arch in SPECS:
+            spec_with(SPECS[arch], self.arguments()).check(img_size)
 
     def built(self) -> dict[str, Any]:
         """The architecture this config builds: the zoo's keywords for its name (none for a timm model) under the

@@ -8,15 +8,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from ..errors import one_of
 from ..typed import integer
-from .layout import MSA, LayoutError, alternate_layout, common_divisors, parse_layout, per_stage, stage_sizes
+from .layout import (
+    MSA,
+    LayoutError,
+    alternate_layout,
+    common_divisors,
+    parse_layout,
+    per_stage,
+    resolve_stages,
+    stage_sizes,
+)
 from .rules import (
     CONV_BLOCKS,
+    DEFAULT_WINDOW,
     MSA_BLOCKS,
     SELF_ATTN_LAYERS,
+    STEM_REDUCTION,
     TIMM_STEMS,
     check_attention,
     check_block,
@@ -40,6 +51,10 @@ class ModelSpec:
     @classmethod
     def check_config(cls, values: Any) -> None:
         """The rules of the keys a config sets (``values``: the section; a null key is the spec's value)."""
+
+    def check(self, img_size: int | tuple[int, int]) -> None:
+        """The family's hard constraints at ``img_size``, each in one line (:class:`LayoutError`), before anything is
+        built (none here: a family without any)."""
 
 
 def _checked(values: Any, **checks: Any) -> None:
@@ -81,6 +96,21 @@ class AlterNetSpec(ModelSpec):
         check_attention(built["attention"], "model.attention", bool(built.get("bias_per_head")))
         values.require("head_dim", integer(1), "must be an integer >= 1")
         values.require("window", integer(1), "must be an integer >= 1 (or null: the stem's)")
+
+    def check(self, img_size: int | tuple[int, int]) -> None:
+        """The layout against the widths, heads and windows at ``img_size``, as the constructor checks it."""
+        stem = choose_stem(self.stem, img_size)
+        resolve_stages(
+            self.layout,
+            self.widths,
+            self.heads,
+            head_dim=self.head_dim,
+            window=self.window,
+            default_window=DEFAULT_WINDOW[stem],
+            attention=self.attention,
+            img_size=img_size,
+            stem_reduction=STEM_REDUCTION[stem],
+        )
 
 
 @dataclass(frozen=True)
@@ -342,7 +372,11 @@ FAMILY_SPECS: tuple[type[ModelSpec], ...] = (
 )
 
 
-def hybrid_spec(spec: ByobSpec | MaxxVitSpec, kwargs: dict[str, Any]) -> ByobSpec | MaxxVitSpec:
-    """``spec`` with the keywords that are its fields taken out of ``kwargs`` (the rest go to timm's class)."""
+Spec = TypeVar("Spec", bound=ModelSpec)
+
+
+def spec_with(spec: Spec, kwargs: dict[str, Any]) -> Spec:
+    """``spec`` with the keywords that are its fields taken out of ``kwargs`` (a hybrid's others go to timm's
+    class)."""
     names = {f.name for f in fields(spec)}
     return replace(spec, **{key: kwargs.pop(key) for key in list(kwargs) if key in names})

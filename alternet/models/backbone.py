@@ -17,12 +17,10 @@ from timm.models._features import feature_take_indices
 from torch import nn
 
 from ..architectures.layout import StageSpec, resolve_stages
-from ..architectures.rules import check_attention, check_block, choose_stem
+from ..architectures.rules import DEFAULT_WINDOW, STEM_REDUCTION, check_attention, check_block, choose_stem
 from ..errors import ConfigValueError, require
 from .attention import WindowAttention, fused_setting
 from .blocks import BLOCK_TYPES, STEM_TYPES, MSABlock, NormAct, PreActBlock
-
-DEFAULT_WINDOW = {"cifar": 4, "patch2": 4, "imagenet": 7}
 
 
 @dataclass(frozen=True)
@@ -101,7 +99,7 @@ class AlterNet(nn.Module):
             default_window=DEFAULT_WINDOW[stem],
             attention=attention,
             img_size=img_size,
-            stem_reduction=STEM_TYPES[stem].reduction,
+            stem_reduction=STEM_REDUCTION[stem],
         )
         self.layout = "|".join(spec.sequence for spec in self.specs)
         self.num_classes = num_classes
@@ -112,7 +110,7 @@ class AlterNet(nn.Module):
         self.stem = STEM_TYPES[stem](in_chans, stem_width)
         total_blocks = sum(len(spec.sequence) for spec in self.specs)
         block_index = 0
-        chs, reduction = stem_width, STEM_TYPES[stem].reduction
+        chs, reduction = stem_width, STEM_REDUCTION[stem]
         stages, self.feature_info = [], []
         attn = dict(attention=attention, bias_per_head=bias_per_head, fused=fused_attn, qkv_bias=qkv_bias)
         for stage_index, spec in enumerate(self.specs):

@@ -125,8 +125,6 @@ BLOCK_TYPES: dict[str, type[PreActBlock]] = {"basic": BasicBlock, "bottleneck": 
 class CifarStem(nn.Sequential):
     """One 3x3 conv, stride 1, no norm or activation (the pre-activation blocks follow)."""
 
-    reduction = 1
-
     def __init__(self, in_chans: int, out_chs: int):
         super().__init__()
         self.conv = conv3x3(in_chans, out_chs)
@@ -134,8 +132,6 @@ class CifarStem(nn.Sequential):
 
 class ImageNetStem(nn.Sequential):
     """7x7 stride-2 conv and 3x3 stride-2 max-pool."""
-
-    reduction = 4
 
     def __init__(self, in_chans: int, out_chs: int):
         super().__init__()
@@ -147,8 +143,6 @@ class Patch2Stem(nn.Sequential):
     """One 2x2 conv, stride 2 ("patchify", as ConvNeXt's stem at a quarter of its side): every input pixel reaches
     the first stage, whose maps have half the CIFAR stem's side, so a step costs about a quarter (the fast CPU
     recipes: experiment=cifar100_speedrun)."""
-
-    reduction = 2
 
     def __init__(self, in_chans: int, out_chs: int):
         super().__init__()

@@ -36,7 +36,7 @@ from ..architectures.specs import (
     ResNetSpec,
     SwinSpec,
     ViTSpec,
-    hybrid_spec,
+    spec_with,
 )
 from ..dataset_facts import FACTS
 from .backbone import AlterNet
@@ -328,7 +328,7 @@ def swin_mini_cifar(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
 
 def build_hybrid(variant: str, spec: ByobSpec | MaxxVitSpec, pretrained: bool = False, **kwargs: Any) -> nn.Module:
     """The family's builder for ``spec`` under ``kwargs`` (spec fields override it, the rest go to timm)."""
-    spec = hybrid_spec(spec, kwargs)
+    spec = spec_with(spec, kwargs)
     build = build_byob if isinstance(spec, ByobSpec) else build_maxxvit
     return build(variant, pretrained, spec, **kwargs)
 

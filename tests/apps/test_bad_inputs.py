@@ -106,7 +106,8 @@ TRAIN = [
     ),
     (["seed=abc"], "error: seed=abc is invalid: must be an integer"),
     (["trainer.max_epochs=1.0"], "error: trainer.max_epochs=1.0 is invalid: must be an integer"),  # it read =1
-    (["data.image_size=100000"], "error: data.image_size=100000 with recipe.batch_size=64 needs 7,152.6 GiB for one"),
+    (["data.image_size=112000"], "error: data.image_size=112000 with recipe.batch_size=64 needs 8,972.2 GiB for one"),
+    (["data.image_size=100000"], "error: stage 2 ('CM'): the automatic attention window 7 does not divide the stag"),
     (["evaluate.calibration.n_bins=10000000000"], "evaluate.calibration.n_bins=10000000000 is invalid: must be an"),
     (["data=imagefolder"], "data.root must be set"),
     (

@@ -278,11 +278,11 @@ def test_a_warning_before_an_error_is_one_line_shaped_as_the_error(tmp_path, mon
     """A layout against the build-up rules warns, then fails on another key: both lines read the same way, with no
     file, line number or source line of the warning's call."""
     monitor = "callbacks.checkpoint.monitor=val/foo"  # checked after the layout's warnings
-    arguments = ["train", "model.layout=C|MC|CM", monitor, f"hydra.run.dir={tmp_path / 'run'}"]
+    arguments = ["train", "model.layout=C|CMC|CM", monitor, f"hydra.run.dir={tmp_path / 'run'}"]
     code, stderr = run_command(arguments, monkeypatch, capsys)
     assert_one_line_error(code, stderr, f"{monitor} is not a metric the run logs")
     warning = next(line for line in stderr.splitlines() if "build-up" in line or "MSAs" in line)
-    assert warning.startswith("warning: stage 2 (MC): ends with a Conv block after its MSAs"), stderr
+    assert warning.startswith("warning: stage 2 (CMC): ends with a Conv block after its MSAs"), stderr
     assert "UserWarning" not in stderr and "checks.py" not in stderr
 
 

@@ -326,8 +326,9 @@ def test_a_value_its_command_refuses_is_said_before_torch_is_imported(tmp_path):
     """A misspelt value (``trainer.max_epochs=0``, an evaluation without ``ckpt`` or of a path that does not
     exist, a resume from a file that is none) was refused after the run directory's pre-flight had imported torch
     and Lightning: 8-10 s on a laptop for one line. The pre-flight types the config first, and so does a sweep's for
-    each job; it tells a path that holds no checkpoint from the file system. One fresh interpreter; nothing is
-    written where the commands ran."""
+    each job; it tells a path that holds no checkpoint from the file system, and a layout that does not fit its
+    widths, heads or windows from the model's spec. One fresh interpreter; nothing is written where the commands
+    ran."""
     cases = {
         "train trainer.max_epochs=0": "error: trainer.max_epochs=0 is invalid: must be an integer >= 1",
         "train recipe.optimizer.lr=-1": "error: recipe.optimizer.lr=-1 is invalid: must be > 0",
@@ -347,6 +348,9 @@ def test_a_value_its_command_refuses_is_said_before_torch_is_imported(tmp_path):
         "evaluate ckpt=run out_dir=null": "error: out_dir=null is invalid: it is the evaluation's directory (out_dir=",
         "train ckpt_path=best": "error: ckpt_path=best names no file: give a checkpoint's path (a run's checkpoints/",
         f"train ckpt_path={ROOT / 'docs'}": f"error: checkpoint {ROOT / 'docs'} is a directory, not a checkpoint: pass",
+        "train debug=fast model.heads=[1,0,2]": "error: stage 2 ('CM'): has MSA blocks, so heads must be >= 1, got 0",
+        "train model=coatnet_cifar model.widths=[1,2]": "error: widths has 2 value(s) [1, 2] but the layout has 4 stag",
+        "train model=botnet_cifar model.heads=[1,2,3,5]": "error: stage 3 (CM): the attention width 64 (bottle_ratio",
     }
     said, loaded = exits_in_one_interpreter(list(cases), tmp_path)
     assert loaded == []

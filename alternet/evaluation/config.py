@@ -15,7 +15,8 @@ from typing import Any
 
 from ..data.config import check_workers
 from ..data.corrupted.names import CORRUPTIONS, EXTRA_CORRUPTIONS, SEVERITIES, check_preprocess, is_benchmark
-from ..errors import AlternetWarning, ConfigValueError
+from ..data.files.listing import CIFAR_FOLDERS, IMAGE_EXTENSIONS, walk_images
+from ..errors import AlternetWarning, ConfigValueError, DataError
 from ..typed import Section, integer
 
 INTEGER_1 = "must be an integer >= 1"
@@ -48,6 +49,8 @@ class OodConfig(Section):
 
     def check(self) -> None:
         self.require("max_images", integer(1), "must be >= 1 or null")
+        if self.root is not None:
+            check_ood_root(Path(self.root).expanduser())
         if self.max_images is not None and self.root is None:
             warnings.warn(
                 f"ood.max_images={self.max_images} does nothing without ood.root (no out-of-distribution images are "
@@ -55,6 +58,16 @@ class OodConfig(Section):
                 AlternetWarning,
                 stacklevel=2,
             )
+
+
+def check_ood_root(root: Path) -> None:
+    """``ood.root`` is a folder with images (at any depth) or a CIFAR-format set, by the names on disk: the first
+    image found ends the search."""
+    if not root.is_dir():
+        raise DataError(f"ood.root={root} is not a directory: give a folder of images or a CIFAR-format set")
+    cifar = root.name in CIFAR_FOLDERS or any((root / folder).is_dir() for folder in CIFAR_FOLDERS)
+    if not cifar and next(walk_images(root), None) is None:
+        raise DataError(f"ood.root={root} holds no images ({', '.join(IMAGE_EXTENSIONS)}) and no CIFAR-format set")
 
 
 @dataclass(kw_only=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import albumentations as A
 import cv2
@@ -18,22 +17,12 @@ import numpy as np
 from albumentations.pytorch import ToTensorV2
 from torch.utils.data import Dataset
 
-from ..data import (
-    DATAMODULES,
-    ArrayDataset,
-    CIFAR10DataModule,
-    CIFAR100DataModule,
-    ImageDataModule,
-    ImageFolderDataModule,
-)
+from ..data import DATAMODULES, ArrayDataset, ImageDataModule, ImageFolderDataModule
 from ..data.corrupted.imagenet_c import ImageFileDataset, crop_transform
-from ..data.files.images import IMAGE_EXTENSIONS, DecodingDataset, FileList, images_under
+from ..data.files.images import DecodingDataset, FileList
+from ..data.files.listing import CIFAR_FOLDERS, images_under
 from ..errors import DataError
-
-if TYPE_CHECKING:
-    from .config import OodConfig
-
-CIFAR_FOLDERS = {cls.folder: cls.name for cls in (CIFAR10DataModule, CIFAR100DataModule)}  # folder -> data.name
+from .config import OodConfig, check_ood_root
 
 
 @dataclass(frozen=True)
@@ -46,8 +35,7 @@ class OodSet:
 def open_ood_set(cfg: OodConfig, datamodule: ImageDataModule) -> OodSet:
     """The images of ``cfg.root`` as the model's input, checked before any inference."""
     root = Path(cfg.root).expanduser()
-    if not root.is_dir():
-        raise DataError(f"ood.root={root} is not a directory: give a folder of images or a CIFAR-format set")
+    check_ood_root(root)
     limit = cfg.max_images
     cifar = _cifar_layout(root)
     if cifar is not None:  # its data module takes the folder or the directory holding it
@@ -56,8 +44,6 @@ def open_ood_set(cfg: OodConfig, datamodule: ImageDataModule) -> OodSet:
         images = images[:limit]
         return OodSet(root, cifar, ArrayDataset(images, np.zeros(len(images), np.int64), _array_transform(datamodule)))
     found = images_under(root)[:limit]
-    if not found:
-        raise DataError(f"ood.root={root} holds no images ({', '.join(IMAGE_EXTENSIONS)}) and no CIFAR-format set")
     labels = np.zeros(len(found), np.int64)
     if isinstance(datamodule, ImageFolderDataModule):  # image files: the test split's own pipeline (timm's)
         files = FileList(root.parent, np.array([os.fsencode(path) for path in found], dtype=np.bytes_), labels)

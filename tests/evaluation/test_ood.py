@@ -114,3 +114,12 @@ def test_large_ood_photos_are_shrunk_to_a_small_models_input_without_aliasing():
     shrunk = crop_transform((0.0,) * 3, (1.0,) * 3, 32, "resize_center_crop", 1.0)(image=stripes)["image"]
     assert shrunk.shape == (3, 32, 32)
     assert float(shrunk.std()) < 0.05 and abs(float(shrunk.mean()) - 0.5) < 0.05
+
+
+def test_the_cifar_folders_the_config_check_knows_are_the_data_modules():
+    """``ood.root`` is checked by its folder names before torch is imported: the CIFAR sets' names there are the
+    data modules' (torchvision's)."""
+    from alternet.data import CIFAR10DataModule, CIFAR100DataModule
+    from alternet.data.files.listing import CIFAR_FOLDERS
+
+    assert {module.folder: module.name for module in (CIFAR10DataModule, CIFAR100DataModule)} == CIFAR_FOLDERS

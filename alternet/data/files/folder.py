@@ -27,7 +27,8 @@ from ..base import ImageDataModule, split_size, stratified_holdout
 from ..config import FolderDataConfig, check_folder_settings
 from ..workers import WorkerLedger, init_loader_worker
 from .dali import DaliLoader, check_dali_augment
-from .images import DecodingDataset, FileList, SkipCounter, class_folders, scan_split
+from .images import DecodingDataset, FileList, SkipCounter, scan_split
+from .listing import class_folders
 from .shards import StreamingImages, StreamingLoader, read_shard_classes, shard_images
 from .transforms import DraftedCrop, drafted, file_transform
 

@@ -26,8 +26,7 @@ from ...errors import AlternetWarning, DataError
 from ...files import bytes_digest
 from ...seeds import seed_generators
 from ..workers import WorkerLedger
-
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+from .listing import IMAGE_EXTENSIONS, class_folders, images_under
 
 
 @dataclass(frozen=True)
@@ -53,35 +52,6 @@ class FileList:
         """(what to decode, label, name for messages) of one image."""
         path = self.root / os.fsdecode(self.paths[index])
         return path, int(self.labels[index]), path
-
-
-def class_folders(directory: Path) -> list[str]:
-    """The class folder names of a split directory, sorted (their positions are the class indices)."""
-    if not directory.is_dir():
-        raise DataError(f"{directory} is not a directory: expected one folder per class in it (<split>/<class>/*)")
-    names = sorted(entry.name for entry in os.scandir(directory) if entry.is_dir() and not entry.name.startswith("."))
-    if not names:
-        flat = any(entry.is_file() for entry in os.scandir(directory))
-        hint = (  # ImageNet's official validation images come so, their labels in the devkit
-            "; images lying flat in it (as ImageNet's val/ comes) go into their class folders first (docs/training.md, "
-            '"ImageNet": torchvision arranges them)'
-            if flat
-            else ""
-        )
-        raise DataError(f"{directory} holds no class folders: expected {directory}/<class>/<image> files{hint}")
-    return names
-
-
-def images_under(folder: Path) -> list[str]:
-    """Every image file under ``folder`` (any depth), in sorted order, as paths relative to ``folder``'s parent;
-    hidden files and folders (``.ipynb_checkpoints``, macOS's ``._NAME.jpg``) left out, as hidden class folders are."""
-    found = []
-    for parent, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        rel = os.path.relpath(parent, folder.parent)
-        shown = (f for f in sorted(files) if not f.startswith("."))
-        found += [os.path.join(rel, f) for f in shown if f.lower().endswith(IMAGE_EXTENSIONS)]
-    return found
 
 
 def scan_split(directory: Path, classes: Sequence[str] | None = None) -> FileList:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from timm.models import adapt_input_conv
 from torch import nn
 
 from ..errors import CheckpointError, ConfigValueError, is_integer, one_line
@@ -32,6 +33,7 @@ class LoadReport:
     missing: tuple[str, ...] = ()
     unexpected: tuple[str, ...] = ()
     head: str | None = None
+    adapted: str | None = None  # the first conv's weights adapted to another channel count, as timm's loader does
     normalisation: tuple[tuple[float, ...], tuple[float, ...]] | None = None  # the source's (mean, std), if recorded
 
     @property
@@ -43,6 +45,8 @@ class LoadReport:
         parts = [f"loaded {self.loaded} tensors from {self.source}"]
         if self.head:
             parts.append(self.head)
+        if self.adapted:
+            parts.append(self.adapted)
         if self.missing:
             parts.append(f"{len(self.missing)} missing, left at initialisation: {_names(self.missing)}")
         if self.unexpected:
@@ -165,6 +169,7 @@ def select_weights(model: nn.Module, source: Source) -> tuple[dict[str, torch.Te
             f"{source.location}{arch} does not fit this {model_name(model)}: its position tables cannot be "
             f"resized to it ({one_line(error)}); check model.name against the weights' architecture"
         ) from None
+    source, adapted = _adapt_input_channels(model, source)
     expected, weights = model.state_dict(), source.state_dict
     classifiers = _classifier_names(model, source)
     _check_body_shapes(model, source, classifiers)
@@ -180,9 +185,31 @@ def select_weights(model: nn.Module, source: Source) -> tuple[dict[str, torch.Te
         missing=tuple(k for k in expected if k not in weights and k not in skip),
         unexpected=tuple(k for k in weights if k not in expected and k not in skip),
         head=head_note,
+        adapted=adapted,
         normalisation=_normalisation(source.pretrained_cfg),
     )
     return selected, report
+
+
+def _adapt_input_channels(model: nn.Module, source: Source) -> tuple[Source, str | None]:
+    """A model built for another number of input channels (``in_chans=1``) than its source's first conv takes: that
+    conv's weights adapted to it as timm's ``load_pretrained`` adapts them (:func:`timm.models.adapt_input_conv`:
+    summed into one channel, or repeated and rescaled); the rest of the weights load as they are."""
+    firsts = (getattr(model, "pretrained_cfg", None) or {}).get("first_conv") or ()
+    expected, weights = model.state_dict(), dict(source.state_dict)
+    adapted = []
+    for name in [firsts] if isinstance(firsts, str) else firsts:
+        key = f"{name}.weight"
+        have, want = weights.get(key), expected.get(key)
+        if have is None or want is None or have.ndim != 4 or have.shape[1] == want.shape[1]:
+            continue
+        if have.shape[0] != want.shape[0] or have.shape[2:] != want.shape[2:]:
+            continue  # another architecture: the shape check names it
+        weights[key] = adapt_input_conv(want.shape[1], have)
+        adapted.append(f"{key} adapted from {have.shape[1]} to {want.shape[1]} input channels (as timm does)")
+    if not adapted:
+        return source, None
+    return replace(source, state_dict=weights), "; ".join(adapted)
 
 
 def _normalisation(cfg: dict[str, Any]) -> tuple[tuple[float, ...], tuple[float, ...]] | None:

@@ -190,6 +190,21 @@ def test_a_new_class_count_resets_only_the_head(pretrained):
     assert torch.equal(fresh.stem.conv.weight, source["stem.conv.weight"])
 
 
+def test_another_input_channel_count_adapts_the_first_conv_as_timm_does(pretrained):
+    """``hub.load(EXPORT, in_chans=1)`` was refused as weights of "another architecture or layout" (the stem's
+    3 input channels), where ``timm.create_model("local-dir:...", pretrained=True, in_chans=1)`` adapts them: the
+    grey model now gives the colour model's logits for the grey image repeated in 3 channels, and says so."""
+    colour = hub.load(export_dir(pretrained))
+    grey = hub.load(export_dir(pretrained), in_chans=1)
+    assert grey.load_report.complete and not grey.load_report.head
+    assert "stem.conv.weight adapted from 3 to 1 input channels" in str(grey.load_report)
+    torch.manual_seed(0)
+    image = torch.rand(4, 1, 16, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(grey(image), colour(image.expand(-1, 3, -1, -1)), rtol=1e-4, atol=1e-5)
+    assert grey.stem.conv.weight.shape[1] == 1 and colour.load_report.adapted is None
+
+
 def test_shape_mismatch_outside_the_head_names_the_keys(pretrained):
     narrow = create_model("alternet_tiny", num_classes=10, img_size=16, widths=(16, 64, 128))
     with pytest.raises(CheckpointError, match=r"outside its classifier head .*stem\.conv\.weight: \(32, 3, 3, 3\)"):

@@ -10,7 +10,9 @@ On digits it runs on a CPU in seconds.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+import warnings
 
 import numpy as np
 import torch
@@ -69,8 +71,18 @@ def main() -> None:
     datamodule.setup()
     train_x, train_y = extract(model, limited(datamodule.splits["train"], args.limit), args.batch_size)
     test_x, test_y = extract(model, limited(datamodule.splits["test"], args.limit), args.batch_size)
+    seen = len(np.unique(train_y))
+    if seen < datamodule.num_classes or len(train_y) < 2 * seen:  # sklearn's own warning, said as a line of ours
+        print(
+            f"warning: --limit {args.limit} keeps {len(train_y)} training images of {seen} of the "
+            f"{datamodule.num_classes} classes: too few to fit a probe per class, so its accuracy says little; "
+            f"raise --limit (at least a few per class, e.g. --limit {10 * datamodule.num_classes})",
+            file=sys.stderr,
+        )
     probe = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
-    probe.fit(train_x, train_y)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The number of unique classes is greater than 50%")
+        probe.fit(train_x, train_y)
     accuracy = probe.score(test_x, test_y)
     print(
         f"linear probe of {cfg.get('architecture')} ({train_x.shape[1]}-d pooled features) on {args.data}: "

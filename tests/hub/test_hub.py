@@ -655,6 +655,11 @@ def test_linear_probe_example_runs(pretrained, monkeypatch, capsys):
     source = str(export_dir(pretrained))
     code, _, stderr = main_output("examples/linear_probe.py", [source, "--limit", "0"], monkeypatch, capsys)
     assert code == "2" and stderr.strip().endswith("--limit 0: must be at least 1")  # a numpy traceback before
+    code, stdout, stderr = main_output("examples/linear_probe.py", [source, "--limit", "12"], monkeypatch, capsys)
+    said = [line for line in stderr.splitlines() if line.strip()]  # sklearn's two-line UserWarning before
+    assert code == "0" and "train 12, test 12 images" in stdout, stderr
+    assert len(said) == 1 and said[0].startswith("warning: --limit 12 keeps 12 training images of "), stderr
+    assert said[0].endswith("raise --limit (at least a few per class, e.g. --limit 100)"), stderr
     missing = [source, "--data", "cifar10", "--root", "/nonexistent"]
     code, _, stderr = main_output("examples/linear_probe.py", missing, monkeypatch, capsys)
     assert code.startswith("error: ") and code.endswith("(here: --root DIR)") and "Traceback" not in stderr

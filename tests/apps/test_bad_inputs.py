@@ -108,6 +108,9 @@ TRAIN = [
     (["trainer.max_epochs=1.0"], "error: trainer.max_epochs=1.0 is invalid: must be an integer"),  # it read =1
     (["data.image_size=112000"], "error: data.image_size=112000 with recipe.batch_size=64 needs 8,972.2 GiB for one"),
     (["data.image_size=100000"], "error: stage 2 ('CM'): the automatic attention window 7 does not divide the stag"),
+    (["~model.widths"], "error: ~model.widths deletes nothing: model.widths is null already (its default) or is n"),
+    (["~recipe.ema.decay"], "error: ~recipe.ema.decay deletes nothing: recipe.ema.decay is null already; ~KEY rem"),
+    (["~recipe.bach_size"], "error: ~recipe.bach_size: recipe.bach_size is not a key of recipe (did you mean 'batch"),
     (["evaluate.calibration.n_bins=10000000000"], "evaluate.calibration.n_bins=10000000000 is invalid: must be an"),
     (["data=imagefolder"], "data.root must be set"),
     (

@@ -138,6 +138,17 @@ def composition_error(error: CompactHydraException, command: str) -> str:
             f"{group}= is not chosen on the command line: its settings sit {keys} and are set one by one; "
             f"`alternet {command} --cfg job` prints them"
         )
+    deleted = re.match(r"Could not delete from config\. '([\w.]+)' does not exist", str(error))
+    if deleted:  # Hydra says so of a key that is null (left to its default) as of one that is not there
+        key = deleted.group(1)
+        parent, _, name = key.rpartition(".")
+        section, shown = _schema_section(parent, command), f"`alternet {command} --cfg job` prints the keys"
+        known = section is not None and not section.OPEN
+        if known and name not in {f.name for f in dataclasses.fields(section)}:
+            where, hint = f"of {parent}" if parent else "at the top level", section.unknown_hint(name, f"{parent}.")
+            return f"~{key}: {key} is not a key {where}{hint}; {shown}"
+        null = "is null already" if known else "is null already (its default) or is not a key"  # data, model: by name
+        return f"~{key} deletes nothing: {key} {null}; ~KEY removes a value that is set; {shown} and their values"
     unplaced = re.match(r"In '(([\w-]+)/[\w/-]+)'", str(error))
     context = error.__context__
     if unplaced and isinstance(context, ConfigKeyError) and str(context.full_key) == unplaced.group(2):

@@ -68,15 +68,15 @@ def resolve_baseline(value: str | None, benchmark: str | None, source: str) -> R
     if not value:
         return None
     if value in BUILTIN:
-        if source != "real":
-            raise RobustnessError(
-                f"robustness.baseline={value} holds results on the real corruption files, and these corruptions are "
-                f"{source}: set robustness.root to the real CIFAR-C or ImageNet-C files"
-            )
-        if benchmark is None:
+        if benchmark is None:  # digits or a folder of the user's: no real files would give it a table
             raise RobustnessError(
                 f"robustness.baseline={value} has tables for {', '.join(BUILTIN[value])} only; this evaluation is on "
                 "none of them: pass a baseline model's metrics.json instead"
+            )
+        if source != "real":
+            raise RobustnessError(
+                f"robustness.baseline={value} holds results on the real corruption files, and these corruptions are "
+                f"{source}: set robustness.root to the real {benchmark.upper().replace('CIFAR', 'CIFAR-')} files"
             )
         return builtin_baseline(value, benchmark)
     return load_baseline(value)

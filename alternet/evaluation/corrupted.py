@@ -72,16 +72,17 @@ class CorruptedSets:
 
 
 def source_and_benchmark(cfg: RobustnessConfig, datamodule: ImageDataModule) -> tuple[str, str | None]:
-    """Where the corrupted images will come from (real or generated) and the built-in baselines' name for them —
-    known before anything is opened or generated, so a baseline is checked first."""
+    """Where the corrupted images will come from (real or generated) and the benchmark whose built-in baseline
+    tables fit the data set (a generated set's too: its real files would be that benchmark's) — known before
+    anything is opened or generated, so a baseline is checked first."""
     root = cfg.root
     if not root:
-        return "generated", None
+        return "generated", CIFAR_BENCHMARKS.get(datamodule.name)
     if is_image_tree(root):
         return "real", "imagenet-c"
     manifest = read_manifest(Path(root).expanduser()) if Path(root).expanduser().is_dir() else None
     if manifest is not None:  # a directory generate_cifar_c wrote
-        return manifest.get("source", "generated"), None
+        return manifest.get("source", "generated"), CIFAR_BENCHMARKS.get(datamodule.name)
     return "real", CIFAR_BENCHMARKS.get(datamodule.name)
 
 

@@ -389,12 +389,15 @@ def test_settings_that_cannot_work_fail_before_any_work(tmp_path):
         settings(root=str(tmp_path), corruptions=["spatter"])
     out = tmp_path / "eval"
     generated = settings(baseline="alexnet", max_images=4, workers=1, cache_dir=str(tmp_path / "cache"))
-    with pytest.raises(RobustnessError, match="real corruption files, and these corruptions are generated"):
-        Evaluator(model(3), datamodule(), generated, out, "preresnet_tiny").run({})
+    cifar = "real corruption files, and these corruptions are generated: set robustness.root to the real CIFAR-10-C"
+    with pytest.raises(RobustnessError, match=cifar):
+        Evaluator(model(10), datamodule(TinyCifar10), generated, out, "preresnet_tiny").run({})
     assert not out.exists()
+    # another data set has no table, whether its corruptions are generated or real: no advice to find real files
     root = cifar_c_folder(tmp_path / "DIGITS-C", n=2, num_classes=3)
-    with pytest.raises(RobustnessError, match="alexnet has tables for cifar10-c, cifar100-c, imagenet-c only"):
-        Evaluator(model(3), datamodule(), settings(root=str(root), baseline="alexnet"), out, "preresnet_tiny").run({})
+    for where in (generated, settings(root=str(root), baseline="alexnet")):
+        with pytest.raises(RobustnessError, match="alexnet has tables for cifar10-c, cifar100-c, imagenet-c only"):
+            Evaluator(model(3), datamodule(), where, out, "preresnet_tiny").run({})
 
 
 def test_inference_uses_every_visible_gpu_and_needs_none(monkeypatch):

@@ -4,6 +4,7 @@ write metrics.json, predictions.npz, CSV tables and plots, and log them to W&B w
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -17,7 +18,7 @@ from ..data import ImageDataModule
 from ..data.corrupted.names import is_benchmark
 from ..data.files.images import UnreadableImage
 from ..data.workers import loader_workers
-from ..errors import CheckpointError, ConfigValueError
+from ..errors import AlternetWarning, CheckpointError, ConfigValueError
 from ..files import atomic_write, write_json
 from ..metrics import apply_temperature, calibration_metrics, fit_temperature, reliability_bins, softmax
 from ..metrics.calibration import confidence_and_correct, nll_per_sample
@@ -42,7 +43,7 @@ from ..runs.results import (
     TestImages,
 )
 from .baselines import resolve_baseline
-from .config import EvaluationConfig
+from .config import BUILTIN, EvaluationConfig
 from .corrupted import CorruptedSets, open_corrupted_sets, source_and_benchmark
 from .inference import AUTOCAST, choose_device, device_count, fast_precision, predict_sets
 from .ood import OodSet, open_ood_set
@@ -337,7 +338,22 @@ def open_sources(
     """What the evaluation reads besides the model's own test split, opened and checked: the corrupted sets and
     their baseline (when robustness is on), and the OOD set (when ``ood.root`` is set)."""
     check_temperature_split(config, datamodule)
-    robust = open_robustness(config, datamodule, class_names) if robustness_enabled(config, datamodule) else None
+    enabled, cfg = robustness_enabled(config, datamodule), config.robustness
+    if not enabled and cfg.baseline:
+        why = f"on {datamodule.name} (robustness.enabled=auto scores CIFAR, or the files of robustness.root)"
+        tables = BUILTIN.get(cfg.baseline)
+        advice = (
+            f", and it has tables for {', '.join(tables)} only: leave it out"
+            if tables and datamodule.name not in ROBUST_DATA
+            else "; set robustness.enabled=true to score generated corruptions against it"
+        )
+        warnings.warn(
+            f"robustness.baseline={cfg.baseline} does nothing: no corruption is scored "
+            f"{why if cfg.enabled == 'auto' else 'with robustness.enabled=false'}{advice}",
+            AlternetWarning,
+            stacklevel=2,
+        )
+    robust = open_robustness(config, datamodule, class_names) if enabled else None
     return robust, open_ood_set(config.ood, datamodule) if config.ood.root else None
 
 

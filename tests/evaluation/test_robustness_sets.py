@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 from dataclasses import replace
 
@@ -398,6 +399,22 @@ def test_settings_that_cannot_work_fail_before_any_work(tmp_path):
     for where in (generated, settings(root=str(root), baseline="alexnet")):
         with pytest.raises(RobustnessError, match="alexnet has tables for cifar10-c, cifar100-c, imagenet-c only"):
             Evaluator(model(3), datamodule(), where, out, "preresnet_tiny").run({})
+
+
+def test_a_baseline_where_no_corruption_is_scored_is_warned_of(tmp_path):
+    """``robustness.baseline`` on data robustness.enabled=auto does not score (or with enabled=false) changed
+    nothing, without a word; a built-in baseline on data it has no table for is told to be left out."""
+    from alternet.evaluation.evaluator import open_sources
+
+    said = "robustness.baseline=alexnet does nothing: no corruption is scored on tiny (robustness.enabled=auto scores"
+    tables = "and it has tables for cifar10-c, cifar100-c, imagenet-c only: leave it out"
+    with pytest.warns(UserWarning, match=rf"{re.escape(said)}.*, {tables}"):
+        assert open_sources(settings(enabled="auto", baseline="alexnet"), datamodule(), None) == (None, None)
+    baseline = tmp_path / "metrics.json"
+    baseline.write_text("{}")
+    off = r"does nothing: no corruption is scored with robustness.enabled=false; set robustness.enabled=true to score"
+    with pytest.warns(UserWarning, match=off):
+        open_sources(settings(enabled=False, baseline=str(baseline)), datamodule(TinyCifar10), None)
 
 
 def test_inference_uses_every_visible_gpu_and_needs_none(monkeypatch):

@@ -333,6 +333,8 @@ def test_a_value_its_command_refuses_is_said_before_torch_is_imported(tmp_path):
         "train trainer.max_epochs=0": "error: trainer.max_epochs=0 is invalid: must be an integer >= 1",
         "train recipe.optimizer.lr=-1": "error: recipe.optimizer.lr=-1 is invalid: must be > 0",
         "train -m trainer.max_epochs=0,1": "error: sweep job 0 (trainer.max_epochs=0), before any job ran: trainer.max",
+        "evaluate -m ckpt=/nonexistent/a,/nonexistent/b": "error: sweep job 0 (ckpt=/nonexistent/a), before any job ra",
+        "train -m model.pretrained=/nonexistent/a,/nonexistent/b": "error: sweep job 0 (model.pretrained=/nonexistent/",
         "evaluate": "error: ckpt is required: alternet evaluate ckpt=SOURCE (",
         "evaluate ckpt=run logger=tensorboard": "error: logger.extra (and logger=tensorboard) apply to alternet train",
         "evaluate ckpt=[/nonexistent/a.ckpt]": "error: /nonexistent/a.ckpt does not exist: expected a run directory",

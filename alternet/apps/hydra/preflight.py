@@ -150,9 +150,13 @@ def _refuse_a_shared_output(job: DictConfig, index: int, outputs: dict[Path, int
 
 def _check_job(command: str, launcher: dict[str, Any], plain: dict[str, Any]) -> None:
     """A sweep job's checks, as a single run gets them before any work: typed first (:func:`_typed`, before torch
-    is imported); for training, then its launch, the checks that need torch, and an in-memory data set's first
-    batch (an evaluation checks the rest as it starts)."""
-    _typed(command, plain)
+    is imported) and the weights it reads (:func:`check_sources`: an evaluation's ``ckpt``, a training job's
+    ``model.pretrained``); for training, then its launch, the checks that need torch, and an in-memory data set's
+    first batch (an evaluation checks the rest as it starts)."""
+    typed = _typed(command, plain)
+    with warnings.catch_warnings():  # a run's missing best checkpoint: the job warns of it, once
+        warnings.simplefilter("ignore")
+        check_sources(typed)
     if command != "train":
         return
     from ...data import DATAMODULES  # deferred, as every import of torch and Lightning here (the module's doc)

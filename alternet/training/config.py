@@ -6,13 +6,17 @@ The schema imports no torch, so that the command line's help answers at once: wh
 
 from __future__ import annotations
 
+import ast
+import functools
+import importlib.util
 import itertools
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 from ..data.augment import AugmentConfig
-from ..errors import ConfigValueError, is_integer
+from ..errors import ConfigValueError, is_integer, suggest
 from ..typed import SECTION, Section, integer
 from .stopping import check_preemption
 
@@ -302,8 +306,9 @@ class ExportConfig(Section):
 @dataclass(kw_only=True)
 class TrainerConfig(Section):
     """``trainer``: lightning.Trainer's arguments (``conf/trainer/*.yaml``). The keys alternet reads are typed here;
-    any other Trainer argument (``+trainer.KEY=VALUE``) is kept in ``extra``. Lightning's own tables (its
-    signature, its precisions) are read by :func:`alternet.apps.checks.check_trainer`, before any work."""
+    any other Trainer argument (``+trainer.KEY=VALUE``) is kept in ``extra``, its name checked here against the
+    Trainer's source (:func:`trainer_arguments`); Lightning's own tables (its signature, its precisions) are read by
+    :func:`alternet.apps.checks.check_trainer`, before any work."""
 
     OPEN = True
     accelerator: str  # auto | cpu | gpu | cuda | mps ...
@@ -325,3 +330,34 @@ class TrainerConfig(Section):
             lambda v: v in ("auto", -1, "-1") or (isinstance(v, int) and v >= 1) or isinstance(v, list | str),
             "must be auto, -1 (all), a count >= 1 or a list of device indices",
         )
+        known = trainer_arguments()
+        if known is not None:  # else the command asks Lightning itself (apps.checks.check_trainer)
+            check_trainer_keys(self.extra, known)
+
+
+@functools.cache
+def trainer_arguments() -> frozenset[str] | None:
+    """``lightning.Trainer``'s argument names, read from its source file without importing Lightning (and torch);
+    ``None`` where the file is not where Lightning keeps it or does not say."""
+    spec = importlib.util.find_spec("lightning")  # finds the package without running it
+    try:
+        source = Path(spec.origin).parent / "pytorch" / "trainer" / "trainer.py"  # type: ignore[union-attr, arg-type]
+        tree = ast.parse(source.read_text(encoding="utf-8"))
+        trainer = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Trainer")
+        init = next(n for n in trainer.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    except (AttributeError, TypeError, OSError, SyntaxError, StopIteration):
+        return None
+    arguments = init.args
+    if arguments.kwarg is not None:  # **kwargs: any name would do
+        return None
+    return frozenset(a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]) - {"self"}
+
+
+def check_trainer_keys(extra: dict[str, Any], known: frozenset[str]) -> None:
+    """Each other argument (``+trainer.KEY=VALUE``) is one of Lightning's ``Trainer``'s."""
+    for key in extra:
+        if key not in known:
+            raise ConfigValueError(
+                f"trainer.{key} is not an argument of lightning.Trainer{suggest(key, known)}; "
+                "see https://lightning.ai/docs/pytorch/stable/common/trainer.html#trainer-flags"
+            )

@@ -352,6 +352,7 @@ def test_a_value_its_command_refuses_is_said_before_torch_is_imported(tmp_path):
         f"train ckpt_path={ROOT / 'docs'}": f"error: checkpoint {ROOT / 'docs'} is a directory, not a checkpoint: pass",
         f"evaluate ckpt=run ood.root={ROOT / 'alternet'}": f"error: ood.root={ROOT / 'alternet'} holds no images (.jpg",
         "evaluate ckpt=run ood.root=/nonexistent": "error: ood.root=/nonexistent is not a directory: give a folder of",
+        "train +trainer.profilr=simple": "error: trainer.profilr is not an argument of lightning.Trainer (did you mean",
         "train debug=fast model.heads=[1,0,2]": "error: stage 2 ('CM'): has MSA blocks, so heads must be >= 1, got 0",
         "train model=coatnet_cifar model.widths=[1,2]": "error: widths has 2 value(s) [1, 2] but the layout has 4 stag",
         "train model=botnet_cifar model.heads=[1,2,3,5]": "error: stage 3 (CM): the attention width 64 (bottle_ratio",

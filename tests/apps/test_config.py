@@ -319,6 +319,18 @@ def test_the_tour_commands_validate(arguments):
     validate_train_config(resolved(*arguments))
 
 
+def test_the_trainer_arguments_read_without_lightning_are_its_signatures():
+    """``+trainer.KEY`` is checked as the config is typed, before torch is imported, against the argument names
+    read from Lightning's source (``training.config.trainer_arguments``): they are the imported class's."""
+    import inspect
+
+    import lightning as L
+
+    from alternet.training.config import trainer_arguments
+
+    assert trainer_arguments() == frozenset(inspect.signature(L.Trainer.__init__).parameters) - {"self"}
+
+
 def test_settings_that_do_nothing_they_seem_to_are_warned():
     """A growth longer than the run never trains at the data's size; a finetune setting without pretrained weights
     trains from random ones (a control, so a warning, not a refusal)."""

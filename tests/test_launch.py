@@ -122,8 +122,9 @@ def test_several_nodes_need_a_launcher_that_starts_them(tmp_path, monkeypatch, c
     [{}, {"RANK": "1"}, {"LOCAL_RANK": "2", "SLURM_PROCID": "0"}, {"SLURM_PROCID": "3"}, {"JSM_NAMESPACE_RANK": "4"}],
 )
 def test_the_launched_rank_is_the_one_lightning_reads(env, monkeypatch):
-    """The run-directory pre-flight picks rank 0 without importing Lightning; the run itself asks Lightning
-    (``rank_zero_only``): both must name the same process, or two would take the lock, or none."""
+    """The run-directory pre-flight and the run pick the rank that takes the lock without Lightning; Lightning's
+    ``rank_zero_only`` (its loggers, its printing) must name the same process, or the rank that logs would not be
+    the one that holds the run directory."""
     from lightning.fabric.utilities.rank_zero import _get_rank
 
     for key in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK"):

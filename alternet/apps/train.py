@@ -19,7 +19,6 @@ import torch
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.callbacks import Callback, LambdaCallback
 from lightning.pytorch.loggers import Logger
-from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -31,7 +30,7 @@ from ..evaluation.evaluator import check_evaluation_files
 from ..files import plain
 from ..hub import load_pretrained
 from ..hub.references import CONFIG_FILE
-from ..launch import check_nodes_launched
+from ..launch import check_nodes_launched, launched_rank
 from ..models.external import load_timm_pretrained
 from ..models.factory import model_args
 from ..report.figures import training_curves
@@ -77,7 +76,7 @@ def train(cfg: DictConfig) -> RunSummary:
     run = _run_directory(cfg)
     # first of all, the run directory's lock (held already when the pre-flight callback took it before Hydra wrote
     # its records); other ranks join rank 0's run. A refusal here touches nothing.
-    lock = RunDirLock(run).acquire() if rank_zero_only.rank == 0 else None
+    lock = RunDirLock(run).acquire() if launched_rank() == 0 else None
     try:
         return _owned_train(resolved(cfg), run, lock)
     except AlternetError:

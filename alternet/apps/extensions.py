@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,6 +30,8 @@ def check_targets(entries: Sequence[Any] | None, key: str) -> None:
             raise ConfigValueError(
                 f"{key}[{index}] needs a _target_: e.g. '{key}=[{{_target_: my_pkg.MyClass, arg: 1}}]'"
             )
+        hydra_log = logging.getLogger("hydra.utils")  # get_object logs its error as it raises it: said here, once
+        disabled, hydra_log.disabled = hydra_log.disabled, True
         try:
             get_object(entry["_target_"])
         except Exception as error:  # ImportError, AttributeError, or the module's own error on import
@@ -36,6 +39,8 @@ def check_targets(entries: Sequence[Any] | None, key: str) -> None:
                 f"{key}[{index}]._target_={entry['_target_']} cannot be imported "
                 f"({type(error).__name__}: {one_line(error)})"
             ) from None
+        finally:
+            hydra_log.disabled = disabled
 
 
 def build_extra(entries: Sequence[Mapping[str, Any]] | None, key: str, kind: type) -> list[Any]:

@@ -217,3 +217,18 @@ def test_evaluate_refuses_training_loggers(digits_run, tmp_path, monkeypatch, ca
     args = [f"ckpt={digits_run}", "logger=tensorboard", f"hydra.run.dir={tmp_path / 'out'}"]
     code, stderr = run_main("evaluate.py", args, monkeypatch, capsys)
     assert_one_line_error(code, stderr, "logger.extra (and logger=tensorboard) apply to alternet train")
+
+
+def test_a_target_that_cannot_be_imported_is_said_once(monkeypatch, caplog):
+    """Hydra's ``get_object`` logged the import error in three lines of its own (``[hydra.utils][ERROR] ...``)
+    before the command's one line said it again."""
+    import logging
+
+    from alternet.apps.extensions import check_targets
+    from alternet.errors import ConfigValueError
+
+    monkeypatch.setattr(logging.getLogger("hydra.utils"), "disabled", False)  # as in a fresh command
+    with pytest.raises(ConfigValueError, match=r"^callbacks.extra\[0\]._target_=no_such.Thing cannot be imported"):
+        check_targets([{"_target_": "no_such.Thing"}], "callbacks.extra")
+    assert [r.getMessage() for r in caplog.records if r.name == "hydra.utils"] == []
+    assert not logging.getLogger("hydra.utils").disabled  # as it was

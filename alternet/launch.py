@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from importlib import resources
@@ -146,6 +147,17 @@ def check_sweep_launch(launcher: Mapping[str, Any], job: Mapping[str, Any], visi
                 f"hydra.launcher.nodes={nodes} but trainer.num_nodes={trainer.get('num_nodes')}: give both the same "
                 "count (the slurm launcher's default ties them: leave nodes unset)"
             )
+        if shutil.which("srun") is None:  # submitit's own refusal is a traceback, once the sweep has started
+            raise ConfigValueError(
+                "hydra/launcher=slurm submits the jobs with SLURM's commands (srun, sbatch), which this machine does "
+                "not have: run the sweep on a SLURM cluster's login node, or hydra/launcher=submitit_local to run "
+                "its jobs here"
+            )
+
+
+def is_remote(launcher: Mapping[str, Any]) -> bool:
+    """Whether a sweep's launcher runs its jobs on other machines (SLURM's nodes) than the one it is started on."""
+    return "SlurmLauncher" in str(launcher.get("_target_", ""))
 
 
 def check_nodes_launched(num_nodes: Any) -> None:

@@ -3,7 +3,7 @@
 import pytest
 
 from alternet.errors import ConfigValueError
-from alternet.launch import check_sweep_launch, devices_per_job, launched_rank, run_stamp
+from alternet.launch import check_sweep_launch, devices_per_job, is_remote, launched_rank, run_stamp
 
 JOB_ENV = ("TORCHELASTIC_RUN_ID", "WORLD_SIZE", "SLURM_NTASKS", "SLURM_JOB_ID", "SLURM_STEP_ID")
 
@@ -77,11 +77,27 @@ BASIC = {"_target_": "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
 SLURM = {"_target_": "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"}
 
 
-def test_a_local_sweep_of_single_device_jobs_and_a_matching_slurm_launch_pass():
+def test_a_local_sweep_of_single_device_jobs_and_a_matching_slurm_launch_pass(tmp_path, monkeypatch):
     check_sweep_launch(BASIC, {"trainer": {"devices": 1, "accelerator": "cpu"}}, visible_gpus=0)
     check_sweep_launch(BASIC, {"trainer": {"devices": "auto", "accelerator": "auto"}}, visible_gpus=1)
     job = {"trainer": {"devices": 4, "accelerator": "gpu", "num_nodes": 2}}
+    (tmp_path / "srun").write_text("#!/bin/sh\n")
+    (tmp_path / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))  # a SLURM login node's
     check_sweep_launch({**SLURM, "tasks_per_node": 4, "nodes": 2}, job, visible_gpus=0)
+
+
+def test_a_slurm_launcher_runs_its_jobs_elsewhere():
+    assert is_remote(SLURM) and not is_remote(BASIC)
+    assert not is_remote({"_target_": "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher"})
+
+
+def test_a_slurm_sweep_where_slurm_is_not_is_refused_in_one_line(tmp_path, monkeypatch):
+    """submitit's own refusal ('Could not detect "srun"') was a traceback once the sweep had started."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    job = {"trainer": {"devices": 4, "accelerator": "gpu", "num_nodes": 1}}
+    with pytest.raises(ConfigValueError, match=r"^hydra/launcher=slurm submits the jobs with SLURM's commands \(srun"):
+        check_sweep_launch({**SLURM, "tasks_per_node": 4, "nodes": 1}, job, visible_gpus=0)
 
 
 def test_a_local_sweep_of_jobs_on_every_visible_gpu_is_refused():

@@ -47,9 +47,10 @@ OWN_KEYS = {  # the keys of one optimizer or schedule (key: its name), which the
 }
 
 
-def validate_train_config(cfg: Mapping[str, Any]) -> TrainConfig:
+def validate_train_config(cfg: Mapping[str, Any], here: bool = True) -> TrainConfig:
     """A resolved training config as objects, every static check made (the checks that need the data happen in
-    the DataModule)."""
+    the DataModule). ``here=False``: the run will run on another machine (a SLURM sweep's job, checked where it is
+    submitted), so what this machine has (its GPUs, its memory) is left to the job's own checks."""
     import_modules(cfg.get("imports"))  # first: what they register is known to every check below
     config = train_config(cfg)
     check_targets(config.callbacks.extra, "callbacks.extra")
@@ -113,14 +114,16 @@ def validate_train_config(cfg: Mapping[str, Any]) -> TrainConfig:
     check_trainer(config.trainer)
     check_gradient_clip(config)
     trainer = config.trainer
-    devices = devices_per_job(trainer.devices, trainer.accelerator, gpus := visible_gpus()) or (None if gpus else 1)
+    gpus = visible_gpus() if here else 0
+    devices = devices_per_job(trainer.devices, trainer.accelerator, gpus) or (None if gpus or not here else 1)
     if devices is not None:  # else the module checks it once its Trainer knows
         check_min_lr(
             config.recipe, config.recipe.batch_size * devices * trainer.num_nodes * trainer.accumulate_grad_batches
         )
     check_slurm_tasks(config.trainer)
-    check_accelerator(config)
-    choose_device(config.evaluate.device, "evaluate.device")
+    if here:
+        check_accelerator(config)
+        choose_device(config.evaluate.device, "evaluate.device")
     if config.export.after_training and config.export.ema and not config.recipe.ema.enabled:
         raise ConfigValueError("export.ema=true needs EMA weights: set recipe.ema.decay (e.g. recipe.ema.decay=0.9999)")
     precision = str(config.trainer.precision)
@@ -137,7 +140,8 @@ def validate_train_config(cfg: Mapping[str, Any]) -> TrainConfig:
             f"performance.ddp_compression={config.performance.ddp_compression} compresses trainer=ddp's gradients, "
             f"and trainer.strategy is {strategy}: add trainer=ddp"
         )
-    check_input_memory(config)
+    if here:
+        check_input_memory(config)
     check_model_builds(config)
     config.logger.wandb = tracking.usable(config.logger.wandb)
     return config

@@ -319,6 +319,22 @@ def test_the_tour_commands_validate(arguments):
     validate_train_config(resolved(*arguments))
 
 
+def test_a_job_that_runs_on_another_machine_is_not_held_to_this_ones_gpus_and_memory(monkeypatch):
+    """A SLURM sweep of the paper's GPU recipe, started on a login node without a GPU, was refused: "this machine
+    has no usable CUDA GPU". Its jobs are checked where they are submitted without this machine's devices and
+    memory (``here=False``), and where they run with them."""
+    import alternet.apps.checks as checks
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(checks, "machine_memory", lambda: 2**29)  # a quarter fits no 224-px batch of 256 (147 MiB)
+    gpu = resolved("trainer.accelerator=gpu", "evaluate.device=cuda", "data.image_size=224", "recipe.batch_size=256")
+    validate_train_config(gpu, here=False)
+    with pytest.raises(ConfigValueError, match=r"trainer\.accelerator=gpu but this machine has no usable CUDA GPU"):
+        validate_train_config(gpu)
+    with pytest.raises(ConfigValueError, match=r"needs 0\.1 GiB for one batch of input images alone, more than a"):
+        validate_train_config(resolved("data.image_size=224", "recipe.batch_size=256"))
+
+
 def test_the_trainer_arguments_read_without_lightning_are_its_signatures():
     """``+trainer.KEY`` is checked as the config is typed, before torch is imported, against the argument names
     read from Lightning's source (``training.config.trainer_arguments``): they are the imported class's."""

@@ -28,6 +28,7 @@ from ...launch import (
     check_nodes_launched,
     check_sweep_launch,
     devices_per_job,
+    is_remote,
     launched_rank,
     resolved_launcher,
     visible_gpus,
@@ -166,7 +167,7 @@ def _check_job(command: str, launcher: dict[str, Any], plain: dict[str, Any]) ->
     check_sweep_launch(launcher, plain, visible_gpus())
     with warnings.catch_warnings():  # each job prints its own warnings when it runs
         warnings.simplefilter("ignore")
-        typed = validate_train_config(plain)
+        typed = validate_train_config(plain, here=not is_remote(launcher))  # a SLURM job: its node's GPUs
         if DATAMODULES[typed.data.name].IN_MEMORY:  # arrays: read in seconds (folders at the job)
             build_data(typed).check_before_fit()  # a batch the job's data can fill (data.subset)
 

@@ -4,6 +4,7 @@ write metrics.json, predictions.npz, CSV tables and plots, and log them to W&B w
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
@@ -21,7 +22,7 @@ from ..data.workers import loader_workers
 from ..errors import AlternetWarning, CheckpointError, ConfigValueError
 from ..files import atomic_write, write_json
 from ..metrics import apply_temperature, calibration_metrics, fit_temperature, reliability_bins, softmax
-from ..metrics.calibration import confidence_and_correct, nll_per_sample
+from ..metrics.calibration import TEMPERATURE_BOUNDS, confidence_and_correct, nll_per_sample
 from ..metrics.uncertainty import (
     adaptive_ece,
     classwise_ece,
@@ -172,6 +173,16 @@ class Evaluator:
         labels it was fitted on (kept in predictions.npz; :func:`open_sources` checked there is one)."""
         val_logits, val_labels = self._predict("val")
         temperature = fit_temperature(val_logits, val_labels)
+        if any(math.isclose(temperature, bound) for bound in TEMPERATURE_BOUNDS):  # its NLL still fell there
+            wrong = int((val_logits.argmax(axis=1) != val_labels).sum())
+            warnings.warn(
+                f"temperature scaling stopped at its bound T={temperature:g}: the validation split ({len(val_labels)} "
+                f"images, {wrong} misclassified) does not determine a temperature, so the temperature-scaled numbers "
+                "mean little (a split without errors always asks for T -> 0); give it a larger validation split "
+                "(data.val_size) or leave calibration.temperature_scaling off",
+                AlternetWarning,
+                stacklevel=2,
+            )
         scaled = apply_temperature(logits, temperature)
         bins = reliability_bins(scaled, labels, self.n_bins)
         title = self._title(f"test, T={temperature:.3f}")

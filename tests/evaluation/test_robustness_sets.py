@@ -8,6 +8,7 @@ import io
 import json
 import re
 import shutil
+import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -415,6 +416,25 @@ def test_a_baseline_where_no_corruption_is_scored_is_warned_of(tmp_path):
     off = r"does nothing: no corruption is scored with robustness.enabled=false; set robustness.enabled=true to score"
     with pytest.warns(UserWarning, match=off):
         open_sources(settings(enabled=False, baseline=str(baseline)), datamodule(TinyCifar10), None)
+
+
+def test_a_temperature_fitted_to_its_bound_is_warned_of(tmp_path, monkeypatch):
+    """A validation split the model classifies without an error (digits' small one) asks for T -> 0: the fit
+    stopped at T=0.05 and the scaled test NLL was ten times the unscaled one, without a word."""
+    evaluator = Evaluator(model(3), datamodule(), settings(enabled=False), tmp_path / "eval", "preresnet_tiny")
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 3, 60)
+    separable = np.eye(3)[labels] * 4 + rng.normal(0, 0.1, (60, 3))  # every image right, with a margin
+    monkeypatch.setattr(evaluator, "_predict", lambda split: (separable, labels))
+    test = np.eye(3)[(labels + (rng.random(60) < 0.2)) % 3] * 4  # a fifth wrong
+    with pytest.warns(UserWarning, match=r"stopped at its bound T=0\.05: the validation split \(60 images, 0 misc"):
+        record, _, _ = evaluator._temperature(test, labels)
+    assert record.temperature == pytest.approx(0.05)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an interior fit says nothing
+        noisy = separable + rng.normal(0, 3, (60, 3))
+        monkeypatch.setattr(evaluator, "_predict", lambda split: (noisy, labels))
+        assert 0.05 < evaluator._temperature(test, labels)[0].temperature < 20
 
 
 def test_inference_uses_every_visible_gpu_and_needs_none(monkeypatch):

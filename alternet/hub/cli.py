@@ -99,10 +99,11 @@ def _export(args: argparse.Namespace) -> None:
 
     out = export(args.source, args.out, ema=args.ema, license_id=args.license)
     print(f"Exported {args.source} to {out}: model.safetensors, config.json, README.md")
-    timm_loads = read_json(out / CONFIG_FILE)["alternet"].get("timm_loads", True)
+    recorded = read_json(out / CONFIG_FILE)["alternet"]
+    first = "".join(f"import {module}; " for module in recorded.get("imports") or ())  # what registers the model
     print(
-        f'Load: alternet.hub.load("{out}")'
-        + (f' or timm.create_model("local-dir:{out}", pretrained=True)' if timm_loads else "")
+        f'Load: {first}alternet.hub.load("{out}")'
+        + (f' or timm.create_model("local-dir:{out}", pretrained=True)' if recorded.get("timm_loads", True) else "")
     )
 
 

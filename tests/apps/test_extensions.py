@@ -147,7 +147,9 @@ def test_a_users_model_data_callback_and_tensorboard_from_the_command_line(tmp_p
     assert config["architecture"] == "my_net"
     # its function builds a model without loading weights: timm's local-dir path (a random 1000-class model) is not
     # offered, on the console or in the card, and alternet.hub.load is
-    assert config["alternet"]["timm_loads"] is False and 'Load: alternet.hub.load("' in exported.stdout
+    assert config["alternet"]["timm_loads"] is False
+    imported = "import my_ext.models; import my_ext.data; import my_ext.callbacks; "  # the printed line works pasted
+    assert f'Load: {imported}alternet.hub.load("' in exported.stdout, exported.stdout
     assert (
         "local-dir" not in exported.stdout and "local-dir:path" not in (tmp_path / "export" / "README.md").read_text()
     )

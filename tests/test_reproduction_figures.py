@@ -92,3 +92,18 @@ def test_each_presets_minimum_detectable_effect_is_printed_from_its_own_design(c
     assert mdes["data_regime", "vit_mini_cifar,"] == "1.62 pp"  # its 10% arm against its 50%
     assert mdes["locality", "window"] == "1.14 pp" and mdes["buildup", "a"] == "1.29 pp"
     assert mdes["locality_vit", "3x3"] == "3.18 pp"  # the ViT's seeds scatter more than the CNNs'
+
+
+def test_the_robustness_table_takes_a_model_that_gets_no_clean_image_right(capsys):
+    """instruments.py divided by the clean accuracy: a near-chance model of a short run ended in ZeroDivisionError;
+    its share kept is undefined (nan), the other rows as before."""
+    robustness_table = runpy.run_path(str(FIGURES / "instruments.py"))["robustness_table"]
+    row = lambda corrupted, clean: {"robustness": {"robustness": corrupted, "clean_acc": clean}}  # noqa: E731
+    found = {
+        "preresnet_laptop": {0: row(0.30, 0.60), 1: row(0.32, 0.62), 2: row(0.31, 0.61)},
+        "vit_mini_cifar": {0: row(0.0, 0.0), 1: row(0.01, 0.02), 2: row(0.0, 0.01)},
+    }
+    robustness_table(found, "preresnet_laptop")
+    out = capsys.readouterr().out
+    assert "vit_mini_cifar     corrupted 0.33% clean 1.00% retained nan" in out, out
+    assert "preresnet_laptop   corrupted 31.00% clean 61.00% retained 0.508" in out, out

@@ -248,7 +248,8 @@ def robustness_table(found: dict, baseline: str) -> None:
     print("\n## CIFAR-100-C (generated, 75 sets x the first 2,000 test images; clean: the same 2,000), seed means")
     accs = {m: {s: d["robustness"]["robustness"] for s, d in seeds.items()} for m, seeds in found.items()}
     clean = {m: {s: d["robustness"]["clean_acc"] for s, d in seeds.items()} for m, seeds in found.items()}
-    ratio = {m: {s: accs[m][s] / clean[m][s] for s in accs[m]} for m in accs}
+    # the share of clean accuracy kept; undefined (nan) for a model that gets no clean image right
+    ratio = {m: {s: accs[m][s] / clean[m][s] if clean[m][s] else math.nan for s in accs[m]} for m in accs}
     for model in found:
         line = (
             f"{model:18s} corrupted {100 * statistics.fmean(accs[model].values()):.2f}% "

@@ -1,12 +1,13 @@
 """The data-regime figure of docs/reproduction.md: test error and clean training NLL against the fraction of
 CIFAR-100 trained on (a fixed 1,950-step budget), one line per model through the seed means, every seed a dot.
 
-    python docs/figures/data_regime.py outputs/multirun/paper/data_regime   # -> docs/figures/data_regime.png
+    python docs/figures/data_regime.py SWEEP            # -> SWEEP/data_regime.png
+    python docs/figures/data_regime.py SWEEP --docs     # -> docs/figures/data_regime.png (the page's figure)
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 from collections import defaultdict
 from pathlib import Path
 
@@ -17,10 +18,10 @@ import matplotlib.pyplot as plt
 
 from alternet.runs.directories import RunDir, SweepDir
 
-OUT = Path(__file__).resolve().parent / "data_regime.png"
+DOCS = Path(__file__).resolve().parent / "data_regime.png"
 
 
-def main(sweep: str) -> None:
+def main(sweep: str, out: Path) -> None:
     points: dict[str, dict[float, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
     for job in SweepDir(sweep).jobs().jobs:
         summary = job.summary()
@@ -49,9 +50,13 @@ def main(sweep: str) -> None:
     right.set_title("the paper: a ViT's training NLL rises as data shrink", fontsize=9)
     figure.suptitle("data_regime: every seed a dot")
     figure.tight_layout()
-    figure.savefig(OUT, dpi=120)
-    print(OUT)
+    figure.savefig(out, dpi=120)
+    print(out)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sweep", help="the data_regime sweep's folder")
+    parser.add_argument("--docs", action="store_true", help="write the page's own figure in docs/figures")
+    args = parser.parse_args()
+    main(args.sweep, DOCS if args.docs else Path(args.sweep) / "data_regime.png")

@@ -199,7 +199,9 @@ def _fit(
         frames = traceback.extract_tb(error.__traceback__)
         raised_by_lightning = bool(frames) and f"{os.sep}lightning{os.sep}" in frames[-1].filename
         if raised_by_lightning and trainer.global_step == start:
-            raise ConfigValueError(f"trainer settings rejected by Lightning: {one_line(error)}") from None
+            by_a_callback = f"{os.sep}callbacks{os.sep}" in frames[-1].filename  # DeviceStatsMonitor without psutil
+            what = "callback settings (callbacks.*)" if by_a_callback else "trainer settings"
+            raise ConfigValueError(f"{what} rejected by Lightning: {one_line(error)}") from None
         raise
 
 

@@ -128,7 +128,7 @@ TRAIN = [
     (["++trainer.strategy=ddp_foo"], "trainer settings rejected by Lightning: You selected an invalid strategy name"),
     pytest.param(  # a Lightning callback's missing package, found as the fit starts: a traceback and Hydra's records
         ["callbacks.extra=[{_target_:lightning.pytorch.callbacks.DeviceStatsMonitor}]"],
-        "trainer settings rejected by Lightning: `DeviceStatsMonitor` cannot log CPU stats as `psutil` is not",
+        "callback settings (callbacks.*) rejected by Lightning: `DeviceStatsMonitor` cannot log CPU stats",
         marks=pytest.mark.skipif(importlib.util.find_spec("psutil") is not None, reason="psutil is installed here"),
     ),
     (["callbacks.checkpoint.monitor=val/foo"], "callbacks.checkpoint.monitor=val/foo is not a metric the run logs"),

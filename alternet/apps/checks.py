@@ -35,7 +35,7 @@ from ..metrics.table import SPLIT_KEYS, metric_mode
 from ..models.external import check_name, require_pretrained
 from ..models.factory import check_builds
 from ..runs.records import import_modules
-from ..training.config import TrainerConfig, check_trainer_keys
+from ..training.config import TrainerConfig, check_trainer_keys, trainer_arguments
 from ..training.optim import check_min_lr
 from ..training.precision import PRECISIONS
 from .config import TrainConfig, train_config
@@ -360,7 +360,8 @@ def check_slurm_tasks(trainer: TrainerConfig) -> None:
 def check_trainer(trainer: TrainerConfig) -> None:
     """``trainer`` against Lightning's own tables: any other argument (``+trainer.KEY=VALUE``) is one of its
     ``Trainer``'s, ``precision`` one it accepts (or ``auto``)."""
-    check_trainer_keys(trainer.extra, frozenset(inspect.signature(L.Trainer.__init__).parameters) - {"self"})
+    if trainer_arguments() is None:  # else checked as the config was typed, against the same names
+        check_trainer_keys(trainer.extra, frozenset(inspect.signature(L.Trainer.__init__).parameters) - {"self"})
     one_of("trainer.precision", trainer.precision, PRECISIONS)
     require(
         "trainer.limit_train_batches",

@@ -354,7 +354,8 @@ def open_sources(
         why = f"on {datamodule.name} (robustness.enabled=auto scores CIFAR, or the files of robustness.root)"
         tables = BUILTIN.get(cfg.baseline)
         advice = (
-            f", and it has tables for {', '.join(tables)} only: leave it out"
+            f", and it has tables for {', '.join(tables)} only: set robustness.root to ImageNet-C's files for an "
+            "ImageNet model, or leave it out"
             if tables and datamodule.name not in ROBUST_DATA
             else "; set robustness.enabled=true to score generated corruptions against it"
         )

@@ -408,7 +408,7 @@ def test_a_baseline_where_no_corruption_is_scored_is_warned_of(tmp_path):
     from alternet.evaluation.evaluator import open_sources
 
     said = "robustness.baseline=alexnet does nothing: no corruption is scored on tiny (robustness.enabled=auto scores"
-    tables = "and it has tables for cifar10-c, cifar100-c, imagenet-c only: leave it out"
+    tables = "and it has tables for cifar10-c, cifar100-c, imagenet-c only: set robustness.root to ImageNet-C's"
     with pytest.warns(UserWarning, match=rf"{re.escape(said)}.*, {tables}"):
         assert open_sources(settings(enabled="auto", baseline="alexnet"), datamodule(), None) == (None, None)
     baseline = tmp_path / "metrics.json"

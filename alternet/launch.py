@@ -134,7 +134,7 @@ def check_sweep_launch(launcher: Mapping[str, Any], job: Mapping[str, Any], visi
             "joblib's, and Lightning's DDP would re-execute that worker's command line per device. Sweep on SLURM "
             "(hydra/launcher=slurm: one task per device), or set trainer.devices=1"
         )
-    if "SlurmLauncher" in target:
+    if is_remote(launcher):
         tasks, nodes = launcher.get("tasks_per_node"), launcher.get("nodes")
         if devices is None or tasks != devices:
             raise ConfigValueError(

@@ -169,8 +169,9 @@ def select_weights(model: nn.Module, source: Source) -> tuple[dict[str, torch.Te
             f"{source.location}{arch} does not fit this {model_name(model)}: its position tables cannot be "
             f"resized to it ({one_line(error)}); check model.name against the weights' architecture"
         ) from None
-    source, adapted = _adapt_input_channels(model, source)
-    expected, weights = model.state_dict(), source.state_dict
+    expected = model.state_dict()
+    source, adapted = _adapt_input_channels(expected, model, source)
+    weights = source.state_dict
     classifiers = _classifier_names(model, source)
     _check_body_shapes(model, source, classifiers)
     _check_values(expected, source, classifiers)
@@ -191,12 +192,14 @@ def select_weights(model: nn.Module, source: Source) -> tuple[dict[str, torch.Te
     return selected, report
 
 
-def _adapt_input_channels(model: nn.Module, source: Source) -> tuple[Source, str | None]:
+def _adapt_input_channels(
+    expected: dict[str, torch.Tensor], model: nn.Module, source: Source
+) -> tuple[Source, str | None]:
     """A model built for another number of input channels (``in_chans=1``) than its source's first conv takes: that
     conv's weights adapted to it as timm's ``load_pretrained`` adapts them (:func:`timm.models.adapt_input_conv`:
     summed into one channel, or repeated and rescaled); the rest of the weights load as they are."""
     firsts = (getattr(model, "pretrained_cfg", None) or {}).get("first_conv") or ()
-    expected, weights = model.state_dict(), dict(source.state_dict)
+    weights = dict(source.state_dict)  # ``expected``: the model's state_dict
     adapted = []
     for name in [firsts] if isinstance(firsts, str) else firsts:
         key = f"{name}.weight"

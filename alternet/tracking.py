@@ -26,6 +26,7 @@ import yaml
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 
+from .architectures.config import model_config
 from .errors import AlternetError, AlternetWarning, ConfigValueError
 from .files import write_text
 from .runs.directories import RunDir
@@ -221,9 +222,10 @@ def training_run(run: RunDir | None) -> dict[str, str]:
 
 
 def run_name(run_config: Mapping[str, Any], run: RunDir) -> str:
-    """What ran, for the W&B runs table: ``<model>-<data>-s<seed>`` (the run directory's name without them)."""
+    """What ran, for the W&B runs table: ``<model>-<data>-s<seed>``, the model by its label
+    (:meth:`~alternet.architectures.config.ModelConfig.label`; the run directory's name without them)."""
     try:
-        return f"{run_config['model']['name']}-{run_config['data']['name']}-s{run_config['seed']}"
+        return f"{model_config(run_config['model']).label()}-{run_config['data']['name']}-s{run_config['seed']}"
     except (KeyError, TypeError):
         return run.path.name
 

@@ -27,7 +27,7 @@ def evaluate_after_training(
     the summary's fields it fills
     (:class:`~alternet.runs.summary.RunSummary`: ``calibration``, ``selective``, ``ood``, ``robustness``,
     ``evaluation_dir``)."""
-    label = config.model.name
+    label = config.model.label()
     meta = {"model": label, "data": config.data.name}
     if config.recipe.test_flip:  # predict as the run's own test did, and as alternet evaluate does
         model, meta["test_flip"] = FlipAveraged(model), True

@@ -12,7 +12,6 @@ import lightning as L
 from torch import nn
 
 from .. import tracking
-from ..architectures.named import base_name, spec_kwargs
 from ..metrics.table import SPLIT_KEYS
 from ..progress import duration
 from ..runs.directories import RunDir
@@ -76,17 +75,10 @@ def start_banner(
 
 
 def _changed(config: TrainConfig) -> str:
-    """The architecture keys the config sets to other values than its named model's (``model=byob
-    model.self_attn_layer=halo`` still builds under botnet_cifar's name), after a comma; the layout is shown apart."""
-    named = {key: _tupled(value) for key, value in spec_kwargs(base_name(config.model.name)).items()}
-    arguments = config.model.arguments().items()
-    changed = [f"{k}={v}" for k, v in arguments if k != "layout" and (k not in named or named[k] != _tupled(v))]
+    """The architecture keys the config sets to other values than its named model's, after a comma; the layout is
+    shown apart."""
+    changed = [f"{k}={v}" for k, v in config.model.changed().items() if k != "layout"]
     return f", {', '.join(changed)}" if changed else ""
-
-
-def _tupled(value: Any) -> Any:
-    """A config's lists as the specs' tuples, to compare them."""
-    return tuple(_tupled(item) for item in value) if isinstance(value, (list, tuple)) else value
 
 
 def learning_rate_line(recipe: RecipeConfig, global_batch: int) -> str:

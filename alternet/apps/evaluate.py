@@ -253,16 +253,16 @@ def evaluate_model(
     if config.analysis:
         check_data(analyses, datamodule, recipe)
     print(f"Evaluating {source.location}{' (its EMA weights)' if source.ema else ''}", flush=True)
-    architecture = source.require_architecture()
+    label = source.label()  # its architecture (a source of weights alone is refused here)
     checkpoint = str(source.checkpoint) if source.checkpoint is not None else source.location
-    meta = {"checkpoint": checkpoint, "source": reference, "model": architecture, "data": datamodule.name}
+    meta = {"checkpoint": checkpoint, "source": reference, "model": label, "data": datamodule.name}
     meta["ema"] = source.ema  # the weights': an export of EMA weights holds them without use_ema
     predictor = model
     flip = config.test_flip if config.test_flip is not None else bool(recipe and recipe.test_flip)  # as the run did
     if flip:
         predictor, meta["test_flip"] = FlipAveraged(model), True
     with datamodule.dead_workers_named():
-        evaluator = Evaluator(predictor, datamodule, config, staged, architecture, class_names=class_names(source))
+        evaluator = Evaluator(predictor, datamodule, config, staged, label, class_names=class_names(source))
         report = evaluator.run(meta)
     if config.analysis:
         analyses = run_analyses(list(config.analysis), model, datamodule, recipe, config.analysis, staged)

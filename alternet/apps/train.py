@@ -313,7 +313,7 @@ def _tested(
     images_per_sec = throughput_callback(trainer).images_per_sec  # before testing: it restores the best's count
     tested = by_split(trainer.test(module, datamodule=datamodule, ckpt_path=tested_path, verbose=False)[0])
     summary = RunSummary(
-        model=config.model.name,
+        model=config.model.label(),
         data=config.data.name,
         test=tested.pop("test", {}),
         test_ema=tested.pop("test_ema", None),

@@ -22,6 +22,8 @@ from .named import SPECS, base_name, spec_kwargs
 from .specs import FAMILY_SPECS, ModelSpec, spec_with
 
 BUILDUP_RULES = ("warn", "off")
+# keys that choose how a model computes, not what: left out of its label
+IMPLEMENTATION_KEYS = ("fused_attn",)
 # the model's name, where its starting weights come from, and whether to warn about the paper's build-up rules
 NOT_MODEL_ARGS = ("name", "pretrained", "buildup_rules", "extra")
 
@@ -51,6 +53,23 @@ class ModelConfig(Section):
         if arch in SPECS:
             spec_with(SPECS[arch], self.arguments()).check(img_size)
 
+    def changed(self) -> dict[str, Any]:
+        """The keys this config sets to other values than its named model's (``model=byob
+        model.self_attn_layer=halo`` builds under botnet_cifar's name); for a timm model, every key it sets."""
+        named = {key: _tupled(value) for key, value in spec_kwargs(base_name(self.name)).items()}
+        return {
+            k: v
+            for k, v in self.arguments().items()
+            if k not in IMPLEMENTATION_KEYS and (k not in named or named[k] != _tupled(v))
+        }
+
+    def label(self) -> str:
+        """What the run is called where it is recorded (metrics.json, W&B, the console's last lines): the model's
+        name, and, where the config changes its architecture, the keys it changes: ``botnet_cifar[self_attn_layer=
+        halo]``, ``alternet_r50[layout=C|CM|CM|CM]``."""
+        changed = ", ".join(f"{k}={_shown(v)}" for k, v in self.changed().items())
+        return f"{self.name}[{changed}]" if changed else self.name
+
     def built(self) -> dict[str, Any]:
         """The architecture this config builds: the zoo's keywords for its name (none for a timm model) under the
         keys it sets."""
@@ -76,6 +95,18 @@ class TimmModel(ModelConfig):
 
     OPEN = True
     extra: dict[str, Any] = field(default_factory=dict)  # +model.KEY=VALUE: the constructor's own keywords
+
+
+def _tupled(value: Any) -> Any:
+    """A config's lists as the specs' tuples, to compare them."""
+    return tuple(_tupled(item) for item in value) if isinstance(value, (list, tuple)) else value
+
+
+def _shown(value: Any) -> str:
+    """A key's value as an override writes it: ``[2,4,8]``, ``halo``."""
+    if isinstance(value, (list, tuple)):
+        return f"[{','.join(_shown(item) for item in value)}]"
+    return str(value)
 
 
 def _as_config(hint: Any) -> Any:

@@ -125,3 +125,34 @@ def test_each_family_yaml_lists_exactly_its_sections_keys():
         for section in {model_section({"name": name}) for name in names}:
             fields = {field.name for field in dataclasses.fields(section)} - {"extra"}
             assert keys == fields, (base, section.__name__, sorted(keys ^ fields))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "label"),
+    [
+        (["model=botnet_cifar"], "botnet_cifar"),
+        (
+            ["model=byob", "model.self_attn_layer=halo", "model.block_size=2"],
+            "botnet_cifar[self_attn_layer=halo, block_size=2]",
+        ),
+        (
+            ["model=alternet_tiny", "model.layout=C|CC|CM", "model.heads=[1,2,8]"],
+            "alternet_tiny[layout=C|CC|CM, heads=[1,2,8]]",
+        ),
+        (["model=alternet_tiny", "model.widths=[32,64,128]", "model.fused_attn=false"], "alternet_tiny"),  # as named
+        (["model=timm", "model.name=resnet18", "+model.drop_rate=0.1"], "resnet18[drop_rate=0.1]"),
+    ],
+)
+def test_a_run_is_labelled_by_its_model_and_the_architecture_keys_its_config_changes(overrides, label):
+    """model=byob model.self_attn_layer=halo builds a HaloNet from botnet_cifar's entry: its runs are not recorded
+    as BoTNet's. The label leaves out the named model's own values and keys that change how it computes, not what."""
+    assert validate_train_config(resolved(*overrides)).model.label() == label
+
+
+def test_an_evaluation_labels_its_model_as_the_run_did():
+    from alternet.hub.sources import Source
+
+    halo = {"name": "botnet_cifar", "pretrained": None, "self_attn_layer": "halo", "buildup_rules": "warn"}
+    source = Source(location="run", state_dict={}, architecture="botnet_cifar", hyper_parameters={"model": halo})
+    assert source.label() == "botnet_cifar[self_attn_layer=halo]"
+    assert Source(location="hub", state_dict={}, architecture="resnet18").label() == "resnet18"  # no config kept

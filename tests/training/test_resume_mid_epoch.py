@@ -175,9 +175,9 @@ def test_only_rank_zero_keeps_the_wandb_run_id(tmp_path, monkeypatch):
 
 
 def test_wandb_runs_say_what_ran_and_show_best_validation_values(tmp_path, monkeypatch):
-    """Run name <model>-<data>-s<seed>, define_metric so the runs table shows best val accuracy (max) and NLL (min)
-    and every chart is against the optimizer step, and the run's config as the run recorded it, on a real offline
-    W&B run."""
+    """Run name <model>-<data>-s<seed> (the model by its label: its name and the architecture keys changed),
+    define_metric so the runs table shows best val accuracy (max) and NLL (min) and every chart is against the
+    optimizer step, and the run's config as the run recorded it, on a real offline W&B run."""
     import wandb
     from wandb.sdk.wandb_run import Run
 
@@ -204,9 +204,11 @@ def test_wandb_runs_say_what_ran_and_show_best_validation_values(tmp_path, monke
         return finish(*args, **kwargs)
 
     monkeypatch.setattr(wandb, "finish", capture_then_finish)
-    train(compose_train(*FAST, "logger=wandb", "logger.wandb.offline=true", "seed=3", output_dir=tmp_path))
+    changed = ["model.heads=[1,2,2]", "model.fused_attn=false"]  # an architecture key, and how it computes
+    train(compose_train(*FAST, *changed, "logger=wandb", "logger.wandb.offline=true", "seed=3", output_dir=tmp_path))
     run_id = (tmp_path / "wandb-run-id").read_text().strip()
-    assert seen["name"] == "alternet_tiny-digits-s3"
+    assert seen["name"] == "alternet_tiny[heads=[1,2,2]]-digits-s3"  # not the named model's: its heads differ
+    assert json.loads((tmp_path / "metrics.json").read_text())["model"] == "alternet_tiny[heads=[1,2,2]]"
     assert seen["group"] == run_id == (tmp_path / "wandb-group").read_text().strip()  # a single run: its own group
     assert defined["val/acc"] == "max" and defined["val/nll"] == "min"
     assert {name: defined.get(name) for name in BEST_OF} == BEST_OF

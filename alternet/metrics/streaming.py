@@ -7,14 +7,15 @@ from __future__ import annotations
 import torch
 from torchmetrics import Metric
 
-from .calibration import sum_tolerance
+from .calibration import HALF_EPS, sum_tolerance
 
 
 class BinnedCalibrationError(Metric):
     """Expected calibration error over ``n_bins`` equal-width confidence bins, (lo, hi] with 0 in the first bin.
 
     Per bin it keeps the sample count, the number correct and the summed confidence (sums reduce across ranks),
-    so the result does not depend on the batch size or the number of processes. Rows that are no probabilities
+    so the result does not depend on the batch size or the number of processes. Half-precision rows are renormalised
+    as :func:`~alternet.metrics.calibration.check_inputs` renormalises them. Rows that are no probabilities
     (logits, a label outside the classes) are counted on the device, never read per batch, and :meth:`compute`
     refuses them as :func:`~alternet.metrics.reliability_bins` does; a non-finite row (a diverged model) makes the
     result NaN.
@@ -36,7 +37,10 @@ class BinnedCalibrationError(Metric):
         tolerance = sum_tolerance(probs.dtype)
         values = probs.detach().double()
         finite = torch.isfinite(values).all(dim=1)
-        in_range = (values.amin(dim=1) >= -tolerance) & ((values.sum(dim=1) - 1).abs() <= tolerance)
+        sums = values.sum(dim=1)
+        in_range = (values.amin(dim=1) >= -tolerance) & ((sums - 1).abs() <= tolerance)
+        if str(probs.dtype) in HALF_EPS:  # renormalised, as check_inputs does: the same confidences
+            values = values / sums[:, None]
         labelled = (labels >= 0) & (labels < values.shape[1])
         self.invalid += (finite & ~(in_range & labelled)).sum()
         self.nonfinite += (~finite).sum()
@@ -73,19 +77,28 @@ class TopKAccuracy(Metric):
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         self.k = k
-        for name in ("hits", "seen", "nonfinite"):
+        for name in ("hits", "seen", "nonfinite", "invalid"):
             self.add_state(name, default=torch.zeros((), dtype=torch.float64), dist_reduce_fx="sum")
 
     def update(self, scores: torch.Tensor, labels: torch.Tensor) -> None:
-        scores = scores.detach()
+        """``scores``: logits (ranked as :func:`~alternet.metrics.calibration.top_k_accuracy` ranks them) or
+        probabilities (where softmax underflows, the zeros tie)."""
+        scores, labels = scores.detach(), labels.long()
         self.nonfinite += (~torch.isfinite(scores).all(dim=1)).sum()  # a diverged model's: the result is NaN
-        label_score = scores.gather(1, labels[:, None].long())
+        outside = (labels < 0) | (labels >= scores.shape[1])  # counted on the device, refused by compute
+        self.invalid += outside.sum()
+        label_score = scores.gather(1, labels.clamp(0, scores.shape[1] - 1)[:, None])
         above, tied = (scores > label_score).sum(dim=1), (scores == label_score).sum(dim=1)  # tied: the label too
         places = min(self.k, scores.shape[1]) - above
         self.hits += (places.double() / tied.double()).clamp(0.0, 1.0).sum()
         self.seen += labels.numel()
 
     def compute(self) -> torch.Tensor:
+        if self.invalid > 0:
+            raise ValueError(
+                f"{int(self.invalid)} labels were outside the classes [0, K-1]: pass class indices below the scores' "
+                "width"
+            )
         if self.nonfinite > 0:  # a NaN score ties with nothing: it counted as a hit
             return torch.tensor(float("nan"), device=self.hits.device)
         return (self.hits / self.seen.clamp(min=1.0)).float()

@@ -44,15 +44,24 @@ from .step import WholeStep, ema_update_
 
 
 def evaluation_metrics(num_classes: int) -> MetricCollection:
-    """Accuracy, top-5 and 10-bin ECE (NLL is a mean over samples, kept beside them); top-5 and ECE take
-    probabilities and count them exactly as evaluate.py does."""
+    """Accuracy, top-5 and 10-bin ECE (NLL is a mean over samples, kept beside them), counted exactly as evaluate.py
+    does: top-5 from the logits (:func:`update_metrics`), the others from the probabilities."""
     return MetricCollection(
         {
             "acc": MulticlassAccuracy(num_classes, average="micro"),
             "top5": TopKAccuracy(5),  # a tie at the fifth place at its expectation, as evaluate.py
             "ece": BinnedCalibrationError(n_bins=10),
-        }
+        },
+        compute_groups=False,  # each metric updated with its own input
     )
+
+
+def update_metrics(metrics: MetricCollection, logits: torch.Tensor, labels: torch.Tensor) -> None:
+    """Update :func:`evaluation_metrics` with a batch: top-5 ranks the logits, as evaluate.py does (probabilities
+    that softmax underflows to 0 would tie), accuracy and ECE read the probabilities."""
+    probs = logits.softmax(dim=-1)
+    for metric in metrics.values(copy_state=False):
+        metric.update(logits if isinstance(metric, TopKAccuracy) else probs, labels)
 
 
 class ClassificationModule(L.LightningModule):
@@ -357,7 +366,7 @@ class ClassificationModule(L.LightningModule):
         flip = self.recipe.test_flip and stage != "train_clean"  # train_clean measures the fit itself
         logits = (flip_averaged_logits(net, images) if flip else net(images)).float()
         metrics, nll = getattr(self, f"{stage}_metrics"), getattr(self, f"{stage}_nll")
-        metrics.update(logits.softmax(dim=-1), labels)
+        update_metrics(metrics, logits, labels)
         nll.update(F.cross_entropy(logits, labels, reduction="none"))
         for name, metric in metrics.items(keep_base=False):
             self.log(name, metric, on_step=False, on_epoch=True, prog_bar=name == "val/acc", add_dataloader_idx=False)

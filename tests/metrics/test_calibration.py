@@ -188,6 +188,26 @@ def test_top_k_ranks_by_the_logits_where_softmax_underflows_into_ties():
     assert top_k_accuracy(probs, label, 2, logits) == 0.0  # the label is third
 
 
+def test_training_ranks_top_5_by_the_logits_as_the_evaluation_does():
+    """Training fed its top-5 float32 probabilities: the classes softmax underflowed to 0 tied, and a label in second
+    place 200 logits below the first counted 4/9 where evaluate.py counted 1."""
+    from alternet.training.module import evaluation_metrics, update_metrics
+
+    logits, labels = torch.tensor([[200.0, 0.0, -1.0, -2.0, -3.0, -4.0, -5.0, -6.0, -7.0, -8.0]]), torch.tensor([1])
+    metrics = evaluation_metrics(10)
+    update_metrics(metrics, logits, labels)
+    expected = calibration_metrics(softmax(logits.double().numpy()), labels.numpy(), logits=logits.double().numpy())
+    computed = {name: value.item() for name, value in metrics.compute().items()}
+    assert computed == pytest.approx({key: expected[key] for key in computed}) and computed["top5"] == 1.0
+
+
+def test_the_streaming_top_k_refuses_labels_outside_the_classes_in_one_line():
+    metric = TopKAccuracy(5)
+    metric.update(torch.zeros(3, 10), torch.tensor([0, 10, -1]))  # counted on the device, no bare gather error
+    with pytest.raises(ValueError, match=r"2 labels were outside the classes \[0, K-1\]"):
+        metric.compute()
+
+
 def test_ece_agrees_with_torchmetrics_on_probabilities():
     probs, labels = random_predictions(n=3000, k=10, seed=1)
     metric = MulticlassCalibrationError(num_classes=10, n_bins=10, norm="l1")
@@ -310,8 +330,10 @@ def test_the_streaming_ece_refuses_logits_and_foreign_labels_and_is_nan_for_a_di
         with pytest.raises(ValueError, match="no probabilities"):
             metric.compute()
     metric = BinnedCalibrationError()
-    metric.update(probs.bfloat16(), labels)  # a bf16 softmax: within its precision
-    assert metric.compute().item() == pytest.approx(reliability_bins(probs.numpy(), labels.numpy()).ece, abs=0.02)
+    metric.update(probs.bfloat16(), labels)  # a bf16 softmax: within its precision, renormalised as offline
+    assert metric.compute().item() == pytest.approx(
+        reliability_bins(probs.bfloat16(), labels.numpy()).ece, abs=1e-6
+    )  # float32
     diverged = probs.clone()
     diverged[3] = float("nan")
     metric = BinnedCalibrationError()

@@ -14,6 +14,10 @@ argument checked against Lightning's signature (:class:`~alternet.training.confi
 
 from __future__ import annotations
 
+import dataclasses
+import re
+import sys
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +38,7 @@ from ..launch import register_resolvers
 from ..runs.checkpoint_files import check_resume_path
 from ..tracking import WandbSettings
 from ..training.config import CallbacksConfig, ExportConfig, PerformanceConfig, RecipeConfig, TrainerConfig
-from ..typed import SECTION, Section, build
+from ..typed import SECTION, Section, build, conforms, section_type
 
 TRAIN_SCHEMA = "train_schema"
 EVALUATE_SCHEMA = "evaluate_schema"
@@ -186,13 +190,14 @@ def resolved(cfg: DictConfig) -> dict[str, Any]:
 
 def train_config(values: Mapping[str, Any]) -> TrainConfig:
     """A composed, resolved training config (Hydra's own section aside) as objects, every section checked."""
-    wandb = (values.get("logger") or {}).get("wandb")
+    logger = values.get("logger")  # ??? where ~logger removed it: _set names it
+    wandb = logger.get("wandb") if isinstance(logger, Mapping) else None
     if isinstance(wandb, Mapping) and "project" not in wandb:  # logger=csv over a preset that sets W&B keys
         raise ConfigValueError(
             f"logger.wandb holds {', '.join(sorted(wandb))} but no project: a preset's W&B settings outlive "
             "logger=csv; add logger.wandb=null to switch W&B off, or logger=wandb to log to it"
         )
-    return build(TrainConfig, _set(values, "train"))
+    return _typed(TrainConfig, values, "train")
 
 
 def evaluate_config(values: Mapping[str, Any]) -> EvaluateConfig:
@@ -202,7 +207,44 @@ def evaluate_config(values: Mapping[str, Any]) -> EvaluateConfig:
             "ckpt is required: alternet evaluate ckpt=SOURCE (a run directory, a .ckpt, an export directory, "
             "hdvw:FILE, timm:NAME, hf-hub:REPO, local-dir:DIR) or a list [A,B]"
         )
-    return build(EvaluateConfig, _set(values, "evaluate"))
+    return _typed(EvaluateConfig, values, "evaluate")
+
+
+def _typed(cls: type[TrainConfig | EvaluateConfig], values: Mapping[str, Any], command: str) -> Any:
+    """The config as ``cls``; a required key that the command line's ``~KEY`` removed (``~seed``,
+    ``~trainer.max_epochs``: Hydra deletes them) is said to be that (Hydra's overrides are the command line's, also
+    in the checks before the job runs, where the composed config no longer holds them)."""
+    try:
+        return build(cls, _set(values, command))
+    except ConfigValueError as error:
+        named = re.match(r"([\w.]+)(?:, [\w.]+)* must be set", str(error))
+        if named is None or f"~{named.group(1)}" not in {arg.partition("=")[0] for arg in sys.argv[1:]}:
+            raise
+        raise ConfigValueError(kept_key(named.group(1), command)) from None
+
+
+def kept_key(key: str, command: str) -> str:
+    """``~KEY`` of a key the command always needs (every key of a typed section, ``seed``): what to type instead."""
+    parent, _, name = key.rpartition(".")
+    section = schema_section(parent, command)
+    hint = typing.get_type_hints(section).get(name) if section is not None else None
+    instead = f"{key}=null or another value" if hint is not None and conforms(None, hint) else f"{key}=VALUE"
+    return (
+        f"~{key}: {key} cannot be removed, the command always needs a value; set {instead} instead "
+        f"(`alternet {command} --cfg job` prints it)"
+    )
+
+
+def schema_section(path: str, command: str) -> type[Section] | None:
+    """The typed section the schema declares at ``path`` (``recipe.augment``; ``""``: the root), None where it
+    declares none (an open mapping, a section chosen by its values such as ``data``)."""
+    section: Any = {"train": TrainConfig, "evaluate": EvaluateConfig}.get(command)
+    for part in path.split(".") if path else ():
+        if not dataclasses.is_dataclass(section) or part not in {f.name for f in dataclasses.fields(section)}:
+            return None
+        field = next(f for f in dataclasses.fields(section) if f.name == part)
+        section = field.metadata.get(SECTION) or section_type(typing.get_type_hints(section)[part])
+    return section if isinstance(section, type) and issubclass(section, Section) else None
 
 
 def _set(values: Mapping[str, Any], command: str) -> dict[str, Any]:

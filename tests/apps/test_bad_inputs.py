@@ -111,6 +111,14 @@ TRAIN = [
     (["~model.widths"], "error: ~model.widths deletes nothing: model.widths is null already (its default) or is n"),
     (["~recipe.ema.decay"], "error: ~recipe.ema.decay deletes nothing: recipe.ema.decay is null already; ~KEY rem"),
     (["~recipe.bach_size"], "error: ~recipe.bach_size: recipe.bach_size is not a key of recipe (did you mean 'batch"),
+    (["~seed"], "error: ~seed: seed cannot be removed, the command always needs a value; set seed=VALUE instead"),
+    (["~trainer.max_epochs"], "error: ~trainer.max_epochs: trainer.max_epochs cannot be removed, the command always"),
+    (["~recipe.epochs"], "error: ~recipe.epochs: recipe.epochs cannot be removed, the command always needs a value"),
+    (
+        ["~recipe.grad_clip"],
+        "cannot be removed, the command always needs a value; set recipe.grad_clip=null or another",
+    ),
+    (["~logger"], "error: ~logger: logger cannot be removed, the command always needs a value"),  # was AttributeError
     (["evaluate.calibration.n_bins=10000000000"], "evaluate.calibration.n_bins=10000000000 is invalid: must be an"),
     (["data=imagefolder"], "data.root must be set"),
     (

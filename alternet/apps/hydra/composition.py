@@ -23,12 +23,11 @@ from typing import Any
 
 import yaml
 from hydra.errors import CompactHydraException, HydraException, MissingConfigException, OverrideParseException
-from omegaconf.errors import ConfigKeyError, ValidationError
+from omegaconf.errors import ConfigKeyError, ConfigTypeError, ValidationError
 
 from ...errors import AlternetWarning, exit_with_error, suggest
 from ...runs.records import hydra_quoted
-from ...typed import SECTION, Section, section_type
-from ..config import EvaluateConfig, TrainConfig
+from ..config import kept_key, schema_section
 
 FULL_ERROR = "HYDRA_FULL_ERROR"
 SHOWN_OPTIONS = 12  # a group with more options points to --help instead of listing them
@@ -85,6 +84,8 @@ def composition_error(error: CompactHydraException, command: str) -> str:
         )
         said = "" if reason.strip() == error.override else f": {reason}"  # the lexer just repeats it
         return f"cannot read the override {error.override!r}{said}; {hint}"
+    if isinstance(cause, ConfigTypeError) and "does not support deletion" in str(cause):  # ~recipe.epochs
+        return kept_key(str(error).rpartition("~")[2] or str(cause.full_key), command)
     if isinstance(cause, ConfigKeyError | AttributeError) and getattr(cause, "full_key", None):
         key = str(cause.full_key)
         parent, _, name = key.rpartition(".")
@@ -117,7 +118,7 @@ def composition_error(error: CompactHydraException, command: str) -> str:
                 "data_root=DIR"
             )
         where = f"of {parent}" if parent else "at the top level"
-        section = _schema_section(parent, command)  # its own hint: the section a key belongs to (recipe.augment)
+        section = schema_section(parent, command)  # its own hint: the section a key belongs to (recipe.augment)
         own = section is not None and not section.OPEN  # an open section's keys are more than its class's
         hint = section.unknown_hint(name, f"{parent}.") if own else suggest(name, known)
         return f"{key} is not a key {where}{hint}; `alternet {command} --cfg job` prints the keys"
@@ -142,7 +143,7 @@ def composition_error(error: CompactHydraException, command: str) -> str:
     if deleted:  # Hydra says so of a key that is null (left to its default) as of one that is not there
         key = deleted.group(1)
         parent, _, name = key.rpartition(".")
-        section, shown = _schema_section(parent, command), f"`alternet {command} --cfg job` prints the keys"
+        section, shown = schema_section(parent, command), f"`alternet {command} --cfg job` prints the keys"
         known = section is not None and not section.OPEN
         if known and name not in {f.name for f in dataclasses.fields(section)}:
             where, hint = f"of {parent}" if parent else "at the top level", section.unknown_hint(name, f"{parent}.")
@@ -172,20 +173,8 @@ def _null_section_key(key: str, command: str) -> bool:
     """Whether ``key`` names a key of its section in the schema, so that composing refused it only because the
     section is null there (``recipe.augment.arrays.cutout.holes``, ``logger.wandb.project``)."""
     parent, _, name = key.rpartition(".")
-    section = _schema_section(parent, command)
+    section = schema_section(parent, command)
     return section is not None and name in {f.name for f in dataclasses.fields(section)}
-
-
-def _schema_section(path: str, command: str) -> type[Section] | None:
-    """The typed section the schema declares at ``path`` (``recipe.augment``; ``""``: the root), None where it
-    declares none (an open mapping, a section chosen by its values such as ``data``)."""
-    section: Any = {"train": TrainConfig, "evaluate": EvaluateConfig}.get(command)
-    for part in path.split(".") if path else ():
-        if not dataclasses.is_dataclass(section) or part not in {f.name for f in dataclasses.fields(section)}:
-            return None
-        field = next(f for f in dataclasses.fields(section) if f.name == part)
-        section = field.metadata.get(SECTION) or section_type(typing.get_type_hints(section)[part])
-    return section if isinstance(section, type) and issubclass(section, Section) else None
 
 
 SCALARS = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}

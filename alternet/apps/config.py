@@ -173,7 +173,7 @@ def compose(name: str, overrides: Sequence[str] = ()) -> DictConfig:
         return hydra.compose(name, overrides=list(overrides))
 
 
-def resolved(cfg: DictConfig) -> dict[str, Any]:
+def resolved(cfg: DictConfig, command: str = "train") -> dict[str, Any]:
     """A composed config's values, every interpolation resolved: one that cannot be (an unset environment variable
     in ``${oc.env:VAR}``, a key that is not there) is one line naming the key, not OmegaConf's traceback."""
     try:
@@ -185,6 +185,9 @@ def resolved(cfg: DictConfig) -> dict[str, Any]:
             value = value.get(part) if isinstance(value, Mapping) else None
         reason = str(error).splitlines()[0].split(": ", 1)[-1].strip('"') if str(error) else type(error).__name__
         shown = f"{key}={value}" if key and isinstance(value, str) else (key or "the config")
+        missing = reason.partition("Missing mandatory value: ")[2]  # a section ~KEY removed (~recipe): said so
+        if missing and _removed(missing):
+            raise ConfigValueError(kept_key(missing, command)) from None
         raise ConfigValueError(f"{shown} cannot be resolved: {reason}") from None
 
 
@@ -218,9 +221,14 @@ def _typed(cls: type[TrainConfig | EvaluateConfig], values: Mapping[str, Any], c
         return build(cls, _set(values, command))
     except ConfigValueError as error:
         named = re.match(r"([\w.]+)(?:, [\w.]+)* must be set", str(error))
-        if named is None or f"~{named.group(1)}" not in {arg.partition("=")[0] for arg in sys.argv[1:]}:
+        if named is None or not _removed(named.group(1)):
             raise
         raise ConfigValueError(kept_key(named.group(1), command)) from None
+
+
+def _removed(key: str) -> bool:
+    """Whether the command line's ``~KEY`` removed ``key``."""
+    return f"~{key}" in {arg.partition("=")[0] for arg in sys.argv[1:]}
 
 
 def kept_key(key: str, command: str) -> str:

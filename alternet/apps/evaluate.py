@@ -357,7 +357,7 @@ def _marked(out_dir: Path) -> Iterator[None]:
 
 
 def run_evaluate(cfg: DictConfig) -> list[EvaluationReport]:
-    settings = resolved(cfg)
+    settings = resolved(cfg, "evaluate")
     import_modules(settings.get("imports"))  # first: the models and data modules they register
     config = evaluate_config(settings)  # every setting before any work starts: the evaluation's, W&B's
     config.logger.wandb = tracking.usable(config.logger.wandb)

@@ -113,6 +113,7 @@ TRAIN = [
     (["~recipe.bach_size"], "error: ~recipe.bach_size: recipe.bach_size is not a key of recipe (did you mean 'batch"),
     (["~seed"], "error: ~seed: seed cannot be removed, the command always needs a value; set seed=VALUE instead"),
     (["~trainer.max_epochs"], "error: ~trainer.max_epochs: trainer.max_epochs cannot be removed, the command always"),
+    (["~recipe"], "error: ~recipe: recipe cannot be removed, the command always needs a value"),  # a ${recipe...}
     (["~recipe.epochs"], "error: ~recipe.epochs: recipe.epochs cannot be removed, the command always needs a value"),
     (
         ["~recipe.grad_clip"],

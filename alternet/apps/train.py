@@ -303,12 +303,13 @@ def _loading_changes(config: TrainConfig, recorded_config: dict[str, Any] | None
 def _tested(
     config: TrainConfig, trainer: L.Trainer, module: ClassificationModule, datamodule: ImageDataModule, run: RunDir
 ) -> RunSummary:
-    """Test the best checkpoint (else the final weights) and sum the run up. Where the test split is the validation
-    split (ImageNet's val/, an image folder without test/), the best by the monitor was chosen on the test images:
-    the last checkpoint (the final weights) is tested instead."""
+    """Test the best checkpoint (else the final weights, by the last checkpoint where it holds them) and sum the run
+    up. Where the test split is the validation split (ImageNet's val/, an image folder without test/), the best by
+    the monitor was chosen on the test images: the last checkpoint (the final weights) is tested instead."""
     checkpoint = checkpoint_callback(trainer)  # read before testing: test() restores its state from `best`
     best, last = checkpoint.best_model_path or None, checkpoint.last_model_path or None
-    tested_path = last if datamodule.test_is_validation else best
+    final = last if getattr(checkpoint, "_last_global_step_saved", None) == trainer.global_step else None
+    tested_path = last if datamodule.test_is_validation else best or final  # no monitor: last.ckpt, when it is final
     clean = by_split(module.train_clean)  # read before testing, whose metrics replace the callback metrics
     images_per_sec = throughput_callback(trainer).images_per_sec  # before testing: it restores the best's count
     tested = by_split(trainer.test(module, datamodule=datamodule, ckpt_path=tested_path, verbose=False)[0])

@@ -129,6 +129,15 @@ def test_the_runs_throughput_counts_every_epoch_not_the_tested_checkpoints(tmp_p
     assert summary.train_images_per_sec == pytest.approx(saved["images"] / saved["seconds"])
 
 
+def test_a_run_without_a_validation_split_tests_its_last_checkpoint_where_it_holds_the_final_weights(tmp_path):
+    """No monitor picks a best without validation (CIFAR's val_size 0): the final weights were tested and recorded as
+    "final weights", and the model card of last.ckpt's export denied its own test numbers."""
+    summary = fit(tmp_path / "a", "data.val_size=0", "trainer.max_epochs=2")
+    assert summary.best_checkpoint is None and summary.tested_checkpoint == summary.last_checkpoint
+    unsaved = fit(tmp_path / "b", "data.val_size=0", "callbacks.checkpoint.save_last=false")
+    assert unsaved.tested_checkpoint == "final weights"  # held by no checkpoint
+
+
 def test_unreadable_checkpoint_is_rejected(tmp_path):
     bad = tmp_path / "broken.ckpt"
     bad.write_bytes(b"not a checkpoint")

@@ -239,7 +239,13 @@ def sweep_group() -> str | None:
         return None
     if hydra.mode != RunMode.MULTIRUN:
         return None
-    sweep = Path(hydra.sweep.dir)  # with its parent's name: multirun/DATE/TIME, a build-up search's SEARCH/round_01
+    return group_of_sweep(Path(hydra.sweep.dir))
+
+
+def group_of_sweep(sweep: Path) -> str:
+    """The W&B group of the jobs of the sweep directory ``sweep``, with its parent's name: multirun/DATE/TIME is
+    ``DATE-TIME``, a build-up search's SEARCH/round_01 ``SEARCH-round_01``."""
+    sweep = Path(os.path.abspath(sweep))
     return f"{sweep.parent.name}-{sweep.name}"[-NAME_LENGTH:] if sweep.parent.name else sweep.name
 
 
@@ -436,15 +442,21 @@ def _number_or_text(value: str) -> Any:
 
 
 def log_sweep_report(
-    settings: WandbSettings, sweep: str, out_dir: Path, files: Sequence[Path], rows: Sequence[Mapping[str, Any]]
+    settings: WandbSettings,
+    sweep: str,
+    group: str,
+    out_dir: Path,
+    files: Sequence[Path],
+    rows: Sequence[Mapping[str, Any]],
 ) -> str:
-    """A W&B run ``report-<sweep>`` of job type ``report`` in the sweep's project and group (``settings``: the
-    runs' own) holding the report's variant table and figures; returns where to look at it (:func:`run_location`)."""
+    """A W&B run ``report-<sweep>`` of job type ``report`` in the sweep's project and ``group`` (``settings``: the
+    runs' own; their group) holding the report's variant table and figures; returns where to look at it
+    (:func:`run_location`)."""
     import wandb
 
     run = start_run(
         settings,
-        group=settings.group or sweep,
+        group=settings.group or group,
         name=f"report-{sweep}",
         job_type="report",
         dir=str(out_dir),

@@ -579,5 +579,7 @@ def build_report(
         files.append(out_dir / "summary.md")
     logged = None
     if wandb_settings is not None:
-        logged = tracking.log_sweep_report(wandb_settings, sweep_dir.name, out_dir, files, rows)
+        groups = {group for run in runs if (group := tracking.training_run(run.job).get("group"))}  # as the jobs ran
+        group = groups.pop() if len(groups) == 1 else tracking.group_of_sweep(sweep_dir)
+        logged = tracking.log_sweep_report(wandb_settings, sweep_dir.name, group, out_dir, files, rows)
     return {"out_dir": out_dir, "files": files, "variants": rows, "baseline": base.label, "wandb_run": logged}

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from alternet import tracking
 from alternet.errors import ConfigValueError
 from alternet.report import build_report
 from alternet.report.cli import main as report_main
@@ -74,8 +75,14 @@ def test_report_of_a_sweep_writes_figures_tables_and_verdicts(sweep, tmp_path, m
     monkeypatch.setenv("WANDB_MODE", "offline")
     out = tmp_path / "report"
     arguments = [str(sweep_dir), "--baseline", "model=preresnet_tiny", "--out", str(out)]
+    started, start = [], tracking.start_run
+    monkeypatch.setattr(tracking, "start_run", lambda settings, **init: started.append(init) or start(settings, **init))
     code, stdout, stderr = module_output("alternet", ["report", *arguments], monkeypatch, capsys)
     assert code == "0", stderr[-3000:]
+    groups = {
+        (job / "wandb-group").read_text().strip() for job in sweep_dir.iterdir() if (job / "wandb-group").is_file()
+    }
+    assert len(groups) == 1 and [init["group"] for init in started] == [*groups]  # the report sits with its runs
     with open(out / "runs.csv") as f:
         runs = list(csv.DictReader(f))
     assert [(r["model"], r["seed"]) for r in runs] == [

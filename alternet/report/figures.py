@@ -112,28 +112,34 @@ def train_nll_curves(runs: Sequence[Run], keys: list[str], path: Path) -> Path |
 
 def training_curves(run: RunDir) -> Path | None:
     """The run's ``curves.png``: loss and NLL, accuracy (train, clean train, validation) per epoch and the
-    learning rate per step, from the run's ``logs/metrics.csv``."""
+    learning rate per step, from the run's ``logs/metrics.csv``; the training loss is each epoch's mean over all its
+    steps (``train/nll_epoch``; the logged ``train/loss`` is every ``log_every_n_steps``-th step's alone)."""
     path = run.metrics_csv
     if not path.is_file():
         return None
-    history = read_history(path)
-    panels = [
-        ("loss / NLL", ["train/loss", "train_clean/nll", "val/nll", "val_ema/nll"]),
-        ("accuracy", ["train/acc", "train_clean/acc", "val/acc", "val_ema/acc"]),
-        ("learning rate", ["train/lr@step"]),
-    ]
     fig = Figure(figsize=(14, 3.8))  # fixed margins: the layout engine took a third of a small run's wall time
     fig.subplots_adjust(left=0.055, right=0.99, bottom=0.14, top=0.92, wspace=0.24)
-    for ax, (label, keys) in zip(fig.subplots(1, 3), panels):
-        for key in keys:
-            if history.get(key):
-                xs, ys = zip(*history[key].items())
-                ax.plot(xs, ys, marker="o" if key != "train/lr@step" else None, markersize=3, label=key)
+    for ax, (label, curves) in zip(fig.subplots(1, 3), curve_panels(read_history(path))):
+        for key, curve in curves.items():
+            xs, ys = zip(*curve.items())
+            ax.plot(xs, ys, marker="o" if key != "train/lr@step" else None, markersize=3, label=key)
         ax.set_xlabel("step" if label == "learning rate" else "epoch")
         ax.set_ylabel(label)
         if ax.lines:
             ax.legend(fontsize=7)
     return save_figure(fig, run.curves)
+
+
+def curve_panels(history: dict[str, dict[int, float]]) -> list[tuple[str, dict[str, dict[int, float]]]]:
+    """``curves.png``'s three panels from a run's :func:`~alternet.report.runs.read_history`: each panel's label and
+    its curves by name (those the run logged)."""
+    loss = "train/nll_epoch" if history.get("train/nll_epoch") else "train/loss"  # the epoch's mean, not a sample's
+    panels = [
+        ("loss / NLL", [loss, "train_clean/nll", "val/nll", "val_ema/nll"]),
+        ("accuracy", ["train/acc", "train_clean/acc", "val/acc", "val_ema/acc"]),
+        ("learning rate", ["train/lr@step"]),
+    ]
+    return [(label, {key: history[key] for key in keys if history.get(key)}) for label, keys in panels]
 
 
 def _job_labels(jobs: Sequence[dict]) -> list[str]:

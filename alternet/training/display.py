@@ -83,6 +83,7 @@ class RunningLoss:
     Lightning would otherwise turn a ``prog_bar=True`` value into a Python number after every batch."""
 
     KEY = "train/loss"
+    EPOCH_KEY = "train/nll_epoch"  # an epoch's mean, as the module logs it (HDVW's training NLL)
 
     def __init__(self, max_age: float = 1.0):
         self.max_age = max_age
@@ -180,10 +181,9 @@ class ProgressLines(ProgressBar):
     def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
         return _shown(super().get_metrics(trainer, pl_module), pl_module)
 
-    def _metrics(self, trainer: L.Trainer, pl_module: L.LightningModule, shown: dict[str, Any] | None = None) -> str:
-        """The bar's metrics in one line, ``shown`` in place of (or after) those of the same names."""
-        metrics = self.get_metrics(trainer, pl_module) | (shown or {})
-        return "  ".join(f"{k} {_value(v)}" for k, v in metrics.items())
+    def _metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> str:
+        """The bar's metrics in one line."""
+        return "  ".join(f"{k} {_value(v)}" for k, v in self.get_metrics(trainer, pl_module).items())
 
     def _epoch(self, trainer: L.Trainer) -> str:
         total = "" if trainer.max_epochs in (None, -1) else f"/{trainer.max_epochs}"
@@ -219,7 +219,10 @@ class ProgressLines(ProgressBar):
         elapsed = time.monotonic() - self._epoch_start
         epoch = getattr(pl_module, "epoch_loss", None)  # the epoch's mean loss, not the last line's steps'
         mean = epoch.mean() if isinstance(epoch, RunningLoss) else None
-        shown = self._metrics(trainer, pl_module, {RunningLoss.KEY: mean} if mean is not None else None)
+        metrics = self.get_metrics(trainer, pl_module)
+        if mean is not None:  # under the name it is logged by (train/loss is a step's value in the logs)
+            metrics = {k: v for k, v in metrics.items() if k != RunningLoss.KEY} | {RunningLoss.EPOCH_KEY: mean}
+        shown = "  ".join(f"{k} {_value(v)}" for k, v in metrics.items())
         self.print(f"{self._epoch(trainer)} done in {duration(elapsed)}  {shown}")
 
     def on_test_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:

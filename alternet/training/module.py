@@ -295,7 +295,7 @@ class ClassificationModule(L.LightningModule):
         # label smoothing included; the clean one (train_clean/nll) is read in eval mode without augmentation
         nll = self.epoch_loss.read()
         if nll is not None:
-            self.log("train/nll_epoch", nll, on_step=False, on_epoch=True, sync_dist=True)
+            self.log(RunningLoss.EPOCH_KEY, nll, on_step=False, on_epoch=True, sync_dist=True)
 
     def on_validation_start(self) -> None:
         self.guard.settle()  # a mid-epoch validation (trainer.val_check_interval) must not score a skipped step

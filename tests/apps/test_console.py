@@ -239,7 +239,8 @@ def test_an_epochs_line_gives_that_epochs_mean_loss(tmp_path):
     )
     trainer.fit(_KnownLosses(), DataLoader(data, batch_size=8))
     done = [line for line in stream.getvalue().splitlines() if " done in " in line]
-    assert [line.split("train/loss ")[1].split()[0] for line in done] == ["2", "1"]
+    assert [line.split("train/nll_epoch ")[1].split()[0] for line in done] == ["2", "1"]  # named as it is logged
+    assert not any("train/loss" in line for line in done)  # a step's value in the logs
 
 
 def test_throughput_of_a_run_resumed_mid_epoch_counts_only_its_own_seconds():

@@ -71,6 +71,11 @@ def test_train_clean_metrics_are_the_training_subset_scored_in_eval_mode(tmp_pat
     assert list(history["train/nll_epoch"]) == [0, 1]
     for epoch in (0, 1):  # every step logged its loss here (debug=fast): their mean is the epoch's
         assert history["train/nll_epoch"][epoch] == pytest.approx(history["train/loss"][epoch], rel=1e-5)
+    from alternet.report.figures import curve_panels
+
+    (_, losses), (_, accuracies), (_, rates) = curve_panels(history)  # curves.png plots the epoch's mean loss: the
+    assert losses["train/nll_epoch"] == history["train/nll_epoch"] and "train/loss" not in losses  # logged steps
+    assert accuracies["val/acc"] == history["val/acc"] and len(rates["train/lr@step"]) == 6  # are a sample of it
 
 
 def test_train_clean_runs_without_a_validation_split(tmp_path):

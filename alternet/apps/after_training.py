@@ -21,14 +21,14 @@ from .config import TrainConfig
 
 
 def evaluate_after_training(
-    model: nn.Module, datamodule: ImageDataModule, config: TrainConfig, run: RunDir
+    model: nn.Module, datamodule: ImageDataModule, config: TrainConfig, run: RunDir, tested: str
 ) -> dict[str, Any]:
-    """Score ``model`` with the run's ``evaluate`` settings into the run's ``eval/`` and its own W&B run; returns
-    the summary's fields it fills
+    """Score ``model`` (the weights of ``tested``, the summary's ``tested_checkpoint``) with the run's ``evaluate``
+    settings into the run's ``eval/`` and its own W&B run; returns the summary's fields it fills
     (:class:`~alternet.runs.summary.RunSummary`: ``calibration``, ``selective``, ``ood``, ``robustness``,
     ``evaluation_dir``)."""
     label = config.model.label()
-    meta = {"model": label, "data": config.data.name}
+    meta = {"model": label, "data": config.data.name, "checkpoint": tested, "ema": False}  # the tested raw weights
     if config.recipe.test_flip:  # predict as the run's own test did, and as alternet evaluate does
         model, meta["test_flip"] = FlipAveraged(model), True
     eval_dir = run.eval_dir

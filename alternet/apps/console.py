@@ -244,9 +244,10 @@ def evaluation_report(report: EvaluationReport, out_dir: Path) -> str:
     images = report.test_images
     if images and images.partial:
         lines.append(f"  a quick look: the first {images.scored} of {images.of} test images (max_images)")
-    lines += [
-        "  test: " + "  ".join(f"{k} {test[k]:.4f}" for k in ("acc", "top5", "nll", "ece", "brier")),
-    ]
+    how = [f"precision {report.precision}"] * bool(report.precision)
+    how += [f"ece in {report.ece_bins} bins"] * bool(report.ece_bins)  # none in files of earlier versions
+    scores = "  ".join(f"{k} {test[k]:.4f}" for k in ("acc", "top5", "nll", "ece", "brier"))
+    lines.append(f"  test: {scores}" + f" ({', '.join(how)})" * bool(how))
     if "ece_adaptive" in test:
         lines.append(f"  calibration: ece equal-mass {test['ece_adaptive']:.4f}  classwise {test['ece_classwise']:.4f}")
     if report.selective:

@@ -409,6 +409,7 @@ def write_comparison(reports: list[EvaluationReport], folders: list[str], path: 
     for folder, report in zip(folders, reports):
         row = {"folder": folder, "checkpoint": report.checkpoint, "model": report.model, "data": report.data}
         row |= {"ema": bool(report.ema), "test_flip": bool(report.test_flip)}  # each model's own where not set
+        row |= {"precision": report.precision, "ece_bins": report.ece_bins}
         if report.test_images:
             row |= {"test_images": report.test_images.scored, "test_images_of": report.test_images.of}
         row |= report.test

@@ -174,7 +174,7 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
             summary = _tested(typed, trainer, module, datamodule, run)
         if trainer.is_global_zero:
             if typed.evaluate.after_training:
-                scored = evaluate_after_training(module.model, datamodule, typed, run)
+                scored = evaluate_after_training(module.model, datamodule, typed, run, summary.tested_checkpoint)
                 summary = replace(summary, **scored)
             curves = training_curves(run)
             summary = replace(summary, curves=str(curves) if curves else None, wall_seconds=time.monotonic() - started)

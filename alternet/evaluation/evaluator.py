@@ -272,6 +272,8 @@ class Evaluator:
             **{"model": self.label, "data": self.datamodule.name} | dict(meta),
             test=test,
             preprocessing=preprocessing_used(self.datamodule),
+            precision=str(self.config.precision),
+            ece_bins=self.n_bins,
             selective=selective,
             temperature_scaling=scaled,
             loader={"num_workers": self.num_workers, "devices": device_count(self.device)},

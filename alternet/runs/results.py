@@ -225,6 +225,8 @@ class EvaluationReport:
     ema: bool | None = None
     test_flip: bool | None = None
     preprocessing: Record | None = None  # the test images' preprocessing as applied
+    precision: str | None = None  # the clean pass's (evaluate's precision=)
+    ece_bins: int | None = None  # the equal-width bins of test's ece (calibration.n_bins)
     test: Record
     selective: Selective | None = None
     temperature_scaling: Temperature | None = None

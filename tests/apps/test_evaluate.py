@@ -27,6 +27,7 @@ from alternet.evaluation.robustness import RobustnessError
 from alternet.metrics import calibration_metrics, fit_temperature, softmax
 from alternet.metrics.uncertainty import adaptive_ece, classwise_ece, selective_metrics
 from alternet.runs.results import EvaluationReport
+from alternet.runs.summary import RunSummary
 
 from helpers import (
     CONF,
@@ -742,3 +743,17 @@ def test_a_baseline_scored_on_other_images_is_refused_before_any_inference():
     check_same_images(sets, RobustnessBaseline("alexnet (cifar10-c)", (row,), None, published=True))
     with pytest.raises(RobustnessError, match=r"baseline 'mine' was scored on 24 images of fog/1, this evaluation "):
         check_same_images(sets, RobustnessBaseline("mine", (row,), None))
+
+
+def test_an_evaluation_records_the_weights_precision_and_bins_it_scored(digits_run, tmp_path, monkeypatch, capsys):
+    """Two metrics.json of one checkpoint could differ with nothing in them saying why: the run's own evaluation
+    named no weights, and neither said its precision or its ECE's bin count (calibration.n_bins)."""
+    summary = RunSummary.from_json(digits_run / "metrics.json")
+    after = EvaluationReport.from_json(digits_run / "eval" / "metrics.json")
+    assert (after.checkpoint, after.ema, after.ece_bins) == (summary.tested_checkpoint, False, 10)
+    assert after.precision == "32"  # the evaluation's default, whatever the run trained in
+    arguments = [f"ckpt={digits_run}", "max_images=40", "calibration.n_bins=15", f"out_dir={tmp_path / 'a'}"]
+    code, stdout, stderr = main_output("evaluate.py", arguments, monkeypatch, capsys)
+    assert code == "0", stderr[-2000:]
+    report = EvaluationReport.from_json(tmp_path / "a" / "metrics.json")
+    assert (report.precision, report.ece_bins) == ("32", 15) and "(precision 32, ece in 15 bins)" in stdout

@@ -321,6 +321,7 @@ def _tested(
         test_images=TestImages(module.images_tested, len(datamodule.splits["test"])),
         test_split="validation" if datamodule.test_is_validation else "test",
         precision=str(trainer.precision),
+        test_flip=config.recipe.test_flip,
         train_clean=clean.get("train_clean"),  # the last epoch's (data.train_clean_size)
         train_images=datamodule.train_images() or len(datamodule.splits["train"]),  # shards: their index's count
         data_subset=config.data.subset,

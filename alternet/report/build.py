@@ -331,6 +331,7 @@ def run_rows(runs: Sequence[Run], keys: list[str]) -> list[dict[str, Any]]:
             "job": run.job.path.name,
             **{key: run.overrides.get(key) for key in keys},
             "seed": run.seed,
+            "test_flip": run.metrics.test_flip,
             "test_acc": 1.0 - run.test_error,
             "test_nll": _test_nll(run),
             "test_ece": _test_ece(run),
@@ -505,6 +506,14 @@ def warn_mixed_data(runs: Sequence[Run]) -> None:
         warnings.warn(
             f"the sweep's jobs trained on different data sets ({main} for most; {others}): their errors are compared "
             "as if on one test set",
+            AlternetWarning,
+            stacklevel=2,
+        )
+    flipped = [run.job.path.name for run in runs if run.metrics.test_flip]
+    if flipped and len(flipped) < len(runs):
+        warnings.warn(
+            f"jobs {', '.join(flipped)} tested with recipe.test_flip (each image's and its mirror's mean logits) and "
+            "the others on one view: their test numbers are compared as if measured alike",
             AlternetWarning,
             stacklevel=2,
         )

@@ -164,6 +164,10 @@ def test_end_summary_says_when_the_test_scored_part_of_the_split_and_at_which_pr
     text = end_summary(_summary(tmp_path, test_images={"scored": 64, "of": 10000}, precision="bf16-mixed"))
     assert "  a partial test: the first 64 of 10,000 test images (limit_test_batches)" in text
     assert "Test (best-epoch004.ckpt, bf16-mixed):" in text  # the after-training evaluation's numbers are fp32
+    flipped = end_summary(_summary(tmp_path, precision="32-true", test_flip=True))
+    assert (
+        "Test (best-epoch004.ckpt, 32-true, each image's and its mirror's mean logits (recipe.test_flip)):" in flipped
+    )
 
 
 class _Tiny(L.LightningModule):

@@ -364,6 +364,7 @@ def test_test_flip_predicts_alike_in_training_and_in_evaluate(tmp_path):
     flip = ["recipe.test_flip=true", "evaluate.after_training=true"]
     flipped = train(compose_train(*FAST, *fp32, *flip, output_dir=tmp_path / "flip"))
     assert flipped.test["nll"] != pytest.approx(plain.test["nll"], rel=1e-4)
+    assert flipped.test_flip and not plain.test_flip  # recorded beside the numbers it changes
     assert flipped.calibration["nll"] == pytest.approx(flipped.test["nll"], rel=1e-5)  # after training too
     (report,) = evaluate_in_process(f"ckpt={tmp_path / 'flip'}", out=tmp_path / "eval")
     assert report.test_flip is True

@@ -490,6 +490,12 @@ def test_records_the_report_reads_are_checked_named_and_counted(sweep, tmp_path)
     other.write_text(json.dumps(json.loads(other.read_text()) | {"data": "cifar10"}))
     with pytest.warns(AlternetWarning, match=r"different data sets \(digits for most; cifar10: jobs 2\)"):
         report = build_report(copy, tmp_path / "r3", wandb=False)
+    flipped = copy / "0" / "metrics.json"  # a job that tested two views of each image beside one-view jobs
+    flipped.write_text(json.dumps(json.loads(flipped.read_text()) | {"test_flip": True}))
+    with pytest.warns(AlternetWarning, match=r"jobs 0 tested with recipe.test_flip .* compared as if measured alike"):
+        build_report(copy, tmp_path / "r3_flip", wandb=False)
+    with open(tmp_path / "r3_flip" / "runs.csv") as f:
+        assert {row["job"]: row["test_flip"] for row in csv.DictReader(f)} == {"0": "True", "2": "False", "3": "False"}
     summary = (tmp_path / "r3" / "summary.md").read_text()
     assert "1 finished job(s) left out, their test metrics not finite (diverged): 1 (test acc not finite)" in summary
     assert sum(int(row["seeds"]) for row in report["variants"]) == 3

@@ -1,6 +1,7 @@
 """What runs print: the training summary's table, progress lines for log files, the loader worker count."""
 
 import io
+from dataclasses import replace
 from types import SimpleNamespace
 
 import lightning as L
@@ -21,7 +22,7 @@ from helpers import resolved
 
 
 def _summary(tmp_path, **extra):
-    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints").mkdir(parents=True)
     (tmp_path / "checkpoints" / "best-epoch004.ckpt").write_bytes(b"x")
     (tmp_path / "metrics.json").write_text("{}")
     return RunSummary.from_payload(
@@ -164,7 +165,7 @@ def test_end_summary_says_when_the_test_scored_part_of_the_split_and_at_which_pr
     text = end_summary(_summary(tmp_path, test_images={"scored": 64, "of": 10000}, precision="bf16-mixed"))
     assert "  a partial test: the first 64 of 10,000 test images (limit_test_batches)" in text
     assert "Test (best-epoch004.ckpt, bf16-mixed):" in text  # the after-training evaluation's numbers are fp32
-    flipped = end_summary(_summary(tmp_path, precision="32-true", test_flip=True))
+    flipped = end_summary(replace(_summary(tmp_path / "flip", precision="32-true"), test_flip=True))
     assert (
         "Test (best-epoch004.ckpt, 32-true, each image's and its mirror's mean logits (recipe.test_flip)):" in flipped
     )

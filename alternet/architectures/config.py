@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ..errors import one_of
+from ..errors import AlternetError, one_of
 from ..typed import Section, build
 from .named import SPECS, base_name, spec_kwargs
 from .specs import FAMILY_SPECS, ModelSpec, spec_with
@@ -148,3 +148,15 @@ def model_section(values: Mapping[str, Any]) -> type[ModelConfig]:
 def model_config(values: Mapping[str, Any]) -> ModelConfig:
     """A model section (as composed, or as a checkpoint keeps it) as its family's typed object, checked."""
     return build(model_section(values), values, "model.")
+
+
+def recorded_label(values: Any, architecture: str) -> str:
+    """The label (:meth:`ModelConfig.label`) of the model section a checkpoint or an export recorded (``values``),
+    else the ``architecture``'s name (no section kept, one of another architecture, or one this version no longer
+    types)."""
+    if isinstance(values, Mapping) and values.get("name") == architecture:
+        try:
+            return model_config(values).label()
+        except AlternetError:
+            pass
+    return architecture

@@ -7,6 +7,7 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCardData
 
+from ..architectures.config import recorded_label
 from ..data import DATAMODULES
 from ..data.augment import SECTIONS
 from ..metrics.table import SPLIT_METRICS
@@ -285,9 +286,14 @@ def card_data(config: dict[str, Any], repo_id: str | None = None) -> ModelCardDa
         tags=[TASK, "timm", "alternet", name],
         datasets=[dataset],
         metrics=[HUB_METRICS[key][0] for key in recorded] or ["accuracy"],
-        model_name=repo_id.partition("@")[0].split("/")[-1] if repo_id else f"{config['architecture']}-{name}",
+        model_name=repo_id.partition("@")[0].split("/")[-1] if repo_id else f"{_label(config)}-{name}",
         eval_results=results or None,
     )
+
+
+def _label(config: dict[str, Any]) -> str:
+    """The model as its run is recorded: its name and the architecture keys its config changed."""
+    return recorded_label(config["alternet"].get("model"), config["architecture"])
 
 
 def model_card(config: dict[str, Any], repo_id: str | None = None) -> str:
@@ -298,7 +304,7 @@ def model_card(config: dict[str, Any], repo_id: str | None = None) -> str:
         "---",
         card_data(config, repo_id).to_yaml().strip(),
         "---",
-        f"# {config['architecture']} on {info['data']['name']}",
+        f"# {_label(config)} on {info['data']['name']}",
         "",
         f"{config['pretrained_cfg'].get('description', '')}. Paper: {config['pretrained_cfg'].get('paper_name')} "
         f"({config['pretrained_cfg'].get('paper_ids')}).",

@@ -18,6 +18,7 @@ from timm.data import resolve_data_config
 from torch import nn
 
 from .. import __version__
+from ..architectures.config import recorded_label
 from ..data import DATAMODULES
 from ..dataset_facts import DataFacts
 from ..errors import AlternetError, AlternetWarning, CheckpointError, DataError
@@ -242,7 +243,8 @@ def export_config(
     training and results (from the run's ``summary``, when it finished)."""
     recorded = ("val_size", "split_seed", "subset")  # what chose its training images
     data = opened.hyper_parameters["data"] | {key: run_config["data"].get(key) for key in recorded}
-    description = description or f"{opened.architecture} trained on {data['name']} with alternet"
+    label = recorded_label(opened.hyper_parameters.get("model"), opened.architecture)
+    description = description or f"{label} trained on {data['name']} with alternet"
     pool = global_pool(model)
     return {
         "architecture": opened.architecture,

@@ -26,10 +26,10 @@ from timm.models import get_pretrained_cfg, is_model
 from torch import nn
 
 from .. import __version__
-from ..architectures.config import model_config
+from ..architectures.config import recorded_label
 from ..architectures.named import spec_kwargs
 from ..dataset_facts import FACTS, DataFacts
-from ..errors import AlternetError, CheckpointError, is_integer, one_line
+from ..errors import CheckpointError, is_integer, one_line
 from ..files import read_json
 from ..models import MODEL_NAMES, create_model
 from ..models.external import check_name, require_pretrained, weights_location
@@ -85,13 +85,7 @@ class Source:
     def label(self) -> str:
         """The model as its training run recorded it (:meth:`~alternet.architectures.config.ModelConfig.label`:
         its name and the architecture keys its config changed), else the architecture's name."""
-        config = self.hyper_parameters.get("model")
-        if isinstance(config, dict) and config.get("name") == self.architecture:
-            try:
-                return model_config(config).label()
-            except AlternetError:  # a config this version no longer types: its name is still the architecture's
-                pass
-        return self.require_architecture()
+        return recorded_label(self.hyper_parameters.get("model"), self.require_architecture())
 
 
 def open_source(source: str | Path, *, ema: bool = False) -> Source:

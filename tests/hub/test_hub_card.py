@@ -719,3 +719,13 @@ def test_another_architectures_weights_are_named_as_its_not_given_its_overrides(
     message = str(refused.value)
     assert message.endswith("They are vit_mini_cifar's: build that architecture (model=vit_mini_cifar)")
     assert "model.depth" not in message
+
+
+def test_the_card_names_the_model_as_its_run_recorded_it(run):
+    """A run of alternet_tiny with another layout was alternet_tiny[layout=...] in metrics.json and W&B, and
+    plain alternet_tiny in its card's title and model-index name: two architectures under one name."""
+    config = json.loads((export_of(run) / "config.json").read_text())
+    assert model_card(config).count("alternet_tiny on digits") == 1  # the named model, as it was
+    config["alternet"]["model"]["layout"] = "C|CC|CM"
+    card = model_card(config)
+    assert "# alternet_tiny[layout=C|CC|CM] on digits" in card and "alternet_tiny[layout=C|CC|CM]-digits" in card

@@ -147,6 +147,7 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
     extra = build_extra(typed.logger.extra, "logger.extra", Logger)  # a refusal here comes before W&B starts a run
     loggers = build_loggers(typed.logger.wandb, run, record, resume_step=step) + extra
     trainer = _trainer(typed, run, datamodule, loggers)
+    throughput_callback(trainer).started = started  # the run's wall time counts this command's from its start
     datamodule.trainer = trainer  # its ranks, before fit attaches it: a resume's checks count this rank's batches
     datamodule.check_world(trainer.world_size)  # the devices are known now
     if resume:
@@ -171,13 +172,15 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
     try:
         with datamodule.dead_workers_named(), lightning_ctrl_c_raised(trainer):
             _fit(trainer, module, datamodule, resume, step or 0)
+            earlier = throughput_callback(trainer).earlier_wall  # before testing restores the tested checkpoint's
             summary = _tested(typed, trainer, module, datamodule, run)
         if trainer.is_global_zero:
             if typed.evaluate.after_training:
                 scored = evaluate_after_training(module.model, datamodule, typed, run, summary.tested_checkpoint)
                 summary = replace(summary, **scored)
             curves = training_curves(run)
-            summary = replace(summary, curves=str(curves) if curves else None, wall_seconds=time.monotonic() - started)
+            wall = earlier + time.monotonic() - started  # every session's: a resumed run's too
+            summary = replace(summary, curves=str(curves) if curves else None, wall_seconds=wall)
             run.write_summary(summary)
             export_after_training(typed, summary)
             print(end_summary(summary), flush=True)

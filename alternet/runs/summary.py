@@ -82,7 +82,7 @@ class RunSummary:
     robustness: RobustnessResult | None = None  # evaluate.after_training
     evaluation_dir: str | None = None
     curves: str | None = None
-    wall_seconds: float | None = None
+    wall_seconds: float | None = None  # the run's, every session of it (a resumed run's earlier ones too)
     extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as they were
 
     # what a split measured ---------------------------------------------------------------------------------------

@@ -246,6 +246,8 @@ class Throughput(L.Callback):
     def __init__(self) -> None:
         self.images = 0
         self.seconds = 0.0
+        self.started = time.monotonic()  # this session's start (the command's: apps.train sets it)
+        self.earlier_wall = 0.0  # the wall time of the run's earlier sessions, from the checkpoint it resumed
         self._epoch_images = 0
         self._epoch_seconds = 0.0
         self._mark = 0.0
@@ -282,10 +284,15 @@ class Throughput(L.Callback):
             pl_module.log("train/images_per_sec", rate, on_epoch=True, sync_dist=True)  # the ranks' clocks' mean
 
     def state_dict(self) -> dict[str, Any]:  # a resumed run's images per second count its earlier sessions too
-        return {"images": self.images, "seconds": self.seconds}
+        return {"images": self.images, "seconds": self.seconds, "wall": self.wall_seconds()}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.images, self.seconds = int(state_dict["images"]), float(state_dict["seconds"])
+        self.earlier_wall = float(state_dict.get("wall", 0.0))  # none in checkpoints of earlier versions
+
+    def wall_seconds(self) -> float:
+        """The run's wall time so far: its earlier sessions' and this one's."""
+        return self.earlier_wall + time.monotonic() - self.started
 
     @property
     def images_per_sec(self) -> float | None:

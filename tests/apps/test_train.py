@@ -73,11 +73,18 @@ def test_checkpoints_reload_with_torch_defaults_and_rebuild_the_model(tmp_path):
     torch.testing.assert_close(module.state_dict(), {k: v for k, v in checkpoint["state_dict"].items()})
 
 
-def test_resume_continues_epoch_and_step_count(tmp_path):
+def test_resume_continues_epoch_and_step_count_and_wall_time(tmp_path):
+    """A resumed run counted its epochs, steps and images/s over every session, and its wall time over the last:
+    a build-up search's --max-hours budget, summed from the jobs' wall times, missed a requeued job's first hours."""
     first = fit(tmp_path / "a", "trainer.max_epochs=2")
     assert (first.epochs, first.global_step) == (2, 6)
-    resumed = fit(tmp_path / "b", "trainer.max_epochs=3", f"ckpt_path={first.last_checkpoint}")
+    checkpoint = torch.load(first.last_checkpoint, weights_only=False)
+    assert 0 < checkpoint["callbacks"]["Throughput"]["wall"] <= first.wall_seconds  # saved before the test
+    checkpoint["callbacks"]["Throughput"]["wall"] = 3600.0  # as if its first session had taken an hour
+    torch.save(checkpoint, hour := tmp_path / "hour.ckpt")
+    resumed = fit(tmp_path / "b", "trainer.max_epochs=3", f"ckpt_path={hour}")
     assert (resumed.epochs, resumed.global_step) == (3, 9)
+    assert 3600 < resumed.wall_seconds < 3600 + 600  # the hour, and this session's seconds
 
 
 def test_trainer_max_steps_stops_a_long_recipe_after_that_many_steps(tmp_path):

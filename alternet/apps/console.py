@@ -208,7 +208,7 @@ def end_summary(summary: RunSummary) -> str:
         where = f" after epoch {epoch} of {summary.epochs}{named}" if epoch else ""
         lines.append(f"Best {summary.monitor} {summary.best_val_score:.4f}{where}")
     at = f", {summary.precision}" if summary.precision else ""  # the after-training evaluation's numbers are fp32
-    at += ", each image's and its mirror's mean logits (recipe.test_flip)" * summary.test_flip
+    at += ", each image's and its mirror's mean logits (recipe.test_flip)" * bool(summary.test_flip)
     lines += [f"Test ({tested}{at}):", *_metrics_table(summary)]
     images = summary.test_images
     if images and images.partial:

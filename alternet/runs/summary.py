@@ -32,6 +32,7 @@ _WRITTEN_WHEN_SET = (
     "test_images",
     "test_split",
     "precision",
+    "test_flip",
     "train_clean",
     "skipped_images",
     "global_batch",
@@ -58,7 +59,8 @@ class RunSummary:
     test_images: TestImages | None = None  # how many test images were scored, of the split's
     test_split: str | None = None  # "validation" where the test is the validation split (ImageNet's val/), else "test"
     precision: str | None = None  # what training and its test ran at (bf16-mixed, 32-true...); calibration: 32
-    test_flip: bool = False  # the test scored each image's and its mirror's mean logits (recipe.test_flip)
+    test_flip: bool | None = None  # the test scored each image's and its mirror's mean logits (recipe.test_flip);
+    # None: a summary of a version before it was recorded
     train_clean: Record | None = None  # the last epoch's clean training metrics (data.train_clean_size)
     train_images: int | None = None
     data_subset: float | None = None

@@ -187,7 +187,8 @@ class Evaluator:
         bins = reliability_bins(scaled, labels, self.n_bins)
         title = self._title(f"test, T={temperature:.3f}")
         reliability_diagram(bins, self._file("reliability_temperature.png"), title=title)
-        record = Temperature(temperature, self._split_metrics(scaled, labels, logits / temperature))
+        scaled_logits = logits.astype(np.float64) / temperature  # as apply_temperature divides: recomputed to the bit
+        record = Temperature(temperature, self._split_metrics(scaled, labels, scaled_logits))
         return record, val_logits, val_labels
 
     # out of distribution --------------------------------------------------------------------

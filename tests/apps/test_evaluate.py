@@ -24,7 +24,7 @@ from alternet.data import DigitsDataModule
 from alternet.dataset_facts import FACTS
 from alternet.errors import ConfigValueError
 from alternet.evaluation.robustness import RobustnessError
-from alternet.metrics import calibration_metrics, fit_temperature, softmax
+from alternet.metrics import apply_temperature, calibration_metrics, fit_temperature, softmax
 from alternet.metrics.uncertainty import adaptive_ece, classwise_ece, selective_metrics
 from alternet.runs.results import EvaluationReport
 from alternet.runs.summary import RunSummary
@@ -114,6 +114,10 @@ def assert_recomputes_from_predictions(report: dict, predictions) -> None:
     if "temperature_scaling" in report:
         temperature = fit_temperature(predictions["val/logits"], predictions["val/labels"])
         assert report["temperature_scaling"]["temperature"] == temperature
+        divided = logits.astype(np.float64) / temperature  # in float64, as apply_temperature divides
+        scaled = calibration_metrics(apply_temperature(logits, temperature), labels, 10, logits=divided)
+        recorded = report["temperature_scaling"]["test"]
+        assert {k: _same(recorded[k], v) for k, v in scaled.items()} == dict.fromkeys(scaled, True), recorded
     for row in (report.get("robustness") or {}).get("table", []):
         key = f"corrupted/{row['corruption']}/{row['severity']}"
         confidence = predictions[f"{key}/confidence"]

@@ -265,6 +265,48 @@ def os_error_reason(error: OSError) -> str:
     return f"{error.strerror} ({code})" if error.strerror and code else str(error)
 
 
+# what a file system refuses, said in one line with what to do about it (any other OSError keeps its traceback)
+FILE_SYSTEM_ADVICE = {
+    errno.ENAMETOOLONG: "shorten it: a name holds at most 255 bytes, a path 4,096",
+    errno.ENOSPC: "free space there (or write elsewhere) and run the command again",
+    errno.EDQUOT: "free space within your quota (or write elsewhere) and run the command again",
+    errno.ENOTDIR: "a part of it is a file, not a folder: choose another path",
+    errno.EROFS: "that file system is read-only: write elsewhere",
+    errno.EACCES: "check its permissions, or choose another path",
+    errno.EPERM: "check its permissions, or choose another path",
+    errno.ELOOP: "its links form a loop: mend them, or name what they should point to",
+}
+SHOWN_PATH = 160  # characters of a path an error line shows (its start and its end)
+
+
+class FileSystemError(AlternetError):
+    """An OSError of :data:`FILE_SYSTEM_ADVICE`, in one line naming the path."""
+
+
+def file_system_error(error: BaseException) -> FileSystemError | None:
+    """``error`` as a :class:`FileSystemError` where it is one the file system raised (a name too long, a full disk,
+    a file where a folder is needed, a read-only mount ...); None for any other error."""
+    if not isinstance(error, OSError) or error.errno not in FILE_SYSTEM_ADVICE:
+        return None
+    paths = [str(name) for name in (error.filename, error.filename2) if name is not None]
+    shown = [p if len(p) <= SHOWN_PATH else f"{p[: SHOWN_PATH // 2]}...{p[-SHOWN_PATH // 2 :]}" for p in paths]
+    where = " -> ".join(shown) or "a file"
+    return FileSystemError(f"{where}: {os_error_reason(error)}; {FILE_SYSTEM_ADVICE[error.errno]}")
+
+
+@contextlib.contextmanager
+def file_system_errors_said() -> Iterator[None]:
+    """Inside it, an OSError of the file system (:func:`file_system_error`) is raised as its one-line
+    :class:`FileSystemError`, which the commands end on like any of their refusals."""
+    try:
+        yield
+    except OSError as error:
+        said = file_system_error(error)
+        if said is None:
+            raise
+        raise said from error
+
+
 def write_text(path: str | Path, text: str) -> Path:
     return atomic_write(path, lambda tmp: tmp.write_text(text))
 

@@ -24,6 +24,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from ..errors import AlternetError, error_line, exit_with_error, warnings_on_one_line
+from ..files import file_system_error, file_system_errors_said
 from ..runs.directories import SweepDir
 from ..training.stopping import (
     COMMAND_INTERRUPTED,
@@ -73,6 +74,7 @@ def _command_main(message: str, command: str) -> Callable[[Callable[[], Any]], C
         @functools.wraps(main)
         def run() -> Any:
             check_working_directory()  # python train.py / evaluate.py come here without main()
+            sys.argv[1:] = [_home_expanded(arg) for arg in sys.argv[1:]]
             _forget_failed_jobs()  # this command's sweep's only (an earlier command's in this process: a test's)
             with warnings_on_one_line(), one_line_composition_errors(command):
                 try:
@@ -84,6 +86,11 @@ def _command_main(message: str, command: str) -> Callable[[Callable[[], Any]], C
                             "a=1, not a=1,2)"
                         )
                     raise
+                except OSError as error:  # the file system's refusal (a name too long, a full disk ...) in one line
+                    if (said := file_system_error(error)) is None:
+                        _swept(error)
+                        raise
+                    exit_with_error(said)
                 except Exception as error:
                     _swept(error)
                     raise
@@ -95,6 +102,24 @@ def _command_main(message: str, command: str) -> Callable[[Callable[[], Any]], C
         return run
 
     return wrap
+
+
+RUN_DIRS = ("hydra.run.dir", "hydra.sweep.dir")  # Hydra's own folders, which it takes as written
+
+
+def _home_expanded(arg: str) -> str:
+    """``hydra.run.dir='~/x'`` with ``~`` as the home folder, as every path option of alternet reads it (Hydra made a
+    folder named ``~`` in the working directory)."""
+    key, equals, value = arg.partition("=")
+    return f"{key}={_home(value)}" if equals and key.lstrip("+") in RUN_DIRS else arg
+
+
+def _home(value: str) -> str:
+    """An override's value with a leading ``~`` as the home folder, quoted as it was (Hydra reads an unquoted ``~``
+    as its delete operator)."""
+    quote = value[0] if len(value) > 1 and value[0] in "'\"" and value[-1] == value[0] else ""
+    inner = value[1:-1] if quote else value
+    return f"{quote}{os.path.expanduser(inner)}{quote}" if inner.startswith("~") else value
 
 
 def _swept(error: Exception) -> None:
@@ -222,7 +247,7 @@ def run_dir_follows_out_dir(main: Callable[[], Any]) -> Callable[[], Any]:
         out = next((value for key, value in given if key.lstrip("+") == "out_dir"), None)
         sweeps = any(arg in ("-m", "--multirun") for arg in sys.argv[1:])
         if out not in (None, "null") and not sweeps and not any(key.lstrip("+") == "hydra.run.dir" for key, _ in given):
-            sys.argv.append(f"hydra.run.dir={out}")
+            sys.argv.append(f"hydra.run.dir={_home(out)}")  # as out_dir is read: ~ is the home folder
         run_dir = next((value for key, value in given if key.lstrip("+") == "hydra.run.dir"), out)
         with _records_kept_unless_done(run_dir):
             return main()
@@ -267,7 +292,8 @@ def evaluate_main(cfg: DictConfig) -> None:
     from .evaluate import run_evaluate  # deferred: as above
 
     try:
-        run_evaluate(cfg)
+        with file_system_errors_said():
+            run_evaluate(cfg)
     except AlternetError as error:
         discard_unused_run_dir(RunDir(HydraConfig.get().runtime.output_dir))  # as a training run's (apps.train)
         exit_with_error(_logged(error))
@@ -369,4 +395,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if name in COMMAND_INTERRUPTED:  # train and evaluate end on their own stop lines
         run = ends_on_its_stop_line(COMMAND_INTERRUPTED[name])(run)
     with warnings_on_one_line():
-        return run()
+        try:
+            return run()
+        except OSError as error:  # a command's file system refusal (export, report, shards, buildup ...) in one line
+            if (said := file_system_error(error)) is None:
+                raise
+            exit_with_error(said)

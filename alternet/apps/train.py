@@ -27,7 +27,7 @@ from ..data import ImageDataModule, build_datamodule
 from ..dataset_facts import DataFacts
 from ..errors import AlternetError, AlternetWarning, ConfigValueError, one_line
 from ..evaluation.evaluator import check_evaluation_files
-from ..files import plain
+from ..files import file_system_errors_said, plain
 from ..hub import load_pretrained
 from ..hub.references import CONFIG_FILE
 from ..launch import check_nodes_launched, launched_rank
@@ -78,7 +78,8 @@ def train(cfg: DictConfig) -> RunSummary:
     # its records); other ranks join rank 0's run. A refusal here touches nothing.
     lock = RunDirLock(run).acquire() if launched_rank() == 0 else None
     try:
-        return _owned_train(resolved(cfg), run, lock)
+        with file_system_errors_said():  # a path too long, a full disk ...: one line, as any refusal
+            return _owned_train(resolved(cfg), run, lock)
     except AlternetError:
         discard_unused_run_dir(run)  # a run that failed before any work leaves no directory it created behind
         raise

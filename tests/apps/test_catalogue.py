@@ -132,6 +132,56 @@ def test_an_output_in_a_read_only_folder_is_refused_in_one_line(command, argumen
         read_only.chmod(0o755)
 
 
+@pytest.mark.parametrize(("command", "arguments", "own"), COMMANDS, ids=IDS)
+def test_an_output_whose_name_is_too_long_is_refused_in_one_line(
+    command, arguments, own, tmp_path, monkeypatch, capsys
+):
+    """A name over the file system's 255 bytes was a bare OSError traceback from the output's check."""
+    monkeypatch.chdir(tmp_path)  # nothing written here either (train's and evaluate's outputs/)
+    code, stderr = run(arguments, tmp_path / ("x" * 300) / "out", tmp_path, monkeypatch, capsys)
+    assert_one_line_error(code, stderr, "File name too long (ENAMETOOLONG)")  # and what to do about it
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["export", "{long}", "--out", "{tmp}/out"],
+        ["evaluate", "ckpt={long}"],
+        ["train", "debug=fast", "data=imagefolder", "data.root={long}"],
+        ["train", "debug=fast", "model.pretrained={long}"],
+    ],
+    ids=["export", "evaluate ckpt", "train data.root", "train model.pretrained"],
+)
+def test_an_input_whose_name_is_too_long_is_refused_in_one_line(arguments, tmp_path, monkeypatch, capsys):
+    """A bare OSError traceback, and train and evaluate left outputs/ with records of a run that never started."""
+    monkeypatch.chdir(tmp_path)
+    long = tmp_path / ("y" * 300) / "z"
+    code, stderr = run_command([a.format(long=long, tmp=tmp_path) for a in arguments], monkeypatch, capsys)
+    assert_one_line_error(code, stderr, "File name too long (ENAMETOOLONG)")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_or_evaluation_directory_given_from_the_home_folder_is_there(digits_run, tmp_path, monkeypatch, capsys):
+    """hydra.run.dir='~/x' made a folder named ~ in the working directory, and evaluate out_dir='~/x' wrote its
+    metrics under the home folder and its records (.hydra/, evaluate.log, its lock) into ./~/x."""
+    home, here = tmp_path / "home", tmp_path / "here"
+    here.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(here)
+    code, stderr = run_command(["train", "debug=fast", "hydra.run.dir='~/run'"], monkeypatch, capsys)
+    assert code == "0", stderr[-2000:]
+    assert (home / "run" / "metrics.json").is_file() and (home / "run" / ".hydra").is_dir()
+    code, stderr = run_command(
+        ["evaluate", f"ckpt={digits_run}", "out_dir='~/eval'", "max_images=20"], monkeypatch, capsys
+    )
+    assert code == "0", stderr[-2000:]
+    assert {".hydra", "evaluate.log", "metrics.json"} <= {p.name for p in (home / "eval").iterdir()}
+    assert list(here.iterdir()) == []  # no folder named ~, no outputs/
+    code, stderr = run_command(["evaluate", f"ckpt={digits_run}", "out_dir=~/eval"], monkeypatch, capsys)  # unquoted
+    assert_one_line_error(code, stderr, "quote a value holding spaces, symbols or non-ASCII letters: out_dir='~/eval'")
+
+
 def test_shards_redo_an_interrupted_writing_of_their_own(image_folder, tmp_path):
     """A folder alternet shards marked and left half-written (a chunk, no index) is its own to redo; the same chunk
     name in a folder of the user's is never touched (above)."""

@@ -79,7 +79,7 @@ def composition_error(error: CompactHydraException, command: str) -> str:
         hint = (
             "quote a value holding spaces, symbols or non-ASCII letters: "
             f"{quoted} (in the shell: {shlex.quote(quoted)})"
-            if equals and key and (not value.isascii() or any(c in value for c in " ()[]{},:=!'\""))
+            if equals and key and (not value.isascii() or any(c in value for c in " ()[]{},:=!'\"~"))
             else "overrides are KEY=VALUE or GROUP=OPTION"
         )
         said = "" if reason.strip() == error.override else f": {reason}"  # the lexer just repeats it

@@ -127,6 +127,17 @@ def _key(override: str) -> str:
 
 def recorded_settings(search_dir: Path, settings: Settings) -> None:
     """Record a new search's settings, or check a relaunch's against those recorded."""
+    if check_search_dir(search_dir, settings):
+        return
+    from ..files import write_json  # deferred: the kernel's writer, needed only once a search starts
+
+    search_dir.mkdir(parents=True, exist_ok=True)
+    write_json(search_dir / SETTINGS_FILE, asdict(settings) | {"overrides": list(settings.overrides)})
+
+
+def check_search_dir(search_dir: Path, settings: Settings) -> bool:
+    """Refuse a folder that holds something else than a search, or a search with other settings, in one line;
+    returns whether it holds this search's settings as they are (nothing to record)."""
     path = search_dir / SETTINGS_FILE
     ours = asdict(settings) | {"overrides": list(settings.overrides)}
     from ..files import OUTPUT_LOCK  # deferred: as every kernel import here
@@ -147,12 +158,8 @@ def recorded_settings(search_dir: Path, settings: Settings) -> None:
                 f"{search_dir} holds a search with other settings ({'; '.join(differing) or SETTINGS_FILE}; recorded "
                 f"in {path}): relaunch it with its own command to resume it, or give a new SEARCH_DIR"
             )
-        if recorded == ours:
-            return
-    from ..files import write_json  # deferred: the kernel's writer, needed only once a search starts
-
-    search_dir.mkdir(parents=True, exist_ok=True)
-    write_json(path, ours)
+        return recorded == ours
+    return False
 
 
 def _trained(settings: dict[str, Any], spelled: Callable[[Any], Any] = str) -> dict[str, Any]:
@@ -240,6 +247,7 @@ class Search:
                 "and takes one per MSA), so there is nothing to search: start from a layout of longer stages, e.g. "
                 "model.layout='C|CC|CC'"
             )
+        check_search_dir(self.dir, self.settings)  # a folder of the user's: refused before its data are read, untouched
         build_data(config).check_before_fit()  # the data every candidate trains on, as alternet train checks it
         self.dir.mkdir(parents=True, exist_ok=True)
         with writing(self.dir, "build-up search"):  # a second search into it stops here, in one line

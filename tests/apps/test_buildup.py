@@ -56,6 +56,17 @@ def test_a_relaunch_with_other_settings_is_refused(tmp_path, monkeypatch, capsys
     code, _ = run_command(["buildup", str(search), "--seeds", "3", "--min-seeds", "2", *DIGITS], monkeypatch, capsys)
     assert f"{search} holds a search with other settings (seeds: 2 -> 3; recorded in" in code
     assert json.loads((search / SETTINGS_FILE).read_text()) == recorded
+    assert sorted(p.name for p in search.iterdir()) == [SETTINGS_FILE]  # no lock of the refused search left there
+
+
+def test_a_folder_of_the_users_is_refused_as_it_was_before_its_data_are_read(tmp_path, monkeypatch, capsys):
+    """Refused in one line, but the search had read its data and left its writing lock in the user's folder."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine\n")
+    code, _ = run_command(["buildup", str(mine), "--seeds", "2", "--min-seeds", "2", *DIGITS], monkeypatch, capsys)
+    assert f"{mine} is not empty and holds no search ({SETTINGS_FILE}): give a new or empty SEARCH_DIR" in code
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
 
 
 def test_a_relaunch_may_change_the_launcher_and_the_order_of_its_overrides_but_not_what_it_trains(tmp_path):

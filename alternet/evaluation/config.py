@@ -90,6 +90,11 @@ class RobustnessConfig(Section):
         """The settings that need no files; opening the sets (:mod:`alternet.evaluation.corrupted`) reads the rest."""
         self.require("enabled", lambda v: v == "auto" or isinstance(v, bool), "must be auto, true or false")
         requested(self, generated=not self.root, prefix="")
+        if self.root is not None and (root := Path(self.root).expanduser()).exists() and not root.is_dir():
+            raise DataError(  # where it is missing, opening the sets says where to get them
+                f"robustness.root={root} is a file: give the folder of the corrupted sets (CIFAR-C's .npy files, "
+                "ImageNet-C's corruption folders)"
+            )
         self.require("max_images", integer(1), "null (every image) or a count >= 1")
         check_preprocess(self.preprocess, "preprocess")
         self.one_of("precision", (*PRECISIONS, "auto"))

@@ -63,6 +63,7 @@ def test_ood_and_selective_metrics_are_those_of_the_saved_predictions(digits_run
         ("ood.root={tmp}/missing", "ood.root={tmp}/missing is not a directory"),
         ("ood.root={tmp}", "holds no images"),
         ("ood.max_images=0", "ood.max_images=0 is invalid: must be >= 1 or null"),
+        ("robustness.root={tmp}/empty.txt", "robustness.root={tmp}/empty.txt is a file: give the folder of the"),
     ],
 )
 def test_bad_ood_settings_are_one_line_before_any_work(digits_run, tmp_path, monkeypatch, capsys, setting, says):

@@ -164,7 +164,8 @@ def load_cifar_c(
 def _require_files(root: Path, files: list[str]) -> None:
     """Raise one DataError listing every missing file of ``files`` under ``root``."""
     if not root.is_dir():
-        raise DataError(f"CIFAR-C directory {root.resolve()} does not exist. {HOW_TO_GET}")
+        kind = "is not a directory" if root.exists() else "does not exist"
+        raise DataError(f"CIFAR-C directory {root.resolve()} {kind}. {HOW_TO_GET}")
     missing = [name for name in files if not (root / name).is_file()]
     if not missing:
         return

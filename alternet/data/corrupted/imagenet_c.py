@@ -105,7 +105,8 @@ def load_imagenet_c(
     ``num_classes`` of them). Raises one :class:`DataError` naming what is missing or differs."""
     root = Path(root).expanduser()
     if not root.is_dir():
-        raise DataError(f"ImageNet-C directory {root} does not exist (expected {LAYOUT})")
+        kind = "is not a directory" if root.exists() else "does not exist"
+        raise DataError(f"ImageNet-C directory {root} {kind} (expected {LAYOUT})")
     folders = corruption_folders(root)
     wanted = list(dict.fromkeys(corruptions))
     missing = [name for name in wanted if name not in folders]

@@ -239,6 +239,24 @@ def through_links(out: Path, what: str, where: str = "", error: type[Exception] 
     return out.resolve() if linked else out
 
 
+def why_missing(path: Path) -> str:
+    """Why ``path``, which does not exist as far as ``Path.exists`` tells, names nothing: "does not exist", or the
+    link in it that leads nowhere or back to itself."""
+    for part in [*reversed(path.parents), path]:
+        if not part.is_symlink() or part.exists():
+            continue
+        try:
+            part.resolve(strict=True)
+        except FileNotFoundError:
+            why = f"a link to {os.readlink(part)}, which does not exist"
+        except (RuntimeError, OSError):  # a loop of links (RuntimeError before Python 3.13)
+            why = "a link that leads back to itself"
+        else:
+            continue
+        return f"is {why}" if part == path else f"does not exist: {part} is {why}"
+    return "does not exist"
+
+
 def stale_temporaries(directory: Path) -> list[Path]:
     """The temporary files :func:`atomic_write` leaves in ``directory`` when its process dies mid-write (SIGKILL, a
     power cut: no ``finally`` runs); the files they were to replace are intact. Only the directory's one writer, which

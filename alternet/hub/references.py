@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from ..errors import AlternetError, CheckpointError, brief_reason
-from ..files import check_output_dir
+from ..files import check_output_dir, why_missing
 from ..runs.checkpoint_files import check_archive, find_checkpoint
 from ..runs.directories import RunDir
 
@@ -56,7 +56,7 @@ def check_named(source: str | Path) -> None:
             raise CheckpointError(f"{text}: {path} does not exist")
     elif not (path := Path(text).expanduser()).exists():
         if not ARTIFACT_REF.match(text):
-            raise CheckpointError(f"{source} does not exist: expected {KINDS}")
+            raise CheckpointError(f"{source} {why_missing(path)}: expected {KINDS}")
     elif not (path / CONFIG_FILE).is_file() and path.suffix != ".safetensors":
         checkpoint, _ = find_checkpoint(path)  # a run directory without checkpoints, or a folder of several
         check_archive(checkpoint, "checkpoint")  # a truncated file, or one that is no checkpoint

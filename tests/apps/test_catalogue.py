@@ -379,3 +379,10 @@ def test_a_loop_of_links_is_said_to_be_one_where_it_is_an_output_and_where_it_is
     code, stderr = run_command(["report", str(a)], monkeypatch, capsys)
     assert_one_line_error(code, stderr, f"sweep directory {a} is a link to {b}, which reaches no folder")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]
+    code, stderr = run_command(["evaluate", f"ckpt={a}", f"hydra.run.dir={tmp_path / 'e'}"], monkeypatch, capsys)
+    assert_one_line_error(code, stderr, f"{a} is a link that leads back to itself: expected a run directory")  # not
+    code, stderr = run_command(["train", "debug=fast", f"model.pretrained={a / 'last.ckpt'}"], monkeypatch, capsys)
+    assert_one_line_error(code, stderr, f"{a / 'last.ckpt'} does not exist: {a} is a link that leads back to itself")
+    (tmp_path / "c").symlink_to(tmp_path / "gone")  # "does not exist"
+    code, stderr = run_command(["evaluate", f"ckpt={tmp_path / 'c'}"], monkeypatch, capsys)
+    assert_one_line_error(code, stderr, f"{tmp_path / 'c'} is a link to {tmp_path / 'gone'}, which does not exist")

@@ -254,7 +254,7 @@ def evaluate_model(
         check_data(analyses, datamodule, recipe)
     print(f"Evaluating {source.location}{' (its EMA weights)' if source.ema else ''}", flush=True)
     label = source.label()  # its architecture (a source of weights alone is refused here)
-    checkpoint = str(source.checkpoint) if source.checkpoint is not None else source.location
+    checkpoint = str(source.checkpoint.absolute()) if source.checkpoint is not None else source.location
     meta = {"checkpoint": checkpoint, "source": reference, "model": label, "data": datamodule.name}
     meta["ema"] = source.ema  # the weights': an export of EMA weights holds them without use_ema
     predictor = model
@@ -365,7 +365,7 @@ def run_evaluate(cfg: DictConfig) -> list[EvaluationReport]:
     if config.analysis:
         parse_configs(list(config.analysis), config.analysis)
     own = "an evaluation of alternet's"
-    out_dir = check_output_dir(config.out_dir, "evaluation output", _is_evaluation, own, "out_dir")
+    out_dir = check_output_dir(config.out_dir, "evaluation output", _is_evaluation, own, "out_dir").absolute()
     sources = model_sources(config.ckpt)
     for source in sources:  # what needs the registries and the files' bytes; the config checked the rest
         check_reference(source)

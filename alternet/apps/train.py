@@ -106,6 +106,8 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
         typed.trainer.precision, typed.trainer.accelerator, typed.performance.allow_emulated_precision
     )
     typed.trainer.precision = precision.precision  # what ran, in the run's config.yaml and checkpoints
+    if typed.data.root is not None:  # as a path from anywhere: its evaluation runs from other folders too
+        typed.data.root = os.path.abspath(os.path.expanduser(typed.data.root))
     starts_afresh = typed.reuse_run_dir or not run.checkpoint_files()  # else the run directory's check refuses it
     resume = resume_checkpoint(typed.ckpt_path, run, say=starts_afresh)
     header = checkpoint_header(resume) if resume else {}

@@ -14,6 +14,7 @@ Options: every numeric or choice option of the argparse commands is range-checke
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import zipfile
@@ -386,3 +387,22 @@ def test_a_loop_of_links_is_said_to_be_one_where_it_is_an_output_and_where_it_is
     (tmp_path / "c").symlink_to(tmp_path / "gone")  # "does not exist"
     code, stderr = run_command(["evaluate", f"ckpt={tmp_path / 'c'}"], monkeypatch, capsys)
     assert_one_line_error(code, stderr, f"{tmp_path / 'c'} is a link to {tmp_path / 'gone'}, which does not exist")
+
+
+def test_a_run_given_relative_paths_is_evaluated_from_another_folder(image_folder, tmp_path, monkeypatch, capsys):
+    """A run of data.root=data (the default paths.data_dir is relative) recorded it as typed: evaluated from another
+    folder, its data were not found; an evaluation's metrics.json named its checkpoint and files relative to where
+    it ran, so they pointed nowhere from anywhere else."""
+    (tmp_path / "data").symlink_to(image_folder)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path)
+    train = ["train", "debug=fast", "data=imagefolder", "data.root=data", "data.image_size=16", "recipe.batch_size=8"]
+    train.append("hydra.run.dir=run")
+    code, stderr = run_command(train, monkeypatch, capsys)
+    assert code == "0", stderr[-2000:]
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    code, stderr = run_command(["evaluate", "ckpt=../run", "out_dir=../eval"], monkeypatch, capsys)
+    assert code == "0", stderr[-2000:]
+    report = json.loads((tmp_path / "eval" / "metrics.json").read_text())
+    assert Path(report["checkpoint"]).is_absolute() and report["files"]
+    assert all(Path(name).is_absolute() and Path(name).is_file() for name in report["files"])

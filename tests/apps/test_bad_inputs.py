@@ -110,6 +110,7 @@ TRAIN = [
     (["data.image_size=100000"], "error: stage 2 ('CM'): the automatic attention window 7 does not divide the stag"),
     (["~model.widths"], "error: ~model.widths deletes nothing: model.widths is null already (its default) or is n"),
     (["~recipe.ema.decay"], "error: ~recipe.ema.decay deletes nothing: recipe.ema.decay is null already; ~KEY rem"),
+    (["hydra.searchpath=[file:///nonexistent/conf]"], "hydra.searchpath names file:///nonexistent/conf, which is not"),
     (["~recipe.bach_size"], "error: ~recipe.bach_size: recipe.bach_size is not a key of recipe (did you mean 'batch"),
     (["~seed"], "error: ~seed: seed cannot be removed, the command always needs a value; set seed=VALUE instead"),
     (["~trainer.max_epochs"], "error: ~trainer.max_epochs: trainer.max_epochs cannot be removed, the command always"),

@@ -38,6 +38,8 @@ TYPES = {"Float": "a number", "Integer": "an integer", "Boolean": "true or false
 def one_line_composition_errors(command: str) -> Iterator[None]:
     """Run a Hydra app (``command``: ``train`` or ``evaluate``) so that a config it cannot compose ends the command
     on one ``error:`` line (:func:`composition_error`), with nothing written."""
+    if (missing := missing_searchpath(sys.argv[1:])) is not None:
+        exit_with_error(missing)
     if os.environ.get(FULL_ERROR):
         yield
         return
@@ -64,6 +66,22 @@ def one_line_composition_errors(command: str) -> Iterator[None]:
         )
     finally:
         os.environ.pop(FULL_ERROR, None)
+
+
+def missing_searchpath(overrides: Sequence[str]) -> str | None:
+    """A ``hydra.searchpath`` folder (``file://DIR``) that is not there, in one line: Hydra warned in two lines of its
+    own and went on, and an option the user kept there was then "not an option"."""
+    for override in overrides:
+        key, _, value = override.partition("=")
+        if key.lstrip("+") != "hydra.searchpath":
+            continue
+        for folder in re.findall(r"file://([^,\]\s'\"]+)", value):
+            if not Path(folder).expanduser().is_dir():
+                return (
+                    f"hydra.searchpath names file://{folder}, which is not a folder: give the folder that holds your "
+                    "config groups (e.g. file://$PWD/conf, with experiment/ and model/ inside)"
+                )
+    return None
 
 
 def composition_error(error: CompactHydraException, command: str) -> str:

@@ -149,6 +149,23 @@ def writing(directory: Path, what: str, wait: Callable[[str], None] | None = Non
             handle.close()
 
 
+@contextlib.contextmanager
+def removed_unless_written(directory: Path, made: bool) -> Iterator[None]:
+    """A command's output folder that it ``made``, removed again where the command fails before writing into it (a
+    full disk, a stop): nothing left but the writing lock, so no empty folder stays behind."""
+    try:
+        yield
+    except BaseException:
+        if made:
+            with contextlib.suppress(OSError):
+                left = list(directory.iterdir())
+                if all(path.name == OUTPUT_LOCK for path in left):
+                    for path in left:
+                        path.unlink()
+                    directory.rmdir()
+        raise
+
+
 def mark_output(directory: str | Path, command: str) -> None:
     """Say in ``directory`` that ``command`` writes it: :func:`check_output_dir` lets the command write there again."""
     write_text(Path(directory) / OUTPUT_MARKER, f"{command}\n")

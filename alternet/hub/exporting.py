@@ -22,7 +22,15 @@ from ..architectures.config import recorded_label
 from ..data import DATAMODULES
 from ..dataset_facts import DataFacts
 from ..errors import AlternetError, AlternetWarning, CheckpointError, DataError
-from ..files import atomic_write, file_digest, os_error_reason, whole_directory, write_text, writing
+from ..files import (
+    atomic_write,
+    file_digest,
+    os_error_reason,
+    removed_unless_written,
+    whole_directory,
+    write_text,
+    writing,
+)
 from ..models import create_model
 from ..runs.checkpoints import DIGEST_KEY, weights_digest
 from ..runs.records import import_recorded
@@ -87,6 +95,7 @@ def write_export(
     Written whole or not at all (:func:`~alternet.files.whole_directory`), by one command at a time; ``check``
     reads the written folder before it replaces an earlier one."""
     out = check_destination(out)
+    made = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -94,7 +103,7 @@ def write_export(
     weights = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
     digest = weights_digest(weights)
     config = {**config, "alternet": {**config["alternet"], DIGEST_KEY: digest}}
-    with writing(out, "export destination"), whole_directory(out) as staged:
+    with removed_unless_written(out, made), writing(out, "export destination"), whole_directory(out) as staged:
         metadata = {"format": "pt", DIGEST_KEY: digest}
         atomic_write(staged / WEIGHTS_FILE, lambda tmp: save_weights(weights, tmp, metadata))
         write_text(staged / CONFIG_FILE, json.dumps(config, indent=2, allow_nan=False) + "\n")

@@ -29,6 +29,7 @@ from ..files import (
     check_output_dir,
     is_output_of,
     mark_output,
+    removed_unless_written,
     whole_directory,
     write_csv,
     write_text,
@@ -569,9 +570,14 @@ def build_report(
     variants = group_variants(runs, keys)
     base = pick_baseline(variants, baseline)
     rows = variant_rows(variants, base, settings)
+    made = not out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
     # a second report into the same folder stops here; the folder is replaced whole, or left as it was
-    with writing(out_dir, "report directory"), whole_directory(out_dir) as staged:
+    with (
+        removed_unless_written(out_dir, made),
+        writing(out_dir, "report directory"),
+        whole_directory(out_dir) as staged,
+    ):
         mark_output(staged, REPORT_COMMAND)
         if (out_dir / WANDB_DIR).is_dir():  # earlier reports' W&B runs, an offline one perhaps the only copy
             shutil.copytree(out_dir / WANDB_DIR, staged / WANDB_DIR, symlinks=True)

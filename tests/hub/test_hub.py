@@ -38,6 +38,7 @@ from alternet.typed import build
 
 from helpers import FAST, cached_repo, compose_train, datamodule_of, main_output, module_of, module_output
 from helpers.models import assert_same_weights
+from helpers.processes import assert_one_line_error
 
 # pytest-xdist: the whole module on one worker, so that its pretrained run (session-scoped) is made once
 pytestmark = pytest.mark.xdist_group("test_hub")
@@ -446,6 +447,20 @@ def test_export_cli_end_to_end(pretrained, tmp_path, monkeypatch, capsys):
     assert load_file(out / "model.safetensors").keys() == load_file(export_dir(pretrained) / "model.safetensors").keys()
     assert json.loads((out / "config.json").read_text())["architecture"] == "alternet_tiny"
     torch.testing.assert_close(hub.load(out).state_dict(), hub.load(export_dir(pretrained)).state_dict())
+
+
+def test_an_export_onto_a_full_disk_is_one_line_and_leaves_no_folder(pretrained, tmp_path, monkeypatch, capsys):
+    """The disk filling as the weights are written: "nothing was written", and an empty folder was left behind."""
+    from alternet.hub import exporting
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device", str(args[1]))
+
+    monkeypatch.setattr(exporting, "save_weights", full)  # the file system's refusal, as a full disk gives it
+    out = tmp_path / "new" / "export"
+    code, _, stderr = module_output("alternet", ["export", pretrained.run_dir, "--out", str(out)], monkeypatch, capsys)
+    assert_one_line_error(code, stderr, "model.safetensors: No space left on device (ENOSPC); nothing was written")
+    assert list((tmp_path / "new").iterdir()) == []  # nothing of it left
 
 
 @pytest.mark.parametrize(

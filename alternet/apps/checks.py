@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import shutil
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -180,6 +181,25 @@ def check_input_memory(config: TrainConfig) -> None:
             f"data.image_size={size} with recipe.batch_size={batch} needs {needed / 2**30:,.1f} GiB for one batch of "
             f"input images alone, more than a quarter of this machine's {machine_memory() / 2**30:,.0f} GiB; choose "
             "a smaller data.image_size or recipe.batch_size"
+        )
+
+
+CHECKPOINTS_AT_ONCE = 3  # best, last and the one an atomic write is making
+
+
+def check_disk_space(directory: Path, module: torch.nn.Module, optimizer_moments: int = 2) -> None:
+    """The run directory's disk holds the checkpoints the run will write (the module's state, the EMA's included, and
+    ``optimizer_moments`` float32 tensors per trainable parameter): a full disk was found as the first epoch ended,
+    its training lost."""
+    state = sum(t.numel() * t.element_size() for t in module.state_dict().values())
+    moments = optimizer_moments * 4 * sum(p.numel() for p in module.parameters() if p.requires_grad)
+    needed = CHECKPOINTS_AT_ONCE * (state + moments)
+    free = shutil.disk_usage(directory).free
+    if free < needed:
+        raise ConfigValueError(
+            f"run directory {directory} has {free / 2**20:,.0f} MiB free; a checkpoint of this model takes about "
+            f"{(state + moments) / 2**20:,.0f} MiB and the run keeps up to {CHECKPOINTS_AT_ONCE} at once (best, last "
+            "and the one being written): free space there, or choose another hydra.run.dir"
         )
 
 

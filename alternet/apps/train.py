@@ -64,7 +64,7 @@ from ..training.resume import (
 )
 from ..training.stopping import lightning_ctrl_c_raised
 from .after_training import evaluate_after_training, export_after_training
-from .checks import check_extra_monitors, validate_train_config
+from .checks import check_disk_space, check_extra_monitors, validate_train_config
 from .config import TrainConfig, resolved
 from .console import end_summary, start_banner
 from .extensions import build_extra
@@ -145,6 +145,8 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
     L.seed_everything(typed.seed, workers=True, verbose=False)
     datamodule = _datamodule(typed)
     module = _module(typed, datamodule.facts(), pretrained=resume is None)
+    if lock is not None:  # rank 0, in its run directory
+        check_disk_space(run.path, module, 1 if typed.recipe.optimizer.name == "sgd" else 2)  # before any epoch
     if lock is not None and typed.reuse_run_dir and resume is None:  # afresh, once its data and weights are read:
         run.clear_earlier_run()  # nothing of the earlier run reads as this one's (its W&B ids before the loggers)
     extra = build_extra(typed.logger.extra, "logger.extra", Logger)  # a refusal here comes before W&B starts a run

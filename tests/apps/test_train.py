@@ -242,3 +242,18 @@ def test_the_summary_records_how_many_test_images_were_scored_and_the_rate_train
     assert summary.precision == choose_precision("auto", "cpu", False).precision  # what trained and tested: auto's
     written = json.loads((tmp_path / "metrics.json").read_text())
     assert (written["test_images"], written["global_batch"], written["lr"]) == ({"scored": 16, "of": 360}, 32, 0.001)
+
+
+def test_a_disk_without_room_for_the_checkpoints_is_refused_before_the_first_epoch(tmp_path, monkeypatch):
+    """A full disk was found as the first epoch ended, when its checkpoint could not be written: the epoch lost."""
+    from collections import namedtuple
+
+    from alternet.apps import checks
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(checks.shutil, "disk_usage", lambda path: usage(2**30, 2**30 - 2**16, 2**16))  # 64 KiB
+    with pytest.raises(ConfigValueError, match=r"has 0 MiB free; a checkpoint of this model takes about \d+ MiB"):
+        fit(tmp_path / "a")
+    assert not (tmp_path / "a" / "checkpoints").exists()  # no epoch trained
+    monkeypatch.undo()
+    assert fit(tmp_path / "b").epochs > 0  # the same run where the disk has room

@@ -181,9 +181,13 @@ class ProgressLines(ProgressBar):
     def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
         return _shown(super().get_metrics(trainer, pl_module), pl_module)
 
-    def _metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> str:
-        """The bar's metrics in one line."""
-        return "  ".join(f"{k} {_value(v)}" for k, v in self.get_metrics(trainer, pl_module).items())
+    def _metrics(self, trainer: L.Trainer, pl_module: L.LightningModule, epoch_loss: float | None = None) -> str:
+        """The bar's metrics in one line; with ``epoch_loss`` (an epoch's mean) in place of the running loss, under
+        the name it is logged by (train/loss is a step's value in the logs)."""
+        metrics = self.get_metrics(trainer, pl_module)
+        if epoch_loss is not None:
+            metrics = {k: v for k, v in metrics.items() if k != RunningLoss.KEY} | {RunningLoss.EPOCH_KEY: epoch_loss}
+        return "  ".join(f"{k} {_value(v)}" for k, v in metrics.items())
 
     def _epoch(self, trainer: L.Trainer) -> str:
         total = "" if trainer.max_epochs in (None, -1) else f"/{trainer.max_epochs}"
@@ -219,11 +223,7 @@ class ProgressLines(ProgressBar):
         elapsed = time.monotonic() - self._epoch_start
         epoch = getattr(pl_module, "epoch_loss", None)  # the epoch's mean loss, not the last line's steps'
         mean = epoch.mean() if isinstance(epoch, RunningLoss) else None
-        metrics = self.get_metrics(trainer, pl_module)
-        if mean is not None:  # under the name it is logged by (train/loss is a step's value in the logs)
-            metrics = {k: v for k, v in metrics.items() if k != RunningLoss.KEY} | {RunningLoss.EPOCH_KEY: mean}
-        shown = "  ".join(f"{k} {_value(v)}" for k, v in metrics.items())
-        self.print(f"{self._epoch(trainer)} done in {duration(elapsed)}  {shown}")
+        self.print(f"{self._epoch(trainer)} done in {duration(elapsed)}  {self._metrics(trainer, pl_module, mean)}")
 
     def on_test_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._test_start = time.monotonic()

@@ -21,17 +21,6 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # one share of the CPUs per worker, f
     _threads = str(max(1, len(os.sched_getaffinity(0)) // _workers))
     for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_name, _threads)
-    import torch
-
-    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-
-# Lightning now: the log handler it adds at import then writes to the session's stderr, not to the captured stream
-# of the first test that imports it (closed after that test: "Logging error" tracebacks in later tests' output)
-import lightning.pytorch  # noqa: F401
-
-import alternet.apps.config  # noqa: F401 - the schemas of train.yaml and evaluate.yaml, as the commands register them
-
-from helpers import DIGITS_RUN, SHARED_DATA, compose_train, fingerprint
 
 
 @pytest.fixture(autouse=True)
@@ -66,6 +55,8 @@ def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callabl
 @pytest.fixture(scope="session")
 def cifar100_root() -> Path:
     """The directory holding the original ``cifar-100-python/`` files (skips when absent)."""
+    from helpers import SHARED_DATA
+
     if not (SHARED_DATA / "cifar-100-python" / "train").is_file():
         pytest.skip(f"real CIFAR-100 not found under {SHARED_DATA} (set ALTERNET_TEST_DATA to its parent directory)")
     return SHARED_DATA
@@ -100,6 +91,8 @@ def digits_run(tmp_path_factory) -> Path:
     (copy it to write); the session checks at its end that no file in it changed."""
     from alternet.apps.train import train
 
+    from helpers import DIGITS_RUN, compose_train, fingerprint
+
     def make(path: Path) -> None:
         train(compose_train(*DIGITS_RUN, output_dir=path))
 
@@ -131,9 +124,13 @@ def hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Refuse the one pairing that silently drops this suite's xdist groups: pytest 9.2 ignores the group suffix
-    pytest-xdist 3.8 writes into node ids (pytest-dev/pytest-xdist#1386), so every worker would build each shared
-    run and two 2-process DDP runs could overlap."""
+    """In a process that runs tests (not pytest-xdist's controller, which only hands them out: its ~5 s of imports
+    delayed every worker's start), torch's threads and what every test needs imported. Then refuse the one pairing
+    that silently drops this suite's xdist groups: pytest 9.2 ignores the group suffix pytest-xdist 3.8 writes into
+    node ids (pytest-dev/pytest-xdist#1386), so every worker would build each shared run and two 2-process DDP runs
+    could overlap."""
+    if os.environ.get("PYTEST_XDIST_WORKER") or not config.getoption("numprocesses", None):
+        _import_for_tests()
     if config.getoption("dist", "no") != "loadgroup":
         return
     from importlib.metadata import version
@@ -144,3 +141,15 @@ def pytest_configure(config: pytest.Config) -> None:
             f"pytest {pytest.__version__} with pytest-xdist {xdist} drops this suite's xdist_group marks "
             '(pytest-dev/pytest-xdist#1386): pip install -e ".[dev]" (pytest<9.2), or run with -n 0'
         )
+
+
+def _import_for_tests() -> None:
+    import torch
+
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    # Lightning now: the log handler it adds at import then writes to the session's stderr, not to the captured
+    # stream of the first test that imports it (closed after that test: "Logging error" tracebacks in later tests)
+    import lightning.pytorch  # noqa: F401
+
+    import alternet.apps.config  # noqa: F401 - the schemas of train.yaml and evaluate.yaml, as the commands register

@@ -148,7 +148,10 @@ def _owned_train(config: dict[str, Any], run: RunDir, lock: RunDirLock | None) -
     if lock is not None:  # rank 0, in its run directory
         check_disk_space(run.path, module, 1 if typed.recipe.optimizer.name == "sgd" else 2)  # before any epoch
     if lock is not None and typed.reuse_run_dir and resume is None:  # afresh, once its data and weights are read:
-        run.clear_earlier_run()  # nothing of the earlier run reads as this one's (its W&B ids before the loggers)
+        removed = run.clear_earlier_run()  # nothing of the earlier run reads as this one's (W&B ids before loggers)
+        if removed:
+            shown = ", ".join(removed[:8]) + (f" and {len(removed) - 8} more" if len(removed) > 8 else "")
+            print(f"reuse_run_dir=true: removed the earlier run's {shown} from {run.path}", file=sys.stderr, flush=True)
     extra = build_extra(typed.logger.extra, "logger.extra", Logger)  # a refusal here comes before W&B starts a run
     loggers = build_loggers(typed.logger.wandb, run, record, resume_step=step) + extra
     trainer = _trainer(typed, run, datamodule, loggers)

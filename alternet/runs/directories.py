@@ -159,26 +159,33 @@ class RunDir:
         return self.overrides_file.is_file() or self.is_finished() or self.checkpoints.is_dir()
 
     def products(self) -> list[Path]:
-        """The run's products: checkpoints, summary, plots, CSV log, evaluation and export (files only)."""
+        """The run's products: checkpoints, summary, curves, CSV log, evaluation and export (files only; a file of
+        the user's beside them is not one)."""
         groups = (
             self.checkpoint_files(),
-            [self.metrics],
-            sorted(self.path.glob("*.png")),
-            [self.metrics_csv],
+            [self.metrics, self.curves, self.metrics_csv],
             sorted(self.eval_dir.glob("*")),
             sorted(self.export_dir.glob("*")),
         )
         return [path for group in groups for path in group if path.is_file()]
 
-    def clear_earlier_run(self) -> None:
+    def clear_earlier_run(self) -> list[str]:
         """Before a run starts afresh in this directory (``reuse_run_dir=true``): the earlier run's products, its
         resumes, its W&B ids and W&B's local files (an offline run's artifacts name checkpoints the new run
-        replaces), its summary first (until the rest is gone the directory reads as an interrupted run)."""
+        replaces), its summary first (until the rest is gone the directory reads as an interrupted run). Returns
+        what it removed, relative to the directory (a folder as ``eval/``)."""
+        files = [*self.products(), self.resumes, self.wandb_run_id, self.wandb_group]
+        folders = [folder for folder in (self.eval_dir, self.export_dir, self.wandb_dir) if folder.is_dir()]
+        removed = [
+            *(str(path.relative_to(self.path)) for path in files if path.parent not in folders and path.is_file()),
+            *(f"{folder.name}/" for folder in folders),
+        ]
         self.metrics.unlink(missing_ok=True)
-        for path in [*self.products(), self.resumes, self.wandb_run_id, self.wandb_group]:
+        for path in files:
             path.unlink(missing_ok=True)
-        for folder in (self.eval_dir, self.export_dir, self.wandb_dir):
+        for folder in folders:
             shutil.rmtree(folder, ignore_errors=True)
+        return removed
 
     def summary(self) -> RunSummary | None:
         """The run's summary, None before the run finished."""

@@ -56,7 +56,7 @@ def test_a_finished_run_is_never_silently_overwritten(finished):
     assert (run_dir / "metrics.json").read_text() == before
 
 
-def test_an_interrupted_run_is_resumed_or_explicitly_reused(tmp_path):
+def test_an_interrupted_run_is_resumed_or_explicitly_reused(tmp_path, capsys):
     first = train(compose_train(*FAST, output_dir=tmp_path))
     (tmp_path / "metrics.json").unlink()  # as if killed after its checkpoint
     with pytest.raises(ConfigValueError, match=r"already holds an interrupted run \(last.ckpt\)"):
@@ -68,8 +68,16 @@ def test_an_interrupted_run_is_resumed_or_explicitly_reused(tmp_path):
     with pytest.raises(ConfigValueError, match=r"data.val_size=5000 is not smaller"):  # refused: nothing removed
         train(compose_train(*FAST, "reuse_run_dir=true", "data.val_size=5000", output_dir=tmp_path))
     assert (tmp_path / "checkpoints" / "last.ckpt").is_file() and (tmp_path / "eval" / "metrics.json").is_file()
+    (tmp_path / "notes.png").write_bytes(b"a user's picture")  # not the run's: kept, and not listed as its file
+    capsys.readouterr()
     again = train(compose_train(*FAST, "reuse_run_dir=true", output_dir=tmp_path))
     assert again.test == first.test
+    said = capsys.readouterr()
+    assert (
+        "reuse_run_dir=true: removed the earlier run's checkpoints/best-epoch000.ckpt, checkpoints/last.ckpt, "
+        f"curves.png, logs/metrics.csv, wandb-run-id, eval/, wandb/ from {tmp_path}\n"
+    ) in said.err
+    assert (tmp_path / "notes.png").read_bytes() == b"a user's picture" and "notes.png" not in said.out
     assert not (tmp_path / "eval").exists() and not (tmp_path / "wandb-run-id").exists()  # (no W&B in this run)
     assert not (tmp_path / "wandb").exists()  # its upload would have sent the new run's weights under the old name
 

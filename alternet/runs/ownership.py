@@ -64,12 +64,21 @@ class RunDirLock:
         try:
             self._file = lock_file(self.path)  # held open for the run's life
         except LockBusy as busy:
-            raise ConfigValueError(
-                f"{self.what} {self.run.path} is in use by another run ({busy.owner}); wait for it, or "
-                f"{_own_directory(self.run, self.option)}"
-            ) from None
+            raise self._busy(busy.owner) from None
         _HELD[key] = self
         return self
+
+    def check_free(self) -> None:
+        """Refuse, as :meth:`acquire` would, a directory another process holds; asking writes nothing (a refused
+        command leaves the lock file of the run that owns the directory as it was)."""
+        if (owner := lock_owner(self.path)) is not None and self.held(self.run) is None:
+            raise self._busy(owner)
+
+    def _busy(self, owner: str) -> ConfigValueError:
+        return ConfigValueError(
+            f"{self.what} {self.run.path} is in use by another run ({owner}); wait for it, or "
+            f"{_own_directory(self.run, self.option)}"
+        )
 
     def release(self) -> None:
         _HELD.pop(self.run.path.resolve(), None)

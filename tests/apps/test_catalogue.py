@@ -77,6 +77,19 @@ def test_a_users_folder_is_refused_before_any_input_is_read_and_left_as_it_was(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]  # nothing written beside it either
 
 
+def test_an_evaluation_into_a_training_runs_directory_is_refused_and_the_run_left_byte_for_byte(
+    digits_run, tmp_path, monkeypatch, capsys
+):
+    """Refused in one line ("nothing there was changed"), yet the run's .lock had been rewritten with the
+    evaluation's pid: its lock was taken to ask whether a run was live there, before the directory was checked."""
+    run_dir = shutil.copytree(digits_run, tmp_path / "run")
+    (run_dir / ".lock").write_text("pid 1 on the machine that trained it\n")  # not this process's own line
+    before = fingerprint(run_dir)
+    code, stderr = run_command(["evaluate", f"ckpt={run_dir}", f"out_dir={run_dir}"], monkeypatch, capsys)
+    assert_one_line_error(code, stderr, str(run_dir), "holds files that are not an evaluation of alternet's")
+    assert fingerprint(run_dir) == before
+
+
 EARLIER = {  # a command's earlier output, which it writes anew as a whole folder, beside a user's own files
     "export": {"config.json": '{"alternet": {"format": 1}}\n', "model.safetensors": "x", "README.md": "card\n"},
     "report": {".alternet-output": "report\n", "summary.md": "# a report\n", "metrics_vs_seed.png": "x"},

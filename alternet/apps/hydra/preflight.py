@@ -350,8 +350,7 @@ class RunDirPreflight(Callback):
         what, own, option = RUN_DIRECTORIES.get(job, ("run directory", f"a {job} job's", "hydra.run.dir"))
         lock = RunDirLock(run, what, option)
         try:
-            if lock.path.is_file():  # an alternet directory: a live run there is reported as such, first
-                lock.acquire()
+            lock.check_free()  # a live run there is reported as such, first
             check_output_dir(run.path, what, lambda path: RunDir(path).holds_job(job), own, option)
             lock.acquire()
         except AlternetError as error:

@@ -143,8 +143,14 @@ def top_k_accuracy(probs: np.ndarray, labels: np.ndarray, k: int, logits: np.nda
     probabilities came from where given (the same order, without the ties softmax makes where it underflows). A label
     tied with other classes counts at its expectation over the orders of the tie: (places left) / (classes tied),
     so a model that scores every class alike has top-k k/K, as a random choice among them would."""
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    tolerance = sum_tolerance(getattr(probs, "dtype", ""))
     probs, labels = check_inputs(probs, labels)
-    scores = probs if logits is None else check_logits(logits)
+    return _top_k(probs if logits is None else _logits_of(probs, logits, tolerance), labels, k)
+
+
+def _top_k(scores: np.ndarray, labels: np.ndarray, k: int) -> float:
     label_score = scores[np.arange(len(labels)), labels][:, None]
     above, tied = np.sum(scores > label_score, axis=1), np.sum(scores == label_score, axis=1)  # tied: the label too
     return float(np.mean(np.clip((min(k, scores.shape[1]) - above) / tied, 0.0, 1.0)))
@@ -183,17 +189,15 @@ def calibration_metrics(
 ) -> dict[str, float]:
     """``acc, top5, nll, ece, brier, acc90, unc90, freq90`` (fractions, not percent) of a whole split; with the
     ``logits`` the probabilities came from, the NLL is exact (:func:`nll_from_logits`)."""
+    tolerance = sum_tolerance(getattr(probs, "dtype", ""))
     probs, labels = check_inputs(probs, labels)
-    if logits is not None and check_logits(logits).shape != probs.shape:
-        raise ValueError(
-            f"logits must have the shape of probs, {probs.shape} (the logits the probabilities came from), got "
-            f"{as_array(logits).shape}"
-        )
+    if logits is not None:
+        logits = _logits_of(probs, logits, tolerance)
     confidence, correct = confidence_and_correct(probs, labels)
     confident, errors = confidence > CONFIDENCE_CUTOFF, ~correct
     return {
         "acc": float(np.mean(correct)),
-        "top5": top_k_accuracy(probs, labels, 5, logits),
+        "top5": _top_k(probs if logits is None else logits, labels, 5),
         "nll": nll(probs, labels) if logits is None else nll_from_logits(logits, labels),
         "ece": reliability_bins(probs, labels, n_bins).ece,
         "brier": brier_score(probs, labels),
@@ -216,6 +220,24 @@ def apply_temperature(logits: np.ndarray, temperature: float) -> np.ndarray:
     if not temperature > 0:
         raise ValueError(f"temperature must be positive, got {temperature}")
     return softmax(check_logits(logits) / temperature)
+
+
+def _logits_of(probs: np.ndarray, logits: np.ndarray, tolerance: float) -> np.ndarray:
+    """``logits`` as float64, refused unless they are those ``probs`` came from (their softmax, within the
+    probabilities' precision): an NLL or a top-5 of other logits would be another model's."""
+    z = check_logits(logits)
+    if z.shape != probs.shape:
+        raise ValueError(
+            f"logits must have the shape of probs, {probs.shape} (the logits the probabilities came from), got "
+            f"{z.shape}"
+        )
+    worst = float(np.abs(softmax(z) - probs).max())
+    if worst > tolerance:
+        raise ValueError(
+            f"softmax(logits) differs from probs by up to {worst:.3g} (more than {tolerance:g}): pass the logits the "
+            "probabilities came from (of temperature-scaled probabilities apply_temperature(logits, T): logits / T)"
+        )
+    return z
 
 
 def check_logits(logits: np.ndarray) -> np.ndarray:

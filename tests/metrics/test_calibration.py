@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -288,10 +289,33 @@ def test_labels_of_the_logit_nll_are_checked():
 
 
 def test_logits_beside_probabilities_must_be_theirs():
+    """Temperature-scaled probabilities beside the raw logits paired their ECE with the raw model's NLL (5.00 where
+    theirs is 3.16), and top-k ranked by logits of another class count, in silence."""
     probs, labels = np.array([[0.2, 0.8]]), np.array([1])
     for logits in (np.array([[0.0, 5.0], [1.0, 2.0]]), np.array([[0.0, 5.0, 9.0]])):
         with pytest.raises(ValueError, match="logits must have the shape of probs"):
             calibration_metrics(probs, labels, logits=logits)
+        with pytest.raises(ValueError, match="logits must have the shape of probs"):
+            top_k_accuracy(probs, labels, 1, logits)
+    logits = 4 * np.random.default_rng(0).standard_normal((500, 10))
+    labels = np.arange(500) % 10
+    scaled = apply_temperature(logits, 2.0)
+    with pytest.raises(ValueError, match=r"softmax\(logits\) differs from probs by up to 0\.\d+ \(more than 0\.001\)"):
+        calibration_metrics(scaled, labels, logits=logits)
+    assert calibration_metrics(scaled, labels, logits=logits / 2.0)["nll"] == pytest.approx(
+        calibration_metrics(scaled, labels)["nll"], rel=1e-9
+    )
+    saved = softmax(logits).astype(np.float32)  # as predictions.npz keeps them: recomputed beside their logits
+    assert calibration_metrics(saved, labels, logits=logits)["nll"] == nll_from_logits(logits, labels)
+    bf16 = torch.softmax(torch.tensor(logits), dim=1).to(torch.bfloat16)  # within the precision of its dtype
+    assert calibration_metrics(bf16, labels, logits=logits)["nll"] == nll_from_logits(logits, labels)
+
+
+@pytest.mark.parametrize("k", [0, -1, 2.5, True, "5"])
+def test_a_top_k_that_is_no_positive_integer_is_refused(k):
+    """k=0 and k=-1 gave 0.0 and k=2.5 a share between top-2 and top-3, in silence."""
+    with pytest.raises(ValueError, match=rf"k must be an integer >= 1, got {re.escape(repr(k))}"):
+        top_k_accuracy(np.array([[0.2, 0.8]]), np.array([1]), k)
 
 
 def test_tensors_of_any_dtype_with_or_without_their_graph_are_read():

@@ -25,7 +25,7 @@ from ..dataset_facts import DataFacts
 from ..errors import AlternetError, ConfigValueError, DataError, is_integer, one_line, require
 from ..seeds import derive_seed, derive_seeds
 from .augment import StackSection, stack_section
-from .config import DataConfig, check_subset, check_val_size
+from .config import DataConfig, check_statistics, check_subset, check_val_size
 from .workers import (
     MEASURED_BATCHES,
     BusyDataset,
@@ -250,14 +250,19 @@ class ImageDataModule(L.LightningDataModule):
         self.auto_workers = num_workers in (None, "auto")
         num_workers = loader_workers(num_workers, key="data.num_workers", in_memory=self.IN_MEMORY)
         self.root = root
+        require("data.image_size", image_size, lambda v: is_integer(v, 1), "must be an integer >= 1")
         self.image_size = image_size
+        if len(self.default_mean) != 3 or len(self.default_std) != 3:  # a data set's own, as its class declares them
+            raise DataError(
+                f"{self.name}: default_mean {self.default_mean} and default_std {self.default_std} must be 3 values "
+                "each, one per RGB channel (its images are RGB: a grey data set repeats its one value)"
+            )
+        check_statistics(
+            mean=(f"{self.name}: default_mean", self.default_mean) if mean is None else ("data.mean", mean),
+            std=(f"{self.name}: default_std", self.default_std) if std is None else ("data.std", std),
+        )
         self.mean = tuple(self.default_mean if mean is None else mean)
         self.std = tuple(self.default_std if std is None else std)
-        if len(self.mean) != 3 or len(self.std) != 3:  # a data set's own defaults (data.mean/std are checked as set)
-            raise DataError(
-                f"{self.name}: default_mean {self.mean} and default_std {self.std} must be 3 values each, one per RGB "
-                "channel (its images are RGB: a grey data set repeats its one value)"
-            )
         self.batch_size = int(batch_size)
         self.eval_batch_size = int(eval_batch_size)
         self.num_workers = num_workers

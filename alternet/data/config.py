@@ -29,6 +29,35 @@ LOADERS = ("torch", "dali")  # data.loader: the training split through torch's D
 DESCRIPTIVE = ("name", "num_classes")  # keys that name the data set rather than configure its module
 
 
+def _channels(low: float, low_included: bool) -> Any:
+    """Three numbers in [low, 1] (``(low, 1]`` when ``low_included`` is false), one per RGB channel."""
+
+    def rule(values: Any) -> bool:
+        numbers = [float(v) for v in values if not isinstance(v, bool | str)]
+        return len(numbers) == len(values) == 3 and all(
+            (v >= low if low_included else v > low) and v <= 1 for v in numbers
+        )
+
+    return rule
+
+
+# data.mean and data.std: of images scaled to [0, 1] (the pipeline divides the pixels by 255 before normalising)
+_UNITS = "one per RGB channel, of pixels scaled to [0, 1] (statistics in 0-255 units: divide them by 255)"
+STATISTICS = {
+    "mean": (_channels(0.0, True), f"must be 3 values in [0, 1], {_UNITS}"),
+    "std": (_channels(0.0, False), f"must be 3 values in (0, 1], {_UNITS}"),
+}
+
+
+def check_statistics(**given: tuple[str, Any]) -> None:
+    """``mean=(NAME, VALUE), std=(NAME, VALUE)`` as a data module is built with them (``data.mean`` from a config or
+    in Python, or its class's ``default_mean``), refused in one line naming them: a std of 0 made every image inf,
+    statistics in 0-255 units nearly constant images."""
+    for key, (name, value) in given.items():
+        rule, expectation = STATISTICS[key]
+        require(name, tuple(value) if isinstance(value, list) else value, rule, expectation)
+
+
 @dataclass(kw_only=True)
 class DataConfig(Section):
     """The keys of every data set (``conf/data/_base.yaml`` and each option's)."""
@@ -50,8 +79,8 @@ class DataConfig(Section):
 
     def check(self) -> None:
         self.require("image_size", integer(1), "must be an integer >= 1")
-        self.require("mean", lambda v: len(v) == 3, "must be 3 values, one per RGB channel (or null)")
-        self.require("std", lambda v: len(v) == 3 and min(v) > 0, "must be 3 values > 0, one per RGB channel (or null)")
+        for key, (rule, expectation) in STATISTICS.items():
+            self.require(key, rule, f"{expectation} (or null: the data set's own)")
         check_val_size(self.val_size, "val_size")
         check_subset(self.subset, self.subset_repeat, self.train_clean_size)
         check_workers(self.num_workers, "num_workers")

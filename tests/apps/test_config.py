@@ -234,8 +234,9 @@ CHECKED = [
         ["trainer.limit_val_batches=0"],
         "callbacks.checkpoint.monitor=val/nll watches validation, and trainer.limit_val_batches=0 runs none",
     ),
-    (["data.mean=[0.5]"], "data.mean=[0.5] is invalid: must be 3 values, one per RGB channel"),
-    (["data.std=[0,0,0]"], "data.std=[0, 0, 0] is invalid: must be 3 values > 0"),
+    (["data.mean=[0.5]"], "data.mean=[0.5] is invalid: must be 3 values in [0, 1], one per RGB channel"),
+    (["data.std=[0,0,0]"], "data.std=[0, 0, 0] is invalid: must be 3 values in (0, 1], one per RGB channel"),
+    (["data.std=[58.4,57.1,57.4]"], "(statistics in 0-255 units: divide them by 255) (or null: the data set's own)"),
     (["callbacks.early_stopping={monitor: val/acc, mode: max, patiense: 3}"], "Lightning's EarlyStopping arguments"),
     (
         ["data.val_size=0", "callbacks.early_stopping={monitor: val/acc, mode: max}"],

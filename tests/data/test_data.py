@@ -294,6 +294,27 @@ def test_a_test_split_of_another_size_or_a_grey_mean_is_refused_before_any_work(
     _blobs(*GOOD, test=GOOD).setup()  # as documented: fine
 
 
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"std": (0, 0, 0)}, r"^data.std=\(0, 0, 0\) is invalid: must be 3 values in \(0, 1\]"),
+        ({"std": (-1, -1, -1)}, r"^data.std=\(-1, -1, -1\) is invalid"),
+        ({"std": (float("nan"),) * 3}, r"^data.std=\(nan, nan, nan\) is invalid"),
+        ({"mean": (77.9,) * 3}, r"^data.mean=\(77.9, 77.9, 77.9\) is invalid: .*0-255 units: divide them by 255"),
+        ({"mean": (0.3,)}, r"^data.mean=\(0.3,\) is invalid: must be 3 values"),
+        ({"image_size": 0}, r"^data.image_size=0 is invalid: must be an integer >= 1"),
+        ({"image_size": 8.5}, r"^data.image_size=8.5 is invalid"),
+    ],
+)
+def test_a_data_module_built_in_python_checks_its_size_and_statistics_as_the_config_does(arguments, message):
+    """A std of 0 made every image inf, a negative one flipped it, 0-255 statistics made it nearly constant (-0.95),
+    in silence (a numpy RuntimeWarning at most); the sizes failed inside OpenCV's resize."""
+    with pytest.raises(ConfigValueError, match=message):
+        DigitsDataModule(**arguments)
+    with pytest.raises(ConfigValueError, match=r"^blobs: default_mean=\(128, 128, 128\) is invalid"):
+        _blobs(*GOOD, mean=(128,) * 3)
+
+
 def test_each_process_needs_a_batch_of_its_share_and_an_image_of_every_evaluation_split():
     """Under DDP the batch was checked against the whole training split: 31 images a rank trained at batch 48,
     recorded as a global batch of 96 with its scaled learning rate; a validation split of one failed on every rank."""

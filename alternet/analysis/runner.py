@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from torch import nn
 
 from ..data import ImageDataModule
 from ..data.augment import section
+from ..errors import AlternetWarning
 from ..runs.directories import ANALYSIS_DIR
 from . import attention, fourier, hessian, landscape, lesion, noise, variance
 from .blocks import block_sequence
@@ -57,6 +59,7 @@ def check_inputs(configs: Mapping[str, Any], model: nn.Module, datamodule: Image
     on this model, data and recipe (:func:`check_applicable`, :func:`check_data` and the model's classes, the
     objective's recipe and trainable weights), in one line."""
     check_applicable(list(configs), model)
+    warn_of_other_preprocessing(model, datamodule)
     classes = getattr(model, "num_classes", None)
     scoring = [name for name in configs if name in LABELLED]
     if scoring and isinstance(classes, int) and classes != datamodule.num_classes:
@@ -84,6 +87,34 @@ def check_inputs(configs: Mapping[str, Any], model: nn.Module, datamodule: Image
             "augment=recipe.augment"
         )
     check_data(configs, datamodule, recipe)
+
+
+def warn_of_other_preprocessing(model: nn.Module, datamodule: ImageDataModule) -> None:
+    """Warn, in one line, where trained weights (their ``pretrained_cfg`` names the data set they learnt, its
+    ``tag``) meet images of another size or normalisation than they were trained on: every number would be of inputs
+    the model never saw (a 16 px digits model measured on the data module's default 32 px scored 46% where it has
+    96%). A model built afresh records no preprocessing of its own and is measured as given."""
+    cfg = getattr(model, "pretrained_cfg", None) or {}
+    if not cfg.get("tag"):
+        return
+    differ, build = [], []
+    size = tuple(cfg.get("input_size") or ())[-2:]
+    if size and size != (datamodule.image_size, datamodule.image_size):
+        differ.append(f"{datamodule.image_size} px where it was trained at {'x'.join(map(str, size))}")
+        build.append(f"image_size={size[-1]}")
+    for key in ("mean", "std"):
+        trained, given = cfg.get(key), getattr(datamodule, key)
+        if trained and (len(trained) != len(given) or any(abs(a - b) > 1e-4 for a, b in zip(trained, given))):
+            differ.append(f"{key} {tuple(given)} where it was trained with {tuple(trained)}")
+            build.append(f"{key}={tuple(trained)}")
+    if differ:
+        warnings.warn(
+            f"{cfg.get('architecture', type(model).__name__)} (weights of {cfg['tag']}) is measured on images of "
+            f"{'; '.join(differ)}: its numbers are of inputs it never saw; build the data module with "
+            f"{', '.join(build)} to measure it as trained",
+            AlternetWarning,
+            stacklevel=4,
+        )
 
 
 def check_data(configs: Mapping[str, Any], datamodule: ImageDataModule, recipe: Any) -> None:

@@ -13,9 +13,9 @@ import torch
 from timm.models import adapt_input_conv
 from torch import nn
 
-from ..errors import CheckpointError, ConfigValueError, is_integer, one_line
+from ..errors import CheckpointError, ConfigValueError, one_line
 from ..models import create_model
-from ..models.features import feature_model
+from ..models.features import check_feature_arguments, feature_model
 from ..models.zoo import adapt_checkpoint
 from ..runs.records import override, shell_word
 from .sources import OTHER_WEIGHTS_KEYS, Source, open_source
@@ -294,6 +294,7 @@ def build_model(
         opened.model.load_report = LoadReport(source=opened.location, loaded=len(opened.state_dict))
         return opened.model.eval()  # timm built it with these weights
     out_indices = kwargs.pop("out_indices", None)
+    check_feature_arguments(features_only, out_indices=out_indices)
     args = {**opened.model_args, **kwargs}
     classes = 0 if features_only else (opened.num_classes if num_classes is None else num_classes)
     overlay = dict.fromkeys(OTHER_WEIGHTS_KEYS) | opened.pretrained_cfg  # not the registry's weights' test size
@@ -343,13 +344,4 @@ def check_features(model: nn.Module) -> None:
 def as_features(model: nn.Module, out_indices: int | tuple[int, ...] | None = None) -> nn.Module:
     """The timm feature wrapper of a loaded classifier that ``features_only=True`` builds (one map per stage)."""
     check_features(model)
-    stages = len(model.feature_info)
-    indices = stages if out_indices is None else out_indices
-    if not (is_integer(indices, 1) and indices <= stages) and (
-        not isinstance(indices, (list, tuple)) or not all(is_integer(i, -stages) and i < stages for i in indices)
-    ):
-        raise ConfigValueError(
-            f"out_indices={out_indices!r} must be feature-map indices in [{-stages}, {stages - 1}] (this model has "
-            f"{stages}), e.g. out_indices=({stages - 2}, {stages - 1}), or a count of the last ones up to {stages}"
-        )
-    return feature_model(model, indices if isinstance(indices, int) else tuple(indices))
+    return feature_model(model, out_indices)

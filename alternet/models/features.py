@@ -9,7 +9,7 @@ from timm.models._builder import pretrained_cfg_for_features
 from timm.models._features import FeatureGetterNet
 from torch import nn
 
-from ..errors import ConfigValueError
+from ..errors import ConfigValueError, is_integer
 from .backbone import AlterNet
 from .guards import InputSizeGuard, LayoutCheck
 
@@ -27,10 +27,14 @@ def feature_model(
     if feature_cls is not None and feature_cls not in FEATURE_CLASSES:
         raise ConfigValueError(f"feature_cls={feature_cls!r} is not one this model takes: {', '.join(FEATURE_CLASSES)}")
     maps = len(model.feature_info)
-    if out_indices is None:
-        out_indices = maps
-    if isinstance(out_indices, int):
-        out_indices = tuple(range(maps - out_indices, maps))
+    indices = maps if out_indices is None else out_indices
+    listed = isinstance(indices, list | tuple) and indices and all(is_integer(i, -maps) and i < maps for i in indices)
+    if not (is_integer(indices, 1) and indices <= maps) and not listed:
+        raise ConfigValueError(
+            f"out_indices={out_indices!r} must be feature-map indices in [{-maps}, {maps - 1}] (this model has "
+            f"{maps}), e.g. out_indices=({maps - 2}, {maps - 1}), or a count of the last ones up to {maps}"
+        )
+    out_indices = tuple(range(maps - indices, maps)) if isinstance(indices, int) else tuple(indices)
     by_name = feature_cls == "list" or (feature_cls is None and isinstance(model, (AlterNet, ByobNet, MaxxVit)))
     if by_name:
         features = FeatureListNet(model, out_indices=tuple(out_indices), flatten_sequential=True)
@@ -45,5 +49,18 @@ def feature_model(
 
 
 def feature_arguments(kwargs: dict[str, Any]) -> tuple[bool, Any, Any]:
-    """``features_only``, ``out_indices`` and ``feature_cls`` taken out of a builder's keywords."""
-    return kwargs.pop("features_only", False), kwargs.pop("out_indices", None), kwargs.pop("feature_cls", None)
+    """``features_only``, ``out_indices`` and ``feature_cls`` taken out of a builder's keywords; the last two
+    without the first are refused (they were ignored: a whole classifier came back)."""
+    features = bool(kwargs.pop("features_only", False))
+    out_indices, feature_cls = kwargs.pop("out_indices", None), kwargs.pop("feature_cls", None)
+    check_feature_arguments(features, out_indices=out_indices, feature_cls=feature_cls)
+    return features, out_indices, feature_cls
+
+
+def check_feature_arguments(features_only: bool, **chosen: Any) -> None:
+    """``out_indices=`` or ``feature_cls=`` choose among feature maps: refused in one line without
+    ``features_only=True``."""
+    given = [f"{key}={value!r}" for key, value in chosen.items() if value is not None]
+    if given and not features_only:
+        verb = "select" if len(given) > 1 else "selects"
+        raise ConfigValueError(f"{' and '.join(given)} {verb} feature maps: add features_only=True")

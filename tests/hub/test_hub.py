@@ -403,6 +403,8 @@ def test_features_of_selected_stages_and_bad_combinations(pretrained):
             hub.load(export_dir(pretrained), features_only=True, out_indices=indices)
     last_two = hub.load(export_dir(pretrained), features_only=True, out_indices=2)  # timm's "the last N"
     assert last_two.feature_info.channels() == features.feature_info.channels()
+    with pytest.raises(ConfigValueError, match=r"^out_indices=\(1,\) selects feature maps: add features_only=True$"):
+        hub.load(export_dir(pretrained), out_indices=(1,))  # ignored: a whole classifier came back
 
 
 def test_comparison_vit_exports_and_loads_through_timm(tmp_path):

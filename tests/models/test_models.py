@@ -143,6 +143,18 @@ def test_features_only_gives_each_family_its_stage_maps(name):
     assert [m.shape for m in last_two] == [m.shape for m in maps[-2:]]
 
 
+@pytest.mark.parametrize("name", ["alternet_tiny", "pit_mini_cifar", "coatnet_cifar"])
+def test_feature_maps_chosen_outside_the_model_or_without_features_only_are_refused_in_one_line(name):
+    """timm's bare IndexError 13 frames deep for an index past the last map (hub.load said it in one line), and
+    out_indices without features_only ignored in silence: a whole classifier came back."""
+    maps = len(timm.create_model(name).feature_info)
+    for indices in [(maps,), (), "banana"]:
+        with pytest.raises(ConfigValueError, match=rf"^out_indices=.* must be feature-map indices in \[-{maps}, "):
+            timm.create_model(name, features_only=True, out_indices=indices)
+    with pytest.raises(ConfigValueError, match=r"^out_indices=\(1,\) and feature_cls='getter' select feature maps"):
+        timm.create_model(name, out_indices=(1,), feature_cls="getter")
+
+
 def test_the_model_exports_and_traces_for_deployment():
     """docs/downstream.md: torch.export and torch.jit.trace give the model's logits."""
     model = create_model("alternet_tiny", num_classes=10, img_size=16).eval()

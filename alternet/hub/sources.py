@@ -423,10 +423,15 @@ def read_timm(name: str) -> Source:
 
 
 def split_hdvw_reference(reference: str) -> tuple[str, str | None]:
-    """``hdvw:ARCH:FILE`` -> (FILE, ARCH); ``hdvw:FILE`` -> (FILE, None): the file's own model name decides."""
+    """``hdvw:ARCH:FILE`` -> (FILE, ARCH); ``hdvw:FILE`` -> (FILE, None): the file's own model name decides. An ARCH
+    HDVW has not (``hdvw:resnet50:FILE``, FILE there) is refused in one line, not taken for part of a missing file."""
     rest = reference.removeprefix(HDVW_PREFIX)
     arch, separator, path = rest.partition(":")
-    return (path, arch) if separator and (arch in ARCHS or arch in ALIASES) else (rest, None)
+    if separator and (arch in ARCHS or arch in ALIASES):
+        return path, arch
+    if separator and not Path(rest).expanduser().exists() and Path(path).expanduser().exists():
+        raise CheckpointError(f"{reference}: {arch!r} is not an architecture of HDVW's; one of {', '.join(ARCHS)}")
+    return rest, None
 
 
 def read_hdvw_source(path: str | Path, arch: str | None = None, data: str | None = None) -> Source:

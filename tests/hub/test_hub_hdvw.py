@@ -85,6 +85,9 @@ def test_the_arch_defaults_to_the_checkpoint_name_and_hdvw_files_load_as_a_sourc
     hub_cli(["import-hdvw", str(file), "--out", str(tmp_path / "export")])
     torch.testing.assert_close(logits(hub.load(tmp_path / "export")), logits(original), rtol=0, atol=0)
     torch.testing.assert_close(logits(hub.load(f"hdvw:{file}")), logits(original), rtol=0, atol=0)
+    for arch in ("pit_tiny", "nosuch"):  # a file there, an arch HDVW has not: "nosuch:FILE does not exist" before
+        with pytest.raises(CheckpointError, match=rf"^hdvw:{arch}:{file}: '{arch}' is not an architecture of HDVW's; "):
+            hub.load(f"hdvw:{arch}:{file}")
 
 
 def test_an_alternet_checkpoint_given_to_import_hdvw_is_sent_to_export(digits_summary, tmp_path):

@@ -21,6 +21,7 @@ from ..architectures.rules import DEFAULT_WINDOW, STEM_REDUCTION, check_attentio
 from ..errors import ConfigValueError, require
 from .attention import WindowAttention, fused_setting
 from .blocks import BLOCK_TYPES, STEM_TYPES, MSABlock, NormAct, PreActBlock
+from .guards import check_num_classes
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,7 @@ class AlterNet(nn.Module):
         self._build_head(num_classes, global_pool)
 
     def _build_head(self, num_classes: int, global_pool: str) -> None:
+        check_num_classes(num_classes)
         if not global_pool and num_classes > 0:  # timm's rule: an unpooled map has no linear classifier
             raise ConfigValueError(f"global_pool='' leaves the map unpooled: it needs num_classes=0, not {num_classes}")
         self.head.global_pool = SelectAdaptivePool2d(pool_type=global_pool, flatten=bool(global_pool))
@@ -232,8 +234,8 @@ class AlterNet(nn.Module):
         return self.head.fc
 
     def reset_classifier(self, num_classes: int, global_pool: str | None = None) -> None:
-        self.num_classes = num_classes
         self._build_head(num_classes, self.head.global_pool.pool_type if global_pool is None else global_pool)
+        self.num_classes = num_classes
 
     def no_weight_decay(self) -> set[str]:
         """Position tables (relative position biases, focused linear attention's key positional encodings): names

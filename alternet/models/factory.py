@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from numbers import Integral
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from ..architectures.config import ModelConfig
 from ..architectures.named import MODEL_NAMES, base_name
 from ..errors import ConfigValueError
 from .external import UnknownModelError, check_name, check_output_width, constructor_args
+from .guards import check_build_arguments
 
 
 def list_models() -> list[str]:
@@ -31,9 +31,7 @@ def create_model(name: str, **kwargs: Any) -> nn.Module:
         raise UnknownModelError(
             f"a model's name is a string (alternet_r50, resnet50.a1_in1k, hf-hub:OWNER/REPO), not {name!r}"
         )
-    classes = kwargs.get("num_classes")
-    if classes is not None and not (isinstance(classes, Integral) and not isinstance(classes, bool) and classes >= 0):
-        raise ConfigValueError(f"num_classes={classes!r} must be an integer >= 0 (0: no classifier, the features)")
+    check_build_arguments(kwargs)
     check_name(name, MODEL_NAMES)
     source, location = parse_model_name(name)
     if source == "local-dir" and not (Path(location).expanduser() / "config.json").is_file():

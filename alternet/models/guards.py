@@ -1,16 +1,18 @@
 """What the timm hybrid families share: a CIFAR stem made from timm's stride-2 stem conv, and one-line refusals of
 inputs whose size a fixed-size model was not built for, or that its layout cannot take (timm's own checks there are
-empty assertions)."""
+empty assertions); the arguments every model of the zoo is built with, checked in one line."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from numbers import Integral
 from typing import Any
 
 import torch
 from torch import nn
 
 from ..architectures.layout import LayoutError
+from ..errors import ConfigValueError
 
 
 class InputSizeGuard:
@@ -65,3 +67,27 @@ def unstride_stem_conv(model: nn.Module, conv: nn.Conv2d) -> None:
     if isinstance(info, list):
         for entry in info:
             entry["reduction"] = max(1, entry["reduction"] // 2)
+
+
+def check_num_classes(value: Any) -> None:
+    """A classifier's class count: an integer >= 0 (0: no classifier, the pooled features), in one line."""
+    if not (isinstance(value, Integral) and not isinstance(value, bool) and value >= 0):
+        raise ConfigValueError(f"num_classes={value!r} must be an integer >= 0 (0: no classifier, the features)")
+
+
+def check_build_arguments(kwargs: dict[str, Any]) -> None:
+    """What a model is built with, checked in one line naming the argument before it fails deep inside (a float
+    ``img_size`` was "'float' object is not subscriptable") or builds something else (``in_chans=0``: a stem of no
+    input channels; ``num_classes=-1``: no head, and ``num_classes == -1``)."""
+    if kwargs.get("num_classes") is not None:
+        check_num_classes(kwargs["num_classes"])
+    size = kwargs.get("img_size")
+    pair = isinstance(size, list | tuple) and len(size) == 2 and all(_count(v, 1) for v in size)
+    if size is not None and not _count(size, 1) and not pair:
+        raise ConfigValueError(f"img_size={size!r} must be an integer >= 1, or a (height, width) pair of them")
+    if kwargs.get("in_chans") is not None and not _count(kwargs["in_chans"], 1):
+        raise ConfigValueError(f"in_chans={kwargs['in_chans']!r} must be an integer >= 1 (3: RGB, 1: grey)")
+
+
+def _count(value: Any, minimum: int) -> bool:
+    return isinstance(value, Integral) and not isinstance(value, bool) and value >= minimum

@@ -42,6 +42,7 @@ from ..dataset_facts import FACTS
 from .backbone import AlterNet
 from .byob import build_byob
 from .features import feature_arguments, feature_model
+from .guards import check_build_arguments
 from .local_attention import localise_attention
 from .maxxvit import build_maxxvit
 from .resnet import PostActResNet
@@ -147,7 +148,9 @@ default_cfgs = generate_default_cfgs(
 
 def _input_size(variant: str, kwargs: dict[str, Any]) -> tuple[int, int]:
     """The input size the model is built for, set as ``img_size`` in ``kwargs`` unless given: a tagged cfg's
-    (``alternet_r50.in1k``: 224 px, ImageNet stem), else 32 px."""
+    (``alternet_r50.in1k``: 224 px, ImageNet stem), else 32 px. The arguments are checked first
+    (:func:`~.guards.check_build_arguments`)."""
+    check_build_arguments(kwargs)
     if "img_size" not in kwargs:
         cfg = resolve_pretrained_cfg(variant, pretrained_cfg=kwargs.get("pretrained_cfg"))
         kwargs["img_size"] = int(cfg.input_size[-1]) if cfg is not None and cfg.input_size else 32

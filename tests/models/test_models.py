@@ -155,6 +155,31 @@ def test_feature_maps_chosen_outside_the_model_or_without_features_only_are_refu
         timm.create_model(name, out_indices=(1,), feature_cls="getter")
 
 
+@pytest.mark.parametrize("name", ["alternet_tiny", "pit_mini_cifar", "coatnet_cifar", "resnet50_hdvw"])
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"num_classes": -1}, r"num_classes=-1 must be an integer >= 0 \(0: no classifier, the features\)"),
+        ({"num_classes": 10.0}, r"num_classes=10.0 must be an integer >= 0"),
+        ({"img_size": 16.0}, r"img_size=16.0 must be an integer >= 1, or a \(height, width\) pair of them"),
+        ({"img_size": "16"}, r"img_size='16' must be an integer >= 1"),
+        ({"in_chans": 0}, r"in_chans=0 must be an integer >= 1 \(3: RGB, 1: grey\)"),
+    ],
+)
+def test_the_arguments_a_model_is_built_with_are_checked_in_one_line_through_timm_too(name, arguments, message):
+    """Only alternet.create_model checked num_classes: through timm -1 built a model of num_classes -1 and 10.0 failed
+    inside nn.Linear; a float img_size was "'float' object is not subscriptable", in_chans=0 a stem of no channels."""
+    with pytest.raises(ConfigValueError, match=rf"^{message}"):
+        timm.create_model(name, **arguments)
+
+
+def test_a_classifier_reset_to_no_class_count_is_refused_and_keeps_its_head():
+    model = timm.create_model("alternet_tiny", num_classes=10)
+    with pytest.raises(ConfigValueError, match=r"^num_classes=-3 must be an integer >= 0"):
+        model.reset_classifier(-3)
+    assert model.num_classes == 10 and model.head.fc.out_features == 10
+
+
 def test_the_model_exports_and_traces_for_deployment():
     """docs/downstream.md: torch.export and torch.jit.trace give the model's logits."""
     model = create_model("alternet_tiny", num_classes=10, img_size=16).eval()

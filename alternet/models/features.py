@@ -11,7 +11,7 @@ from torch import nn
 
 from ..errors import ConfigValueError, is_integer
 from .backbone import AlterNet
-from .guards import InputSizeGuard, LayoutCheck
+from .guards import InputSizeGuard, LayoutCheck, built_size_check
 
 FEATURE_CLASSES = {"list": FeatureListNet, "getter": FeatureGetterNet}  # timm's feature_cls names these take
 
@@ -42,7 +42,9 @@ def feature_model(
         norm = isinstance(model, AlterNet)  # its last map after the final norm, as its feature_info names it
         features = FeatureGetterNet(model, out_indices=tuple(out_indices), norm=norm)
     for hook in list(model._forward_pre_hooks.values()):  # the wrapper never calls the model's forward
-        if isinstance(hook, InputSizeGuard | LayoutCheck):
+        if hook is built_size_check:
+            features.input_size_built = model.input_size_built
+        if isinstance(hook, InputSizeGuard | LayoutCheck) or hook is built_size_check:
             features.register_forward_pre_hook(hook)
     features.pretrained_cfg = features.default_cfg = pretrained_cfg_for_features(model.pretrained_cfg)
     return features

@@ -34,6 +34,27 @@ class InputSizeGuard:
             )
 
 
+@torch.jit.unused
+def _refuse_size(message: str) -> None:
+    raise LayoutError(message)
+
+
+def built_size_check(module: nn.Module, args: tuple[torch.Tensor]) -> None:
+    """:class:`InputSizeGuard` as a forward pre-hook TorchScript compiles (a PiT scripts, as timm's own models do):
+    an input of another size than ``module.input_size_built`` refused in one line (a RuntimeError when scripted)."""
+    x = args[0]
+    height, width = module.input_size_built
+    if x.dim() == 4 and (x.shape[-2] != height or x.shape[-1] != width):
+        message = (
+            f"this model was built for {height}x{width} inputs and got {x.shape[-2]}x{x.shape[-1]} (its position "
+            f"embedding is sized for that input's patches); feed it {height}x{width} images "
+            f"(data.image_size={height}) or build it for the new size"
+        )
+        if torch.jit.is_scripting():
+            raise RuntimeError(message)
+        _refuse_size(message)
+
+
 class LayoutCheck:
     """A forward pre-hook: an input whose size the layout cannot take at every stage (a halo block or MaxViT window
     that does not divide a stage's map: timm's own check is an empty assertion) refused in one line by the spec's

@@ -42,7 +42,7 @@ from ..dataset_facts import FACTS
 from .backbone import AlterNet
 from .byob import build_byob
 from .features import feature_arguments, feature_model
-from .guards import check_build_arguments
+from .guards import built_size_check, check_build_arguments
 from .local_attention import localise_attention
 from .maxxvit import build_maxxvit
 from .resnet import PostActResNet
@@ -71,6 +71,8 @@ class PiT(PoolingVisionTransformer):
         super().__init__(**kwargs)
         for stage in self.transformers:
             stage.blocks = _CheckpointedBlocks(*stage.blocks)
+        self.input_size_built = tuple(self.patch_embed.img_size)  # its position embedding: that input's patches
+        self.register_forward_pre_hook(built_size_check)  # timm's: a tensor size mismatch deep inside
 
     def set_grad_checkpointing(self, enable: bool = True) -> None:
         """Recompute each transformer block in backward (see :meth:`AlterNet.set_grad_checkpointing`)."""

@@ -173,6 +173,17 @@ def test_the_arguments_a_model_is_built_with_are_checked_in_one_line_through_tim
         timm.create_model(name, **arguments)
 
 
+def test_a_pit_fed_another_input_size_says_so_in_one_line_and_its_feature_maps_too():
+    """timm's PiT failed inside with "The size of tensor a (6) must match the size of tensor b (8)"; the other
+    fixed-size hybrids said it in one line."""
+    from alternet.architectures.layout import LayoutError
+
+    for model in (timm.create_model("pit_mini_cifar"), timm.create_model("pit_mini_cifar", features_only=True)):
+        model(torch.randn(1, 3, 32, 32))
+        with pytest.raises(LayoutError, match=r"^this model was built for 32x32 inputs and got 24x24 \(its position"):
+            model(torch.randn(1, 3, 24, 24))
+
+
 def test_a_classifier_reset_to_no_class_count_is_refused_and_keeps_its_head():
     model = timm.create_model("alternet_tiny", num_classes=10)
     with pytest.raises(ConfigValueError, match=r"^num_classes=-3 must be an integer >= 0"):

@@ -463,6 +463,9 @@ class ImageDataModule(L.LightningDataModule):
         return sampler
 
     def _sampler(self, split: str, shuffle: bool) -> EpochSampler:
+        if split not in self.splits:  # a data module used in Python before its setup (Lightning calls it)
+            done = f"it holds {', '.join(self.splits)}" if self.splits else "it has not been set up"
+            raise DataError(f"{self.name}: no {split} split to load ({done}): call setup() first, which reads them")
         rank, world = (self.trainer.global_rank, self.trainer.world_size) if self.trainer is not None else (0, 1)
         draws = self._train_pool if split == "train" and self.subset_repeat else None
         return EpochSampler(

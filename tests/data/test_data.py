@@ -315,6 +315,13 @@ def test_a_data_module_built_in_python_checks_its_size_and_statistics_as_the_con
         _blobs(*GOOD, mean=(128,) * 3)
 
 
+def test_a_loader_asked_for_before_setup_says_to_call_it():
+    """A bare KeyError: 'train' from inside the sampler."""
+    for loader in ("train_dataloader", "test_dataloader"):
+        with pytest.raises(DataError, match=r"^digits: no (train|test) split to load \(it has not been set up\): call"):
+            getattr(DigitsDataModule(image_size=8), loader)()
+
+
 def test_each_process_needs_a_batch_of_its_share_and_an_image_of_every_evaluation_split():
     """Under DDP the batch was checked against the whole training split: 31 images a rank trained at batch 48,
     recorded as a global batch of 96 with its scaled learning rate; a validation split of one failed on every rank."""

@@ -405,6 +405,10 @@ def test_features_of_selected_stages_and_bad_combinations(pretrained):
     assert last_two.feature_info.channels() == features.feature_info.channels()
     with pytest.raises(ConfigValueError, match=r"^out_indices=\(1,\) selects feature maps: add features_only=True$"):
         hub.load(export_dir(pretrained), out_indices=(1,))  # ignored: a whole classifier came back
+    for cls in ("list", "getter"):  # 5 of 76 tensors loaded (the wrapper renames the modules), the call returned
+        built = timm.create_model("alternet_tiny", features_only=True, feature_cls=cls)
+        with pytest.raises(ConfigValueError, match=r"^load_pretrained loads a classifier's weights, and this is timm"):
+            hub.load_pretrained(built, export_dir(pretrained))
 
 
 def test_comparison_vit_exports_and_loads_through_timm(tmp_path):

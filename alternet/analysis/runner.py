@@ -68,6 +68,11 @@ def check_inputs(configs: Mapping[str, Any], model: nn.Module, datamodule: Image
             f"classes of {datamodule.name}: give a model with a {datamodule.num_classes}-class head"
         )
     objective = [name for name, config in configs.items() if isinstance(config, ObjectiveConfig)]
+    if isinstance(recipe, Mapping):  # a checkpoint's record, as the docs' example reads it before building it
+        raise AnalysisConfigError(
+            "recipe is a mapping: build the recipe it records first, alternet.typed.build(RecipeConfig, recipe) "
+            "(RecipeConfig from alternet.training.config)"
+        )
     if objective and recipe is None:
         raise AnalysisConfigError(
             f"analysis={objective[0]} measures the training objective (loss, weight decay, batch size, "
@@ -141,7 +146,7 @@ def run_analyses(
     model: nn.Module,
     datamodule: ImageDataModule,
     recipe: Any,
-    configs: Mapping[str, Mapping[str, Any]],
+    configs: Mapping[str, Mapping[str, Any]] | None,
     out_dir: Path,
 ) -> dict[str, dict[str, Any]]:
     """Run each named analysis with its config; return ``{name: summary}``.
@@ -154,7 +159,7 @@ def run_analyses(
     ``seconds`` (wall time) and ``files`` (paths of the CSV and PNGs written under ``out_dir/analysis``).
     """
     names = [names] if isinstance(names, str) else list(names)
-    parsed = parse_configs(names, configs)
+    parsed = parse_configs(names, {} if configs is None else configs)  # None: every analysis at its defaults
     check_inputs(parsed, model, datamodule, recipe)
     if any(t.is_floating_point() and t.dtype != torch.float32 for t in (*model.parameters(), *model.buffers())):
         model = copy.deepcopy(model).float()  # the analyses measure in fp32; the caller's model stays as it is

@@ -321,3 +321,14 @@ def test_trained_weights_measured_at_another_size_or_normalisation_are_warned_of
         warnings.simplefilter("error")
         run_analyses(["lesion"], model, DigitsDataModule(image_size=16, batch_size=8), None, budgets, tmp_path)
         run_analyses(["lesion"], fresh, DigitsDataModule(batch_size=8), None, budgets, tmp_path)
+
+
+def test_no_budgets_mean_the_defaults_and_a_recipe_not_yet_built_is_said_to_be(digits, tmp_path):
+    """configs=None was "'NoneType' object has no attribute 'get'", and the recipe a checkpoint records (a mapping,
+    as the docs' example reads it) "'dict' object has no attribute 'augment'"."""
+    five = create_model("alternet_tiny", num_classes=5, img_size=16)
+    with pytest.raises(AnalysisConfigError, match=r"^analysis=lesion scores the model's 5 outputs"):  # past the budgets
+        run_analyses(["lesion"], five, digits, None, None, tmp_path)
+    model = create_model("alternet_tiny", num_classes=10, img_size=16)
+    with pytest.raises(AnalysisConfigError, match=r"^recipe is a mapping: build the recipe it records first, alternet"):
+        run_analyses(["hessian"], model, digits, {"augment": {}}, {}, tmp_path)

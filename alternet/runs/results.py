@@ -7,6 +7,7 @@ metrics stay a :data:`Record` keyed by the metric table (:mod:`alternet.metrics.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -189,6 +190,14 @@ class RobustnessResult:
     def from_payload(cls, payload: Any, what: str = "robustness") -> RobustnessResult:
         if not isinstance(payload, Mapping) or "table" not in payload or "source" not in payload:
             raise CheckpointError(f"{what} needs 'source' and 'table' keys: the file is not an alternet evaluation's")
+        schema = payload.get("schema", SCHEMA_VERSION)
+        if not isinstance(schema, int) or isinstance(schema, bool) or schema > SCHEMA_VERSION:
+            raise CheckpointError(
+                f"{what} is of schema {schema!r}, which this alternet (schema {SCHEMA_VERSION}) does not read: a newer "
+                "alternet wrote it; upgrade alternet to read it"
+            )
+        if not isinstance(payload["table"], list):
+            raise CheckpointError(f"{what}.table is not a list of conditions: the file is not an alternet evaluation's")
         table = tuple(_read(Condition, row, f"a row of {what}.table") for row in payload["table"])
         summary = RobustnessSummary.from_payload(payload.get("summary"), f"{what}.summary")
         images = None if "layout" not in payload else _read(CorruptedImages, payload, what)
@@ -273,10 +282,46 @@ class EvaluationReport:
                 "a training run's summary, not an evaluation's metrics.json: read it with RunSummary.from_json, or "
                 "its evaluation in the run's eval/"
             )
+        check_sections(payload, ("test",), "the evaluation", "evaluate the checkpoint again")
         typed = {key: read(payload[key]) for key, read in READERS.items() if payload.get(key) is not None}
         known = {item.name for item in fields(cls)}
         extra = {key: value for key, value in payload.items() if key not in known}
         return _read(cls, payload, "the evaluation", **typed, extra=extra)
+
+
+# the ranges of the metrics a summary or an evaluation holds (a share, or Brier's [0, 2], or a loss); another metric
+# is not checked
+_RANGES = {"nll": (0.0, math.inf), "brier": (0.0, 2.0)} | dict.fromkeys(
+    ("acc", "top5", "ece", "acc90", "unc90", "freq90", "ece_adaptive", "ece_classwise"), (0.0, 1.0)
+)
+
+
+def check_sections(payload: Mapping[str, Any], sections: tuple[str, ...], where: str, advice: str) -> None:
+    """The metric sections of a metrics.json (``test``, ``test_ema``...): each a mapping of numbers or nulls (a NaN,
+    written strictly) within their ranges, the numbers a report computes with; refused in one line naming the file
+    (``where``) and what to do (``advice``)."""
+    for name in sections:
+        section = payload.get(name)
+        if section is not None and not isinstance(section, Mapping):
+            raise CheckpointError(f"{where} is malformed: its {name!r} is not a mapping of metrics")
+        bad = [f"{name}.{k}={v!r}" for k, v in (section or {}).items() if not _number_or_null(v)]
+        if bad:
+            raise CheckpointError(f"{where} is malformed: {', '.join(bad[:3])} is not a number; {advice}")
+        impossible = [f"{name}.{k}={v!r}" for k, v in (section or {}).items() if not _possible(k, v)]
+        if impossible:
+            raise CheckpointError(
+                f"{where} is malformed: {', '.join(impossible[:3])} is out of its range (a share in [0, 1], a loss "
+                f">= 0); {advice}"
+            )
+
+
+def _possible(name: str, value: Any) -> bool:
+    low, high = _RANGES.get(name, (-math.inf, math.inf))
+    return value is None or low <= value <= high
+
+
+def _number_or_null(value: Any) -> bool:
+    return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
 
 
 _ALWAYS = ("model", "data", "test", "files")  # written even when empty

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -11,7 +10,7 @@ from typing import Any
 
 from ..errors import CheckpointError, is_integer
 from ..files import read_json
-from .results import READERS, OodResult, Record, RobustnessResult, Selective, TestImages, payload_of
+from .results import READERS, OodResult, Record, RobustnessResult, Selective, TestImages, check_sections, payload_of
 
 
 @dataclass(frozen=True)
@@ -121,22 +120,11 @@ class RunSummary:
         if missing or not isinstance(payload.get("test"), Mapping):
             lacks = f"no {', '.join(missing)}" if missing else "its 'test' is not a mapping"
             raise CheckpointError(f"{where} is not a training run's metrics.json ({lacks})")
-        for split in _SPLITS:  # the numbers a report computes with: numbers or null (a NaN, written strictly)
-            section = payload.get(split)
-            if section is not None and not isinstance(section, Mapping):
-                raise CheckpointError(f"{where} is malformed: its {split!r} is not a mapping of metrics")
-            bad = [f"{split}.{k}={v!r}" for k, v in (section or {}).items() if not _number_or_null(v)]
-            if bad:
-                raise CheckpointError(
-                    f"{where} is malformed: {', '.join(bad[:3])} is not a number; restore the file from the run's "
-                    "own copy (or evaluate its checkpoint again), or move the job out of the sweep"
-                )
-            impossible = [f"{split}.{k}={v!r}" for k, v in (section or {}).items() if not _possible(k, v)]
-            if impossible:
-                raise CheckpointError(
-                    f"{where} is malformed: {', '.join(impossible[:3])} is out of its range (a share in [0, 1], a "
-                    "loss >= 0); restore the file from the run's own copy, or move the job out of the sweep"
-                )
+        advice = (
+            "restore the file from the run's own copy (or evaluate its checkpoint again), or move the job out of the "
+            "sweep"
+        )
+        check_sections(payload, _SPLITS, where, advice)
         counts = [
             f"{key}={payload[key]!r}"
             for key in _COUNTS
@@ -165,17 +153,4 @@ class RunSummary:
 _SPLITS = ("test", "test_ema", "train_clean")
 
 
-# the ranges of the metrics a summary holds (a share, or Brier's [0, 2], or a loss); another metric is not checked
-_RANGES = {"nll": (0.0, math.inf), "brier": (0.0, 2.0)} | dict.fromkeys(
-    ("acc", "top5", "ece", "acc90", "unc90", "freq90", "ece_adaptive", "ece_classwise"), (0.0, 1.0)
-)
 _COUNTS = ("epochs", "global_step", "train_images")
-
-
-def _possible(name: str, value: Any) -> bool:
-    low, high = _RANGES.get(name, (-math.inf, math.inf))
-    return value is None or low <= value <= high
-
-
-def _number_or_null(value: Any) -> bool:
-    return value is None or (isinstance(value, int | float) and not isinstance(value, bool))

@@ -88,6 +88,24 @@ def test_a_summary_holding_an_impossible_number_is_refused(change, message):
         RunSummary.from_payload(run)
 
 
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"test": {"acc": "0.9"}}, r"the evaluation is malformed: test.acc='0.9' is not a number; evaluate the"),
+        ({"test": {"acc": 97.0}}, r"the evaluation is malformed: test.acc=97.0 is out of its range \(a share in"),
+        ({"test": [1]}, r"the evaluation is malformed: its 'test' is not a mapping of metrics"),
+        ({"robustness": {**ROBUST.to_json(), "schema": 99}}, r"robustness is of schema 99, which this alternet \("),
+        ({"robustness": {**ROBUST.to_json(), "table": 5}}, r"robustness.table is not a list of conditions"),
+    ],
+)
+def test_an_evaluation_holding_a_malformed_or_newer_result_is_refused_as_a_summary_is(change, message, tmp_path):
+    """Read as they were (a report would have averaged the string '0.9' and an accuracy of 97), a newer robustness
+    schema read as this one, a table of 5 a TypeError: RunSummary refused the same numbers."""
+    (tmp_path / "metrics.json").write_text(json.dumps(REPORT.to_json() | change))
+    with pytest.raises(CheckpointError, match=rf"^{tmp_path / 'metrics.json'}: {message}"):
+        EvaluationReport.from_json(tmp_path / "metrics.json")
+
+
 def test_an_evaluation_read_from_no_file_or_a_folder_says_which_once(tmp_path):
     """``from_json`` of a missing file or a folder said "unreadable or not valid JSON: [Errno 2] ..." and a file
     that is no JSON named its path twice."""

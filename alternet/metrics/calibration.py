@@ -81,6 +81,11 @@ def check_bins(n_bins: Any) -> None:
         raise ValueError(f"n_bins must be an integer >= 1, got {n_bins!r}")
 
 
+def check_k(k: Any) -> None:
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+
+
 def check_inputs(probs: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Validate and return ``(probs as float64 (N, K), labels as int64 (N,))``; raise ``ValueError`` otherwise. Half
     precision probabilities are checked within their precision and returned renormalised (rows summing to 1)."""
@@ -143,8 +148,7 @@ def top_k_accuracy(probs: np.ndarray, labels: np.ndarray, k: int, logits: np.nda
     probabilities came from where given (the same order, without the ties softmax makes where it underflows). A label
     tied with other classes counts at its expectation over the orders of the tie: (places left) / (classes tied),
     so a model that scores every class alike has top-k k/K, as a random choice among them would."""
-    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
-        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    check_k(k)
     tolerance = sum_tolerance(getattr(probs, "dtype", ""))
     probs, labels = check_inputs(probs, labels)
     return _top_k(probs if logits is None else _logits_of(probs, logits, tolerance), labels, k)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from torchmetrics import Metric
 
-from .calibration import HALF_EPS, sum_tolerance
+from .calibration import HALF_EPS, check_bins, check_k, sum_tolerance
 
 
 class BinnedCalibrationError(Metric):
@@ -25,8 +25,7 @@ class BinnedCalibrationError(Metric):
 
     def __init__(self, n_bins: int = 10, **kwargs):
         super().__init__(**kwargs)
-        if n_bins < 1:
-            raise ValueError(f"n_bins must be >= 1, got {n_bins}")
+        check_bins(n_bins)
         self.n_bins = n_bins
         for name in ("counts", "correct", "confidence"):
             self.add_state(name, default=torch.zeros(n_bins, dtype=torch.float64), dist_reduce_fx="sum")
@@ -34,6 +33,7 @@ class BinnedCalibrationError(Metric):
             self.add_state(name, default=torch.zeros((), dtype=torch.float64), dist_reduce_fx="sum")
 
     def update(self, probs: torch.Tensor, labels: torch.Tensor) -> None:
+        _check_batch(probs, labels, "probs")
         tolerance = sum_tolerance(probs.dtype)
         values = probs.detach().double()
         finite = torch.isfinite(values).all(dim=1)
@@ -74,8 +74,7 @@ class TopKAccuracy(Metric):
 
     def __init__(self, k: int, **kwargs):
         super().__init__(**kwargs)
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
+        check_k(k)
         self.k = k
         for name in ("hits", "seen", "nonfinite", "invalid"):
             self.add_state(name, default=torch.zeros((), dtype=torch.float64), dist_reduce_fx="sum")
@@ -83,6 +82,7 @@ class TopKAccuracy(Metric):
     def update(self, scores: torch.Tensor, labels: torch.Tensor) -> None:
         """``scores``: logits (ranked as :func:`~alternet.metrics.calibration.top_k_accuracy` ranks them) or
         probabilities (where softmax underflows, the zeros tie)."""
+        _check_batch(scores, labels, "scores")
         scores, labels = scores.detach(), labels.long()
         self.nonfinite += (~torch.isfinite(scores).all(dim=1)).sum()  # a diverged model's: the result is NaN
         outside = (labels < 0) | (labels >= scores.shape[1])  # counted on the device, refused by compute
@@ -102,3 +102,14 @@ class TopKAccuracy(Metric):
         if self.nonfinite > 0:  # a NaN score ties with nothing: it counted as a hit
             return torch.tensor(float("nan"), device=self.hits.device)
         return (self.hits / self.seen.clamp(min=1.0)).float()
+
+
+def _check_batch(scores: torch.Tensor, labels: torch.Tensor, name: str) -> None:
+    """A batch's shapes and label dtype, read from the tensors' metadata (no device sync): refused in one line (a
+    float label was truncated to a class, a mismatched batch failed inside torch)."""
+    if scores.dim() != 2 or labels.shape != scores.shape[:1]:
+        raise ValueError(
+            f"{name} must have shape (N, K) and labels (N,), got {tuple(scores.shape)} and {tuple(labels.shape)}"
+        )
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+        raise ValueError(f"labels must be integer class indices, got dtype {labels.dtype}")

@@ -209,6 +209,22 @@ def test_the_streaming_top_k_refuses_labels_outside_the_classes_in_one_line():
         metric.compute()
 
 
+def test_the_streaming_metrics_refuse_a_batch_of_the_wrong_shape_float_labels_and_bad_counts_in_one_line():
+    """Float labels were truncated to a class (3.7 counted as 3), a mismatched batch failed inside torch, and
+    BinnedCalibrationError(2.5) in torch.zeros."""
+    probs = torch.full((4, 5), 0.2)
+    for metric in (TopKAccuracy(1), BinnedCalibrationError()):
+        with pytest.raises(ValueError, match=r"must have shape \(N, K\) and labels \(N,\), got \(4, 5\) and \(3,\)"):
+            metric.update(probs, torch.tensor([0, 1, 2]))
+        with pytest.raises(ValueError, match=r"got \(5,\) and \(4,\)"):
+            metric.update(probs[0], torch.tensor([0, 1, 2, 3]))
+        with pytest.raises(ValueError, match=r"^labels must be integer class indices, got dtype torch.float32"):
+            metric.update(probs, torch.tensor([0.7, 1.0, 2.0, 3.7]))
+    for make, bad in ((BinnedCalibrationError, 2.5), (TopKAccuracy, 0), (TopKAccuracy, 2.5)):
+        with pytest.raises(ValueError, match=r"must be an integer >= 1, got"):
+            make(bad)
+
+
 def test_ece_agrees_with_torchmetrics_on_probabilities():
     probs, labels = random_predictions(n=3000, k=10, seed=1)
     metric = MulticlassCalibrationError(num_classes=10, n_bins=10, norm="l1")

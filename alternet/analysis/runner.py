@@ -99,22 +99,22 @@ def warn_of_other_preprocessing(model: nn.Module, datamodule: ImageDataModule) -
     ``tag``) meet images of another size or normalisation than they were trained on: every number would be of inputs
     the model never saw (a 16 px digits model measured on the data module's default 32 px scored 46% where it has
     96%). A model built afresh records no preprocessing of its own and is measured as given."""
-    cfg = getattr(model, "pretrained_cfg", None) or {}
-    if not cfg.get("tag"):
+    pretrained = getattr(model, "pretrained_cfg", None) or {}  # timm's record of the weights, not a config
+    if not pretrained.get("tag"):
         return
     differ, build = [], []
-    size = tuple(cfg.get("input_size") or ())[-2:]
+    size = tuple(pretrained.get("input_size") or ())[-2:]
     if size and size != (datamodule.image_size, datamodule.image_size):
         differ.append(f"{datamodule.image_size} px where it was trained at {'x'.join(map(str, size))}")
         build.append(f"image_size={size[-1]}")
     for key in ("mean", "std"):
-        trained, given = cfg.get(key), getattr(datamodule, key)
+        trained, given = pretrained.get(key), getattr(datamodule, key)
         if trained and (len(trained) != len(given) or any(abs(a - b) > 1e-4 for a, b in zip(trained, given))):
             differ.append(f"{key} {tuple(given)} where it was trained with {tuple(trained)}")
             build.append(f"{key}={tuple(trained)}")
     if differ:
         warnings.warn(
-            f"{cfg.get('architecture', type(model).__name__)} (weights of {cfg['tag']}) is measured on images of "
+            f"{pretrained.get('architecture', type(model).__name__)} (weights of {pretrained['tag']}) is measured on images of "
             f"{'; '.join(differ)}: its numbers are of inputs it never saw; build the data module with "
             f"{', '.join(build)} to measure it as trained",
             AlternetWarning,

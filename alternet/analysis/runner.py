@@ -113,10 +113,10 @@ def warn_of_other_preprocessing(model: nn.Module, datamodule: ImageDataModule) -
             differ.append(f"{key} {tuple(given)} where it was trained with {tuple(trained)}")
             build.append(f"{key}={tuple(trained)}")
     if differ:
+        name = pretrained.get("architecture", type(model).__name__)
         warnings.warn(
-            f"{pretrained.get('architecture', type(model).__name__)} (weights of {pretrained['tag']}) is measured on images of "
-            f"{'; '.join(differ)}: its numbers are of inputs it never saw; build the data module with "
-            f"{', '.join(build)} to measure it as trained",
+            f"{name} (weights of {pretrained['tag']}) is measured on images of {'; '.join(differ)}: its numbers are "
+            f"of inputs it never saw; build the data module with {', '.join(build)} to measure it as trained",
             AlternetWarning,
             stacklevel=4,
         )

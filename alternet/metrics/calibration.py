@@ -250,6 +250,11 @@ def check_logits(logits: np.ndarray) -> np.ndarray:
         raise ValueError(f"logits must have shape (N, K) with N >= 1, got {logits.shape}")
     if not np.all(np.isfinite(logits)):
         raise ValueError("logits contain NaN or infinite values")
+    if len(logits) > 1 and logits.min() >= 0 and logits.max() <= 1 and np.all(np.abs(logits.sum(axis=1) - 1) < 1e-6):
+        raise ValueError(  # their softmax is valid arithmetic, and another model's numbers (NLL 2.33 where 5.00 is)
+            "logits look like probabilities (every row in [0, 1], summing to 1): pass the scores before softmax (a "
+            "model that ends in a softmax: drop it, or pass the log of its outputs)"
+        )
     return logits
 
 

@@ -327,6 +327,22 @@ def test_logits_beside_probabilities_must_be_theirs():
     assert calibration_metrics(bf16, labels, logits=logits)["nll"] == nll_from_logits(logits, labels)
 
 
+def test_probabilities_given_where_logits_are_expected_are_refused_in_one_line():
+    """Their softmax is valid arithmetic: nll_from_logits(probs) gave 2.33 where the NLL is 5.00, ood_scores an MSP of
+    0.165 where it is 0.619, in silence."""
+    from alternet.metrics.uncertainty import ood_scores
+
+    logits = 4 * np.random.default_rng(0).standard_normal((50, 10))
+    labels = np.arange(50) % 10
+    probs = softmax(logits)
+    for call in (lambda: nll_from_logits(probs, labels), lambda: ood_scores(probs), lambda: softmax(probs)):
+        with pytest.raises(
+            ValueError, match=r"^logits look like probabilities \(every row in \[0, 1\], summing to 1\)"
+        ):
+            call()
+    assert nll_from_logits(np.log(probs), labels) == pytest.approx(nll_from_logits(logits, labels), rel=1e-12)
+
+
 @pytest.mark.parametrize("k", [0, -1, 2.5, True, "5"])
 def test_a_top_k_that_is_no_positive_integer_is_refused(k):
     """k=0 and k=-1 gave 0.0 and k=2.5 a share between top-2 and top-3, in silence."""
